@@ -1,0 +1,112 @@
+#include "backend/cpu/gemm.h"
+
+#include <algorithm>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DSINFER_GEMM_AVX2 1
+#endif
+
+namespace dsinfer::backend::cpu {
+
+namespace {
+
+#if DSINFER_GEMM_AVX2
+inline float Reduce8(__m256 v) {
+  // Fixed order: (lane i + lane i+4), then pairs, then the last pair.
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  __m128 sh = _mm_movehl_ps(s, s);
+  s = _mm_add_ps(s, sh);
+  sh = _mm_shuffle_ps(s, s, 1);
+  return _mm_cvtss_f32(_mm_add_ss(s, sh));
+}
+
+// R rows of x against C rows of w over the full k.
+template <int R, int C>
+inline void Tile(const float* x, int64_t ldx, const float* w, int64_t k, float* y, int64_t ldy) {
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  const int64_t k8 = k & ~int64_t{7};
+  for (int64_t i = 0; i < k8; i += 8) {
+    __m256 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w + c * k + i);
+    for (int r = 0; r < R; ++r) {
+      __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      float s = Reduce8(acc[r][c]);
+      for (int64_t i = k8; i < k; ++i) s += x[r * ldx + i] * w[c * k + i];
+      y[r * ldy + c] = s;
+    }
+  }
+}
+#else
+template <int R, int C>
+inline void Tile(const float* x, int64_t ldx, const float* w, int64_t k, float* y, int64_t ldy) {
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = Dot(x + r * ldx, w + c * k, k);
+  }
+}
+#endif
+
+// Rows [0, m) x columns [n0, n1).
+void GemmColumns(const float* x, int64_t m, int64_t k, int64_t ldx, const float* w, int64_t n0,
+                 int64_t n1, float* y, int64_t ldy) {
+  constexpr int kR = 4, kC = 3;
+  // Column blocks small enough that their weights stay in L2 while all rows stream past.
+  const int64_t block = std::max<int64_t>(kC, (256 * 1024 / 4) / std::max<int64_t>(k, 1) / kC * kC);
+  for (int64_t nb = n0; nb < n1; nb += block) {
+    const int64_t ne = std::min(n1, nb + block);
+    int64_t r = 0;
+    for (; r + kR <= m; r += kR) {
+      int64_t c = nb;
+      for (; c + kC <= ne; c += kC) Tile<kR, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+      for (; c < ne; ++c) Tile<kR, 1>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+    }
+    for (; r < m; ++r) {
+      int64_t c = nb;
+      for (; c + kC <= ne; c += kC) Tile<1, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+      for (; c < ne; ++c) Tile<1, 1>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+    }
+  }
+}
+
+}  // namespace
+
+float Dot(const float* a, const float* b, int64_t k) {
+#if DSINFER_GEMM_AVX2
+  float out;
+  Tile<1, 1>(a, k, b, k, &out, 1);
+  return out;
+#else
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int64_t k8 = k & ~int64_t{7};
+  for (int64_t i = 0; i < k8; i += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * b[i + l];
+  float s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  for (int64_t i = k8; i < k; ++i) s += a[i] * b[i];
+  return s;
+#endif
+}
+
+void Gemm(const float* x, int64_t m, int64_t k, int64_t ldx, const float* w, int64_t n, float* y,
+          int64_t ldy, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t work = m * n * k;
+  if (!pool || pool->size() == 1 || work < (1 << 16)) {
+    GemmColumns(x, m, k, ldx, w, 0, n, y, ldy);
+    return;
+  }
+  // Split columns across threads in multiples of 3 (the tile width) so tiles are unchanged.
+  const int64_t units = (n + 2) / 3;
+  pool->ParallelFor(units, [&](int64_t b, int64_t e) {
+    GemmColumns(x, m, k, ldx, w, b * 3, std::min(n, e * 3), y, ldy);
+  });
+}
+
+}  // namespace dsinfer::backend::cpu

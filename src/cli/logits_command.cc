@@ -1,0 +1,141 @@
+// `dsinfer logits`: runs the model over ids under a prefill/decode schedule and writes the logits of
+// every position as float32 .npy [T, vocab]. All schedules must give the same logits.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "io/npy.h"
+#include "model/deepseek_v4/model.h"
+
+namespace dsinfer::cli {
+
+namespace {
+
+using model::deepseek_v4::LogitsRows;
+using model::deepseek_v4::Model;
+using model::deepseek_v4::SequenceChunk;
+
+const std::vector<FlagSpec> kSpecs = {
+    {"model", "model dir (config.json + *.safetensors)"},
+    {"ids-file", "JSON file {\"ids\": [...]}"},
+    {"out", "output .npy path (float32 [T, vocab])"},
+    {"chunks", "prefill in chunks of these sizes (a,b,c), then the rest one token at a time"},
+    {"prefill", "N tokens as one prefill, then one token at a time"},
+    {"backend", "cpu (default) or cuda"},
+    {"threads", "CPU threads (default: all)"},
+};
+
+StatusOr<std::vector<int32_t>> ReadIds(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read ids file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
+    return InvalidArgument(path + ": expected a JSON object {\"ids\": [...]}");
+  }
+  std::vector<int32_t> ids;
+  for (const auto& v : j["ids"]) {
+    if (!v.is_number_integer()) return InvalidArgument(path + ": ids must be integers");
+    const int64_t x = v.get<int64_t>();
+    if (x < 0 || x > INT32_MAX) {
+      return InvalidArgument(path + ": token id " + std::to_string(x) + " is out of range");
+    }
+    ids.push_back(static_cast<int32_t>(x));
+  }
+  if (ids.empty()) return InvalidArgument(path + ": ids is empty");
+  return ids;
+}
+
+// The chunk sizes of the schedule: e.g. {5, 3, 1, 1, 1} for --chunks 5,3 over 11 tokens.
+StatusOr<std::vector<int64_t>> Schedule(const Flags& flags, int64_t total) {
+  std::vector<int64_t> sizes;
+  if (flags.Has("chunks") && flags.Has("prefill")) {
+    return InvalidArgument("--chunks and --prefill are exclusive");
+  }
+  if (auto chunks = flags.Get("chunks")) {
+    std::stringstream ss(*chunks);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        size_t used = 0;
+        const int64_t v = std::stoll(item, &used);
+        if (used != item.size() || v <= 0) throw std::invalid_argument("bad");
+        sizes.push_back(v);
+      } catch (const std::exception&) {
+        return InvalidArgument("--chunks needs positive integers separated by commas");
+      }
+    }
+  } else if (flags.Has("prefill")) {
+    DSINFER_ASSIGN_OR_RETURN(int64_t n, flags.GetInt("prefill", 0));
+    if (n <= 0) return InvalidArgument("--prefill needs a positive count");
+    sizes.push_back(n);
+  } else {
+    sizes.push_back(total);
+  }
+  int64_t used = 0;
+  for (int64_t s : sizes) used += s;
+  if (used > total) {
+    return InvalidArgument("the schedule covers " + std::to_string(used) + " tokens but there are " +
+                           std::to_string(total));
+  }
+  for (; used < total; ++used) sizes.push_back(1);
+  return sizes;
+}
+
+Status Run(const Flags& flags) {
+  for (const char* f : {"model", "ids-file", "out"}) {
+    if (!flags.Has(f)) return InvalidArgument(std::string("--") + f + " is required");
+  }
+  const std::string backend = flags.GetOr("backend", "cpu");
+  if (backend == "cuda") return Unimplemented("--backend cuda: this build has no CUDA backend yet");
+  if (backend != "cpu") return InvalidArgument("--backend must be cpu or cuda");
+  DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
+  DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
+  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(*flags.Get("model"), {static_cast<int>(threads)}));
+  const int64_t V = model->config().vocab_size;
+  for (int32_t id : ids) {
+    if (id >= V) {
+      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(V) + ")");
+    }
+  }
+  auto state = model->NewSequence();
+  std::vector<float> logits;
+  logits.reserve(ids.size() * V);
+  int64_t at = 0;
+  for (int64_t size : sizes) {
+    SequenceChunk chunk{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
+    DSINFER_ASSIGN_OR_RETURN(auto out, model->Forward({chunk}, LogitsRows::kAll));
+    logits.insert(logits.end(), out.logits.begin(), out.logits.end());
+    at += size;
+  }
+  return io::WriteNpyF32(*flags.Get("out"), {static_cast<int64_t>(ids.size()), V}, logits.data());
+}
+
+}  // namespace
+
+int RunLogits(int argc, char** argv) {
+  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "dsinfer logits: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::printf("%s", Usage("logits", "Writes the logits after every position as float32 .npy.", kSpecs).c_str());
+    return 0;
+  }
+  Status st = Run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "dsinfer logits: %s\n", st.ToString().c_str());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace dsinfer::cli

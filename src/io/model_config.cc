@@ -1,0 +1,342 @@
+#include "io/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace dsinfer::io {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Reads the first present key among `keys`; InvalidArgument if the type is wrong.
+template <typename T>
+Status ReadKey(const json& j, std::initializer_list<const char*> keys, T* out, bool required) {
+  for (const char* key : keys) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    try {
+      if constexpr (std::is_same_v<T, bool>) {
+        if (!it->is_boolean()) throw json::type_error::create(302, "not a boolean", nullptr);
+      } else if constexpr (std::is_arithmetic_v<T>) {
+        if (!it->is_number()) throw json::type_error::create(302, "not a number", nullptr);
+      }
+      *out = it->get<T>();
+    } catch (const json::exception&) {
+      return InvalidArgument(std::string("config.json: key '") + key + "' has the wrong type");
+    }
+    return Status::Ok();
+  }
+  if (required) {
+    std::string names;
+    for (const char* key : keys) names += std::string(names.empty() ? "" : " / ") + key;
+    return InvalidArgument("config.json: missing required key " + names);
+  }
+  return Status::Ok();
+}
+
+Status ReadYarn(const json& rp, YarnParams* yarn) {
+  std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
+  if (type == "default") return Status::Ok();
+  if (type != "yarn") return Unimplemented("config.json: RoPE type '" + type + "' is not supported");
+  yarn->enabled = true;
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"factor"}, &yarn->factor, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"original_max_position_embeddings"},
+                                  &yarn->original_max_position_embeddings, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"beta_fast"}, &yarn->beta_fast, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"beta_slow"}, &yarn->beta_slow, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"truncate"}, &yarn->truncate, false));
+  double attention_factor = 1.0;
+  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"attention_factor"}, &attention_factor, false));
+  if (attention_factor != 1.0) {
+    return Unimplemented("config.json: YaRN attention_factor != 1 is not used by DeepSeek-V4");
+  }
+  return Status::Ok();
+}
+
+StatusOr<DeepseekV4Config> Parse(const json& j) {
+  DeepseekV4Config c;
+  if (!j.is_object()) return InvalidArgument("config.json: top level is not an object");
+  if (j.contains("model_type") && j["model_type"].is_string() &&
+      j["model_type"] != "deepseek_v4") {
+    return Unimplemented("config.json: model_type '" + j["model_type"].get<std::string>() +
+                         "' is not deepseek_v4");
+  }
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"vocab_size"}, &c.vocab_size, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"hidden_size", "dim"}, &c.hidden_size, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"num_hidden_layers", "n_layers"}, &c.num_layers, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"num_attention_heads", "n_heads"}, &c.num_heads, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"head_dim"}, &c.head_dim, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"q_lora_rank"}, &c.q_lora_rank, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"o_groups"}, &c.o_groups, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"o_lora_rank"}, &c.o_lora_rank, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"n_routed_experts"}, &c.n_routed_experts, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"n_shared_experts"}, &c.n_shared_experts, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(j, {"num_experts_per_tok", "n_activated_experts"}, &c.num_experts_per_tok, true));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(j, {"moe_intermediate_size", "moe_inter_dim"}, &c.moe_intermediate_size, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"scoring_func", "score_func"}, &c.scoring_func, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"norm_topk_prob"}, &c.norm_topk_prob, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(j, {"routed_scaling_factor", "route_scale"}, &c.routed_scaling_factor, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"swiglu_limit"}, &c.swiglu_limit, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"sliding_window", "window_size"}, &c.sliding_window, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"rope_theta"}, &c.rope_theta, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"compress_rope_theta"}, &c.compress_rope_theta, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(j, {"max_position_embeddings", "max_seq_len"}, &c.max_position_embeddings, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"index_n_heads"}, &c.index_n_heads, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"index_head_dim"}, &c.index_head_dim, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"index_topk"}, &c.index_topk, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"hc_mult"}, &c.hc_mult, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"hc_sinkhorn_iters"}, &c.hc_sinkhorn_iters, true));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"hc_eps"}, &c.hc_eps, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"rms_norm_eps", "norm_eps"}, &c.rms_norm_eps, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(j, {"num_nextn_predict_layers", "n_mtp_layers"}, &c.num_mtp_layers, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"bos_token_id"}, &c.bos_token_id, false));
+  if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty()) {
+    c.eos_token_id = j["eos_token_id"][0].get<int64_t>();
+  } else {
+    DSINFER_RETURN_IF_ERROR(ReadKey(j, {"eos_token_id"}, &c.eos_token_id, false));
+  }
+
+  // RoPE dims: legacy qk_rope_head_dim / rope_head_dim, else partial_rotary_factor * head_dim.
+  double partial = 0;
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"qk_rope_head_dim", "rope_head_dim"}, &c.rope_head_dim, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"partial_rotary_factor"}, &partial, false));
+  if (c.rope_head_dim == 0) c.rope_head_dim = partial > 0 ? int(c.head_dim * partial) : 64;
+
+  // Compression schedule: legacy compress_ratios (may include the MTP entry) or layer_types.
+  std::map<std::string, int> rates = {{"compressed_sparse_attention", 4},
+                                      {"heavily_compressed_attention", 128}};
+  if (j.contains("compress_rates") && j["compress_rates"].is_object()) {
+    for (auto& [k, v] : j["compress_rates"].items()) {
+      if (!v.is_number_integer()) return InvalidArgument("config.json: compress_rates." + k);
+      rates[k] = v.get<int>();
+    }
+  }
+  if (j.contains("compress_rate_csa")) rates["compressed_sparse_attention"] = j["compress_rate_csa"];
+  if (j.contains("compress_rate_hca")) rates["heavily_compressed_attention"] = j["compress_rate_hca"];
+  c.csa_rate = rates["compressed_sparse_attention"];
+  if (j.contains("compress_ratios") && j["compress_ratios"].is_array()) {
+    for (auto& r : j["compress_ratios"]) {
+      if (!r.is_number_integer() || r.get<int>() < 0) {
+        return InvalidArgument("config.json: compress_ratios must hold non-negative integers");
+      }
+      c.compress_ratios.push_back(r.get<int>());
+    }
+    // With the legacy key CSA is the rate of 4 (the only overlapping rate in the releases).
+    if (!j.contains("compress_rates")) c.csa_rate = 4;
+  } else if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    for (auto& t : j["layer_types"]) {
+      std::string s = t.is_string() ? t.get<std::string>() : "";
+      if (s == "sliding_attention") {
+        c.compress_ratios.push_back(0);
+      } else if (rates.count(s)) {
+        c.compress_ratios.push_back(rates[s]);
+      } else {
+        return InvalidArgument("config.json: unknown layer type '" + s + "'");
+      }
+    }
+  } else {
+    return InvalidArgument("config.json: needs compress_ratios or layer_types");
+  }
+  if (static_cast<int>(c.compress_ratios.size()) < c.num_layers) {
+    return InvalidArgument("config.json: the layer schedule has " +
+                           std::to_string(c.compress_ratios.size()) + " entries for " +
+                           std::to_string(c.num_layers) + " layers");
+  }
+  if (static_cast<int>(c.compress_ratios.size()) > c.num_layers) {
+    c.mtp_compress_ratio = c.compress_ratios[c.num_layers];
+  }
+  c.compress_ratios.resize(c.num_layers);
+
+  // Hash-routed layers: mlp_layer_types or num_hash_layers (default 3, as transformers).
+  if (j.contains("mlp_layer_types") && j["mlp_layer_types"].is_array()) {
+    for (auto& t : j["mlp_layer_types"]) c.hash_layers.push_back(t == "hash_moe");
+    if (static_cast<int>(c.hash_layers.size()) < c.num_layers) {
+      return InvalidArgument("config.json: mlp_layer_types is shorter than num_hidden_layers");
+    }
+    c.hash_layers.resize(c.num_layers);
+  } else {
+    int n_hash = 3;
+    DSINFER_RETURN_IF_ERROR(ReadKey(j, {"num_hash_layers", "n_hash_layers"}, &n_hash, false));
+    for (int l = 0; l < c.num_layers; ++l) c.hash_layers.push_back(l < n_hash);
+  }
+
+  // Compress-table RoPE: rope_parameters.compress (modern) or rope_scaling (legacy).
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const json& rp = j["rope_parameters"];
+    if (rp.contains("main") && rp["main"].is_object()) {
+      DSINFER_RETURN_IF_ERROR(ReadKey(rp["main"], {"rope_theta"}, &c.rope_theta, false));
+    }
+    if (rp.contains("compress") && rp["compress"].is_object()) {
+      DSINFER_RETURN_IF_ERROR(
+          ReadKey(rp["compress"], {"rope_theta"}, &c.compress_rope_theta, false));
+      DSINFER_RETURN_IF_ERROR(ReadYarn(rp["compress"], &c.compress_yarn));
+    } else if (!rp.contains("main")) {
+      DSINFER_RETURN_IF_ERROR(ReadYarn(rp, &c.compress_yarn));
+    }
+  } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    DSINFER_RETURN_IF_ERROR(ReadYarn(j["rope_scaling"], &c.compress_yarn));
+  }
+
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const json& q = j["quantization_config"];
+    if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
+        q["weight_block_size"].size() == 2) {
+      if (q["weight_block_size"][0] != q["weight_block_size"][1]) {
+        return Unimplemented("config.json: non-square FP8 weight blocks are not supported");
+      }
+      c.fp8_block_size = q["weight_block_size"][0].get<int>();
+    }
+  }
+  DSINFER_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace
+
+Status DeepseekV4Config::Validate() const {
+  auto bad = [](const std::string& what) { return InvalidArgument("config.json: " + what); };
+  if (vocab_size <= 0 || hidden_size <= 0 || num_layers <= 0 || num_heads <= 0 || head_dim <= 0) {
+    return bad("vocab_size, hidden_size, num_hidden_layers, num_attention_heads, head_dim must be > 0");
+  }
+  if (rope_head_dim <= 0 || rope_head_dim > head_dim || rope_head_dim % 2) {
+    return bad("the RoPE dims must be even and at most head_dim");
+  }
+  if (index_head_dim < rope_head_dim) return bad("index_head_dim must be >= the RoPE dims");
+  if (o_groups <= 0 || num_heads % o_groups) return bad("num_attention_heads % o_groups != 0");
+  if (n_routed_experts <= 0 || num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts) {
+    return bad("need 0 < num_experts_per_tok <= n_routed_experts");
+  }
+  if (scoring_func != "sqrtsoftplus" && scoring_func != "softmax" && scoring_func != "sigmoid") {
+    return bad("unknown scoring_func " + scoring_func);
+  }
+  if (sliding_window <= 0) return bad("sliding_window must be > 0");
+  if (hc_mult <= 0 || hc_sinkhorn_iters <= 0) return bad("hc_mult and hc_sinkhorn_iters must be > 0");
+  if (csa_rate <= 0) return bad("the CSA compress rate must be > 0");
+  if (index_topk <= 0 || index_n_heads <= 0) return bad("index_topk and index_n_heads must be > 0");
+  if (q_lora_rank <= 0 || o_lora_rank <= 0 || moe_intermediate_size <= 0) {
+    return bad("q_lora_rank, o_lora_rank and moe_intermediate_size must be > 0");
+  }
+  if (n_shared_experts < 0 || n_shared_experts > 1) return bad("n_shared_experts must be 0 or 1");
+  if (mtp_compress_ratio != 0) return Unimplemented("config.json: a compressed MTP layer");
+  if (compress_yarn.enabled &&
+      (compress_yarn.factor <= 0 || compress_yarn.original_max_position_embeddings <= 0)) {
+    return bad("YaRN factor and original_max_position_embeddings must be > 0");
+  }
+  return Status::Ok();
+}
+
+StatusOr<DeepseekV4Config> ParseDeepseekV4Config(const std::string& json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("config.json is not valid JSON");
+  try {
+    return Parse(j);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("config.json: ") + e.what());
+  }
+}
+
+StatusOr<DeepseekV4Config> LoadDeepseekV4Config(const std::string& model_dir) {
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto config = ParseDeepseekV4Config(ss.str());
+  if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());
+  return config;
+}
+
+std::string DeepseekV4ConfigToJson(const DeepseekV4Config& c) {
+  json j;
+  j["architectures"] = {"DeepseekV4ForCausalLM"};
+  j["model_type"] = "deepseek_v4";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = 1;
+  j["head_dim"] = c.head_dim;
+  j["qk_rope_head_dim"] = c.rope_head_dim;
+  j["q_lora_rank"] = c.q_lora_rank;
+  j["o_groups"] = c.o_groups;
+  j["o_lora_rank"] = c.o_lora_rank;
+  j["n_routed_experts"] = c.n_routed_experts;
+  j["n_shared_experts"] = c.n_shared_experts;
+  j["num_experts_per_tok"] = c.num_experts_per_tok;
+  j["moe_intermediate_size"] = c.moe_intermediate_size;
+  j["scoring_func"] = c.scoring_func;
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["routed_scaling_factor"] = c.routed_scaling_factor;
+  j["swiglu_limit"] = c.swiglu_limit;
+  j["sliding_window"] = c.sliding_window;
+  j["rope_theta"] = c.rope_theta;
+  j["compress_rope_theta"] = c.compress_rope_theta;
+  if (c.compress_yarn.enabled) {
+    j["rope_scaling"] = {{"type", "yarn"},
+                         {"factor", c.compress_yarn.factor},
+                         {"original_max_position_embeddings",
+                          c.compress_yarn.original_max_position_embeddings},
+                         {"beta_fast", c.compress_yarn.beta_fast},
+                         {"beta_slow", c.compress_yarn.beta_slow}};
+  }
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["index_n_heads"] = c.index_n_heads;
+  j["index_head_dim"] = c.index_head_dim;
+  j["index_topk"] = c.index_topk;
+  j["hc_mult"] = c.hc_mult;
+  j["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
+  j["hc_eps"] = c.hc_eps;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["num_nextn_predict_layers"] = c.num_mtp_layers;
+  std::vector<int> ratios = c.compress_ratios;
+  if (c.num_mtp_layers > 0) ratios.push_back(c.mtp_compress_ratio);
+  j["compress_ratios"] = ratios;
+  int hca_rate = 0;
+  for (int r : c.compress_ratios) {
+    if (r != 0 && r != c.csa_rate) hca_rate = r;
+  }
+  j["compress_rates"] = {{"compressed_sparse_attention", c.csa_rate},
+                         {"heavily_compressed_attention", hca_rate ? hca_rate : 128}};
+  int n_hash = 0;
+  while (n_hash < c.num_layers && c.hash_layers[n_hash]) ++n_hash;
+  j["num_hash_layers"] = n_hash;
+  // Modern spellings too (transformers reads layer_types / mlp_layer_types / rope_parameters first).
+  std::vector<std::string> layer_types, mlp_layer_types;
+  for (int l = 0; l < c.num_layers; ++l) {
+    layer_types.push_back(c.compress_ratios[l] == 0 ? "sliding_attention"
+                          : c.IsCsa(l)              ? "compressed_sparse_attention"
+                                                    : "heavily_compressed_attention");
+    mlp_layer_types.push_back(c.hash_layers[l] ? "hash_moe" : "moe");
+  }
+  j["layer_types"] = layer_types;
+  j["mlp_layer_types"] = mlp_layer_types;
+  json compress = {{"rope_type", "default"}, {"rope_theta", c.compress_rope_theta},
+                   {"partial_rotary_factor", double(c.rope_head_dim) / c.head_dim}};
+  if (c.compress_yarn.enabled) {
+    compress["rope_type"] = "yarn";
+    compress["factor"] = c.compress_yarn.factor;
+    compress["original_max_position_embeddings"] = c.compress_yarn.original_max_position_embeddings;
+    compress["beta_fast"] = c.compress_yarn.beta_fast;
+    compress["beta_slow"] = c.compress_yarn.beta_slow;
+    compress["attention_factor"] = 1.0;
+  }
+  j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", c.rope_theta},
+                                    {"partial_rotary_factor", double(c.rope_head_dim) / c.head_dim}}},
+                          {"compress", compress}};
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_id"] = c.eos_token_id;
+  j["tie_word_embeddings"] = false;
+  j["hidden_act"] = "silu";
+  j["torch_dtype"] = "bfloat16";
+  return j.dump(2) + "\n";
+}
+
+}  // namespace dsinfer::io

@@ -1,0 +1,81 @@
+// DeepseekV4Config: the model hyper-parameters read from a model dir's config.json.
+// Accepts both spellings (spec §1.1): the modern transformers keys (hidden_size, layer_types,
+// compress_rates, rope_parameters, mlp_layer_types, ...) and the legacy official keys (dim,
+// compress_ratios, num_hash_layers, qk_rope_head_dim, rope_scaling, ...). Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace dsinfer::io {
+
+// YaRN parameters of the "compress" RoPE table (applied only to CSA/HCA layers).
+struct YarnParams {
+  bool enabled = false;
+  double factor = 1.0;
+  double original_max_position_embeddings = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+};
+
+struct DeepseekV4Config {
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;          // D
+  int num_layers = 0;               // main layers (MTP not included)
+  int num_heads = 0;                // H
+  int head_dim = 0;                 // d (K = V)
+  int rope_head_dim = 0;            // d_r: RoPE on the trailing d_r dims
+  int q_lora_rank = 0;
+  int o_groups = 0;
+  int o_lora_rank = 0;
+  int n_routed_experts = 0;
+  int n_shared_experts = 1;
+  int num_experts_per_tok = 0;
+  int moe_intermediate_size = 0;
+  std::string scoring_func = "sqrtsoftplus";
+  bool norm_topk_prob = true;
+  double routed_scaling_factor = 1.0;
+  double swiglu_limit = 0.0;        // <= 0: no clamp
+  int sliding_window = 0;
+  double rope_theta = 10000.0;
+  double compress_rope_theta = 160000.0;
+  YarnParams compress_yarn;
+  int64_t max_position_embeddings = 0;
+  int index_n_heads = 0;
+  int index_head_dim = 0;
+  int index_topk = 0;
+  int hc_mult = 0;
+  int hc_sinkhorn_iters = 0;
+  double hc_eps = 1e-6;
+  double rms_norm_eps = 1e-6;
+  int num_mtp_layers = 0;
+  // Per main layer: 0 = window only, otherwise the compression rate; a layer whose rate equals
+  // csa_rate is CSA (overlapping windows + indexer), any other non-zero rate is HCA.
+  std::vector<int> compress_ratios;
+  int csa_rate = 4;
+  int mtp_compress_ratio = 0;       // the MTP layer's schedule entry (0 in every release)
+  std::vector<bool> hash_layers;    // per main layer: routed through tid2eid
+  int64_t bos_token_id = 0;
+  int64_t eos_token_id = 1;
+  int fp8_block_size = 128;         // quantization_config.weight_block_size
+
+  bool IsCsa(int layer) const { return compress_ratios[layer] == csa_rate; }
+  bool IsHca(int layer) const { return compress_ratios[layer] != 0 && !IsCsa(layer); }
+  int nope_head_dim() const { return head_dim - rope_head_dim; }
+
+  // Checks internal consistency (divisibility, ranges); InvalidArgument naming the field otherwise.
+  Status Validate() const;
+};
+
+// Parses config.json text.
+StatusOr<DeepseekV4Config> ParseDeepseekV4Config(const std::string& json_text);
+// Reads <dir>/config.json.
+StatusOr<DeepseekV4Config> LoadDeepseekV4Config(const std::string& model_dir);
+// Writes both key spellings, so that our own model dirs load in transformers and in the official code.
+std::string DeepseekV4ConfigToJson(const DeepseekV4Config& config);
+
+}  // namespace dsinfer::io

@@ -1,0 +1,39 @@
+// Checkpoint weight formats (spec §4.4) and their conversion to fp32.
+//   BF16 / F16 / F32: as is.
+//   FP8 e4m3 with 128x128 block scales: W[i,j] = e4m3(Wq[i,j]) * s[i/B, j/B]; the scale tensor
+//     (`.scale` or `.weight_scale_inv`) is F8_E8M0 (ue8m0) or F32.
+//   FP4 e2m1 experts: I8/U8 [out, in/2], two codes per byte (low nibble = even column), with
+//     F8_E8M0 scales [out, in/32].
+// And the reverse (for `init-model`): quantizers producing exactly those layouts with power-of-two
+// scales s = 2^ceil(log2(amax / qmax)) as the official code does (spec §2.12).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "io/safetensors.h"
+
+namespace dsinfer::io {
+
+// Dequantizes `weight` to fp32 with logical shape `shape` ([out, in] for matrices, anything for
+// plain tensors). `scale` is required for FP8 and packed-FP4 weights and must be null otherwise.
+StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const TensorView* scale,
+                                             const std::vector<int64_t>& shape, int fp8_block);
+
+// The ue8m0 exponent byte of 2^ceil(log2(amax / qmax)) (amax floored at `amax_floor`).
+uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor);
+
+struct QuantizedTensor {
+  std::vector<uint8_t> data;   // e4m3 bytes, or packed e2m1 pairs
+  std::vector<uint8_t> scale;  // ue8m0 bytes
+  std::vector<int64_t> data_shape;
+  std::vector<int64_t> scale_shape;
+};
+
+// [out, in] fp32 -> FP8 e4m3 with B x B ue8m0 block scales.
+QuantizedTensor QuantizeFp8Blocks(const std::vector<float>& w, int64_t out, int64_t in, int block);
+// [out, in] fp32 -> packed FP4 e2m1 with per-32 ue8m0 scales (in % 32 == 0).
+QuantizedTensor QuantizeFp4(const std::vector<float>& w, int64_t out, int64_t in);
+
+}  // namespace dsinfer::io

@@ -1,0 +1,161 @@
+#include "model/deepseek_v4/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/ops.h"
+#include "model/deepseek_v4/compressor.h"
+#include "model/deepseek_v4/indexer.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+namespace cpu = backend::cpu;
+
+namespace {
+
+// RoPE on the trailing rope dims of `rows` vectors of `dim` at each row's position.
+void RopeRows(float* v, int64_t n, int64_t per_token, int64_t dim, int rope_dim,
+              const std::vector<float>& inv_freq, const int64_t* positions, bool inverse) {
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < per_token; ++h) {
+      float* row = v + (t * per_token + h) * dim;
+      cpu::Rope(row + dim - rope_dim, rope_dim / 2, inv_freq.data(), positions[t], inverse);
+    }
+  }
+}
+
+// One query head over a key list with a sink logit: o = Σ softmax([z_j, sink])_j · k_j.
+void AttendHead(const float* q, const std::vector<const float*>& keys, int64_t d, float scale,
+                float sink, float* logits, float* o) {
+  const int64_t n = static_cast<int64_t>(keys.size());
+  float m = sink;
+  for (int64_t j = 0; j < n; ++j) {
+    logits[j] = cpu::Dot(q, keys[j], d) * scale;
+    m = std::max(m, logits[j]);
+  }
+  float den = std::exp(sink - m);
+  for (int64_t j = 0; j < n; ++j) {
+    logits[j] = std::exp(logits[j] - m);
+    den += logits[j];
+  }
+  const float inv = 1.0f / den;
+  std::fill(o, o + d, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const float p = logits[j] * inv;
+    const float* k = keys[j];
+    for (int64_t i = 0; i < d; ++i) o[i] += p * k[i];
+  }
+}
+
+}  // namespace
+
+void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
+                      const RopeTables& rope, int layer, const TokenBatch& batch, const float* x,
+                      float* out, ThreadPool* pool) {
+  const int64_t n = batch.size(), D = c.hidden_size, H = c.num_heads, d = c.head_dim;
+  const int rd = c.rope_head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const std::vector<float>& inv_freq = rope.ForRate(w.compress_rate);
+  const int64_t* pos = batch.positions.data();
+
+  // ---- query: cq = q_norm(x·wq_aᵀ); q = per-head-RMS(cq·wq_bᵀ) with RoPE ----
+  std::vector<float> cq(static_cast<size_t>(n * c.q_lora_rank));  // [N, q_lora_rank]
+  cpu::Linear(x, n, D, w.wq_a.ptr(), c.q_lora_rank, cq.data(), pool);
+  cpu::RmsNorm(cq.data(), n, c.q_lora_rank, w.q_norm.data(), eps);
+  std::vector<float> q(static_cast<size_t>(n * H * d));  // [N, H, d]
+  cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.ptr(), H * d, q.data(), pool);
+  cpu::RmsNorm(q.data(), n * H, d, nullptr, eps);
+  RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
+
+  // ---- shared K=V: kv_norm(x·wkvᵀ) with RoPE ----
+  std::vector<float> kv(static_cast<size_t>(n * d));  // [N, d]
+  cpu::Linear(x, n, D, w.wkv.ptr(), d, kv.data(), pool);
+  cpu::RmsNorm(kv.data(), n, d, w.kv_norm.data(), eps);
+  RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
+
+  // ---- compressor and indexer projections ----
+  std::vector<float> proj, iproj, qi, wi;
+  const CompressorWeights* comp = w.compressor.get();
+  const IndexerWeights* idx = w.indexer.get();
+  const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  if (comp) {
+    proj.resize(static_cast<size_t>(n * comp->wkv_wgate.rows));  // [N, 2*width]
+    cpu::Linear(x, n, D, comp->wkv_wgate.ptr(), comp->wkv_wgate.rows, proj.data(), pool);
+    AddPositionBias(*comp, pos, n, proj.data());
+  }
+  if (idx) {
+    const CompressorWeights& ic = idx->compressor;
+    iproj.resize(static_cast<size_t>(n * ic.wkv_wgate.rows));
+    cpu::Linear(x, n, D, ic.wkv_wgate.ptr(), ic.wkv_wgate.rows, iproj.data(), pool);
+    AddPositionBias(ic, pos, n, iproj.data());
+    qi.resize(static_cast<size_t>(n * IH * Id));  // [N, IH, Id]
+    cpu::Linear(cq.data(), n, c.q_lora_rank, idx->wq_b.ptr(), IH * Id, qi.data(), pool);
+    RopeRows(qi.data(), n, IH, Id, rd, rope.compress, pos, false);
+    wi.resize(static_cast<size_t>(n * IH));  // [N, IH]
+    cpu::Linear(x, n, D, idx->weights_proj.ptr(), IH, wi.data(), pool);
+    const float head_scale = 1.0f / std::sqrt(static_cast<float>(IH));
+    for (float& v : wi) v *= head_scale;
+  }
+
+  // ---- per request: emit compressed entries, pick entries, attend ----
+  std::vector<float> o(static_cast<size_t>(n * H * d));  // [N, H, d]
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (const BatchSegment& seg : batch.segments) {
+    LayerState& st = seg.state->layer(layer);
+    if (comp) {
+      CompressSegment(*comp, proj.data() + seg.begin * comp->wkv_wgate.rows, seg.start_pos,
+                      seg.count, rope.compress, rd, eps, &st.comp_rows, &st.comp_entries);
+    }
+    if (idx) {
+      const CompressorWeights& ic = idx->compressor;
+      CompressSegment(ic, iproj.data() + seg.begin * ic.wkv_wgate.rows, seg.start_pos, seg.count,
+                      rope.compress, rd, eps, &st.index_rows, &st.index_entries);
+    }
+    auto window_row = [&](int64_t p) -> const float* {
+      return p >= seg.start_pos ? kv.data() + (seg.begin + p - seg.start_pos) * d : st.window.Row(p);
+    };
+    pool->ParallelFor(seg.count, [&](int64_t b, int64_t e) {
+      std::vector<const float*> keys;
+      std::vector<float> logits;
+      for (int64_t i = b; i < e; ++i) {
+        const int64_t t = seg.begin + i, p = seg.start_pos + i;
+        keys.clear();
+        for (int64_t s = std::max<int64_t>(0, p - c.sliding_window + 1); s <= p; ++s) {
+          keys.push_back(window_row(s));
+        }
+        if (comp) {
+          const int64_t visible = (p + 1) / comp->rate;
+          if (idx) {
+            for (int32_t ent : IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH,
+                                           static_cast<int>(IH), static_cast<int>(Id),
+                                           st.index_entries, visible, c.index_topk)) {
+              keys.push_back(st.comp_entries.Row(ent));
+            }
+          } else {
+            for (int64_t ent = 0; ent < visible; ++ent) keys.push_back(st.comp_entries.Row(ent));
+          }
+        }
+        logits.resize(keys.size());
+        for (int64_t h = 0; h < H; ++h) {
+          AttendHead(q.data() + (t * H + h) * d, keys, d, scale, w.attn_sink[h], logits.data(),
+                     o.data() + (t * H + h) * d);
+        }
+      }
+    });
+    for (int64_t i = 0; i < seg.count; ++i) st.window.Append(kv.data() + (seg.begin + i) * d);
+  }
+
+  // ---- de-rotate at the query position, grouped output projection ----
+  RopeRows(o.data(), n, H, d, rd, inv_freq, pos, true);
+  const int64_t G = c.o_groups, olr = c.o_lora_rank, group_in = H * d / G;
+  std::vector<float> z(static_cast<size_t>(n * G * olr));  // [N, G * o_lora_rank]
+  for (int64_t g = 0; g < G; ++g) {
+    cpu::Gemm(o.data() + g * group_in, n, group_in, H * d, w.wo_a.ptr() + g * olr * group_in, olr,
+              z.data() + g * olr, G * olr, pool);
+  }
+  cpu::Linear(z.data(), n, G * olr, w.wo_b.ptr(), D, out, pool);
+}
+
+}  // namespace dsinfer::model::deepseek_v4

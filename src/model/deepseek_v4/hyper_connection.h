@@ -1,0 +1,26 @@
+// Manifold-constrained hyper-connections (mHC, spec §2.3): the residual is hc_mult parallel streams
+// per token. HcPre collapses them into the sublayer input and derives the post/comb mixing (with
+// Sinkhorn-Knopp); HcPost writes the sublayer output back; HcHead is the final collapse.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+// X: [n, hc, D] streams. Writes u [n, D], post [n, hc], comb [n, hc, hc] (comb[j][k] row-major).
+void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X, int64_t n,
+           float* u, float* post, float* comb, ThreadPool* pool);
+
+// X <- post[k] * y + sum_j comb[j][k] * X[j]   (y: [n, D]; X: [n, hc, D] updated in place).
+void HcPost(const io::DeepseekV4Config& c, const float* y, const float* post, const float* comb,
+            int64_t n, float* X);
+
+// out [n, D] = sum_i (sigmoid(m_i * scale + base_i) + eps) * X[i].
+void HcHead(const HyperHeadWeights& w, const io::DeepseekV4Config& c, const float* X, int64_t n,
+            float* out, ThreadPool* pool);
+
+}  // namespace dsinfer::model::deepseek_v4

@@ -1,0 +1,333 @@
+#include "model/deepseek_v4/init_presets.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "io/quant.h"
+#include "io/safetensors.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+namespace {
+
+using io::DeepseekV4Config;
+
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+class Rng {
+ public:
+  Rng(uint64_t seed, const std::string& name) : state_(seed * 0x9e3779b97f4a7c15ull ^ HashName(name)) {}
+  double Uniform() { return (SplitMix(state_) >> 11) * (1.0 / 9007199254740992.0); }
+  float Normal() {
+    const double u1 = std::max(Uniform(), 1e-300), u2 = Uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  }
+  uint64_t Next() { return SplitMix(state_); }
+
+ private:
+  uint64_t state_;
+};
+
+enum class Kind { kLinear, kFp4Expert, kPlain, kFp32 };
+
+class Writer {
+ public:
+  Writer(uint64_t seed, WeightFormat format) : seed_(seed), format_(format) {}
+
+  // Random normal values with the given mean and std.
+  std::vector<float> Values(const std::string& name, int64_t n, float mean, float std) {
+    Rng rng(seed_, name);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = mean + std * rng.Normal();
+    return v;
+  }
+
+  void Linear(const std::string& name, int64_t out, int64_t in, Kind kind) {
+    std::vector<float> w = Values(name + ".weight", out * in, 0.0f, 1.0f / std::sqrt(float(in)));
+    const bool fp8 = kind == Kind::kLinear &&
+                     (format_ == WeightFormat::kFp8 || format_ == WeightFormat::kOfficial ||
+                      format_ == WeightFormat::kOfficialBf16);
+    const bool fp4 = kind == Kind::kFp4Expert && in % 32 == 0 &&
+                     (format_ == WeightFormat::kOfficial || format_ == WeightFormat::kOfficialBf16);
+    const bool fp8_expert = kind == Kind::kFp4Expert && !fp4 && format_ != WeightFormat::kF32 &&
+                            format_ != WeightFormat::kBf16;
+    if (fp8 || fp8_expert) {
+      auto q = io::QuantizeFp8Blocks(w, out, in, 128);
+      if (format_ == WeightFormat::kOfficialBf16) {
+        for (int64_t i = 0; i < out * in; ++i) {
+          w[i] = E4M3ToFloat(q.data[i]) * E8M0ToFloat(q.scale[(i / in / 128) * q.scale_shape[1] + (i % in) / 128]);
+        }
+        Plain(name + ".weight", {out, in}, w);
+        return;
+      }
+      writer_.Add(name + ".weight", DType::kF8E4M3, q.data_shape, std::move(q.data));
+      writer_.Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
+      return;
+    }
+    if (fp4) {
+      auto q = io::QuantizeFp4(w, out, in);
+      if (format_ == WeightFormat::kOfficialBf16) {
+        for (int64_t i = 0; i < out * in; ++i) {
+          const uint8_t byte = q.data[i / 2];
+          w[i] = E2M1ToFloat(i % 2 == 0 ? (byte & 0xf) : (byte >> 4)) * E8M0ToFloat(q.scale[i / 32]);
+        }
+        Plain(name + ".weight", {out, in}, w);
+        return;
+      }
+      writer_.Add(name + ".weight", DType::kI8, q.data_shape, std::move(q.data));
+      writer_.Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
+      return;
+    }
+    Plain(name + ".weight", {out, in}, w);
+  }
+
+  // BF16 in the release formats, F32 in kF32.
+  void Plain(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    if (format_ == WeightFormat::kF32) {
+      writer_.AddF32(name, std::move(shape), v);
+      return;
+    }
+    std::vector<uint8_t> bytes(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t b = FloatToBf16(v[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    }
+    writer_.Add(name, DType::kBF16, std::move(shape), std::move(bytes));
+  }
+
+  void Norm(const std::string& name, int64_t n) { Plain(name, {n}, Values(name, n, 1.0f, 0.1f)); }
+  void Fp32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    writer_.AddF32(name, std::move(shape), Values(name, n, mean, std));
+  }
+
+  void Tid2eid(const std::string& name, int64_t vocab, int k, int experts) {
+    Rng rng(seed_, name);
+    std::vector<uint8_t> bytes(static_cast<size_t>(vocab * k * 8));
+    std::vector<int64_t> perm(experts);
+    for (int64_t t = 0; t < vocab; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int i = 0; i < k; ++i) {  // k distinct experts (partial Fisher-Yates)
+        const int j = i + static_cast<int>(rng.Next() % static_cast<uint64_t>(experts - i));
+        std::swap(perm[i], perm[j]);
+        std::memcpy(bytes.data() + (t * k + i) * 8, &perm[i], 8);
+      }
+    }
+    writer_.Add(name, DType::kI64, {vocab, k}, std::move(bytes));
+  }
+
+  void Hc(const std::string& p, const DeepseekV4Config& c) {
+    const int64_t mix = (2 + c.hc_mult) * c.hc_mult;
+    Fp32(p + "_fn", {mix, c.hc_mult * c.hidden_size}, 0.0f, 0.1f);
+    Fp32(p + "_base", {mix}, 0.0f, 0.5f);
+    Fp32(p + "_scale", {3}, 1.0f, 0.2f);
+  }
+
+  void HcHead(const std::string& p, const DeepseekV4Config& c) {
+    Fp32(p + "hc_head_fn", {c.hc_mult, c.hc_mult * c.hidden_size}, 0.0f, 0.1f);
+    Fp32(p + "hc_head_base", {c.hc_mult}, 0.0f, 0.5f);
+    Fp32(p + "hc_head_scale", {1}, 1.0f, 0.2f);
+  }
+
+  void Compressor(const std::string& p, const DeepseekV4Config& c, int rate, int dim, bool overlap) {
+    const int64_t width = overlap ? 2 * dim : dim;
+    Linear(p + "wkv", width, c.hidden_size, Kind::kPlain);
+    Linear(p + "wgate", width, c.hidden_size, Kind::kPlain);
+    Fp32(p + "ape", {rate, width}, 0.0f, 0.5f);
+    Norm(p + "norm.weight", dim);
+  }
+
+  void Block(const std::string& p, const DeepseekV4Config& c, int rate, bool hash) {
+    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
+    Norm(p + "attn_norm.weight", D);
+    Norm(p + "ffn_norm.weight", D);
+    Hc(p + "hc_attn", c);
+    Hc(p + "hc_ffn", c);
+    const std::string a = p + "attn.";
+    Linear(a + "wq_a", c.q_lora_rank, D, Kind::kLinear);
+    Norm(a + "q_norm.weight", c.q_lora_rank);
+    Linear(a + "wq_b", H * d, c.q_lora_rank, Kind::kLinear);
+    Linear(a + "wkv", d, D, Kind::kLinear);
+    Norm(a + "kv_norm.weight", d);
+    Linear(a + "wo_a", int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups, Kind::kLinear);
+    Linear(a + "wo_b", D, int64_t{c.o_groups} * c.o_lora_rank, Kind::kLinear);
+    Fp32(a + "attn_sink", {H}, 0.0f, 1.0f);
+    if (rate != 0) {
+      const bool csa = rate == c.csa_rate;
+      Compressor(a + "compressor.", c, rate, static_cast<int>(d), csa);
+      if (csa) {
+        Linear(a + "indexer.wq_b", int64_t{c.index_n_heads} * c.index_head_dim, c.q_lora_rank,
+               Kind::kLinear);
+        Linear(a + "indexer.weights_proj", c.index_n_heads, D, Kind::kPlain);
+        Compressor(a + "indexer.compressor.", c, rate, c.index_head_dim, true);
+      }
+    }
+    const std::string f = p + "ffn.";
+    Linear(f + "gate", c.n_routed_experts, D, Kind::kPlain);
+    if (hash) {
+      Tid2eid(f + "gate.tid2eid", c.vocab_size, c.num_experts_per_tok, c.n_routed_experts);
+    } else {
+      Fp32(f + "gate.bias", {c.n_routed_experts}, 0.0f, 0.1f);
+    }
+    for (int e = 0; e < c.n_routed_experts; ++e) {
+      const std::string ep = f + "experts." + std::to_string(e) + ".";
+      Linear(ep + "w1", c.moe_intermediate_size, D, Kind::kFp4Expert);
+      Linear(ep + "w3", c.moe_intermediate_size, D, Kind::kFp4Expert);
+      Linear(ep + "w2", D, c.moe_intermediate_size, Kind::kFp4Expert);
+    }
+    if (c.n_shared_experts > 0) {
+      Linear(f + "shared_experts.w1", c.moe_intermediate_size, D, Kind::kLinear);
+      Linear(f + "shared_experts.w3", c.moe_intermediate_size, D, Kind::kLinear);
+      Linear(f + "shared_experts.w2", D, c.moe_intermediate_size, Kind::kLinear);
+    }
+  }
+
+  io::SafetensorsWriter& writer() { return writer_; }
+
+ private:
+  uint64_t seed_;
+  WeightFormat format_;
+  io::SafetensorsWriter writer_;
+};
+
+DeepseekV4Config Base() {
+  DeepseekV4Config c;
+  c.vocab_size = 129280;
+  c.scoring_func = "sqrtsoftplus";
+  c.norm_topk_prob = true;
+  c.swiglu_limit = 10.0;
+  c.rope_theta = 10000.0;
+  c.compress_rope_theta = 160000.0;
+  c.compress_yarn = {true, 16.0, 65536.0, 32.0, 1.0, true};
+  c.max_position_embeddings = 1048576;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6;
+  c.rms_norm_eps = 1e-6;
+  c.n_shared_experts = 1;
+  c.csa_rate = 4;
+  c.bos_token_id = 0;
+  c.eos_token_id = 1;
+  return c;
+}
+
+}  // namespace
+
+StatusOr<WeightFormat> ParseWeightFormat(const std::string& name) {
+  if (name == "f32") return WeightFormat::kF32;
+  if (name == "bf16") return WeightFormat::kBf16;
+  if (name == "fp8") return WeightFormat::kFp8;
+  if (name == "official") return WeightFormat::kOfficial;
+  if (name == "official-bf16") return WeightFormat::kOfficialBf16;
+  return InvalidArgument("unknown weight format '" + name +
+                         "' (f32, bf16, fp8, official, official-bf16)");
+}
+
+std::vector<std::string> PresetNames() { return {"tiny", "mid"}; }
+
+StatusOr<DeepseekV4Config> PresetConfig(const std::string& name) {
+  DeepseekV4Config c = Base();
+  if (name == "tiny") {
+    // Every layer type (SWA, CSA, HCA), hash and top-k MoE, an MTP layer; small enough for CI.
+    c.hidden_size = 128;
+    c.num_layers = 4;
+    c.compress_ratios = {0, 4, 16, 4};
+    c.hash_layers = {true, false, false, false};
+    c.num_heads = 4;
+    c.head_dim = 64;
+    c.rope_head_dim = 16;
+    c.q_lora_rank = 64;
+    c.o_groups = 2;
+    c.o_lora_rank = 32;
+    c.n_routed_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 64;
+    c.routed_scaling_factor = 1.5;
+    c.sliding_window = 16;
+    c.index_n_heads = 4;
+    c.index_head_dim = 32;
+    c.index_topk = 8;
+    c.num_mtp_layers = 1;
+    c.compress_yarn = {true, 16.0, 256.0, 32.0, 1.0, true};
+    c.max_position_embeddings = 4096;
+  } else if (name == "mid") {
+    // The V4-Flash layer schedule shape (SWA, SWA, then CSA/HCA) at a size a CPU runs in seconds.
+    c.hidden_size = 512;
+    c.num_layers = 6;
+    c.compress_ratios = {0, 0, 4, 128, 4, 128};
+    c.hash_layers = {true, true, false, false, false, false};
+    c.num_heads = 8;
+    c.head_dim = 128;
+    c.rope_head_dim = 32;
+    c.q_lora_rank = 192;
+    c.o_groups = 4;
+    c.o_lora_rank = 128;
+    c.n_routed_experts = 32;
+    c.num_experts_per_tok = 4;
+    c.moe_intermediate_size = 256;
+    c.routed_scaling_factor = 1.5;
+    c.sliding_window = 128;
+    c.index_n_heads = 8;
+    c.index_head_dim = 64;
+    c.index_topk = 64;
+    c.num_mtp_layers = 1;
+    c.max_position_embeddings = 65536;
+    c.compress_yarn = {true, 16.0, 4096.0, 32.0, 1.0, true};
+  } else {
+    return InvalidArgument("unknown preset '" + name + "' (tiny, mid)");
+  }
+  DSINFER_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint64_t seed,
+                        WeightFormat format) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  Writer w(seed, format);
+  const int64_t V = c.vocab_size, D = c.hidden_size;
+  w.Plain("embed.weight", {V, D}, w.Values("embed.weight", V * D, 0.0f, 1.0f));
+  w.Linear("head", V, D, Kind::kPlain);
+  w.Norm("norm.weight", D);
+  w.HcHead("", c);
+  for (int l = 0; l < c.num_layers; ++l) {
+    w.Block("layers." + std::to_string(l) + ".", c, c.compress_ratios[l], c.hash_layers[l]);
+  }
+  for (int k = 0; k < c.num_mtp_layers; ++k) {
+    const std::string p = "mtp." + std::to_string(k) + ".";
+    w.Linear(p + "e_proj", D, D, Kind::kLinear);
+    w.Linear(p + "h_proj", D, D, Kind::kLinear);
+    w.Norm(p + "enorm.weight", D);
+    w.Norm(p + "hnorm.weight", D);
+    w.Norm(p + "norm.weight", D);
+    w.HcHead(p, c);
+    w.Block(p, c, c.mtp_compress_ratio, false);
+  }
+  DSINFER_RETURN_IF_ERROR(w.writer().Write((std::filesystem::path(dir) / "model.safetensors").string()));
+  DeepseekV4Config written = c;
+  if (format == WeightFormat::kFp8 || format == WeightFormat::kOfficial) written.fp8_block_size = 128;
+  std::string text = io::DeepseekV4ConfigToJson(written);
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  out << text;
+  if (!out) return Internal("cannot write config.json in " + dir);
+  return Status::Ok();
+}
+
+}  // namespace dsinfer::model::deepseek_v4

@@ -1,0 +1,115 @@
+// DeepSeek-V4 weights held as fp32 on the host (the CPU backend's working format), loaded from a
+// checkpoint with the official tensor names (spec §4.2) and dequantized from BF16 / FP8 / FP4.
+// Member names follow the checkpoint keys. Immutable after loading; safe to share across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+// A linear layer's weight: [rows = out_features, cols = in_features] row-major fp32.
+struct Matrix {
+  std::vector<float> data;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const float* ptr() const { return data.data(); }
+};
+
+struct HyperConnectionWeights {
+  std::vector<float> fn;     // [(2 + hc) * hc, hc * D]
+  std::vector<float> base;   // [(2 + hc) * hc]
+  std::vector<float> scale;  // [3]
+};
+
+struct HyperHeadWeights {
+  std::vector<float> fn;     // [hc, hc * D]
+  std::vector<float> base;   // [hc]
+  std::vector<float> scale;  // [1]
+};
+
+// The overlapping (CSA, width 2*dim) or plain (HCA, width dim) compressor of spec §2.6/§2.8.
+struct CompressorWeights {
+  int rate = 0;
+  int dim = 0;               // output entry width (head_dim, or index_head_dim for the indexer)
+  bool overlap = false;      // CSA: Ca/Cb series, projections are 2*dim wide
+  Matrix wkv_wgate;          // [2 * width, D]: wkv rows then wgate rows (width = dim or 2*dim)
+  std::vector<float> ape;    // [rate, width]
+  std::vector<float> norm;   // [dim]
+  int width() const { return overlap ? 2 * dim : dim; }
+};
+
+struct IndexerWeights {
+  Matrix wq_b;               // [index_n_heads * index_head_dim, q_lora_rank]
+  Matrix weights_proj;       // [index_n_heads, D]
+  CompressorWeights compressor;
+};
+
+struct AttentionWeights {
+  Matrix wq_a;               // [q_lora_rank, D]
+  std::vector<float> q_norm; // [q_lora_rank]
+  Matrix wq_b;               // [H * d, q_lora_rank]
+  Matrix wkv;                // [d, D]
+  std::vector<float> kv_norm;  // [d]
+  Matrix wo_a;               // [o_groups * o_lora_rank, H * d / o_groups]
+  Matrix wo_b;               // [D, o_groups * o_lora_rank]
+  std::vector<float> attn_sink;  // [H]
+  int compress_rate = 0;     // 0: window only
+  std::unique_ptr<CompressorWeights> compressor;
+  std::unique_ptr<IndexerWeights> indexer;  // CSA only
+};
+
+struct ExpertWeights {
+  Matrix w1;                 // gate [I, D]
+  Matrix w3;                 // up   [I, D]
+  Matrix w2;                 // down [D, I]
+};
+
+struct MoeWeights {
+  Matrix gate;                   // [E, D]
+  std::vector<float> bias;       // [E] selection-only bias (top-k layers); empty for hash layers
+  std::vector<int32_t> tid2eid;  // [V, k] for hash layers; empty otherwise
+  std::vector<ExpertWeights> experts;
+  std::unique_ptr<ExpertWeights> shared;
+};
+
+struct BlockWeights {
+  std::vector<float> attn_norm;  // [D]
+  std::vector<float> ffn_norm;   // [D]
+  HyperConnectionWeights hc_attn;
+  HyperConnectionWeights hc_ffn;
+  AttentionWeights attn;
+  MoeWeights ffn;
+};
+
+struct MtpWeights {
+  Matrix e_proj;             // [D, D]
+  Matrix h_proj;             // [D, D]
+  std::vector<float> enorm;  // [D]
+  std::vector<float> hnorm;  // [D]
+  std::vector<float> norm;   // [D]
+  HyperHeadWeights hc_head;
+  BlockWeights block;
+};
+
+struct ModelWeights {
+  Matrix embed;              // [V, D]
+  Matrix head;               // [V, D]
+  std::vector<float> norm;   // [D]
+  HyperHeadWeights hc_head;
+  std::vector<BlockWeights> layers;
+  std::vector<MtpWeights> mtp;  // empty when the checkpoint has no mtp.* tensors
+
+  // Loads every tensor the config calls for; any missing tensor, wrong shape or bad dtype is an
+  // error naming the tensor. MTP weights are loaded when the checkpoint has them.
+  static StatusOr<std::unique_ptr<ModelWeights>> Load(const io::Checkpoint& ckpt,
+                                                      const io::DeepseekV4Config& config);
+};
+
+}  // namespace dsinfer::model::deepseek_v4

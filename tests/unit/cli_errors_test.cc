@@ -1,0 +1,165 @@
+// Damaged inputs to `dsinfer logits` give one clear error line and a non-zero exit, never a crash or
+// a hang. Runs the real binary on real (damaged) files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "model_test_util.h"
+
+namespace dsinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  bool signaled = false;
+  std::string err;
+};
+
+Result RunDsinfer(const std::string& args) {
+  const std::string err_path = testing::ScratchDir("cli_err_out") + "/stderr.txt";
+  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer " + args +
+                          " > /dev/null 2> " + err_path;
+  const int rc = std::system(cmd.c_str());
+  Result r;
+  r.signaled = WIFSIGNALED(rc);
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.err = testing::ReadFile(err_path);
+  return r;
+}
+
+class CliErrorsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    good_ = new std::string(testing::SmallModelDir(model::deepseek_v4::WeightFormat::kBf16, "cli_good"));
+    ids_ = new std::string(*good_ + "/ids.json");
+    testing::WriteFile(*ids_, R"({"ids": [1, 2, 3, 4, 5]})");
+  }
+  static void TearDownTestSuite() {
+    delete good_;
+    delete ids_;
+  }
+
+  // A copy of the good model dir.
+  static std::string Copy(const std::string& name) {
+    const std::string dir = testing::ScratchDir("cli_" + name);
+    fs::copy(*good_, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    return dir;
+  }
+
+  // Rewrites the safetensors header of <dir>/model.safetensors through `edit`.
+  static void EditHeader(const std::string& dir, const std::function<void(json&)>& edit) {
+    const std::string path = dir + "/model.safetensors";
+    std::string bytes = testing::ReadFile(path);
+    uint64_t n;
+    std::memcpy(&n, bytes.data(), 8);
+    json h = json::parse(bytes.substr(8, n));
+    edit(h);
+    std::string text = h.dump();
+    uint64_t m = text.size();
+    std::string out(8, '\0');
+    std::memcpy(out.data(), &m, 8);
+    testing::WriteFile(path, out + text + bytes.substr(8 + n));
+  }
+
+  static void ExpectCleanError(const Result& r, const std::string& needle) {
+    EXPECT_FALSE(r.signaled) << r.err;
+    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.exit_code << " " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+    // One line.
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+
+  static Result Logits(const std::string& dir, const std::string& ids = "") {
+    return RunDsinfer("logits --model " + dir + " --ids-file " + (ids.empty() ? *ids_ : ids) +
+                      " --out " + dir + "/out.npy");
+  }
+
+  static std::string* good_;
+  static std::string* ids_;
+};
+std::string* CliErrorsTest::good_ = nullptr;
+std::string* CliErrorsTest::ids_ = nullptr;
+
+TEST_F(CliErrorsTest, GoodModelWorks) {
+  auto r = Logits(*good_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(*good_ + "/out.npy"));
+}
+
+TEST_F(CliErrorsTest, TruncatedFile) {
+  const std::string dir = Copy("truncated");
+  fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
+  ExpectCleanError(Logits(dir), "outside the data section");
+}
+
+TEST_F(CliErrorsTest, HeaderPastEndOfFile) {
+  const std::string dir = Copy("header_past_end");
+  std::string bytes = testing::ReadFile(dir + "/model.safetensors");
+  uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(bytes.data(), &huge, 8);
+  testing::WriteFile(dir + "/model.safetensors", bytes);
+  ExpectCleanError(Logits(dir), "runs past the end");
+}
+
+TEST_F(CliErrorsTest, UnparseableHeader) {
+  const std::string dir = Copy("unparseable");
+  std::string bytes = testing::ReadFile(dir + "/model.safetensors");
+  bytes[8] = '#';
+  testing::WriteFile(dir + "/model.safetensors", bytes);
+  ExpectCleanError(Logits(dir), "not a valid JSON");
+}
+
+TEST_F(CliErrorsTest, MissingTensor) {
+  const std::string dir = Copy("missing_tensor");
+  EditHeader(dir, [](json& h) { h.erase("layers.1.attn.wkv.weight"); });
+  ExpectCleanError(Logits(dir), "missing tensor 'layers.1.attn.wkv.weight'");
+}
+
+TEST_F(CliErrorsTest, WrongShape) {
+  const std::string dir = Copy("wrong_shape");
+  EditHeader(dir, [](json& h) {
+    auto& t = h["layers.0.attn.wkv.weight"];
+    auto shape = t["shape"];
+    t["shape"] = {shape[1], shape[0]};
+  });
+  ExpectCleanError(Logits(dir), "layers.0.attn.wkv.weight' has shape");
+}
+
+TEST_F(CliErrorsTest, UnknownDtype) {
+  const std::string dir = Copy("unknown_dtype");
+  EditHeader(dir, [](json& h) { h["norm.weight"]["dtype"] = "Q4_K"; });
+  ExpectCleanError(Logits(dir), "unknown dtype Q4_K");
+}
+
+TEST_F(CliErrorsTest, BrokenAndMissingConfig) {
+  const std::string dir = Copy("broken_config");
+  testing::WriteFile(dir + "/config.json", "{\"vocab_size\": 300,");
+  ExpectCleanError(Logits(dir), "config.json is not valid JSON");
+  fs::remove(dir + "/config.json");
+  ExpectCleanError(Logits(dir), "cannot read");
+}
+
+TEST_F(CliErrorsTest, TokenIdOutOfRange) {
+  const std::string ids = *good_ + "/bad_ids.json";
+  testing::WriteFile(ids, R"({"ids": [1, 2, 300]})");
+  ExpectCleanError(Logits(*good_, ids), "outside the vocabulary");
+  testing::WriteFile(ids, R"({"ids": [1, "x"]})");
+  ExpectCleanError(Logits(*good_, ids), "ids must be integers");
+}
+
+TEST_F(CliErrorsTest, BadUsage) {
+  ExpectCleanError(RunDsinfer("logits --model"), "needs a value");
+  ExpectCleanError(RunDsinfer("logits --bogus 1"), "unknown flag --bogus");
+  ExpectCleanError(RunDsinfer("nosuchcommand"), "unknown command");
+  ExpectCleanError(RunDsinfer("logits --model /nonexistent --ids-file " + *ids_ + " --out /tmp/x.npy"),
+                   "cannot read");
+}
+
+}  // namespace
+}  // namespace dsinfer

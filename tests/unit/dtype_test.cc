@@ -1,0 +1,65 @@
+#include "base/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace dsinfer {
+namespace {
+
+TEST(DTypeTest, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToFloat(0x3f80), 1.0f);
+  // 1 + 2^-8 is exactly between 1 and 1 + 2^-7: ties to even (1.0).
+  EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  // 1 + 3*2^-8 is between 1+2^-7 (odd) and 1+2^-6 (even): rounds up to even.
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(Bf16ToFloat(0xc040), -3.0f);
+}
+
+TEST(DTypeTest, F16HandComputed) {
+  EXPECT_EQ(F16ToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(F16ToFloat(0xc000), -2.0f);
+  EXPECT_EQ(F16ToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(FloatToF16(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToF16(0.5f), 0x3800);
+  for (uint32_t v = 0; v < 0x7c00; v += 7) EXPECT_EQ(FloatToF16(F16ToFloat(v)), v);
+}
+
+TEST(DTypeTest, E4M3HandComputed) {
+  EXPECT_EQ(E4M3ToFloat(0x38), 1.0f);          // exp 7, mant 0
+  EXPECT_EQ(E4M3ToFloat(0x7e), 448.0f);        // max finite
+  EXPECT_EQ(E4M3ToFloat(0x01), std::ldexp(1.0f, -9));  // min subnormal
+  EXPECT_EQ(E4M3ToFloat(0xb8), -1.0f);
+  EXPECT_TRUE(std::isnan(E4M3ToFloat(0x7f)));
+  EXPECT_EQ(FloatToE4M3(1000.0f), 0x7e);        // saturates
+  EXPECT_EQ(FloatToE4M3(1.0625f), 0x38);        // 1 + 1/16: tie between 1 and 1.125 -> even (1)
+  EXPECT_EQ(FloatToE4M3(1.1875f), 0x3a);        // tie between 1.125 and 1.25 -> even (1.25)
+  for (int v = 0; v < 256; ++v) {
+    if ((v & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(FloatToE4M3(E4M3ToFloat(v)), v == 0x80 ? 0x80 : v) << v;
+  }
+}
+
+TEST(DTypeTest, E8M0AndE2M1) {
+  EXPECT_EQ(E8M0ToFloat(127), 1.0f);
+  EXPECT_EQ(E8M0ToFloat(120), 1.0f / 128);
+  EXPECT_EQ(E8M0ToFloat(130), 8.0f);
+  EXPECT_TRUE(std::isnan(E8M0ToFloat(255)));
+  const float table[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0f, -0.5, -1, -1.5, -2, -3, -4, -6};
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(E2M1ToFloat(c), table[c]);
+  EXPECT_EQ(FloatToE2M1(2.5f), 4);   // tie 2|3 -> even code (2.0 = code 4)
+  EXPECT_EQ(FloatToE2M1(5.0f), 6);   // tie 4|6 -> code 6 (4.0)
+  EXPECT_EQ(FloatToE2M1(7.0f), 7);   // saturates to 6
+  EXPECT_EQ(FloatToE2M1(-0.7f), 9);  // -0.5
+}
+
+TEST(DTypeTest, Names) {
+  EXPECT_EQ(DTypeFromName("F8_E4M3"), DType::kF8E4M3);
+  EXPECT_EQ(DTypeFromName("BF16"), DType::kBF16);
+  EXPECT_FALSE(DTypeFromName("F4").has_value());
+  EXPECT_EQ(DTypeSize(DType::kI64), 8u);
+}
+
+}  // namespace
+}  // namespace dsinfer

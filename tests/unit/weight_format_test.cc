@@ -1,0 +1,42 @@
+// The release weight formats (FP8 block-scaled dense, FP4 experts) give the same logits as the same
+// weights dequantized to BF16: the loader's dequantization is exact.
+#include <gtest/gtest.h>
+
+#include "model/deepseek_v4/model.h"
+#include "model_test_util.h"
+
+namespace dsinfer::model::deepseek_v4 {
+namespace {
+
+std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& ids) {
+  auto m = Model::Load(dir, {2});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  auto state = (*m)->NewSequence();
+  auto out = (*m)->Forward({{state.get(), ids}}, LogitsRows::kAll);
+  EXPECT_TRUE(out.ok());
+  return out->logits;
+}
+
+TEST(WeightFormatTest, OfficialFp8Fp4EqualsDequantizedBf16) {
+  const std::vector<int32_t> ids = {5, 17, 250, 3, 3, 99, 120, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 1, 2};
+  const auto official = Logits(testing::SmallModelDir(WeightFormat::kOfficial, "official"), ids);
+  const auto bf16 = Logits(testing::SmallModelDir(WeightFormat::kOfficialBf16, "official_bf16"), ids);
+  ASSERT_EQ(official.size(), ids.size() * 300);
+  EXPECT_EQ(official, bf16);
+  // And the quantized model is a different model from the unquantized one (the test can fail).
+  const auto plain = Logits(testing::SmallModelDir(WeightFormat::kBf16, "plain_bf16"), ids);
+  EXPECT_NE(plain, official);
+  EXPECT_LT(testing::RelativeError(official, plain), 0.5);
+}
+
+TEST(WeightFormatTest, Fp8DenseLoads) {
+  const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+  const auto fp8 = Logits(testing::SmallModelDir(WeightFormat::kFp8, "fp8"), ids);
+  const auto plain = Logits(testing::SmallModelDir(WeightFormat::kF32, "plain_f32"), ids);
+  EXPECT_NE(fp8, plain);
+  // FP8 rounding (3 mantissa bits) through 4 random layers: close, not equal.
+  EXPECT_LT(testing::RelativeError(fp8, plain), 0.6);
+}
+
+}  // namespace
+}  // namespace dsinfer::model::deepseek_v4
