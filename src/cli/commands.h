@@ -19,5 +19,8 @@ const std::vector<Command>& AllCommands();
 
 int RunLogits(int argc, char** argv);
 int RunInitModel(int argc, char** argv);
+#ifdef DSINFER_HAVE_CUDA
+int RunBench(int argc, char** argv);
+#endif
 
 }  // namespace dsinfer::cli

@@ -1,5 +1,6 @@
 // `dsinfer logits`: runs the model over ids under a prefill/decode schedule and writes the logits of
 // every position as float32 .npy [T, vocab]. All schedules must give the same logits.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,9 @@
 #include "cli/flags.h"
 #include "io/npy.h"
 #include "model/deepseek_v4/model.h"
+#ifdef DSINFER_HAVE_CUDA
+#include "model/deepseek_v4/cuda/cuda_model.h"
+#endif
 
 namespace dsinfer::cli {
 
@@ -92,10 +96,31 @@ Status Run(const Flags& flags) {
     if (!flags.Has(f)) return InvalidArgument(std::string("--") + f + " is required");
   }
   const std::string backend = flags.GetOr("backend", "cpu");
-  if (backend == "cuda") return Unimplemented("--backend cuda: this build has no CUDA backend yet");
-  if (backend != "cpu") return InvalidArgument("--backend must be cpu or cuda");
+  if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
+  if (backend == "cuda") {
+#ifdef DSINFER_HAVE_CUDA
+    model::deepseek_v4::cuda::CudaModelOptions opt;
+    opt.max_seqs = 1;
+    opt.max_len = static_cast<int64_t>(ids.size());
+    opt.max_tokens = *std::max_element(sizes.begin(), sizes.end());
+    DSINFER_ASSIGN_OR_RETURN(auto cm, model::deepseek_v4::cuda::CudaModel::Load(*flags.Get("model"), opt));
+    const int64_t V = cm->config().vocab_size;
+    DSINFER_ASSIGN_OR_RETURN(int slot, cm->NewSequence());
+    std::vector<float> logits;
+    int64_t at = 0;
+    for (int64_t size : sizes) {
+      model::deepseek_v4::cuda::CudaModel::Chunk chunk{slot, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
+      DSINFER_ASSIGN_OR_RETURN(auto out, cm->Forward({chunk}, LogitsRows::kAll));
+      logits.insert(logits.end(), out.begin(), out.end());
+      at += size;
+    }
+    return io::WriteNpyF32(*flags.Get("out"), {static_cast<int64_t>(ids.size()), V}, logits.data());
+#else
+    return Unimplemented("--backend cuda: this build has no CUDA backend (configure with --preset cuda-release)");
+#endif
+  }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
   DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(*flags.Get("model"), {static_cast<int>(threads)}));
   const int64_t V = model->config().vocab_size;

@@ -10,6 +10,9 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
       {"logits", "run the model on ids and write the logits of every position (.npy)", RunLogits},
       {"init-model", "write a model dir with deterministic random weights", RunInitModel},
+#ifdef DSINFER_HAVE_CUDA
+      {"bench", "benchmark the CUDA model on this GPU (JSON lines)", RunBench},
+#endif
   };
   return kCommands;
 }

@@ -5,7 +5,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <numeric>
+
+#include "base/thread_pool.h"
 
 #include "io/quant.h"
 #include "io/safetensors.h"
@@ -45,9 +49,12 @@ class Rng {
 
 enum class Kind { kLinear, kFp4Expert, kPlain, kFp32 };
 
+// Generates tensors into the current shard; Flush writes the shard and frees its memory, so a
+// model larger than RAM streams out shard by shard (one per layer for the large presets). Adds are
+// thread-safe: the routed experts of a layer are generated in parallel.
 class Writer {
  public:
-  Writer(uint64_t seed, WeightFormat format) : seed_(seed), format_(format) {}
+  Writer(uint64_t seed, WeightFormat format) : seed_(seed), format_(format), pool_(0) {}
 
   // Random normal values with the given mean and std.
   std::vector<float> Values(const std::string& name, int64_t n, float mean, float std) {
@@ -75,8 +82,8 @@ class Writer {
         Plain(name + ".weight", {out, in}, w);
         return;
       }
-      writer_.Add(name + ".weight", DType::kF8E4M3, q.data_shape, std::move(q.data));
-      writer_.Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
+      Add(name + ".weight", DType::kF8E4M3, q.data_shape, std::move(q.data));
+      Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
       return;
     }
     if (fp4) {
@@ -89,8 +96,8 @@ class Writer {
         Plain(name + ".weight", {out, in}, w);
         return;
       }
-      writer_.Add(name + ".weight", DType::kI8, q.data_shape, std::move(q.data));
-      writer_.Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
+      Add(name + ".weight", DType::kI8, q.data_shape, std::move(q.data));
+      Add(name + ".scale", DType::kF8E8M0, q.scale_shape, std::move(q.scale));
       return;
     }
     Plain(name + ".weight", {out, in}, w);
@@ -99,7 +106,9 @@ class Writer {
   // BF16 in the release formats, F32 in kF32.
   void Plain(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
     if (format_ == WeightFormat::kF32) {
+      std::lock_guard<std::mutex> lock(mu_);
       writer_.AddF32(name, std::move(shape), v);
+      names_.push_back(name);
       return;
     }
     std::vector<uint8_t> bytes(v.size() * 2);
@@ -107,14 +116,34 @@ class Writer {
       const uint16_t b = FloatToBf16(v[i]);
       std::memcpy(bytes.data() + 2 * i, &b, 2);
     }
-    writer_.Add(name, DType::kBF16, std::move(shape), std::move(bytes));
+    Add(name, DType::kBF16, std::move(shape), std::move(bytes));
   }
+
+  void Add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_.Add(name, dtype, std::move(shape), std::move(bytes));
+    names_.push_back(name);
+  }
+
+  // Writes the tensors added since the last flush to <dir>/<file> and records them in the index.
+  Status Flush(const std::string& dir, const std::string& file) {
+    DSINFER_RETURN_IF_ERROR(writer_.Write((std::filesystem::path(dir) / file).string()));
+    for (const auto& n : names_) weight_map_[n] = file;
+    total_bytes_ += writer_.total_bytes();
+    names_.clear();
+    writer_ = io::SafetensorsWriter();
+    return Status::Ok();
+  }
+  const std::map<std::string, std::string>& weight_map() const { return weight_map_; }
+  size_t total_bytes() const { return total_bytes_; }
 
   void Norm(const std::string& name, int64_t n) { Plain(name, {n}, Values(name, n, 1.0f, 0.1f)); }
   void Fp32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
     int64_t n = 1;
     for (auto d : shape) n *= d;
+    std::lock_guard<std::mutex> lock(mu_);
     writer_.AddF32(name, std::move(shape), Values(name, n, mean, std));
+    names_.push_back(name);
   }
 
   void Tid2eid(const std::string& name, int64_t vocab, int k, int experts) {
@@ -129,7 +158,7 @@ class Writer {
         std::memcpy(bytes.data() + (t * k + i) * 8, &perm[i], 8);
       }
     }
-    writer_.Add(name, DType::kI64, {vocab, k}, std::move(bytes));
+    Add(name, DType::kI64, {vocab, k}, std::move(bytes));
   }
 
   void Hc(const std::string& p, const DeepseekV4Config& c) {
@@ -185,12 +214,15 @@ class Writer {
     } else {
       Fp32(f + "gate.bias", {c.n_routed_experts}, 0.0f, 0.1f);
     }
-    for (int e = 0; e < c.n_routed_experts; ++e) {
-      const std::string ep = f + "experts." + std::to_string(e) + ".";
-      Linear(ep + "w1", c.moe_intermediate_size, D, Kind::kFp4Expert);
-      Linear(ep + "w3", c.moe_intermediate_size, D, Kind::kFp4Expert);
-      Linear(ep + "w2", D, c.moe_intermediate_size, Kind::kFp4Expert);
-    }
+    // Each tensor's values depend only on (seed, name), so the parallel order changes nothing.
+    pool_.ParallelFor(c.n_routed_experts, [&](int64_t b, int64_t e_end) {
+      for (int64_t e = b; e < e_end; ++e) {
+        const std::string ep = f + "experts." + std::to_string(e) + ".";
+        Linear(ep + "w1", c.moe_intermediate_size, D, Kind::kFp4Expert);
+        Linear(ep + "w3", c.moe_intermediate_size, D, Kind::kFp4Expert);
+        Linear(ep + "w2", D, c.moe_intermediate_size, Kind::kFp4Expert);
+      }
+    });
     if (c.n_shared_experts > 0) {
       Linear(f + "shared_experts.w1", c.moe_intermediate_size, D, Kind::kLinear);
       Linear(f + "shared_experts.w3", c.moe_intermediate_size, D, Kind::kLinear);
@@ -203,7 +235,12 @@ class Writer {
  private:
   uint64_t seed_;
   WeightFormat format_;
+  ThreadPool pool_;
+  std::mutex mu_;
   io::SafetensorsWriter writer_;
+  std::vector<std::string> names_;
+  std::map<std::string, std::string> weight_map_;
+  size_t total_bytes_ = 0;
 };
 
 DeepseekV4Config Base() {
@@ -239,7 +276,7 @@ StatusOr<WeightFormat> ParseWeightFormat(const std::string& name) {
                          "' (f32, bf16, fp8, official, official-bf16)");
 }
 
-std::vector<std::string> PresetNames() { return {"tiny", "mid"}; }
+std::vector<std::string> PresetNames() { return {"tiny", "mid", "flash-l8"}; }
 
 StatusOr<DeepseekV4Config> PresetConfig(const std::string& name) {
   DeepseekV4Config c = Base();
@@ -289,8 +326,30 @@ StatusOr<DeepseekV4Config> PresetConfig(const std::string& name) {
     c.num_mtp_layers = 1;
     c.max_position_embeddings = 65536;
     c.compress_yarn = {true, 16.0, 4096.0, 32.0, 1.0, true};
+  } else if (name == "flash-l8") {
+    // V4-Flash real dimensions (spec §1.1), the first 8 layers of its schedule plus the MTP layer:
+    // the benchmark stack (ARCHITECTURE.md §5). Write it with --weights official.
+    c.hidden_size = 4096;
+    c.num_layers = 8;
+    c.compress_ratios = {0, 0, 4, 128, 4, 128, 4, 128};
+    c.hash_layers = {true, true, true, false, false, false, false, false};
+    c.num_heads = 64;
+    c.head_dim = 512;
+    c.rope_head_dim = 64;
+    c.q_lora_rank = 1024;
+    c.o_groups = 8;
+    c.o_lora_rank = 1024;
+    c.n_routed_experts = 256;
+    c.num_experts_per_tok = 6;
+    c.moe_intermediate_size = 2048;
+    c.routed_scaling_factor = 1.5;
+    c.sliding_window = 128;
+    c.index_n_heads = 64;
+    c.index_head_dim = 128;
+    c.index_topk = 512;
+    c.num_mtp_layers = 1;
   } else {
-    return InvalidArgument("unknown preset '" + name + "' (tiny, mid)");
+    return InvalidArgument("unknown preset '" + name + "' (tiny, mid, flash-l8)");
   }
   DSINFER_RETURN_IF_ERROR(c.Validate());
   return c;
@@ -303,12 +362,25 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   Writer w(seed, format);
   const int64_t V = c.vocab_size, D = c.hidden_size;
+  // Large models (real dimensions) are written as one shard per layer plus an index, so memory
+  // holds one layer at a time; small ones as a single model.safetensors.
+  const bool sharded = D >= 2048;
+  const int num_shards = c.num_layers + c.num_mtp_layers + 1;
+  int shard = 0;
+  auto flush = [&]() -> Status {
+    if (!sharded) return Status::Ok();
+    char file[64];
+    std::snprintf(file, sizeof(file), "model-%05d-of-%05d.safetensors", ++shard, num_shards);
+    return w.Flush(dir, file);
+  };
   w.Plain("embed.weight", {V, D}, w.Values("embed.weight", V * D, 0.0f, 1.0f));
   w.Linear("head", V, D, Kind::kPlain);
   w.Norm("norm.weight", D);
   w.HcHead("", c);
+  DSINFER_RETURN_IF_ERROR(flush());
   for (int l = 0; l < c.num_layers; ++l) {
     w.Block("layers." + std::to_string(l) + ".", c, c.compress_ratios[l], c.hash_layers[l]);
+    DSINFER_RETURN_IF_ERROR(flush());
   }
   for (int k = 0; k < c.num_mtp_layers; ++k) {
     const std::string p = "mtp." + std::to_string(k) + ".";
@@ -319,8 +391,23 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
     w.Norm(p + "norm.weight", D);
     w.HcHead(p, c);
     w.Block(p, c, c.mtp_compress_ratio, false);
+    DSINFER_RETURN_IF_ERROR(flush());
   }
-  DSINFER_RETURN_IF_ERROR(w.writer().Write((std::filesystem::path(dir) / "model.safetensors").string()));
+  if (sharded) {
+    std::string index = "{\"metadata\": {\"total_size\": " + std::to_string(w.total_bytes()) +
+                        "}, \"weight_map\": {";
+    bool first = true;
+    for (const auto& [name, file] : w.weight_map()) {
+      index += (first ? "\"" : ", \"") + name + "\": \"" + file + "\"";
+      first = false;
+    }
+    index += "}}\n";
+    std::ofstream idx(std::filesystem::path(dir) / "model.safetensors.index.json");
+    idx << index;
+    if (!idx) return Internal("cannot write model.safetensors.index.json in " + dir);
+  } else {
+    DSINFER_RETURN_IF_ERROR(w.writer().Write((std::filesystem::path(dir) / "model.safetensors").string()));
+  }
   DeepseekV4Config written = c;
   if (format == WeightFormat::kFp8 || format == WeightFormat::kOfficial) written.fp8_block_size = 128;
   std::string text = io::DeepseekV4ConfigToJson(written);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU command: on a machine with an NVIDIA Hopper GPU, builds the cuda-release preset, runs the
+# gpu-labelled tests (the CUDA backend against the CPU backend and the transformers goldens), then
+# the benchmarks of docs/perf.md (`dsinfer bench` on flash-l8 with device-random weights).
+#   scripts/gpu_test.sh [OUT_DIR] [--model-dir]
+# --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
+# batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
+# Machines without nlohmann-json / googletest packages: copy /usr/include/nlohmann to
+# .deps/include/nlohmann and /usr/src/googletest to .deps/googletest first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-build-cuda/gpu_logs}"
+with_model_dir=0
+[ "${2:-}" = "--model-dir" ] && with_model_dir=1
+mkdir -p "$out"
+jobs="$(nproc)"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+cmake --preset cuda-release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build --preset cuda-release -j"$jobs" > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+echo "== build ok"
+ctest --preset cuda-release -L gpu --output-on-failure > "$out/ctest_gpu.log" 2>&1
+rc=$?
+grep -E "tests passed|tests failed|Failed|rel err|top-1" "$out/ctest_gpu.log" | head -40
+build-cuda/tests/gpu/gpu_model_test > "$out/gpu_model_test.log" 2>&1
+grep -E "rel err|top-1|FAILED|PASSED" "$out/gpu_model_test.log" | head -40
+echo "== decode benchmark"
+build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 | tee "$out/bench_decode.jsonl"
+echo "== prefill benchmark"
+timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2 --prefill 8192 | tee "$out/bench_prefill.jsonl"
+if [ "$with_model_dir" = 1 ]; then
+  echo "== flash-l8 model dir"
+  dir=build-cuda/flash-l8
+  /usr/bin/time -v build-cuda/bin/dsinfer init-model --preset flash-l8 --weights official --out "$dir" 2> "$out/init_model.log"
+  grep -E "Elapsed|Maximum resident" "$out/init_model.log"
+  du -sh "$dir"
+  build-cuda/bin/dsinfer bench --model "$dir" --batches 1 --prefill 0 | tee "$out/bench_model_dir.jsonl"
+  rm -rf "$dir"
+fi
+exit $rc

@@ -1,0 +1,39 @@
+// Sparse MQA attention of V4 (spec §2.5, §2.9) for prefill and decode rows alike: each query row t
+// (position p) attends with all H heads to one shared list of 512-dim K=V rows
+//   window:      positions max(0, p-W+1) .. p   (this call's kv rows, older ones from the ring)
+//   compressed:  CSA: the indexer's selection; HCA: every entry w < (p+1)/rate; SWA: none
+// with a per-head sink logit in the softmax denominator, then the inverse RoPE of the output's
+// trailing rope dims at the query position. fp32 logits, online softmax and accumulation.
+// Deterministic: each block owns one (row, head); its 8 warps take keys j = warp (mod 8) in order and
+// are combined in warp order, so results do not depend on the batch or the schedule.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/token_meta.cuh"
+
+namespace dsinfer::backend::cuda {
+
+struct SparseAttentionParams {
+  TokenMeta meta;
+  const float* q = nullptr;       // [n, heads, dim] (per-head RMSNorm + RoPE applied)
+  const float* kv = nullptr;      // [n, dim] this call's K=V rows (RMSNorm + RoPE applied)
+  RingRef window;                 // earlier K=V rows by position (width dim)
+  ListRef comp;                   // compressed entries (width dim); data null for window-only layers
+  const int32_t* sel = nullptr;   // CSA: [n, sel_stride] selected entries; null: all visible (HCA)
+  const int32_t* sel_count = nullptr;  // CSA: [n]
+  int sel_stride = 0;
+  int rate = 0;                   // 0: window only
+  int window_size = 0;            // W
+  int heads = 0;
+  int dim = 0;                    // <= 512
+  const float* sink = nullptr;    // [heads]
+  float scale = 0;                // dim^-0.5
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;  // [rope_dim / 2] for the inverse RoPE of the output
+  float* out = nullptr;           // [n, heads, dim]
+};
+void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,110 @@
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/compressor.cuh"
+#include "backend/cuda/device_math.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+__global__ void AddApeKernel(float* proj, int64_t width, const float* ape, int rate, const int32_t* pos) {
+  const int64_t t = blockIdx.x;
+  const float* a = ape + static_cast<int64_t>(pos[t] % rate) * width;
+  float* g = proj + t * 2 * width + width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) g[i] += a[i];
+}
+
+constexpr int kMaxSlots = 256;  // 2 * rate (CSA) or rate (HCA)
+
+__global__ void CompressEmitKernel(CompressEmitParams p) {
+  extern __shared__ float entry[];  // [dim]
+  __shared__ float scratch[32];
+  __shared__ const float* row_ptr[kMaxSlots];
+  const int64_t t = blockIdx.x;
+  const int pos = p.meta.pos[t];
+  if ((pos + 1) % p.rate != 0) return;
+  const int win = pos / p.rate;
+  const int slot = p.meta.slot[t];
+  const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
+  const int64_t width = p.overlap ? 2 * p.dim : p.dim;
+  auto row = [&](int q) -> const float* {
+    return q >= seg_start ? p.proj + (static_cast<int64_t>(seg_begin) + q - seg_start) * 2 * width
+                          : p.rows.data + slot * p.rows.slot_stride + (q % p.rows.cap) * p.rows.width;
+  };
+  // Slot list: value pointer; the score is at value + width.
+  int n_slots = 0;
+  if (p.overlap) {
+    if (win > 0) {
+      for (int j = 0; j < p.rate; ++j) {
+        if (threadIdx.x == 0) row_ptr[n_slots] = row(p.rate * (win - 1) + j);
+        ++n_slots;
+      }
+    }
+    for (int j = 0; j < p.rate; ++j) {
+      if (threadIdx.x == 0) row_ptr[n_slots] = row(p.rate * win + j) + p.dim;
+      ++n_slots;
+    }
+  } else {
+    for (int j = 0; j < p.rate; ++j) {
+      if (threadIdx.x == 0) row_ptr[n_slots] = row(p.rate * win + j);
+      ++n_slots;
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) {
+    float m = -INFINITY;
+    for (int s = 0; s < n_slots; ++s) m = fmaxf(m, row_ptr[s][width + c]);
+    double sum = 0;
+    for (int s = 0; s < n_slots; ++s) sum += expf(row_ptr[s][width + c] - m);
+    const float inv = static_cast<float>(1.0 / sum);
+    float acc = 0;
+    for (int s = 0; s < n_slots; ++s) acc += row_ptr[s][c] * (expf(row_ptr[s][width + c] - m) * inv);
+    entry[c] = acc;
+  }
+  __syncthreads();
+  float ss = 0;
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) ss = fmaf(entry[c], entry[c], ss);
+  ss = BlockSum(ss, scratch);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) entry[c] = p.norm[c] * (entry[c] * scale);
+  __syncthreads();
+  const int half = p.rope_dim / 2, off = p.dim - p.rope_dim;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    RotatePair(entry[off + 2 * j], entry[off + 2 * j + 1], win * p.rate, p.inv_freq[j], false);
+  }
+  __syncthreads();
+  float* out = p.entries.data + slot * p.entries.slot_stride + static_cast<int64_t>(win) * p.entries.width;
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) out[c] = entry[c];
+}
+
+__global__ void RingAppendKernel(RingAppendParams p) {
+  const int64_t t = blockIdx.x;
+  const int pos = p.meta.pos[t];
+  if (pos < p.meta.seg_start[t] + p.meta.seg_count[t] - p.ring.cap) return;
+  float* dst = p.ring.data + p.meta.slot[t] * p.ring.slot_stride + (pos % p.ring.cap) * p.ring.width;
+  const float* src = p.src + t * p.ld;
+  for (int64_t i = threadIdx.x; i < p.ring.width; i += blockDim.x) dst[i] = src[i];
+}
+
+}  // namespace
+
+void LaunchAddApe(float* proj, int64_t n, int64_t width, const float* ape, int rate,
+                  const int32_t* pos, StreamHandle stream) {
+  if (n <= 0) return;
+  AddApeKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(proj, width, ape, rate, pos);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchCompressEmit(const CompressEmitParams& p, StreamHandle stream) {
+  if (p.meta.n <= 0) return;
+  if ((p.overlap ? 2 * p.rate : p.rate) > kMaxSlots) std::abort();
+  CompressEmitKernel<<<static_cast<unsigned>(p.meta.n), 256, p.dim * sizeof(float), stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRingAppend(const RingAppendParams& p, StreamHandle stream) {
+  if (p.meta.n <= 0) return;
+  RingAppendKernel<<<static_cast<unsigned>(p.meta.n), 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

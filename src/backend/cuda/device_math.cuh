@@ -1,0 +1,45 @@
+// Device helpers shared by the kernels of backend/cuda (CUDA-only header).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace dsinfer::backend::cuda {
+
+// Block-wide fp32 sum in a fixed order (warp butterflies, then warp 0 over the warp sums).
+// Every thread returns the total. `scratch` holds >= 32 floats. blockDim.x multiple of 32.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = 0.0f;
+  if (warp == 0) {
+    t = lane < nw ? scratch[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (lane == 0) scratch[0] = t;
+  }
+  __syncthreads();
+  t = scratch[0];
+  __syncthreads();
+  return t;
+}
+
+// RoPE of one pair at `pos`, as the CPU reference: fp32 angle, cos/sin in double.
+__device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float inv_freq, bool inverse) {
+  const float angle = static_cast<float>(pos) * inv_freq;
+  double sd, cd;
+  sincos(static_cast<double>(angle), &sd, &cd);
+  const float c = static_cast<float>(cd);
+  float s = static_cast<float>(sd);
+  if (inverse) s = -s;
+  const float x = a, y = b;
+  a = x * c - y * s;
+  b = x * s + y * c;
+}
+
+__device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,31 @@
+// Lightning-indexer selection (spec §2.7) for CSA layers: for each query row t at position p,
+//   score[w] = sum_h wI[t,h] * relu(qI[t,h] · K_I[w]) * head_dim^-0.5     for w < (p+1) / rate
+// and the top min(topk, visible) entries (ties: lower index first), returned in ascending order.
+// fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/token_meta.cuh"
+
+namespace dsinfer::backend::cuda {
+
+struct IndexerTopKParams {
+  TokenMeta meta;
+  const float* q = nullptr;        // [n, heads, head_dim] indexer queries (RoPE applied)
+  const float* weights = nullptr;  // [n, heads] head weights (already scaled by heads^-0.5)
+  ListRef keys;                    // index-key entries (width head_dim)
+  int heads = 0;                   // <= 64
+  int head_dim = 0;                // multiple of 4
+  int rate = 0;
+  int topk = 0;
+  int max_entries = 0;             // bound on visible entries (state capacity per slot)
+  int32_t* sel = nullptr;          // [n, topk] out: selected entries ascending
+  int32_t* sel_count = nullptr;    // [n] out
+};
+void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
+// Raises the kernel's shared-memory limit for these sizes; call once before capturing a graph.
+void PrepareIndexerTopK(int heads, int head_dim, int max_entries);
+
+}  // namespace dsinfer::backend::cuda

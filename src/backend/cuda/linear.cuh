@@ -1,0 +1,76 @@
+// Linear layers y = x · Wᵀ with W in its checkpoint format (spec §4.4), dequantized in registers:
+// fp32, bf16, FP8 e4m3 with block scales (ue8m0 or fp32), packed FP4 e2m1 with per-32 ue8m0 scales.
+// Activations and outputs are fp32 (the CPU backend's working precision, so parity is ~1e-6).
+//
+// Two entry points: LaunchLinear (one matrix, dense rows) and LaunchExpertLinear (the MoE grouped
+// form: one matrix per routed expert, each applied to the token rows routed to it, with the routing
+// read from device memory so that a decode step can be captured in a CUDA graph).
+//
+// Batch invariance and determinism (ARCHITECTURE.md §4): every output element is the same fixed
+// reduction over k — thread j of the row's thread group accumulates 16-byte chunks j, j+TPR, ...
+// in order, then a butterfly over the warp and a fixed-order sum over the group's warps — where the
+// group width TPR depends only on (format, k). The number of rows m, the m-tile and the grid never
+// change the order, so a row's result does not depend on the rest of the batch or the schedule.
+//
+// Header without CUDA types; launchers allocate nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/runtime.h"
+
+namespace dsinfer::backend::cuda {
+
+enum class WeightFormat : int32_t { kF32 = 0, kBf16 = 1, kFp8 = 2, kFp4 = 3 };
+enum class ScaleFormat : int32_t { kNone = 0, kUe8m0 = 1, kF32 = 2 };
+
+// A weight matrix of logical shape [n, k] (out_features, in_features) on the device.
+struct WeightRef {
+  WeightFormat format = WeightFormat::kF32;
+  // kF32/kBf16/kFp8: [n, k] row-major elements. kFp4: [n, k/2] bytes, low nibble = even column.
+  const void* data = nullptr;
+  // kFp8: [ceil(n/block), ceil(k/block)] (ue8m0 bytes or fp32). kFp4: [n, k/32] ue8m0 bytes.
+  const void* scale = nullptr;
+  ScaleFormat scale_format = ScaleFormat::kNone;
+  int64_t n = 0;
+  int64_t k = 0;
+  int block = 128;  // kFp8 block edge (multiple of 16)
+  size_t bytes() const;  // bytes of data + scale
+};
+
+struct LinearParams {
+  WeightRef w;
+  const float* x = nullptr;  // [m, ldx] fp32; row i, columns [xoff(n), xoff(n) + k)
+  int64_t ldx = 0;
+  int64_t m = 0;
+  // Grouped input (the attention's wo_a): output row r reads x columns starting at
+  // (r / x_group_rows) * x_group_stride. 0: every row reads from column 0.
+  int64_t x_group_rows = 0;
+  int64_t x_group_stride = 0;
+  float* y = nullptr;  // [m, ldy] fp32; y[i, r] for r < n
+  int64_t ldy = 0;
+};
+
+void LaunchLinear(const LinearParams& p, StreamHandle stream);
+
+// Routed experts: all experts share format and shape; per-expert pointers live on the device.
+struct ExpertLinearParams {
+  WeightRef shape;                  // format, scale_format, n, k, block (data/scale unused)
+  const void* const* data = nullptr;   // [E] device array: expert e's data pointer
+  const void* const* scale = nullptr;  // [E] device array: expert e's scale pointer
+  const float* x = nullptr;         // [*, ldx] fp32; pair p reads row p / x_row_div
+  int64_t ldx = 0;
+  int x_row_div = 1;
+  float* y = nullptr;               // [pairs, ldy] fp32; pair p writes row p
+  int64_t ldy = 0;
+  const int32_t* active = nullptr;      // [max_slots] expert id of each active slot
+  const int32_t* num_active = nullptr;  // [1] active slots (<= max_slots)
+  const int32_t* offsets = nullptr;     // [max_slots + 1] pair-list start of each slot
+  const int32_t* pairs = nullptr;       // [total pairs] pair ids grouped by slot, ascending in a slot
+  int max_slots = 0;                // grid size; slots >= *num_active exit at once
+  int64_t total_pairs = 0;          // picks the m-tile (never changes results)
+};
+
+void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
+
+}  // namespace dsinfer::backend::cuda

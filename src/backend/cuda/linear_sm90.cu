@@ -1,0 +1,343 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/linear.cuh"
+
+namespace dsinfer::backend::cuda {
+
+size_t WeightRef::bytes() const {
+  switch (format) {
+    case WeightFormat::kF32: return static_cast<size_t>(n * k * 4);
+    case WeightFormat::kBf16: return static_cast<size_t>(n * k * 2);
+    case WeightFormat::kFp8: {
+      const int64_t sb = ((n + block - 1) / block) * ((k + block - 1) / block);
+      return static_cast<size_t>(n * k + sb * (scale_format == ScaleFormat::kF32 ? 4 : 1));
+    }
+    case WeightFormat::kFp4: return static_cast<size_t>(n * k / 2 + n * (k / 32));
+  }
+  return 0;
+}
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 4;  // output rows per thread group
+
+template <WeightFormat F, bool kVec> struct Fmt;
+// Elements per chunk: 16 bytes of weights in the vector path, 1 element in the scalar path.
+template <> struct Fmt<WeightFormat::kF32, true> { static constexpr int kCh = 4; };
+template <> struct Fmt<WeightFormat::kBf16, true> { static constexpr int kCh = 8; };
+template <> struct Fmt<WeightFormat::kFp8, true> { static constexpr int kCh = 16; };
+template <> struct Fmt<WeightFormat::kFp4, true> { static constexpr int kCh = 32; };
+template <WeightFormat F> struct Fmt<F, false> { static constexpr int kCh = 1; };
+
+__device__ __forceinline__ float ScaleAt(const void* scale, ScaleFormat sf, int64_t idx) {
+  if (sf == ScaleFormat::kF32) return static_cast<const float*>(scale)[idx];
+  const uint32_t b = static_cast<const uint8_t*>(scale)[idx];
+  return __uint_as_float(b == 0 ? 0x00400000u : (b << 23));  // 2^(b-127); b=0 -> 2^-127
+}
+
+__device__ __forceinline__ float2 E4m3x2(uint16_t v) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<__half2*>(&h));
+}
+
+// Two e2m1 codes (low nibble first) -> their values / 2^14 (the caller folds 2^14 into the scale):
+// code bits [s e1 e0 m] placed as fp16 [s | exponent e | mantissa m<<9] give 2^(e-15)(1+m/2), or
+// the subnormal m·2^-15 for e = 0, i.e. exactly the e2m1 value times 2^-14.
+__device__ __forceinline__ float2 E2m1x2(uint32_t byte) {
+  const uint32_t lo = byte & 0xF, hi = (byte >> 4) & 0xF;
+  const uint32_t h = (((lo & 7) << 9) | ((lo & 8) << 12)) | ((((hi & 7) << 9) | ((hi & 8) << 12)) << 16);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// Dequantized chunk `c` of weight row `row` (kCh values, scale applied).
+template <WeightFormat F, bool kVec>
+__device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, const void* scale,
+                                      int64_t row, int64_t c, float* v) {
+  constexpr int kCh = Fmt<F, kVec>::kCh;
+  if constexpr (F == WeightFormat::kF32) {
+    const float* p = static_cast<const float*>(data) + row * w.k + c * kCh;
+    if constexpr (kVec) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+      v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+    } else {
+      v[0] = __ldg(p);
+    }
+  } else if constexpr (F == WeightFormat::kBf16) {
+    const uint16_t* p = static_cast<const uint16_t*>(data) + row * w.k + c * kCh;
+    if constexpr (kVec) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+      const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[2 * i] = __uint_as_float(u[i] << 16);
+        v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+      }
+    } else {
+      v[0] = __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
+    }
+  } else if constexpr (F == WeightFormat::kFp8) {
+    const int64_t k0 = c * kCh;
+    const int64_t sk = (w.k + w.block - 1) / w.block;
+    const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + k0 / w.block);
+    const uint8_t* p = static_cast<const uint8_t*>(data) + row * w.k + k0;
+    if constexpr (kVec) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+      const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
+        const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
+        v[4 * i] = a.x * s; v[4 * i + 1] = a.y * s; v[4 * i + 2] = b.x * s; v[4 * i + 3] = b.y * s;
+      }
+    } else {
+      v[0] = E4m3x2(__ldg(p)).x * s;
+    }
+  } else {  // kFp4, vector path only: one 16-byte chunk = 32 values = one scale group
+    const float s = ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
+    const uint8_t* p = static_cast<const uint8_t*>(data) + row * (w.k / 2) + c * 16;
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const float2 f = E2m1x2((u[i] >> (8 * b)) & 0xFF);
+        v[8 * i + 2 * b] = f.x * s;
+        v[8 * i + 2 * b + 1] = f.y * s;
+      }
+    }
+  }
+}
+
+template <int kCh, bool kVec>
+__device__ __forceinline__ void LoadX(const float* p, float* v) {
+  if constexpr (kVec) {
+#pragma unroll
+    for (int i = 0; i < kCh / 4; ++i) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(p) + i);
+      v[4 * i] = q.x; v[4 * i + 1] = q.y; v[4 * i + 2] = q.z; v[4 * i + 3] = q.w;
+    }
+  } else {
+    v[0] = __ldg(p);
+  }
+}
+
+// Row maps: which x row feeds local row i, and which y row receives it.
+struct DenseRows {
+  const float* x; int64_t ldx; float* y; int64_t ldy; int64_t base;
+  __device__ const float* X(int64_t i) const { return x + (base + i) * ldx; }
+  __device__ float* Y(int64_t i) const { return y + (base + i) * ldy; }
+};
+struct PairRows {
+  const float* x; int64_t ldx; float* y; int64_t ldy; const int32_t* pairs; int div;
+  __device__ const float* X(int64_t i) const { return x + static_cast<int64_t>(pairs[i] / div) * ldx; }
+  __device__ float* Y(int64_t i) const { return y + static_cast<int64_t>(pairs[i]) * ldy; }
+};
+
+// The shared body: rows [row0, row0 + kRows) of the weight against local rows [0, m).
+template <WeightFormat F, bool kVec, int kTpr, int kMt, typename Rows>
+__device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data, const void* scale,
+                                           const Rows& rows, int64_t m, int64_t group_rows,
+                                           int64_t group_stride, float (*red)[kRows * kMt]) {
+  constexpr int kCh = Fmt<F, kVec>::kCh;
+  constexpr int kGroups = kThreads / kTpr;
+  const int group = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kGroups + group) * kRows;
+  const int64_t nchunks = w.k / kCh;
+  for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kMt; m0 < m; m0 += static_cast<int64_t>(gridDim.z) * kMt) {
+    float acc[kRows][kMt];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int j = 0; j < kMt; ++j) acc[r][j] = 0.0f;
+    const float* xr[kMt];
+#pragma unroll
+    for (int j = 0; j < kMt; ++j) xr[j] = m0 + j < m ? rows.X(m0 + j) : nullptr;
+    for (int64_t c = t; c < nchunks; c += kTpr) {
+      float xv[kMt][kCh];
+      int64_t loaded_off = -1;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t row = row0 + r;
+        if (row >= w.n) break;
+        const int64_t off = group_rows > 0 ? (row / group_rows) * group_stride : 0;
+        if (off != loaded_off) {
+#pragma unroll
+          for (int j = 0; j < kMt; ++j)
+            if (xr[j]) LoadX<kCh, kVec>(xr[j] + off + c * kCh, xv[j]);
+          loaded_off = off;
+        }
+        float wv[kCh];
+        LoadW<F, kVec>(w, data, scale, row, c, wv);
+#pragma unroll
+        for (int j = 0; j < kMt; ++j) {
+          if (!xr[j]) continue;
+#pragma unroll
+          for (int i = 0; i < kCh; ++i) acc[r][j] = fmaf(wv[i], xv[j][i], acc[r][j]);
+        }
+      }
+    }
+    // Fixed-order reduction: butterfly within the warp, then the group's warps in order.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int j = 0; j < kMt; ++j) {
+        float v = acc[r][j];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        acc[r][j] = v;
+      }
+    if constexpr (kTpr == 32) {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int j = 0; j < kMt; ++j)
+            if (row0 + r < w.n && m0 + j < m) rows.Y(m0 + j)[row0 + r] = acc[r][j];
+      }
+    } else {
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int j = 0; j < kMt; ++j) red[warp][r * kMt + j] = acc[r][j];
+      }
+      __syncthreads();
+      constexpr int kWarpsPerGroup = kTpr / 32;
+      if (t < kRows * kMt) {
+        const int r = t / kMt, j = t % kMt;
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kWarpsPerGroup; ++q) s += red[group * kWarpsPerGroup + q][t];
+        if (row0 + r < w.n && m0 + j < m) rows.Y(m0 + j)[row0 + r] = s;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <WeightFormat F, bool kVec, int kTpr, int kMt>
+__global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
+  __shared__ float red[kThreads / 32][kRows * kMt];
+  DenseRows rows{p.x, p.ldx, p.y, p.ldy, 0};
+  LinearBody<F, kVec, kTpr, kMt>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
+                                 p.x_group_stride, red);
+}
+
+template <WeightFormat F, bool kVec, int kTpr, int kMt>
+__global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
+  __shared__ float red[kThreads / 32][kRows * kMt];
+  const int slot = blockIdx.y;
+  if (slot >= *p.num_active) return;
+  const int e = p.active[slot];
+  const int32_t begin = p.offsets[slot], end = p.offsets[slot + 1];
+  PairRows rows{p.x, p.ldx, p.y, p.ldy, p.pairs + begin, p.x_row_div};
+  LinearBody<F, kVec, kTpr, kMt>(p.shape, p.data[e], p.scale[e], rows, end - begin, 0, 0, red);
+}
+
+int ChunkElems(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kF32: return 4;
+    case WeightFormat::kBf16: return 8;
+    case WeightFormat::kFp8: return 16;
+    case WeightFormat::kFp4: return 32;
+  }
+  return 1;
+}
+
+// The thread-group width: a function of (format, k) only (see the header: batch invariance).
+int ThreadsPerRow(int64_t chunks) {
+  if (chunks >= 256) return 256;
+  if (chunks >= 128) return 128;
+  if (chunks >= 64) return 64;
+  return 32;
+}
+
+struct Plan {
+  bool vec;
+  int tpr;
+  int mt;
+  dim3 grid;
+};
+
+Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks) {
+  Plan pl{};
+  const int ch = ChunkElems(w.format);
+  pl.vec = w.k % ch == 0 && x_aligned;
+  if (w.format == WeightFormat::kFp4 && !pl.vec) {
+    std::fprintf(stderr, "FP4 linear needs k %% 32 == 0 and aligned activations (k=%lld)\n",
+                 static_cast<long long>(w.k));
+    std::abort();
+  }
+  if (w.format == WeightFormat::kFp8 && w.block % 16 != 0) pl.vec = false;
+  pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
+  pl.mt = m_hint <= 1 ? 1 : 4;
+  const int64_t rows_per_block = (kThreads / pl.tpr) * kRows;
+  const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
+  const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
+  // Enough blocks to fill the GPU several times over; more m-chunks only re-read weights.
+  const int64_t bz = std::min<int64_t>(mchunks, std::max<int64_t>(1, 2048 / std::max<int64_t>(1, bx * y_blocks)));
+  pl.grid = dim3(static_cast<unsigned>(bx), static_cast<unsigned>(y_blocks), static_cast<unsigned>(std::min<int64_t>(bz, 65535)));
+  return pl;
+}
+
+
+#define DSINFER_LINEAR_DISPATCH(KERNEL, FMT, PL, ARGS, STREAM)                                   \
+  do {                                                                                           \
+    auto go = [&](auto fmt_tag) {                                                                \
+      constexpr WeightFormat kF = decltype(fmt_tag)::value;                                      \
+      if (!PL.vec) {                                                                             \
+        if constexpr (kF != WeightFormat::kFp4) {                                                \
+          if (PL.mt == 1) KERNEL<kF, false, 32, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS);      \
+          else KERNEL<kF, false, 32, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS);                 \
+        }                                                                                        \
+        return;                                                                                  \
+      }                                                                                          \
+      switch (PL.tpr * 10 + PL.mt) {                                                             \
+        case 2561: KERNEL<kF, true, 256, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
+        case 2564: KERNEL<kF, true, 256, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
+        case 1281: KERNEL<kF, true, 128, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
+        case 1284: KERNEL<kF, true, 128, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
+        case 641: KERNEL<kF, true, 64, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
+        case 644: KERNEL<kF, true, 64, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
+        case 321: KERNEL<kF, true, 32, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
+        default: KERNEL<kF, true, 32, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;         \
+      }                                                                                          \
+    };                                                                                           \
+    switch (FMT) {                                                                               \
+      case WeightFormat::kF32: go(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;   \
+      case WeightFormat::kBf16: go(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break; \
+      case WeightFormat::kFp8: go(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;   \
+      case WeightFormat::kFp4: go(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;   \
+    }                                                                                            \
+    CUDA_CHECK_LAUNCH();                                                                         \
+  } while (0)
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+
+void LaunchLinear(const LinearParams& p, StreamHandle stream) {
+  if (p.m <= 0 || p.w.n <= 0) return;
+  const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0 && p.x_group_stride % 4 == 0 &&
+                       Aligned16(p.w.data);
+  const Plan pl = MakePlan(p.w, aligned, p.m, 1);
+  DSINFER_LINEAR_DISPATCH(LinearKernel, p.w.format, pl, p, stream);
+}
+
+void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
+  if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
+  const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
+  const Plan pl = MakePlan(p.shape, aligned, per_slot, p.max_slots);
+  DSINFER_LINEAR_DISPATCH(ExpertLinearKernel, p.shape.format, pl, p, stream);
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,194 @@
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/moe_route.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+constexpr int kMaxE = 1024;
+constexpr int kMaxK = 16;
+
+__device__ float SoftplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__global__ void MoeRouteKernel(MoeRouteParams p) {
+  __shared__ float scores[kMaxE];
+  const int64_t t = blockIdx.x;
+  const float* lg = p.logits + t * p.E;
+  for (int e = threadIdx.x; e < p.E; e += blockDim.x) {
+    const float x = lg[e];
+    scores[e] = p.scoring == ScoringFunc::kSqrtSoftplus ? sqrtf(SoftplusF(x))
+              : p.scoring == ScoringFunc::kSigmoid      ? SigmoidF(x)
+                                                        : x;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (p.scoring == ScoringFunc::kSoftmax) {
+    float m = scores[0];
+    for (int e = 1; e < p.E; ++e) m = fmaxf(m, scores[e]);
+    double sum = 0;
+    for (int e = 0; e < p.E; ++e) {
+      scores[e] = expf(scores[e] - m);
+      sum += scores[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int e = 0; e < p.E; ++e) scores[e] *= inv;
+  }
+  int s[kMaxK];
+  if (p.tid2eid) {
+    for (int k = 0; k < p.K; ++k) s[k] = p.tid2eid[static_cast<int64_t>(p.ids[t]) * p.K + k];
+  } else {
+    // K rounds of argmax of the biased score (strictly greater: ties keep the lower id).
+    unsigned long long taken[kMaxE / 64] = {};
+    for (int k = 0; k < p.K; ++k) {
+      int best = -1;
+      float bv = 0;
+      for (int e = 0; e < p.E; ++e) {
+        if (taken[e / 64] >> (e % 64) & 1ull) continue;
+        const float v = scores[e] + (p.bias ? p.bias[e] : 0.0f);
+        if (best < 0 || v > bv) {
+          best = e;
+          bv = v;
+        }
+      }
+      s[k] = best;
+      taken[best / 64] |= 1ull << (best % 64);
+    }
+  }
+  float sum = 0;
+  for (int k = 0; k < p.K; ++k) sum += scores[s[k]];
+  for (int k = 0; k < p.K; ++k) {
+    const float v = p.norm_topk_prob ? scores[s[k]] / (sum + 1e-20f) : scores[s[k]];
+    p.sel[t * p.K + k] = s[k];
+    p.weight[t * p.K + k] = v * p.routed_scaling_factor;
+  }
+}
+
+__global__ void MoeCountKernel(MoeGroupParams p) {
+  __shared__ int scratch[32];
+  const int e = blockIdx.x;
+  int c = 0;
+  for (int64_t i = threadIdx.x; i < p.pairs; i += blockDim.x) c += p.sel[i] == e;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) c += __shfl_xor_sync(0xffffffffu, c, o);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int s = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) s += scratch[w];
+    p.counts[e] = s;
+  }
+}
+
+__global__ void MoeFillKernel(MoeGroupParams p) {
+  __shared__ int base_s, warp_tot[32];
+  const int e = blockIdx.x;
+  const int count = p.counts[e];
+  if (threadIdx.x == 0) {
+    int offset = 0, ai = 0, total_active = 0;
+    for (int f = 0; f < p.E; ++f) {
+      if (f < e) {
+        offset += p.counts[f];
+        ai += p.counts[f] > 0;
+      }
+      total_active += p.counts[f] > 0;
+    }
+    if (e == p.E - 1) *p.num_active = total_active;
+    if (count > 0) {
+      p.active[ai] = e;
+      p.offsets[ai] = offset;
+      p.offsets[ai + 1] = offset + count;
+    }
+    base_s = offset;
+  }
+  __syncthreads();
+  if (count == 0) return;
+  int base = base_s;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  for (int64_t i0 = 0; i0 < p.pairs; i0 += blockDim.x) {
+    const int64_t i = i0 + threadIdx.x;
+    const bool flag = i < p.pairs && p.sel[i] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+    if (lane == 0) warp_tot[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0;
+    for (int w = 0; w < warp; ++w) before += warp_tot[w];
+    if (flag) p.pair_list[base + before + __popc(ballot & ((1u << lane) - 1))] = static_cast<int32_t>(i);
+    int tot = 0;
+    for (int w = 0; w < nw; ++w) tot += warp_tot[w];
+    base += tot;
+    __syncthreads();
+  }
+}
+
+__global__ void SwigluKernel(float* g, const float* u, int64_t rows, int64_t cols, int64_t ld, float lim) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    float gv = g[r * ld + c], uv = u[r * ld + c];
+    if (lim > 0) {
+      gv = fminf(gv, lim);
+      uv = fminf(fmaxf(uv, -lim), lim);
+    }
+    g[r * ld + c] = gv / (1.0f + expf(-gv)) * uv;
+  }
+}
+
+__global__ void MoeCombineKernel(MoeCombineParams p) {
+  const int64_t t = blockIdx.y;
+  int order[kMaxK];
+  for (int k = 0; k < p.K; ++k) order[k] = k;
+  // Ascending expert id, ties by k: the CPU reference's accumulation order.
+  for (int a = 1; a < p.K; ++a) {
+    const int v = order[a];
+    int b = a - 1;
+    while (b >= 0 && p.sel[t * p.K + order[b]] > p.sel[t * p.K + v]) {
+      order[b + 1] = order[b];
+      --b;
+    }
+    order[b + 1] = v;
+  }
+  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
+    float acc = 0.0f;
+    for (int k = 0; k < p.K; ++k) {
+      const int64_t pr = t * p.K + order[k];
+      acc += p.y[pr * p.D + d] * p.weight[pr];
+    }
+    if (p.shared) acc += p.shared[t * p.D + d];
+    p.out[t * p.D + d] = acc;
+  }
+}
+
+}  // namespace
+
+void LaunchMoeRoute(const MoeRouteParams& p, StreamHandle stream) {
+  if (p.n <= 0) return;
+  if (p.E > kMaxE || p.K > kMaxK) std::abort();
+  MoeRouteKernel<<<static_cast<unsigned>(p.n), 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream) {
+  if (p.pairs <= 0) return;
+  MoeCountKernel<<<p.E, 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  MoeFillKernel<<<p.E, 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchSwiglu(float* g, const float* u, int64_t rows, int64_t cols, int64_t ld, float limit,
+                  StreamHandle stream) {
+  if (rows <= 0) return;
+  const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 4096);
+  SwigluKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(g, u, rows, cols, ld, limit);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchMoeCombine(const MoeCombineParams& p, StreamHandle stream) {
+  if (p.n <= 0) return;
+  const unsigned bx = static_cast<unsigned>(std::min<int64_t>((p.D + 255) / 256, 16));
+  MoeCombineKernel<<<dim3(bx, static_cast<unsigned>(p.n)), 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,39 @@
+// Row-wise ops: RMSNorm (spec §2.1, fp32) and interleaved RoPE on the trailing rope dims (§2.4).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/runtime.h"
+
+namespace dsinfer::backend::cuda {
+
+struct RmsNormParams {
+  const float* x = nullptr;  // [rows, ldx] fp32, first `dim` columns used
+  int64_t ldx = 0;
+  float* y = nullptr;        // [rows, ldy] fp32 (may alias x when ldy == ldx)
+  int64_t ldy = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  const float* weight = nullptr;  // [dim] fp32 or null (no weight)
+  float eps = 1e-6f;
+};
+void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream);
+
+struct RopeParams {
+  float* x = nullptr;          // [tokens, heads, head_stride] fp32, rotated in place
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t head_stride = 0;     // elements between heads (= head dim for packed rows)
+  int64_t token_stride = 0;    // elements between tokens
+  int64_t dim = 0;             // head dim; RoPE acts on [dim - rope_dim, dim)
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;  // [rope_dim / 2] fp32
+  const int32_t* pos = nullptr;     // [tokens] absolute positions
+  bool inverse = false;
+};
+void LaunchRope(const RopeParams& p, StreamHandle stream);
+
+// y[i] = x[i] * s (fp32), n elements.
+void LaunchScale(float* x, int64_t n, float s, StreamHandle stream);
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,61 @@
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/norm.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+__global__ void RmsNormKernel(RmsNormParams p) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const float* x = p.x + r * p.ldx;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  ss = BlockSum(ss, scratch);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
+  float* y = p.y + r * p.ldy;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
+    const float v = x[i] * scale;
+    y[i] = p.weight ? p.weight[i] * v : v;
+  }
+}
+
+__global__ void RopeKernel(RopeParams p) {
+  const int64_t t = blockIdx.x;
+  const int half = p.rope_dim / 2;
+  const int pos = p.pos[t];
+  for (int64_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
+    const int64_t h = i / half, j = i % half;
+    float* v = p.x + t * p.token_stride + h * p.head_stride + (p.dim - p.rope_dim) + 2 * j;
+    RotatePair(v[0], v[1], pos, p.inv_freq[j], p.inverse);
+  }
+}
+
+__global__ void ScaleKernel(float* x, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) x[i] *= s;
+}
+
+}  // namespace
+
+void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
+  if (p.rows <= 0) return;
+  const int threads = p.dim >= 1024 ? 512 : (p.dim >= 256 ? 256 : 128);
+  RmsNormKernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRope(const RopeParams& p, StreamHandle stream) {
+  if (p.tokens <= 0 || p.rope_dim <= 0) return;
+  RopeKernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchScale(float* x, int64_t n, float s, StreamHandle stream) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
+  ScaleKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, n, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

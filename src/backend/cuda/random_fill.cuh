@@ -1,0 +1,29 @@
+// Deterministic random device buffers from a counter-based hash (no host round trip): benchmark
+// weights in their checkpoint formats and synthetic request state.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/runtime.h"
+
+namespace dsinfer::backend::cuda {
+
+enum class RandomKind : int32_t {
+  kF32Normal = 0,  // fp32 ~ mean + std * N(0,1)-ish (sum of uniforms)
+  kBf16Normal = 1, // bf16 of the same
+  kFp8 = 2,        // e4m3 bytes uniform over finite codes of |x| <= 448 * `std`-ish range
+  kFp4 = 3,        // random bytes (every e2m1 pair is finite)
+  kByte = 4,       // every byte = `mean` (e.g. a ue8m0 scale exponent)
+};
+
+struct RandomFillParams {
+  void* data = nullptr;
+  int64_t count = 0;  // elements (bytes for kFp8/kFp4/kByte)
+  RandomKind kind = RandomKind::kF32Normal;
+  uint64_t seed = 0;
+  float mean = 0.0f;
+  float std = 1.0f;
+};
+void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream);
+
+}  // namespace dsinfer::backend::cuda

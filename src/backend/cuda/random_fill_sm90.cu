@@ -1,0 +1,61 @@
+#include <cuda_fp8.h>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/random_fill.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+__device__ inline uint64_t Hash(uint64_t seed, uint64_t i) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + i * 0xd1b54a32d192ed03ull + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Approximately N(0,1): sum of 4 uniforms, centred and scaled.
+__device__ inline float Normalish(uint64_t h) {
+  float s = 0;
+  for (int i = 0; i < 4; ++i) s += static_cast<float>((h >> (16 * i)) & 0xFFFF) * (1.0f / 65536.0f);
+  return (s - 2.0f) * 1.7320508f;
+}
+
+__global__ void RandomFillKernel(RandomFillParams p) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < p.count; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = Hash(p.seed, static_cast<uint64_t>(i));
+    switch (p.kind) {
+      case RandomKind::kF32Normal:
+        static_cast<float*>(p.data)[i] = p.mean + p.std * Normalish(h);
+        break;
+      case RandomKind::kBf16Normal: {
+        const float v = p.mean + p.std * Normalish(h);
+        static_cast<uint16_t*>(p.data)[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+        break;
+      }
+      case RandomKind::kFp8: {
+        // A value in [-448, 448] * std, quantized to e4m3.
+        const float v = Normalish(h) * p.std;
+        static_cast<uint8_t*>(p.data)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+        break;
+      }
+      case RandomKind::kFp4:
+        static_cast<uint8_t*>(p.data)[i] = static_cast<uint8_t>(h & 0xFF);
+        break;
+      case RandomKind::kByte:
+        static_cast<uint8_t*>(p.data)[i] = static_cast<uint8_t>(p.mean);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream) {
+  if (p.count <= 0) return;
+  const int64_t blocks = std::min<int64_t>((p.count + 255) / 256, 8192);
+  RandomFillKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsinfer::backend::cuda

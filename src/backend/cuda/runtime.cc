@@ -1,0 +1,133 @@
+#include "backend/cuda/runtime.h"
+
+#include "backend/cuda/check.cuh"
+
+namespace dsinfer::backend::cuda {
+
+bool DeviceAvailable() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+std::string DeviceDescription() {
+  if (!DeviceAvailable()) return "";
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  return std::string(p.name) + ", " + std::to_string(p.multiProcessorCount) + " SMs, CC " +
+         std::to_string(p.major) + "." + std::to_string(p.minor) + ", " +
+         std::to_string(p.totalGlobalMem >> 30) + " GiB";
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes) CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes) CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) cudaFreeHost(ptr_);
+}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+Stream::Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+void Stream::Synchronize() const { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void CopyToDevice(void* dst, const void* src, size_t bytes, StreamHandle s) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+}
+void CopyToHost(void* dst, const void* src, size_t bytes, StreamHandle s) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+}
+void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, StreamHandle s) {
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+}
+void Memset(void* dst, int value, size_t bytes, StreamHandle s) {
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, s));
+}
+void CopyToDeviceSync(void* dst, const void* src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+void CheckLastError(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error after %s: %s\n", what, cudaGetErrorString(e));
+    std::abort();
+  }
+}
+size_t DeviceFreeBytes() {
+  size_t free_b = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return free_b;
+}
+
+Graph::~Graph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+void Graph::BeginCapture(StreamHandle s) {
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+}
+void Graph::EndCapture(StreamHandle s) {
+  cudaGraph_t g = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  graph_ = g;
+  cudaGraphExec_t e = nullptr;
+  CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+  exec_ = e;
+}
+void Graph::Launch(StreamHandle s) const {
+  CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));
+}
+
+EventTimer::EventTimer() {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  start_ = a;
+  stop_ = b;
+}
+EventTimer::~EventTimer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+void EventTimer::Start(StreamHandle s) { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(start_), s)); }
+float EventTimer::StopMs(StreamHandle s) {
+  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(stop_), s));
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
+  return ms;
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,120 @@
+// The CUDA runtime as the rest of dsinfer sees it: device buffers, a stream, events, CUDA graphs and
+// copies, behind a header with no CUDA types (only backend/cuda includes CUDA headers; STYLE.md).
+// Every call checks its CUDA status and aborts with file:line on failure (CUDA_CHECK policy):
+// CUDA errors are our bugs or a broken device, never user input.
+// Not thread-safe; one engine thread owns a Stream and everything launched on it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct CUstream_st;  // the CUDA runtime's stream type (cudaStream_t = CUstream_st*)
+
+namespace dsinfer::backend::cuda {
+
+// Opaque cudaStream_t.
+using StreamHandle = ::CUstream_st*;
+
+// True when a CUDA device is usable (tests skip otherwise).
+bool DeviceAvailable();
+// "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
+std::string DeviceDescription();
+
+// Owning device allocation (cudaMalloc). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host memory (cudaMallocHost), for copies a CUDA graph replays.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  StreamHandle get() const { return stream_; }
+  void Synchronize() const;
+
+ private:
+  StreamHandle stream_ = nullptr;
+};
+
+void CopyToDevice(void* dst, const void* src, size_t bytes, StreamHandle stream);
+void CopyToHost(void* dst, const void* src, size_t bytes, StreamHandle stream);
+void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, StreamHandle stream);
+void Memset(void* dst, int value, size_t bytes, StreamHandle stream);
+// Synchronous copy of host memory that need not be pinned (weight upload).
+void CopyToDeviceSync(void* dst, const void* src, size_t bytes);
+// Aborts with the pending CUDA error, if any (call after launches in debug paths and tests).
+void CheckLastError(const char* what);
+size_t DeviceFreeBytes();
+
+// A captured sequence of launches on a stream, replayed as one graph launch.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void BeginCapture(StreamHandle stream);
+  void EndCapture(StreamHandle stream);
+  void Launch(StreamHandle stream) const;
+  bool ready() const { return exec_ != nullptr; }
+
+ private:
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+};
+
+// Device-time stopwatch on a stream (cudaEvent pair).
+class EventTimer {
+ public:
+  EventTimer();
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void Start(StreamHandle stream);
+  // Milliseconds since Start (synchronizes on the stop event).
+  float StopMs(StreamHandle stream);
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
+}  // namespace dsinfer::backend::cuda

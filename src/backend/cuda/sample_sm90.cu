@@ -1,0 +1,77 @@
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/sample.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+__host__ __device__ inline uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__host__ __device__ inline double Uniform(uint64_t seed, int32_t request, int32_t position, int64_t token) {
+  uint64_t h = Mix64(seed + 0x9e3779b97f4a7c15ull);
+  h = Mix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(request)) << 32 | static_cast<uint32_t>(position)));
+  h = Mix64(h ^ static_cast<uint64_t>(token) * 0x9e3779b97f4a7c15ull);
+  return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+__global__ void SampleKernel(SampleParams p) {
+  __shared__ float best_v[32];
+  __shared__ int64_t best_i[32];
+  const int64_t r = blockIdx.x;
+  const float* lg = p.logits + r * p.vocab;
+  const int32_t req = p.request ? p.request[r] : 0;
+  const int32_t pos = p.position ? p.position[r] : static_cast<int32_t>(r);
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+    float v = lg[i];
+    if (p.temperature > 0) {
+      const double u = Uniform(p.seed, req, pos, i);
+      v = v / p.temperature - static_cast<float>(log(-log(u)));
+    }
+    if (v > bv || (v == bv && i < bi)) {
+      bv = v;
+      bi = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if (threadIdx.x % 32 == 0) {
+    best_v[threadIdx.x / 32] = bv;
+    best_i[threadIdx.x / 32] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+      if (best_v[w] > bv || (best_v[w] == bv && best_i[w] < bi)) {
+        bv = best_v[w];
+        bi = best_i[w];
+      }
+    }
+    p.out[r] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+  }
+}
+
+}  // namespace
+
+void LaunchSample(const SampleParams& p, StreamHandle stream) {
+  if (p.rows <= 0) return;
+  SampleKernel<<<static_cast<unsigned>(p.rows), 1024, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+double SampleUniformHost(uint64_t seed, int32_t request, int32_t position, int64_t token) {
+  return Uniform(seed, request, position, token);
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,221 @@
+// `dsinfer bench`: benchmarks of the CUDA model on one GPU, printed as JSON lines.
+//   decode: one step for a batch of requests at a given context (synthetic state of that length,
+//           CUDA graph replay), with its HBM roofline: bytes of weights (checkpoint formats, only the
+//           routed experts actually used) + state read per step, over the measured copy bandwidth.
+//   prefill: one prompt in one forward call, tokens/s, with its FLOP count over the FP8 tensor
+//           throughput bound (--fp8-tflops, default the measured 1,311 TFLOP/s of DeepSeek's
+//           block-scaled FP8 GEMM via cuBLASLt on an H200).
+// Weights: --model DIR, or --preset NAME with random weights generated on the device.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "backend/cuda/runtime.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "model/deepseek_v4/cuda/cuda_model.h"
+#include "model/deepseek_v4/init_presets.h"
+
+namespace dsinfer::cli {
+
+namespace {
+
+namespace gpu = backend::cuda;
+using model::deepseek_v4::cuda::CudaModel;
+using model::deepseek_v4::cuda::CudaModelOptions;
+
+const std::vector<FlagSpec> kSpecs = {
+    {"model", "model dir (else --preset with device-random weights)"},
+    {"preset", "preset for device-random weights (default flash-l8)"},
+    {"batches", "decode batch sizes (default 1,8,32,128,256)"},
+    {"context", "decode context length (default 4096)"},
+    {"prefill", "prefill prompt length (default 8192; 0: skip)"},
+    {"steps", "timed decode steps per batch (default 20)"},
+    {"no-graph", "decode without CUDA graphs", false},
+    {"fp8-tflops", "FP8 tensor bound for the prefill ratio (default 1311)"},
+};
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(std::stoll(item));
+  return v;
+}
+
+// Copy bandwidth in GB/s (bytes read + written), 2 GiB device-to-device, median of 10.
+double MeasureCopyGBs() {
+  const size_t bytes = size_t{2} << 30;
+  gpu::DeviceBuffer a(bytes), b(bytes);
+  gpu::Stream s;
+  gpu::EventTimer t;
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    t.Start(s.get());
+    gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, s.get());
+    const float x = t.StopMs(s.get());
+    if (i >= 2) ms.push_back(x);
+  }
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+Status Run(const Flags& flags) {
+  if (!gpu::DeviceAvailable()) return Unimplemented("dsinfer bench needs a CUDA device");
+  const auto batches = ParseList(flags.GetOr("batches", "1,8,32,128,256"));
+  DSINFER_ASSIGN_OR_RETURN(int64_t context, flags.GetInt("context", 4096));
+  DSINFER_ASSIGN_OR_RETURN(int64_t prefill, flags.GetInt("prefill", 8192));
+  DSINFER_ASSIGN_OR_RETURN(int64_t steps, flags.GetInt("steps", 20));
+  const bool graph = !flags.Has("no-graph");
+  const double fp8_tflops = std::stod(flags.GetOr("fp8-tflops", "1311"));
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+
+  CudaModelOptions opt;
+  opt.max_seqs = static_cast<int>(std::max<int64_t>(max_batch, 1));
+  opt.max_len = std::max(context + steps + 8, prefill) + 8;
+  opt.max_tokens = std::max(max_batch, prefill);
+  opt.all_logits = false;
+  const std::string preset = flags.GetOr("preset", "flash-l8");
+  std::unique_ptr<CudaModel> m;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto dir = flags.Get("model")) {
+    DSINFER_ASSIGN_OR_RETURN(m, CudaModel::Load(*dir, opt));
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(auto cfg, model::deepseek_v4::PresetConfig(preset));
+    DSINFER_ASSIGN_OR_RETURN(m, CudaModel::CreateRandom(cfg, 1, opt));
+  }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& c = m->config();
+  const double bw = MeasureCopyGBs();
+  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %zu, "
+              "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s}\n",
+              gpu::DeviceDescription().c_str(), flags.Has("model") ? flags.Get("model")->c_str() : preset.c_str(),
+              m->weight_bytes(), load_s, bw, graph ? "true" : "false");
+  std::fflush(stdout);
+
+  // ---- decode ----
+  for (int64_t B : batches) {
+    std::vector<int> slots;
+    for (int64_t i = 0; i < B; ++i) {
+      DSINFER_ASSIGN_OR_RETURN(int s, m->NewSequence());
+      DSINFER_RETURN_IF_ERROR(m->FillSyntheticState(s, context, 1234 + i));
+      slots.push_back(s);
+    }
+    std::vector<int32_t> ids(static_cast<size_t>(B));
+    for (int64_t i = 0; i < B; ++i) ids[i] = static_cast<int32_t>((i * 7919 + 17) % c.vocab_size);
+    for (int w = 0; w < 3; ++w) {  // warm-up (and graph capture)
+      DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
+    }
+    std::vector<double> ms;
+    double experts_used = 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      const auto a = std::chrono::steady_clock::now();
+      DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+      for (int v : m->LastActiveExperts()) experts_used += v;
+    }
+    experts_used /= static_cast<double>(steps);
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    // Bytes per step: weights read once, routed experts actually used, and the state each token reads.
+    const double L = static_cast<double>(context + 3 + steps / 2);
+    double state = 0, state_compact = 0;
+    const double d = c.head_dim, Id = c.index_head_dim;
+    for (int l = 0; l < c.num_layers; ++l) {
+      const double win = std::min<double>(c.sliding_window, L);
+      double kv_rows = win, idx_rows = 0;
+      const int rate = c.compress_ratios[l];
+      if (rate == c.csa_rate) {
+        const double vis = std::floor(L / rate);
+        kv_rows += std::min<double>(c.index_topk, vis);
+        idx_rows = vis;
+      } else if (rate != 0) {
+        kv_rows += std::floor(L / rate);
+      }
+      state += B * (kv_rows * d * 4 + idx_rows * Id * 4);
+      state_compact += B * (kv_rows * 584 + idx_rows * 68);  // fp8_ds_mla / e2m1 index keys (spec §2.12)
+    }
+    const double weights = static_cast<double>(m->dense_weight_bytes_per_step()) +
+                           experts_used * static_cast<double>(m->expert_bytes()) + B * c.hidden_size * 2.0;
+    const double bound_ms = (weights + state) / (bw * 1e9) * 1e3;
+    const double bound_compact_ms = (weights + state_compact) / (bw * 1e9) * 1e3;
+    std::printf("{\"bench\": \"decode\", \"batch\": %lld, \"context\": %lld, \"step_ms\": %.3f, "
+                "\"tok_per_s\": %.0f, \"weight_GB\": %.3f, \"experts_per_step\": %.1f, \"state_GB\": %.3f, "
+                "\"bound_ms\": %.3f, \"ratio_to_bound\": %.2f, \"bound_compact_state_ms\": %.3f, "
+                "\"min_ms\": %.3f}\n",
+                static_cast<long long>(B), static_cast<long long>(context), med, B / med * 1e3,
+                weights / 1e9, experts_used, state / 1e9, bound_ms, med / bound_ms, bound_compact_ms, ms[0]);
+    std::fflush(stdout);
+    for (int s : slots) m->FreeSequence(s);
+  }
+
+  // ---- prefill ----
+  if (prefill > 0) {
+    DSINFER_ASSIGN_OR_RETURN(int s, m->NewSequence());
+    std::vector<int32_t> ids(static_cast<size_t>(prefill));
+    for (int64_t i = 0; i < prefill; ++i) ids[i] = static_cast<int32_t>((i * 104729 + 3) % c.vocab_size);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      m->FreeSequence(s);
+      DSINFER_ASSIGN_OR_RETURN(s, m->NewSequence());
+      const auto a = std::chrono::steady_clock::now();
+      DSINFER_ASSIGN_OR_RETURN(auto lg, m->Forward({{s, ids}}, model::deepseek_v4::LogitsRows::kLast));
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    // FLOPs: 2 x (dense weights + K routed experts) per token, + attention core + indexer (spec §5).
+    const double D = c.hidden_size, H = c.num_heads, d = c.head_dim, I = c.moe_intermediate_size;
+    const double qlr = c.q_lora_rank, G = c.o_groups, olr = c.o_lora_rank;
+    double per_token = 0, attn = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      double params = D * qlr + qlr * H * d + D * d + H * d * olr + G * olr * D;  // attention
+      params += 3 * D * I * (c.num_experts_per_tok + c.n_shared_experts) + c.n_routed_experts * D;
+      const int rate = c.compress_ratios[l];
+      if (rate == c.csa_rate) params += 2 * 2 * d * D + 2 * 2 * c.index_head_dim * D + qlr * c.index_n_heads * c.index_head_dim + c.index_n_heads * D;
+      else if (rate != 0) params += 2 * d * D;
+      per_token += 2 * params;
+      for (int64_t t = 0; t < prefill; ++t) {
+        double keys = std::min<double>(c.sliding_window, t + 1);
+        if (rate == c.csa_rate) {
+          keys += std::min<double>(c.index_topk, (t + 1) / rate);
+          attn += 2.0 * c.index_n_heads * c.index_head_dim * ((t + 1) / rate);
+        } else if (rate != 0) {
+          keys += (t + 1) / rate;
+        }
+        attn += 4 * H * d * keys;
+      }
+    }
+    per_token += 2 * D * c.vocab_size / prefill;  // one logits row
+    const double flops = per_token * prefill + attn;
+    const double bound_s = flops / (fp8_tflops * 1e12);
+    std::printf("{\"bench\": \"prefill\", \"tokens\": %lld, \"seconds\": %.3f, \"tok_per_s\": %.0f, "
+                "\"tflop\": %.2f, \"achieved_tflops\": %.2f, \"bound_s\": %.4f, \"ratio_to_bound\": %.1f}\n",
+                static_cast<long long>(prefill), best, prefill / best, flops / 1e12, flops / best / 1e12,
+                bound_s, best / bound_s);
+    m->FreeSequence(s);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "dsinfer bench: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::printf("%s", Usage("bench", "Benchmarks the CUDA model (JSON lines).", kSpecs).c_str());
+    return 0;
+  }
+  Status st = Run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "dsinfer bench: %s\n", st.ToString().c_str());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace dsinfer::cli

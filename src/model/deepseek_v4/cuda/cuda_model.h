@@ -1,0 +1,80 @@
+// DeepSeek-V4 on the CUDA backend: the same forward as the CPU model (spec §2; model.cc is the
+// reference), composed from backend/cuda ops, with weights on the GPU in their checkpoint formats
+// (FP8 + ue8m0 block scales, FP4 experts + per-32 scales, BF16/F32 others; small vectors as fp32)
+// and per-request state in fixed GPU slots (window ring, compressor rings, compressed and index-key
+// lists, fp32), so a step allocates nothing and a decode step can be captured in a CUDA graph.
+//
+// Activations are fp32, as on the CPU; every kernel is deterministic and batch-invariant, so any
+// prefill/decode schedule of a request gives bit-identical logits on the GPU.
+// Not covered yet: the MTP layer (its weights are ignored), rollback of speculative tokens.
+// One thread at a time (it owns a CUDA stream).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/model.h"
+
+namespace dsinfer::model::deepseek_v4::cuda {
+
+struct CudaModelOptions {
+  int max_seqs = 4;          // state slots
+  int64_t max_len = 4096;    // tokens per request (state capacity)
+  int64_t max_tokens = 512;  // rows per forward call
+  bool all_logits = true;    // size the logits buffer for every row (else one per request)
+};
+
+class CudaModel {
+ public:
+  // Loads a model dir (official or save_pretrained names, any supported format).
+  static StatusOr<std::unique_ptr<CudaModel>> Load(const std::string& model_dir,
+                                                   const CudaModelOptions& options);
+  // Random weights in the official formats (FP8 dense, FP4 experts, BF16 embed/head/compressors),
+  // generated on the device by a counter-based hash: the benchmark path without a model dir.
+  static StatusOr<std::unique_ptr<CudaModel>> CreateRandom(const io::DeepseekV4Config& config,
+                                                           uint64_t seed,
+                                                           const CudaModelOptions& options);
+  ~CudaModel();
+
+  const io::DeepseekV4Config& config() const;
+
+  // A free state slot (reset to length 0), or ResourceExhausted.
+  StatusOr<int> NewSequence();
+  void FreeSequence(int slot);
+  int64_t length(int slot) const;
+
+  struct Chunk {
+    int slot = 0;
+    std::vector<int32_t> ids;  // appended at positions length(slot) ...
+  };
+  // Runs the chunks (each slot at most once) and returns fp32 logits [rows, vocab] on the host.
+  StatusOr<std::vector<float>> Forward(const std::vector<Chunk>& chunks, LogitsRows rows);
+
+  // One decode token per slot, greedy-sampled on the device; only the sampled ids come back.
+  // With use_graph, the step is captured on its first call for this batch size and replayed.
+  StatusOr<std::vector<int32_t>> DecodeStep(const std::vector<int>& slots,
+                                            const std::vector<int32_t>& ids, bool use_graph);
+
+  // Benchmark support: fills the slot's state with random entries as if `length` tokens had been
+  // processed (values are synthetic; shapes, bytes and visibility are those of a real request).
+  Status FillSyntheticState(int slot, int64_t length, uint64_t seed);
+
+  // Bytes of weights on the device: all of them, and those of one routed expert of one layer.
+  size_t weight_bytes() const;
+  size_t dense_weight_bytes_per_step() const;  // every weight read once per step except routed experts
+  size_t expert_bytes() const;
+  // Distinct routed experts used by each layer in the last forward (reads back a few ints).
+  std::vector<int> LastActiveExperts();
+
+  struct Impl;  // opaque (cuda_model.cc)
+
+ private:
+  explicit CudaModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dsinfer::model::deepseek_v4::cuda
