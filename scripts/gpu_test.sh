@@ -21,7 +21,7 @@ echo "== build ok"
 ctest --preset cuda-release -L gpu --output-on-failure > "$out/ctest_gpu.log" 2>&1
 rc=$?
 grep -E "tests passed|tests failed|Failed|rel err|top-1" "$out/ctest_gpu.log" | head -40
-build-cuda/tests/gpu/gpu_model_test > "$out/gpu_model_test.log" 2>&1
+build-cuda/bin/gpu_model_test > "$out/gpu_model_test.log" 2>&1
 grep -E "rel err|top-1|FAILED|PASSED" "$out/gpu_model_test.log" | head -40
 echo "== decode benchmark"
 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 | tee "$out/bench_decode.jsonl"
@@ -30,10 +30,10 @@ timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2
 if [ "$with_model_dir" = 1 ]; then
   echo "== flash-l8 model dir"
   dir=build-cuda/flash-l8
-  /usr/bin/time -v build-cuda/bin/dsinfer init-model --preset flash-l8 --weights official --out "$dir" 2> "$out/init_model.log"
-  grep -E "Elapsed|Maximum resident" "$out/init_model.log"
+  { time timeout 240 build-cuda/bin/dsinfer init-model --preset flash-l8 --weights official --out "$dir"; } 2> "$out/init_model.log"
+  cat "$out/init_model.log"
   du -sh "$dir"
-  build-cuda/bin/dsinfer bench --model "$dir" --batches 1 --prefill 0 | tee "$out/bench_model_dir.jsonl"
+  [ -f "$dir/config.json" ] && timeout 180 build-cuda/bin/dsinfer bench --model "$dir" --batches 1 --prefill 0 | tee "$out/bench_model_dir.jsonl"
   rm -rf "$dir"
 fi
 exit $rc

@@ -148,6 +148,18 @@ Status Run(const Flags& flags) {
                 static_cast<long long>(B), static_cast<long long>(context), med, B / med * 1e3,
                 weights / 1e9, experts_used, state / 1e9, bound_ms, med / bound_ms, bound_compact_ms, ms[0]);
     std::fflush(stdout);
+    {
+      std::string prof = "{\"bench\": \"decode_profile_eager\", \"batch\": " + std::to_string(B);
+      double total = 0;
+      for (const auto& [name, ms_op] : m->ProfileDecodeStep(slots, ids)) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), ", \"%s_ms\": %.3f", name.c_str(), ms_op);
+        prof += buf;
+        total += ms_op;
+      }
+      std::printf("%s, \"total_ms\": %.3f}\n", prof.c_str(), total);
+      std::fflush(stdout);
+    }
     for (int s : slots) m->FreeSequence(s);
   }
 

@@ -81,25 +81,47 @@ __global__ void MoeCountKernel(MoeGroupParams p) {
 }
 
 __global__ void MoeFillKernel(MoeGroupParams p) {
-  __shared__ int base_s, warp_tot[32];
+  __shared__ int base_s, warp_tot[32], red[3][32];
   const int e = blockIdx.x;
   const int count = p.counts[e];
-  if (threadIdx.x == 0) {
+  {
+    // offset = counts of lower experts, ai = active lower experts, total = active experts.
     int offset = 0, ai = 0, total_active = 0;
-    for (int f = 0; f < p.E; ++f) {
+    for (int f = threadIdx.x; f < p.E; f += blockDim.x) {
+      const int cf = p.counts[f];
       if (f < e) {
-        offset += p.counts[f];
-        ai += p.counts[f] > 0;
+        offset += cf;
+        ai += cf > 0;
       }
-      total_active += p.counts[f] > 0;
+      total_active += cf > 0;
     }
-    if (e == p.E - 1) *p.num_active = total_active;
-    if (count > 0) {
-      p.active[ai] = e;
-      p.offsets[ai] = offset;
-      p.offsets[ai + 1] = offset + count;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      offset += __shfl_xor_sync(0xffffffffu, offset, o);
+      ai += __shfl_xor_sync(0xffffffffu, ai, o);
+      total_active += __shfl_xor_sync(0xffffffffu, total_active, o);
     }
-    base_s = offset;
+    if (threadIdx.x % 32 == 0) {
+      red[0][threadIdx.x / 32] = offset;
+      red[1][threadIdx.x / 32] = ai;
+      red[2][threadIdx.x / 32] = total_active;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      offset = ai = total_active = 0;
+      for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+        offset += red[0][w];
+        ai += red[1][w];
+        total_active += red[2][w];
+      }
+      if (e == p.E - 1) *p.num_active = total_active;
+      if (count > 0) {
+        p.active[ai] = e;
+        p.offsets[ai] = offset;
+        p.offsets[ai + 1] = offset + count;
+      }
+      base_s = offset;
+    }
   }
   __syncthreads();
   if (count == 0) return;

@@ -1,5 +1,7 @@
 #include "backend/cuda/runtime.h"
 
+#include <algorithm>
+
 #include "backend/cuda/check.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -128,6 +130,31 @@ float EventTimer::StopMs(StreamHandle s) {
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
   return ms;
+}
+
+EventLog::~EventLog() {
+  for (auto& m : marks_) cudaEventDestroy(static_cast<cudaEvent_t>(m.second));
+}
+void EventLog::Mark(StreamHandle s, const char* name) {
+  cudaEvent_t e;
+  CUDA_CHECK(cudaEventCreate(&e));
+  CUDA_CHECK(cudaEventRecord(e, s));
+  marks_.emplace_back(name, e);
+}
+std::vector<std::pair<std::string, double>> EventLog::Collect() {
+  std::vector<std::pair<std::string, double>> out;
+  if (!marks_.empty()) CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(marks_.back().second)));
+  for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(marks_[i].second),
+                                    static_cast<cudaEvent_t>(marks_[i + 1].second)));
+    auto it = std::find_if(out.begin(), out.end(), [&](auto& x) { return x.first == marks_[i].first; });
+    if (it == out.end()) out.emplace_back(marks_[i].first, ms);
+    else it->second += ms;
+  }
+  for (auto& m : marks_) cudaEventDestroy(static_cast<cudaEvent_t>(m.second));
+  marks_.clear();
+  return out;
 }
 
 }  // namespace dsinfer::backend::cuda

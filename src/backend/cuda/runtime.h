@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 struct CUstream_st;  // the CUDA runtime's stream type (cudaStream_t = CUstream_st*)
 
@@ -115,6 +117,22 @@ class EventTimer {
  private:
   void* start_ = nullptr;
   void* stop_ = nullptr;
+};
+
+// Named device-time marks on a stream for a per-op breakdown (eager runs only, not in graphs):
+// the time between a mark and the next is charged to the earlier mark's name.
+class EventLog {
+ public:
+  EventLog() = default;
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+  void Mark(StreamHandle stream, const char* name);
+  // Synchronizes; returns (name, total ms) in first-seen order and clears the log.
+  std::vector<std::pair<std::string, double>> Collect();
+
+ private:
+  std::vector<std::pair<const char*, void*>> marks_;
 };
 
 }  // namespace dsinfer::backend::cuda

@@ -121,6 +121,10 @@ struct CudaModel::Impl {
   float *xs, *hz, *logits;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;
+  gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
+  void Mark(const char* name) {
+    if (profile) profile->Mark(stream.get(), name);
+  }
 
   template <typename T>
   T* Alloc(int64_t count) {
@@ -207,11 +211,15 @@ struct CudaModel::Impl {
   void Attention(const BlockW& w, const LayerState& st, int64_t n);
   void Moe(const BlockW& w, int layer, int64_t n);
   void Block(const BlockW& w, int layer, int64_t n) {
+    Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm);
     Attention(w, state[layer], n);
+    Mark("hc_post");
     HcPost(n);
+    Mark("hc_pre+norm");
     HcPre(w.hc_ffn, n, w.ffn_norm);
     Moe(w, layer, n);
+    Mark("hc_post");
     HcPost(n);
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
@@ -222,6 +230,7 @@ struct CudaModel::Impl {
     gpu::LaunchEmbed(ep, stream.get());
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
+    Mark("hc_head+head");
     gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, stream.get());
     RmsNorm(xs, hc * D, flat, hc * D, rows, hc * D, nullptr);
     Linear(hc_head.fn, flat, hc * D, rows, mix, hc);
@@ -237,6 +246,7 @@ struct CudaModel::Impl {
 void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
+  Mark("attn_q_kv_proj");
   Linear(w.wq_a, xn, D, n, cq, qlr);
   RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm);
   Linear(w.wq_b, cq, qlr, n, q, H * d);
@@ -246,6 +256,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   RmsNorm(kv, d, kv, d, n, d, w.kv_norm);
   Rope(kv, n, 1, d, inv);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  Mark("compressors");
   if (w.has_comp) Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries);
   if (w.has_idx) {
     Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
@@ -257,6 +268,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_comp) RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
   if (w.has_idx) {
     RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
+    Mark("indexer_topk");
     gpu::IndexerTopKParams ip;
     ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
     ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
@@ -264,6 +276,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     ip.sel = sel; ip.sel_count = sel_count;
     gpu::LaunchIndexerTopK(ip, stream.get());
   }
+  Mark("attention");
   gpu::SparseAttentionParams ap;
   ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;
   ap.comp = st.comp_entries;
@@ -277,6 +290,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   gpu::LaunchSparseAttention(ap, stream.get());
   RingAppend(kv, d, st.window, n);
+  Mark("attn_out_proj");
   const int64_t G = c.o_groups, olr = c.o_lora_rank;
   Linear(w.wo_a, o, H * d, n, z, G * olr, olr, H * d / G);
   Linear(w.wo_b, z, G * olr, n, y, D);
@@ -285,6 +299,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
 void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
+  Mark("moe_router+group");
   Linear(w.gate, xn, D, n, rlog, E);
   gpu::MoeRouteParams rp;
   rp.logits = rlog; rp.bias = w.gate_bias; rp.tid2eid = w.tid2eid; rp.ids = Meta(n).ids; rp.n = n;
@@ -309,11 +324,13 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
     gpu::LaunchExpertLinear(p, stream.get());
   };
+  Mark("moe_routed_experts");
   expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
   expert(ex.w3, ex.w3_data, ex.w3_scale, xn, D, static_cast<int>(K), gu, I);
   const float lim = static_cast<float>(c.swiglu_limit);
   gpu::LaunchSwiglu(g, gu, P, I, I, lim, stream.get());
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+  Mark("moe_shared+combine");
   if (w.has_shared) {
     Linear(w.sh_w1, xn, D, n, sg, I);
     Linear(w.sh_w3, xn, D, n, su, I);
@@ -945,7 +962,9 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   }
   auto step = [&] {
     gpu::CopyToDevice(m.meta_dev, h, kMetaArrays * T * sizeof(int32_t), m.stream.get());
+    m.Mark("embed");
     m.Run(n, n);
+    m.Mark("sample");
     gpu::SampleParams sp;
     sp.logits = m.logits; sp.rows = n; sp.vocab = m.c.vocab_size; sp.temperature = 0;
     sp.out = m.sampled_dev;
@@ -964,6 +983,7 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   } else {
     step();
   }
+  m.Mark("end");
   m.stream.Synchronize();
   std::vector<int32_t> out(m.sampled_host.as<int32_t>(), m.sampled_host.as<int32_t>() + n);
   for (int s : slots) m.lengths[s] += 1;
@@ -992,6 +1012,17 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   m.stream.Synchronize();
   m.lengths[slot] = length;
   return Status::Ok();
+}
+
+std::vector<std::pair<std::string, double>> CudaModel::ProfileDecodeStep(const std::vector<int>& slots,
+                                                                        const std::vector<int32_t>& ids) {
+  gpu::EventLog log;
+  impl_->profile = &log;
+  auto r = DecodeStep(slots, ids, false);
+  impl_->profile = nullptr;
+  auto out = log.Collect();
+  if (!r.ok()) out.clear();
+  return out;
 }
 
 size_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }

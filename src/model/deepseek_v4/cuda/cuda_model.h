@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -58,6 +59,10 @@ class CudaModel {
   // With use_graph, the step is captured on its first call for this batch size and replayed.
   StatusOr<std::vector<int32_t>> DecodeStep(const std::vector<int>& slots,
                                             const std::vector<int32_t>& ids, bool use_graph);
+
+  // One eager decode step with device-time marks: (op group, ms summed over layers).
+  std::vector<std::pair<std::string, double>> ProfileDecodeStep(const std::vector<int>& slots,
+                                                                const std::vector<int32_t>& ids);
 
   // Benchmark support: fills the slot's state with random entries as if `length` tokens had been
   // processed (values are synthetic; shapes, bytes and visibility are those of a real request).
