@@ -26,7 +26,8 @@ StatusOr<MemoryPlan> PlanMemory(const StateLayout& layout, const PlanOptions& o)
   int64_t fixed = 0, growth_page_min = 0;  // per request: ring bytes; one page of each growing pool
   double per_token = 0;
   for (const auto& comp : layout.components()) {
-    PoolPlan p{comp, o.rows_per_page, 0};
+    // A ring is allocated whole, so its page is the ring; growing lists page by rows_per_page.
+    PoolPlan p{comp, comp.ring() ? comp.ring_rows : o.rows_per_page, 0};
     if (comp.ring()) {
       fixed += p.PagesAt(0) * p.page_bytes();
     } else {

@@ -2,7 +2,8 @@
 // component. Ring components (fixed per request) get pages for `max_sequences` requests, where
 // max_sequences is capped so that that many requests of `typical_length` tokens fit; the rest of
 // the budget goes to the growing components in proportion to their bytes per token, so that they
-// run out at the same total token count. Pure function; the plan is a value type.
+// run out at the same total token count. A ring's page is the whole ring (it is allocated at
+// once); growing components page by `rows_per_page` rows. Pure function; the plan is a value type.
 #pragma once
 
 #include <cstdint>
