@@ -10,13 +10,18 @@ namespace dsinfer::engine {
 namespace mdl = model::deepseek_v4;
 using scheduler::SeqId;
 
-StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o) {
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
+                                                         std::unique_ptr<TextCodec> codec) {
   if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0) {
     return InvalidArgument("engine options: max_batch_tokens and max_running must be >= 1");
   }
   std::unique_ptr<EngineCore> core(new EngineCore());
   DSINFER_ASSIGN_OR_RETURN(core->model_, mdl::Model::Load(o.model_dir, {o.num_threads}));
-  DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
+  if (codec) {
+    core->codec_ = std::move(codec);
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
+  }
   const auto& config = core->model_->config();
   core->max_model_len_ = config.max_position_embeddings;
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);

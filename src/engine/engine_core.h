@@ -38,7 +38,9 @@ struct PreparedRequest {
 
 class EngineCore {
  public:
-  static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options);
+  // `codec`: nullptr loads the model dir's tokenizer (tests pass their own).
+  static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options,
+                                                      std::unique_ptr<TextCodec> codec = nullptr);
 
   // Validates and encodes (thread-safe; see the file comment).
   StatusOr<PreparedRequest> Prepare(const GenerateRequest& request) const;
