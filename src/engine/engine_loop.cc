@@ -86,15 +86,16 @@ void EngineLoop::Run() {
     } else {
       core_->Step(&events);
     }
+    {
+      // Before the events: a consumer that has seen its final event sees its stats too.
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_ = core_->Stats();
+    }
     for (auto& ev : events) {
       auto it = streams_.find(ev.request_id);
       if (it != streams_.end() && it->second->Push(std::move(ev))) streams_.erase(it);
     }
     events.clear();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_ = core_->Stats();
-    }
     if (stop) return;
   }
 }
