@@ -123,6 +123,9 @@ class RequestStream {
   virtual bool Next(StreamEvent* event) = 0;
 };
 
+// Reads `stream` to its end (blocking) and gathers its events into a result for n completions.
+RequestResult CollectResult(RequestStream& stream, int n);
+
 class Engine {
  public:
   // NotFound / InvalidArgument / DataLoss for a bad model dir, ResourceExhausted for a state budget

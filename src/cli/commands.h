@@ -19,5 +19,6 @@ const std::vector<Command>& AllCommands();
 
 int RunLogits(int argc, char** argv);
 int RunInitModel(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
 
 }  // namespace dsinfer::cli

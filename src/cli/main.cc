@@ -8,6 +8,7 @@ namespace dsinfer::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
+      {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out", RunGenerate},
       {"logits", "run the model on ids and write the logits of every position (.npy)", RunLogits},
       {"init-model", "write a model dir with deterministic random weights", RunInitModel},
   };

@@ -38,37 +38,42 @@ int64_t Engine::max_model_len() const { return loop_->core().max_model_len(); }
 bool Engine::has_tokenizer() const { return loop_->core().has_tokenizer(); }
 std::string Engine::MemoryPlanDescription() const { return loop_->core().cache().plan().Describe(); }
 
+RequestResult CollectResult(RequestStream& stream, int n) {
+  RequestResult result;
+  result.id = stream.id();
+  result.completions.resize(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) result.completions[k].index = k;
+  StreamEvent ev;
+  while (stream.Next(&ev)) {
+    Completion& c = result.completions[ev.index];
+    c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
+    c.text += ev.text;
+    c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+    if (ev.finish != FinishReason::kNone) {
+      c.finish = ev.finish;
+      c.stop = ev.stop;
+      c.ttft_s = ev.ttft_s;
+      c.e2e_s = ev.e2e_s;
+      result.prompt_tokens = ev.prompt_tokens;
+      if (!ev.error.ok()) result.status = ev.error;
+    }
+  }
+  return result;
+}
+
 std::vector<RequestResult> Engine::Generate(const std::vector<GenerateRequest>& requests) {
   std::vector<RequestResult> results(requests.size());
   std::vector<std::shared_ptr<RequestStream>> streams(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     auto stream = Submit(requests[i]);
-    if (!stream.ok()) {
+    if (stream.ok()) {
+      streams[i] = *stream;
+    } else {
       results[i].status = stream.status();
-      continue;
     }
-    streams[i] = *stream;
-    results[i].id = streams[i]->id();
-    results[i].completions.resize(static_cast<size_t>(requests[i].params.n));
-    for (int k = 0; k < requests[i].params.n; ++k) results[i].completions[k].index = k;
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (!streams[i]) continue;
-    StreamEvent ev;
-    while (streams[i]->Next(&ev)) {
-      Completion& c = results[i].completions[ev.index];
-      c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
-      c.text += ev.text;
-      c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
-      if (ev.finish != FinishReason::kNone) {
-        c.finish = ev.finish;
-        c.stop = ev.stop;
-        c.ttft_s = ev.ttft_s;
-        c.e2e_s = ev.e2e_s;
-        results[i].prompt_tokens = ev.prompt_tokens;
-        if (!ev.error.ok()) results[i].status = ev.error;
-      }
-    }
+    if (streams[i]) results[i] = CollectResult(*streams[i], requests[i].params.n);
   }
   return results;
 }
