@@ -20,5 +20,8 @@ const std::vector<Command>& AllCommands();
 int RunLogits(int argc, char** argv);
 int RunInitModel(int argc, char** argv);
 int RunGenerate(int argc, char** argv);
+int RunTokenize(int argc, char** argv);
+int RunDetokenize(int argc, char** argv);
+int RunRender(int argc, char** argv);
 
 }  // namespace dsinfer::cli

@@ -11,6 +11,9 @@ const std::vector<Command>& AllCommands() {
       {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out", RunGenerate},
       {"logits", "run the model on ids and write the logits of every position (.npy)", RunLogits},
       {"init-model", "write a model dir with deterministic random weights", RunInitModel},
+      {"tokenize", "text to token ids (Hugging Face-exact)", RunTokenize},
+      {"detokenize", "token ids to text", RunDetokenize},
+      {"render", "chat messages to the DeepSeek-V4 prompt (and ids)", RunRender},
   };
   return kCommands;
 }
