@@ -47,11 +47,18 @@ struct ChatMessage {
   std::string content;
 };
 
-// Exactly one of prompt, prompt_ids, messages.
+// How `messages` are rendered (the DeepSeek-V4 recipe; the dialect follows the model dir).
+struct ChatOptions {
+  bool thinking = false;         // thinking mode (reasoning before the answer)
+  std::string reasoning_effort;  // "": the dialect's default
+};
+
+// Exactly one of prompt (text, encoded as is: no BOS is added), prompt_ids, messages (chat).
 struct GenerateRequest {
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   std::vector<ChatMessage> messages;
+  ChatOptions chat;
   SamplingParams params;
   int priority = 0;  // lower runs first; waiting requests age, so none starves
 };

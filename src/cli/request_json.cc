@@ -58,6 +58,7 @@ StatusOr<GenerateRequest> ParseRequestJson(const json& line, const GenerateReque
   GenerateRequest r;
   r.params = defaults.params;
   r.priority = defaults.priority;
+  r.chat = defaults.chat;
   auto& p = r.params;
   for (const auto& [key, v] : line.items()) {
     if (key == "id") continue;
@@ -77,6 +78,11 @@ StatusOr<GenerateRequest> ParseRequestJson(const json& line, const GenerateReque
         }
         r.messages.push_back({m["role"].get<std::string>(), m.value("content", std::string())});
       }
+    } else if (key == "thinking") {
+      DSINFER_RETURN_IF_ERROR(GetBool(v, key, &r.chat.thinking));
+    } else if (key == "reasoning_effort") {
+      if (!v.is_string()) return Bad(key, "must be a string");
+      r.chat.reasoning_effort = v.get<std::string>();
     } else if (key == "max_tokens") {
       DSINFER_RETURN_IF_ERROR(GetInt32(v, key, &p.max_tokens));
     } else if (key == "min_tokens") {

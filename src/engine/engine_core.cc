@@ -74,7 +74,7 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
   } else if (!request.prompt.empty()) {
     DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->Encode(request.prompt));
   } else {
-    DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->RenderChat(request.messages));
+    DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->RenderChat(request.messages, request.chat));
   }
   if (p.prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
   if (!p.params.stop.empty() && !codec_->has_text()) {
@@ -105,7 +105,7 @@ void EngineCore::Add(uint64_t id, PreparedRequest request) {
     c.index = i;
     c.history = sampler::TokenHistory(r.req.prompt);
     c.decoder = codec_->NewDecoder();
-    c.stops = response::StopStringMatcher(r.req.params.stop, r.req.params.include_stop_str_in_output);
+    c.stops = tokenizer::StopStringMatcher(r.req.params.stop);
   }
   r.open = r.req.params.n;
   r.completions[0].started = true;
@@ -257,7 +257,8 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     ev.text = std::move(res.text);
     if (res.stopped) {
       finish = FinishReason::kStop;
-      ev.stop = res.matched;
+      ev.stop = p.stop[static_cast<size_t>(res.stop_index)];
+      if (p.include_stop_str_in_output) ev.text += ev.stop;
     }
   }
   if (finish == FinishReason::kNone) {
@@ -273,7 +274,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     if (finish != FinishReason::kNone && c.decoder) {
       auto res = c.stops.Push(c.decoder->Finish());
       ev.text += res.text;
-      ev.text += c.stops.Flush();
+      ev.text += c.stops.Finish();
     }
   }
   if (finish != FinishReason::kNone) Finish(r, c, finish, &ev);

@@ -17,10 +17,10 @@
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
 #include "model/deepseek_v4/model.h"
-#include "response/stop_string_matcher.h"
 #include "sampler/sampler.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
+#include "tokenizer/stop_string_matcher.h"
 
 namespace dsinfer::engine {
 
@@ -68,7 +68,7 @@ class EngineCore {
     bool finished = false;
     sampler::TokenHistory history;
     std::unique_ptr<IncrementalDecoder> decoder;
-    response::StopStringMatcher stops;
+    tokenizer::StopStringMatcher stops{{}};
     int64_t generated = 0;
     Clock::time_point first_token;
   };

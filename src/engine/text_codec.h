@@ -29,7 +29,8 @@ class TextCodec {
   virtual ~TextCodec() = default;
   virtual bool has_text() const = 0;
   virtual StatusOr<std::vector<int32_t>> Encode(const std::string& text) const = 0;
-  virtual StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& messages) const = 0;
+  virtual StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& messages,
+                                                    const ChatOptions& options) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
   // nullptr when there is no text.
   virtual std::unique_ptr<IncrementalDecoder> NewDecoder() const = 0;
@@ -38,8 +39,10 @@ class TextCodec {
 // Ids only: every text operation is an InvalidArgument explaining that the model has no tokenizer.
 std::unique_ptr<TextCodec> NoTextCodec();
 
-// The codec for a model dir: the tokenizer at `tokenizer_path` (or <model_dir>/tokenizer.json) when
-// one exists and this build has the tokenizer, else NoTextCodec().
+// The codec for a model dir: the tokenizer at `tokenizer_path` (a tokenizer.json or a dir holding
+// one), or <model_dir>/tokenizer.json when it exists, with the recipe dialect of the model dir;
+// else NoTextCodec(). Raw text prompts are encoded as is (added-token spellings become their ids;
+// no BOS is added); generated text skips special tokens.
 StatusOr<std::unique_ptr<TextCodec>> LoadTextCodec(const std::string& model_dir,
                                                    const std::string& tokenizer_path);
 

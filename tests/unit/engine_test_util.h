@@ -38,7 +38,8 @@ class LetterCodec final : public engine::TextCodec {
     for (char ch : text) ids.push_back(static_cast<int32_t>(ch - 'a'));
     return ids;
   }
-  StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& m) const override {
+  StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& m,
+                                            const ChatOptions&) const override {
     std::string all;
     for (const auto& x : m) all += x.content;
     return Encode(all);
