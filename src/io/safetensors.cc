@@ -119,8 +119,23 @@ SafetensorsFile::~SafetensorsFile() {
 
 std::string NormalizeTensorName(const std::string& name) {
   static const std::string kPrefix = "model.";
-  if (name.rfind(kPrefix, 0) == 0) return name.substr(kPrefix.size());
-  return name;
+  std::string n = name.rfind(kPrefix, 0) == 0 ? name.substr(kPrefix.size()) : name;
+  // Spellings that transformers' save_pretrained leaves un-renamed (its reverse conversion mapping
+  // is partial): map them onto the official names of spec §4.2.
+  static const std::pair<const char*, const char*> kWhole[] = {
+      {"embed_tokens.weight", "embed.weight"},   {"lm_head.weight", "head.weight"},
+      {"hc_head.hc_fn", "hc_head_fn"},           {"hc_head.hc_base", "hc_head_base"},
+      {"hc_head.hc_scale", "hc_head_scale"},
+  };
+  for (const auto& [from, to] : kWhole) {
+    if (n == from) return to;
+  }
+  // The attention's kv_norm comes back as "attn.norm" (its rule is shared with compressor.norm).
+  static const std::string kAttnNorm = ".attn.norm.weight";
+  if (n.size() > kAttnNorm.size() && n.compare(n.size() - kAttnNorm.size(), kAttnNorm.size(), kAttnNorm) == 0) {
+    return n.substr(0, n.size() - kAttnNorm.size()) + ".attn.kv_norm.weight";
+  }
+  return n;
 }
 
 StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {

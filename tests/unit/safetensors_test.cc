@@ -92,3 +92,21 @@ TEST(SafetensorsTest, DamagedFilesGiveClearErrors) {
 
 }  // namespace
 }  // namespace dsinfer::io
+
+namespace dsinfer::io {
+namespace {
+
+TEST(SafetensorsTest, TransformersSpellingsMapToOfficialNames) {
+  EXPECT_EQ(NormalizeTensorName("model.embed_tokens.weight"), "embed.weight");
+  EXPECT_EQ(NormalizeTensorName("head.weight"), "head.weight");
+  EXPECT_EQ(NormalizeTensorName("lm_head.weight"), "head.weight");
+  EXPECT_EQ(NormalizeTensorName("model.hc_head.hc_fn"), "hc_head_fn");
+  EXPECT_EQ(NormalizeTensorName("model.layers.3.attn.norm.weight"), "layers.3.attn.kv_norm.weight");
+  EXPECT_EQ(NormalizeTensorName("model.layers.3.attn.compressor.norm.weight"),
+            "layers.3.attn.compressor.norm.weight");
+  EXPECT_EQ(NormalizeTensorName("layers.0.attn.kv_norm.weight"), "layers.0.attn.kv_norm.weight");
+  EXPECT_EQ(NormalizeTensorName("model.norm.weight"), "norm.weight");
+}
+
+}  // namespace
+}  // namespace dsinfer::io
