@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dsinfer builds and tests with (idempotent; quick when all present).
 set -euo pipefail
-PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3)
+PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev libpcre2-dev python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
