@@ -48,54 +48,77 @@ void Sampler::Process(const float* logits, int64_t vocab, const SampleInput& in)
 }
 
 void Sampler::Truncate(int64_t vocab, const SamplingParams& p) {
-  // scratch_ holds x = processed logits / temperature. Weights are exp(x - max).
+  // scratch_ holds x = processed logits / temperature. Weights are exp(x - max) in float; masses
+  // are summed in double in a fixed order, so the result is a pure function of the logits.
   const float* x = scratch_.data();
   auto more_likely = [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
   const float m = *std::max_element(scratch_.begin(), scratch_.end());
+  const bool top_k = p.top_k > 0 && p.top_k < vocab;
+  expw_.resize(static_cast<size_t>(vocab));
+  double mass = 0;  // of every id (top_k: of the top k)
+  if (!top_k && (p.top_p < 1.0f || p.min_p <= 0.0f)) {  // needs every weight
+    for (int64_t i = 0; i < vocab; ++i) {
+      expw_[i] = std::exp(x[i] - m);
+      mass += expw_[i];
+    }
+  }
   cand_.clear();
   weight_.clear();
-  const bool top_k = p.top_k > 0 && p.top_k < vocab;
   if (!top_k && p.top_p >= 1.0f && p.min_p <= 0.0f) {
     cand_.resize(static_cast<size_t>(vocab));  // every id, in id order
     std::iota(cand_.begin(), cand_.end(), 0);
-    weight_.resize(static_cast<size_t>(vocab));
-    for (int64_t i = 0; i < vocab; ++i) weight_[i] = std::exp(static_cast<double>(x[i]) - m);
+    weight_.assign(expw_.begin(), expw_.end());
     return;
   }
-  order_.resize(static_cast<size_t>(vocab));
-  std::iota(order_.begin(), order_.end(), 0);
-  double mass = 0;  // the mass that top_p is relative to
   if (top_k) {
+    order_.resize(static_cast<size_t>(vocab));
+    std::iota(order_.begin(), order_.end(), 0);
     std::partial_sort(order_.begin(), order_.begin() + p.top_k, order_.end(), more_likely);
     cand_.assign(order_.begin(), order_.begin() + p.top_k);
-    for (int32_t id : cand_) mass += std::exp(static_cast<double>(x[id]) - m);
-  } else {
-    for (int64_t i = 0; i < vocab; ++i) mass += std::exp(static_cast<double>(x[i]) - m);
-    if (p.top_p < 1.0f) {
-      // Sort a growing prefix until it holds top_p of the mass.
-      for (int64_t k = std::min<int64_t>(vocab, 256);; k = std::min<int64_t>(vocab, k * 4)) {
-        std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), more_likely);
-        double cum = 0;
-        for (int64_t i = 0; i < k; ++i) cum += std::exp(static_cast<double>(x[order_[i]]) - m);
-        if (cum >= p.top_p * mass || k == vocab) {
-          cand_.assign(order_.begin(), order_.begin() + k);
-          break;
-        }
-      }
-    } else {
-      const double floor = m + std::log(static_cast<double>(p.min_p));  // min_p only
+    for (int32_t id : cand_) {
+      expw_[id] = std::exp(x[id] - m);
+      mass += expw_[id];
+    }
+  } else if (p.top_p < 1.0f) {
+    // Bucket ids by x (width 1/8 logit below the max); take whole buckets from the top until they
+    // hold top_p of the mass, then sort only those. A last bucket collects everything below.
+    constexpr int kBuckets = 512;
+    constexpr float kPerLogit = 8.0f;
+    auto bucket_of = [&](int64_t i) {
+      return static_cast<int>(std::min<float>((m - x[i]) * kPerLogit, kBuckets - 1));
+    };
+    bucket_mass_.assign(kBuckets, 0.0);
+    for (int64_t i = 0; i < vocab; ++i) bucket_mass_[bucket_of(i)] += expw_[i];
+    int last = 0;
+    for (double cum = 0; last < kBuckets; ++last) {
+      cum += bucket_mass_[last];
+      if (cum >= p.top_p * mass) break;
+    }
+    for (;; ++last) {  // one more bucket if rounding left the sorted prefix short
+      last = std::min(last, kBuckets - 1);
+      cand_.clear();
       for (int64_t i = 0; i < vocab; ++i) {
-        if (x[i] >= floor) cand_.push_back(static_cast<int32_t>(i));
+        if (bucket_of(i) <= last) cand_.push_back(static_cast<int32_t>(i));
       }
       std::sort(cand_.begin(), cand_.end(), more_likely);
+      double cum = 0;
+      for (int32_t id : cand_) cum += expw_[id];
+      if (cum >= p.top_p * mass || last == kBuckets - 1) break;
     }
+  } else {
+    const double floor = m + std::log(static_cast<double>(p.min_p));  // min_p only
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (x[i] >= floor) cand_.push_back(static_cast<int32_t>(i));
+    }
+    std::sort(cand_.begin(), cand_.end(), more_likely);
+    for (int32_t id : cand_) expw_[id] = std::exp(x[id] - m);
   }
   // top-p: the shortest most-likely prefix with at least top_p of the mass.
   size_t keep = cand_.size();
   if (p.top_p < 1.0f) {
     double cum = 0;
     for (size_t i = 0; i < cand_.size(); ++i) {
-      cum += std::exp(static_cast<double>(x[cand_[i]]) - m);
+      cum += expw_[cand_[i]];
       if (cum >= p.top_p * mass) {
         keep = i + 1;
         break;
@@ -110,7 +133,7 @@ void Sampler::Truncate(int64_t vocab, const SamplingParams& p) {
     while (n < cand_.size() && x[cand_[n]] >= floor) ++n;
     cand_.resize(std::max<size_t>(n, 1));
   }
-  for (int32_t id : cand_) weight_.push_back(std::exp(static_cast<double>(x[id]) - m));
+  for (int32_t id : cand_) weight_.push_back(expw_[id]);
 }
 
 SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SampleInput& in) {
@@ -140,7 +163,7 @@ SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SampleInp
   if (p.logprobs || p.top_logprobs > 0) {
     const float m = *std::max_element(logits, logits + vocab);
     double sum = 0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - m);
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] - m);
     const double lse = m + std::log(sum);
     out.logprob = static_cast<float>(logits[out.id] - lse);
     if (p.top_logprobs > 0) {

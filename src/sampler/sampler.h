@@ -52,6 +52,8 @@ class Sampler {
   void Truncate(int64_t vocab, const SamplingParams& p);
 
   std::vector<float> scratch_;
+  std::vector<float> expw_;          // [vocab] exp(x - max)
+  std::vector<double> bucket_mass_;  // top-p buckets
   std::vector<int32_t> order_;
   std::vector<int32_t> cand_;
   std::vector<double> weight_;
