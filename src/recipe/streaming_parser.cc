@@ -134,10 +134,11 @@ bool StreamingParser::RunContent(ParseDelta* out, bool final) {
     return true;
   }
   size_t keep = final ? 0 : HoldBack(buf_, stops);
-  if (skip_marker_at_start_) keep = std::min(keep, buf_.size() - 1);
-  out->content.append(buf_, 0, buf_.size() - keep);
-  buf_.erase(0, buf_.size() - keep);
-  if (buf_.size() < static_cast<size_t>(from + 1)) skip_marker_at_start_ = false;
+  if (skip_marker_at_start_ && !buf_.empty()) keep = std::min(keep, buf_.size() - 1);
+  const size_t emit = buf_.size() - keep;
+  out->content.append(buf_, 0, emit);
+  buf_.erase(0, emit);
+  if (emit > 0) skip_marker_at_start_ = false;  // the failed marker's first byte is out
   return false;
 }
 
@@ -214,6 +215,8 @@ StreamingParser::Step StreamingParser::ParseElement(size_t* next, ToolCall* call
   size_t ws = 0;
   while (ws < header.size() && (header[ws] == ' ' || header[ws] == '\n' || header[ws] == '\t' || header[ws] == '\r')) ++ws;
   header.remove_prefix(ws);
+  // Python's `$` also matches before one final "\n", so the header may end ">\n\n" (no params).
+  if (header.size() >= 10 && header.substr(header.size() - 4) == "\">\n\n") header.remove_suffix(1);
   if (header.substr(0, 6) != "name=\"" || header.size() < 9 || header.substr(header.size() - 3) != "\">\n") {
     return Step::kInvalid;
   }

@@ -42,7 +42,8 @@ class Tokenizer {
   // The raw bytes id `id` stands for (may be part of a UTF-8 character); "" for unknown ids.
   const std::string& TokenBytes(int32_t id) const;
 
-  // Id of an added token or vocab entry by its spelling ("<｜User｜>", "hello"), or nullopt.
+  // Id of an added token by its content ("<｜User｜>") or of a vocab entry by its byte-level
+  // spelling ("Ġhello"), or nullopt.
   std::optional<int32_t> TokenToId(std::string_view token) const;
   bool IsKnownId(int32_t id) const;
   bool IsSpecial(int32_t id) const;
