@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dsinfer builds and tests with (idempotent; quick when all present).
 set -euo pipefail
-PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev nodejs npm python3)
+# libpcre2-dev: the tokenizer's pre-tokenizer regexes; clang + libclang-rt-14-dev: the recipe fuzz target.
+PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3 libpcre2-dev
+      clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Node.js + npm (tokenizer data and its oracle): any install that provides both commands will do
+# (Debian's nodejs + npm, or a newer Node.js that bundles npm; Debian's npm conflicts with those).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

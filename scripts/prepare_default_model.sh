@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 if [ ! -f models/tiny/model.safetensors ]; then
   build/bin/dsinfer init-model --preset tiny --out models/tiny --seed 0 --weights bf16
 fi
+scripts/prepare_tokenizer.sh models/tiny

@@ -8,7 +8,6 @@ cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j"$(nproc)"
 scripts/prepare_default_model.sh
 echo
-echo "== dsinfer logits on the embedded default model (models/tiny) =="
-printf '{"ids": [0, 100, 2000, 30000, 129000]}\n' > build/demo_ids.json
-build/bin/dsinfer logits --model models/tiny --ids-file build/demo_ids.json --out build/demo_logits.npy
-echo "wrote build/demo_logits.npy (logits of 5 positions x 129280)"
+echo "== dsinfer generate on the embedded default model (models/tiny) =="
+build/bin/dsinfer generate --model models/tiny --prompt "The DeepSeek-V4 engine says:" \
+  --max-tokens 24 --seed 0

@@ -19,6 +19,10 @@ const std::vector<Command>& AllCommands();
 
 int RunLogits(int argc, char** argv);
 int RunInitModel(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
+int RunTokenize(int argc, char** argv);
+int RunDetokenize(int argc, char** argv);
+int RunRender(int argc, char** argv);
 #ifdef DSINFER_HAVE_CUDA
 int RunBench(int argc, char** argv);
 #endif

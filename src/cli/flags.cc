@@ -1,5 +1,6 @@
 #include "cli/flags.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace dsinfer::cli {
@@ -58,6 +59,25 @@ StatusOr<int64_t> Flags::GetInt(const std::string& name, int64_t fallback) const
   } catch (const std::exception&) {
     return InvalidArgument("flag --" + name + " needs an integer, got '" + *v + "'");
   }
+}
+
+int RunSubcommand(int argc, char** argv, const std::string& command, const std::string& summary,
+                  const std::vector<FlagSpec>& specs, const std::function<Status(const Flags&)>& run) {
+  auto flags = Flags::Parse(argc, argv, 2, specs);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "dsinfer %s: %s\n", command.c_str(), flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::printf("%s", Usage(command, summary, specs).c_str());
+    return 0;
+  }
+  Status st = run(*flags);
+  if (!st.ok()) {
+    std::fprintf(stderr, "dsinfer %s: %s\n", command.c_str(), st.ToString().c_str());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
 }
 
 std::string Usage(const std::string& command, const std::string& summary,

@@ -2,6 +2,7 @@
 // `--name=value` and boolean `--name`; unknown flags are an error, so typos never pass silently.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,12 @@ class Flags {
   std::map<std::string, std::string> values_;
   bool help_ = false;
 };
+
+// The common shell of a subcommand: parses flags (exit 2 on bad usage), prints --help, runs `run`
+// and maps its Status to one "dsinfer <command>: <error>" line on stderr and the exit code
+// (0 ok, 2 invalid argument, 1 anything else).
+int RunSubcommand(int argc, char** argv, const std::string& command, const std::string& summary,
+                  const std::vector<FlagSpec>& specs, const std::function<Status(const Flags&)>& run);
 
 // "Usage: dsinfer <command> [flags]" plus one line per flag.
 std::string Usage(const std::string& command, const std::string& summary,

@@ -28,21 +28,7 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunInitModel(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "dsinfer init-model: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::printf("%s", Usage("init-model", "Writes a model dir with deterministic random weights.", kSpecs).c_str());
-    return 0;
-  }
-  Status st = Run(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "dsinfer init-model: %s\n", st.ToString().c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+  return RunSubcommand(argc, argv, "init-model", "Writes a model dir with deterministic random weights.", kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli

@@ -146,21 +146,7 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunLogits(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "dsinfer logits: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::printf("%s", Usage("logits", "Writes the logits after every position as float32 .npy.", kSpecs).c_str());
-    return 0;
-  }
-  Status st = Run(*flags);
-  if (!st.ok()) {
-    std::fprintf(stderr, "dsinfer logits: %s\n", st.ToString().c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return 0;
+  return RunSubcommand(argc, argv, "logits", "Writes the logits after every position as float32 .npy.", kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli

@@ -132,6 +132,9 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
     // With the legacy key CSA is the rate of 4 (the only overlapping rate in the releases).
     if (!j.contains("compress_rates")) c.csa_rate = 4;
   } else if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    if (rates["compressed_sparse_attention"] == rates["heavily_compressed_attention"]) {
+      return Unimplemented("config.json: CSA and HCA layers with the same compress rate");
+    }
     for (auto& t : j["layer_types"]) {
       std::string s = t.is_string() ? t.get<std::string>() : "";
       if (s == "sliding_attention") {
@@ -218,7 +221,9 @@ Status DeepseekV4Config::Validate() const {
     return bad("unknown scoring_func " + scoring_func);
   }
   if (sliding_window <= 0) return bad("sliding_window must be > 0");
-  if (hc_mult <= 0 || hc_sinkhorn_iters <= 0) return bad("hc_mult and hc_sinkhorn_iters must be > 0");
+  if (hc_mult <= 0 || hc_mult > 16 || hc_sinkhorn_iters <= 0) {
+    return bad("need 0 < hc_mult <= 16 and hc_sinkhorn_iters > 0");
+  }
   if (csa_rate <= 0) return bad("the CSA compress rate must be > 0");
   if (index_topk <= 0 || index_n_heads <= 0) return bad("index_topk and index_n_heads must be > 0");
   if (q_lora_rank <= 0 || o_lora_rank <= 0 || moe_intermediate_size <= 0) {

@@ -35,13 +35,14 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
                         std::to_string(numel) + " elements");
       }
       if (scale) return DataLoss(Describe(weight) + " is not quantized but has a scale tensor");
-      for (int64_t i = 0; i < numel; ++i) {
-        if (weight.dtype == DType::kF32) {
-          std::memcpy(&out[i], weight.data + i * 4, 4);
-        } else {
+      if (weight.dtype == DType::kF32) {
+        std::memcpy(out.data(), weight.data, static_cast<size_t>(numel) * 4);
+      } else {
+        const bool bf16 = weight.dtype == DType::kBF16;
+        for (int64_t i = 0; i < numel; ++i) {
           uint16_t v;
           std::memcpy(&v, weight.data + i * 2, 2);
-          out[i] = weight.dtype == DType::kBF16 ? Bf16ToFloat(v) : F16ToFloat(v);
+          out[i] = bf16 ? Bf16ToFloat(v) : F16ToFloat(v);
         }
       }
       return out;
@@ -59,10 +60,13 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
                         ", expected F8_E8M0 or F32 [" + std::to_string(sshape[0]) + ", " +
                         std::to_string(sshape[1]) + "]");
       }
+      float table[256];
+      for (int v = 0; v < 256; ++v) table[v] = E4M3ToFloat(static_cast<uint8_t>(v));
       for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = 0; j < cols; ++j) {
-          out[i * cols + j] = E4M3ToFloat(weight.data[i * cols + j]) *
-                              ScaleValue(*scale, (i / b) * sshape[1] + j / b);
+        for (int64_t jb = 0; jb < sshape[1]; ++jb) {
+          const float s = ScaleValue(*scale, (i / b) * sshape[1] + jb);
+          const int64_t j1 = std::min(cols, (jb + 1) * b);
+          for (int64_t j = jb * b; j < j1; ++j) out[i * cols + j] = table[weight.data[i * cols + j]] * s;
         }
       }
       return out;
@@ -83,10 +87,14 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
                         std::to_string(rows) + ", " + std::to_string(cols / 32) + "]");
       }
       for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = 0; j < cols; ++j) {
-          const uint8_t byte = weight.data[i * (cols / 2) + j / 2];
-          const uint8_t code = (j % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-          out[i * cols + j] = E2M1ToFloat(code) * E8M0ToFloat(scale->data[i * (cols / 32) + j / 32]);
+        for (int64_t jb = 0; jb < cols / 32; ++jb) {
+          const float s = E8M0ToFloat(scale->data[i * (cols / 32) + jb]);
+          const uint8_t* bytes = weight.data + i * (cols / 2) + jb * 16;
+          float* o = out.data() + i * cols + jb * 32;
+          for (int k = 0; k < 16; ++k) {
+            o[2 * k] = E2M1ToFloat(bytes[k] & 0xf) * s;
+            o[2 * k + 1] = E2M1ToFloat(bytes[k] >> 4) * s;
+          }
         }
       }
       return out;

@@ -32,7 +32,7 @@ void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const
   std::vector<float> mix = Mix(w.fn, outs, X, n, hc * D, static_cast<float>(c.rms_norm_eps), pool);
   for (int64_t t = 0; t < n; ++t) {
     const float* m = mix.data() + t * outs;
-    float pre[64];
+    float pre[16];  // hc_mult <= 16 (DeepseekV4Config::Validate)
     for (int i = 0; i < hc; ++i) {
       pre[i] = cpu::Sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
       post[t * hc + i] = 2.0f * cpu::Sigmoid(m[hc + i] * w.scale[1] + w.base[hc + i]);
@@ -95,7 +95,7 @@ void HcHead(const HyperHeadWeights& w, const io::DeepseekV4Config& c, const floa
   const int64_t D = c.hidden_size;
   std::vector<float> mix = Mix(w.fn, hc, X, n, hc * D, static_cast<float>(c.rms_norm_eps), pool);
   for (int64_t t = 0; t < n; ++t) {
-    float pre[64];
+    float pre[16];  // hc_mult <= 16 (DeepseekV4Config::Validate)
     for (int i = 0; i < hc; ++i) {
       pre[i] = cpu::Sigmoid(mix[t * hc + i] * w.scale[0] + w.base[i]) + static_cast<float>(c.hc_eps);
     }

@@ -1,0 +1,167 @@
+// The dsinfer embedding API: create an engine from a model dir, submit generation requests from any
+// thread (text, token ids, or chat messages), stream their outputs, abort them, or run a batch
+// offline. One engine thread owns the model, scheduler, state cache and sampler; Submit / Abort /
+// Stats / Generate are thread-safe and talk to it through queues. RequestStream is read by one
+// consumer thread.
+//
+//   auto engine = dsinfer::Engine::Create({.model_dir = "models/tiny"}).value();
+//   dsinfer::GenerateRequest req;
+//   req.prompt_ids = {0, 100, 2000};
+//   req.params.max_tokens = 8;
+//   auto results = engine->Generate({req});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "sampler/sampler.h"
+#include "sampler/sampling_params.h"
+
+namespace dsinfer {
+
+using sampler::SamplingParams;
+using sampler::TokenLogprob;
+
+namespace engine {
+class EngineCore;
+class EngineLoop;
+}  // namespace engine
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists
+  int num_threads = 0;                 // CPU threads of the model (0: all)
+  int64_t state_memory_bytes = int64_t{1} << 30;  // budget for per-request model state
+  int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
+  int max_running = 64;                // sequences in flight
+  int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
+  int64_t typical_length = 2048;       // the memory planner's assumption (cache/memory_planner.h)
+};
+
+struct ChatMessage {
+  std::string role;     // system | user | assistant | tool
+  std::string content;
+};
+
+// How `messages` are rendered (the DeepSeek-V4 recipe; the dialect follows the model dir).
+struct ChatOptions {
+  bool thinking = false;         // thinking mode (reasoning before the answer)
+  std::string reasoning_effort;  // "": the dialect's default
+};
+
+// Exactly one of prompt (text, encoded as is: no BOS is added), prompt_ids, messages (chat).
+struct GenerateRequest {
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  std::vector<ChatMessage> messages;
+  ChatOptions chat;
+  SamplingParams params;
+  int priority = 0;  // lower runs first; waiting requests age, so none starves
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+const char* FinishReasonName(FinishReason reason);  // "", "stop", "length", "abort", "error"
+
+struct TokenLogprobs {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
+// One streaming event of one completion (index < n). The last event of a completion has
+// finish != kNone and carries its usage and timing.
+struct StreamEvent {
+  uint64_t request_id = 0;
+  int index = 0;
+  std::vector<int32_t> ids;             // new token ids
+  std::string text;                     // new text (empty without a tokenizer)
+  std::vector<TokenLogprobs> logprobs;  // per new id, if asked
+  FinishReason finish = FinishReason::kNone;
+  std::string stop;                     // the stop string or "id:N" that ended it
+  Status error;                         // with kError
+  int64_t prompt_tokens = 0;            // on the last event
+  int64_t completion_tokens = 0;        // on the last event
+  double ttft_s = 0;                    // on the last event: arrival -> first token
+  double e2e_s = 0;                     // on the last event: arrival -> finish
+};
+
+struct Completion {
+  int index = 0;
+  std::vector<int32_t> ids;
+  std::string text;
+  std::vector<TokenLogprobs> logprobs;
+  FinishReason finish = FinishReason::kNone;
+  std::string stop;
+  double ttft_s = 0;
+  double e2e_s = 0;
+};
+
+struct RequestResult {
+  uint64_t id = 0;
+  Status status;  // not OK: the request was rejected or failed; completions may be partial
+  int64_t prompt_tokens = 0;
+  std::vector<Completion> completions;  // [n]
+};
+
+struct EngineStats {
+  int64_t requests_submitted = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_waiting = 0;   // sequences
+  int64_t requests_running = 0;   // sequences
+  int64_t prompt_tokens = 0;      // of finished-or-running requests, counted once
+  int64_t generated_tokens = 0;
+  int64_t forward_tokens = 0;     // tokens run through the model (recomputation included)
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t state_bytes_used = 0;   // state cache accounting
+  int64_t state_bytes_total = 0;
+};
+
+// The events of one request, in order. Next() blocks until an event arrives; it returns false once
+// every completion has had its final event.
+class RequestStream {
+ public:
+  virtual ~RequestStream() = default;
+  virtual uint64_t id() const = 0;
+  virtual bool Next(StreamEvent* event) = 0;
+};
+
+// Reads `stream` to its end (blocking) and gathers its events into a result for n completions.
+RequestResult CollectResult(RequestStream& stream, int n);
+
+class Engine {
+ public:
+  // NotFound / InvalidArgument / DataLoss for a bad model dir, ResourceExhausted for a state budget
+  // too small for one request.
+  static StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and encodes the request in the calling thread (InvalidArgument for bad sampling
+  // parameters or ids, OutOfRange for a prompt longer than the context, ResourceExhausted if it
+  // can never fit the state budget), then queues it.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(const GenerateRequest& request);
+  // Ends a request early; its streams get a final kAbort event. Unknown ids are ignored.
+  void Abort(uint64_t request_id);
+  // Offline batch: submits all, waits for all. Results are in request order; a rejected request
+  // has a non-OK status and the others still run.
+  std::vector<RequestResult> Generate(const std::vector<GenerateRequest>& requests);
+  EngineStats Stats() const;
+
+  int64_t vocab_size() const;
+  int64_t max_model_len() const;
+  bool has_tokenizer() const;
+  // A line describing the state-memory plan.
+  std::string MemoryPlanDescription() const;
+
+ private:
+  Engine() = default;
+  std::unique_ptr<engine::EngineLoop> loop_;
+};
+
+}  // namespace dsinfer

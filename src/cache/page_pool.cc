@@ -1,0 +1,29 @@
+#include "cache/page_pool.h"
+
+#include "base/check.h"
+
+namespace dsinfer::cache {
+
+PagePool::PagePool(std::string name, int64_t num_pages, int64_t page_bytes)
+    : name_(std::move(name)), num_pages_(num_pages), page_bytes_(page_bytes) {
+  DSINFER_CHECK(num_pages >= 0 && num_pages < (int64_t{1} << 31));
+  free_.reserve(static_cast<size_t>(num_pages));
+  for (int64_t i = num_pages - 1; i >= 0; --i) free_.push_back(static_cast<int32_t>(i));
+}
+
+bool PagePool::Allocate(int64_t n, std::vector<int32_t>* table) {
+  if (n > free_pages()) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    table->push_back(free_.back());
+    free_.pop_back();
+  }
+  return true;
+}
+
+void PagePool::Release(std::vector<int32_t>* table) {
+  for (int32_t page : *table) free_.push_back(page);
+  DSINFER_CHECK(free_pages() <= num_pages_);
+  table->clear();
+}
+
+}  // namespace dsinfer::cache

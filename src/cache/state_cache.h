@@ -1,0 +1,68 @@
+// StateCache: per-request page tables over the PagePools of a MemoryPlan. A request reserves state
+// for a length before the forward that reaches it (Reserve), grows as it generates, and gives
+// everything back when it finishes, is aborted or is preempted (Free). Reservations are
+// all-or-nothing across pools, so a failed Reserve changes nothing. Stats() is the accounting that
+// metrics and tests read. Not thread-safe: owned by the engine thread (through the scheduler).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/memory_planner.h"
+#include "cache/page_pool.h"
+
+namespace dsinfer::cache {
+
+struct PoolStats {
+  std::string name;
+  StateKind kind = StateKind::kWindow;
+  int64_t pages_total = 0;
+  int64_t pages_used = 0;
+  int64_t page_bytes = 0;
+};
+
+struct CacheStats {
+  std::vector<PoolStats> pools;
+  int64_t bytes_total = 0;
+  int64_t bytes_used = 0;
+  int64_t requests = 0;  // requests holding state
+};
+
+class StateCache {
+ public:
+  explicit StateCache(MemoryPlan plan);
+
+  const MemoryPlan& plan() const { return plan_; }
+  // Whether `id` could be grown (or created) to `length` tokens now.
+  bool CanReserve(uint64_t id, int64_t length) const;
+  // Whether a request of `length` tokens fits in an empty cache (else it can never run).
+  bool FitsAlone(int64_t length) const;
+  // Grows `id`'s tables to cover `length` tokens (creating them if new). ResourceExhausted, with
+  // nothing changed, if some pool is short. Never shrinks.
+  Status Reserve(uint64_t id, int64_t length);
+  // Releases every page of `id` (no-op if it holds none).
+  void Free(uint64_t id);
+
+  bool Holds(uint64_t id) const { return entries_.count(id) > 0; }
+  int64_t reserved_length(uint64_t id) const;
+  // Page ids of `id` in pool `pool` (index into plan().pools).
+  const std::vector<int32_t>& PageTable(uint64_t id, size_t pool) const;
+  CacheStats Stats() const;
+
+ private:
+  struct Entry {
+    int64_t length = 0;
+    std::vector<std::vector<int32_t>> tables;  // [pool] -> page ids
+  };
+  // Extra pages per pool that `id` needs to reach `length`.
+  std::vector<int64_t> Missing(uint64_t id, int64_t length) const;
+
+  MemoryPlan plan_;
+  std::vector<PagePool> pools_;
+  std::unordered_map<uint64_t, Entry> entries_;
+};
+
+}  // namespace dsinfer::cache

@@ -1,0 +1,238 @@
+// `dsinfer generate`: offline generation. Requests come from --prompt / --prompt-ids (one) or
+// --input (JSONL, one request per line; see request_json.h); results go to --output (JSONL, one
+// line per request, in input order) or stdout. A bad line or a rejected request gets an error line
+// and the others still run. A progress bar on a terminal, a throughput summary on stderr at the end.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/progress_bar.h"
+#include "cli/request_json.h"
+#include "cli/run_summary.h"
+#include "dsinfer/engine.h"
+
+namespace dsinfer::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+const std::vector<FlagSpec> kSpecs = {
+    {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
+    {"prompt", "one text prompt (needs a tokenizer)"},
+    {"prompt-ids", "one prompt as token ids: 1,2,3"},
+    {"input", "JSONL file: one request per line (prompt | prompt_ids | messages, sampling params)"},
+    {"output", "JSONL results, one line per request in input order (default: stdout)"},
+    {"max-tokens", "default max_tokens (16)"},
+    {"temperature", "default temperature (1.0; 0 = greedy)"},
+    {"top-k", "default top_k (0 = off)"},
+    {"top-p", "default top_p (1.0)"},
+    {"min-p", "default min_p (0)"},
+    {"seed", "default seed (none: random per request)"},
+    {"n", "default completions per prompt (1)"},
+    {"ignore-eos", "default ignore_eos", false},
+    {"threads", "CPU threads (default: all)"},
+    {"state-memory-mb", "state memory budget in MiB (default 1024)"},
+    {"max-batch-tokens", "tokens per engine step (default 256)"},
+    {"max-running", "sequences in flight (default 64)"},
+    {"max-model-len", "context limit (default: the model's)"},
+    {"summary-json", "also write the summary as one JSON line to this file"},
+    {"quiet", "no progress bar and no summary", false},
+};
+
+StatusOr<float> GetFloat(const Flags& flags, const std::string& name, float fallback) {
+  auto v = flags.Get(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const float x = std::stof(*v, &used);
+    if (used != v->size()) throw std::invalid_argument("trailing");
+    return x;
+  } catch (const std::exception&) {
+    return InvalidArgument("flag --" + name + " needs a number, got '" + *v + "'");
+  }
+}
+
+StatusOr<GenerateRequest> Defaults(const Flags& flags) {
+  GenerateRequest d;
+  auto& p = d.params;
+  DSINFER_ASSIGN_OR_RETURN(int64_t max_tokens, flags.GetInt("max-tokens", 16));
+  DSINFER_ASSIGN_OR_RETURN(int64_t top_k, flags.GetInt("top-k", 0));
+  DSINFER_ASSIGN_OR_RETURN(int64_t n, flags.GetInt("n", 1));
+  DSINFER_ASSIGN_OR_RETURN(p.temperature, GetFloat(flags, "temperature", 1.0f));
+  DSINFER_ASSIGN_OR_RETURN(p.top_p, GetFloat(flags, "top-p", 1.0f));
+  DSINFER_ASSIGN_OR_RETURN(p.min_p, GetFloat(flags, "min-p", 0.0f));
+  p.max_tokens = static_cast<int>(std::clamp<int64_t>(max_tokens, -1, INT32_MAX));
+  p.top_k = static_cast<int>(std::clamp<int64_t>(top_k, -2, INT32_MAX));
+  p.n = static_cast<int>(std::clamp<int64_t>(n, -1, INT32_MAX));
+  if (flags.Has("seed")) {
+    DSINFER_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
+    p.seed = static_cast<uint64_t>(seed);
+  }
+  p.ignore_eos = flags.Has("ignore-eos");
+  DSINFER_RETURN_IF_ERROR(p.Validate());
+  return d;
+}
+
+StatusOr<EngineOptions> Options(const Flags& flags) {
+  EngineOptions o;
+  o.model_dir = *flags.Get("model");
+  DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
+  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
+  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
+  DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
+  DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
+  if (threads < 0 || mem_mb < 1 || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
+      o.max_model_len < 0) {
+    return InvalidArgument("--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
+                           "--max-model-len must be positive");
+  }
+  o.num_threads = static_cast<int>(threads);
+  o.state_memory_bytes = mem_mb << 20;
+  o.max_running = static_cast<int>(running);
+  return o;
+}
+
+struct Input {
+  json id;
+  StatusOr<GenerateRequest> request = InvalidArgument("unset");
+};
+
+StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateRequest& defaults) {
+  const int sources = flags.Has("prompt") + flags.Has("prompt-ids") + flags.Has("input");
+  if (sources != 1) return InvalidArgument("give exactly one of --prompt, --prompt-ids and --input");
+  std::vector<Input> inputs;
+  if (auto text = flags.Get("prompt")) {
+    GenerateRequest r = defaults;
+    r.prompt = *text;
+    inputs.push_back({0, r});
+  } else if (auto ids = flags.Get("prompt-ids")) {
+    GenerateRequest r = defaults;
+    std::stringstream ss(*ids);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(item, &used);
+        if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument("bad");
+        r.prompt_ids.push_back(static_cast<int32_t>(v));
+      } catch (const std::exception&) {
+        return InvalidArgument("--prompt-ids needs token ids separated by commas");
+      }
+    }
+    inputs.push_back({0, r});
+  } else {
+    const std::string path = *flags.Get("input");
+    std::ifstream in(path);
+    if (!in) return NotFound("cannot read --input " + path);
+    std::string line;
+    for (int64_t number = 1; std::getline(in, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      auto j = json::parse(line, nullptr, false);
+      Input input;
+      input.id = j.is_object() && j.contains("id") ? j["id"] : json(number);
+      if (j.is_discarded()) {
+        input.request = InvalidArgument("line " + std::to_string(number) + " is not valid JSON");
+      } else {
+        input.request = ParseRequestJson(j, defaults);
+        if (!input.request.ok()) {
+          input.request = Status(input.request.status().code(),
+                                 "line " + std::to_string(number) + ": " + input.request.status().message());
+        }
+      }
+      inputs.push_back(std::move(input));
+    }
+  }
+  return inputs;
+}
+
+Status Run(const Flags& flags, bool* any_failed) {
+  if (!flags.Has("model")) return InvalidArgument("--model is required");
+  DSINFER_ASSIGN_OR_RETURN(GenerateRequest defaults, Defaults(flags));
+  DSINFER_ASSIGN_OR_RETURN(EngineOptions options, Options(flags));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<Input> inputs, ReadInputs(flags, defaults));
+  std::ofstream file;
+  if (auto path = flags.Get("output")) {
+    file.open(*path);
+    if (!file) return NotFound("cannot write --output " + *path);
+  }
+  std::ostream& out = file.is_open() ? file : std::cout;
+  const bool quiet = flags.Has("quiet");
+  DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(options));
+  if (!quiet) std::fprintf(stderr, "dsinfer generate: %s\n", engine->MemoryPlanDescription().c_str());
+
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::vector<std::shared_ptr<RequestStream>> streams(inputs.size());
+  std::vector<RequestResult> rejected(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto stream = inputs[i].request.ok() ? engine->Submit(*inputs[i].request)
+                                         : StatusOr<std::shared_ptr<RequestStream>>(inputs[i].request.status());
+    if (stream.ok()) {
+      streams[i] = *stream;
+    } else {
+      rejected[i].status = stream.status();
+    }
+  }
+  const int64_t total = static_cast<int64_t>(inputs.size());
+  std::unique_ptr<ProgressBar> bar;
+  if (!quiet) {
+    bar = std::make_unique<ProgressBar>([&](int64_t* done, int64_t* all, std::string* extra) {
+      const EngineStats s = engine->Stats();
+      *done = s.requests_finished + (total - s.requests_submitted);
+      *all = total;
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "%lld tokens  %.1f tok/s", static_cast<long long>(s.generated_tokens),
+                    s.generated_tokens / std::max(seconds(), 1e-9));
+      *extra = buf;
+    });
+  }
+  RunSummary summary;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const RequestResult result =
+        streams[i] ? CollectResult(*streams[i], inputs[i].request->params.n) : rejected[i];
+    summary.Add(result);
+    *any_failed |= !result.status.ok();
+    out << ResultJson(inputs[i].id, result, engine->has_tokenizer()).dump(-1, ' ', false,
+                                                                          json::error_handler_t::replace)
+        << "\n";
+    out.flush();
+  }
+  summary.set_wall_seconds(seconds());
+  summary.set_engine_stats(engine->Stats());
+  if (bar) bar->Stop();
+  if (!quiet) std::fprintf(stderr, "%s", summary.ToText().c_str());
+  if (auto path = flags.Get("summary-json")) {
+    std::ofstream s(*path);
+    if (!s) return NotFound("cannot write --summary-json " + *path);
+    s << summary.ToJson().dump() << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunGenerate(int argc, char** argv) {
+  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "dsinfer generate: %s\n", flags.status().message().c_str());
+    return 2;
+  }
+  if (flags->help()) {
+    std::printf("%s", Usage("generate", "Offline generation: prompts in, completions out (JSONL).", kSpecs).c_str());
+    return 0;
+  }
+  bool any_failed = false;
+  Status st = Run(*flags, &any_failed);
+  if (!st.ok()) {
+    std::fprintf(stderr, "dsinfer generate: %s\n", st.ToString().c_str());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return any_failed ? 1 : 0;
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,41 @@
+#include "cli/progress_bar.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace dsinfer::cli {
+
+ProgressBar::ProgressBar(Poll poll) : poll_(std::move(poll)), enabled_(::isatty(STDERR_FILENO)) {
+  if (!enabled_) return;
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      Draw(false);
+      for (int i = 0; i < 4 && !stop_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+}
+
+ProgressBar::~ProgressBar() { Stop(); }
+
+void ProgressBar::Stop() {
+  if (!enabled_ || stop_.exchange(true)) return;
+  thread_.join();
+  Draw(true);
+}
+
+void ProgressBar::Draw(bool final) {
+  int64_t done = 0, total = 0;
+  std::string extra;
+  poll_(&done, &total, &extra);
+  constexpr int kWidth = 30;
+  const int fill = total > 0 ? static_cast<int>(kWidth * done / total) : 0;
+  std::string bar(static_cast<size_t>(fill), '#');
+  bar.append(static_cast<size_t>(kWidth - fill), '.');
+  std::fprintf(stderr, "\r[%s] %lld/%lld requests  %s\033[K%s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), extra.c_str(), final ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace dsinfer::cli

@@ -1,0 +1,65 @@
+#include "cli/run_summary.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace dsinfer::cli {
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double at = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+void RunSummary::Add(const RequestResult& r) {
+  ++requests_;
+  if (!r.status.ok()) ++failed_;
+  prompt_tokens_ += r.prompt_tokens;
+  for (const auto& c : r.completions) {
+    const auto n = static_cast<int64_t>(c.ids.size());
+    output_tokens_ += n;
+    if (n == 0) continue;
+    ttft_s_.push_back(c.ttft_s);
+    if (n > 1) tpot_s_.push_back((c.e2e_s - c.ttft_s) / static_cast<double>(n - 1));
+  }
+}
+
+nlohmann::json RunSummary::ToJson() const {
+  const double wall = std::max(wall_s_, 1e-9);
+  return {{"requests", requests_},
+          {"failed", failed_},
+          {"prompt_tokens", prompt_tokens_},
+          {"output_tokens", output_tokens_},
+          {"wall_s", wall_s_},
+          {"output_tokens_per_s", output_tokens_ / wall},
+          {"total_tokens_per_s", (prompt_tokens_ + output_tokens_) / wall},
+          {"ttft_ms", {{"p50", Percentile(ttft_s_, 50) * 1e3}, {"p90", Percentile(ttft_s_, 90) * 1e3},
+                       {"p99", Percentile(ttft_s_, 99) * 1e3}}},
+          {"tpot_ms", {{"p50", Percentile(tpot_s_, 50) * 1e3}, {"p90", Percentile(tpot_s_, 90) * 1e3},
+                       {"p99", Percentile(tpot_s_, 99) * 1e3}}},
+          {"steps", stats_.steps},
+          {"preemptions", stats_.preemptions},
+          {"forward_tokens", stats_.forward_tokens}};
+}
+
+std::string RunSummary::ToText() const {
+  const double wall = std::max(wall_s_, 1e-9);
+  char buf[640];
+  std::snprintf(buf, sizeof(buf),
+                "requests: %lld (%lld failed)   prompt tokens: %lld   output tokens: %lld   "
+                "time: %.2f s\n"
+                "throughput: %.1f output tok/s, %.1f total tok/s   steps: %lld   preemptions: %lld\n"
+                "TTFT ms: p50 %.1f  p90 %.1f  p99 %.1f   TPOT ms: p50 %.2f  p90 %.2f  p99 %.2f\n",
+                static_cast<long long>(requests_), static_cast<long long>(failed_),
+                static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_), wall_s_,
+                output_tokens_ / wall, (prompt_tokens_ + output_tokens_) / wall,
+                static_cast<long long>(stats_.steps), static_cast<long long>(stats_.preemptions),
+                Percentile(ttft_s_, 50) * 1e3, Percentile(ttft_s_, 90) * 1e3, Percentile(ttft_s_, 99) * 1e3,
+                Percentile(tpot_s_, 50) * 1e3, Percentile(tpot_s_, 90) * 1e3, Percentile(tpot_s_, 99) * 1e3);
+  return buf;
+}
+
+}  // namespace dsinfer::cli

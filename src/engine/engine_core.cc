@@ -1,0 +1,300 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <random>
+
+#include "base/check.h"
+
+namespace dsinfer::engine {
+
+namespace mdl = model::deepseek_v4;
+using scheduler::SeqId;
+
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
+                                                         std::unique_ptr<TextCodec> codec) {
+  if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0) {
+    return InvalidArgument("engine options: max_batch_tokens and max_running must be >= 1");
+  }
+  std::unique_ptr<EngineCore> core(new EngineCore());
+  DSINFER_ASSIGN_OR_RETURN(core->model_, mdl::Model::Load(o.model_dir, {o.num_threads}));
+  if (codec) {
+    core->codec_ = std::move(codec);
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
+  }
+  const auto& config = core->model_->config();
+  core->max_model_len_ = config.max_position_embeddings;
+  if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
+
+  // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
+  const auto layout = cache::StateLayout::ForDeepseekV4(config, /*rollback_slack=*/0);
+  cache::PlanOptions plan_options;
+  plan_options.budget_bytes = o.state_memory_bytes;
+  plan_options.max_sequences = o.max_running;
+  plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
+  DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));
+  core->cache_ = std::make_unique<cache::StateCache>(std::move(plan));
+  int64_t lo = 0, hi = core->max_model_len_;  // largest length that fits alone
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (core->cache_->FitsAlone(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  core->max_fit_len_ = lo;
+
+  scheduler::SchedulerConfig sc;
+  sc.max_batch_tokens = o.max_batch_tokens;
+  sc.max_running = std::min(o.max_running, core->cache_->plan().max_sequences);
+  core->scheduler_ = std::make_unique<scheduler::Scheduler>(sc, core->cache_.get());
+  return core;
+}
+
+StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) const {
+  PreparedRequest p;
+  p.arrival = Clock::now();
+  p.params = request.params;
+  p.priority = request.priority;
+  DSINFER_RETURN_IF_ERROR(p.params.Validate());
+  DSINFER_RETURN_IF_ERROR(p.params.ValidateForVocab(vocab_size()));
+  const int sources = !request.prompt.empty() + !request.prompt_ids.empty() + !request.messages.empty();
+  if (sources != 1) {
+    return InvalidArgument("a request needs exactly one of prompt, prompt_ids and messages");
+  }
+  if (!request.prompt_ids.empty()) {
+    for (int32_t id : request.prompt_ids) {
+      if (id < 0 || id >= vocab_size()) {
+        return InvalidArgument("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(vocab_size()) + ")");
+      }
+    }
+    p.prompt = request.prompt_ids;
+  } else if (!request.prompt.empty()) {
+    DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->Encode(request.prompt));
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->RenderChat(request.messages, request.chat));
+  }
+  if (p.prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
+  if (!p.params.stop.empty() && !codec_->has_text()) {
+    return InvalidArgument("stop strings need a tokenizer, and this model has none; use stop_token_ids");
+  }
+  const int64_t n = static_cast<int64_t>(p.prompt.size());
+  if (n >= max_model_len_) {
+    return OutOfRange("the prompt has " + std::to_string(n) + " tokens; the context holds " +
+                      std::to_string(max_model_len_) + " (prompt plus at least one generated token)");
+  }
+  if (n >= max_fit_len_) {
+    return ResourceExhausted("the prompt has " + std::to_string(n) + " tokens; the state memory budget " +
+                             "holds at most " + std::to_string(max_fit_len_) + " tokens per request");
+  }
+  p.max_new_tokens = std::min<int64_t>({p.params.max_tokens, max_model_len_ - n, max_fit_len_ - n});
+  p.seed = p.params.seed ? *p.params.seed : (uint64_t{std::random_device{}()} << 32 | std::random_device{}());
+  return p;
+}
+
+void EngineCore::Add(uint64_t id, PreparedRequest request) {
+  DSINFER_CHECK(id != 0 && !requests_.count(id));
+  RequestState& r = requests_[id];
+  r.id = id;
+  r.req = std::move(request);
+  r.completions.resize(static_cast<size_t>(r.req.params.n));
+  for (int i = 0; i < r.req.params.n; ++i) {
+    CompletionState& c = r.completions[i];
+    c.index = i;
+    c.history = sampler::TokenHistory(r.req.prompt);
+    c.decoder = codec_->NewDecoder();
+    c.stops = tokenizer::StopStringMatcher(r.req.params.stop);
+  }
+  r.open = r.req.params.n;
+  r.completions[0].started = true;
+  scheduler_->Add(SeqOf(id, 0), r.req.prompt, r.req.priority);
+  ++stats_.requests_submitted;
+  stats_.prompt_tokens += static_cast<int64_t>(r.req.prompt.size());
+}
+
+void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev) {
+  c.finished = true;
+  --r.open;
+  if (c.started) {
+    scheduler_->Remove(SeqOf(r.id, c.index));
+    states_.erase(SeqOf(r.id, c.index));
+  }
+  const Clock::time_point now = Clock::now();
+  ev->finish = reason;
+  ev->prompt_tokens = static_cast<int64_t>(r.req.prompt.size());
+  ev->completion_tokens = c.generated;
+  ev->e2e_s = std::chrono::duration<double>(now - r.req.arrival).count();
+  ev->ttft_s = c.generated ? std::chrono::duration<double>(c.first_token - r.req.arrival).count() : 0;
+}
+
+void EngineCore::Abort(uint64_t id, std::vector<StreamEvent>* events) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  for (auto& c : r.completions) {
+    if (c.finished) continue;
+    StreamEvent ev;
+    ev.request_id = id;
+    ev.index = c.index;
+    Finish(r, c, FinishReason::kAbort, &ev);
+    events->push_back(std::move(ev));
+  }
+  requests_.erase(it);
+  ++stats_.requests_finished;
+}
+
+void EngineCore::FailBatch(const scheduler::BatchPlan& plan, const Status& status,
+                           std::vector<StreamEvent>* events) {
+  for (const auto& ch : plan.chunks) {
+    auto it = requests_.find(ch.id >> 8);
+    if (it == requests_.end()) continue;
+    RequestState& r = it->second;
+    for (auto& c : r.completions) {
+      if (c.finished) continue;
+      StreamEvent ev;
+      ev.request_id = r.id;
+      ev.index = c.index;
+      ev.error = status;
+      Finish(r, c, FinishReason::kError, &ev);
+      events->push_back(std::move(ev));
+    }
+    requests_.erase(it);
+    ++stats_.requests_finished;
+  }
+}
+
+StatusOr<mdl::ForwardOutput> EngineCore::Forward(const scheduler::BatchPlan& plan) {
+  std::vector<mdl::SequenceChunk> chunks;
+  chunks.reserve(plan.chunks.size());
+  for (const auto& ch : plan.chunks) {
+    auto& state = states_[ch.id];
+    if (!state) state = model_->NewSequence(/*rollback_slack=*/0);
+    DSINFER_CHECK(state->length() == ch.start);
+    const auto& tokens = scheduler_->tokens(ch.id);
+    chunks.push_back({state.get(), std::vector<int32_t>(tokens.begin() + ch.start,
+                                                        tokens.begin() + ch.start + ch.count)});
+  }
+  stats_.forward_tokens += plan.num_tokens;
+  return model_->Forward(chunks, mdl::LogitsRows::kLast);
+}
+
+sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const float* logits,
+                                       int64_t position) {
+  sampler::SampleInput in;
+  in.params = &r.req.params;
+  in.history = &r.completions[index].history;
+  in.seed = r.req.seed;
+  in.sample_index = static_cast<uint32_t>(index);
+  in.position = position;
+  in.eos_id = static_cast<int32_t>(model_->config().eos_token_id);
+  return sampler_.Sample(logits, vocab_size(), in);
+}
+
+void EngineCore::Step(std::vector<StreamEvent>* events) {
+  scheduler::BatchPlan plan = scheduler_->Schedule();
+  ++stats_.steps;
+  for (SeqId id : plan.preempted) states_.erase(id);
+  if (plan.empty()) return;
+  auto out = Forward(plan);
+  if (!out.ok()) {
+    FailBatch(plan, Internal("forward failed: " + out.status().ToString()), events);
+    return;
+  }
+  // Sample: one token per chunk that reached its sequence's end; siblings of a first sample too.
+  std::vector<int32_t> next;
+  std::vector<Drawn> drawn;
+  const int64_t vocab = vocab_size();
+  for (size_t row = 0; row < plan.chunks.size(); ++row) {
+    const auto& ch = plan.chunks[row];
+    if (!ch.samples) continue;
+    RequestState& r = requests_.at(ch.id >> 8);
+    const int index = static_cast<int>(ch.id & 0xff);
+    const float* logits = out->logits.data() + static_cast<int64_t>(row) * vocab;
+    const int64_t position = ch.start + ch.count;
+    drawn.push_back({r.id, index, Draw(r, index, logits, position)});
+    next.push_back(drawn.back().token.id);
+    if (index == 0 && !r.forked) {
+      for (int i = 1; i < r.req.params.n; ++i) drawn.push_back({r.id, i, Draw(r, i, logits, position)});
+    }
+  }
+  scheduler_->Commit(plan, next);
+  // Fork the siblings from completion 0's state (the prompt, computed once).
+  for (const auto& d : drawn) {
+    RequestState& r = requests_.at(d.request);
+    if (d.index == 0 || r.forked) continue;
+    const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, d.index);
+    const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
+    if (scheduler_->Fork(parent, child, prefix, d.token.id)) {
+      states_[child] = std::make_unique<mdl::SequenceState>(*states_.at(parent));
+    }
+    r.completions[d.index].started = true;
+  }
+  for (const auto& d : drawn) requests_.at(d.request).forked = true;
+  for (const auto& d : drawn) Emit(d, events);
+}
+
+void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
+  auto it = requests_.find(d.request);
+  if (it == requests_.end()) return;
+  RequestState& r = it->second;
+  CompletionState& c = r.completions[d.index];
+  const SamplingParams& p = r.req.params;
+  const int32_t id = d.token.id;
+  c.history.AddOutput(id);
+  if (c.generated++ == 0) c.first_token = Clock::now();
+  ++stats_.generated_tokens;
+
+  StreamEvent ev;
+  ev.request_id = r.id;
+  ev.index = c.index;
+  ev.ids = {id};
+  if (p.logprobs || p.top_logprobs > 0) ev.logprobs.push_back({id, d.token.logprob, d.token.top});
+  FinishReason finish = FinishReason::kNone;
+  if (c.decoder) {
+    auto res = c.stops.Push(c.decoder->Add(id));
+    ev.text = std::move(res.text);
+    if (res.stopped) {
+      finish = FinishReason::kStop;
+      ev.stop = p.stop[static_cast<size_t>(res.stop_index)];
+      if (p.include_stop_str_in_output) ev.text += ev.stop;
+    }
+  }
+  if (finish == FinishReason::kNone) {
+    const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated;
+    if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
+      finish = FinishReason::kStop;
+      ev.stop = "id:" + std::to_string(id);
+    } else if (id == model_->config().eos_token_id && !p.ignore_eos) {
+      finish = FinishReason::kStop;
+    } else if (c.generated >= r.req.max_new_tokens || length >= max_model_len_) {
+      finish = FinishReason::kLength;
+    }
+    if (finish != FinishReason::kNone && c.decoder) {
+      auto res = c.stops.Push(c.decoder->Finish());
+      ev.text += res.text;
+      ev.text += c.stops.Finish();
+    }
+  }
+  if (finish != FinishReason::kNone) Finish(r, c, finish, &ev);
+  events->push_back(std::move(ev));
+  if (r.open == 0) {
+    requests_.erase(it);
+    ++stats_.requests_finished;
+  }
+}
+
+EngineStats EngineCore::Stats() const {
+  EngineStats s = stats_;
+  const auto sched = scheduler_->Stats();
+  s.requests_waiting = sched.waiting;
+  s.requests_running = sched.running;
+  s.preemptions = sched.preemptions;
+  const auto cache = cache_->Stats();
+  s.state_bytes_used = cache.bytes_used;
+  s.state_bytes_total = cache.bytes_total;
+  return s;
+}
+
+}  // namespace dsinfer::engine

@@ -1,0 +1,110 @@
+// EngineCore: the single-threaded engine step loop (docs/architecture.md §1):
+//   Schedule -> Forward -> Sample -> Commit -> Emit
+// It owns the model, the state cache, the scheduler, the sampler and every request's state; the
+// threaded Engine (engine_loop.h) feeds it from queues, and tests drive it directly. Each request
+// has n completions; each completion is one scheduler sequence (id = request id << 8 | index).
+// n > 1 prefills the prompt once: completion 0 runs it, and at its first sample the others are
+// forked from its state. Not thread-safe, except Prepare(), which only reads immutable data.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/state_cache.h"
+#include "dsinfer/engine.h"
+#include "engine/text_codec.h"
+#include "model/deepseek_v4/model.h"
+#include "sampler/sampler.h"
+#include "sampler/token_history.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/stop_string_matcher.h"
+
+namespace dsinfer::engine {
+
+using Clock = std::chrono::steady_clock;
+
+// A validated request with its prompt ids and the limits the engine derived.
+struct PreparedRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  uint64_t seed = 0;
+  int priority = 0;
+  int64_t max_new_tokens = 0;  // params.max_tokens capped by the context and the state budget
+  Clock::time_point arrival;
+};
+
+class EngineCore {
+ public:
+  // `codec`: nullptr loads the model dir's tokenizer (tests pass their own).
+  static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options,
+                                                      std::unique_ptr<TextCodec> codec = nullptr);
+
+  // Validates and encodes (thread-safe; see the file comment).
+  StatusOr<PreparedRequest> Prepare(const GenerateRequest& request) const;
+  // `id` must be new and non-zero.
+  void Add(uint64_t id, PreparedRequest request);
+  // Finishes every open completion of `id` with kAbort and frees its state.
+  void Abort(uint64_t id, std::vector<StreamEvent>* events);
+  // One engine step; appends the events it produced.
+  void Step(std::vector<StreamEvent>* events);
+
+  bool HasWork() const { return !requests_.empty(); }
+  EngineStats Stats() const;
+  int64_t vocab_size() const { return model_->config().vocab_size; }
+  int64_t max_model_len() const { return max_model_len_; }
+  bool has_tokenizer() const { return codec_->has_text(); }
+  const cache::StateCache& cache() const { return *cache_; }
+  scheduler::Scheduler& scheduler() { return *scheduler_; }
+  // Sequences that hold model state (for tests: 0 once everything has finished).
+  size_t num_states() const { return states_.size(); }
+
+ private:
+  struct CompletionState {
+    int index = 0;
+    bool started = false;   // has a scheduler sequence
+    bool finished = false;
+    sampler::TokenHistory history;
+    std::unique_ptr<IncrementalDecoder> decoder;
+    tokenizer::StopStringMatcher stops{{}};
+    int64_t generated = 0;
+    Clock::time_point first_token;
+  };
+  struct RequestState {
+    uint64_t id = 0;
+    PreparedRequest req;
+    std::vector<CompletionState> completions;
+    bool forked = false;
+    int open = 0;
+  };
+  // A token drawn this step for one completion.
+  struct Drawn {
+    uint64_t request = 0;
+    int index = 0;
+    sampler::SampledToken token;
+  };
+
+  EngineCore() = default;
+  static scheduler::SeqId SeqOf(uint64_t request, int index) { return request << 8 | index; }
+  StatusOr<model::deepseek_v4::ForwardOutput> Forward(const scheduler::BatchPlan& plan);
+  sampler::SampledToken Draw(const RequestState& r, int index, const float* logits, int64_t position);
+  // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
+  void Emit(const Drawn& d, std::vector<StreamEvent>* events);
+  void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
+  void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
+
+  std::unique_ptr<model::deepseek_v4::Model> model_;
+  std::unique_ptr<TextCodec> codec_;
+  std::unique_ptr<cache::StateCache> cache_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  sampler::Sampler sampler_;
+  int64_t max_model_len_ = 0;
+  int64_t max_fit_len_ = 0;  // longest sequence the state budget holds alone
+  std::unordered_map<uint64_t, RequestState> requests_;
+  std::unordered_map<scheduler::SeqId, std::unique_ptr<model::deepseek_v4::SequenceState>> states_;
+  EngineStats stats_;
+};
+
+}  // namespace dsinfer::engine

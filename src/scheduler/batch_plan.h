@@ -1,0 +1,26 @@
+// BatchPlan: the scheduler's decision for one engine step: which sequences run which of their
+// tokens, and which lost their state. Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dsinfer::scheduler {
+
+using SeqId = uint64_t;
+
+struct ScheduledChunk {
+  SeqId id = 0;
+  int64_t start = 0;     // first token index (= tokens whose state exists); 0: a fresh state
+  int64_t count = 0;     // tokens to run
+  bool samples = false;  // the chunk reaches the last known token: its last row yields a new token
+};
+
+struct BatchPlan {
+  std::vector<ScheduledChunk> chunks;  // each sequence at most once, in scheduling order
+  std::vector<SeqId> preempted;        // state dropped this step; they recompute when readmitted
+  int64_t num_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+}  // namespace dsinfer::scheduler

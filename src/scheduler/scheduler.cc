@@ -1,0 +1,161 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "base/check.h"
+
+namespace dsinfer::scheduler {
+
+Scheduler::Scheduler(SchedulerConfig config, cache::StateCache* cache)
+    : config_(config), cache_(cache) {
+  DSINFER_CHECK(cache_ != nullptr && config_.max_batch_tokens >= 1 && config_.max_running >= 1);
+  config_.aging_steps = std::max<int64_t>(1, config_.aging_steps);
+}
+
+void Scheduler::Add(SeqId id, std::vector<int32_t> prompt, int priority) {
+  DSINFER_CHECK(!prompt.empty() && !seqs_.count(id));
+  auto s = std::make_unique<Seq>();
+  s->id = id;
+  s->tokens = std::move(prompt);
+  s->priority = priority;
+  s->arrival = next_arrival_++;
+  s->enqueued_step = step_;
+  seqs_[id] = std::move(s);
+}
+
+bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token) {
+  const Seq& p = *seqs_.at(parent);
+  DSINFER_CHECK(!seqs_.count(child) && prefix <= static_cast<int64_t>(p.tokens.size()));
+  auto s = std::make_unique<Seq>();
+  s->id = child;
+  s->tokens.assign(p.tokens.begin(), p.tokens.begin() + prefix);
+  s->tokens.push_back(next_token);
+  s->priority = p.priority;
+  s->arrival = p.arrival;  // siblings keep their parent's place in line
+  s->enqueued_step = step_;
+  const bool shares = p.running && p.computed >= prefix && cache_->Reserve(child, prefix).ok();
+  if (shares) {
+    s->running = true;
+    s->computed = prefix;
+  }
+  seqs_[child] = std::move(s);
+  return shares;
+}
+
+void Scheduler::Remove(SeqId id) {
+  cache_->Free(id);
+  seqs_.erase(id);
+}
+
+const std::vector<int32_t>& Scheduler::tokens(SeqId id) const { return seqs_.at(id)->tokens; }
+int64_t Scheduler::computed(SeqId id) const { return seqs_.at(id)->computed; }
+
+int64_t Scheduler::EffectivePriority(const Seq& s) const {
+  return s.priority - (step_ - s.enqueued_step) / config_.aging_steps;
+}
+
+void Scheduler::Preempt(Seq* s, BatchPlan* plan) {
+  cache_->Free(s->id);
+  s->running = false;
+  s->computed = 0;
+  s->enqueued_step = step_;
+  plan->preempted.push_back(s->id);
+  ++preemptions_;
+}
+
+std::vector<Scheduler::Seq*> Scheduler::RunningOrder() {
+  std::vector<Seq*> order;
+  for (auto& [id, s] : seqs_) {
+    if (s->running) order.push_back(s.get());
+  }
+  std::sort(order.begin(), order.end(), [](const Seq* a, const Seq* b) {
+    return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival ||
+                                        (a->arrival == b->arrival && a->id < b->id);
+  });
+  return order;
+}
+
+BatchPlan Scheduler::Schedule() {
+  ++step_;
+  BatchPlan plan;
+  int64_t budget = config_.max_batch_tokens;
+  std::vector<Seq*> running = RunningOrder();
+  // 1. Running sequences, highest priority first; victims come from the unscheduled tail.
+  for (size_t i = 0; i < running.size(); ++i) {
+    Seq* s = running[i];
+    if (!s->running || budget == 0) continue;
+    const int64_t count = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
+    DSINFER_CHECK(count >= 1);
+    while (!cache_->Reserve(s->id, s->computed + count).ok()) {
+      Seq* victim = nullptr;
+      for (size_t j = running.size(); j-- > i + 1;) {
+        if (running[j]->running) {
+          victim = running[j];
+          break;
+        }
+      }
+      Preempt(victim ? victim : s, &plan);
+      if (!victim) break;
+    }
+    if (!s->running) continue;
+    plan.chunks.push_back({s->id, s->computed, count,
+                           s->computed + count == static_cast<int64_t>(s->tokens.size())});
+    budget -= count;
+  }
+  // 2. Admission of waiting sequences.
+  std::unordered_set<SeqId> just_preempted(plan.preempted.begin(), plan.preempted.end());
+  std::vector<Seq*> waiting;
+  int64_t num_running = 0;
+  for (auto& [id, s] : seqs_) {
+    if (s->running) {
+      ++num_running;
+    } else if (!just_preempted.count(id)) {
+      waiting.push_back(s.get());
+    }
+  }
+  std::sort(waiting.begin(), waiting.end(), [this](const Seq* a, const Seq* b) {
+    const int64_t pa = EffectivePriority(*a), pb = EffectivePriority(*b);
+    return pa != pb ? pa < pb : a->arrival < b->arrival || (a->arrival == b->arrival && a->id < b->id);
+  });
+  for (Seq* s : waiting) {
+    if (budget == 0 || num_running >= config_.max_running) break;
+    const int64_t total = static_cast<int64_t>(s->tokens.size());
+    // Admit only if the whole known sequence (and the next token) fits now: a prefill that starts
+    // is not preempted by its own later chunks.
+    if (!cache_->CanReserve(s->id, total + 1)) break;
+    const int64_t count = std::min(total, budget);
+    DSINFER_CHECK(cache_->Reserve(s->id, count).ok());
+    s->running = true;
+    s->computed = 0;
+    ++num_running;
+    plan.chunks.push_back({s->id, 0, count, count == total});
+    budget -= count;
+  }
+  plan.num_tokens = config_.max_batch_tokens - budget;
+  return plan;
+}
+
+void Scheduler::Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens) {
+  size_t next = 0;
+  for (const auto& ch : plan.chunks) {
+    Seq& s = *seqs_.at(ch.id);
+    DSINFER_CHECK(s.running && s.computed == ch.start);
+    s.computed += ch.count;
+    if (ch.samples) {
+      DSINFER_CHECK(next < next_tokens.size());
+      s.tokens.push_back(next_tokens[next++]);
+    }
+  }
+  DSINFER_CHECK(next == next_tokens.size());
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats st;
+  for (const auto& [id, s] : seqs_) (s->running ? st.running : st.waiting) += 1;
+  st.preemptions = preemptions_;
+  st.steps = step_;
+  return st;
+}
+
+}  // namespace dsinfer::scheduler

@@ -1,0 +1,91 @@
+// Scheduler: continuous batching over sequences (one per completion), plain CPU code.
+//  * Each step has a token budget. Running sequences go first, in (priority, arrival) order: one
+//    token for a decode, as much of the remaining prompt as fits for a prefill (chunked prefill).
+//    Waiting sequences are then admitted in (effective priority, arrival) order while budget,
+//    `max_running` and state memory allow; admission stops at the first that does not fit, so a
+//    large request is never overtaken forever (FCFS within a priority).
+//  * Priorities: lower values run first; a waiting sequence's effective priority improves by one
+//    level every `aging_steps` steps, so low priorities are not starved.
+//  * Memory: every chunk first reserves its state in the StateCache. When a running sequence
+//    cannot grow, the lowest-priority, latest running sequence that is not yet scheduled this step
+//    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) — possibly
+//    the sequence itself.
+// The scheduler owns the token lists (prompt + generated); the engine reads them to build the
+// forward batch and reports sampled tokens through Commit. Not thread-safe: the engine thread's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cache/state_cache.h"
+#include "scheduler/batch_plan.h"
+
+namespace dsinfer::scheduler {
+
+struct SchedulerConfig {
+  int64_t max_batch_tokens = 256;  // token budget of one step
+  int max_running = 64;            // sequences holding state at once
+  int64_t aging_steps = 32;        // steps of waiting per priority level gained
+};
+
+struct SchedulerStats {
+  int64_t waiting = 0;
+  int64_t running = 0;
+  int64_t preemptions = 0;  // since construction
+  int64_t steps = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, cache::StateCache* cache);
+
+  const SchedulerConfig& config() const { return config_; }
+  // Changes the token budget from the next step on (tests vary it to check chunking invariance).
+  void set_max_batch_tokens(int64_t n) { config_.max_batch_tokens = n; }
+
+  // Queues a new sequence with its prompt (>= 1 token).
+  void Add(SeqId id, std::vector<int32_t> prompt, int priority);
+  // A new sequence `child` that shares `parent`'s first `prefix` tokens and then `next_token`. If
+  // the cache can hold it, it starts running with `prefix` tokens of state (the caller copies the
+  // parent's state) and Fork returns true; otherwise it waits and recomputes, and Fork returns false.
+  bool Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token);
+  // Forgets a sequence (finished or aborted) and frees its state. No-op for unknown ids.
+  void Remove(SeqId id);
+
+  BatchPlan Schedule();
+  // Advances the planned chunks and appends `next_tokens` (one per chunk with samples == true, in
+  // plan order) to their sequences.
+  void Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens);
+
+  bool Contains(SeqId id) const { return seqs_.count(id) > 0; }
+  const std::vector<int32_t>& tokens(SeqId id) const;
+  int64_t computed(SeqId id) const;
+  bool idle() const { return seqs_.empty(); }
+  SchedulerStats Stats() const;
+
+ private:
+  struct Seq {
+    SeqId id = 0;
+    std::vector<int32_t> tokens;
+    int64_t computed = 0;   // tokens whose state exists
+    int priority = 0;
+    uint64_t arrival = 0;   // FCFS order; kept across preemption
+    int64_t enqueued_step = 0;
+    bool running = false;
+  };
+  int64_t EffectivePriority(const Seq& s) const;
+  void Preempt(Seq* s, BatchPlan* plan);
+  // Running sequences in scheduling order.
+  std::vector<Seq*> RunningOrder();
+
+  SchedulerConfig config_;
+  cache::StateCache* cache_;
+  std::map<SeqId, std::unique_ptr<Seq>> seqs_;
+  uint64_t next_arrival_ = 0;
+  int64_t step_ = 0;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace dsinfer::scheduler

@@ -1,0 +1,105 @@
+// The public Engine (include/dsinfer/engine.h): many threads submitting at once get exactly the
+// outputs of a sequential batch; streaming, abort from another thread, per-request errors.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "dsinfer/engine.h"
+#include "engine_test_util.h"
+
+namespace dsinfer {
+namespace {
+
+std::vector<GenerateRequest> SeededRequests(int n) {
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = testing::RandomIds(3 + i % 17, 500 + i);
+    r.params.max_tokens = 3 + i % 5;
+    r.params.seed = i;
+    r.params.top_k = 50;
+    r.params.ignore_eos = true;
+    r.priority = i % 3;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+TEST(EngineApiTest, ManyConcurrentSubmittersGetTheSequentialOutputs) {
+  auto engine = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  const auto reqs = SeededRequests(32);
+  const auto expected = (*engine)->Generate(reqs);
+  for (const auto& r : expected) ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+
+  std::vector<std::vector<int32_t>> got(reqs.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < reqs.size(); i += 8) {
+        auto stream = (*engine)->Submit(reqs[i]);
+        ASSERT_TRUE(stream.ok());
+        StreamEvent ev;
+        while ((*stream)->Next(&ev)) got[i].insert(got[i].end(), ev.ids.begin(), ev.ids.end());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], expected[i].completions[0].ids) << i;
+  const auto stats = (*engine)->Stats();
+  EXPECT_EQ(stats.requests_finished, 64);
+  EXPECT_EQ(stats.state_bytes_used, 0);
+}
+
+TEST(EngineApiTest, AbortFromAnotherThreadEndsTheStream) {
+  auto engine = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  GenerateRequest r;
+  r.prompt_ids = {1, 2, 3};
+  r.params.max_tokens = 1000;
+  r.params.ignore_eos = true;
+  r.params.n = 2;
+  auto stream = (*engine)->Submit(r);
+  ASSERT_TRUE(stream.ok());
+  StreamEvent ev;
+  ASSERT_TRUE((*stream)->Next(&ev));  // it is running
+  std::thread aborter([&] { (*engine)->Abort((*stream)->id()); });
+  int finals = 0;
+  while ((*stream)->Next(&ev)) finals += ev.finish == FinishReason::kAbort;
+  aborter.join();
+  EXPECT_EQ(finals, 2);
+}
+
+TEST(EngineApiTest, BadRequestsFailAloneInABatch) {
+  auto engine = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  auto reqs = SeededRequests(3);
+  reqs[1].params.top_p = 2;
+  const auto results = (*engine)->Generate(reqs);
+  EXPECT_TRUE(results[0].status.ok());
+  EXPECT_EQ(results[1].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(results[2].status.ok());
+  EXPECT_EQ(results[2].completions[0].ids.size(), static_cast<size_t>(reqs[2].params.max_tokens));
+  EXPECT_EQ(results[2].completions[0].finish, FinishReason::kLength);
+  EXPECT_GT(results[2].completions[0].e2e_s, 0);
+}
+
+TEST(EngineApiTest, DestroyingTheEngineEndsOpenStreams) {
+  std::shared_ptr<RequestStream> stream;
+  {
+    auto engine = Engine::Create(testing::SmallEngineOptions());
+    ASSERT_TRUE(engine.ok());
+    GenerateRequest r;
+    r.prompt_ids = {1, 2, 3};
+    r.params.max_tokens = 100000;
+    r.params.ignore_eos = true;
+    stream = *(*engine)->Submit(r);
+  }
+  StreamEvent ev;
+  FinishReason last = FinishReason::kNone;
+  while (stream->Next(&ev)) last = ev.finish;
+  EXPECT_EQ(last, FinishReason::kAbort);
+}
+
+}  // namespace
+}  // namespace dsinfer

@@ -1,0 +1,260 @@
+// EngineCore on the small random model: outputs never depend on batch composition, chunk budgets
+// or preemption (exact equality: the model is batch- and chunking-invariant and sampling is keyed
+// by (seed, position, index)); n > 1 shares the prompt; abort frees everything; stop rules.
+#include <gtest/gtest.h>
+
+#include "engine_test_util.h"
+
+namespace dsinfer::engine {
+namespace {
+
+using testing::Drain;
+using testing::Outcome;
+using Results = std::map<std::pair<uint64_t, int>, Outcome>;
+
+std::unique_ptr<EngineCore> NewCore(const EngineOptions& o = testing::SmallEngineOptions(),
+                                    std::unique_ptr<TextCodec> codec = nullptr) {
+  auto core = EngineCore::Create(o, std::move(codec));
+  if (!core.ok()) throw std::runtime_error(core.status().ToString());
+  return std::move(core).value();
+}
+
+// A varied set: greedy, seeded with each truncation, penalties, n = 2, logprobs.
+std::vector<GenerateRequest> MixedRequests() {
+  std::vector<GenerateRequest> reqs;
+  std::mt19937 rng(21);
+  for (int i = 0; i < 8; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = testing::RandomIds(1 + static_cast<int>(rng() % 40), 100 + i);
+    auto& p = r.params;
+    p.max_tokens = 4 + static_cast<int>(rng() % 10);
+    p.ignore_eos = i % 3 != 0;
+    p.logprobs = i % 2 == 0;
+    p.top_logprobs = i == 2 ? 3 : 0;
+    p.seed = 1000 + i;
+    switch (i % 4) {
+      case 0: p.temperature = 0; break;
+      case 1: p.top_k = 20; p.temperature = 0.8f; break;
+      case 2: p.top_p = 0.9f; p.min_p = 0.02f; p.repetition_penalty = 1.2f; break;
+      case 3: p.n = 2; p.frequency_penalty = 0.5f; p.presence_penalty = 0.3f; break;
+    }
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+// Each request alone in a fresh engine, keyed by its position in `reqs` (request id i + 1).
+Results Alone(const std::vector<GenerateRequest>& reqs) {
+  Results all;
+  auto core = NewCore();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto p = core->Prepare(reqs[i]);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    core->Add(i + 1, *p);
+    for (auto& [key, o] : Drain(*core, [](int) {})) all[key] = o;
+  }
+  return all;
+}
+
+// All requests in one engine, arriving at random steps, with a random token budget every step.
+Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOptions o,
+              int64_t* preemptions = nullptr) {
+  auto core = NewCore(o);
+  std::mt19937 rng(seed);
+  std::vector<int> arrive(reqs.size());
+  for (auto& a : arrive) a = static_cast<int>(rng() % 12);
+  auto results = Drain(*core, [&](int step) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (arrive[i] != step) continue;
+      auto p = core->Prepare(reqs[i]);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      core->Add(i + 1, *p);
+    }
+    core->scheduler().set_max_batch_tokens(1 + rng() % 24);
+  }, /*min_steps=*/12);
+  EXPECT_EQ(core->num_states(), 0u);
+  EXPECT_EQ(core->cache().Stats().bytes_used, 0);
+  if (preemptions) *preemptions = core->Stats().preemptions;
+  return results;
+}
+
+TEST(EngineCoreTest, OutputsDoNotDependOnBatchCompositionOrChunking) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  ASSERT_EQ(alone.size(), 10u);  // 8 requests, two with n = 2
+  for (const auto& [key, o] : alone) {
+    EXPECT_NE(o.finish, FinishReason::kNone);
+    EXPECT_FALSE(o.ids.empty());
+  }
+  for (uint32_t trial = 1; trial <= 3; ++trial) {
+    EXPECT_EQ(Mixed(reqs, trial, testing::SmallEngineOptions()), alone) << "trial " << trial;
+  }
+}
+
+TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  // The smallest budget (in steps of one page set) that still holds the longest request alone.
+  const auto layout = cache::StateLayout::ForDeepseekV4(testing::SmallConfig(), 0);
+  EngineOptions o = testing::SmallEngineOptions();
+  o.max_running = 4;
+  o.typical_length = 8;
+  int64_t preemptions = 0;
+  for (int k = 1; k < 64; ++k) {
+    o.state_memory_bytes = 4 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+    auto core = EngineCore::Create(o);
+    if (!core.ok()) continue;
+    bool fits = true;
+    for (const auto& r : reqs) {
+      auto p = (*core)->Prepare(r);
+      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
+    }
+    if (fits) break;
+  }
+  EXPECT_EQ(Mixed(reqs, 5, o, &preemptions), alone);
+  EXPECT_GT(preemptions, 0) << "the budget must force preemption";
+}
+
+TEST(EngineCoreTest, NGreaterThanOneComputesThePromptOnce) {
+  GenerateRequest r;
+  r.prompt_ids = testing::RandomIds(30, 3);
+  r.params.n = 3;
+  r.params.max_tokens = 4;
+  r.params.ignore_eos = true;
+  r.params.seed = 5;
+  auto core = NewCore();
+  core->Add(1, *core->Prepare(r));
+  const auto out = Drain(*core, [](int) {});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(core->Stats().forward_tokens, 30 + 3 * 3) << "one prefill, then 3 decodes per completion";
+  EXPECT_EQ(core->Stats().generated_tokens, 12);
+  EXPECT_NE(out.at({1, 0}).ids, out.at({1, 1}).ids);
+  EXPECT_EQ(out.at({1, 0}).ids.size(), 4u);
+}
+
+TEST(EngineCoreTest, AbortFreesAllState) {
+  auto core = NewCore();
+  for (uint64_t id = 1; id <= 6; ++id) {
+    GenerateRequest r;
+    r.prompt_ids = testing::RandomIds(20, static_cast<uint32_t>(id));
+    r.params.max_tokens = 50;
+    r.params.ignore_eos = true;
+    r.params.n = id == 3 ? 3 : 1;
+    core->Add(id, *core->Prepare(r));
+  }
+  std::vector<StreamEvent> events;
+  for (int i = 0; i < 3; ++i) core->Step(&events);
+  EXPECT_GT(core->num_states(), 0u);
+  EXPECT_GT(core->cache().Stats().bytes_used, 0);
+  events.clear();
+  for (uint64_t id = 1; id <= 6; ++id) core->Abort(id, &events);
+  core->Abort(99, &events);
+  EXPECT_EQ(events.size(), 8u);
+  for (const auto& ev : events) EXPECT_EQ(ev.finish, FinishReason::kAbort);
+  EXPECT_FALSE(core->HasWork());
+  EXPECT_EQ(core->num_states(), 0u);
+  const auto stats = core->cache().Stats();
+  EXPECT_EQ(stats.bytes_used, 0);
+  EXPECT_EQ(stats.requests, 0);
+  EXPECT_EQ(core->Stats().requests_running + core->Stats().requests_waiting, 0);
+}
+
+TEST(EngineCoreTest, StopIdsMaxTokensAndMinTokens) {
+  auto core = NewCore();
+  GenerateRequest r;
+  r.prompt_ids = testing::RandomIds(10, 4);
+  r.params.temperature = 0;
+  r.params.max_tokens = 12;
+  r.params.ignore_eos = true;
+  core->Add(1, *core->Prepare(r));
+  const auto free_run = Drain(*core, [](int) {}).at({1, 0});
+  ASSERT_EQ(free_run.ids.size(), 12u);
+  EXPECT_EQ(free_run.finish, FinishReason::kLength);
+  // Stop at the 5th token's id; it is kept in the output.
+  r.params.stop_token_ids = {free_run.ids[4]};
+  core->Add(2, *core->Prepare(r));
+  auto stopped = Drain(*core, [](int) {}).at({2, 0});
+  const auto first = std::find(free_run.ids.begin(), free_run.ids.end(), free_run.ids[4]) - free_run.ids.begin();
+  EXPECT_EQ(stopped.ids, std::vector<int32_t>(free_run.ids.begin(), free_run.ids.begin() + first + 1));
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop, "id:" + std::to_string(free_run.ids[4]));
+  // min_tokens masks the stop id until enough tokens exist.
+  r.params.min_tokens = static_cast<int>(first) + 2;
+  core->Add(3, *core->Prepare(r));
+  auto late = Drain(*core, [](int) {}).at({3, 0});
+  EXPECT_GE(late.ids.size(), first + 2);
+}
+
+TEST(EngineCoreTest, StopStringsAcrossTokenBoundaries) {
+  auto core = NewCore(testing::SmallEngineOptions(), std::make_unique<testing::LetterCodec>());
+  GenerateRequest r;
+  r.prompt = "thequickbrownfox";
+  r.params.temperature = 0;
+  r.params.max_tokens = 16;
+  r.params.ignore_eos = true;
+  core->Add(1, *core->Prepare(r));
+  const auto free_run = Drain(*core, [](int) {}).at({1, 0});
+  ASSERT_EQ(free_run.text.size(), free_run.ids.size() + std::count_if(free_run.ids.begin(), free_run.ids.end(),
+                                                                       [](int32_t id) { return id >= 260; }));
+  ASSERT_GE(free_run.text.size(), 8u);
+  // A stop string made of the last letter of token 3 and the first of token 4.
+  std::string before;
+  for (int i = 0; i < 3; ++i) before += testing::LetterCodec::Piece(free_run.ids[i]);
+  const std::string stop = before.substr(before.size() - 1) + testing::LetterCodec::Piece(free_run.ids[3]).substr(0, 1);
+  const size_t at = free_run.text.find(stop);
+  ASSERT_NE(at, std::string::npos);
+  r.params.stop = {stop};
+  core->Add(2, *core->Prepare(r));
+  auto stopped = Drain(*core, [](int) {}).at({2, 0});
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop, stop);
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, at));
+  r.params.include_stop_str_in_output = true;
+  core->Add(3, *core->Prepare(r));
+  EXPECT_EQ(Drain(*core, [](int) {}).at({3, 0}).text, free_run.text.substr(0, at + stop.size()));
+}
+
+TEST(EngineCoreTest, BadRequestsGetClearErrors) {
+  EngineOptions o = testing::SmallEngineOptions();
+  o.max_model_len = 32;
+  auto core = NewCore(o);
+  GenerateRequest good;
+  good.prompt_ids = {1, 2, 3};
+  EXPECT_TRUE(core->Prepare(good).ok());
+  auto code = [&](GenerateRequest r) { return core->Prepare(r).status().code(); };
+  GenerateRequest r = good;
+  r.params.temperature = -1;
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument);
+  r = good;
+  r.prompt_ids = testing::RandomIds(32, 1);
+  EXPECT_EQ(code(r), StatusCode::kOutOfRange) << "prompt as long as the context";
+  r = good;
+  r.prompt_ids = {5, 300};
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument) << "id outside the vocabulary";
+  r = good;
+  r.prompt = "text";
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument) << "two prompt sources";
+  r.prompt_ids.clear();
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument) << "no tokenizer";
+  r = good;
+  r.prompt_ids.clear();
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument) << "no prompt";
+  r = good;
+  r.params.stop = {"x"};
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument) << "stop strings without a tokenizer";
+  r = good;
+  r.params.logit_bias[1000] = 1;
+  EXPECT_EQ(code(r), StatusCode::kInvalidArgument);
+  r = good;
+  r.params.max_tokens = 100;
+  EXPECT_EQ(core->Prepare(r)->max_new_tokens, 32 - 3) << "capped by the context";
+
+  o.model_dir = "/nonexistent/model";
+  EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kNotFound);
+  o = testing::SmallEngineOptions();
+  o.state_memory_bytes = 1000;
+  EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace dsinfer::engine

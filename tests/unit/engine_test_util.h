@@ -1,0 +1,108 @@
+// Helpers for engine tests: a shared small model dir, a fake text codec (one letter per id), and a
+// driver that runs an EngineCore until it is idle and gathers its completions.
+#pragma once
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "model_test_util.h"
+
+namespace dsinfer::testing {
+
+inline const std::string& EngineModelDir() {
+  static const std::string* dir =
+      new std::string(SmallModelDir(model::deepseek_v4::WeightFormat::kF32, "engine"));
+  return *dir;
+}
+
+inline EngineOptions SmallEngineOptions() {
+  EngineOptions o;
+  o.model_dir = EngineModelDir();
+  o.num_threads = 1;
+  o.state_memory_bytes = 64 << 20;
+  o.max_batch_tokens = 64;
+  o.max_running = 16;
+  return o;
+}
+
+// Id i decodes to the letter 'a' + i % 26 (ids >= 260 to two letters), so stop strings can span
+// tokens.
+class LetterCodec final : public engine::TextCodec {
+ public:
+  bool has_text() const override { return true; }
+  StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    for (char ch : text) ids.push_back(static_cast<int32_t>(ch - 'a'));
+    return ids;
+  }
+  StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& m,
+                                            const ChatOptions&) const override {
+    std::string all;
+    for (const auto& x : m) all += x.content;
+    return Encode(all);
+  }
+  static std::string Piece(int32_t id) {
+    std::string s(1, static_cast<char>('a' + id % 26));
+    if (id >= 260) s += 'z';
+    return s;
+  }
+  std::string Decode(const std::vector<int32_t>& ids) const override {
+    std::string s;
+    for (int32_t id : ids) s += Piece(id);
+    return s;
+  }
+  std::unique_ptr<engine::IncrementalDecoder> NewDecoder() const override {
+    struct D final : engine::IncrementalDecoder {
+      std::string Add(int32_t id) override { return Piece(id); }
+      std::string Finish() override { return ""; }
+    };
+    return std::make_unique<D>();
+  }
+};
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::vector<float> logprobs;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  std::string stop;
+  bool operator==(const Outcome&) const = default;
+};
+
+// Steps `core` until idle (and at least `min_steps` steps), applying `before_step(step)` first;
+// returns the outcome per (request, index).
+template <typename F>
+std::map<std::pair<uint64_t, int>, Outcome> Drain(engine::EngineCore& core, F before_step,
+                                                  int min_steps = 0) {
+  std::map<std::pair<uint64_t, int>, Outcome> out;
+  std::vector<StreamEvent> events;
+  for (int step = 0; step < 100000; ++step) {
+    before_step(step);
+    if (!core.HasWork() && step >= min_steps) break;
+    core.Step(&events);
+    for (auto& ev : events) {
+      Outcome& o = out[{ev.request_id, ev.index}];
+      o.ids.insert(o.ids.end(), ev.ids.begin(), ev.ids.end());
+      for (const auto& lp : ev.logprobs) o.logprobs.push_back(lp.logprob);
+      o.text += ev.text;
+      if (ev.finish != FinishReason::kNone) {
+        o.finish = ev.finish;
+        o.stop = ev.stop;
+      }
+    }
+    events.clear();
+  }
+  return out;
+}
+
+inline std::vector<int32_t> RandomIds(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % 300);
+  return ids;
+}
+
+}  // namespace dsinfer::testing

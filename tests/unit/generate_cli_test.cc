@@ -1,0 +1,102 @@
+// `dsinfer generate` end to end: JSONL in and out, bad lines get error lines while the others run,
+// seeded output is reproducible, --summary-json has the figures.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model_test_util.h"
+
+namespace dsinfer {
+namespace {
+
+using json = nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Result Generate(const std::string& args) {
+  const std::string dir = testing::ScratchDir("generate_cli_run");
+  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer generate " + args +
+                          " > " + dir + "/out 2> " + dir + "/err";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::ReadFile(dir + "/out"), testing::ReadFile(dir + "/err")};
+}
+
+std::vector<json> Lines(const std::string& text) {
+  std::vector<json> lines;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(json::parse(line));
+  return lines;
+}
+
+class GenerateCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new std::string(testing::SmallModelDir(model::deepseek_v4::WeightFormat::kBf16, "generate_cli"));
+  }
+  static void TearDownTestSuite() { delete model_; }
+  static std::string* model_;
+};
+std::string* GenerateCliTest::model_ = nullptr;
+
+TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
+  const std::string dir = testing::ScratchDir("generate_cli_jsonl");
+  testing::WriteFile(dir + "/in.jsonl",
+                     "{\"id\": \"a\", \"prompt_ids\": [1, 2, 3], \"max_tokens\": 5, \"seed\": 1, \"ignore_eos\": true}\n"
+                     "this is not json\n"
+                     "\n"
+                     "{\"prompt_ids\": [4, 5], \"temperature\": -3}\n"
+                     "{\"prompt_ids\": [4, 5], \"max_tokenz\": 3}\n"
+                     "{\"prompt\": \"hello\"}\n"
+                     "{\"prompt_ids\": [7, 8, 9], \"max_tokens\": 4, \"n\": 2, \"seed\": 3, \"logprobs\": true, "
+                     "\"top_logprobs\": 2, \"ignore_eos\": true}\n");
+  const Result r = Generate("--model " + *model_ + " --input " + dir + "/in.jsonl --output " + dir +
+                            "/out.jsonl --summary-json " + dir + "/summary.json --threads 1");
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // some requests failed
+  const auto lines = Lines(testing::ReadFile(dir + "/out.jsonl"));
+  ASSERT_EQ(lines.size(), 6u) << "one line per non-empty input line";
+  EXPECT_EQ(lines[0]["id"], "a");
+  EXPECT_EQ(lines[0]["choices"][0]["ids"].size(), 5u);
+  EXPECT_EQ(lines[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(lines[1]["id"], 2);
+  EXPECT_NE(lines[1]["error"]["message"].get<std::string>().find("line 2 is not valid JSON"), std::string::npos);
+  EXPECT_EQ(lines[2]["error"]["code"], "INVALID_ARGUMENT");
+  EXPECT_NE(lines[2]["error"]["message"].get<std::string>().find("temperature"), std::string::npos);
+  EXPECT_NE(lines[3]["error"]["message"].get<std::string>().find("unknown key \"max_tokenz\""), std::string::npos);
+  EXPECT_NE(lines[4]["error"]["message"].get<std::string>().find("tokenizer"), std::string::npos);
+  ASSERT_EQ(lines[5]["choices"].size(), 2u);
+  EXPECT_EQ(lines[5]["choices"][1]["logprobs"].size(), 4u);
+  EXPECT_EQ(lines[5]["choices"][1]["logprobs"][0]["top"].size(), 2u);
+  EXPECT_EQ(lines[5]["usage"]["completion_tokens"], 8);
+  const auto summary = json::parse(testing::ReadFile(dir + "/summary.json"));
+  EXPECT_EQ(summary["requests"], 6);
+  EXPECT_EQ(summary["failed"], 4);
+  EXPECT_EQ(summary["output_tokens"], 13);
+  EXPECT_GT(summary["ttft_ms"]["p50"].get<double>(), 0);
+
+  // Seeded output does not change when the same request runs alone.
+  const Result alone = Generate("--model " + *model_ + " --prompt-ids 1,2,3 --max-tokens 5 --seed 1 "
+                                "--ignore-eos --quiet --threads 1");
+  EXPECT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(Lines(alone.out).at(0)["choices"][0]["ids"], lines[0]["choices"][0]["ids"]);
+}
+
+TEST_F(GenerateCliTest, UsageErrorsAndUnknownModel) {
+  EXPECT_EQ(Generate("--model " + *model_).exit_code, 2) << "no prompt";
+  EXPECT_EQ(Generate("--model " + *model_ + " --prompt-ids 1,x").exit_code, 2);
+  EXPECT_EQ(Generate("--model " + *model_ + " --prompt-ids 1 --top-p 7").exit_code, 2);
+  const Result missing = Generate("--model /nonexistent/dir --prompt-ids 1,2");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("NOT_FOUND"), std::string::npos) << missing.err;
+  const Result too_long = Generate("--model " + *model_ + " --prompt-ids 1,2,3,4 --max-model-len 4 --quiet");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_EQ(Lines(too_long.out).at(0)["error"]["code"], "OUT_OF_RANGE");
+}
+
+}  // namespace
+}  // namespace dsinfer
