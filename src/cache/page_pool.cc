@@ -6,7 +6,9 @@ namespace dsinfer::cache {
 
 PagePool::PagePool(std::string name, int64_t num_pages, int64_t page_bytes)
     : name_(std::move(name)), num_pages_(num_pages), page_bytes_(page_bytes) {
-  DSINFER_CHECK(num_pages >= 0 && num_pages < (int64_t{1} << 31));
+  DSINFER_CHECK(num_pages >= 0 && num_pages < (int64_t{1} << 31) && page_bytes % 4 == 0);
+  // new float[] leaves the memory untouched: the OS backs a page only once a request writes it.
+  memory_.reset(new float[static_cast<size_t>(num_pages * (page_bytes / 4))]);
   free_.reserve(static_cast<size_t>(num_pages));
   for (int64_t i = num_pages - 1; i >= 0; --i) free_.push_back(static_cast<int32_t>(i));
 }

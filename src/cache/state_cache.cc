@@ -55,6 +55,22 @@ void StateCache::Free(uint64_t id) {
   entries_.erase(it);
 }
 
+int64_t StateCache::RequestPages::rows_per_page(int component) const {
+  return cache_->plan_.pools[component].rows_per_page;
+}
+
+float* StateCache::RequestPages::Page(int component, int64_t index) {
+  const auto& table = cache_->entries_.at(id_).tables[component];
+  DSINFER_CHECK_MSG(index < static_cast<int64_t>(table.size()), "row beyond the reserved length");
+  return cache_->pools_[component].PageData(table[index]);
+}
+
+model::deepseek_v4::StatePages* StateCache::Pages(uint64_t id) {
+  Entry& e = entries_.at(id);
+  if (!e.pages) e.pages = std::make_unique<RequestPages>(this, id);
+  return e.pages.get();
+}
+
 int64_t StateCache::reserved_length(uint64_t id) const {
   auto it = entries_.find(id);
   return it == entries_.end() ? 0 : it->second.length;

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "cache/memory_planner.h"
 #include "cache/page_pool.h"
+#include "model/deepseek_v4/state.h"
 
 namespace dsinfer::cache {
 
@@ -50,12 +51,27 @@ class StateCache {
   int64_t reserved_length(uint64_t id) const;
   // Page ids of `id` in pool `pool` (index into plan().pools).
   const std::vector<int32_t>& PageTable(uint64_t id, size_t pool) const;
+  // The pages of `id` as the model's SequenceState addresses them; valid while `id` holds state
+  // (until Free). Rows beyond the reserved length must not be touched.
+  model::deepseek_v4::StatePages* Pages(uint64_t id);
   CacheStats Stats() const;
 
  private:
+  // A request's view of its pages for the model.
+  class RequestPages : public model::deepseek_v4::StatePages {
+   public:
+    RequestPages(StateCache* cache, uint64_t id) : cache_(cache), id_(id) {}
+    int64_t rows_per_page(int component) const override;
+    float* Page(int component, int64_t index) override;
+
+   private:
+    StateCache* cache_;
+    uint64_t id_;
+  };
   struct Entry {
     int64_t length = 0;
     std::vector<std::vector<int32_t>> tables;  // [pool] -> page ids
+    std::unique_ptr<RequestPages> pages;
   };
   // Extra pages per pool that `id` needs to reach `length`.
   std::vector<int64_t> Missing(uint64_t id, int64_t length) const;

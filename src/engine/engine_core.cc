@@ -27,7 +27,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
 
   // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
-  const auto layout = cache::StateLayout::ForDeepseekV4(config, /*rollback_slack=*/0);
+  core->layout_ = cache::StateLayout::ForDeepseekV4(config, /*rollback_slack=*/0);
+  const auto& layout = core->layout_;
   cache::PlanOptions plan_options;
   plan_options.budget_bytes = o.state_memory_bytes;
   plan_options.max_sequences = o.max_running;
@@ -170,7 +171,8 @@ StatusOr<mdl::ForwardOutput> EngineCore::Forward(const scheduler::BatchPlan& pla
   chunks.reserve(plan.chunks.size());
   for (const auto& ch : plan.chunks) {
     auto& state = states_[ch.id];
-    if (!state) state = model_->NewSequence(/*rollback_slack=*/0);
+    // The state's rows live in the pages the scheduler reserved for this sequence.
+    if (!state) state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(ch.id));
     DSINFER_CHECK(state->length() == ch.start);
     const auto& tokens = scheduler_->tokens(ch.id);
     chunks.push_back({state.get(), std::vector<int32_t>(tokens.begin() + ch.start,
@@ -227,7 +229,8 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, d.index);
     const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
     if (scheduler_->Fork(parent, child, prefix, d.token.id)) {
-      states_[child] = std::make_unique<mdl::SequenceState>(*states_.at(parent));
+      states_[child] = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(child));
+      states_[child]->CopyFrom(*states_.at(parent));
     }
     r.completions[d.index].started = true;
   }

@@ -97,6 +97,7 @@ class EngineCore {
 
   std::unique_ptr<model::deepseek_v4::Model> model_;
   std::unique_ptr<TextCodec> codec_;
+  cache::StateLayout layout_;  // of every request's state (rollback slack 0)
   std::unique_ptr<cache::StateCache> cache_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   sampler::Sampler sampler_;

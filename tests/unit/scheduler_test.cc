@@ -14,8 +14,8 @@ namespace {
 // One ring component (fixed per sequence) and one growing component, 1 row per token, pages of 4.
 cache::MemoryPlan Plan(int max_sequences, int64_t token_pages) {
   cache::MemoryPlan plan;
-  cache::StateComponent ring{"ring", cache::StateKind::kWindow, 8, 4, 1};
-  cache::StateComponent grow{"grow", cache::StateKind::kCompressed, 8, 0, 1};
+  cache::StateComponent ring{"ring", cache::StateKind::kWindow, 8, 4, 1, {}};
+  cache::StateComponent grow{"grow", cache::StateKind::kCompressed, 8, 0, 1, {}};
   plan.pools.push_back({ring, 4, max_sequences});
   plan.pools.push_back({grow, 4, token_pages});
   plan.max_sequences = max_sequences;

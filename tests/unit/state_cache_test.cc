@@ -6,7 +6,7 @@
 
 #include "cache/memory_planner.h"
 #include "cache/state_cache.h"
-#include "cache/state_layout.h"
+#include "model/deepseek_v4/state_layout.h"
 #include "model/deepseek_v4/model.h"
 #include "model_test_util.h"
 
@@ -80,6 +80,75 @@ TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
   EXPECT_EQ(after.bytes_used, 0);
   EXPECT_EQ(after.requests, 0);
   for (const auto& pool : after.pools) EXPECT_EQ(pool.pages_used, 0) << pool.name;
+}
+
+}  // namespace
+}  // namespace dsinfer::cache
+
+namespace dsinfer::cache {
+namespace {
+
+// The model's state really lives in the pools: two requests whose rows are pages of one cache
+// (interleaved page ids) compute exactly what private heap state computes, and a fork copied into
+// its own pages continues identically.
+TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
+  using namespace model::deepseek_v4;
+  const auto dir = testing::SmallModelDir(WeightFormat::kF32, "paged");
+  auto m = Model::Load(dir, {2});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  Model& model = **m;
+  const auto layout = StateLayout::ForDeepseekV4(model.config(), 0);
+  PlanOptions o;
+  o.max_sequences = 4;
+  o.rows_per_page = 2;  // many pages per request
+  o.typical_length = 128;
+  o.budget_bytes = 4 * (layout.FixedBytes() + static_cast<int64_t>(layout.BytesPerToken() * 1024));
+  auto plan = PlanMemory(layout, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  StateCache cache(*plan);
+
+  std::mt19937 rng(3);
+  std::vector<int32_t> a(70), b(45);
+  for (auto& id : a) id = static_cast<int32_t>(rng() % 300);
+  for (auto& id : b) id = static_cast<int32_t>(rng() % 300);
+  auto heap_a = model.NewSequence(0), heap_b = model.NewSequence(0);
+  auto ref_a = model.Forward({{heap_a.get(), a}}, LogitsRows::kAll);
+  auto ref_b = model.Forward({{heap_b.get(), b}}, LogitsRows::kAll);
+  ASSERT_TRUE(ref_a.ok() && ref_b.ok());
+
+  std::unique_ptr<SequenceState> sa, sb;
+  std::vector<float> got_a, got_b;
+  for (size_t at = 0; at < a.size(); at += 9) {  // interleave growth so the pages interleave
+    const size_t na = std::min<size_t>(9, a.size() - at), nb = at < b.size() ? std::min<size_t>(9, b.size() - at) : 0;
+    ASSERT_TRUE(cache.Reserve(1, static_cast<int64_t>(at + na)).ok());
+    if (!sa) sa = model.NewSequence(0, layout, cache.Pages(1));
+    std::vector<SequenceChunk> chunks = {{sa.get(), std::vector<int32_t>(a.begin() + at, a.begin() + at + na)}};
+    if (nb > 0) {
+      ASSERT_TRUE(cache.Reserve(2, static_cast<int64_t>(at + nb)).ok());
+      if (!sb) sb = model.NewSequence(0, layout, cache.Pages(2));
+      chunks.push_back({sb.get(), std::vector<int32_t>(b.begin() + at, b.begin() + at + nb)});
+    }
+    auto out = model.Forward(chunks, LogitsRows::kAll);
+    ASSERT_TRUE(out.ok());
+    got_a.insert(got_a.end(), out->logits.begin(), out->logits.begin() + na * 300);
+    got_b.insert(got_b.end(), out->logits.begin() + na * 300, out->logits.end());
+  }
+  EXPECT_EQ(got_a, ref_a->logits);
+  EXPECT_EQ(got_b, ref_b->logits);
+  EXPECT_GT(cache.Stats().bytes_used, 0);
+
+  // Fork request 2 into request 3 and continue both with the same token: identical logits.
+  ASSERT_TRUE(cache.Reserve(3, static_cast<int64_t>(b.size())).ok());
+  auto sc = model.NewSequence(0, layout, cache.Pages(3));
+  sc->CopyFrom(*sb);
+  ASSERT_TRUE(cache.Reserve(2, static_cast<int64_t>(b.size()) + 1).ok());
+  ASSERT_TRUE(cache.Reserve(3, static_cast<int64_t>(b.size()) + 1).ok());
+  auto o2 = model.Forward({{sb.get(), {17}}}, LogitsRows::kLast);
+  auto o3 = model.Forward({{sc.get(), {17}}}, LogitsRows::kLast);
+  auto oh = model.Forward({{heap_b.get(), {17}}}, LogitsRows::kLast);
+  ASSERT_TRUE(o2.ok() && o3.ok() && oh.ok());
+  EXPECT_EQ(o2->logits, oh->logits);
+  EXPECT_EQ(o3->logits, oh->logits);
 }
 
 }  // namespace

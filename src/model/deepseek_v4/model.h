@@ -49,6 +49,12 @@ class Model {
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
     return std::make_unique<SequenceState>(config_, rollback_slack);
   }
+  // A state whose rows live in `pages` (e.g. the engine's state cache), laid out as `layout`
+  // (= StateLayout::ForDeepseekV4(config(), rollback_slack)).
+  std::unique_ptr<SequenceState> NewSequence(int rollback_slack, const StateLayout& layout,
+                                             StatePages* pages) const {
+    return std::make_unique<SequenceState>(config_, rollback_slack, layout, pages);
+  }
 
   // Runs the chunks (each request at most once) and advances their states. Token ids are checked
   // against the vocabulary (InvalidArgument) before anything changes.

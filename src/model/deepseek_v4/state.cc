@@ -7,16 +7,30 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-PositionRing::PositionRing(int64_t capacity, int64_t width)
-    : capacity_(capacity), width_(width), data_(static_cast<size_t>(capacity * width)) {}
+HeapStatePages::HeapStatePages(const StateLayout& layout, int64_t growing_rows_per_page) {
+  for (const auto& comp : layout.components()) {
+    const int64_t rows = comp.ring() ? comp.ring_rows : growing_rows_per_page;
+    rows_per_page_.push_back(rows);
+    page_floats_.push_back(rows * comp.floats_per_row());
+  }
+  pages_.resize(layout.components().size());
+}
+
+float* HeapStatePages::Page(int component, int64_t index) {
+  auto& pages = pages_[component];
+  while (static_cast<int64_t>(pages.size()) <= index) {
+    pages.push_back(std::make_unique<float[]>(static_cast<size_t>(page_floats_[component])));
+  }
+  return pages[index].get();
+}
 
 const float* PositionRing::Row(int64_t pos) const {
   DSINFER_CHECK(pos >= oldest_ && pos < end_);
-  return data_.data() + (pos % capacity_) * width_;
+  return rows_.Row(pos % capacity_);
 }
 
 void PositionRing::Append(const float* row) {
-  std::memcpy(data_.data() + (end_ % capacity_) * width_, row, width_ * sizeof(float));
+  std::memcpy(rows_.Row(end_ % capacity_), row, width() * sizeof(float));
   ++end_;
   oldest_ = std::max(oldest_, end_ - capacity_);
 }
@@ -26,24 +40,62 @@ void PositionRing::Truncate(int64_t new_end) {
   end_ = new_end;
 }
 
-SequenceState::SequenceState(const io::DeepseekV4Config& c, int rollback_slack)
+void PositionRing::CopyFrom(const PositionRing& other) {
+  DSINFER_CHECK(other.capacity_ == capacity_ && other.width() == width());
+  for (int64_t slot = 0; slot < capacity_; ++slot) {
+    std::memcpy(rows_.Row(slot), other.rows_.Row(slot), width() * sizeof(float));
+  }
+  end_ = other.end_;
+  oldest_ = other.oldest_;
+}
+
+void EntryList::Append(const float* row) {
+  std::memcpy(rows_.Row(count_), row, width() * sizeof(float));
+  ++count_;
+}
+
+void EntryList::CopyFrom(const EntryList& other) {
+  DSINFER_CHECK(other.width() == width());
+  for (int64_t i = 0; i < other.count_; ++i) {
+    std::memcpy(rows_.Row(i), other.rows_.Row(i), width() * sizeof(float));
+  }
+  count_ = other.count_;
+}
+
+SequenceState::SequenceState(const io::DeepseekV4Config& config, int rollback_slack)
     : rollback_slack_(rollback_slack) {
+  const StateLayout layout = StateLayout::ForDeepseekV4(config, rollback_slack);
+  own_pages_ = std::make_unique<HeapStatePages>(layout);
+  Bind(config, layout, own_pages_.get());
+}
+
+SequenceState::SequenceState(const io::DeepseekV4Config& config, int rollback_slack,
+                             const StateLayout& layout, StatePages* pages)
+    : rollback_slack_(rollback_slack) {
+  Bind(config, layout, pages);
+}
+
+void SequenceState::Bind(const io::DeepseekV4Config& c, const StateLayout& layout,
+                         StatePages* pages) {
   layers_.resize(c.num_layers + 1);
   for (int i = 0; i <= c.num_layers; ++i) {
-    LayerState& s = layers_[i];
-    s.compress_rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
-    s.window = PositionRing(c.sliding_window - 1 + rollback_slack, c.head_dim);
-    if (s.compress_rate == 0) continue;
-    const bool csa = s.compress_rate == c.csa_rate;
-    const int64_t rate = s.compress_rate;
-    // CSA entries read the previous window's Ca half: 2 windows of rows; HCA: one window.
-    const int64_t rows = (csa ? 2 * rate : rate) + rollback_slack;
-    const int64_t width = csa ? 2 * c.head_dim : c.head_dim;
-    s.comp_rows = PositionRing(rows, 2 * width);
-    s.comp_entries.width = c.head_dim;
-    if (csa) {
-      s.index_rows = PositionRing(rows, 2 * 2 * c.index_head_dim);
-      s.index_entries.width = c.index_head_dim;
+    layers_[i].compress_rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
+  }
+  const auto& comps = layout.components();
+  for (size_t ci = 0; ci < comps.size(); ++ci) {
+    for (const StateMember& m : comps[ci].members) {
+      PagedRows rows(pages, static_cast<int>(ci), m.offset, m.width);
+      LayerState& s = layers_[m.layer];
+      switch (m.stream) {
+        case StateStream::kWindow: s.window = PositionRing(rows, comps[ci].ring_rows); break;
+        case StateStream::kCompressorRows: s.comp_rows = PositionRing(rows, comps[ci].ring_rows); break;
+        case StateStream::kIndexRows: s.index_rows = PositionRing(rows, comps[ci].ring_rows); break;
+        case StateStream::kCompressed: s.comp_entries = EntryList(rows); break;
+        case StateStream::kIndexKeys:
+          s.index_entries = EntryList(rows);
+          s.has_index = true;
+          break;
+      }
     }
   }
 }
@@ -65,7 +117,7 @@ Status SequenceState::Rollback(int64_t new_length) {
     if (s.compress_rate == 0) continue;
     if (s.comp_rows.end() > n) s.comp_rows.Truncate(n);
     s.comp_entries.Truncate(std::min(s.comp_entries.count(), n / s.compress_rate));
-    if (s.index_entries.width) {
+    if (s.has_index) {
       if (s.index_rows.end() > n) s.index_rows.Truncate(n);
       s.index_entries.Truncate(std::min(s.index_entries.count(), n / s.compress_rate));
     }
@@ -75,11 +127,31 @@ Status SequenceState::Rollback(int64_t new_length) {
   return Status::Ok();
 }
 
+void SequenceState::CopyFrom(const SequenceState& other) {
+  DSINFER_CHECK(other.layers_.size() == layers_.size() && other.rollback_slack_ == rollback_slack_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerState& s = layers_[i];
+    const LayerState& o = other.layers_[i];
+    s.window.CopyFrom(o.window);
+    if (s.compress_rate == 0) continue;
+    s.comp_rows.CopyFrom(o.comp_rows);
+    s.comp_entries.CopyFrom(o.comp_entries);
+    if (s.has_index) {
+      s.index_rows.CopyFrom(o.index_rows);
+      s.index_entries.CopyFrom(o.index_entries);
+    }
+  }
+  length_ = other.length_;
+  mtp_length_ = other.mtp_length_;
+}
+
 size_t SequenceState::bytes() const {
   size_t n = 0;
   for (const auto& s : layers_) {
-    n += s.window.bytes() + s.comp_rows.bytes() + s.index_rows.bytes();
-    n += (s.comp_entries.data.size() + s.index_entries.data.size()) * sizeof(float);
+    n += s.window.bytes();
+    if (s.compress_rate == 0) continue;
+    n += s.comp_rows.bytes() + s.comp_entries.bytes();
+    if (s.has_index) n += s.index_rows.bytes() + s.index_entries.bytes();
   }
   return n;
 }

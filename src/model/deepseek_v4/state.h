@@ -9,24 +9,72 @@
 //   HCA layer:    compressor rows                          (ring, >= rate + slack rows)
 //                 compressed KV entries                    (append-only list)
 //   MTP layer:    its own window rows
-// Owned by one request; not thread-safe.
+// The memory is paged as StateLayout says (state_layout.h): the rows come from StatePages, either
+// the engine's state cache (pages of its pools) or private heap pages. A SequenceState is owned
+// by one request; not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
 #include "io/model_config.h"
+#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::model::deepseek_v4 {
+
+// The pages a request's state lives in: page `index` of component `c` (StateLayout order) holds
+// rows [index * rows_per_page(c), ...) of every member of c.
+class StatePages {
+ public:
+  virtual ~StatePages() = default;
+  virtual int64_t rows_per_page(int component) const = 0;
+  // The page; for the cache it must have been reserved, heap pages are created on first use.
+  virtual float* Page(int component, int64_t index) = 0;
+};
+
+// Private pages on the heap (requests outside the engine: `dsinfer logits`, tests, benchmarks).
+class HeapStatePages : public StatePages {
+ public:
+  explicit HeapStatePages(const StateLayout& layout, int64_t growing_rows_per_page = 64);
+  int64_t rows_per_page(int component) const override { return rows_per_page_[component]; }
+  float* Page(int component, int64_t index) override;
+
+ private:
+  std::vector<int64_t> rows_per_page_;
+  std::vector<int64_t> page_floats_;
+  std::vector<std::vector<std::unique_ptr<float[]>>> pages_;
+};
+
+// Rows of one member of a component, addressed through its pages.
+class PagedRows {
+ public:
+  PagedRows() = default;
+  PagedRows(StatePages* pages, int component, int64_t offset, int64_t width)
+      : pages_(pages), component_(component), offset_(offset), width_(width),
+        rows_per_page_(pages->rows_per_page(component)) {}
+  int64_t width() const { return width_; }
+  float* Row(int64_t r) const {
+    float* page = pages_->Page(component_, r / rows_per_page_);
+    return page + offset_ * rows_per_page_ + (r % rows_per_page_) * width_;
+  }
+
+ private:
+  StatePages* pages_ = nullptr;
+  int component_ = 0;
+  int64_t offset_ = 0;
+  int64_t width_ = 0;
+  int64_t rows_per_page_ = 1;
+};
 
 // Fixed-width rows addressed by absolute position, keeping the newest `capacity` of them.
 class PositionRing {
  public:
   PositionRing() = default;
-  PositionRing(int64_t capacity, int64_t width);
+  PositionRing(PagedRows rows, int64_t capacity) : rows_(rows), capacity_(capacity) {}
 
-  int64_t width() const { return width_; }
+  int64_t width() const { return rows_.width(); }
   int64_t capacity() const { return capacity_; }
   // Positions [oldest(), end()) are readable.
   int64_t end() const { return end_; }
@@ -36,28 +84,39 @@ class PositionRing {
   void Append(const float* row);
   // Forgets positions >= new_end; rows below it stay readable.
   void Truncate(int64_t new_end);
-  size_t bytes() const { return data_.size() * sizeof(float); }
+  // Copies every slot and the positions of `other` (same geometry).
+  void CopyFrom(const PositionRing& other);
+  size_t bytes() const { return static_cast<size_t>(capacity_ * width()) * sizeof(float); }
 
  private:
+  PagedRows rows_;
   int64_t capacity_ = 0;
-  int64_t width_ = 0;
   int64_t end_ = 0;
   int64_t oldest_ = 0;
-  std::vector<float> data_;
 };
 
 // Append-only list of fixed-width entries (compressed KV / index keys).
-struct EntryList {
-  int64_t width = 0;
-  std::vector<float> data;  // [count, width]
-  int64_t count() const { return width ? static_cast<int64_t>(data.size()) / width : 0; }
-  const float* Row(int64_t i) const { return data.data() + i * width; }
-  void Append(const float* row) { data.insert(data.end(), row, row + width); }
-  void Truncate(int64_t n) { data.resize(static_cast<size_t>(n * width)); }
+class EntryList {
+ public:
+  EntryList() = default;
+  explicit EntryList(PagedRows rows) : rows_(rows) {}
+
+  int64_t width() const { return rows_.width(); }
+  int64_t count() const { return count_; }
+  const float* Row(int64_t i) const { return rows_.Row(i); }
+  void Append(const float* row);
+  void Truncate(int64_t n) { count_ = n; }
+  void CopyFrom(const EntryList& other);
+  size_t bytes() const { return static_cast<size_t>(count_ * width()) * sizeof(float); }
+
+ private:
+  PagedRows rows_;
+  int64_t count_ = 0;
 };
 
 struct LayerState {
   int compress_rate = 0;
+  bool has_index = false;
   PositionRing window;       // [pos] -> K=V row [head_dim]
   PositionRing comp_rows;    // [pos] -> [kv (width) | gate + ape (width)]
   EntryList comp_entries;    // [w] -> [head_dim]
@@ -67,8 +126,14 @@ struct LayerState {
 
 class SequenceState {
  public:
-  // `rollback_slack`: how many trailing tokens Rollback may remove.
+  // Heap-backed state. `rollback_slack`: how many trailing tokens Rollback may remove.
   SequenceState(const io::DeepseekV4Config& config, int rollback_slack = 16);
+  // State in `pages` (not owned; must outlive this), laid out as `layout`, which must be
+  // StateLayout::ForDeepseekV4(config, rollback_slack).
+  SequenceState(const io::DeepseekV4Config& config, int rollback_slack, const StateLayout& layout,
+                StatePages* pages);
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
 
   // Tokens processed by the main model (= the next position).
   int64_t length() const { return length_; }
@@ -85,14 +150,19 @@ class SequenceState {
   // Returns the state to what it was after the first `new_length` tokens (and MTP rows).
   // OutOfRange when more than rollback_slack tokens would be removed.
   Status Rollback(int64_t new_length);
+  // Becomes a copy of `other` (same config and slack), e.g. to fork n > 1 completions.
+  void CopyFrom(const SequenceState& other);
 
   size_t bytes() const;
 
  private:
+  void Bind(const io::DeepseekV4Config& config, const StateLayout& layout, StatePages* pages);
+
   int64_t length_ = 0;
   int64_t mtp_length_ = 0;
   int rollback_slack_;
-  std::vector<LayerState> layers_;  // num_layers + 1 (MTP)
+  std::unique_ptr<StatePages> own_pages_;  // heap pages when no external pages were given
+  std::vector<LayerState> layers_;         // num_layers + 1 (MTP)
 };
 
 }  // namespace dsinfer::model::deepseek_v4
