@@ -45,12 +45,27 @@ struct EngineOptions {
 struct ChatMessage {
   std::string role;     // system | user | assistant | tool
   std::string content;
+  // Optional: the whole OpenAI message object as JSON text (tool_calls, reasoning_content,
+  // tool_call_id, content parts, ...). When set it is rendered instead of role/content.
+  std::string json;
 };
 
 // How `messages` are rendered (the DeepSeek-V4 recipe; the dialect follows the model dir).
 struct ChatOptions {
   bool thinking = false;         // thinking mode (reasoning before the answer)
   std::string reasoning_effort;  // "": the dialect's default
+  std::string tools_json;        // OpenAI `tools` array as JSON text ("": no tools)
+};
+
+// A chat completion parsed by the recipe's output parser (reasoning, answer, DSML tool calls).
+struct ChatReply {
+  struct ToolCall {
+    std::string name;
+    std::string arguments;  // a JSON object as text
+  };
+  std::string reasoning_content;
+  std::string content;
+  std::vector<ToolCall> tool_calls;
 };
 
 // Exactly one of prompt (text, encoded as is: no BOS is added), prompt_ids, messages (chat).
@@ -156,6 +171,9 @@ class Engine {
   int64_t vocab_size() const;
   int64_t max_model_len() const;
   bool has_tokenizer() const;
+  // Parses generated ids of a chat request (`messages`) into reasoning / content / tool calls
+  // with the model's dialect. InvalidArgument without a tokenizer. Thread-safe.
+  StatusOr<ChatReply> ParseChatReply(const std::vector<int32_t>& ids, const ChatOptions& chat) const;
   // A line describing the state-memory plan.
   std::string MemoryPlanDescription() const;
 

@@ -197,9 +197,11 @@ Status Run(const Flags& flags, bool* any_failed) {
         streams[i] ? CollectResult(*streams[i], inputs[i].request->params.n) : rejected[i];
     summary.Add(result);
     *any_failed |= !result.status.ok();
-    out << ResultJson(inputs[i].id, result, engine->has_tokenizer()).dump(-1, ' ', false,
-                                                                          json::error_handler_t::replace)
-        << "\n";
+    json line = ResultJson(inputs[i].id, result, engine->has_tokenizer());
+    if (inputs[i].request.ok() && !inputs[i].request->messages.empty() && engine->has_tokenizer()) {
+      AddChatMessages(*engine, inputs[i].request->chat, &line);
+    }
+    out << line.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     out.flush();
   }
   summary.set_wall_seconds(seconds());

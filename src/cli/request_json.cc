@@ -72,12 +72,16 @@ StatusOr<GenerateRequest> ParseRequestJson(const json& line, const GenerateReque
     } else if (key == "messages") {
       if (!v.is_array() || v.empty()) return Bad(key, "must be a non-empty array");
       for (const auto& m : v) {
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-            (m.contains("content") && !m["content"].is_string())) {
-          return Bad(key, "entries must be {\"role\": string, \"content\": string}");
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+          return Bad(key, "entries must be objects with a string \"role\"");
         }
-        r.messages.push_back({m["role"].get<std::string>(), m.value("content", std::string())});
+        // The whole message goes to the recipe (content parts, tool_calls, reasoning_content,
+        // tool results); it validates roles and fields.
+        r.messages.push_back({m["role"].get<std::string>(), "", m.dump()});
       }
+    } else if (key == "tools") {
+      if (!v.is_array()) return Bad(key, "must be an array of tool definitions");
+      r.chat.tools_json = v.dump();
     } else if (key == "thinking") {
       DSINFER_RETURN_IF_ERROR(GetBool(v, key, &r.chat.thinking));
     } else if (key == "reasoning_effort") {
@@ -195,6 +199,26 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
   out["ttft_ms"] = ttft * 1e3;
   out["e2e_ms"] = e2e * 1e3;
   return out;
+}
+
+void AddChatMessages(const Engine& engine, const ChatOptions& chat, json* line) {
+  if (!line->contains("choices")) return;
+  for (auto& ch : (*line)["choices"]) {
+    auto reply = engine.ParseChatReply(ch["ids"].get<std::vector<int32_t>>(), chat);
+    if (!reply.ok()) continue;
+    json message = {{"role", "assistant"}, {"content", reply->content}};
+    if (!reply->reasoning_content.empty()) message["reasoning_content"] = reply->reasoning_content;
+    if (!reply->tool_calls.empty()) {
+      message["tool_calls"] = json::array();
+      for (size_t i = 0; i < reply->tool_calls.size(); ++i) {
+        const auto& call = reply->tool_calls[i];
+        message["tool_calls"].push_back({{"id", "call_" + std::to_string(i)},
+                                         {"type", "function"},
+                                         {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      }
+    }
+    ch["message"] = message;
+  }
 }
 
 }  // namespace dsinfer::cli

@@ -21,5 +21,8 @@ StatusOr<GenerateRequest> ParseRequestJson(const nlohmann::json& line, const Gen
 // {"id", "prompt_tokens", "choices": [{"index", "text", "ids", "finish_reason", "stop", "logprobs"}],
 //  "usage": {...}, "ttft_ms", "e2e_ms"} or {"id", "error": {"code", "message"}}.
 nlohmann::json ResultJson(const nlohmann::json& id, const RequestResult& result, bool with_text);
+// For a chat request: adds to each choice of `line` the OpenAI-style assistant "message" parsed by
+// the recipe (content, reasoning_content, tool_calls).
+void AddChatMessages(const Engine& engine, const ChatOptions& chat, nlohmann::json* line);
 
 }  // namespace dsinfer::cli

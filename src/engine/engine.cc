@@ -36,6 +36,10 @@ EngineStats Engine::Stats() const { return loop_->Stats(); }
 int64_t Engine::vocab_size() const { return loop_->core().vocab_size(); }
 int64_t Engine::max_model_len() const { return loop_->core().max_model_len(); }
 bool Engine::has_tokenizer() const { return loop_->core().has_tokenizer(); }
+StatusOr<ChatReply> Engine::ParseChatReply(const std::vector<int32_t>& ids,
+                                           const ChatOptions& chat) const {
+  return loop_->core().codec().ParseChat(ids, chat);
+}
 std::string Engine::MemoryPlanDescription() const { return loop_->core().cache().plan().Describe(); }
 
 RequestResult CollectResult(RequestStream& stream, int n) {

@@ -56,6 +56,7 @@ class EngineCore {
   int64_t vocab_size() const { return model_->config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   bool has_tokenizer() const { return codec_->has_text(); }
+  const TextCodec& codec() const { return *codec_; }
   const cache::StateCache& cache() const { return *cache_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
   // Sequences that hold model state (for tests: 0 once everything has finished).

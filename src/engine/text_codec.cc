@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "recipe/chat_encoder.h"
+#include "recipe/streaming_parser.h"
 #include "tokenizer/incremental_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -19,6 +20,9 @@ class IdsOnly final : public TextCodec {
   }
   std::string Decode(const std::vector<int32_t>&) const override { return ""; }
   std::unique_ptr<IncrementalDecoder> NewDecoder() const override { return nullptr; }
+  StatusOr<ChatReply> ParseChat(const std::vector<int32_t>&, const ChatOptions&) const override {
+    return NoText("parsing a chat reply");
+  }
 
  private:
   static Status NoText(const std::string& what) {
@@ -49,8 +53,24 @@ class TokenizerCodec final : public TextCodec {
   StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& messages,
                                             const ChatOptions& chat) const override {
     recipe::Json array = recipe::Json::array();
-    for (const auto& m : messages) array.push_back({{"role", m.role}, {"content", m.content}});
+    for (const auto& m : messages) {
+      if (m.json.empty()) {
+        array.push_back({{"role", m.role}, {"content", m.content}});
+        continue;
+      }
+      recipe::Json parsed = recipe::Json::parse(m.json, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded() || !parsed.is_object()) {
+        return InvalidArgument("chat message is not a JSON object");
+      }
+      array.push_back(std::move(parsed));
+    }
     recipe::EncodeOptions options;
+    if (!chat.tools_json.empty()) {
+      options.tools = recipe::Json::parse(chat.tools_json, nullptr, /*allow_exceptions=*/false);
+      if (options.tools.is_discarded() || !options.tools.is_array()) {
+        return InvalidArgument("tools must be a JSON array");
+      }
+    }
     options.dialect = dialect_;
     options.thinking = chat.thinking ? recipe::ThinkingMode::kThinking : recipe::ThinkingMode::kChat;
     options.reasoning_effort = chat.reasoning_effort;
@@ -62,6 +82,16 @@ class TokenizerCodec final : public TextCodec {
   }
   std::unique_ptr<IncrementalDecoder> NewDecoder() const override {
     return std::make_unique<Detokenizer>(tokenizer_.get());
+  }
+  StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids,
+                                const ChatOptions& chat) const override {
+    const recipe::ParseDelta parsed = recipe::ParseCompletion(
+        tokenizer_->Decode(ids, /*skip_special=*/false), dialect_, chat.thinking);
+    ChatReply reply;
+    reply.reasoning_content = parsed.reasoning;
+    reply.content = parsed.content;
+    for (const auto& call : parsed.tool_calls) reply.tool_calls.push_back({call.name, call.arguments});
+    return reply;
   }
 
  private:

@@ -32,6 +32,9 @@ class TextCodec {
   virtual StatusOr<std::vector<int32_t>> RenderChat(const std::vector<ChatMessage>& messages,
                                                     const ChatOptions& options) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+  // The recipe's parse of a chat completion (control tokens included in the parsed text).
+  virtual StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids,
+                                        const ChatOptions& chat) const = 0;
   // nullptr when there is no text.
   virtual std::unique_ptr<IncrementalDecoder> NewDecoder() const = 0;
 };

@@ -54,6 +54,12 @@ class LetterCodec final : public engine::TextCodec {
     for (int32_t id : ids) s += Piece(id);
     return s;
   }
+  // The whole text is the answer (no reasoning or tool-call syntax in this alphabet).
+  StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids, const ChatOptions&) const override {
+    ChatReply reply;
+    reply.content = Decode(ids);
+    return reply;
+  }
   std::unique_ptr<engine::IncrementalDecoder> NewDecoder() const override {
     struct D final : engine::IncrementalDecoder {
       std::string Add(int32_t id) override { return Piece(id); }
