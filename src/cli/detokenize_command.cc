@@ -59,7 +59,7 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunDetokenize(int argc, char** argv) {
-  return RunCommandBody("detokenize", "Token ids to text; prints {\"text\": \"...\"}.", kSpecs, argc, argv, Run);
+  return RunSubcommand(argc, argv, "detokenize", "Token ids to text; prints {\"text\": \"...\"}.", kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli

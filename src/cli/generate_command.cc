@@ -219,22 +219,11 @@ Status Run(const Flags& flags, bool* any_failed) {
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "dsinfer generate: %s\n", flags.status().message().c_str());
-    return 2;
-  }
-  if (flags->help()) {
-    std::printf("%s", Usage("generate", "Offline generation: prompts in, completions out (JSONL).", kSpecs).c_str());
-    return 0;
-  }
   bool any_failed = false;
-  Status st = Run(*flags, &any_failed);
-  if (!st.ok()) {
-    std::fprintf(stderr, "dsinfer generate: %s\n", st.ToString().c_str());
-    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  return any_failed ? 1 : 0;
+  const int rc = RunSubcommand(argc, argv, "generate",
+                               "Offline generation: prompts in, completions out (JSONL).", kSpecs,
+                               [&](const Flags& flags) { return Run(flags, &any_failed); });
+  return rc == 0 && any_failed ? 1 : rc;  // some requests failed (their lines say why)
 }
 
 }  // namespace dsinfer::cli

@@ -19,10 +19,4 @@ StatusOr<std::string> ReadTextFile(const std::string& path);
 // The tokenizer named by --tokenizer (a tokenizer.json or a model dir) or else --model.
 StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizerFlag(const Flags& flags);
 
-// Parses flags, prints --help, runs `body`, prints its error as "dsinfer NAME: ..." and returns
-// 0, 2 (InvalidArgument) or 1.
-int RunCommandBody(const std::string& name, const std::string& summary,
-                   const std::vector<FlagSpec>& specs, int argc, char** argv,
-                   const std::function<Status(const Flags&)>& body);
-
 }  // namespace dsinfer::cli

@@ -73,8 +73,9 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunRender(int argc, char** argv) {
-  return RunCommandBody("render", "Renders chat messages with the DeepSeek-V4 encoding; prints {\"prompt\", \"ids\"}.",
-                        kSpecs, argc, argv, Run);
+  return RunSubcommand(argc, argv, "render",
+                       "Renders chat messages with the DeepSeek-V4 encoding; prints {\"prompt\", \"ids\"}.",
+                       kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli

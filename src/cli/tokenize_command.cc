@@ -40,7 +40,7 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunTokenize(int argc, char** argv) {
-  return RunCommandBody("tokenize", "Text to token ids; prints {\"ids\": [...]}.", kSpecs, argc, argv, Run);
+  return RunSubcommand(argc, argv, "tokenize", "Text to token ids; prints {\"ids\": [...]}.", kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli
