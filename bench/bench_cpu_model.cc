@@ -34,29 +34,6 @@ double MeasureCopyBandwidth() {
   return best;
 }
 
-// fp32 bytes of the weights one decode token reads (batch 1: routed experts = top-k only).
-double ActiveWeightBytes(const io::DeepseekV4Config& c) {
-  const double D = c.hidden_size, H = c.num_heads, d = c.head_dim, I = c.moe_intermediate_size;
-  const double mix = (2.0 + c.hc_mult) * c.hc_mult * c.hc_mult * D;
-  double params = c.vocab_size * D;  // head
-  for (int l = 0; l < c.num_layers; ++l) {
-    double p = D * c.q_lora_rank + c.q_lora_rank * H * d + D * d;
-    p += H * d * c.o_lora_rank + c.o_groups * c.o_lora_rank * D;
-    p += 2 * mix + c.n_routed_experts * D;
-    p += (c.num_experts_per_tok + c.n_shared_experts) * 3 * D * I;
-    if (c.compress_ratios[l] != 0) {
-      const bool csa = c.IsCsa(l);
-      p += 2 * D * (csa ? 2 * d : d);
-      if (csa) {
-        p += c.q_lora_rank * c.index_n_heads * c.index_head_dim + D * c.index_n_heads;
-        p += 2 * D * 2 * c.index_head_dim;
-      }
-    }
-    params += p;
-  }
-  return 4 * params;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,7 +72,7 @@ int main(int argc, char** argv) {
   auto t3 = Clock::now();
   const double decode_s = Seconds(t2, t3);
   const double bw = MeasureCopyBandwidth();
-  const double bytes = ActiveWeightBytes(c);
+  const double bytes = static_cast<double>(model.ActiveWeightBytes());
   const double bound_tps = bw / bytes;
   const double decode_tps = steps / decode_s;
   std::printf(

@@ -1,4 +1,5 @@
 #include "backend/cpu/gemm.h"
+#include "base/dtype.h"
 
 #include <gtest/gtest.h>
 
@@ -38,6 +39,32 @@ TEST(GemmTest, BatchInvariant) {
     for (int j = 0; j < n; ++j) EXPECT_EQ(y[7 * (n + 3) + j], single[j]) << m << " " << j;
   }
   EXPECT_EQ(Dot(x.data() + 7 * k, w.data() + 4 * k, k), single[4]);
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cpu
+
+namespace dsinfer::backend::cpu {
+namespace {
+
+// bf16 weights give bit-identical results to the same values held as fp32.
+TEST(GemmTest, Bf16WeightsEqualTheirFp32Values) {
+  const int m = 7, k = 133, n = 41;
+  auto x = testing::RandomVector(m * k, 11);
+  auto wf = testing::RandomVector(n * k, 12);
+  std::vector<uint16_t> wb(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) {
+    wb[i] = FloatToBf16(wf[i]);
+    wf[i] = Bf16ToFloat(wb[i]);
+  }
+  ThreadPool pool(3);
+  std::vector<float> yf(m * n), yb(m * n);
+  Gemm(x.data(), m, k, k, wf.data(), n, yf.data(), n, &pool);
+  Gemm(x.data(), m, k, k, WeightView::Bf16(wb.data()), n, yb.data(), n, &pool);
+  EXPECT_EQ(yf, yb);
+  std::vector<float> row(n);
+  Gemm(x.data() + 3 * k, 1, k, k, WeightView::Bf16(wb.data()).Offset(5, k), n - 5, row.data(), n - 5, nullptr);
+  for (int j = 0; j < n - 5; ++j) EXPECT_EQ(row[j], yf[3 * n + 5 + j]);
 }
 
 }  // namespace

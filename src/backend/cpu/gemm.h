@@ -8,18 +8,41 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/thread_pool.h"
 
 namespace dsinfer::backend::cpu {
 
+// A row-major [n, k] weight matrix stored as fp32 or bf16. bf16 weights are widened to fp32 in
+// registers (exactly), so the arithmetic and its order are those of the fp32 path: a model gives
+// the same results whether its bf16-representable weights are held as fp32 or bf16.
+struct WeightView {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+  WeightView() = default;
+  WeightView(const float* w) : f32(w) {}  // NOLINT: implicit, fp32 pointers are views
+  static WeightView Bf16(const uint16_t* w) {
+    WeightView v;
+    v.bf16 = w;
+    return v;
+  }
+  // The view starting at row `row` of a matrix with `k` columns.
+  WeightView Offset(int64_t row, int64_t k) const {
+    WeightView v = *this;
+    if (v.f32) v.f32 += row * k;
+    if (v.bf16) v.bf16 += row * k;
+    return v;
+  }
+};
+
 // x: [m, k] with row stride ldx; w: [n, k] contiguous; y: [m, n] with row stride ldy.
 // pool may be null (runs on the calling thread).
-void Gemm(const float* x, int64_t m, int64_t k, int64_t ldx, const float* w, int64_t n, float* y,
+void Gemm(const float* x, int64_t m, int64_t k, int64_t ldx, WeightView w, int64_t n, float* y,
           int64_t ldy, ThreadPool* pool);
 
 // Convenience: contiguous x [m, k] and y [m, n].
-inline void Linear(const float* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+inline void Linear(const float* x, int64_t m, int64_t k, WeightView w, int64_t n, float* y,
                    ThreadPool* pool) {
   Gemm(x, m, k, k, w, n, y, n, pool);
 }

@@ -62,16 +62,16 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
 
   // ---- query: cq = q_norm(x·wq_aᵀ); q = per-head-RMS(cq·wq_bᵀ) with RoPE ----
   std::vector<float> cq(static_cast<size_t>(n * c.q_lora_rank));  // [N, q_lora_rank]
-  cpu::Linear(x, n, D, w.wq_a.ptr(), c.q_lora_rank, cq.data(), pool);
+  cpu::Linear(x, n, D, w.wq_a.view(), c.q_lora_rank, cq.data(), pool);
   cpu::RmsNorm(cq.data(), n, c.q_lora_rank, w.q_norm.data(), eps);
   std::vector<float> q(static_cast<size_t>(n * H * d));  // [N, H, d]
-  cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.ptr(), H * d, q.data(), pool);
+  cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.view(), H * d, q.data(), pool);
   cpu::RmsNorm(q.data(), n * H, d, nullptr, eps);
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
 
   // ---- shared K=V: kv_norm(x·wkvᵀ) with RoPE ----
   std::vector<float> kv(static_cast<size_t>(n * d));  // [N, d]
-  cpu::Linear(x, n, D, w.wkv.ptr(), d, kv.data(), pool);
+  cpu::Linear(x, n, D, w.wkv.view(), d, kv.data(), pool);
   cpu::RmsNorm(kv.data(), n, d, w.kv_norm.data(), eps);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
 
@@ -82,19 +82,19 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
   if (comp) {
     proj.resize(static_cast<size_t>(n * comp->wkv_wgate.rows));  // [N, 2*width]
-    cpu::Linear(x, n, D, comp->wkv_wgate.ptr(), comp->wkv_wgate.rows, proj.data(), pool);
+    cpu::Linear(x, n, D, comp->wkv_wgate.view(), comp->wkv_wgate.rows, proj.data(), pool);
     AddPositionBias(*comp, pos, n, proj.data());
   }
   if (idx) {
     const CompressorWeights& ic = idx->compressor;
     iproj.resize(static_cast<size_t>(n * ic.wkv_wgate.rows));
-    cpu::Linear(x, n, D, ic.wkv_wgate.ptr(), ic.wkv_wgate.rows, iproj.data(), pool);
+    cpu::Linear(x, n, D, ic.wkv_wgate.view(), ic.wkv_wgate.rows, iproj.data(), pool);
     AddPositionBias(ic, pos, n, iproj.data());
     qi.resize(static_cast<size_t>(n * IH * Id));  // [N, IH, Id]
-    cpu::Linear(cq.data(), n, c.q_lora_rank, idx->wq_b.ptr(), IH * Id, qi.data(), pool);
+    cpu::Linear(cq.data(), n, c.q_lora_rank, idx->wq_b.view(), IH * Id, qi.data(), pool);
     RopeRows(qi.data(), n, IH, Id, rd, rope.compress, pos, false);
     wi.resize(static_cast<size_t>(n * IH));  // [N, IH]
-    cpu::Linear(x, n, D, idx->weights_proj.ptr(), IH, wi.data(), pool);
+    cpu::Linear(x, n, D, idx->weights_proj.view(), IH, wi.data(), pool);
     const float head_scale = 1.0f / std::sqrt(static_cast<float>(IH));
     for (float& v : wi) v *= head_scale;
   }
@@ -152,10 +152,10 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   const int64_t G = c.o_groups, olr = c.o_lora_rank, group_in = H * d / G;
   std::vector<float> z(static_cast<size_t>(n * G * olr));  // [N, G * o_lora_rank]
   for (int64_t g = 0; g < G; ++g) {
-    cpu::Gemm(o.data() + g * group_in, n, group_in, H * d, w.wo_a.ptr() + g * olr * group_in, olr,
+    cpu::Gemm(o.data() + g * group_in, n, group_in, H * d, w.wo_a.view().Offset(g * olr, group_in), olr,
               z.data() + g * olr, G * olr, pool);
   }
-  cpu::Linear(z.data(), n, G * olr, w.wo_b.ptr(), D, out, pool);
+  cpu::Linear(z.data(), n, G * olr, w.wo_b.view(), D, out, pool);
 }
 
 }  // namespace dsinfer::model::deepseek_v4

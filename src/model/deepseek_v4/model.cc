@@ -24,6 +24,26 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
   return m;
 }
 
+int64_t Model::ActiveWeightBytes() const {
+  const auto& c = config_;
+  int64_t bytes = weights_->head.bytes();
+  for (const BlockWeights& b : weights_->layers) {
+    const AttentionWeights& a = b.attn;
+    bytes += a.wq_a.bytes() + a.wq_b.bytes() + a.wkv.bytes() + a.wo_a.bytes() + a.wo_b.bytes();
+    if (a.compressor) bytes += a.compressor->wkv_wgate.bytes();
+    if (a.indexer) {
+      bytes += a.indexer->wq_b.bytes() + a.indexer->weights_proj.bytes() +
+               a.indexer->compressor.wkv_wgate.bytes();
+    }
+    bytes += static_cast<int64_t>((b.hc_attn.fn.size() + b.hc_ffn.fn.size()) * sizeof(float));
+    bytes += b.ffn.gate.bytes();
+    const ExpertWeights& e = b.ffn.experts.front();
+    bytes += c.num_experts_per_tok * (e.w1.bytes() + e.w2.bytes() + e.w3.bytes());
+    if (b.ffn.shared) bytes += b.ffn.shared->w1.bytes() + b.ffn.shared->w2.bytes() + b.ffn.shared->w3.bytes();
+  }
+  return bytes;
+}
+
 Status Model::CheckIds(const std::vector<int32_t>& ids) const {
   for (int32_t id : ids) {
     if (id < 0 || id >= config_.vocab_size) {
@@ -61,7 +81,7 @@ std::vector<float> Model::Head(const HyperHeadWeights& hc_head, const std::vecto
   HcHead(hc_head, c, xs.data(), m, z.data(), pool_.get());
   cpu::RmsNorm(z.data(), m, D, norm.data(), static_cast<float>(c.rms_norm_eps));
   std::vector<float> logits(static_cast<size_t>(m * c.vocab_size));
-  cpu::Linear(z.data(), m, D, weights_->head.ptr(), c.vocab_size, logits.data(), pool_.get());
+  cpu::Linear(z.data(), m, D, weights_->head.view(), c.vocab_size, logits.data(), pool_.get());
   return logits;
 }
 
@@ -126,8 +146,9 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
   // h = embed[ids], broadcast to the hc streams: X [N, hc, D].
   std::vector<float> X(static_cast<size_t>(n * hc * D));
   for (int64_t t = 0; t < n; ++t) {
-    const float* e = weights_->embed.ptr() + static_cast<int64_t>(batch.ids[t]) * D;
-    for (int64_t i = 0; i < hc; ++i) std::copy_n(e, D, X.data() + (t * hc + i) * D);
+    float* x0 = X.data() + t * hc * D;
+    weights_->embed.CopyRow(batch.ids[t], x0);
+    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
   }
   for (int l = 0; l < c.num_layers; ++l) Block(weights_->layers[l], l, batch, X.data());
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
@@ -162,15 +183,15 @@ StatusOr<ForwardOutput> Model::ForwardMtp(const std::vector<MtpChunk>& chunks, L
   // e = enorm(embed[t_{i+1}]); X[j] = e_proj(e) + h_proj(hnorm(Hm[j])).
   std::vector<float> e(static_cast<size_t>(n * D)), ep(static_cast<size_t>(n * D));
   for (int64_t t = 0; t < n; ++t) {
-    std::copy_n(weights_->embed.ptr() + static_cast<int64_t>(batch.ids[t]) * D, D, e.data() + t * D);
+    weights_->embed.CopyRow(batch.ids[t], e.data() + t * D);
   }
   cpu::RmsNorm(e.data(), n, D, mw.enorm.data(), eps);
-  cpu::Linear(e.data(), n, D, mw.e_proj.ptr(), D, ep.data(), pool_.get());
+  cpu::Linear(e.data(), n, D, mw.e_proj.view(), D, ep.data(), pool_.get());
   std::vector<float> hn;
   for (const auto& ch : chunks) hn.insert(hn.end(), ch.streams.begin(), ch.streams.end());
   cpu::RmsNorm(hn.data(), n * hc, D, mw.hnorm.data(), eps);
   std::vector<float> X(static_cast<size_t>(n * hc * D));
-  cpu::Linear(hn.data(), n * hc, D, mw.h_proj.ptr(), D, X.data(), pool_.get());
+  cpu::Linear(hn.data(), n * hc, D, mw.h_proj.view(), D, X.data(), pool_.get());
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < hc; ++j) {
       float* x = X.data() + (t * hc + j) * D;

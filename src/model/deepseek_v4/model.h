@@ -46,6 +46,10 @@ class Model {
 
   const io::DeepseekV4Config& config() const { return config_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
+  // Bytes of weights one decode token reads at batch 1, as held in memory (the head, every
+  // layer's attention / compressor / indexer / mHC / router weights, top-k routed + shared
+  // experts): the numerator of the decode memory-bandwidth bound.
+  int64_t ActiveWeightBytes() const;
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
     return std::make_unique<SequenceState>(config_, rollback_slack);
   }

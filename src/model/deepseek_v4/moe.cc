@@ -19,8 +19,8 @@ void Expert(const ExpertWeights& e, const io::DeepseekV4Config& c, const float* 
             float* out, ThreadPool* pool) {
   const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
   std::vector<float> g(static_cast<size_t>(m * I)), u(static_cast<size_t>(m * I));
-  cpu::Linear(xs, m, D, e.w1.ptr(), I, g.data(), pool);
-  cpu::Linear(xs, m, D, e.w3.ptr(), I, u.data(), pool);
+  cpu::Linear(xs, m, D, e.w1.view(), I, g.data(), pool);
+  cpu::Linear(xs, m, D, e.w3.view(), I, u.data(), pool);
   const float lim = static_cast<float>(c.swiglu_limit);
   for (int64_t i = 0; i < m * I; ++i) {
     float gv = g[i], uv = u[i];
@@ -30,7 +30,7 @@ void Expert(const ExpertWeights& e, const io::DeepseekV4Config& c, const float* 
     }
     g[i] = cpu::Silu(gv) * uv;
   }
-  cpu::Linear(g.data(), m, I, e.w2.ptr(), D, out, pool);
+  cpu::Linear(g.data(), m, I, e.w2.view(), D, out, pool);
 }
 
 float Score(const std::string& func, float logit) {
@@ -44,7 +44,7 @@ void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float*
                 const int32_t* ids, int64_t n, float* out, ThreadPool* pool) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   std::vector<float> logits(static_cast<size_t>(n * E));  // [N, E] fp32 router logits
-  cpu::Linear(x, n, D, w.gate.ptr(), E, logits.data(), pool);
+  cpu::Linear(x, n, D, w.gate.view(), E, logits.data(), pool);
 
   // Routing: expert ids and weights per token.
   std::vector<int32_t> sel(static_cast<size_t>(n * K));

@@ -30,7 +30,19 @@ class Loader {
     DSINFER_ASSIGN_OR_RETURN(
         auto data, io::DequantizeToF32(*w, quantized ? scale : nullptr, {rows, cols},
                                        config_.fp8_block_size));
-    return Matrix{std::move(data), rows, cols};
+    // bf16 holds BF16 exactly, and e4m3 / e2m1 values times power-of-two (ue8m0) scales too.
+    const bool bf16_exact = w->dtype == DType::kBF16 ||
+                            (quantized && scale && scale->dtype == DType::kF8E8M0);
+    Matrix m;
+    m.rows = rows;
+    m.cols = cols;
+    if (bf16_exact) {
+      m.bf16.resize(data.size());
+      for (size_t i = 0; i < data.size(); ++i) m.bf16[i] = FloatToBf16(data[i]);
+    } else {
+      m.data = std::move(data);
+    }
+    return m;
   }
 
   // A plain (unquantized) tensor of the given shape as fp32.
@@ -69,10 +81,7 @@ class Loader {
     const int64_t width = c->width(), D = config_.hidden_size;
     DSINFER_ASSIGN_OR_RETURN(Matrix wkv, LoadMatrix(prefix + "wkv", width, D));
     DSINFER_ASSIGN_OR_RETURN(Matrix wgate, LoadMatrix(prefix + "wgate", width, D));
-    c->wkv_wgate.rows = 2 * width;
-    c->wkv_wgate.cols = D;
-    c->wkv_wgate.data = std::move(wkv.data);
-    c->wkv_wgate.data.insert(c->wkv_wgate.data.end(), wgate.data.begin(), wgate.data.end());
+    c->wkv_wgate = Matrix::Stack(std::move(wkv), std::move(wgate));
     DSINFER_ASSIGN_OR_RETURN(c->ape, LoadVector(prefix + "ape", {rate, width}));
     DSINFER_ASSIGN_OR_RETURN(c->norm, LoadVector(prefix + "norm.weight", {dim}));
     return c;
@@ -169,6 +178,29 @@ class Loader {
 };
 
 }  // namespace
+
+void Matrix::CopyRow(int64_t r, float* out) const {
+  if (!data.empty()) {
+    std::memcpy(out, data.data() + r * cols, cols * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < cols; ++i) out[i] = Bf16ToFloat(bf16[r * cols + i]);
+}
+
+Matrix Matrix::Stack(Matrix a, Matrix b) {
+  if (a.data.empty() != b.data.empty()) {  // mixed storage: widen both to fp32
+    for (Matrix* m : {&a, &b}) {
+      if (!m->data.empty()) continue;
+      m->data.resize(m->bf16.size());
+      for (size_t i = 0; i < m->bf16.size(); ++i) m->data[i] = Bf16ToFloat(m->bf16[i]);
+      m->bf16.clear();
+    }
+  }
+  a.data.insert(a.data.end(), b.data.begin(), b.data.end());
+  a.bf16.insert(a.bf16.end(), b.bf16.begin(), b.bf16.end());
+  a.rows += b.rows;
+  return a;
+}
 
 StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint& ckpt,
                                                           const io::DeepseekV4Config& config) {

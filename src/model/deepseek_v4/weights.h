@@ -8,18 +8,32 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/gemm.h"
 #include "base/status.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
-// A linear layer's weight: [rows = out_features, cols = in_features] row-major fp32.
+// A linear layer's weight: [rows = out_features, cols = in_features] row-major, held as bf16 when
+// that is exact (BF16 checkpoints, FP8/FP4 with power-of-two scales: half the memory and memory
+// traffic of fp32, same results) and as fp32 otherwise (F32/F16 checkpoints, f32 block scales).
 struct Matrix {
-  std::vector<float> data;
+  std::vector<float> data;      // fp32 storage, or empty
+  std::vector<uint16_t> bf16;   // bf16 storage, or empty
   int64_t rows = 0;
   int64_t cols = 0;
-  const float* ptr() const { return data.data(); }
+  backend::cpu::WeightView view() const {
+    return data.empty() ? backend::cpu::WeightView::Bf16(bf16.data())
+                        : backend::cpu::WeightView(data.data());
+  }
+  int64_t bytes() const {
+    return static_cast<int64_t>(data.size() * sizeof(float) + bf16.size() * sizeof(uint16_t));
+  }
+  // Row r as fp32 (embedding lookups).
+  void CopyRow(int64_t r, float* out) const;
+  // Rows of `a` then rows of `b` (same cols), in one matrix.
+  static Matrix Stack(Matrix a, Matrix b);
 };
 
 struct HyperConnectionWeights {
