@@ -8,20 +8,26 @@ namespace {
 
 constexpr int kMaxHc = 8;
 
-// Row softmax as the CPU reference (max-shifted; a row of -inf gives zeros).
-__device__ void SoftmaxRow(float* x, int n) {
+// Row softmax as the CPU reference (max-shifted; a row of -inf gives zeros). N > 0: n == N.
+template <int N>
+__device__ __forceinline__ void SoftmaxRow(float* x, int n_rt) {
+  const int n = N > 0 ? N : n_rt;
   float m = x[0];
+  #pragma unroll
   for (int i = 1; i < n; ++i) m = fmaxf(m, x[i]);
   if (m == -INFINITY) {
+    #pragma unroll
     for (int i = 0; i < n; ++i) x[i] = 0.0f;
     return;
   }
   double sum = 0;
+  #pragma unroll
   for (int i = 0; i < n; ++i) {
     x[i] = expf(x[i] - m);
     sum += x[i];
   }
   const float inv = static_cast<float>(1.0 / sum);
+  #pragma unroll
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
@@ -85,15 +91,19 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
 // is the same reduction as RmsNorm(u).
 int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
 
-// Sum of the slice partials of token t (in slice order) into mixv[0..nout]; returns nothing,
-// caller syncs. mixv[nout] = sum of squares.
+// Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
+// caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
+// then a butterfly: a fixed order that depends only on the slice count.
 __device__ void ReducePartials(const float* part, int64_t t, int64_t slices, int nout, float* mixv) {
   const int w1 = nout + 1;
   const float* pt = part + t * slices * w1;
-  for (int o = threadIdx.x; o < w1; o += blockDim.x) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  for (int o = warp; o < w1; o += nw) {
     float s = 0.0f;
-    for (int64_t i = 0; i < slices; ++i) s += pt[i * w1 + o];
-    mixv[o] = s;
+    for (int64_t i = lane; i < slices; i += 32) s += pt[i * w1 + o];
+#pragma unroll
+    for (int q = 16; q > 0; q >>= 1) s += __shfl_xor_sync(0xffffffffu, s, q);
+    if (lane == 0) mixv[o] = s;
   }
 }
 
@@ -115,47 +125,61 @@ __device__ void CollapseNorm(const float* pre, const float* Xt, int hc, int64_t 
   }
 }
 
+// HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
+template <int HC>
 __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   __shared__ float pre[kMaxHc];
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
-  const int hc = p.hc;
+  const int hc = HC > 0 ? HC : p.hc;
   const int nout = (2 + hc) * hc;
   ReducePartials(p.part, t, slices, nout, mixv);
   __syncthreads();
   if (threadIdx.x == 0) {
     const float K = static_cast<float>(hc * p.D);
     const float rs = 1.0f / sqrtf(mixv[nout] / K + p.rms_eps);
-    float m[kMaxMixOut];
+    float m[HC > 0 ? (2 + HC) * HC : kMaxMixOut];
+#pragma unroll
     for (int j = 0; j < nout; ++j) m[j] = mixv[j] * rs;
     const float eps = p.hc_eps;
-    float C[kMaxHc * kMaxHc];
+    float C[HC > 0 ? HC * HC : kMaxHc * kMaxHc];
+    #pragma unroll
     for (int i = 0; i < hc; ++i) {
       pre[i] = SigmoidF(m[i] * p.scale[0] + p.base[i]) + eps;
       p.post[t * hc + i] = 2.0f * SigmoidF(m[hc + i] * p.scale[1] + p.base[hc + i]);
     }
+    #pragma unroll
     for (int j = 0; j < hc * hc; ++j) C[j] = m[2 * hc + j] * p.scale[2] + p.base[2 * hc + j];
+    #pragma unroll
     for (int j = 0; j < hc; ++j) {
-      SoftmaxRow(C + j * hc, hc);
+      SoftmaxRow<HC>(C + j * hc, hc);
+      #pragma unroll
       for (int k = 0; k < hc; ++k) C[j * hc + k] += eps;
     }
     auto normalize_columns = [&] {
+      #pragma unroll
       for (int k = 0; k < hc; ++k) {
         float s = 0;
+        #pragma unroll
         for (int j = 0; j < hc; ++j) s += C[j * hc + k];
+        #pragma unroll
         for (int j = 0; j < hc; ++j) C[j * hc + k] /= (s + eps);
       }
     };
     normalize_columns();
     for (int it = 0; it + 1 < p.sinkhorn_iters; ++it) {
+      #pragma unroll
       for (int j = 0; j < hc; ++j) {
         float s = 0;
+        #pragma unroll
         for (int k = 0; k < hc; ++k) s += C[j * hc + k];
+        #pragma unroll
         for (int k = 0; k < hc; ++k) C[j * hc + k] /= (s + eps);
       }
       normalize_columns();
     }
+    #pragma unroll
     for (int j = 0; j < hc * hc; ++j) p.comb[t * hc * hc + j] = C[j];
   }
   __syncthreads();
@@ -231,7 +255,15 @@ void LaunchHcMix(const HcMixParams& p, StreamHandle stream) {
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.hc > kMaxHc) std::abort();
-  HcPreFinishKernel<<<static_cast<unsigned>(p.n), NormThreads(p.D), 0, stream>>>(p, HcMixSlices(p.hc * p.D));
+  const unsigned grid = static_cast<unsigned>(p.n);
+  const int threads = NormThreads(p.D);
+  const int64_t slices = HcMixSlices(p.hc * p.D);
+  switch (p.hc) {
+    case 1: HcPreFinishKernel<1><<<grid, threads, 0, stream>>>(p, slices); break;
+    case 2: HcPreFinishKernel<2><<<grid, threads, 0, stream>>>(p, slices); break;
+    case 4: HcPreFinishKernel<4><<<grid, threads, 0, stream>>>(p, slices); break;
+    default: HcPreFinishKernel<0><<<grid, threads, 0, stream>>>(p, slices); break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 
