@@ -6,7 +6,8 @@
 # --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
 # batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
 # Machines without nlohmann-json / googletest packages: copy /usr/include/nlohmann to
-# .deps/include/nlohmann and /usr/src/googletest to .deps/googletest first.
+# .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
+# .deps/include and libpcre2-8.a to .deps/lib first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-build-cuda/gpu_logs}"

@@ -1,7 +1,10 @@
 // Manifold-constrained hyper-connections (spec §2.3) on the GPU, fp32 throughout:
-//   HC_pre  = RMS-normalize the flat streams (LaunchRmsNorm) -> mix = fn · x (LaunchLinear, fp32
-//             weight) -> LaunchHcPreFinish (sigmoid gates, Sinkhorn-Knopp, weighted collapse);
-//   HC_post = LaunchHcPost; HC_head = the same mix, then LaunchHcHeadFinish.
+//   HC_pre  = LaunchHcMix (split-k partial sums of fn · x and of x·x over 256-input slices, many
+//             blocks) -> LaunchHcPreFinish (reduce the partials in slice order, mix = (fn · x) *
+//             rms_scale(x), sigmoid gates, Sinkhorn-Knopp, weighted collapse, then the sublayer's
+//             RMSNorm of the collapsed row);
+//   HC_post = LaunchHcPost; HC_head = the same mix, then LaunchHcHeadFinish (+ the final norm).
+// Batch invariance: a token's partials and their reduction order depend only on (hc, D).
 // Plus the embedding lookup (broadcast to the streams) and a row gather.
 #pragma once
 
@@ -11,12 +14,28 @@
 
 namespace dsinfer::backend::cuda {
 
+// part[t, s, o] for o < nout: sum over inputs k of slice s (k in [s*256, s*256+256)) of
+// fn[o, k] * X[t, k]; part[t, s, nout] = sum of X[t, k]^2 over the slice. Fixed order per token.
+struct HcMixParams {
+  const float* X = nullptr;   // [n, ldx] fp32; first K columns
+  int64_t ldx = 0;
+  int64_t K = 0;              // hc * D
+  const float* fn = nullptr;  // [nout, K] fp32
+  int nout = 0;               // <= 80
+  int64_t n = 0;
+  float* part = nullptr;      // [n, HcMixSlices(K), nout + 1]
+};
+int64_t HcMixSlices(int64_t K);
+void LaunchHcMix(const HcMixParams& p, StreamHandle stream);
+
 struct HcPreFinishParams {
-  const float* mix = nullptr;    // [n, (2 + hc) * hc] = fn · rmsnorm(x)
+  const float* part = nullptr;   // LaunchHcMix output (nout = (2 + hc) * hc)
+  float rms_eps = 1e-6f;         // eps of the flat RMSNorm and of the sublayer norm
+  const float* norm_w = nullptr; // [D] sublayer RMSNorm weight
+  float* xn = nullptr;           // [n, D] out: RMSNorm(u) * norm_w, u = sum_i pre_i X_i
   const float* base = nullptr;   // [(2 + hc) * hc]
   const float* scale = nullptr;  // [3]
   const float* X = nullptr;      // [n, hc, D] residual streams
-  float* u = nullptr;            // [n, D] out: collapsed input of the sublayer
   float* post = nullptr;         // [n, hc] out
   float* comb = nullptr;         // [n, hc, hc] out: C[j][k] row-major
   int64_t n = 0;
@@ -39,11 +58,13 @@ struct HcPostParams {
 void LaunchHcPost(const HcPostParams& p, StreamHandle stream);
 
 struct HcHeadFinishParams {
-  const float* mix = nullptr;    // [n, hc]
+  const float* part = nullptr;   // LaunchHcMix output (nout = hc)
+  float rms_eps = 1e-6f;
+  const float* norm_w = nullptr; // [D] final RMSNorm weight, applied in place to out
   const float* base = nullptr;   // [hc]
   const float* scale = nullptr;  // [1]
   const float* X = nullptr;      // [n, hc, D]
-  float* out = nullptr;          // [n, D]
+  float* out = nullptr;          // [n, D] out: RMSNorm(sum_i pre_i X_i) * norm_w
   int64_t n = 0;
   int hc = 0;
   int64_t D = 0;

@@ -8,65 +8,182 @@ namespace {
 
 constexpr int kMaxHc = 8;
 
-// Row softmax as the CPU reference (max-shifted; a row of -inf gives zeros).
-__device__ void SoftmaxRow(float* x, int n) {
+// Row softmax as the CPU reference (max-shifted; a row of -inf gives zeros). N > 0: n == N.
+template <int N>
+__device__ __forceinline__ void SoftmaxRow(float* x, int n_rt) {
+  const int n = N > 0 ? N : n_rt;
   float m = x[0];
+  #pragma unroll
   for (int i = 1; i < n; ++i) m = fmaxf(m, x[i]);
   if (m == -INFINITY) {
+    #pragma unroll
     for (int i = 0; i < n; ++i) x[i] = 0.0f;
     return;
   }
   double sum = 0;
+  #pragma unroll
   for (int i = 0; i < n; ++i) {
     x[i] = expf(x[i] - m);
     sum += x[i];
   }
   const float inv = static_cast<float>(1.0 / sum);
+  #pragma unroll
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-__global__ void HcPreFinishKernel(HcPreFinishParams p) {
+constexpr int kMixSlice = 256;    // inputs per slice (one block)
+constexpr int kMixThreads = 128;  // 2 inputs per thread
+constexpr int kMixTok = 4;        // tokens per block (weights re-read from L1/L2 less often)
+constexpr int kMaxMixOut = 80;    // (2 + 8) * 8
+
+__global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
+  __shared__ float red[kMixThreads / 32][kMixTok][kMaxMixOut + 1];
+  const int64_t slice = blockIdx.x, slices = gridDim.x;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kMixTok;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t k0 = slice * kMixSlice + threadIdx.x, k1 = k0 + kMixThreads;
+  const bool in0 = k0 < p.K, in1 = k1 < p.K;
+  float x0[kMixTok], x1[kMixTok];
+#pragma unroll
+  for (int j = 0; j < kMixTok; ++j) {
+    const bool tok = t0 + j < p.n;
+    const float* x = p.X + (t0 + j) * p.ldx;
+    x0[j] = tok && in0 ? x[k0] : 0.0f;
+    x1[j] = tok && in1 ? x[k1] : 0.0f;
+  }
+  auto reduce_store = [&](int o, float (&v)[kMixTok]) {
+#pragma unroll
+    for (int j = 0; j < kMixTok; ++j) {
+      float a = v[j];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) a += __shfl_xor_sync(0xffffffffu, a, s);
+      if (lane == 0) red[warp][j][o] = a;
+    }
+  };
+#pragma unroll 2
+  for (int o = 0; o < p.nout; ++o) {
+    const float* w = p.fn + static_cast<int64_t>(o) * p.K;
+    const float w0 = in0 ? __ldg(w + k0) : 0.0f, w1 = in1 ? __ldg(w + k1) : 0.0f;
+    float v[kMixTok];
+#pragma unroll
+    for (int j = 0; j < kMixTok; ++j) v[j] = fmaf(w1, x1[j], w0 * x0[j]);
+    reduce_store(o, v);
+  }
+  {
+    float v[kMixTok];
+#pragma unroll
+    for (int j = 0; j < kMixTok; ++j) v[j] = fmaf(x1[j], x1[j], x0[j] * x0[j]);
+    reduce_store(p.nout, v);
+  }
+  __syncthreads();
+  const int w1 = p.nout + 1;
+  for (int i = threadIdx.x; i < kMixTok * w1; i += kMixThreads) {
+    const int j = i / w1, o = i % w1;
+    if (t0 + j >= p.n) continue;
+    float s = red[0][j][o];
+#pragma unroll
+    for (int q = 1; q < kMixThreads / 32; ++q) s += red[q][j][o];
+    p.part[((t0 + j) * slices + slice) * w1 + o] = s;
+  }
+}
+
+// Threads of the finish kernels: as LaunchRmsNorm for a row of D, so that the fused sublayer norm
+// is the same reduction as RmsNorm(u).
+int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
+
+// Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
+// caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
+// then a butterfly: a fixed order that depends only on the slice count.
+__device__ void ReducePartials(const float* part, int64_t t, int64_t slices, int nout, float* mixv) {
+  const int w1 = nout + 1;
+  const float* pt = part + t * slices * w1;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  for (int o = warp; o < w1; o += nw) {
+    float s = 0.0f;
+    for (int64_t i = lane; i < slices; i += 32) s += pt[i * w1 + o];
+#pragma unroll
+    for (int q = 16; q > 0; q >>= 1) s += __shfl_xor_sync(0xffffffffu, s, q);
+    if (lane == 0) mixv[o] = s;
+  }
+}
+
+// out[d] = sum_i pre[i] X[i, d], then out = RMSNorm(out) * norm_w in place (RmsNormKernel's order).
+__device__ void CollapseNorm(const float* pre, const float* Xt, int hc, int64_t D, float* out,
+                             const float* norm_w, float eps, float* scratch) {
+  float ss = 0.0f;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float s = 0;
+    for (int i = 0; i < hc; ++i) s += pre[i] * Xt[i * D + d];
+    out[d] = s;
+    ss = fmaf(s, s, ss);
+  }
+  ss = BlockSum(ss, scratch);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    const float v = out[d] * scale;
+    out[d] = norm_w ? norm_w[d] * v : v;
+  }
+}
+
+// HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
+template <int HC>
+__global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   __shared__ float pre[kMaxHc];
+  __shared__ float mixv[kMaxMixOut + 1];
+  __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
-  const int hc = p.hc;
+  const int hc = HC > 0 ? HC : p.hc;
+  const int nout = (2 + hc) * hc;
+  ReducePartials(p.part, t, slices, nout, mixv);
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const float* m = p.mix + t * (2 + hc) * hc;
+    const float K = static_cast<float>(hc * p.D);
+    const float rs = 1.0f / sqrtf(mixv[nout] / K + p.rms_eps);
+    float m[HC > 0 ? (2 + HC) * HC : kMaxMixOut];
+#pragma unroll
+    for (int j = 0; j < nout; ++j) m[j] = mixv[j] * rs;
     const float eps = p.hc_eps;
-    float C[kMaxHc * kMaxHc];
+    float C[HC > 0 ? HC * HC : kMaxHc * kMaxHc];
+    #pragma unroll
     for (int i = 0; i < hc; ++i) {
       pre[i] = SigmoidF(m[i] * p.scale[0] + p.base[i]) + eps;
       p.post[t * hc + i] = 2.0f * SigmoidF(m[hc + i] * p.scale[1] + p.base[hc + i]);
     }
+    #pragma unroll
     for (int j = 0; j < hc * hc; ++j) C[j] = m[2 * hc + j] * p.scale[2] + p.base[2 * hc + j];
+    #pragma unroll
     for (int j = 0; j < hc; ++j) {
-      SoftmaxRow(C + j * hc, hc);
+      SoftmaxRow<HC>(C + j * hc, hc);
+      #pragma unroll
       for (int k = 0; k < hc; ++k) C[j * hc + k] += eps;
     }
     auto normalize_columns = [&] {
+      #pragma unroll
       for (int k = 0; k < hc; ++k) {
         float s = 0;
+        #pragma unroll
         for (int j = 0; j < hc; ++j) s += C[j * hc + k];
+        #pragma unroll
         for (int j = 0; j < hc; ++j) C[j * hc + k] /= (s + eps);
       }
     };
     normalize_columns();
     for (int it = 0; it + 1 < p.sinkhorn_iters; ++it) {
+      #pragma unroll
       for (int j = 0; j < hc; ++j) {
         float s = 0;
+        #pragma unroll
         for (int k = 0; k < hc; ++k) s += C[j * hc + k];
+        #pragma unroll
         for (int k = 0; k < hc; ++k) C[j * hc + k] /= (s + eps);
       }
       normalize_columns();
     }
+    #pragma unroll
     for (int j = 0; j < hc * hc; ++j) p.comb[t * hc * hc + j] = C[j];
   }
   __syncthreads();
-  const float* Xt = p.X + t * hc * p.D;
-  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float s = 0;
-    for (int i = 0; i < hc; ++i) s += pre[i] * Xt[i * p.D + d];
-    p.u[t * p.D + d] = s;
-  }
+  CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
 __global__ void HcPostKernel(HcPostParams p) {
@@ -86,20 +203,20 @@ __global__ void HcPostKernel(HcPostParams p) {
   }
 }
 
-__global__ void HcHeadFinishKernel(HcHeadFinishParams p) {
+__global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
   __shared__ float pre[kMaxHc];
+  __shared__ float mixv[kMaxMixOut + 1];
+  __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
+  ReducePartials(p.part, t, slices, p.hc, mixv);
+  __syncthreads();
   if (threadIdx.x < p.hc) {
     const int i = threadIdx.x;
-    pre[i] = SigmoidF(p.mix[t * p.hc + i] * p.scale[0] + p.base[i]) + p.hc_eps;
+    const float rs = 1.0f / sqrtf(mixv[p.hc] / static_cast<float>(p.hc * p.D) + p.rms_eps);
+    pre[i] = SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
   }
   __syncthreads();
-  const float* Xt = p.X + t * p.hc * p.D;
-  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float s = 0;
-    for (int i = 0; i < p.hc; ++i) s += pre[i] * Xt[i * p.D + d];
-    p.out[t * p.D + d] = s;
-  }
+  CollapseNorm(pre, p.X + t * p.hc * p.D, p.hc, p.D, p.out + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
 __global__ void EmbedKernel(EmbedParams p) {
@@ -125,10 +242,28 @@ __global__ void GatherRowsKernel(const float* src, const int32_t* rows, int64_t 
 
 }  // namespace
 
+int64_t HcMixSlices(int64_t K) { return (K + kMixSlice - 1) / kMixSlice; }
+
+void LaunchHcMix(const HcMixParams& p, StreamHandle stream) {
+  if (p.n <= 0) return;
+  if (p.nout > kMaxMixOut) std::abort();
+  const dim3 grid(static_cast<unsigned>(HcMixSlices(p.K)), static_cast<unsigned>((p.n + kMixTok - 1) / kMixTok));
+  HcMixKernel<<<grid, kMixThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.hc > kMaxHc) std::abort();
-  HcPreFinishKernel<<<static_cast<unsigned>(p.n), 256, 0, stream>>>(p);
+  const unsigned grid = static_cast<unsigned>(p.n);
+  const int threads = NormThreads(p.D);
+  const int64_t slices = HcMixSlices(p.hc * p.D);
+  switch (p.hc) {
+    case 1: HcPreFinishKernel<1><<<grid, threads, 0, stream>>>(p, slices); break;
+    case 2: HcPreFinishKernel<2><<<grid, threads, 0, stream>>>(p, slices); break;
+    case 4: HcPreFinishKernel<4><<<grid, threads, 0, stream>>>(p, slices); break;
+    default: HcPreFinishKernel<0><<<grid, threads, 0, stream>>>(p, slices); break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -141,7 +276,8 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
 
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  HcHeadFinishKernel<<<static_cast<unsigned>(p.n), 256, 0, stream>>>(p);
+  if (p.hc > kMaxHc) std::abort();
+  HcHeadFinishKernel<<<static_cast<unsigned>(p.n), NormThreads(p.D), 0, stream>>>(p, HcMixSlices(p.hc * p.D));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,9 @@
 //   score[w] = sum_h wI[t,h] * relu(qI[t,h] · K_I[w]) * head_dim^-0.5     for w < (p+1) / rate
 // and the top min(topk, visible) entries (ties: lower index first), returned in ascending order.
 // fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6).
+// Two kernels per chunk of score_rows tokens: scoring over (32-entry tiles x tokens) blocks, each
+// score the same fmaf chain over head_dim and the same sum over heads in head order for any
+// tiling; then one block per token selects the top-k (bitonic sort, ties to the lower index).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,8 @@ struct IndexerTopKParams {
   int max_entries = 0;             // bound on visible entries (state capacity per slot)
   int32_t* sel = nullptr;          // [n, topk] out: selected entries ascending
   int32_t* sel_count = nullptr;    // [n] out
+  float* scores = nullptr;         // scratch [score_rows, max_entries]
+  int64_t score_rows = 0;          // tokens per chunk (>= 1)
 };
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
 // Raises the kernel's shared-memory limit for these sizes; call once before capturing a graph.

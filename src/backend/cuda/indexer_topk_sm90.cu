@@ -21,7 +21,77 @@ __device__ __forceinline__ bool Before(float sa, int ia, float sb, int ib) {
   return sa > sb || (sa == sb && ia < ib);
 }
 
-__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int sort_cap) {
+constexpr int kTileEntries = 32;  // entries per scoring block
+constexpr int kHeadGroups = 8;    // warps per scoring block; heads per thread = kMaxHeads / 8
+constexpr int kHpt = kMaxHeads / kHeadGroups;
+
+size_t ScoreSmemBytes(int heads, int head_dim) {
+  return (static_cast<size_t>(heads) * head_dim + kMaxHeads +
+          static_cast<size_t>(kTileEntries) * (head_dim + 4) + kTileEntries * (kMaxHeads + 1)) *
+         sizeof(float);
+}
+
+// Block (tile, t): scores of entries [tile*32, tile*32+32) of token t. Thread (warp g, lane e):
+// entry e against heads [8g, 8g+8).
+__global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel(IndexerTopKParams p, int64_t cap) {
+  extern __shared__ float smem[];
+  const int64_t t = blockIdx.y;
+  const int pos = p.meta.pos[t];
+  const int visible = (pos + 1) / p.rate;
+  const int k = min(p.topk, visible);
+  const int w0 = blockIdx.x * kTileEntries;
+  if (k == visible || w0 >= visible) return;
+  const int H = p.heads, Dh = p.head_dim, ks = Dh + 4;
+  float* q = smem;                          // [H, Dh]
+  float* wts = q + H * Dh;                  // [kMaxHeads]
+  float* keys = wts + kMaxHeads;            // [32, Dh + 4]
+  float* pv = keys + kTileEntries * ks;     // [32, kMaxHeads + 1]
+  for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) q[i] = p.q[t * H * Dh + i];
+  for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i];
+  const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
+  const int ne = min(kTileEntries, visible - w0);
+  for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
+    const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
+    *reinterpret_cast<float4*>(keys + e * ks + c) =
+        *reinterpret_cast<const float4*>(kbase + static_cast<int64_t>(w0 + e) * p.keys.width + c);
+  }
+  __syncthreads();
+  const int e = threadIdx.x % 32, g = threadIdx.x / 32;
+  const float softmax_scale = rsqrtf(static_cast<float>(Dh));
+  if (e < ne && g * kHpt < H) {
+    float acc[kHpt];
+#pragma unroll
+    for (int h = 0; h < kHpt; ++h) acc[h] = 0.0f;
+    const float* key = keys + e * ks;
+    for (int c = 0; c < Dh; c += 4) {
+      const float4 kv = *reinterpret_cast<const float4*>(key + c);
+#pragma unroll
+      for (int hh = 0; hh < kHpt; ++hh) {
+        const int h = g * kHpt + hh;
+        if (h < H) {
+          const float4 qh = *reinterpret_cast<const float4*>(q + h * Dh + c);
+          acc[hh] = fmaf(qh.x, kv.x, acc[hh]);
+          acc[hh] = fmaf(qh.y, kv.y, acc[hh]);
+          acc[hh] = fmaf(qh.z, kv.z, acc[hh]);
+          acc[hh] = fmaf(qh.w, kv.w, acc[hh]);
+        }
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < kHpt; ++hh) {
+      const int h = g * kHpt + hh;
+      if (h < H) pv[e * (kMaxHeads + 1) + h] = (fmaxf(acc[hh], 0.0f) * softmax_scale) * wts[h];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < ne) {
+    float s = 0;
+    for (int h = 0; h < H; ++h) s += pv[threadIdx.x * (kMaxHeads + 1) + h];
+    p.scores[t * cap + w0 + threadIdx.x] = s;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int sort_cap, int64_t cap) {
   extern __shared__ float smem[];
   const int64_t t = blockIdx.x;
   const int pos = p.meta.pos[t];
@@ -33,46 +103,17 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
     for (int i = threadIdx.x; i < k; i += blockDim.x) sel[i] = i;
     return;
   }
-  const int H = p.heads, Dh = p.head_dim;
-  float* q = smem;                                  // [H, Dh]
-  float* wts = q + H * Dh;                          // [H]
-  float* score = wts + kMaxHeads;                   // [sort_cap]
+  float* score = smem;                                  // [sort_cap]
   int* idx = reinterpret_cast<int*>(score + sort_cap);  // [sort_cap]
-  for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) q[i] = p.q[t * H * Dh + i];
-  for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i];
-  __syncthreads();
-  const float softmax_scale = rsqrtf(static_cast<float>(Dh));
-  const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
   const int n = 1 << (32 - __clz(visible - 1));  // next power of two >= visible (visible >= 2 here)
   for (int w = threadIdx.x; w < n; w += blockDim.x) {
     if (w >= visible) {
       score[w] = -INFINITY;
       idx[w] = INT_MAX;
-      continue;
+    } else {
+      score[w] = p.scores[t * cap + w];
+      idx[w] = w;
     }
-    const float* key = kbase + static_cast<int64_t>(w) * p.keys.width;
-    float acc[kMaxHeads];
-#pragma unroll
-    for (int h = 0; h < kMaxHeads; ++h) acc[h] = 0.0f;
-    for (int c = 0; c < Dh; c += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(key + c);
-#pragma unroll
-      for (int h = 0; h < kMaxHeads; ++h) {
-        if (h < H) {
-          const float* qh = q + h * Dh + c;
-          acc[h] = fmaf(qh[0], kv.x, acc[h]);
-          acc[h] = fmaf(qh[1], kv.y, acc[h]);
-          acc[h] = fmaf(qh[2], kv.z, acc[h]);
-          acc[h] = fmaf(qh[3], kv.w, acc[h]);
-        }
-      }
-    }
-    float s = 0;
-#pragma unroll
-    for (int h = 0; h < kMaxHeads; ++h)
-      if (h < H) s += (fmaxf(acc[h], 0.0f) * softmax_scale) * wts[h];
-    score[w] = s;
-    idx[w] = w;
   }
   __syncthreads();
   // Bitonic sort of (score, idx) over n entries.
@@ -116,28 +157,45 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
   for (int i = threadIdx.x; i < k; i += blockDim.x) sel[i] = keys[i];
 }
 
-size_t SmemBytes(int heads, int head_dim, int cap) {
-  return (static_cast<size_t>(heads) * head_dim + kMaxHeads) * sizeof(float) +
-         static_cast<size_t>(cap) * (sizeof(float) + sizeof(int));
-}
+size_t SmemBytes(int cap) { return static_cast<size_t>(cap) * (sizeof(float) + sizeof(int)); }
 
 }  // namespace
 
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
-  const size_t smem = SmemBytes(heads, head_dim, NextPow2(std::max(max_entries, 2)));
+  const size_t smem = SmemBytes(NextPow2(std::max(max_entries, 2)));
   if (smem > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerTopKKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
+  }
+  const size_t ss = ScoreSmemBytes(heads, head_dim);
+  if (ss > 48 * 1024) {
+    CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(ss)));
   }
 }
 
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if (p.heads > kMaxHeads || p.head_dim % 4 != 0) std::abort();
+  if (p.heads > kMaxHeads || p.head_dim % 4 != 0 || p.score_rows <= 0 || !p.scores) std::abort();
   const int cap = NextPow2(std::max(p.max_entries, 2));
-  const size_t smem = SmemBytes(p.heads, p.head_dim, cap);
-  IndexerTopKKernel<<<static_cast<unsigned>(p.meta.n), kThreads, smem, stream>>>(p, cap);
-  CUDA_CHECK_LAUNCH();
+  const int64_t tiles = (p.max_entries + kTileEntries - 1) / kTileEntries;
+  for (int64_t c0 = 0; c0 < p.meta.n; c0 += p.score_rows) {
+    // Token chunk [c0, c0 + rows): per-token results do not depend on the chunking.
+    IndexerTopKParams q = p;
+    const int64_t rows = std::min<int64_t>(p.score_rows, p.meta.n - c0);
+    q.meta.n = rows;
+    q.meta.pos += c0;
+    q.meta.slot += c0;
+    q.q += c0 * p.heads * p.head_dim;
+    q.weights += c0 * p.heads;
+    q.sel += c0 * p.topk;
+    q.sel_count += c0;
+    IndexerScoreKernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows)),
+                         kTileEntries * kHeadGroups, ScoreSmemBytes(p.heads, p.head_dim), stream>>>(q, p.max_entries);
+    CUDA_CHECK_LAUNCH();
+    IndexerTopKKernel<<<static_cast<unsigned>(rows), kThreads, SmemBytes(cap), stream>>>(q, cap, p.max_entries);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace dsinfer::backend::cuda

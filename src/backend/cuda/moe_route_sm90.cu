@@ -22,39 +22,64 @@ __global__ void MoeRouteKernel(MoeRouteParams p) {
                                                         : x;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x >= 32) return;  // one warp from here on
+  const int lane = threadIdx.x;
   if (p.scoring == ScoringFunc::kSoftmax) {
-    float m = scores[0];
-    for (int e = 1; e < p.E; ++e) m = fmaxf(m, scores[e]);
-    double sum = 0;
-    for (int e = 0; e < p.E; ++e) {
-      scores[e] = expf(scores[e] - m);
-      sum += scores[e];
+    if (lane == 0) {
+      float m = scores[0];
+      for (int e = 1; e < p.E; ++e) m = fmaxf(m, scores[e]);
+      double sum = 0;
+      for (int e = 0; e < p.E; ++e) {
+        scores[e] = expf(scores[e] - m);
+        sum += scores[e];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int e = 0; e < p.E; ++e) scores[e] *= inv;
     }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int e = 0; e < p.E; ++e) scores[e] *= inv;
+    __syncwarp();
   }
-  int s[kMaxK];
+  __shared__ int sel_s[kMaxK];
   if (p.tid2eid) {
-    for (int k = 0; k < p.K; ++k) s[k] = p.tid2eid[static_cast<int64_t>(p.ids[t]) * p.K + k];
+    if (lane == 0)
+      for (int k = 0; k < p.K; ++k) sel_s[k] = p.tid2eid[static_cast<int64_t>(p.ids[t]) * p.K + k];
   } else {
-    // K rounds of argmax of the biased score (strictly greater: ties keep the lower id).
-    unsigned long long taken[kMaxE / 64] = {};
+    // K rounds of argmax of the biased score, ties to the lower id (the serial scan's "strictly
+    // greater" rule): each lane scans its experts in ascending order, then a warp butterfly under
+    // the total order (value desc, id asc) leaves every lane with the same winner.
+    __shared__ unsigned char taken[kMaxE];
+    for (int e = lane; e < p.E; e += 32) taken[e] = 0;
+    __syncwarp();
     for (int k = 0; k < p.K; ++k) {
       int best = -1;
       float bv = 0;
-      for (int e = 0; e < p.E; ++e) {
-        if (taken[e / 64] >> (e % 64) & 1ull) continue;
+      for (int e = lane; e < p.E; e += 32) {
+        if (taken[e]) continue;
         const float v = scores[e] + (p.bias ? p.bias[e] : 0.0f);
         if (best < 0 || v > bv) {
           best = e;
           bv = v;
         }
       }
-      s[k] = best;
-      taken[best / 64] |= 1ull << (best % 64);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const int ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        if (ob >= 0 && (best < 0 || ov > bv || (ov == bv && ob < best))) {
+          best = ob;
+          bv = ov;
+        }
+      }
+      if (lane == 0) {
+        sel_s[k] = best;
+        taken[best] = 1;
+      }
+      __syncwarp();
     }
   }
+  __syncwarp();
+  if (lane != 0) return;
+  int s[kMaxK];
+  for (int k = 0; k < p.K; ++k) s[k] = sel_s[k];
   float sum = 0;
   for (int k = 0; k < p.K; ++k) sum += scores[s[k]];
   for (int k = 0; k < p.K; ++k) {

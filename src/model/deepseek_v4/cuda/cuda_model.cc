@@ -113,8 +113,10 @@ struct CudaModel::Impl {
   int64_t logits_rows = 0;
 
   // Activations [max_tokens, ...].
-  float *X, *flat, *mix, *u, *post, *comb, *xn, *cq, *q, *kv, *proj, *iproj, *qi, *wi, *o, *z, *y;
+  float *X, *mix, *post, *comb, *xn, *cq, *q, *kv, *proj, *iproj, *qi, *wi, *o, *z, *y;
   int32_t *sel, *sel_count;
+  float* iscores = nullptr;  // indexer score scratch [iscore_rows, index entries capacity]
+  int64_t iscore_rows = 0;
   float *rlog, *rwt;
   int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
   float *g, *gu, *ys, *sg, *su, *sy;
@@ -175,16 +177,22 @@ struct CudaModel::Impl {
     p.inverse = inverse;
     gpu::LaunchRope(p, stream.get());
   }
+  // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
+  void HcMix(const float* xs_, int64_t n, const WeightRef& fn) {
+    gpu::HcMixParams p;
+    p.X = xs_; p.ldx = c.hc_mult * c.hidden_size; p.K = p.ldx; p.fn = static_cast<const float*>(fn.data);
+    p.nout = static_cast<int>(fn.n); p.n = n; p.part = mix;
+    gpu::LaunchHcMix(p, stream.get());
+  }
   void HcPre(const HcW& w, int64_t n, const float* norm_w) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
-    RmsNorm(X, hc * D, flat, hc * D, n, hc * D, nullptr);
-    Linear(w.fn, flat, hc * D, n, mix, w.fn.n);
+    HcMix(X, n, w.fn);
     gpu::HcPreFinishParams p;
-    p.mix = mix; p.base = w.base; p.scale = w.scale; p.X = X; p.u = u; p.post = post; p.comb = comb;
+    p.part = mix; p.rms_eps = static_cast<float>(c.rms_norm_eps); p.norm_w = norm_w; p.xn = xn;
+    p.base = w.base; p.scale = w.scale; p.X = X; p.post = post; p.comb = comb;
     p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
     p.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcPreFinish(p, stream.get());
-    RmsNorm(u, D, xn, D, n, D, norm_w);
   }
   void HcPost(int64_t n) {
     gpu::HcPostParams p;
@@ -232,13 +240,11 @@ struct CudaModel::Impl {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
     gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, stream.get());
-    RmsNorm(xs, hc * D, flat, hc * D, rows, hc * D, nullptr);
-    Linear(hc_head.fn, flat, hc * D, rows, mix, hc);
+    HcMix(xs, rows, hc_head.fn);
     gpu::HcHeadFinishParams hp;
-    hp.mix = mix; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;
+    hp.part = mix; hp.rms_eps = static_cast<float>(c.rms_norm_eps); hp.norm_w = norm; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;
     hp.n = rows; hp.hc = static_cast<int>(hc); hp.D = D; hp.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcHeadFinish(hp, stream.get());
-    RmsNorm(hz, D, hz, D, rows, D, norm);
     Linear(head, hz, D, rows, logits, c.vocab_size);
   }
 };
@@ -273,7 +279,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
     ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
     ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
-    ip.sel = sel; ip.sel_count = sel_count;
+    ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
     gpu::LaunchIndexerTopK(ip, stream.get());
   }
   Mark("attention");
@@ -374,9 +380,7 @@ void CudaModel::Impl::AllocateActivations() {
   const int64_t d = c.head_dim, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, IH = c.index_n_heads, Id = c.index_head_dim;
   X = Alloc<float>(T * hc * D);
-  flat = Alloc<float>(T * hc * D);
-  mix = Alloc<float>(T * (2 + hc) * hc);
-  u = Alloc<float>(T * D);
+  mix = Alloc<float>(std::max<int64_t>(T, opt.max_seqs) * gpu::HcMixSlices(hc * D) * ((2 + hc) * hc + 1));
   post = Alloc<float>(T * hc);
   comb = Alloc<float>(T * hc * hc);
   xn = Alloc<float>(T * D);
@@ -392,6 +396,13 @@ void CudaModel::Impl::AllocateActivations() {
   y = Alloc<float>(T * D);
   sel = Alloc<int32_t>(T * std::max(c.index_topk, 1));
   sel_count = Alloc<int32_t>(T);
+  {
+    int64_t icap = 0;
+    for (const LayerState& st : state) icap = std::max<int64_t>(icap, st.index_entries.capacity);
+    // Score rows per indexer launch: all tokens, or as many as 16M scores (64 MB) allow.
+    iscore_rows = std::max<int64_t>(1, std::min<int64_t>(T, (int64_t{16} << 20) / std::max<int64_t>(icap, 1)));
+    iscores = Alloc<float>(iscore_rows * std::max<int64_t>(icap, 1));
+  }
   rlog = Alloc<float>(T * E);
   rwt = Alloc<float>(T * K);
   rsel = Alloc<int32_t>(T * K);
