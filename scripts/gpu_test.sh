@@ -5,7 +5,8 @@
 #   scripts/gpu_test.sh [OUT_DIR] [--model-dir]
 # --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
 # batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
-# Machines without nlohmann-json / googletest packages: copy /usr/include/nlohmann to
+# Machines without nlohmann-json / googletest / PCRE2 packages: run scripts/stage_gpu_deps.sh on a
+# machine that has them and bring .deps/ along (it copies /usr/include/nlohmann to
 # .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
 # .deps/include and libpcre2-8.a to .deps/lib first.
 set -uo pipefail
