@@ -8,7 +8,7 @@
 # Machines without nlohmann-json / googletest / PCRE2 packages: run scripts/stage_gpu_deps.sh on a
 # machine that has them and bring .deps/ along (it copies /usr/include/nlohmann to
 # .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
-# .deps/include and libpcre2-8.a to .deps/lib first.
+# .deps/include and libpcre2-8.a to .deps/lib).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-build-cuda/gpu_logs}"
