@@ -55,6 +55,21 @@ __device__ __forceinline__ float2 E2m1x2(uint32_t byte) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
+// Eight e2m1 codes of one 32-bit word (nibble b = element b) -> values / 2^14 as four float2:
+// f[b] = (element b, element b + 4). Each half2 lane takes a nibble's magnitude bits to fp16 bits
+// 9..11 and its sign to bit 15 (E2m1x2's mapping) with two shifts and one lop3 per pair.
+__device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
+  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
+  const uint32_t h0 = ((u << 9) & kMag) | ((u << 12) & kSign);  // nibbles 0, 4
+  const uint32_t h1 = ((u << 5) & kMag) | ((u << 8) & kSign);   // nibbles 1, 5
+  const uint32_t h2 = ((u << 1) & kMag) | ((u << 4) & kSign);   // nibbles 2, 6
+  const uint32_t h3 = ((u >> 3) & kMag) | (u & kSign);          // nibbles 3, 7
+  f[0] = __half22float2(*reinterpret_cast<const __half2*>(&h0));
+  f[1] = __half22float2(*reinterpret_cast<const __half2*>(&h1));
+  f[2] = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+  f[3] = __half22float2(*reinterpret_cast<const __half2*>(&h3));
+}
+
 // Dequantized chunk `c` of weight row `row` (kCh values, scale applied).
 template <WeightFormat F, bool kVec>
 __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, const void* scale,
@@ -174,13 +189,41 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
             if (xr[j]) LoadX<kCh, kVec>(xr[j] + off + c * kCh, xv[j]);
           loaded_off = off;
         }
-        float wv[kCh];
-        LoadW<F, kVec>(w, data, scale, row, c, wv);
+        if constexpr (F == WeightFormat::kFp4) {
+          // One chunk = one scale group: 32 unscaled products summed from 0, then one fmaf with
+          // the group's scale (2^k x 2^14, exact); the same order for every m-tile and batch.
+          const float s = ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
+          const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data) +
+                                                             row * (w.k / 2) + c * 16));
+          float part[kMt];
 #pragma unroll
-        for (int j = 0; j < kMt; ++j) {
-          if (!xr[j]) continue;
+          for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
+          const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-          for (int i = 0; i < kCh; ++i) acc[r][j] = fmaf(wv[i], xv[j][i], acc[r][j]);
+          for (int i = 0; i < 4; ++i) {
+            float2 f[4];
+            E2m1x8(u4[i], f);
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+#pragma unroll
+              for (int j = 0; j < kMt; ++j) {
+                part[j] = fmaf(f[b].x, xv[j][8 * i + b], part[j]);
+                part[j] = fmaf(f[b].y, xv[j][8 * i + b + 4], part[j]);
+              }
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kMt; ++j)
+            if (xr[j]) acc[r][j] = fmaf(part[j], s, acc[r][j]);
+        } else {
+          float wv[kCh];
+          LoadW<F, kVec>(w, data, scale, row, c, wv);
+#pragma unroll
+          for (int j = 0; j < kMt; ++j) {
+            if (!xr[j]) continue;
+#pragma unroll
+            for (int i = 0; i < kCh; ++i) acc[r][j] = fmaf(wv[i], xv[j][i], acc[r][j]);
+          }
         }
       }
     }
