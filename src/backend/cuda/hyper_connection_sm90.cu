@@ -125,6 +125,64 @@ __device__ void CollapseNorm(const float* pre, const float* Xt, int hc, int64_t 
   }
 }
 
+// The finish's mixing maths on one warp: lane l < HC*HC holds C[l / HC][l % HC]. Every row and
+// column sum gathers its HC values by shuffles and adds them in the serial code's order (index
+// ascending, from 0), and each lane does the serial code's operations on its own entry, so the
+// results are bit-identical to the single-thread version below.
+template <int HC>
+__device__ __forceinline__ void SinkhornWarp(const HcPreFinishParams& p, int64_t t, const float* mixv,
+                                             float* pre) {
+  constexpr int kN = HC * HC;
+  const int lane = threadIdx.x % 32;
+  const int l = lane < kN ? lane : 0;
+  const int j = l / HC, k = l % HC;
+  const float K = static_cast<float>(HC * p.D);
+  const float rs = 1.0f / sqrtf(mixv[kN + 2 * HC] / K + p.rms_eps);
+  const float eps = p.hc_eps;
+  if (lane < HC) {
+    pre[lane] = SigmoidF(mixv[lane] * rs * p.scale[0] + p.base[lane]) + eps;
+    p.post[t * HC + lane] = 2.0f * SigmoidF(mixv[HC + lane] * rs * p.scale[1] + p.base[HC + lane]);
+  }
+  float c = mixv[2 * HC + l] * rs * p.scale[2] + p.base[2 * HC + l];
+  // Row softmax (SoftmaxRow's order: max, double sum of expf in index order, one float inverse).
+  {
+    float row[HC];
+#pragma unroll
+    for (int i = 0; i < HC; ++i) row[i] = __shfl_sync(0xffffffffu, c, j * HC + i);
+    float m = row[0];
+#pragma unroll
+    for (int i = 1; i < HC; ++i) m = fmaxf(m, row[i]);
+    if (m == -INFINITY) {
+      c = 0.0f;
+    } else {
+      double sum = 0;
+#pragma unroll
+      for (int i = 0; i < HC; ++i) sum += expf(row[i] - m);
+      const float inv = static_cast<float>(1.0 / sum);
+      c = expf(c - m) * inv;
+    }
+    c += eps;
+  }
+  auto col = [&] {
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) s += __shfl_sync(0xffffffffu, c, i * HC + k);
+    c /= (s + eps);
+  };
+  auto rowsum = [&] {
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) s += __shfl_sync(0xffffffffu, c, j * HC + i);
+    c /= (s + eps);
+  };
+  col();
+  for (int it = 0; it + 1 < p.sinkhorn_iters; ++it) {
+    rowsum();
+    col();
+  }
+  if (lane < kN) p.comb[t * kN + lane] = c;
+}
+
 // HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
 template <int HC>
 __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
@@ -136,7 +194,9 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   const int nout = (2 + hc) * hc;
   ReducePartials(p.part, t, slices, nout, mixv);
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if constexpr (HC > 0 && HC * HC <= 32) {
+    if (threadIdx.x < 32) SinkhornWarp<HC>(p, t, mixv, pre);
+  } else if (threadIdx.x == 0) {
     const float K = static_cast<float>(hc * p.D);
     const float rs = 1.0f / sqrtf(mixv[nout] / K + p.rms_eps);
     float m[HC > 0 ? (2 + HC) * HC : kMaxMixOut];
