@@ -183,6 +183,51 @@ __device__ __forceinline__ void SinkhornWarp(const HcPreFinishParams& p, int64_t
   if (lane < kN) p.comb[t * kN + lane] = c;
 }
 
+// CollapseNorm with hc known at compile time and D <= blockDim * kCollapsePer: every X value of the
+// thread is loaded before the first sum (one memory latency instead of one per (d, i): the runtime
+// loop issued them one after another), the sums stay in registers for the scaling pass. Same
+// operations in the same order as CollapseNorm, so the results are bit-identical.
+constexpr int kCollapsePer = 8;
+template <int HC>
+__device__ void CollapseNormHc(const float* pre, const float* Xt, int64_t D, float* out,
+                               const float* norm_w, float eps, float* scratch) {
+  if (D > static_cast<int64_t>(blockDim.x) * kCollapsePer) {
+    CollapseNorm(pre, Xt, HC, D, out, norm_w, eps, scratch);
+    return;
+  }
+  float pw[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) pw[i] = pre[i];
+  float xv[kCollapsePer][HC];
+#pragma unroll
+  for (int q = 0; q < kCollapsePer; ++q) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) xv[q][i] = d < D ? __ldg(Xt + i * D + d) : 0.0f;
+  }
+  float sv[kCollapsePer];
+  float ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kCollapsePer; ++q) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) s += pw[i] * xv[q][i];
+    sv[q] = s;
+    if (d < D) ss = fmaf(s, s, ss);
+  }
+  ss = BlockSum(ss, scratch);
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+#pragma unroll
+  for (int q = 0; q < kCollapsePer; ++q) {
+    const int64_t d = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
+    if (d < D) {
+      const float v = sv[q] * scale;
+      out[d] = norm_w ? __ldg(norm_w + d) * v : v;
+    }
+  }
+}
+
 // HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
 template <int HC>
 __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
@@ -243,7 +288,37 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
     for (int j = 0; j < hc * hc; ++j) p.comb[t * hc * hc + j] = C[j];
   }
   __syncthreads();
-  CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+  if constexpr (HC > 0) {
+    CollapseNormHc<HC>(pre, p.X + t * hc * p.D, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+  } else {
+    CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+  }
+}
+
+// HC > 0: hc known at compile time; comb and post are loaded into registers once (the runtime-hc
+// loop re-loaded them after every X store, which may alias). Same operations in the same order.
+template <int HC>
+__global__ void HcPostKernelHc(HcPostParams p) {
+  const int64_t t = blockIdx.y;
+  float C[HC * HC], post[HC];
+#pragma unroll
+  for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
+#pragma unroll
+  for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
+  float* Xt = p.X + t * HC * p.D;
+  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
+    float old[HC];
+#pragma unroll
+    for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
+    const float yv = p.y[t * p.D + d];
+#pragma unroll
+    for (int k = 0; k < HC; ++k) {
+      float s = post[k] * yv;
+#pragma unroll
+      for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
+      Xt[k * p.D + d] = s;
+    }
+  }
 }
 
 __global__ void HcPostKernel(HcPostParams p) {
@@ -330,7 +405,13 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
 void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   const unsigned bx = static_cast<unsigned>(std::min<int64_t>((p.D + 255) / 256, 16));
-  HcPostKernel<<<dim3(bx, static_cast<unsigned>(p.n)), 256, 0, stream>>>(p);
+  const dim3 grid(bx, static_cast<unsigned>(p.n));
+  switch (p.hc) {
+    case 1: HcPostKernelHc<1><<<grid, 256, 0, stream>>>(p); break;
+    case 2: HcPostKernelHc<2><<<grid, 256, 0, stream>>>(p); break;
+    case 4: HcPostKernelHc<4><<<grid, 256, 0, stream>>>(p); break;
+    default: HcPostKernel<<<grid, 256, 0, stream>>>(p); break;
+  }
   CUDA_CHECK_LAUNCH();
 }
 
