@@ -26,6 +26,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kRows = 4;  // output rows per thread group
+constexpr int kFp4ExpertRows = 8;
 
 template <WeightFormat F, bool kVec> struct Fmt;
 // Elements per chunk: 16 bytes of weights in the vector path, 1 element in the scalar path.
@@ -156,10 +157,12 @@ struct PairRows {
 };
 
 // The shared body: rows [row0, row0 + kRows) of the weight against local rows [0, m).
-template <WeightFormat F, bool kVec, int kTpr, int kMt, typename Rows>
+// kR: output rows per thread group (never changes an element's reduction order).
+template <WeightFormat F, bool kVec, int kTpr, int kMt, int kR, typename Rows>
 __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data, const void* scale,
                                            const Rows& rows, int64_t m, int64_t group_rows,
-                                           int64_t group_stride, float (*red)[kRows * kMt]) {
+                                           int64_t group_stride, float (*red)[kR * kMt]) {
+  constexpr int kRows = kR;
   constexpr int kCh = Fmt<F, kVec>::kCh;
   constexpr int kGroups = kThreads / kTpr;
   const int group = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
@@ -270,19 +273,25 @@ template <WeightFormat F, bool kVec, int kTpr, int kMt>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
   __shared__ float red[kThreads / 32][kRows * kMt];
   DenseRows rows{p.x, p.ldx, p.y, p.ldy, 0};
-  LinearBody<F, kVec, kTpr, kMt>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
+  LinearBody<F, kVec, kTpr, kMt, kRows>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
                                  p.x_group_stride, red);
 }
 
+// FP4 experts at one pair per slot (decode): 8 rows per group, half the blocks of kRows = 4, so each
+// block's routing prologue (slot -> expert -> pointers, dependent loads) covers twice the bytes.
+template <WeightFormat F, bool kMt1>
+constexpr int ExpertRows() { return F == WeightFormat::kFp4 && kMt1 ? kFp4ExpertRows : kRows; }
+
 template <WeightFormat F, bool kVec, int kTpr, int kMt>
 __global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
-  __shared__ float red[kThreads / 32][kRows * kMt];
+  constexpr int kR = ExpertRows<F, kMt == 1>();
+  __shared__ float red[kThreads / 32][kR * kMt];
   const int slot = blockIdx.y;
   if (slot >= *p.num_active) return;
   const int e = p.active[slot];
   const int32_t begin = p.offsets[slot], end = p.offsets[slot + 1];
   PairRows rows{p.x, p.ldx, p.y, p.ldy, p.pairs + begin, p.x_row_div};
-  LinearBody<F, kVec, kTpr, kMt>(p.shape, p.data[e], p.scale[e], rows, end - begin, 0, 0, red);
+  LinearBody<F, kVec, kTpr, kMt, kR>(p.shape, p.data[e], p.scale[e], rows, end - begin, 0, 0, red);
 }
 
 int ChunkElems(WeightFormat f) {
@@ -310,7 +319,7 @@ struct Plan {
   dim3 grid;
 };
 
-Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks) {
+Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks, bool expert) {
   Plan pl{};
   const int ch = ChunkElems(w.format);
   pl.vec = w.k % ch == 0 && x_aligned;
@@ -322,7 +331,8 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
   if (w.format == WeightFormat::kFp8 && w.block % 16 != 0) pl.vec = false;
   pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
   pl.mt = m_hint <= 1 ? 1 : 4;
-  const int64_t rows_per_block = (kThreads / pl.tpr) * kRows;
+  const int rows = expert && w.format == WeightFormat::kFp4 && pl.mt == 1 ? kFp4ExpertRows : kRows;
+  const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
   // Enough blocks to fill the GPU several times over; more m-chunks only re-read weights.
@@ -371,7 +381,7 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0 && p.x_group_stride % 4 == 0 &&
                        Aligned16(p.w.data);
-  const Plan pl = MakePlan(p.w, aligned, p.m, 1);
+  const Plan pl = MakePlan(p.w, aligned, p.m, 1, false);
   DSINFER_LINEAR_DISPATCH(LinearKernel, p.w.format, pl, p, stream);
 }
 
@@ -379,7 +389,7 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
   const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
-  const Plan pl = MakePlan(p.shape, aligned, per_slot, p.max_slots);
+  const Plan pl = MakePlan(p.shape, aligned, per_slot, p.max_slots, true);
   DSINFER_LINEAR_DISPATCH(ExpertLinearKernel, p.shape.format, pl, p, stream);
 }
 
