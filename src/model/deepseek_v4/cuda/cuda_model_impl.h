@@ -1,0 +1,255 @@
+// Internal to the CUDA executor: the device weight/state structs and CudaModel::Impl, shared by
+// cuda_model.cc (the forward pass and sequence API) and cuda_model_load.cc (loading a checkpoint
+// or building device-random weights). Not part of the public API.
+#pragma once
+
+#include "model/deepseek_v4/cuda/cuda_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/compressor.cuh"
+#include "backend/cuda/hyper_connection.cuh"
+#include "backend/cuda/indexer_topk.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/moe_route.cuh"
+#include "backend/cuda/norm.cuh"
+#include "backend/cuda/random_fill.cuh"
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/sample.cuh"
+#include "base/check.h"
+#include "io/quant.h"
+#include "io/safetensors.h"
+#include "model/deepseek_v4/rope_table.h"
+
+namespace dsinfer::model::deepseek_v4::cuda {
+
+namespace gpu = backend::cuda;
+using gpu::WeightFormat;
+using gpu::WeightRef;
+
+
+struct HcW {
+  WeightRef fn;  // fp32 [(2+hc)*hc or hc, hc*D]
+  float* base = nullptr;
+  float* scale = nullptr;
+};
+
+struct CompressorW {
+  int rate = 0, dim = 0;
+  bool overlap = false;
+  WeightRef wkv, wgate;  // [width, D]
+  float* ape = nullptr;  // [rate, width]
+  float* norm = nullptr; // [dim]
+  int width() const { return overlap ? 2 * dim : dim; }
+};
+
+struct ExpertsW {
+  WeightRef w1, w3, w2;  // shapes/formats; data/scale unused
+  // Device arrays [E] of per-expert data / scale pointers.
+  const void** w1_data = nullptr; const void** w1_scale = nullptr;
+  const void** w3_data = nullptr; const void** w3_scale = nullptr;
+  const void** w2_data = nullptr; const void** w2_scale = nullptr;
+  size_t bytes_per_expert = 0;
+};
+
+struct BlockW {
+  float* attn_norm = nullptr;
+  float* ffn_norm = nullptr;
+  HcW hc_attn, hc_ffn;
+  WeightRef wq_a, wq_b, wkv, wo_a, wo_b;
+  float* q_norm = nullptr;
+  float* kv_norm = nullptr;
+  float* sink = nullptr;
+  int rate = 0;
+  bool has_comp = false, has_idx = false;
+  CompressorW comp;
+  WeightRef idx_wq_b, idx_weights_proj;
+  CompressorW idx_comp;
+  WeightRef gate;
+  float* gate_bias = nullptr;
+  int32_t* tid2eid = nullptr;
+  ExpertsW experts;
+  bool has_shared = false;
+  WeightRef sh_w1, sh_w3, sh_w2;
+};
+
+struct LayerState {
+  gpu::RingRef window;
+  gpu::RingRef comp_rows;
+  gpu::ListRef comp_entries;
+  gpu::RingRef index_rows;
+  gpu::ListRef index_entries;
+};
+
+inline constexpr int kMetaArrays = 7;  // ids, pos, slot, seg_begin, seg_start, seg_count, head rows
+inline constexpr int kRollbackSlack = 16;
+
+
+struct CudaModel::Impl {
+  io::DeepseekV4Config c;
+  CudaModelOptions opt;
+  std::vector<gpu::DeviceBuffer> owned;  // every device allocation of weights and state
+  size_t weight_bytes = 0;
+  size_t dense_bytes = 0;
+
+  WeightRef embed;  // bf16 or f32 [V, D]
+  WeightRef head;
+  float* norm = nullptr;
+  HcW hc_head;
+  std::vector<BlockW> layers;
+  float* inv_main = nullptr;
+  float* inv_compress = nullptr;
+
+  std::vector<LayerState> state;
+  std::vector<int64_t> lengths;
+  std::vector<bool> used;
+
+  gpu::Stream stream;
+  gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
+  gpu::PinnedBuffer sampled_host;
+  int32_t* meta_dev = nullptr;
+  int32_t* sampled_dev = nullptr;
+  int64_t logits_rows = 0;
+
+  // Activations [max_tokens, ...].
+  float *X, *mix, *post, *comb, *xn, *cq, *q, *kv, *proj, *iproj, *qi, *wi, *o, *z, *y;
+  int32_t *sel, *sel_count;
+  float* iscores = nullptr;  // indexer score scratch [iscore_rows, index entries capacity]
+  int64_t iscore_rows = 0;
+  float *rlog, *rwt;
+  int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
+  float *g, *gu, *ys, *sg, *su, *sy;
+  float *xs, *hz, *logits;
+
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;
+  gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
+  void Mark(const char* name) {
+    if (profile) profile->Mark(stream.get(), name);
+  }
+
+  template <typename T>
+  T* Alloc(int64_t count) {
+    owned.emplace_back(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T));
+    return owned.back().as<T>();
+  }
+  float* UploadF32(const std::vector<float>& v) {
+    float* p = Alloc<float>(static_cast<int64_t>(v.size()));
+    gpu::CopyToDeviceSync(p, v.data(), v.size() * 4);
+    return p;
+  }
+
+  gpu::TokenMeta Meta(int64_t n) const {
+    const int64_t T = opt.max_tokens;
+    gpu::TokenMeta m;
+    m.ids = meta_dev;
+    m.pos = meta_dev + T;
+    m.slot = meta_dev + 2 * T;
+    m.seg_begin = meta_dev + 3 * T;
+    m.seg_start = meta_dev + 4 * T;
+    m.seg_count = meta_dev + 5 * T;
+    m.n = n;
+    return m;
+  }
+  const int32_t* HeadRows() const { return meta_dev + 6 * opt.max_tokens; }
+  const float* InvFreq(int rate) const { return rate == 0 ? inv_main : inv_compress; }
+
+  void AllocateState();
+  void AllocateActivations();
+  void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
+              int64_t group_rows = 0, int64_t group_stride = 0) {
+    gpu::LinearParams p;
+    p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
+    p.x_group_rows = group_rows; p.x_group_stride = group_stride;
+    gpu::LaunchLinear(p, stream.get());
+  }
+  void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,
+               const float* weight) {
+    gpu::RmsNormParams p;
+    p.x = x; p.ldx = ldx; p.y = yv; p.ldy = ldy; p.rows = rows; p.dim = dim; p.weight = weight;
+    p.eps = static_cast<float>(c.rms_norm_eps);
+    gpu::LaunchRmsNorm(p, stream.get());
+  }
+  void Rope(float* x, int64_t n, int64_t heads, int64_t dim, const float* inv, bool inverse = false) {
+    gpu::RopeParams p;
+    p.x = x; p.tokens = n; p.heads = heads; p.head_stride = dim; p.token_stride = heads * dim;
+    p.dim = dim; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
+    p.inverse = inverse;
+    gpu::LaunchRope(p, stream.get());
+  }
+  // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
+  void HcMix(const float* xs_, int64_t n, const WeightRef& fn) {
+    gpu::HcMixParams p;
+    p.X = xs_; p.ldx = c.hc_mult * c.hidden_size; p.K = p.ldx; p.fn = static_cast<const float*>(fn.data);
+    p.nout = static_cast<int>(fn.n); p.n = n; p.part = mix;
+    gpu::LaunchHcMix(p, stream.get());
+  }
+  void HcPre(const HcW& w, int64_t n, const float* norm_w) {
+    const int64_t D = c.hidden_size, hc = c.hc_mult;
+    HcMix(X, n, w.fn);
+    gpu::HcPreFinishParams p;
+    p.part = mix; p.rms_eps = static_cast<float>(c.rms_norm_eps); p.norm_w = norm_w; p.xn = xn;
+    p.base = w.base; p.scale = w.scale; p.X = X; p.post = post; p.comb = comb;
+    p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
+    p.hc_eps = static_cast<float>(c.hc_eps);
+    gpu::LaunchHcPreFinish(p, stream.get());
+  }
+  void HcPost(int64_t n) {
+    gpu::HcPostParams p;
+    p.y = y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult; p.D = c.hidden_size;
+    gpu::LaunchHcPost(p, stream.get());
+  }
+  void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
+                  const gpu::ListRef& entries) {
+    const int64_t D = c.hidden_size, width = cw.width();
+    Linear(cw.wkv, x, D, n, pr, 2 * width);
+    Linear(cw.wgate, x, D, n, pr + width, 2 * width);
+    gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, stream.get());
+    gpu::CompressEmitParams p;
+    p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
+    p.dim = cw.dim; p.overlap = cw.overlap; p.norm = cw.norm; p.eps = static_cast<float>(c.rms_norm_eps);
+    p.rope_dim = c.rope_head_dim; p.inv_freq = inv_compress;
+    gpu::LaunchCompressEmit(p, stream.get());
+  }
+  void RingAppend(const float* src, int64_t ld, const gpu::RingRef& ring, int64_t n) {
+    gpu::RingAppendParams p;
+    p.meta = Meta(n); p.src = src; p.ld = ld; p.ring = ring;
+    gpu::LaunchRingAppend(p, stream.get());
+  }
+  void Attention(const BlockW& w, const LayerState& st, int64_t n);
+  void Moe(const BlockW& w, int layer, int64_t n);
+  void Block(const BlockW& w, int layer, int64_t n) {
+    Mark("hc_pre+norm");
+    HcPre(w.hc_attn, n, w.attn_norm);
+    Attention(w, state[layer], n);
+    Mark("hc_post");
+    HcPost(n);
+    Mark("hc_pre+norm");
+    HcPre(w.hc_ffn, n, w.ffn_norm);
+    Moe(w, layer, n);
+    Mark("hc_post");
+    HcPost(n);
+  }
+  // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
+  void Run(int64_t n, int64_t rows) {
+    gpu::EmbedParams ep;
+    ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
+    ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;
+    gpu::LaunchEmbed(ep, stream.get());
+    for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n);
+    const int64_t D = c.hidden_size, hc = c.hc_mult;
+    Mark("hc_head+head");
+    gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, stream.get());
+    HcMix(xs, rows, hc_head.fn);
+    gpu::HcHeadFinishParams hp;
+    hp.part = mix; hp.rms_eps = static_cast<float>(c.rms_norm_eps); hp.norm_w = norm; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;
+    hp.n = rows; hp.hc = static_cast<int>(hc); hp.D = D; hp.hc_eps = static_cast<float>(c.hc_eps);
+    gpu::LaunchHcHeadFinish(hp, stream.get());
+    Linear(head, hz, D, rows, logits, c.vocab_size);
+  }
+};
+
+}  // namespace dsinfer::model::deepseek_v4::cuda
