@@ -136,6 +136,18 @@ struct CudaModel::Impl {
     owned.emplace_back(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T));
     return owned.back().as<T>();
   }
+  // Device arrays [E] of the routed experts' pointers; tables = per-expert w1 data, w1 scale,
+  // w3 data, w3 scale, w2 data, w2 scale (host), in expert order.
+  void UploadExpertTables(const std::vector<const void*> (&tables)[6], ExpertsW* ex) {
+    const void** dev[6];
+    for (int i = 0; i < 6; ++i) {
+      dev[i] = Alloc<const void*>(static_cast<int64_t>(tables[i].size()));
+      gpu::CopyToDeviceSync(dev[i], tables[i].data(), tables[i].size() * sizeof(void*));
+    }
+    ex->w1_data = dev[0]; ex->w1_scale = dev[1]; ex->w3_data = dev[2]; ex->w3_scale = dev[3];
+    ex->w2_data = dev[4]; ex->w2_scale = dev[5];
+  }
+
   float* UploadF32(const std::vector<float>& v) {
     float* p = Alloc<float>(static_cast<int64_t>(v.size()));
     gpu::CopyToDeviceSync(p, v.data(), v.size() * 4);

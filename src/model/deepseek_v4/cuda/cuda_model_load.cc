@@ -140,13 +140,7 @@ class GpuLoader {
       tables[2].push_back(w3.data); tables[3].push_back(w3.scale);
       tables[4].push_back(w2.data); tables[5].push_back(w2.scale);
     }
-    const void** dev[6];
-    for (int i = 0; i < 6; ++i) {
-      dev[i] = m_->Alloc<const void*>(E);
-      gpu::CopyToDeviceSync(dev[i], tables[i].data(), E * sizeof(void*));
-    }
-    ex->w1_data = dev[0]; ex->w1_scale = dev[1]; ex->w3_data = dev[2]; ex->w3_scale = dev[3];
-    ex->w2_data = dev[4]; ex->w2_scale = dev[5];
+    m_->UploadExpertTables(tables, ex);
     return Status::Ok();
   }
 
@@ -393,14 +387,7 @@ class RandomBuilder {
       tables[2].push_back(w3.data); tables[3].push_back(w3.scale);
       tables[4].push_back(w2.data); tables[5].push_back(w2.scale);
     }
-    const void** dev[6];
-    for (int i = 0; i < 6; ++i) {
-      dev[i] = m_->Alloc<const void*>(E);
-      gpu::CopyToDeviceSync(dev[i], tables[i].data(), E * sizeof(void*));
-    }
-    ExpertsW& ex = b->experts;
-    ex.w1_data = dev[0]; ex.w1_scale = dev[1]; ex.w3_data = dev[2]; ex.w3_scale = dev[3];
-    ex.w2_data = dev[4]; ex.w2_scale = dev[5];
+    m_->UploadExpertTables(tables, &b->experts);
     const size_t expert_total = m_->weight_bytes - before_experts;
     b->has_shared = c.n_shared_experts > 0;
     if (b->has_shared) {
