@@ -104,11 +104,4 @@ std::map<std::pair<uint64_t, int>, Outcome> Drain(engine::EngineCore& core, F be
   return out;
 }
 
-inline std::vector<int32_t> RandomIds(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = static_cast<int32_t>(rng() % 300);
-  return ids;
-}
-
 }  // namespace dsinfer::testing

@@ -23,12 +23,7 @@ class ModelScheduleTest : public ::testing::Test {
     delete dir_;
   }
 
-  static std::vector<int32_t> Ids(int n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> ids(n);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % 300);
-    return ids;
-  }
+  static std::vector<int32_t> Ids(int n, uint32_t seed) { return testing::RandomIds(n, seed); }
 
   // Logits of every position when fed in chunks of the given sizes.
   static std::vector<float> Run(const std::vector<int32_t>& ids, const std::vector<int>& sizes) {

@@ -17,6 +17,14 @@ inline io::DeepseekV4Config SmallConfig() {
   return c;
 }
 
+// n token ids below SmallConfig().vocab_size, a pure function of the seed.
+inline std::vector<int32_t> RandomIds(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % SmallConfig().vocab_size);
+  return ids;
+}
+
 inline std::string SmallModelDir(model::deepseek_v4::WeightFormat format, const std::string& name,
                                  uint64_t seed = 7) {
   const std::string dir = ScratchDir("model_" + name);

@@ -25,8 +25,7 @@ TEST(StateLayoutTest, BytesMatchTheModelStateAtEveryLength) {
     std::mt19937 rng(5);
     int64_t length = 0;
     for (int chunk : {1, 3, 12, 1, 20, 7, 30}) {
-      std::vector<int32_t> ids(chunk);
-      for (auto& id : ids) id = static_cast<int32_t>(rng() % 300);
+      const std::vector<int32_t> ids = testing::RandomIds(chunk, static_cast<uint32_t>(rng()));
       ASSERT_TRUE((*m)->Forward({{state.get(), ids}}, LogitsRows::kLast).ok());
       length += chunk;
       EXPECT_EQ(layout.ExactBytes(length), static_cast<int64_t>(state->bytes())) << "length " << length;
@@ -82,11 +81,6 @@ TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
   for (const auto& pool : after.pools) EXPECT_EQ(pool.pages_used, 0) << pool.name;
 }
 
-}  // namespace
-}  // namespace dsinfer::cache
-
-namespace dsinfer::cache {
-namespace {
 
 // The model's state really lives in the pools: two requests whose rows are pages of one cache
 // (interleaved page ids) compute exactly what private heap state computes, and a fork copied into
@@ -107,10 +101,7 @@ TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   StateCache cache(*plan);
 
-  std::mt19937 rng(3);
-  std::vector<int32_t> a(70), b(45);
-  for (auto& id : a) id = static_cast<int32_t>(rng() % 300);
-  for (auto& id : b) id = static_cast<int32_t>(rng() % 300);
+  const std::vector<int32_t> a = testing::RandomIds(70, 3), b = testing::RandomIds(45, 4);
   auto heap_a = model.NewSequence(0), heap_b = model.NewSequence(0);
   auto ref_a = model.Forward({{heap_a.get(), a}}, LogitsRows::kAll);
   auto ref_b = model.Forward({{heap_b.get(), b}}, LogitsRows::kAll);
