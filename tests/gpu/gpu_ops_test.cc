@@ -7,6 +7,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample.cuh"
 #include "base/dtype.h"
@@ -135,7 +136,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{WeightFormat::kFp8, 129, 130, 520},  // k not a multiple of 128
                       Case{WeightFormat::kFp8, 2, 48, 40},      // scalar path
                       Case{WeightFormat::kFp4, 1, 2048, 4096}, Case{WeightFormat::kFp4, 6, 96, 2048},
-                      Case{WeightFormat::kFp4, 64, 33, 96}));
+                      Case{WeightFormat::kFp4, 64, 33, 96},
+                      // Every decode-GEMV configuration (gemv.cuh): m <= 4 runs it, m >= 5 runs
+                      // LinearBody, and the batch-invariance check compares single rows (GEMV)
+                      // with the batched rows bit for bit.
+                      Case{WeightFormat::kFp8, 6, 70, 4096},     // 8 accumulators, 8 chunks
+                      Case{WeightFormat::kFp8, 5, 33, 8192},     // 16 chunks per lane
+                      Case{WeightFormat::kFp8, 5, 200, 2048},    // 4 accumulators
+                      Case{WeightFormat::kFp8, 5, 130, 3072},    // 4 accumulators, 6 chunks
+                      Case{WeightFormat::kFp8, 4, 70, 4096},     // GEMV over 4 rows
+                      Case{WeightFormat::kBf16, 5, 129, 4096}, Case{WeightFormat::kBf16, 5, 65, 1536},
+                      Case{WeightFormat::kF32, 5, 20, 16384},    // several passes (m = 1 only)
+                      Case{WeightFormat::kFp4, 5, 96, 4096}, Case{WeightFormat::kFp4, 5, 40, 3072}));
 
 TEST(LinearTest, GroupedInput) {
   SKIP_WITHOUT_GPU();
@@ -168,6 +180,65 @@ TEST(LinearTest, GroupedInput) {
   CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
   s.Synchronize();
   EXPECT_LE(testing::RelativeError(got, ref), 1e-5);
+}
+
+// The fused SwiGLU linear (one GEMV over W1 and W3) gives the same bits as W1, W3 and LaunchSwiglu.
+TEST(LinearTest, FusedSwigluMatchesUnfused) {
+  SKIP_WITHOUT_GPU();
+  for (const Case cs : {Case{WeightFormat::kFp8, 1, 300, 4096}, Case{WeightFormat::kFp8, 3, 300, 4096},
+                        Case{WeightFormat::kFp4, 1, 200, 4096}, Case{WeightFormat::kFp4, 2, 96, 2048},
+                        Case{WeightFormat::kBf16, 1, 64, 1024}}) {
+    HostWeight h1 = MakeWeight(cs.format, cs.n, cs.k, 21), h3 = MakeWeight(cs.format, cs.n, cs.k, 22);
+    auto x = testing::RandomVector(static_cast<size_t>(cs.m * cs.k), 23);
+    DeviceBuffer w1(h1.data.size()), s1(std::max<size_t>(h1.scale.size(), 1)), w3(h3.data.size()),
+        s3(std::max<size_t>(h3.scale.size(), 1)), xd(x.size() * 4), g(cs.m * cs.n * 4),
+        u(cs.m * cs.n * 4), ref(cs.m * cs.n * 4);
+    CopyToDeviceSync(w1.get(), h1.data.data(), h1.data.size());
+    CopyToDeviceSync(w3.get(), h3.data.data(), h3.data.size());
+    if (!h1.scale.empty()) {
+      CopyToDeviceSync(s1.get(), h1.scale.data(), h1.scale.size());
+      CopyToDeviceSync(s3.get(), h3.scale.data(), h3.scale.size());
+    }
+    CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
+    Stream s;
+    LinearParams p;
+    p.w.format = cs.format;
+    p.w.data = w1.get();
+    p.w.scale = s1.get();
+    p.w.scale_format = h1.scale.empty() ? ScaleFormat::kNone : ScaleFormat::kUe8m0;
+    p.w.n = cs.n;
+    p.w.k = cs.k;
+    p.x = xd.as<float>();
+    p.ldx = cs.k;
+    p.m = cs.m;
+    p.ldy = cs.n;
+    WeightRef w3ref = p.w;
+    w3ref.data = w3.get();
+    w3ref.scale = s3.get();
+    const float limit = 0.7f;  // small enough that the clamp matters
+    // Reference: one row at a time through the unfused path.
+    for (int64_t r = 0; r < cs.m; ++r) {
+      LinearParams a = p;
+      a.x = xd.as<float>() + r * cs.k;
+      a.m = 1;
+      a.y = ref.as<float>() + r * cs.n;
+      LaunchLinear(a, s.get());
+      LinearParams b = a;
+      b.w = w3ref;
+      b.y = u.as<float>() + r * cs.n;
+      LaunchLinear(b, s.get());
+    }
+    LaunchSwiglu(ref.as<float>(), u.as<float>(), cs.m, cs.n, cs.n, limit, s.get());
+    Memset(g.get(), 0xff, g.bytes(), s.get());
+    p.y = g.as<float>();
+    LaunchLinearSwiglu(p, w3ref, u.as<float>(), limit, s.get());
+    std::vector<float> got(cs.m * cs.n), want(cs.m * cs.n);
+    CopyToHost(got.data(), g.get(), got.size() * 4, s.get());
+    CopyToHost(want.data(), ref.get(), want.size() * 4, s.get());
+    s.Synchronize();
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+        << "format " << static_cast<int>(cs.format) << " m=" << cs.m << " n=" << cs.n;
+  }
 }
 
 TEST(SampleTest, GreedyAndSeededGumbel) {

@@ -1,17 +1,21 @@
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 
 namespace dsinfer::backend::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 16;
+constexpr int kU = 4;          // keys per warp loaded together
 constexpr int kMaxPerLane = 16;  // dim <= 512
 
 __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAttentionParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float part_m[kWarps], part_l[kWarps];
-  __shared__ float part_o[kWarps][512];
+  __shared__ __align__(16) float part_o[kWarps][512];
   __shared__ float out_row[512];
   const int64_t t = blockIdx.x / p.heads;
   const int h = blockIdx.x % p.heads;
@@ -24,52 +28,69 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   if (p.rate > 0) n_comp = p.sel ? p.sel_count[t] : (pos + 1) / p.rate;
   const int n_keys = n_win + n_comp;
 
+  // Lane l holds elements 4l + 128v + {0..3} (v < 4): one 16-byte load per v.
   float q[kMaxPerLane], o[kMaxPerLane];
   const float* qrow = p.q + (t * p.heads + h) * dim;
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
-    const int c = lane + 32 * i;
-    q[i] = c < dim ? qrow[c] : 0.0f;
-    o[i] = 0.0f;
+  for (int v = 0; v < kMaxPerLane / 4; ++v) {
+    const int c = 4 * lane + 128 * v;
+    const float4 a = c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
+    q[4 * v] = a.x; q[4 * v + 1] = a.y; q[4 * v + 2] = a.z; q[4 * v + 3] = a.w;
   }
-  float m = -INFINITY, l = 0.0f;
-  for (int j = warp; j < n_keys; j += kWarps) {
-    const float* key;
+#pragma unroll
+  for (int i = 0; i < kMaxPerLane; ++i) o[i] = 0.0f;
+  // Warp w takes keys [kU·w, kU·w + kU), then the same span kWarps·kU further on, ...: the kU keys
+  // of a span are loaded together (kU loads in flight per lane) and then folded into the warp's
+  // online softmax in key order. The split depends only on the key index (not on the batch).
+  auto key_ptr = [&](int j) -> const float* {
     if (j < n_win) {
       const int s = pos - n_win + 1 + j;
-      key = s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                           : p.window.data + slot * p.window.slot_stride + (s % p.window.cap) * p.window.width;
-    } else {
-      const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
-      key = p.comp.data + slot * p.comp.slot_stride + static_cast<int64_t>(e) * p.comp.width;
+      return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
+                            : p.window.data + slot * p.window.slot_stride + (s % p.window.cap) * p.window.width;
     }
-    float kr[kMaxPerLane];
-    float dot = 0.0f;
+    const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
+    return p.comp.data + slot * p.comp.slot_stride + static_cast<int64_t>(e) * p.comp.width;
+  };
+  float m = -INFINITY, l = 0.0f;
+  for (int j0 = warp * kU; j0 < n_keys; j0 += kWarps * kU) {
+    float kr[kU][kMaxPerLane];
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      const int c = lane + 32 * i;
-      kr[i] = c < dim ? key[c] : 0.0f;
-      dot = fmaf(q[i], kr[i], dot);
+    for (int u = 0; u < kU; ++u) {
+      if (j0 + u >= n_keys) break;
+      const float* key = key_ptr(j0 + u);
+#pragma unroll
+      for (int v = 0; v < kMaxPerLane / 4; ++v) {
+        const int c = 4 * lane + 128 * v;
+        const float4 a = c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
+        kr[u][4 * v] = a.x; kr[u][4 * v + 1] = a.y; kr[u][4 * v + 2] = a.z; kr[u][4 * v + 3] = a.w;
+      }
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    const float z = dot * p.scale;
-    const float m_new = fmaxf(m, z);
-    const float corr = expf(m - m_new);  // m = -inf first: corr = 0
-    const float e = expf(z - m_new);
-    l = l * corr + e;
+    for (int u = 0; u < kU; ++u) {
+      if (j0 + u >= n_keys) break;
+      float dot = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) o[i] = o[i] * corr + e * kr[i];
-    m = m_new;
+      for (int i = 0; i < kMaxPerLane; ++i) dot = fmaf(q[i], kr[u][i], dot);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      const float z = dot * p.scale;
+      const float m_new = fmaxf(m, z);
+      const float corr = expf(m - m_new);  // m = -inf first: corr = 0
+      const float e = expf(z - m_new);
+      l = l * corr + e;
+#pragma unroll
+      for (int i = 0; i < kMaxPerLane; ++i) o[i] = o[i] * corr + e * kr[u][i];
+      m = m_new;
+    }
   }
   if (lane == 0) {
     part_m[warp] = m;
     part_l[warp] = l;
   }
 #pragma unroll
-  for (int i = 0; i < kMaxPerLane; ++i) {
-    const int c = lane + 32 * i;
-    if (c < dim) part_o[warp][c] = o[i];
+  for (int v = 0; v < kMaxPerLane / 4; ++v) {
+    const int c = 4 * lane + 128 * v;
+    if (c < dim) *reinterpret_cast<float4*>(&part_o[warp][c]) = make_float4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
   }
   __syncthreads();
   const float sink = p.sink[h];
@@ -99,8 +120,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if (p.dim > 512) std::abort();
-  SparseAttentionKernel<<<static_cast<unsigned>(p.meta.n * p.heads), kWarps * 32, 0, stream>>>(p);
+  if (p.dim > 512 || p.dim % 4 != 0) std::abort();  // 16-byte rows (every V4 head_dim)
+  LaunchKernel(SparseAttentionKernel, dim3(static_cast<unsigned>(p.meta.n * p.heads)), dim3(kWarps * 32), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/compressor.cuh"
 #include "backend/cuda/device_math.cuh"
 
@@ -7,6 +8,8 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 __global__ void AddApeKernel(float* proj, int64_t width, const float* ape, int rate, const int32_t* pos) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.x;
   const float* a = ape + static_cast<int64_t>(pos[t] % rate) * width;
   float* g = proj + t * 2 * width + width;
@@ -16,6 +19,8 @@ __global__ void AddApeKernel(float* proj, int64_t width, const float* ape, int r
 constexpr int kMaxSlots = 256;  // 2 * rate (CSA) or rate (HCA)
 
 __global__ void CompressEmitKernel(CompressEmitParams p) {
+  PdlTrigger();
+  PdlWait();
   extern __shared__ float entry[];  // [dim]
   __shared__ float scratch[32];
   __shared__ const float* row_ptr[kMaxSlots];
@@ -77,6 +82,8 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
 }
 
 __global__ void RingAppendKernel(RingAppendParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.x;
   const int pos = p.meta.pos[t];
   if (pos < p.meta.seg_start[t] + p.meta.seg_count[t] - p.ring.cap) return;
@@ -90,20 +97,20 @@ __global__ void RingAppendKernel(RingAppendParams p) {
 void LaunchAddApe(float* proj, int64_t n, int64_t width, const float* ape, int rate,
                   const int32_t* pos, StreamHandle stream) {
   if (n <= 0) return;
-  AddApeKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(proj, width, ape, rate, pos);
+  LaunchKernel(AddApeKernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, stream, proj, width, ape, rate, pos);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchCompressEmit(const CompressEmitParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   if ((p.overlap ? 2 * p.rate : p.rate) > kMaxSlots) std::abort();
-  CompressEmitKernel<<<static_cast<unsigned>(p.meta.n), 256, p.dim * sizeof(float), stream>>>(p);
+  LaunchKernel(CompressEmitKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(256), p.dim * sizeof(float), stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchRingAppend(const RingAppendParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  RingAppendKernel<<<static_cast<unsigned>(p.meta.n), 256, 0, stream>>>(p);
+  LaunchKernel(RingAppendKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

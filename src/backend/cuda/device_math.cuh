@@ -42,4 +42,13 @@ __device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float in
 
 __device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// SwiGLU of one (gate, up) pair with the optional clamp (limit > 0), as the CPU reference.
+__device__ __forceinline__ float SwigluF(float g, float u, float limit) {
+  if (limit > 0) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  return g / (1.0f + expf(-g)) * u;
+}
+
 }  // namespace dsinfer::backend::cuda

@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 
@@ -36,6 +37,8 @@ constexpr int kMixThreads = 128;  // 2 inputs per thread
 constexpr int kMixTok = 4;        // tokens per block (weights re-read from L1/L2 less often)
 constexpr int kMaxMixOut = 80;    // (2 + 8) * 8
 
+constexpr int kMixPrefetch = 24;  // outputs whose weights are loaded before the dependency wait (hc = 4)
+
 __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   __shared__ float red[kMixThreads / 32][kMixTok][kMaxMixOut + 1];
   const int64_t slice = blockIdx.x, slices = gridDim.x;
@@ -43,6 +46,17 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t k0 = slice * kMixSlice + threadIdx.x, k1 = k0 + kMixThreads;
   const bool in0 = k0 < p.K, in1 = k1 < p.K;
+  PdlTrigger();
+  // fn is a weight (constant): its first outputs are loaded while the previous kernel finishes.
+  float wp0[kMixPrefetch], wp1[kMixPrefetch];
+#pragma unroll
+  for (int o = 0; o < kMixPrefetch; ++o) {
+    const float* w = p.fn + static_cast<int64_t>(o) * p.K;
+    const bool use = o < p.nout;
+    wp0[o] = use && in0 ? __ldg(w + k0) : 0.0f;
+    wp1[o] = use && in1 ? __ldg(w + k1) : 0.0f;
+  }
+  PdlWait();
   float x0[kMixTok], x1[kMixTok];
 #pragma unroll
   for (int j = 0; j < kMixTok; ++j) {
@@ -60,14 +74,19 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
       if (lane == 0) red[warp][j][o] = a;
     }
   };
-#pragma unroll 2
-  for (int o = 0; o < p.nout; ++o) {
-    const float* w = p.fn + static_cast<int64_t>(o) * p.K;
-    const float w0 = in0 ? __ldg(w + k0) : 0.0f, w1 = in1 ? __ldg(w + k1) : 0.0f;
+  auto mix_out = [&](int o, float w0, float w1) {
     float v[kMixTok];
 #pragma unroll
     for (int j = 0; j < kMixTok; ++j) v[j] = fmaf(w1, x1[j], w0 * x0[j]);
     reduce_store(o, v);
+  };
+#pragma unroll
+  for (int o = 0; o < kMixPrefetch; ++o)
+    if (o < p.nout) mix_out(o, wp0[o], wp1[o]);
+#pragma unroll 2
+  for (int o = kMixPrefetch; o < p.nout; ++o) {
+    const float* w = p.fn + static_cast<int64_t>(o) * p.K;
+    mix_out(o, in0 ? __ldg(w + k0) : 0.0f, in1 ? __ldg(w + k1) : 0.0f);
   }
   {
     float v[kMixTok];
@@ -231,6 +250,8 @@ __device__ void CollapseNormHc(const float* pre, const float* Xt, int64_t D, flo
 // HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
 template <int HC>
 __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float pre[kMaxHc];
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float scratch[32];
@@ -299,6 +320,8 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
 // loop re-loaded them after every X store, which may alias). Same operations in the same order.
 template <int HC>
 __global__ void HcPostKernelHc(HcPostParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.y;
   float C[HC * HC], post[HC];
 #pragma unroll
@@ -322,6 +345,8 @@ __global__ void HcPostKernelHc(HcPostParams p) {
 }
 
 __global__ void HcPostKernel(HcPostParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.y;
   const int hc = p.hc;
   const float* C = p.comb + t * hc * hc;
@@ -339,6 +364,8 @@ __global__ void HcPostKernel(HcPostParams p) {
 }
 
 __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float pre[kMaxHc];
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float scratch[32];
@@ -355,6 +382,8 @@ __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
 }
 
 __global__ void EmbedKernel(EmbedParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.x;
   const int64_t id = p.ids[t];
   float* X = p.X + t * p.hc * p.D;
@@ -370,6 +399,8 @@ __global__ void EmbedKernel(EmbedParams p) {
 }
 
 __global__ void GatherRowsKernel(const float* src, const int32_t* rows, int64_t width, float* dst) {
+  PdlTrigger();
+  PdlWait();
   const int64_t i = blockIdx.x;
   const float* s = src + static_cast<int64_t>(rows[i]) * width;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * width + c] = s[c];
@@ -383,7 +414,7 @@ void LaunchHcMix(const HcMixParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.nout > kMaxMixOut) std::abort();
   const dim3 grid(static_cast<unsigned>(HcMixSlices(p.K)), static_cast<unsigned>((p.n + kMixTok - 1) / kMixTok));
-  HcMixKernel<<<grid, kMixThreads, 0, stream>>>(p);
+  LaunchKernel(HcMixKernel, dim3(grid), dim3(kMixThreads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -394,10 +425,10 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   const int threads = NormThreads(p.D);
   const int64_t slices = HcMixSlices(p.hc * p.D);
   switch (p.hc) {
-    case 1: HcPreFinishKernel<1><<<grid, threads, 0, stream>>>(p, slices); break;
-    case 2: HcPreFinishKernel<2><<<grid, threads, 0, stream>>>(p, slices); break;
-    case 4: HcPreFinishKernel<4><<<grid, threads, 0, stream>>>(p, slices); break;
-    default: HcPreFinishKernel<0><<<grid, threads, 0, stream>>>(p, slices); break;
+    case 1: LaunchKernel(HcPreFinishKernel<1>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
+    case 2: LaunchKernel(HcPreFinishKernel<2>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
+    case 4: LaunchKernel(HcPreFinishKernel<4>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
+    default: LaunchKernel(HcPreFinishKernel<0>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -407,10 +438,10 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   const unsigned bx = static_cast<unsigned>(std::min<int64_t>((p.D + 255) / 256, 16));
   const dim3 grid(bx, static_cast<unsigned>(p.n));
   switch (p.hc) {
-    case 1: HcPostKernelHc<1><<<grid, 256, 0, stream>>>(p); break;
-    case 2: HcPostKernelHc<2><<<grid, 256, 0, stream>>>(p); break;
-    case 4: HcPostKernelHc<4><<<grid, 256, 0, stream>>>(p); break;
-    default: HcPostKernel<<<grid, 256, 0, stream>>>(p); break;
+    case 1: LaunchKernel(HcPostKernelHc<1>, dim3(grid), dim3(256), 0, stream, p); break;
+    case 2: LaunchKernel(HcPostKernelHc<2>, dim3(grid), dim3(256), 0, stream, p); break;
+    case 4: LaunchKernel(HcPostKernelHc<4>, dim3(grid), dim3(256), 0, stream, p); break;
+    default: LaunchKernel(HcPostKernel, dim3(grid), dim3(256), 0, stream, p); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -418,20 +449,20 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.hc > kMaxHc) std::abort();
-  HcHeadFinishKernel<<<static_cast<unsigned>(p.n), NormThreads(p.D), 0, stream>>>(p, HcMixSlices(p.hc * p.D));
+  LaunchKernel(HcHeadFinishKernel, dim3(static_cast<unsigned>(p.n)), dim3(NormThreads(p.D)), 0, stream, p, HcMixSlices(p.hc * p.D));
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchEmbed(const EmbedParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  EmbedKernel<<<static_cast<unsigned>(p.n), 256, 0, stream>>>(p);
+  LaunchKernel(EmbedKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchGatherRows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst,
                       StreamHandle stream) {
   if (n <= 0) return;
-  GatherRowsKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(src, rows, width, dst);
+  LaunchKernel(GatherRowsKernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, stream, src, rows, width, dst);
   CUDA_CHECK_LAUNCH();
 }
 

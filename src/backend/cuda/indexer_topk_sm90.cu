@@ -1,6 +1,7 @@
 #include <climits>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -34,6 +35,8 @@ size_t ScoreSmemBytes(int heads, int head_dim) {
 // Block (tile, t): scores of entries [tile*32, tile*32+32) of token t. Thread (warp g, lane e):
 // entry e against heads [8g, 8g+8).
 __global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel(IndexerTopKParams p, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
   extern __shared__ float smem[];
   const int64_t t = blockIdx.y;
   const int pos = p.meta.pos[t];
@@ -92,6 +95,8 @@ __global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel
 }
 
 __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int sort_cap, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
   extern __shared__ float smem[];
   const int64_t t = blockIdx.x;
   const int pos = p.meta.pos[t];
@@ -190,10 +195,9 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
     q.weights += c0 * p.heads;
     q.sel += c0 * p.topk;
     q.sel_count += c0;
-    IndexerScoreKernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows)),
-                         kTileEntries * kHeadGroups, ScoreSmemBytes(p.heads, p.head_dim), stream>>>(q, p.max_entries);
+    LaunchKernel(IndexerScoreKernel, dim3(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows))), dim3(kTileEntries * kHeadGroups), ScoreSmemBytes(p.heads, p.head_dim), stream, q, p.max_entries);
     CUDA_CHECK_LAUNCH();
-    IndexerTopKKernel<<<static_cast<unsigned>(rows), kThreads, SmemBytes(cap), stream>>>(q, cap, p.max_entries);
+    LaunchKernel(IndexerTopKKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), SmemBytes(cap), stream, q, cap, p.max_entries);
     CUDA_CHECK_LAUNCH();
   }
 }

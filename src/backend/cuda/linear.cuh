@@ -73,4 +73,12 @@ struct ExpertLinearParams {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
 
+// y = SwiGLU(x·W1ᵀ, x·W3ᵀ) (limit > 0 clamps as the CPU reference), W1 = p1.w, output p1.y. One
+// fused launch where the decode GEMV applies, else W1 and W3 (into `u`, [m or pairs, ldy]
+// scratch) and LaunchSwiglu: the same values either way.
+void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
+                        StreamHandle stream);
+void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                              const void* const* w3_scale, float* u, float limit, StreamHandle stream);
+
 }  // namespace dsinfer::backend::cuda

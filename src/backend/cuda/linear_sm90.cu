@@ -5,7 +5,11 @@
 #include <algorithm>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/gemv.cuh"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/moe_route.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -35,41 +39,6 @@ template <> struct Fmt<WeightFormat::kBf16, true> { static constexpr int kCh = 8
 template <> struct Fmt<WeightFormat::kFp8, true> { static constexpr int kCh = 16; };
 template <> struct Fmt<WeightFormat::kFp4, true> { static constexpr int kCh = 32; };
 template <WeightFormat F> struct Fmt<F, false> { static constexpr int kCh = 1; };
-
-__device__ __forceinline__ float ScaleAt(const void* scale, ScaleFormat sf, int64_t idx) {
-  if (sf == ScaleFormat::kF32) return static_cast<const float*>(scale)[idx];
-  const uint32_t b = static_cast<const uint8_t*>(scale)[idx];
-  return __uint_as_float(b == 0 ? 0x00400000u : (b << 23));  // 2^(b-127); b=0 -> 2^-127
-}
-
-__device__ __forceinline__ float2 E4m3x2(uint16_t v) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
-  return __half22float2(*reinterpret_cast<__half2*>(&h));
-}
-
-// Two e2m1 codes (low nibble first) -> their values / 2^14 (the caller folds 2^14 into the scale):
-// code bits [s e1 e0 m] placed as fp16 [s | exponent e | mantissa m<<9] give 2^(e-15)(1+m/2), or
-// the subnormal m·2^-15 for e = 0, i.e. exactly the e2m1 value times 2^-14.
-__device__ __forceinline__ float2 E2m1x2(uint32_t byte) {
-  const uint32_t lo = byte & 0xF, hi = (byte >> 4) & 0xF;
-  const uint32_t h = (((lo & 7) << 9) | ((lo & 8) << 12)) | ((((hi & 7) << 9) | ((hi & 8) << 12)) << 16);
-  return __half22float2(*reinterpret_cast<const __half2*>(&h));
-}
-
-// Eight e2m1 codes of one 32-bit word (nibble b = element b) -> values / 2^14 as four float2:
-// f[b] = (element b, element b + 4). Each half2 lane takes a nibble's magnitude bits to fp16 bits
-// 9..11 and its sign to bit 15 (E2m1x2's mapping) with two shifts and one lop3 per pair.
-__device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
-  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
-  const uint32_t h0 = ((u << 9) & kMag) | ((u << 12) & kSign);  // nibbles 0, 4
-  const uint32_t h1 = ((u << 5) & kMag) | ((u << 8) & kSign);   // nibbles 1, 5
-  const uint32_t h2 = ((u << 1) & kMag) | ((u << 4) & kSign);   // nibbles 2, 6
-  const uint32_t h3 = ((u >> 3) & kMag) | (u & kSign);          // nibbles 3, 7
-  f[0] = __half22float2(*reinterpret_cast<const __half2*>(&h0));
-  f[1] = __half22float2(*reinterpret_cast<const __half2*>(&h1));
-  f[2] = __half22float2(*reinterpret_cast<const __half2*>(&h2));
-  f[3] = __half22float2(*reinterpret_cast<const __half2*>(&h3));
-}
 
 // Dequantized chunk `c` of weight row `row` (kCh values, scale applied).
 template <WeightFormat F, bool kVec>
@@ -271,6 +240,8 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
 
 template <WeightFormat F, bool kVec, int kTpr, int kMt>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float red[kThreads / 32][kRows * kMt];
   DenseRows rows{p.x, p.ldx, p.y, p.ldy, 0};
   LinearBody<F, kVec, kTpr, kMt, kRows>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
@@ -284,6 +255,8 @@ constexpr int ExpertRows() { return F == WeightFormat::kFp4 && kMt1 ? kFp4Expert
 
 template <WeightFormat F, bool kVec, int kTpr, int kMt>
 __global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
+  PdlTrigger();
+  PdlWait();
   constexpr int kR = ExpertRows<F, kMt == 1>();
   __shared__ float red[kThreads / 32][kR * kMt];
   const int slot = blockIdx.y;
@@ -348,20 +321,20 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
       constexpr WeightFormat kF = decltype(fmt_tag)::value;                                      \
       if (!PL.vec) {                                                                             \
         if constexpr (kF != WeightFormat::kFp4) {                                                \
-          if (PL.mt == 1) KERNEL<kF, false, 32, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS);      \
-          else KERNEL<kF, false, 32, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS);                 \
+          if (PL.mt == 1) LaunchKernel(KERNEL<kF, false, 32, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);      \
+          else LaunchKernel(KERNEL<kF, false, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);                 \
         }                                                                                        \
         return;                                                                                  \
       }                                                                                          \
       switch (PL.tpr * 10 + PL.mt) {                                                             \
-        case 2561: KERNEL<kF, true, 256, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
-        case 2564: KERNEL<kF, true, 256, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
-        case 1281: KERNEL<kF, true, 128, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
-        case 1284: KERNEL<kF, true, 128, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;      \
-        case 641: KERNEL<kF, true, 64, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
-        case 644: KERNEL<kF, true, 64, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
-        case 321: KERNEL<kF, true, 32, 1><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;        \
-        default: KERNEL<kF, true, 32, 4><<<PL.grid, kThreads, 0, STREAM>>>(ARGS); break;         \
+        case 2561: LaunchKernel(KERNEL<kF, true, 256, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;      \
+        case 2564: LaunchKernel(KERNEL<kF, true, 256, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;      \
+        case 1281: LaunchKernel(KERNEL<kF, true, 128, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;      \
+        case 1284: LaunchKernel(KERNEL<kF, true, 128, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;      \
+        case 641: LaunchKernel(KERNEL<kF, true, 64, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;        \
+        case 644: LaunchKernel(KERNEL<kF, true, 64, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;        \
+        case 321: LaunchKernel(KERNEL<kF, true, 32, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;        \
+        default: LaunchKernel(KERNEL<kF, true, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;         \
       }                                                                                          \
     };                                                                                           \
     switch (FMT) {                                                                               \
@@ -377,10 +350,63 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
+bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHandle stream) {
+  if (!x_aligned || rows_hint > 4) return false;
+  const int ch = ChunkElems(j.w.format);
+  if (j.w.k % ch != 0 || (j.w.format == WeightFormat::kFp8 && j.w.block % 16 != 0)) return false;
+  const int64_t nch = j.w.k / ch;
+  if (nch < 64) return false;
+  const int qn = ThreadsPerRow(nch) / 32;
+  const int64_t J = (nch + 31) / 32;
+  int jb = 0, r = 0;
+  switch (qn) {
+    case 8: jb = J <= 8 ? 8 : 16; r = J <= 8 ? 2 : 1; break;
+    case 4: jb = J <= 4 ? 4 : 8; r = J <= 4 ? 4 : 2; break;
+    default: jb = J <= 2 ? 2 : 4; r = J <= 2 ? 8 : 4; break;
+  }
+  const bool multi_pass = J > jb;
+  if (multi_pass && (j.dual || j.edata || j.m != 1)) return false;
+  if (j.dual && jb == 16) return false;
+  const int rows_per_warp = j.dual ? (r + 1) / 2 : r;
+  if (j.x_group_rows > 0 && j.x_group_rows % rows_per_warp != 0) return false;
+  switch (j.w.format) {
+    case WeightFormat::kF32: return TryLaunchGemvF32(j, qn, jb, r, stream);
+    case WeightFormat::kBf16: return TryLaunchGemvBf16(j, qn, jb, r, stream);
+    case WeightFormat::kFp8: return TryLaunchGemvFp8(j, qn, jb, r, stream);
+    case WeightFormat::kFp4: return TryLaunchGemvFp4(j, qn, jb, r, stream);
+  }
+  return false;
+}
+
+namespace {
+
+bool DenseAligned(const LinearParams& p) {
+  return Aligned16(p.x) && p.ldx % 4 == 0 && p.x_group_stride % 4 == 0 && Aligned16(p.w.data);
+}
+
+GemvJob DenseJob(const LinearParams& p) {
+  GemvJob j;
+  j.w = p.w; j.x = p.x; j.ldx = p.ldx; j.m = p.m; j.x_group_rows = p.x_group_rows;
+  j.x_group_stride = p.x_group_stride; j.y = p.y; j.ldy = p.ldy;
+  return j;
+}
+
+GemvJob ExpertJob(const ExpertLinearParams& p) {
+  GemvJob j;
+  j.w = p.shape; j.edata = p.data; j.escale = p.scale; j.active = p.active; j.num_active = p.num_active;
+  j.offsets = p.offsets; j.pairs = p.pairs; j.x_row_div = p.x_row_div; j.max_slots = p.max_slots;
+  j.x = p.x; j.ldx = p.ldx; j.y = p.y; j.ldy = p.ldy;
+  return j;
+}
+
+int64_t PairsPerSlot(const ExpertLinearParams& p) { return (p.total_pairs + p.max_slots - 1) / p.max_slots; }
+
+}  // namespace
+
 void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
-  const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0 && p.x_group_stride % 4 == 0 &&
-                       Aligned16(p.w.data);
+  const bool aligned = DenseAligned(p);
+  if (TryLaunchGemv(DenseJob(p), aligned, p.m, stream)) return;
   const Plan pl = MakePlan(p.w, aligned, p.m, 1, false);
   DSINFER_LINEAR_DISPATCH(LinearKernel, p.w.format, pl, p, stream);
 }
@@ -388,9 +414,38 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
-  const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
-  const Plan pl = MakePlan(p.shape, aligned, per_slot, p.max_slots, true);
+  if (TryLaunchGemv(ExpertJob(p), aligned, PairsPerSlot(p), stream)) return;
+  const Plan pl = MakePlan(p.shape, aligned, PairsPerSlot(p), p.max_slots, true);
   DSINFER_LINEAR_DISPATCH(ExpertLinearKernel, p.shape.format, pl, p, stream);
+}
+
+void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
+                        StreamHandle stream) {
+  if (p1.m <= 0 || p1.w.n <= 0) return;
+  GemvJob j = DenseJob(p1);
+  j.dual = true; j.data2 = w3.data; j.scale2 = w3.scale; j.limit = limit;
+  if (TryLaunchGemv(j, DenseAligned(p1) && Aligned16(w3.data), p1.m, stream)) return;
+  LaunchLinear(p1, stream);
+  LinearParams p3 = p1;
+  p3.w = w3;
+  p3.y = u;
+  LaunchLinear(p3, stream);
+  LaunchSwiglu(p1.y, u, p1.m, p1.w.n, p1.ldy, limit, stream);
+}
+
+void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                              const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
+  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
+  GemvJob j = ExpertJob(p1);
+  j.dual = true; j.edata2 = w3_data; j.escale2 = w3_scale; j.limit = limit;
+  if (TryLaunchGemv(j, Aligned16(p1.x) && p1.ldx % 4 == 0, PairsPerSlot(p1), stream)) return;
+  LaunchExpertLinear(p1, stream);
+  ExpertLinearParams p3 = p1;
+  p3.data = w3_data;
+  p3.scale = w3_scale;
+  p3.y = u;
+  LaunchExpertLinear(p3, stream);
+  LaunchSwiglu(p1.y, u, p1.total_pairs, p1.shape.n, p1.ldy, limit, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

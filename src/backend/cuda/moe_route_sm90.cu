@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/moe_route.cuh"
 
@@ -12,6 +13,8 @@ constexpr int kMaxK = 16;
 __device__ float SoftplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __global__ void MoeRouteKernel(MoeRouteParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float scores[kMaxE];
   const int64_t t = blockIdx.x;
   const float* lg = p.logits + t * p.E;
@@ -90,6 +93,8 @@ __global__ void MoeRouteKernel(MoeRouteParams p) {
 }
 
 __global__ void MoeCountKernel(MoeGroupParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ int scratch[32];
   const int e = blockIdx.x;
   int c = 0;
@@ -106,6 +111,8 @@ __global__ void MoeCountKernel(MoeGroupParams p) {
 }
 
 __global__ void MoeFillKernel(MoeGroupParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ int base_s, warp_tot[32], red[3][32];
   const int e = blockIdx.x;
   const int count = p.counts[e];
@@ -169,19 +176,18 @@ __global__ void MoeFillKernel(MoeGroupParams p) {
 }
 
 __global__ void SwigluKernel(float* g, const float* u, int64_t rows, int64_t cols, int64_t ld, float lim) {
+  PdlTrigger();
+  PdlWait();
   const int64_t total = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    float gv = g[r * ld + c], uv = u[r * ld + c];
-    if (lim > 0) {
-      gv = fminf(gv, lim);
-      uv = fminf(fmaxf(uv, -lim), lim);
-    }
-    g[r * ld + c] = gv / (1.0f + expf(-gv)) * uv;
+    g[r * ld + c] = SwigluF(g[r * ld + c], u[r * ld + c], lim);
   }
 }
 
 __global__ void MoeCombineKernel(MoeCombineParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.y;
   int order[kMaxK];
   for (int k = 0; k < p.K; ++k) order[k] = k;
@@ -211,15 +217,15 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
 void LaunchMoeRoute(const MoeRouteParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.E > kMaxE || p.K > kMaxK) std::abort();
-  MoeRouteKernel<<<static_cast<unsigned>(p.n), 256, 0, stream>>>(p);
+  LaunchKernel(MoeRouteKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream) {
   if (p.pairs <= 0) return;
-  MoeCountKernel<<<p.E, 256, 0, stream>>>(p);
+  LaunchKernel(MoeCountKernel, dim3(p.E), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
-  MoeFillKernel<<<p.E, 256, 0, stream>>>(p);
+  LaunchKernel(MoeFillKernel, dim3(p.E), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -227,14 +233,14 @@ void LaunchSwiglu(float* g, const float* u, int64_t rows, int64_t cols, int64_t 
                   StreamHandle stream) {
   if (rows <= 0) return;
   const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 4096);
-  SwigluKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(g, u, rows, cols, ld, limit);
+  LaunchKernel(SwigluKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, g, u, rows, cols, ld, limit);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchMoeCombine(const MoeCombineParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   const unsigned bx = static_cast<unsigned>(std::min<int64_t>((p.D + 255) / 256, 16));
-  MoeCombineKernel<<<dim3(bx, static_cast<unsigned>(p.n)), 256, 0, stream>>>(p);
+  LaunchKernel(MoeCombineKernel, dim3(dim3(bx, static_cast<unsigned>(p.n))), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/norm.cuh"
 
@@ -7,6 +8,8 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 __global__ void RmsNormKernel(RmsNormParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* x = p.x + r * p.ldx;
@@ -22,6 +25,8 @@ __global__ void RmsNormKernel(RmsNormParams p) {
 }
 
 __global__ void RopeKernel(RopeParams p) {
+  PdlTrigger();
+  PdlWait();
   const int64_t t = blockIdx.x;
   const int half = p.rope_dim / 2;
   const int pos = p.pos[t];
@@ -33,6 +38,8 @@ __global__ void RopeKernel(RopeParams p) {
 }
 
 __global__ void ScaleKernel(float* x, int64_t n, float s) {
+  PdlTrigger();
+  PdlWait();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) x[i] *= s;
 }
 
@@ -41,20 +48,20 @@ __global__ void ScaleKernel(float* x, int64_t n, float s) {
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
   if (p.rows <= 0) return;
   const int threads = p.dim >= 1024 ? 512 : (p.dim >= 256 ? 256 : 128);
-  RmsNormKernel<<<static_cast<unsigned>(p.rows), threads, 0, stream>>>(p);
+  LaunchKernel(RmsNormKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchRope(const RopeParams& p, StreamHandle stream) {
   if (p.tokens <= 0 || p.rope_dim <= 0) return;
-  RopeKernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  LaunchKernel(RopeKernel, dim3(static_cast<unsigned>(p.tokens)), dim3(128), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchScale(float* x, int64_t n, float s, StreamHandle stream) {
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
-  ScaleKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(x, n, s);
+  LaunchKernel(ScaleKernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, x, n, s);
   CUDA_CHECK_LAUNCH();
 }
 

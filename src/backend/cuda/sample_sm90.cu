@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/sample.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -19,6 +20,8 @@ __host__ __device__ inline double Uniform(uint64_t seed, int32_t request, int32_
 }
 
 __global__ void SampleKernel(SampleParams p) {
+  PdlTrigger();
+  PdlWait();
   __shared__ float best_v[32];
   __shared__ int64_t best_i[32];
   const int64_t r = blockIdx.x;
@@ -66,7 +69,7 @@ __global__ void SampleKernel(SampleParams p) {
 
 void LaunchSample(const SampleParams& p, StreamHandle stream) {
   if (p.rows <= 0) return;
-  SampleKernel<<<static_cast<unsigned>(p.rows), 1024, 0, stream>>>(p);
+  LaunchKernel(SampleKernel, dim3(static_cast<unsigned>(p.rows)), dim3(1024), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -86,16 +86,21 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     gpu::LaunchExpertLinear(p, stream.get());
   };
   Mark("moe_routed_experts");
-  expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
-  expert(ex.w3, ex.w3_data, ex.w3_scale, xn, D, static_cast<int>(K), gu, I);
   const float lim = static_cast<float>(c.swiglu_limit);
-  gpu::LaunchSwiglu(g, gu, P, I, I, lim, stream.get());
+  {
+    gpu::ExpertLinearParams p;
+    p.shape = ex.w1; p.data = ex.w1_data; p.scale = ex.w1_scale; p.x = xn; p.ldx = D;
+    p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
+    p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
+    p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
+    gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, stream.get());
+  }
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
   Mark("moe_shared+combine");
   if (w.has_shared) {
-    Linear(w.sh_w1, xn, D, n, sg, I);
-    Linear(w.sh_w3, xn, D, n, su, I);
-    gpu::LaunchSwiglu(sg, su, n, I, I, lim, stream.get());
+    gpu::LinearParams p;
+    p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I;
+    gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, stream.get());
     Linear(w.sh_w2, sg, I, n, sy, D);
   }
   gpu::MoeCombineParams cp;

@@ -1,0 +1,62 @@
+// Weight-format decoding shared by the linear kernels (CUDA-only, internal to backend/cuda).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/cuda/linear.cuh"
+
+namespace dsinfer::backend::cuda {
+
+__device__ __forceinline__ float ScaleAt(const void* scale, ScaleFormat sf, int64_t idx) {
+  if (sf == ScaleFormat::kF32) return static_cast<const float*>(scale)[idx];
+  const uint32_t b = static_cast<const uint8_t*>(scale)[idx];
+  return __uint_as_float(b == 0 ? 0x00400000u : (b << 23));  // 2^(b-127); b=0 -> 2^-127
+}
+
+__device__ __forceinline__ float2 E4m3x2(uint16_t v) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<__half2*>(&h));
+}
+
+// Two e2m1 codes (low nibble first) -> their values / 2^14 (the caller folds 2^14 into the scale):
+// code bits [s e1 e0 m] placed as fp16 [s | exponent e | mantissa m<<9] give 2^(e-15)(1+m/2), or
+// the subnormal m·2^-15 for e = 0, i.e. exactly the e2m1 value times 2^-14.
+__device__ __forceinline__ float2 E2m1x2(uint32_t byte) {
+  const uint32_t lo = byte & 0xF, hi = (byte >> 4) & 0xF;
+  const uint32_t h = (((lo & 7) << 9) | ((lo & 8) << 12)) | ((((hi & 7) << 9) | ((hi & 8) << 12)) << 16);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// Eight e2m1 codes of one 32-bit word (nibble b = element b) -> values / 2^14 as four float2:
+// f[b] = (element b, element b + 4). Each half2 lane takes a nibble's magnitude bits to fp16 bits
+// 9..11 and its sign to bit 15 (E2m1x2's mapping) with two shifts and one lop3 per pair.
+__device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
+  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
+  const uint32_t h0 = ((u << 9) & kMag) | ((u << 12) & kSign);  // nibbles 0, 4
+  const uint32_t h1 = ((u << 5) & kMag) | ((u << 8) & kSign);   // nibbles 1, 5
+  const uint32_t h2 = ((u << 1) & kMag) | ((u << 4) & kSign);   // nibbles 2, 6
+  const uint32_t h3 = ((u >> 3) & kMag) | (u & kSign);          // nibbles 3, 7
+  f[0] = __half22float2(*reinterpret_cast<const __half2*>(&h0));
+  f[1] = __half22float2(*reinterpret_cast<const __half2*>(&h1));
+  f[2] = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+  f[3] = __half22float2(*reinterpret_cast<const __half2*>(&h3));
+}
+
+// The e4m3 byte at bits [8e, 8e+8) of u as a float times 2^-120, by integer ops: the sign to bit
+// 31 and the 7 exponent/mantissa bits to bits 20..26 give 2^(e-127)(1+m/8) for exponent e > 0 and
+// the f32 subnormal m·2^-129 for e = 0, i.e. exactly the e4m3 value times 2^-120 (no NaN handling:
+// weights hold none). Needs subnormals kept (no -ftz).
+template <int E>
+__device__ __forceinline__ float E4m3Scaled(uint32_t u) {
+  constexpr int kMagShift = 20 - 8 * E, kSignShift = 24 - 8 * E;
+  uint32_t mag, sgn;
+  if constexpr (kMagShift >= 0) mag = u << kMagShift; else mag = u >> (-kMagShift);
+  if constexpr (kSignShift >= 0) sgn = u << kSignShift; else sgn = u >> (-kSignShift);
+  return __uint_as_float((mag & 0x07F00000u) | (sgn & 0x80000000u));
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,10 @@
+// Decode GEMV instantiations for fp4 weights (gemv_impl.cuh).
+#include "backend/cuda/gemv_impl.cuh"
+
+namespace dsinfer::backend::cuda {
+
+bool TryLaunchGemvFp4(const GemvJob& job, int qn, int jb, int r, StreamHandle stream) {
+  return gemv::Dispatch<WeightFormat::kFp4>(job, qn, jb, r, stream);
+}
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,275 @@
+// The decode GEMV kernel template (see gemv.cuh); instantiated per weight format by
+// gemv_<format>_sm90.cu so that the four formats compile in parallel.
+#pragma once
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemv.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace dsinfer::backend::cuda::gemv {
+
+constexpr int kWarps = 4;
+
+template <WeightFormat F> struct Ch;
+template <> struct Ch<WeightFormat::kF32> { static constexpr int v = 4; };
+template <> struct Ch<WeightFormat::kBf16> { static constexpr int v = 8; };
+template <> struct Ch<WeightFormat::kFp8> { static constexpr int v = 16; };
+template <> struct Ch<WeightFormat::kFp4> { static constexpr int v = 32; };
+
+// The factor chunk c of `row` is multiplied by (LinearBody's): FP8 block scale, FP4 group scale
+// x 2^14 (E2m1x8 returns values / 2^14), 1 otherwise.
+template <WeightFormat F>
+__device__ __forceinline__ float ChunkScale(const WeightRef& w, const void* scale, int64_t row, int64_t c) {
+  if constexpr (F == WeightFormat::kFp8) {
+    const int64_t sk = (w.k + w.block - 1) / w.block;
+    return ScaleAt(scale, w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
+  } else if constexpr (F == WeightFormat::kFp4) {
+    return ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
+  } else {
+    return 1.0f;
+  }
+}
+
+// acc after the chunk's products, in LinearBody's order for the format.
+template <WeightFormat F>
+__device__ __forceinline__ float ChunkDot(const uint4& q, float s, const float* xv, float acc) {
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+  if constexpr (F == WeightFormat::kF32) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc = fmaf(__uint_as_float(u[i]), xv[i], acc);
+  } else if constexpr (F == WeightFormat::kBf16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc = fmaf(__uint_as_float(u[i] << 16), xv[2 * i], acc);
+      acc = fmaf(__uint_as_float(u[i] & 0xFFFF0000u), xv[2 * i + 1], acc);
+    }
+  } else if constexpr (F == WeightFormat::kFp8) {
+    // LinearBody: v = e4m3 · s, then fmaf(v, x, acc). Here (e4m3 · 2^-120) · (s · 2^120): the same
+    // real product, so the same rounded float, as long as s · 2^120 is finite.
+    if (s < 128.0f) {
+      const float s120 = s * 0x1p120f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc = fmaf(E4m3Scaled<0>(u[i]) * s120, xv[4 * i], acc);
+        acc = fmaf(E4m3Scaled<1>(u[i]) * s120, xv[4 * i + 1], acc);
+        acc = fmaf(E4m3Scaled<2>(u[i]) * s120, xv[4 * i + 2], acc);
+        acc = fmaf(E4m3Scaled<3>(u[i]) * s120, xv[4 * i + 3], acc);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
+        const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
+        acc = fmaf(a.x * s, xv[4 * i], acc);
+        acc = fmaf(a.y * s, xv[4 * i + 1], acc);
+        acc = fmaf(b.x * s, xv[4 * i + 2], acc);
+        acc = fmaf(b.y * s, xv[4 * i + 3], acc);
+      }
+    }
+  } else {
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 f[4];
+      E2m1x8(u[i], f);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        part = fmaf(f[b].x, xv[8 * i + b], part);
+        part = fmaf(f[b].y, xv[8 * i + b + 4], part);
+      }
+    }
+    acc = fmaf(part, s, acc);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ void Opaque(uint4& v) {
+  asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
+
+__device__ __forceinline__ float WarpButterfly(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// QN accumulators per row (lane l plays LinearBody's threads l + 32q), JB chunks per lane per row
+// in flight, R rows per warp, kD = 2 for the fused SwiGLU pair (W1 and W3 rows side by side).
+template <WeightFormat F, int QN, int JB, int R, bool kDual, bool kExpert>
+__global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
+  static_assert(JB % QN == 0, "a pass must start at accumulator 0");
+  PdlTrigger();
+  constexpr int kD = kDual ? 2 : 1;
+  constexpr int kCh = Ch<F>::v;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  const int64_t n = p.w.n, nch = p.w.k / kCh;
+  const int J = static_cast<int>((nch + 31) / 32);
+  const void* data[kD];
+  const void* scale[kD];
+  int64_t begin = 0, count = p.m;
+  if constexpr (kExpert) {
+    // Which expert this block streams is known only after the routing kernels: no prefetch.
+    PdlWait();
+    const int slot = blockIdx.y;
+    if (slot >= *p.num_active) return;
+    const int e = p.active[slot];
+    data[0] = p.edata[e];
+    scale[0] = p.escale[e];
+    if constexpr (kDual) {
+      data[1] = p.edata2[e];
+      scale[1] = p.escale2[e];
+    }
+    begin = p.offsets[slot];
+    count = p.offsets[slot + 1] - begin;
+  } else {
+    data[0] = p.w.data;
+    scale[0] = p.w.scale;
+    if constexpr (kDual) {
+      data[1] = p.data2;
+      scale[1] = p.scale2;
+    }
+  }
+  const int64_t xoff = p.x_group_rows > 0 ? (row0 / p.x_group_rows) * p.x_group_stride : 0;
+  uint4 wq[kD][R][JB];
+  float ws[kD][R][JB];
+  float acc[kD][R][QN];
+  for (int jb = 0; jb < J; jb += JB) {
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int jj = 0; jj < JB; ++jj) {
+          const int64_t row = row0 + r, c = lane + 32 * (jb + jj);
+          if (row < n && c < nch) {
+            wq[d][r][jj] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) +
+                                                                (row * nch + c) * 16));
+            ws[d][r][jj] = ChunkScale<F>(p.w, scale[d], row, c);
+          } else {
+            wq[d][r][jj] = make_uint4(0, 0, 0, 0);
+            ws[d][r][jj] = 0.0f;
+          }
+        }
+    if constexpr (!kExpert) {
+      if (jb == 0) {
+        PdlWait();  // the weights above are constant; x and y belong to the stream's order
+      }
+    }
+    for (int64_t i = 0; i < count; ++i) {  // several rows only in one pass (TryLaunchGemv)
+      const float* xrow;
+      float* yrow;
+      if constexpr (kExpert) {
+        const int64_t pr = p.pairs[begin + i];
+        xrow = p.x + (pr / p.x_row_div) * p.ldx + xoff;
+        yrow = p.y + pr * p.ldy;
+      } else {
+        xrow = p.x + i * p.ldx + xoff;
+        yrow = p.y + i * p.ldy;
+      }
+      // The weights are the same for every x row; without this the compiler decodes them once
+      // before the row loop and keeps JB x kCh floats per row live (hundreds of registers).
+#pragma unroll
+      for (int d = 0; d < kD; ++d)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int jj = 0; jj < JB; ++jj) Opaque(wq[d][r][jj]);
+      if (jb == 0) {
+#pragma unroll
+        for (int d = 0; d < kD; ++d)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int q = 0; q < QN; ++q) acc[d][r][q] = 0.0f;
+      }
+#pragma unroll
+      for (int jj = 0; jj < JB; ++jj) {
+        const int64_t c = lane + 32 * (jb + jj);
+        if (c >= nch) continue;
+        float xv[kCh];
+        const float4* xp = reinterpret_cast<const float4*>(xrow + c * kCh);
+#pragma unroll
+        for (int v = 0; v < kCh / 4; ++v) {
+          const float4 t = __ldg(xp + v);
+          xv[4 * v] = t.x; xv[4 * v + 1] = t.y; xv[4 * v + 2] = t.z; xv[4 * v + 3] = t.w;
+        }
+#pragma unroll
+        for (int d = 0; d < kD; ++d)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            acc[d][r][jj % QN] = ChunkDot<F>(wq[d][r][jj], ws[d][r][jj], xv, acc[d][r][jj % QN]);
+        // Keep the next chunk's x loads after this one's maths: hoisting all of them (the unrolled
+        // loop lets the scheduler) needs JB x kCh live floats and spills.
+        asm volatile("" ::: "memory");
+      }
+      if (jb + JB >= J) {
+        float out[kD][R];
+#pragma unroll
+        for (int d = 0; d < kD; ++d)
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if constexpr (QN == 1) {
+              out[d][r] = WarpButterfly(acc[d][r][0]);
+            } else {
+              float s = 0.0f;
+#pragma unroll
+              for (int q = 0; q < QN; ++q) s += WarpButterfly(acc[d][r][q]);
+              out[d][r] = s;
+            }
+          }
+        if (lane == 0) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (row0 + r >= n) continue;
+            if constexpr (kDual) {
+              yrow[row0 + r] = SwigluF(out[0][r], out[1][r], p.limit);
+            } else {
+              yrow[row0 + r] = out[0][r];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <WeightFormat F, int QN, int JB, int R, bool kDual, bool kExpert>
+void Launch(const GemvJob& j, StreamHandle stream) {
+  const unsigned bx = static_cast<unsigned>((j.w.n + kWarps * R - 1) / (kWarps * R));
+  const unsigned by = kExpert ? static_cast<unsigned>(j.max_slots) : 1u;
+  LaunchKernel(GemvKernel<F, QN, JB, R, kDual, kExpert>, dim3(bx, by), dim3(kWarps * 32), 0, stream, j);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <WeightFormat F, int QN, int JB, int R, bool kDual>
+void LaunchMode(const GemvJob& j, StreamHandle stream) {
+  if (j.edata) Launch<F, QN, JB, R, kDual, true>(j, stream);
+  else Launch<F, QN, JB, R, kDual, false>(j, stream);
+}
+
+// The (QN, JB, R) configurations TryLaunchGemv picks; R counts rows per weight (dual: 2R dots).
+template <WeightFormat F>
+bool Dispatch(const GemvJob& j, int qn, int jb, int r, StreamHandle stream) {
+#define DSINFER_GEMV_CASE(QN, JB, R)                                                     \
+  if (qn == QN && jb == JB && r == R) {                                                  \
+    if (j.dual) LaunchMode<F, QN, JB, (R + 1) / 2, true>(j, stream);                     \
+    else LaunchMode<F, QN, JB, R, false>(j, stream);                                     \
+    return true;                                                                         \
+  }
+  DSINFER_GEMV_CASE(8, 8, 2)
+  DSINFER_GEMV_CASE(4, 4, 4)
+  DSINFER_GEMV_CASE(4, 8, 2)
+  DSINFER_GEMV_CASE(2, 2, 8)
+  DSINFER_GEMV_CASE(2, 4, 4)
+#undef DSINFER_GEMV_CASE
+  if (qn == 8 && jb == 16 && r == 1 && !j.dual) {
+    LaunchMode<F, 8, 16, 1, false>(j, stream);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace dsinfer::backend::cuda::gemv
