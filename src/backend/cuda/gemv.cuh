@@ -46,14 +46,16 @@ struct GemvJob {
   int64_t ldy = 0;
 };
 
-// Launches the job when the decode GEMV supports it (vector path, 64 <= chunks, dense m <= 4,
-// expert pairs per slot small, group rows a multiple of the warp's rows); false: nothing launched.
+// Launches the job when the decode GEMV supports it (vector path, 64 <= chunks, dense m <= 4 and
+// m == 1 when a row spans several units, expert pairs per slot small and one unit per row, group
+// rows a multiple of the unit's rows); false: nothing launched.
 bool TryLaunchGemv(const GemvJob& job, bool x_aligned, int64_t rows_hint, StreamHandle stream);
 
 // Per-format launchers (gemv_<format>_sm90.cu); same contract.
-bool TryLaunchGemvF32(const GemvJob& job, int qn, int jb, int r, StreamHandle stream);
-bool TryLaunchGemvBf16(const GemvJob& job, int qn, int jb, int r, StreamHandle stream);
-bool TryLaunchGemvFp8(const GemvJob& job, int qn, int jb, int r, StreamHandle stream);
-bool TryLaunchGemvFp4(const GemvJob& job, int qn, int jb, int r, StreamHandle stream);
+// qn: accumulators per row; js: chunks per lane per unit; blocks_x: the grid's x size.
+bool TryLaunchGemvF32(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
+bool TryLaunchGemvBf16(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
+bool TryLaunchGemvFp8(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
+bool TryLaunchGemvFp4(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

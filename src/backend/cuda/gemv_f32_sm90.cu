@@ -3,8 +3,8 @@
 
 namespace dsinfer::backend::cuda {
 
-bool TryLaunchGemvF32(const GemvJob& job, int qn, int jb, int r, StreamHandle stream) {
-  return gemv::Dispatch<WeightFormat::kF32>(job, qn, jb, r, stream);
+bool TryLaunchGemvF32(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream) {
+  return gemv::Dispatch<WeightFormat::kF32>(job, qn, js, blocks_x, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

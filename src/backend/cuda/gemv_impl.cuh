@@ -95,18 +95,27 @@ __device__ __forceinline__ float WarpButterfly(float v) {
   return v;
 }
 
-// QN accumulators per row (lane l plays LinearBody's threads l + 32q), JB chunks per lane per row
-// in flight, R rows per warp, kD = 2 for the fused SwiGLU pair (W1 and W3 rows side by side).
-template <WeightFormat F, int QN, int JB, int R, bool kDual, bool kExpert>
-__global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
-  static_assert(JB % QN == 0, "a pass must start at accumulator 0");
-  PdlTrigger();
+// One warp streams a sequence of "units": R rows (of each of the kD weights) x JS chunks per lane,
+// kS = kD·R·JS 16-byte loads per lane. Units are double-buffered (the next unit's loads are in
+// flight while the current one is reduced) and the warp walks rows grid-stride, so each SM keeps a
+// steady stream of loads without short-lived blocks. A row of J > JS chunks per lane spans
+// U = ceil(J / JS) consecutive units (then only one x row: TryLaunchGemv). JS is a multiple of QN,
+// so chunk j = u·JS + s feeds accumulator s mod QN (= j mod QN).
+template <WeightFormat F, int QN, int JS, int R, bool kDual, bool kExpert>
+__global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) GemvKernel(GemvJob p) {
+  static_assert(JS % QN == 0, "a unit must start at accumulator 0");
   constexpr int kD = kDual ? 2 : 1;
   constexpr int kCh = Ch<F>::v;
+  PdlTrigger();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
   const int64_t n = p.w.n, nch = p.w.k / kCh;
   const int J = static_cast<int>((nch + 31) / 32);
+  const int U = (J + JS - 1) / JS;
+  const int64_t groups = (n + R - 1) / R;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t tw = static_cast<int64_t>(gridDim.x) * kWarps;
+  const int64_t my_groups = gw < groups ? (groups - gw + tw - 1) / tw : 0;
+  const int64_t units = my_groups * U;
   const void* data[kD];
   const void* scale[kD];
   int64_t begin = 0, count = p.m;
@@ -132,52 +141,52 @@ __global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
       scale[1] = p.scale2;
     }
   }
-  const int64_t xoff = p.x_group_rows > 0 ? (row0 / p.x_group_rows) * p.x_group_stride : 0;
-  uint4 wq[kD][R][JB];
-  float ws[kD][R][JB];
-  float acc[kD][R][QN];
-  for (int jb = 0; jb < J; jb += JB) {
+  auto load = [&](int64_t i, uint4 (&wq)[kD][R][JS], float (&ws)[kD][R][JS]) {
+    const int64_t g = gw + (i / U) * tw;
+    const int u = static_cast<int>(i % U);
 #pragma unroll
     for (int d = 0; d < kD; ++d)
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int jj = 0; jj < JB; ++jj) {
-          const int64_t row = row0 + r, c = lane + 32 * (jb + jj);
+        for (int s = 0; s < JS; ++s) {
+          const int64_t row = g * R + r, c = lane + 32 * (u * JS + s);
           if (row < n && c < nch) {
-            wq[d][r][jj] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) +
-                                                                (row * nch + c) * 16));
-            ws[d][r][jj] = ChunkScale<F>(p.w, scale[d], row, c);
+            wq[d][r][s] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) +
+                                                               (row * nch + c) * 16));
+            ws[d][r][s] = ChunkScale<F>(p.w, scale[d], row, c);
           } else {
-            wq[d][r][jj] = make_uint4(0, 0, 0, 0);
-            ws[d][r][jj] = 0.0f;
+            wq[d][r][s] = make_uint4(0, 0, 0, 0);
+            ws[d][r][s] = 0.0f;
           }
         }
-    if constexpr (!kExpert) {
-      if (jb == 0) {
-        PdlWait();  // the weights above are constant; x and y belong to the stream's order
-      }
-    }
-    for (int64_t i = 0; i < count; ++i) {  // several rows only in one pass (TryLaunchGemv)
+  };
+  float acc[kD][R][QN];
+  auto compute = [&](int64_t i, uint4 (&wq)[kD][R][JS], const float (&ws)[kD][R][JS]) {
+    const int64_t g = gw + (i / U) * tw;
+    const int u = static_cast<int>(i % U);
+    const int64_t row0 = g * R;
+    const int64_t xoff = p.x_group_rows > 0 ? (row0 / p.x_group_rows) * p.x_group_stride : 0;
+    for (int64_t mi = 0; mi < count; ++mi) {  // U > 1 only with count == 1
       const float* xrow;
       float* yrow;
       if constexpr (kExpert) {
-        const int64_t pr = p.pairs[begin + i];
+        const int64_t pr = p.pairs[begin + mi];
         xrow = p.x + (pr / p.x_row_div) * p.ldx + xoff;
         yrow = p.y + pr * p.ldy;
       } else {
-        xrow = p.x + i * p.ldx + xoff;
-        yrow = p.y + i * p.ldy;
+        xrow = p.x + mi * p.ldx + xoff;
+        yrow = p.y + mi * p.ldy;
       }
       // The weights are the same for every x row; without this the compiler decodes them once
-      // before the row loop and keeps JB x kCh floats per row live (hundreds of registers).
+      // before the row loop and keeps JS x kCh floats per row live.
 #pragma unroll
       for (int d = 0; d < kD; ++d)
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-          for (int jj = 0; jj < JB; ++jj) Opaque(wq[d][r][jj]);
-      if (jb == 0) {
+          for (int s = 0; s < JS; ++s) Opaque(wq[d][r][s]);
+      if (u == 0) {
 #pragma unroll
         for (int d = 0; d < kD; ++d)
 #pragma unroll
@@ -186,8 +195,8 @@ __global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
             for (int q = 0; q < QN; ++q) acc[d][r][q] = 0.0f;
       }
 #pragma unroll
-      for (int jj = 0; jj < JB; ++jj) {
-        const int64_t c = lane + 32 * (jb + jj);
+      for (int s = 0; s < JS; ++s) {
+        const int64_t c = lane + 32 * (u * JS + s);
         if (c >= nch) continue;
         float xv[kCh];
         const float4* xp = reinterpret_cast<const float4*>(xrow + c * kCh);
@@ -200,12 +209,11 @@ __global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
         for (int d = 0; d < kD; ++d)
 #pragma unroll
           for (int r = 0; r < R; ++r)
-            acc[d][r][jj % QN] = ChunkDot<F>(wq[d][r][jj], ws[d][r][jj], xv, acc[d][r][jj % QN]);
-        // Keep the next chunk's x loads after this one's maths: hoisting all of them (the unrolled
-        // loop lets the scheduler) needs JB x kCh live floats and spills.
+            acc[d][r][s % QN] = ChunkDot<F>(wq[d][r][s], ws[d][r][s], xv, acc[d][r][s % QN]);
+        // Keep the next chunk's x loads after this one's maths (hoisting them all spills).
         asm volatile("" ::: "memory");
       }
-      if (jb + JB >= J) {
+      if (u == U - 1) {
         float out[kD][R];
 #pragma unroll
         for (int d = 0; d < kD; ++d)
@@ -214,10 +222,10 @@ __global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
             if constexpr (QN == 1) {
               out[d][r] = WarpButterfly(acc[d][r][0]);
             } else {
-              float s = 0.0f;
+              float sum = 0.0f;
 #pragma unroll
-              for (int q = 0; q < QN; ++q) s += WarpButterfly(acc[d][r][q]);
-              out[d][r] = s;
+              for (int q = 0; q < QN; ++q) sum += WarpButterfly(acc[d][r][q]);
+              out[d][r] = sum;
             }
           }
         if (lane == 0) {
@@ -233,42 +241,51 @@ __global__ void __launch_bounds__(kWarps * 32) GemvKernel(GemvJob p) {
         }
       }
     }
+  };
+  uint4 wa[kD][R][JS], wb[kD][R][JS];
+  float sa[kD][R][JS], sb[kD][R][JS];
+  if (units > 0) load(0, wa, sa);
+  if constexpr (!kExpert) PdlWait();  // the weights above are constant; x and y follow the stream
+  for (int64_t i = 0; i < units; i += 2) {
+    if (i + 1 < units) load(i + 1, wb, sb);
+    compute(i, wa, sa);
+    if (i + 1 >= units) break;
+    if (i + 2 < units) load(i + 2, wa, sa);
+    compute(i + 1, wb, sb);
   }
 }
 
-template <WeightFormat F, int QN, int JB, int R, bool kDual, bool kExpert>
-void Launch(const GemvJob& j, StreamHandle stream) {
-  const unsigned bx = static_cast<unsigned>((j.w.n + kWarps * R - 1) / (kWarps * R));
+template <WeightFormat F, int QN, int JS, int R, bool kDual, bool kExpert>
+void Launch(const GemvJob& j, int blocks_x, StreamHandle stream) {
   const unsigned by = kExpert ? static_cast<unsigned>(j.max_slots) : 1u;
-  LaunchKernel(GemvKernel<F, QN, JB, R, kDual, kExpert>, dim3(bx, by), dim3(kWarps * 32), 0, stream, j);
+  LaunchKernel(GemvKernel<F, QN, JS, R, kDual, kExpert>, dim3(static_cast<unsigned>(blocks_x), by),
+               dim3(kWarps * 32), 0, stream, j);
   CUDA_CHECK_LAUNCH();
 }
 
-template <WeightFormat F, int QN, int JB, int R, bool kDual>
-void LaunchMode(const GemvJob& j, StreamHandle stream) {
-  if (j.edata) Launch<F, QN, JB, R, kDual, true>(j, stream);
-  else Launch<F, QN, JB, R, kDual, false>(j, stream);
-}
-
-// The (QN, JB, R) configurations TryLaunchGemv picks; R counts rows per weight (dual: 2R dots).
+// The (QN, JS, R) unit shapes TryLaunchGemv picks (R per weight; kD·R·JS = 8 loads per lane).
 template <WeightFormat F>
-bool Dispatch(const GemvJob& j, int qn, int jb, int r, StreamHandle stream) {
-#define DSINFER_GEMV_CASE(QN, JB, R)                                                     \
-  if (qn == QN && jb == JB && r == R) {                                                  \
-    if (j.dual) LaunchMode<F, QN, JB, (R + 1) / 2, true>(j, stream);                     \
-    else LaunchMode<F, QN, JB, R, false>(j, stream);                                     \
+bool Dispatch(const GemvJob& j, int qn, int js, int blocks_x, StreamHandle stream) {
+#define DSINFER_GEMV_CASE(QN, JS)                                                        \
+  if (qn == QN && js == JS) {                                                            \
+    if (j.dual) {                                                                        \
+      if constexpr (8 / JS >= 2) {                                                       \
+        if (j.edata) Launch<F, QN, JS, 4 / JS, true, true>(j, blocks_x, stream);         \
+        else Launch<F, QN, JS, 4 / JS, true, false>(j, blocks_x, stream);                \
+        return true;                                                                     \
+      }                                                                                  \
+      return false;                                                                      \
+    }                                                                                    \
+    if (j.edata) Launch<F, QN, JS, 8 / JS, false, true>(j, blocks_x, stream);            \
+    else Launch<F, QN, JS, 8 / JS, false, false>(j, blocks_x, stream);                   \
     return true;                                                                         \
   }
-  DSINFER_GEMV_CASE(8, 8, 2)
-  DSINFER_GEMV_CASE(4, 4, 4)
-  DSINFER_GEMV_CASE(4, 8, 2)
-  DSINFER_GEMV_CASE(2, 2, 8)
-  DSINFER_GEMV_CASE(2, 4, 4)
+  DSINFER_GEMV_CASE(8, 8)
+  DSINFER_GEMV_CASE(4, 8)
+  DSINFER_GEMV_CASE(4, 4)
+  DSINFER_GEMV_CASE(2, 4)
+  DSINFER_GEMV_CASE(2, 2)
 #undef DSINFER_GEMV_CASE
-  if (qn == 8 && jb == 16 && r == 1 && !j.dual) {
-    LaunchMode<F, 8, 16, 1, false>(j, stream);
-    return true;
-  }
   return false;
 }
 

@@ -3,6 +3,8 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -350,30 +352,55 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
+int SmCount() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
+bool GemvEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DSINFER_GEMV");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
 bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHandle stream) {
-  if (!x_aligned || rows_hint > 4) return false;
+  if (!GemvEnabled() || !x_aligned || rows_hint > 4) return false;
   const int ch = ChunkElems(j.w.format);
   if (j.w.k % ch != 0 || (j.w.format == WeightFormat::kFp8 && j.w.block % 16 != 0)) return false;
   const int64_t nch = j.w.k / ch;
   if (nch < 64) return false;
   const int qn = ThreadsPerRow(nch) / 32;
   const int64_t J = (nch + 31) / 32;
-  int jb = 0, r = 0;
-  switch (qn) {
-    case 8: jb = J <= 8 ? 8 : 16; r = J <= 8 ? 2 : 1; break;
-    case 4: jb = J <= 4 ? 4 : 8; r = J <= 4 ? 4 : 2; break;
-    default: jb = J <= 2 ? 2 : 4; r = J <= 2 ? 8 : 4; break;
+  // Chunks per lane per unit: the row's whole J when it fits (several rows per unit), else 8.
+  const int js = qn == 8 ? 8 : (qn == 4 ? (J <= 4 ? 4 : 8) : (J <= 2 ? 2 : 4));
+  const int64_t units_per_row = (J + js - 1) / js;
+  if (units_per_row > 1 && (j.dual || j.edata || j.m != 1)) return false;
+  if (j.dual && js == 8) return false;  // 2 x 8 chunks per lane per unit: too many registers
+  const int rows = (j.dual ? 4 : 8) / js;
+  if (j.x_group_rows > 0 && j.x_group_rows % rows != 0) return false;
+  const int64_t groups = (j.w.n + rows - 1) / rows;
+  constexpr int kWarpsPerBlock = 4;
+  int64_t bx;
+  if (j.edata) {
+    // Per expert slot: about 4 row groups per warp (the double buffer needs a stream of units).
+    bx = (groups + 4 * kWarpsPerBlock - 1) / (4 * kWarpsPerBlock);
+  } else {
+    // Persistent over the rows: at most 4 blocks of 4 warps per SM at a time.
+    bx = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t{SmCount()} * 4);
   }
-  const bool multi_pass = J > jb;
-  if (multi_pass && (j.dual || j.edata || j.m != 1)) return false;
-  if (j.dual && jb == 16) return false;
-  const int rows_per_warp = j.dual ? (r + 1) / 2 : r;
-  if (j.x_group_rows > 0 && j.x_group_rows % rows_per_warp != 0) return false;
+  const int blocks_x = static_cast<int>(std::max<int64_t>(bx, 1));
   switch (j.w.format) {
-    case WeightFormat::kF32: return TryLaunchGemvF32(j, qn, jb, r, stream);
-    case WeightFormat::kBf16: return TryLaunchGemvBf16(j, qn, jb, r, stream);
-    case WeightFormat::kFp8: return TryLaunchGemvFp8(j, qn, jb, r, stream);
-    case WeightFormat::kFp4: return TryLaunchGemvFp4(j, qn, jb, r, stream);
+    case WeightFormat::kF32: return TryLaunchGemvF32(j, qn, js, blocks_x, stream);
+    case WeightFormat::kBf16: return TryLaunchGemvBf16(j, qn, js, blocks_x, stream);
+    case WeightFormat::kFp8: return TryLaunchGemvFp8(j, qn, js, blocks_x, stream);
+    case WeightFormat::kFp4: return TryLaunchGemvFp4(j, qn, js, blocks_x, stream);
   }
   return false;
 }

@@ -1,0 +1,219 @@
+// The linear layers of flash-l8 (V4-Flash dimensions) at decode batch 1, one shape at a time, on
+// the GPU: device time per launch from CUDA-graph replay of kReps launches that rotate over enough
+// weight copies (> 2 x the 50 MB L2) that every launch reads its weights from HBM. Bound = weight
+// bytes / the measured device-to-device copy bandwidth. DSINFER_GEMV=0 in the environment times
+// the general linear kernel instead of the decode GEMV, DSINFER_PDL=0 without programmatic launch.
+//   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/random_fill.cuh"
+#include "backend/cuda/runtime.h"
+
+namespace gpu = dsinfer::backend::cuda;
+using gpu::WeightFormat;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  WeightFormat format;
+  int64_t n, k;
+  int64_t groups = 0;    // wo_a: 8 groups, each reading its own k columns of x
+  bool swiglu = false;   // W1 and W3 fused (shared expert)
+  int experts = 0;       // routed: this many experts, one x row each
+};
+
+struct Weights {
+  std::vector<gpu::DeviceBuffer> data, scale;
+};
+
+Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
+  Weights w;
+  gpu::WeightRef ref;
+  ref.format = s.format;
+  ref.n = s.n;
+  ref.k = s.k;
+  ref.scale_format = gpu::ScaleFormat::kUe8m0;
+  for (int c = 0; c < copies; ++c) {
+    const int64_t data_bytes = s.format == WeightFormat::kFp4 ? s.n * s.k / 2
+                               : s.format == WeightFormat::kFp8 ? s.n * s.k
+                               : s.format == WeightFormat::kBf16 ? s.n * s.k * 2
+                                                                 : s.n * s.k * 4;
+    const int64_t scale_bytes = s.format == WeightFormat::kFp4   ? s.n * (s.k / 32)
+                                : s.format == WeightFormat::kFp8 ? ((s.n + 127) / 128) * ((s.k + 127) / 128)
+                                                                 : 1;
+    w.data.emplace_back(static_cast<size_t>(data_bytes));
+    w.scale.emplace_back(static_cast<size_t>(scale_bytes));
+    gpu::RandomFillParams f;
+    f.data = w.data.back().get();
+    f.seed = 1000 + c;
+    switch (s.format) {
+      case WeightFormat::kFp4: f.kind = gpu::RandomKind::kFp4; f.count = data_bytes; break;
+      case WeightFormat::kFp8: f.kind = gpu::RandomKind::kFp8; f.count = data_bytes; break;
+      case WeightFormat::kBf16: f.kind = gpu::RandomKind::kBf16Normal; f.count = s.n * s.k; f.std = 0.02f; break;
+      case WeightFormat::kF32: f.kind = gpu::RandomKind::kF32Normal; f.count = s.n * s.k; f.std = 0.02f; break;
+    }
+    gpu::LaunchRandomFill(f, st);
+    gpu::RandomFillParams sf;
+    sf.data = w.scale.back().get();
+    sf.count = scale_bytes;
+    sf.kind = gpu::RandomKind::kByte;
+    sf.mean = 120;
+    gpu::LaunchRandomFill(sf, st);
+  }
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!gpu::DeviceAvailable()) {
+    std::fprintf(stderr, "bench_gemv: no CUDA device\n");
+    return 1;
+  }
+  const int64_t m = argc > 1 ? std::atoll(argv[1]) : 1;
+  const std::vector<Shape> shapes = {
+      {"wq_a", WeightFormat::kFp8, 1024, 4096},
+      {"wq_b", WeightFormat::kFp8, 32768, 1024},
+      {"wkv", WeightFormat::kFp8, 512, 4096},
+      {"idx_wq_b", WeightFormat::kFp8, 8192, 1024},
+      {"wo_a", WeightFormat::kFp8, 8192, 4096, 8},
+      {"wo_b", WeightFormat::kFp8, 4096, 8192},
+      {"shared_w13", WeightFormat::kFp8, 2048, 4096, 0, true},
+      {"shared_w2", WeightFormat::kFp8, 4096, 2048},
+      {"comp_wkv_csa", WeightFormat::kBf16, 1024, 4096},
+      {"comp_wkv_hca", WeightFormat::kBf16, 512, 4096},
+      {"idx_comp_wkv", WeightFormat::kBf16, 256, 4096},
+      {"weights_proj", WeightFormat::kBf16, 64, 4096},
+      {"gate", WeightFormat::kBf16, 256, 4096},
+      {"head", WeightFormat::kBf16, 129280, 4096},
+      {"experts_w13", WeightFormat::kFp4, 2048, 4096, 0, true, 6},
+      {"experts_w2", WeightFormat::kFp4, 4096, 2048, 0, false, 6},
+  };
+  gpu::Stream st;
+  // Copy bandwidth (read + write) of a 2 GiB device-to-device copy.
+  double copy_gbps = 0;
+  {
+    const size_t bytes = size_t{1} << 31;
+    gpu::DeviceBuffer a(bytes), b(bytes);
+    gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, st.get());
+    gpu::EventTimer t;
+    t.Start(st.get());
+    for (int i = 0; i < 5; ++i) gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, st.get());
+    copy_gbps = 2.0 * 5 * bytes / (t.StopMs(st.get()) * 1e-3) / 1e9;
+  }
+  const char* gemv_env = std::getenv("DSINFER_GEMV");
+  const char* pdl_env = std::getenv("DSINFER_PDL");
+  const std::string kernel = gemv_env && std::string(gemv_env) == "0" ? "linear" : "gemv";
+  const bool pdl = !(pdl_env && std::string(pdl_env) == "0");
+  std::printf("{\"bench\": \"gemv_setup\", \"device\": \"%s\", \"copy_GBps\": %.0f, \"m\": %lld, "
+              "\"kernel\": \"%s\", \"pdl\": %s}\n",
+              gpu::DeviceDescription().c_str(), copy_gbps, static_cast<long long>(m), kernel.c_str(),
+              pdl ? "true" : "false");
+  constexpr int kReps = 40;
+  for (const Shape& s : shapes) {
+    const int mats = s.experts > 0 ? s.experts : 1;
+    const int per_launch = (s.swiglu ? 2 : 1) * mats;  // matrices read per launch
+    gpu::WeightRef probe;
+    probe.format = s.format; probe.n = s.n; probe.k = s.k;
+    probe.scale_format = gpu::ScaleFormat::kUe8m0;
+    const double launch_bytes = static_cast<double>(probe.bytes()) * per_launch;
+    const int copies = static_cast<int>(std::max<double>(2.0, 120e6 / launch_bytes + 1)) * per_launch;
+    Weights w = MakeCopies(s, copies, st.get());
+    const int64_t xk = s.groups > 0 ? s.groups * s.k : s.k;
+    const int64_t rows = s.experts > 0 ? s.experts : m;
+    gpu::DeviceBuffer x(static_cast<size_t>(rows * xk * 4)), y(static_cast<size_t>(rows * s.n * 4)),
+        u(static_cast<size_t>(rows * s.n * 4));
+    {
+      gpu::RandomFillParams f;
+      f.data = x.get(); f.count = rows * xk; f.seed = 7;
+      gpu::LaunchRandomFill(f, st.get());
+    }
+    // Routing tables for the expert shapes: slot i = expert i with pair i (one token per expert).
+    std::vector<gpu::DeviceBuffer> tables;
+    std::vector<std::vector<const void*>> ptr_host;
+    gpu::DeviceBuffer active(64 * 4), num_active(4), offsets(65 * 4), pairs(64 * 4);
+    if (s.experts > 0) {
+      std::vector<int32_t> a(s.experts), o(s.experts + 1), pr(s.experts);
+      for (int i = 0; i < s.experts; ++i) { a[i] = i; o[i] = i; pr[i] = i; }
+      o[s.experts] = s.experts;
+      const int32_t na = s.experts;
+      gpu::CopyToDeviceSync(active.get(), a.data(), a.size() * 4);
+      gpu::CopyToDeviceSync(offsets.get(), o.data(), o.size() * 4);
+      gpu::CopyToDeviceSync(pairs.get(), pr.data(), pr.size() * 4);
+      gpu::CopyToDeviceSync(num_active.get(), &na, 4);
+      // Per copy set c: 4 pointer tables (w1 data/scale, w3 data/scale) of s.experts entries.
+      const int sets = copies / per_launch;
+      for (int c = 0; c < sets; ++c) {
+        for (int t = 0; t < 4; ++t) {
+          std::vector<const void*> v(s.experts);
+          for (int e = 0; e < s.experts; ++e) {
+            const int idx = c * per_launch + (s.swiglu ? 2 * e + t / 2 : e);
+            v[e] = t % 2 == 0 ? w.data[idx].get() : w.scale[idx].get();
+          }
+          tables.emplace_back(v.size() * sizeof(void*));
+          gpu::CopyToDeviceSync(tables.back().get(), v.data(), v.size() * sizeof(void*));
+        }
+      }
+    }
+    auto launch = [&](int rep) {
+      const int set = rep % (copies / per_launch);
+      if (s.experts > 0) {
+        gpu::ExpertLinearParams p;
+        p.shape = probe;
+        const auto tab = [&](int t) { return tables[static_cast<size_t>(set * 4 + t)].as<const void*>(); };
+        p.data = tab(0); p.scale = tab(1);
+        p.x = x.as<float>(); p.ldx = s.k; p.x_row_div = 1; p.y = y.as<float>(); p.ldy = s.n;
+        p.active = active.as<int32_t>(); p.num_active = num_active.as<int32_t>();
+        p.offsets = offsets.as<int32_t>(); p.pairs = pairs.as<int32_t>();
+        p.max_slots = s.experts; p.total_pairs = s.experts;
+        if (s.swiglu) gpu::LaunchExpertLinearSwiglu(p, tab(2), tab(3), u.as<float>(), 7.0f, st.get());
+        else gpu::LaunchExpertLinear(p, st.get());
+        return;
+      }
+      gpu::LinearParams p;
+      p.w = probe;
+      p.w.data = w.data[static_cast<size_t>(set * per_launch)].get();
+      p.w.scale = w.scale[static_cast<size_t>(set * per_launch)].get();
+      p.x = x.as<float>(); p.ldx = xk; p.m = m; p.y = y.as<float>(); p.ldy = s.n;
+      if (s.groups > 0) { p.x_group_rows = s.n / s.groups; p.x_group_stride = s.k; }
+      if (s.swiglu) {
+        gpu::WeightRef w3 = p.w;
+        w3.data = w.data[static_cast<size_t>(set * per_launch + 1)].get();
+        w3.scale = w.scale[static_cast<size_t>(set * per_launch + 1)].get();
+        gpu::LaunchLinearSwiglu(p, w3, u.as<float>(), 7.0f, st.get());
+      } else {
+        gpu::LaunchLinear(p, st.get());
+      }
+    };
+    for (int r = 0; r < 3; ++r) launch(r);
+    gpu::Graph g;
+    g.BeginCapture(st.get());
+    for (int r = 0; r < kReps; ++r) launch(r);
+    g.EndCapture(st.get());
+    g.Launch(st.get());  // warm-up
+    std::vector<double> t;
+    for (int it = 0; it < 5; ++it) {
+      gpu::EventTimer timer;
+      timer.Start(st.get());
+      g.Launch(st.get());
+      t.push_back(timer.StopMs(st.get()) * 1e3 / kReps);
+    }
+    std::sort(t.begin(), t.end());
+    const double us = t[t.size() / 2];
+    const double bound_us = launch_bytes / (copy_gbps * 1e9) * 1e6;
+    std::printf("{\"bench\": \"gemv\", \"shape\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+                "\"MB\": %.2f, \"us\": %.2f, \"bound_us\": %.2f, \"ratio_to_bound\": %.2f, "
+                "\"GBps\": %.0f}\n",
+                s.name, static_cast<long long>(rows), static_cast<long long>(s.n),
+                static_cast<long long>(s.k), launch_bytes / 1e6, us, bound_us, us / bound_us,
+                launch_bytes / (us * 1e-6) / 1e9);
+    gpu::CheckLastError("bench_gemv");
+  }
+  return 0;
+}
