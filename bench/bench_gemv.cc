@@ -2,7 +2,8 @@
 // the GPU: device time per launch from CUDA-graph replay of kReps launches that rotate over enough
 // weight copies (> 2 x the 50 MB L2) that every launch reads its weights from HBM. Bound = weight
 // bytes / the measured device-to-device copy bandwidth. DSINFER_GEMV=0 in the environment times
-// the general linear kernel instead of the decode GEMV, DSINFER_PDL=0 without programmatic launch.
+// the general linear kernel instead of the decode GEMV (or a format list, linear_sm90.cu),
+// DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs, DSINFER_PDL=0 without programmatic launch.
 //   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -109,7 +110,9 @@ int main(int argc, char** argv) {
   }
   const char* gemv_env = std::getenv("DSINFER_GEMV");
   const char* pdl_env = std::getenv("DSINFER_PDL");
-  const std::string kernel = gemv_env && std::string(gemv_env) == "0" ? "linear" : "gemv";
+  const char* dual_env = std::getenv("DSINFER_GEMV_DUAL");
+  const std::string kernel = std::string("gemv:") + (gemv_env ? gemv_env : "all") +
+                             (dual_env && std::string(dual_env) == "0" ? ",nodual" : "");
   const bool pdl = !(pdl_env && std::string(pdl_env) == "0");
   std::printf("{\"bench\": \"gemv_setup\", \"device\": \"%s\", \"copy_GBps\": %.0f, \"m\": %lld, "
               "\"kernel\": \"%s\", \"pdl\": %s}\n",

@@ -46,17 +46,4 @@ __device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
   f[3] = __half22float2(*reinterpret_cast<const __half2*>(&h3));
 }
 
-// The e4m3 byte at bits [8e, 8e+8) of u as a float times 2^-120, by integer ops: the sign to bit
-// 31 and the 7 exponent/mantissa bits to bits 20..26 give 2^(e-127)(1+m/8) for exponent e > 0 and
-// the f32 subnormal m·2^-129 for e = 0, i.e. exactly the e4m3 value times 2^-120 (no NaN handling:
-// weights hold none). Needs subnormals kept (no -ftz).
-template <int E>
-__device__ __forceinline__ float E4m3Scaled(uint32_t u) {
-  constexpr int kMagShift = 20 - 8 * E, kSignShift = 24 - 8 * E;
-  uint32_t mag, sgn;
-  if constexpr (kMagShift >= 0) mag = u << kMagShift; else mag = u >> (-kMagShift);
-  if constexpr (kSignShift >= 0) sgn = u << kSignShift; else sgn = u >> (-kSignShift);
-  return __uint_as_float((mag & 0x07F00000u) | (sgn & 0x80000000u));
-}
-
 }  // namespace dsinfer::backend::cuda

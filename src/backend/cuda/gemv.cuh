@@ -8,8 +8,8 @@
 // butterfly, and the group's TPR/32 warp sums are added in order from 0. Here one warp does a
 // row's whole reduction: lane l plays threads l + 32q (q < QN = TPR/32) with one accumulator per q
 // (chunk l + 32j belongs to q = j mod QN), runs each accumulator's butterfly, and adds them in
-// order. Chunk dot products use the same fmaf chains as LinearBody (FP8 values are decoded by
-// integer ops instead of cvt, to the same floats).
+// order. Chunk dot products use the same fmaf chains as LinearBody (FP8 and FP4: the chunk's
+// unscaled products summed from 0, then one fmaf by its block / group scale).
 #pragma once
 
 #include <cstdint>

@@ -46,28 +46,17 @@ __device__ __forceinline__ float ChunkDot(const uint4& q, float s, const float* 
       acc = fmaf(__uint_as_float(u[i] & 0xFFFF0000u), xv[2 * i + 1], acc);
     }
   } else if constexpr (F == WeightFormat::kFp8) {
-    // LinearBody: v = e4m3 · s, then fmaf(v, x, acc). Here (e4m3 · 2^-120) · (s · 2^120): the same
-    // real product, so the same rounded float, as long as s · 2^120 is finite.
-    if (s < 128.0f) {
-      const float s120 = s * 0x1p120f;
+    float part = 0.0f;  // LinearBody's FP8 order: unscaled products from 0, then the block scale
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        acc = fmaf(E4m3Scaled<0>(u[i]) * s120, xv[4 * i], acc);
-        acc = fmaf(E4m3Scaled<1>(u[i]) * s120, xv[4 * i + 1], acc);
-        acc = fmaf(E4m3Scaled<2>(u[i]) * s120, xv[4 * i + 2], acc);
-        acc = fmaf(E4m3Scaled<3>(u[i]) * s120, xv[4 * i + 3], acc);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
-        const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
-        acc = fmaf(a.x * s, xv[4 * i], acc);
-        acc = fmaf(a.y * s, xv[4 * i + 1], acc);
-        acc = fmaf(b.x * s, xv[4 * i + 2], acc);
-        acc = fmaf(b.y * s, xv[4 * i + 3], acc);
-      }
+    for (int i = 0; i < 4; ++i) {
+      const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
+      const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
+      part = fmaf(a.x, xv[4 * i], part);
+      part = fmaf(a.y, xv[4 * i + 1], part);
+      part = fmaf(b.x, xv[4 * i + 2], part);
+      part = fmaf(b.y, xv[4 * i + 3], part);
     }
+    acc = fmaf(part, s, acc);
   } else {
     float part = 0.0f;
 #pragma unroll

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -189,6 +190,32 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
 #pragma unroll
           for (int j = 0; j < kMt; ++j)
             if (xr[j]) acc[r][j] = fmaf(part[j], s, acc[r][j]);
+        } else if constexpr (F == WeightFormat::kFp8 && kVec) {
+          // One 16-byte chunk lies in one 128-column scale block: its 16 unscaled products are
+          // summed from 0, then one fmaf by the block scale (as FP4; the decode GEMV does the same).
+          const int64_t sk = (w.k + w.block - 1) / w.block;
+          const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
+          const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data) +
+                                                             row * w.k + c * 16));
+          float part[kMt];
+#pragma unroll
+          for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
+          const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 a = E4m3x2(static_cast<uint16_t>(u4[i] & 0xFFFF));
+            const float2 b = E4m3x2(static_cast<uint16_t>(u4[i] >> 16));
+#pragma unroll
+            for (int j = 0; j < kMt; ++j) {
+              part[j] = fmaf(a.x, xv[j][4 * i], part[j]);
+              part[j] = fmaf(a.y, xv[j][4 * i + 1], part[j]);
+              part[j] = fmaf(b.x, xv[j][4 * i + 2], part[j]);
+              part[j] = fmaf(b.y, xv[j][4 * i + 3], part[j]);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kMt; ++j)
+            if (xr[j]) acc[r][j] = fmaf(part[j], s, acc[r][j]);
         } else {
           float wv[kCh];
           LoadW<F, kVec>(w, data, scale, row, c, wv);
@@ -362,16 +389,26 @@ int SmCount() {
   return sms;
 }
 
-bool GemvEnabled() {
-  static const bool enabled = [] {
+// Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16,fp8,fp4 (or 0 for
+// none; default: all); DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only:
+// every choice gives the same bits.
+bool GemvEnabled(WeightFormat f, bool dual) {
+  static const std::string formats = [] {
     const char* v = std::getenv("DSINFER_GEMV");
+    return std::string(v ? v : "f32,bf16,fp8,fp4");
+  }();
+  static const bool dual_ok = [] {
+    const char* v = std::getenv("DSINFER_GEMV_DUAL");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  return enabled;
+  if (dual && !dual_ok) return false;
+  const char* name = f == WeightFormat::kF32 ? "f32" : f == WeightFormat::kBf16 ? "bf16"
+                     : f == WeightFormat::kFp8 ? "fp8" : "fp4";
+  return formats.find(name) != std::string::npos;
 }
 
 bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHandle stream) {
-  if (!GemvEnabled() || !x_aligned || rows_hint > 4) return false;
+  if (!GemvEnabled(j.w.format, j.dual) || !x_aligned || rows_hint > 4) return false;
   const int ch = ChunkElems(j.w.format);
   if (j.w.k % ch != 0 || (j.w.format == WeightFormat::kFp8 && j.w.block % 16 != 0)) return false;
   const int64_t nch = j.w.k / ch;
