@@ -3,6 +3,7 @@
 // and GPU sampling.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
@@ -16,6 +17,10 @@
 
 namespace dsinfer::backend::cuda {
 namespace {
+
+// Every decode-GEMV format on (by default only f32/bf16 take it), so that the bit-identity checks
+// below cover all of its instantiations against LinearBody.
+const bool kAllGemvFormats = setenv("DSINFER_GEMV", "f32,bf16,fp8,fp4", 0) == 0;
 
 #define SKIP_WITHOUT_GPU() \
   if (!DeviceAvailable()) GTEST_SKIP() << "no CUDA device"

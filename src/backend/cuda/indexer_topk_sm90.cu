@@ -49,7 +49,13 @@ __global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel
   float* wts = q + H * Dh;                  // [kMaxHeads]
   float* keys = wts + kMaxHeads;            // [32, Dh + 4]
   float* pv = keys + kTileEntries * ks;     // [32, kMaxHeads + 1]
-  for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) q[i] = p.q[t * H * Dh + i];
+  {
+    // H·Dh is a multiple of 4 (head_dim % 4 == 0): 16-byte loads, several in flight per thread.
+    const float4* qs = reinterpret_cast<const float4*>(p.q + t * H * Dh);
+    float4* qd = reinterpret_cast<float4*>(q);
+#pragma unroll 8
+    for (int i = threadIdx.x; i < H * Dh / 4; i += blockDim.x) qd[i] = qs[i];
+  }
   for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i];
   const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
   const int ne = min(kTileEntries, visible - w0);

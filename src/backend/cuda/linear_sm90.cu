@@ -390,12 +390,14 @@ int SmCount() {
 }
 
 // Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16,fp8,fp4 (or 0 for
-// none; default: all); DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only:
-// every choice gives the same bits.
+// none); DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only: every choice
+// gives the same bits. Default f32,bf16: measured on an H200 (bench_gemv, docs/perf.md), the
+// GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at 1.01x) but LinearBody is faster
+// for FP8 and FP4, where decoding is the bottleneck (wo_b 17 us vs 33 us).
 bool GemvEnabled(WeightFormat f, bool dual) {
   static const std::string formats = [] {
     const char* v = std::getenv("DSINFER_GEMV");
-    return std::string(v ? v : "f32,bf16,fp8,fp4");
+    return std::string(v ? v : "f32,bf16");
   }();
   static const bool dual_ok = [] {
     const char* v = std::getenv("DSINFER_GEMV_DUAL");

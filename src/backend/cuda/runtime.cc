@@ -93,6 +93,19 @@ size_t DeviceFreeBytes() {
   return free_b;
 }
 
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+void Event::Record(StreamHandle s) { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), s)); }
+void Event::Wait(StreamHandle s) const {
+  CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(event_), 0));
+}
+
 Graph::~Graph() {
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
   if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));

@@ -86,6 +86,21 @@ void CopyToDeviceSync(void* dst, const void* src, size_t bytes);
 void CheckLastError(const char* what);
 size_t DeviceFreeBytes();
 
+// Cross-stream ordering (cudaEvent without timing): Record marks the current end of a stream,
+// Wait makes another stream's later work wait for it. Both are captured into CUDA graphs.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void Record(StreamHandle stream);
+  void Wait(StreamHandle stream) const;
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
 // A captured sequence of launches on a stream, replayed as one graph launch.
 class Graph {
  public:

@@ -7,36 +7,50 @@ namespace dsinfer::model::deepseek_v4::cuda {
 void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
+  const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  // Branch 0: the kv projection. Branch 1: the compressor and its ring. Branch 2 (after the
+  // q_lora projection, whose output it reads): the indexer. Main: the query.
+  Branch(0, [&] {
+    Mark("attn_q_kv_proj");
+    Linear(w.wkv, xn, D, n, kv, d);
+    RmsNorm(kv, d, kv, d, n, d, w.kv_norm);
+    Rope(kv, n, 1, d, inv);
+  });
+  if (w.has_comp) {
+    Branch(1, [&] {
+      Mark("compressors");
+      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries);
+      RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
+    });
+  }
   Mark("attn_q_kv_proj");
   Linear(w.wq_a, xn, D, n, cq, qlr);
   RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm);
+  if (w.has_idx) {
+    Branch(2, [&] {
+      Mark("compressors");
+      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
+      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);
+      Rope(qi, n, IH, Id, inv_compress);
+      Linear(w.idx_weights_proj, xn, D, n, wi, IH);
+      gpu::LaunchScale(wi, n * IH, 1.0f / std::sqrt(static_cast<float>(IH)), cur_stream());
+      RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
+      Mark("indexer_topk");
+      gpu::IndexerTopKParams ip;
+      ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
+      ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
+      ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
+      ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
+      gpu::LaunchIndexerTopK(ip, cur_stream());
+    });
+  }
+  Mark("attn_q_kv_proj");
   Linear(w.wq_b, cq, qlr, n, q, H * d);
   RmsNorm(q, d, q, d, n * H, d, nullptr);
   Rope(q, n, H, d, inv);
-  Linear(w.wkv, xn, D, n, kv, d);
-  RmsNorm(kv, d, kv, d, n, d, w.kv_norm);
-  Rope(kv, n, 1, d, inv);
-  const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  Mark("compressors");
-  if (w.has_comp) Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries);
-  if (w.has_idx) {
-    Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
-    Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);
-    Rope(qi, n, IH, Id, inv_compress);
-    Linear(w.idx_weights_proj, xn, D, n, wi, IH);
-    gpu::LaunchScale(wi, n * IH, 1.0f / std::sqrt(static_cast<float>(IH)), stream.get());
-  }
-  if (w.has_comp) RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
-  if (w.has_idx) {
-    RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
-    Mark("indexer_topk");
-    gpu::IndexerTopKParams ip;
-    ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
-    ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
-    ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
-    ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
-    gpu::LaunchIndexerTopK(ip, stream.get());
-  }
+  Join(0);
+  if (w.has_comp) Join(1);
+  if (w.has_idx) Join(2);
   Mark("attention");
   gpu::SparseAttentionParams ap;
   ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;
@@ -49,7 +63,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.heads = static_cast<int>(H); ap.dim = static_cast<int>(d);
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
-  gpu::LaunchSparseAttention(ap, stream.get());
+  gpu::LaunchSparseAttention(ap, cur_stream());
   RingAppend(kv, d, st.window, n);
   Mark("attn_out_proj");
   const int64_t G = c.o_groups, olr = c.o_lora_rank;
@@ -60,6 +74,17 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
 void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
+  const float lim = static_cast<float>(c.swiglu_limit);
+  // The shared expert (branch 0) overlaps the routing and the routed experts (main).
+  if (w.has_shared) {
+    Branch(0, [&] {
+      Mark("moe_shared+combine");
+      gpu::LinearParams p;
+      p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I;
+      gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
+      Linear(w.sh_w2, sg, I, n, sy, D);
+    });
+  }
   Mark("moe_router+group");
   Linear(w.gate, xn, D, n, rlog, E);
   gpu::MoeRouteParams rp;
@@ -71,11 +96,11 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   rp.norm_topk_prob = c.norm_topk_prob;
   rp.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
   rp.sel = rsel; rp.weight = rwt;
-  gpu::LaunchMoeRoute(rp, stream.get());
+  gpu::LaunchMoeRoute(rp, cur_stream());
   gpu::MoeGroupParams gp;
   gp.sel = rsel; gp.pairs = P; gp.E = static_cast<int>(E); gp.counts = counts; gp.active = active;
   gp.num_active = num_active + layer; gp.offsets = offsets; gp.pair_list = pairs;
-  gpu::LaunchMoeGroup(gp, stream.get());
+  gpu::LaunchMoeGroup(gp, cur_stream());
   const ExpertsW& ex = w.experts;
   auto expert = [&](const WeightRef& shape, const void** data, const void** scale, const float* x,
                     int64_t ldx, int div, float* out, int64_t ldy) {
@@ -83,30 +108,24 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     p.shape = shape; p.data = data; p.scale = scale; p.x = x; p.ldx = ldx; p.x_row_div = div;
     p.y = out; p.ldy = ldy; p.active = active; p.num_active = num_active + layer; p.offsets = offsets;
     p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
-    gpu::LaunchExpertLinear(p, stream.get());
+    gpu::LaunchExpertLinear(p, cur_stream());
   };
   Mark("moe_routed_experts");
-  const float lim = static_cast<float>(c.swiglu_limit);
   {
     gpu::ExpertLinearParams p;
     p.shape = ex.w1; p.data = ex.w1_data; p.scale = ex.w1_scale; p.x = xn; p.ldx = D;
     p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
     p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
     p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
-    gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, stream.get());
+    gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
   }
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
   Mark("moe_shared+combine");
-  if (w.has_shared) {
-    gpu::LinearParams p;
-    p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I;
-    gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, stream.get());
-    Linear(w.sh_w2, sg, I, n, sy, D);
-  }
+  if (w.has_shared) Join(0);
   gpu::MoeCombineParams cp;
   cp.y = ys; cp.sel = rsel; cp.weight = rwt; cp.shared = w.has_shared ? sy : nullptr; cp.out = y;
   cp.n = n; cp.K = static_cast<int>(K); cp.D = D;
-  gpu::LaunchMoeCombine(cp, stream.get());
+  gpu::LaunchMoeCombine(cp, cur_stream());
 }
 
 void CudaModel::Impl::AllocateState() {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -108,7 +109,42 @@ struct CudaModel::Impl {
   std::vector<int64_t> lengths;
   std::vector<bool> used;
 
-  gpu::Stream stream;
+  gpu::Stream stream;  // the main stream: copies, graph capture, and everything not in a branch
+  // Independent chains of a layer (the kv projection, the compressor, the indexer, the shared
+  // expert) run on branch streams forked from and joined back into the main stream, so that
+  // their small, latency-bound kernels overlap. Off in the per-op profile (serial, so that the
+  // marks mean something) and with DSINFER_CUDA_BRANCHES=0. Results do not depend on it: every
+  // kernel reads and writes the same buffers in the same dependency order.
+  static constexpr int kBranches = 3;
+  gpu::Stream branch_stream[kBranches];
+  gpu::Event fork_ev[kBranches], join_ev[kBranches];
+  static bool BranchesFromEnv() {
+    const char* v = std::getenv("DSINFER_CUDA_BRANCHES");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }
+  bool branches_on = BranchesFromEnv();
+  gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
+  gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
+  bool Concurrent() const { return branches_on && profile == nullptr; }
+  // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
+  template <typename Fn>
+  void Branch(int b, Fn&& fn) {
+    if (!Concurrent()) {
+      fn();
+      return;
+    }
+    fork_ev[b].Record(stream.get());
+    fork_ev[b].Wait(branch_stream[b].get());
+    cur = branch_stream[b].get();
+    fn();
+    cur = nullptr;
+  }
+  // The main stream's later work waits for branch b's launches so far.
+  void Join(int b) {
+    if (!Concurrent()) return;
+    join_ev[b].Record(branch_stream[b].get());
+    join_ev[b].Wait(stream.get());
+  }
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
   int32_t* meta_dev = nullptr;
@@ -176,28 +212,28 @@ struct CudaModel::Impl {
     gpu::LinearParams p;
     p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
     p.x_group_rows = group_rows; p.x_group_stride = group_stride;
-    gpu::LaunchLinear(p, stream.get());
+    gpu::LaunchLinear(p, cur_stream());
   }
   void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,
                const float* weight) {
     gpu::RmsNormParams p;
     p.x = x; p.ldx = ldx; p.y = yv; p.ldy = ldy; p.rows = rows; p.dim = dim; p.weight = weight;
     p.eps = static_cast<float>(c.rms_norm_eps);
-    gpu::LaunchRmsNorm(p, stream.get());
+    gpu::LaunchRmsNorm(p, cur_stream());
   }
   void Rope(float* x, int64_t n, int64_t heads, int64_t dim, const float* inv, bool inverse = false) {
     gpu::RopeParams p;
     p.x = x; p.tokens = n; p.heads = heads; p.head_stride = dim; p.token_stride = heads * dim;
     p.dim = dim; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
     p.inverse = inverse;
-    gpu::LaunchRope(p, stream.get());
+    gpu::LaunchRope(p, cur_stream());
   }
   // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
   void HcMix(const float* xs_, int64_t n, const WeightRef& fn) {
     gpu::HcMixParams p;
     p.X = xs_; p.ldx = c.hc_mult * c.hidden_size; p.K = p.ldx; p.fn = static_cast<const float*>(fn.data);
     p.nout = static_cast<int>(fn.n); p.n = n; p.part = mix;
-    gpu::LaunchHcMix(p, stream.get());
+    gpu::LaunchHcMix(p, cur_stream());
   }
   void HcPre(const HcW& w, int64_t n, const float* norm_w) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
@@ -207,29 +243,29 @@ struct CudaModel::Impl {
     p.base = w.base; p.scale = w.scale; p.X = X; p.post = post; p.comb = comb;
     p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
     p.hc_eps = static_cast<float>(c.hc_eps);
-    gpu::LaunchHcPreFinish(p, stream.get());
+    gpu::LaunchHcPreFinish(p, cur_stream());
   }
   void HcPost(int64_t n) {
     gpu::HcPostParams p;
     p.y = y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult; p.D = c.hidden_size;
-    gpu::LaunchHcPost(p, stream.get());
+    gpu::LaunchHcPost(p, cur_stream());
   }
   void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
                   const gpu::ListRef& entries) {
     const int64_t D = c.hidden_size, width = cw.width();
     Linear(cw.wkv, x, D, n, pr, 2 * width);
     Linear(cw.wgate, x, D, n, pr + width, 2 * width);
-    gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, stream.get());
+    gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, cur_stream());
     gpu::CompressEmitParams p;
     p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
     p.dim = cw.dim; p.overlap = cw.overlap; p.norm = cw.norm; p.eps = static_cast<float>(c.rms_norm_eps);
     p.rope_dim = c.rope_head_dim; p.inv_freq = inv_compress;
-    gpu::LaunchCompressEmit(p, stream.get());
+    gpu::LaunchCompressEmit(p, cur_stream());
   }
   void RingAppend(const float* src, int64_t ld, const gpu::RingRef& ring, int64_t n) {
     gpu::RingAppendParams p;
     p.meta = Meta(n); p.src = src; p.ld = ld; p.ring = ring;
-    gpu::LaunchRingAppend(p, stream.get());
+    gpu::LaunchRingAppend(p, cur_stream());
   }
   void Attention(const BlockW& w, const LayerState& st, int64_t n);
   void Moe(const BlockW& w, int layer, int64_t n);
@@ -250,16 +286,16 @@ struct CudaModel::Impl {
     gpu::EmbedParams ep;
     ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
     ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;
-    gpu::LaunchEmbed(ep, stream.get());
+    gpu::LaunchEmbed(ep, cur_stream());
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
-    gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, stream.get());
+    gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, cur_stream());
     HcMix(xs, rows, hc_head.fn);
     gpu::HcHeadFinishParams hp;
     hp.part = mix; hp.rms_eps = static_cast<float>(c.rms_norm_eps); hp.norm_w = norm; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;
     hp.n = rows; hp.hc = static_cast<int>(hc); hp.D = D; hp.hc_eps = static_cast<float>(c.hc_eps);
-    gpu::LaunchHcHeadFinish(hp, stream.get());
+    gpu::LaunchHcHeadFinish(hp, cur_stream());
     Linear(head, hz, D, rows, logits, c.vocab_size);
   }
 };
