@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "backend/cuda/runtime.h"
@@ -107,6 +108,12 @@ Status Run(const Flags& flags) {
     for (int64_t i = 0; i < B; ++i) ids[i] = static_cast<int32_t>((i * 7919 + 17) % c.vocab_size);
     for (int w = 0; w < 3; ++w) {  // warm-up (and graph capture)
       DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
+    }
+    if (std::getenv("DSINFER_PROFILE_STEP")) {
+      // One step inside a profiler range, for `ncu --profile-from-start off` (per-kernel times).
+      backend::cuda::ProfilerStart();
+      DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
+      backend::cuda::ProfilerStop();
     }
     std::vector<double> ms;
     double experts_used = 0;

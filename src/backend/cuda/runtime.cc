@@ -4,6 +4,8 @@
 
 #include "backend/cuda/check.cuh"
 
+#include <cuda_profiler_api.h>
+
 namespace dsinfer::backend::cuda {
 
 bool DeviceAvailable() {
@@ -92,6 +94,9 @@ size_t DeviceFreeBytes() {
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
   return free_b;
 }
+
+void ProfilerStart() { CUDA_CHECK(cudaProfilerStart()); }
+void ProfilerStop() { CUDA_CHECK(cudaProfilerStop()); }
 
 Event::Event() {
   cudaEvent_t e = nullptr;

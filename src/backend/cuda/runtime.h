@@ -85,6 +85,9 @@ void CopyToDeviceSync(void* dst, const void* src, size_t bytes);
 // Aborts with the pending CUDA error, if any (call after launches in debug paths and tests).
 void CheckLastError(const char* what);
 size_t DeviceFreeBytes();
+// Brackets work for a profiler started with --profile-from-start off (ncu, nsys).
+void ProfilerStart();
+void ProfilerStop();
 
 // Cross-stream ordering (cudaEvent without timing): Record marks the current end of a stream,
 // Wait makes another stream's later work wait for it. Both are captured into CUDA graphs.
