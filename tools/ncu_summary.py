@@ -8,12 +8,20 @@ import sys
 
 
 def family(name: str) -> str:
-    name = re.sub(r"\(.*$", "", name)          # drop the argument list
-    name = re.sub(r"^void ", "", name)
-    name = name.split("::")[-1] if "<" not in name else name
-    base = re.sub(r"<.*$", "", name).split("::")[-1]
-    targs = re.search(r"<(.*)>", name)
-    return base + ("<" + targs.group(1)[:60] + ">" if targs else "")
+    name = name.replace("(anonymous namespace)::", "").replace("dsinfer::backend::cuda::", "")
+    name = name.replace("(WeightFormat)", "F")
+    if name.startswith("void "):
+        name = name[5:]
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # the argument list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            cut = i
+            break
+    return name[:cut][:90]
 
 
 def main(path: str) -> None:
@@ -26,7 +34,7 @@ def main(path: str) -> None:
             continue
         v = float(r["Metric Value"].replace(",", ""))
         unit = r.get("Metric Unit", "ns")
-        us = v / 1000.0 if unit == "ns" else (v if unit in ("us", "usecond") else v * 1000.0)
+        us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit] * v
         key = family(r["Kernel Name"])
         t, n = per.get(key, (0.0, 0))
         per[key] = (t + us, n + 1)
