@@ -29,6 +29,7 @@ def main(path: str) -> None:
     rows = list(csv.DictReader(lines))
     total = 0.0
     per = collections.OrderedDict()
+    single = []
     for r in rows:
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
@@ -36,12 +37,16 @@ def main(path: str) -> None:
         unit = r.get("Metric Unit", "ns")
         us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit] * v
         key = family(r["Kernel Name"])
+        single.append((us, r.get("ID", ""), key, r.get("Grid Size", ""), r.get("Block Size", "")))
         t, n = per.get(key, (0.0, 0))
         per[key] = (t + us, n + 1)
         total += us
     print(f"kernels: {sum(n for _, n in per.values())}, summed device time {total:.1f} us")
     for key, (t, n) in sorted(per.items(), key=lambda kv: -kv[1][0]):
         print(f"{t:9.1f} us {n:4d}x {t / n:7.2f} us  {key}")
+    print("longest launches:")
+    for us, i, key, grid, block in sorted(single, reverse=True)[:25]:
+        print(f"{us:8.2f} us  #{i:>4} grid {grid} block {block}  {key}")
 
 
 if __name__ == "__main__":
