@@ -27,17 +27,28 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return t;
 }
 
-// RoPE of one pair at `pos`, as the CPU reference: fp32 angle, cos/sin in double.
-__device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float inv_freq, bool inverse) {
+// RoPE's (cos, sin) at `pos` for one frequency, as the CPU reference: fp32 angle, cos/sin in double.
+__device__ __forceinline__ void RopeCosSin(int pos, float inv_freq, float* c, float* s) {
   const float angle = static_cast<float>(pos) * inv_freq;
   double sd, cd;
   sincos(static_cast<double>(angle), &sd, &cd);
-  const float c = static_cast<float>(cd);
-  float s = static_cast<float>(sd);
+  *c = static_cast<float>(cd);
+  *s = static_cast<float>(sd);
+}
+
+// Rotation of one pair by a (cos, sin) from RopeCosSin (sin negated for the inverse).
+__device__ __forceinline__ void RotateWith(float& a, float& b, float c, float s, bool inverse) {
   if (inverse) s = -s;
   const float x = a, y = b;
   a = x * c - y * s;
   b = x * s + y * c;
+}
+
+// RoPE of one pair at `pos` (RopeCosSin, then RotateWith).
+__device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float inv_freq, bool inverse) {
+  float c, s;
+  RopeCosSin(pos, inv_freq, &c, &s);
+  RotateWith(a, b, c, s, inverse);
 }
 
 __device__ __forceinline__ float SigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }

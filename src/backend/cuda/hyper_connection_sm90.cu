@@ -398,12 +398,23 @@ __global__ void EmbedKernel(EmbedParams p) {
   }
 }
 
+// Row i of dst = row rows[i] of src; blockIdx.y splits a row into slices of kGatherSlice floats.
+constexpr int kGatherSlice = 4096;
 __global__ void GatherRowsKernel(const float* src, const int32_t* rows, int64_t width, float* dst) {
   PdlTrigger();
   PdlWait();
   const int64_t i = blockIdx.x;
   const float* s = src + static_cast<int64_t>(rows[i]) * width;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) dst[i * width + c] = s[c];
+  float* d = dst + i * width;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kGatherSlice;
+  const int64_t c1 = min(width, c0 + kGatherSlice);
+  if (width % 4 == 0) {
+    for (int64_t c = c0 + 4 * threadIdx.x; c < c1; c += 4 * blockDim.x) {
+      *reinterpret_cast<float4*>(d + c) = *reinterpret_cast<const float4*>(s + c);
+    }
+  } else {
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) d[c] = s[c];
+  }
 }
 
 }  // namespace
@@ -462,7 +473,8 @@ void LaunchEmbed(const EmbedParams& p, StreamHandle stream) {
 void LaunchGatherRows(const float* src, const int32_t* rows, int64_t n, int64_t width, float* dst,
                       StreamHandle stream) {
   if (n <= 0) return;
-  LaunchKernel(GatherRowsKernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, stream, src, rows, width, dst);
+  const unsigned slices = static_cast<unsigned>((width + kGatherSlice - 1) / kGatherSlice);
+  LaunchKernel(GatherRowsKernel, dim3(static_cast<unsigned>(n), slices), dim3(256), 0, stream, src, rows, width, dst);
   CUDA_CHECK_LAUNCH();
 }
 

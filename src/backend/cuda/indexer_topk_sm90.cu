@@ -1,5 +1,3 @@
-#include <climits>
-
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/indexer_topk.cuh"
@@ -15,11 +13,6 @@ int NextPow2(int v) {
   int p = 1;
   while (p < v) p <<= 1;
   return p;
-}
-
-// Descending by score, ascending by index on ties (a total order: indices are distinct).
-__device__ __forceinline__ bool Before(float sa, int ia, float sb, int ib) {
-  return sa > sb || (sa == sb && ia < ib);
 }
 
 constexpr int kTileEntries = 32;  // entries per scoring block
@@ -100,10 +93,54 @@ __global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel
   }
 }
 
+// Scores as unsigned keys with the same order (larger score, larger key); -0 counts as +0, as in
+// the float comparison of the reference order.
+__device__ __forceinline__ uint32_t ScoreKey(float s) {
+  if (s == 0.0f) s = 0.0f;
+  const uint32_t u = __float_as_uint(s);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the block in thread order; `scratch` holds >= 33 ints. Every
+// thread must call it.
+__device__ __forceinline__ int BlockExclusiveScan(int v, int* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += y;
+  }
+  if (lane == 31) scratch[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nw ? scratch[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < nw) scratch[lane] = w;  // inclusive warp totals
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? scratch[warp - 1] : 0) + inc - v;
+  __syncthreads();
+  return before;
+}
+
+// The top k of the visible entries under the reference order (score descending, index ascending
+// on ties), written in ascending index order. A radix select finds the k-th key (four 8-bit
+// digits, a shared histogram each), then entries above it, and the lowest-index ones equal to it,
+// are compacted in index order. The same set as sorting (the previous bitonic version), in a few
+// barriers instead of ~100.
 __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int sort_cap, int64_t cap) {
   PdlTrigger();
   PdlWait();
   extern __shared__ float smem[];
+  __shared__ int hist[256];
+  __shared__ int scan_scratch[33];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_kk;
   const int64_t t = blockIdx.x;
   const int pos = p.meta.pos[t];
   const int visible = (pos + 1) / p.rate;
@@ -114,58 +151,75 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
     for (int i = threadIdx.x; i < k; i += blockDim.x) sel[i] = i;
     return;
   }
-  float* score = smem;                                  // [sort_cap]
-  int* idx = reinterpret_cast<int*>(score + sort_cap);  // [sort_cap]
-  const int n = 1 << (32 - __clz(visible - 1));  // next power of two >= visible (visible >= 2 here)
-  for (int w = threadIdx.x; w < n; w += blockDim.x) {
-    if (w >= visible) {
-      score[w] = -INFINITY;
-      idx[w] = INT_MAX;
-    } else {
-      score[w] = p.scores[t * cap + w];
-      idx[w] = w;
-    }
+  uint32_t* key = reinterpret_cast<uint32_t*>(smem);  // [visible]
+  for (int w = threadIdx.x; w < visible; w += blockDim.x) key[w] = ScoreKey(p.scores[t * cap + w]);
+  if (threadIdx.x == 0) {
+    s_prefix = 0;
+    s_kk = k;
   }
   __syncthreads();
-  // Bitonic sort of (score, idx) over n entries.
-  for (int size = 2; size <= n; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const bool up = (i & size) == 0;  // this run is sorted in "Before" order
-          const bool swap = up ? Before(score[j], idx[j], score[i], idx[i])
-                               : Before(score[i], idx[i], score[j], idx[j]);
-          if (swap) {
-            const float s = score[i]; score[i] = score[j]; score[j] = s;
-            const int x = idx[i]; idx[i] = idx[j]; idx[j] = x;
+  const int lane = threadIdx.x % 32;
+  uint32_t mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const uint32_t prefix = s_prefix;
+    for (int w = threadIdx.x; w < visible; w += blockDim.x) {
+      const uint32_t kv = key[w];
+      if ((kv & mask) == prefix) atomicAdd(&hist[(kv >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l owns bins 255 - 8l down to 248 - 8l (descending); find the bin holding the kk-th.
+      const int kk = s_kk;
+      int own = 0;
+#pragma unroll
+      for (int b = 0; b < 8; ++b) own += hist[255 - 8 * lane - b];
+      int inc = own;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += y;
+      }
+      const unsigned hit = __ballot_sync(0xffffffffu, inc >= kk);
+      const int first = __ffs(hit) - 1;  // kk <= candidates, so some lane reaches it
+      if (lane == first) {
+        int above = inc - own;
+        for (int b = 0; b < 8; ++b) {
+          const int bin = 255 - 8 * lane - b;
+          if (above + hist[bin] >= kk) {
+            s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
+            s_kk = kk - above;
+            break;
           }
+          above += hist[bin];
         }
       }
-      __syncthreads();
     }
+    mask |= 255u << shift;
+    __syncthreads();
   }
-  // The first k indices, sorted ascending (reuse `score` as int storage via idx tail).
-  const int m = 1 << (32 - __clz(max(k, 2) - 1));
-  int* keys = reinterpret_cast<int*>(score);  // scores are no longer needed
-  for (int i = threadIdx.x; i < m; i += blockDim.x) keys[i] = i < k ? idx[i] : INT_MAX;
-  __syncthreads();
-  for (int size = 2; size <= m; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < m; i += blockDim.x) {
-        const int j = i ^ stride;
-        if (j > i) {
-          const bool up = (i & size) == 0;
-          const bool swap = up ? keys[j] < keys[i] : keys[i] < keys[j];
-          if (swap) {
-            const int x = keys[i]; keys[i] = keys[j]; keys[j] = x;
-          }
-        }
-      }
-      __syncthreads();
-    }
+  const uint32_t kth = s_prefix;
+  const int take_equal = s_kk;  // entries equal to the k-th key that are selected (lowest indices)
+  // Each thread scans a contiguous span of indices, so block scans in thread order are index order.
+  const int span = (visible + blockDim.x - 1) / blockDim.x;
+  const int w0 = min(visible, static_cast<int>(threadIdx.x) * span), w1 = min(visible, w0 + span);
+  int eq = 0;
+  for (int w = w0; w < w1; ++w) eq += key[w] == kth;
+  int eq_rank = BlockExclusiveScan(eq, scan_scratch);
+  int mine = 0;
+  for (int w = w0, r = eq_rank; w < w1; ++w) {
+    const uint32_t kv = key[w];
+    if (kv > kth) ++mine;
+    else if (kv == kth) mine += r++ < take_equal;
   }
-  for (int i = threadIdx.x; i < k; i += blockDim.x) sel[i] = keys[i];
+  int out = BlockExclusiveScan(mine, scan_scratch);
+  for (int w = w0; w < w1; ++w) {
+    const uint32_t kv = key[w];
+    bool take = kv > kth;
+    if (kv == kth) take = eq_rank++ < take_equal;
+    if (take) sel[out++] = w;
+  }
 }
 
 size_t SmemBytes(int cap) { return static_cast<size_t>(cap) * (sizeof(float) + sizeof(int)); }

@@ -24,16 +24,23 @@ __global__ void RmsNormKernel(RmsNormParams p) {
   }
 }
 
+constexpr int kMaxRopeHalf = 128;
+
+// One block per token: the (cos, sin) of each frequency once (every head shares them; the double
+// sincos is the expensive part), then every head's pairs.
 __global__ void RopeKernel(RopeParams p) {
   PdlTrigger();
   PdlWait();
+  __shared__ float cs[kMaxRopeHalf][2];
   const int64_t t = blockIdx.x;
   const int half = p.rope_dim / 2;
   const int pos = p.pos[t];
+  for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
+  __syncthreads();
   for (int64_t i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
     const int64_t h = i / half, j = i % half;
     float* v = p.x + t * p.token_stride + h * p.head_stride + (p.dim - p.rope_dim) + 2 * j;
-    RotatePair(v[0], v[1], pos, p.inv_freq[j], p.inverse);
+    RotateWith(v[0], v[1], cs[j][0], cs[j][1], p.inverse);
   }
 }
 
@@ -54,7 +61,8 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
 
 void LaunchRope(const RopeParams& p, StreamHandle stream) {
   if (p.tokens <= 0 || p.rope_dim <= 0) return;
-  LaunchKernel(RopeKernel, dim3(static_cast<unsigned>(p.tokens)), dim3(128), 0, stream, p);
+  if (p.rope_dim / 2 > kMaxRopeHalf) std::abort();
+  LaunchKernel(RopeKernel, dim3(static_cast<unsigned>(p.tokens)), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -30,8 +30,8 @@ __global__ void SampleKernel(SampleParams p) {
   const int32_t pos = p.position ? p.position[r] : static_cast<int32_t>(r);
   float bv = -INFINITY;
   int64_t bi = INT64_MAX;
-  for (int64_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
-    float v = lg[i];
+  // Argmax with ties to the lower id: the same result in any visiting order.
+  auto consider = [&](float v, int64_t i) {
     if (p.temperature > 0) {
       const double u = Uniform(p.seed, req, pos, i);
       v = v / p.temperature - static_cast<float>(log(-log(u)));
@@ -40,6 +40,31 @@ __global__ void SampleKernel(SampleParams p) {
       bv = v;
       bi = i;
     }
+  };
+  if (p.vocab % 4 == 0 && (reinterpret_cast<uintptr_t>(lg) & 15) == 0) {
+    // 16-byte loads, kU per thread in flight (the row was just written: an L2 latency each).
+    constexpr int kU = 8;
+    const float4* lg4 = reinterpret_cast<const float4*>(lg);
+    const int64_t n4 = p.vocab / 4;
+    for (int64_t b = threadIdx.x; b < n4; b += static_cast<int64_t>(blockDim.x) * kU) {
+      float4 q[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
+        q[u] = i4 < n4 ? lg4[i4] : make_float4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
+        if (i4 >= n4) break;
+        consider(q[u].x, 4 * i4);
+        consider(q[u].y, 4 * i4 + 1);
+        consider(q[u].z, 4 * i4 + 2);
+        consider(q[u].w, 4 * i4 + 3);
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < p.vocab; i += blockDim.x) consider(lg[i], i);
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
