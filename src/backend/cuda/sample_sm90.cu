@@ -19,7 +19,9 @@ __host__ __device__ inline double Uniform(uint64_t seed, int32_t request, int32_
   return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-__global__ void SampleKernel(SampleParams p) {
+constexpr int kSampleThreads = 512;
+
+__global__ void __launch_bounds__(kSampleThreads) SampleKernel(SampleParams p) {
   PdlTrigger();
   PdlWait();
   __shared__ float best_v[32];
@@ -43,7 +45,7 @@ __global__ void SampleKernel(SampleParams p) {
   };
   if (p.vocab % 4 == 0 && (reinterpret_cast<uintptr_t>(lg) & 15) == 0) {
     // 16-byte loads, kU per thread in flight (the row was just written: an L2 latency each).
-    constexpr int kU = 8;
+    constexpr int kU = 4;
     const float4* lg4 = reinterpret_cast<const float4*>(lg);
     const int64_t n4 = p.vocab / 4;
     for (int64_t b = threadIdx.x; b < n4; b += static_cast<int64_t>(blockDim.x) * kU) {
@@ -94,7 +96,7 @@ __global__ void SampleKernel(SampleParams p) {
 
 void LaunchSample(const SampleParams& p, StreamHandle stream) {
   if (p.rows <= 0) return;
-  LaunchKernel(SampleKernel, dim3(static_cast<unsigned>(p.rows)), dim3(1024), 0, stream, p);
+  LaunchKernel(SampleKernel, dim3(static_cast<unsigned>(p.rows)), dim3(kSampleThreads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
