@@ -333,7 +333,9 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
   if (w.format == WeightFormat::kFp8 && w.block % 16 != 0) pl.vec = false;
   pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
   pl.mt = m_hint <= 1 ? 1 : 4;
-  const int rows = expert && w.format == WeightFormat::kFp4 && pl.mt == 1 ? kFp4ExpertRows : kRows;
+  int rows = kRows;
+  if (expert && w.format == WeightFormat::kFp4 && pl.mt == 1) rows = kFp4ExpertRows;
+  if (!expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows8
   const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
