@@ -127,7 +127,13 @@ TEST_P(LinearTest, MatchesCpu) {
     std::vector<float> row(static_cast<size_t>(cs.n));
     CopyToHost(row.data(), yd.get(), row.size() * 4, s.get());
     s.Synchronize();
-    EXPECT_EQ(0, std::memcmp(row.data(), got.data() + r * cs.n, row.size() * 4)) << "row " << r;
+    int64_t first = -1;
+    for (int64_t i = 0; i < cs.n && first < 0; ++i) {
+      if (std::memcmp(&row[i], &got[r * cs.n + i], 4) != 0) first = i;
+    }
+    EXPECT_EQ(first, -1) << "row " << r << ": alone " << (first >= 0 ? row[first] : 0.0f) << " batched "
+                         << (first >= 0 ? got[r * cs.n + first] : 0.0f) << " cpu "
+                         << (first >= 0 ? ref[r * cs.n + first] : 0.0f);
   }
 }
 

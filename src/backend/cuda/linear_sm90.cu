@@ -117,7 +117,7 @@ __device__ __forceinline__ void LoadX(const float* p, float* v) {
 }
 
 // Row maps: which x row feeds local row i, and which y row receives it.
-struct DenseRows {
+struct DenseRowMap {
   const float* x; int64_t ldx; float* y; int64_t ldy; int64_t base;
   __device__ const float* X(int64_t i) const { return x + (base + i) * ldx; }
   __device__ float* Y(int64_t i) const { return y + (base + i) * ldy; }
@@ -267,14 +267,20 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
   }
 }
 
+// Dense FP8 at one x row (decode): 8 rows per group as the FP4 experts, so each thread has 8
+// weight chunks in flight and the grid half as many short blocks (MakePlan sizes the grid).
+template <WeightFormat F, bool kVec, bool kMt1>
+constexpr int DenseRows() { return F == WeightFormat::kFp8 && kVec && kMt1 ? 8 : kRows; }
+
 template <WeightFormat F, bool kVec, int kTpr, int kMt>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
   PdlTrigger();
   PdlWait();
-  __shared__ float red[kThreads / 32][kRows * kMt];
-  DenseRows rows{p.x, p.ldx, p.y, p.ldy, 0};
-  LinearBody<F, kVec, kTpr, kMt, kRows>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
-                                 p.x_group_stride, red);
+  constexpr int kR = DenseRows<F, kVec, kMt == 1>();
+  __shared__ float red[kThreads / 32][kR * kMt];
+  DenseRowMap rows{p.x, p.ldx, p.y, p.ldy, 0};
+  LinearBody<F, kVec, kTpr, kMt, kR>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
+                                     p.x_group_stride, red);
 }
 
 // FP4 experts at one pair per slot (decode): 8 rows per group, half the blocks of kRows = 4, so each
@@ -335,7 +341,7 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
   pl.mt = m_hint <= 1 ? 1 : 4;
   int rows = kRows;
   if (expert && w.format == WeightFormat::kFp4 && pl.mt == 1) rows = kFp4ExpertRows;
-  if (!expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows8
+  if (!expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows<>
   const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
