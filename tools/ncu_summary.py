@@ -8,7 +8,8 @@ import sys
 
 
 def family(name: str) -> str:
-    name = name.replace("(anonymous namespace)::", "").replace("dsinfer::backend::cuda::", "")
+    for junk in ("(anonymous namespace)::", "<unnamed>::", "unnamed>::", "dsinfer::backend::cuda::"):
+        name = name.replace(junk, "")
     name = name.replace("(WeightFormat)", "F")
     if name.startswith("void "):
         name = name[5:]
