@@ -49,6 +49,10 @@ struct LinearParams {
   int64_t x_group_stride = 0;
   float* y = nullptr;  // [m, ldy] fp32; y[i, r] for r < n
   int64_t ldy = 0;
+  // Set by LaunchLinearSwiglu only: W3 of the fused SwiGLU pair (same shape and format as w).
+  const void* dual_data = nullptr;
+  const void* dual_scale = nullptr;
+  float dual_limit = 0.0f;
 };
 
 void LaunchLinear(const LinearParams& p, StreamHandle stream);
@@ -69,6 +73,10 @@ struct ExpertLinearParams {
   const int32_t* pairs = nullptr;       // [total pairs] pair ids grouped by slot, ascending in a slot
   int max_slots = 0;                // grid size; slots >= *num_active exit at once
   int64_t total_pairs = 0;          // picks the m-tile (never changes results)
+  // Set by LaunchExpertLinearSwiglu only: [E] W3 pointers of the fused SwiGLU pair.
+  const void* const* dual_data = nullptr;
+  const void* const* dual_scale = nullptr;
+  float dual_limit = 0.0f;
 };
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/linear.cuh"
@@ -130,11 +131,17 @@ struct PairRows {
 
 // The shared body: rows [row0, row0 + kRows) of the weight against local rows [0, m).
 // kR: output rows per thread group (never changes an element's reduction order).
-template <WeightFormat F, bool kVec, int kTpr, int kMt, int kR, typename Rows>
-__device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data, const void* scale,
+// kD = 2: the fused SwiGLU pair. A second weight of the same shape and format (data2, scale2) is
+// reduced against the same x in the same order, and the output is SwigluF(W1 row, W3 row, limit):
+// the same bits as two launches and LaunchSwiglu.
+template <WeightFormat F, bool kVec, int kTpr, int kMt, int kR, int kD, typename Rows>
+__device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1, const void* scale1,
+                                           const void* data2, const void* scale2, float limit,
                                            const Rows& rows, int64_t m, int64_t group_rows,
-                                           int64_t group_stride, float (*red)[kR * kMt]) {
+                                           int64_t group_stride, float (*red)[kD * kR * kMt]) {
   constexpr int kRows = kR;
+  const void* const dd[2] = {data1, data2};
+  const void* const ss[2] = {scale1, scale2};
   constexpr int kCh = Fmt<F, kVec>::kCh;
   constexpr int kGroups = kThreads / kTpr;
   const int group = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
@@ -142,11 +149,13 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kGroups + group) * kRows;
   const int64_t nchunks = w.k / kCh;
   for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kMt; m0 < m; m0 += static_cast<int64_t>(gridDim.z) * kMt) {
-    float acc[kRows][kMt];
+    float acc[kD][kRows][kMt];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+    for (int d = 0; d < kD; ++d)
 #pragma unroll
-      for (int j = 0; j < kMt; ++j) acc[r][j] = 0.0f;
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int j = 0; j < kMt; ++j) acc[d][r][j] = 0.0f;
     const float* xr[kMt];
 #pragma unroll
     for (int j = 0; j < kMt; ++j) xr[j] = m0 + j < m ? rows.X(m0 + j) : nullptr;
@@ -164,103 +173,117 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
             if (xr[j]) LoadX<kCh, kVec>(xr[j] + off + c * kCh, xv[j]);
           loaded_off = off;
         }
-        if constexpr (F == WeightFormat::kFp4) {
-          // One chunk = one scale group: 32 unscaled products summed from 0, then one fmaf with
-          // the group's scale (2^k x 2^14, exact); the same order for every m-tile and batch.
-          const float s = ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
-          const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data) +
-                                                             row * (w.k / 2) + c * 16));
-          float part[kMt];
 #pragma unroll
-          for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
-          const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
+        for (int d = 0; d < kD; ++d) {
+          if constexpr (F == WeightFormat::kFp4) {
+            // One chunk = one scale group: 32 unscaled products summed from 0, then one fmaf with
+            // the group's scale (2^k x 2^14, exact); the same order for every m-tile and batch.
+            const float s = ScaleAt(ss[d], ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
+            const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
+                                                               row * (w.k / 2) + c * 16));
+            float part[kMt];
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float2 f[4];
-            E2m1x8(u4[i], f);
+            for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
+            const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-            for (int b = 0; b < 4; ++b) {
+            for (int i = 0; i < 4; ++i) {
+              float2 f[4];
+              E2m1x8(u4[i], f);
 #pragma unroll
-              for (int j = 0; j < kMt; ++j) {
-                part[j] = fmaf(f[b].x, xv[j][8 * i + b], part[j]);
-                part[j] = fmaf(f[b].y, xv[j][8 * i + b + 4], part[j]);
+              for (int b = 0; b < 4; ++b) {
+#pragma unroll
+                for (int j = 0; j < kMt; ++j) {
+                  part[j] = fmaf(f[b].x, xv[j][8 * i + b], part[j]);
+                  part[j] = fmaf(f[b].y, xv[j][8 * i + b + 4], part[j]);
+                }
               }
             }
-          }
 #pragma unroll
-          for (int j = 0; j < kMt; ++j)
-            if (xr[j]) acc[r][j] = fmaf(part[j], s, acc[r][j]);
-        } else if constexpr (F == WeightFormat::kFp8 && kVec) {
-          // One 16-byte chunk lies in one 128-column scale block: its 16 unscaled products are
-          // summed from 0, then one fmaf by the block scale (as FP4; the decode GEMV does the same).
-          const int64_t sk = (w.k + w.block - 1) / w.block;
-          const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
-          const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data) +
-                                                             row * w.k + c * 16));
-          float part[kMt];
+            for (int j = 0; j < kMt; ++j)
+              if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
+          } else if constexpr (F == WeightFormat::kFp8 && kVec) {
+            // One 16-byte chunk lies in one 128-column scale block: its 16 unscaled products are
+            // summed from 0, then one fmaf by the block scale (as FP4; the decode GEMV does the same).
+            const int64_t sk = (w.k + w.block - 1) / w.block;
+            const float s = ScaleAt(ss[d], w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
+            const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
+                                                               row * w.k + c * 16));
+            float part[kMt];
 #pragma unroll
-          for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
-          const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
+            for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
+            const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 a = E4m3x2(static_cast<uint16_t>(u4[i] & 0xFFFF));
-            const float2 b = E4m3x2(static_cast<uint16_t>(u4[i] >> 16));
+            for (int i = 0; i < 4; ++i) {
+              const float2 a = E4m3x2(static_cast<uint16_t>(u4[i] & 0xFFFF));
+              const float2 b = E4m3x2(static_cast<uint16_t>(u4[i] >> 16));
+#pragma unroll
+              for (int j = 0; j < kMt; ++j) {
+                part[j] = fmaf(a.x, xv[j][4 * i], part[j]);
+                part[j] = fmaf(a.y, xv[j][4 * i + 1], part[j]);
+                part[j] = fmaf(b.x, xv[j][4 * i + 2], part[j]);
+                part[j] = fmaf(b.y, xv[j][4 * i + 3], part[j]);
+              }
+            }
+#pragma unroll
+            for (int j = 0; j < kMt; ++j)
+              if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
+          } else {
+            float wv[kCh];
+            LoadW<F, kVec>(w, dd[d], ss[d], row, c, wv);
 #pragma unroll
             for (int j = 0; j < kMt; ++j) {
-              part[j] = fmaf(a.x, xv[j][4 * i], part[j]);
-              part[j] = fmaf(a.y, xv[j][4 * i + 1], part[j]);
-              part[j] = fmaf(b.x, xv[j][4 * i + 2], part[j]);
-              part[j] = fmaf(b.y, xv[j][4 * i + 3], part[j]);
+              if (!xr[j]) continue;
+#pragma unroll
+              for (int i = 0; i < kCh; ++i) acc[d][r][j] = fmaf(wv[i], xv[j][i], acc[d][r][j]);
             }
-          }
-#pragma unroll
-          for (int j = 0; j < kMt; ++j)
-            if (xr[j]) acc[r][j] = fmaf(part[j], s, acc[r][j]);
-        } else {
-          float wv[kCh];
-          LoadW<F, kVec>(w, data, scale, row, c, wv);
-#pragma unroll
-          for (int j = 0; j < kMt; ++j) {
-            if (!xr[j]) continue;
-#pragma unroll
-            for (int i = 0; i < kCh; ++i) acc[r][j] = fmaf(wv[i], xv[j][i], acc[r][j]);
           }
         }
       }
     }
     // Fixed-order reduction: butterfly within the warp, then the group's warps in order.
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+    for (int d = 0; d < kD; ++d)
 #pragma unroll
-      for (int j = 0; j < kMt; ++j) {
-        float v = acc[r][j];
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        acc[r][j] = v;
-      }
+        for (int j = 0; j < kMt; ++j) {
+          float v = acc[d][r][j];
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+          acc[d][r][j] = v;
+        }
+    auto out = [&](float a, float b) { return kD == 2 ? SwigluF(a, b, limit) : a; };
     if constexpr (kTpr == 32) {
       if (lane == 0) {
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
           for (int j = 0; j < kMt; ++j)
-            if (row0 + r < w.n && m0 + j < m) rows.Y(m0 + j)[row0 + r] = acc[r][j];
+            if (row0 + r < w.n && m0 + j < m) {
+              rows.Y(m0 + j)[row0 + r] = out(acc[0][r][j], acc[kD - 1][r][j]);
+            }
       }
     } else {
       if (lane == 0) {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int d = 0; d < kD; ++d)
 #pragma unroll
-          for (int j = 0; j < kMt; ++j) red[warp][r * kMt + j] = acc[r][j];
+          for (int r = 0; r < kRows; ++r)
+#pragma unroll
+            for (int j = 0; j < kMt; ++j) red[warp][(d * kRows + r) * kMt + j] = acc[d][r][j];
       }
       __syncthreads();
       constexpr int kWarpsPerGroup = kTpr / 32;
       if (t < kRows * kMt) {
         const int r = t / kMt, j = t % kMt;
-        float s = 0.0f;
+        float sum[kD];
 #pragma unroll
-        for (int q = 0; q < kWarpsPerGroup; ++q) s += red[group * kWarpsPerGroup + q][t];
-        if (row0 + r < w.n && m0 + j < m) rows.Y(m0 + j)[row0 + r] = s;
+        for (int d = 0; d < kD; ++d) {
+          sum[d] = 0.0f;
+#pragma unroll
+          for (int q = 0; q < kWarpsPerGroup; ++q) sum[d] += red[group * kWarpsPerGroup + q][d * kRows * kMt + t];
+        }
+        if (row0 + r < w.n && m0 + j < m) rows.Y(m0 + j)[row0 + r] = out(sum[0], sum[kD - 1]);
       }
       __syncthreads();
     }
@@ -272,15 +295,17 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data,
 template <WeightFormat F, bool kVec, bool kMt1>
 constexpr int DenseRows() { return F == WeightFormat::kFp8 && kVec && kMt1 ? 8 : kRows; }
 
-template <WeightFormat F, bool kVec, int kTpr, int kMt>
+// kD = 2: the fused SwiGLU pair (p.dual_*), 4 rows per group (two weights' chunks in flight).
+template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = DenseRows<F, kVec, kMt == 1>();
-  __shared__ float red[kThreads / 32][kR * kMt];
+  constexpr int kR = kD == 2 ? kRows : DenseRows<F, kVec, kMt == 1>();
+  __shared__ float red[kThreads / 32][kD * kR * kMt];
   DenseRowMap rows{p.x, p.ldx, p.y, p.ldy, 0};
-  LinearBody<F, kVec, kTpr, kMt, kR>(p.w, p.w.data, p.w.scale, rows, p.m, p.x_group_rows,
-                                     p.x_group_stride, red);
+  LinearBody<F, kVec, kTpr, kMt, kR, kD>(p.w, p.w.data, p.w.scale, p.dual_data, p.dual_scale,
+                                         p.dual_limit, rows, p.m, p.x_group_rows, p.x_group_stride,
+                                         red);
 }
 
 // FP4 experts at one pair per slot (decode): 8 rows per group, half the blocks of kRows = 4, so each
@@ -288,18 +313,21 @@ __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
 template <WeightFormat F, bool kMt1>
 constexpr int ExpertRows() { return F == WeightFormat::kFp4 && kMt1 ? kFp4ExpertRows : kRows; }
 
-template <WeightFormat F, bool kVec, int kTpr, int kMt>
+template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = ExpertRows<F, kMt == 1>();
-  __shared__ float red[kThreads / 32][kR * kMt];
+  constexpr int kR = kD == 2 ? kRows : ExpertRows<F, kMt == 1>();
+  __shared__ float red[kThreads / 32][kD * kR * kMt];
   const int slot = blockIdx.y;
   if (slot >= *p.num_active) return;
   const int e = p.active[slot];
   const int32_t begin = p.offsets[slot], end = p.offsets[slot + 1];
   PairRows rows{p.x, p.ldx, p.y, p.ldy, p.pairs + begin, p.x_row_div};
-  LinearBody<F, kVec, kTpr, kMt, kR>(p.shape, p.data[e], p.scale[e], rows, end - begin, 0, 0, red);
+  const void* d2 = kD == 2 ? p.dual_data[e] : nullptr;
+  const void* s2 = kD == 2 ? p.dual_scale[e] : nullptr;
+  LinearBody<F, kVec, kTpr, kMt, kR, kD>(p.shape, p.data[e], p.scale[e], d2, s2, p.dual_limit, rows,
+                                         end - begin, 0, 0, red);
 }
 
 int ChunkElems(WeightFormat f) {
@@ -327,7 +355,8 @@ struct Plan {
   dim3 grid;
 };
 
-Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks, bool expert) {
+Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks, bool expert,
+              bool dual = false) {
   Plan pl{};
   const int ch = ChunkElems(w.format);
   pl.vec = w.k % ch == 0 && x_aligned;
@@ -340,8 +369,8 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
   pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
   pl.mt = m_hint <= 1 ? 1 : 4;
   int rows = kRows;
-  if (expert && w.format == WeightFormat::kFp4 && pl.mt == 1) rows = kFp4ExpertRows;
-  if (!expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows<>
+  if (!dual && expert && w.format == WeightFormat::kFp4 && pl.mt == 1) rows = kFp4ExpertRows;
+  if (!dual && !expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows<>
   const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
@@ -372,6 +401,27 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
         case 644: LaunchKernel(KERNEL<kF, true, 64, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;        \
         case 321: LaunchKernel(KERNEL<kF, true, 32, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;        \
         default: LaunchKernel(KERNEL<kF, true, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;         \
+      }                                                                                          \
+    };                                                                                           \
+    switch (FMT) {                                                                               \
+      case WeightFormat::kF32: go(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;   \
+      case WeightFormat::kBf16: go(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break; \
+      case WeightFormat::kFp8: go(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;   \
+      case WeightFormat::kFp4: go(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;   \
+    }                                                                                            \
+    CUDA_CHECK_LAUNCH();                                                                         \
+  } while (0)
+
+// The fused SwiGLU pair: vector path at one x row (m-tile 1) only.
+#define DSINFER_LINEAR_DUAL_DISPATCH(KERNEL, FMT, PL, ARGS, STREAM)                              \
+  do {                                                                                           \
+    auto go = [&](auto fmt_tag) {                                                                \
+      constexpr WeightFormat kF = decltype(fmt_tag)::value;                                      \
+      switch (PL.tpr) {                                                                          \
+        case 256: LaunchKernel(KERNEL<kF, true, 256, 1, 2>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break; \
+        case 128: LaunchKernel(KERNEL<kF, true, 128, 1, 2>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break; \
+        case 64: LaunchKernel(KERNEL<kF, true, 64, 1, 2>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;   \
+        default: LaunchKernel(KERNEL<kF, true, 32, 1, 2>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;   \
       }                                                                                          \
     };                                                                                           \
     switch (FMT) {                                                                               \
@@ -498,7 +548,15 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
   if (p1.m <= 0 || p1.w.n <= 0) return;
   GemvJob j = DenseJob(p1);
   j.dual = true; j.data2 = w3.data; j.scale2 = w3.scale; j.limit = limit;
-  if (TryLaunchGemv(j, DenseAligned(p1) && Aligned16(w3.data), p1.m, stream)) return;
+  const bool aligned = DenseAligned(p1) && Aligned16(w3.data);
+  if (TryLaunchGemv(j, aligned, p1.m, stream)) return;
+  const Plan pl = MakePlan(p1.w, aligned, p1.m, 1, false, true);
+  if (pl.vec && pl.mt == 1) {
+    LinearParams pd = p1;
+    pd.dual_data = w3.data; pd.dual_scale = w3.scale; pd.dual_limit = limit;
+    DSINFER_LINEAR_DUAL_DISPATCH(LinearKernel, p1.w.format, pl, pd, stream);
+    return;
+  }
   LaunchLinear(p1, stream);
   LinearParams p3 = p1;
   p3.w = w3;
@@ -512,7 +570,15 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
   if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
   GemvJob j = ExpertJob(p1);
   j.dual = true; j.edata2 = w3_data; j.escale2 = w3_scale; j.limit = limit;
-  if (TryLaunchGemv(j, Aligned16(p1.x) && p1.ldx % 4 == 0, PairsPerSlot(p1), stream)) return;
+  const bool aligned = Aligned16(p1.x) && p1.ldx % 4 == 0;
+  if (TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
+  const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots, true, true);
+  if (pl.vec && pl.mt == 1) {
+    ExpertLinearParams pd = p1;
+    pd.dual_data = w3_data; pd.dual_scale = w3_scale; pd.dual_limit = limit;
+    DSINFER_LINEAR_DUAL_DISPATCH(ExpertLinearKernel, p1.shape.format, pl, pd, stream);
+    return;
+  }
   LaunchExpertLinear(p1, stream);
   ExpertLinearParams p3 = p1;
   p3.data = w3_data;
