@@ -202,28 +202,27 @@ __device__ __forceinline__ void SinkhornWarp(const HcPreFinishParams& p, int64_t
   if (lane < kN) p.comb[t * kN + lane] = c;
 }
 
-// CollapseNorm with hc known at compile time and D <= blockDim * kCollapsePer: every X value of the
-// thread is loaded before the first sum (one memory latency instead of one per (d, i): the runtime
-// loop issued them one after another), the sums stay in registers for the scaling pass. Same
-// operations in the same order as CollapseNorm, so the results are bit-identical.
+// CollapseNorm with hc known at compile time and D <= blockDim * kCollapsePer, in two steps:
+// CollapseLoadHc loads every X value of the thread at once (one memory latency; the finish kernel
+// issues it before the partial sums and the Sinkhorn, which do not need X), CollapseNormHcRegs then
+// does CollapseNorm's operations in CollapseNorm's order on the registers (bit-identical).
 constexpr int kCollapsePer = 8;
 template <int HC>
-__device__ void CollapseNormHc(const float* pre, const float* Xt, int64_t D, float* out,
-                               const float* norm_w, float eps, float* scratch) {
-  if (D > static_cast<int64_t>(blockDim.x) * kCollapsePer) {
-    CollapseNorm(pre, Xt, HC, D, out, norm_w, eps, scratch);
-    return;
-  }
-  float pw[HC];
-#pragma unroll
-  for (int i = 0; i < HC; ++i) pw[i] = pre[i];
-  float xv[kCollapsePer][HC];
+__device__ __forceinline__ void CollapseLoadHc(const float* Xt, int64_t D, float (&xv)[kCollapsePer][HC]) {
 #pragma unroll
   for (int q = 0; q < kCollapsePer; ++q) {
     const int64_t d = threadIdx.x + static_cast<int64_t>(q) * blockDim.x;
 #pragma unroll
     for (int i = 0; i < HC; ++i) xv[q][i] = d < D ? __ldg(Xt + i * D + d) : 0.0f;
   }
+}
+
+template <int HC>
+__device__ void CollapseNormHcRegs(const float (&xv)[kCollapsePer][HC], const float* pre, int64_t D,
+                                   float* out, const float* norm_w, float eps, float* scratch) {
+  float pw[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) pw[i] = pre[i];
   float sv[kCollapsePer];
   float ss = 0.0f;
 #pragma unroll
@@ -258,6 +257,12 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   const int64_t t = blockIdx.x;
   const int hc = HC > 0 ? HC : p.hc;
   const int nout = (2 + hc) * hc;
+  // X is final (written before the mix kernel ran): its loads overlap the sums and the Sinkhorn.
+  float xv[kCollapsePer][HC > 0 ? HC : 1];
+  const bool x_in_regs = HC > 0 && p.D <= static_cast<int64_t>(blockDim.x) * kCollapsePer;
+  if constexpr (HC > 0) {
+    if (x_in_regs) CollapseLoadHc<HC>(p.X + t * HC * p.D, p.D, xv);
+  }
   ReducePartials(p.part, t, slices, nout, mixv);
   __syncthreads();
   if constexpr (HC > 0 && HC * HC <= 32) {
@@ -310,10 +315,12 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   }
   __syncthreads();
   if constexpr (HC > 0) {
-    CollapseNormHc<HC>(pre, p.X + t * hc * p.D, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
-  } else {
-    CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+    if (x_in_regs) {
+      CollapseNormHcRegs<HC>(xv, pre, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+      return;
+    }
   }
+  CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
 // HC > 0: hc known at compile time; comb and post are loaded into registers once (the runtime-hc

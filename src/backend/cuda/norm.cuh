@@ -33,6 +33,19 @@ struct RopeParams {
 };
 void LaunchRope(const RopeParams& p, StreamHandle stream);
 
+// RMSNorm of rows that are heads (row r = token r / heads), then RoPE of each row's trailing
+// rope_dim values at the token's position, in one pass: the same values as LaunchRmsNorm followed
+// by LaunchRope (same reduction, same cos/sin, same rotation). In place (y == x, ldy == ldx ==
+// dim) or not.
+struct RmsNormRopeParams {
+  RmsNormParams norm;               // rows = tokens * heads, dim = head dim
+  int64_t heads = 1;
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;  // [rope_dim / 2]
+  const int32_t* pos = nullptr;     // [tokens]
+};
+void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream);
+
 // y[i] = x[i] * s (fp32), n elements.
 void LaunchScale(float* x, int64_t n, float s, StreamHandle stream);
 

@@ -44,6 +44,38 @@ __global__ void RopeKernel(RopeParams p) {
   }
 }
 
+// RmsNormKernel's reduction and scaling, then the rope pairs rotated from the normalized values in
+// registers (RopeKernel's cos/sin and rotation); one block per (token, head) row.
+__global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float scratch[32];
+  __shared__ float cs[kMaxRopeHalf][2];
+  const RmsNormParams& p = q.norm;
+  const int64_t r = blockIdx.x;
+  const int half = q.rope_dim / 2;
+  const int pos = q.pos[r / q.heads];
+  for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, q.inv_freq[j], &cs[j][0], &cs[j][1]);
+  const float* x = p.x + r * p.ldx;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+  ss = BlockSum(ss, scratch);  // its barriers also publish cs
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
+  float* y = p.y + r * p.ldy;
+  auto norm = [&](int64_t i) {
+    const float v = x[i] * scale;
+    return p.weight ? p.weight[i] * v : v;
+  };
+  const int64_t off = p.dim - q.rope_dim;
+  for (int64_t i = threadIdx.x; i < off; i += blockDim.x) y[i] = norm(i);
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    float a = norm(off + 2 * j), b = norm(off + 2 * j + 1);
+    RotateWith(a, b, cs[j][0], cs[j][1], false);
+    y[off + 2 * j] = a;
+    y[off + 2 * j + 1] = b;
+  }
+}
+
 __global__ void ScaleKernel(float* x, int64_t n, float s) {
   PdlTrigger();
   PdlWait();
@@ -56,6 +88,14 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
   if (p.rows <= 0) return;
   const int threads = p.dim >= 1024 ? 512 : (p.dim >= 256 ? 256 : 128);
   LaunchKernel(RmsNormKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream, p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream) {
+  if (p.norm.rows <= 0) return;
+  if (p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.norm.dim || p.heads <= 0) std::abort();
+  const int threads = p.norm.dim >= 1024 ? 512 : (p.norm.dim >= 256 ? 256 : 128);  // LaunchRmsNorm's
+  LaunchKernel(RmsNormRopeKernel, dim3(static_cast<unsigned>(p.norm.rows)), dim3(threads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -26,39 +26,29 @@ std::string DeviceDescription() {
          std::to_string(p.totalGlobalMem >> 30) + " GiB";
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes) CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
+template <MemoryKind K>
+Buffer<K>::Buffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  if constexpr (K == MemoryKind::kDevice) {
+    CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  } else {
+    CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
   }
-  return *this;
 }
 
-PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes) CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
-}
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_) cudaFreeHost(ptr_);
-}
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFreeHost(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
+template <MemoryKind K>
+void Buffer<K>::Release() {
+  if (!ptr_) return;
+  if constexpr (K == MemoryKind::kDevice) {
+    cudaFree(ptr_);
+  } else {
+    cudaFreeHost(ptr_);
   }
-  return *this;
+  ptr_ = nullptr;
 }
+
+template class Buffer<MemoryKind::kDevice>;
+template class Buffer<MemoryKind::kPinnedHost>;
 
 Stream::Stream() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
 Stream::~Stream() {

@@ -24,44 +24,42 @@ bool DeviceAvailable();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
 
-// Owning device allocation (cudaMalloc). Move-only.
-class DeviceBuffer {
+enum class MemoryKind { kDevice, kPinnedHost };
+
+// Owning allocation: device memory (cudaMalloc) or page-locked host memory (cudaMallocHost, for
+// copies a CUDA graph replays). Move-only.
+template <MemoryKind K>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  ~Buffer() { Release(); }
+  Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      Release();
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
 
   void* get() const { return ptr_; }
   template <typename T> T* as() const { return static_cast<T*>(ptr_); }
   size_t bytes() const { return bytes_; }
 
  private:
+  void Release();  // frees ptr_ (if any)
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost), for copies a CUDA graph replays.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes);
-  ~PinnedBuffer();
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void* get() const { return ptr_; }
-  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = Buffer<MemoryKind::kDevice>;
+using PinnedBuffer = Buffer<MemoryKind::kPinnedHost>;
 
 class Stream {
  public:

@@ -8,13 +8,13 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  // Branch 0: the kv projection. Branch 1: the compressor and its ring. Branch 2 (after the
-  // q_lora projection, whose output it reads): the indexer. Main: the query.
+  // Branch 0: the kv projection. Branch 1: the compressor and its ring. Branch 3: the indexer's
+  // compressor and ring. Branch 2 (after the q_lora projection, whose output it reads): the
+  // indexer's query and weights, then (after branch 3) its top-k. Main: the query.
   Branch(0, [&] {
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d);
-    RmsNorm(kv, d, kv, d, n, d, w.kv_norm);
-    Rope(kv, n, 1, d, inv);
+    RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
   });
   if (w.has_comp) {
     Branch(1, [&] {
@@ -23,18 +23,24 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
     });
   }
+  if (w.has_idx) {
+    Branch(3, [&] {
+      Mark("compressors");
+      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
+      RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
+    });
+  }
   Mark("attn_q_kv_proj");
   Linear(w.wq_a, xn, D, n, cq, qlr);
   RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm);
   if (w.has_idx) {
     Branch(2, [&] {
       Mark("compressors");
-      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
       Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);
       Rope(qi, n, IH, Id, inv_compress);
       Linear(w.idx_weights_proj, xn, D, n, wi, IH);
       gpu::LaunchScale(wi, n * IH, 1.0f / std::sqrt(static_cast<float>(IH)), cur_stream());
-      RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
+      JoinIntoCurrent(3);  // the index entries
       Mark("indexer_topk");
       gpu::IndexerTopKParams ip;
       ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
@@ -46,11 +52,10 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   }
   Mark("attn_q_kv_proj");
   Linear(w.wq_b, cq, qlr, n, q, H * d);
-  RmsNorm(q, d, q, d, n * H, d, nullptr);
-  Rope(q, n, H, d, inv);
+  RmsNormRope(q, n, H, d, nullptr, inv);
   Join(0);
   if (w.has_comp) Join(1);
-  if (w.has_idx) Join(2);
+  if (w.has_idx) Join(2);  // it waited for branch 3
   Mark("attention");
   gpu::SparseAttentionParams ap;
   ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;

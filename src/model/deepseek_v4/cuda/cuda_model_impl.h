@@ -115,7 +115,7 @@ struct CudaModel::Impl {
   // their small, latency-bound kernels overlap. Off in the per-op profile (serial, so that the
   // marks mean something) and with DSINFER_CUDA_BRANCHES=0. Results do not depend on it: every
   // kernel reads and writes the same buffers in the same dependency order.
-  static constexpr int kBranches = 3;
+  static constexpr int kBranches = 4;
   gpu::Stream branch_stream[kBranches];
   gpu::Event fork_ev[kBranches], join_ev[kBranches];
   static bool BranchesFromEnv() {
@@ -144,6 +144,12 @@ struct CudaModel::Impl {
     if (!Concurrent()) return;
     join_ev[b].Record(branch_stream[b].get());
     join_ev[b].Wait(stream.get());
+  }
+  // The current branch's later work waits for branch b's launches so far (inside Branch()).
+  void JoinIntoCurrent(int b) {
+    if (!Concurrent()) return;
+    join_ev[b].Record(branch_stream[b].get());
+    join_ev[b].Wait(cur_stream());
   }
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
@@ -220,6 +226,14 @@ struct CudaModel::Impl {
     p.x = x; p.ldx = ldx; p.y = yv; p.ldy = ldy; p.rows = rows; p.dim = dim; p.weight = weight;
     p.eps = static_cast<float>(c.rms_norm_eps);
     gpu::LaunchRmsNorm(p, cur_stream());
+  }
+  // RMSNorm of each head row of x [n, heads, dim] in place, then RoPE of its trailing rope dims.
+  void RmsNormRope(float* x, int64_t n, int64_t heads, int64_t dim, const float* weight, const float* inv) {
+    gpu::RmsNormRopeParams p;
+    p.norm.x = x; p.norm.ldx = dim; p.norm.y = x; p.norm.ldy = dim; p.norm.rows = n * heads;
+    p.norm.dim = dim; p.norm.weight = weight; p.norm.eps = static_cast<float>(c.rms_norm_eps);
+    p.heads = heads; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
+    gpu::LaunchRmsNormRope(p, cur_stream());
   }
   void Rope(float* x, int64_t n, int64_t heads, int64_t dim, const float* inv, bool inverse = false) {
     gpu::RopeParams p;
