@@ -81,6 +81,23 @@ struct Case {
   int64_t m, n, k;
 };
 
+// A linear over weight `hw` (uploaded to wd / sd) and x rows xd [m, k]; y is left to the caller.
+LinearParams DenseParams(const Case& cs, const HostWeight& hw, const DeviceBuffer& wd,
+                         const DeviceBuffer& sd, const DeviceBuffer& xd) {
+  LinearParams p;
+  p.w.format = cs.format;
+  p.w.data = wd.get();
+  p.w.scale = sd.get();
+  p.w.scale_format = hw.scale.empty() ? ScaleFormat::kNone : ScaleFormat::kUe8m0;
+  p.w.n = cs.n;
+  p.w.k = cs.k;
+  p.x = xd.as<float>();
+  p.ldx = cs.k;
+  p.m = cs.m;
+  p.ldy = cs.n;
+  return p;
+}
+
 class LinearTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LinearTest, MatchesCpu) {
@@ -98,18 +115,8 @@ TEST_P(LinearTest, MatchesCpu) {
   CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
   Stream s;
   Memset(yd.get(), 0xff, yd.bytes(), s.get());  // poison: every output must be written
-  LinearParams p;
-  p.w.format = cs.format;
-  p.w.data = wd.get();
-  p.w.scale = sd.get();
-  p.w.scale_format = hw.scale.empty() ? ScaleFormat::kNone : ScaleFormat::kUe8m0;
-  p.w.n = cs.n;
-  p.w.k = cs.k;
-  p.x = xd.as<float>();
-  p.ldx = cs.k;
-  p.m = cs.m;
+  LinearParams p = DenseParams(cs, hw, wd, sd, xd);
   p.y = yd.as<float>();
-  p.ldy = cs.n;
   LaunchLinear(p, s.get());
   std::vector<float> got(ref.size());
   CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
@@ -212,17 +219,7 @@ TEST(LinearTest, FusedSwigluMatchesUnfused) {
     }
     CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
     Stream s;
-    LinearParams p;
-    p.w.format = cs.format;
-    p.w.data = w1.get();
-    p.w.scale = s1.get();
-    p.w.scale_format = h1.scale.empty() ? ScaleFormat::kNone : ScaleFormat::kUe8m0;
-    p.w.n = cs.n;
-    p.w.k = cs.k;
-    p.x = xd.as<float>();
-    p.ldx = cs.k;
-    p.m = cs.m;
-    p.ldy = cs.n;
+    LinearParams p = DenseParams(cs, h1, w1, s1, xd);
     WeightRef w3ref = p.w;
     w3ref.data = w3.get();
     w3ref.scale = s3.get();

@@ -381,6 +381,18 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
 }
 
 
+// fn(std::integral_constant<WeightFormat, f>{}) for the runtime format f: a kernel template's
+// format argument from a runtime value.
+template <typename Fn>
+void WithFormat(WeightFormat f, Fn&& fn) {
+  switch (f) {
+    case WeightFormat::kF32: fn(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;
+    case WeightFormat::kBf16: fn(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break;
+    case WeightFormat::kFp8: fn(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;
+    case WeightFormat::kFp4: fn(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;
+  }
+}
+
 #define DSINFER_LINEAR_DISPATCH(KERNEL, FMT, PL, ARGS, STREAM)                                   \
   do {                                                                                           \
     auto go = [&](auto fmt_tag) {                                                                \
@@ -403,12 +415,7 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
         default: LaunchKernel(KERNEL<kF, true, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;         \
       }                                                                                          \
     };                                                                                           \
-    switch (FMT) {                                                                               \
-      case WeightFormat::kF32: go(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;   \
-      case WeightFormat::kBf16: go(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break; \
-      case WeightFormat::kFp8: go(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;   \
-      case WeightFormat::kFp4: go(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;   \
-    }                                                                                            \
+    WithFormat(FMT, go);                                                                         \
     CUDA_CHECK_LAUNCH();                                                                         \
   } while (0)
 
@@ -424,12 +431,7 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
         default: LaunchKernel(KERNEL<kF, true, 32, 1, 2>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS); break;   \
       }                                                                                          \
     };                                                                                           \
-    switch (FMT) {                                                                               \
-      case WeightFormat::kF32: go(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;   \
-      case WeightFormat::kBf16: go(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break; \
-      case WeightFormat::kFp8: go(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;   \
-      case WeightFormat::kFp4: go(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;   \
-    }                                                                                            \
+    WithFormat(FMT, go);                                                                         \
     CUDA_CHECK_LAUNCH();                                                                         \
   } while (0)
 
