@@ -129,16 +129,14 @@ float E2M1ToFloat(uint8_t code) {
 }
 
 uint8_t FloatToE2M1(float f) {
-  static constexpr float kGrid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  uint8_t sign = std::signbit(f) ? 8 : 0;
-  float a = std::isnan(f) ? 0.0f : std::fabs(f);
-  if (a >= 6.0f) return sign | 7;
-  for (uint8_t i = 0; i < 7; ++i) {
-    float mid = 0.5f * (kGrid[i] + kGrid[i + 1]);
-    if (a < mid) return sign | i;
-    if (a == mid) return sign | ((i % 2 == 0) ? i : static_cast<uint8_t>(i + 1));  // ties to even code
-  }
-  return sign | 7;
+  // Round to nearest on the grid {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code, saturating:
+  // the code is the number of midpoints below |f| (a tie counts when the upper code is even).
+  // NaN compares false everywhere: code 0 with its sign.
+  const uint8_t sign = std::signbit(f) ? 8 : 0;
+  const float a = std::fabs(f);
+  const int code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                   (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>(sign | code);
 }
 
 }  // namespace dsinfer

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 namespace dsinfer {
 namespace {
@@ -59,6 +61,36 @@ TEST(DTypeTest, Names) {
   EXPECT_EQ(DTypeFromName("BF16"), DType::kBF16);
   EXPECT_FALSE(DTypeFromName("F4").has_value());
   EXPECT_EQ(DTypeSize(DType::kI64), 8u);
+}
+
+// FloatToE2M1 is branch-free; this is the plain definition it must equal: the nearest grid value,
+// ties to the even code, saturating at 6, NaN to 0.
+uint8_t E2M1Reference(float f) {
+  static constexpr float kGrid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const uint8_t sign = std::signbit(f) ? 8 : 0;
+  const float a = std::isnan(f) ? 0.0f : std::fabs(f);
+  if (a >= 6.0f) return sign | 7;
+  for (uint8_t i = 0; i < 7; ++i) {
+    const float mid = 0.5f * (kGrid[i] + kGrid[i + 1]);
+    if (a < mid) return sign | i;
+    if (a == mid) return sign | ((i % 2 == 0) ? i : static_cast<uint8_t>(i + 1));
+  }
+  return sign | 7;
+}
+
+TEST(DTypeTest, E2M1MatchesTheGridDefinition) {
+  // Every float of [0, 8] at 2^-13 spacing (the midpoints and grid values are on it), their
+  // neighbours one ulp either side, both signs, and the specials.
+  std::vector<float> xs = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::nanf(""), 1e-30f, 1e30f};
+  for (int i = 0; i <= 8 * 8192; ++i) {
+    const float v = static_cast<float>(i) / 8192.0f;
+    for (float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, 100.0f)}) {
+      xs.push_back(w);
+      xs.push_back(-w);
+    }
+  }
+  for (float x : xs) ASSERT_EQ(FloatToE2M1(x), E2M1Reference(x)) << x;
 }
 
 }  // namespace

@@ -26,7 +26,9 @@ TEST(WeightFormatTest, OfficialFp8Fp4EqualsDequantizedBf16) {
   // And the quantized model is a different model from the unquantized one (the test can fail).
   const auto plain = Logits(testing::SmallModelDir(WeightFormat::kBf16, "plain_bf16"), ids);
   EXPECT_NE(plain, official);
-  EXPECT_LT(testing::RelativeError(official, plain), 0.5);
+  // Related, though: FP4/FP8 rounding through 4 random layers moves the logits by ~0.4-0.7 of
+  // their norm (depends on the draw); unrelated logits would be ~1.4 (sqrt 2) apart.
+  EXPECT_LT(testing::RelativeError(official, plain), 1.0);
 }
 
 TEST(WeightFormatTest, Fp8DenseLoads) {
