@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU command: on a machine with an NVIDIA Hopper GPU, builds the cuda-release preset, runs the
 # gpu-labelled tests (the CUDA backend against the CPU backend and the transformers goldens), then
-# the benchmarks of docs/perf.md (`dsinfer bench` on flash-l8 with device-random weights).
+# the benchmarks of docs/perf.md (`dsinfer bench` on flash-l8 with device-random weights,
+# `bench_gemv`, and per-kernel times of one decode step when Nsight Compute is installed).
 #   scripts/gpu_test.sh [OUT_DIR] [--model-dir]
 # --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
 # batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
@@ -29,6 +30,12 @@ echo "== decode benchmark"
 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 | tee "$out/bench_decode.jsonl"
 echo "== prefill benchmark"
 timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2 --prefill 8192 | tee "$out/bench_prefill.jsonl"
+echo "== each linear alone (bench_gemv, batch 1)"
+timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
+if command -v ncu > /dev/null || ls /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; then
+  echo "== per-kernel times of one decode step (Nsight Compute)"
+  timeout 180 scripts/profile_decode_step.sh "$out" 1 | head -40
+fi
 if [ "$with_model_dir" = 1 ]; then
   echo "== flash-l8 model dir"
   dir=build-cuda/flash-l8
