@@ -22,18 +22,10 @@ __device__ __forceinline__ float2 E4m3x2(uint16_t v) {
   return __half22float2(*reinterpret_cast<__half2*>(&h));
 }
 
-// Two e2m1 codes (low nibble first) -> their values / 2^14 (the caller folds 2^14 into the scale):
-// code bits [s e1 e0 m] placed as fp16 [s | exponent e | mantissa m<<9] give 2^(e-15)(1+m/2), or
-// the subnormal m·2^-15 for e = 0, i.e. exactly the e2m1 value times 2^-14.
-__device__ __forceinline__ float2 E2m1x2(uint32_t byte) {
-  const uint32_t lo = byte & 0xF, hi = (byte >> 4) & 0xF;
-  const uint32_t h = (((lo & 7) << 9) | ((lo & 8) << 12)) | ((((hi & 7) << 9) | ((hi & 8) << 12)) << 16);
-  return __half22float2(*reinterpret_cast<const __half2*>(&h));
-}
-
 // Eight e2m1 codes of one 32-bit word (nibble b = element b) -> values / 2^14 as four float2:
-// f[b] = (element b, element b + 4). Each half2 lane takes a nibble's magnitude bits to fp16 bits
-// 9..11 and its sign to bit 15 (E2m1x2's mapping) with two shifts and one lop3 per pair.
+// f[b] = (element b, element b + 4). Code bits [s e1 e0 m] placed as fp16 [s | exponent e |
+// mantissa m<<9] give 2^(e-15)(1+m/2), or the subnormal m·2^-15 for e = 0: exactly the e2m1 value
+// times 2^-14 (the caller folds 2^14 into the scale); two shifts and one lop3 per pair.
 __device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
   constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
   const uint32_t h0 = ((u << 9) & kMag) | ((u << 12) & kSign);  // nibbles 0, 4
@@ -44,6 +36,49 @@ __device__ __forceinline__ void E2m1x8(uint32_t u, float2* f) {
   f[1] = __half22float2(*reinterpret_cast<const __half2*>(&h1));
   f[2] = __half22float2(*reinterpret_cast<const __half2*>(&h2));
   f[3] = __half22float2(*reinterpret_cast<const __half2*>(&h3));
+}
+
+// The unscaled dot products of one 16-byte weight chunk with kM x chunks: part[j] is summed from 0
+// over the chunk's values in a fixed order (FP8: element order; FP4: per 32-bit word, elements b
+// and b + 4 for b = 0..3, values / 2^14). LinearBody and the decode GEMV both call these, so their
+// results are bit-identical by construction; the caller then adds part[j] x scale with one fmaf.
+template <int kM>
+__device__ __forceinline__ void Fp8ChunkParts(const uint4& q, const float (*x)[16], float* part) {
+#pragma unroll
+  for (int j = 0; j < kM; ++j) part[j] = 0.0f;
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
+    const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
+#pragma unroll
+    for (int j = 0; j < kM; ++j) {
+      part[j] = fmaf(a.x, x[j][4 * i], part[j]);
+      part[j] = fmaf(a.y, x[j][4 * i + 1], part[j]);
+      part[j] = fmaf(b.x, x[j][4 * i + 2], part[j]);
+      part[j] = fmaf(b.y, x[j][4 * i + 3], part[j]);
+    }
+  }
+}
+
+template <int kM>
+__device__ __forceinline__ void Fp4ChunkParts(const uint4& q, const float (*x)[32], float* part) {
+#pragma unroll
+  for (int j = 0; j < kM; ++j) part[j] = 0.0f;
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f[4];
+    E2m1x8(u[i], f);
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+#pragma unroll
+      for (int j = 0; j < kM; ++j) {
+        part[j] = fmaf(f[b].x, x[j][8 * i + b], part[j]);
+        part[j] = fmaf(f[b].y, x[j][8 * i + b + 4], part[j]);
+      }
+    }
+  }
 }
 
 }  // namespace dsinfer::backend::cuda

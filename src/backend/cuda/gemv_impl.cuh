@@ -46,29 +46,12 @@ __device__ __forceinline__ float ChunkDot(const uint4& q, float s, const float* 
       acc = fmaf(__uint_as_float(u[i] & 0xFFFF0000u), xv[2 * i + 1], acc);
     }
   } else if constexpr (F == WeightFormat::kFp8) {
-    float part = 0.0f;  // LinearBody's FP8 order: unscaled products from 0, then the block scale
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
-      const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
-      part = fmaf(a.x, xv[4 * i], part);
-      part = fmaf(a.y, xv[4 * i + 1], part);
-      part = fmaf(b.x, xv[4 * i + 2], part);
-      part = fmaf(b.y, xv[4 * i + 3], part);
-    }
+    float part;
+    Fp8ChunkParts<1>(q, reinterpret_cast<const float (*)[16]>(xv), &part);
     acc = fmaf(part, s, acc);
   } else {
-    float part = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f[4];
-      E2m1x8(u[i], f);
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        part = fmaf(f[b].x, xv[8 * i + b], part);
-        part = fmaf(f[b].y, xv[8 * i + b + 4], part);
-      }
-    }
+    float part;
+    Fp4ChunkParts<1>(q, reinterpret_cast<const float (*)[32]>(xv), &part);
     acc = fmaf(part, s, acc);
   }
   return acc;

@@ -2,6 +2,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
+#include "backend/cuda/norm.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -106,9 +107,6 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   }
 }
 
-// Threads of the finish kernels: as LaunchRmsNorm for a row of D, so that the fused sublayer norm
-// is the same reduction as RmsNorm(u).
-int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
 
 // Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
 // caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
@@ -288,27 +286,22 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
       #pragma unroll
       for (int k = 0; k < hc; ++k) C[j * hc + k] += eps;
     }
-    auto normalize_columns = [&] {
+    // Each row (rows) or column (!rows) divided by its sum + eps, summed in index order.
+    auto normalize = [&](bool rows) {
       #pragma unroll
-      for (int k = 0; k < hc; ++k) {
+      for (int a = 0; a < hc; ++a) {
+        auto at = [&](int b) -> float& { return rows ? C[a * hc + b] : C[b * hc + a]; };
         float s = 0;
         #pragma unroll
-        for (int j = 0; j < hc; ++j) s += C[j * hc + k];
+        for (int b = 0; b < hc; ++b) s += at(b);
         #pragma unroll
-        for (int j = 0; j < hc; ++j) C[j * hc + k] /= (s + eps);
+        for (int b = 0; b < hc; ++b) at(b) /= (s + eps);
       }
     };
-    normalize_columns();
+    normalize(false);
     for (int it = 0; it + 1 < p.sinkhorn_iters; ++it) {
-      #pragma unroll
-      for (int j = 0; j < hc; ++j) {
-        float s = 0;
-        #pragma unroll
-        for (int k = 0; k < hc; ++k) s += C[j * hc + k];
-        #pragma unroll
-        for (int k = 0; k < hc; ++k) C[j * hc + k] /= (s + eps);
-      }
-      normalize_columns();
+      normalize(true);
+      normalize(false);
     }
     #pragma unroll
     for (int j = 0; j < hc * hc; ++j) p.comb[t * hc * hc + j] = C[j];

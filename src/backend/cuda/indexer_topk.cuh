@@ -4,7 +4,8 @@
 // fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6).
 // Two kernels per chunk of score_rows tokens: scoring over (32-entry tiles x tokens) blocks, each
 // score the same fmaf chain over head_dim and the same sum over heads in head order for any
-// tiling; then one block per token selects the top-k (bitonic sort, ties to the lower index).
+// tiling; then one block per token selects the top-k (radix select on the scores, ties to the lower
+// index, output in ascending index order).
 #pragma once
 
 #include <cstdint>

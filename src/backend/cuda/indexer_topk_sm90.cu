@@ -9,12 +9,6 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kMaxHeads = 64;
 
-int NextPow2(int v) {
-  int p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
 constexpr int kTileEntries = 32;  // entries per scoring block
 constexpr int kHeadGroups = 8;    // warps per scoring block; heads per thread = kMaxHeads / 8
 constexpr int kHpt = kMaxHeads / kHeadGroups;
@@ -131,9 +125,9 @@ __device__ __forceinline__ int BlockExclusiveScan(int v, int* scratch) {
 // The top k of the visible entries under the reference order (score descending, index ascending
 // on ties), written in ascending index order. A radix select finds the k-th key (four 8-bit
 // digits, a shared histogram each), then entries above it, and the lowest-index ones equal to it,
-// are compacted in index order. The same set as sorting (the previous bitonic version), in a few
+// are compacted in index order. The same set as sorting by that order, in a few
 // barriers instead of ~100.
-__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int sort_cap, int64_t cap) {
+__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int64_t cap) {
   PdlTrigger();
   PdlWait();
   extern __shared__ float smem[];
@@ -222,12 +216,13 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
   }
 }
 
-size_t SmemBytes(int cap) { return static_cast<size_t>(cap) * (sizeof(float) + sizeof(int)); }
+// The top-k kernel keeps one 32-bit key per entry in shared memory.
+size_t KeySmemBytes(int max_entries) { return static_cast<size_t>(std::max(max_entries, 1)) * sizeof(uint32_t); }
 
 }  // namespace
 
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
-  const size_t smem = SmemBytes(NextPow2(std::max(max_entries, 2)));
+  const size_t smem = KeySmemBytes(max_entries);
   if (smem > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerTopKKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
@@ -242,7 +237,6 @@ void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   if (p.heads > kMaxHeads || p.head_dim % 4 != 0 || p.score_rows <= 0 || !p.scores) std::abort();
-  const int cap = NextPow2(std::max(p.max_entries, 2));
   const int64_t tiles = (p.max_entries + kTileEntries - 1) / kTileEntries;
   for (int64_t c0 = 0; c0 < p.meta.n; c0 += p.score_rows) {
     // Token chunk [c0, c0 + rows): per-token results do not depend on the chunking.
@@ -257,7 +251,7 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
     q.sel_count += c0;
     LaunchKernel(IndexerScoreKernel, dim3(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows))), dim3(kTileEntries * kHeadGroups), ScoreSmemBytes(p.heads, p.head_dim), stream, q, p.max_entries);
     CUDA_CHECK_LAUNCH();
-    LaunchKernel(IndexerTopKKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), SmemBytes(cap), stream, q, cap, p.max_entries);
+    LaunchKernel(IndexerTopKKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), KeySmemBytes(p.max_entries), stream, q, p.max_entries);
     CUDA_CHECK_LAUNCH();
   }
 }

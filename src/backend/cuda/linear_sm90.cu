@@ -34,7 +34,17 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kRows = 4;  // output rows per thread group
-constexpr int kFp4ExpertRows = 8;
+
+// Rows per thread group: the kernels' template argument and MakePlan's grid both come from here.
+// At one x row (decode) FP4 experts and vector FP8 dense rows take 8, so each thread has 8 weight
+// chunks in flight and the grid half as many short blocks (for experts, each block's routing
+// prologue of dependent loads covers twice the bytes); the fused SwiGLU pair keeps 4 (two
+// weights' chunks in flight already).
+constexpr int GroupRows(WeightFormat f, bool vec, bool mt1, bool expert, bool dual) {
+  if (dual || !mt1) return kRows;
+  if (expert) return f == WeightFormat::kFp4 ? 8 : kRows;
+  return f == WeightFormat::kFp8 && vec ? 8 : kRows;
+}
 
 template <WeightFormat F, bool kVec> struct Fmt;
 // Elements per chunk: 16 bytes of weights in the vector path, 1 element in the scalar path.
@@ -44,7 +54,7 @@ template <> struct Fmt<WeightFormat::kFp8, true> { static constexpr int kCh = 16
 template <> struct Fmt<WeightFormat::kFp4, true> { static constexpr int kCh = 32; };
 template <WeightFormat F> struct Fmt<F, false> { static constexpr int kCh = 1; };
 
-// Dequantized chunk `c` of weight row `row` (kCh values, scale applied).
+// Dequantized chunk `c` of weight row `row` (kCh values, scale applied): f32, bf16, scalar FP8.
 template <WeightFormat F, bool kVec>
 __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, const void* scale,
                                       int64_t row, int64_t c, float* v) {
@@ -70,37 +80,11 @@ __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, cons
     } else {
       v[0] = __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
     }
-  } else if constexpr (F == WeightFormat::kFp8) {
-    const int64_t k0 = c * kCh;
+  } else {  // kFp8 scalar path (the vector FP8 and FP4 paths use the chunk dot products)
+    static_assert(F == WeightFormat::kFp8 && !kVec, "LoadW: f32, bf16 or scalar FP8");
     const int64_t sk = (w.k + w.block - 1) / w.block;
-    const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + k0 / w.block);
-    const uint8_t* p = static_cast<const uint8_t*>(data) + row * w.k + k0;
-    if constexpr (kVec) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
-      const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 a = E4m3x2(static_cast<uint16_t>(u[i] & 0xFFFF));
-        const float2 b = E4m3x2(static_cast<uint16_t>(u[i] >> 16));
-        v[4 * i] = a.x * s; v[4 * i + 1] = a.y * s; v[4 * i + 2] = b.x * s; v[4 * i + 3] = b.y * s;
-      }
-    } else {
-      v[0] = E4m3x2(__ldg(p)).x * s;
-    }
-  } else {  // kFp4, vector path only: one 16-byte chunk = 32 values = one scale group
-    const float s = ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
-    const uint8_t* p = static_cast<const uint8_t*>(data) + row * (w.k / 2) + c * 16;
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
-    const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const float2 f = E2m1x2((u[i] >> (8 * b)) & 0xFF);
-        v[8 * i + 2 * b] = f.x * s;
-        v[8 * i + 2 * b + 1] = f.y * s;
-      }
-    }
+    const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + c / w.block);
+    v[0] = E4m3x2(__ldg(static_cast<const uint8_t*>(data) + row * w.k + c)).x * s;
   }
 }
 
@@ -182,22 +166,7 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1
             const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
                                                                row * (w.k / 2) + c * 16));
             float part[kMt];
-#pragma unroll
-            for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
-            const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              float2 f[4];
-              E2m1x8(u4[i], f);
-#pragma unroll
-              for (int b = 0; b < 4; ++b) {
-#pragma unroll
-                for (int j = 0; j < kMt; ++j) {
-                  part[j] = fmaf(f[b].x, xv[j][8 * i + b], part[j]);
-                  part[j] = fmaf(f[b].y, xv[j][8 * i + b + 4], part[j]);
-                }
-              }
-            }
+            Fp4ChunkParts<kMt>(q, xv, part);
 #pragma unroll
             for (int j = 0; j < kMt; ++j)
               if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
@@ -209,21 +178,7 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1
             const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
                                                                row * w.k + c * 16));
             float part[kMt];
-#pragma unroll
-            for (int j = 0; j < kMt; ++j) part[j] = 0.0f;
-            const uint32_t u4[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float2 a = E4m3x2(static_cast<uint16_t>(u4[i] & 0xFFFF));
-              const float2 b = E4m3x2(static_cast<uint16_t>(u4[i] >> 16));
-#pragma unroll
-              for (int j = 0; j < kMt; ++j) {
-                part[j] = fmaf(a.x, xv[j][4 * i], part[j]);
-                part[j] = fmaf(a.y, xv[j][4 * i + 1], part[j]);
-                part[j] = fmaf(b.x, xv[j][4 * i + 2], part[j]);
-                part[j] = fmaf(b.y, xv[j][4 * i + 3], part[j]);
-              }
-            }
+            Fp8ChunkParts<kMt>(q, xv, part);
 #pragma unroll
             for (int j = 0; j < kMt; ++j)
               if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
@@ -290,17 +245,12 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1
   }
 }
 
-// Dense FP8 at one x row (decode): 8 rows per group as the FP4 experts, so each thread has 8
-// weight chunks in flight and the grid half as many short blocks (MakePlan sizes the grid).
-template <WeightFormat F, bool kVec, bool kMt1>
-constexpr int DenseRows() { return F == WeightFormat::kFp8 && kVec && kMt1 ? 8 : kRows; }
-
 // kD = 2: the fused SwiGLU pair (p.dual_*), 4 rows per group (two weights' chunks in flight).
 template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = kD == 2 ? kRows : DenseRows<F, kVec, kMt == 1>();
+  constexpr int kR = GroupRows(F, kVec, kMt == 1, false, kD == 2);
   __shared__ float red[kThreads / 32][kD * kR * kMt];
   DenseRowMap rows{p.x, p.ldx, p.y, p.ldy, 0};
   LinearBody<F, kVec, kTpr, kMt, kR, kD>(p.w, p.w.data, p.w.scale, p.dual_data, p.dual_scale,
@@ -308,16 +258,11 @@ __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
                                          red);
 }
 
-// FP4 experts at one pair per slot (decode): 8 rows per group, half the blocks of kRows = 4, so each
-// block's routing prologue (slot -> expert -> pointers, dependent loads) covers twice the bytes.
-template <WeightFormat F, bool kMt1>
-constexpr int ExpertRows() { return F == WeightFormat::kFp4 && kMt1 ? kFp4ExpertRows : kRows; }
-
 template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = kD == 2 ? kRows : ExpertRows<F, kMt == 1>();
+  constexpr int kR = GroupRows(F, kVec, kMt == 1, true, kD == 2);
   __shared__ float red[kThreads / 32][kD * kR * kMt];
   const int slot = blockIdx.y;
   if (slot >= *p.num_active) return;
@@ -368,9 +313,7 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
   if (w.format == WeightFormat::kFp8 && w.block % 16 != 0) pl.vec = false;
   pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
   pl.mt = m_hint <= 1 ? 1 : 4;
-  int rows = kRows;
-  if (!dual && expert && w.format == WeightFormat::kFp4 && pl.mt == 1) rows = kFp4ExpertRows;
-  if (!dual && !expert && pl.vec && w.format == WeightFormat::kFp8 && pl.mt == 1) rows = 8;  // DenseRows<>
+  const int rows = GroupRows(w.format, pl.vec, pl.mt == 1, expert, dual);
   const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;

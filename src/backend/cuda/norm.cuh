@@ -19,6 +19,10 @@ struct RmsNormParams {
 };
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream);
 
+// Threads of the block that normalizes one row of `dim` (its fixed-order sum depends on it): the
+// mHC finish kernels use the same count so that their fused norm is this reduction.
+int NormThreads(int64_t dim);
+
 struct RopeParams {
   float* x = nullptr;          // [tokens, heads, head_stride] fp32, rotated in place
   int64_t tokens = 0;

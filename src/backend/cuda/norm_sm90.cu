@@ -7,23 +7,6 @@ namespace dsinfer::backend::cuda {
 
 namespace {
 
-__global__ void RmsNormKernel(RmsNormParams p) {
-  PdlTrigger();
-  PdlWait();
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  const float* x = p.x + r * p.ldx;
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
-  ss = BlockSum(ss, scratch);
-  const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
-  float* y = p.y + r * p.ldy;
-  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
-    const float v = x[i] * scale;
-    y[i] = p.weight ? p.weight[i] * v : v;
-  }
-}
-
 constexpr int kMaxRopeHalf = 128;
 
 // One block per token: the (cos, sin) of each frequency once (every head shares them; the double
@@ -44,8 +27,9 @@ __global__ void RopeKernel(RopeParams p) {
   }
 }
 
-// RmsNormKernel's reduction and scaling, then the rope pairs rotated from the normalized values in
-// registers (RopeKernel's cos/sin and rotation); one block per (token, head) row.
+// RMSNorm of one row per block (block-wide fixed-order sum of squares), then, when rope_dim > 0,
+// the row's trailing rope pairs rotated from the normalized values in registers (RopeKernel's
+// cos/sin and rotation); rows are (token, head). LaunchRmsNorm is the rope_dim = 0 case.
 __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   PdlTrigger();
   PdlWait();
@@ -54,8 +38,10 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   const RmsNormParams& p = q.norm;
   const int64_t r = blockIdx.x;
   const int half = q.rope_dim / 2;
-  const int pos = q.pos[r / q.heads];
-  for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, q.inv_freq[j], &cs[j][0], &cs[j][1]);
+  if (half > 0) {
+    const int pos = q.pos[r / q.heads];
+    for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, q.inv_freq[j], &cs[j][0], &cs[j][1]);
+  }
   const float* x = p.x + r * p.ldx;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
@@ -84,18 +70,19 @@ __global__ void ScaleKernel(float* x, int64_t n, float s) {
 
 }  // namespace
 
+int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
+
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
-  if (p.rows <= 0) return;
-  const int threads = p.dim >= 1024 ? 512 : (p.dim >= 256 ? 256 : 128);
-  LaunchKernel(RmsNormKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream, p);
-  CUDA_CHECK_LAUNCH();
+  RmsNormRopeParams q;
+  q.norm = p;  // rope_dim 0: the norm alone
+  LaunchRmsNormRope(q, stream);
 }
 
 void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream) {
   if (p.norm.rows <= 0) return;
   if (p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.norm.dim || p.heads <= 0) std::abort();
-  const int threads = p.norm.dim >= 1024 ? 512 : (p.norm.dim >= 256 ? 256 : 128);  // LaunchRmsNorm's
-  LaunchKernel(RmsNormRopeKernel, dim3(static_cast<unsigned>(p.norm.rows)), dim3(threads), 0, stream, p);
+  LaunchKernel(RmsNormRopeKernel, dim3(static_cast<unsigned>(p.norm.rows)), dim3(NormThreads(p.norm.dim)), 0,
+               stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -139,18 +139,14 @@ struct CudaModel::Impl {
     fn();
     cur = nullptr;
   }
-  // The main stream's later work waits for branch b's launches so far.
-  void Join(int b) {
+  // The later work of `target` waits for branch b's launches so far.
+  void JoinInto(int b, gpu::StreamHandle target) {
     if (!Concurrent()) return;
     join_ev[b].Record(branch_stream[b].get());
-    join_ev[b].Wait(stream.get());
+    join_ev[b].Wait(target);
   }
-  // The current branch's later work waits for branch b's launches so far (inside Branch()).
-  void JoinIntoCurrent(int b) {
-    if (!Concurrent()) return;
-    join_ev[b].Record(branch_stream[b].get());
-    join_ev[b].Wait(cur_stream());
-  }
+  void Join(int b) { JoinInto(b, stream.get()); }               // into the main stream
+  void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
   int32_t* meta_dev = nullptr;
