@@ -1,5 +1,6 @@
 #include "backend/cpu/gemm.h"
 #include "base/dtype.h"
+#include "io/quant.h"
 
 #include <gtest/gtest.h>
 
@@ -65,6 +66,60 @@ TEST(GemmTest, Bf16WeightsEqualTheirFp32Values) {
   std::vector<float> row(n);
   Gemm(x.data() + 3 * k, 1, k, k, WeightView::Bf16(wb.data()).Offset(5, k), n - 5, row.data(), n - 5, nullptr);
   for (int j = 0; j < n - 5; ++j) EXPECT_EQ(row[j], yf[3 * n + 5 + j]);
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cpu
+
+namespace dsinfer::backend::cpu {
+namespace {
+
+// The act_quant definition written out with the checkpoint quantizers (io/quant, base/dtype): the
+// scale byte of Ue8m0ScaleFor and FloatToE4M3, both written independently of ActQuantRow.
+float ActQuantReference(const float* x, int64_t k, int64_t i) {
+  const int64_t b = i / kActQuantBlock * kActQuantBlock, e = std::min<int64_t>(k, b + kActQuantBlock);
+  float amax = 0;
+  for (int64_t j = b; j < e; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float s = E8M0ToFloat(io::Ue8m0ScaleFor(amax, 448.0f, 1e-4f));
+  return E4M3ToFloat(FloatToE4M3(x[i] / s)) * s;
+}
+
+TEST(ActQuantTest, MatchesTheSpecDefinition) {
+  // Blocks of very different magnitudes, a partial last block, exact ties, subnormal e4m3 codes,
+  // zeros and an all-tiny block (the 1e-4 amax floor).
+  const int64_t k = 128 * 5 + 40;
+  std::vector<float> x = testing::RandomVector(k, 7);
+  for (int64_t i = 0; i < 128; ++i) x[i] *= 1e3f;
+  for (int64_t i = 128; i < 256; ++i) x[i] *= 1e-3f;
+  for (int64_t i = 256; i < 384; ++i) x[i] = 1e-7f * static_cast<float>(i % 5);
+  for (int64_t i = 384; i < 512; ++i) x[i] = 0.01f * static_cast<float>(i % 7);
+  x[400] = 0.0f;
+  x[401] = -0.0f;
+  x[402] = 1.0f;     // block amax 1.1875 -> s = 2^-8: x/s = 256 exactly
+  x[403] = 1.0625f;  // 272: a tie between 256 and 288 (grid 32) -> 256 (even mantissa)
+  x[404] = 1.1875f;  // 304: a tie between 288 and 320 -> 320 (even mantissa)
+  x[405] = 0.00390625f * 0.013671875f;  // deep in the subnormal range after scaling
+  std::vector<float> q(k);
+  ActQuantRow(x.data(), k, q.data());
+  for (int64_t i = 0; i < k; ++i) {
+    const float want = ActQuantReference(x.data(), k, i);
+    EXPECT_EQ(q[i], want) << "i=" << i << " x=" << x[i];
+  }
+  EXPECT_NE(q, x);  // it does quantize
+}
+
+TEST(ActQuantTest, GemmQuantizesTheInputOfQuantizedWeights) {
+  const int m = 3, k = 300, n = 17;
+  auto x = testing::RandomVector(m * k, 11), w = testing::RandomVector(n * k, 12);
+  std::vector<float> xq(m * k), y(m * n), y_ref(m * n), y_plain(m * n);
+  for (int i = 0; i < m; ++i) ActQuantRow(x.data() + i * k, k, xq.data() + i * k);
+  WeightView wq(w.data());
+  wq.act_quant = true;
+  Gemm(x.data(), m, k, k, wq, n, y.data(), n, nullptr);
+  Gemm(xq.data(), m, k, k, w.data(), n, y_ref.data(), n, nullptr);
+  Gemm(x.data(), m, k, k, w.data(), n, y_plain.data(), n, nullptr);
+  EXPECT_EQ(y, y_ref);
+  EXPECT_NE(y, y_plain);
 }
 
 }  // namespace

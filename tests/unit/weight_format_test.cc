@@ -1,5 +1,6 @@
-// The release weight formats (FP8 block-scaled dense, FP4 experts) give the same logits as the same
-// weights dequantized to BF16: the loader's dequantization is exact.
+// The release weight formats (FP8 block-scaled dense, FP4 experts): the same weights as their BF16
+// dequantization (the loader's dequantization is exact; see quant_test), run with the official
+// numerics: the input of every FP8/FP4 linear is quantized to e4m3 per 128 columns (spec §2.12).
 #include <gtest/gtest.h>
 
 #include "model/deepseek_v4/model.h"
@@ -17,12 +18,16 @@ std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& id
   return out->logits;
 }
 
-TEST(WeightFormatTest, OfficialFp8Fp4EqualsDequantizedBf16) {
+TEST(WeightFormatTest, OfficialFp8Fp4QuantizesActivations) {
   const std::vector<int32_t> ids = {5, 17, 250, 3, 3, 99, 120, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 1, 2};
   const auto official = Logits(testing::SmallModelDir(WeightFormat::kOfficial, "official"), ids);
   const auto bf16 = Logits(testing::SmallModelDir(WeightFormat::kOfficialBf16, "official_bf16"), ids);
   ASSERT_EQ(official.size(), ids.size() * 300);
-  EXPECT_EQ(official, bf16);
+  // Same weights; only the e4m3 activation rounding (3 mantissa bits) differs: related, not equal.
+  EXPECT_NE(official, bf16);
+  const double act_err = testing::RelativeError(official, bf16);
+  std::printf("official vs its bf16 dequantization: rel err %.3e\n", act_err);
+  EXPECT_LT(act_err, 0.35);  // 0.21 on this draw (4 random layers amplify the rounding)
   // And the quantized model is a different model from the unquantized one (the test can fail).
   const auto plain = Logits(testing::SmallModelDir(WeightFormat::kBf16, "plain_bf16"), ids);
   EXPECT_NE(plain, official);

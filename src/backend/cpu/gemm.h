@@ -20,6 +20,9 @@ namespace dsinfer::backend::cpu {
 struct WeightView {
   const float* f32 = nullptr;
   const uint16_t* bf16 = nullptr;
+  // The weight came from an FP8/FP4 checkpoint tensor: its GEMM input is quantized first, as the
+  // official FP8/FP4 GEMMs do (spec §2.12 act_quant; see ActQuantRow).
+  bool act_quant = false;
   WeightView() = default;
   WeightView(const float* w) : f32(w) {}  // NOLINT: implicit, fp32 pointers are views
   static WeightView Bf16(const uint16_t* w) {
@@ -46,6 +49,14 @@ inline void Linear(const float* x, int64_t m, int64_t k, WeightView w, int64_t n
                    ThreadPool* pool) {
   Gemm(x, m, k, k, w, n, y, n, pool);
 }
+
+// spec §2.12 act_quant, in fp32: each 128-wide block of x[0, k) (the last may be shorter) becomes
+// e4m3(x / s) * s with s = 2^ceil(log2(max(amax, 1e-4) / 448)), e4m3 rounded to nearest even and
+// clamped to +-448. These are exactly the values an FP8 GEMM's activation operand holds (its
+// products with e4m3/e2m1 weights times power-of-two scales are exact in fp32), so a GEMM on them
+// is the official FP8/FP4 GEMM up to fp32 summation order. The CUDA backend quantizes the same way.
+void ActQuantRow(const float* x, int64_t k, float* out);
+inline constexpr int kActQuantBlock = 128;
 
 // Dot product with the same reduction order as Gemm.
 float Dot(const float* a, const float* b, int64_t k);

@@ -1,21 +1,25 @@
-// Linear layers y = x · Wᵀ with W in its checkpoint format (spec §4.4), dequantized in registers:
-// fp32, bf16, FP8 e4m3 with block scales (ue8m0 or fp32), packed FP4 e2m1 with per-32 ue8m0 scales.
-// Activations and outputs are fp32 (the CPU backend's working precision, so parity is ~1e-6).
+// Linear layers y = x · Wᵀ with W in its checkpoint format (spec §4.4): fp32 and bf16 weights
+// against fp32 activations (dequantized in registers, the CPU backend's precision: parity ~1e-6);
+// FP8 e4m3 with block scales (ue8m0 or fp32) and packed FP4 e2m1 with per-32 ue8m0 scales on the
+// tensor cores with the official numerics (qlinear_sm90.cu: the activation is quantized per 128
+// columns to e4m3 first, spec §2.12, as the CPU backend's ActQuantRow). Outputs are fp32.
 //
 // Two entry points: LaunchLinear (one matrix, dense rows) and LaunchExpertLinear (the MoE grouped
 // form: one matrix per routed expert, each applied to the token rows routed to it, with the routing
 // read from device memory so that a decode step can be captured in a CUDA graph).
 //
 // Batch invariance and determinism (ARCHITECTURE.md §4): every output element is the same fixed
-// reduction over k — thread j of the row's thread group accumulates 16-byte chunks j, j+TPR, ...
-// in order, then a butterfly over the warp and a fixed-order sum over the group's warps — where the
-// group width TPR depends only on (format, k). The number of rows m, the m-tile and the grid never
-// change the order, so a row's result does not depend on the rest of the batch or the schedule.
+// reduction over k whatever the number of rows m, the m-tile and the grid. fp32/bf16: thread j of
+// the row's thread group accumulates 16-byte chunks j, j+TPR, ... in order, then a butterfly over
+// the warp and a fixed-order sum over the group's warps, the group width TPR depending only on
+// (format, k). FP8/FP4: fixed k slices per warp, each a fixed chain of mma steps (qlinear_sm90.cu).
+// So a row's result does not depend on the rest of the batch or the schedule.
 //
 // Header without CUDA types; launchers allocate nothing.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/runtime.h"
 
@@ -27,7 +31,8 @@ enum class ScaleFormat : int32_t { kNone = 0, kUe8m0 = 1, kF32 = 2 };
 // A weight matrix of logical shape [n, k] (out_features, in_features) on the device.
 struct WeightRef {
   WeightFormat format = WeightFormat::kF32;
-  // kF32/kBf16/kFp8: [n, k] row-major elements. kFp4: [n, k/2] bytes, low nibble = even column.
+  // kF32/kBf16/kFp8: [n, k] row-major elements. kFp4: the checkpoint's [n, k/2] bytes (low nibble
+  // = even column) re-ordered by TileFp4ForMma.
   const void* data = nullptr;
   // kFp8: [ceil(n/block), ceil(k/block)] (ue8m0 bytes or fp32). kFp4: [n, k/32] ue8m0 bytes.
   const void* scale = nullptr;
@@ -38,8 +43,29 @@ struct WeightRef {
   size_t bytes() const;  // bytes of data + scale
 };
 
+// Device scratch for quantizing many activation rows once per linear instead of in every block
+// (FP8/FP4 with more than 16 rows use it when it is large enough; results do not depend on it).
+// One per stream: concurrent linears must not share it.
+struct ActQuantScratch {
+  uint8_t* q = nullptr;
+  int64_t q_bytes = 0;
+  float* s = nullptr;
+  int64_t s_count = 0;
+};
+
+// FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192, FP4 n % 16 == 0, FP8 block
+// % 64 == 0 (loaders check this). `dual`: as the fused SwiGLU pair (FP8 pairs: k <= 4096; larger
+// ones run as two launches).
+bool QLinearSupports(const WeightRef& w, bool dual, std::string* why);
+
+// The GPU layout of an FP4 matrix: for each 16-row tile and 64-column pair, 32 lanes x 16 bytes
+// (lane 4g+t: words t and 4+t of the pair's 32-byte chunk of rows g and g+8), so that one 16-byte
+// load gives a lane its mma fragments for two k steps. Host-side; src and dst [n * k / 2] bytes.
+void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
+
 struct LinearParams {
   WeightRef w;
+  ActQuantScratch aq;
   const float* x = nullptr;  // [m, ldx] fp32; row i, columns [xoff(n), xoff(n) + k)
   int64_t ldx = 0;
   int64_t m = 0;
@@ -60,6 +86,7 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream);
 // Routed experts: all experts share format and shape; per-expert pointers live on the device.
 struct ExpertLinearParams {
   WeightRef shape;                  // format, scale_format, n, k, block (data/scale unused)
+  ActQuantScratch aq;
   const void* const* data = nullptr;   // [E] device array: expert e's data pointer
   const void* const* scale = nullptr;  // [E] device array: expert e's scale pointer
   const float* x = nullptr;         // [*, ldx] fp32; pair p reads row p / x_row_div

@@ -14,6 +14,7 @@
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
+#include "backend/cuda/qlinear.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -470,10 +471,33 @@ GemvJob ExpertJob(const ExpertLinearParams& p) {
 
 int64_t PairsPerSlot(const ExpertLinearParams& p) { return (p.total_pairs + p.max_slots - 1) / p.max_slots; }
 
+bool Quantized(WeightFormat f) { return f == WeightFormat::kFp8 || f == WeightFormat::kFp4; }
+
+QLinearArgs DenseArgs(const LinearParams& p) {
+  QLinearArgs a;
+  a.w[0] = p.w.data; a.s[0] = p.w.scale; a.x = p.x; a.ldx = p.ldx; a.m = p.m;
+  a.group_rows = p.x_group_rows; a.group_stride = p.x_group_stride; a.y = p.y; a.ldy = p.ldy;
+  return a;
+}
+
+QLinearArgs ExpertArgs(const ExpertLinearParams& p) {
+  QLinearArgs a;
+  a.ew[0] = p.data; a.es[0] = p.scale; a.x = p.x; a.ldx = p.ldx; a.x_row_div = p.x_row_div;
+  a.y = p.y; a.ldy = p.ldy; a.active = p.active; a.num_active = p.num_active; a.offsets = p.offsets;
+  a.pairs = p.pairs;
+  return a;
+}
+
+int64_t ExpertXRows(const ExpertLinearParams& p) { return (p.total_pairs + p.x_row_div - 1) / p.x_row_div; }
+
 }  // namespace
 
 void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
+  if (Quantized(p.w.format)) {
+    LaunchQLinear(DenseArgs(p), p.w, false, p.m, 0, p.m, p.aq, stream);
+    return;
+  }
   const bool aligned = DenseAligned(p);
   if (TryLaunchGemv(DenseJob(p), aligned, p.m, stream)) return;
   const Plan pl = MakePlan(p.w, aligned, p.m, 1, false);
@@ -482,6 +506,10 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  if (Quantized(p.shape.format)) {
+    LaunchQLinear(ExpertArgs(p), p.shape, false, PairsPerSlot(p), p.max_slots, ExpertXRows(p), p.aq, stream);
+    return;
+  }
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
   if (TryLaunchGemv(ExpertJob(p), aligned, PairsPerSlot(p), stream)) return;
   const Plan pl = MakePlan(p.shape, aligned, PairsPerSlot(p), p.max_slots, true);
@@ -491,12 +519,18 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
 void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
                         StreamHandle stream) {
   if (p1.m <= 0 || p1.w.n <= 0) return;
+  if (Quantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
+    QLinearArgs a = DenseArgs(p1);
+    a.w[1] = w3.data; a.s[1] = w3.scale; a.limit = limit;
+    LaunchQLinear(a, p1.w, true, p1.m, 0, p1.m, p1.aq, stream);
+    return;
+  }
   GemvJob j = DenseJob(p1);
   j.dual = true; j.data2 = w3.data; j.scale2 = w3.scale; j.limit = limit;
   const bool aligned = DenseAligned(p1) && Aligned16(w3.data);
-  if (TryLaunchGemv(j, aligned, p1.m, stream)) return;
+  if (!Quantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return;
   const Plan pl = MakePlan(p1.w, aligned, p1.m, 1, false, true);
-  if (pl.vec && pl.mt == 1) {
+  if (!Quantized(p1.w.format) && pl.vec && pl.mt == 1) {
     LinearParams pd = p1;
     pd.dual_data = w3.data; pd.dual_scale = w3.scale; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(LinearKernel, p1.w.format, pl, pd, stream);
@@ -513,12 +547,18 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
   if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
+  if (Quantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
+    QLinearArgs a = ExpertArgs(p1);
+    a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
+    LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);
+    return;
+  }
   GemvJob j = ExpertJob(p1);
   j.dual = true; j.edata2 = w3_data; j.escale2 = w3_scale; j.limit = limit;
   const bool aligned = Aligned16(p1.x) && p1.ldx % 4 == 0;
-  if (TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
+  if (!Quantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
   const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots, true, true);
-  if (pl.vec && pl.mt == 1) {
+  if (!Quantized(p1.shape.format) && pl.vec && pl.mt == 1) {
     ExpertLinearParams pd = p1;
     pd.dual_data = w3_data; pd.dual_scale = w3_scale; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(ExpertLinearKernel, p1.shape.format, pl, pd, stream);

@@ -36,6 +36,7 @@ class Loader {
     Matrix m;
     m.rows = rows;
     m.cols = cols;
+    m.act_quant = quantized;
     if (bf16_exact) {
       m.bf16.resize(data.size());
       for (size_t i = 0; i < data.size(); ++i) m.bf16[i] = FloatToBf16(data[i]);
@@ -188,6 +189,7 @@ void Matrix::CopyRow(int64_t r, float* out) const {
 }
 
 Matrix Matrix::Stack(Matrix a, Matrix b) {
+  a.act_quant = a.act_quant || b.act_quant;  // one GEMM input for both: callers stack like with like
   if (a.data.empty() != b.data.empty()) {  // mixed storage: widen both to fp32
     for (Matrix* m : {&a, &b}) {
       if (!m->data.empty()) continue;

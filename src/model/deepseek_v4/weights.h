@@ -23,9 +23,13 @@ struct Matrix {
   std::vector<uint16_t> bf16;   // bf16 storage, or empty
   int64_t rows = 0;
   int64_t cols = 0;
+  // Loaded from an FP8 or FP4 tensor: products use the quantized activation (spec §2.12).
+  bool act_quant = false;
   backend::cpu::WeightView view() const {
-    return data.empty() ? backend::cpu::WeightView::Bf16(bf16.data())
-                        : backend::cpu::WeightView(data.data());
+    backend::cpu::WeightView v = data.empty() ? backend::cpu::WeightView::Bf16(bf16.data())
+                                              : backend::cpu::WeightView(data.data());
+    v.act_quant = act_quant;
+    return v;
   }
   int64_t bytes() const {
     return static_cast<int64_t>(data.size() * sizeof(float) + bf16.size() * sizeof(uint16_t));

@@ -85,7 +85,7 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     Branch(0, [&] {
       Mark("moe_shared+combine");
       gpu::LinearParams p;
-      p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I;
+      p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       Linear(w.sh_w2, sg, I, n, sy, D);
     });
@@ -112,7 +112,7 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     gpu::ExpertLinearParams p;
     p.shape = shape; p.data = data; p.scale = scale; p.x = x; p.ldx = ldx; p.x_row_div = div;
     p.y = out; p.ldy = ldy; p.active = active; p.num_active = num_active + layer; p.offsets = offsets;
-    p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
+    p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
     gpu::LaunchExpertLinear(p, cur_stream());
   };
   Mark("moe_routed_experts");
@@ -121,7 +121,7 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
     p.shape = ex.w1; p.data = ex.w1_data; p.scale = ex.w1_scale; p.x = xn; p.ldx = D;
     p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
     p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
-    p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P;
+    p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
     gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
   }
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
@@ -178,6 +178,14 @@ void CudaModel::Impl::AllocateActivations() {
   o = Alloc<float>(T * H * d);
   z = Alloc<float>(T * c.o_groups * c.o_lora_rank);
   y = Alloc<float>(T * D);
+  if (T > 16) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
+    const int64_t width = std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, int64_t{c.q_lora_rank}});
+    const int64_t bytes = std::max(T * ((width + 15) / 16 * 16), T * K * ((I + 15) / 16 * 16));
+    const int64_t scales = std::max(T * ((width + 127) / 128), T * K * ((I + 127) / 128));
+    for (auto& a : aq_scratch) {
+      a.q = Alloc<uint8_t>(bytes); a.q_bytes = bytes; a.s = Alloc<float>(scales); a.s_count = scales;
+    }
+  }
   sel = Alloc<int32_t>(T * std::max(c.index_topk, 1));
   sel_count = Alloc<int32_t>(T);
   {

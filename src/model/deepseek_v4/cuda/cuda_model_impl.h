@@ -125,6 +125,13 @@ struct CudaModel::Impl {
   bool branches_on = BranchesFromEnv();
   gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
   gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
+  // act_quant scratch of the FP8/FP4 linears (linear.cuh), one per stream: [0] main, [1 + b] branch b.
+  gpu::ActQuantScratch aq_scratch[kBranches + 1];
+  gpu::ActQuantScratch Aq() const {
+    for (int b = 0; b < kBranches; ++b)
+      if (cur != nullptr && cur == branch_stream[b].get()) return aq_scratch[1 + b];
+    return aq_scratch[0];
+  }
   bool Concurrent() const { return branches_on && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
   template <typename Fn>
@@ -213,7 +220,7 @@ struct CudaModel::Impl {
               int64_t group_rows = 0, int64_t group_stride = 0) {
     gpu::LinearParams p;
     p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
-    p.x_group_rows = group_rows; p.x_group_stride = group_stride;
+    p.x_group_rows = group_rows; p.x_group_stride = group_stride; p.aq = Aq();
     gpu::LaunchLinear(p, cur_stream());
   }
   void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,

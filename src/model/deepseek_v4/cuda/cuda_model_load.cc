@@ -53,8 +53,21 @@ class GpuLoader {
       return DataLoss("tensor '" + name + ".weight' has shape " + w->ShapeString() + ", expected [" +
                       std::to_string(rows) + ", " + std::to_string(cols) + "]");
     }
+    if (r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4) {
+      std::string why;
+      if (!gpu::QLinearSupports(r, false, &why)) {
+        return Unimplemented("tensor '" + name + ".weight' [" + std::to_string(rows) + ", " +
+                             std::to_string(cols) + "]: the CUDA FP8/FP4 linear does not take it: " + why);
+      }
+    }
     void* data = m_->Alloc<uint8_t>(expect);
-    gpu::CopyToDeviceSync(data, w->data, w->nbytes);
+    if (r.format == WeightFormat::kFp4) {  // the tensor-core fragment order (TileFp4ForMma)
+      std::vector<uint8_t> tiled(static_cast<size_t>(expect));
+      gpu::TileFp4ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
+      gpu::CopyToDeviceSync(data, tiled.data(), tiled.size());
+    } else {
+      gpu::CopyToDeviceSync(data, w->data, w->nbytes);
+    }
     r.data = data;
     if (r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4) {
       if (!s) return DataLoss("quantized tensor '" + name + ".weight' has no scale");

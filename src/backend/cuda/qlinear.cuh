@@ -1,0 +1,60 @@
+// The tensor-core FP8/FP4 linear (qlinear_sm90.cu), internal to backend/cuda: linear_sm90.cu's
+// launchers route FP8 and FP4 weights here.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/linear.cuh"
+
+namespace dsinfer::backend::cuda {
+
+// act_quant of rows [0, rows) of x, columns [0, k): e4m3 bytes q[r * ldq + c] and scales
+// s[r * lds + c / 128] (spec §2.12; the same bits as the in-kernel quantization).
+struct ActQuantParams {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t rows = 0;
+  int64_t k = 0;
+  uint8_t* q = nullptr;
+  int64_t ldq = 0;
+  float* s = nullptr;
+  int64_t lds = 0;
+};
+void LaunchActQuant(const ActQuantParams& p, StreamHandle stream);
+
+struct QLinearArgs {
+  // Dense weights (w[1], s[1]: W3 of the fused SwiGLU pair), or per-expert tables.
+  const void* w[2] = {nullptr, nullptr};
+  const void* s[2] = {nullptr, nullptr};
+  const void* const* ew[2] = {nullptr, nullptr};
+  const void* const* es[2] = {nullptr, nullptr};
+  ScaleFormat scale_format = ScaleFormat::kUe8m0;
+  int wblock = 128;
+  int64_t n = 0, k = 0;
+  // Activations: x rows (dense: local row i; experts: pairs[i] / x_row_div), grouped input as
+  // LinearParams. xq/xs: pre-quantized rows (set by the launcher), else quantized in the kernel.
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t group_rows = 0, group_stride = 0;
+  int x_row_div = 1;
+  const uint8_t* xq = nullptr;
+  const float* xs = nullptr;
+  int64_t ldq = 0, lds = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  float limit = 0.0f;
+  int64_t m = 0;  // dense rows
+  const int32_t* active = nullptr;
+  const int32_t* num_active = nullptr;
+  const int32_t* offsets = nullptr;
+  const int32_t* pairs = nullptr;
+};
+
+int SmCount();
+
+// rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
+// x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0: dense).
+void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
+                   int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream);
+
+}  // namespace dsinfer::backend::cuda

@@ -1,0 +1,459 @@
+// FP8 and FP4 linear layers on the tensor cores, with the official numerics (spec §2.12): the
+// activation input is quantized per (row, 128 columns) to e4m3 with a power-of-two scale
+// (act_quant, the twin of cpu::ActQuantRow), and every 32-wide k step is one
+// mma.sync.m16n8k32 e4m3 x e4m3 -> fp32 (FP4 e2m1 weights are re-coded exactly as e4m3, value
+// times 2^-6) whose result is scaled by s_w * s_x and added to an fp32 accumulator.
+//
+// Work split. A block owns 16 weight rows (one mma tile) and all of k; its warps own consecutive
+// k slices of KS columns (KS = 64 x pairs per warp: a function of format and dual only, never of m),
+// keep their slice of the 16 rows in registers (loaded before the grid-dependency wait for dense
+// weights), and run every token tile of 8 x NT activation rows against it. The warps' partial sums
+// are added in slice order through shared memory. So each output element is the same sequence of
+// fp32 operations whatever m, the token tile or the grid: batch invariant, prefill equals decode.
+//
+// Activations come quantized either from a pre-pass (LaunchActQuant into the caller's scratch, for
+// many rows) or quantized by each warp for its slice into shared memory (few rows: no extra
+// launch). Both use QuantBlock, so both give the same bits.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit inputs; g = lane / 4, t = lane % 4):
+//   A reg0/reg2: row g, k 4t..4t+3 / 16+4t..; reg1/reg3: row g+8, same k.  B reg0/reg1: column
+//   (token) g, the same k as A reg0/reg2.  C: c0,c1 row g, tokens 2t, 2t+1; c2,c3 row g+8.
+// A k "pair" is 64 columns (two mma steps). FP8: lane t takes bytes [16t, 16t+16) of the pair from
+// rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1) and the same 16 bytes of the
+// quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes the 32-bit word t of each
+// step's 16-byte row chunk (the step's 32 columns = one FP4 scale group); its even nibbles become
+// reg0, the odd nibbles reg2, and the activation bytes are de-interleaved to match.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/qlinear.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+constexpr int kQb = 128;           // act_quant block
+constexpr int kMaxWarps = 16;
+constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
+
+// One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
+// the lane's 4 e4m3 bytes, and the block's scale in *scale.
+__device__ __forceinline__ uint32_t QuantBlock(float4 v, float* scale) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const uint32_t bits = __float_as_uint(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
+  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  *scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+__device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
+  return ok ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+__global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t nblk = (p.k + kQb - 1) / kQb;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (item >= p.rows * nblk) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t r = item / nblk, b = item % nblk, col = b * kQb + 4 * lane;
+  float s;
+  const uint32_t q = QuantBlock(LoadX4(p.x + r * p.ldx + col, col < p.k), &s);
+  if (col < p.k) *reinterpret_cast<uint32_t*>(p.q + r * p.ldq + col) = q;
+  if (lane == 0) p.s[r * p.lds + b] = s;
+}
+
+// e2m1 nibbles -> e4m3 bytes of value * 2^-6: sign to bit 7, the 3 exponent/mantissa bits to 4..2.
+__device__ __forceinline__ uint32_t Fp4EvenToE4m3(uint32_t v) {
+  return ((v << 4) & 0x80808080u) | ((v << 2) & 0x1c1c1c1cu);
+}
+__device__ __forceinline__ uint32_t Fp4OddToE4m3(uint32_t v) {
+  return (v & 0x80808080u) | ((v >> 2) & 0x1c1c1c1cu);
+}
+
+__device__ __forceinline__ void Mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+__device__ __forceinline__ float E8m0(uint32_t b) {
+  return __uint_as_float(b == 0 ? 0x00400000u : (b << 23));
+}
+
+template <bool kFp4, int kD>
+struct QCfg {
+  static constexpr int kP = (kD == 2 || kFp4) ? 4 : 8;   // k pairs per warp slice
+  static constexpr int kKs = 64 * kP;                     // slice width
+  static constexpr int kAw = kFp4 ? 1 : 2;                // uint4 of A per pair and weight
+};
+
+template <bool kFp4, int kNT, int kD, bool kExpert>
+__global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
+  using C = QCfg<kFp4, kD>;
+  constexpr int kP = C::kP, kKs = C::kKs, kTile = 8 * kNT;
+  PdlTrigger();
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int nwarps = blockDim.x / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t k0 = static_cast<int64_t>(warp) * kKs;
+  const int64_t rest = p.k - k0;
+  const int npairs = static_cast<int>((rest < 0 ? 0 : rest > kKs ? kKs : rest) / 64);
+  const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
+
+  const uint8_t* W[kD];
+  const void* SW[kD];
+  int64_t begin = 0, count = p.m;
+  uint4 a[kD][kP * C::kAw];
+  float swf[kD][kP];      // FP8: the pair's block scale
+  uint32_t swb[kD][kP];   // FP4: scale bytes (row g step 0, row g step 1, row g+8 step 0, step 1)
+  auto load_weights = [&] {
+#pragma unroll
+    for (int d = 0; d < kD; ++d) {
+#pragma unroll
+      for (int pp = 0; pp < kP; ++pp) {
+        const bool ok = pp < npairs;
+        const int64_t kk = k0 + 64 * pp;
+        if constexpr (kFp4) {
+          const int64_t tile = (row0 / 16) * (p.k / 64) + kk / 64;
+          a[d][pp] = ok ? __ldg(reinterpret_cast<const uint4*>(W[d] + (tile * 32 + lane) * 16)) : make_uint4(0, 0, 0, 0);
+          const uint8_t* s = static_cast<const uint8_t*>(SW[d]) + (row0 + g) * (p.k / 32) + kk / 32;
+          const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(s)) : 0u;
+          const uint32_t hi = ok ? __ldg(reinterpret_cast<const uint16_t*>(s + 8 * (p.k / 32))) : 0u;
+          swb[d][pp] = lo | (hi << 16);
+        } else {
+          const int64_t r0 = row0 + g, r1 = row0 + g + 8;
+          const uint8_t* base = W[d] + kk + 16 * t;
+          a[d][2 * pp] = ok && r0 < p.n ? __ldg(reinterpret_cast<const uint4*>(base + r0 * p.k)) : make_uint4(0, 0, 0, 0);
+          a[d][2 * pp + 1] = ok && r1 < p.n ? __ldg(reinterpret_cast<const uint4*>(base + r1 * p.k)) : make_uint4(0, 0, 0, 0);
+          const int64_t sk = (p.k + p.wblock - 1) / p.wblock;
+          swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, (row0 / p.wblock) * sk + kk / p.wblock) : 0.0f;
+        }
+      }
+    }
+  };
+
+  if constexpr (!kExpert) {
+    W[0] = static_cast<const uint8_t*>(p.w[0]);
+    SW[0] = p.s[0];
+    if constexpr (kD == 2) { W[1] = static_cast<const uint8_t*>(p.w[1]); SW[1] = p.s[1]; }
+    load_weights();  // constant data: before the wait, overlapping the previous kernel
+    PdlWait();
+  } else {
+    PdlWait();
+    const int slot = blockIdx.y;
+    if (slot >= *p.num_active) return;
+    const int e = p.active[slot];
+    begin = p.offsets[slot];
+    count = p.offsets[slot + 1] - begin;
+    W[0] = static_cast<const uint8_t*>(p.ew[0][e]);
+    SW[0] = p.es[0][e];
+    if constexpr (kD == 2) { W[1] = static_cast<const uint8_t*>(p.ew[1][e]); SW[1] = p.es[1][e]; }
+    load_weights();
+  }
+  auto xrow = [&](int64_t i) -> int64_t {  // activation row of local row i
+    if constexpr (kExpert) return p.pairs[begin + i] / p.x_row_div;
+    return i;
+  };
+  auto yrow = [&](int64_t i) -> int64_t {
+    if constexpr (kExpert) return p.pairs[begin + i];
+    return i;
+  };
+
+  // Shared memory: [nwarps][kTile][kKs] quantized activations and [nwarps][kTile][kKs/128]
+  // scales (in-kernel quantization only), then [nwarps][kD][kNT][128] partial sums.
+  const bool in_kernel = p.xq == nullptr;
+  uint8_t* sq = smem + static_cast<size_t>(warp) * kTile * kKs;
+  float* ss = reinterpret_cast<float*>(smem + static_cast<size_t>(nwarps) * kTile * kKs) + warp * kTile * (kKs / kQb);
+  float* red = reinterpret_cast<float*>(smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (kKs + 4 * (kKs / kQb)) : 0));
+
+  for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count; m0 += static_cast<int64_t>(gridDim.z) * kTile) {
+    const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
+    const int slice = npairs * 64;
+    // B sources: the quantized rows (shared memory or the pre-pass) and, per lane, the row of its
+    // B column (token m0 + nt*8 + g) and of its two C columns (tokens m0 + nt*8 + 2t, +1); -1: none.
+    const uint8_t* qbase;
+    const float* sbase;
+    int64_t qld, sld;
+    int32_t qrow[kNT], srow[kNT][2];
+    if (in_kernel) {
+      const int nblk = (slice + kQb - 1) / kQb;
+      const int items = ntok * nblk;
+      for (int it0 = 0; it0 < items; it0 += 4) {
+        float4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int it = it0 + u, i = it / nblk, b = it % nblk;
+          const int col = b * kQb + 4 * lane;
+          const bool ok = it < items && col < slice;
+          v[u] = LoadX4(ok ? p.x + xrow(m0 + i) * p.ldx + goff + k0 + col : p.x, ok);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int it = it0 + u;
+          if (it >= items) break;  // warp-uniform
+          const int i = it / nblk, b = it % nblk, col = b * kQb + 4 * lane;
+          float sc;
+          const uint32_t q = QuantBlock(v[u], &sc);
+          if (col < slice) *reinterpret_cast<uint32_t*>(sq + i * kKs + col) = q;
+          if (lane == 0) ss[i * (kKs / kQb) + b] = sc;
+        }
+      }
+      __syncwarp();
+      qbase = sq; qld = kKs; sbase = ss; sld = kKs / kQb;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
+        qrow[nt] = i < ntok ? i : -1;
+        srow[nt][0] = c0 < ntok ? c0 : -1;
+        srow[nt][1] = c0 + 1 < ntok ? c0 + 1 : -1;
+      }
+    } else {
+      qbase = p.xq + goff + k0; qld = p.ldq; sbase = p.xs + (goff + k0) / kQb; sld = p.lds;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
+        qrow[nt] = i < ntok ? static_cast<int32_t>(xrow(m0 + i)) : -1;
+        srow[nt][0] = c0 < ntok ? static_cast<int32_t>(xrow(m0 + c0)) : -1;
+        srow[nt][1] = c0 + 1 < ntok ? static_cast<int32_t>(xrow(m0 + c0 + 1)) : -1;
+      }
+    }
+
+    float acc[kD][kNT][4];
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[d][nt][i] = 0.0f;
+
+#pragma unroll
+    for (int pp = 0; pp < kP; ++pp) {
+      if (pp >= npairs) break;  // warp-uniform
+      // The pair's A fragments and row scales, once for all token tiles.
+      uint32_t af[kD][2][4];
+      float sg[kD][2], sh[kD][2];  // weight scales of rows g and g+8 per step
+#pragma unroll
+      for (int d = 0; d < kD; ++d) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if constexpr (kFp4) {
+            const uint32_t wg = j == 0 ? a[d][pp].x : a[d][pp].z, wh = j == 0 ? a[d][pp].y : a[d][pp].w;
+            af[d][j][0] = Fp4EvenToE4m3(wg); af[d][j][1] = Fp4EvenToE4m3(wh);
+            af[d][j][2] = Fp4OddToE4m3(wg); af[d][j][3] = Fp4OddToE4m3(wh);
+            sg[d][j] = E8m0((swb[d][pp] >> (8 * j)) & 0xff) * 64.0f;
+            sh[d][j] = E8m0((swb[d][pp] >> (16 + 8 * j)) & 0xff) * 64.0f;
+          } else {
+            const uint4 lo = a[d][2 * pp], hi = a[d][2 * pp + 1];
+            af[d][j][0] = j == 0 ? lo.x : lo.z; af[d][j][1] = j == 0 ? hi.x : hi.z;
+            af[d][j][2] = j == 0 ? lo.y : lo.w; af[d][j][3] = j == 0 ? hi.y : hi.w;
+            sg[d][j] = sh[d][j] = swf[d][pp];
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        uint32_t b[2][2];  // [step][reg]
+        const uint8_t* bp = qbase + static_cast<int64_t>(qrow[nt]) * qld + 64 * pp;
+        if constexpr (kFp4) {
+          uint2 lo = make_uint2(0, 0), hi = make_uint2(0, 0);
+          if (qrow[nt] >= 0) {
+            lo = *reinterpret_cast<const uint2*>(bp + 8 * t);
+            hi = *reinterpret_cast<const uint2*>(bp + 32 + 8 * t);
+          }
+          b[0][0] = __byte_perm(lo.x, lo.y, 0x6420); b[0][1] = __byte_perm(lo.x, lo.y, 0x7531);
+          b[1][0] = __byte_perm(hi.x, hi.y, 0x6420); b[1][1] = __byte_perm(hi.x, hi.y, 0x7531);
+        } else {
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 16 * t);
+          b[0][0] = v.x; b[0][1] = v.y; b[1][0] = v.z; b[1][1] = v.w;
+        }
+        const float sx0 = srow[nt][0] >= 0 ? sbase[static_cast<int64_t>(srow[nt][0]) * sld + pp / 2] : 0.0f;
+        const float sx1 = srow[nt][1] >= 0 ? sbase[static_cast<int64_t>(srow[nt][1]) * sld + pp / 2] : 0.0f;
+#pragma unroll
+        for (int d = 0; d < kD; ++d) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            float r[4];
+            Mma(af[d][j], b[j][0], b[j][1], r);
+            acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
+            acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
+            acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
+            acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
+          }
+        }
+      }
+    }
+
+    // The slices' partial sums, added in slice order.
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+        *reinterpret_cast<float4*>(red + ((warp * kD + d) * kNT + nt) * 128 + lane * 4) =
+            make_float4(acc[d][nt][0], acc[d][nt][1], acc[d][nt][2], acc[d][nt][3]);
+    __syncthreads();
+    for (int o = threadIdx.x; o < kNT * 128; o += blockDim.x) {
+      const int nt = o / 128, l = (o % 128) / 4, i = o % 4;
+      const int64_t row = row0 + l / 4 + 8 * (i / 2);
+      const int tok = nt * 8 + 2 * (l % 4) + (i % 2);
+      float v[kD];
+#pragma unroll
+      for (int d = 0; d < kD; ++d) {
+        v[d] = red[(d * kNT + nt) * 128 + (o % 128)];
+        for (int w = 1; w < nwarps; ++w) v[d] += red[((w * kD + d) * kNT + nt) * 128 + (o % 128)];
+      }
+      if (row < p.n && tok < ntok) {
+        p.y[yrow(m0 + tok) * p.ldy + row] = kD == 2 ? SwigluF(v[0], v[kD - 1], p.limit) : v[0];
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <bool kFp4, int kD>
+int SliceWarps(int64_t k) {
+  return static_cast<int>((k + QCfg<kFp4, kD>::kKs - 1) / QCfg<kFp4, kD>::kKs);
+}
+
+template <bool kFp4, int kNT, int kD, bool kExpert>
+void LaunchQ(const QLinearArgs& a, dim3 grid, StreamHandle stream) {
+  using C = QCfg<kFp4, kD>;
+  const int warps = SliceWarps<kFp4, kD>(a.k);
+  const size_t red = static_cast<size_t>(warps) * kD * kNT * 128 * 4;
+  const size_t quant = a.xq ? 0 : static_cast<size_t>(warps) * 8 * kNT * (C::kKs + 4 * (C::kKs / kQb));
+  auto kernel = QLinearKernel<kFp4, kNT, kD, kExpert>;
+  static const bool attr_set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    return true;
+  }();
+  (void)attr_set;
+  LaunchKernel(kernel, grid, dim3(32 * warps), red + quant, stream, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <bool kFp4, int kD, bool kExpert>
+void DispatchTile(const QLinearArgs& a, int nt, dim3 grid, StreamHandle stream) {
+  switch (nt) {
+    case 1: LaunchQ<kFp4, 1, kD, kExpert>(a, grid, stream); break;
+    case 2: LaunchQ<kFp4, 2, kD, kExpert>(a, grid, stream); break;
+    default: LaunchQ<kFp4, 4, kD, kExpert>(a, grid, stream); break;
+  }
+}
+
+[[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
+  std::fprintf(stderr, "quantized linear: %s (format %d, n=%lld, k=%lld, block=%d)\n", what,
+               static_cast<int>(w.format), static_cast<long long>(w.n), static_cast<long long>(w.k), w.block);
+  std::abort();
+}
+
+}  // namespace
+
+bool QLinearSupports(const WeightRef& w, bool dual, std::string* why) {
+  auto fail = [&](const char* s) {
+    if (why) *why = s;
+    return false;
+  };
+  if (w.format != WeightFormat::kFp8 && w.format != WeightFormat::kFp4) return fail("not FP8/FP4");
+  if (w.k % 64 != 0) return fail("in_features must be a multiple of 64");
+  const bool fp4 = w.format == WeightFormat::kFp4;
+  const int64_t warps = fp4 ? (dual ? SliceWarps<true, 2>(w.k) : SliceWarps<true, 1>(w.k))
+                            : (dual ? SliceWarps<false, 2>(w.k) : SliceWarps<false, 1>(w.k));
+  if (warps > kMaxWarps) return fail("in_features too large (at most 8192)");
+  if (fp4 && w.n % 16 != 0) return fail("FP4 out_features must be a multiple of 16");
+  if (!fp4 && w.block % 64 != 0) return fail("FP8 block size must be a multiple of 64");
+  return true;
+}
+
+void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
+  const int64_t row_bytes = k / 2, pairs = k / 64;
+  for (int64_t rt = 0; rt < n / 16; ++rt) {
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      for (int lane = 0; lane < 32; ++lane) {
+        const int64_t g = lane / 4, t = lane % 4;
+        // .x/.y: step 0 of rows g and g+8; .z/.w: step 1 (see the kernel's fragment comment).
+        const int64_t words[4][2] = {{rt * 16 + g, 8 * pr + t}, {rt * 16 + g + 8, 8 * pr + t},
+                                     {rt * 16 + g, 8 * pr + 4 + t}, {rt * 16 + g + 8, 8 * pr + 4 + t}};
+        uint8_t* out = dst + ((rt * pairs + pr) * 32 + lane) * 16;
+        for (int i = 0; i < 4; ++i) std::memcpy(out + 4 * i, src + words[i][0] * row_bytes + 4 * words[i][1], 4);
+      }
+    }
+  }
+}
+
+void LaunchActQuant(const ActQuantParams& p, StreamHandle stream) {
+  if (p.rows <= 0 || p.k <= 0) return;
+  const int64_t items = p.rows * ((p.k + kQb - 1) / kQb);
+  LaunchKernel(ActQuantKernel, dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0, stream, p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
+                   int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream) {
+  std::string why;
+  if (!QLinearSupports(shape, dual, &why)) Unsupported(why.c_str(), shape);
+  const bool fp4 = shape.format == WeightFormat::kFp4, expert = slots > 0;
+  if (a.group_rows > 0 && (a.group_rows % 16 != 0 || a.group_stride % kQb != 0 || shape.k % kQb != 0)) {
+    Unsupported("grouped input needs 16-row groups and 128-column group offsets and widths", shape);
+  }
+  if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0 || a.ldx % 4 != 0) Unsupported("activations must be 16-byte aligned", shape);
+  a.n = shape.n;
+  a.k = shape.k;
+  a.wblock = shape.block;
+  a.scale_format = shape.scale_format;
+  // Token tile: up to 16 rows quantize in the kernel (per warp slice, in shared memory: tile 16 at
+  // most, 8 for the widest k); more rows take the act_quant pre-pass into the caller's scratch and
+  // tiles of 32. No choice here changes a result.
+  const int64_t width = a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
+  const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
+  int nt;
+  if (rows_hint > kInKernelMaxTile && scratch.q != nullptr && x_rows * ldq <= scratch.q_bytes &&
+      x_rows * lds <= scratch.s_count) {
+    ActQuantParams q;
+    q.x = a.x; q.ldx = a.ldx; q.rows = x_rows; q.k = width; q.q = scratch.q; q.ldq = ldq; q.s = scratch.s; q.lds = lds;
+    LaunchActQuant(q, stream);
+    a.xq = scratch.q; a.xs = scratch.s; a.ldq = ldq; a.lds = lds;
+    nt = 4;
+  } else {
+    a.xq = nullptr; a.xs = nullptr;
+    nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
+  }
+  const int64_t bx = (shape.n + 15) / 16;
+  const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
+  const int64_t blocks = bx * std::max(slots, 1);
+  const int64_t bz = std::min<int64_t>({tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)), static_cast<unsigned>(bz));
+  if (fp4) {
+    if (expert) {
+      dual ? DispatchTile<true, 2, true>(a, nt, grid, stream) : DispatchTile<true, 1, true>(a, nt, grid, stream);
+    } else {
+      dual ? DispatchTile<true, 2, false>(a, nt, grid, stream) : DispatchTile<true, 1, false>(a, nt, grid, stream);
+    }
+  } else {
+    if (expert) {
+      dual ? DispatchTile<false, 2, true>(a, nt, grid, stream) : DispatchTile<false, 1, true>(a, nt, grid, stream);
+    } else {
+      dual ? DispatchTile<false, 2, false>(a, nt, grid, stream) : DispatchTile<false, 1, false>(a, nt, grid, stream);
+    }
+  }
+}
+
+}  // namespace dsinfer::backend::cuda
