@@ -1,9 +1,10 @@
 // The linear layers of flash-l8 (V4-Flash dimensions) at decode batch 1, one shape at a time, on
 // the GPU: device time per launch from CUDA-graph replay of kReps launches that rotate over enough
 // weight copies (> 2 x the 50 MB L2) that every launch reads its weights from HBM. Bound = weight
-// bytes / the measured device-to-device copy bandwidth. DSINFER_GEMV=0 in the environment times
-// the general linear kernel instead of the decode GEMV (or a format list, linear_sm90.cu),
-// DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs, DSINFER_PDL=0 without programmatic launch.
+// bytes / the measured device-to-device copy bandwidth. FP8/FP4 shapes run the tensor-core linear
+// (DSINFER_QLINEAR_WARPS=n: warps per block), bf16 ones the decode GEMV (DSINFER_GEMV=0: the
+// general kernel instead; DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs); DSINFER_PDL=0 without
+// programmatic launch.
 //   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -111,8 +112,10 @@ int main(int argc, char** argv) {
   const char* gemv_env = std::getenv("DSINFER_GEMV");
   const char* pdl_env = std::getenv("DSINFER_PDL");
   const char* dual_env = std::getenv("DSINFER_GEMV_DUAL");
-  const std::string kernel = std::string("gemv:") + (gemv_env ? gemv_env : "all") +
-                             (dual_env && std::string(dual_env) == "0" ? ",nodual" : "");
+  const char* qwarps_env = std::getenv("DSINFER_QLINEAR_WARPS");
+  const std::string kernel = std::string("gemv:") + (gemv_env ? gemv_env : "f32,bf16") +
+                             (dual_env && std::string(dual_env) == "0" ? ",nodual" : "") +
+                             ";qlinear_warps:" + (qwarps_env ? qwarps_env : "default");
   const bool pdl = !(pdl_env && std::string(pdl_env) == "0");
   std::printf("{\"bench\": \"gemv_setup\", \"device\": \"%s\", \"copy_GBps\": %.0f, \"m\": %lld, "
               "\"kernel\": \"%s\", \"pdl\": %s}\n",

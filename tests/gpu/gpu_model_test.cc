@@ -65,8 +65,12 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Every check on one model dir.
+// tol_cpu: GPU vs CPU relative error bound. 1e-4 for fp32/bf16 weights (the two differ in fp32
+// summation order only); FP8/FP4 weights quantize each linear's input to e4m3 (spec §2.12), where a
+// ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
+// side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1 100%).
 void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, const std::vector<float>* reference,
-                   const std::string& name) {
+                   const std::string& name, double tol_cpu = 1e-4) {
   auto cpu = Model::Load(dir, {2});
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   CudaModelOptions opt;
@@ -83,7 +87,7 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
   const double err_cpu = testing::RelativeError(whole, cpu_logits);
   const double top1_cpu = Top1(whole, cpu_logits, V);
   std::printf("%s: GPU vs CPU rel err %.3e, top-1 %.4f\n", name.c_str(), err_cpu, top1_cpu);
-  EXPECT_LE(err_cpu, 1e-4) << name;
+  EXPECT_LE(err_cpu, tol_cpu) << name;
   EXPECT_GE(top1_cpu, 0.995) << name;
   if (reference) {
     const double err_ref = testing::RelativeError(whole, *reference);
@@ -156,7 +160,7 @@ TEST(GpuModelTest, TinyOfficialFormats) {
   ASSERT_TRUE(WriteRandomModel(*cfg, dir, 3, WeightFormat::kOfficial).ok());
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % static_cast<int>(cfg->vocab_size));
-  CheckModelDir(dir, ids, nullptr, "tiny-official");
+  CheckModelDir(dir, ids, nullptr, "tiny-official", 6e-2);
 }
 
 TEST(GpuModelTest, RejectsBadInput) {

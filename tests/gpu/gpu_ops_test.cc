@@ -175,16 +175,16 @@ TEST(ActQuantTest, MatchesCpuBitForBit) {
   auto x = testing::RandomVector(static_cast<size_t>(rows * k), 31);
   for (int64_t i = 0; i < k; ++i) x[i] *= 1e-6f;  // row 0 below the 1e-4 amax floor
   for (int64_t i = 0; i < 128; ++i) x[k + i] *= 1e4f;
-  DeviceBuffer xd(x.size() * 4), qd(rows * ldq), sd(rows * lds * 4);
+  DeviceBuffer xd(x.size() * 4), qd(rows * ldq * 2), sd(rows * lds * 4);
   CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
   Stream s;
   ActQuantParams p;
   p.x = xd.as<float>(); p.ldx = k; p.rows = rows; p.k = k;
-  p.q = qd.as<uint8_t>(); p.ldq = ldq; p.s = sd.as<float>(); p.lds = lds;
+  p.q = qd.as<uint16_t>(); p.ldq = ldq; p.s = sd.as<float>(); p.lds = lds;
   LaunchActQuant(p, s.get());
-  std::vector<uint8_t> q(rows * ldq);
+  std::vector<uint16_t> q(rows * ldq);  // the e4m3 values as f16
   std::vector<float> sc(rows * lds);
-  CopyToHost(q.data(), qd.get(), q.size(), s.get());
+  CopyToHost(q.data(), qd.get(), q.size() * 2, s.get());
   CopyToHost(sc.data(), sd.get(), sc.size() * 4, s.get());
   s.Synchronize();
   std::vector<float> want(k);
@@ -192,7 +192,7 @@ TEST(ActQuantTest, MatchesCpuBitForBit) {
   for (int64_t r = 0; r < rows; ++r) {
     cpu::ActQuantRow(x.data() + r * k, k, want.data());
     for (int64_t i = 0; i < k; ++i) {
-      const float got = E4M3ToFloat(q[r * ldq + i]) * sc[r * lds + i / 128];
+      const float got = F16ToFloat(q[r * ldq + i]) * sc[r * lds + i / 128];
       if (std::memcmp(&got, &want[i], 4) != 0 && bad++ < 5) {
         ADD_FAILURE() << "row " << r << " col " << i << ": gpu " << got << " cpu " << want[i];
       }
@@ -211,7 +211,7 @@ TEST(LinearTest, PrepassEqualsInKernelQuantization) {
     std::vector<float> ref(static_cast<size_t>(cs.m * cs.n));
     cpu::Linear(x.data(), cs.m, cs.k, hw.view(), cs.n, ref.data(), nullptr);
     DeviceBuffer wd(hw.data.size()), sd(hw.scale.size()), xd(x.size() * 4), y1(ref.size() * 4),
-        y2(ref.size() * 4), aq(cs.m * cs.k), as(cs.m * cs.k / 128 * 4);
+        y2(ref.size() * 4), aq(cs.m * cs.k * 2), as(cs.m * cs.k / 128 * 4);
     CopyToDeviceSync(wd.get(), hw.data.data(), hw.data.size());
     CopyToDeviceSync(sd.get(), hw.scale.data(), hw.scale.size());
     CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
@@ -245,7 +245,7 @@ TEST(LinearTest, GroupedInput) {
       cpu::Gemm(x.data() + g * C, m, C, G * C, hw.view().Offset(g * R, C), R, ref.data() + g * R, G * R, nullptr);
     }
     DeviceBuffer wd(hw.data.size()), sd(std::max<size_t>(hw.scale.size(), 1)), xd(x.size() * 4),
-        yd(ref.size() * 4), aq(m * G * C), as(m * G * C);
+        yd(ref.size() * 4), aq(m * G * C * 2), as(m * G * C);
     CopyToDeviceSync(wd.get(), hw.data.data(), hw.data.size());
     if (!hw.scale.empty()) CopyToDeviceSync(sd.get(), hw.scale.data(), hw.scale.size());
     CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);

@@ -8,8 +8,8 @@
 // butterfly, and the group's TPR/32 warp sums are added in order from 0. Here one warp does a
 // row's whole reduction: lane l plays threads l + 32q (q < QN = TPR/32) with one accumulator per q
 // (chunk l + 32j belongs to q = j mod QN), runs each accumulator's butterfly, and adds them in
-// order. Chunk dot products use the same fmaf chains as LinearBody (FP8 and FP4: the chunk's
-// unscaled products summed from 0, then one fmaf by its block / group scale).
+// order. Chunk dot products use the same fmaf chains as LinearBody.
+// fp32 and bf16 weights only: FP8/FP4 take the tensor-core linear (qlinear_sm90.cu).
 #pragma once
 
 #include <cstdint>
@@ -20,17 +20,14 @@
 namespace dsinfer::backend::cuda {
 
 // One GEMV launch: dense rows (data != nullptr) or routed experts (edata != nullptr).
-// Dual: y = SwiGLU(x·W1ᵀ, x·W3ᵀ, limit) with W3 = data2/scale2 (dense) or edata2/escale2 (experts).
+// Dual: y = SwiGLU(x·W1ᵀ, x·W3ᵀ, limit) with W3 = data2 (dense) or edata2 (experts).
 struct GemvJob {
-  WeightRef w;  // format, scale_format, n, k, block; data/scale for dense
+  WeightRef w;  // format (f32 or bf16), n, k; data for dense
   const void* data2 = nullptr;
-  const void* scale2 = nullptr;
   bool dual = false;
   float limit = 0.0f;
   const void* const* edata = nullptr;
-  const void* const* escale = nullptr;
   const void* const* edata2 = nullptr;
-  const void* const* escale2 = nullptr;
   const int32_t* active = nullptr;
   const int32_t* num_active = nullptr;
   const int32_t* offsets = nullptr;
@@ -55,7 +52,5 @@ bool TryLaunchGemv(const GemvJob& job, bool x_aligned, int64_t rows_hint, Stream
 // qn: accumulators per row; js: chunks per lane per unit; blocks_x: the grid's x size.
 bool TryLaunchGemvF32(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
 bool TryLaunchGemvBf16(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
-bool TryLaunchGemvFp8(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
-bool TryLaunchGemvFp4(const GemvJob& job, int qn, int js, int blocks_x, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

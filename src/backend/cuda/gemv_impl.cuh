@@ -15,44 +15,21 @@ constexpr int kWarps = 4;
 template <WeightFormat F> struct Ch;
 template <> struct Ch<WeightFormat::kF32> { static constexpr int v = 4; };
 template <> struct Ch<WeightFormat::kBf16> { static constexpr int v = 8; };
-template <> struct Ch<WeightFormat::kFp8> { static constexpr int v = 16; };
-template <> struct Ch<WeightFormat::kFp4> { static constexpr int v = 32; };
-
-// The factor chunk c of `row` is multiplied by (LinearBody's): FP8 block scale, FP4 group scale
-// x 2^14 (E2m1x8 returns values / 2^14), 1 otherwise.
-template <WeightFormat F>
-__device__ __forceinline__ float ChunkScale(const WeightRef& w, const void* scale, int64_t row, int64_t c) {
-  if constexpr (F == WeightFormat::kFp8) {
-    const int64_t sk = (w.k + w.block - 1) / w.block;
-    return ScaleAt(scale, w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
-  } else if constexpr (F == WeightFormat::kFp4) {
-    return ScaleAt(scale, ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
-  } else {
-    return 1.0f;
-  }
-}
 
 // acc after the chunk's products, in LinearBody's order for the format.
 template <WeightFormat F>
-__device__ __forceinline__ float ChunkDot(const uint4& q, float s, const float* xv, float acc) {
+__device__ __forceinline__ float ChunkDot(const uint4& q, const float* xv, float acc) {
   const uint32_t u[4] = {q.x, q.y, q.z, q.w};
   if constexpr (F == WeightFormat::kF32) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc = fmaf(__uint_as_float(u[i]), xv[i], acc);
-  } else if constexpr (F == WeightFormat::kBf16) {
+  } else {
+    static_assert(F == WeightFormat::kBf16, "the decode GEMV takes f32 and bf16 weights");
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       acc = fmaf(__uint_as_float(u[i] << 16), xv[2 * i], acc);
       acc = fmaf(__uint_as_float(u[i] & 0xFFFF0000u), xv[2 * i + 1], acc);
     }
-  } else if constexpr (F == WeightFormat::kFp8) {
-    float part;
-    Fp8ChunkParts<1>(q, reinterpret_cast<const float (*)[16]>(xv), &part);
-    acc = fmaf(part, s, acc);
-  } else {
-    float part;
-    Fp4ChunkParts<1>(q, reinterpret_cast<const float (*)[32]>(xv), &part);
-    acc = fmaf(part, s, acc);
   }
   return acc;
 }
@@ -74,7 +51,7 @@ __device__ __forceinline__ float WarpButterfly(float v) {
 // U = ceil(J / JS) consecutive units (then only one x row: TryLaunchGemv). JS is a multiple of QN,
 // so chunk j = u·JS + s feeds accumulator s mod QN (= j mod QN).
 template <WeightFormat F, int QN, int JS, int R, bool kDual, bool kExpert>
-__global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) GemvKernel(GemvJob p) {
+__global__ void __launch_bounds__(kWarps * 32, 4) GemvKernel(GemvJob p) {
   static_assert(JS % QN == 0, "a unit must start at accumulator 0");
   constexpr int kD = kDual ? 2 : 1;
   constexpr int kCh = Ch<F>::v;
@@ -89,7 +66,6 @@ __global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) 
   const int64_t my_groups = gw < groups ? (groups - gw + tw - 1) / tw : 0;
   const int64_t units = my_groups * U;
   const void* data[kD];
-  const void* scale[kD];
   int64_t begin = 0, count = p.m;
   if constexpr (kExpert) {
     // Which expert this block streams is known only after the routing kernels: no prefetch.
@@ -98,22 +74,14 @@ __global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) 
     if (slot >= *p.num_active) return;
     const int e = p.active[slot];
     data[0] = p.edata[e];
-    scale[0] = p.escale[e];
-    if constexpr (kDual) {
-      data[1] = p.edata2[e];
-      scale[1] = p.escale2[e];
-    }
+    if constexpr (kDual) data[1] = p.edata2[e];
     begin = p.offsets[slot];
     count = p.offsets[slot + 1] - begin;
   } else {
     data[0] = p.w.data;
-    scale[0] = p.w.scale;
-    if constexpr (kDual) {
-      data[1] = p.data2;
-      scale[1] = p.scale2;
-    }
+    if constexpr (kDual) data[1] = p.data2;
   }
-  auto load = [&](int64_t i, uint4 (&wq)[kD][R][JS], float (&ws)[kD][R][JS]) {
+  auto load = [&](int64_t i, uint4 (&wq)[kD][R][JS]) {
     const int64_t g = gw + (i / U) * tw;
     const int u = static_cast<int>(i % U);
 #pragma unroll
@@ -123,18 +91,13 @@ __global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) 
 #pragma unroll
         for (int s = 0; s < JS; ++s) {
           const int64_t row = g * R + r, c = lane + 32 * (u * JS + s);
-          if (row < n && c < nch) {
-            wq[d][r][s] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) +
-                                                               (row * nch + c) * 16));
-            ws[d][r][s] = ChunkScale<F>(p.w, scale[d], row, c);
-          } else {
-            wq[d][r][s] = make_uint4(0, 0, 0, 0);
-            ws[d][r][s] = 0.0f;
-          }
+          wq[d][r][s] = row < n && c < nch
+                            ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) + (row * nch + c) * 16))
+                            : make_uint4(0, 0, 0, 0);
         }
   };
   float acc[kD][R][QN];
-  auto compute = [&](int64_t i, uint4 (&wq)[kD][R][JS], const float (&ws)[kD][R][JS]) {
+  auto compute = [&](int64_t i, uint4 (&wq)[kD][R][JS]) {
     const int64_t g = gw + (i / U) * tw;
     const int u = static_cast<int>(i % U);
     const int64_t row0 = g * R;
@@ -181,7 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) 
         for (int d = 0; d < kD; ++d)
 #pragma unroll
           for (int r = 0; r < R; ++r)
-            acc[d][r][s % QN] = ChunkDot<F>(wq[d][r][s], ws[d][r][s], xv, acc[d][r][s % QN]);
+            acc[d][r][s % QN] = ChunkDot<F>(wq[d][r][s], xv, acc[d][r][s % QN]);
         // Keep the next chunk's x loads after this one's maths (hoisting them all spills).
         asm volatile("" ::: "memory");
       }
@@ -215,15 +178,14 @@ __global__ void __launch_bounds__(kWarps * 32, F == WeightFormat::kFp4 ? 3 : 4) 
     }
   };
   uint4 wa[kD][R][JS], wb[kD][R][JS];
-  float sa[kD][R][JS], sb[kD][R][JS];
-  if (units > 0) load(0, wa, sa);
+  if (units > 0) load(0, wa);
   if constexpr (!kExpert) PdlWait();  // the weights above are constant; x and y follow the stream
   for (int64_t i = 0; i < units; i += 2) {
-    if (i + 1 < units) load(i + 1, wb, sb);
-    compute(i, wa, sa);
+    if (i + 1 < units) load(i + 1, wb);
+    compute(i, wa);
     if (i + 1 >= units) break;
-    if (i + 2 < units) load(i + 2, wa, sa);
-    compute(i + 1, wb, sb);
+    if (i + 2 < units) load(i + 2, wa);
+    compute(i + 1, wb);
   }
 }
 

@@ -47,15 +47,14 @@ struct WeightRef {
 // (FP8/FP4 with more than 16 rows use it when it is large enough; results do not depend on it).
 // One per stream: concurrent linears must not share it.
 struct ActQuantScratch {
-  uint8_t* q = nullptr;
+  uint8_t* q = nullptr;  // the quantized rows as f16: 2 bytes per element
   int64_t q_bytes = 0;
   float* s = nullptr;
   int64_t s_count = 0;
 };
 
-// FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192, FP4 n % 16 == 0, FP8 block
-// % 64 == 0 (loaders check this). `dual`: as the fused SwiGLU pair (FP8 pairs: k <= 4096; larger
-// ones run as two launches).
+// FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192 (16384 for one FP8
+// weight), FP4 n % 16 == 0, FP8 block 128 (loaders check this). `dual`: as the fused SwiGLU pair.
 bool QLinearSupports(const WeightRef& w, bool dual, std::string* why);
 
 // The GPU layout of an FP4 matrix: for each 16-row tile and 64-column pair, 32 lanes x 16 bytes
@@ -75,9 +74,9 @@ struct LinearParams {
   int64_t x_group_stride = 0;
   float* y = nullptr;  // [m, ldy] fp32; y[i, r] for r < n
   int64_t ldy = 0;
-  // Set by LaunchLinearSwiglu only: W3 of the fused SwiGLU pair (same shape and format as w).
+  // Set by LaunchLinearSwiglu only (fp32/bf16): W3 of the fused SwiGLU pair (same shape and
+  // format as w).
   const void* dual_data = nullptr;
-  const void* dual_scale = nullptr;
   float dual_limit = 0.0f;
 };
 
@@ -100,9 +99,8 @@ struct ExpertLinearParams {
   const int32_t* pairs = nullptr;       // [total pairs] pair ids grouped by slot, ascending in a slot
   int max_slots = 0;                // grid size; slots >= *num_active exit at once
   int64_t total_pairs = 0;          // picks the m-tile (never changes results)
-  // Set by LaunchExpertLinearSwiglu only: [E] W3 pointers of the fused SwiGLU pair.
+  // Set by LaunchExpertLinearSwiglu only (fp32/bf16): [E] W3 pointers of the fused SwiGLU pair.
   const void* const* dual_data = nullptr;
-  const void* const* dual_scale = nullptr;
   float dual_limit = 0.0f;
 };
 

@@ -36,29 +36,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRows = 4;  // output rows per thread group
 
-// Rows per thread group: the kernels' template argument and MakePlan's grid both come from here.
-// At one x row (decode) FP4 experts and vector FP8 dense rows take 8, so each thread has 8 weight
-// chunks in flight and the grid half as many short blocks (for experts, each block's routing
-// prologue of dependent loads covers twice the bytes); the fused SwiGLU pair keeps 4 (two
-// weights' chunks in flight already).
-constexpr int GroupRows(WeightFormat f, bool vec, bool mt1, bool expert, bool dual) {
-  if (dual || !mt1) return kRows;
-  if (expert) return f == WeightFormat::kFp4 ? 8 : kRows;
-  return f == WeightFormat::kFp8 && vec ? 8 : kRows;
-}
-
 template <WeightFormat F, bool kVec> struct Fmt;
 // Elements per chunk: 16 bytes of weights in the vector path, 1 element in the scalar path.
 template <> struct Fmt<WeightFormat::kF32, true> { static constexpr int kCh = 4; };
 template <> struct Fmt<WeightFormat::kBf16, true> { static constexpr int kCh = 8; };
-template <> struct Fmt<WeightFormat::kFp8, true> { static constexpr int kCh = 16; };
-template <> struct Fmt<WeightFormat::kFp4, true> { static constexpr int kCh = 32; };
 template <WeightFormat F> struct Fmt<F, false> { static constexpr int kCh = 1; };
 
-// Dequantized chunk `c` of weight row `row` (kCh values, scale applied): f32, bf16, scalar FP8.
+// Chunk `c` of weight row `row` (kCh values): f32 or bf16 (FP8/FP4: qlinear_sm90.cu).
 template <WeightFormat F, bool kVec>
-__device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, const void* scale,
-                                      int64_t row, int64_t c, float* v) {
+__device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, int64_t row, int64_t c,
+                                      float* v) {
   constexpr int kCh = Fmt<F, kVec>::kCh;
   if constexpr (F == WeightFormat::kF32) {
     const float* p = static_cast<const float*>(data) + row * w.k + c * kCh;
@@ -68,7 +55,8 @@ __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, cons
     } else {
       v[0] = __ldg(p);
     }
-  } else if constexpr (F == WeightFormat::kBf16) {
+  } else {
+    static_assert(F == WeightFormat::kBf16, "LoadW: f32 or bf16");
     const uint16_t* p = static_cast<const uint16_t*>(data) + row * w.k + c * kCh;
     if constexpr (kVec) {
       const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
@@ -81,11 +69,6 @@ __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, cons
     } else {
       v[0] = __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
     }
-  } else {  // kFp8 scalar path (the vector FP8 and FP4 paths use the chunk dot products)
-    static_assert(F == WeightFormat::kFp8 && !kVec, "LoadW: f32, bf16 or scalar FP8");
-    const int64_t sk = (w.k + w.block - 1) / w.block;
-    const float s = ScaleAt(scale, w.scale_format, (row / w.block) * sk + c / w.block);
-    v[0] = E4m3x2(__ldg(static_cast<const uint8_t*>(data) + row * w.k + c)).x * s;
   }
 }
 
@@ -116,17 +99,15 @@ struct PairRows {
 
 // The shared body: rows [row0, row0 + kRows) of the weight against local rows [0, m).
 // kR: output rows per thread group (never changes an element's reduction order).
-// kD = 2: the fused SwiGLU pair. A second weight of the same shape and format (data2, scale2) is
-// reduced against the same x in the same order, and the output is SwigluF(W1 row, W3 row, limit):
-// the same bits as two launches and LaunchSwiglu.
+// kD = 2: the fused SwiGLU pair. A second weight of the same shape and format (data2) is reduced
+// against the same x in the same order, and the output is SwigluF(W1 row, W3 row, limit): the same
+// bits as two launches and LaunchSwiglu. fp32 and bf16 weights (FP8/FP4: qlinear_sm90.cu).
 template <WeightFormat F, bool kVec, int kTpr, int kMt, int kR, int kD, typename Rows>
-__device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1, const void* scale1,
-                                           const void* data2, const void* scale2, float limit,
-                                           const Rows& rows, int64_t m, int64_t group_rows,
+__device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1, const void* data2,
+                                           float limit, const Rows& rows, int64_t m, int64_t group_rows,
                                            int64_t group_stride, float (*red)[kD * kR * kMt]) {
   constexpr int kRows = kR;
   const void* const dd[2] = {data1, data2};
-  const void* const ss[2] = {scale1, scale2};
   constexpr int kCh = Fmt<F, kVec>::kCh;
   constexpr int kGroups = kThreads / kTpr;
   const int group = threadIdx.x / kTpr, t = threadIdx.x % kTpr;
@@ -160,38 +141,13 @@ __device__ __forceinline__ void LinearBody(const WeightRef& w, const void* data1
         }
 #pragma unroll
         for (int d = 0; d < kD; ++d) {
-          if constexpr (F == WeightFormat::kFp4) {
-            // One chunk = one scale group: 32 unscaled products summed from 0, then one fmaf with
-            // the group's scale (2^k x 2^14, exact); the same order for every m-tile and batch.
-            const float s = ScaleAt(ss[d], ScaleFormat::kUe8m0, row * (w.k / 32) + c) * 16384.0f;
-            const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
-                                                               row * (w.k / 2) + c * 16));
-            float part[kMt];
-            Fp4ChunkParts<kMt>(q, xv, part);
+          float wv[kCh];
+          LoadW<F, kVec>(w, dd[d], row, c, wv);
 #pragma unroll
-            for (int j = 0; j < kMt; ++j)
-              if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
-          } else if constexpr (F == WeightFormat::kFp8 && kVec) {
-            // One 16-byte chunk lies in one 128-column scale block: its 16 unscaled products are
-            // summed from 0, then one fmaf by the block scale (as FP4; the decode GEMV does the same).
-            const int64_t sk = (w.k + w.block - 1) / w.block;
-            const float s = ScaleAt(ss[d], w.scale_format, (row / w.block) * sk + (c * 16) / w.block);
-            const uint4 q = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(dd[d]) +
-                                                               row * w.k + c * 16));
-            float part[kMt];
-            Fp8ChunkParts<kMt>(q, xv, part);
+          for (int j = 0; j < kMt; ++j) {
+            if (!xr[j]) continue;
 #pragma unroll
-            for (int j = 0; j < kMt; ++j)
-              if (xr[j]) acc[d][r][j] = fmaf(part[j], s, acc[d][r][j]);
-          } else {
-            float wv[kCh];
-            LoadW<F, kVec>(w, dd[d], ss[d], row, c, wv);
-#pragma unroll
-            for (int j = 0; j < kMt; ++j) {
-              if (!xr[j]) continue;
-#pragma unroll
-              for (int i = 0; i < kCh; ++i) acc[d][r][j] = fmaf(wv[i], xv[j][i], acc[d][r][j]);
-            }
+            for (int i = 0; i < kCh; ++i) acc[d][r][j] = fmaf(wv[i], xv[j][i], acc[d][r][j]);
           }
         }
       }
@@ -251,40 +207,29 @@ template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) LinearKernel(LinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = GroupRows(F, kVec, kMt == 1, false, kD == 2);
-  __shared__ float red[kThreads / 32][kD * kR * kMt];
+  __shared__ float red[kThreads / 32][kD * kRows * kMt];
   DenseRowMap rows{p.x, p.ldx, p.y, p.ldy, 0};
-  LinearBody<F, kVec, kTpr, kMt, kR, kD>(p.w, p.w.data, p.w.scale, p.dual_data, p.dual_scale,
-                                         p.dual_limit, rows, p.m, p.x_group_rows, p.x_group_stride,
-                                         red);
+  LinearBody<F, kVec, kTpr, kMt, kRows, kD>(p.w, p.w.data, p.dual_data, p.dual_limit, rows, p.m,
+                                            p.x_group_rows, p.x_group_stride, red);
 }
 
 template <WeightFormat F, bool kVec, int kTpr, int kMt, int kD = 1>
 __global__ void __launch_bounds__(kThreads) ExpertLinearKernel(ExpertLinearParams p) {
   PdlTrigger();
   PdlWait();
-  constexpr int kR = GroupRows(F, kVec, kMt == 1, true, kD == 2);
-  __shared__ float red[kThreads / 32][kD * kR * kMt];
+  __shared__ float red[kThreads / 32][kD * kRows * kMt];
   const int slot = blockIdx.y;
   if (slot >= *p.num_active) return;
   const int e = p.active[slot];
   const int32_t begin = p.offsets[slot], end = p.offsets[slot + 1];
   PairRows rows{p.x, p.ldx, p.y, p.ldy, p.pairs + begin, p.x_row_div};
   const void* d2 = kD == 2 ? p.dual_data[e] : nullptr;
-  const void* s2 = kD == 2 ? p.dual_scale[e] : nullptr;
-  LinearBody<F, kVec, kTpr, kMt, kR, kD>(p.shape, p.data[e], p.scale[e], d2, s2, p.dual_limit, rows,
-                                         end - begin, 0, 0, red);
+  LinearBody<F, kVec, kTpr, kMt, kRows, kD>(p.shape, p.data[e], d2, p.dual_limit, rows, end - begin, 0,
+                                            0, red);
 }
 
-int ChunkElems(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kF32: return 4;
-    case WeightFormat::kBf16: return 8;
-    case WeightFormat::kFp8: return 16;
-    case WeightFormat::kFp4: return 32;
-  }
-  return 1;
-}
+// Elements per 16-byte chunk of the fp32 / bf16 kernels (LinearBody, the decode GEMV).
+int ChunkElems(WeightFormat f) { return f == WeightFormat::kF32 ? 4 : 8; }
 
 // The thread-group width: a function of (format, k) only (see the header: batch invariance).
 int ThreadsPerRow(int64_t chunks) {
@@ -301,21 +246,13 @@ struct Plan {
   dim3 grid;
 };
 
-Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks, bool expert,
-              bool dual = false) {
+Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_blocks) {
   Plan pl{};
   const int ch = ChunkElems(w.format);
   pl.vec = w.k % ch == 0 && x_aligned;
-  if (w.format == WeightFormat::kFp4 && !pl.vec) {
-    std::fprintf(stderr, "FP4 linear needs k %% 32 == 0 and aligned activations (k=%lld)\n",
-                 static_cast<long long>(w.k));
-    std::abort();
-  }
-  if (w.format == WeightFormat::kFp8 && w.block % 16 != 0) pl.vec = false;
   pl.tpr = pl.vec ? ThreadsPerRow(w.k / ch) : 32;
   pl.mt = m_hint <= 1 ? 1 : 4;
-  const int rows = GroupRows(w.format, pl.vec, pl.mt == 1, expert, dual);
-  const int64_t rows_per_block = (kThreads / pl.tpr) * rows;
+  const int64_t rows_per_block = (kThreads / pl.tpr) * kRows;
   const int64_t bx = (w.n + rows_per_block - 1) / rows_per_block;
   const int64_t mchunks = (std::max<int64_t>(m_hint, 1) + pl.mt - 1) / pl.mt;
   // Enough blocks to fill the GPU several times over; more m-chunks only re-read weights.
@@ -325,16 +262,12 @@ Plan MakePlan(const WeightRef& w, bool x_aligned, int64_t m_hint, int64_t y_bloc
 }
 
 
-// fn(std::integral_constant<WeightFormat, f>{}) for the runtime format f: a kernel template's
-// format argument from a runtime value.
+// fn(std::integral_constant<WeightFormat, f>{}) for the runtime format f (fp32 or bf16: FP8/FP4
+// never reach these kernels): a kernel template's format argument from a runtime value.
 template <typename Fn>
 void WithFormat(WeightFormat f, Fn&& fn) {
-  switch (f) {
-    case WeightFormat::kF32: fn(std::integral_constant<WeightFormat, WeightFormat::kF32>{}); break;
-    case WeightFormat::kBf16: fn(std::integral_constant<WeightFormat, WeightFormat::kBf16>{}); break;
-    case WeightFormat::kFp8: fn(std::integral_constant<WeightFormat, WeightFormat::kFp8>{}); break;
-    case WeightFormat::kFp4: fn(std::integral_constant<WeightFormat, WeightFormat::kFp4>{}); break;
-  }
+  if (f == WeightFormat::kF32) fn(std::integral_constant<WeightFormat, WeightFormat::kF32>{});
+  else fn(std::integral_constant<WeightFormat, WeightFormat::kBf16>{});
 }
 
 #define DSINFER_LINEAR_DISPATCH(KERNEL, FMT, PL, ARGS, STREAM)                                   \
@@ -342,10 +275,8 @@ void WithFormat(WeightFormat f, Fn&& fn) {
     auto go = [&](auto fmt_tag) {                                                                \
       constexpr WeightFormat kF = decltype(fmt_tag)::value;                                      \
       if (!PL.vec) {                                                                             \
-        if constexpr (kF != WeightFormat::kFp4) {                                                \
-          if (PL.mt == 1) LaunchKernel(KERNEL<kF, false, 32, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);      \
-          else LaunchKernel(KERNEL<kF, false, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);                 \
-        }                                                                                        \
+        if (PL.mt == 1) LaunchKernel(KERNEL<kF, false, 32, 1>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);        \
+        else LaunchKernel(KERNEL<kF, false, 32, 4>, dim3(PL.grid), dim3(kThreads), 0, STREAM, ARGS);                   \
         return;                                                                                  \
       }                                                                                          \
       switch (PL.tpr * 10 + PL.mt) {                                                             \
@@ -393,11 +324,10 @@ int SmCount() {
   return sms;
 }
 
-// Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16,fp8,fp4 (or 0 for
-// none); DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only: every choice
-// gives the same bits. Default f32,bf16: measured on an H200 (bench_gemv, docs/perf.md), the
-// GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at 1.01x) but LinearBody is faster
-// for FP8 and FP4, where decoding is the bottleneck (wo_b 17 us vs 33 us).
+// Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16 (or 0 for none);
+// DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only: every choice gives the
+// same bits. Default both: the GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at
+// 1.01x, docs/perf.md).
 bool GemvEnabled(WeightFormat f, bool dual) {
   static const std::string formats = [] {
     const char* v = std::getenv("DSINFER_GEMV");
@@ -408,15 +338,14 @@ bool GemvEnabled(WeightFormat f, bool dual) {
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   if (dual && !dual_ok) return false;
-  const char* name = f == WeightFormat::kF32 ? "f32" : f == WeightFormat::kBf16 ? "bf16"
-                     : f == WeightFormat::kFp8 ? "fp8" : "fp4";
-  return formats.find(name) != std::string::npos;
+  if (f != WeightFormat::kF32 && f != WeightFormat::kBf16) return false;
+  return formats.find(f == WeightFormat::kF32 ? "f32" : "bf16") != std::string::npos;
 }
 
 bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHandle stream) {
   if (!GemvEnabled(j.w.format, j.dual) || !x_aligned || rows_hint > 4) return false;
   const int ch = ChunkElems(j.w.format);
-  if (j.w.k % ch != 0 || (j.w.format == WeightFormat::kFp8 && j.w.block % 16 != 0)) return false;
+  if (j.w.k % ch != 0) return false;
   const int64_t nch = j.w.k / ch;
   if (nch < 64) return false;
   const int qn = ThreadsPerRow(nch) / 32;
@@ -439,13 +368,8 @@ bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHa
     bx = std::min<int64_t>((groups + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t{SmCount()} * 4);
   }
   const int blocks_x = static_cast<int>(std::max<int64_t>(bx, 1));
-  switch (j.w.format) {
-    case WeightFormat::kF32: return TryLaunchGemvF32(j, qn, js, blocks_x, stream);
-    case WeightFormat::kBf16: return TryLaunchGemvBf16(j, qn, js, blocks_x, stream);
-    case WeightFormat::kFp8: return TryLaunchGemvFp8(j, qn, js, blocks_x, stream);
-    case WeightFormat::kFp4: return TryLaunchGemvFp4(j, qn, js, blocks_x, stream);
-  }
-  return false;
+  return j.w.format == WeightFormat::kF32 ? TryLaunchGemvF32(j, qn, js, blocks_x, stream)
+                                          : TryLaunchGemvBf16(j, qn, js, blocks_x, stream);
 }
 
 namespace {
@@ -463,7 +387,7 @@ GemvJob DenseJob(const LinearParams& p) {
 
 GemvJob ExpertJob(const ExpertLinearParams& p) {
   GemvJob j;
-  j.w = p.shape; j.edata = p.data; j.escale = p.scale; j.active = p.active; j.num_active = p.num_active;
+  j.w = p.shape; j.edata = p.data; j.active = p.active; j.num_active = p.num_active;
   j.offsets = p.offsets; j.pairs = p.pairs; j.x_row_div = p.x_row_div; j.max_slots = p.max_slots;
   j.x = p.x; j.ldx = p.ldx; j.y = p.y; j.ldy = p.ldy;
   return j;
@@ -500,7 +424,7 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   }
   const bool aligned = DenseAligned(p);
   if (TryLaunchGemv(DenseJob(p), aligned, p.m, stream)) return;
-  const Plan pl = MakePlan(p.w, aligned, p.m, 1, false);
+  const Plan pl = MakePlan(p.w, aligned, p.m, 1);
   DSINFER_LINEAR_DISPATCH(LinearKernel, p.w.format, pl, p, stream);
 }
 
@@ -512,7 +436,7 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   }
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
   if (TryLaunchGemv(ExpertJob(p), aligned, PairsPerSlot(p), stream)) return;
-  const Plan pl = MakePlan(p.shape, aligned, PairsPerSlot(p), p.max_slots, true);
+  const Plan pl = MakePlan(p.shape, aligned, PairsPerSlot(p), p.max_slots);
   DSINFER_LINEAR_DISPATCH(ExpertLinearKernel, p.shape.format, pl, p, stream);
 }
 
@@ -526,13 +450,13 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
     return;
   }
   GemvJob j = DenseJob(p1);
-  j.dual = true; j.data2 = w3.data; j.scale2 = w3.scale; j.limit = limit;
+  j.dual = true; j.data2 = w3.data; j.limit = limit;
   const bool aligned = DenseAligned(p1) && Aligned16(w3.data);
   if (!Quantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return;
-  const Plan pl = MakePlan(p1.w, aligned, p1.m, 1, false, true);
+  const Plan pl = MakePlan(p1.w, aligned, p1.m, 1);
   if (!Quantized(p1.w.format) && pl.vec && pl.mt == 1) {
     LinearParams pd = p1;
-    pd.dual_data = w3.data; pd.dual_scale = w3.scale; pd.dual_limit = limit;
+    pd.dual_data = w3.data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(LinearKernel, p1.w.format, pl, pd, stream);
     return;
   }
@@ -554,13 +478,13 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
     return;
   }
   GemvJob j = ExpertJob(p1);
-  j.dual = true; j.edata2 = w3_data; j.escale2 = w3_scale; j.limit = limit;
+  j.dual = true; j.edata2 = w3_data; j.limit = limit;
   const bool aligned = Aligned16(p1.x) && p1.ldx % 4 == 0;
   if (!Quantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
-  const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots, true, true);
+  const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots);
   if (!Quantized(p1.shape.format) && pl.vec && pl.mt == 1) {
     ExpertLinearParams pd = p1;
-    pd.dual_data = w3_data; pd.dual_scale = w3_scale; pd.dual_limit = limit;
+    pd.dual_data = w3_data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(ExpertLinearKernel, p1.shape.format, pl, pd, stream);
     return;
   }

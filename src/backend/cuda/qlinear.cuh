@@ -8,14 +8,14 @@
 
 namespace dsinfer::backend::cuda {
 
-// act_quant of rows [0, rows) of x, columns [0, k): e4m3 bytes q[r * ldq + c] and scales
-// s[r * lds + c / 128] (spec §2.12; the same bits as the in-kernel quantization).
+// act_quant of rows [0, rows) of x, columns [0, k): the e4m3 values as f16 (exact) q[r * ldq + c]
+// and scales s[r * lds + c / 128] (spec §2.12; the same bits as the in-kernel quantization).
 struct ActQuantParams {
   const float* x = nullptr;
   int64_t ldx = 0;
   int64_t rows = 0;
   int64_t k = 0;
-  uint8_t* q = nullptr;
+  uint16_t* q = nullptr;
   int64_t ldq = 0;
   float* s = nullptr;
   int64_t lds = 0;
@@ -37,7 +37,7 @@ struct QLinearArgs {
   int64_t ldx = 0;
   int64_t group_rows = 0, group_stride = 0;
   int x_row_div = 1;
-  const uint8_t* xq = nullptr;
+  const uint16_t* xq = nullptr;  // f16
   const float* xs = nullptr;
   int64_t ldq = 0, lds = 0;
   float* y = nullptr;

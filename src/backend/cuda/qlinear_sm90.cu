@@ -46,8 +46,9 @@ constexpr int kMaxWarps = 16;
 constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
 
 // One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
-// the lane's 4 e4m3 bytes, and the block's scale in *scale.
-__device__ __forceinline__ uint32_t QuantBlock(float4 v, float* scale) {
+// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
+// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
+__device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -55,9 +56,11 @@ __device__ __forceinline__ uint32_t QuantBlock(float4 v, float* scale) {
   const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
   const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
   *scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
-  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
-  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
-  return lo | (hi << 16);
+  const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  const __half2_raw hl = __nv_cvt_fp8x2_to_halfraw2(lo, __NV_E4M3), hh = __nv_cvt_fp8x2_to_halfraw2(hi, __NV_E4M3);
+  return make_uint2(static_cast<uint32_t>(hl.x) | (static_cast<uint32_t>(hl.y) << 16),
+                    static_cast<uint32_t>(hh.x) | (static_cast<uint32_t>(hh.y) << 16));
 }
 
 __device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
@@ -73,25 +76,36 @@ __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   const int lane = threadIdx.x % 32;
   const int64_t r = item / nblk, b = item % nblk, col = b * kQb + 4 * lane;
   float s;
-  const uint32_t q = QuantBlock(LoadX4(p.x + r * p.ldx + col, col < p.k), &s);
-  if (col < p.k) *reinterpret_cast<uint32_t*>(p.q + r * p.ldq + col) = q;
+  const uint2 q = QuantBlock(LoadX4(p.x + r * p.ldx + col, col < p.k), &s);
+  if (col < p.k) *reinterpret_cast<uint2*>(p.q + r * p.ldq + col) = q;
   if (lane == 0) p.s[r * p.lds + b] = s;
 }
 
-// e2m1 nibbles -> e4m3 bytes of value * 2^-6: sign to bit 7, the 3 exponent/mantissa bits to 4..2.
-__device__ __forceinline__ uint32_t Fp4EvenToE4m3(uint32_t v) {
-  return ((v << 4) & 0x80808080u) | ((v << 2) & 0x1c1c1c1cu);
-}
-__device__ __forceinline__ uint32_t Fp4OddToE4m3(uint32_t v) {
-  return (v & 0x80808080u) | ((v >> 2) & 0x1c1c1c1cu);
+// Two e4m3 bytes (low 16 bits of v) -> f16x2, exact (the hardware conversion).
+__device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-__device__ __forceinline__ void Mma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
+// e2m1 nibbles -> the high byte of f16 (value * 2^-14, exact): sign to bit 7, the 3 exponent and
+// mantissa bits to 3..1. Even nibbles (0, 2, 4, 6) and odd nibbles, one byte each; integer ops only.
+__device__ __forceinline__ uint32_t Fp4EvenToF16Hi(uint32_t v) {
+  return ((v << 4) & 0x80808080u) | ((v << 1) & 0x0e0e0e0eu);
+}
+__device__ __forceinline__ uint32_t Fp4OddToF16Hi(uint32_t v) {
+  return (v & 0x80808080u) | ((v >> 3) & 0x0e0e0e0eu);
+}
+// f16x2 of two of those bytes: sel 0x1404 takes bytes 0 and 1, 0x3424 bytes 2 and 3.
+__device__ __forceinline__ uint32_t HiBytesToF16x2(uint32_t v, uint32_t sel) { return __byte_perm(v, 0u, sel); }
+
+// d = A (16 x 16 f16, row) * B (16 x 8 f16, col) + c, fp32 accumulate (mma.sync on sm_90: FP8
+// mma.sync is emulated there, so the kernel feeds f16 it converted itself).
+__device__ __forceinline__ void Hmma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float (&d)[4]) {
   asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ float E8m0(uint32_t b) {
@@ -100,9 +114,19 @@ __device__ __forceinline__ float E8m0(uint32_t b) {
 
 template <bool kFp4, int kD>
 struct QCfg {
-  static constexpr int kP = (kD == 2 || kFp4) ? 4 : 8;   // k pairs per warp slice
-  static constexpr int kKs = 64 * kP;                     // slice width
-  static constexpr int kAw = kFp4 ? 1 : 2;                // uint4 of A per pair and weight
+  // k pairs per warp slice: 8 (512 columns) for one FP8 weight, else 4. Measured (bench_gemv,
+  // H200): shorter FP8 slices with the next one double-buffered in registers were no faster.
+  static constexpr int kP = (kD == 2 || kFp4) ? 4 : 8;
+  static constexpr int kKs = 64 * kP;               // slice width
+  static constexpr int kAw = kFp4 ? 1 : 2;          // uint4 of A per pair and weight
+};
+
+// One slice's weight registers: A fragments and the row scales.
+template <bool kFp4, int kD>
+struct WSlice {
+  uint4 a[kD][QCfg<kFp4, kD>::kP * QCfg<kFp4, kD>::kAw];
+  float swf[kD][QCfg<kFp4, kD>::kP];     // FP8: the pair's block scale
+  uint32_t swb[kD][QCfg<kFp4, kD>::kP];  // FP4: scale bytes (row g step 0, step 1, row g+8 step 0, step 1)
 };
 
 template <bool kFp4, int kNT, int kD, bool kExpert>
@@ -113,39 +137,54 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int nwarps = blockDim.x / 32;
+  const int nslices = static_cast<int>((p.k + kKs - 1) / kKs);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
-  const int64_t k0 = static_cast<int64_t>(warp) * kKs;
-  const int64_t rest = p.k - k0;
-  const int npairs = static_cast<int>((rest < 0 ? 0 : rest > kKs ? kKs : rest) / 64);
   const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
+  auto slice_pairs = [&](int sl) {
+    const int64_t rest = p.k - static_cast<int64_t>(sl) * kKs;
+    return static_cast<int>((rest > kKs ? kKs : rest) / 64);
+  };
 
   const uint8_t* W[kD];
   const void* SW[kD];
   int64_t begin = 0, count = p.m;
-  uint4 a[kD][kP * C::kAw];
-  float swf[kD][kP];      // FP8: the pair's block scale
-  uint32_t swb[kD][kP];   // FP4: scale bytes (row g step 0, row g step 1, row g+8 step 0, step 1)
-  auto load_weights = [&] {
+  WSlice<kFp4, kD> cur;
+  // The lane's weight bytes of slice sl into buf (all address arithmetic once per slice: the
+  // pairs are constant offsets from one base). FP8 scale blocks are 128 x 128: pair pp lies in
+  // column block sl * kKs / 128 + pp / 2.
+  auto load_weights = [&](WSlice<kFp4, kD>& buf, int sl) {
+    auto& a = buf.a;
+    auto& swf = buf.swf;
+    auto& swb = buf.swb;
+    const int np = slice_pairs(sl);
+    const int64_t k0 = static_cast<int64_t>(sl) * kKs;
 #pragma unroll
     for (int d = 0; d < kD; ++d) {
+      if constexpr (kFp4) {
+        const uint4* wp = reinterpret_cast<const uint4*>(W[d] + (((row0 >> 4) * (p.k >> 6) + (k0 >> 6)) * 32 + lane) * 16);
+        const uint8_t* sp = static_cast<const uint8_t*>(SW[d]) + (row0 + g) * (p.k >> 5) + (k0 >> 5);
+        const int64_t s8 = 8 * (p.k >> 5);
 #pragma unroll
-      for (int pp = 0; pp < kP; ++pp) {
-        const bool ok = pp < npairs;
-        const int64_t kk = k0 + 64 * pp;
-        if constexpr (kFp4) {
-          const int64_t tile = (row0 / 16) * (p.k / 64) + kk / 64;
-          a[d][pp] = ok ? __ldg(reinterpret_cast<const uint4*>(W[d] + (tile * 32 + lane) * 16)) : make_uint4(0, 0, 0, 0);
-          const uint8_t* s = static_cast<const uint8_t*>(SW[d]) + (row0 + g) * (p.k / 32) + kk / 32;
-          const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(s)) : 0u;
-          const uint32_t hi = ok ? __ldg(reinterpret_cast<const uint16_t*>(s + 8 * (p.k / 32))) : 0u;
+        for (int pp = 0; pp < kP; ++pp) {
+          const bool ok = pp < np;
+          a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
+          const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + 2 * pp)) : 0u;
+          const uint32_t hi = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + s8 + 2 * pp)) : 0u;
           swb[d][pp] = lo | (hi << 16);
-        } else {
-          const int64_t r0 = row0 + g, r1 = row0 + g + 8;
-          const uint8_t* base = W[d] + kk + 16 * t;
-          a[d][2 * pp] = ok && r0 < p.n ? __ldg(reinterpret_cast<const uint4*>(base + r0 * p.k)) : make_uint4(0, 0, 0, 0);
-          a[d][2 * pp + 1] = ok && r1 < p.n ? __ldg(reinterpret_cast<const uint4*>(base + r1 * p.k)) : make_uint4(0, 0, 0, 0);
-          const int64_t sk = (p.k + p.wblock - 1) / p.wblock;
-          swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, (row0 / p.wblock) * sk + kk / p.wblock) : 0.0f;
+        }
+      } else {
+        const bool ok0 = row0 + g < p.n, ok1 = row0 + g + 8 < p.n;
+        const uint8_t* base = W[d] + (row0 + g) * p.k + k0 + 16 * t;
+        const uint4* w0 = reinterpret_cast<const uint4*>(base);
+        const uint4* w1 = reinterpret_cast<const uint4*>(base + 8 * p.k);
+        const int64_t sidx = (row0 >> 7) * ((p.k + 127) >> 7) + (k0 >> 7);
+#pragma unroll
+        for (int pp = 0; pp < kP; ++pp) {
+          const bool ok = pp < np;
+          a[d][2 * pp] = ok && ok0 ? __ldg(w0 + 4 * pp) : make_uint4(0, 0, 0, 0);
+          a[d][2 * pp + 1] = ok && ok1 ? __ldg(w1 + 4 * pp) : make_uint4(0, 0, 0, 0);
+          if (pp % 2 == 0) swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
+          else swf[d][pp] = swf[d][pp - 1];
         }
       }
     }
@@ -155,19 +194,20 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     W[0] = static_cast<const uint8_t*>(p.w[0]);
     SW[0] = p.s[0];
     if constexpr (kD == 2) { W[1] = static_cast<const uint8_t*>(p.w[1]); SW[1] = p.s[1]; }
-    load_weights();  // constant data: before the wait, overlapping the previous kernel
+    // Constant data, before the wait: overlaps the previous kernel.
+    if (warp < nslices) load_weights(cur, warp);
     PdlWait();
   } else {
     PdlWait();
-    const int slot = blockIdx.y;
-    if (slot >= *p.num_active) return;
-    const int e = p.active[slot];
+    const int slot = blockIdx.y;  // < max_slots <= experts: the reads below stay in their arrays
+    const int nact = *p.num_active, e = p.active[slot];  // independent loads, issued together
     begin = p.offsets[slot];
     count = p.offsets[slot + 1] - begin;
+    if (slot >= nact) return;
     W[0] = static_cast<const uint8_t*>(p.ew[0][e]);
     SW[0] = p.es[0][e];
     if constexpr (kD == 2) { W[1] = static_cast<const uint8_t*>(p.ew[1][e]); SW[1] = p.es[1][e]; }
-    load_weights();
+    if (warp < nslices) load_weights(cur, warp);
   }
   auto xrow = [&](int64_t i) -> int64_t {  // activation row of local row i
     if constexpr (kExpert) return p.pairs[begin + i] / p.x_row_div;
@@ -178,42 +218,46 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     return i;
   };
 
-  // Shared memory: [nwarps][kTile][kKs] quantized activations and [nwarps][kTile][kKs/128]
-  // scales (in-kernel quantization only), then [nwarps][kD][kNT][128] partial sums.
+  // Shared memory: per warp [kTile][kKs] quantized activations (f16) and [kTile][kKs/128] scales
+  // of the slice in hand (in-kernel quantization only), then [nslices][kD][kNT][128] partial sums.
   const bool in_kernel = p.xq == nullptr;
-  uint8_t* sq = smem + static_cast<size_t>(warp) * kTile * kKs;
-  float* ss = reinterpret_cast<float*>(smem + static_cast<size_t>(nwarps) * kTile * kKs) + warp * kTile * (kKs / kQb);
-  float* red = reinterpret_cast<float*>(smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (kKs + 4 * (kKs / kQb)) : 0));
+  uint16_t* sq = reinterpret_cast<uint16_t*>(smem) + static_cast<size_t>(warp) * kTile * kKs;
+  float* ss = reinterpret_cast<float*>(smem + static_cast<size_t>(nwarps) * kTile * kKs * 2) + warp * kTile * (kKs / kQb);
+  float* red = reinterpret_cast<float*>(smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (2 * kKs + 4 * (kKs / kQb)) : 0));
 
   for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count; m0 += static_cast<int64_t>(gridDim.z) * kTile) {
     const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
+   for (int sl = warp; sl < nslices; sl += nwarps) {
+    // cur holds slice sl. The slice after it: the warp's next one, or (a new token tile follows
+    // and the warp has several) its first one again; -1: cur stays.
+    const bool more_tiles = m0 + static_cast<int64_t>(gridDim.z) * kTile < count;
+    const int following = sl + nwarps < nslices ? sl + nwarps : (more_tiles && nslices > nwarps ? warp : -1);
+    const auto& a = cur.a;
+    const auto& swf = cur.swf;
+    const auto& swb = cur.swb;
+    const int npairs = slice_pairs(sl);
+    const int64_t k0 = static_cast<int64_t>(sl) * kKs;
     const int slice = npairs * 64;
     // B sources: the quantized rows (shared memory or the pre-pass) and, per lane, the row of its
     // B column (token m0 + nt*8 + g) and of its two C columns (tokens m0 + nt*8 + 2t, +1); -1: none.
-    const uint8_t* qbase;
+    const uint16_t* qbase;
     const float* sbase;
     int64_t qld, sld;
     int32_t qrow[kNT], srow[kNT][2];
     if (in_kernel) {
-      const int nblk = (slice + kQb - 1) / kQb;
-      const int items = ntok * nblk;
-      for (int it0 = 0; it0 < items; it0 += 4) {
-        float4 v[4];
+      __syncwarp();  // the previous slice's reads of sq are done
+      const int nblk = (slice + kQb - 1) / kQb;  // <= kKs / 128
+      for (int i = 0; i < ntok; ++i) {
+        const float* xr = p.x + xrow(m0 + i) * p.ldx + goff + k0 + 4 * lane;
+        float4 v[kKs / kQb];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int it = it0 + u, i = it / nblk, b = it % nblk;
-          const int col = b * kQb + 4 * lane;
-          const bool ok = it < items && col < slice;
-          v[u] = LoadX4(ok ? p.x + xrow(m0 + i) * p.ldx + goff + k0 + col : p.x, ok);
-        }
+        for (int b = 0; b < kKs / kQb; ++b) v[b] = LoadX4(xr + b * kQb, b * kQb + 4 * lane < slice);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int it = it0 + u;
-          if (it >= items) break;  // warp-uniform
-          const int i = it / nblk, b = it % nblk, col = b * kQb + 4 * lane;
+        for (int b = 0; b < kKs / kQb; ++b) {
+          if (b >= nblk) break;  // warp-uniform
           float sc;
-          const uint32_t q = QuantBlock(v[u], &sc);
-          if (col < slice) *reinterpret_cast<uint32_t*>(sq + i * kKs + col) = q;
+          const uint2 q = QuantBlock(v[b], &sc);
+          if (b * kQb + 4 * lane < slice) *reinterpret_cast<uint2*>(sq + i * kKs + b * kQb + 4 * lane) = q;
           if (lane == 0) ss[i * (kKs / kQb) + b] = sc;
         }
       }
@@ -248,52 +292,72 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
 #pragma unroll
     for (int pp = 0; pp < kP; ++pp) {
       if (pp >= npairs) break;  // warp-uniform
-      // The pair's A fragments and row scales, once for all token tiles.
-      uint32_t af[kD][2][4];
-      float sg[kD][2], sh[kD][2];  // weight scales of rows g and g+8 per step
+      // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
+      // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q + 0..3.
+      // FP4: step q = 2j + h takes nibbles 4h..4h+3 of word j (k 32j + 8t + 4h + 0..3): reg0 the
+      // even ones, reg2 the odd ones. sg/sh: weight scales of rows g and g+8 per 32-column step j.
+      uint32_t af[kD][4][4];
+      float sg[kD][2], sh[kD][2];
 #pragma unroll
       for (int d = 0; d < kD; ++d) {
+        if constexpr (kFp4) {
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          if constexpr (kFp4) {
+          for (int j = 0; j < 2; ++j) {
             const uint32_t wg = j == 0 ? a[d][pp].x : a[d][pp].z, wh = j == 0 ? a[d][pp].y : a[d][pp].w;
-            af[d][j][0] = Fp4EvenToE4m3(wg); af[d][j][1] = Fp4EvenToE4m3(wh);
-            af[d][j][2] = Fp4OddToE4m3(wg); af[d][j][3] = Fp4OddToE4m3(wh);
-            sg[d][j] = E8m0((swb[d][pp] >> (8 * j)) & 0xff) * 64.0f;
-            sh[d][j] = E8m0((swb[d][pp] >> (16 + 8 * j)) & 0xff) * 64.0f;
-          } else {
-            const uint4 lo = a[d][2 * pp], hi = a[d][2 * pp + 1];
-            af[d][j][0] = j == 0 ? lo.x : lo.z; af[d][j][1] = j == 0 ? hi.x : hi.z;
-            af[d][j][2] = j == 0 ? lo.y : lo.w; af[d][j][3] = j == 0 ? hi.y : hi.w;
-            sg[d][j] = sh[d][j] = swf[d][pp];
+            const uint32_t eg = Fp4EvenToF16Hi(wg), og = Fp4OddToF16Hi(wg);
+            const uint32_t eh = Fp4EvenToF16Hi(wh), oh = Fp4OddToF16Hi(wh);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t sel = h == 0 ? 0x1404u : 0x3424u;
+              af[d][2 * j + h][0] = HiBytesToF16x2(eg, sel); af[d][2 * j + h][1] = HiBytesToF16x2(eh, sel);
+              af[d][2 * j + h][2] = HiBytesToF16x2(og, sel); af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
+            }
+            sg[d][j] = E8m0((swb[d][pp] >> (8 * j)) & 0xff) * 16384.0f;
+            sh[d][j] = E8m0((swb[d][pp] >> (16 + 8 * j)) & 0xff) * 16384.0f;
           }
+        } else {
+          const uint4 lo = a[d][2 * pp], hi = a[d][2 * pp + 1];
+          const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            af[d][q][0] = E4m3x2ToF16x2(wl[q]); af[d][q][1] = E4m3x2ToF16x2(wh[q]);
+            af[d][q][2] = E4m3x2ToF16x2(wl[q] >> 16); af[d][q][3] = E4m3x2ToF16x2(wh[q] >> 16);
+          }
+          sg[d][0] = sh[d][0] = sg[d][1] = sh[d][1] = swf[d][pp];
         }
       }
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
-        uint32_t b[2][2];  // [step][reg]
-        const uint8_t* bp = qbase + static_cast<int64_t>(qrow[nt]) * qld + 64 * pp;
+        uint32_t b[4][2];  // [step q][reg]: the lane's activations at its A values' k
+        const uint16_t* bp = qbase + static_cast<int64_t>(qrow[nt]) * qld + 64 * pp;
         if constexpr (kFp4) {
-          uint2 lo = make_uint2(0, 0), hi = make_uint2(0, 0);
-          if (qrow[nt] >= 0) {
-            lo = *reinterpret_cast<const uint2*>(bp + 8 * t);
-            hi = *reinterpret_cast<const uint2*>(bp + 32 + 8 * t);
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
+            b[2 * j][0] = __byte_perm(v.x, v.y, 0x5410); b[2 * j][1] = __byte_perm(v.x, v.y, 0x7632);
+            b[2 * j + 1][0] = __byte_perm(v.z, v.w, 0x5410); b[2 * j + 1][1] = __byte_perm(v.z, v.w, 0x7632);
           }
-          b[0][0] = __byte_perm(lo.x, lo.y, 0x6420); b[0][1] = __byte_perm(lo.x, lo.y, 0x7531);
-          b[1][0] = __byte_perm(hi.x, hi.y, 0x6420); b[1][1] = __byte_perm(hi.x, hi.y, 0x7531);
         } else {
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 16 * t);
-          b[0][0] = v.x; b[0][1] = v.y; b[1][0] = v.z; b[1][1] = v.w;
+          uint4 v0 = make_uint4(0, 0, 0, 0), v1 = make_uint4(0, 0, 0, 0);
+          if (qrow[nt] >= 0) {
+            v0 = *reinterpret_cast<const uint4*>(bp + 16 * t);
+            v1 = *reinterpret_cast<const uint4*>(bp + 16 * t + 8);
+          }
+          b[0][0] = v0.x; b[0][1] = v0.y; b[1][0] = v0.z; b[1][1] = v0.w;
+          b[2][0] = v1.x; b[2][1] = v1.y; b[3][0] = v1.z; b[3][1] = v1.w;
         }
         const float sx0 = srow[nt][0] >= 0 ? sbase[static_cast<int64_t>(srow[nt][0]) * sld + pp / 2] : 0.0f;
         const float sx1 = srow[nt][1] >= 0 ? sbase[static_cast<int64_t>(srow[nt][1]) * sld + pp / 2] : 0.0f;
 #pragma unroll
         for (int d = 0; d < kD; ++d) {
+          // FP8: the pair's 4 steps chained in fp32 (one block scale); FP4: 2 steps per scale group.
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
-            float r[4];
-            Mma(af[d][j], b[j][0], b[j][1], r);
+            if (!kFp4 && j == 1) break;
+            float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q) Hmma(af[d][q], b[q][0], b[q][1], r);
             acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
             acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
             acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
@@ -308,8 +372,10 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     for (int d = 0; d < kD; ++d)
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
-        *reinterpret_cast<float4*>(red + ((warp * kD + d) * kNT + nt) * 128 + lane * 4) =
+        *reinterpret_cast<float4*>(red + ((sl * kD + d) * kNT + nt) * 128 + lane * 4) =
             make_float4(acc[d][nt][0], acc[d][nt][1], acc[d][nt][2], acc[d][nt][3]);
+    if (following >= 0) load_weights(cur, following);
+   }
     __syncthreads();
     for (int o = threadIdx.x; o < kNT * 128; o += blockDim.x) {
       const int nt = o / 128, l = (o % 128) / 4, i = o % 4;
@@ -319,7 +385,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
 #pragma unroll
       for (int d = 0; d < kD; ++d) {
         v[d] = red[(d * kNT + nt) * 128 + (o % 128)];
-        for (int w = 1; w < nwarps; ++w) v[d] += red[((w * kD + d) * kNT + nt) * 128 + (o % 128)];
+        for (int w = 1; w < nslices; ++w) v[d] += red[((w * kD + d) * kNT + nt) * 128 + (o % 128)];
       }
       if (row < p.n && tok < ntok) {
         p.y[yrow(m0 + tok) * p.ldy + row] = kD == 2 ? SwigluF(v[0], v[kD - 1], p.limit) : v[0];
@@ -334,12 +400,13 @@ int SliceWarps(int64_t k) {
   return static_cast<int>((k + QCfg<kFp4, kD>::kKs - 1) / QCfg<kFp4, kD>::kKs);
 }
 
+// warps: per block (each takes slices warp, warp + warps, ...; never a result).
 template <bool kFp4, int kNT, int kD, bool kExpert>
-void LaunchQ(const QLinearArgs& a, dim3 grid, StreamHandle stream) {
+void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
   using C = QCfg<kFp4, kD>;
-  const int warps = SliceWarps<kFp4, kD>(a.k);
-  const size_t red = static_cast<size_t>(warps) * kD * kNT * 128 * 4;
-  const size_t quant = a.xq ? 0 : static_cast<size_t>(warps) * 8 * kNT * (C::kKs + 4 * (C::kKs / kQb));
+  const int slices = SliceWarps<kFp4, kD>(a.k);
+  const size_t red = static_cast<size_t>(slices) * kD * kNT * 128 * 4;
+  const size_t quant = a.xq ? 0 : static_cast<size_t>(warps) * 8 * kNT * (2 * C::kKs + 4 * (C::kKs / kQb));
   auto kernel = QLinearKernel<kFp4, kNT, kD, kExpert>;
   static const bool attr_set = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -351,12 +418,26 @@ void LaunchQ(const QLinearArgs& a, dim3 grid, StreamHandle stream) {
 }
 
 template <bool kFp4, int kD, bool kExpert>
-void DispatchTile(const QLinearArgs& a, int nt, dim3 grid, StreamHandle stream) {
+void DispatchTile(const QLinearArgs& a, int nt, int warps, dim3 grid, StreamHandle stream) {
   switch (nt) {
-    case 1: LaunchQ<kFp4, 1, kD, kExpert>(a, grid, stream); break;
-    case 2: LaunchQ<kFp4, 2, kD, kExpert>(a, grid, stream); break;
-    default: LaunchQ<kFp4, 4, kD, kExpert>(a, grid, stream); break;
+    case 1: LaunchQ<kFp4, 1, kD, kExpert>(a, warps, grid, stream); break;
+    case 2: LaunchQ<kFp4, 2, kD, kExpert>(a, warps, grid, stream); break;
+    default: LaunchQ<kFp4, 4, kD, kExpert>(a, warps, grid, stream); break;
   }
+}
+
+// Warps per block for few rows (each takes slices warp, warp + warps, ...). Measured on an H200
+// (bench_gemv and the flash-l8 decode step, docs/perf.md): dense weights do best with one slice
+// per warp (up to 16 warps: all of a row tile's bytes in flight at once, loaded before the
+// grid-dependency wait), routed experts with 4 (their loads wait for the routing anyway; small
+// blocks spread the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B
+// timing only: every choice gives the same bits.
+int DecodeWarps(bool expert) {
+  static const int forced = [] {
+    const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
+    return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : 0;
+  }();
+  return forced > 0 ? forced : (expert ? 4 : kMaxWarps);
 }
 
 [[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
@@ -377,9 +458,9 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why) {
   const bool fp4 = w.format == WeightFormat::kFp4;
   const int64_t warps = fp4 ? (dual ? SliceWarps<true, 2>(w.k) : SliceWarps<true, 1>(w.k))
                             : (dual ? SliceWarps<false, 2>(w.k) : SliceWarps<false, 1>(w.k));
-  if (warps > kMaxWarps) return fail("in_features too large (at most 8192)");
+  if (warps > 2 * kMaxWarps) return fail("in_features too large (at most 8192 for FP4 and fused FP8 pairs, 16384 else)");
   if (fp4 && w.n % 16 != 0) return fail("FP4 out_features must be a multiple of 16");
-  if (!fp4 && w.block % 64 != 0) return fail("FP8 block size must be a multiple of 64");
+  if (!fp4 && w.block != 128) return fail("FP8 block size must be 128");
   return true;
 }
 
@@ -422,20 +503,32 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   // Token tile: up to 16 rows quantize in the kernel (per warp slice, in shared memory: tile 16 at
   // most, 8 for the widest k); more rows take the act_quant pre-pass into the caller's scratch and
   // tiles of 32. No choice here changes a result.
+  const int slices = fp4 ? (dual ? SliceWarps<true, 2>(shape.k) : SliceWarps<true, 1>(shape.k))
+                         : (dual ? SliceWarps<false, 2>(shape.k) : SliceWarps<false, 1>(shape.k));
   const int64_t width = a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
   const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
-  int nt;
-  if (rows_hint > kInKernelMaxTile && scratch.q != nullptr && x_rows * ldq <= scratch.q_bytes &&
+  int nt, warps;
+  if (rows_hint > kInKernelMaxTile && scratch.q != nullptr && 2 * x_rows * ldq <= scratch.q_bytes &&
       x_rows * lds <= scratch.s_count) {
     ActQuantParams q;
-    q.x = a.x; q.ldx = a.ldx; q.rows = x_rows; q.k = width; q.q = scratch.q; q.ldq = ldq; q.s = scratch.s; q.lds = lds;
+    q.x = a.x; q.ldx = a.ldx; q.rows = x_rows; q.k = width; q.q = reinterpret_cast<uint16_t*>(scratch.q);
+    q.ldq = ldq; q.s = scratch.s; q.lds = lds;
     LaunchActQuant(q, stream);
-    a.xq = scratch.q; a.xs = scratch.s; a.ldq = ldq; a.lds = lds;
+    a.xq = q.q; a.xs = scratch.s; a.ldq = ldq; a.lds = lds;
     nt = 4;
+    warps = std::min(slices, kMaxWarps);  // one slice per warp up to k = 4096: its weights stay in
+                                          // registers for every token tile
   } else {
     a.xq = nullptr; a.xs = nullptr;
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
+    warps = std::min(slices, DecodeWarps(expert));
   }
+  auto smem_need = [&](int tile_nt) {
+    const size_t red = static_cast<size_t>(slices) * (dual ? 2 : 1) * tile_nt * 128 * 4;
+    const size_t ks = (!fp4 && !dual) ? 512 : 256;
+    return red + (a.xq ? 0 : static_cast<size_t>(warps) * 8 * tile_nt * (2 * ks + ks / 32));
+  };
+  while (nt > 1 && smem_need(nt) > 200 * 1024) nt /= 2;
   const int64_t bx = (shape.n + 15) / 16;
   const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
   const int64_t blocks = bx * std::max(slots, 1);
@@ -443,15 +536,15 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)), static_cast<unsigned>(bz));
   if (fp4) {
     if (expert) {
-      dual ? DispatchTile<true, 2, true>(a, nt, grid, stream) : DispatchTile<true, 1, true>(a, nt, grid, stream);
+      dual ? DispatchTile<true, 2, true>(a, nt, warps, grid, stream) : DispatchTile<true, 1, true>(a, nt, warps, grid, stream);
     } else {
-      dual ? DispatchTile<true, 2, false>(a, nt, grid, stream) : DispatchTile<true, 1, false>(a, nt, grid, stream);
+      dual ? DispatchTile<true, 2, false>(a, nt, warps, grid, stream) : DispatchTile<true, 1, false>(a, nt, warps, grid, stream);
     }
   } else {
     if (expert) {
-      dual ? DispatchTile<false, 2, true>(a, nt, grid, stream) : DispatchTile<false, 1, true>(a, nt, grid, stream);
+      dual ? DispatchTile<false, 2, true>(a, nt, warps, grid, stream) : DispatchTile<false, 1, true>(a, nt, warps, grid, stream);
     } else {
-      dual ? DispatchTile<false, 2, false>(a, nt, grid, stream) : DispatchTile<false, 1, false>(a, nt, grid, stream);
+      dual ? DispatchTile<false, 2, false>(a, nt, warps, grid, stream) : DispatchTile<false, 1, false>(a, nt, warps, grid, stream);
     }
   }
 }

@@ -180,7 +180,7 @@ void CudaModel::Impl::AllocateActivations() {
   y = Alloc<float>(T * D);
   if (T > 16) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
     const int64_t width = std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, int64_t{c.q_lora_rank}});
-    const int64_t bytes = std::max(T * ((width + 15) / 16 * 16), T * K * ((I + 15) / 16 * 16));
+    const int64_t bytes = 2 * std::max(T * ((width + 15) / 16 * 16), T * K * ((I + 15) / 16 * 16));  // f16
     const int64_t scales = std::max(T * ((width + 127) / 128), T * K * ((I + 127) / 128));
     for (auto& a : aq_scratch) {
       a.q = Alloc<uint8_t>(bytes); a.q_bytes = bytes; a.s = Alloc<float>(scales); a.s_count = scales;
