@@ -51,4 +51,7 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    try:
+        main(sys.argv[1])
+    except BrokenPipeError:  # the reader (`| head`) stopped early
+        sys.stderr.close()

@@ -53,7 +53,8 @@ struct QLinearArgs {
 int SmCount();
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
-// x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0: dense).
+// x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:
+// dense).
 void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
                    int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream);
 
