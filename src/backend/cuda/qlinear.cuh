@@ -44,7 +44,6 @@ struct QLinearArgs {
   int64_t ldy = 0;
   float limit = 0.0f;
   int64_t m = 0;  // dense rows
-  int row_tiles = 1;  // consecutive 16-row tiles per block (set by the launcher)
   const int32_t* active = nullptr;
   const int32_t* num_active = nullptr;
   const int32_t* offsets = nullptr;

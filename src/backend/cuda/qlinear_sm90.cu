@@ -30,8 +30,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "backend/cuda/check.cuh"
@@ -150,9 +148,8 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int nwarps = blockDim.x / 32;
   const int nslices = static_cast<int>((p.k + kKs - 1) / kKs);
-  // The block's row tiles: p.row_tiles consecutive 16-row tiles, one after the other.
-  int64_t row0 = static_cast<int64_t>(blockIdx.x) * p.row_tiles * 16;
-  int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
   auto slice_pairs = [&](int sl) {
     const int64_t rest = p.k - static_cast<int64_t>(sl) * kKs;
     return static_cast<int>((rest > kKs ? kKs : rest) / 64);
@@ -250,13 +247,6 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   float* red = reinterpret_cast<float*>(
       smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (2 * kKs + 4 * (kKs / kQb)) : 0));
 
-  for (int rti = 0; rti < p.row_tiles; ++rti) {
-  if (rti > 0) {  // the next row tile (block-uniform)
-    row0 += 16;
-    if (row0 >= p.n) break;
-    goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
-    if (warp < nslices) load_weights(cur, warp);
-  }
   for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count;
        m0 += static_cast<int64_t>(gridDim.z) * kTile) {
     const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
@@ -454,7 +444,6 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     }
     __syncthreads();
   }
-  }
 }
 
 template <bool kFp4, int kD>
@@ -462,11 +451,9 @@ int SliceWarps(int64_t k) {
   return static_cast<int>((k + QCfg<kFp4, kD>::kKs - 1) / QCfg<kFp4, kD>::kKs);
 }
 
-// warps: per block (each takes slices warp, warp + warps, ...; never a result). fill: give each
-// block several consecutive row tiles so that the grid is one wave of resident blocks (for routed
-// experts: the routing reads and the block start are paid once per block, not per row tile).
+// warps: per block (each takes slices warp, warp + warps, ...; never a result).
 template <bool kFp4, int kNT, int kD, bool kExpert>
-void LaunchQ(QLinearArgs a, int warps, dim3 grid, int fill, StreamHandle stream) {
+void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
   using C = QCfg<kFp4, kD>;
   const int slices = SliceWarps<kFp4, kD>(a.k);
   const size_t red = static_cast<size_t>(slices) * kD * kNT * 128 * 4;
@@ -479,61 +466,8 @@ void LaunchQ(QLinearArgs a, int warps, dim3 grid, int fill, StreamHandle stream)
     return true;
   }();
   (void)attr_set;
-  a.row_tiles = 1;
-  if (fill > 0) {
-    int64_t rt = fill;  // > 1: forced (tests)
-    if (fill == 1) {
-      // Blocks resident per SM for this block shape, asked once per (warps, shared memory).
-      static std::mutex mu;
-      static std::map<std::pair<int, size_t>, int> cache;
-      int per_sm;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        auto it = cache.find({warps, red + quant});
-        if (it == cache.end()) {
-          int v = 0;
-          CUDA_CHECK(
-              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel, 32 * warps, red + quant));
-          it = cache.emplace(std::make_pair(warps, red + quant), std::max(v, 1)).first;
-        }
-        per_sm = it->second;
-      }
-      const int64_t resident = int64_t{per_sm} * SmCount();
-      rt = std::max<int64_t>(1, (int64_t{grid.x} * grid.y * grid.z + resident - 1) / resident);
-    }
-    a.row_tiles = static_cast<int>(rt);
-    grid.x = static_cast<unsigned>((grid.x + rt - 1) / rt);
-  }
   LaunchKernel(kernel, grid, dim3(32 * warps), red + quant, stream, a);
   CUDA_CHECK_LAUNCH();
-}
-
-template <bool kFp4, int kD, bool kExpert>
-void DispatchTile(const QLinearArgs& a, int nt, int warps, dim3 grid, int fill,
-                  StreamHandle stream) {
-  switch (nt) {
-    case 1:
-      LaunchQ<kFp4, 1, kD, kExpert>(a, warps, grid, fill, stream);
-      break;
-    case 2:
-      LaunchQ<kFp4, 2, kD, kExpert>(a, warps, grid, fill, stream);
-      break;
-    default:
-      LaunchQ<kFp4, 4, kD, kExpert>(a, warps, grid, fill, stream);
-      break;
-  }
-}
-
-// Routed experts at few rows per expert: DSINFER_QLINEAR_EXPERT_FILL=1 gives each block one
-// slice per warp and as many row tiles as make the grid one wave of resident blocks (LaunchQ's
-// fill); =N > 1 exactly N row tiles per block (tests); =0 one row tile and DecodeWarps(true)
-// warps. For A/B timing; every choice gives the same bits.
-int ExpertFill() {
-  static const int mode = [] {
-    const char* v = std::getenv("DSINFER_QLINEAR_EXPERT_FILL");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }();
-  return mode;
 }
 
 template <bool kFp4, int kD, bool kExpert>
@@ -665,9 +599,8 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     a.xq = nullptr;
     a.xs = nullptr;
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
-    warps = std::min(slices, expert && ExpertFill() > 0 ? kMaxWarps : DecodeWarps(expert));
+    warps = std::min(slices, DecodeWarps(expert));
   }
-  const int fill = expert && a.xq == nullptr ? ExpertFill() : 0;
   auto smem_need = [&](int tile_nt) {
     const size_t red = static_cast<size_t>(slices) * (dual ? 2 : 1) * tile_nt * 128 * 4;
     const size_t ks = (!fp4 && !dual) ? 512 : 256;
@@ -683,19 +616,19 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
                   static_cast<unsigned>(bz));
   if (fp4) {
     if (expert) {
-      dual ? DispatchTile<true, 2, true>(a, nt, warps, grid, fill, stream)
-           : DispatchTile<true, 1, true>(a, nt, warps, grid, fill, stream);
+      dual ? DispatchTile<true, 2, true>(a, nt, warps, grid, stream)
+           : DispatchTile<true, 1, true>(a, nt, warps, grid, stream);
     } else {
-      dual ? DispatchTile<true, 2, false>(a, nt, warps, grid, fill, stream)
-           : DispatchTile<true, 1, false>(a, nt, warps, grid, fill, stream);
+      dual ? DispatchTile<true, 2, false>(a, nt, warps, grid, stream)
+           : DispatchTile<true, 1, false>(a, nt, warps, grid, stream);
     }
   } else {
     if (expert) {
-      dual ? DispatchTile<false, 2, true>(a, nt, warps, grid, fill, stream)
-           : DispatchTile<false, 1, true>(a, nt, warps, grid, fill, stream);
+      dual ? DispatchTile<false, 2, true>(a, nt, warps, grid, stream)
+           : DispatchTile<false, 1, true>(a, nt, warps, grid, stream);
     } else {
-      dual ? DispatchTile<false, 2, false>(a, nt, warps, grid, fill, stream)
-           : DispatchTile<false, 1, false>(a, nt, warps, grid, fill, stream);
+      dual ? DispatchTile<false, 2, false>(a, nt, warps, grid, stream)
+           : DispatchTile<false, 1, false>(a, nt, warps, grid, stream);
     }
   }
 }
