@@ -29,7 +29,6 @@ struct QLinearArgs {
   const void* const* ew[2] = {nullptr, nullptr};
   const void* const* es[2] = {nullptr, nullptr};
   ScaleFormat scale_format = ScaleFormat::kUe8m0;
-  int wblock = 128;
   int64_t n = 0, k = 0;
   // Activations: x rows (dense: local row i; experts: pairs[i] / x_row_div), grouped input as
   // LinearParams. xq/xs: pre-quantized rows (set by the launcher), else quantized in the kernel.

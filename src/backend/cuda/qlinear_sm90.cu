@@ -565,7 +565,6 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     Unsupported("activations must be 16-byte aligned", shape);
   a.n = shape.n;
   a.k = shape.k;
-  a.wblock = shape.block;
   a.scale_format = shape.scale_format;
   // Token tile: up to 16 rows quantize in the kernel (per warp slice, in shared memory: tile 16 at
   // most, 8 for the widest k); more rows take the act_quant pre-pass into the caller's scratch and
