@@ -1,5 +1,6 @@
 #include "base/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -89,37 +90,44 @@ uint16_t FloatToF16(float f) {
 }
 
 float E4M3ToFloat(uint8_t v) {
-  uint32_t sign = v >> 7, exp = (v >> 3) & 0xfu, mant = v & 7u;
-  if (exp == 15 && mant == 7) return NAN;
-  float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
-                       : std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
-  return sign ? -mag : mag;
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) {
+      const uint32_t sign = c >> 7, exp = (c >> 3) & 0xfu, mant = c & 7u;
+      float mag = exp == 0 ? std::ldexp(static_cast<float>(mant), -9)
+                           : std::ldexp(static_cast<float>(mant | 8u), static_cast<int>(exp) - 10);
+      if (exp == 15 && mant == 7) mag = NAN;
+      t[c] = sign ? -mag : mag;
+    }
+    return t;
+  }();
+  return table[v];
 }
 
 uint8_t FloatToE4M3(float f) {
   if (std::isnan(f)) return 0x7f;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::fabs(f);
-  if (a >= 448.0f) return sign | 0x7e;  // saturate to 448
-  if (a < std::ldexp(1.0f, -6)) {       // subnormal: units of 2^-9
-    float q = std::nearbyint(a * 512.0f);
-    return sign | static_cast<uint8_t>(q);  // q == 8 encodes 2^-6 exactly (exp 1, mant 0)
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::min(std::fabs(f), 448.0f);  // saturate (448 = 0x7e)
+  if (a < 0.015625f) {  // below 2^-6: subnormals, units of 2^-9 (8 units = 2^-6 = exp 1, mant 0)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  int e;
-  float m = std::frexp(a, &e);  // 4 significant bits
-  float q = std::nearbyint(std::ldexp(m, 4));
-  if (q >= 16.0f) {
-    q /= 2;
-    e += 1;
-  }
-  int exp8 = e - 1 + 7;
-  if (exp8 > 15 || (exp8 == 15 && (static_cast<int>(q) & 7) == 7)) return sign | 0x7e;
-  return sign | static_cast<uint8_t>((exp8 << 3) | (static_cast<int>(q) & 7));
+  // Round the fp32 mantissa to 3 bits, ties to even; a carry moves into the exponent.
+  uint32_t bits = FloatToBits(a);
+  bits += 0x7FFFFu + ((bits >> 20) & 1u);
+  const int exp8 = static_cast<int>(bits >> 23) - 127 + 7;  // 1..15 for 2^-6 <= a <= 448
+  return sign | static_cast<uint8_t>((exp8 << 3) | ((bits >> 20) & 7u));
 }
 
 float E8M0ToFloat(uint8_t v) {
   if (v == 255) return NAN;
   return std::ldexp(1.0f, static_cast<int>(v) - 127);
+}
+
+uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor) {
+  amax = std::max(amax, amax_floor);
+  const uint32_t bits = FloatToBits(amax / qmax);
+  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
+  return static_cast<uint8_t>(std::clamp(e + 127, 0, 254));
 }
 
 float E2M1ToFloat(uint8_t code) {

@@ -54,6 +54,9 @@ uint8_t FloatToE4M3(float f);
 
 // ue8m0: 2^(b-127); 255 is NaN.
 float E8M0ToFloat(uint8_t v);
+// The ue8m0 exponent byte of 2^ceil(log2(max(amax, amax_floor) / qmax)), by exponent bits as the
+// official kernels' fast_log2_ceil (spec §2.12): weight quantizers and activation quantization.
+uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor);
 
 // e2m1 code (bit 3 = sign) -> value in {0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6}.
 float E2M1ToFloat(uint8_t code);

@@ -60,13 +60,11 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
                         ", expected F8_E8M0 or F32 [" + std::to_string(sshape[0]) + ", " +
                         std::to_string(sshape[1]) + "]");
       }
-      float table[256];
-      for (int v = 0; v < 256; ++v) table[v] = E4M3ToFloat(static_cast<uint8_t>(v));
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t jb = 0; jb < sshape[1]; ++jb) {
           const float s = ScaleValue(*scale, (i / b) * sshape[1] + jb);
           const int64_t j1 = std::min(cols, (jb + 1) * b);
-          for (int64_t j = jb * b; j < j1; ++j) out[i * cols + j] = table[weight.data[i * cols + j]] * s;
+          for (int64_t j = jb * b; j < j1; ++j) out[i * cols + j] = E4M3ToFloat(weight.data[i * cols + j]) * s;
         }
       }
       return out;
@@ -105,14 +103,6 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
       break;
   }
   return DataLoss(Describe(weight) + " has a dtype that cannot hold weights");
-}
-
-uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor) {
-  amax = std::max(amax, amax_floor);
-  // 2^ceil(log2(amax / qmax)) via exponent bits, as fast_log2_ceil in the official kernel.
-  const uint32_t bits = FloatToBits(amax / qmax);
-  int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
-  return static_cast<uint8_t>(std::clamp(e + 127, 0, 254));
 }
 
 QuantizedTensor QuantizeFp8Blocks(const std::vector<float>& w, int64_t out, int64_t in, int block) {

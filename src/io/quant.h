@@ -21,9 +21,6 @@ namespace dsinfer::io {
 StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const TensorView* scale,
                                              const std::vector<int64_t>& shape, int fp8_block);
 
-// The ue8m0 exponent byte of 2^ceil(log2(amax / qmax)) (amax floored at `amax_floor`).
-uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor);
-
 struct QuantizedTensor {
   std::vector<uint8_t> data;   // e4m3 bytes, or packed e2m1 pairs
   std::vector<uint8_t> scale;  // ue8m0 bytes

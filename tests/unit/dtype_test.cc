@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -91,6 +92,41 @@ TEST(DTypeTest, E2M1MatchesTheGridDefinition) {
     }
   }
   for (float x : xs) ASSERT_EQ(FloatToE2M1(x), E2M1Reference(x)) << x;
+}
+
+// The e4m3fn grid by definition: the nearest of its finite values, ties to the even code,
+// saturation at 448, NaN -> 0x7f.
+uint8_t E4M3Reference(float x) {
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::min(std::fabs(static_cast<double>(x)), 448.0);
+  static const std::vector<double> grid = [] {  // codes 0x00..0x7e in increasing order
+    std::vector<double> g;
+    for (int c = 0; c <= 0x7e; ++c) g.push_back(E4M3ToFloat(static_cast<uint8_t>(c)));
+    return g;
+  }();
+  const auto hi = std::lower_bound(grid.begin(), grid.end(), a);
+  if (hi == grid.begin()) return sign;
+  const int h = static_cast<int>(hi - grid.begin()), l = h - 1;
+  if (hi == grid.end()) return sign | 0x7e;
+  const double dl = a - grid[l], dh = grid[h] - a;
+  const int c = dl < dh ? l : dh < dl ? h : (l % 2 == 0 ? l : h);
+  return sign | static_cast<uint8_t>(c);
+}
+
+TEST(DTypeTest, E4M3MatchesTheGridDefinition) {
+  // Every float of [0, 512] at 2^-11 spacing (holds every grid value and midpoint), one ulp either
+  // side of each, both signs, and the specials.
+  std::vector<float> xs = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::nanf(""), 1e-30f, 1e30f};
+  for (int i = 0; i <= 512 * 2048; ++i) {
+    const float v = static_cast<float>(i) / 2048.0f;
+    for (float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, 1000.0f)}) {
+      xs.push_back(w);
+      xs.push_back(-w);
+    }
+  }
+  for (float x : xs) ASSERT_EQ(FloatToE4M3(x), E4M3Reference(x)) << x;
 }
 
 }  // namespace

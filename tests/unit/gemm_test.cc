@@ -1,6 +1,5 @@
 #include "backend/cpu/gemm.h"
 #include "base/dtype.h"
-#include "io/quant.h"
 
 #include <gtest/gtest.h>
 
@@ -74,13 +73,14 @@ TEST(GemmTest, Bf16WeightsEqualTheirFp32Values) {
 namespace dsinfer::backend::cpu {
 namespace {
 
-// The act_quant definition written out with the checkpoint quantizers (io/quant, base/dtype): the
-// scale byte of Ue8m0ScaleFor and FloatToE4M3, both written independently of ActQuantRow.
+// The act_quant definition written out: the scale 2^ceil(log2(amax / 448)) by log2 (not by
+// exponent bits), the e4m3 rounding of base/dtype (checked against the grid in dtype_test).
 float ActQuantReference(const float* x, int64_t k, int64_t i) {
   const int64_t b = i / kActQuantBlock * kActQuantBlock, e = std::min<int64_t>(k, b + kActQuantBlock);
   float amax = 0;
   for (int64_t j = b; j < e; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float s = E8M0ToFloat(io::Ue8m0ScaleFor(amax, 448.0f, 1e-4f));
+  const float ratio = std::max(amax, 1e-4f) / 448.0f;
+  const float s = std::ldexp(1.0f, static_cast<int>(std::ceil(std::log2(static_cast<double>(ratio)))));
   return E4M3ToFloat(FloatToE4M3(x[i] / s)) * s;
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/dtype.h"
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define DSINFER_GEMM_AVX2 1
@@ -134,40 +136,13 @@ void GemmTyped(const float* x, int64_t m, int64_t k, int64_t ldx, const W* w, in
   });
 }
 
-namespace {
-
-// e4m3 rounding (nearest even) of v with |v| <= 448, in fp32 arithmetic.
-inline float RoundE4m3(float v) {
-  const float a = std::fabs(v);
-  if (a < 0.015625f) {  // below 2^-6: e4m3 subnormals, a grid of 2^-9; adding 1.5 * 2^14 rounds there
-    const float r = (a + 24576.0f) - 24576.0f;
-    return std::copysign(r, v);
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &a, 4);
-  bits += 0x7FFFFu + ((bits >> 20) & 1u);  // 3 mantissa bits, ties to even
-  bits &= ~0xFFFFFu;
-  float r;
-  std::memcpy(&r, &bits, 4);
-  return std::copysign(r, v);
-}
-
-}  // namespace
-
 void ActQuantRow(const float* x, int64_t k, float* out) {
   for (int64_t b = 0; b < k; b += kActQuantBlock) {
     const int64_t e = std::min<int64_t>(k, b + kActQuantBlock);
     float amax = 0.0f;
     for (int64_t i = b; i < e; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float f = std::max(amax, 1e-4f) / 448.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    const int exp = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
-    const float s = std::ldexp(1.0f, exp), inv = std::ldexp(1.0f, -exp);
-    for (int64_t i = b; i < e; ++i) {
-      const float v = std::clamp(x[i] * inv, -448.0f, 448.0f);
-      out[i] = RoundE4m3(v) * s;
-    }
+    const float s = E8M0ToFloat(Ue8m0ScaleFor(amax, 448.0f, 1e-4f)), inv = 1.0f / s;  // exact
+    for (int64_t i = b; i < e; ++i) out[i] = E4M3ToFloat(FloatToE4M3(x[i] * inv)) * s;
   }
 }
 
