@@ -31,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/dequant.cuh"
@@ -446,19 +447,26 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   }
 }
 
-template <bool kFp4, int kD>
-int SliceWarps(int64_t k) {
-  return static_cast<int>((k + QCfg<kFp4, kD>::kKs - 1) / QCfg<kFp4, kD>::kKs);
+// Host twins of QCfg and of the kernel's shared-memory layout: the slice width and the number of
+// slices of a shape, and the dynamic shared memory of a launch (the in-kernel quantization
+// buffers of `warps` warps, unless the rows come pre-quantized, then the slices' partial sums).
+int SliceWidth(bool fp4, bool dual) {
+  return fp4 ? (dual ? QCfg<true, 2>::kKs : QCfg<true, 1>::kKs)
+             : (dual ? QCfg<false, 2>::kKs : QCfg<false, 1>::kKs);
+}
+int Slices(int64_t k, bool fp4, bool dual) {
+  const int ks = SliceWidth(fp4, dual);
+  return static_cast<int>((k + ks - 1) / ks);
+}
+size_t SmemBytes(int64_t k, bool fp4, bool dual, int nt, int warps, bool prequant) {
+  const int ks = SliceWidth(fp4, dual);
+  const size_t red = static_cast<size_t>(Slices(k, fp4, dual)) * (dual ? 2 : 1) * nt * 128 * 4;
+  return red + (prequant ? 0 : static_cast<size_t>(warps) * 8 * nt * (2 * ks + 4 * (ks / kQb)));
 }
 
 // warps: per block (each takes slices warp, warp + warps, ...; never a result).
 template <bool kFp4, int kNT, int kD, bool kExpert>
 void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
-  using C = QCfg<kFp4, kD>;
-  const int slices = SliceWarps<kFp4, kD>(a.k);
-  const size_t red = static_cast<size_t>(slices) * kD * kNT * 128 * 4;
-  const size_t quant =
-      a.xq ? 0 : static_cast<size_t>(warps) * 8 * kNT * (2 * C::kKs + 4 * (C::kKs / kQb));
   auto kernel = QLinearKernel<kFp4, kNT, kD, kExpert>;
   static const bool attr_set = [&] {
     CUDA_CHECK(
@@ -466,23 +474,32 @@ void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
     return true;
   }();
   (void)attr_set;
-  LaunchKernel(kernel, grid, dim3(32 * warps), red + quant, stream, a);
+  LaunchKernel(kernel, grid, dim3(32 * warps),
+               SmemBytes(a.k, kFp4, kD == 2, kNT, warps, a.xq != nullptr), stream, a);
   CUDA_CHECK_LAUNCH();
 }
 
-template <bool kFp4, int kD, bool kExpert>
-void DispatchTile(const QLinearArgs& a, int nt, int warps, dim3 grid, StreamHandle stream) {
-  switch (nt) {
-    case 1:
+// The kernel instantiation for the runtime (format, pair, experts, token tile).
+void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, int warps, dim3 grid,
+              StreamHandle stream) {
+  auto go = [&](auto fp4_c, auto dual_c, auto expert_c) {
+    constexpr bool kFp4 = decltype(fp4_c)::value, kExpert = decltype(expert_c)::value;
+    constexpr int kD = decltype(dual_c)::value ? 2 : 1;
+    if (nt == 1)
       LaunchQ<kFp4, 1, kD, kExpert>(a, warps, grid, stream);
-      break;
-    case 2:
+    else if (nt == 2)
       LaunchQ<kFp4, 2, kD, kExpert>(a, warps, grid, stream);
-      break;
-    default:
+    else
       LaunchQ<kFp4, 4, kD, kExpert>(a, warps, grid, stream);
-      break;
-  }
+  };
+  auto with = [](bool v, auto fn) {
+    if (v)
+      fn(std::true_type{});
+    else
+      fn(std::false_type{});
+  };
+  with(fp4,
+       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { go(f, d, e); }); }); });
 }
 
 // Warps per block for few rows (each takes slices warp, warp + warps, ...). Measured on an H200
@@ -516,9 +533,7 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why) {
   if (w.format != WeightFormat::kFp8 && w.format != WeightFormat::kFp4) return fail("not FP8/FP4");
   if (w.k % 64 != 0) return fail("in_features must be a multiple of 64");
   const bool fp4 = w.format == WeightFormat::kFp4;
-  const int64_t warps = fp4 ? (dual ? SliceWarps<true, 2>(w.k) : SliceWarps<true, 1>(w.k))
-                            : (dual ? SliceWarps<false, 2>(w.k) : SliceWarps<false, 1>(w.k));
-  if (warps > 2 * kMaxWarps)
+  if (Slices(w.k, fp4, dual) > 2 * kMaxWarps)
     return fail("in_features too large (at most 8192 for FP4 and fused FP8 pairs, 16384 else)");
   if (fp4 && w.n % 16 != 0) return fail("FP4 out_features must be a multiple of 16");
   if (!fp4 && w.block != 128) return fail("FP8 block size must be 128");
@@ -569,8 +584,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   // Token tile: up to 16 rows quantize in the kernel (per warp slice, in shared memory: tile 16 at
   // most, 8 for the widest k); more rows take the act_quant pre-pass into the caller's scratch and
   // tiles of 32. No choice here changes a result.
-  const int slices = fp4 ? (dual ? SliceWarps<true, 2>(shape.k) : SliceWarps<true, 1>(shape.k))
-                         : (dual ? SliceWarps<false, 2>(shape.k) : SliceWarps<false, 1>(shape.k));
+  const int slices = Slices(shape.k, fp4, dual);
   const int64_t width =
       a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
   const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
@@ -600,12 +614,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
     warps = std::min(slices, DecodeWarps(expert));
   }
-  auto smem_need = [&](int tile_nt) {
-    const size_t red = static_cast<size_t>(slices) * (dual ? 2 : 1) * tile_nt * 128 * 4;
-    const size_t ks = (!fp4 && !dual) ? 512 : 256;
-    return red + (a.xq ? 0 : static_cast<size_t>(warps) * 8 * tile_nt * (2 * ks + ks / 32));
-  };
-  while (nt > 1 && smem_need(nt) > 200 * 1024) nt /= 2;
+  while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   const int64_t bx = (shape.n + 15) / 16;
   const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
   const int64_t blocks = bx * std::max(slots, 1);
@@ -613,23 +622,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       {tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)),
                   static_cast<unsigned>(bz));
-  if (fp4) {
-    if (expert) {
-      dual ? DispatchTile<true, 2, true>(a, nt, warps, grid, stream)
-           : DispatchTile<true, 1, true>(a, nt, warps, grid, stream);
-    } else {
-      dual ? DispatchTile<true, 2, false>(a, nt, warps, grid, stream)
-           : DispatchTile<true, 1, false>(a, nt, warps, grid, stream);
-    }
-  } else {
-    if (expert) {
-      dual ? DispatchTile<false, 2, true>(a, nt, warps, grid, stream)
-           : DispatchTile<false, 1, true>(a, nt, warps, grid, stream);
-    } else {
-      dual ? DispatchTile<false, 2, false>(a, nt, warps, grid, stream)
-           : DispatchTile<false, 1, false>(a, nt, warps, grid, stream);
-    }
-  }
+  Dispatch(a, fp4, dual, expert, nt, warps, grid, stream);
 }
 
 }  // namespace dsinfer::backend::cuda
