@@ -79,19 +79,24 @@ uint8_t E2M1Reference(float f) {
   return sign | 7;
 }
 
-TEST(DTypeTest, E2M1MatchesTheGridDefinition) {
-  // Every float of [0, 8] at 2^-13 spacing (the midpoints and grid values are on it), their
-  // neighbours one ulp either side, both signs, and the specials.
+// Probes for a rounding onto a grid: every float of [0, top] at 1/per_unit spacing (per_unit
+// chosen so the grid values and midpoints are on it), one ulp either side of each, both signs,
+// and the specials.
+std::vector<float> GridProbes(int top, int per_unit) {
   std::vector<float> xs = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
                            -std::numeric_limits<float>::infinity(), std::nanf(""), 1e-30f, 1e30f};
-  for (int i = 0; i <= 8 * 8192; ++i) {
-    const float v = static_cast<float>(i) / 8192.0f;
-    for (float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, 100.0f)}) {
+  for (int i = 0; i <= top * per_unit; ++i) {
+    const float v = static_cast<float>(i) / static_cast<float>(per_unit);
+    for (float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, 2.0f * top)}) {
       xs.push_back(w);
       xs.push_back(-w);
     }
   }
-  for (float x : xs) ASSERT_EQ(FloatToE2M1(x), E2M1Reference(x)) << x;
+  return xs;
+}
+
+TEST(DTypeTest, E2M1MatchesTheGridDefinition) {
+  for (float x : GridProbes(8, 8192)) ASSERT_EQ(FloatToE2M1(x), E2M1Reference(x)) << x;
 }
 
 // The e4m3fn grid by definition: the nearest of its finite values, ties to the even code,
@@ -115,18 +120,8 @@ uint8_t E4M3Reference(float x) {
 }
 
 TEST(DTypeTest, E4M3MatchesTheGridDefinition) {
-  // Every float of [0, 512] at 2^-11 spacing (holds every grid value and midpoint), one ulp either
-  // side of each, both signs, and the specials.
-  std::vector<float> xs = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                           -std::numeric_limits<float>::infinity(), std::nanf(""), 1e-30f, 1e30f};
-  for (int i = 0; i <= 512 * 2048; ++i) {
-    const float v = static_cast<float>(i) / 2048.0f;
-    for (float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, 1000.0f)}) {
-      xs.push_back(w);
-      xs.push_back(-w);
-    }
-  }
-  for (float x : xs) ASSERT_EQ(FloatToE4M3(x), E4M3Reference(x)) << x;
+  // Spacing 2^-11: below the subnormal midpoints' 2^-10.
+  for (float x : GridProbes(512, 2048)) ASSERT_EQ(FloatToE4M3(x), E4M3Reference(x)) << x;
 }
 
 }  // namespace
