@@ -1,7 +1,7 @@
 // CUDA ops against the CPU backend: the linear kernels in every weight format over many shapes
 // (0/1/odd row counts, k not a multiple of the vector width or the act_quant block, grouped inputs),
 // FP8/FP4 with the activation quantization of spec §2.12 (bit-exact against the CPU's), batch
-// invariance, and GPU sampling.
+// invariance, the MoE grouping, and GPU sampling.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -314,6 +314,105 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
                              std::to_string(cs.m) + " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
     EXPECT_LE(testing::RelativeError(got, want), 1e-5) << name;
     EXPECT_EQ(0, std::memcmp(last.data(), got.data() + (cs.m - 1) * cs.n, last.size() * 4)) << name;
+  }
+}
+
+// The grouping of routed pairs by expert, as the serial definition: active experts ascending,
+// offsets their prefix counts, each expert's pairs ascending.
+struct Grouping {
+  std::vector<int32_t> active, offsets, pairs;
+  bool operator==(const Grouping&) const = default;
+};
+
+Grouping SerialGrouping(const std::vector<int32_t>& sel, int E) {
+  Grouping g;
+  for (int e = 0; e < E; ++e) {
+    const size_t before = g.pairs.size();
+    for (size_t i = 0; i < sel.size(); ++i)
+      if (sel[i] == e) g.pairs.push_back(static_cast<int32_t>(i));
+    if (g.pairs.size() > before) {
+      g.active.push_back(e);
+      g.offsets.push_back(static_cast<int32_t>(before));
+    }
+  }
+  g.offsets.push_back(static_cast<int32_t>(g.pairs.size()));
+  return g;
+}
+
+// Device buffers of one grouping and their read-back.
+struct DeviceGrouping {
+  DeviceBuffer counts, active, num_active, offsets, pairs, done;
+  DeviceGrouping(int E, int64_t P)
+      : counts(E * 4), active(E * 4), num_active(4), offsets((E + 1) * 4), pairs(P * 4), done(4) {}
+  MoeGroupParams Params(const int32_t* sel, int64_t P, int E, Stream& s) {
+    Memset(done.get(), 0, 4, s.get());
+    MoeGroupParams g;
+    g.sel = sel; g.pairs = P; g.E = E; g.counts = counts.as<int32_t>();
+    g.active = active.as<int32_t>(); g.num_active = num_active.as<int32_t>();
+    g.offsets = offsets.as<int32_t>(); g.pair_list = pairs.as<int32_t>(); g.done = done.as<int32_t>();
+    return g;
+  }
+  Grouping Read(int64_t P, Stream& s) {
+    int32_t na = 0;
+    CopyToHost(&na, num_active.get(), 4, s.get());
+    s.Synchronize();
+    Grouping g;
+    g.active.resize(na);
+    g.offsets.resize(na + 1);
+    g.pairs.resize(P);
+    CopyToHost(g.active.data(), active.get(), na * 4, s.get());
+    CopyToHost(g.offsets.data(), offsets.get(), (na + 1) * 4, s.get());
+    CopyToHost(g.pairs.data(), pairs.get(), P * 4, s.get());
+    s.Synchronize();
+    return g;
+  }
+};
+
+// Both grouping paths (one block up to 2,048 pairs, per-expert blocks above) against the serial
+// definition, crowded and sparse expert choices included.
+TEST(MoeGroupTest, MatchesSerialGrouping) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [E, P] : std::vector<std::pair<int, int64_t>>{
+           {256, 1}, {256, 6}, {256, 48}, {16, 300}, {256, 2048}, {256, 2049}, {64, 5000}}) {
+    std::vector<int32_t> sel(P);
+    uint32_t h = static_cast<uint32_t>(P * 7919 + E);
+    for (auto& v : sel) {
+      h = h * 1664525u + 1013904223u;
+      v = static_cast<int32_t>((h >> 8) % (P > 100 ? 7u : static_cast<uint32_t>(E)));  // crowded
+      if ((h & 3u) == 0) v = static_cast<int32_t>((h >> 12) % static_cast<uint32_t>(E));
+    }
+    DeviceBuffer sd(P * 4);
+    CopyToDeviceSync(sd.get(), sel.data(), P * 4);
+    Stream s;
+    DeviceGrouping dg(E, P);
+    LaunchMoeGroup(dg.Params(sd.as<int32_t>(), P, E, s), s.get());
+    EXPECT_TRUE(dg.Read(P, s) == SerialGrouping(sel, E)) << "E=" << E << " P=" << P;
+  }
+}
+
+// The route kernel's own grouping (its last block) equals the separate grouping of its output,
+// launch after launch (the block counter resets itself).
+TEST(MoeGroupTest, FusedIntoRoute) {
+  SKIP_WITHOUT_GPU();
+  const int E = 256, K = 6;
+  for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+    auto logits = testing::RandomVector(static_cast<size_t>(n * E), 77 + static_cast<uint32_t>(n), 3.0f);
+    DeviceBuffer ld(logits.size() * 4), sel(n * K * 4), wt(n * K * 4);
+    CopyToDeviceSync(ld.get(), logits.data(), logits.size() * 4);
+    Stream s;
+    MoeRouteParams rp;
+    rp.logits = ld.as<float>(); rp.n = n; rp.E = E; rp.K = K; rp.scoring = ScoringFunc::kSigmoid;
+    rp.sel = sel.as<int32_t>(); rp.weight = wt.as<float>();
+    DeviceGrouping dg(E, n * K);
+    const MoeGroupParams gp = dg.Params(sel.as<int32_t>(), n * K, E, s);
+    for (int rep = 0; rep < 3; ++rep) {
+      Memset(dg.pairs.get(), 0xff, dg.pairs.bytes(), s.get());
+      LaunchMoeRoute(rp, &gp, s.get());
+      std::vector<int32_t> hsel(n * K);
+      CopyToHost(hsel.data(), sel.get(), hsel.size() * 4, s.get());
+      const Grouping got = dg.Read(n * K, s);
+      EXPECT_TRUE(got == SerialGrouping(hsel, E)) << "n=" << n << " launch " << rep;
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/runtime.h"
 
 namespace dsinfer::backend::cuda {
@@ -47,7 +48,8 @@ struct HcPreFinishParams {
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream);
 
 struct HcPostParams {
-  const float* y = nullptr;     // [n, D] sublayer output
+  const float* y = nullptr;     // [n, D] sublayer output, or (null) the MoE combine of `moe`
+  MoeCombineParams moe;         // used when y is null (moe.out unused): the combine folded in
   const float* post = nullptr;  // [n, hc]
   const float* comb = nullptr;  // [n, hc, hc]
   float* X = nullptr;           // [n, hc, D] in/out: X[k] = post[k] y + sum_j C[j][k] X[j]

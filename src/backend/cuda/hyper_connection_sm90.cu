@@ -2,6 +2,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
+#include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/norm.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -66,9 +67,13 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
     x0[j] = tok && in0 ? x[k0] : 0.0f;
     x1[j] = tok && in1 ? x[k1] : 0.0f;
   }
+  // Token slots past n are skipped (uniform over the block): at decode batch 1 three of the four
+  // butterflies per output would reduce zeros.
+  const int ntok = static_cast<int>(p.n - t0 < kMixTok ? p.n - t0 : kMixTok);
   auto reduce_store = [&](int o, float (&v)[kMixTok]) {
 #pragma unroll
     for (int j = 0; j < kMixTok; ++j) {
+      if (j >= ntok) break;
       float a = v[j];
 #pragma unroll
       for (int s = 16; s > 0; s >>= 1) a += __shfl_xor_sync(0xffffffffu, a, s);
@@ -329,11 +334,13 @@ __global__ void HcPostKernelHc(HcPostParams p) {
 #pragma unroll
   for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
   float* Xt = p.X + t * HC * p.D;
+  int order[kMoeMaxK];
+  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
   for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
     float old[HC];
 #pragma unroll
     for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
-    const float yv = p.y[t * p.D + d];
+    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
 #pragma unroll
     for (int k = 0; k < HC; ++k) {
       float s = post[k] * yv;
@@ -351,10 +358,12 @@ __global__ void HcPostKernel(HcPostParams p) {
   const int hc = p.hc;
   const float* C = p.comb + t * hc * hc;
   float* Xt = p.X + t * hc * p.D;
+  int order[kMoeMaxK];
+  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
   for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
     float old[kMaxHc];
     for (int j = 0; j < hc; ++j) old[j] = Xt[j * p.D + d];
-    const float yv = p.y[t * p.D + d];
+    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
     for (int k = 0; k < hc; ++k) {
       float s = p.post[t * hc + k] * yv;
       for (int j = 0; j < hc; ++j) s += C[j * hc + k] * old[j];

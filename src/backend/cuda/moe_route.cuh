@@ -3,7 +3,8 @@
 //   LaunchMoeRoute:   scores from fp32 router logits, expert choice (hash table or biased top-k,
 //                     ties to the lower expert id), normalized and scaled weights.
 //   LaunchMoeGroup:   groups the (token, k) pairs by expert: active experts ascending, each with its
-//                     pair ids ascending (deterministic; feeds LaunchExpertLinear).
+//                     pair ids ascending (deterministic; feeds LaunchExpertLinear). Up to 2,048
+//                     pairs in one block (or inside the route kernel), more by per-expert blocks.
 //   LaunchSwiglu:     h = silu(min(g, L)) * clamp(u, -L, L)   (L <= 0: no clamp)
 //   LaunchMoeCombine: out[t] = sum over the token's experts in ascending id of w * y, + shared[t].
 #pragma once
@@ -13,6 +14,8 @@
 #include "backend/cuda/runtime.h"
 
 namespace dsinfer::backend::cuda {
+
+constexpr int kMoeMaxK = 16;  // experts per token, at most
 
 enum class ScoringFunc : int32_t { kSqrtSoftplus = 0, kSigmoid = 1, kSoftmax = 2 };
 
@@ -30,7 +33,10 @@ struct MoeRouteParams {
   int32_t* sel = nullptr;          // [n, K] out: expert ids in selection order
   float* weight = nullptr;         // [n, K] out
 };
-void LaunchMoeRoute(const MoeRouteParams& p, StreamHandle stream);
+struct MoeGroupParams;
+// group (optional): the grouping of the routed pairs as LaunchMoeGroup, done by the route kernel's
+// last block when the pairs are few (group->done: a device int, zero, reset by the kernel).
+void LaunchMoeRoute(const MoeRouteParams& p, const MoeGroupParams* group, StreamHandle stream);
 
 struct MoeGroupParams {
   const int32_t* sel = nullptr;  // [pairs] expert of each pair (pair = t * K + k)
@@ -41,6 +47,7 @@ struct MoeGroupParams {
   int32_t* num_active = nullptr; // [1] out
   int32_t* offsets = nullptr;    // [min(E, pairs) + 1] out
   int32_t* pair_list = nullptr;  // [pairs] out
+  int32_t* done = nullptr;       // [1] zero; for the fused route + grouping only
 };
 void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream);
 

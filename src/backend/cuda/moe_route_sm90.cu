@@ -1,6 +1,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/moe_route.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -8,13 +9,90 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 constexpr int kMaxE = 1024;
-constexpr int kMaxK = 16;
+constexpr int kMaxK = kMoeMaxK;
 
 __device__ float SoftplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-__global__ void MoeRouteKernel(MoeRouteParams p) {
+constexpr int kGroupThreads = 256;
+// Pairs up to this many are grouped by one block (GroupOneBlock); more take the per-expert
+// count and fill kernels. Both give the same lists.
+constexpr int64_t kOneBlockPairs = 2048;
+
+// MoeGroup's result computed by one block of kGroupThreads threads: expert counts by shared-memory
+// atomics (integers: order-free), the active experts ascending with their offsets by a block
+// scan, then warp 0 walks the pairs in ascending order, 32 at a time, placing each after the
+// earlier pairs of its expert (lanes of one expert ranked by __match_any_sync).
+__device__ void GroupOneBlock(const MoeGroupParams& p) {
+  __shared__ int cnt[kMaxE], cursor[kMaxE];
+  __shared__ int wsum[kGroupThreads / 32][2];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int e = tid; e < p.E; e += kGroupThreads) cnt[e] = 0;
+  __syncthreads();
+  for (int64_t i = tid; i < p.pairs; i += kGroupThreads) atomicAdd(&cnt[p.sel[i]], 1);
+  __syncthreads();
+  // Thread tid scans experts [tid * per, (tid + 1) * per): pairs and active experts before each.
+  const int per = (p.E + kGroupThreads - 1) / kGroupThreads;
+  const int e0 = tid * per, e1 = min(p.E, e0 + per);
+  int c = 0, a = 0;
+  for (int e = e0; e < e1; ++e) {
+    c += cnt[e];
+    a += cnt[e] > 0;
+  }
+  int ci = c, ai = a;  // inclusive warp scans
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int co = __shfl_up_sync(0xffffffffu, ci, o), ao = __shfl_up_sync(0xffffffffu, ai, o);
+    if (lane >= o) {
+      ci += co;
+      ai += ao;
+    }
+  }
+  if (lane == 31) {
+    wsum[warp][0] = ci;
+    wsum[warp][1] = ai;
+  }
+  __syncthreads();
+  int off = ci - c, act = ai - a;  // exclusive
+  for (int w = 0; w < warp; ++w) {
+    off += wsum[w][0];
+    act += wsum[w][1];
+  }
+  for (int e = e0; e < e1; ++e) {
+    const int ce = cnt[e];
+    cursor[e] = off;
+    if (ce > 0) {
+      p.active[act] = e;
+      p.offsets[act] = off;
+      p.offsets[act + 1] = off + ce;
+      ++act;
+    }
+    off += ce;
+  }
+  if (tid == kGroupThreads - 1) *p.num_active = act;
+  __syncthreads();
+  if (warp != 0) return;
+  for (int64_t i0 = 0; i0 < p.pairs; i0 += 32) {
+    const int64_t i = i0 + lane;
+    const int e = i < p.pairs ? p.sel[i] : -1 - lane;  // distinct dummies never match
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0) {
+      const int rank = __popc(peers & ((1u << lane) - 1));
+      p.pair_list[cursor[e] + rank] = static_cast<int32_t>(i);
+    }
+    __syncwarp();
+    if (e >= 0 && (peers >> lane) == 1u) cursor[e] += __popc(peers);  // the group's last lane
+    __syncwarp();
+  }
+}
+
+__global__ void __launch_bounds__(kGroupThreads) MoeGroupOneBlockKernel(MoeGroupParams p) {
   PdlTrigger();
   PdlWait();
+  GroupOneBlock(p);
+}
+
+// Block-wide: token blockIdx.x's experts and weights (the whole block, then warp 0).
+__device__ void RouteToken(const MoeRouteParams& p) {
   __shared__ float scores[kMaxE];
   const int64_t t = blockIdx.x;
   const float* lg = p.logits + t * p.E;
@@ -25,7 +103,7 @@ __global__ void MoeRouteKernel(MoeRouteParams p) {
                                                         : x;
   }
   __syncthreads();
-  if (threadIdx.x >= 32) return;  // one warp from here on
+  if (threadIdx.x >= 32) return;  // one warp from here on (the caller syncs after)
   const int lane = threadIdx.x;
   if (p.scoring == ScoringFunc::kSoftmax) {
     if (lane == 0) {
@@ -90,6 +168,28 @@ __global__ void MoeRouteKernel(MoeRouteParams p) {
     p.sel[t * p.K + k] = s[k];
     p.weight[t * p.K + k] = v * p.routed_scaling_factor;
   }
+}
+
+// group.pairs > 0: the last block to finish its token also groups the pairs (GroupOneBlock),
+// saving the grouping launches at decode sizes.
+__global__ void __launch_bounds__(kGroupThreads) MoeRouteKernel(MoeRouteParams p,
+                                                                  MoeGroupParams group) {
+  PdlTrigger();
+  PdlWait();
+  RouteToken(p);
+  if (group.pairs <= 0) return;
+  __shared__ bool last;
+  __threadfence();  // this token's sel / weight visible device-wide ...
+  __syncthreads();  // ... in every thread before the count says so
+  if (threadIdx.x == 0) {
+    const int done = atomicAdd(group.done, 1);
+    last = done == static_cast<int>(p.n) - 1;
+    if (last) *group.done = 0;  // ready for the next launch (kernels on a stream do not overlap)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  GroupOneBlock(group);
 }
 
 __global__ void MoeCountKernel(MoeGroupParams p) {
@@ -190,39 +290,33 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
   PdlWait();
   const int64_t t = blockIdx.y;
   int order[kMaxK];
-  for (int k = 0; k < p.K; ++k) order[k] = k;
-  // Ascending expert id, ties by k: the CPU reference's accumulation order.
-  for (int a = 1; a < p.K; ++a) {
-    const int v = order[a];
-    int b = a - 1;
-    while (b >= 0 && p.sel[t * p.K + order[b]] > p.sel[t * p.K + v]) {
-      order[b + 1] = order[b];
-      --b;
-    }
-    order[b + 1] = v;
-  }
-  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
-    float acc = 0.0f;
-    for (int k = 0; k < p.K; ++k) {
-      const int64_t pr = t * p.K + order[k];
-      acc += p.y[pr * p.D + d] * p.weight[pr];
-    }
-    if (p.shared) acc += p.shared[t * p.D + d];
-    p.out[t * p.D + d] = acc;
-  }
+  MoeCombineOrder(p, t, order);
+  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x)
+    p.out[t * p.D + d] = MoeCombineAt(p, t, order, d);
 }
 
 }  // namespace
 
-void LaunchMoeRoute(const MoeRouteParams& p, StreamHandle stream) {
+void LaunchMoeRoute(const MoeRouteParams& p, const MoeGroupParams* group, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.E > kMaxE || p.K > kMaxK) std::abort();
-  LaunchKernel(MoeRouteKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), 0, stream, p);
+  MoeGroupParams g;  // pairs = 0: no grouping in the kernel
+  const bool fused = group != nullptr && group->pairs <= kOneBlockPairs && group->done != nullptr;
+  if (fused) g = *group;
+  LaunchKernel(MoeRouteKernel, dim3(static_cast<unsigned>(p.n)), dim3(kGroupThreads), 0, stream, p,
+               g);
   CUDA_CHECK_LAUNCH();
+  if (group != nullptr && !fused) LaunchMoeGroup(*group, stream);
 }
 
 void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream) {
   if (p.pairs <= 0) return;
+  if (p.E > kMaxE) std::abort();
+  if (p.pairs <= kOneBlockPairs) {
+    LaunchKernel(MoeGroupOneBlockKernel, dim3(1), dim3(kGroupThreads), 0, stream, p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   LaunchKernel(MoeCountKernel, dim3(p.E), dim3(256), 0, stream, p);
   CUDA_CHECK_LAUNCH();
   LaunchKernel(MoeFillKernel, dim3(p.E), dim3(256), 0, stream, p);

@@ -76,7 +76,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   Linear(w.wo_b, z, G * olr, n, y, D);
 }
 
-void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
+gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
   const float lim = static_cast<float>(c.swiglu_limit);
@@ -101,11 +101,11 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   rp.norm_topk_prob = c.norm_topk_prob;
   rp.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
   rp.sel = rsel; rp.weight = rwt;
-  gpu::LaunchMoeRoute(rp, cur_stream());
   gpu::MoeGroupParams gp;
   gp.sel = rsel; gp.pairs = P; gp.E = static_cast<int>(E); gp.counts = counts; gp.active = active;
   gp.num_active = num_active + layer; gp.offsets = offsets; gp.pair_list = pairs;
-  gpu::LaunchMoeGroup(gp, cur_stream());
+  gp.done = route_done;
+  gpu::LaunchMoeRoute(rp, &gp, cur_stream());
   const ExpertsW& ex = w.experts;
   auto expert = [&](const WeightRef& shape, const void** data, const void** scale, const float* x,
                     int64_t ldx, int div, float* out, int64_t ldy) {
@@ -127,10 +127,11 @@ void CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
   Mark("moe_shared+combine");
   if (w.has_shared) Join(0);
+  // The combine itself runs inside the mHC post kernel that follows (HcPost).
   gpu::MoeCombineParams cp;
   cp.y = ys; cp.sel = rsel; cp.weight = rwt; cp.shared = w.has_shared ? sy : nullptr; cp.out = y;
   cp.n = n; cp.K = static_cast<int>(K); cp.D = D;
-  gpu::LaunchMoeCombine(cp, cur_stream());
+  return cp;
 }
 
 void CudaModel::Impl::AllocateState() {
@@ -199,6 +200,8 @@ void CudaModel::Impl::AllocateActivations() {
   rwt = Alloc<float>(T * K);
   rsel = Alloc<int32_t>(T * K);
   counts = Alloc<int32_t>(E);
+  route_done = Alloc<int32_t>(1);
+  gpu::Memset(route_done, 0, 4, stream.get());
   active = Alloc<int32_t>(E);
   num_active = Alloc<int32_t>(c.num_layers);
   offsets = Alloc<int32_t>(E + 1);

@@ -43,6 +43,9 @@ struct CompressorW {
   int rate = 0, dim = 0;
   bool overlap = false;
   WeightRef wkv, wgate;  // [width, D]
+  // Both as one [2 width, D] matrix (wgate's rows right after wkv's, unquantized): the two
+  // projections in one launch. Unset (null data) when they were stored apart.
+  WeightRef kv_gate;
   float* ape = nullptr;  // [rate, width]
   float* norm = nullptr; // [dim]
   int width() const { return overlap ? 2 * dim : dim; }
@@ -167,6 +170,7 @@ struct CudaModel::Impl {
   int64_t iscore_rows = 0;
   float *rlog, *rwt;
   int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
+  int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
 
@@ -262,16 +266,23 @@ struct CudaModel::Impl {
     p.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcPreFinish(p, cur_stream());
   }
-  void HcPost(int64_t n) {
+  // The sublayer output is y, or (moe) the MoE combine, computed inside the post kernel.
+  void HcPost(int64_t n, const gpu::MoeCombineParams* moe = nullptr) {
     gpu::HcPostParams p;
-    p.y = y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult; p.D = c.hidden_size;
+    p.y = moe ? nullptr : y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult;
+    p.D = c.hidden_size;
+    if (moe) p.moe = *moe;
     gpu::LaunchHcPost(p, cur_stream());
   }
   void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
                   const gpu::ListRef& entries) {
     const int64_t D = c.hidden_size, width = cw.width();
-    Linear(cw.wkv, x, D, n, pr, 2 * width);
-    Linear(cw.wgate, x, D, n, pr + width, 2 * width);
+    if (cw.kv_gate.data) {
+      Linear(cw.kv_gate, x, D, n, pr, 2 * width);
+    } else {
+      Linear(cw.wkv, x, D, n, pr, 2 * width);
+      Linear(cw.wgate, x, D, n, pr + width, 2 * width);
+    }
     gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, cur_stream());
     gpu::CompressEmitParams p;
     p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
@@ -285,7 +296,7 @@ struct CudaModel::Impl {
     gpu::LaunchRingAppend(p, cur_stream());
   }
   void Attention(const BlockW& w, const LayerState& st, int64_t n);
-  void Moe(const BlockW& w, int layer, int64_t n);
+  gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
   void Block(const BlockW& w, int layer, int64_t n) {
     Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm);
@@ -294,9 +305,9 @@ struct CudaModel::Impl {
     HcPost(n);
     Mark("hc_pre+norm");
     HcPre(w.hc_ffn, n, w.ffn_norm);
-    Moe(w, layer, n);
+    const gpu::MoeCombineParams combine = Moe(w, layer, n);
     Mark("hc_post");
-    HcPost(n);
+    HcPost(n, &combine);
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
   void Run(int64_t n, int64_t rows) {

@@ -24,7 +24,9 @@ class GpuLoader {
  public:
   GpuLoader(const io::Checkpoint& ckpt, CudaModel::Impl* m) : ckpt_(ckpt), m_(m) {}
 
-  StatusOr<WeightRef> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // dest: where an unquantized matrix goes (its bytes there), instead of a buffer of its own.
+  StatusOr<WeightRef> Matrix(const std::string& name, int64_t rows, int64_t cols,
+                             void* dest = nullptr) {
     DSINFER_ASSIGN_OR_RETURN(const io::TensorView* w, ckpt_.Get(name + ".weight"));
     const io::TensorView* s = ckpt_.Find(name + ".scale");
     if (!s) s = ckpt_.Find(name + ".weight_scale_inv");
@@ -60,7 +62,8 @@ class GpuLoader {
                              std::to_string(cols) + "]: the CUDA FP8/FP4 linear does not take it: " + why);
       }
     }
-    void* data = m_->Alloc<uint8_t>(expect);
+    const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
+    void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(expect);
     if (r.format == WeightFormat::kFp4) {  // the tensor-core fragment order (TileFp4ForMma)
       std::vector<uint8_t> tiled(static_cast<size_t>(expect));
       gpu::TileFp4ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
@@ -124,8 +127,21 @@ class GpuLoader {
     cw->dim = dim;
     cw->overlap = overlap;
     const int64_t width = cw->width();
-    DSINFER_ASSIGN_OR_RETURN(cw->wkv, Matrix(p + "wkv", width, c.hidden_size));
-    DSINFER_ASSIGN_OR_RETURN(cw->wgate, Matrix(p + "wgate", width, c.hidden_size));
+    // Both bf16 (or both fp32): one buffer, wgate's rows after wkv's (kv_gate).
+    const io::TensorView* kv = ckpt_.Find(p + "wkv.weight");
+    const io::TensorView* gate = ckpt_.Find(p + "wgate.weight");
+    const bool joint = kv && gate && kv->dtype == gate->dtype &&
+                       (kv->dtype == DType::kBF16 || kv->dtype == DType::kF32);
+    const int64_t elem = joint && kv->dtype == DType::kF32 ? 4 : 2;
+    uint8_t* both = joint ? m_->Alloc<uint8_t>(2 * width * c.hidden_size * elem) : nullptr;
+    DSINFER_ASSIGN_OR_RETURN(cw->wkv, Matrix(p + "wkv", width, c.hidden_size, both));
+    DSINFER_ASSIGN_OR_RETURN(
+        cw->wgate,
+        Matrix(p + "wgate", width, c.hidden_size, joint ? both + width * c.hidden_size * elem : nullptr));
+    if (joint) {
+      cw->kv_gate = cw->wkv;
+      cw->kv_gate.n = 2 * width;
+    }
     DSINFER_ASSIGN_OR_RETURN(cw->ape, Vector(p + "ape", {rate, width}));
     DSINFER_ASSIGN_OR_RETURN(cw->norm, Vector(p + "norm.weight", {dim}));
     return Status::Ok();
@@ -338,8 +354,11 @@ class RandomBuilder {
     CompressorW cw;
     cw.rate = rate; cw.dim = dim; cw.overlap = overlap;
     const float std = 1.0f / std::sqrt(static_cast<float>(c.hidden_size));
-    cw.wkv = Bf16(cw.width(), c.hidden_size, std);
-    cw.wgate = Bf16(cw.width(), c.hidden_size, std);
+    cw.kv_gate = Bf16(2 * cw.width(), c.hidden_size, std);  // wkv's rows, then wgate's
+    cw.wkv = cw.kv_gate;
+    cw.wkv.n = cw.width();
+    cw.wgate = cw.wkv;
+    cw.wgate.data = static_cast<const uint16_t*>(cw.kv_gate.data) + cw.width() * c.hidden_size;
     cw.ape = Vec(int64_t{rate} * cw.width(), 0, 0.5f);
     cw.norm = Vec(dim, 1.0f, 0.1f);
     return cw;
