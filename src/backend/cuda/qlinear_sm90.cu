@@ -118,8 +118,11 @@ __device__ __forceinline__ void Hmma(const uint32_t (&a)[4], uint32_t b0, uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ float E8m0(uint32_t b) {
-  return __uint_as_float(b == 0 ? 0x00400000u : (b << 23));
+// The ue8m0 scale byte b (2^(b - 127); b = 0: 2^-127) times 2^14 (the FP4 weights enter the mma
+// as f16 value * 2^-14), in three integer ops: 2^(b - 113) is a normal float for b <= 240 (b = 0
+// included), and b >= 241 overflows to infinity either way.
+__device__ __forceinline__ float E8m0TimesF16Unit(uint32_t b) {
+  return __uint_as_float((min(b, 241u) + 14u) << 23);
 }
 
 template <bool kFp4, int kD>
@@ -315,13 +318,17 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
         }
       }
 
-      float acc[kD][kNT][4];
+      float acc[kD][kNT][4], blk[kD][kNT][4];
 #pragma unroll
       for (int d = 0; d < kD; ++d)
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[d][nt][i] = 0.0f;
+          for (int i = 0; i < 4; ++i) acc[d][nt][i] = blk[d][nt][i] = 0.0f;
+      // The activation scale of token column c (0/1) of the lane in token tile nt, for pair pp.
+      auto act_scale = [&](int nt, int c, int pp) {
+        return srow[nt][c] >= 0 ? sbase[static_cast<int64_t>(srow[nt][c]) * sld + pp / 2] : 0.0f;
+      };
 
 #pragma unroll
       for (int pp = 0; pp < kP; ++pp) {
@@ -350,8 +357,8 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
                 af[d][2 * j + h][2] = HiBytesToF16x2(og, sel);
                 af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
               }
-              sg[d][j] = E8m0((swb[d][pp] >> (8 * j)) & 0xff) * 16384.0f;
-              sh[d][j] = E8m0((swb[d][pp] >> (16 + 8 * j)) & 0xff) * 16384.0f;
+              sg[d][j] = E8m0TimesF16Unit((swb[d][pp] >> (8 * j)) & 0xff);
+              sh[d][j] = E8m0TimesF16Unit((swb[d][pp] >> (16 + 8 * j)) & 0xff);
             }
           } else {
             const uint4 lo = a[d][2 * pp], hi = a[d][2 * pp + 1];
@@ -395,14 +402,11 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
             b[3][0] = v1.z;
             b[3][1] = v1.w;
           }
-          const float sx0 =
-              srow[nt][0] >= 0 ? sbase[static_cast<int64_t>(srow[nt][0]) * sld + pp / 2] : 0.0f;
-          const float sx1 =
-              srow[nt][1] >= 0 ? sbase[static_cast<int64_t>(srow[nt][1]) * sld + pp / 2] : 0.0f;
 #pragma unroll
           for (int d = 0; d < kD; ++d) {
-            // FP8: the pair's 4 steps chained in fp32 (one block scale); FP4: 2 steps per scale
-            // group.
+            // FP8: the pair's 4 steps chained in fp32, scaled by s_w * s_x (one block scale).
+            // FP4: 2 steps per scale group, scaled by the rows' s_w into the block sum (blk),
+            // which meets s_x once per 128-column block (below).
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               if (!kFp4 && j == 1) break;
@@ -410,10 +414,34 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
 #pragma unroll
               for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
                 Hmma(af[d][q], b[q][0], b[q][1], r);
-              acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
-              acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
-              acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
-              acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
+              if constexpr (kFp4) {
+                blk[d][nt][0] = fmaf(r[0], sg[d][j], blk[d][nt][0]);
+                blk[d][nt][1] = fmaf(r[1], sg[d][j], blk[d][nt][1]);
+                blk[d][nt][2] = fmaf(r[2], sh[d][j], blk[d][nt][2]);
+                blk[d][nt][3] = fmaf(r[3], sh[d][j], blk[d][nt][3]);
+              } else {
+                const float sx0 = act_scale(nt, 0, pp), sx1 = act_scale(nt, 1, pp);
+                acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
+                acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
+                acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
+                acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
+              }
+            }
+          }
+        }
+        if constexpr (kFp4) {
+          if (pp % 2 == 1 || pp + 1 == npairs) {  // the 128-column block is complete
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+              const float sx0 = act_scale(nt, 0, pp), sx1 = act_scale(nt, 1, pp);
+#pragma unroll
+              for (int d = 0; d < kD; ++d) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  acc[d][nt][i] = fmaf(blk[d][nt][i], i % 2 ? sx1 : sx0, acc[d][nt][i]);
+                  blk[d][nt][i] = 0.0f;
+                }
+              }
             }
           }
         }
