@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/qlinear.cuh"
@@ -15,6 +16,7 @@
 #include "backend/cuda/sample.cuh"
 #include "base/dtype.h"
 #include "io/quant.h"
+#include "model/deepseek_v4/hyper_connection.h"
 #include "test_util.h"
 
 namespace dsinfer::backend::cuda {
@@ -23,6 +25,13 @@ namespace {
 
 #define SKIP_WITHOUT_GPU() \
   if (!DeviceAvailable()) GTEST_SKIP() << "no CUDA device"
+
+// Max-relative error against a reference, printed for the record.
+double Err(const std::vector<float>& got, const std::vector<float>& ref, const char* what) {
+  const double e = testing::RelativeError(got, ref);
+  std::printf("[ error ] %s: %.3g\n", what, e);
+  return e;
+}
 
 struct HostWeight {
   WeightFormat format;
@@ -314,6 +323,133 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
                              std::to_string(cs.m) + " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
     EXPECT_LE(testing::RelativeError(got, want), 1e-5) << name;
     EXPECT_EQ(0, std::memcmp(last.data(), got.data() + (cs.m - 1) * cs.n, last.size() * 4)) << name;
+  }
+}
+
+// The mHC pre step on the GPU (mix partials, then the finish: collapse + RMSNorm, post, and the
+// Sinkhorn comb) against the CPU model's HcPre, for the split finish (D = 4,096: four clustered
+// blocks collapse while another runs the Sinkhorn) and the one-block finish (D = 256); each token
+// alone gives the same bits as in the batch.
+TEST(HcTest, PreFinishMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t D : {int64_t{4096}, int64_t{256}}) {
+    io::DeepseekV4Config c;
+    c.hc_mult = 4;
+    c.hidden_size = static_cast<int>(D);
+    c.hc_sinkhorn_iters = 20;
+    const int hc = 4, nout = (2 + hc) * hc;
+    const int64_t n = 3, K = hc * D;
+    model::deepseek_v4::HyperConnectionWeights w;
+    w.fn = testing::RandomVector(static_cast<size_t>(nout * K), 5, 0.05f);
+    w.base = testing::RandomVector(nout, 6, 0.5f);
+    w.scale = {0.7f, 1.1f, 0.9f};
+    const auto X = testing::RandomVector(static_cast<size_t>(n * K), 7, 1.0f);
+    std::vector<float> u(n * D), post(n * hc), comb(n * hc * hc);
+    model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), post.data(), comb.data(), nullptr);
+    std::vector<float> want(n * D);  // RMSNorm(u), no weight
+    for (int64_t t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int64_t d = 0; d < D; ++d) ss += double(u[t * D + d]) * u[t * D + d];
+      const double r = 1.0 / std::sqrt(ss / D + c.rms_norm_eps);
+      for (int64_t d = 0; d < D; ++d) want[t * D + d] = static_cast<float>(u[t * D + d] * r);
+    }
+    DeviceBuffer xd(X.size() * 4), fnd(w.fn.size() * 4), based(nout * 4), scaled(12),
+        part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4), pd(n * hc * 4), cd(n * hc * hc * 4);
+    CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
+    CopyToDeviceSync(fnd.get(), w.fn.data(), w.fn.size() * 4);
+    CopyToDeviceSync(based.get(), w.base.data(), nout * 4);
+    CopyToDeviceSync(scaled.get(), w.scale.data(), 12);
+    Stream s;
+    auto run = [&](int64_t t0, int64_t rows, std::vector<float>* xo, std::vector<float>* po,
+                   std::vector<float>* co) {
+      HcMixParams m;
+      m.X = xd.as<float>() + t0 * K; m.ldx = K; m.K = K; m.fn = fnd.as<float>(); m.nout = nout;
+      m.n = rows; m.part = part.as<float>();
+      LaunchHcMix(m, s.get());
+      HcPreFinishParams f;
+      f.part = part.as<float>(); f.rms_eps = static_cast<float>(c.rms_norm_eps);
+      f.xn = xn.as<float>(); f.base = based.as<float>(); f.scale = scaled.as<float>();
+      f.X = xd.as<float>() + t0 * K; f.post = pd.as<float>(); f.comb = cd.as<float>(); f.n = rows;
+      f.hc = hc; f.D = D; f.sinkhorn_iters = c.hc_sinkhorn_iters; f.hc_eps = static_cast<float>(c.hc_eps);
+      LaunchHcPreFinish(f, s.get());
+      xo->resize(rows * D); po->resize(rows * hc); co->resize(rows * hc * hc);
+      CopyToHost(xo->data(), xn.get(), xo->size() * 4, s.get());
+      CopyToHost(po->data(), pd.get(), po->size() * 4, s.get());
+      CopyToHost(co->data(), cd.get(), co->size() * 4, s.get());
+      s.Synchronize();
+    };
+    std::vector<float> gx, gp, gc;
+    run(0, n, &gx, &gp, &gc);
+    EXPECT_LE(Err(gx, want, "hc pre xn"), 1e-5) << "D=" << D;
+    EXPECT_LE(Err(gp, post, "hc pre post"), 1e-5) << "D=" << D;
+    EXPECT_LE(Err(gc, comb, "hc pre comb"), 1e-5) << "D=" << D;
+    std::vector<float> ox, op, oc;
+    run(n - 1, 1, &ox, &op, &oc);
+    EXPECT_EQ(0, std::memcmp(ox.data(), gx.data() + (n - 1) * D, D * 4)) << "D=" << D;
+    EXPECT_EQ(0, std::memcmp(oc.data(), gc.data() + (n - 1) * hc * hc, hc * hc * 4)) << "D=" << D;
+  }
+}
+
+// HcPost with the next HcPre's mix folded in (HcPostMixSlices), then the finish from those
+// partials: the CPU's HcPost followed by its HcPre.
+TEST(HcTest, PostComputesNextMix) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t D : {int64_t{4096}, int64_t{128}}) {
+    io::DeepseekV4Config c;
+    c.hc_mult = 4;
+    c.hidden_size = static_cast<int>(D);
+    c.hc_sinkhorn_iters = 20;
+    const int hc = 4, nout = (2 + hc) * hc;
+    const int64_t n = 2, K = hc * D, slices = HcPostMixSlices(hc, D);
+    ASSERT_GT(slices, 0);
+    model::deepseek_v4::HyperConnectionWeights w;
+    w.fn = testing::RandomVector(static_cast<size_t>(nout * K), 15, 0.05f);
+    w.base = testing::RandomVector(nout, 16, 0.5f);
+    w.scale = {0.8f, 1.2f, 0.6f};
+    auto X = testing::RandomVector(static_cast<size_t>(n * K), 17, 1.0f);
+    const auto y = testing::RandomVector(static_cast<size_t>(n * D), 18, 1.0f);
+    auto post = testing::RandomVector(static_cast<size_t>(n * hc), 19, 1.0f);
+    auto comb = testing::RandomVector(static_cast<size_t>(n * hc * hc), 20, 0.5f);
+    DeviceBuffer xd(X.size() * 4), yd(y.size() * 4), pd(post.size() * 4), cd(comb.size() * 4),
+        fnd(w.fn.size() * 4), based(nout * 4), scaled(12), part(n * slices * (nout + 1) * 4),
+        xn(n * D * 4), po(n * hc * 4), co(n * hc * hc * 4);
+    CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
+    CopyToDeviceSync(yd.get(), y.data(), y.size() * 4);
+    CopyToDeviceSync(pd.get(), post.data(), post.size() * 4);
+    CopyToDeviceSync(cd.get(), comb.data(), comb.size() * 4);
+    CopyToDeviceSync(fnd.get(), w.fn.data(), w.fn.size() * 4);
+    CopyToDeviceSync(based.get(), w.base.data(), nout * 4);
+    CopyToDeviceSync(scaled.get(), w.scale.data(), 12);
+    Stream s;
+    HcPostParams hp;
+    hp.y = yd.as<float>(); hp.post = pd.as<float>(); hp.comb = cd.as<float>(); hp.X = xd.as<float>();
+    hp.n = n; hp.hc = hc; hp.D = D; hp.mix_fn = fnd.as<float>(); hp.mix_part = part.as<float>();
+    LaunchHcPost(hp, s.get());
+    HcPreFinishParams f;
+    f.part = part.as<float>(); f.mix_slices = slices; f.rms_eps = static_cast<float>(c.rms_norm_eps);
+    f.xn = xn.as<float>(); f.base = based.as<float>(); f.scale = scaled.as<float>(); f.X = xd.as<float>();
+    f.post = po.as<float>(); f.comb = co.as<float>(); f.n = n; f.hc = hc; f.D = D;
+    f.sinkhorn_iters = c.hc_sinkhorn_iters; f.hc_eps = static_cast<float>(c.hc_eps);
+    LaunchHcPreFinish(f, s.get());
+    std::vector<float> gX(X.size()), gx(n * D), gp(n * hc), gc(n * hc * hc);
+    CopyToHost(gX.data(), xd.get(), gX.size() * 4, s.get());
+    CopyToHost(gx.data(), xn.get(), gx.size() * 4, s.get());
+    CopyToHost(gp.data(), po.get(), gp.size() * 4, s.get());
+    CopyToHost(gc.data(), co.get(), gc.size() * 4, s.get());
+    s.Synchronize();
+    model::deepseek_v4::HcPost(c, y.data(), post.data(), comb.data(), n, X.data());
+    std::vector<float> u(n * D), want(n * D), wp(n * hc), wc(n * hc * hc);
+    model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), wp.data(), wc.data(), nullptr);
+    for (int64_t t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int64_t d = 0; d < D; ++d) ss += double(u[t * D + d]) * u[t * D + d];
+      const double r = 1.0 / std::sqrt(ss / D + c.rms_norm_eps);
+      for (int64_t d = 0; d < D; ++d) want[t * D + d] = static_cast<float>(u[t * D + d] * r);
+    }
+    EXPECT_LE(Err(gX, X, "hc post X"), 1e-6) << "D=" << D;
+    EXPECT_LE(Err(gx, want, "hc post+pre xn"), 1e-5) << "D=" << D;
+    EXPECT_LE(Err(gp, wp, "hc post+pre post"), 1e-5) << "D=" << D;
+    EXPECT_LE(Err(gc, wc, "hc post+pre comb"), 1e-5) << "D=" << D;
   }
 }
 

@@ -40,8 +40,9 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) o[i] = 0.0f;
   // Warp w takes keys [kU·w, kU·w + kU), then the same span kWarps·kU further on, ...: the kU keys
-  // of a span are loaded together (kU loads in flight per lane) and then folded into the warp's
-  // online softmax in key order. The split depends only on the key index (not on the batch).
+  // of a span are loaded together (kU loads in flight per lane), scored together, and folded into
+  // the warp's online softmax in one step. The split depends only on the key index (not on the
+  // batch).
   auto key_ptr = [&](int j) -> const float* {
     if (j < n_win) {
       const int s = pos - n_win + 1 + j;
@@ -56,32 +57,51 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     float kr[kU][kMaxPerLane];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      if (j0 + u >= n_keys) break;
-      const float* key = key_ptr(j0 + u);
+      const bool ok = j0 + u < n_keys;  // past the last key: zeros (weight 0 below)
+      const float* key = ok ? key_ptr(j0 + u) : nullptr;
 #pragma unroll
       for (int v = 0; v < kMaxPerLane / 4; ++v) {
         const int c = 4 * lane + 128 * v;
-        const float4 a = c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
+        const float4 a = ok && c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
         kr[u][4 * v] = a.x; kr[u][4 * v + 1] = a.y; kr[u][4 * v + 2] = a.z; kr[u][4 * v + 3] = a.w;
       }
     }
+    // The span's kU scores together (their warp sums interleaved), then one online-softmax step
+    // for the span, its keys folded in key order.
+    float z[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      if (j0 + u >= n_keys) break;
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) dot = fmaf(q[i], kr[u][i], dot);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      const float z = dot * p.scale;
-      const float m_new = fmaxf(m, z);
-      const float corr = expf(m - m_new);  // m = -inf first: corr = 0
-      const float e = expf(z - m_new);
-      l = l * corr + e;
-#pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) o[i] = o[i] * corr + e * kr[u][i];
-      m = m_new;
+      z[u] = dot;
     }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+      for (int u = 0; u < kU; ++u) z[u] += __shfl_xor_sync(0xffffffffu, z[u], off);
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      z[u] = j0 + u < n_keys ? z[u] * p.scale : -INFINITY;
+      m_new = fmaxf(m_new, z[u]);
+    }
+    const float corr = expf(m - m_new);  // m = -inf first: corr = 0
+    float e[kU];
+    l *= corr;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      e[u] = expf(z[u] - m_new);  // a key past the end: 0
+      l += e[u];
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) {
+      float acc = o[i] * corr;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) acc = fmaf(e[u], kr[u][i], acc);
+      o[i] = acc;
+    }
+    m = m_new;
   }
   if (lane == 0) {
     part_m[warp] = m;

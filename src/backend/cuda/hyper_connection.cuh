@@ -30,7 +30,8 @@ int64_t HcMixSlices(int64_t K);
 void LaunchHcMix(const HcMixParams& p, StreamHandle stream);
 
 struct HcPreFinishParams {
-  const float* part = nullptr;   // LaunchHcMix output (nout = (2 + hc) * hc)
+  const float* part = nullptr;   // LaunchHcMix output (nout = (2 + hc) * hc), or LaunchHcPost's
+  int64_t mix_slices = 0;        // its slices: 0 = HcMix's (HcMixSlices), else HcPostMixSlices
   float rms_eps = 1e-6f;         // eps of the flat RMSNorm and of the sublayer norm
   const float* norm_w = nullptr; // [D] sublayer RMSNorm weight
   float* xn = nullptr;           // [n, D] out: RMSNorm(u) * norm_w, u = sum_i pre_i X_i
@@ -50,6 +51,10 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream);
 struct HcPostParams {
   const float* y = nullptr;     // [n, D] sublayer output, or (null) the MoE combine of `moe`
   MoeCombineParams moe;         // used when y is null (moe.out unused): the combine folded in
+  // Optional: the next HcPre's mix partials of the updated X (mix_fn [(2 + hc) * hc, hc * D]) into
+  // mix_part [n, HcPostMixSlices(hc, D), nout + 1]; needs HcPostMixSlices(hc, D) > 0.
+  const float* mix_fn = nullptr;
+  float* mix_part = nullptr;
   const float* post = nullptr;  // [n, hc]
   const float* comb = nullptr;  // [n, hc, hc]
   float* X = nullptr;           // [n, hc, D] in/out: X[k] = post[k] y + sum_j C[j][k] X[j]
@@ -58,6 +63,9 @@ struct HcPostParams {
   int64_t D = 0;
 };
 void LaunchHcPost(const HcPostParams& p, StreamHandle stream);
+// Slices of the mix partials LaunchHcPost writes with mix_fn; 0: it cannot (hc != 4 or D not a
+// multiple of 64).
+int64_t HcPostMixSlices(int hc, int64_t D);
 
 struct HcHeadFinishParams {
   const float* part = nullptr;   // LaunchHcMix output (nout = hc)

@@ -1,3 +1,7 @@
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -8,6 +12,8 @@
 namespace dsinfer::backend::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kMaxHc = 8;
 
@@ -147,6 +153,18 @@ __device__ void CollapseNorm(const float* pre, const float* Xt, int hc, int64_t 
   }
 }
 
+// 1 / RMS of the token's flattened streams (mixv[(2 + HC) * HC] holds their sum of squares).
+template <int HC>
+__device__ __forceinline__ float HcMixRs(const HcPreFinishParams& p, const float* mixv) {
+  return 1.0f / sqrtf(mixv[(2 + HC) * HC] / static_cast<float>(HC * p.D) + p.rms_eps);
+}
+// The collapse weight pre[i] (spec: sigmoid of the scaled mix plus base, plus eps).
+template <int HC>
+__device__ __forceinline__ float HcPreWeight(const HcPreFinishParams& p, const float* mixv, float rs,
+                                            int i) {
+  return SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
+}
+
 // The finish's mixing maths on one warp: lane l < HC*HC holds C[l / HC][l % HC]. Every row and
 // column sum gathers its HC values by shuffles and adds them in the serial code's order (index
 // ascending, from 0), and each lane does the serial code's operations on its own entry, so the
@@ -158,11 +176,10 @@ __device__ __forceinline__ void SinkhornWarp(const HcPreFinishParams& p, int64_t
   const int lane = threadIdx.x % 32;
   const int l = lane < kN ? lane : 0;
   const int j = l / HC, k = l % HC;
-  const float K = static_cast<float>(HC * p.D);
-  const float rs = 1.0f / sqrtf(mixv[kN + 2 * HC] / K + p.rms_eps);
+  const float rs = HcMixRs<HC>(p, mixv);
   const float eps = p.hc_eps;
   if (lane < HC) {
-    pre[lane] = SigmoidF(mixv[lane] * rs * p.scale[0] + p.base[lane]) + eps;
+    pre[lane] = HcPreWeight<HC>(p, mixv, rs, lane);
     p.post[t * HC + lane] = 2.0f * SigmoidF(mixv[HC + lane] * rs * p.scale[1] + p.base[HC + lane]);
   }
   float c = mixv[2 * HC + l] * rs * p.scale[2] + p.base[2 * HC + l];
@@ -249,6 +266,79 @@ __device__ void CollapseNormHcRegs(const float (&xv)[kCollapsePer][HC], const fl
   }
 }
 
+// The finish split over blocks (HC known, D a multiple of kSplitCols): grid (kSplitBlocks, n, 2).
+// z = 0: a cluster of kSplitBlocks blocks collapses and normalizes the token's columns, block r
+// columns [r D / kSplitBlocks, (r + 1) D / kSplitBlocks), each thread kPer of them; the blocks'
+// sums of squares meet in distributed shared memory, added in block order by every block. z = 1:
+// block 0 runs the Sinkhorn (comb, post) meanwhile, off the collapse's path. Every block reduces
+// the mix partials itself (ReducePartials: the same sums everywhere).
+constexpr int kSplitBlocks = 4, kSplitThreads = 256;
+constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
+
+template <int HC, int kPer>
+__global__ void __launch_bounds__(kSplitThreads) HcPreFinishSplitKernel(HcPreFinishParams p,
+                                                                         int64_t slices) {
+  PdlTrigger();
+  __shared__ float mixv[kMaxMixOut + 1];
+  __shared__ float pre[kMaxHc];
+  __shared__ float scratch[32];
+  __shared__ float ss_block;
+  const int64_t t = blockIdx.y;
+  const int rank = blockIdx.x;
+  const bool sinkhorn = blockIdx.z == 1;
+  if (sinkhorn && rank != 0) {
+    PdlWait();
+    return;
+  }
+  // X is final (written before the mix kernel ran): the block's columns load under the sums.
+  const int64_t cols = p.D / kSplitBlocks, c0 = rank * cols;
+  float xv[kPer][HC];
+  if (!sinkhorn) {
+    const float* Xt = p.X + t * HC * p.D;
+#pragma unroll
+    for (int q = 0; q < kPer; ++q)
+#pragma unroll
+      for (int i = 0; i < HC; ++i) xv[q][i] = __ldg(Xt + i * p.D + c0 + q * kSplitThreads + threadIdx.x);
+  }
+  PdlWait();
+  ReducePartials(p.part, t, slices, (2 + HC) * HC, mixv);
+  __syncthreads();
+  if (sinkhorn) {
+    if (threadIdx.x < 32) SinkhornWarp<HC>(p, t, mixv, pre);
+    return;
+  }
+  if (threadIdx.x < HC) pre[threadIdx.x] = HcPreWeight<HC>(p, mixv, HcMixRs<HC>(p, mixv), threadIdx.x);
+  __syncthreads();
+  float pw[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) pw[i] = pre[i];
+  float sv[kPer], ss = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) s += pw[i] * xv[q][i];
+    sv[q] = s;
+    ss = fmaf(s, s, ss);
+  }
+  ss = BlockSum(ss, scratch);
+  if (threadIdx.x == 0) ss_block = ss;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  float total = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kSplitBlocks; ++r) total += *cluster.map_shared_rank(&ss_block, r);
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(p.D) + p.rms_eps);
+  float* out = p.xn + t * p.D;
+#pragma unroll
+  for (int q = 0; q < kPer; ++q) {
+    const int64_t d = c0 + q * kSplitThreads + threadIdx.x;
+    const float v = sv[q] * scale;
+    out[d] = p.norm_w ? __ldg(p.norm_w + d) * v : v;
+  }
+  cluster.sync();  // the other blocks have read ss_block
+}
+
 // HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
 template <int HC>
 __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
@@ -319,6 +409,75 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
     }
   }
   CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
+}
+
+// HcPost that also computes the next HcPre's mix partials (HC = 4, one column per thread: grid
+// (D / kPostMixThreads, n)): block b writes part[(t * gridDim.x + b) * (nout + 1) + o], the sums
+// of fn[o] . X_new (and of X_new^2, o = nout) over its columns of the four streams, reduced in a
+// fixed order (warp butterflies, then the warps in order): HcPreFinish takes them as it takes
+// HcMix's (mix_slices = gridDim.x). Saves the mix launch of every HcPre but the first.
+constexpr int kPostMixThreads = 64;
+
+template <int HC>
+__global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams p) {
+  constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
+  __shared__ float red[kW][kOut + 1];
+  PdlTrigger();
+  const int64_t t = blockIdx.y, d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // The next mix's weights of this column (constant data: before the wait).
+  float fw[kOut][HC];
+  const int64_t K = HC * p.D;
+#pragma unroll
+  for (int o = 0; o < kOut; ++o)
+#pragma unroll
+    for (int k = 0; k < HC; ++k) fw[o][k] = __ldg(p.mix_fn + o * K + k * p.D + d);
+  PdlWait();
+  float C[HC * HC], post[HC];
+#pragma unroll
+  for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
+#pragma unroll
+  for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
+  float* Xt = p.X + t * HC * p.D;
+  int order[kMoeMaxK];
+  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
+  float old[HC], xn[HC];
+#pragma unroll
+  for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
+  const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
+#pragma unroll
+  for (int k = 0; k < HC; ++k) {  // HcPostKernelHc's operations, in its order
+    float s = post[k] * yv;
+#pragma unroll
+    for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
+    Xt[k * p.D + d] = s;
+    xn[k] = s;
+  }
+  auto reduce = [&](int o, float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (lane == 0) red[warp][o] = v;
+  };
+#pragma unroll
+  for (int o = 0; o < kOut; ++o) {
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < HC; ++k) v = fmaf(fw[o][k], xn[k], v);
+    reduce(o, v);
+  }
+  {
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < HC; ++k) v = fmaf(xn[k], xn[k], v);
+    reduce(kOut, v);
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o <= kOut; o += kPostMixThreads) {
+    float v = red[0][o];
+#pragma unroll
+    for (int w = 1; w < kW; ++w) v += red[w][o];
+    p.mix_part[(t * gridDim.x + blockIdx.x) * (kOut + 1) + o] = v;
+  }
 }
 
 // HC > 0: hc known at compile time; comb and post are loaded into registers once (the runtime-hc
@@ -443,7 +602,35 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   if (p.hc > kMaxHc) std::abort();
   const unsigned grid = static_cast<unsigned>(p.n);
   const int threads = NormThreads(p.D);
-  const int64_t slices = HcMixSlices(p.hc * p.D);
+  const int64_t slices = p.mix_slices > 0 ? p.mix_slices : HcMixSlices(p.hc * p.D);
+  // The split kernel for hc = 4 and D a multiple of 1,024 up to 8,192 (flash: 4 x 4,096), the
+  // one-block kernel otherwise: a model always takes the same one (batch invariance).
+  const int64_t per = p.D / kSplitCols;
+  if (p.hc == 4 && p.D % kSplitCols == 0 && (per == 1 || per == 2 || per == 4 || per == 8)) {
+    constexpr int64_t kMaxRows = 65535;  // grid.y
+    for (int64_t t0 = 0; t0 < p.n; t0 += kMaxRows) {
+      HcPreFinishParams q = p;
+      const int64_t w1 = (2 + p.hc) * p.hc + 1;
+      q.part = p.part + t0 * slices * w1;
+      q.X = p.X + t0 * p.hc * p.D;
+      q.xn = p.xn + t0 * p.D;
+      q.post = p.post + t0 * p.hc;
+      q.comb = p.comb + t0 * p.hc * p.hc;
+      q.n = std::min(kMaxRows, p.n - t0);
+      const dim3 g(kSplitBlocks, static_cast<unsigned>(q.n), 2);
+      auto go = [&](auto kernel) {
+        LaunchKernelClustered(kernel, g, dim3(kSplitThreads), 0, stream, kSplitBlocks, q, slices);
+      };
+      switch (per) {
+        case 1: go(HcPreFinishSplitKernel<4, 1>); break;
+        case 2: go(HcPreFinishSplitKernel<4, 2>); break;
+        case 4: go(HcPreFinishSplitKernel<4, 4>); break;
+        default: go(HcPreFinishSplitKernel<4, 8>); break;
+      }
+      CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
   switch (p.hc) {
     case 1: LaunchKernel(HcPreFinishKernel<1>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
     case 2: LaunchKernel(HcPreFinishKernel<2>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
@@ -453,8 +640,21 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   CUDA_CHECK_LAUNCH();
 }
 
+int64_t HcPostMixSlices(int hc, int64_t D) {
+  return hc == 4 && D % kPostMixThreads == 0 && D / kPostMixThreads <= 65535 ? D / kPostMixThreads
+                                                                             : 0;
+}
+
 void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
+  if (p.mix_fn != nullptr) {
+    const int64_t slices = HcPostMixSlices(p.hc, p.D);
+    if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
+    LaunchKernel(HcPostMixKernel<4>, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
+                 dim3(kPostMixThreads), 0, stream, p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const unsigned bx = static_cast<unsigned>(std::min<int64_t>((p.D + 255) / 256, 16));
   const dim3 grid(bx, static_cast<unsigned>(p.n));
   switch (p.hc) {

@@ -165,7 +165,9 @@ void CudaModel::Impl::AllocateActivations() {
   const int64_t d = c.head_dim, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, IH = c.index_n_heads, Id = c.index_head_dim;
   X = Alloc<float>(T * hc * D);
-  mix = Alloc<float>(std::max<int64_t>(T, opt.max_seqs) * gpu::HcMixSlices(hc * D) * ((2 + hc) * hc + 1));
+  mix = Alloc<float>(std::max<int64_t>(T, opt.max_seqs) *
+                     std::max(gpu::HcMixSlices(hc * D), gpu::HcPostMixSlices(static_cast<int>(hc), D)) *
+                     ((2 + hc) * hc + 1));
   post = Alloc<float>(T * hc);
   comb = Alloc<float>(T * hc * hc);
   xn = Alloc<float>(T * D);

@@ -256,22 +256,32 @@ struct CudaModel::Impl {
     p.nout = static_cast<int>(fn.n); p.n = n; p.part = mix;
     gpu::LaunchHcMix(p, cur_stream());
   }
+  // The mix partials of X for the next HcPre are in `mix` already (written by HcPost).
+  bool mix_ready = false;
   void HcPre(const HcW& w, int64_t n, const float* norm_w) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
-    HcMix(X, n, w.fn);
+    if (!mix_ready) HcMix(X, n, w.fn);
     gpu::HcPreFinishParams p;
+    p.mix_slices = mix_ready ? gpu::HcPostMixSlices(static_cast<int>(hc), D) : 0;
+    mix_ready = false;
     p.part = mix; p.rms_eps = static_cast<float>(c.rms_norm_eps); p.norm_w = norm_w; p.xn = xn;
     p.base = w.base; p.scale = w.scale; p.X = X; p.post = post; p.comb = comb;
     p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
     p.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcPreFinish(p, cur_stream());
   }
-  // The sublayer output is y, or (moe) the MoE combine, computed inside the post kernel.
-  void HcPost(int64_t n, const gpu::MoeCombineParams* moe = nullptr) {
+  // The sublayer output is y, or (moe) the MoE combine, computed inside the post kernel; next_fn
+  // (the next HcPre's mixing weights): its mix partials too, where the kernel can.
+  void HcPost(int64_t n, const gpu::MoeCombineParams* moe, const WeightRef* next_fn) {
     gpu::HcPostParams p;
     p.y = moe ? nullptr : y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult;
     p.D = c.hidden_size;
     if (moe) p.moe = *moe;
+    mix_ready = next_fn != nullptr && gpu::HcPostMixSlices(c.hc_mult, c.hidden_size) > 0 && n <= 65535;
+    if (mix_ready) {
+      p.mix_fn = static_cast<const float*>(next_fn->data);
+      p.mix_part = mix;
+    }
     gpu::LaunchHcPost(p, cur_stream());
   }
   void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
@@ -302,12 +312,12 @@ struct CudaModel::Impl {
     HcPre(w.hc_attn, n, w.attn_norm);
     Attention(w, state[layer], n);
     Mark("hc_post");
-    HcPost(n);
+    HcPost(n, nullptr, &w.hc_ffn.fn);
     Mark("hc_pre+norm");
     HcPre(w.hc_ffn, n, w.ffn_norm);
     const gpu::MoeCombineParams combine = Moe(w, layer, n);
     Mark("hc_post");
-    HcPost(n, &combine);
+    HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
   void Run(int64_t n, int64_t rows) {
@@ -315,6 +325,7 @@ struct CudaModel::Impl {
     ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
     ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;
     gpu::LaunchEmbed(ep, cur_stream());
+    mix_ready = false;
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
