@@ -3,9 +3,11 @@
 //   window:      positions max(0, p-W+1) .. p   (this call's kv rows, older ones from the ring)
 //   compressed:  CSA: the indexer's selection; HCA: every entry w < (p+1)/rate; SWA: none
 // with a per-head sink logit in the softmax denominator, then the inverse RoPE of the output's
-// trailing rope dims at the query position. fp32 logits, online softmax and accumulation.
-// Deterministic: each block owns one (row, head); its 8 warps take keys j = warp (mod 8) in order and
-// are combined in warp order, so results do not depend on the batch or the schedule.
+// trailing rope dims at the query position. fp32 logits, online softmax and accumulation. The
+// query's per-head RMSNorm and RoPE can be applied here (q_norm_eps >= 0) instead of by a kernel
+// of their own. Deterministic: each block owns one (row, head); its 16 warps take spans of 4 keys
+// round robin, and are combined in warp order, so results do not depend on the batch or the
+// schedule.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ namespace dsinfer::backend::cuda {
 
 struct SparseAttentionParams {
   TokenMeta meta;
-  const float* q = nullptr;       // [n, heads, dim] (per-head RMSNorm + RoPE applied)
+  const float* q = nullptr;       // [n, heads, dim] (per-head RMSNorm + RoPE applied, unless
+  float q_norm_eps = -1.0f;       //  q_norm_eps >= 0: then applied here, RMSNorm eps q_norm_eps)
   const float* kv = nullptr;      // [n, dim] this call's K=V rows (RMSNorm + RoPE applied)
   RingRef window;                 // earlier K=V rows by position (width dim)
   ListRef comp;                   // compressed entries (width dim); data null for window-only layers

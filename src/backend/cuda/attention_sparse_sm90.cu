@@ -37,6 +37,29 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     const float4 a = c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
     q[4 * v] = a.x; q[4 * v + 1] = a.y; q[4 * v + 2] = a.z; q[4 * v + 3] = a.w;
   }
+  if (p.q_norm_eps >= 0.0f) {  // the query's per-head RMSNorm (no weight) and RoPE, per warp
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
+#pragma unroll
+    for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
+    const int roff = dim - p.rope_dim;
+#pragma unroll
+    for (int v = 0; v < kMaxPerLane / 4; ++v) {
+#pragma unroll
+      for (int i = 0; i < 4; i += 2) {
+        const int c = 4 * lane + 128 * v + i;
+        if (c >= roff && c < dim) {
+          float cs, sn;
+          RopeCosSin(pos, p.inv_freq[(c - roff) / 2], &cs, &sn);
+          RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
+        }
+      }
+    }
+  }
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) o[i] = 0.0f;
   // Warp w takes keys [kU·w, kU·w + kU), then the same span kWarps·kU further on, ...: the kU keys

@@ -1,3 +1,5 @@
+#include <cooperative_groups.h>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/sample.cuh"
@@ -5,6 +7,8 @@
 namespace dsinfer::backend::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 __host__ __device__ inline uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -21,12 +25,19 @@ __host__ __device__ inline double Uniform(uint64_t seed, int32_t request, int32_
 
 constexpr int kSampleThreads = 512;
 
+// A row is a cluster of kSampleBlocks blocks, each scanning one contiguous part of the vocabulary
+// (a few loads in flight per thread: one L2 latency instead of a serial loop over the row); block
+// 0 takes the best of the blocks' bests through distributed shared memory. The tie rule (lower
+// id) makes the result independent of the split.
+constexpr int kSampleBlocks = 8;
+
 __global__ void __launch_bounds__(kSampleThreads) SampleKernel(SampleParams p) {
   PdlTrigger();
   PdlWait();
   __shared__ float best_v[32];
   __shared__ int64_t best_i[32];
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x / kSampleBlocks;
+  const int rank = static_cast<int>(blockIdx.x % kSampleBlocks);
   const float* lg = p.logits + r * p.vocab;
   const int32_t req = p.request ? p.request[r] : 0;
   const int32_t pos = p.position ? p.position[r] : static_cast<int32_t>(r);
@@ -47,18 +58,19 @@ __global__ void __launch_bounds__(kSampleThreads) SampleKernel(SampleParams p) {
     // 16-byte loads, kU per thread in flight (the row was just written: an L2 latency each).
     constexpr int kU = 4;
     const float4* lg4 = reinterpret_cast<const float4*>(lg);
-    const int64_t n4 = p.vocab / 4;
-    for (int64_t b = threadIdx.x; b < n4; b += static_cast<int64_t>(blockDim.x) * kU) {
+    const int64_t n4 = p.vocab / 4, per = (n4 + kSampleBlocks - 1) / kSampleBlocks;
+    const int64_t lo = rank * per, hi = min(n4, lo + per);
+    for (int64_t b = lo + threadIdx.x; b < hi; b += static_cast<int64_t>(blockDim.x) * kU) {
       float4 q[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
-        q[u] = i4 < n4 ? lg4[i4] : make_float4(0, 0, 0, 0);
+        q[u] = i4 < hi ? lg4[i4] : make_float4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
-        if (i4 >= n4) break;
+        if (i4 >= hi) break;
         consider(q[u].x, 4 * i4);
         consider(q[u].y, 4 * i4 + 1);
         consider(q[u].z, 4 * i4 + 2);
@@ -66,7 +78,9 @@ __global__ void __launch_bounds__(kSampleThreads) SampleKernel(SampleParams p) {
       }
     }
   } else {
-    for (int64_t i = threadIdx.x; i < p.vocab; i += blockDim.x) consider(lg[i], i);
+    const int64_t per = (p.vocab + kSampleBlocks - 1) / kSampleBlocks;
+    const int64_t hi = min(p.vocab, (rank + 1) * per);
+    for (int64_t i = rank * per + threadIdx.x; i < hi; i += blockDim.x) consider(lg[i], i);
   }
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -88,15 +102,31 @@ __global__ void __launch_bounds__(kSampleThreads) SampleKernel(SampleParams p) {
         bi = best_i[w];
       }
     }
+    best_v[0] = bv;
+    best_i[0] = bi;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's best is in its best_v[0] / best_i[0]
+  if (rank == 0 && threadIdx.x == 0) {
+    for (int b = 1; b < kSampleBlocks; ++b) {
+      const float ov = *cluster.map_shared_rank(&best_v[0], b);
+      const int64_t oi = *cluster.map_shared_rank(&best_i[0], b);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
     p.out[r] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
   }
+  cluster.sync();  // block 0 has read the others' bests
 }
 
 }  // namespace
 
 void LaunchSample(const SampleParams& p, StreamHandle stream) {
   if (p.rows <= 0) return;
-  LaunchKernel(SampleKernel, dim3(static_cast<unsigned>(p.rows)), dim3(kSampleThreads), 0, stream, p);
+  LaunchKernelClustered(SampleKernel, dim3(static_cast<unsigned>(p.rows * kSampleBlocks)),
+                        dim3(kSampleThreads), 0, stream, kSampleBlocks, p);
   CUDA_CHECK_LAUNCH();
 }
 

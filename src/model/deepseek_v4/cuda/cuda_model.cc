@@ -51,8 +51,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     });
   }
   Mark("attn_q_kv_proj");
-  Linear(w.wq_b, cq, qlr, n, q, H * d);
-  RmsNormRope(q, n, H, d, nullptr, inv);
+  Linear(w.wq_b, cq, qlr, n, q, H * d);  // its per-head RMSNorm + RoPE: in the attention kernel
   Join(0);
   if (w.has_comp) Join(1);
   if (w.has_idx) Join(2);  // it waited for branch 3
@@ -68,6 +67,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.heads = static_cast<int>(H); ap.dim = static_cast<int>(d);
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
+  ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
   gpu::LaunchSparseAttention(ap, cur_stream());
   RingAppend(kv, d, st.window, n);
   Mark("attn_out_proj");
