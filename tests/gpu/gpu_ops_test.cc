@@ -326,6 +326,27 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
   }
 }
 
+// A config with hc = 4 streams of width D and V4's Sinkhorn iterations.
+io::DeepseekV4Config HcConfig(int64_t D) {
+  io::DeepseekV4Config c;
+  c.hc_mult = 4;
+  c.hidden_size = static_cast<int>(D);
+  c.hc_sinkhorn_iters = 20;
+  return c;
+}
+
+// RMSNorm (no weight) of each of the n rows of u [n, D], in double: the finish's xn reference.
+std::vector<float> RmsNormRows(const std::vector<float>& u, int64_t n, int64_t D, double eps) {
+  std::vector<float> out(n * D);
+  for (int64_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (int64_t d = 0; d < D; ++d) ss += double(u[t * D + d]) * u[t * D + d];
+    const double r = 1.0 / std::sqrt(ss / D + eps);
+    for (int64_t d = 0; d < D; ++d) out[t * D + d] = static_cast<float>(u[t * D + d] * r);
+  }
+  return out;
+}
+
 // The mHC pre step on the GPU (mix partials, then the finish: collapse + RMSNorm, post, and the
 // Sinkhorn comb) against the CPU model's HcPre, for the split finish (D = 4,096: four clustered
 // blocks collapse while another runs the Sinkhorn) and the one-block finish (D = 256); each token
@@ -333,10 +354,7 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
 TEST(HcTest, PreFinishMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (const int64_t D : {int64_t{4096}, int64_t{256}}) {
-    io::DeepseekV4Config c;
-    c.hc_mult = 4;
-    c.hidden_size = static_cast<int>(D);
-    c.hc_sinkhorn_iters = 20;
+    const io::DeepseekV4Config c = HcConfig(D);
     const int hc = 4, nout = (2 + hc) * hc;
     const int64_t n = 3, K = hc * D;
     model::deepseek_v4::HyperConnectionWeights w;
@@ -346,13 +364,7 @@ TEST(HcTest, PreFinishMatchesCpu) {
     const auto X = testing::RandomVector(static_cast<size_t>(n * K), 7, 1.0f);
     std::vector<float> u(n * D), post(n * hc), comb(n * hc * hc);
     model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), post.data(), comb.data(), nullptr);
-    std::vector<float> want(n * D);  // RMSNorm(u), no weight
-    for (int64_t t = 0; t < n; ++t) {
-      double ss = 0;
-      for (int64_t d = 0; d < D; ++d) ss += double(u[t * D + d]) * u[t * D + d];
-      const double r = 1.0 / std::sqrt(ss / D + c.rms_norm_eps);
-      for (int64_t d = 0; d < D; ++d) want[t * D + d] = static_cast<float>(u[t * D + d] * r);
-    }
+    const std::vector<float> want = RmsNormRows(u, n, D, c.rms_norm_eps);
     DeviceBuffer xd(X.size() * 4), fnd(w.fn.size() * 4), based(nout * 4), scaled(12),
         part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4), pd(n * hc * 4), cd(n * hc * hc * 4);
     CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
@@ -395,10 +407,7 @@ TEST(HcTest, PreFinishMatchesCpu) {
 TEST(HcTest, PostComputesNextMix) {
   SKIP_WITHOUT_GPU();
   for (const int64_t D : {int64_t{4096}, int64_t{128}}) {
-    io::DeepseekV4Config c;
-    c.hc_mult = 4;
-    c.hidden_size = static_cast<int>(D);
-    c.hc_sinkhorn_iters = 20;
+    const io::DeepseekV4Config c = HcConfig(D);
     const int hc = 4, nout = (2 + hc) * hc;
     const int64_t n = 2, K = hc * D, slices = HcPostMixSlices(hc, D);
     ASSERT_GT(slices, 0);
@@ -438,14 +447,9 @@ TEST(HcTest, PostComputesNextMix) {
     CopyToHost(gc.data(), co.get(), gc.size() * 4, s.get());
     s.Synchronize();
     model::deepseek_v4::HcPost(c, y.data(), post.data(), comb.data(), n, X.data());
-    std::vector<float> u(n * D), want(n * D), wp(n * hc), wc(n * hc * hc);
+    std::vector<float> u(n * D), wp(n * hc), wc(n * hc * hc);
     model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), wp.data(), wc.data(), nullptr);
-    for (int64_t t = 0; t < n; ++t) {
-      double ss = 0;
-      for (int64_t d = 0; d < D; ++d) ss += double(u[t * D + d]) * u[t * D + d];
-      const double r = 1.0 / std::sqrt(ss / D + c.rms_norm_eps);
-      for (int64_t d = 0; d < D; ++d) want[t * D + d] = static_cast<float>(u[t * D + d] * r);
-    }
+    const std::vector<float> want = RmsNormRows(u, n, D, c.rms_norm_eps);
     EXPECT_LE(Err(gX, X, "hc post X"), 1e-6) << "D=" << D;
     EXPECT_LE(Err(gx, want, "hc post+pre xn"), 1e-5) << "D=" << D;
     EXPECT_LE(Err(gp, wp, "hc post+pre post"), 1e-5) << "D=" << D;

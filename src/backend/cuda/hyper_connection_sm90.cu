@@ -411,6 +411,37 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
+// One token's mHC post: its post weights, comb matrix and (MoE output) combine order, loaded once,
+// then per column d: X[k][d] = post[k] y[d] + sum_j C[j][k] X[j][d] (xn: the new values).
+template <int HC>
+struct HcPostToken {
+  float C[HC * HC], post[HC];
+  int order[kMoeMaxK];
+  __device__ __forceinline__ HcPostToken(const HcPostParams& p, int64_t t) {
+#pragma unroll
+    for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
+#pragma unroll
+    for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
+    if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
+  }
+  __device__ __forceinline__ void Column(const HcPostParams& p, int64_t t, int64_t d,
+                                         float (&xn)[HC]) const {
+    float* Xt = p.X + t * HC * p.D;
+    float old[HC];
+#pragma unroll
+    for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
+    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
+#pragma unroll
+    for (int k = 0; k < HC; ++k) {
+      float s = post[k] * yv;
+#pragma unroll
+      for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
+      Xt[k * p.D + d] = s;
+      xn[k] = s;
+    }
+  }
+};
+
 // HcPost that also computes the next HcPre's mix partials (HC = 4, one column per thread: grid
 // (D / kPostMixThreads, n)): block b writes part[(t * gridDim.x + b) * (nout + 1) + o], the sums
 // of fn[o] . X_new (and of X_new^2, o = nout) over its columns of the four streams, reduced in a
@@ -433,26 +464,8 @@ __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams 
 #pragma unroll
     for (int k = 0; k < HC; ++k) fw[o][k] = __ldg(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
-  float C[HC * HC], post[HC];
-#pragma unroll
-  for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
-#pragma unroll
-  for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
-  float* Xt = p.X + t * HC * p.D;
-  int order[kMoeMaxK];
-  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
-  float old[HC], xn[HC];
-#pragma unroll
-  for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
-  const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
-#pragma unroll
-  for (int k = 0; k < HC; ++k) {  // HcPostKernelHc's operations, in its order
-    float s = post[k] * yv;
-#pragma unroll
-    for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
-    Xt[k * p.D + d] = s;
-    xn[k] = s;
-  }
+  float xn[HC];
+  HcPostToken<HC>(p, t).Column(p, t, d, xn);
   auto reduce = [&](int o, float v) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -487,26 +500,10 @@ __global__ void HcPostKernelHc(HcPostParams p) {
   PdlTrigger();
   PdlWait();
   const int64_t t = blockIdx.y;
-  float C[HC * HC], post[HC];
-#pragma unroll
-  for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
-#pragma unroll
-  for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
-  float* Xt = p.X + t * HC * p.D;
-  int order[kMoeMaxK];
-  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
+  const HcPostToken<HC> tok(p, t);
   for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
-    float old[HC];
-#pragma unroll
-    for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
-    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
-#pragma unroll
-    for (int k = 0; k < HC; ++k) {
-      float s = post[k] * yv;
-#pragma unroll
-      for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
-      Xt[k * p.D + d] = s;
-    }
+    float xn[HC];
+    tok.Column(p, t, d, xn);
   }
 }
 
