@@ -1,7 +1,7 @@
 // CUDA ops against the CPU backend: the linear kernels in every weight format over many shapes
-// (0/1/odd row counts, k not a multiple of the vector width or the act_quant block, grouped inputs),
-// FP8/FP4 with the activation quantization of spec §2.12 (bit-exact against the CPU's), batch
-// invariance, the MoE grouping, and GPU sampling.
+// (0/1/odd row counts, k not a multiple of the vector width or the act_quant block, grouped
+// inputs), FP8/FP4 with the activation quantization of spec §2.12 (bit-exact against the CPU's),
+// batch invariance, the MoE grouping, and GPU sampling.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -366,7 +366,8 @@ TEST(HcTest, PreFinishMatchesCpu) {
     model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), post.data(), comb.data(), nullptr);
     const std::vector<float> want = RmsNormRows(u, n, D, c.rms_norm_eps);
     DeviceBuffer xd(X.size() * 4), fnd(w.fn.size() * 4), based(nout * 4), scaled(12),
-        part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4), pd(n * hc * 4), cd(n * hc * hc * 4);
+        part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4), pd(n * hc * 4),
+        cd(n * hc * hc * 4);
     CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
     CopyToDeviceSync(fnd.get(), w.fn.data(), w.fn.size() * 4);
     CopyToDeviceSync(based.get(), w.base.data(), nout * 4);
@@ -375,16 +376,32 @@ TEST(HcTest, PreFinishMatchesCpu) {
     auto run = [&](int64_t t0, int64_t rows, std::vector<float>* xo, std::vector<float>* po,
                    std::vector<float>* co) {
       HcMixParams m;
-      m.X = xd.as<float>() + t0 * K; m.ldx = K; m.K = K; m.fn = fnd.as<float>(); m.nout = nout;
-      m.n = rows; m.part = part.as<float>();
+      m.X = xd.as<float>() + t0 * K;
+      m.ldx = K;
+      m.K = K;
+      m.fn = fnd.as<float>();
+      m.nout = nout;
+      m.n = rows;
+      m.part = part.as<float>();
       LaunchHcMix(m, s.get());
       HcPreFinishParams f;
-      f.part = part.as<float>(); f.rms_eps = static_cast<float>(c.rms_norm_eps);
-      f.xn = xn.as<float>(); f.base = based.as<float>(); f.scale = scaled.as<float>();
-      f.X = xd.as<float>() + t0 * K; f.post = pd.as<float>(); f.comb = cd.as<float>(); f.n = rows;
-      f.hc = hc; f.D = D; f.sinkhorn_iters = c.hc_sinkhorn_iters; f.hc_eps = static_cast<float>(c.hc_eps);
+      f.part = part.as<float>();
+      f.rms_eps = static_cast<float>(c.rms_norm_eps);
+      f.xn = xn.as<float>();
+      f.base = based.as<float>();
+      f.scale = scaled.as<float>();
+      f.X = xd.as<float>() + t0 * K;
+      f.post = pd.as<float>();
+      f.comb = cd.as<float>();
+      f.n = rows;
+      f.hc = hc;
+      f.D = D;
+      f.sinkhorn_iters = c.hc_sinkhorn_iters;
+      f.hc_eps = static_cast<float>(c.hc_eps);
       LaunchHcPreFinish(f, s.get());
-      xo->resize(rows * D); po->resize(rows * hc); co->resize(rows * hc * hc);
+      xo->resize(rows * D);
+      po->resize(rows * hc);
+      co->resize(rows * hc * hc);
       CopyToHost(xo->data(), xn.get(), xo->size() * 4, s.get());
       CopyToHost(po->data(), pd.get(), po->size() * 4, s.get());
       CopyToHost(co->data(), cd.get(), co->size() * 4, s.get());
@@ -431,14 +448,31 @@ TEST(HcTest, PostComputesNextMix) {
     CopyToDeviceSync(scaled.get(), w.scale.data(), 12);
     Stream s;
     HcPostParams hp;
-    hp.y = yd.as<float>(); hp.post = pd.as<float>(); hp.comb = cd.as<float>(); hp.X = xd.as<float>();
-    hp.n = n; hp.hc = hc; hp.D = D; hp.mix_fn = fnd.as<float>(); hp.mix_part = part.as<float>();
+    hp.y = yd.as<float>();
+    hp.post = pd.as<float>();
+    hp.comb = cd.as<float>();
+    hp.X = xd.as<float>();
+    hp.n = n;
+    hp.hc = hc;
+    hp.D = D;
+    hp.mix_fn = fnd.as<float>();
+    hp.mix_part = part.as<float>();
     LaunchHcPost(hp, s.get());
     HcPreFinishParams f;
-    f.part = part.as<float>(); f.mix_slices = slices; f.rms_eps = static_cast<float>(c.rms_norm_eps);
-    f.xn = xn.as<float>(); f.base = based.as<float>(); f.scale = scaled.as<float>(); f.X = xd.as<float>();
-    f.post = po.as<float>(); f.comb = co.as<float>(); f.n = n; f.hc = hc; f.D = D;
-    f.sinkhorn_iters = c.hc_sinkhorn_iters; f.hc_eps = static_cast<float>(c.hc_eps);
+    f.part = part.as<float>();
+    f.mix_slices = slices;
+    f.rms_eps = static_cast<float>(c.rms_norm_eps);
+    f.xn = xn.as<float>();
+    f.base = based.as<float>();
+    f.scale = scaled.as<float>();
+    f.X = xd.as<float>();
+    f.post = po.as<float>();
+    f.comb = co.as<float>();
+    f.n = n;
+    f.hc = hc;
+    f.D = D;
+    f.sinkhorn_iters = c.hc_sinkhorn_iters;
+    f.hc_eps = static_cast<float>(c.hc_eps);
     LaunchHcPreFinish(f, s.get());
     std::vector<float> gX(X.size()), gx(n * D), gp(n * hc), gc(n * hc * hc);
     CopyToHost(gX.data(), xd.get(), gX.size() * 4, s.get());
@@ -487,9 +521,15 @@ struct DeviceGrouping {
   MoeGroupParams Params(const int32_t* sel, int64_t P, int E, Stream& s) {
     Memset(done.get(), 0, 4, s.get());
     MoeGroupParams g;
-    g.sel = sel; g.pairs = P; g.E = E; g.counts = counts.as<int32_t>();
-    g.active = active.as<int32_t>(); g.num_active = num_active.as<int32_t>();
-    g.offsets = offsets.as<int32_t>(); g.pair_list = pairs.as<int32_t>(); g.done = done.as<int32_t>();
+    g.sel = sel;
+    g.pairs = P;
+    g.E = E;
+    g.counts = counts.as<int32_t>();
+    g.active = active.as<int32_t>();
+    g.num_active = num_active.as<int32_t>();
+    g.offsets = offsets.as<int32_t>();
+    g.pair_list = pairs.as<int32_t>();
+    g.done = done.as<int32_t>();
     return g;
   }
   Grouping Read(int64_t P, Stream& s) {
@@ -536,13 +576,19 @@ TEST(MoeGroupTest, FusedIntoRoute) {
   SKIP_WITHOUT_GPU();
   const int E = 256, K = 6;
   for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{40}}) {
-    auto logits = testing::RandomVector(static_cast<size_t>(n * E), 77 + static_cast<uint32_t>(n), 3.0f);
+    auto logits =
+        testing::RandomVector(static_cast<size_t>(n * E), 77 + static_cast<uint32_t>(n), 3.0f);
     DeviceBuffer ld(logits.size() * 4), sel(n * K * 4), wt(n * K * 4);
     CopyToDeviceSync(ld.get(), logits.data(), logits.size() * 4);
     Stream s;
     MoeRouteParams rp;
-    rp.logits = ld.as<float>(); rp.n = n; rp.E = E; rp.K = K; rp.scoring = ScoringFunc::kSigmoid;
-    rp.sel = sel.as<int32_t>(); rp.weight = wt.as<float>();
+    rp.logits = ld.as<float>();
+    rp.n = n;
+    rp.E = E;
+    rp.K = K;
+    rp.scoring = ScoringFunc::kSigmoid;
+    rp.sel = sel.as<int32_t>();
+    rp.weight = wt.as<float>();
     DeviceGrouping dg(E, n * K);
     const MoeGroupParams gp = dg.Params(sel.as<int32_t>(), n * K, E, s);
     for (int rep = 0; rep < 3; ++rep) {
@@ -578,7 +624,8 @@ TEST(SampleTest, GreedyAndSeededGumbel) {
     CopyToHost(got.data(), od.get(), rows * 4, s.get());
     s.Synchronize();
     for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_EQ(got[r], std::max_element(lg.begin() + r * V, lg.begin() + (r + 1) * V) - (lg.begin() + r * V))
+      EXPECT_EQ(got[r], std::max_element(lg.begin() + r * V, lg.begin() + (r + 1) * V) -
+                            (lg.begin() + r * V))
           << "V=" << V << " row " << r;
     }
     EXPECT_EQ(got[2], 4000) << "V=" << V;
@@ -591,8 +638,8 @@ TEST(SampleTest, GreedyAndSeededGumbel) {
     CopyToHost(a.data(), od.get(), rows * 4, s.get());
     CopyToHost(b.data(), od2.get(), rows * 4, s.get());
     s.Synchronize();
-    EXPECT_EQ(a, b);         // same key, same token
-    EXPECT_EQ(a[1], 4321);   // a dominant logit wins at temperature 1
+    EXPECT_EQ(a, b);        // same key, same token
+    EXPECT_EQ(a[1], 4321);  // a dominant logit wins at temperature 1
   }
 }
 

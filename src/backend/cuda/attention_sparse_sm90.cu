@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 #pragma unroll
       for (int v = 0; v < kMaxPerLane / 4; ++v) {
         const int c = 4 * lane + 128 * v;
-        const float4 a = ok && c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
+        const float4 a =
+            ok && c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
         kr[u][4 * v] = a.x; kr[u][4 * v + 1] = a.y; kr[u][4 * v + 2] = a.z; kr[u][4 * v + 3] = a.w;
       }
     }

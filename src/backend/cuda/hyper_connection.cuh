@@ -49,8 +49,8 @@ struct HcPreFinishParams {
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream);
 
 struct HcPostParams {
-  const float* y = nullptr;     // [n, D] sublayer output, or (null) the MoE combine of `moe`
-  MoeCombineParams moe;         // used when y is null (moe.out unused): the combine folded in
+  const float* y = nullptr;  // [n, D] sublayer output, or (null) the MoE combine of `moe`
+  MoeCombineParams moe;      // used when y is null (moe.out unused): the combine folded in
   // Optional: the next HcPre's mix partials of the updated X (mix_fn [(2 + hc) * hc, hc * D]) into
   // mix_part [n, HcPostMixSlices(hc, D), nout + 1]; needs HcPostMixSlices(hc, D) > 0.
   const float* mix_fn = nullptr;

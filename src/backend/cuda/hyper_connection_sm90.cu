@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "backend/cuda/check.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/norm.cuh"
 
@@ -160,8 +160,8 @@ __device__ __forceinline__ float HcMixRs(const HcPreFinishParams& p, const float
 }
 // The collapse weight pre[i] (spec: sigmoid of the scaled mix plus base, plus eps).
 template <int HC>
-__device__ __forceinline__ float HcPreWeight(const HcPreFinishParams& p, const float* mixv, float rs,
-                                            int i) {
+__device__ __forceinline__ float HcPreWeight(const HcPreFinishParams& p, const float* mixv,
+                                             float rs, int i) {
   return SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
 }
 
@@ -276,8 +276,8 @@ constexpr int kSplitBlocks = 4, kSplitThreads = 256;
 constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
 
 template <int HC, int kPer>
-__global__ void __launch_bounds__(kSplitThreads) HcPreFinishSplitKernel(HcPreFinishParams p,
-                                                                         int64_t slices) {
+__global__ void __launch_bounds__(kSplitThreads)
+    HcPreFinishSplitKernel(HcPreFinishParams p, int64_t slices) {
   PdlTrigger();
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float pre[kMaxHc];
@@ -298,7 +298,8 @@ __global__ void __launch_bounds__(kSplitThreads) HcPreFinishSplitKernel(HcPreFin
 #pragma unroll
     for (int q = 0; q < kPer; ++q)
 #pragma unroll
-      for (int i = 0; i < HC; ++i) xv[q][i] = __ldg(Xt + i * p.D + c0 + q * kSplitThreads + threadIdx.x);
+      for (int i = 0; i < HC; ++i)
+        xv[q][i] = __ldg(Xt + i * p.D + c0 + q * kSplitThreads + threadIdx.x);
   }
   PdlWait();
   ReducePartials(p.part, t, slices, (2 + HC) * HC, mixv);
@@ -307,7 +308,8 @@ __global__ void __launch_bounds__(kSplitThreads) HcPreFinishSplitKernel(HcPreFin
     if (threadIdx.x < 32) SinkhornWarp<HC>(p, t, mixv, pre);
     return;
   }
-  if (threadIdx.x < HC) pre[threadIdx.x] = HcPreWeight<HC>(p, mixv, HcMixRs<HC>(p, mixv), threadIdx.x);
+  if (threadIdx.x < HC)
+    pre[threadIdx.x] = HcPreWeight<HC>(p, mixv, HcMixRs<HC>(p, mixv), threadIdx.x);
   __syncthreads();
   float pw[HC];
 #pragma unroll
@@ -501,7 +503,8 @@ __global__ void HcPostKernelHc(HcPostParams p) {
   PdlWait();
   const int64_t t = blockIdx.y;
   const HcPostToken<HC> tok(p, t);
-  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D;
+       d += int64_t{gridDim.x} * blockDim.x) {
     float xn[HC];
     tok.Column(p, t, d, xn);
   }
@@ -619,10 +622,18 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
         LaunchKernelClustered(kernel, g, dim3(kSplitThreads), 0, stream, kSplitBlocks, q, slices);
       };
       switch (per) {
-        case 1: go(HcPreFinishSplitKernel<4, 1>); break;
-        case 2: go(HcPreFinishSplitKernel<4, 2>); break;
-        case 4: go(HcPreFinishSplitKernel<4, 4>); break;
-        default: go(HcPreFinishSplitKernel<4, 8>); break;
+        case 1:
+          go(HcPreFinishSplitKernel<4, 1>);
+          break;
+        case 2:
+          go(HcPreFinishSplitKernel<4, 2>);
+          break;
+        case 4:
+          go(HcPreFinishSplitKernel<4, 4>);
+          break;
+        default:
+          go(HcPreFinishSplitKernel<4, 8>);
+          break;
       }
       CUDA_CHECK_LAUNCH();
     }
@@ -647,7 +658,8 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.mix_fn != nullptr) {
     const int64_t slices = HcPostMixSlices(p.hc, p.D);
     if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
-    LaunchKernel(HcPostMixKernel<4>, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
+    LaunchKernel(HcPostMixKernel<4>,
+                 dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
                  dim3(kPostMixThreads), 0, stream, p);
     CUDA_CHECK_LAUNCH();
     return;

@@ -2,7 +2,8 @@
 // decode step needs no host synchronization:
 //   LaunchMoeRoute:   scores from fp32 router logits, expert choice (hash table or biased top-k,
 //                     ties to the lower expert id), normalized and scaled weights.
-//   LaunchMoeGroup:   groups the (token, k) pairs by expert: active experts ascending, each with its
+//   LaunchMoeGroup:   groups the (token, k) pairs by expert: active experts ascending, each with
+//   its
 //                     pair ids ascending (deterministic; feeds LaunchExpertLinear). Up to 2,048
 //                     pairs in one block (or inside the route kernel), more by per-expert blocks.
 //   LaunchSwiglu:     h = silu(min(g, L)) * clamp(u, -L, L)   (L <= 0: no clamp)

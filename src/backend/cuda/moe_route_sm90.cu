@@ -1,6 +1,6 @@
 #include "backend/cuda/check.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/moe_route.cuh"
 
@@ -172,8 +172,8 @@ __device__ void RouteToken(const MoeRouteParams& p) {
 
 // group.pairs > 0: the last block to finish its token also groups the pairs (GroupOneBlock),
 // saving the grouping launches at decode sizes.
-__global__ void __launch_bounds__(kGroupThreads) MoeRouteKernel(MoeRouteParams p,
-                                                                  MoeGroupParams group) {
+__global__ void __launch_bounds__(kGroupThreads)
+    MoeRouteKernel(MoeRouteParams p, MoeGroupParams group) {
   PdlTrigger();
   PdlWait();
   RouteToken(p);
@@ -291,7 +291,8 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
   const int64_t t = blockIdx.y;
   int order[kMaxK];
   MoeCombineOrder(p, t, order);
-  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D;
+       d += int64_t{gridDim.x} * blockDim.x)
     p.out[t * p.D + d] = MoeCombineAt(p, t, order, d);
 }
 

@@ -100,7 +100,8 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
                                                 : gpu::ScoringFunc::kSigmoid;
   rp.norm_topk_prob = c.norm_topk_prob;
   rp.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
-  rp.sel = rsel; rp.weight = rwt;
+  rp.sel = rsel;
+  rp.weight = rwt;
   gpu::MoeGroupParams gp;
   gp.sel = rsel; gp.pairs = P; gp.E = static_cast<int>(E); gp.counts = counts; gp.active = active;
   gp.num_active = num_active + layer; gp.offsets = offsets; gp.pair_list = pairs;
@@ -165,9 +166,10 @@ void CudaModel::Impl::AllocateActivations() {
   const int64_t d = c.head_dim, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, IH = c.index_n_heads, Id = c.index_head_dim;
   X = Alloc<float>(T * hc * D);
-  mix = Alloc<float>(std::max<int64_t>(T, opt.max_seqs) *
-                     std::max(gpu::HcMixSlices(hc * D), gpu::HcPostMixSlices(static_cast<int>(hc), D)) *
-                     ((2 + hc) * hc + 1));
+  mix = Alloc<float>(
+      std::max<int64_t>(T, opt.max_seqs) *
+      std::max(gpu::HcMixSlices(hc * D), gpu::HcPostMixSlices(static_cast<int>(hc), D)) *
+      ((2 + hc) * hc + 1));
   post = Alloc<float>(T * hc);
   comb = Alloc<float>(T * hc * hc);
   xn = Alloc<float>(T * D);

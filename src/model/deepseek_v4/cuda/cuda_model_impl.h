@@ -274,10 +274,16 @@ struct CudaModel::Impl {
   // (the next HcPre's mixing weights): its mix partials too, where the kernel can.
   void HcPost(int64_t n, const gpu::MoeCombineParams* moe, const WeightRef* next_fn) {
     gpu::HcPostParams p;
-    p.y = moe ? nullptr : y; p.post = post; p.comb = comb; p.X = X; p.n = n; p.hc = c.hc_mult;
+    p.y = moe ? nullptr : y;
+    p.post = post;
+    p.comb = comb;
+    p.X = X;
+    p.n = n;
+    p.hc = c.hc_mult;
     p.D = c.hidden_size;
     if (moe) p.moe = *moe;
-    mix_ready = next_fn != nullptr && gpu::HcPostMixSlices(c.hc_mult, c.hidden_size) > 0 && n <= 65535;
+    mix_ready =
+        next_fn != nullptr && gpu::HcPostMixSlices(c.hc_mult, c.hidden_size) > 0 && n <= 65535;
     if (mix_ready) {
       p.mix_fn = static_cast<const float*>(next_fn->data);
       p.mix_part = mix;

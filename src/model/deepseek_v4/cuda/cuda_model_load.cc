@@ -135,9 +135,9 @@ class GpuLoader {
     const int64_t elem = joint && kv->dtype == DType::kF32 ? 4 : 2;
     uint8_t* both = joint ? m_->Alloc<uint8_t>(2 * width * c.hidden_size * elem) : nullptr;
     DSINFER_ASSIGN_OR_RETURN(cw->wkv, Matrix(p + "wkv", width, c.hidden_size, both));
-    DSINFER_ASSIGN_OR_RETURN(
-        cw->wgate,
-        Matrix(p + "wgate", width, c.hidden_size, joint ? both + width * c.hidden_size * elem : nullptr));
+    DSINFER_ASSIGN_OR_RETURN(cw->wgate,
+                             Matrix(p + "wgate", width, c.hidden_size,
+                                    joint ? both + width * c.hidden_size * elem : nullptr));
     if (joint) {
       cw->kv_gate = cw->wkv;
       cw->kv_gate.n = 2 * width;
