@@ -286,11 +286,9 @@ __global__ void __launch_bounds__(kSplitThreads)
   const int64_t t = blockIdx.y;
   const int rank = blockIdx.x;
   const bool sinkhorn = blockIdx.z == 1;
-  if (sinkhorn && rank != 0) {
-    PdlWait();
-    return;
-  }
-  // X is final (written before the mix kernel ran): the block's columns load under the sums.
+  PdlWait();  // X and the mix partials come from earlier kernels (the post may have written both)
+  if (sinkhorn && rank != 0) return;
+  // The block's columns load under the sums.
   const int64_t cols = p.D / kSplitBlocks, c0 = rank * cols;
   float xv[kPer][HC];
   if (!sinkhorn) {
@@ -301,7 +299,6 @@ __global__ void __launch_bounds__(kSplitThreads)
       for (int i = 0; i < HC; ++i)
         xv[q][i] = __ldg(Xt + i * p.D + c0 + q * kSplitThreads + threadIdx.x);
   }
-  PdlWait();
   ReducePartials(p.part, t, slices, (2 + HC) * HC, mixv);
   __syncthreads();
   if (sinkhorn) {
@@ -352,7 +349,7 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   const int64_t t = blockIdx.x;
   const int hc = HC > 0 ? HC : p.hc;
   const int nout = (2 + hc) * hc;
-  // X is final (written before the mix kernel ran): its loads overlap the sums and the Sinkhorn.
+  // X (from an earlier kernel: read after the wait) loads under the sums and the Sinkhorn.
   float xv[kCollapsePer][HC > 0 ? HC : 1];
   const bool x_in_regs = HC > 0 && p.D <= static_cast<int64_t>(blockDim.x) * kCollapsePer;
   if constexpr (HC > 0) {
