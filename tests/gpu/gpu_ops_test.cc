@@ -347,6 +347,50 @@ std::vector<float> RmsNormRows(const std::vector<float>& u, int64_t n, int64_t D
   return out;
 }
 
+// Random mHC pre weights for hc = 4 streams of width D (fn, base; scale as given).
+model::deepseek_v4::HyperConnectionWeights RandomHcWeights(int64_t D, uint32_t seed,
+                                                           std::vector<float> scale) {
+  const int64_t nout = 6 * 4, K = 4 * D;
+  model::deepseek_v4::HyperConnectionWeights w;
+  w.fn = testing::RandomVector(static_cast<size_t>(nout * K), seed, 0.05f);
+  w.base = testing::RandomVector(nout, seed + 1, 0.5f);
+  w.scale = std::move(scale);
+  return w;
+}
+
+// Those weights on the device.
+struct DeviceHcWeights {
+  DeviceBuffer fn, base, scale;
+  explicit DeviceHcWeights(const model::deepseek_v4::HyperConnectionWeights& w)
+      : fn(w.fn.size() * 4), base(w.base.size() * 4), scale(w.scale.size() * 4) {
+    CopyToDeviceSync(fn.get(), w.fn.data(), fn.bytes());
+    CopyToDeviceSync(base.get(), w.base.data(), base.bytes());
+    CopyToDeviceSync(scale.get(), w.scale.data(), scale.bytes());
+  }
+};
+
+// The finish of n tokens from mix partials `part` (mix_slices 0: HcMix's) over streams X.
+HcPreFinishParams FinishParams(const io::DeepseekV4Config& c, const DeviceHcWeights& w,
+                               const float* part, int64_t mix_slices, const float* X, int64_t n,
+                               float* xn, float* post, float* comb) {
+  HcPreFinishParams f;
+  f.part = part;
+  f.mix_slices = mix_slices;
+  f.rms_eps = static_cast<float>(c.rms_norm_eps);
+  f.xn = xn;
+  f.base = w.base.as<float>();
+  f.scale = w.scale.as<float>();
+  f.X = X;
+  f.post = post;
+  f.comb = comb;
+  f.n = n;
+  f.hc = c.hc_mult;
+  f.D = c.hidden_size;
+  f.sinkhorn_iters = c.hc_sinkhorn_iters;
+  f.hc_eps = static_cast<float>(c.hc_eps);
+  return f;
+}
+
 // The mHC pre step on the GPU (mix partials, then the finish: collapse + RMSNorm, post, and the
 // Sinkhorn comb) against the CPU model's HcPre, for the split finish (D = 4,096: four clustered
 // blocks collapse while another runs the Sinkhorn) and the one-block finish (D = 256); each token
@@ -357,21 +401,15 @@ TEST(HcTest, PreFinishMatchesCpu) {
     const io::DeepseekV4Config c = HcConfig(D);
     const int hc = 4, nout = (2 + hc) * hc;
     const int64_t n = 3, K = hc * D;
-    model::deepseek_v4::HyperConnectionWeights w;
-    w.fn = testing::RandomVector(static_cast<size_t>(nout * K), 5, 0.05f);
-    w.base = testing::RandomVector(nout, 6, 0.5f);
-    w.scale = {0.7f, 1.1f, 0.9f};
+    const auto w = RandomHcWeights(D, 5, {0.7f, 1.1f, 0.9f});
     const auto X = testing::RandomVector(static_cast<size_t>(n * K), 7, 1.0f);
     std::vector<float> u(n * D), post(n * hc), comb(n * hc * hc);
     model::deepseek_v4::HcPre(w, c, X.data(), n, u.data(), post.data(), comb.data(), nullptr);
     const std::vector<float> want = RmsNormRows(u, n, D, c.rms_norm_eps);
-    DeviceBuffer xd(X.size() * 4), fnd(w.fn.size() * 4), based(nout * 4), scaled(12),
-        part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4), pd(n * hc * 4),
-        cd(n * hc * hc * 4);
+    const DeviceHcWeights dw(w);
+    DeviceBuffer xd(X.size() * 4), part(n * HcMixSlices(K) * (nout + 1) * 4), xn(n * D * 4),
+        pd(n * hc * 4), cd(n * hc * hc * 4);
     CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
-    CopyToDeviceSync(fnd.get(), w.fn.data(), w.fn.size() * 4);
-    CopyToDeviceSync(based.get(), w.base.data(), nout * 4);
-    CopyToDeviceSync(scaled.get(), w.scale.data(), 12);
     Stream s;
     auto run = [&](int64_t t0, int64_t rows, std::vector<float>* xo, std::vector<float>* po,
                    std::vector<float>* co) {
@@ -379,26 +417,14 @@ TEST(HcTest, PreFinishMatchesCpu) {
       m.X = xd.as<float>() + t0 * K;
       m.ldx = K;
       m.K = K;
-      m.fn = fnd.as<float>();
+      m.fn = dw.fn.as<float>();
       m.nout = nout;
       m.n = rows;
       m.part = part.as<float>();
       LaunchHcMix(m, s.get());
-      HcPreFinishParams f;
-      f.part = part.as<float>();
-      f.rms_eps = static_cast<float>(c.rms_norm_eps);
-      f.xn = xn.as<float>();
-      f.base = based.as<float>();
-      f.scale = scaled.as<float>();
-      f.X = xd.as<float>() + t0 * K;
-      f.post = pd.as<float>();
-      f.comb = cd.as<float>();
-      f.n = rows;
-      f.hc = hc;
-      f.D = D;
-      f.sinkhorn_iters = c.hc_sinkhorn_iters;
-      f.hc_eps = static_cast<float>(c.hc_eps);
-      LaunchHcPreFinish(f, s.get());
+      LaunchHcPreFinish(FinishParams(c, dw, part.as<float>(), 0, xd.as<float>() + t0 * K, rows,
+                                     xn.as<float>(), pd.as<float>(), cd.as<float>()),
+                        s.get());
       xo->resize(rows * D);
       po->resize(rows * hc);
       co->resize(rows * hc * hc);
@@ -428,24 +454,18 @@ TEST(HcTest, PostComputesNextMix) {
     const int hc = 4, nout = (2 + hc) * hc;
     const int64_t n = 2, K = hc * D, slices = HcPostMixSlices(hc, D);
     ASSERT_GT(slices, 0);
-    model::deepseek_v4::HyperConnectionWeights w;
-    w.fn = testing::RandomVector(static_cast<size_t>(nout * K), 15, 0.05f);
-    w.base = testing::RandomVector(nout, 16, 0.5f);
-    w.scale = {0.8f, 1.2f, 0.6f};
+    const auto w = RandomHcWeights(D, 15, {0.8f, 1.2f, 0.6f});
     auto X = testing::RandomVector(static_cast<size_t>(n * K), 17, 1.0f);
     const auto y = testing::RandomVector(static_cast<size_t>(n * D), 18, 1.0f);
     auto post = testing::RandomVector(static_cast<size_t>(n * hc), 19, 1.0f);
     auto comb = testing::RandomVector(static_cast<size_t>(n * hc * hc), 20, 0.5f);
+    const DeviceHcWeights dw(w);
     DeviceBuffer xd(X.size() * 4), yd(y.size() * 4), pd(post.size() * 4), cd(comb.size() * 4),
-        fnd(w.fn.size() * 4), based(nout * 4), scaled(12), part(n * slices * (nout + 1) * 4),
-        xn(n * D * 4), po(n * hc * 4), co(n * hc * hc * 4);
+        part(n * slices * (nout + 1) * 4), xn(n * D * 4), po(n * hc * 4), co(n * hc * hc * 4);
     CopyToDeviceSync(xd.get(), X.data(), X.size() * 4);
     CopyToDeviceSync(yd.get(), y.data(), y.size() * 4);
     CopyToDeviceSync(pd.get(), post.data(), post.size() * 4);
     CopyToDeviceSync(cd.get(), comb.data(), comb.size() * 4);
-    CopyToDeviceSync(fnd.get(), w.fn.data(), w.fn.size() * 4);
-    CopyToDeviceSync(based.get(), w.base.data(), nout * 4);
-    CopyToDeviceSync(scaled.get(), w.scale.data(), 12);
     Stream s;
     HcPostParams hp;
     hp.y = yd.as<float>();
@@ -455,25 +475,12 @@ TEST(HcTest, PostComputesNextMix) {
     hp.n = n;
     hp.hc = hc;
     hp.D = D;
-    hp.mix_fn = fnd.as<float>();
+    hp.mix_fn = dw.fn.as<float>();
     hp.mix_part = part.as<float>();
     LaunchHcPost(hp, s.get());
-    HcPreFinishParams f;
-    f.part = part.as<float>();
-    f.mix_slices = slices;
-    f.rms_eps = static_cast<float>(c.rms_norm_eps);
-    f.xn = xn.as<float>();
-    f.base = based.as<float>();
-    f.scale = scaled.as<float>();
-    f.X = xd.as<float>();
-    f.post = po.as<float>();
-    f.comb = co.as<float>();
-    f.n = n;
-    f.hc = hc;
-    f.D = D;
-    f.sinkhorn_iters = c.hc_sinkhorn_iters;
-    f.hc_eps = static_cast<float>(c.hc_eps);
-    LaunchHcPreFinish(f, s.get());
+    LaunchHcPreFinish(FinishParams(c, dw, part.as<float>(), slices, xd.as<float>(), n,
+                                   xn.as<float>(), po.as<float>(), co.as<float>()),
+                      s.get());
     std::vector<float> gX(X.size()), gx(n * D), gp(n * hc), gc(n * hc * hc);
     CopyToHost(gX.data(), xd.get(), gX.size() * 4, s.get());
     CopyToHost(gx.data(), xn.get(), gx.size() * 4, s.get());
