@@ -35,7 +35,7 @@ double Err(const std::vector<float>& got, const std::vector<float>& ref, const c
 
 struct HostWeight {
   WeightFormat format;
-  std::vector<uint8_t> data, scale;  // as uploaded (FP4: TileFp4ForMma order)
+  std::vector<uint8_t> data, scale;  // as uploaded (FP8/FP4: TileFp8ForMma/TileFp4ForMma order)
   std::vector<float> dequant;  // [n, k] reference values
   bool quantized() const { return format == WeightFormat::kFp8 || format == WeightFormat::kFp4; }
   // The CPU reference: the dequantized weight, its input act_quant'ed when FP8/FP4.
@@ -67,7 +67,8 @@ HostWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) {
       break;
     case WeightFormat::kFp8: {
       auto q = io::QuantizeFp8Blocks(w, n, k, 128);
-      h.data = q.data;
+      h.data.resize(static_cast<size_t>(Fp8TiledBytes(n, k)));
+      TileFp8ForMma(q.data.data(), h.data.data(), n, k);
       h.scale = q.scale;
       h.dequant.resize(w.size());
       const int64_t sk = (k + 127) / 128;
@@ -244,8 +245,10 @@ TEST(LinearTest, PrepassEqualsInKernelQuantization) {
 TEST(LinearTest, GroupedInput) {
   SKIP_WITHOUT_GPU();
   // wo_a: G groups of R output rows, each reading its own C input columns (fp32 and FP8 weights).
+  // FP8 with few rows (quantized in the kernel) and many (the pre-pass and 32-row tiles); 3 x 1024
+  // rows: wo_a-like groups of many row tiles.
   for (const Case cs : {Case{WeightFormat::kF32, 5, 20, 32}, Case{WeightFormat::kFp8, 5, 32, 256},
-                        Case{WeightFormat::kFp8, 40, 48, 384}}) {
+                        Case{WeightFormat::kFp8, 40, 48, 384}, Case{WeightFormat::kFp8, 40, 1024, 256}}) {
     const int64_t G = 3, R = cs.n, C = cs.k, m = cs.m;
     HostWeight hw = MakeWeight(cs.format, G * R, C, 3);
     auto x = testing::RandomVector(m * G * C, 4);
@@ -272,6 +275,122 @@ TEST(LinearTest, GroupedInput) {
     CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
     s.Synchronize();
     EXPECT_LE(testing::RelativeError(got, ref), 1e-5) << "format " << static_cast<int>(cs.format) << " m=" << m;
+    // Batch invariance: the last row alone gives the same bits.
+    LinearParams one = p;
+    one.x = xd.as<float>() + (m - 1) * G * C;
+    one.m = 1;
+    LaunchLinear(one, s.get());
+    std::vector<float> row(G * R);
+    CopyToHost(row.data(), yd.get(), row.size() * 4, s.get());
+    s.Synchronize();
+    EXPECT_EQ(0, std::memcmp(row.data(), got.data() + (m - 1) * G * R, row.size() * 4))
+        << "format " << static_cast<int>(cs.format) << " m=" << m << " n=" << R;
+  }
+}
+
+// Routed experts (FP8 and FP4, one matrix and the fused SwiGLU pair): the grouped launch (pairs
+// routed to 5 experts, read through the pair list) gives the bits of each expert as a dense linear
+// over 13 rows, and matches the CPU.
+TEST(LinearTest, ExpertsMatchDenseBitForBit) {
+  SKIP_WITHOUT_GPU();
+  const int E = 5, K = 2, T = 3, P = T * K;
+  // Token i routes to experts i % E and (i + 2) % E (pair i * K + j); slots in expert order.
+  std::vector<std::vector<int32_t>> by_expert(E);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < K; ++j) by_expert[(i + 2 * j) % E].push_back(i * K + j);
+  std::vector<int32_t> active, offsets{0}, pair_list;
+  for (int e = 0; e < E; ++e) {
+    if (by_expert[e].empty()) continue;
+    active.push_back(e);
+    pair_list.insert(pair_list.end(), by_expert[e].begin(), by_expert[e].end());
+    offsets.push_back(static_cast<int32_t>(pair_list.size()));
+  }
+  const int32_t nact = static_cast<int32_t>(active.size());
+  active.resize(P, 0);
+  offsets.resize(P + 1, offsets.back());
+  for (const Case cs : {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
+                        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+    for (const bool dual : {false, true}) {
+      const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) + " n=" +
+                               std::to_string(cs.n) + " k=" + std::to_string(cs.k) + (dual ? " swiglu" : "");
+      std::vector<HostWeight> hw;
+      std::vector<DeviceBuffer> wd, sd;
+      std::vector<const void*> wp[2], sp[2];
+      for (int e = 0; e < 2 * E; ++e) {  // W1 of expert e at e, W3 at E + e
+        hw.push_back(MakeWeight(cs.format, cs.n, cs.k, 100 + e));
+        wd.emplace_back(hw.back().data.size());
+        sd.emplace_back(hw.back().scale.size());
+        CopyToDeviceSync(wd.back().get(), hw.back().data.data(), hw.back().data.size());
+        CopyToDeviceSync(sd.back().get(), hw.back().scale.data(), hw.back().scale.size());
+        wp[e / E].push_back(wd.back().get());
+        sp[e / E].push_back(sd.back().get());
+      }
+      auto upload = [](const auto& v) {
+        DeviceBuffer b(v.size() * sizeof(v[0]));
+        CopyToDeviceSync(b.get(), v.data(), b.bytes());
+        return b;
+      };
+      DeviceBuffer w1t = upload(wp[0]), s1t = upload(sp[0]), w3t = upload(wp[1]), s3t = upload(sp[1]);
+      DeviceBuffer act = upload(active), off = upload(offsets), prs = upload(pair_list),
+                   na = upload(std::vector<int32_t>{nact});
+      const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
+      auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
+      for (int64_t r = T; r < rows; ++r)
+        std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
+      DeviceBuffer xd(x.size() * 4), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
+      CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
+      Stream s;
+      ExpertLinearParams p;
+      p.shape.format = cs.format;
+      p.shape.scale_format = ScaleFormat::kUe8m0;
+      p.shape.n = cs.n;
+      p.shape.k = cs.k;
+      p.data = w1t.as<const void*>();
+      p.scale = s1t.as<const void*>();
+      p.x = xd.as<float>(); p.ldx = cs.k; p.x_row_div = K; p.ldy = cs.n;
+      p.active = act.as<int32_t>(); p.num_active = na.as<int32_t>(); p.offsets = off.as<int32_t>();
+      p.pairs = prs.as<int32_t>(); p.max_slots = P; p.total_pairs = P;
+      p.y = y1.as<float>();
+      Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
+      if (dual)
+        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(), 0.7f, s.get());
+      else
+        LaunchExpertLinear(p, s.get());
+      std::vector<float> got(P * cs.n);
+      CopyToHost(got.data(), p.y, got.size() * 4, s.get());
+      s.Synchronize();
+      std::vector<float> want(cs.n), r1(cs.n), r3(cs.n), dense(rows * cs.n);
+      double err = 0;
+      for (int e = 0; e < E; ++e) {
+        if (by_expert[e].empty()) continue;
+        LinearParams d = DenseParams(Case{cs.format, rows, cs.n, cs.k}, hw[e], wd[e], sd[e], xd);
+        d.y = yd.as<float>();
+        if (dual) {
+          WeightRef w3 = d.w;
+          w3.data = wd[E + e].get();
+          w3.scale = sd[E + e].get();
+          LaunchLinearSwiglu(d, w3, u.as<float>(), 0.7f, s.get());
+        } else {
+          LaunchLinear(d, s.get());
+        }
+        CopyToHost(dense.data(), yd.get(), dense.size() * 4, s.get());
+        s.Synchronize();
+        for (const int32_t pr : by_expert[e]) {
+          const int tok = pr / K;
+          EXPECT_EQ(0, std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
+              << name << " expert " << e << " pair " << pr;
+          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[e].view(), cs.n, r1.data(), nullptr);
+          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[E + e].view(), cs.n, r3.data(), nullptr);
+          for (int64_t i = 0; i < cs.n; ++i) {
+            const float gg = std::min(r1[i], 0.7f), uu = std::clamp(r3[i], -0.7f, 0.7f);
+            want[i] = dual ? gg / (1.0f + std::exp(-gg)) * uu : r1[i];
+          }
+          err = std::max(err, testing::RelativeError(
+                                  std::vector<float>(got.begin() + pr * cs.n, got.begin() + (pr + 1) * cs.n), want));
+        }
+      }
+      EXPECT_LE(err, 1e-5) << name;
+    }
   }
 }
 

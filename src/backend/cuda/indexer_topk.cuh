@@ -2,10 +2,12 @@
 //   score[w] = sum_h wI[t,h] * relu(qI[t,h] · K_I[w]) * head_dim^-0.5     for w < (p+1) / rate
 // and the top min(topk, visible) entries (ties: lower index first), returned in ascending order.
 // fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6).
-// Two kernels per chunk of score_rows tokens: scoring over (32-entry tiles x tokens) blocks, each
-// score the same fmaf chain over head_dim and the same sum over heads in head order for any
-// tiling; then one block per token selects the top-k (radix select on the scores, ties to the lower
-// index, output in ascending index order).
+// Two kernels per chunk of score_rows tokens: scoring over (entry tiles x tokens) blocks (32-entry
+// tiles, or 8-entry tiles for a few tokens: more blocks), each score the same fmaf chain over
+// head_dim and the same sum over heads in head order for any tiling; then one block per token
+// selects the top-k (radix select on the scores, ties to the lower index, output in ascending index
+// order). The scoring blocks may apply the query's RoPE and the head weights' scale themselves
+// (rope_dim, weight_scale): the same operations as LaunchRope and LaunchScale before them.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,12 @@ namespace dsinfer::backend::cuda {
 
 struct IndexerTopKParams {
   TokenMeta meta;
-  const float* q = nullptr;        // [n, heads, head_dim] indexer queries (RoPE applied)
-  const float* weights = nullptr;  // [n, heads] head weights (already scaled by heads^-0.5)
+  const float* q = nullptr;        // [n, heads, head_dim] indexer queries (RoPE applied when
+                                   // rope_dim is 0, else applied here)
+  const float* weights = nullptr;  // [n, heads] head weights, times weight_scale here
+  float weight_scale = 1.0f;       // heads^-0.5 when the weights come unscaled
+  int rope_dim = 0;                // > 0: RoPE of each head's trailing rope_dim values (the
+  const float* inv_freq = nullptr; // rope frequencies [rope_dim / 2]) as LaunchRope would
   ListRef keys;                    // index-key entries (width head_dim)
   int heads = 0;                   // <= 64
   int head_dim = 0;                // multiple of 4

@@ -1,4 +1,5 @@
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 
@@ -9,33 +10,44 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kMaxHeads = 64;
 
-constexpr int kTileEntries = 32;  // entries per scoring block
-constexpr int kHeadGroups = 8;    // warps per scoring block; heads per thread = kMaxHeads / 8
-constexpr int kHpt = kMaxHeads / kHeadGroups;
+constexpr int kMaxRopeHalf = 64;
 
-size_t ScoreSmemBytes(int heads, int head_dim) {
+// Scoring tiles: kE entries per block, kHpt heads per thread (threads kE * kMaxHeads / kHpt). Wide
+// tiles share the staged query over more entries (prefill); narrow ones spread a few tokens' entries
+// over more blocks (decode). The arithmetic per score is the same for both.
+template <int kE, int kHpt>
+struct ScoreTile {
+  static constexpr int kThreads = kE * (kMaxHeads / kHpt);
+};
+using WideTile = ScoreTile<32, 8>;
+using NarrowTile = ScoreTile<8, 1>;
+
+size_t ScoreSmemBytes(int heads, int head_dim, int entries) {
   return (static_cast<size_t>(heads) * head_dim + kMaxHeads +
-          static_cast<size_t>(kTileEntries) * (head_dim + 4) + kTileEntries * (kMaxHeads + 1)) *
+          static_cast<size_t>(entries) * (head_dim + 4) + entries * (kMaxHeads + 1)) *
          sizeof(float);
 }
 
-// Block (tile, t): scores of entries [tile*32, tile*32+32) of token t. Thread (warp g, lane e):
-// entry e against heads [8g, 8g+8).
-__global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel(IndexerTopKParams p, int64_t cap) {
+// Block (tile, t): scores of entries [tile*kE, tile*kE+kE) of token t. Thread (group g, e): entry
+// e = tid % kE against heads [g*kHpt, g*kHpt+kHpt), g = tid / kE.
+template <int kE, int kHpt>
+__global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
+    IndexerScoreKernel(IndexerTopKParams p, int64_t cap) {
   PdlTrigger();
   PdlWait();
   extern __shared__ float smem[];
+  __shared__ float cs[kMaxRopeHalf][2];
   const int64_t t = blockIdx.y;
   const int pos = p.meta.pos[t];
   const int visible = (pos + 1) / p.rate;
   const int k = min(p.topk, visible);
-  const int w0 = blockIdx.x * kTileEntries;
+  const int w0 = blockIdx.x * kE;
   if (k == visible || w0 >= visible) return;
   const int H = p.heads, Dh = p.head_dim, ks = Dh + 4;
   float* q = smem;                          // [H, Dh]
   float* wts = q + H * Dh;                  // [kMaxHeads]
-  float* keys = wts + kMaxHeads;            // [32, Dh + 4]
-  float* pv = keys + kTileEntries * ks;     // [32, kMaxHeads + 1]
+  float* keys = wts + kMaxHeads;            // [kE, Dh + 4]
+  float* pv = keys + kE * ks;               // [kE, kMaxHeads + 1]
   {
     // H·Dh is a multiple of 4 (head_dim % 4 == 0): 16-byte loads, several in flight per thread.
     const float4* qs = reinterpret_cast<const float4*>(p.q + t * H * Dh);
@@ -43,16 +55,26 @@ __global__ void __launch_bounds__(kTileEntries * kHeadGroups) IndexerScoreKernel
 #pragma unroll 8
     for (int i = threadIdx.x; i < H * Dh / 4; i += blockDim.x) qd[i] = qs[i];
   }
-  for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i];
+  for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i] * p.weight_scale;
+  const int half = p.rope_dim / 2;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
   const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
-  const int ne = min(kTileEntries, visible - w0);
+  const int ne = min(kE, visible - w0);
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
     const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
     *reinterpret_cast<float4*>(keys + e * ks + c) =
         *reinterpret_cast<const float4*>(kbase + static_cast<int64_t>(w0 + e) * p.keys.width + c);
   }
   __syncthreads();
-  const int e = threadIdx.x % 32, g = threadIdx.x / 32;
+  if (half > 0) {  // LaunchRope's rotation of each head's trailing pairs, on the staged query
+    for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
+      const int h = i / half, j = i % half;
+      float* v = q + h * Dh + (Dh - p.rope_dim) + 2 * j;
+      RotateWith(v[0], v[1], cs[j][0], cs[j][1], false);
+    }
+    __syncthreads();
+  }
+  const int e = threadIdx.x % kE, g = threadIdx.x / kE;
   const float softmax_scale = rsqrtf(static_cast<float>(Dh));
   if (e < ne && g * kHpt < H) {
     float acc[kHpt];
@@ -227,17 +249,24 @@ void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerTopKKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
   }
-  const size_t ss = ScoreSmemBytes(heads, head_dim);
+  const size_t ss = ScoreSmemBytes(heads, head_dim, 32);
   if (ss > 48 * 1024) {
-    CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(ss)));
+    CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel<32, 8>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ss)));
+  }
+  const size_t sn = ScoreSmemBytes(heads, head_dim, 8);
+  if (sn > 48 * 1024) {
+    CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel<8, 1>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sn)));
   }
 }
 
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if (p.heads > kMaxHeads || p.head_dim % 4 != 0 || p.score_rows <= 0 || !p.scores) std::abort();
-  const int64_t tiles = (p.max_entries + kTileEntries - 1) / kTileEntries;
+  if (p.heads > kMaxHeads || p.head_dim % 4 != 0 || p.score_rows <= 0 || !p.scores ||
+      p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.head_dim) {
+    std::abort();
+  }
   for (int64_t c0 = 0; c0 < p.meta.n; c0 += p.score_rows) {
     // Token chunk [c0, c0 + rows): per-token results do not depend on the chunking.
     IndexerTopKParams q = p;
@@ -249,7 +278,17 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
     q.weights += c0 * p.heads;
     q.sel += c0 * p.topk;
     q.sel_count += c0;
-    LaunchKernel(IndexerScoreKernel, dim3(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows))), dim3(kTileEntries * kHeadGroups), ScoreSmemBytes(p.heads, p.head_dim), stream, q, p.max_entries);
+    // A few tokens: 8-entry tiles (decode: ~4x the blocks); else 32-entry tiles.
+    auto score = [&](auto kernel, int entries, int threads) {
+      const int64_t tiles = (p.max_entries + entries - 1) / entries;
+      LaunchKernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows)),
+                   dim3(threads), ScoreSmemBytes(p.heads, p.head_dim, entries), stream, q,
+                   int64_t{p.max_entries});
+    };
+    if (rows <= 4)
+      score(IndexerScoreKernel<8, 1>, 8, NarrowTile::kThreads);
+    else
+      score(IndexerScoreKernel<32, 8>, 32, WideTile::kThreads);
     CUDA_CHECK_LAUNCH();
     LaunchKernel(IndexerTopKKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), KeySmemBytes(p.max_entries), stream, q, p.max_entries);
     CUDA_CHECK_LAUNCH();

@@ -31,8 +31,9 @@ enum class ScaleFormat : int32_t { kNone = 0, kUe8m0 = 1, kF32 = 2 };
 // A weight matrix of logical shape [n, k] (out_features, in_features) on the device.
 struct WeightRef {
   WeightFormat format = WeightFormat::kF32;
-  // kF32/kBf16/kFp8: [n, k] row-major elements. kFp4: the checkpoint's [n, k/2] bytes (low nibble
-  // = even column) re-ordered by TileFp4ForMma.
+  // kF32/kBf16: [n, k] row-major elements. kFp8: the checkpoint's [n, k] bytes re-ordered by
+  // TileFp8ForMma (Fp8TiledBytes: rows padded to 16). kFp4: the checkpoint's [n, k/2] bytes (low
+  // nibble = even column) re-ordered by TileFp4ForMma.
   const void* data = nullptr;
   // kFp8: [ceil(n/block), ceil(k/block)] (ue8m0 bytes or fp32). kFp4: [n, k/32] ue8m0 bytes.
   const void* scale = nullptr;
@@ -61,6 +62,13 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why);
 // (lane 4g+t: words t and 4+t of the pair's 32-byte chunk of rows g and g+8), so that one 16-byte
 // load gives a lane its mma fragments for two k steps. Host-side; src and dst [n * k / 2] bytes.
 void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
+
+// The GPU layout of an FP8 matrix: for each 16-row tile and 64-column pair, two 512-byte halves
+// (rows g and g+8) of 32 lanes x 16 bytes (lane 4g+t: bytes 16t..16t+15 of the pair's row), so that
+// a warp's 16-byte loads are contiguous and a tile's k range is one contiguous stretch; rows past n
+// are zero. Host-side; src [n * k] bytes, dst Fp8TiledBytes(n, k).
+int64_t Fp8TiledBytes(int64_t n, int64_t k);
+void TileFp8ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 
 struct LinearParams {
   WeightRef w;

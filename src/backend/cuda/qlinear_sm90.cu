@@ -1,8 +1,5 @@
-// FP8 and FP4 linear layers on the tensor cores, with the official numerics (spec §2.12): the
-// activation input is quantized per (row, 128 columns) to e4m3 with a power-of-two scale
-// (act_quant, the twin of cpu::ActQuantRow), and every 32-wide k step is one
-// mma.sync.m16n8k32 e4m3 x e4m3 -> fp32 (FP4 e2m1 weights are re-coded exactly as e4m3, value
-// times 2^-6) whose result is scaled by s_w * s_x and added to an fp32 accumulator.
+// FP8 and FP4 linear layers on the tensor cores, with the official numerics of qlinear_core.cuh
+// (spec §2.12).
 //
 // Work split. A block owns 16 weight rows (one mma tile) and all of k; its warps own consecutive
 // k slices of KS columns (KS = 64 x pairs per warp: a function of format and dual only, never of
@@ -15,15 +12,6 @@
 // Activations come quantized either from a pre-pass (LaunchActQuant into the caller's scratch, for
 // many rows) or quantized by each warp for its slice into shared memory (few rows: no extra
 // launch). Both use QuantBlock, so both give the same bits.
-//
-// Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit inputs; g = lane / 4, t = lane % 4):
-//   A reg0/reg2: row g, k 4t..4t+3 / 16+4t..; reg1/reg3: row g+8, same k.  B reg0/reg1: column
-//   (token) g, the same k as A reg0/reg2.  C: c0,c1 row g, tokens 2t, 2t+1; c2,c3 row g+8.
-// A k "pair" is 64 columns (two mma steps). FP8: lane t takes bytes [16t, 16t+16) of the pair from
-// rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1) and the same 16 bytes of the
-// quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes the 32-bit word t of each
-// step's 16-byte row chunk (the step's 32 columns = one FP4 scale group); its even nibbles become
-// reg0, the odd nibbles reg2, and the activation bytes are de-interleaved to match.
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -38,39 +26,16 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear.cuh"
+#include "backend/cuda/qlinear_core.cuh"
 
 namespace dsinfer::backend::cuda {
 
 namespace {
 
-constexpr int kQb = 128;  // act_quant block
+using namespace qcore;
+
 constexpr int kMaxWarps = 16;
 constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
-
-// One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
-// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
-// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
-__device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const uint32_t bits = __float_as_uint(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
-  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
-  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
-  *scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
-  const __nv_fp8x2_storage_t lo =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
-  const __nv_fp8x2_storage_t hi =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
-  const __half2_raw hl = __nv_cvt_fp8x2_to_halfraw2(lo, __NV_E4M3),
-                    hh = __nv_cvt_fp8x2_to_halfraw2(hi, __NV_E4M3);
-  return make_uint2(static_cast<uint32_t>(hl.x) | (static_cast<uint32_t>(hl.y) << 16),
-                    static_cast<uint32_t>(hh.x) | (static_cast<uint32_t>(hh.y) << 16));
-}
-
-__device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
-  return ok ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
-}
 
 __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   PdlTrigger();
@@ -85,54 +50,6 @@ __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   if (col < p.k) *reinterpret_cast<uint2*>(p.q + r * p.ldq + col) = q;
   if (lane == 0) p.s[r * p.lds + b] = s;
 }
-
-// Two e4m3 bytes (low 16 bits of v) -> f16x2, exact (the hardware conversion).
-__device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-}
-
-// e2m1 nibbles -> the high byte of f16 (value * 2^-14, exact): sign to bit 7, the 3 exponent and
-// mantissa bits to 3..1. Even nibbles (0, 2, 4, 6) and odd nibbles, one byte each; integer ops
-// only.
-__device__ __forceinline__ uint32_t Fp4EvenToF16Hi(uint32_t v) {
-  return ((v << 4) & 0x80808080u) | ((v << 1) & 0x0e0e0e0eu);
-}
-__device__ __forceinline__ uint32_t Fp4OddToF16Hi(uint32_t v) {
-  return (v & 0x80808080u) | ((v >> 3) & 0x0e0e0e0eu);
-}
-// f16x2 of two of those bytes: sel 0x1404 takes bytes 0 and 1, 0x3424 bytes 2 and 3.
-__device__ __forceinline__ uint32_t HiBytesToF16x2(uint32_t v, uint32_t sel) {
-  return __byte_perm(v, 0u, sel);
-}
-
-// d = A (16 x 16 f16, row) * B (16 x 8 f16, col) + c, fp32 accumulate (mma.sync on sm_90: FP8
-// mma.sync is emulated there, so the kernel feeds f16 it converted itself).
-__device__ __forceinline__ void Hmma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                     float (&d)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// The ue8m0 scale byte b (2^(b - 127); b = 0: 2^-127) times 2^14 (the FP4 weights enter the mma
-// as f16 value * 2^-14), in three integer ops: 2^(b - 113) is a normal float for b <= 240 (b = 0
-// included), and b >= 241 overflows to infinity either way.
-__device__ __forceinline__ float E8m0TimesF16Unit(uint32_t b) {
-  return __uint_as_float((min(b, 241u) + 14u) << 23);
-}
-
-template <bool kFp4, int kD>
-struct QCfg {
-  // k pairs per warp slice: 8 (512 columns) for one FP8 weight, else 4. Measured (bench_gemv,
-  // H200): shorter FP8 slices with the next one double-buffered in registers were no faster.
-  static constexpr int kP = (kD == 2 || kFp4) ? 4 : 8;
-  static constexpr int kKs = 64 * kP;       // slice width
-  static constexpr int kAw = kFp4 ? 1 : 2;  // uint4 of A per pair and weight
-};
 
 // One slice's weight registers: A fragments and the row scales.
 template <bool kFp4, int kD>
@@ -189,16 +106,15 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
           swb[d][pp] = lo | (hi << 16);
         }
       } else {
-        const bool ok0 = row0 + g < p.n, ok1 = row0 + g + 8 < p.n;
-        const uint8_t* base = W[d] + (row0 + g) * p.k + k0 + 16 * t;
-        const uint4* w0 = reinterpret_cast<const uint4*>(base);
-        const uint4* w1 = reinterpret_cast<const uint4*>(base + 8 * p.k);
+        // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
+        const uint4* wp = reinterpret_cast<const uint4*>(
+            W[d] + ((row0 >> 4) * (p.k >> 6) + (k0 >> 6)) * 1024 + lane * 16);
         const int64_t sidx = (row0 >> 7) * ((p.k + 127) >> 7) + (k0 >> 7);
 #pragma unroll
         for (int pp = 0; pp < kP; ++pp) {
           const bool ok = pp < np;
-          a[d][2 * pp] = ok && ok0 ? __ldg(w0 + 4 * pp) : make_uint4(0, 0, 0, 0);
-          a[d][2 * pp + 1] = ok && ok1 ? __ldg(w1 + 4 * pp) : make_uint4(0, 0, 0, 0);
+          a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
+          a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
           if (pp % 2 == 0)
             swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
           else
@@ -269,10 +185,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       // B sources: the quantized rows (shared memory or the pre-pass) and, per lane, the row of its
       // B column (token m0 + nt*8 + g) and of its two C columns (tokens m0 + nt*8 + 2t, +1); -1:
       // none.
-      const uint16_t* qbase;
-      const float* sbase;
-      int64_t qld, sld;
-      int32_t qrow[kNT], srow[kNT][2];
+      BSrc<kNT> bs;
       if (in_kernel) {
         __syncwarp();                              // the previous slice's reads of sq are done
         const int nblk = (slice + kQb - 1) / kQb;  // <= kKs / 128
@@ -293,28 +206,28 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
           }
         }
         __syncwarp();
-        qbase = sq;
-        qld = kKs;
-        sbase = ss;
-        sld = kKs / kQb;
+        bs.qbase = sq;
+        bs.qld = kKs;
+        bs.sbase = ss;
+        bs.sld = kKs / kQb;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
           const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
-          qrow[nt] = i < ntok ? i : -1;
-          srow[nt][0] = c0 < ntok ? c0 : -1;
-          srow[nt][1] = c0 + 1 < ntok ? c0 + 1 : -1;
+          bs.qrow[nt] = i < ntok ? i : -1;
+          bs.srow[nt][0] = c0 < ntok ? c0 : -1;
+          bs.srow[nt][1] = c0 + 1 < ntok ? c0 + 1 : -1;
         }
       } else {
-        qbase = p.xq + goff + k0;
-        qld = p.ldq;
-        sbase = p.xs + (goff + k0) / kQb;
-        sld = p.lds;
+        bs.qbase = p.xq + goff + k0;
+        bs.qld = p.ldq;
+        bs.sbase = p.xs + (goff + k0) / kQb;
+        bs.sld = p.lds;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) {
           const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
-          qrow[nt] = i < ntok ? static_cast<int32_t>(xrow(m0 + i)) : -1;
-          srow[nt][0] = c0 < ntok ? static_cast<int32_t>(xrow(m0 + c0)) : -1;
-          srow[nt][1] = c0 + 1 < ntok ? static_cast<int32_t>(xrow(m0 + c0 + 1)) : -1;
+          bs.qrow[nt] = i < ntok ? static_cast<int32_t>(xrow(m0 + i)) : -1;
+          bs.srow[nt][0] = c0 < ntok ? static_cast<int32_t>(xrow(m0 + c0)) : -1;
+          bs.srow[nt][1] = c0 + 1 < ntok ? static_cast<int32_t>(xrow(m0 + c0 + 1)) : -1;
         }
       }
 
@@ -325,126 +238,20 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[d][nt][i] = blk[d][nt][i] = 0.0f;
-      // The activation scale of token column c (0/1) of the lane in token tile nt, for pair pp.
-      auto act_scale = [&](int nt, int c, int pp) {
-        return srow[nt][c] >= 0 ? sbase[static_cast<int64_t>(srow[nt][c]) * sld + pp / 2] : 0.0f;
-      };
-
 #pragma unroll
       for (int pp = 0; pp < kP; ++pp) {
         if (pp >= npairs) break;  // warp-uniform
-        // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
-        // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q +
-        // 0..3. FP4: step q = 2j + h takes nibbles 4h..4h+3 of word j (k 32j + 8t + 4h + 0..3):
-        // reg0 the even ones, reg2 the odd ones. sg/sh: weight scales of rows g and g+8 per
-        // 32-column step j.
-        uint32_t af[kD][4][4];
-        float sg[kD][2], sh[kD][2];
+        uint4 aw[kD][C::kAw];
+        float sf[kD];
+        uint32_t sb[kD];
 #pragma unroll
         for (int d = 0; d < kD; ++d) {
-          if constexpr (kFp4) {
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const uint32_t wg = j == 0 ? a[d][pp].x : a[d][pp].z,
-                             wh = j == 0 ? a[d][pp].y : a[d][pp].w;
-              const uint32_t eg = Fp4EvenToF16Hi(wg), og = Fp4OddToF16Hi(wg);
-              const uint32_t eh = Fp4EvenToF16Hi(wh), oh = Fp4OddToF16Hi(wh);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const uint32_t sel = h == 0 ? 0x1404u : 0x3424u;
-                af[d][2 * j + h][0] = HiBytesToF16x2(eg, sel);
-                af[d][2 * j + h][1] = HiBytesToF16x2(eh, sel);
-                af[d][2 * j + h][2] = HiBytesToF16x2(og, sel);
-                af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
-              }
-              sg[d][j] = E8m0TimesF16Unit((swb[d][pp] >> (8 * j)) & 0xff);
-              sh[d][j] = E8m0TimesF16Unit((swb[d][pp] >> (16 + 8 * j)) & 0xff);
-            }
-          } else {
-            const uint4 lo = a[d][2 * pp], hi = a[d][2 * pp + 1];
-            const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              af[d][q][0] = E4m3x2ToF16x2(wl[q]);
-              af[d][q][1] = E4m3x2ToF16x2(wh[q]);
-              af[d][q][2] = E4m3x2ToF16x2(wl[q] >> 16);
-              af[d][q][3] = E4m3x2ToF16x2(wh[q] >> 16);
-            }
-            sg[d][0] = sh[d][0] = sg[d][1] = sh[d][1] = swf[d][pp];
-          }
+          for (int i = 0; i < C::kAw; ++i) aw[d][i] = a[d][pp * C::kAw + i];
+          sf[d] = swf[d][pp];
+          sb[d] = swb[d][pp];
         }
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          uint32_t b[4][2];  // [step q][reg]: the lane's activations at its A values' k
-          const uint16_t* bp = qbase + static_cast<int64_t>(qrow[nt]) * qld + 64 * pp;
-          if constexpr (kFp4) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              uint4 v = make_uint4(0, 0, 0, 0);
-              if (qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
-              b[2 * j][0] = __byte_perm(v.x, v.y, 0x5410);
-              b[2 * j][1] = __byte_perm(v.x, v.y, 0x7632);
-              b[2 * j + 1][0] = __byte_perm(v.z, v.w, 0x5410);
-              b[2 * j + 1][1] = __byte_perm(v.z, v.w, 0x7632);
-            }
-          } else {
-            uint4 v0 = make_uint4(0, 0, 0, 0), v1 = make_uint4(0, 0, 0, 0);
-            if (qrow[nt] >= 0) {
-              v0 = *reinterpret_cast<const uint4*>(bp + 16 * t);
-              v1 = *reinterpret_cast<const uint4*>(bp + 16 * t + 8);
-            }
-            b[0][0] = v0.x;
-            b[0][1] = v0.y;
-            b[1][0] = v0.z;
-            b[1][1] = v0.w;
-            b[2][0] = v1.x;
-            b[2][1] = v1.y;
-            b[3][0] = v1.z;
-            b[3][1] = v1.w;
-          }
-#pragma unroll
-          for (int d = 0; d < kD; ++d) {
-            // FP8: the pair's 4 steps chained in fp32, scaled by s_w * s_x (one block scale).
-            // FP4: 2 steps per scale group, scaled by the rows' s_w into the block sum (blk),
-            // which meets s_x once per 128-column block (below).
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              if (!kFp4 && j == 1) break;
-              float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-              for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
-                Hmma(af[d][q], b[q][0], b[q][1], r);
-              if constexpr (kFp4) {
-                blk[d][nt][0] = fmaf(r[0], sg[d][j], blk[d][nt][0]);
-                blk[d][nt][1] = fmaf(r[1], sg[d][j], blk[d][nt][1]);
-                blk[d][nt][2] = fmaf(r[2], sh[d][j], blk[d][nt][2]);
-                blk[d][nt][3] = fmaf(r[3], sh[d][j], blk[d][nt][3]);
-              } else {
-                const float sx0 = act_scale(nt, 0, pp), sx1 = act_scale(nt, 1, pp);
-                acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
-                acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
-                acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
-                acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
-              }
-            }
-          }
-        }
-        if constexpr (kFp4) {
-          if (pp % 2 == 1 || pp + 1 == npairs) {  // the 128-column block is complete
-#pragma unroll
-            for (int nt = 0; nt < kNT; ++nt) {
-              const float sx0 = act_scale(nt, 0, pp), sx1 = act_scale(nt, 1, pp);
-#pragma unroll
-              for (int d = 0; d < kD; ++d) {
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                  acc[d][nt][i] = fmaf(blk[d][nt][i], i % 2 ? sx1 : sx0, acc[d][nt][i]);
-                  blk[d][nt][i] = 0.0f;
-                }
-              }
-            }
-          }
-        }
+        PairMma<kFp4, kNT, kD>(aw, sf, sb, bs, pp, npairs, acc, blk);
       }
 
       // The slices' partial sums, added in slice order.
@@ -566,6 +373,26 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why) {
   if (fp4 && w.n % 16 != 0) return fail("FP4 out_features must be a multiple of 16");
   if (!fp4 && w.block != 128) return fail("FP8 block size must be 128");
   return true;
+}
+
+int64_t Fp8TiledBytes(int64_t n, int64_t k) { return (n + 15) / 16 * 16 * k; }
+
+void TileFp8ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
+  const int64_t pairs = k / 64;
+  for (int64_t rt = 0; rt < (n + 15) / 16; ++rt) {
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      for (int h = 0; h < 2; ++h) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int64_t row = rt * 16 + lane / 4 + 8 * h;
+          uint8_t* out = dst + ((rt * pairs + pr) * 2 + h) * 512 + lane * 16;
+          if (row < n)
+            std::memcpy(out, src + row * k + pr * 64 + 16 * (lane % 4), 16);
+          else
+            std::memset(out, 0, 16);
+        }
+      }
+    }
+  }
 }
 
 void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {

@@ -36,16 +36,16 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_idx) {
     Branch(2, [&] {
       Mark("compressors");
-      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);
-      Rope(qi, n, IH, Id, inv_compress);
-      Linear(w.idx_weights_proj, xn, D, n, wi, IH);
-      gpu::LaunchScale(wi, n * IH, 1.0f / std::sqrt(static_cast<float>(IH)), cur_stream());
+      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);  // its RoPE: in the scoring kernel
+      Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: there too
       JoinIntoCurrent(3);  // the index entries
       Mark("indexer_topk");
       gpu::IndexerTopKParams ip;
       ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
       ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
       ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
+      ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
+      ip.rope_dim = c.rope_head_dim; ip.inv_freq = inv_compress;
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
@@ -114,6 +114,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     p.shape = shape; p.data = data; p.scale = scale; p.x = x; p.ldx = ldx; p.x_row_div = div;
     p.y = out; p.ldy = ldy; p.active = active; p.num_active = num_active + layer; p.offsets = offsets;
     p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
+    p.max_slot_pairs = n;  // a token routes to an expert at most once
     gpu::LaunchExpertLinear(p, cur_stream());
   };
   Mark("moe_routed_experts");
@@ -123,6 +124,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
     p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
     p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
+    p.max_slot_pairs = n;
     gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
   }
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);

@@ -242,13 +242,6 @@ struct CudaModel::Impl {
     p.heads = heads; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
     gpu::LaunchRmsNormRope(p, cur_stream());
   }
-  void Rope(float* x, int64_t n, int64_t heads, int64_t dim, const float* inv, bool inverse = false) {
-    gpu::RopeParams p;
-    p.x = x; p.tokens = n; p.heads = heads; p.head_stride = dim; p.token_stride = heads * dim;
-    p.dim = dim; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
-    p.inverse = inverse;
-    gpu::LaunchRope(p, cur_stream());
-  }
   // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
   void HcMix(const float* xs_, int64_t n, const WeightRef& fn) {
     gpu::HcMixParams p;

@@ -63,10 +63,14 @@ class GpuLoader {
       }
     }
     const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
-    void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(expect);
-    if (r.format == WeightFormat::kFp4) {  // the tensor-core fragment order (TileFp4ForMma)
-      std::vector<uint8_t> tiled(static_cast<size_t>(expect));
-      gpu::TileFp4ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
+    const int64_t device_bytes = r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols) : expect;
+    void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(device_bytes);
+    if (quantized) {  // the tensor-core fragment order (TileFp8ForMma / TileFp4ForMma)
+      std::vector<uint8_t> tiled(static_cast<size_t>(device_bytes));
+      if (r.format == WeightFormat::kFp8)
+        gpu::TileFp8ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
+      else
+        gpu::TileFp4ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
       gpu::CopyToDeviceSync(data, tiled.data(), tiled.size());
     } else {
       gpu::CopyToDeviceSync(data, w->data, w->nbytes);
@@ -299,8 +303,9 @@ class RandomBuilder {
     WeightRef r;
     r.format = WeightFormat::kFp8; r.n = n; r.k = k; r.block = 128;
     r.scale_format = gpu::ScaleFormat::kUe8m0;
-    void* d = m_->Alloc<uint8_t>(n * k);
-    Fill(d, n * k, gpu::RandomKind::kFp8, 0, 64.0f);
+    const int64_t bytes = gpu::Fp8TiledBytes(n, k);  // random bytes: no layout to apply
+    void* d = m_->Alloc<uint8_t>(bytes);
+    Fill(d, bytes, gpu::RandomKind::kFp8, 0, 64.0f);
     const int64_t sn = ((n + 127) / 128) * ((k + 127) / 128);
     void* s = m_->Alloc<uint8_t>(sn);
     Fill(s, sn, gpu::RandomKind::kByte, static_cast<float>(ExpFor(1.0 / (64.0 * std::sqrt(double(k))))), 0);

@@ -1,0 +1,243 @@
+// The arithmetic core of the FP8 and FP4 linear kernel (qlinear_sm90.cu; internal to
+// backend/cuda), on the tensor cores with the official numerics (spec §2.12): the
+// activation input is quantized per (row, 128 columns) to e4m3 with a power-of-two scale
+// (act_quant, the twin of cpu::ActQuantRow), and every 32-wide k step is one
+// mma.sync.m16n8k32 e4m3 x e4m3 -> fp32 (FP4 e2m1 weights are re-coded exactly as e4m3, value
+// times 2^-6) whose result is scaled by s_w * s_x and added to an fp32 accumulator.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit inputs; g = lane / 4, t = lane % 4):
+//   A reg0/reg2: row g, k 4t..4t+3 / 16+4t..; reg1/reg3: row g+8, same k.  B reg0/reg1: column
+//   (token) g, the same k as A reg0/reg2.  C: c0,c1 row g, tokens 2t, 2t+1; c2,c3 row g+8.
+// A k "pair" is 64 columns (two mma steps). FP8 (pre-tiled by TileFp8ForMma): lane t takes bytes
+// [16t, 16t+16) of the pair from rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1) and the same 16 bytes of the
+// quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes the 32-bit word t of each
+// step's 16-byte row chunk (the step's 32 columns = one FP4 scale group); its even nibbles become
+// reg0, the odd nibbles reg2, and the activation bytes are de-interleaved to match.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace dsinfer::backend::cuda::qcore {
+
+constexpr int kQb = 128;  // act_quant block
+
+// One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
+// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
+// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
+__device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const uint32_t bits = __float_as_uint(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
+  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  *scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  const __nv_fp8x2_storage_t lo =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  const __half2_raw hl = __nv_cvt_fp8x2_to_halfraw2(lo, __NV_E4M3),
+                    hh = __nv_cvt_fp8x2_to_halfraw2(hi, __NV_E4M3);
+  return make_uint2(static_cast<uint32_t>(hl.x) | (static_cast<uint32_t>(hl.y) << 16),
+                    static_cast<uint32_t>(hh.x) | (static_cast<uint32_t>(hh.y) << 16));
+}
+
+__device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
+  return ok ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// Two e4m3 bytes (low 16 bits of v) -> f16x2, exact (the hardware conversion).
+__device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+// e2m1 nibbles -> the high byte of f16 (value * 2^-14, exact): sign to bit 7, the 3 exponent and
+// mantissa bits to 3..1. Even nibbles (0, 2, 4, 6) and odd nibbles, one byte each; integer ops
+// only.
+__device__ __forceinline__ uint32_t Fp4EvenToF16Hi(uint32_t v) {
+  return ((v << 4) & 0x80808080u) | ((v << 1) & 0x0e0e0e0eu);
+}
+__device__ __forceinline__ uint32_t Fp4OddToF16Hi(uint32_t v) {
+  return (v & 0x80808080u) | ((v >> 3) & 0x0e0e0e0eu);
+}
+// f16x2 of two of those bytes: sel 0x1404 takes bytes 0 and 1, 0x3424 bytes 2 and 3.
+__device__ __forceinline__ uint32_t HiBytesToF16x2(uint32_t v, uint32_t sel) {
+  return __byte_perm(v, 0u, sel);
+}
+
+// d = A (16 x 16 f16, row) * B (16 x 8 f16, col) + c, fp32 accumulate (mma.sync on sm_90: FP8
+// mma.sync is emulated there, so the kernel feeds f16 it converted itself).
+__device__ __forceinline__ void Hmma(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                     float (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The ue8m0 scale byte b (2^(b - 127); b = 0: 2^-127) times 2^14 (the FP4 weights enter the mma
+// as f16 value * 2^-14), in three integer ops: 2^(b - 113) is a normal float for b <= 240 (b = 0
+// included), and b >= 241 overflows to infinity either way.
+__device__ __forceinline__ float E8m0TimesF16Unit(uint32_t b) {
+  return __uint_as_float((min(b, 241u) + 14u) << 23);
+}
+
+template <bool kFp4, int kD>
+struct QCfg {
+  // k pairs per warp slice: 8 (512 columns) for one FP8 weight, else 4. Measured (bench_gemv,
+  // H200): shorter FP8 slices with the next one double-buffered in registers were no faster.
+  static constexpr int kP = (kD == 2 || kFp4) ? 4 : 8;
+  static constexpr int kKs = 64 * kP;       // slice width
+  static constexpr int kAw = kFp4 ? 1 : 2;  // uint4 of A per pair and weight
+};
+
+
+// Where a warp's B fragments (the quantized activation rows) come from for one k slice: f16 rows
+// qbase[row * qld + column] and scales sbase[row * sld + column / 128], columns relative to the
+// slice start. Per lane and token tile nt: the row of its B column (token nt*8 + g) and of its two
+// C columns (tokens nt*8 + 2t, +1); -1: no such token.
+template <int kNT>
+struct BSrc {
+  const uint16_t* qbase;
+  int64_t qld;
+  const float* sbase;
+  int64_t sld;
+  int32_t qrow[kNT], srow[kNT][2];
+  // The activation scale of token column c (0/1) of the lane in token tile nt, for pair pp.
+  __device__ __forceinline__ float act_scale(int nt, int c, int pp) const {
+    return srow[nt][c] >= 0 ? sbase[static_cast<int64_t>(srow[nt][c]) * sld + pp / 2] : 0.0f;
+  }
+};
+
+// One 64-column pair pp (of npairs in the slice) of a warp's 16-row tile against every token
+// tile: the lane's A words (FP8: a[d][0] rows g, a[d][1] rows g+8, bytes 16t..16t+15 of the pair;
+// FP4: a[d][0], the TileFp4ForMma word quad), the weight scales (FP8: swf, the pair's block scale;
+// FP4: swb, the scale bytes of rows g / g+8 for steps 0 / 1), into acc (FP4: through the 128-column
+// block sum blk). Every kernel computes a slice through this one function, pairs in order from
+// zeroed acc/blk: the same fp32 operations whatever kernel, tile or grid.
+template <bool kFp4, int kNT, int kD>
+__device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw],
+                                               const float (&swf)[kD], const uint32_t (&swb)[kD],
+                                               const BSrc<kNT>& bs, int pp, int npairs,
+                                               float (&acc)[kD][kNT][4], float (&blk)[kD][kNT][4]) {
+  const int lane = threadIdx.x % 32, t = lane % 4;
+  // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
+  // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q +
+  // 0..3. FP4: step q = 2j + h takes nibbles 4h..4h+3 of word j (k 32j + 8t + 4h + 0..3):
+  // reg0 the even ones, reg2 the odd ones. sg/sh: weight scales of rows g and g+8 per
+  // 32-column step j.
+  uint32_t af[kD][4][4];
+  float sg[kD][2], sh[kD][2];
+#pragma unroll
+  for (int d = 0; d < kD; ++d) {
+    if constexpr (kFp4) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t wg = j == 0 ? a[d][0].x : a[d][0].z, wh = j == 0 ? a[d][0].y : a[d][0].w;
+        const uint32_t eg = Fp4EvenToF16Hi(wg), og = Fp4OddToF16Hi(wg);
+        const uint32_t eh = Fp4EvenToF16Hi(wh), oh = Fp4OddToF16Hi(wh);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t sel = h == 0 ? 0x1404u : 0x3424u;
+          af[d][2 * j + h][0] = HiBytesToF16x2(eg, sel);
+          af[d][2 * j + h][1] = HiBytesToF16x2(eh, sel);
+          af[d][2 * j + h][2] = HiBytesToF16x2(og, sel);
+          af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
+        }
+        sg[d][j] = E8m0TimesF16Unit((swb[d] >> (8 * j)) & 0xff);
+        sh[d][j] = E8m0TimesF16Unit((swb[d] >> (16 + 8 * j)) & 0xff);
+      }
+    } else {
+      const uint4 lo = a[d][0], hi = a[d][1];
+      const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        af[d][q][0] = E4m3x2ToF16x2(wl[q]);
+        af[d][q][1] = E4m3x2ToF16x2(wh[q]);
+        af[d][q][2] = E4m3x2ToF16x2(wl[q] >> 16);
+        af[d][q][3] = E4m3x2ToF16x2(wh[q] >> 16);
+      }
+      sg[d][0] = sh[d][0] = sg[d][1] = sh[d][1] = swf[d];
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+    uint32_t b[4][2];  // [step q][reg]: the lane's activations at its A values' k
+    const uint16_t* bp = bs.qbase + static_cast<int64_t>(bs.qrow[nt]) * bs.qld + 64 * pp;
+    if constexpr (kFp4) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (bs.qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
+        b[2 * j][0] = __byte_perm(v.x, v.y, 0x5410);
+        b[2 * j][1] = __byte_perm(v.x, v.y, 0x7632);
+        b[2 * j + 1][0] = __byte_perm(v.z, v.w, 0x5410);
+        b[2 * j + 1][1] = __byte_perm(v.z, v.w, 0x7632);
+      }
+    } else {
+      uint4 v0 = make_uint4(0, 0, 0, 0), v1 = make_uint4(0, 0, 0, 0);
+      if (bs.qrow[nt] >= 0) {
+        v0 = *reinterpret_cast<const uint4*>(bp + 16 * t);
+        v1 = *reinterpret_cast<const uint4*>(bp + 16 * t + 8);
+      }
+      b[0][0] = v0.x;
+      b[0][1] = v0.y;
+      b[1][0] = v0.z;
+      b[1][1] = v0.w;
+      b[2][0] = v1.x;
+      b[2][1] = v1.y;
+      b[3][0] = v1.z;
+      b[3][1] = v1.w;
+    }
+#pragma unroll
+    for (int d = 0; d < kD; ++d) {
+      // FP8: the pair's 4 steps chained in fp32, scaled by s_w * s_x (one block scale).
+      // FP4: 2 steps per scale group, scaled by the rows' s_w into the block sum (blk),
+      // which meets s_x once per 128-column block (below).
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        if (!kFp4 && j == 1) break;
+        float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
+          Hmma(af[d][q], b[q][0], b[q][1], r);
+        if constexpr (kFp4) {
+          blk[d][nt][0] = fmaf(r[0], sg[d][j], blk[d][nt][0]);
+          blk[d][nt][1] = fmaf(r[1], sg[d][j], blk[d][nt][1]);
+          blk[d][nt][2] = fmaf(r[2], sh[d][j], blk[d][nt][2]);
+          blk[d][nt][3] = fmaf(r[3], sh[d][j], blk[d][nt][3]);
+        } else {
+          const float sx0 = bs.act_scale(nt, 0, pp), sx1 = bs.act_scale(nt, 1, pp);
+          acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
+          acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
+          acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
+          acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
+        }
+      }
+    }
+  }
+  if constexpr (kFp4) {
+    if (pp % 2 == 1 || pp + 1 == npairs) {  // the 128-column block is complete
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const float sx0 = bs.act_scale(nt, 0, pp), sx1 = bs.act_scale(nt, 1, pp);
+#pragma unroll
+        for (int d = 0; d < kD; ++d) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[d][nt][i] = fmaf(blk[d][nt][i], i % 2 ? sx1 : sx0, acc[d][nt][i]);
+            blk[d][nt][i] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dsinfer::backend::cuda::qcore
