@@ -419,7 +419,7 @@ int64_t ExpertXRows(const ExpertLinearParams& p) { return (p.total_pairs + p.x_r
 void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
   if (Quantized(p.w.format)) {
-    LaunchQLinear(DenseArgs(p), p.w, false, p.m, p.m, 0, p.m, p.aq, stream);
+    LaunchQLinear(DenseArgs(p), p.w, false, p.m, 0, p.m, p.aq, stream);
     return;
   }
   const bool aligned = DenseAligned(p);
@@ -431,8 +431,7 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
   if (Quantized(p.shape.format)) {
-    LaunchQLinear(ExpertArgs(p), p.shape, false, PairsPerSlot(p), p.max_slot_pairs, p.max_slots,
-                  ExpertXRows(p), p.aq, stream);
+    LaunchQLinear(ExpertArgs(p), p.shape, false, PairsPerSlot(p), p.max_slots, ExpertXRows(p), p.aq, stream);
     return;
   }
   const bool aligned = Aligned16(p.x) && p.ldx % 4 == 0;  // expert data pointers: cudaMalloc'd rows
@@ -447,7 +446,7 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
   if (Quantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
     QLinearArgs a = DenseArgs(p1);
     a.w[1] = w3.data; a.s[1] = w3.scale; a.limit = limit;
-    LaunchQLinear(a, p1.w, true, p1.m, p1.m, 0, p1.m, p1.aq, stream);
+    LaunchQLinear(a, p1.w, true, p1.m, 0, p1.m, p1.aq, stream);
     return;
   }
   GemvJob j = DenseJob(p1);
@@ -475,8 +474,7 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
   if (Quantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
     QLinearArgs a = ExpertArgs(p1);
     a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
-    LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slot_pairs, p1.max_slots,
-                  ExpertXRows(p1), p1.aq, stream);
+    LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);
     return;
   }
   GemvJob j = ExpertJob(p1);

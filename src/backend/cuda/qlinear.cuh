@@ -52,17 +52,9 @@ struct QLinearArgs {
 int SmCount();
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
-// max_rows: dense m, or an upper bound of the pairs of any expert slot (0: unknown); at most 8
-// takes the streamed kernel (qstream_sm90.cu). x_rows: rows of x the call reads (for the
-// act_quant pre-pass). slots: expert grid size (0: dense).
-void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint,
-                   int64_t max_rows, int slots, int64_t x_rows, const ActQuantScratch& scratch,
-                   StreamHandle stream);
-
-// The streamed few-row kernel (a.n, a.k, a.scale_format set): false when the shape or the rows do
-// not fit it or it is not the faster kernel for the shape (DSINFER_QSTREAM=0 / =all override that,
-// for A/B timing and tests: both kernels give the same bits).
-bool TryLaunchQStream(const QLinearArgs& a, bool fp4, bool dual, int64_t max_rows, int slots,
-                      int64_t x_rows, StreamHandle stream);
+// x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:
+// dense).
+void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
+                   int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -114,7 +114,6 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     p.shape = shape; p.data = data; p.scale = scale; p.x = x; p.ldx = ldx; p.x_row_div = div;
     p.y = out; p.ldy = ldy; p.active = active; p.num_active = num_active + layer; p.offsets = offsets;
     p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
-    p.max_slot_pairs = n;  // a token routes to an expert at most once
     gpu::LaunchExpertLinear(p, cur_stream());
   };
   Mark("moe_routed_experts");
@@ -124,7 +123,6 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
     p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
     p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
-    p.max_slot_pairs = n;
     gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
   }
   expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
