@@ -42,8 +42,8 @@ Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
   ref.k = s.k;
   ref.scale_format = gpu::ScaleFormat::kUe8m0;
   for (int c = 0; c < copies; ++c) {
-    const int64_t data_bytes = s.format == WeightFormat::kFp4 ? s.n * s.k / 2
-                               : s.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(s.n, s.k)
+    const int64_t data_bytes = s.format == WeightFormat::kFp4    ? s.n * s.k / 2
+                               : s.format == WeightFormat::kFp8  ? gpu::Fp8TiledBytes(s.n, s.k)
                                : s.format == WeightFormat::kBf16 ? s.n * s.k * 2
                                                                  : s.n * s.k * 4;
     const int64_t scale_bytes = s.format == WeightFormat::kFp4   ? s.n * (s.k / 32)

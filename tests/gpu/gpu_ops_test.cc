@@ -247,8 +247,9 @@ TEST(LinearTest, GroupedInput) {
   // wo_a: G groups of R output rows, each reading its own C input columns (fp32 and FP8 weights).
   // FP8 with few rows (quantized in the kernel) and many (the pre-pass and 32-row tiles); 3 x 1024
   // rows: wo_a-like groups of many row tiles.
-  for (const Case cs : {Case{WeightFormat::kF32, 5, 20, 32}, Case{WeightFormat::kFp8, 5, 32, 256},
-                        Case{WeightFormat::kFp8, 40, 48, 384}, Case{WeightFormat::kFp8, 40, 1024, 256}}) {
+  for (const Case cs :
+       {Case{WeightFormat::kF32, 5, 20, 32}, Case{WeightFormat::kFp8, 5, 32, 256},
+        Case{WeightFormat::kFp8, 40, 48, 384}, Case{WeightFormat::kFp8, 40, 1024, 256}}) {
     const int64_t G = 3, R = cs.n, C = cs.k, m = cs.m;
     HostWeight hw = MakeWeight(cs.format, G * R, C, 3);
     auto x = testing::RandomVector(m * G * C, 4);
@@ -308,11 +309,13 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   const int32_t nact = static_cast<int32_t>(active.size());
   active.resize(P, 0);
   offsets.resize(P + 1, offsets.back());
-  for (const Case cs : {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
-                        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+  for (const Case cs :
+       {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
+        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
     for (const bool dual : {false, true}) {
-      const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) + " n=" +
-                               std::to_string(cs.n) + " k=" + std::to_string(cs.k) + (dual ? " swiglu" : "");
+      const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
+                               " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
+                               (dual ? " swiglu" : "");
       std::vector<HostWeight> hw;
       std::vector<DeviceBuffer> wd, sd;
       std::vector<const void*> wp[2], sp[2];
@@ -330,7 +333,8 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
         CopyToDeviceSync(b.get(), v.data(), b.bytes());
         return b;
       };
-      DeviceBuffer w1t = upload(wp[0]), s1t = upload(sp[0]), w3t = upload(wp[1]), s3t = upload(sp[1]);
+      DeviceBuffer w1t = upload(wp[0]), s1t = upload(sp[0]), w3t = upload(wp[1]),
+                   s3t = upload(sp[1]);
       DeviceBuffer act = upload(active), off = upload(offsets), prs = upload(pair_list),
                    na = upload(std::vector<int32_t>{nact});
       const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
@@ -347,13 +351,21 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
       p.shape.k = cs.k;
       p.data = w1t.as<const void*>();
       p.scale = s1t.as<const void*>();
-      p.x = xd.as<float>(); p.ldx = cs.k; p.x_row_div = K; p.ldy = cs.n;
-      p.active = act.as<int32_t>(); p.num_active = na.as<int32_t>(); p.offsets = off.as<int32_t>();
-      p.pairs = prs.as<int32_t>(); p.max_slots = P; p.total_pairs = P;
+      p.x = xd.as<float>();
+      p.ldx = cs.k;
+      p.x_row_div = K;
+      p.ldy = cs.n;
+      p.active = act.as<int32_t>();
+      p.num_active = na.as<int32_t>();
+      p.offsets = off.as<int32_t>();
+      p.pairs = prs.as<int32_t>();
+      p.max_slots = P;
+      p.total_pairs = P;
       p.y = y1.as<float>();
       Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
       if (dual)
-        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(), 0.7f, s.get());
+        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
+                                 0.7f, s.get());
       else
         LaunchExpertLinear(p, s.get());
       std::vector<float> got(P * cs.n);
@@ -377,7 +389,8 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
         s.Synchronize();
         for (const int32_t pr : by_expert[e]) {
           const int tok = pr / K;
-          EXPECT_EQ(0, std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
+          EXPECT_EQ(0,
+                    std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
               << name << " expert " << e << " pair " << pr;
           cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[e].view(), cs.n, r1.data(), nullptr);
           cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[E + e].view(), cs.n, r3.data(), nullptr);
@@ -385,8 +398,10 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
             const float gg = std::min(r1[i], 0.7f), uu = std::clamp(r3[i], -0.7f, 0.7f);
             want[i] = dual ? gg / (1.0f + std::exp(-gg)) * uu : r1[i];
           }
-          err = std::max(err, testing::RelativeError(
-                                  std::vector<float>(got.begin() + pr * cs.n, got.begin() + (pr + 1) * cs.n), want));
+          err = std::max(
+              err, testing::RelativeError(
+                       std::vector<float>(got.begin() + pr * cs.n, got.begin() + (pr + 1) * cs.n),
+                       want));
         }
       }
       EXPECT_LE(err, 1e-5) << name;

@@ -19,12 +19,12 @@ namespace dsinfer::backend::cuda {
 
 struct IndexerTopKParams {
   TokenMeta meta;
-  const float* q = nullptr;        // [n, heads, head_dim] indexer queries (RoPE applied when
-                                   // rope_dim is 0, else applied here)
-  const float* weights = nullptr;  // [n, heads] head weights, times weight_scale here
-  float weight_scale = 1.0f;       // heads^-0.5 when the weights come unscaled
-  int rope_dim = 0;                // > 0: RoPE of each head's trailing rope_dim values (the
-  const float* inv_freq = nullptr; // rope frequencies [rope_dim / 2]) as LaunchRope would
+  const float* q = nullptr;         // [n, heads, head_dim] indexer queries (RoPE applied when
+                                    // rope_dim is 0, else applied here)
+  const float* weights = nullptr;   // [n, heads] head weights, times weight_scale here
+  float weight_scale = 1.0f;        // heads^-0.5 when the weights come unscaled
+  int rope_dim = 0;                 // > 0: RoPE of each head's trailing rope_dim values (the
+  const float* inv_freq = nullptr;  // rope frequencies [rope_dim / 2]) as LaunchRope would
   ListRef keys;                    // index-key entries (width head_dim)
   int heads = 0;                   // <= 64
   int head_dim = 0;                // multiple of 4

@@ -1,7 +1,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/indexer_topk.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -13,8 +13,8 @@ constexpr int kMaxHeads = 64;
 constexpr int kMaxRopeHalf = 64;
 
 // Scoring tiles: kE entries per block, kHpt heads per thread (threads kE * kMaxHeads / kHpt). Wide
-// tiles share the staged query over more entries (prefill); narrow ones spread a few tokens' entries
-// over more blocks (decode). The arithmetic per score is the same for both.
+// tiles share the staged query over more entries (prefill); narrow ones spread a few tokens'
+// entries over more blocks (decode). The arithmetic per score is the same for both.
 template <int kE, int kHpt>
 struct ScoreTile {
   static constexpr int kThreads = kE * (kMaxHeads / kHpt);
@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   }
   for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i] * p.weight_scale;
   const int half = p.rope_dim / 2;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
   const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
   const int ne = min(kE, visible - w0);
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
@@ -252,12 +253,14 @@ void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
   const size_t ss = ScoreSmemBytes(heads, head_dim, 32);
   if (ss > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel<32, 8>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ss)));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(ss)));
   }
   const size_t sn = ScoreSmemBytes(heads, head_dim, 8);
   if (sn > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreKernel<8, 1>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sn)));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sn)));
   }
 }
 

@@ -9,10 +9,11 @@
 //   A reg0/reg2: row g, k 4t..4t+3 / 16+4t..; reg1/reg3: row g+8, same k.  B reg0/reg1: column
 //   (token) g, the same k as A reg0/reg2.  C: c0,c1 row g, tokens 2t, 2t+1; c2,c3 row g+8.
 // A k "pair" is 64 columns (two mma steps). FP8 (pre-tiled by TileFp8ForMma): lane t takes bytes
-// [16t, 16t+16) of the pair from rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1) and the same 16 bytes of the
-// quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes the 32-bit word t of each
-// step's 16-byte row chunk (the step's 32 columns = one FP4 scale group); its even nibbles become
-// reg0, the odd nibbles reg2, and the activation bytes are de-interleaved to match.
+// [16t, 16t+16) of the pair from rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1)
+// and the same 16 bytes of the quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes
+// the 32-bit word t of each step's 16-byte row chunk (the step's 32 columns = one FP4 scale group);
+// its even nibbles become reg0, the odd nibbles reg2, and the activation bytes are de-interleaved
+// to match.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -97,7 +98,6 @@ struct QCfg {
   static constexpr int kAw = kFp4 ? 1 : 2;  // uint4 of A per pair and weight
 };
 
-
 // Where a warp's B fragments (the quantized activation rows) come from for one k slice: f16 rows
 // qbase[row * qld + column] and scales sbase[row * sld + column / 128], columns relative to the
 // slice start. Per lane and token tile nt: the row of its B column (token nt*8 + g) and of its two
@@ -123,9 +123,9 @@ struct BSrc {
 // zeroed acc/blk: the same fp32 operations whatever kernel, tile or grid.
 template <bool kFp4, int kNT, int kD>
 __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw],
-                                               const float (&swf)[kD], const uint32_t (&swb)[kD],
-                                               const BSrc<kNT>& bs, int pp, int npairs,
-                                               float (&acc)[kD][kNT][4], float (&blk)[kD][kNT][4]) {
+                                        const float (&swf)[kD], const uint32_t (&swb)[kD],
+                                        const BSrc<kNT>& bs, int pp, int npairs,
+                                        float (&acc)[kD][kNT][4], float (&blk)[kD][kNT][4]) {
   const int lane = threadIdx.x % 32, t = lane % 4;
   // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
   // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q +

@@ -36,7 +36,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_idx) {
     Branch(2, [&] {
       Mark("compressors");
-      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);  // its RoPE: in the scoring kernel
+      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);   // its RoPE: in the scoring kernel
       Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: there too
       JoinIntoCurrent(3);  // the index entries
       Mark("indexer_topk");
@@ -45,7 +45,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
       ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
       ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
-      ip.rope_dim = c.rope_head_dim; ip.inv_freq = inv_compress;
+      ip.rope_dim = c.rope_head_dim;
+      ip.inv_freq = inv_compress;
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });

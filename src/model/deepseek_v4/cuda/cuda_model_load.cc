@@ -63,7 +63,8 @@ class GpuLoader {
       }
     }
     const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
-    const int64_t device_bytes = r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols) : expect;
+    const int64_t device_bytes =
+        r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols) : expect;
     void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(device_bytes);
     if (quantized) {  // the tensor-core fragment order (TileFp8ForMma / TileFp4ForMma)
       std::vector<uint8_t> tiled(static_cast<size_t>(device_bytes));
