@@ -23,6 +23,32 @@ constexpr int64_t kOneBlockPairs = 2048;
 // scan, then warp 0 walks the pairs in ascending order, 32 at a time, placing each after the
 // earlier pairs of its expert (lanes of one expert ranked by __match_any_sync).
 __device__ void GroupOneBlock(const MoeGroupParams& p) {
+  if (p.pairs <= 32) {  // decode sizes: warp 0 alone, pair i on lane i, no barriers
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    const bool valid = lane < p.pairs;
+    const int e = valid ? p.sel[lane] : -1 - lane;  // distinct dummies never match
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const bool leader = valid && (peers & ((1u << lane) - 1)) == 0;  // its expert's first pair
+    const unsigned leaders = __ballot_sync(0xffffffffu, leader);
+    // Pairs of lower experts, and active experts below this one.
+    int below = 0, act = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int ej = __shfl_sync(0xffffffffu, e, j);
+      if (j < p.pairs && ej < e) {
+        ++below;
+        act += (leaders >> j) & 1u;
+      }
+    }
+    if (valid) p.pair_list[below + __popc(peers & ((1u << lane) - 1))] = lane;
+    if (leader) {
+      p.active[act] = e;
+      p.offsets[act] = below;
+      p.offsets[act + 1] = below + __popc(peers);
+    }
+    if (lane == 0) *p.num_active = __popc(leaders);
+    return;
+  }
   __shared__ int cnt[kMaxE], cursor[kMaxE];
   __shared__ int wsum[kGroupThreads / 32][2];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -93,14 +119,16 @@ __global__ void __launch_bounds__(kGroupThreads) MoeGroupOneBlockKernel(MoeGroup
 
 // Block-wide: token blockIdx.x's experts and weights (the whole block, then warp 0).
 __device__ void RouteToken(const MoeRouteParams& p) {
-  __shared__ float scores[kMaxE];
+  __shared__ float scores[kMaxE], biased[kMaxE];
   const int64_t t = blockIdx.x;
   const float* lg = p.logits + t * p.E;
+  const bool softmax = p.scoring == ScoringFunc::kSoftmax;
   for (int e = threadIdx.x; e < p.E; e += blockDim.x) {
     const float x = lg[e];
     scores[e] = p.scoring == ScoringFunc::kSqrtSoftplus ? sqrtf(SoftplusF(x))
               : p.scoring == ScoringFunc::kSigmoid      ? SigmoidF(x)
                                                         : x;
+    if (!softmax) biased[e] = scores[e] + (p.bias ? p.bias[e] : 0.0f);  // the selection key
   }
   __syncthreads();
   if (threadIdx.x >= 32) return;  // one warp from here on (the caller syncs after)
@@ -115,7 +143,10 @@ __device__ void RouteToken(const MoeRouteParams& p) {
         sum += scores[e];
       }
       const float inv = static_cast<float>(1.0 / sum);
-      for (int e = 0; e < p.E; ++e) scores[e] *= inv;
+      for (int e = 0; e < p.E; ++e) {
+        scores[e] *= inv;
+        biased[e] = scores[e] + (p.bias ? p.bias[e] : 0.0f);
+      }
     }
     __syncwarp();
   }
@@ -135,7 +166,7 @@ __device__ void RouteToken(const MoeRouteParams& p) {
       float bv = 0;
       for (int e = lane; e < p.E; e += 32) {
         if (taken[e]) continue;
-        const float v = scores[e] + (p.bias ? p.bias[e] : 0.0f);
+        const float v = biased[e];
         if (best < 0 || v > bv) {
           best = e;
           bv = v;
@@ -178,6 +209,11 @@ __global__ void __launch_bounds__(kGroupThreads)
   PdlWait();
   RouteToken(p);
   if (group.pairs <= 0) return;
+  if (gridDim.x == 1) {  // the only token: its block groups (its own writes are visible to it)
+    __syncthreads();
+    GroupOneBlock(group);
+    return;
+  }
   __shared__ bool last;
   __threadfence();  // this token's sel / weight visible device-wide ...
   __syncthreads();  // ... in every thread before the count says so
