@@ -4,17 +4,23 @@
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
-void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n) {
+void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  // Branch 0: the kv projection. Branch 1: the compressor and its ring. Branch 3: the indexer's
-  // compressor and ring. Branch 2 (after the q_lora projection, whose output it reads): the
-  // indexer's query and weights, then (after branch 3) its top-k. Main: the query.
+  // Branch 0: the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
+  // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
+  // q_lora projection, whose output it reads): the indexer's query and weights, then (after branch
+  // 3) its top-k. Main: the query.
   Branch(0, [&] {
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d);
     RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
+    // With one row per sequence the append can precede the attention: row p goes to slot
+    // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
+    // attention reads from the ring (row p itself it reads from kv). Several rows per sequence
+    // would overwrite entries their earlier rows still need: then it follows the attention.
+    if (one_per_seq) RingAppend(kv, d, st.window, n);
   });
   if (w.has_comp) {
     Branch(1, [&] {
@@ -70,7 +76,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
   gpu::LaunchSparseAttention(ap, cur_stream());
-  RingAppend(kv, d, st.window, n);
+  if (!one_per_seq) RingAppend(kv, d, st.window, n);
   Mark("attn_out_proj");
   const int64_t G = c.o_groups, olr = c.o_lora_rank;
   Linear(w.wo_a, o, H * d, n, z, G * olr, olr, H * d / G);
@@ -303,7 +309,9 @@ StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks
   }
   if (nrows > m.logits_rows) return OutOfRange("more logits rows than the CUDA model was sized for");
   gpu::CopyToDevice(m.meta_dev, h, kMetaArrays * T * sizeof(int32_t), m.stream.get());
-  m.Run(n, nrows);
+  const bool one_per_seq =
+      std::all_of(chunks.begin(), chunks.end(), [](const Chunk& ch) { return ch.ids.size() <= 1; });
+  m.Run(n, nrows, one_per_seq);
   std::vector<float> out(static_cast<size_t>(nrows * m.c.vocab_size));
   gpu::CopyToHost(out.data(), m.logits, out.size() * 4, m.stream.get());
   m.stream.Synchronize();
@@ -335,7 +343,7 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   auto step = [&] {
     gpu::CopyToDevice(m.meta_dev, h, kMetaArrays * T * sizeof(int32_t), m.stream.get());
     m.Mark("embed");
-    m.Run(n, n);
+    m.Run(n, n, true);
     m.Mark("sample");
     gpu::SampleParams sp;
     sp.logits = m.logits; sp.rows = n; sp.vocab = m.c.vocab_size; sp.temperature = 0;

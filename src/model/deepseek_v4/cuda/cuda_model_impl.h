@@ -91,6 +91,7 @@ struct LayerState {
 
 inline constexpr int kMetaArrays = 7;  // ids, pos, slot, seg_begin, seg_start, seg_count, head rows
 inline constexpr int kRollbackSlack = 16;
+static_assert(kRollbackSlack >= 1, "the window ring holds at least W entries (Attention's decode append)");
 
 
 struct CudaModel::Impl {
@@ -304,12 +305,13 @@ struct CudaModel::Impl {
     p.meta = Meta(n); p.src = src; p.ld = ld; p.ring = ring;
     gpu::LaunchRingAppend(p, cur_stream());
   }
-  void Attention(const BlockW& w, const LayerState& st, int64_t n);
+  // one_per_seq: every sequence of the call has one row (decode steps).
+  void Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq);
   gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
-  void Block(const BlockW& w, int layer, int64_t n) {
+  void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
     Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm);
-    Attention(w, state[layer], n);
+    Attention(w, state[layer], n, one_per_seq);
     Mark("hc_post");
     HcPost(n, nullptr, &w.hc_ffn.fn);
     Mark("hc_pre+norm");
@@ -319,13 +321,13 @@ struct CudaModel::Impl {
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
-  void Run(int64_t n, int64_t rows) {
+  void Run(int64_t n, int64_t rows, bool one_per_seq) {
     gpu::EmbedParams ep;
     ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
     ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;
     gpu::LaunchEmbed(ep, cur_stream());
     mix_ready = false;
-    for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n);
+    for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
     gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, cur_stream());
