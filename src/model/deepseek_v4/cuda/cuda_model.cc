@@ -191,12 +191,18 @@ void CudaModel::Impl::AllocateActivations() {
   z = Alloc<float>(T * c.o_groups * c.o_lora_rank);
   y = Alloc<float>(T * D);
   if (T > 16) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
-    const int64_t width = std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, int64_t{c.q_lora_rank}});
-    const int64_t bytes = 2 * std::max(T * ((width + 15) / 16 * 16), T * K * ((I + 15) / 16 * 16));  // f16
-    const int64_t scales = std::max(T * ((width + 127) / 128), T * K * ((I + 127) / 128));
-    for (auto& a : aq_scratch) {
+    // The main stream's linears read up to H·d columns (wo_a) and the routed w2 T·K rows; the
+    // branches' (kv / compressor / indexer / shared expert) at most max(D, I, q_lora_rank)
+    // columns of T rows. A linear that does not fit its stream's scratch quantizes in the kernel
+    // (the same bits).
+    auto alloc = [&](gpu::ActQuantScratch& a, int64_t rows, int64_t width, int64_t rows2, int64_t width2) {
+      const int64_t bytes = 2 * std::max(rows * ((width + 15) / 16 * 16), rows2 * ((width2 + 15) / 16 * 16));
+      const int64_t scales = std::max(rows * ((width + 127) / 128), rows2 * ((width2 + 127) / 128));
       a.q = Alloc<uint8_t>(bytes); a.q_bytes = bytes; a.s = Alloc<float>(scales); a.s_count = scales;
-    }
+    };
+    const int64_t qlr = c.q_lora_rank;
+    alloc(aq_scratch[0], T, std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, qlr}), T * K, I);
+    for (int b = 1; b <= kBranches; ++b) alloc(aq_scratch[b], T, std::max({D, I, qlr}), 0, 0);
   }
   sel = Alloc<int32_t>(T * std::max(c.index_topk, 1));
   sel_count = Alloc<int32_t>(T);
