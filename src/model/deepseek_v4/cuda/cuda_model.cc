@@ -4,7 +4,8 @@
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
-void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq) {
+void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n,
+                                bool one_per_seq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
@@ -195,13 +196,19 @@ void CudaModel::Impl::AllocateActivations() {
     // branches' (kv / compressor / indexer / shared expert) at most max(D, I, q_lora_rank)
     // columns of T rows. A linear that does not fit its stream's scratch quantizes in the kernel
     // (the same bits).
-    auto alloc = [&](gpu::ActQuantScratch& a, int64_t rows, int64_t width, int64_t rows2, int64_t width2) {
-      const int64_t bytes = 2 * std::max(rows * ((width + 15) / 16 * 16), rows2 * ((width2 + 15) / 16 * 16));
+    auto alloc = [&](gpu::ActQuantScratch& a, int64_t rows, int64_t width, int64_t rows2,
+                     int64_t width2) {
+      const int64_t bytes =
+          2 * std::max(rows * ((width + 15) / 16 * 16), rows2 * ((width2 + 15) / 16 * 16));
       const int64_t scales = std::max(rows * ((width + 127) / 128), rows2 * ((width2 + 127) / 128));
-      a.q = Alloc<uint8_t>(bytes); a.q_bytes = bytes; a.s = Alloc<float>(scales); a.s_count = scales;
+      a.q = Alloc<uint8_t>(bytes);
+      a.q_bytes = bytes;
+      a.s = Alloc<float>(scales);
+      a.s_count = scales;
     };
     const int64_t qlr = c.q_lora_rank;
-    alloc(aq_scratch[0], T, std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, qlr}), T * K, I);
+    alloc(aq_scratch[0], T, std::max({H * d, int64_t{c.o_groups} * c.o_lora_rank, D, I, qlr}),
+          T * K, I);
     for (int b = 1; b <= kBranches; ++b) alloc(aq_scratch[b], T, std::max({D, I, qlr}), 0, 0);
   }
   sel = Alloc<int32_t>(T * std::max(c.index_topk, 1));

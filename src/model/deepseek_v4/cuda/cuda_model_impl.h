@@ -91,8 +91,8 @@ struct LayerState {
 
 inline constexpr int kMetaArrays = 7;  // ids, pos, slot, seg_begin, seg_start, seg_count, head rows
 inline constexpr int kRollbackSlack = 16;
-static_assert(kRollbackSlack >= 1, "the window ring holds at least W entries (Attention's decode append)");
-
+static_assert(kRollbackSlack >= 1,
+              "the window ring holds at least W entries (Attention's decode append)");
 
 struct CudaModel::Impl {
   io::DeepseekV4Config c;
