@@ -694,14 +694,14 @@ struct DeviceGrouping {
 TEST(MoeGroupTest, MatchesSerialGrouping) {
   SKIP_WITHOUT_GPU();
   for (const auto& [E, P] : std::vector<std::pair<int, int64_t>>{{256, 1},
-                                                                  {256, 6},
-                                                                  {8, 32},
-                                                                  {256, 33},
-                                                                  {256, 48},
-                                                                  {16, 300},
-                                                                  {256, 2048},
-                                                                  {256, 2049},
-                                                                  {64, 5000}}) {
+                                                                 {256, 6},
+                                                                 {8, 32},
+                                                                 {256, 33},
+                                                                 {256, 48},
+                                                                 {16, 300},
+                                                                 {256, 2048},
+                                                                 {256, 2049},
+                                                                 {64, 5000}}) {
     std::vector<int32_t> sel(P);
     uint32_t h = static_cast<uint32_t>(P * 7919 + E);
     for (auto& v : sel) {
