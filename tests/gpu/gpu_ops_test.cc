@@ -33,6 +33,14 @@ double Err(const std::vector<float>& got, const std::vector<float>& ref, const c
   return e;
 }
 
+// A device copy of v.
+template <typename T>
+DeviceBuffer Upload(const std::vector<T>& v) {
+  DeviceBuffer b(v.size() * sizeof(T));
+  CopyToDeviceSync(b.get(), v.data(), b.bytes());
+  return b;
+}
+
 struct HostWeight {
   WeightFormat format;
   std::vector<uint8_t> data, scale;  // as uploaded (FP8/FP4: TileFp8ForMma/TileFp4ForMma order)
@@ -321,28 +329,20 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
       std::vector<const void*> wp[2], sp[2];
       for (int e = 0; e < 2 * E; ++e) {  // W1 of expert e at e, W3 at E + e
         hw.push_back(MakeWeight(cs.format, cs.n, cs.k, 100 + e));
-        wd.emplace_back(hw.back().data.size());
-        sd.emplace_back(hw.back().scale.size());
-        CopyToDeviceSync(wd.back().get(), hw.back().data.data(), hw.back().data.size());
-        CopyToDeviceSync(sd.back().get(), hw.back().scale.data(), hw.back().scale.size());
+        wd.push_back(Upload(hw.back().data));
+        sd.push_back(Upload(hw.back().scale));
         wp[e / E].push_back(wd.back().get());
         sp[e / E].push_back(sd.back().get());
       }
-      auto upload = [](const auto& v) {
-        DeviceBuffer b(v.size() * sizeof(v[0]));
-        CopyToDeviceSync(b.get(), v.data(), b.bytes());
-        return b;
-      };
-      DeviceBuffer w1t = upload(wp[0]), s1t = upload(sp[0]), w3t = upload(wp[1]),
-                   s3t = upload(sp[1]);
-      DeviceBuffer act = upload(active), off = upload(offsets), prs = upload(pair_list),
-                   na = upload(std::vector<int32_t>{nact});
+      DeviceBuffer w1t = Upload(wp[0]), s1t = Upload(sp[0]), w3t = Upload(wp[1]),
+                   s3t = Upload(sp[1]);
+      DeviceBuffer act = Upload(active), off = Upload(offsets), prs = Upload(pair_list),
+                   na = Upload(std::vector<int32_t>{nact});
       const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
       auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
       for (int64_t r = T; r < rows; ++r)
         std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
-      DeviceBuffer xd(x.size() * 4), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
-      CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
+      DeviceBuffer xd = Upload(x), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
       Stream s;
       ExpertLinearParams p;
       p.shape.format = cs.format;

@@ -6,8 +6,8 @@
 // tiles, or 8-entry tiles for a few tokens: more blocks), each score the same fmaf chain over
 // head_dim and the same sum over heads in head order for any tiling; then one block per token
 // selects the top-k (radix select on the scores, ties to the lower index, output in ascending index
-// order). The scoring blocks may apply the query's RoPE and the head weights' scale themselves
-// (rope_dim, weight_scale): the same operations as LaunchRope and LaunchScale before them.
+// order). The scoring blocks apply the query's RoPE (rope_dim > 0: RopeCosSin + RotateWith, as the
+// other RoPE kernels) and the head weights' scale (weight_scale) to their staged copies.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,7 @@ struct IndexerTopKParams {
   const float* weights = nullptr;   // [n, heads] head weights, times weight_scale here
   float weight_scale = 1.0f;        // heads^-0.5 when the weights come unscaled
   int rope_dim = 0;                 // > 0: RoPE of each head's trailing rope_dim values (the
-  const float* inv_freq = nullptr;  // rope frequencies [rope_dim / 2]) as LaunchRope would
+  const float* inv_freq = nullptr;  // rope frequencies [rope_dim / 2])
   ListRef keys;                    // index-key entries (width head_dim)
   int heads = 0;                   // <= 64
   int head_dim = 0;                // multiple of 4

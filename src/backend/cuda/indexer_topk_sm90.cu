@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
         *reinterpret_cast<const float4*>(kbase + static_cast<int64_t>(w0 + e) * p.keys.width + c);
   }
   __syncthreads();
-  if (half > 0) {  // LaunchRope's rotation of each head's trailing pairs, on the staged query
+  if (half > 0) {  // RoPE of each head's trailing pairs, on the staged query
     for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
       const int h = i / half, j = i % half;
       float* v = q + h * Dh + (Dh - p.rope_dim) + 2 * j;

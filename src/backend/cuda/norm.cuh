@@ -1,4 +1,4 @@
-// Row-wise ops: RMSNorm (spec §2.1, fp32) and interleaved RoPE on the trailing rope dims (§2.4).
+// Row-wise ops: RMSNorm (spec §2.1, fp32), with interleaved RoPE on the trailing rope dims (§2.4).
 #pragma once
 
 #include <cstdint>
@@ -23,24 +23,10 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream);
 // mHC finish kernels use the same count so that their fused norm is this reduction.
 int NormThreads(int64_t dim);
 
-struct RopeParams {
-  float* x = nullptr;          // [tokens, heads, head_stride] fp32, rotated in place
-  int64_t tokens = 0;
-  int64_t heads = 0;
-  int64_t head_stride = 0;     // elements between heads (= head dim for packed rows)
-  int64_t token_stride = 0;    // elements between tokens
-  int64_t dim = 0;             // head dim; RoPE acts on [dim - rope_dim, dim)
-  int rope_dim = 0;
-  const float* inv_freq = nullptr;  // [rope_dim / 2] fp32
-  const int32_t* pos = nullptr;     // [tokens] absolute positions
-  bool inverse = false;
-};
-void LaunchRope(const RopeParams& p, StreamHandle stream);
 
 // RMSNorm of rows that are heads (row r = token r / heads), then RoPE of each row's trailing
-// rope_dim values at the token's position, in one pass: the same values as LaunchRmsNorm followed
-// by LaunchRope (same reduction, same cos/sin, same rotation). In place (y == x, ldy == ldx ==
-// dim) or not.
+// rope_dim values at the token's position (RopeCosSin, RotateWith), in one pass: the
+// normalization is LaunchRmsNorm's. In place (y == x, ldy == ldx == dim) or not.
 struct RmsNormRopeParams {
   RmsNormParams norm;               // rows = tokens * heads, dim = head dim
   int64_t heads = 1;
@@ -49,8 +35,5 @@ struct RmsNormRopeParams {
   const int32_t* pos = nullptr;     // [tokens]
 };
 void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream);
-
-// y[i] = x[i] * s (fp32), n elements.
-void LaunchScale(float* x, int64_t n, float s, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

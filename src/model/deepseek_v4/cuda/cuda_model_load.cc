@@ -55,14 +55,14 @@ class GpuLoader {
       return DataLoss("tensor '" + name + ".weight' has shape " + w->ShapeString() + ", expected [" +
                       std::to_string(rows) + ", " + std::to_string(cols) + "]");
     }
-    if (r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4) {
+    const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
+    if (quantized) {
       std::string why;
       if (!gpu::QLinearSupports(r, false, &why)) {
         return Unimplemented("tensor '" + name + ".weight' [" + std::to_string(rows) + ", " +
                              std::to_string(cols) + "]: the CUDA FP8/FP4 linear does not take it: " + why);
       }
     }
-    const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
     const int64_t device_bytes =
         r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols) : expect;
     void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(device_bytes);
@@ -77,7 +77,7 @@ class GpuLoader {
       gpu::CopyToDeviceSync(data, w->data, w->nbytes);
     }
     r.data = data;
-    if (r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4) {
+    if (quantized) {
       if (!s) return DataLoss("quantized tensor '" + name + ".weight' has no scale");
       if (s->dtype != DType::kF8E8M0 && s->dtype != DType::kF32) {
         return DataLoss("scale of '" + name + "' must be F8_E8M0 or F32");
