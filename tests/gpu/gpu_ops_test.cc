@@ -220,7 +220,7 @@ TEST(ActQuantTest, MatchesCpuBitForBit) {
 }
 
 // Many rows: the act_quant pre-pass into scratch and token tiles of 32 give the same bits as the
-// in-kernel quantization (no scratch), and both match the CPU.
+// in-kernel quantization (no scratch) and as rows quantized by the caller, and match the CPU.
 TEST(LinearTest, PrepassEqualsInKernelQuantization) {
   SKIP_WITHOUT_GPU();
   for (const Case cs : {Case{WeightFormat::kFp8, 300, 144, 4096}, Case{WeightFormat::kFp4, 77, 64, 2048}}) {
@@ -241,11 +241,28 @@ TEST(LinearTest, PrepassEqualsInKernelQuantization) {
     p.aq.q = aq.as<uint8_t>(); p.aq.q_bytes = static_cast<int64_t>(aq.bytes());
     p.aq.s = as.as<float>(); p.aq.s_count = static_cast<int64_t>(as.bytes() / 4);
     LaunchLinear(p, s.get());
-    std::vector<float> a(ref.size()), b(ref.size());
+    std::vector<float> a(ref.size()), b(ref.size()), c(ref.size()), d1(cs.n), d2(cs.n);
     CopyToHost(a.data(), y1.get(), a.size() * 4, s.get());
     CopyToHost(b.data(), y2.get(), b.size() * 4, s.get());
+    // Rows quantized by the caller (LaunchActQuantRows): all rows, and the last row alone (the
+    // decode launch shape).
+    DeviceBuffer qb(cs.m * QuantizedLd(cs.k) * 2), sq(cs.m * QuantizedScales(cs.k) * 4);
+    LinearParams g = DenseParams(cs, hw, wd, sd, xd);
+    g.xq = LaunchActQuantRows(xd.as<float>(), cs.k, cs.m, cs.k, qb.as<uint16_t>(), sq.as<float>(), s.get());
+    g.x = nullptr;
+    g.y = y1.as<float>();
+    LaunchLinear(g, s.get());
+    CopyToHost(c.data(), y1.get(), c.size() * 4, s.get());
+    g.m = 1;
+    g.xq.q += (cs.m - 1) * g.xq.ldq;
+    g.xq.s += (cs.m - 1) * g.xq.lds;
+    LaunchLinear(g, s.get());
+    CopyToHost(d1.data(), y1.get(), d1.size() * 4, s.get());
     s.Synchronize();
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "format " << static_cast<int>(cs.format);
+    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "format " << static_cast<int>(cs.format);
+    std::copy_n(a.begin() + (cs.m - 1) * cs.n, cs.n, d2.begin());
+    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * 4)) << "format " << static_cast<int>(cs.format);
     EXPECT_LE(testing::RelativeError(b, ref), 1e-5);
   }
 }
@@ -299,7 +316,7 @@ TEST(LinearTest, GroupedInput) {
 
 // Routed experts (FP8 and FP4, one matrix and the fused SwiGLU pair): the grouped launch (pairs
 // routed to 5 experts, read through the pair list) gives the bits of each expert as a dense linear
-// over 13 rows, and matches the CPU.
+// over 13 rows, the same with its rows quantized by the caller, and matches the CPU.
 TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   SKIP_WITHOUT_GPU();
   const int E = 5, K = 2, T = 3, P = T * K;
@@ -368,9 +385,21 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
                                  0.7f, s.get());
       else
         LaunchExpertLinear(p, s.get());
-      std::vector<float> got(P * cs.n);
+      std::vector<float> got(P * cs.n), pre(P * cs.n);
       CopyToHost(got.data(), p.y, got.size() * 4, s.get());
+      // The same launch with the rows quantized by the caller (LaunchActQuantRows).
+      DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(), s.get());
+      p.x = nullptr;
+      Memset(p.y, 0xff, P * cs.n * 4, s.get());
+      if (dual)
+        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
+                                 0.7f, s.get());
+      else
+        LaunchExpertLinear(p, s.get());
+      CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
       s.Synchronize();
+      EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4)) << name << " pre-quantized rows";
       std::vector<float> want(cs.n), r1(cs.n), r3(cs.n), dense(rows * cs.n);
       double err = 0;
       for (int e = 0; e < E; ++e) {

@@ -401,6 +401,7 @@ QLinearArgs DenseArgs(const LinearParams& p) {
   QLinearArgs a;
   a.w[0] = p.w.data; a.s[0] = p.w.scale; a.x = p.x; a.ldx = p.ldx; a.m = p.m;
   a.group_rows = p.x_group_rows; a.group_stride = p.x_group_stride; a.y = p.y; a.ldy = p.ldy;
+  a.xq = p.xq.q; a.xs = p.xq.s; a.ldq = p.xq.ldq; a.lds = p.xq.lds;
   return a;
 }
 
@@ -409,6 +410,7 @@ QLinearArgs ExpertArgs(const ExpertLinearParams& p) {
   a.ew[0] = p.data; a.es[0] = p.scale; a.x = p.x; a.ldx = p.ldx; a.x_row_div = p.x_row_div;
   a.y = p.y; a.ldy = p.ldy; a.active = p.active; a.num_active = p.num_active; a.offsets = p.offsets;
   a.pairs = p.pairs;
+  a.xq = p.xq.q; a.xs = p.xq.s; a.ldq = p.xq.ldq; a.lds = p.xq.lds;
   return a;
 }
 

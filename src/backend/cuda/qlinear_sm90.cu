@@ -414,6 +414,29 @@ void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
   }
 }
 
+int64_t QuantizedLd(int64_t k) { return (k + 15) / 16 * 16; }
+int64_t QuantizedScales(int64_t k) { return (k + kQb - 1) / kQb; }
+
+QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                                 uint16_t* q_buf, float* s_buf, StreamHandle stream) {
+  ActQuantParams p;
+  p.x = x;
+  p.ldx = ldx;
+  p.rows = rows;
+  p.k = k;
+  p.q = q_buf;
+  p.ldq = QuantizedLd(k);
+  p.s = s_buf;
+  p.lds = QuantizedScales(k);
+  LaunchActQuant(p, stream);
+  QuantizedRows r;
+  r.q = q_buf;
+  r.ldq = p.ldq;
+  r.s = s_buf;
+  r.lds = p.lds;
+  return r;
+}
+
 void LaunchActQuant(const ActQuantParams& p, StreamHandle stream) {
   if (p.rows <= 0 || p.k <= 0) return;
   const int64_t items = p.rows * ((p.k + kQb - 1) / kQb);
@@ -431,7 +454,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       (a.group_rows % 16 != 0 || a.group_stride % kQb != 0 || shape.k % kQb != 0)) {
     Unsupported("grouped input needs 16-row groups and 128-column group offsets and widths", shape);
   }
-  if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0 || a.ldx % 4 != 0)
+  if (a.xq == nullptr && ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0 || a.ldx % 4 != 0))
     Unsupported("activations must be 16-byte aligned", shape);
   a.n = shape.n;
   a.k = shape.k;
@@ -444,8 +467,13 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
   const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
   int nt, warps;
-  if (rows_hint > kInKernelMaxTile && scratch.q != nullptr && 2 * x_rows * ldq <= scratch.q_bytes &&
-      x_rows * lds <= scratch.s_count) {
+  if (a.xq != nullptr) {  // the caller quantized the rows: the launch shape of their count
+    if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
+      Unsupported("pre-quantized rows narrower than the input", shape);
+    nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
+    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert) : kMaxWarps);
+  } else if (rows_hint > kInKernelMaxTile && scratch.q != nullptr &&
+             2 * x_rows * ldq <= scratch.q_bytes && x_rows * lds <= scratch.s_count) {
     ActQuantParams q;
     q.x = a.x;
     q.ldx = a.ldx;
@@ -464,8 +492,6 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     warps = std::min(slices, kMaxWarps);  // one slice per warp up to k = 4096: its weights stay in
                                           // registers for every token tile
   } else {
-    a.xq = nullptr;
-    a.xs = nullptr;
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
     warps = std::min(slices, DecodeWarps(expert));
   }

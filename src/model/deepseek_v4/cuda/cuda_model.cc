@@ -88,12 +88,28 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
   const float lim = static_cast<float>(c.swiglu_limit);
+  auto quantized = [](const WeightRef& r) {
+    return r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
+  };
+  // Decode sizes: the FP8/FP4 expert linears take their inputs quantized once per token (the
+  // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
+  // of by each of their blocks: the same bits.
+  const bool prequant = n <= kMoePrequantRows && quantized(w.experts.w1);
+  gpu::QuantizedRows xq;
+  if (prequant) {
+    Branch(0, [&] {
+      Mark("moe_router+group");
+      xq = gpu::LaunchActQuantRows(xn, D, n, D, xq_buf, xs_buf, cur_stream());
+    });
+    Checkpoint(0);
+  }
   // The shared expert (branch 0) overlaps the routing and the routed experts (main).
   if (w.has_shared) {
     Branch(0, [&] {
       Mark("moe_shared+combine");
       gpu::LinearParams p;
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
+      if (prequant && quantized(w.sh_w1)) p.xq = xq;
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       Linear(w.sh_w2, sg, I, n, sy, D);
     });
@@ -122,18 +138,21 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     p.shape = shape; p.data = data; p.scale = scale; p.x = x; p.ldx = ldx; p.x_row_div = div;
     p.y = out; p.ldy = ldy; p.active = active; p.num_active = num_active + layer; p.offsets = offsets;
     p.pairs = pairs; p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
-    gpu::LaunchExpertLinear(p, cur_stream());
+    return p;
   };
   Mark("moe_routed_experts");
+  if (prequant) WaitCheckpoint(0);  // the quantized x
   {
-    gpu::ExpertLinearParams p;
-    p.shape = ex.w1; p.data = ex.w1_data; p.scale = ex.w1_scale; p.x = xn; p.ldx = D;
-    p.x_row_div = static_cast<int>(K); p.y = g; p.ldy = I; p.active = active;
-    p.num_active = num_active + layer; p.offsets = offsets; p.pairs = pairs;
-    p.max_slots = static_cast<int>(std::min(E, P)); p.total_pairs = P; p.aq = Aq();
+    gpu::ExpertLinearParams p =
+        expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
+    if (prequant) p.xq = xq;
     gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
   }
-  expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+  {
+    gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+    if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
+    gpu::LaunchExpertLinear(p, cur_stream());
+  }
   Mark("moe_shared+combine");
   if (w.has_shared) Join(0);
   // The combine itself runs inside the mHC post kernel that follows (HcPost).
@@ -231,6 +250,13 @@ void CudaModel::Impl::AllocateActivations() {
   offsets = Alloc<int32_t>(E + 1);
   pairs = Alloc<int32_t>(T * K);
   g = Alloc<float>(T * K * I);
+  {
+    const int64_t R = std::min(T, kMoePrequantRows);
+    xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));
+    xs_buf = Alloc<float>(R * gpu::QuantizedScales(D));
+    gq_buf = Alloc<uint16_t>(R * K * gpu::QuantizedLd(I));
+    gs_buf = Alloc<float>(R * K * gpu::QuantizedScales(I));
+  }
   gu = Alloc<float>(T * K * I);
   ys = Alloc<float>(T * K * D);
   sg = Alloc<float>(T * I);

@@ -157,6 +157,14 @@ struct CudaModel::Impl {
     join_ev[b].Wait(target);
   }
   void Join(int b) { JoinInto(b, stream.get()); }               // into the main stream
+  // A join in two halves: Checkpoint(b) marks branch b's launches so far; WaitCheckpoint(b) makes
+  // the main stream's later work wait for them (not for what branch b gets in between).
+  void Checkpoint(int b) {
+    if (Concurrent()) join_ev[b].Record(branch_stream[b].get());
+  }
+  void WaitCheckpoint(int b) {
+    if (Concurrent()) join_ev[b].Wait(stream.get());
+  }
   void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
@@ -174,6 +182,11 @@ struct CudaModel::Impl {
   int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
+  // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
+  // token for up to kMoePrequantRows rows, instead of by every block of the expert linears.
+  static constexpr int64_t kMoePrequantRows = 16;
+  uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
+  float *xs_buf = nullptr, *gs_buf = nullptr;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
