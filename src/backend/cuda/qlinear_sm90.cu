@@ -80,48 +80,64 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   const void* SW[kD];
   int64_t begin = 0, count = p.m;
   WSlice<kFp4, kD> cur;
-  // The lane's weight bytes of slice sl into buf (all address arithmetic once per slice: the
-  // pairs are constant offsets from one base). FP8 scale blocks are 128 x 128: pair pp lies in
-  // column block sl * kKs / 128 + pp / 2.
-  auto load_weights = [&](WSlice<kFp4, kD>& buf, int sl) {
-    auto& a = buf.a;
-    auto& swf = buf.swf;
-    auto& swb = buf.swb;
-    const int np = slice_pairs(sl);
-    const int64_t k0 = static_cast<int64_t>(sl) * kKs;
+  // The lane's bytes of the block's row tile in each matrix (set once W/SW are known): slice sl
+  // is a constant stride from them. FP4: the tile's pairs (512 bytes each) and the scale bytes of
+  // rows g / g+8; FP8: the tile's pairs (1024 bytes each) and the index of the row block's first
+  // 128 x 128 scale (pair pp of slice sl lies in column block sl * kKs / 128 + pp / 2).
+  constexpr int64_t kPairBytes = kFp4 ? 512 : 1024;
+  const uint8_t* wbase[kD];
+  const uint8_t* sbase[kD];
+  const int64_t s8 = 8 * (p.k >> 5), sblk = (row0 >> 7) * ((p.k + 127) >> 7);
+  auto set_bases = [&] {
 #pragma unroll
     for (int d = 0; d < kD; ++d) {
-      if constexpr (kFp4) {
-        const uint4* wp = reinterpret_cast<const uint4*>(
-            W[d] + (((row0 >> 4) * (p.k >> 6) + (k0 >> 6)) * 32 + lane) * 16);
-        const uint8_t* sp =
-            static_cast<const uint8_t*>(SW[d]) + (row0 + g) * (p.k >> 5) + (k0 >> 5);
-        const int64_t s8 = 8 * (p.k >> 5);
+      wbase[d] = W[d] + (row0 >> 4) * (p.k >> 6) * kPairBytes + lane * 16;
+      sbase[d] = static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 + g) * (p.k >> 5) : 0);
+    }
+  };
+  // Slice sl's weights into buf; a full slice (every slice but a short last one) without the
+  // per-pair bounds.
+  auto load_weights = [&](WSlice<kFp4, kD>& buf, int sl) {
+    auto body = [&](auto full_c) {
+      constexpr bool kFull = decltype(full_c)::value;
+      auto& a = buf.a;
+      auto& swf = buf.swf;
+      auto& swb = buf.swb;
+      const int np = slice_pairs(sl);
 #pragma unroll
-        for (int pp = 0; pp < kP; ++pp) {
-          const bool ok = pp < np;
-          a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
-          const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + 2 * pp)) : 0u;
-          const uint32_t hi = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + s8 + 2 * pp)) : 0u;
-          swb[d][pp] = lo | (hi << 16);
-        }
-      } else {
-        // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
-        const uint4* wp = reinterpret_cast<const uint4*>(
-            W[d] + ((row0 >> 4) * (p.k >> 6) + (k0 >> 6)) * 1024 + lane * 16);
-        const int64_t sidx = (row0 >> 7) * ((p.k + 127) >> 7) + (k0 >> 7);
+      for (int d = 0; d < kD; ++d) {
+        const uint4* wp = reinterpret_cast<const uint4*>(wbase[d] + sl * (kP * kPairBytes));
+        if constexpr (kFp4) {
+          const uint8_t* sp = sbase[d] + sl * (2 * kP);
 #pragma unroll
-        for (int pp = 0; pp < kP; ++pp) {
-          const bool ok = pp < np;
-          a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
-          a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
-          if (pp % 2 == 0)
-            swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
-          else
-            swf[d][pp] = swf[d][pp - 1];
+          for (int pp = 0; pp < kP; ++pp) {
+            const bool ok = kFull || pp < np;
+            a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
+            const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + 2 * pp)) : 0u;
+            const uint32_t hi =
+                ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + s8 + 2 * pp)) : 0u;
+            swb[d][pp] = lo | (hi << 16);
+          }
+        } else {
+          // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
+          const int64_t sidx = sblk + sl * (kKs / 128);
+#pragma unroll
+          for (int pp = 0; pp < kP; ++pp) {
+            const bool ok = kFull || pp < np;
+            a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
+            a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
+            if (pp % 2 == 0)
+              swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
+            else
+              swf[d][pp] = swf[d][pp - 1];
+          }
         }
       }
-    }
+    };
+    if (slice_pairs(sl) == kP)
+      body(std::true_type{});
+    else
+      body(std::false_type{});
   };
 
   if constexpr (!kExpert) {
@@ -132,6 +148,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       SW[1] = p.s[1];
     }
     // Constant data, before the wait: overlaps the previous kernel.
+    set_bases();
     if (warp < nslices) load_weights(cur, warp);
     PdlWait();
   } else {
@@ -147,6 +164,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       W[1] = static_cast<const uint8_t*>(p.ew[1][e]);
       SW[1] = p.es[1][e];
     }
+    set_bases();
     if (warp < nslices) load_weights(cur, warp);
   }
   auto xrow = [&](int64_t i) -> int64_t {  // activation row of local row i
