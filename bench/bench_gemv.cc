@@ -4,7 +4,8 @@
 // bytes / the measured device-to-device copy bandwidth. FP8/FP4 shapes run the tensor-core linear
 // (DSINFER_QLINEAR_WARPS=n: warps per block), bf16 ones the decode GEMV (DSINFER_GEMV=0: the
 // general kernel instead; DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs); DSINFER_PDL=0 without
-// programmatic launch.
+// programmatic launch; DSINFER_GEMV_L2=1 reads one weight copy again and again (L2-resident up to
+// ~40 MB: how fast a kernel is when its bytes cost little); DSINFER_GEMV_ONLY=name one shape.
 //   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -122,14 +123,21 @@ int main(int argc, char** argv) {
               gpu::DeviceDescription().c_str(), copy_gbps, static_cast<long long>(m), kernel.c_str(),
               pdl ? "true" : "false");
   constexpr int kReps = 40;
+  const char* only_env = std::getenv("DSINFER_GEMV_ONLY");  // one shape by name
   for (const Shape& s : shapes) {
+    if (only_env && std::string(only_env) != s.name) continue;
     const int mats = s.experts > 0 ? s.experts : 1;
     const int per_launch = (s.swiglu ? 2 : 1) * mats;  // matrices read per launch
     gpu::WeightRef probe;
     probe.format = s.format; probe.n = s.n; probe.k = s.k;
     probe.scale_format = gpu::ScaleFormat::kUe8m0;
     const double launch_bytes = static_cast<double>(probe.bytes()) * per_launch;
-    const int copies = static_cast<int>(std::max<double>(2.0, 120e6 / launch_bytes + 1)) * per_launch;
+    // DSINFER_GEMV_L2=1: one weight copy, read again by every launch (L2-resident when it fits).
+    const char* l2_env = std::getenv("DSINFER_GEMV_L2");
+    const bool l2 = l2_env && std::string(l2_env) == "1";
+    const int copies =
+        l2 ? per_launch
+           : static_cast<int>(std::max<double>(2.0, 120e6 / launch_bytes + 1)) * per_launch;
     Weights w = MakeCopies(s, copies, st.get());
     const int64_t xk = s.groups > 0 ? s.groups * s.k : s.k;
     const int64_t rows = s.experts > 0 ? s.experts : m;

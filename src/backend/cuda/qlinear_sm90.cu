@@ -101,8 +101,6 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     auto body = [&](auto full_c) {
       constexpr bool kFull = decltype(full_c)::value;
       auto& a = buf.a;
-      auto& swf = buf.swf;
-      auto& swb = buf.swb;
       const int np = slice_pairs(sl);
 #pragma unroll
       for (int d = 0; d < kD; ++d) {
@@ -116,7 +114,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
             const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + 2 * pp)) : 0u;
             const uint32_t hi =
                 ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + s8 + 2 * pp)) : 0u;
-            swb[d][pp] = lo | (hi << 16);
+            buf.swb[d][pp] = lo | (hi << 16);
           }
         } else {
           // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
@@ -127,9 +125,9 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
             a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
             a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
             if (pp % 2 == 0)
-              swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
+              buf.swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
             else
-              swf[d][pp] = swf[d][pp - 1];
+              buf.swf[d][pp] = buf.swf[d][pp - 1];
           }
         }
       }
@@ -188,6 +186,21 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count;
        m0 += static_cast<int64_t>(gridDim.z) * kTile) {
     const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
+    // Per lane and token tile nt: the row of its B column (token m0 + nt*8 + g) and of its two C
+    // columns (tokens m0 + nt*8 + 2t, +1); -1: none. Rows of the in-kernel buffers, else of the
+    // pre-quantized input (experts: read from the pair list once per token tile, not per slice).
+    int32_t qrow[kNT], srow[kNT][2];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
+      auto row = [&](int local) -> int32_t {
+        if (local >= ntok) return -1;
+        return in_kernel ? local : static_cast<int32_t>(xrow(m0 + local));
+      };
+      qrow[nt] = row(i);
+      srow[nt][0] = row(c0);
+      srow[nt][1] = row(c0 + 1);
+    }
     for (int sl = warp; sl < nslices; sl += nwarps) {
       // cur holds slice sl. The slice after it: the warp's next one, or (a new token tile follows
       // and the warp has several) its first one again; -1: cur stays.
@@ -200,9 +213,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       const int npairs = slice_pairs(sl);
       const int64_t k0 = static_cast<int64_t>(sl) * kKs;
       const int slice = npairs * 64;
-      // B sources: the quantized rows (shared memory or the pre-pass) and, per lane, the row of its
-      // B column (token m0 + nt*8 + g) and of its two C columns (tokens m0 + nt*8 + 2t, +1); -1:
-      // none.
+      // B sources: the quantized rows of the slice (shared memory or the pre-pass).
       BSrc<kNT> bs;
       if (in_kernel) {
         __syncwarp();                              // the previous slice's reads of sq are done
@@ -228,25 +239,17 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
         bs.qld = kKs;
         bs.sbase = ss;
         bs.sld = kKs / kQb;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
-          bs.qrow[nt] = i < ntok ? i : -1;
-          bs.srow[nt][0] = c0 < ntok ? c0 : -1;
-          bs.srow[nt][1] = c0 + 1 < ntok ? c0 + 1 : -1;
-        }
       } else {
         bs.qbase = p.xq + goff + k0;
         bs.qld = p.ldq;
         bs.sbase = p.xs + (goff + k0) / kQb;
         bs.sld = p.lds;
+      }
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const int i = nt * 8 + g, c0 = nt * 8 + 2 * t;
-          bs.qrow[nt] = i < ntok ? static_cast<int32_t>(xrow(m0 + i)) : -1;
-          bs.srow[nt][0] = c0 < ntok ? static_cast<int32_t>(xrow(m0 + c0)) : -1;
-          bs.srow[nt][1] = c0 + 1 < ntok ? static_cast<int32_t>(xrow(m0 + c0 + 1)) : -1;
-        }
+      for (int nt = 0; nt < kNT; ++nt) {
+        bs.qrow[nt] = qrow[nt];
+        bs.srow[nt][0] = srow[nt][0];
+        bs.srow[nt][1] = srow[nt][1];
       }
 
       float acc[kD][kNT][4], blk[kD][kNT][4];
@@ -356,17 +359,19 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
 }
 
 // Warps per block for few rows (each takes slices warp, warp + warps, ...). Measured on an H200
-// (bench_gemv and the flash-l8 decode step, docs/perf.md): dense weights do best with one slice
-// per warp (up to 16 warps: all of a row tile's bytes in flight at once, loaded before the
-// grid-dependency wait), routed experts with 4 (their loads wait for the routing anyway; small
-// blocks spread the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B
-// timing only: every choice gives the same bits.
-int DecodeWarps(bool expert) {
+// (bench_gemv and the flash-l8 decode step, docs/perf.md): one dense weight does best with up to
+// 8 (one slice per warp up to k = 4096, loaded before the grid-dependency wait; at k = 8192 two
+// slices per warp let two blocks share an SM, so a 256-tile matrix is one wave: wo_b 13.7 ->
+// 12.9 us), the fused SwiGLU pair with up to 16 (one slice per warp: 8 made the shared expert's
+// w1+w3 6.7 -> 8.7 us), routed experts with 4 (their loads wait for the routing anyway; small blocks spread
+// the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B timing only:
+// every choice gives the same bits.
+int DecodeWarps(bool expert, bool dual) {
   static const int forced = [] {
     const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
     return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : 0;
   }();
-  return forced > 0 ? forced : (expert ? 4 : kMaxWarps);
+  return forced > 0 ? forced : (expert ? 4 : (dual ? kMaxWarps : 8));
 }
 
 [[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
@@ -489,7 +494,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
       Unsupported("pre-quantized rows narrower than the input", shape);
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
-    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert) : kMaxWarps);
+    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual) : kMaxWarps);
   } else if (rows_hint > kInKernelMaxTile && scratch.q != nullptr &&
              2 * x_rows * ldq <= scratch.q_bytes && x_rows * lds <= scratch.s_count) {
     ActQuantParams q;
@@ -511,7 +516,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
                                           // registers for every token tile
   } else {
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
-    warps = std::min(slices, DecodeWarps(expert));
+    warps = std::min(slices, DecodeWarps(expert, dual));
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   const int64_t bx = (shape.n + 15) / 16;
