@@ -4,8 +4,12 @@
 // batch invariance, the MoE grouping, and GPU sampling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
+#include <tuple>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cuda/hyper_connection.cuh"
@@ -775,6 +779,72 @@ TEST(MoeGroupTest, FusedIntoRoute) {
       CopyToHost(hsel.data(), sel.get(), hsel.size() * 4, s.get());
       const Grouping got = dg.Read(n * K, s);
       EXPECT_TRUE(got == SerialGrouping(hsel, E)) << "n=" << n << " launch " << rep;
+    }
+  }
+}
+
+// The route kernel's experts and weights against the host definition (MoeForward's: top-K of the
+// biased score, ties to the lower id; weights normalized over the chosen scores summed in order):
+// keys in registers (E <= 256) and in shared memory (E = 512), one token (its warp groups the pairs
+// from registers) and several, exact ties included.
+TEST(MoeRouteTest, MatchesHostRouting) {
+  SKIP_WITHOUT_GPU();
+  auto score = [](ScoringFunc f, float x) {
+    return f == ScoringFunc::kSigmoid ? 1.0f / (1.0f + std::exp(-x))
+                                      : std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
+  };
+  for (const ScoringFunc f : {ScoringFunc::kSqrtSoftplus, ScoringFunc::kSigmoid}) {
+    for (const auto& [E, K, n] : std::vector<std::tuple<int, int, int64_t>>{
+             {256, 6, 1}, {256, 6, 3}, {256, 8, 1}, {512, 6, 1}, {512, 6, 4}, {64, 16, 2}}) {
+      auto logits = testing::RandomVector(static_cast<size_t>(n * E), 91 + E + K, 2.0f);
+      auto bias = testing::RandomVector(static_cast<size_t>(E), 5 + E, 0.1f);
+      // Exact ties among the likely winners: equal keys must go to the lower id.
+      for (int64_t t = 0; t < n; ++t) {
+        float* lg = logits.data() + t * E;
+        lg[3] = lg[E - 1] = lg[40] = 9.0f;
+        bias[3] = bias[E - 1] = bias[40] = 0.0f;
+      }
+      DeviceBuffer ld(logits.size() * 4), bd(bias.size() * 4), sel(n * K * 4), wt(n * K * 4);
+      CopyToDeviceSync(ld.get(), logits.data(), logits.size() * 4);
+      CopyToDeviceSync(bd.get(), bias.data(), bias.size() * 4);
+      Stream s;
+      MoeRouteParams rp;
+      rp.logits = ld.as<float>();
+      rp.bias = bd.as<float>();
+      rp.n = n;
+      rp.E = E;
+      rp.K = K;
+      rp.scoring = f;
+      rp.routed_scaling_factor = 1.5f;
+      rp.sel = sel.as<int32_t>();
+      rp.weight = wt.as<float>();
+      DeviceGrouping dg(E, n * K);
+      const MoeGroupParams gp = dg.Params(sel.as<int32_t>(), n * K, E, s);
+      LaunchMoeRoute(rp, &gp, s.get());
+      std::vector<int32_t> hsel(n * K);
+      std::vector<float> hwt(n * K);
+      CopyToHost(hsel.data(), sel.get(), hsel.size() * 4, s.get());
+      CopyToHost(hwt.data(), wt.get(), hwt.size() * 4, s.get());
+      const Grouping got = dg.Read(n * K, s);
+      EXPECT_TRUE(got == SerialGrouping(hsel, E)) << "E=" << E << " n=" << n;
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<float> sc(E), key(E);
+        std::vector<int32_t> order(E);
+        for (int e = 0; e < E; ++e) {
+          sc[e] = score(f, logits[t * E + e]);
+          key[e] = sc[e] + bias[e];
+        }
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+          return key[a] != key[b] ? key[a] > key[b] : a < b;
+        });
+        float sum = 0;
+        for (int k = 0; k < K; ++k) sum += sc[order[k]];
+        for (int k = 0; k < K; ++k) {
+          ASSERT_EQ(hsel[t * K + k], order[k]) << "E=" << E << " K=" << K << " t=" << t << " k=" << k;
+          EXPECT_NEAR(hwt[t * K + k], sc[order[k]] / (sum + 1e-20f) * 1.5f, 1e-5f);
+        }
+      }
     }
   }
 }

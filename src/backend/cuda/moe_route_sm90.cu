@@ -22,31 +22,36 @@ constexpr int64_t kOneBlockPairs = 2048;
 // atomics (integers: order-free), the active experts ascending with their offsets by a block
 // scan, then warp 0 walks the pairs in ascending order, 32 at a time, placing each after the
 // earlier pairs of its expert (lanes of one expert ranked by __match_any_sync).
+// Up to 32 pairs grouped by one warp, pair i on lane i with expert e (lanes >= pairs: any e).
+__device__ void GroupWarp(const MoeGroupParams& p, int e) {
+  const int lane = threadIdx.x % 32;
+  const bool valid = lane < p.pairs;
+  if (!valid) e = -1 - lane;  // distinct dummies never match
+  const unsigned peers = __match_any_sync(0xffffffffu, e);
+  const bool leader = valid && (peers & ((1u << lane) - 1)) == 0;  // its expert's first pair
+  const unsigned leaders = __ballot_sync(0xffffffffu, leader);
+  // Pairs of lower experts, and active experts below this one.
+  int below = 0, act = 0;
+  for (int j = 0; j < p.pairs; ++j) {
+    const int ej = __shfl_sync(0xffffffffu, e, j);
+    if (ej < e) {
+      ++below;
+      act += (leaders >> j) & 1u;
+    }
+  }
+  if (valid) p.pair_list[below + __popc(peers & ((1u << lane) - 1))] = lane;
+  if (leader) {
+    p.active[act] = e;
+    p.offsets[act] = below;
+    p.offsets[act + 1] = below + __popc(peers);
+  }
+  if (lane == 0) *p.num_active = __popc(leaders);
+}
+
 __device__ void GroupOneBlock(const MoeGroupParams& p) {
-  if (p.pairs <= 32) {  // decode sizes: warp 0 alone, pair i on lane i, no barriers
+  if (p.pairs <= 32) {  // decode sizes: warp 0 alone, no barriers
     if (threadIdx.x >= 32) return;
-    const int lane = threadIdx.x;
-    const bool valid = lane < p.pairs;
-    const int e = valid ? p.sel[lane] : -1 - lane;  // distinct dummies never match
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    const bool leader = valid && (peers & ((1u << lane) - 1)) == 0;  // its expert's first pair
-    const unsigned leaders = __ballot_sync(0xffffffffu, leader);
-    // Pairs of lower experts, and active experts below this one.
-    int below = 0, act = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int ej = __shfl_sync(0xffffffffu, e, j);
-      if (j < p.pairs && ej < e) {
-        ++below;
-        act += (leaders >> j) & 1u;
-      }
-    }
-    if (valid) p.pair_list[below + __popc(peers & ((1u << lane) - 1))] = lane;
-    if (leader) {
-      p.active[act] = e;
-      p.offsets[act] = below;
-      p.offsets[act + 1] = below + __popc(peers);
-    }
-    if (lane == 0) *p.num_active = __popc(leaders);
+    GroupWarp(p, threadIdx.x < p.pairs ? p.sel[threadIdx.x] : 0);
     return;
   }
   __shared__ int cnt[kMaxE], cursor[kMaxE];
@@ -117,8 +122,11 @@ __global__ void __launch_bounds__(kGroupThreads) MoeGroupOneBlockKernel(MoeGroup
   GroupOneBlock(p);
 }
 
-// Block-wide: token blockIdx.x's experts and weights (the whole block, then warp 0).
-__device__ void RouteToken(const MoeRouteParams& p) {
+constexpr int kRegPerLane = 8;  // biased keys per lane held in registers (E <= 256)
+
+// Block-wide: token blockIdx.x's experts and weights (the whole block, then warp 0). Warp 0's lane
+// k < K returns the token's k-th expert (-1 on other lanes and warps).
+__device__ int RouteToken(const MoeRouteParams& p) {
   __shared__ float scores[kMaxE], biased[kMaxE];
   const int64_t t = blockIdx.x;
   const float* lg = p.logits + t * p.E;
@@ -131,7 +139,7 @@ __device__ void RouteToken(const MoeRouteParams& p) {
     if (!softmax) biased[e] = scores[e] + (p.bias ? p.bias[e] : 0.0f);  // the selection key
   }
   __syncthreads();
-  if (threadIdx.x >= 32) return;  // one warp from here on (the caller syncs after)
+  if (threadIdx.x >= 32) return -1;  // one warp from here on (the caller syncs after)
   const int lane = threadIdx.x;
   if (p.scoring == ScoringFunc::kSoftmax) {
     if (lane == 0) {
@@ -150,26 +158,48 @@ __device__ void RouteToken(const MoeRouteParams& p) {
     }
     __syncwarp();
   }
-  __shared__ int sel_s[kMaxK];
+  int mine = -1;  // lane k < K: the k-th expert
   if (p.tid2eid) {
-    if (lane == 0)
-      for (int k = 0; k < p.K; ++k) sel_s[k] = p.tid2eid[static_cast<int64_t>(p.ids[t]) * p.K + k];
+    if (lane < p.K) mine = p.tid2eid[static_cast<int64_t>(p.ids[t]) * p.K + lane];
   } else {
     // K rounds of argmax of the biased score, ties to the lower id (the serial scan's "strictly
-    // greater" rule): each lane scans its experts in ascending order, then a warp butterfly under
-    // the total order (value desc, id asc) leaves every lane with the same winner.
+    // greater" rule): each lane takes the best of its experts lane, lane + 32, ... not yet
+    // taken, in ascending order, then a warp butterfly under the total order (value desc, id asc)
+    // leaves every lane with the same winner. Up to 256 experts the lane's keys and taken marks
+    // stay in registers; more read shared memory.
+    const bool in_regs = p.E <= 32 * kRegPerLane;
+    float key[kRegPerLane];
+#pragma unroll
+    for (int j = 0; j < kRegPerLane; ++j) {
+      const int e = lane + 32 * j;
+      key[j] = in_regs && e < p.E ? biased[e] : 0.0f;
+    }
     __shared__ unsigned char taken[kMaxE];
-    for (int e = lane; e < p.E; e += 32) taken[e] = 0;
-    __syncwarp();
+    if (!in_regs) {
+      for (int e = lane; e < p.E; e += 32) taken[e] = 0;
+      __syncwarp();
+    }
+    unsigned taken_mask = 0;  // bit j: expert lane + 32 j (in_regs)
     for (int k = 0; k < p.K; ++k) {
       int best = -1;
       float bv = 0;
-      for (int e = lane; e < p.E; e += 32) {
-        if (taken[e]) continue;
-        const float v = biased[e];
-        if (best < 0 || v > bv) {
-          best = e;
-          bv = v;
+      if (in_regs) {
+#pragma unroll
+        for (int j = 0; j < kRegPerLane; ++j) {
+          const int e = lane + 32 * j;
+          if (e < p.E && !((taken_mask >> j) & 1u) && (best < 0 || key[j] > bv)) {
+            best = e;
+            bv = key[j];
+          }
+        }
+      } else {
+        for (int e = lane; e < p.E; e += 32) {
+          if (taken[e]) continue;
+          const float v = biased[e];
+          if (best < 0 || v > bv) {
+            best = e;
+            bv = v;
+          }
         }
       }
 #pragma unroll
@@ -181,24 +211,25 @@ __device__ void RouteToken(const MoeRouteParams& p) {
           bv = ov;
         }
       }
-      if (lane == 0) {
-        sel_s[k] = best;
-        taken[best] = 1;
+      if (lane == k) mine = best;
+      if (in_regs) {
+        if (best % 32 == lane) taken_mask |= 1u << (best / 32);
+      } else {
+        if (lane == 0) taken[best] = 1;
+        __syncwarp();
       }
-      __syncwarp();
     }
   }
-  __syncwarp();
-  if (lane != 0) return;
-  int s[kMaxK];
-  for (int k = 0; k < p.K; ++k) s[k] = sel_s[k];
+  // Weights: lane k's score, the sum over k in order (lane 0's chain, gathered by shuffles).
+  const float sc = lane < p.K ? scores[mine] : 0.0f;
   float sum = 0;
-  for (int k = 0; k < p.K; ++k) sum += scores[s[k]];
-  for (int k = 0; k < p.K; ++k) {
-    const float v = p.norm_topk_prob ? scores[s[k]] / (sum + 1e-20f) : scores[s[k]];
-    p.sel[t * p.K + k] = s[k];
-    p.weight[t * p.K + k] = v * p.routed_scaling_factor;
+  for (int k = 0; k < p.K; ++k) sum += __shfl_sync(0xffffffffu, sc, k);
+  if (lane < p.K) {
+    const float v = p.norm_topk_prob ? sc / (sum + 1e-20f) : sc;
+    p.sel[t * p.K + lane] = mine;
+    p.weight[t * p.K + lane] = v * p.routed_scaling_factor;
   }
+  return mine;
 }
 
 // group.pairs > 0: the last block to finish its token also groups the pairs (GroupOneBlock),
@@ -207,11 +238,10 @@ __global__ void __launch_bounds__(kGroupThreads)
     MoeRouteKernel(MoeRouteParams p, MoeGroupParams group) {
   PdlTrigger();
   PdlWait();
-  RouteToken(p);
+  const int mine = RouteToken(p);
   if (group.pairs <= 0) return;
-  if (gridDim.x == 1) {  // the only token: its block groups (its own writes are visible to it)
-    __syncthreads();
-    GroupOneBlock(group);
+  if (gridDim.x == 1) {  // the only token: warp 0 groups its K pairs from its registers
+    if (threadIdx.x < 32) GroupWarp(group, mine);
     return;
   }
   __shared__ bool last;
