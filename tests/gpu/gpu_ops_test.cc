@@ -252,7 +252,8 @@ TEST(LinearTest, PrepassEqualsInKernelQuantization) {
     // decode launch shape).
     DeviceBuffer qb(cs.m * QuantizedLd(cs.k) * 2), sq(cs.m * QuantizedScales(cs.k) * 4);
     LinearParams g = DenseParams(cs, hw, wd, sd, xd);
-    g.xq = LaunchActQuantRows(xd.as<float>(), cs.k, cs.m, cs.k, qb.as<uint16_t>(), sq.as<float>(), s.get());
+    g.xq = LaunchActQuantRows(xd.as<float>(), cs.k, cs.m, cs.k, qb.as<uint16_t>(), sq.as<float>(),
+                              s.get());
     g.x = nullptr;
     g.y = y1.as<float>();
     LaunchLinear(g, s.get());
@@ -264,9 +265,11 @@ TEST(LinearTest, PrepassEqualsInKernelQuantization) {
     CopyToHost(d1.data(), y1.get(), d1.size() * 4, s.get());
     s.Synchronize();
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "format " << static_cast<int>(cs.format);
-    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4)) << "format " << static_cast<int>(cs.format);
+    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * 4))
+        << "format " << static_cast<int>(cs.format);
     std::copy_n(a.begin() + (cs.m - 1) * cs.n, cs.n, d2.begin());
-    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * 4)) << "format " << static_cast<int>(cs.format);
+    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * 4))
+        << "format " << static_cast<int>(cs.format);
     EXPECT_LE(testing::RelativeError(b, ref), 1e-5);
   }
 }
@@ -393,7 +396,8 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
       CopyToHost(got.data(), p.y, got.size() * 4, s.get());
       // The same launch with the rows quantized by the caller (LaunchActQuantRows).
       DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
-      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(), s.get());
+      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
+                                s.get());
       p.x = nullptr;
       Memset(p.y, 0xff, P * cs.n * 4, s.get());
       if (dual)
@@ -403,7 +407,8 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
         LaunchExpertLinear(p, s.get());
       CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
       s.Synchronize();
-      EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4)) << name << " pre-quantized rows";
+      EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4))
+          << name << " pre-quantized rows";
       std::vector<float> want(cs.n), r1(cs.n), r3(cs.n), dense(rows * cs.n);
       double err = 0;
       for (int e = 0; e < E; ++e) {
@@ -841,7 +846,8 @@ TEST(MoeRouteTest, MatchesHostRouting) {
         float sum = 0;
         for (int k = 0; k < K; ++k) sum += sc[order[k]];
         for (int k = 0; k < K; ++k) {
-          ASSERT_EQ(hsel[t * K + k], order[k]) << "E=" << E << " K=" << K << " t=" << t << " k=" << k;
+          ASSERT_EQ(hsel[t * K + k], order[k])
+              << "E=" << E << " K=" << K << " t=" << t << " k=" << k;
           EXPECT_NEAR(hwt[t * K + k], sc[order[k]] / (sum + 1e-20f) * 1.5f, 1e-5f);
         }
       }

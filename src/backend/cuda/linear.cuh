@@ -76,22 +76,22 @@ void TileFp8ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 struct QuantizedRows {
   const uint16_t* q = nullptr;  // [rows, ldq] f16
   int64_t ldq = 0;
-  const float* s = nullptr;     // [rows, lds]
+  const float* s = nullptr;  // [rows, lds]
   int64_t lds = 0;
 };
 // act_quant of rows [0, rows) of x ([rows, ldx] fp32, columns [0, k)) into q_buf (rows x
 // QuantizedLd(k) f16) and s_buf (rows x QuantizedScales(k) floats).
 int64_t QuantizedLd(int64_t k);
 int64_t QuantizedScales(int64_t k);
-QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k, uint16_t* q_buf,
-                                 float* s_buf, StreamHandle stream);
+QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                                 uint16_t* q_buf, float* s_buf, StreamHandle stream);
 
 struct LinearParams {
   WeightRef w;
   ActQuantScratch aq;
   const float* x = nullptr;  // [m, ldx] fp32; row i, columns [xoff(n), xoff(n) + k)
   int64_t ldx = 0;
-  QuantizedRows xq;          // FP8/FP4: x's rows quantized already (optional)
+  QuantizedRows xq;  // FP8/FP4: x's rows quantized already (optional)
   int64_t m = 0;
   // Grouped input (the attention's wo_a): output row r reads x columns starting at
   // (r / x_group_rows) * x_group_stride. 0: every row reads from column 0.
@@ -115,7 +115,7 @@ struct ExpertLinearParams {
   const void* const* scale = nullptr;  // [E] device array: expert e's scale pointer
   const float* x = nullptr;         // [*, ldx] fp32; pair p reads row p / x_row_div
   int64_t ldx = 0;
-  QuantizedRows xq;                 // FP8/FP4: x's rows quantized already (optional)
+  QuantizedRows xq;  // FP8/FP4: x's rows quantized already (optional)
   int x_row_div = 1;
   float* y = nullptr;               // [pairs, ldy] fp32; pair p writes row p
   int64_t ldy = 0;

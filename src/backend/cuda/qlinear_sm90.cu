@@ -363,9 +363,9 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
 // 8 (one slice per warp up to k = 4096, loaded before the grid-dependency wait; at k = 8192 two
 // slices per warp let two blocks share an SM, so a 256-tile matrix is one wave: wo_b 13.7 ->
 // 12.9 us), the fused SwiGLU pair with up to 16 (one slice per warp: 8 made the shared expert's
-// w1+w3 6.7 -> 8.7 us), routed experts with 4 (their loads wait for the routing anyway; small blocks spread
-// the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B timing only:
-// every choice gives the same bits.
+// w1+w3 6.7 -> 8.7 us), routed experts with 4 (their loads wait for the routing anyway; small
+// blocks spread the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B
+// timing only: every choice gives the same bits.
 int DecodeWarps(bool expert, bool dual) {
   static const int forced = [] {
     const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
