@@ -5,7 +5,8 @@
 // (DSINFER_QLINEAR_WARPS=n: warps per block), bf16 ones the decode GEMV (DSINFER_GEMV=0: the
 // general kernel instead; DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs); DSINFER_PDL=0 without
 // programmatic launch; DSINFER_GEMV_L2=1 reads one weight copy again and again (L2-resident up to
-// ~40 MB: how fast a kernel is when its bytes cost little); DSINFER_GEMV_ONLY=name one shape.
+// ~40 MB: how fast a kernel is when its bytes cost little); DSINFER_GEMV_ONLY=name one shape;
+// DSINFER_GEMV_PREQ=1 FP8/FP4 inputs quantized once up front (no in-kernel quantization).
 //   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -175,6 +176,17 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // DSINFER_GEMV_PREQ=1: FP8/FP4 inputs quantized once before the timed launches (as the MoE's
+    // decode path does), so the kernels skip their own quantization.
+    const char* preq_env = std::getenv("DSINFER_GEMV_PREQ");
+    const bool preq = preq_env && std::string(preq_env) == "1" &&
+                      (s.format == WeightFormat::kFp8 || s.format == WeightFormat::kFp4);
+    gpu::DeviceBuffer xq_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedLd(xk) * 2) : 1),
+        xs_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedScales(xk) * 4) : 1);
+    gpu::QuantizedRows xq;
+    if (preq)
+      xq = gpu::LaunchActQuantRows(x.as<float>(), xk, rows, xk, xq_buf.as<uint16_t>(),
+                                   xs_buf.as<float>(), st.get());
     auto launch = [&](int rep) {
       const int set = rep % (copies / per_launch);
       if (s.experts > 0) {
@@ -186,6 +198,7 @@ int main(int argc, char** argv) {
         p.active = active.as<int32_t>(); p.num_active = num_active.as<int32_t>();
         p.offsets = offsets.as<int32_t>(); p.pairs = pairs.as<int32_t>();
         p.max_slots = s.experts; p.total_pairs = s.experts;
+        if (preq) p.xq = xq;
         if (s.swiglu) gpu::LaunchExpertLinearSwiglu(p, tab(2), tab(3), u.as<float>(), 7.0f, st.get());
         else gpu::LaunchExpertLinear(p, st.get());
         return;
@@ -196,6 +209,7 @@ int main(int argc, char** argv) {
       p.w.scale = w.scale[static_cast<size_t>(set * per_launch)].get();
       p.x = x.as<float>(); p.ldx = xk; p.m = m; p.y = y.as<float>(); p.ldy = s.n;
       if (s.groups > 0) { p.x_group_rows = s.n / s.groups; p.x_group_stride = s.k; }
+      if (preq) p.xq = xq;
       if (s.swiglu) {
         gpu::WeightRef w3 = p.w;
         w3.data = w.data[static_cast<size_t>(set * per_launch + 1)].get();
