@@ -7,6 +7,7 @@
 // programmatic launch; DSINFER_GEMV_L2=1 reads one weight copy again and again (L2-resident up to
 // ~40 MB: how fast a kernel is when its bytes cost little); DSINFER_GEMV_ONLY=name one shape;
 // DSINFER_GEMV_PREQ=1 FP8/FP4 inputs quantized once up front (no in-kernel quantization).
+// Dense shapes also report read_us: the same bytes and rotation read by a plain streaming kernel.
 //   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -235,12 +236,40 @@ int main(int argc, char** argv) {
     std::sort(t.begin(), t.end());
     const double us = t[t.size() / 2];
     const double bound_us = launch_bytes / (copy_gbps * 1e9) * 1e6;
+    // The same bytes and rotation read by a plain streaming kernel (dense shapes): what a linear
+    // could at best reach here, launch and ramp included.
+    double read_us = -1;
+    if (s.experts == 0) {
+      gpu::DeviceBuffer sink(4 * 4 * 132 * 4);
+      auto probe_set = [&](int rep) {
+        const int set = rep % (copies / per_launch);
+        for (int i = 0; i < per_launch; ++i) {
+          const auto& d = w.data[static_cast<size_t>(set * per_launch + i)];
+          gpu::LaunchReadProbe(d.get(), static_cast<int64_t>(d.bytes()), sink.as<uint32_t>(),
+                               4 * 132, st.get());
+        }
+      };
+      gpu::Graph pg;
+      pg.BeginCapture(st.get());
+      for (int r = 0; r < kReps; ++r) probe_set(r);
+      pg.EndCapture(st.get());
+      pg.Launch(st.get());
+      std::vector<double> rt;
+      for (int it = 0; it < 5; ++it) {
+        gpu::EventTimer timer;
+        timer.Start(st.get());
+        pg.Launch(st.get());
+        rt.push_back(timer.StopMs(st.get()) * 1e3 / kReps);
+      }
+      std::sort(rt.begin(), rt.end());
+      read_us = rt[rt.size() / 2];
+    }
     std::printf("{\"bench\": \"gemv\", \"shape\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
                 "\"MB\": %.2f, \"us\": %.2f, \"bound_us\": %.2f, \"ratio_to_bound\": %.2f, "
-                "\"GBps\": %.0f}\n",
+                "\"GBps\": %.0f, \"read_us\": %.2f}\n",
                 s.name, static_cast<long long>(rows), static_cast<long long>(s.n),
                 static_cast<long long>(s.k), launch_bytes / 1e6, us, bound_us, us / bound_us,
-                launch_bytes / (us * 1e-6) / 1e9);
+                launch_bytes / (us * 1e-6) / 1e9, read_us);
     gpu::CheckLastError("bench_gemv");
   }
   return 0;
