@@ -37,6 +37,26 @@ struct Weights {
   std::vector<gpu::DeviceBuffer> data, scale;
 };
 
+// Device time per launch: `reps` calls of launch(rep) captured in one CUDA graph, replayed once
+// to warm up, then the median of five timed replays divided by reps.
+template <typename Fn>
+double MedianGraphUs(Fn&& launch, int reps, gpu::StreamHandle st) {
+  gpu::Graph g;
+  g.BeginCapture(st);
+  for (int r = 0; r < reps; ++r) launch(r);
+  g.EndCapture(st);
+  g.Launch(st);  // warm-up
+  std::vector<double> t;
+  for (int it = 0; it < 5; ++it) {
+    gpu::EventTimer timer;
+    timer.Start(st);
+    g.Launch(st);
+    t.push_back(timer.StopMs(st) * 1e3 / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
   Weights w;
   gpu::WeightRef ref;
@@ -221,48 +241,22 @@ int main(int argc, char** argv) {
       }
     };
     for (int r = 0; r < 3; ++r) launch(r);
-    gpu::Graph g;
-    g.BeginCapture(st.get());
-    for (int r = 0; r < kReps; ++r) launch(r);
-    g.EndCapture(st.get());
-    g.Launch(st.get());  // warm-up
-    std::vector<double> t;
-    for (int it = 0; it < 5; ++it) {
-      gpu::EventTimer timer;
-      timer.Start(st.get());
-      g.Launch(st.get());
-      t.push_back(timer.StopMs(st.get()) * 1e3 / kReps);
-    }
-    std::sort(t.begin(), t.end());
-    const double us = t[t.size() / 2];
+    const double us = MedianGraphUs(launch, kReps, st.get());
     const double bound_us = launch_bytes / (copy_gbps * 1e9) * 1e6;
     // The same bytes and rotation read by a plain streaming kernel (dense shapes): what a linear
     // could at best reach here, launch and ramp included.
     double read_us = -1;
     if (s.experts == 0) {
-      gpu::DeviceBuffer sink(4 * 4 * 132 * 4);
+      gpu::DeviceBuffer sink(4);
       auto probe_set = [&](int rep) {
         const int set = rep % (copies / per_launch);
         for (int i = 0; i < per_launch; ++i) {
           const auto& d = w.data[static_cast<size_t>(set * per_launch + i)];
           gpu::LaunchReadProbe(d.get(), static_cast<int64_t>(d.bytes()), sink.as<uint32_t>(),
-                               4 * 132, st.get());
+                               st.get());
         }
       };
-      gpu::Graph pg;
-      pg.BeginCapture(st.get());
-      for (int r = 0; r < kReps; ++r) probe_set(r);
-      pg.EndCapture(st.get());
-      pg.Launch(st.get());
-      std::vector<double> rt;
-      for (int it = 0; it < 5; ++it) {
-        gpu::EventTimer timer;
-        timer.Start(st.get());
-        pg.Launch(st.get());
-        rt.push_back(timer.StopMs(st.get()) * 1e3 / kReps);
-      }
-      std::sort(rt.begin(), rt.end());
-      read_us = rt[rt.size() / 2];
+      read_us = MedianGraphUs(probe_set, kReps, st.get());
     }
     std::printf("{\"bench\": \"gemv\", \"shape\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
                 "\"MB\": %.2f, \"us\": %.2f, \"bound_us\": %.2f, \"ratio_to_bound\": %.2f, "

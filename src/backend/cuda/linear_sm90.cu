@@ -395,7 +395,6 @@ GemvJob ExpertJob(const ExpertLinearParams& p) {
 
 int64_t PairsPerSlot(const ExpertLinearParams& p) { return (p.total_pairs + p.max_slots - 1) / p.max_slots; }
 
-bool Quantized(WeightFormat f) { return f == WeightFormat::kFp8 || f == WeightFormat::kFp4; }
 
 QLinearArgs DenseArgs(const LinearParams& p) {
   QLinearArgs a;
@@ -420,7 +419,7 @@ int64_t ExpertXRows(const ExpertLinearParams& p) { return (p.total_pairs + p.x_r
 
 void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
-  if (Quantized(p.w.format)) {
+  if (IsQuantized(p.w.format)) {
     LaunchQLinear(DenseArgs(p), p.w, false, p.m, 0, p.m, p.aq, stream);
     return;
   }
@@ -432,7 +431,7 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
-  if (Quantized(p.shape.format)) {
+  if (IsQuantized(p.shape.format)) {
     LaunchQLinear(ExpertArgs(p), p.shape, false, PairsPerSlot(p), p.max_slots, ExpertXRows(p), p.aq, stream);
     return;
   }
@@ -445,7 +444,7 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
 void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
                         StreamHandle stream) {
   if (p1.m <= 0 || p1.w.n <= 0) return;
-  if (Quantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
+  if (IsQuantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
     QLinearArgs a = DenseArgs(p1);
     a.w[1] = w3.data; a.s[1] = w3.scale; a.limit = limit;
     LaunchQLinear(a, p1.w, true, p1.m, 0, p1.m, p1.aq, stream);
@@ -454,9 +453,9 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
   GemvJob j = DenseJob(p1);
   j.dual = true; j.data2 = w3.data; j.limit = limit;
   const bool aligned = DenseAligned(p1) && Aligned16(w3.data);
-  if (!Quantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return;
+  if (!IsQuantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return;
   const Plan pl = MakePlan(p1.w, aligned, p1.m, 1);
-  if (!Quantized(p1.w.format) && pl.vec && pl.mt == 1) {
+  if (!IsQuantized(p1.w.format) && pl.vec && pl.mt == 1) {
     LinearParams pd = p1;
     pd.dual_data = w3.data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(LinearKernel, p1.w.format, pl, pd, stream);
@@ -473,7 +472,7 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
   if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
-  if (Quantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
+  if (IsQuantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
     QLinearArgs a = ExpertArgs(p1);
     a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
     LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);
@@ -482,9 +481,9 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
   GemvJob j = ExpertJob(p1);
   j.dual = true; j.edata2 = w3_data; j.limit = limit;
   const bool aligned = Aligned16(p1.x) && p1.ldx % 4 == 0;
-  if (!Quantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
+  if (!IsQuantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
   const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots);
-  if (!Quantized(p1.shape.format) && pl.vec && pl.mt == 1) {
+  if (!IsQuantized(p1.shape.format) && pl.vec && pl.mt == 1) {
     ExpertLinearParams pd = p1;
     pd.dual_data = w3_data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(ExpertLinearKernel, p1.shape.format, pl, pd, stream);

@@ -27,9 +27,9 @@ struct RandomFillParams {
 void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream);
 
 // A benchmark's bandwidth probe: a plain streaming read of bytes / 16 16-byte words of data
-// (16-byte aligned) on `blocks` blocks of 256 threads (16-byte loads, four in flight per thread,
-// grid-stride, only an XOR of the values), out: `blocks` words of device scratch that keep the
-// loads alive. Launched without programmatic dependence: back-to-back probes do not overlap.
-void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* out, int blocks, StreamHandle stream);
+// (16-byte aligned) on 4 blocks of 256 threads per SM (16-byte loads, four in flight per thread,
+// grid-stride, only an XOR of the values); out: one word of device scratch that keeps the loads
+// alive. Launched without programmatic dependence: back-to-back probes do not overlap.
+void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* out, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -88,13 +88,10 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
   const float lim = static_cast<float>(c.swiglu_limit);
-  auto quantized = [](const WeightRef& r) {
-    return r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
-  };
   // Decode sizes: the FP8/FP4 expert linears take their inputs quantized once per token (the
   // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
   // of by each of their blocks: the same bits.
-  const bool prequant = n <= kMoePrequantRows && quantized(w.experts.w1);
+  const bool prequant = n <= kMoePrequantRows && gpu::IsQuantized(w.experts.w1.format);
   gpu::QuantizedRows xq;
   if (prequant) {
     Branch(0, [&] {
@@ -109,7 +106,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
       Mark("moe_shared+combine");
       gpu::LinearParams p;
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
-      if (prequant && quantized(w.sh_w1)) p.xq = xq;
+      if (prequant && gpu::IsQuantized(w.sh_w1.format)) p.xq = xq;
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       Linear(w.sh_w2, sg, I, n, sy, D);
     });

@@ -55,7 +55,7 @@ class GpuLoader {
       return DataLoss("tensor '" + name + ".weight' has shape " + w->ShapeString() + ", expected [" +
                       std::to_string(rows) + ", " + std::to_string(cols) + "]");
     }
-    const bool quantized = r.format == WeightFormat::kFp8 || r.format == WeightFormat::kFp4;
+    const bool quantized = gpu::IsQuantized(r.format);
     if (quantized) {
       std::string why;
       if (!gpu::QLinearSupports(r, false, &why)) {
