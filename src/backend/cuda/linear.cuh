@@ -28,7 +28,9 @@ namespace dsinfer::backend::cuda {
 enum class WeightFormat : int32_t { kF32 = 0, kBf16 = 1, kFp8 = 2, kFp4 = 3 };
 enum class ScaleFormat : int32_t { kNone = 0, kUe8m0 = 1, kF32 = 2 };
 // FP8 and FP4: the formats the tensor-core linear takes (quantized activations, tiled layouts).
-inline bool IsQuantized(WeightFormat f) { return f == WeightFormat::kFp8 || f == WeightFormat::kFp4; }
+inline bool IsQuantized(WeightFormat f) {
+  return f == WeightFormat::kFp8 || f == WeightFormat::kFp4;
+}
 
 // A weight matrix of logical shape [n, k] (out_features, in_features) on the device.
 struct WeightRef {
