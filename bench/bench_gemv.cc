@@ -88,7 +88,7 @@ Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
     sf.data = w.scale.back().get();
     sf.count = scale_bytes;
     sf.kind = gpu::RandomKind::kByte;
-    sf.mean = 120;
+    sf.mean = s.format == WeightFormat::kFp4 ? gpu::Fp4GpuScaleByte(120) : 120;  // one value: any order
     gpu::LaunchRandomFill(sf, st);
   }
   return w;

@@ -47,7 +47,8 @@ DeviceBuffer Upload(const std::vector<T>& v) {
 
 struct HostWeight {
   WeightFormat format;
-  std::vector<uint8_t> data, scale;  // as uploaded (FP8/FP4: TileFp8ForMma/TileFp4ForMma order)
+  std::vector<uint8_t> data, scale;  // as uploaded (FP8/FP4: TileFp8ForMma / TileFp4ForMma and
+                                     // TileFp4ScalesForMma order)
   std::vector<float> dequant;  // [n, k] reference values
   bool quantized() const { return format == WeightFormat::kFp8 || format == WeightFormat::kFp4; }
   // The CPU reference: the dequantized weight, its input act_quant'ed when FP8/FP4.
@@ -93,7 +94,8 @@ HostWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) {
       auto q = io::QuantizeFp4(w, n, k);
       h.data.resize(q.data.size());
       TileFp4ForMma(q.data.data(), h.data.data(), n, k);
-      h.scale = q.scale;
+      h.scale.resize(q.scale.size());
+      TileFp4ScalesForMma(q.scale.data(), h.scale.data(), n, k);
       h.dequant.resize(w.size());
       for (int64_t i = 0; i < n * k; ++i) {
         const uint8_t byte = q.data[i / 2];

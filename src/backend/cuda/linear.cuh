@@ -39,7 +39,8 @@ struct WeightRef {
   // TileFp8ForMma (Fp8TiledBytes: rows padded to 16). kFp4: the checkpoint's [n, k/2] bytes (low
   // nibble = even column) re-ordered by TileFp4ForMma.
   const void* data = nullptr;
-  // kFp8: [ceil(n/block), ceil(k/block)] (ue8m0 bytes or fp32). kFp4: [n, k/32] ue8m0 bytes.
+  // kFp8: [ceil(n/block), ceil(k/block)] (ue8m0 bytes or fp32). kFp4: the [n, k/32] ue8m0 bytes
+  // re-ordered and biased by TileFp4ScalesForMma.
   const void* scale = nullptr;
   ScaleFormat scale_format = ScaleFormat::kNone;
   int64_t n = 0;
@@ -66,6 +67,19 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why);
 // (lane 4g+t: words t and 4+t of the pair's 32-byte chunk of rows g and g+8), so that one 16-byte
 // load gives a lane its mma fragments for two k steps. Host-side; src and dst [n * k / 2] bytes.
 void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
+
+// The GPU layout of an FP4 matrix's ue8m0 scales ([n, k/32] bytes): for each 16-row tile and
+// 64-column pair, 8 words (g = 0..7) of the 4 scale bytes lane 4g+t needs — rows g and g+8, the
+// pair's two 32-column groups: (g, 0), (g, 1), (g+8, 0), (g+8, 1) — so that one 32-bit load gives
+// them, each byte b stored as Fp4GpuScaleByte(b): the float the kernel multiplies by (2^(b-127)
+// times 2^14, the FP4 weights entering the mma as f16 value * 2^-14) is then the byte << 23.
+// Host-side; src and dst [n * k / 32] bytes.
+void TileFp4ScalesForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
+// min(b, 241) + 14: 2^(b - 113) is a normal float for b <= 240 (b = 0 included); b >= 241 is
+// infinite either way.
+inline uint8_t Fp4GpuScaleByte(uint8_t b) {
+  return static_cast<uint8_t>((b < 241 ? b : 241) + 14);
+}
 
 // The GPU layout of an FP8 matrix: for each 16-row tile and 64-column pair, two 512-byte halves
 // (rows g and g+8) of 32 lanes x 16 bytes (lane 4g+t: bytes 16t..16t+15 of the pair's row), so that

@@ -82,11 +82,10 @@ __device__ __forceinline__ void Hmma(const uint32_t (&a)[4], uint32_t b0, uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The ue8m0 scale byte b (2^(b - 127); b = 0: 2^-127) times 2^14 (the FP4 weights enter the mma
-// as f16 value * 2^-14), in three integer ops: 2^(b - 113) is a normal float for b <= 240 (b = 0
-// included), and b >= 241 overflows to infinity either way.
-__device__ __forceinline__ float E8m0TimesF16Unit(uint32_t b) {
-  return __uint_as_float((min(b, 241u) + 14u) << 23);
+// An FP4 scale byte as stored by TileFp4ScalesForMma (Fp4GpuScaleByte of the ue8m0 byte b) as the
+// float 2^(b - 127) * 2^14 (the FP4 weights enter the mma as f16 value * 2^-14).
+__device__ __forceinline__ float Fp4GpuScale(uint32_t biased) {
+  return __uint_as_float(biased << 23);
 }
 
 template <bool kFp4, int kD>
@@ -150,8 +149,8 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
           af[d][2 * j + h][2] = HiBytesToF16x2(og, sel);
           af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
         }
-        sg[d][j] = E8m0TimesF16Unit((swb[d] >> (8 * j)) & 0xff);
-        sh[d][j] = E8m0TimesF16Unit((swb[d] >> (16 + 8 * j)) & 0xff);
+        sg[d][j] = Fp4GpuScale((swb[d] >> (8 * j)) & 0xff);
+        sh[d][j] = Fp4GpuScale((swb[d] >> (16 + 8 * j)) & 0xff);
       }
     } else {
       const uint4 lo = a[d][0], hi = a[d][1];

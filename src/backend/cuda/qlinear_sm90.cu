@@ -81,18 +81,19 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   int64_t begin = 0, count = p.m;
   WSlice<kFp4, kD> cur;
   // The lane's bytes of the block's row tile in each matrix (set once W/SW are known): slice sl
-  // is a constant stride from them. FP4: the tile's pairs (512 bytes each) and the scale bytes of
-  // rows g / g+8; FP8: the tile's pairs (1024 bytes each) and the index of the row block's first
-  // 128 x 128 scale (pair pp of slice sl lies in column block sl * kKs / 128 + pp / 2).
+  // is a constant stride from them. FP4: the tile's pairs (512 bytes each) and its scale words (32
+  // bytes per pair, TileFp4ScalesForMma); FP8: the tile's pairs (1024 bytes each) and the index of
+  // the row block's first 128 x 128 scale (pair pp of slice sl lies in column block
+  // sl * kKs / 128 + pp / 2).
   constexpr int64_t kPairBytes = kFp4 ? 512 : 1024;
   const uint8_t* wbase[kD];
   const uint8_t* sbase[kD];
-  const int64_t s8 = 8 * (p.k >> 5), sblk = (row0 >> 7) * ((p.k + 127) >> 7);
+  const int64_t sblk = (row0 >> 7) * ((p.k + 127) >> 7);
   auto set_bases = [&] {
 #pragma unroll
     for (int d = 0; d < kD; ++d) {
       wbase[d] = W[d] + (row0 >> 4) * (p.k >> 6) * kPairBytes + lane * 16;
-      sbase[d] = static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 + g) * (p.k >> 5) : 0);
+      sbase[d] = static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 >> 4) * (p.k >> 6) * 32 + 4 * g : 0);
     }
   };
   // Slice sl's weights into buf; a full slice (every slice but a short last one) without the
@@ -106,15 +107,12 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       for (int d = 0; d < kD; ++d) {
         const uint4* wp = reinterpret_cast<const uint4*>(wbase[d] + sl * (kP * kPairBytes));
         if constexpr (kFp4) {
-          const uint8_t* sp = sbase[d] + sl * (2 * kP);
+          const uint32_t* sp = reinterpret_cast<const uint32_t*>(sbase[d] + sl * (32 * kP));
 #pragma unroll
           for (int pp = 0; pp < kP; ++pp) {
             const bool ok = kFull || pp < np;
             a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
-            const uint32_t lo = ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + 2 * pp)) : 0u;
-            const uint32_t hi =
-                ok ? __ldg(reinterpret_cast<const uint16_t*>(sp + s8 + 2 * pp)) : 0u;
-            buf.swb[d][pp] = lo | (hi << 16);
+            buf.swb[d][pp] = ok ? __ldg(sp + 8 * pp) : 0u;
           }
         } else {
           // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
@@ -413,6 +411,23 @@ void TileFp8ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
           else
             std::memset(out, 0, 16);
         }
+      }
+    }
+  }
+}
+
+void TileFp4ScalesForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
+  const int64_t groups = k / 32, pairs = k / 64;
+  for (int64_t rt = 0; rt < n / 16; ++rt) {
+    for (int64_t pr = 0; pr < pairs; ++pr) {
+      for (int64_t g = 0; g < 8; ++g) {
+        uint8_t* out = dst + ((rt * pairs + pr) * 8 + g) * 4;
+        const uint8_t* lo = src + (rt * 16 + g) * groups + 2 * pr;
+        const uint8_t* hi = src + (rt * 16 + g + 8) * groups + 2 * pr;
+        out[0] = Fp4GpuScaleByte(lo[0]);
+        out[1] = Fp4GpuScaleByte(lo[1]);
+        out[2] = Fp4GpuScaleByte(hi[0]);
+        out[3] = Fp4GpuScaleByte(hi[1]);
       }
     }
   }

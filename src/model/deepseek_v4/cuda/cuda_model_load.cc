@@ -92,7 +92,13 @@ class GpuLoader {
                                      (s->dtype == DType::kF32 ? 4 : 1);
       if (static_cast<int64_t>(s->nbytes) != want) return DataLoss("scale of '" + name + "' has the wrong size");
       void* sd = m_->Alloc<uint8_t>(want);
-      gpu::CopyToDeviceSync(sd, s->data, s->nbytes);
+      if (r.format == WeightFormat::kFp4) {  // the kernel's order and bias (TileFp4ScalesForMma)
+        std::vector<uint8_t> tiled(static_cast<size_t>(want));
+        gpu::TileFp4ScalesForMma(static_cast<const uint8_t*>(s->data), tiled.data(), rows, cols);
+        gpu::CopyToDeviceSync(sd, tiled.data(), tiled.size());
+      } else {
+        gpu::CopyToDeviceSync(sd, s->data, s->nbytes);
+      }
       r.scale = sd;
     }
     m_->weight_bytes += r.bytes();
@@ -321,7 +327,9 @@ class RandomBuilder {
     void* d = m_->Alloc<uint8_t>(n * k / 2);
     Fill(d, n * k / 2, gpu::RandomKind::kFp4, 0, 0);
     void* s = m_->Alloc<uint8_t>(n * k / 32);
-    Fill(s, n * k / 32, gpu::RandomKind::kByte, static_cast<float>(ExpFor(1.0 / (2.93 * std::sqrt(double(k))))), 0);
+    // One scale for every group: the GPU layout's order does not matter, its bias does.
+    const auto e = static_cast<uint8_t>(ExpFor(1.0 / (2.93 * std::sqrt(double(k)))));
+    Fill(s, n * k / 32, gpu::RandomKind::kByte, static_cast<float>(gpu::Fp4GpuScaleByte(e)), 0);
     r.data = d; r.scale = s;
     m_->weight_bytes += r.bytes();
     return r;
