@@ -36,6 +36,13 @@ struct SparseAttentionParams {
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2] for the inverse RoPE of the output
   float* out = nullptr;           // [n, heads, dim]
+  // Optional: out's rows also act_quant'ed (the FP8/FP4 linears' input quantization: e4m3 as f16,
+  // one power-of-two scale per 128 columns of a token's heads * dim; dim % 128 == 0), for the
+  // output projection: out_q [n, out_ldq], out_s [n, out_lds].
+  uint16_t* out_q = nullptr;
+  int64_t out_ldq = 0;
+  float* out_s = nullptr;
+  int64_t out_lds = 0;
 };
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 

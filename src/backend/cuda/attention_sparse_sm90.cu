@@ -2,6 +2,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/qlinear_core.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -16,7 +17,7 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   PdlWait();
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ __align__(16) float part_o[kWarps][512];
-  __shared__ float out_row[512];
+  __shared__ __align__(16) float out_row[512];
   const int64_t t = blockIdx.x / p.heads;
   const int h = blockIdx.x % p.heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -158,6 +159,14 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   __syncthreads();
   float* orow = p.out + (t * p.heads + h) * dim;
   for (int c = threadIdx.x; c < dim; c += blockDim.x) orow[c] = out_row[c];
+  if (p.out_q != nullptr && warp < dim / qcore::kQb) {  // warp b: act_quant block b of the head
+    const int c = warp * qcore::kQb + 4 * lane;
+    float sc;
+    const uint2 qv = qcore::QuantBlock(*reinterpret_cast<const float4*>(&out_row[c]), &sc);
+    const int64_t col = static_cast<int64_t>(h) * dim + c;
+    *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
+    if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = sc;
+  }
 }
 
 }  // namespace
@@ -165,6 +174,7 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   if (p.dim > 512 || p.dim % 4 != 0) std::abort();  // 16-byte rows (every V4 head_dim)
+  if (p.out_q != nullptr && p.dim % qcore::kQb != 0) std::abort();  // whole act_quant blocks per head
   LaunchKernel(SparseAttentionKernel, dim3(static_cast<unsigned>(p.meta.n * p.heads)), dim3(kWarps * 32), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }

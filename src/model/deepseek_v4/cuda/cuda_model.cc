@@ -76,11 +76,19 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
+  // Few rows: the attention output also act_quant'ed by the attention kernel for an FP8/FP4 wo_a
+  // (the bits wo_a's blocks would compute each from o).
+  gpu::QuantizedRows oq;
+  if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
+    ap.out_q = o_q; ap.out_ldq = gpu::QuantizedLd(H * d);
+    ap.out_s = o_s; ap.out_lds = gpu::QuantizedScales(H * d);
+    oq.q = o_q; oq.ldq = ap.out_ldq; oq.s = o_s; oq.lds = ap.out_lds;
+  }
   gpu::LaunchSparseAttention(ap, cur_stream());
   if (!one_per_seq) RingAppend(kv, d, st.window, n);
   Mark("attn_out_proj");
   const int64_t G = c.o_groups, olr = c.o_lora_rank;
-  Linear(w.wo_a, o, H * d, n, z, G * olr, olr, H * d / G);
+  Linear(w.wo_a, o, H * d, n, z, G * olr, oq, olr, H * d / G);
   Linear(w.wo_b, z, G * olr, n, y, D);
 }
 
@@ -247,6 +255,11 @@ void CudaModel::Impl::AllocateActivations() {
   offsets = Alloc<int32_t>(E + 1);
   pairs = Alloc<int32_t>(T * K);
   g = Alloc<float>(T * K * I);
+  {
+    const int64_t R = std::min(T, kAttnOutQuantRows), HD = c.num_heads * c.head_dim;
+    o_q = Alloc<uint16_t>(R * gpu::QuantizedLd(HD));
+    o_s = Alloc<float>(R * gpu::QuantizedScales(HD));
+  }
   {
     const int64_t R = std::min(T, kMoePrequantRows);
     xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));

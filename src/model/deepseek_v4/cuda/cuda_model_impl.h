@@ -187,6 +187,10 @@ struct CudaModel::Impl {
   static constexpr int64_t kMoePrequantRows = 16;
   uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
   float *xs_buf = nullptr, *gs_buf = nullptr;
+  // The attention output quantized by the attention kernel for wo_a, up to this many rows.
+  static constexpr int64_t kAttnOutQuantRows = 16;
+  uint16_t* o_q = nullptr;
+  float* o_s = nullptr;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
@@ -236,9 +240,15 @@ struct CudaModel::Impl {
   void AllocateActivations();
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
+    Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
+  }
+  // xq: x's rows quantized already (used when w is FP8/FP4 and xq.q is set).
+  void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
+              const gpu::QuantizedRows& xq, int64_t group_rows = 0, int64_t group_stride = 0) {
     gpu::LinearParams p;
     p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
     p.x_group_rows = group_rows; p.x_group_stride = group_stride; p.aq = Aq();
+    if (xq.q != nullptr && gpu::IsQuantized(w.format)) p.xq = xq;
     gpu::LaunchLinear(p, cur_stream());
   }
   void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,
