@@ -255,13 +255,14 @@ struct CudaModel::Impl {
     if (xq.q != nullptr && gpu::IsQuantized(w.format)) p.xq = xq;
     gpu::LaunchLinear(p, cur_stream());
   }
-  // q, s (optional): the normalized rows act_quant'ed as well (QuantizedLd / QuantizedScales(dim)).
+  // qout, sout (optional): the normalized rows act_quant'ed as well (QuantizedLd /
+  // QuantizedScales(dim)).
   void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,
-               const float* weight, uint16_t* q = nullptr, float* s = nullptr) {
+               const float* weight, uint16_t* qout = nullptr, float* sout = nullptr) {
     gpu::RmsNormParams p;
     p.x = x; p.ldx = ldx; p.y = yv; p.ldy = ldy; p.rows = rows; p.dim = dim; p.weight = weight;
     p.eps = static_cast<float>(c.rms_norm_eps);
-    p.q = q; p.ldq = gpu::QuantizedLd(dim); p.s = s; p.lds = gpu::QuantizedScales(dim);
+    p.q = qout; p.ldq = gpu::QuantizedLd(dim); p.s = sout; p.lds = gpu::QuantizedScales(dim);
     gpu::LaunchRmsNorm(p, cur_stream());
   }
   // RMSNorm of each head row of x [n, heads, dim] in place, then RoPE of its trailing rope dims.
