@@ -15,6 +15,7 @@
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample.cuh"
