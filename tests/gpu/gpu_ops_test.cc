@@ -15,6 +15,7 @@
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample.cuh"
@@ -191,6 +192,53 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{WeightFormat::kFp8, 13, 70, 8192}, Case{WeightFormat::kFp8, 0, 16, 128},
                       Case{WeightFormat::kFp4, 1, 2048, 4096}, Case{WeightFormat::kFp4, 6, 96, 2048},
                       Case{WeightFormat::kFp4, 64, 48, 192}, Case{WeightFormat::kFp4, 11, 32, 3072}));
+
+// RMSNorm with quantized rows: y as without them and (q, s) exactly act_quant of y, in place and
+// not, with and without a weight, widths of each block size and a partial last 128 columns.
+TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t dim : {1024, 4096, 200, 132}) {
+    for (const bool in_place : {false, true}) {
+      for (const bool weighted : {true, false}) {
+        const int64_t rows = 5, ldq = QuantizedLd(dim), lds = QuantizedScales(dim);
+        auto x = testing::RandomVector(static_cast<size_t>(rows * dim), 61);
+        auto w = testing::RandomVector(static_cast<size_t>(dim), 62);
+        DeviceBuffer xd(x.size() * 4), wd(w.size() * 4), y1(x.size() * 4), y2(x.size() * 4),
+            q1(rows * ldq * 2), q2(rows * ldq * 2), s1(rows * lds * 4), s2(rows * lds * 4);
+        CopyToDeviceSync(wd.get(), w.data(), w.size() * 4);
+        CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
+        Stream s;
+        RmsNormParams p;
+        p.x = xd.as<float>(); p.ldx = dim; p.y = y1.as<float>(); p.ldy = dim; p.rows = rows;
+        p.dim = dim; p.weight = weighted ? wd.as<float>() : nullptr; p.eps = 1e-6f;
+        LaunchRmsNorm(p, s.get());
+        LaunchActQuantRows(y1.as<float>(), dim, rows, dim, q1.as<uint16_t>(), s1.as<float>(), s.get());
+        if (in_place) {
+          CopyToDeviceSync(y2.get(), x.data(), x.size() * 4);
+          p.x = y2.as<float>();
+        }
+        p.y = y2.as<float>();
+        p.q = q2.as<uint16_t>(); p.ldq = ldq; p.s = s2.as<float>(); p.lds = lds;
+        LaunchRmsNorm(p, s.get());
+        std::vector<float> a(x.size()), b(x.size()), sa(rows * lds), sb(rows * lds);
+        std::vector<uint16_t> qa(rows * ldq), qb(rows * ldq);
+        CopyToHost(a.data(), y1.get(), a.size() * 4, s.get());
+        CopyToHost(b.data(), y2.get(), b.size() * 4, s.get());
+        CopyToHost(qa.data(), q1.get(), qa.size() * 2, s.get());
+        CopyToHost(qb.data(), q2.get(), qb.size() * 2, s.get());
+        CopyToHost(sa.data(), s1.get(), sa.size() * 4, s.get());
+        CopyToHost(sb.data(), s2.get(), sb.size() * 4, s.get());
+        s.Synchronize();
+        const std::string what = "dim " + std::to_string(dim) + (in_place ? " in place" : "") +
+                                 (weighted ? " weighted" : "");
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << what;
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_EQ(0, std::memcmp(qa.data() + r * ldq, qb.data() + r * ldq, dim * 2)) << what << " row " << r;
+        EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4)) << what;
+      }
+    }
+  }
+}
 
 // act_quant on the GPU gives exactly the CPU's values (ActQuantRow), partial last block included.
 TEST(ActQuantTest, MatchesCpuBitForBit) {

@@ -16,6 +16,13 @@ struct RmsNormParams {
   int64_t dim = 0;
   const float* weight = nullptr;  // [dim] fp32 or null (no weight)
   float eps = 1e-6f;
+  // Optional (LaunchRmsNorm only): the normalized rows also act_quant'ed as the FP8/FP4 linears
+  // quantize their input (QuantizedRows: q [rows, ldq] e4m3 as f16, s [rows, lds] per 128
+  // columns), for the linears that read y. Needs dim % 4 == 0 and 16-byte aligned rows of x.
+  uint16_t* q = nullptr;
+  int64_t ldq = 0;
+  float* s = nullptr;
+  int64_t lds = 0;
 };
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream);
 

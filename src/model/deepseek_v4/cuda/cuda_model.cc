@@ -39,11 +39,18 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   }
   Mark("attn_q_kv_proj");
   Linear(w.wq_a, xn, D, n, cq, qlr);
-  RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm);
+  // Few rows: the q-lora RMSNorm also act_quant's cq for the FP8/FP4 query projections (the bits
+  // their blocks would compute each from cq).
+  gpu::QuantizedRows cqq;
+  if (n <= kNormQuantRows &&
+      (gpu::IsQuantized(w.wq_b.format) || (w.has_idx && gpu::IsQuantized(w.idx_wq_b.format)))) {
+    cqq.q = cq_q; cqq.ldq = gpu::QuantizedLd(qlr); cqq.s = cq_s; cqq.lds = gpu::QuantizedScales(qlr);
+  }
+  RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm, cqq.q ? cq_q : nullptr, cq_s);
   if (w.has_idx) {
     Branch(2, [&] {
       Mark("compressors");
-      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id);   // its RoPE: in the scoring kernel
+      Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);  // its RoPE: in the scoring kernel
       Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: there too
       JoinIntoCurrent(3);  // the index entries
       Mark("indexer_topk");
@@ -59,7 +66,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     });
   }
   Mark("attn_q_kv_proj");
-  Linear(w.wq_b, cq, qlr, n, q, H * d);  // its per-head RMSNorm + RoPE: in the attention kernel
+  Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its per-head RMSNorm + RoPE: in the attention kernel
   Join(0);
   if (w.has_comp) Join(1);
   if (w.has_idx) Join(2);  // it waited for branch 3
@@ -255,6 +262,11 @@ void CudaModel::Impl::AllocateActivations() {
   offsets = Alloc<int32_t>(E + 1);
   pairs = Alloc<int32_t>(T * K);
   g = Alloc<float>(T * K * I);
+  {
+    const int64_t R = std::min(T, kNormQuantRows);
+    cq_q = Alloc<uint16_t>(R * gpu::QuantizedLd(c.q_lora_rank));
+    cq_s = Alloc<float>(R * gpu::QuantizedScales(c.q_lora_rank));
+  }
   {
     const int64_t R = std::min(T, kAttnOutQuantRows), HD = c.num_heads * c.head_dim;
     o_q = Alloc<uint16_t>(R * gpu::QuantizedLd(HD));

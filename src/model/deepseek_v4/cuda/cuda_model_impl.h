@@ -187,6 +187,10 @@ struct CudaModel::Impl {
   static constexpr int64_t kMoePrequantRows = 16;
   uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
   float *xs_buf = nullptr, *gs_buf = nullptr;
+  // The q-lora rows quantized by their RMSNorm for wq_b and the indexer's wq_b, up to this many.
+  static constexpr int64_t kNormQuantRows = 16;
+  uint16_t* cq_q = nullptr;
+  float* cq_s = nullptr;
   // The attention output quantized by the attention kernel for wo_a, up to this many rows.
   static constexpr int64_t kAttnOutQuantRows = 16;
   uint16_t* o_q = nullptr;
@@ -251,11 +255,14 @@ struct CudaModel::Impl {
     if (xq.q != nullptr && gpu::IsQuantized(w.format)) p.xq = xq;
     gpu::LaunchLinear(p, cur_stream());
   }
+  // qout, sout (optional): the normalized rows act_quant'ed as well (QuantizedLd /
+  // QuantizedScales(dim)).
   void RmsNorm(const float* x, int64_t ldx, float* yv, int64_t ldy, int64_t rows, int64_t dim,
-               const float* weight) {
+               const float* weight, uint16_t* qout = nullptr, float* sout = nullptr) {
     gpu::RmsNormParams p;
     p.x = x; p.ldx = ldx; p.y = yv; p.ldy = ldy; p.rows = rows; p.dim = dim; p.weight = weight;
     p.eps = static_cast<float>(c.rms_norm_eps);
+    p.q = qout; p.ldq = gpu::QuantizedLd(dim); p.s = sout; p.lds = gpu::QuantizedScales(dim);
     gpu::LaunchRmsNorm(p, cur_stream());
   }
   // RMSNorm of each head row of x [n, heads, dim] in place, then RoPE of its trailing rope dims.
