@@ -18,7 +18,7 @@ struct RmsNormParams {
   float eps = 1e-6f;
   // Optional (LaunchRmsNorm only): the normalized rows also act_quant'ed as the FP8/FP4 linears
   // quantize their input (QuantizedRows: q [rows, ldq] e4m3 as f16, s [rows, lds] per 128
-  // columns), for the linears that read y. Needs dim % 4 == 0 and 16-byte aligned rows of x.
+  // columns), for the linears that read y. Needs dim % 4 == 0 and dim <= 8 * NormThreads(dim).
   uint16_t* q = nullptr;
   int64_t ldq = 0;
   float* s = nullptr;

@@ -34,25 +34,10 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   ss = BlockSum(ss, scratch);  // its barriers also publish cs
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
   float* y = p.y + r * p.ldy;
-  auto norm4 = [&](float xi, int64_t i) {  // x[i] = xi
-    const float v = xi * scale;
+  auto norm = [&](int64_t i) {
+    const float v = x[i] * scale;
     return p.weight ? p.weight[i] * v : v;
   };
-  auto norm = [&](int64_t i) { return norm4(x[i], i); };
-  if (p.q != nullptr) {  // act_quant of the normalized row (rope_dim 0), before y may overwrite x
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int64_t b = warp; b * qcore::kQb < p.dim; b += blockDim.x / 32) {
-      const int64_t c = b * qcore::kQb + 4 * lane;
-      const bool ok = c < p.dim;
-      float4 v = qcore::LoadX4(x + c, ok);
-      if (ok) v = make_float4(norm4(v.x, c), norm4(v.y, c + 1), norm4(v.z, c + 2), norm4(v.w, c + 3));
-      float sc;
-      const uint2 qv = qcore::QuantBlock(v, &sc);
-      if (ok) *reinterpret_cast<uint2*>(p.q + r * p.ldq + c) = qv;
-      if (lane == 0) p.s[r * p.lds + b] = sc;
-    }
-    __syncthreads();
-  }
   const int64_t off = p.dim - q.rope_dim;
   for (int64_t i = threadIdx.x; i < off; i += blockDim.x) y[i] = norm(i);
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
@@ -63,11 +48,74 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   }
 }
 
+// LaunchRmsNorm with quantized rows (RmsNormParams::q): RmsNormRopeKernel's arithmetic (the same
+// sum order, scale and products) with each thread's x and weight values loaded once into registers
+// up front, the normalized row staged in shared memory, then act_quant per 128 columns by one warp
+// each (QuantBlock): one round of global loads on the way instead of three.
+constexpr int kQuantPerThread = 8;
+constexpr int kQuantMaxDim = kQuantPerThread * 512;
+
+__global__ void RmsNormQuantKernel(RmsNormParams p) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float scratch[32];
+  __shared__ __align__(16) float row[kQuantMaxDim];
+  const int64_t r = blockIdx.x;
+  const float* x = p.x + r * p.ldx;
+  float xv[kQuantPerThread], wv[kQuantPerThread];
+#pragma unroll
+  for (int k = 0; k < kQuantPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    xv[k] = i < p.dim ? x[i] : 0.0f;
+    wv[k] = i < p.dim && p.weight ? p.weight[i] : 0.0f;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kQuantPerThread; ++k)
+    if (threadIdx.x + static_cast<int64_t>(k) * blockDim.x < p.dim) ss = fmaf(xv[k], xv[k], ss);
+  ss = BlockSum(ss, scratch);  // its barriers also order every x read before the y writes
+  const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
+  float* y = p.y + r * p.ldy;
+#pragma unroll
+  for (int k = 0; k < kQuantPerThread; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (i < p.dim) {
+      const float v = xv[k] * scale;
+      const float o = p.weight ? wv[k] * v : v;
+      y[i] = o;
+      row[i] = o;
+    }
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t b = warp; b * qcore::kQb < p.dim; b += blockDim.x / 32) {
+    const int64_t c = b * qcore::kQb + 4 * lane;
+    const bool ok = c < p.dim;
+    const float4 v = ok ? *reinterpret_cast<const float4*>(&row[c]) : make_float4(0.f, 0.f, 0.f, 0.f);
+    float sc;
+    const uint2 qv = qcore::QuantBlock(v, &sc);
+    if (ok) *reinterpret_cast<uint2*>(p.q + r * p.ldq + c) = qv;
+    if (lane == 0) p.s[r * p.lds + b] = sc;
+  }
+}
+
 }  // namespace
 
 int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
 
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
+  if (p.q != nullptr) {
+    if (p.rows <= 0) return;
+    const int threads = NormThreads(p.dim);
+    if (p.dim % 4 != 0 || p.dim > static_cast<int64_t>(kQuantPerThread) * threads || p.ldq % 4 != 0) {
+      std::fprintf(stderr, "rms_norm: quantized rows need dim %% 4 == 0 and dim <= %d\n",
+                   kQuantPerThread * threads);
+      std::abort();
+    }
+    LaunchKernel(RmsNormQuantKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream, p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   RmsNormRopeParams q;
   q.norm = p;  // rope_dim 0: the norm alone
   LaunchRmsNormRope(q, stream);
@@ -76,12 +124,7 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
 void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream) {
   if (p.norm.rows <= 0) return;
   if (p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.norm.dim || p.heads <= 0) std::abort();
-  if (p.norm.q != nullptr &&
-      (p.rope_dim != 0 || p.norm.dim % 4 != 0 || p.norm.ldx % 4 != 0 ||
-       (reinterpret_cast<uintptr_t>(p.norm.x) & 15) != 0 || p.norm.ldq % 4 != 0)) {
-    std::fprintf(stderr, "rms_norm: quantized rows need 16-byte aligned rows, dim %% 4 == 0, no rope\n");
-    std::abort();
-  }
+  if (p.norm.q != nullptr) std::abort();  // quantized rows: LaunchRmsNorm only
   LaunchKernel(RmsNormRopeKernel, dim3(static_cast<unsigned>(p.norm.rows)), dim3(NormThreads(p.norm.dim)), 0,
                stream, p);
   CUDA_CHECK_LAUNCH();
