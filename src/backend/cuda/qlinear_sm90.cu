@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   };
   // One token tile (decode sizes) only: the prefetch raises the registers of the wider tiles'
   // kernels (batch 32 measured 4% slower with it everywhere; batch 1 and 8 faster).
-  constexpr bool kHalfPrefetch = kNT == 1;
+  constexpr bool kHalfPrefetch = kNT == 1 && !kExpert;
   using Zero = std::integral_constant<int, 0>;
   using Half = std::integral_constant<int, kP / 2>;
   using All = std::integral_constant<int, kP>;
