@@ -96,9 +96,11 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
       sbase[d] = static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 >> 4) * (p.k >> 6) * 32 + 4 * g : 0);
     }
   };
-  // Slice sl's weights into buf; a full slice (every slice but a short last one) without the
-  // per-pair bounds.
-  auto load_weights = [&](WSlice<kFp4, kD>& buf, int sl) {
+  // Pairs [kP0, kP1) of slice sl's weights into buf (the registers those pairs occupy for any
+  // slice); a full slice (every slice but a short last one) without the per-pair bounds.
+  auto load_pairs = [&](WSlice<kFp4, kD>& buf, int sl, auto p0_c, auto p1_c) {
+    constexpr int kP0 = decltype(p0_c)::value, kP1 = decltype(p1_c)::value;
+    static_assert(kP0 % 2 == 0, "FP8 scales come per two pairs");
     auto body = [&](auto full_c) {
       constexpr bool kFull = decltype(full_c)::value;
       auto& a = buf.a;
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
         if constexpr (kFp4) {
           const uint32_t* sp = reinterpret_cast<const uint32_t*>(sbase[d] + sl * (32 * kP));
 #pragma unroll
-          for (int pp = 0; pp < kP; ++pp) {
+          for (int pp = kP0; pp < kP1; ++pp) {
             const bool ok = kFull || pp < np;
             a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
             buf.swb[d][pp] = ok ? __ldg(sp + 8 * pp) : 0u;
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
           // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
           const int64_t sidx = sblk + sl * (kKs / 128);
 #pragma unroll
-          for (int pp = 0; pp < kP; ++pp) {
+          for (int pp = kP0; pp < kP1; ++pp) {
             const bool ok = kFull || pp < np;
             a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
             a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
@@ -135,6 +137,13 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
     else
       body(std::false_type{});
   };
+  // One token tile (decode sizes) only: the prefetch raises the registers of the wider tiles'
+  // kernels (batch 32 measured 4% slower with it everywhere; batch 1 and 8 faster).
+  constexpr bool kHalfPrefetch = kNT == 1 && !kExpert;
+  using Zero = std::integral_constant<int, 0>;
+  using Half = std::integral_constant<int, kP / 2>;
+  using All = std::integral_constant<int, kP>;
+  auto load_weights = [&](WSlice<kFp4, kD>& buf, int sl) { load_pairs(buf, sl, Zero{}, All{}); };
 
   if constexpr (!kExpert) {
     W[0] = static_cast<const uint8_t*>(p.w[0]);
@@ -271,6 +280,10 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
           sb[d] = swb[d][pp];
         }
         PairMma<kFp4, kNT, kD>(aw, sf, sb, bs, pp, npairs, acc, blk);
+        // The first half's registers are free: the following slice's first half loads while the
+        // second half computes (a warp with several slices keeps its loads in flight).
+        if (kHalfPrefetch && pp == kP / 2 - 1 && following >= 0)
+          load_pairs(cur, following, Zero{}, Half{});
       }
 
       // The slices' partial sums, added in slice order.
@@ -280,7 +293,12 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
         for (int nt = 0; nt < kNT; ++nt)
           *reinterpret_cast<float4*>(red + ((sl * kD + d) * kNT + nt) * 128 + lane * 4) =
               make_float4(acc[d][nt][0], acc[d][nt][1], acc[d][nt][2], acc[d][nt][3]);
-      if (following >= 0) load_weights(cur, following);
+      if (following >= 0) {
+        if (kHalfPrefetch && npairs >= kP / 2)
+          load_pairs(cur, following, Half{}, All{});
+        else
+          load_weights(cur, following);  // a short slice: its loop stopped before the first half
+      }
     }
     __syncthreads();
     for (int o = threadIdx.x; o < kNT * 128; o += blockDim.x) {
@@ -362,14 +380,26 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
 // slices per warp let two blocks share an SM, so a 256-tile matrix is one wave: wo_b 13.7 ->
 // 12.9 us), the fused SwiGLU pair with up to 16 (one slice per warp: 8 made the shared expert's
 // w1+w3 6.7 -> 8.7 us), routed experts with 4 (their loads wait for the routing anyway; small
-// blocks spread the six experts over more SMs). DSINFER_QLINEAR_WARPS=n overrides both, for A/B
-// timing only: every choice gives the same bits.
-int DecodeWarps(bool expert, bool dual) {
+// blocks spread the six experts over more SMs). A dense matrix with many row tiles halves its
+// warps while it keeps ~12 warps per SM (wq_b: 1, wo_a: 4): each warp then has two slices, the
+// second's loads in flight while the first computes (the kernel's half-slice prefetch), and the
+// grid is one wave instead of two (DSINFER_QLINEAR_FEWER_WARPS=0: off). DSINFER_QLINEAR_WARPS=n
+// overrides all, for A/B timing only: every choice gives the same bits.
+int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices) {
   static const int forced = [] {
     const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
     return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : 0;
   }();
-  return forced > 0 ? forced : (expert ? 4 : (dual ? kMaxWarps : 8));
+  static const bool fewer = [] {
+    const char* v = std::getenv("DSINFER_QLINEAR_FEWER_WARPS");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  if (forced > 0) return forced;
+  if (expert) return 4;
+  if (dual) return kMaxWarps;
+  int w = std::min(slices, 8);
+  while (fewer && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
+  return w;
 }
 
 [[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
@@ -501,6 +531,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   // most, 8 for the widest k); more rows take the act_quant pre-pass into the caller's scratch and
   // tiles of 32. No choice here changes a result.
   const int slices = Slices(shape.k, fp4, dual);
+  const int64_t tiles_n = (shape.n + 15) / 16;
   const int64_t width =
       a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
   const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
@@ -509,7 +540,8 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
       Unsupported("pre-quantized rows narrower than the input", shape);
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
-    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual) : kMaxWarps);
+    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual, tiles_n, slices)
+                                                           : kMaxWarps);
   } else if (rows_hint > kInKernelMaxTile && scratch.q != nullptr &&
              2 * x_rows * ldq <= scratch.q_bytes && x_rows * lds <= scratch.s_count) {
     ActQuantParams q;
@@ -531,10 +563,10 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
                                           // registers for every token tile
   } else {
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
-    warps = std::min(slices, DecodeWarps(expert, dual));
+    warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices));
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
-  const int64_t bx = (shape.n + 15) / 16;
+  const int64_t bx = tiles_n;
   const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
   const int64_t blocks = bx * std::max(slots, 1);
   const int64_t bz = std::min<int64_t>(
