@@ -209,16 +209,26 @@ TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
         CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
         Stream s;
         RmsNormParams p;
-        p.x = xd.as<float>(); p.ldx = dim; p.y = y1.as<float>(); p.ldy = dim; p.rows = rows;
-        p.dim = dim; p.weight = weighted ? wd.as<float>() : nullptr; p.eps = 1e-6f;
+        p.x = xd.as<float>();
+        p.ldx = dim;
+        p.y = y1.as<float>();
+        p.ldy = dim;
+        p.rows = rows;
+        p.dim = dim;
+        p.weight = weighted ? wd.as<float>() : nullptr;
+        p.eps = 1e-6f;
         LaunchRmsNorm(p, s.get());
-        LaunchActQuantRows(y1.as<float>(), dim, rows, dim, q1.as<uint16_t>(), s1.as<float>(), s.get());
+        LaunchActQuantRows(y1.as<float>(), dim, rows, dim, q1.as<uint16_t>(), s1.as<float>(),
+                           s.get());
         if (in_place) {
           CopyToDeviceSync(y2.get(), x.data(), x.size() * 4);
           p.x = y2.as<float>();
         }
         p.y = y2.as<float>();
-        p.q = q2.as<uint16_t>(); p.ldq = ldq; p.s = s2.as<float>(); p.lds = lds;
+        p.q = q2.as<uint16_t>();
+        p.ldq = ldq;
+        p.s = s2.as<float>();
+        p.lds = lds;
         LaunchRmsNorm(p, s.get());
         std::vector<float> a(x.size()), b(x.size()), sa(rows * lds), sb(rows * lds);
         std::vector<uint16_t> qa(rows * ldq), qb(rows * ldq);
@@ -233,7 +243,8 @@ TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
                                  (weighted ? " weighted" : "");
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << what;
         for (int64_t r = 0; r < rows; ++r)
-          EXPECT_EQ(0, std::memcmp(qa.data() + r * ldq, qb.data() + r * ldq, dim * 2)) << what << " row " << r;
+          EXPECT_EQ(0, std::memcmp(qa.data() + r * ldq, qb.data() + r * ldq, dim * 2))
+              << what << " row " << r;
         EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4)) << what;
       }
     }

@@ -1,7 +1,7 @@
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   if (p.dim > 512 || p.dim % 4 != 0) std::abort();  // 16-byte rows (every V4 head_dim)
-  if (p.out_q != nullptr && p.dim % qcore::kQb != 0) std::abort();  // whole act_quant blocks per head
+  if (p.out_q != nullptr && p.dim % qcore::kQb != 0)
+    std::abort();  // whole act_quant blocks per head
   LaunchKernel(SparseAttentionKernel, dim3(static_cast<unsigned>(p.meta.n * p.heads)), dim3(kWarps * 32), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }

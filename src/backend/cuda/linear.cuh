@@ -77,9 +77,7 @@ void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 void TileFp4ScalesForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 // min(b, 241) + 14: 2^(b - 113) is a normal float for b <= 240 (b = 0 included); b >= 241 is
 // infinite either way.
-inline uint8_t Fp4GpuScaleByte(uint8_t b) {
-  return static_cast<uint8_t>((b < 241 ? b : 241) + 14);
-}
+inline uint8_t Fp4GpuScaleByte(uint8_t b) { return static_cast<uint8_t>((b < 241 ? b : 241) + 14); }
 
 // The GPU layout of an FP8 matrix: for each 16-row tile and 64-column pair, two 512-byte halves
 // (rows g and g+8) of 32 lanes x 16 bytes (lane 4g+t: bytes 16t..16t+15 of the pair's row), so that

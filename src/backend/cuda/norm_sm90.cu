@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "backend/cuda/check.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 
@@ -91,7 +91,8 @@ __global__ void RmsNormQuantKernel(RmsNormParams p) {
   for (int64_t b = warp; b * qcore::kQb < p.dim; b += blockDim.x / 32) {
     const int64_t c = b * qcore::kQb + 4 * lane;
     const bool ok = c < p.dim;
-    const float4 v = ok ? *reinterpret_cast<const float4*>(&row[c]) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 v =
+        ok ? *reinterpret_cast<const float4*>(&row[c]) : make_float4(0.f, 0.f, 0.f, 0.f);
     float sc;
     const uint2 qv = qcore::QuantBlock(v, &sc);
     if (ok) *reinterpret_cast<uint2*>(p.q + r * p.ldq + c) = qv;
@@ -107,12 +108,14 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
   if (p.q != nullptr) {
     if (p.rows <= 0) return;
     const int threads = NormThreads(p.dim);
-    if (p.dim % 4 != 0 || p.dim > static_cast<int64_t>(kQuantPerThread) * threads || p.ldq % 4 != 0) {
+    if (p.dim % 4 != 0 || p.dim > static_cast<int64_t>(kQuantPerThread) * threads ||
+        p.ldq % 4 != 0) {
       std::fprintf(stderr, "rms_norm: quantized rows need dim %% 4 == 0 and dim <= %d\n",
                    kQuantPerThread * threads);
       std::abort();
     }
-    LaunchKernel(RmsNormQuantKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream, p);
+    LaunchKernel(RmsNormQuantKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream,
+                 p);
     CUDA_CHECK_LAUNCH();
     return;
   }

@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
 #pragma unroll
     for (int d = 0; d < kD; ++d) {
       wbase[d] = W[d] + (row0 >> 4) * (p.k >> 6) * kPairBytes + lane * 16;
-      sbase[d] = static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 >> 4) * (p.k >> 6) * 32 + 4 * g : 0);
+      sbase[d] =
+          static_cast<const uint8_t*>(SW[d]) + (kFp4 ? (row0 >> 4) * (p.k >> 6) * 32 + 4 * g : 0);
     }
   };
   // Pairs [kP0, kP1) of slice sl's weights into buf (the registers those pairs occupy for any
@@ -540,8 +541,9 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
       Unsupported("pre-quantized rows narrower than the input", shape);
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
-    warps = std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual, tiles_n, slices)
-                                                           : kMaxWarps);
+    warps =
+        std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual, tiles_n, slices)
+                                                       : kMaxWarps);
   } else if (rows_hint > kInKernelMaxTile && scratch.q != nullptr &&
              2 * x_rows * ldq <= scratch.q_bytes && x_rows * lds <= scratch.s_count) {
     ActQuantParams q;

@@ -66,7 +66,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     });
   }
   Mark("attn_q_kv_proj");
-  Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its per-head RMSNorm + RoPE: in the attention kernel
+  // wq_b's per-head RMSNorm + RoPE: in the attention kernel.
+  Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);
   Join(0);
   if (w.has_comp) Join(1);
   if (w.has_idx) Join(2);  // it waited for branch 3
