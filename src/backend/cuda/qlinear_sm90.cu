@@ -384,9 +384,10 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
 // blocks spread the six experts over more SMs). A dense matrix with many row tiles halves its
 // warps while it keeps ~12 warps per SM (wq_b: 1, wo_a: 4): each warp then has two slices, the
 // second's loads in flight while the first computes (the kernel's half-slice prefetch), and the
-// grid is one wave instead of two (DSINFER_QLINEAR_FEWER_WARPS=0: off). DSINFER_QLINEAR_WARPS=n
-// overrides all, for A/B timing only: every choice gives the same bits.
-int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices) {
+// grid is one wave instead of two (one token tile only, as the prefetch; off with
+// DSINFER_QLINEAR_FEWER_WARPS=0). DSINFER_QLINEAR_WARPS=n overrides all, for A/B timing only:
+// every choice gives the same bits.
+int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile) {
   static const int forced = [] {
     const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
     return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : 0;
@@ -399,7 +400,7 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices) {
   if (expert) return 4;
   if (dual) return kMaxWarps;
   int w = std::min(slices, 8);
-  while (fewer && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
+  while (fewer && one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
   return w;
 }
 
@@ -541,9 +542,9 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
       Unsupported("pre-quantized rows narrower than the input", shape);
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
-    warps =
-        std::min(slices, rows_hint <= kInKernelMaxTile ? DecodeWarps(expert, dual, tiles_n, slices)
-                                                       : kMaxWarps);
+    warps = std::min(slices, rows_hint <= kInKernelMaxTile
+                                 ? DecodeWarps(expert, dual, tiles_n, slices, nt == 1)
+                                 : kMaxWarps);
   } else if (rows_hint > kInKernelMaxTile && scratch.q != nullptr &&
              2 * x_rows * ldq <= scratch.q_bytes && x_rows * lds <= scratch.s_count) {
     ActQuantParams q;
@@ -565,7 +566,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
                                           // registers for every token tile
   } else {
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
-    warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices));
+    warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   const int64_t bx = tiles_n;

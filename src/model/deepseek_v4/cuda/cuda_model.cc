@@ -42,7 +42,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   // Few rows: the q-lora RMSNorm also act_quant's cq for the FP8/FP4 query projections (the bits
   // their blocks would compute each from cq).
   gpu::QuantizedRows cqq;
-  if (n <= kNormQuantRows &&
+  if (n <= kNormQuantRows && qlr % 4 == 0 &&
       (gpu::IsQuantized(w.wq_b.format) || (w.has_idx && gpu::IsQuantized(w.idx_wq_b.format)))) {
     cqq.q = cq_q; cqq.ldq = gpu::QuantizedLd(qlr); cqq.s = cq_s; cqq.lds = gpu::QuantizedScales(qlr);
   }
