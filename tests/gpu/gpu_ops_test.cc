@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
@@ -192,6 +193,57 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{WeightFormat::kFp8, 13, 70, 8192}, Case{WeightFormat::kFp8, 0, 16, 128},
                       Case{WeightFormat::kFp4, 1, 2048, 4096}, Case{WeightFormat::kFp4, 6, 96, 2048},
                       Case{WeightFormat::kFp4, 64, 48, 192}, Case{WeightFormat::kFp4, 11, 32, 3072}));
+
+// The attention kernel's quantized output (for wo_a): the output itself unchanged, and (q, s)
+// exactly act_quant of it over each token's heads * dim columns.
+TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
+  SKIP_WITHOUT_GPU();
+  const int n = 3, heads = 4, dim = 512, rope = 64;
+  const int64_t width = static_cast<int64_t>(heads) * dim;
+  const int64_t ldq = QuantizedLd(width), lds = QuantizedScales(width);
+  std::vector<int32_t> ids = {5, 6, 7}, pos = {0, 1, 2}, slot = {0, 0, 0}, begin = {0, 0, 0},
+                       start = {0, 0, 0}, count = {3, 3, 3};
+  auto q = testing::RandomVector(static_cast<size_t>(n * width), 71);
+  auto kv = testing::RandomVector(static_cast<size_t>(n * dim), 72);
+  auto sink = testing::RandomVector(heads, 73);
+  std::vector<float> inv(rope / 2);
+  for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
+  DeviceBuffer di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin),
+               dst = Upload(start), dc = Upload(count), dq = Upload(q), dkv = Upload(kv),
+               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4), o1(n * width * 4),
+               o2(n * width * 4), q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4), s2(n * lds * 4);
+  Stream s;
+  SparseAttentionParams p;
+  p.meta.ids = di.as<int32_t>(); p.meta.pos = dp.as<int32_t>(); p.meta.slot = ds.as<int32_t>();
+  p.meta.seg_begin = db.as<int32_t>(); p.meta.seg_start = dst.as<int32_t>();
+  p.meta.seg_count = dc.as<int32_t>(); p.meta.n = n;
+  p.q = dq.as<float>(); p.q_norm_eps = 1e-6f; p.kv = dkv.as<float>();
+  p.window.data = ring.as<float>(); p.window.cap = 128; p.window.width = dim;
+  p.window.slot_stride = 128 * dim;
+  p.window_size = 128; p.heads = heads; p.dim = dim; p.sink = dsink.as<float>();
+  p.scale = 1.0f / std::sqrt(static_cast<float>(dim)); p.rope_dim = rope; p.inv_freq = dinv.as<float>();
+  p.out = o1.as<float>();
+  LaunchSparseAttention(p, s.get());
+  LaunchActQuantRows(o1.as<float>(), width, n, width, q1.as<uint16_t>(), s1.as<float>(), s.get());
+  p.out = o2.as<float>();
+  p.out_q = q2.as<uint16_t>(); p.out_ldq = ldq; p.out_s = s2.as<float>(); p.out_lds = lds;
+  LaunchSparseAttention(p, s.get());
+  std::vector<float> a(n * width), b(n * width), sa(n * lds), sb(n * lds);
+  std::vector<uint16_t> qa(n * ldq), qb(n * ldq);
+  CopyToHost(a.data(), o1.get(), a.size() * 4, s.get());
+  CopyToHost(b.data(), o2.get(), b.size() * 4, s.get());
+  CopyToHost(qa.data(), q1.get(), qa.size() * 2, s.get());
+  CopyToHost(qb.data(), q2.get(), qb.size() * 2, s.get());
+  CopyToHost(sa.data(), s1.get(), sa.size() * 4, s.get());
+  CopyToHost(sb.data(), s2.get(), sb.size() * 4, s.get());
+  s.Synchronize();
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
+  EXPECT_EQ(0, std::memcmp(qa.data(), qb.data(), qa.size() * 2));
+  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4));
+  float amax = 0.0f;  // the output is not trivially zero
+  for (float v : a) amax = std::max(amax, std::fabs(v));
+  EXPECT_GT(amax, 1e-3f);
+}
 
 // RMSNorm with quantized rows: y as without them and (q, s) exactly act_quant of y, in place and
 // not, with and without a weight, widths of each block size and a partial last 128 columns.
