@@ -194,6 +194,33 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{WeightFormat::kFp4, 1, 2048, 4096}, Case{WeightFormat::kFp4, 6, 96, 2048},
                       Case{WeightFormat::kFp4, 64, 48, 192}, Case{WeightFormat::kFp4, 11, 32, 3072}));
 
+// A device output (fp32 rows) and its act_quant (q f16, s per 128 columns), copied to the host.
+struct QuantizedCopy {
+  std::vector<float> y, s;
+  std::vector<uint16_t> q;
+};
+QuantizedCopy Download(const DeviceBuffer& y, const DeviceBuffer& q, const DeviceBuffer& sc,
+                       Stream& st) {
+  QuantizedCopy c;
+  c.y.resize(y.bytes() / 4);
+  c.q.resize(q.bytes() / 2);
+  c.s.resize(sc.bytes() / 4);
+  CopyToHost(c.y.data(), y.get(), y.bytes(), st.get());
+  CopyToHost(c.q.data(), q.get(), q.bytes(), st.get());
+  CopyToHost(c.s.data(), sc.get(), sc.bytes(), st.get());
+  st.Synchronize();
+  return c;
+}
+// The same bits: all of y and s, the first `cols` values of each of the `rows` q rows (ldq apart).
+void ExpectSameBits(const QuantizedCopy& a, const QuantizedCopy& b, int64_t rows, int64_t cols,
+                    int64_t ldq, const std::string& what) {
+  EXPECT_EQ(0, std::memcmp(a.y.data(), b.y.data(), a.y.size() * 4)) << what << ": y";
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_EQ(0, std::memcmp(a.q.data() + r * ldq, b.q.data() + r * ldq, cols * 2))
+        << what << ": q row " << r;
+  EXPECT_EQ(0, std::memcmp(a.s.data(), b.s.data(), a.s.size() * 4)) << what << ": scales";
+}
+
 // The attention kernel's quantized output (for wo_a): the output itself unchanged, and (q, s)
 // exactly act_quant of it over each token's heads * dim columns.
 TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
@@ -228,20 +255,10 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   p.out = o2.as<float>();
   p.out_q = q2.as<uint16_t>(); p.out_ldq = ldq; p.out_s = s2.as<float>(); p.out_lds = lds;
   LaunchSparseAttention(p, s.get());
-  std::vector<float> a(n * width), b(n * width), sa(n * lds), sb(n * lds);
-  std::vector<uint16_t> qa(n * ldq), qb(n * ldq);
-  CopyToHost(a.data(), o1.get(), a.size() * 4, s.get());
-  CopyToHost(b.data(), o2.get(), b.size() * 4, s.get());
-  CopyToHost(qa.data(), q1.get(), qa.size() * 2, s.get());
-  CopyToHost(qb.data(), q2.get(), qb.size() * 2, s.get());
-  CopyToHost(sa.data(), s1.get(), sa.size() * 4, s.get());
-  CopyToHost(sb.data(), s2.get(), sb.size() * 4, s.get());
-  s.Synchronize();
-  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4));
-  EXPECT_EQ(0, std::memcmp(qa.data(), qb.data(), qa.size() * 2));
-  EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4));
+  const QuantizedCopy a = Download(o1, q1, s1, s), b = Download(o2, q2, s2, s);
+  ExpectSameBits(a, b, n, width, ldq, "attention");
   float amax = 0.0f;  // the output is not trivially zero
-  for (float v : a) amax = std::max(amax, std::fabs(v));
+  for (float v : a.y) amax = std::max(amax, std::fabs(v));
   EXPECT_GT(amax, 1e-3f);
 }
 
@@ -282,22 +299,9 @@ TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
         p.s = s2.as<float>();
         p.lds = lds;
         LaunchRmsNorm(p, s.get());
-        std::vector<float> a(x.size()), b(x.size()), sa(rows * lds), sb(rows * lds);
-        std::vector<uint16_t> qa(rows * ldq), qb(rows * ldq);
-        CopyToHost(a.data(), y1.get(), a.size() * 4, s.get());
-        CopyToHost(b.data(), y2.get(), b.size() * 4, s.get());
-        CopyToHost(qa.data(), q1.get(), qa.size() * 2, s.get());
-        CopyToHost(qb.data(), q2.get(), qb.size() * 2, s.get());
-        CopyToHost(sa.data(), s1.get(), sa.size() * 4, s.get());
-        CopyToHost(sb.data(), s2.get(), sb.size() * 4, s.get());
-        s.Synchronize();
-        const std::string what = "dim " + std::to_string(dim) + (in_place ? " in place" : "") +
-                                 (weighted ? " weighted" : "");
-        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << what;
-        for (int64_t r = 0; r < rows; ++r)
-          EXPECT_EQ(0, std::memcmp(qa.data() + r * ldq, qb.data() + r * ldq, dim * 2))
-              << what << " row " << r;
-        EXPECT_EQ(0, std::memcmp(sa.data(), sb.data(), sa.size() * 4)) << what;
+        ExpectSameBits(Download(y1, q1, s1, s), Download(y2, q2, s2, s), rows, dim, ldq,
+                       "dim " + std::to_string(dim) + (in_place ? " in place" : "") +
+                           (weighted ? " weighted" : ""));
       }
     }
   }
