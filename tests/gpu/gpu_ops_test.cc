@@ -272,10 +272,8 @@ TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
         const int64_t rows = 5, ldq = QuantizedLd(dim), lds = QuantizedScales(dim);
         auto x = testing::RandomVector(static_cast<size_t>(rows * dim), 61);
         auto w = testing::RandomVector(static_cast<size_t>(dim), 62);
-        DeviceBuffer xd(x.size() * 4), wd(w.size() * 4), y1(x.size() * 4), y2(x.size() * 4),
-            q1(rows * ldq * 2), q2(rows * ldq * 2), s1(rows * lds * 4), s2(rows * lds * 4);
-        CopyToDeviceSync(wd.get(), w.data(), w.size() * 4);
-        CopyToDeviceSync(xd.get(), x.data(), x.size() * 4);
+        DeviceBuffer xd = Upload(x), wd = Upload(w), y1(x.size() * 4), y2(x.size() * 4),
+                     q1(rows * ldq * 2), q2(rows * ldq * 2), s1(rows * lds * 4), s2(rows * lds * 4);
         Stream s;
         RmsNormParams p;
         p.x = xd.as<float>();
@@ -926,9 +924,7 @@ TEST(MoeRouteTest, MatchesHostRouting) {
         lg[3] = lg[E - 1] = lg[40] = 9.0f;
         bias[3] = bias[E - 1] = bias[40] = 0.0f;
       }
-      DeviceBuffer ld(logits.size() * 4), bd(bias.size() * 4), sel(n * K * 4), wt(n * K * 4);
-      CopyToDeviceSync(ld.get(), logits.data(), logits.size() * 4);
-      CopyToDeviceSync(bd.get(), bias.data(), bias.size() * 4);
+      DeviceBuffer ld = Upload(logits), bd = Upload(bias), sel(n * K * 4), wt(n * K * 4);
       Stream s;
       MoeRouteParams rp;
       rp.logits = ld.as<float>();

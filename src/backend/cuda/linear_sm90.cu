@@ -314,16 +314,6 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
-int SmCount() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 // Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16 (or 0 for none);
 // DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only: every choice gives the
 // same bits. Default both: the GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at
@@ -394,7 +384,6 @@ GemvJob ExpertJob(const ExpertLinearParams& p) {
 }
 
 int64_t PairsPerSlot(const ExpertLinearParams& p) { return (p.total_pairs + p.max_slots - 1) / p.max_slots; }
-
 
 QLinearArgs DenseArgs(const LinearParams& p) {
   QLinearArgs a;

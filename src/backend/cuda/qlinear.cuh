@@ -49,8 +49,6 @@ struct QLinearArgs {
   const int32_t* pairs = nullptr;
 };
 
-int SmCount();
-
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
 // x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:
 // dense).

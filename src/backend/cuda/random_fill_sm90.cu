@@ -76,13 +76,7 @@ void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream) {
 }
 
 void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* out, StreamHandle stream) {
-  static const int blocks = [] {
-    int dev = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return 4 * sms;
-  }();
-  ReadProbeKernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, out);
+  ReadProbeKernel<<<4 * SmCount(), 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, out);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -17,6 +17,16 @@ bool DeviceAvailable() {
   return n > 0;
 }
 
+int SmCount() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
 std::string DeviceDescription() {
   if (!DeviceAvailable()) return "";
   cudaDeviceProp p{};

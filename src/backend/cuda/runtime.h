@@ -21,6 +21,8 @@ using StreamHandle = ::CUstream_st*;
 
 // True when a CUDA device is usable (tests skip otherwise).
 bool DeviceAvailable();
+// The current device's streaming multiprocessors (queried once).
+int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
 
