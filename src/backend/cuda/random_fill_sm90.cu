@@ -76,7 +76,8 @@ void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream) {
 }
 
 void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* out, StreamHandle stream) {
-  ReadProbeKernel<<<4 * SmCount(), 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, out);
+  ReadProbeKernel<<<4 * SmCount(), 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16,
+                                                     out);
   CUDA_CHECK_LAUNCH();
 }
 
