@@ -14,6 +14,21 @@ constexpr int kMaxPerLane = 16;  // dim <= 512
 
 __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAttentionParams p) {
   PdlTrigger();
+  // Constant weights before the wait (the launch contract allows them): the head's sink and the
+  // RoPE frequencies this thread uses (the query's rope columns of its lane; the output's pair
+  // threadIdx.x), which would otherwise each cost a memory round trip on the critical path.
+  const float sink = p.sink[blockIdx.x % p.heads];
+  const int roff_c = p.dim - p.rope_dim;
+  float q_freq[kMaxPerLane / 2];
+#pragma unroll
+  for (int v = 0; v < kMaxPerLane / 4; ++v)
+#pragma unroll
+    for (int i = 0; i < 4; i += 2) {
+      const int c = 4 * (threadIdx.x % 32) + 128 * v + i;
+      q_freq[2 * v + i / 2] =
+          p.q_norm_eps >= 0.0f && c >= roff_c && c < p.dim ? p.inv_freq[(c - roff_c) / 2] : 0.0f;
+    }
+  const float out_freq = static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
   PdlWait();
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ __align__(16) float part_o[kWarps][512];
@@ -55,7 +70,7 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
         const int c = 4 * lane + 128 * v + i;
         if (c >= roff && c < dim) {
           float cs, sn;
-          RopeCosSin(pos, p.inv_freq[(c - roff) / 2], &cs, &sn);
+          RopeCosSin(pos, q_freq[2 * v + i / 2], &cs, &sn);
           RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
         }
       }
@@ -138,7 +153,6 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     if (c < dim) *reinterpret_cast<float4*>(&part_o[warp][c]) = make_float4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
   }
   __syncthreads();
-  const float sink = p.sink[h];
   float M = sink;
   for (int w = 0; w < kWarps; ++w) M = fmaxf(M, part_m[w]);
   float den = expf(sink - M);
@@ -153,8 +167,9 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   }
   __syncthreads();
   const int half = p.rope_dim / 2, off = dim - p.rope_dim;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    RotatePair(out_row[off + 2 * j], out_row[off + 2 * j + 1], pos, p.inv_freq[j], true);
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {  // j < blockDim: out_freq is inv_freq[j]
+    RotatePair(out_row[off + 2 * j], out_row[off + 2 * j + 1], pos,
+               j == static_cast<int>(threadIdx.x) ? out_freq : p.inv_freq[j], true);
   }
   __syncthreads();
   float* orow = p.out + (t * p.heads + h) * dim;

@@ -129,23 +129,31 @@ __global__ void __launch_bounds__(kWarps * 32, 4) GemvKernel(GemvJob p) {
 #pragma unroll
             for (int q = 0; q < QN; ++q) acc[d][r][q] = 0.0f;
       }
-#pragma unroll
-      for (int s = 0; s < JS; ++s) {
+      // Chunk s's x values (zeros past the row's end: that chunk is skipped below).
+      auto load_x = [&](int s, float (&xv)[kCh]) {
         const int64_t c = lane + 32 * (u * JS + s);
-        if (c >= nch) continue;
-        float xv[kCh];
         const float4* xp = reinterpret_cast<const float4*>(xrow + c * kCh);
 #pragma unroll
         for (int v = 0; v < kCh / 4; ++v) {
-          const float4 t = __ldg(xp + v);
+          const float4 t = c < nch ? __ldg(xp + v) : make_float4(0.f, 0.f, 0.f, 0.f);
           xv[4 * v] = t.x; xv[4 * v + 1] = t.y; xv[4 * v + 2] = t.z; xv[4 * v + 3] = t.w;
         }
+      };
+      float xv[2][kCh];  // chunk s's x and, loading meanwhile, chunk s + 1's
+      load_x(0, xv[0]);
 #pragma unroll
-        for (int d = 0; d < kD; ++d)
+      for (int s = 0; s < JS; ++s) {
+        if (s + 1 < JS) load_x(s + 1, xv[(s + 1) % 2]);
+        const int64_t c = lane + 32 * (u * JS + s);
+        if (c < nch) {
 #pragma unroll
-          for (int r = 0; r < R; ++r)
-            acc[d][r][s % QN] = ChunkDot<F>(wq[d][r][s], xv, acc[d][r][s % QN]);
-        // Keep the next chunk's x loads after this one's maths (hoisting them all spills).
+          for (int d = 0; d < kD; ++d)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              acc[d][r][s % QN] = ChunkDot<F>(wq[d][r][s], xv[s % 2], acc[d][r][s % QN]);
+        }
+        // Keep chunk s + 2's x loads after this one's maths (hoisting them all spills): one chunk
+        // of x in flight ahead of the maths, not a dependent round trip per chunk.
         asm volatile("" ::: "memory");
       }
       if (u == U - 1) {

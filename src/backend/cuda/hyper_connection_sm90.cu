@@ -122,17 +122,42 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
 // Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
 // caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
 // then a butterfly: a fixed order that depends only on the slice count.
+// Output o: lane l adds slices l, l + 32, ... in order from 0, then the warp butterfly. A warp's
+// first kRedOuts outputs (o = warp, warp + warps, ...) with their first kRedSlices / 32 values per
+// lane are loaded together before any sum (one memory round trip on the finish's critical path
+// instead of one per output); further slices and outputs follow in the same order as before.
+constexpr int kRedOuts = 4, kRedSlices = 64;
 __device__ void ReducePartials(const float* part, int64_t t, int64_t slices, int nout, float* mixv) {
   const int w1 = nout + 1;
   const float* pt = part + t * slices * w1;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-  for (int o = warp; o < w1; o += nw) {
-    float s = 0.0f;
-    for (int64_t i = lane; i < slices; i += 32) s += pt[i * w1 + o];
+  float v[kRedOuts][kRedSlices / 32];
+#pragma unroll
+  for (int j = 0; j < kRedOuts; ++j) {
+    const int o = warp + j * nw;
+#pragma unroll
+    for (int h = 0; h < kRedSlices / 32; ++h) {
+      const int64_t i = lane + 32 * h;
+      v[j][h] = o < w1 && i < slices ? pt[i * w1 + o] : 0.0f;
+    }
+  }
+  auto finish = [&](int o, float s, int64_t from) {
+    for (int64_t i = from + lane; i < slices; i += 32) s += pt[i * w1 + o];
 #pragma unroll
     for (int q = 16; q > 0; q >>= 1) s += __shfl_xor_sync(0xffffffffu, s, q);
     if (lane == 0) mixv[o] = s;
+  };
+#pragma unroll
+  for (int j = 0; j < kRedOuts; ++j) {
+    const int o = warp + j * nw;
+    if (o >= w1) break;  // warp-uniform
+    float s = 0.0f;
+#pragma unroll
+    for (int h = 0; h < kRedSlices / 32; ++h)
+      if (lane + 32 * h < slices) s += v[j][h];
+    finish(o, s, kRedSlices);
   }
+  for (int o = warp + kRedOuts * nw; o < w1; o += nw) finish(o, 0.0f, 0);
 }
 
 // out[d] = sum_i pre[i] X[i, d], then out = RMSNorm(out) * norm_w in place (RmsNormKernel's order).
@@ -159,10 +184,14 @@ __device__ __forceinline__ float HcMixRs(const HcPreFinishParams& p, const float
   return 1.0f / sqrtf(mixv[(2 + HC) * HC] / static_cast<float>(HC * p.D) + p.rms_eps);
 }
 // The collapse weight pre[i] (spec: sigmoid of the scaled mix plus base, plus eps).
+__device__ __forceinline__ float HcPreWeightOf(float mix, float rs, float scale, float base,
+                                               float hc_eps) {
+  return SigmoidF(mix * rs * scale + base) + hc_eps;
+}
 template <int HC>
 __device__ __forceinline__ float HcPreWeight(const HcPreFinishParams& p, const float* mixv,
                                              float rs, int i) {
-  return SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
+  return HcPreWeightOf(mixv[i], rs, p.scale[0], p.base[i], p.hc_eps);
 }
 
 // The finish's mixing maths on one warp: lane l < HC*HC holds C[l / HC][l % HC]. Every row and
@@ -286,10 +315,19 @@ __global__ void __launch_bounds__(kSplitThreads)
   const int64_t t = blockIdx.y;
   const int rank = blockIdx.x;
   const bool sinkhorn = blockIdx.z == 1;
+  const int64_t cols = p.D / kSplitBlocks, c0 = rank * cols;
+  // Constant weights before the wait (the launch contract allows them): the pre weights' scale and
+  // base and the thread's RMSNorm weights, which the collapse would otherwise fetch after the mix
+  // reduction and after the norm's cluster sum, each a memory round trip on the critical path.
+  const float pre_scale = p.scale[0];
+  const float pre_base = threadIdx.x < HC ? p.base[threadIdx.x] : 0.0f;
+  float nw[kPer];
+#pragma unroll
+  for (int q = 0; q < kPer; ++q)
+    nw[q] = p.norm_w && !sinkhorn ? __ldg(p.norm_w + c0 + q * kSplitThreads + threadIdx.x) : 0.0f;
   PdlWait();  // X and the mix partials come from earlier kernels (the post may have written both)
   if (sinkhorn && rank != 0) return;
   // The block's columns load under the sums.
-  const int64_t cols = p.D / kSplitBlocks, c0 = rank * cols;
   float xv[kPer][HC];
   if (!sinkhorn) {
     const float* Xt = p.X + t * HC * p.D;
@@ -306,7 +344,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     return;
   }
   if (threadIdx.x < HC)
-    pre[threadIdx.x] = HcPreWeight<HC>(p, mixv, HcMixRs<HC>(p, mixv), threadIdx.x);
+    pre[threadIdx.x] = HcPreWeightOf(mixv[threadIdx.x], HcMixRs<HC>(p, mixv), pre_scale, pre_base,
+                                     p.hc_eps);
   __syncthreads();
   float pw[HC];
 #pragma unroll
@@ -333,7 +372,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int q = 0; q < kPer; ++q) {
     const int64_t d = c0 + q * kSplitThreads + threadIdx.x;
     const float v = sv[q] * scale;
-    out[d] = p.norm_w ? __ldg(p.norm_w + d) * v : v;
+    out[d] = p.norm_w ? nw[q] * v : v;
   }
   cluster.sync();  // the other blocks have read ss_block
 }
@@ -410,18 +449,18 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
   CollapseNorm(pre, p.X + t * hc * p.D, hc, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
-// One token's mHC post: its post weights, comb matrix and (MoE output) combine order, loaded once,
+// One token's mHC post: its post weights, comb matrix and (MoE output) combine ranks, loaded once,
 // then per column d: X[k][d] = post[k] y[d] + sum_j C[j][k] X[j][d] (xn: the new values).
 template <int HC>
 struct HcPostToken {
   float C[HC * HC], post[HC];
-  int order[kMoeMaxK];
+  int rank[kMoeMaxK];
   __device__ __forceinline__ HcPostToken(const HcPostParams& p, int64_t t) {
 #pragma unroll
     for (int j = 0; j < HC * HC; ++j) C[j] = __ldg(p.comb + t * HC * HC + j);
 #pragma unroll
     for (int k = 0; k < HC; ++k) post[k] = __ldg(p.post + t * HC + k);
-    if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
+    if (p.y == nullptr) MoeCombineRanks(p.moe, t, rank);
   }
   __device__ __forceinline__ void Column(const HcPostParams& p, int64_t t, int64_t d,
                                          float (&xn)[HC]) const {
@@ -429,7 +468,7 @@ struct HcPostToken {
     float old[HC];
 #pragma unroll
     for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
-    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
+    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, rank, d);
 #pragma unroll
     for (int k = 0; k < HC; ++k) {
       float s = post[k] * yv;
@@ -514,12 +553,12 @@ __global__ void HcPostKernel(HcPostParams p) {
   const int hc = p.hc;
   const float* C = p.comb + t * hc * hc;
   float* Xt = p.X + t * hc * p.D;
-  int order[kMoeMaxK];
-  if (p.y == nullptr) MoeCombineOrder(p.moe, t, order);
+  int rank[kMoeMaxK];
+  if (p.y == nullptr) MoeCombineRanks(p.moe, t, rank);
   for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D; d += int64_t{gridDim.x} * blockDim.x) {
     float old[kMaxHc];
     for (int j = 0; j < hc; ++j) old[j] = Xt[j * p.D + d];
-    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, order, d);
+    const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, rank, d);
     for (int k = 0; k < hc; ++k) {
       float s = p.post[t * hc + k] * yv;
       for (int j = 0; j < hc; ++j) s += C[j * hc + k] * old[j];

@@ -2,35 +2,56 @@
 // mHC post kernel that folds it in (one operation order, so both give the same bits).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "backend/cuda/moe_route.cuh"
 
 namespace dsinfer::backend::cuda {
 
-// The token's K pair indices (t * K + k) in ascending expert id, ties by k: the CPU reference's
-// accumulation order.
-__device__ __forceinline__ void MoeCombineOrder(const MoeCombineParams& p, int64_t t,
-                                                int (&order)[kMoeMaxK]) {
-  for (int k = 0; k < p.K; ++k) order[k] = k;
-  for (int a = 1; a < p.K; ++a) {
-    const int v = order[a];
-    int b = a - 1;
-    while (b >= 0 && p.sel[t * p.K + order[b]] > p.sel[t * p.K + v]) {
-      order[b + 1] = order[b];
-      --b;
-    }
-    order[b + 1] = v;
+// The token's K pairs in the CPU reference's accumulation order (ascending expert id, ties by k),
+// as ranks: pair t * K + k is added rank[k]-th. Registers only (every loop unrolled, every index
+// static: the previous insertion sort kept the order in local memory and reloaded the ids in its
+// data-dependent loop).
+__device__ __forceinline__ void MoeCombineRanks(const MoeCombineParams& p, int64_t t,
+                                                int (&rank)[kMoeMaxK]) {
+  int sel[kMoeMaxK];
+#pragma unroll
+  for (int k = 0; k < kMoeMaxK; ++k) sel[k] = k < p.K ? p.sel[t * p.K + k] : INT_MAX;
+#pragma unroll
+  for (int k = 0; k < kMoeMaxK; ++k) {
+    int r = 0;
+#pragma unroll
+    for (int j = 0; j < kMoeMaxK; ++j)
+      r += (sel[j] < sel[k] || (sel[j] == sel[k] && j < k)) ? 1 : 0;
+    rank[k] = r;
   }
 }
 
-// out[t, d] = sum over the token's experts (in `order`) of w * y, then + shared[t, d].
+// out[t, d] = sum over the token's experts in rank order of w * y, one fmaf each, then
+// + shared[t, d]. The K rows' values load together, independent of the ranks (so they need not
+// wait for the expert ids); the sum picks them in rank order.
 __device__ __forceinline__ float MoeCombineAt(const MoeCombineParams& p, int64_t t,
-                                              const int (&order)[kMoeMaxK], int64_t d) {
+                                              const int (&rank)[kMoeMaxK], int64_t d) {
+  float yv[kMoeMaxK], wv[kMoeMaxK];
+#pragma unroll
+  for (int k = 0; k < kMoeMaxK; ++k) {
+    const int64_t pr = t * p.K + k;
+    yv[k] = k < p.K ? p.y[pr * p.D + d] : 0.0f;
+    wv[k] = k < p.K ? p.weight[pr] : 0.0f;
+  }
   float acc = 0.0f;
-  for (int k = 0; k < p.K; ++k) {
-    const int64_t pr = t * p.K + order[k];
-    acc += p.y[pr * p.D + d] * p.weight[pr];
+#pragma unroll
+  for (int r = 0; r < kMoeMaxK; ++r) {
+    if (r >= p.K) break;
+    float y = 0.0f, w = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMoeMaxK; ++k) {
+      if (k >= p.K) break;
+      y = rank[k] == r ? yv[k] : y;
+      w = rank[k] == r ? wv[k] : w;
+    }
+    acc = fmaf(y, w, acc);
   }
   if (p.shared) acc += p.shared[t * p.D + d];
   return acc;

@@ -355,11 +355,11 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
   PdlTrigger();
   PdlWait();
   const int64_t t = blockIdx.y;
-  int order[kMaxK];
-  MoeCombineOrder(p, t, order);
+  int rank[kMaxK];
+  MoeCombineRanks(p, t, rank);
   for (int64_t d = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; d < p.D;
        d += int64_t{gridDim.x} * blockDim.x)
-    p.out[t * p.D + d] = MoeCombineAt(p, t, order, d);
+    p.out[t * p.D + d] = MoeCombineAt(p, t, rank, d);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ using namespace qcore;
 
 constexpr int kMaxWarps = 16;
 constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
+constexpr int kExpertWarps = 4;           // routed experts' warps per block (DecodeWarps)
 
 __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   PdlTrigger();
@@ -60,8 +61,19 @@ struct WSlice {
                                          // step 1)
 };
 
-template <bool kFp4, int kNT, int kD, bool kExpert>
-__global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
+// kPf: 0 none, else the half-slice prefetch below (one token tile only). The routed FP4 experts'
+// prefetching variants run 4-warp blocks bounded in residency (ptxas): kPf 1 to that of the kernel
+// without the prefetch (the w1+w3 pair 5 blocks per SM at 95 registers, where unbounded it takes
+// 121 and 4 fit; w2 6 at 80; no spills), kPf 2 one block more (the pair 6 at 80 registers with 76
+// bytes of spill loads: six experts' 768 blocks in one wave; w2 7 at 70, no spills).
+template <bool kFp4, int kD, bool kExpert, int kPf>
+constexpr int kExpertMinBlocks =
+    !(kFp4 && kExpert && kPf > 0) ? 0 : (kD == 2 ? 4 : 5) + kPf;
+
+template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
+__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kD, kExpert, kPf> > 0 ? 128 : 512,
+                                  kExpertMinBlocks<kFp4, kD, kExpert, kPf>)
+    QLinearKernel(QLinearArgs p) {
   using C = QCfg<kFp4, kD>;
   constexpr int kP = C::kP, kKs = C::kKs, kTile = 8 * kNT;
   PdlTrigger();
@@ -140,7 +152,8 @@ __global__ void __launch_bounds__(512) QLinearKernel(QLinearArgs p) {
   };
   // One token tile (decode sizes) only: the prefetch raises the registers of the wider tiles'
   // kernels (batch 32 measured 4% slower with it everywhere; batch 1 and 8 faster).
-  constexpr bool kHalfPrefetch = kNT == 1 && !kExpert;
+  constexpr bool kHalfPrefetch = kPf > 0;
+  static_assert(kPf == 0 || kNT == 1, "the prefetch is for one token tile");
   using Zero = std::integral_constant<int, 0>;
   using Half = std::integral_constant<int, kP / 2>;
   using All = std::integral_constant<int, kP>;
@@ -338,9 +351,9 @@ size_t SmemBytes(int64_t k, bool fp4, bool dual, int nt, int warps, bool prequan
 }
 
 // warps: per block (each takes slices warp, warp + warps, ...; never a result).
-template <bool kFp4, int kNT, int kD, bool kExpert>
+template <bool kFp4, int kNT, int kD, bool kExpert, int kPf = 0>
 void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
-  auto kernel = QLinearKernel<kFp4, kNT, kD, kExpert>;
+  auto kernel = QLinearKernel<kFp4, kNT, kD, kExpert, kPf>;
   static const bool attr_set = [&] {
     CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -352,12 +365,26 @@ void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-// The kernel instantiation for the runtime (format, pair, experts, token tile).
-void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, int warps, dim3 grid,
-              StreamHandle stream) {
+// The kernel instantiation for the runtime (format, pair, experts, token tile, prefetch).
+void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, int prefetch,
+              int warps, dim3 grid, StreamHandle stream) {
   auto go = [&](auto fp4_c, auto dual_c, auto expert_c) {
     constexpr bool kFp4 = decltype(fp4_c)::value, kExpert = decltype(expert_c)::value;
     constexpr int kD = decltype(dual_c)::value ? 2 : 1;
+    if constexpr (!kExpert) {  // dense one-tile launches always prefetch
+      if (nt == 1) {
+        LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
+        return;
+      }
+    } else if constexpr (kFp4) {
+      if (nt == 1 && prefetch > 0) {
+        if (prefetch == 1)
+          LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
+        else
+          LaunchQ<kFp4, 1, kD, kExpert, 2>(a, warps, grid, stream);
+        return;
+      }
+    }
     if (nt == 1)
       LaunchQ<kFp4, 1, kD, kExpert>(a, warps, grid, stream);
     else if (nt == 2)
@@ -397,11 +424,29 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
     return v == nullptr || std::atoi(v) != 0;
   }();
   if (forced > 0) return forced;
-  if (expert) return 4;
+  if (expert) return kExpertWarps;
   if (dual) return kMaxWarps;
   int w = std::min(slices, 8);
   while (fewer && one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
   return w;
+}
+
+// Routed-expert launches of up to this many active slots take the prefetching kernel (64;
+// DSINFER_EXPERT_PREFETCH_SLOTS=n overrides), and which one (kPf 1; DSINFER_EXPERT_PREFETCH=0
+// none, 2 the tighter bound): for A/B timing, the same bits either way.
+int ExpertPrefetchSlots() {
+  static const int slots = [] {
+    const char* v = std::getenv("DSINFER_EXPERT_PREFETCH_SLOTS");
+    return v ? std::max(0, std::atoi(v)) : 64;
+  }();
+  return slots;
+}
+int ExpertPrefetchKind() {
+  static const int kind = [] {
+    const char* v = std::getenv("DSINFER_EXPERT_PREFETCH");
+    return v ? std::max(0, std::min(2, std::atoi(v))) : 1;
+  }();
+  return kind;
 }
 
 [[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
@@ -576,7 +621,14 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       {tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)),
                   static_cast<unsigned>(bz));
-  Dispatch(a, fp4, dual, expert, nt, warps, grid, stream);
+  // Routed FP4 experts prefetch (one token tile, 4-warp blocks) up to ExpertPrefetchSlots()
+  // active slots. Unbounded, the prefetch's registers cost a resident block per SM (GPU-measured:
+  // batch 1 1.62 -> 1.60-1.61 ms, batch 8 4.56 -> 4.48, but batch 32, 192 slots, 13.9 -> 14.4);
+  // the variants are now bounded in residency (kExpertMinBlocks), not yet measured.
+  const bool expert_prefetch =
+      fp4 && warps <= kExpertWarps && slots <= ExpertPrefetchSlots();
+  const int prefetch = !expert ? 1 : (expert_prefetch ? ExpertPrefetchKind() : 0);
+  Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
 }
 
 }  // namespace dsinfer::backend::cuda
