@@ -65,7 +65,9 @@ bool QLinearSupports(const WeightRef& w, bool dual, std::string* why);
 
 // The GPU layout of an FP4 matrix: for each 16-row tile and 64-column pair, 32 lanes x 16 bytes
 // (lane 4g+t: words t and 4+t of the pair's 32-byte chunk of rows g and g+8), so that one 16-byte
-// load gives a lane its mma fragments for two k steps. Host-side; src and dst [n * k / 2] bytes.
+// load gives a lane its mma fragments for two k steps), each word's 8 values re-coded for the
+// kernel's conversion (a bit permutation: byte b holds columns b and 4 + b). Host-side; src and dst
+// [n * k / 2] bytes.
 void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 
 // The GPU layout of an FP4 matrix's ue8m0 scales ([n, k/32] bytes): for each 16-row tile and

@@ -11,9 +11,10 @@
 // A k "pair" is 64 columns (two mma steps). FP8 (pre-tiled by TileFp8ForMma): lane t takes bytes
 // [16t, 16t+16) of the pair from rows g and g+8 (its first 8 bytes feed step 0, the last 8 step 1)
 // and the same 16 bytes of the quantized activation. FP4 (pre-tiled by TileFp4ForMma): lane t takes
-// the 32-bit word t of each step's 16-byte row chunk (the step's 32 columns = one FP4 scale group);
-// its even nibbles become reg0, the odd nibbles reg2, and the activation bytes are de-interleaved
-// to match.
+// the 32-bit word t of each step's 16-byte row chunk (the step's 32 columns = one FP4 scale group):
+// columns 8t..8t+7 of the group, re-coded so that k0..k3 come out by one mask and k4..k7 by two
+// shifts; reg0 of half-step h takes k2h, k2h+1 and reg2 k4+2h, k5+2h, so the activation's 16 bytes
+// feed the B registers as loaded.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -57,14 +58,13 @@ __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// e2m1 nibbles -> the high byte of f16 (value * 2^-14, exact): sign to bit 7, the 3 exponent and
-// mantissa bits to 3..1. Even nibbles (0, 2, 4, 6) and odd nibbles, one byte each; integer ops
-// only.
-__device__ __forceinline__ uint32_t Fp4EvenToF16Hi(uint32_t v) {
-  return ((v << 4) & 0x80808080u) | ((v << 1) & 0x0e0e0e0eu);
-}
-__device__ __forceinline__ uint32_t Fp4OddToF16Hi(uint32_t v) {
-  return (v & 0x80808080u) | ((v >> 3) & 0x0e0e0e0eu);
+// A TileFp4ForMma word (8 e2m1 values, columns k0..k7 of a row) -> the high bytes of f16 (value *
+// 2^-14, exact: sign to bit 7, the 3 exponent and mantissa bits to 3..1), one byte each: byte i of
+// the word holds k_i in that form already and k_{4+i} in bits 0 (sign) and 6..4, so k0..k3 come
+// out by one mask and k4..k7 by two shifts. Integer ops only.
+__device__ __forceinline__ uint32_t Fp4LowToF16Hi(uint32_t v) { return v & 0x8e8e8e8eu; }
+__device__ __forceinline__ uint32_t Fp4HighToF16Hi(uint32_t v) {
+  return ((v >> 3) & 0x0e0e0e0eu) | ((v << 7) & 0x80808080u);
 }
 // f16x2 of two of those bytes: sel 0x1404 takes bytes 0 and 1, 0x3424 bytes 2 and 3.
 __device__ __forceinline__ uint32_t HiBytesToF16x2(uint32_t v, uint32_t sel) {
@@ -99,18 +99,17 @@ struct QCfg {
 
 // Where a warp's B fragments (the quantized activation rows) come from for one k slice: f16 rows
 // qbase[row * qld + column] and scales sbase[row * sld + column / 128], columns relative to the
-// slice start. Per lane and token tile nt: the row of its B column (token nt*8 + g) and of its two
-// C columns (tokens nt*8 + 2t, +1); -1: no such token.
+// slice start. Per lane and token tile nt: the offset (row * qld) of its B column's row (token
+// nt*8 + g) and (row * sld) of its two C columns' rows (tokens nt*8 + 2t, +1), set once per slice;
+// -1: no such token. The launcher keeps rows * ld below 2^31.
 template <int kNT>
 struct BSrc {
   const uint16_t* qbase;
-  int64_t qld;
   const float* sbase;
-  int64_t sld;
-  int32_t qrow[kNT], srow[kNT][2];
+  int32_t qoff[kNT], soff[kNT][2];
   // The activation scale of token column c (0/1) of the lane in token tile nt, for pair pp.
   __device__ __forceinline__ float act_scale(int nt, int c, int pp) const {
-    return srow[nt][c] >= 0 ? sbase[static_cast<int64_t>(srow[nt][c]) * sld + pp / 2] : 0.0f;
+    return soff[nt][c] >= 0 ? sbase[soff[nt][c] + pp / 2] : 0.0f;
   }
 };
 
@@ -139,8 +138,8 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const uint32_t wg = j == 0 ? a[d][0].x : a[d][0].z, wh = j == 0 ? a[d][0].y : a[d][0].w;
-        const uint32_t eg = Fp4EvenToF16Hi(wg), og = Fp4OddToF16Hi(wg);
-        const uint32_t eh = Fp4EvenToF16Hi(wh), oh = Fp4OddToF16Hi(wh);
+        const uint32_t eg = Fp4LowToF16Hi(wg), og = Fp4HighToF16Hi(wg);
+        const uint32_t eh = Fp4LowToF16Hi(wh), oh = Fp4HighToF16Hi(wh);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t sel = h == 0 ? 0x1404u : 0x3424u;
@@ -168,20 +167,22 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
     uint32_t b[4][2];  // [step q][reg]: the lane's activations at its A values' k
-    const uint16_t* bp = bs.qbase + static_cast<int64_t>(bs.qrow[nt]) * bs.qld + 64 * pp;
+    const uint16_t* bp = bs.qbase + bs.qoff[nt] + 64 * pp;
     if constexpr (kFp4) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (bs.qrow[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
-        b[2 * j][0] = __byte_perm(v.x, v.y, 0x5410);
-        b[2 * j][1] = __byte_perm(v.x, v.y, 0x7632);
-        b[2 * j + 1][0] = __byte_perm(v.z, v.w, 0x5410);
-        b[2 * j + 1][1] = __byte_perm(v.z, v.w, 0x7632);
+        if (bs.qoff[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
+        // The lane's 8 columns k0..k7 as loaded: step 2j takes (k0, k1) against the weights'
+        // k0, k1 and (k4, k5) against k4, k5; step 2j + 1 (k2, k3) and (k6, k7).
+        b[2 * j][0] = v.x;
+        b[2 * j][1] = v.z;
+        b[2 * j + 1][0] = v.y;
+        b[2 * j + 1][1] = v.w;
       }
     } else {
       uint4 v0 = make_uint4(0, 0, 0, 0), v1 = make_uint4(0, 0, 0, 0);
-      if (bs.qrow[nt] >= 0) {
+      if (bs.qoff[nt] >= 0) {
         v0 = *reinterpret_cast<const uint4*>(bp + 16 * t);
         v1 = *reinterpret_cast<const uint4*>(bp + 16 * t + 8);
       }

@@ -61,18 +61,17 @@ struct WSlice {
                                          // step 1)
 };
 
-// kPf: 0 none, else the half-slice prefetch below (one token tile only). The routed FP4 experts'
-// prefetching variants run 4-warp blocks bounded in residency (ptxas): kPf 1 to that of the kernel
-// without the prefetch (the w1+w3 pair 5 blocks per SM at 95 registers, where unbounded it takes
-// 121 and 4 fit; w2 6 at 80; no spills), kPf 2 one block more (the pair 6 at 80 registers with 76
-// bytes of spill loads: six experts' 768 blocks in one wave; w2 7 at 70, no spills).
-template <bool kFp4, int kD, bool kExpert, int kPf>
-constexpr int kExpertMinBlocks =
-    !(kFp4 && kExpert && kPf > 0) ? 0 : (kD == 2 ? 4 : 5) + kPf;
+// kPf: 0 none, 1 the half-slice prefetch below (one token tile only). The one-tile FP4 expert
+// kernels run 4-warp blocks bounded in residency (ptxas): without the prefetch the w1+w3 pair 5
+// blocks per SM (unbounded ptxas gives it 120 registers, 4 blocks) and w2 6; the prefetching
+// variant (DSINFER_EXPERT_PREFETCH=1, A/B only) the same. These launches take at most
+// kExpertWarps warps (LaunchQLinear).
+template <bool kFp4, int kNT, int kD, bool kExpert>
+constexpr int kExpertMinBlocks = !(kFp4 && kExpert && kNT == 1) ? 0 : (kD == 2 ? 5 : 6);
 
 template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
-__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kD, kExpert, kPf> > 0 ? 128 : 512,
-                                  kExpertMinBlocks<kFp4, kD, kExpert, kPf>)
+__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ? 128 : 512,
+                                  kExpertMinBlocks<kFp4, kNT, kD, kExpert>)
     QLinearKernel(QLinearArgs p) {
   using C = QCfg<kFp4, kD>;
   constexpr int kP = C::kP, kKs = C::kKs, kTile = 8 * kNT;
@@ -236,6 +235,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kD, kExpert, kPf> > 0 ?
       const int slice = npairs * 64;
       // B sources: the quantized rows of the slice (shared memory or the pre-pass).
       BSrc<kNT> bs;
+      int64_t qld, sld;
       if (in_kernel) {
         __syncwarp();                              // the previous slice's reads of sq are done
         const int nblk = (slice + kQb - 1) / kQb;  // <= kKs / 128
@@ -257,20 +257,20 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kD, kExpert, kPf> > 0 ?
         }
         __syncwarp();
         bs.qbase = sq;
-        bs.qld = kKs;
+        qld = kKs;
         bs.sbase = ss;
-        bs.sld = kKs / kQb;
+        sld = kKs / kQb;
       } else {
         bs.qbase = p.xq + goff + k0;
-        bs.qld = p.ldq;
+        qld = p.ldq;
         bs.sbase = p.xs + (goff + k0) / kQb;
-        bs.sld = p.lds;
+        sld = p.lds;
       }
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
-        bs.qrow[nt] = qrow[nt];
-        bs.srow[nt][0] = srow[nt][0];
-        bs.srow[nt][1] = srow[nt][1];
+        bs.qoff[nt] = qrow[nt] >= 0 ? static_cast<int32_t>(qrow[nt] * qld) : -1;
+        bs.soff[nt][0] = srow[nt][0] >= 0 ? static_cast<int32_t>(srow[nt][0] * sld) : -1;
+        bs.soff[nt][1] = srow[nt][1] >= 0 ? static_cast<int32_t>(srow[nt][1] * sld) : -1;
       }
 
       float acc[kD][kNT][4], blk[kD][kNT][4];
@@ -378,10 +378,7 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
       }
     } else if constexpr (kFp4) {
       if (nt == 1 && prefetch > 0) {
-        if (prefetch == 1)
-          LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
-        else
-          LaunchQ<kFp4, 1, kD, kExpert, 2>(a, warps, grid, stream);
+        LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
         return;
       }
     }
@@ -431,9 +428,10 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
   return w;
 }
 
-// Routed-expert launches of up to this many active slots take the prefetching kernel (64;
-// DSINFER_EXPERT_PREFETCH_SLOTS=n overrides), and which one (kPf 1; DSINFER_EXPERT_PREFETCH=0
-// none, 2 the tighter bound): for A/B timing, the same bits either way.
+// Routed FP4 expert launches take the half-slice prefetch only with DSINFER_EXPERT_PREFETCH=1
+// (up to DSINFER_EXPERT_PREFETCH_SLOTS=n active slots, default 64), for A/B timing: the same bits
+// either way. Since the FP4 word re-coding (fewer instructions per pair) the kernel without it is
+// faster (H200, flash-l8 decode: batch 1 1.591 -> 1.560 ms, batch 8 4.29 -> 4.18).
 int ExpertPrefetchSlots() {
   static const int slots = [] {
     const char* v = std::getenv("DSINFER_EXPERT_PREFETCH_SLOTS");
@@ -444,7 +442,7 @@ int ExpertPrefetchSlots() {
 int ExpertPrefetchKind() {
   static const int kind = [] {
     const char* v = std::getenv("DSINFER_EXPERT_PREFETCH");
-    return v ? std::max(0, std::min(2, std::atoi(v))) : 1;
+    return v ? std::max(0, std::min(1, std::atoi(v))) : 0;
   }();
   return kind;
 }
@@ -522,8 +520,18 @@ void TileFp4ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k) {
                                      {rt * 16 + g, 8 * pr + 4 + t},
                                      {rt * 16 + g + 8, 8 * pr + 4 + t}};
         uint8_t* out = dst + ((rt * pairs + pr) * 32 + lane) * 16;
-        for (int i = 0; i < 4; ++i)
-          std::memcpy(out + 4 * i, src + words[i][0] * row_bytes + 4 * words[i][1], 4);
+        for (int i = 0; i < 4; ++i) {
+          // Columns k0..k7 (low nibble = even column) -> byte b: k_b's sign at bit 7 and its other
+          // three bits at 3..1, k_{4+b}'s sign at bit 0 and its other bits at 6..4 (the kernel's
+          // Fp4LowToF16Hi / Fp4HighToF16Hi).
+          const uint8_t* in = src + words[i][0] * row_bytes + 4 * words[i][1];
+          auto nib = [&](int c) { return (in[c / 2] >> (4 * (c % 2))) & 0xf; };
+          for (int b = 0; b < 4; ++b) {
+            const int lo = nib(b), hi = nib(4 + b);
+            out[4 * i + b] = static_cast<uint8_t>(((lo & 8) << 4) | ((lo & 7) << 1) |
+                                                  ((hi & 8) >> 3) | ((hi & 7) << 4));
+          }
+        }
       }
     }
   }
@@ -614,6 +622,10 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
+  if (fp4 && expert && nt == 1) warps = std::min(warps, kExpertWarps);  // kExpertMinBlocks' bound
+  // The kernel addresses quantized rows by 32-bit offsets (row * ld).
+  if (a.xq != nullptr && (x_rows * a.ldq >= (int64_t{1} << 31) || x_rows * a.lds >= (int64_t{1} << 31)))
+    Unsupported("too many quantized rows for 32-bit offsets", shape);
   const int64_t bx = tiles_n;
   const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
   const int64_t blocks = bx * std::max(slots, 1);
@@ -621,10 +633,8 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       {tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)),
                   static_cast<unsigned>(bz));
-  // Routed FP4 experts prefetch (one token tile, 4-warp blocks) up to ExpertPrefetchSlots()
-  // active slots. Unbounded, the prefetch's registers cost a resident block per SM (GPU-measured:
-  // batch 1 1.62 -> 1.60-1.61 ms, batch 8 4.56 -> 4.48, but batch 32, 192 slots, 13.9 -> 14.4);
-  // the variants are now bounded in residency (kExpertMinBlocks), not yet measured.
+  // Routed FP4 experts (one token tile, 4-warp blocks): the half-slice prefetch only on request
+  // (ExpertPrefetchKind), up to ExpertPrefetchSlots() active slots.
   const bool expert_prefetch =
       fp4 && warps <= kExpertWarps && slots <= ExpertPrefetchSlots();
   const int prefetch = !expert ? 1 : (expert_prefetch ? ExpertPrefetchKind() : 0);
