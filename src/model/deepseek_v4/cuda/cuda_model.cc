@@ -9,11 +9,17 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  // Branch 0: the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
+  // Branch 0: the indexer's head weights (first: its top-k waits for them, the attention for the
+  // rest), the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
   // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
-  // q_lora projection, whose output it reads): the indexer's query and weights, then (after branch
-  // 3) its top-k. Main: the query.
+  // q_lora projection, whose output it reads): the indexer's query, then (after branch 3 and branch
+  // 0's head weights) its top-k. Main: the query.
   Branch(0, [&] {
+    if (w.has_idx) {
+      Mark("compressors");
+      Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: in the scoring kernel
+      Checkpoint(0);
+    }
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d);
     RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
@@ -51,8 +57,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     Branch(2, [&] {
       Mark("compressors");
       Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);  // its RoPE: in the scoring kernel
-      Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: there too
-      JoinIntoCurrent(3);  // the index entries
+      WaitCheckpoint(0, cur_stream());  // the head weights
+      JoinIntoCurrent(3);               // the index entries
       Mark("indexer_topk");
       gpu::IndexerTopKParams ip;
       ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;

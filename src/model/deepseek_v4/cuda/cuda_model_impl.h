@@ -162,8 +162,8 @@ struct CudaModel::Impl {
   void Checkpoint(int b) {
     if (Concurrent()) join_ev[b].Record(branch_stream[b].get());
   }
-  void WaitCheckpoint(int b) {
-    if (Concurrent()) join_ev[b].Wait(stream.get());
+  void WaitCheckpoint(int b, gpu::StreamHandle target = nullptr) {
+    if (Concurrent()) join_ev[b].Wait(target ? target : stream.get());
   }
   void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
