@@ -28,7 +28,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
       q_freq[2 * v + i / 2] =
           p.q_norm_eps >= 0.0f && c >= roff_c && c < p.dim ? p.inv_freq[(c - roff_c) / 2] : 0.0f;
     }
-  const float out_freq = static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
+  const float out_freq =
+      static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
   PdlWait();
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ __align__(16) float part_o[kWarps][512];

@@ -130,13 +130,16 @@ __global__ void __launch_bounds__(kWarps * 32, 4) GemvKernel(GemvJob p) {
             for (int q = 0; q < QN; ++q) acc[d][r][q] = 0.0f;
       }
       // Chunk s's x values (zeros past the row's end: that chunk is skipped below).
-      auto load_x = [&](int s, float (&xv)[kCh]) {
+      auto load_x = [&](int s, float(&xv)[kCh]) {
         const int64_t c = lane + 32 * (u * JS + s);
         const float4* xp = reinterpret_cast<const float4*>(xrow + c * kCh);
 #pragma unroll
         for (int v = 0; v < kCh / 4; ++v) {
           const float4 t = c < nch ? __ldg(xp + v) : make_float4(0.f, 0.f, 0.f, 0.f);
-          xv[4 * v] = t.x; xv[4 * v + 1] = t.y; xv[4 * v + 2] = t.z; xv[4 * v + 3] = t.w;
+          xv[4 * v] = t.x;
+          xv[4 * v + 1] = t.y;
+          xv[4 * v + 2] = t.z;
+          xv[4 * v + 3] = t.w;
         }
       };
       float xv[2][kCh];  // chunk s's x and, loading meanwhile, chunk s + 1's

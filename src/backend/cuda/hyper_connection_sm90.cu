@@ -118,7 +118,6 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   }
 }
 
-
 // Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
 // caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
 // then a butterfly: a fixed order that depends only on the slice count.
@@ -344,8 +343,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     return;
   }
   if (threadIdx.x < HC)
-    pre[threadIdx.x] = HcPreWeightOf(mixv[threadIdx.x], HcMixRs<HC>(p, mixv), pre_scale, pre_base,
-                                     p.hc_eps);
+    pre[threadIdx.x] =
+        HcPreWeightOf(mixv[threadIdx.x], HcMixRs<HC>(p, mixv), pre_scale, pre_base, p.hc_eps);
   __syncthreads();
   float pw[HC];
 #pragma unroll

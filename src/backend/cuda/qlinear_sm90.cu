@@ -36,7 +36,7 @@ using namespace qcore;
 
 constexpr int kMaxWarps = 16;
 constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
-constexpr int kExpertWarps = 4;           // routed experts' warps per block (DecodeWarps)
+constexpr int kExpertWarps = 4;       // routed experts' warps per block (DecodeWarps)
 
 __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   PdlTrigger();
@@ -624,7 +624,8 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   if (fp4 && expert && nt == 1) warps = std::min(warps, kExpertWarps);  // kExpertMinBlocks' bound
   // The kernel addresses quantized rows by 32-bit offsets (row * ld).
-  if (a.xq != nullptr && (x_rows * a.ldq >= (int64_t{1} << 31) || x_rows * a.lds >= (int64_t{1} << 31)))
+  if (a.xq != nullptr &&
+      (x_rows * a.ldq >= (int64_t{1} << 31) || x_rows * a.lds >= (int64_t{1} << 31)))
     Unsupported("too many quantized rows for 32-bit offsets", shape);
   const int64_t bx = tiles_n;
   const int64_t tiles = (std::max<int64_t>(rows_hint, 1) + 8 * nt - 1) / (8 * nt);
@@ -635,8 +636,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
                   static_cast<unsigned>(bz));
   // Routed FP4 experts (one token tile, 4-warp blocks): the half-slice prefetch only on request
   // (ExpertPrefetchKind), up to ExpertPrefetchSlots() active slots.
-  const bool expert_prefetch =
-      fp4 && warps <= kExpertWarps && slots <= ExpertPrefetchSlots();
+  const bool expert_prefetch = fp4 && warps <= kExpertWarps && slots <= ExpertPrefetchSlots();
   const int prefetch = !expert ? 1 : (expert_prefetch ? ExpertPrefetchKind() : 0);
   Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
 }

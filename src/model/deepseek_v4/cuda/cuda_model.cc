@@ -57,8 +57,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     Branch(2, [&] {
       Mark("compressors");
       Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);  // its RoPE: in the scoring kernel
-      WaitCheckpoint(0, cur_stream());  // the head weights
-      JoinIntoCurrent(3);               // the index entries
+      WaitCheckpoint(0, cur_stream());                   // the head weights
+      JoinIntoCurrent(3);                                // the index entries
       Mark("indexer_topk");
       gpu::IndexerTopKParams ip;
       ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = st.index_entries;
