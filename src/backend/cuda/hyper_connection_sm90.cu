@@ -119,12 +119,11 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
 }
 
 // Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
-// caller syncs. Warp w takes outputs w, w + warps, ...; lane l sums slices l, l + 32, ... in order,
-// then a butterfly: a fixed order that depends only on the slice count.
-// Output o: lane l adds slices l, l + 32, ... in order from 0, then the warp butterfly. A warp's
-// first kRedOuts outputs (o = warp, warp + warps, ...) with their first kRedSlices / 32 values per
-// lane are loaded together before any sum (one memory round trip on the finish's critical path
-// instead of one per output); further slices and outputs follow in the same order as before.
+// caller syncs. Warp w takes outputs w, w + warps, ...; for output o lane l adds slices l, l + 32,
+// ... in order from 0, then the warp butterfly: a fixed order that depends only on the slice count.
+// A warp's first kRedOuts outputs with their first kRedSlices / 32 values per lane are loaded
+// together before any sum (one memory round trip on the finish's critical path instead of one per
+// output); further slices and outputs follow in the same order.
 constexpr int kRedOuts = 4, kRedSlices = 64;
 __device__ void ReducePartials(const float* part, int64_t t, int64_t slices, int nout, float* mixv) {
   const int w1 = nout + 1;

@@ -371,12 +371,7 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
   auto go = [&](auto fp4_c, auto dual_c, auto expert_c) {
     constexpr bool kFp4 = decltype(fp4_c)::value, kExpert = decltype(expert_c)::value;
     constexpr int kD = decltype(dual_c)::value ? 2 : 1;
-    if constexpr (!kExpert) {  // dense one-tile launches always prefetch
-      if (nt == 1) {
-        LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
-        return;
-      }
-    } else if constexpr (kFp4) {
+    if constexpr (!kExpert || kFp4) {  // no FP8 expert kernel with the prefetch is built
       if (nt == 1 && prefetch > 0) {
         LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
         return;
@@ -634,10 +629,10 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       {tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)),
                   static_cast<unsigned>(bz));
-  // Routed FP4 experts (one token tile, 4-warp blocks): the half-slice prefetch only on request
+  // One-token-tile launches prefetch: dense ones always, routed FP4 experts only on request
   // (ExpertPrefetchKind), up to ExpertPrefetchSlots() active slots.
-  const bool expert_prefetch = fp4 && warps <= kExpertWarps && slots <= ExpertPrefetchSlots();
-  const int prefetch = !expert ? 1 : (expert_prefetch ? ExpertPrefetchKind() : 0);
+  const int prefetch =
+      !expert ? 1 : (fp4 && slots <= ExpertPrefetchSlots() ? ExpertPrefetchKind() : 0);
   Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
 }
 
