@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <tuple>
 
 #include "backend/cpu/gemm.h"
@@ -610,6 +611,209 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
                              std::to_string(cs.m) + " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k);
     EXPECT_LE(testing::RelativeError(got, want), 1e-5) << name;
     EXPECT_EQ(0, std::memcmp(last.data(), got.data() + (cs.m - 1) * cs.n, last.size() * 4)) << name;
+  }
+}
+
+// DSINFER_QLINEAR_STREAM set for one scope (the launcher reads it at every launch).
+class StreamSwitch {
+ public:
+  explicit StreamSwitch(bool on) {
+    const char* v = std::getenv("DSINFER_QLINEAR_STREAM");
+    had_ = v != nullptr;
+    if (had_) old_ = v;
+    if (on)
+      setenv("DSINFER_QLINEAR_STREAM", "1", 1);
+    else
+      unsetenv("DSINFER_QLINEAR_STREAM");
+  }
+  ~StreamSwitch() {
+    if (had_)
+      setenv("DSINFER_QLINEAR_STREAM", old_.c_str(), 1);
+    else
+      unsetenv("DSINFER_QLINEAR_STREAM");
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// The streamed decode kernel (qlinear_stream.cuh) against the register kernel, launch for launch:
+// the same bits for dense FP8/FP4 weights and fused SwiGLU pairs over 1..8 rows, with the rows
+// quantized in the kernel (staged in shared memory) and by the caller, k with a short last slice
+// and a partial act_quant block, row counts that are not tile multiples, grouped input.
+TEST(QLinearStreamTest, DenseEqualsRegisterKernel) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    WeightFormat f;
+    int64_t n, k;
+    bool dual;
+  };
+  const Shape shapes[] = {{WeightFormat::kFp8, 130, 576, false}, {WeightFormat::kFp8, 1024, 4096, false},
+                          {WeightFormat::kFp8, 48, 8192, false}, {WeightFormat::kFp8, 300, 1024, true},
+                          {WeightFormat::kFp8, 64, 2048, false}, {WeightFormat::kFp4, 96, 192, false},
+                          {WeightFormat::kFp4, 2048, 4096, true}, {WeightFormat::kFp4, 64, 2048, false},
+                          {WeightFormat::kFp4, 32, 3072, true}};
+  for (const Shape& sh : shapes) {
+    HostWeight h1 = MakeWeight(sh.f, sh.n, sh.k, 61), h3 = MakeWeight(sh.f, sh.n, sh.k, 62);
+    DeviceBuffer w1 = Upload(h1.data), s1 = Upload(h1.scale), w3 = Upload(h3.data),
+                 s3 = Upload(h3.scale);
+    const int64_t rows = 8;
+    auto x = testing::RandomVector(static_cast<size_t>(rows * sh.k), 63);
+    DeviceBuffer xd = Upload(x), yd(rows * sh.n * 4), u(rows * sh.n * 4);
+    DeviceBuffer qb(rows * QuantizedLd(sh.k) * 2), sq(rows * QuantizedScales(sh.k) * 4);
+    Stream s;
+    for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}}) {
+      for (const bool prequant : {false, true}) {
+        const std::string name = "format " + std::to_string(static_cast<int>(sh.f)) + " n=" +
+                                 std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+                                 (sh.dual ? " swiglu" : "") + " m=" + std::to_string(m) +
+                                 (prequant ? " prequantized" : "");
+        LinearParams p = DenseParams(Case{sh.f, m, sh.n, sh.k}, h1, w1, s1, xd);
+        p.y = yd.as<float>();
+        if (prequant) {
+          p.xq = LaunchActQuantRows(xd.as<float>(), sh.k, m, sh.k, qb.as<uint16_t>(),
+                                    sq.as<float>(), s.get());
+          p.x = nullptr;
+        }
+        WeightRef w3ref = p.w;
+        w3ref.data = w3.get();
+        w3ref.scale = s3.get();
+        std::vector<float> got[2];
+        for (const bool on : {false, true}) {
+          StreamSwitch sw(on);
+          Memset(yd.get(), 0xff, yd.bytes(), s.get());  // poison: every output must be written
+          if (sh.dual)
+            LaunchLinearSwiglu(p, w3ref, u.as<float>(), 0.7f, s.get());
+          else
+            LaunchLinear(p, s.get());
+          got[on].resize(static_cast<size_t>(m * sh.n));
+          CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
+          s.Synchronize();
+        }
+        int64_t first = -1;
+        for (size_t i = 0; i < got[0].size() && first < 0; ++i)
+          if (std::memcmp(&got[0][i], &got[1][i], 4) != 0) first = static_cast<int64_t>(i);
+        EXPECT_EQ(first, -1) << name << ": register " << (first >= 0 ? got[0][first] : 0.0f)
+                             << " streamed " << (first >= 0 ? got[1][first] : 0.0f);
+      }
+    }
+  }
+  // Grouped input (wo_a-like: 3 groups of 1024 rows, each reading its own 256 columns).
+  {
+    const int64_t G = 3, R = 1024, C = 256, m = 2;
+    HostWeight hw = MakeWeight(WeightFormat::kFp8, G * R, C, 64);
+    DeviceBuffer wd = Upload(hw.data), sd = Upload(hw.scale);
+    auto x = testing::RandomVector(m * G * C, 65);
+    DeviceBuffer xd = Upload(x), yd(m * G * R * 4);
+    Stream s;
+    LinearParams p = DenseParams(Case{WeightFormat::kFp8, m, G * R, C}, hw, wd, sd, xd);
+    p.ldx = G * C;
+    p.x_group_rows = R;
+    p.x_group_stride = C;
+    p.y = yd.as<float>();
+    p.ldy = G * R;
+    std::vector<float> got[2];
+    for (const bool on : {false, true}) {
+      StreamSwitch sw(on);
+      Memset(yd.get(), 0xff, yd.bytes(), s.get());
+      LaunchLinear(p, s.get());
+      got[on].resize(static_cast<size_t>(m * G * R));
+      CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
+      s.Synchronize();
+    }
+    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "grouped";
+  }
+}
+
+// Routed experts through the streamed kernel against the register kernel: FP4 and FP8, one matrix
+// and the fused pair, with a slot holding 12 tokens (two token tiles: the kernel's further units)
+// beside slots of a few, and an expert no token picks.
+TEST(QLinearStreamTest, ExpertsEqualRegisterKernel) {
+  SKIP_WITHOUT_GPU();
+  const int E = 4, K = 2, T = 12, P = T * K;
+  // Pair i*K + 0 -> expert 0 (every token); pair i*K + 1 -> expert 1 + i % 2. Expert 3: none.
+  std::vector<std::vector<int32_t>> by_expert(E);
+  for (int i = 0; i < T; ++i) {
+    by_expert[0].push_back(i * K);
+    by_expert[1 + i % 2].push_back(i * K + 1);
+  }
+  std::vector<int32_t> active, offsets{0}, pair_list;
+  for (int e = 0; e < E; ++e) {
+    if (by_expert[e].empty()) continue;
+    active.push_back(e);
+    pair_list.insert(pair_list.end(), by_expert[e].begin(), by_expert[e].end());
+    offsets.push_back(static_cast<int32_t>(pair_list.size()));
+  }
+  const int32_t nact = static_cast<int32_t>(active.size());
+  active.resize(P, 0);
+  offsets.resize(P + 1, offsets.back());
+  for (const Case cs : {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
+                        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+    for (const bool dual : {false, true}) {
+      for (const bool prequant : {false, true}) {
+        const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
+                                 " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
+                                 (dual ? " swiglu" : "") + (prequant ? " prequantized" : "");
+        std::vector<HostWeight> hw;
+        std::vector<DeviceBuffer> wd, sd;
+        std::vector<const void*> wp[2], sp[2];
+        for (int e = 0; e < 2 * E; ++e) {
+          hw.push_back(MakeWeight(cs.format, cs.n, cs.k, 200 + e));
+          wd.push_back(Upload(hw.back().data));
+          sd.push_back(Upload(hw.back().scale));
+          wp[e / E].push_back(wd.back().get());
+          sp[e / E].push_back(sd.back().get());
+        }
+        DeviceBuffer w1t = Upload(wp[0]), s1t = Upload(sp[0]), w3t = Upload(wp[1]),
+                     s3t = Upload(sp[1]);
+        DeviceBuffer act = Upload(active), off = Upload(offsets), prs = Upload(pair_list),
+                     na = Upload(std::vector<int32_t>{nact});
+        auto x = testing::RandomVector(static_cast<size_t>(T * cs.k), 66);
+        DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4);
+        DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+        Stream s;
+        ExpertLinearParams p;
+        p.shape.format = cs.format;
+        p.shape.scale_format = ScaleFormat::kUe8m0;
+        p.shape.n = cs.n;
+        p.shape.k = cs.k;
+        p.data = w1t.as<const void*>();
+        p.scale = s1t.as<const void*>();
+        p.x = xd.as<float>();
+        p.ldx = cs.k;
+        p.x_row_div = K;
+        p.ldy = cs.n;
+        p.active = act.as<int32_t>();
+        p.num_active = na.as<int32_t>();
+        p.offsets = off.as<int32_t>();
+        p.pairs = prs.as<int32_t>();
+        p.max_slots = P;
+        p.total_pairs = P;
+        p.y = yd.as<float>();
+        if (prequant) {
+          p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(),
+                                    sb.as<float>(), s.get());
+          p.x = nullptr;
+        }
+        std::vector<float> got[2];
+        for (const bool on : {false, true}) {
+          StreamSwitch sw(on);
+          Memset(yd.get(), 0xff, yd.bytes(), s.get());
+          if (dual)
+            LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(),
+                                     u.as<float>(), 0.7f, s.get());
+          else
+            LaunchExpertLinear(p, s.get());
+          got[on].resize(static_cast<size_t>(P * cs.n));
+          CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
+          s.Synchronize();
+        }
+        for (int pr = 0; pr < P; ++pr)
+          EXPECT_EQ(0, std::memcmp(got[0].data() + pr * cs.n, got[1].data() + pr * cs.n, cs.n * 4))
+              << name << " pair " << pr;
+      }
+    }
   }
 }
 

@@ -73,24 +73,35 @@ __device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar, uint32_t bytes
                "r"(bytes)
                : "memory");
 }
+// Weights are read once per step: evict-first in L2, so that they do not push out the
+// activations and attention state the next kernels read.
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
 __device__ __forceinline__ void BulkCopyG2S(void* dst, const void* src, uint32_t bytes,
-                                            uint64_t* bar) {
+                                            uint64_t* bar, uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(SmemAddr(dst)),
-      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar)), "l"(policy)
       : "memory");
 }
+// Waits for the phase of `parity` to complete. A copy that never lands (a bug) traps after ~2^26
+// polls instead of hanging the device.
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
   uint32_t ok = 0;
-  do {
+  for (uint32_t polls = 0;; ++polls) {
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(ok)
         : "r"(SmemAddr(bar)), "r"(parity)
         : "memory");
-  } while (!ok);
+    if (ok) return;
+    if (polls > (1u << 26)) __trap();
+  }
 }
 
 template <bool kFp4, int kD, bool kExpert>
@@ -175,6 +186,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   // The copy issuer's cursor (every lane walks it; lane 0 issues): `stages` chunks ahead.
   qstream::PlanCursor pc = qstream::FirstChunk(pl, units, block, warp, rounds, valid);
   int issued = 0;
+  const uint64_t policy = EvictFirstPolicy();
   auto issue_next = [&] {
     if (pc.done) return;
     if (lane == 0) {
@@ -193,11 +205,11 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
 #pragma unroll
       for (int d = 0; d < kD; ++d) {
         BulkCopyG2S(dst + d * kCP * kPB, weights(slot, d) + (rt * kpairs + pair0) * kPB, wbytes,
-                    bar);
+                    bar, policy);
         if constexpr (kFp4) {
           BulkCopyG2S(dst + kD * kCP * kPB + d * kCP * 32,
                       static_cast<const uint8_t*>(scales(slot, d)) + (rt * kpairs + pair0) * 32,
-                      sbytes, bar);
+                      sbytes, bar, policy);
         }
       }
     }
