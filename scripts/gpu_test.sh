@@ -6,7 +6,8 @@
 #   scripts/gpu_test.sh [OUT_DIR] [--model-dir]
 # --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
 # batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
-# DSINFER_GPU_TEST_NO_PROFILE=1 skips the Nsight Compute step profile (the slowest part).
+# DSINFER_GPU_TEST_NO_PROFILE=1 skips the Nsight Compute step profile (the slowest part). The
+# decode and linear benchmarks run a second time with the streamed linear on (DSINFER_QLINEAR_STREAM=1).
 # Machines without nlohmann-json / googletest / PCRE2 packages: run scripts/stage_gpu_deps.sh on a
 # machine that has them and bring .deps/ along (it copies /usr/include/nlohmann to
 # .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
@@ -33,6 +34,14 @@ echo "== prefill benchmark"
 timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2 --prefill 8192 | tee "$out/bench_prefill.jsonl"
 echo "== each linear alone (bench_gemv, batch 1)"
 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
+# The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): the same
+# decode and linear benchmarks with it on, for the A/B against the lines above (same build, same
+# machine, same call).
+echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
+DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
+  tee "$out/bench_decode_streamed.jsonl"
+echo "== each linear alone, streamed"
+DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
 if [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
    { command -v ncu > /dev/null || ls /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; }; then
   echo "== per-kernel times of one decode step (Nsight Compute)"

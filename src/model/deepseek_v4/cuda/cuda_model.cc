@@ -9,6 +9,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  proj_first = proj_first_on && n <= kProjFirstRows;
   // Branch 0: the indexer's head weights (first: its top-k waits for them, the attention for the
   // rest), the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
   // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
@@ -22,6 +23,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     }
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d);
+    ProjCheckpoint();
     RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
     // With one row per sequence the append can precede the attention: row p goes to slot
     // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
@@ -72,7 +74,11 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     });
   }
   Mark("attn_q_kv_proj");
-  // wq_b's per-head RMSNorm + RoPE: in the attention kernel.
+  // wq_b's per-head RMSNorm + RoPE: in the attention kernel. Decode sizes: after the branches'
+  // projections (ProjCheckpoint).
+  WaitProjection(0);
+  if (w.has_comp) WaitProjection(1);
+  if (w.has_idx) WaitProjection(3);
   Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);
   Join(0);
   if (w.has_comp) Join(1);

@@ -166,6 +166,28 @@ struct CudaModel::Impl {
     if (Concurrent()) join_ev[b].Wait(target ? target : stream.get());
   }
   void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
+  // Decode attention: the main stream's wq_b waits for the branches' projections (the kv
+  // projection, the compressor's and the indexer compressor's), so that those small reads finish
+  // at full bandwidth instead of sharing it with wq_b's early-resident blocks and ending after
+  // it, on the attention's path (a kernel timeline showed their tails 7.7-12.6 us past wq_b).
+  // The same results either way (only an ordering); DSINFER_PROJ_FIRST=0 turns it off for A/B.
+  static constexpr int64_t kProjFirstRows = 16;
+  static bool ProjFirstFromEnv() {
+    const char* v = std::getenv("DSINFER_PROJ_FIRST");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }
+  bool proj_first_on = ProjFirstFromEnv();
+  bool proj_first = false;  // set per attention call (decode sizes)
+  gpu::Event proj_ev[kBranches];
+  // Inside Branch(): marks the branch's launches so far as its projection.
+  void ProjCheckpoint() {
+    if (!Concurrent() || !proj_first) return;
+    for (int b = 0; b < kBranches; ++b)
+      if (cur != nullptr && cur == branch_stream[b].get()) proj_ev[b].Record(cur);
+  }
+  void WaitProjection(int b) {
+    if (Concurrent() && proj_first) proj_ev[b].Wait(stream.get());
+  }
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
   int32_t* meta_dev = nullptr;
@@ -323,6 +345,7 @@ struct CudaModel::Impl {
       Linear(cw.wkv, x, D, n, pr, 2 * width);
       Linear(cw.wgate, x, D, n, pr + width, 2 * width);
     }
+    ProjCheckpoint();
     gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, cur_stream());
     gpu::CompressEmitParams p;
     p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
