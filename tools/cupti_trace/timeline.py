@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Summarizes one graph launch of a cupti_trace CSV (tools/cupti_trace/README.md).
 
-  timeline.py TRACE.csv [--launch -1] [--list]
+  timeline.py TRACE.csv [--launch -1] [--list] [--chain]
 
 Picks the graph launch (correlation id) by index among launches with the most common kernel
 count of the last ones (default: the last), prints its span, the time no kernel ran, per-kernel
 totals and the 'exposed' time of each kernel name (time it was the only kernel running), and
-with --list every kernel in start order (offset, duration, stream, name)."""
+with --list every kernel in start order (offset, duration, stream, name), and with --chain every
+kernel in end order with the time its end moves the launch's frontier (the latest end so far):
+the kernels with a large 'adds' are the step's critical path, and a kernel that ends long after
+the one before it on the chain started late (a join, an event wait) or ran slowly."""
 import argparse
 import collections
 import csv
@@ -17,6 +20,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--launch", type=int, default=-1)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--chain", action="store_true")
     a = ap.parse_args()
     groups = collections.OrderedDict()
     with open(a.trace) as f:
@@ -60,6 +64,15 @@ def main():
             s = (int(r["start_ns"]) - t0) / 1e3
             d = (int(r["end_ns"]) - int(r["start_ns"])) / 1e3
             print(f"{s:8.2f} {d:7.2f} {r['stream']:>4}  {r['name'][:100]} grid {r['grid_x']}x{r['grid_y']}x{r['grid_z']}")
+    if a.chain:
+        print(f"{'end':>8} {'adds':>7} {'start':>8} {'dur':>7} {'strm':>4}  name")
+        frontier = t0
+        for r in sorted(ks, key=lambda r: int(r["end_ns"])):
+            e = int(r["end_ns"])
+            adds = max(0, e - frontier)
+            frontier = max(frontier, e)
+            print(f"{(e - t0) / 1e3:8.2f} {adds / 1e3:7.2f} {(int(r['start_ns']) - t0) / 1e3:8.2f} "
+                  f"{(e - int(r['start_ns'])) / 1e3:7.2f} {r['stream']:>4}  {r['name'][:90]}")
 
 
 if __name__ == "__main__":
