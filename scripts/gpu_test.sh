@@ -40,8 +40,13 @@ timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
 DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
   tee "$out/bench_decode_streamed.jsonl"
+echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
+DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
+  --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
 echo "== each linear alone, streamed"
 DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
+DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 timeout 120 build-cuda/bin/bench_gemv 1 |
+  tee "$out/bench_gemv_streamed2.jsonl"
 if [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
    { command -v ncu > /dev/null || ls /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; }; then
   echo "== per-kernel times of one decode step (Nsight Compute)"

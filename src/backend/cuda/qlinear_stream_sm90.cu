@@ -361,6 +361,17 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   reduce_before(rounds);
 }
 
+// Resident blocks per SM the persistent grid takes (DSINFER_QLINEAR_STREAM_BLOCKS=1|2, default
+// 1). Two give every SM 16 warps of copies and compute, but take all of its registers: a kernel
+// on another stream (the gate GEMV and route beside the shared expert, the indexer's chain beside
+// wq_b) could then not start on any SM until this one ends. One leaves half of each SM free; its
+// 8 warps still keep 70-104 KB of copies in flight per SM (the ~50 KB that 4.2 TB/s x ~1.5 us
+// needs).
+int StreamBlocksPerSm() {
+  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_BLOCKS");
+  return v != nullptr && std::atoi(v) >= 2 ? 2 : 1;
+}
+
 template <bool kFp4, int kD, bool kExpert>
 void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   auto kernel = QLinearStreamKernel<kFp4, kD, kExpert>;
@@ -373,6 +384,7 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   StreamArgs run = sa;
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem));
+  per_sm = std::min(per_sm, StreamBlocksPerSm());
   run.plan.grid = std::max<int>(1, std::min<int64_t>(run.plan.grid, int64_t{SmCount()} * per_sm));
   LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(kStreamThreads), smem,
                stream, run);
