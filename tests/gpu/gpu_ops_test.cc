@@ -437,6 +437,78 @@ TEST(LinearTest, GroupedInput) {
   }
 }
 
+// Routed experts of a test on the device: E experts' W1 (weights e) and W3 (E + e) of one shape
+// with their pointer tables, and a routing of P pairs (by_expert[e]: expert e's pairs, ascending)
+// as the route kernel leaves it: active slots in expert order, their pair-list offsets, the pair
+// list; the slot arrays padded to P entries. Params(): the expert linear over x, W1's tables.
+struct TestExperts {
+  std::vector<HostWeight> hw;
+  std::vector<DeviceBuffer> wd, sd;
+  DeviceBuffer w1t, s1t, w3t, s3t, act, off, prs, na;
+  Case cs;
+  int P;
+  TestExperts(const Case& shape, const std::vector<std::vector<int32_t>>& by_expert, int pairs,
+              uint32_t seed)
+      : cs(shape), P(pairs) {
+    const int E = static_cast<int>(by_expert.size());
+    std::vector<const void*> wp[2], sp[2];
+    for (int e = 0; e < 2 * E; ++e) {
+      hw.push_back(MakeWeight(cs.format, cs.n, cs.k, seed + e));
+      wd.push_back(Upload(hw.back().data));
+      sd.push_back(Upload(hw.back().scale));
+      wp[e / E].push_back(wd.back().get());
+      sp[e / E].push_back(sd.back().get());
+    }
+    w1t = Upload(wp[0]);
+    s1t = Upload(sp[0]);
+    w3t = Upload(wp[1]);
+    s3t = Upload(sp[1]);
+    std::vector<int32_t> active, offsets{0}, pair_list;
+    for (int e = 0; e < E; ++e) {
+      if (by_expert[e].empty()) continue;
+      active.push_back(e);
+      pair_list.insert(pair_list.end(), by_expert[e].begin(), by_expert[e].end());
+      offsets.push_back(static_cast<int32_t>(pair_list.size()));
+    }
+    const int32_t nact = static_cast<int32_t>(active.size());
+    active.resize(P, 0);
+    offsets.resize(P + 1, offsets.back());
+    act = Upload(active);
+    off = Upload(offsets);
+    prs = Upload(pair_list);
+    na = Upload(std::vector<int32_t>{nact});
+  }
+  ExpertLinearParams Params(const DeviceBuffer& x, int x_row_div, float* y) const {
+    ExpertLinearParams p;
+    p.shape.format = cs.format;
+    p.shape.scale_format = ScaleFormat::kUe8m0;
+    p.shape.n = cs.n;
+    p.shape.k = cs.k;
+    p.data = w1t.as<const void*>();
+    p.scale = s1t.as<const void*>();
+    p.x = x.as<float>();
+    p.ldx = cs.k;
+    p.x_row_div = x_row_div;
+    p.ldy = cs.n;
+    p.active = act.as<int32_t>();
+    p.num_active = na.as<int32_t>();
+    p.offsets = off.as<int32_t>();
+    p.pairs = prs.as<int32_t>();
+    p.max_slots = P;
+    p.total_pairs = P;
+    p.y = y;
+    return p;
+  }
+  // The launch of p: the fused SwiGLU pair (W3 from the tables) or W1 alone.
+  void Launch(const ExpertLinearParams& p, bool dual, DeviceBuffer& u, StreamHandle st) const {
+    if (dual)
+      LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
+                               0.7f, st);
+    else
+      LaunchExpertLinear(p, st);
+  }
+};
+
 // Routed experts (FP8 and FP4, one matrix and the fused SwiGLU pair): the grouped launch (pairs
 // routed to 5 experts, read through the pair list) gives the bits of each expert as a dense linear
 // over 13 rows, the same with its rows quantized by the caller, and matches the CPU.
@@ -447,16 +519,6 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   std::vector<std::vector<int32_t>> by_expert(E);
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < K; ++j) by_expert[(i + 2 * j) % E].push_back(i * K + j);
-  std::vector<int32_t> active, offsets{0}, pair_list;
-  for (int e = 0; e < E; ++e) {
-    if (by_expert[e].empty()) continue;
-    active.push_back(e);
-    pair_list.insert(pair_list.end(), by_expert[e].begin(), by_expert[e].end());
-    offsets.push_back(static_cast<int32_t>(pair_list.size()));
-  }
-  const int32_t nact = static_cast<int32_t>(active.size());
-  active.resize(P, 0);
-  offsets.resize(P + 1, offsets.back());
   for (const Case cs :
        {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
         Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
@@ -464,50 +526,16 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
       const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
                                " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
                                (dual ? " swiglu" : "");
-      std::vector<HostWeight> hw;
-      std::vector<DeviceBuffer> wd, sd;
-      std::vector<const void*> wp[2], sp[2];
-      for (int e = 0; e < 2 * E; ++e) {  // W1 of expert e at e, W3 at E + e
-        hw.push_back(MakeWeight(cs.format, cs.n, cs.k, 100 + e));
-        wd.push_back(Upload(hw.back().data));
-        sd.push_back(Upload(hw.back().scale));
-        wp[e / E].push_back(wd.back().get());
-        sp[e / E].push_back(sd.back().get());
-      }
-      DeviceBuffer w1t = Upload(wp[0]), s1t = Upload(sp[0]), w3t = Upload(wp[1]),
-                   s3t = Upload(sp[1]);
-      DeviceBuffer act = Upload(active), off = Upload(offsets), prs = Upload(pair_list),
-                   na = Upload(std::vector<int32_t>{nact});
+      const TestExperts ex(cs, by_expert, P, 100);
       const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
       auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
       for (int64_t r = T; r < rows; ++r)
         std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
       DeviceBuffer xd = Upload(x), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
       Stream s;
-      ExpertLinearParams p;
-      p.shape.format = cs.format;
-      p.shape.scale_format = ScaleFormat::kUe8m0;
-      p.shape.n = cs.n;
-      p.shape.k = cs.k;
-      p.data = w1t.as<const void*>();
-      p.scale = s1t.as<const void*>();
-      p.x = xd.as<float>();
-      p.ldx = cs.k;
-      p.x_row_div = K;
-      p.ldy = cs.n;
-      p.active = act.as<int32_t>();
-      p.num_active = na.as<int32_t>();
-      p.offsets = off.as<int32_t>();
-      p.pairs = prs.as<int32_t>();
-      p.max_slots = P;
-      p.total_pairs = P;
-      p.y = y1.as<float>();
+      ExpertLinearParams p = ex.Params(xd, K, y1.as<float>());
       Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
-      if (dual)
-        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
-                                 0.7f, s.get());
-      else
-        LaunchExpertLinear(p, s.get());
+      ex.Launch(p, dual, u, s.get());
       std::vector<float> got(P * cs.n), pre(P * cs.n);
       CopyToHost(got.data(), p.y, got.size() * 4, s.get());
       // The same launch with the rows quantized by the caller (LaunchActQuantRows).
@@ -516,11 +544,7 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
                                 s.get());
       p.x = nullptr;
       Memset(p.y, 0xff, P * cs.n * 4, s.get());
-      if (dual)
-        LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
-                                 0.7f, s.get());
-      else
-        LaunchExpertLinear(p, s.get());
+      ex.Launch(p, dual, u, s.get());
       CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
       s.Synchronize();
       EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4))
@@ -529,12 +553,13 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
       double err = 0;
       for (int e = 0; e < E; ++e) {
         if (by_expert[e].empty()) continue;
-        LinearParams d = DenseParams(Case{cs.format, rows, cs.n, cs.k}, hw[e], wd[e], sd[e], xd);
+        LinearParams d =
+            DenseParams(Case{cs.format, rows, cs.n, cs.k}, ex.hw[e], ex.wd[e], ex.sd[e], xd);
         d.y = yd.as<float>();
         if (dual) {
           WeightRef w3 = d.w;
-          w3.data = wd[E + e].get();
-          w3.scale = sd[E + e].get();
+          w3.data = ex.wd[E + e].get();
+          w3.scale = ex.sd[E + e].get();
           LaunchLinearSwiglu(d, w3, u.as<float>(), 0.7f, s.get());
         } else {
           LaunchLinear(d, s.get());
@@ -546,8 +571,9 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
           EXPECT_EQ(0,
                     std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
               << name << " expert " << e << " pair " << pr;
-          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[e].view(), cs.n, r1.data(), nullptr);
-          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, hw[E + e].view(), cs.n, r3.data(), nullptr);
+          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[e].view(), cs.n, r1.data(), nullptr);
+          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[E + e].view(), cs.n, r3.data(),
+                      nullptr);
           for (int64_t i = 0; i < cs.n; ++i) {
             const float gg = std::min(r1[i], 0.7f), uu = std::clamp(r3[i], -0.7f, 0.7f);
             want[i] = dual ? gg / (1.0f + std::exp(-gg)) * uu : r1[i];
@@ -738,59 +764,19 @@ TEST(QLinearStreamTest, ExpertsEqualRegisterKernel) {
     by_expert[0].push_back(i * K);
     by_expert[1 + i % 2].push_back(i * K + 1);
   }
-  std::vector<int32_t> active, offsets{0}, pair_list;
-  for (int e = 0; e < E; ++e) {
-    if (by_expert[e].empty()) continue;
-    active.push_back(e);
-    pair_list.insert(pair_list.end(), by_expert[e].begin(), by_expert[e].end());
-    offsets.push_back(static_cast<int32_t>(pair_list.size()));
-  }
-  const int32_t nact = static_cast<int32_t>(active.size());
-  active.resize(P, 0);
-  offsets.resize(P + 1, offsets.back());
   for (const Case cs : {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
                         Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+    const TestExperts ex(cs, by_expert, P, 200);
+    auto x = testing::RandomVector(static_cast<size_t>(T * cs.k), 66);
+    DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4);
+    DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+    Stream s;
     for (const bool dual : {false, true}) {
       for (const bool prequant : {false, true}) {
         const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
                                  " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
                                  (dual ? " swiglu" : "") + (prequant ? " prequantized" : "");
-        std::vector<HostWeight> hw;
-        std::vector<DeviceBuffer> wd, sd;
-        std::vector<const void*> wp[2], sp[2];
-        for (int e = 0; e < 2 * E; ++e) {
-          hw.push_back(MakeWeight(cs.format, cs.n, cs.k, 200 + e));
-          wd.push_back(Upload(hw.back().data));
-          sd.push_back(Upload(hw.back().scale));
-          wp[e / E].push_back(wd.back().get());
-          sp[e / E].push_back(sd.back().get());
-        }
-        DeviceBuffer w1t = Upload(wp[0]), s1t = Upload(sp[0]), w3t = Upload(wp[1]),
-                     s3t = Upload(sp[1]);
-        DeviceBuffer act = Upload(active), off = Upload(offsets), prs = Upload(pair_list),
-                     na = Upload(std::vector<int32_t>{nact});
-        auto x = testing::RandomVector(static_cast<size_t>(T * cs.k), 66);
-        DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4);
-        DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
-        Stream s;
-        ExpertLinearParams p;
-        p.shape.format = cs.format;
-        p.shape.scale_format = ScaleFormat::kUe8m0;
-        p.shape.n = cs.n;
-        p.shape.k = cs.k;
-        p.data = w1t.as<const void*>();
-        p.scale = s1t.as<const void*>();
-        p.x = xd.as<float>();
-        p.ldx = cs.k;
-        p.x_row_div = K;
-        p.ldy = cs.n;
-        p.active = act.as<int32_t>();
-        p.num_active = na.as<int32_t>();
-        p.offsets = off.as<int32_t>();
-        p.pairs = prs.as<int32_t>();
-        p.max_slots = P;
-        p.total_pairs = P;
-        p.y = yd.as<float>();
+        ExpertLinearParams p = ex.Params(xd, K, yd.as<float>());
         if (prequant) {
           p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(),
                                     sb.as<float>(), s.get());
@@ -800,11 +786,7 @@ TEST(QLinearStreamTest, ExpertsEqualRegisterKernel) {
         for (const bool on : {false, true}) {
           StreamSwitch sw(on);
           Memset(yd.get(), 0xff, yd.bytes(), s.get());
-          if (dual)
-            LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(),
-                                     u.as<float>(), 0.7f, s.get());
-          else
-            LaunchExpertLinear(p, s.get());
+          ex.Launch(p, dual, u, s.get());
           got[on].resize(static_cast<size_t>(P * cs.n));
           CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
           s.Synchronize();

@@ -385,14 +385,7 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
     else
       LaunchQ<kFp4, 4, kD, kExpert>(a, warps, grid, stream);
   };
-  auto with = [](bool v, auto fn) {
-    if (v)
-      fn(std::true_type{});
-    else
-      fn(std::false_type{});
-  };
-  with(fp4,
-       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { go(f, d, e); }); }); });
+  WithQLinearKinds(fp4, dual, expert, go);
 }
 
 // Warps per block for few rows (each takes slices warp, warp + warps, ...). Measured on an H200

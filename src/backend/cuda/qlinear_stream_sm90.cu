@@ -451,14 +451,7 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
     LaunchStream<decltype(fp4_c)::value, decltype(dual_c)::value ? 2 : 1,
                  decltype(expert_c)::value>(sa, smem, stream);
   };
-  auto with = [](bool v, auto fn) {
-    if (v)
-      fn(std::true_type{});
-    else
-      fn(std::false_type{});
-  };
-  with(fp4,
-       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { go(f, d, e); }); }); });
+  WithQLinearKinds(fp4, dual, expert, go);
   return true;
 }
 
