@@ -19,6 +19,7 @@
 #include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear.cuh"
+#include "backend/cuda/qlinear_stream.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample.cuh"
 #include "base/dtype.h"
@@ -502,8 +503,8 @@ struct TestExperts {
   // The launch of p: the fused SwiGLU pair (W3 from the tables) or W1 alone.
   void Launch(const ExpertLinearParams& p, bool dual, DeviceBuffer& u, StreamHandle st) const {
     if (dual)
-      LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(),
-                               0.7f, st);
+      LaunchExpertLinearSwiglu(p, w3t.as<const void*>(), s3t.as<const void*>(), u.as<float>(), 0.7f,
+                               st);
     else
       LaunchExpertLinear(p, st);
   }
@@ -640,29 +641,66 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
   }
 }
 
-// DSINFER_QLINEAR_STREAM set for one scope (the launcher reads it at every launch).
-class StreamSwitch {
+// An environment variable set (value) or unset (nullptr) for one scope; the streamed linear's
+// launcher reads its switches at every launch.
+class EnvSwitch {
  public:
-  explicit StreamSwitch(bool on) {
-    const char* v = std::getenv("DSINFER_QLINEAR_STREAM");
+  EnvSwitch(const char* name, const char* value) : name_(name) {
+    const char* v = std::getenv(name);
     had_ = v != nullptr;
     if (had_) old_ = v;
-    if (on)
-      setenv("DSINFER_QLINEAR_STREAM", "1", 1);
-    else
-      unsetenv("DSINFER_QLINEAR_STREAM");
+    Set(value);
   }
-  ~StreamSwitch() {
-    if (had_)
-      setenv("DSINFER_QLINEAR_STREAM", old_.c_str(), 1);
-    else
-      unsetenv("DSINFER_QLINEAR_STREAM");
-  }
+  ~EnvSwitch() { Set(had_ ? old_.c_str() : nullptr); }
 
  private:
+  void Set(const char* value) {
+    if (value != nullptr)
+      setenv(name_, value, 1);
+    else
+      unsetenv(name_);
+  }
+  const char* name_;
   bool had_ = false;
   std::string old_;
 };
+
+// Runs launch() with the register kernel, then with the streamed kernel under no grid cap and
+// caps of 1 and 3 blocks (many rounds per block, the ring wrapping many times); every streamed
+// result must equal the register kernel's bits, and the streamed runs must have taken the
+// streamed path exactly when `streams` (and the register runs never). fetch() reads the output.
+template <typename Launch, typename Fetch>
+void ExpectStreamedEqualsRegister(bool streams, const std::string& name, Launch&& launch,
+                                  Fetch&& fetch) {
+  std::vector<float> ref;
+  {
+    EnvSwitch off("DSINFER_QLINEAR_STREAM", nullptr);
+    const int64_t before = QLinearStreamLaunches();
+    launch();
+    ref = fetch();
+    EXPECT_EQ(QLinearStreamLaunches(), before) << name << ": the register run streamed";
+  }
+  for (const char* cap : {static_cast<const char*>(nullptr), "1", "3"}) {
+    EnvSwitch on("DSINFER_QLINEAR_STREAM", "1"), grid("DSINFER_QLINEAR_STREAM_GRID", cap);
+    const int64_t before = QLinearStreamLaunches();
+    launch();
+    const std::vector<float> got = fetch();
+    const std::string what = name + " grid cap " + (cap ? cap : "none");
+    EXPECT_EQ(QLinearStreamLaunches() - before, streams ? 1 : 0) << what << ": path taken";
+    ASSERT_EQ(got.size(), ref.size());
+    int64_t first = -1;
+    for (size_t i = 0; i < got.size() && first < 0; ++i)
+      if (std::memcmp(&got[i], &ref[i], 4) != 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(first, -1) << what << ": at " << first << " register "
+                         << (first >= 0 ? ref[first] : 0.0f) << " streamed "
+                         << (first >= 0 ? got[first] : 0.0f);
+  }
+}
+
+// Rows the streamed kernel quantizes in the kernel: staged in shared memory up to 64 KB.
+bool StagedRowsFit(int64_t rows, int64_t k) {
+  return rows * (QuantizedLd(k) * 2 + QuantizedScales(k) * 4) <= 64 * 1024;
+}
 
 // The streamed decode kernel (qlinear_stream.cuh) against the register kernel, launch for launch:
 // the same bits for dense FP8/FP4 weights and fused SwiGLU pairs over 1..8 rows, with the rows
@@ -675,11 +713,12 @@ TEST(QLinearStreamTest, DenseEqualsRegisterKernel) {
     int64_t n, k;
     bool dual;
   };
-  const Shape shapes[] = {{WeightFormat::kFp8, 130, 576, false}, {WeightFormat::kFp8, 1024, 4096, false},
-                          {WeightFormat::kFp8, 48, 8192, false}, {WeightFormat::kFp8, 300, 1024, true},
-                          {WeightFormat::kFp8, 64, 2048, false}, {WeightFormat::kFp4, 96, 192, false},
-                          {WeightFormat::kFp4, 2048, 4096, true}, {WeightFormat::kFp4, 64, 2048, false},
-                          {WeightFormat::kFp4, 32, 3072, true}};
+  const Shape shapes[] = {
+      {WeightFormat::kFp8, 130, 576, false},   {WeightFormat::kFp8, 4096, 1024, false},
+      {WeightFormat::kFp8, 1024, 4096, false}, {WeightFormat::kFp8, 48, 8192, false},
+      {WeightFormat::kFp8, 300, 1024, true},   {WeightFormat::kFp8, 64, 2048, false},
+      {WeightFormat::kFp4, 96, 192, false},    {WeightFormat::kFp4, 2048, 4096, true},
+      {WeightFormat::kFp4, 64, 2048, false},   {WeightFormat::kFp4, 32, 3072, true}};
   for (const Shape& sh : shapes) {
     HostWeight h1 = MakeWeight(sh.f, sh.n, sh.k, 61), h3 = MakeWeight(sh.f, sh.n, sh.k, 62);
     DeviceBuffer w1 = Upload(h1.data), s1 = Upload(h1.scale), w3 = Upload(h3.data),
@@ -691,8 +730,8 @@ TEST(QLinearStreamTest, DenseEqualsRegisterKernel) {
     Stream s;
     for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}}) {
       for (const bool prequant : {false, true}) {
-        const std::string name = "format " + std::to_string(static_cast<int>(sh.f)) + " n=" +
-                                 std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+        const std::string name = "format " + std::to_string(static_cast<int>(sh.f)) +
+                                 " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
                                  (sh.dual ? " swiglu" : "") + " m=" + std::to_string(m) +
                                  (prequant ? " prequantized" : "");
         LinearParams p = DenseParams(Case{sh.f, m, sh.n, sh.k}, h1, w1, s1, xd);
@@ -705,23 +744,21 @@ TEST(QLinearStreamTest, DenseEqualsRegisterKernel) {
         WeightRef w3ref = p.w;
         w3ref.data = w3.get();
         w3ref.scale = s3.get();
-        std::vector<float> got[2];
-        for (const bool on : {false, true}) {
-          StreamSwitch sw(on);
-          Memset(yd.get(), 0xff, yd.bytes(), s.get());  // poison: every output must be written
-          if (sh.dual)
-            LaunchLinearSwiglu(p, w3ref, u.as<float>(), 0.7f, s.get());
-          else
-            LaunchLinear(p, s.get());
-          got[on].resize(static_cast<size_t>(m * sh.n));
-          CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
-          s.Synchronize();
-        }
-        int64_t first = -1;
-        for (size_t i = 0; i < got[0].size() && first < 0; ++i)
-          if (std::memcmp(&got[0][i], &got[1][i], 4) != 0) first = static_cast<int64_t>(i);
-        EXPECT_EQ(first, -1) << name << ": register " << (first >= 0 ? got[0][first] : 0.0f)
-                             << " streamed " << (first >= 0 ? got[1][first] : 0.0f);
+        ExpectStreamedEqualsRegister(
+            prequant || StagedRowsFit(m, sh.k), name,
+            [&] {
+              Memset(yd.get(), 0xff, yd.bytes(), s.get());  // poison: every output is written
+              if (sh.dual)
+                LaunchLinearSwiglu(p, w3ref, u.as<float>(), 0.7f, s.get());
+              else
+                LaunchLinear(p, s.get());
+            },
+            [&] {
+              std::vector<float> y(static_cast<size_t>(m * sh.n));
+              CopyToHost(y.data(), yd.get(), y.size() * 4, s.get());
+              s.Synchronize();
+              return y;
+            });
       }
     }
   }
@@ -739,16 +776,18 @@ TEST(QLinearStreamTest, DenseEqualsRegisterKernel) {
     p.x_group_stride = C;
     p.y = yd.as<float>();
     p.ldy = G * R;
-    std::vector<float> got[2];
-    for (const bool on : {false, true}) {
-      StreamSwitch sw(on);
-      Memset(yd.get(), 0xff, yd.bytes(), s.get());
-      LaunchLinear(p, s.get());
-      got[on].resize(static_cast<size_t>(m * G * R));
-      CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
-      s.Synchronize();
-    }
-    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "grouped";
+    ExpectStreamedEqualsRegister(
+        true, "grouped",
+        [&] {
+          Memset(yd.get(), 0xff, yd.bytes(), s.get());
+          LaunchLinear(p, s.get());
+        },
+        [&] {
+          std::vector<float> y(static_cast<size_t>(m * G * R));
+          CopyToHost(y.data(), yd.get(), y.size() * 4, s.get());
+          s.Synchronize();
+          return y;
+        });
   }
 }
 
@@ -764,8 +803,9 @@ TEST(QLinearStreamTest, ExpertsEqualRegisterKernel) {
     by_expert[0].push_back(i * K);
     by_expert[1 + i % 2].push_back(i * K + 1);
   }
-  for (const Case cs : {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
-                        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+  for (const Case cs :
+       {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
+        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
     const TestExperts ex(cs, by_expert, P, 200);
     auto x = testing::RandomVector(static_cast<size_t>(T * cs.k), 66);
     DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4);
@@ -782,18 +822,18 @@ TEST(QLinearStreamTest, ExpertsEqualRegisterKernel) {
                                     sb.as<float>(), s.get());
           p.x = nullptr;
         }
-        std::vector<float> got[2];
-        for (const bool on : {false, true}) {
-          StreamSwitch sw(on);
-          Memset(yd.get(), 0xff, yd.bytes(), s.get());
-          ex.Launch(p, dual, u, s.get());
-          got[on].resize(static_cast<size_t>(P * cs.n));
-          CopyToHost(got[on].data(), yd.get(), got[on].size() * 4, s.get());
-          s.Synchronize();
-        }
-        for (int pr = 0; pr < P; ++pr)
-          EXPECT_EQ(0, std::memcmp(got[0].data() + pr * cs.n, got[1].data() + pr * cs.n, cs.n * 4))
-              << name << " pair " << pr;
+        ExpectStreamedEqualsRegister(
+            prequant || StagedRowsFit(T, cs.k), name,
+            [&] {
+              Memset(yd.get(), 0xff, yd.bytes(), s.get());
+              ex.Launch(p, dual, u, s.get());
+            },
+            [&] {
+              std::vector<float> y(static_cast<size_t>(P * cs.n));
+              CopyToHost(y.data(), yd.get(), y.size() * 4, s.get());
+              s.Synchronize();
+              return y;
+            });
       }
     }
   }

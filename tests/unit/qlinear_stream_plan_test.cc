@@ -96,8 +96,8 @@ TEST(QLinearStreamPlanTest, EveryValidSliceOnceInIssueOrder) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 300; ++trial) {
     PlanInput in;
-    in.warps = 1 << (rng() % 4);                       // 1..8
-    in.slices = 1 + static_cast<int>(rng() % 17);      // 1..17 (odd counts: idle warps)
+    in.warps = 1 << (rng() % 4);                   // 1..8
+    in.slices = 1 + static_cast<int>(rng() % 17);  // 1..17 (odd counts: idle warps)
     in.slice_pairs = (rng() % 2 == 0) ? 4 : 8;
     in.chunk_pairs = in.slice_pairs == 8 && rng() % 2 ? 4 : (rng() % 2 ? 2 : in.slice_pairs);
     in.last_pairs = 1 + static_cast<int>(rng() % in.slice_pairs);
@@ -109,9 +109,9 @@ TEST(QLinearStreamPlanTest, EveryValidSliceOnceInIssueOrder) {
     std::vector<bool> valid(static_cast<size_t>(units));
     const int density = static_cast<int>(rng() % 4);  // 0: all valid, else ~1/density invalid
     for (auto&& v : valid) v = density == 0 || rng() % (density + 1) != 0;
-    SCOPED_TRACE(testing::Message() << "trial " << trial << " W=" << p.warps << " S=" << p.slices
-                                    << " UB=" << p.units_per_round << " G=" << p.grid
-                                    << " units=" << units);
+    SCOPED_TRACE(testing::Message()
+                 << "trial " << trial << " W=" << p.warps << " S=" << p.slices
+                 << " UB=" << p.units_per_round << " G=" << p.grid << " units=" << units);
     EXPECT_GE(p.stages, in.min_stages);
     EXPECT_LE(p.stages, in.max_stages);
     EXPECT_LE(ItemsPerRound(p), std::max(p.warps, p.slices));
@@ -146,7 +146,8 @@ TEST(QLinearStreamPlanTest, FlashDecodeShapes) {
     in.slice_pairs = kp;
     in.last_pairs = static_cast<int>((sh.k - (in.slices - 1) * 64 * kp) / 64);
     in.chunk_pairs = sh.fp4 ? 4 : (sh.dual ? 2 : 4);
-    in.stage_bytes = kd * in.chunk_pairs * (sh.fp4 ? 512 : 1024) + (sh.fp4 ? kd * in.chunk_pairs * 32 : 0);
+    in.stage_bytes =
+        kd * in.chunk_pairs * (sh.fp4 ? 512 : 1024) + (sh.fp4 ? kd * in.chunk_pairs * 32 : 0);
     const int ub = in.slices >= in.warps ? 1 : in.warps / in.slices;
     const int64_t red = 2 * int64_t{ub} * in.slices * kd * 128 * 4;
     in.ring_budget = 112 * 1024 - sh.staged - red;
@@ -157,7 +158,8 @@ TEST(QLinearStreamPlanTest, FlashDecodeShapes) {
     const int64_t smem = sh.staged + red + int64_t{p.warps} * p.stages * (in.stage_bytes + 8);
     EXPECT_LE(smem, 113 * 1024);
     const int64_t units = (sh.n / 16) * std::max<int64_t>(sh.slots, 1);
-    p.grid = static_cast<int>(std::min<int64_t>((units + p.units_per_round - 1) / p.units_per_round, 132 * 2));
+    p.grid = static_cast<int>(
+        std::min<int64_t>((units + p.units_per_round - 1) / p.units_per_round, 132 * 2));
     std::vector<bool> valid(static_cast<size_t>(units), true);
     const Walk w = WalkPlan(p, units, valid);
     ExpectCovers(p, units, valid, w);

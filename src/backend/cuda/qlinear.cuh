@@ -60,9 +60,8 @@ void WithQLinearKinds(bool fp4, bool dual, bool expert, Fn&& fn) {
     else
       next(std::false_type{});
   };
-  with(fp4, [&](auto f) {
-    with(dual, [&](auto d) { with(expert, [&](auto e) { fn(f, d, e); }); });
-  });
+  with(fp4,
+       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { fn(f, d, e); }); }); });
 }
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).

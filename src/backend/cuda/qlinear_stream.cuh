@@ -5,7 +5,8 @@
 // slice, the slices' partials added in slice order: the same bits as QLinearKernel.
 //
 // Off by default until GPU-measured: DSINFER_QLINEAR_STREAM=1 in the environment turns it on (read
-// at every launch, so a test can switch it).
+// at every launch, so a test can switch it). DSINFER_QLINEAR_STREAM_BLOCKS=2: two persistent blocks
+// per SM instead of one; DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests).
 #pragma once
 
 #include <cstdint>
@@ -15,11 +16,13 @@
 namespace dsinfer::backend::cuda {
 
 bool QLinearStreamEnabled();
+// Launches taken by the streamed kernel since the process started (tests check the path taken).
+int64_t QLinearStreamLaunches();
 
 // Launches a (already validated, a.n/a.k/a.scale_format set) one-token-tile linear through the
 // streamed kernel when it applies; false: nothing launched, the caller takes the register path.
-// x_rows: rows of x (dense: m; experts: the tokens or pairs x holds); slots: expert grid (0: dense);
-// width: the input columns the call reads (grouped input included).
+// x_rows: rows of x (dense: m; experts: the tokens or pairs x holds); slots: expert grid (0:
+// dense); width: the input columns the call reads (grouped input included).
 bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots, int64_t x_rows,
                             int64_t width, StreamHandle stream);
 

@@ -26,11 +26,11 @@
 namespace dsinfer::backend::cuda::qstream {
 
 struct Plan {
-  int warps = 0;        // W: warps per block
-  int slices = 0;       // S: k slices per unit
-  int slice_pairs = 0;  // k pairs of a full slice (the kernel's kP)
-  int last_pairs = 0;   // k pairs of the last slice (1..slice_pairs)
-  int chunk_pairs = 0;  // CP: k pairs per streamed chunk (even; divides slice_pairs)
+  int warps = 0;            // W: warps per block
+  int slices = 0;           // S: k slices per unit
+  int slice_pairs = 0;      // k pairs of a full slice (the kernel's kP)
+  int last_pairs = 0;       // k pairs of the last slice (1..slice_pairs)
+  int chunk_pairs = 0;      // CP: k pairs per streamed chunk (even; divides slice_pairs)
   int units_per_round = 1;  // UB
   int stages = 0;           // chunks in flight per warp (ring depth)
   int grid = 0;             // G: blocks
@@ -104,7 +104,6 @@ DSINFER_HD void NextChunk(const Plan& p, int64_t units, int block, int warp, Pla
 struct PlanInput {
   int slices = 0, slice_pairs = 0, last_pairs = 0, chunk_pairs = 0;
   int64_t stage_bytes = 0;  // one ring stage (a full chunk of every matrix, with FP4 scales)
-  int64_t max_units = 0;    // upper bound of the units (experts: the launch's slots)
   int warps = 8;
   int64_t ring_budget = 0;  // bytes for the whole block's ring
   int min_stages = 2, max_stages = 6;

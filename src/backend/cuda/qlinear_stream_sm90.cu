@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "backend/cuda/check.cuh"
@@ -35,7 +36,7 @@ using namespace qcore;
 
 constexpr int kStreamWarps = 8;
 constexpr int kStreamThreads = 32 * kStreamWarps;
-constexpr int64_t kStageXBytes = 32 * 1024;   // in-kernel quantized rows staged up to this size
+constexpr int64_t kStageXBytes = 64 * 1024;   // in-kernel quantized rows staged up to this size
 constexpr int64_t kBlockBudget = 112 * 1024;  // shared memory per block: two blocks per SM
 constexpr int kMaxTokens = 8;                 // one mma token tile
 
@@ -46,6 +47,7 @@ constexpr int kChunkPairs = kFp4 ? 4 : (kD == 2 ? 2 : 4);
 struct StreamArgs {
   QLinearArgs a;
   qstream::Plan plan;
+  int slots = 0;        // experts: the launch's slots (active slots beyond them are not run)
   int64_t tiles_n = 0;  // 16-row tiles of the weight
   int rows_x = 0;       // > 0: x quantized in the kernel, rows [0, rows_x) staged
   int64_t width = 0;    // staged columns
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   int nact = 1;
   if constexpr (kExpert) {
     PdlWait();
-    nact = *p.num_active;
+    nact = min(*p.num_active, sa.slots);
     int most = 0;
     for (int s = lane; s < nact; s += 32) most = max(most, p.offsets[s + 1] - p.offsets[s]);
 #pragma unroll
@@ -323,14 +325,18 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
       uint32_t sb[kD][kCP];
 #pragma unroll
       for (int d = 0; d < kD; ++d) {
+        // Only the chunk's pairs: a short last chunk leaves the rest of the stage unwritten.
 #pragma unroll
         for (int c = 0; c < kCP * kAw; ++c)
-          a[d][c] = *reinterpret_cast<const uint4*>(src + d * kCP * kPB + c * 512 + lane * 16);
+          a[d][c] = ch * kCP + c / kAw < npairs
+                        ? *reinterpret_cast<const uint4*>(src + d * kCP * kPB + c * 512 + lane * 16)
+                        : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int c = 0; c < kCP; ++c)
-          sb[d][c] = kFp4 ? *reinterpret_cast<const uint32_t*>(src + kD * kCP * kPB + d * kCP * 32 +
-                                                               c * 32 + 4 * g)
-                          : 0u;
+          sb[d][c] = kFp4 && ch * kCP + c < npairs
+                         ? *reinterpret_cast<const uint32_t*>(src + kD * kCP * kPB + d * kCP * 32 +
+                                                              c * 32 + 4 * g)
+                         : 0u;
       }
       __syncwarp();  // the stage is read out: refill it
       ++consumed;
@@ -367,6 +373,16 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
 // wq_b) could then not start on any SM until this one ends. One leaves half of each SM free; its
 // 8 warps still keep 70-104 KB of copies in flight per SM (the ~50 KB that 4.2 TB/s x ~1.5 us
 // needs).
+// Streamed launches so far (QLinearStreamLaunches: the tests check which path a launch took).
+std::atomic<int64_t> stream_launches{0};
+
+// DSINFER_QLINEAR_STREAM_GRID=n caps the persistent grid (tests: many rounds per block on small
+// shapes; the same bits for any grid).
+int StreamGridCap() {
+  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_GRID");
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 0;
+}
+
 int StreamBlocksPerSm() {
   const char* v = std::getenv("DSINFER_QLINEAR_STREAM_BLOCKS");
   return v != nullptr && std::atoi(v) >= 2 ? 2 : 1;
@@ -386,14 +402,18 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem));
   per_sm = std::min(per_sm, StreamBlocksPerSm());
   run.plan.grid = std::max<int>(1, std::min<int64_t>(run.plan.grid, int64_t{SmCount()} * per_sm));
+  if (StreamGridCap() > 0) run.plan.grid = std::min(run.plan.grid, StreamGridCap());
   LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(kStreamThreads), smem,
                stream, run);
   CUDA_CHECK_LAUNCH();
+  stream_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
+
+int64_t QLinearStreamLaunches() { return stream_launches.load(std::memory_order_relaxed); }
 
 bool QLinearStreamEnabled() {
   const char* v = std::getenv("DSINFER_QLINEAR_STREAM");
@@ -409,12 +429,21 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   if (!expert && a.m > kMaxTokens) return false;
   if (expert && x_rows * a.x_row_div > 8 * kMaxTokens) return false;
   const int kd = dual ? 2 : 1;
-  const int kp = fp4 ? 4 : (dual ? 4 : 8);  // QCfg<fp4, kd>::kP
+  const int kp = fp4 ? (dual ? QCfg<true, 2>::kP : QCfg<true, 1>::kP)
+                     : (dual ? QCfg<false, 2>::kP : QCfg<false, 1>::kP);
   const int ks = 64 * kp;
-  const int cp = fp4 ? 4 : (dual ? 2 : 4);  // kChunkPairs
+  const int cp = fp4 ? (dual ? kChunkPairs<true, 2> : kChunkPairs<true, 1>)
+                     : (dual ? kChunkPairs<false, 2> : kChunkPairs<false, 1>);
   const int64_t pb = fp4 ? 512 : 1024;
+  // The bulk copies need 16-byte aligned sources: dense weights and scales are checked here;
+  // expert tables must hold 16-byte aligned pointers (each tensor its own allocation).
+  for (int d = 0; d < kd && !expert; ++d) {
+    if ((reinterpret_cast<uintptr_t>(a.w[d]) & 15) != 0) return false;
+    if (fp4 && (reinterpret_cast<uintptr_t>(a.s[d]) & 15) != 0) return false;
+  }
   StreamArgs sa;
   sa.a = a;
+  sa.slots = slots;
   sa.tiles_n = (a.n + 15) / 16;
   if (a.xq == nullptr) {
     sa.rows_x = static_cast<int>(x_rows);
@@ -443,9 +472,8 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   const size_t smem = sa.bar_off + static_cast<size_t>(pl.warps) * pl.stages * 8;
   if (smem > 227 * 1024) return false;
   const int64_t max_units = sa.tiles_n * std::max(slots, 1);
-  pl.grid = static_cast<int>(std::min<int64_t>((max_units + pl.units_per_round - 1) /
-                                                   pl.units_per_round,
-                                               int64_t{1} << 30));
+  pl.grid = static_cast<int>(std::min<int64_t>(
+      (max_units + pl.units_per_round - 1) / pl.units_per_round, int64_t{1} << 30));
   sa.plan = pl;
   auto go = [&](auto fp4_c, auto dual_c, auto expert_c) {
     LaunchStream<decltype(fp4_c)::value, decltype(dual_c)::value ? 2 : 1,
