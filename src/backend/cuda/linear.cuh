@@ -101,6 +101,11 @@ struct QuantizedRows {
 // QuantizedLd(k) f16) and s_buf (rows x QuantizedScales(k) floats).
 int64_t QuantizedLd(int64_t k);
 int64_t QuantizedScales(int64_t k);
+// True when a routed FP8/FP4 expert linear whose x has `x_rows` rows of k columns (x_row_div 1,
+// `total_pairs` pairs) takes the streamed decode kernel and quantizes those rows there, once per
+// block in shared memory: a LaunchActQuantRows pre-pass for it would only add a launch (the same
+// bits either way).
+bool ExpertRowsQuantizedInKernel(int64_t x_rows, int64_t k, int64_t total_pairs);
 QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
                                  uint16_t* q_buf, float* s_buf, StreamHandle stream);
 

@@ -420,6 +420,19 @@ bool QLinearStreamEnabled() {
   return v != nullptr && std::atoi(v) != 0;
 }
 
+namespace {
+// The rule for rows quantized in the kernel: staged in shared memory up to kStageXBytes.
+bool StagedRowsFit(int64_t x_rows, int64_t width) {
+  return x_rows > 0 &&
+         x_rows * (AlignUp(width, 8) * 2 + (width + kQb - 1) / kQb * 4) <= kStageXBytes;
+}
+}  // namespace
+
+bool ExpertRowsQuantizedInKernel(int64_t x_rows, int64_t k, int64_t total_pairs) {
+  return QLinearStreamEnabled() && total_pairs <= 8 * kMaxTokens && k % 64 == 0 &&
+         StagedRowsFit(x_rows, k);
+}
+
 bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots, int64_t x_rows,
                             int64_t width, StreamHandle stream) {
   const bool expert = slots > 0;
@@ -450,7 +463,7 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
     sa.width = width;
     sa.ldqs = static_cast<int>(AlignUp(width, 8));
     sa.nblk = static_cast<int>((width + kQb - 1) / kQb);
-    if (x_rows <= 0 || x_rows * (sa.ldqs * 2 + sa.nblk * 4) > kStageXBytes) return false;
+    if (!StagedRowsFit(x_rows, width)) return false;
     if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0 || a.ldx % 4 != 0) return false;
   }
   qstream::PlanInput in;

@@ -175,7 +175,9 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   }
   {
     gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
-    if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
+    // The streamed kernel quantizes these rows itself (no pre-pass launch on the chain).
+    if (prequant && !gpu::ExpertRowsQuantizedInKernel(P, I, P))
+      p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
     gpu::LaunchExpertLinear(p, cur_stream());
   }
   Mark("moe_shared+combine");
