@@ -223,13 +223,30 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   if constexpr (!kExpert) PdlWait();
 
   if (sa.rows_x > 0) {  // act_quant of the rows into shared memory (QuantBlock: the same bits)
-    for (int item = warp; item < sa.rows_x * sa.nblk; item += kStreamWarps) {
-      const int r = item / sa.nblk, b = item % sa.nblk;
-      const int64_t col = static_cast<int64_t>(b) * kQb + 4 * lane;
-      float sc;
-      const uint2 q = QuantBlock(LoadX4(p.x + r * p.ldx + col, col < sa.width), &sc);
-      if (col < sa.width) *reinterpret_cast<uint2*>(xq_s + r * sa.ldqs + col) = q;
-      if (lane == 0) xs_s[r * sa.nblk + b] = sc;
+    // A warp's blocks kStageBatch at a time, their loads in flight together (the weights' first
+    // chunks are landing meanwhile).
+    constexpr int kStageBatch = 8;
+    const int total = sa.rows_x * sa.nblk;
+    for (int base = warp; base < total; base += kStreamWarps * kStageBatch) {
+      float4 v[kStageBatch];
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int item = base + j * kStreamWarps;
+        const int r = item / sa.nblk, b = item % sa.nblk;
+        const int64_t col = static_cast<int64_t>(b) * kQb + 4 * lane;
+        v[j] = LoadX4(p.x + r * p.ldx + col, item < total && col < sa.width);
+      }
+#pragma unroll
+      for (int j = 0; j < kStageBatch; ++j) {
+        const int item = base + j * kStreamWarps;
+        if (item >= total) break;  // warp-uniform
+        const int r = item / sa.nblk, b = item % sa.nblk;
+        const int64_t col = static_cast<int64_t>(b) * kQb + 4 * lane;
+        float sc;
+        const uint2 q = QuantBlock(v[j], &sc);
+        if (col < sa.width) *reinterpret_cast<uint2*>(xq_s + r * sa.ldqs + col) = q;
+        if (lane == 0) xs_s[r * sa.nblk + b] = sc;
+      }
     }
     __syncthreads();
   }
