@@ -6,7 +6,8 @@
 //
 // Off by default until GPU-measured: DSINFER_QLINEAR_STREAM=1 in the environment turns it on (read
 // at every launch, so a test can switch it). DSINFER_QLINEAR_STREAM_BLOCKS=2: two persistent blocks
-// per SM instead of one; DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests).
+// per SM instead of one; DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests);
+// DSINFER_QLINEAR_STREAM_STAGES=n: n ring stages per warp (sweeps).
 #pragma once
 
 #include <cstdint>

@@ -400,6 +400,14 @@ int StreamGridCap() {
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 0;
 }
 
+// DSINFER_QLINEAR_STREAM_STAGES=n (1..16): ring stages per warp for A/B sweeps, instead of the
+// depth the shared-memory budget gives (a launch whose shared memory would pass 227 KB takes the
+// register kernel).
+int StreamStagesOverride() {
+  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_STAGES");
+  return v != nullptr ? std::clamp(std::atoi(v), 0, 16) : 0;
+}
+
 int StreamBlocksPerSm() {
   const char* v = std::getenv("DSINFER_QLINEAR_STREAM_BLOCKS");
   return v != nullptr && std::atoi(v) >= 2 ? 2 : 1;
@@ -494,6 +502,8 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   const int64_t staged = AlignUp(int64_t{sa.rows_x} * (sa.ldqs * 2 + sa.nblk * 4), 16);
   const int64_t red = 2 * int64_t{items} * kd * 128 * 4;
   in.ring_budget = kBlockBudget - staged - red;
+  if (const int forced = StreamStagesOverride(); forced > 0)
+    in.min_stages = in.max_stages = forced;  // A/B sweeps; checked against the limit below
   qstream::Plan pl = qstream::MakePlan(in);
   sa.red_off = static_cast<uint32_t>(staged);
   sa.ring_off = static_cast<uint32_t>(AlignUp(staged + red, 128));
