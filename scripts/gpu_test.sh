@@ -12,8 +12,13 @@
 # machine that has them and bring .deps/ along (it copies /usr/include/nlohmann to
 # .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
 # .deps/include and libpcre2-8.a to .deps/lib).
+# DSINFER_GPU_TEST_PARTS (default "test bench ab") picks what runs after the build, to split the
+# work over several calls of a 10-minute limit: test = ctest -L gpu and gpu_model_test, bench = the
+# decode / prefill / linear benchmarks (and the profile), ab = the streamed-linear A/B benches.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+parts=" ${DSINFER_GPU_TEST_PARTS:-test bench ab} "
+want() { [[ "$parts" == *" $1 "* ]]; }
 out="${1:-build-cuda/gpu_logs}"
 with_model_dir=0
 [ "${2:-}" = "--model-dir" ] && with_model_dir=1
@@ -23,31 +28,38 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 cmake --preset cuda-release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build --preset cuda-release -j"$jobs" > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 echo "== build ok"
-ctest --preset cuda-release -L gpu --output-on-failure > "$out/ctest_gpu.log" 2>&1
-rc=$?
-grep -E "tests passed|tests failed|Failed|rel err|top-1" "$out/ctest_gpu.log" | head -40
-build-cuda/bin/gpu_model_test > "$out/gpu_model_test.log" 2>&1
-grep -E "rel err|top-1|FAILED|PASSED" "$out/gpu_model_test.log" | head -40
-echo "== decode benchmark"
-build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 | tee "$out/bench_decode.jsonl"
-echo "== prefill benchmark"
-timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2 --prefill 8192 | tee "$out/bench_prefill.jsonl"
-echo "== each linear alone (bench_gemv, batch 1)"
-timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
-# The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): the same
-# decode and linear benchmarks with it on, for the A/B against the lines above (same build, same
-# machine, same call).
-echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
-DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
-  tee "$out/bench_decode_streamed.jsonl"
-echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
-DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
-  --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
-echo "== each linear alone, streamed"
-DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
-DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 timeout 120 build-cuda/bin/bench_gemv 1 |
-  tee "$out/bench_gemv_streamed2.jsonl"
-if [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
+rc=0
+if want test; then
+  ctest --preset cuda-release -L gpu --output-on-failure > "$out/ctest_gpu.log" 2>&1
+  rc=$?
+  grep -E "tests passed|tests failed|Failed|rel err|top-1" "$out/ctest_gpu.log" | head -40
+  build-cuda/bin/gpu_model_test > "$out/gpu_model_test.log" 2>&1
+  grep -E "rel err|top-1|FAILED|PASSED" "$out/gpu_model_test.log" | head -40
+fi
+if want bench; then
+  echo "== decode benchmark"
+  build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 | tee "$out/bench_decode.jsonl"
+  echo "== prefill benchmark"
+  timeout 300 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 2 --prefill 8192 | tee "$out/bench_prefill.jsonl"
+  echo "== each linear alone (bench_gemv, batch 1)"
+  timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
+fi
+if want ab; then
+  # The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): the same
+  # decode and linear benchmarks with it on, for the A/B against the lines above (same build, same
+  # machine, same call).
+  echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
+  DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
+    tee "$out/bench_decode_streamed.jsonl"
+  echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
+  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
+    --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
+  echo "== each linear alone, streamed"
+  DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
+  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 timeout 120 build-cuda/bin/bench_gemv 1 |
+    tee "$out/bench_gemv_streamed2.jsonl"
+fi
+if want bench && [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
    { command -v ncu > /dev/null || ls /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; }; then
   echo "== per-kernel times of one decode step (Nsight Compute)"
   timeout 180 scripts/profile_decode_step.sh "$out" 1 | head -40
