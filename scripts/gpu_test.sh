@@ -45,9 +45,12 @@ if want bench; then
   timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 fi
 if want ab; then
-  # The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): the same
-  # decode and linear benchmarks with it on, for the A/B against the lines above (same build, same
-  # machine, same call).
+  # The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): decode
+  # at batch 1 and 8 without it, then with it at one and two blocks per SM, and bench_gemv with it
+  # (against the bench part's): an A/B of one build on one machine in this part alone.
+  echo "== decode benchmark, register linear (A/B base)"
+  DSINFER_QLINEAR_STREAM=0 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
+    tee "$out/bench_decode_register.jsonl"
   echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
   DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
     tee "$out/bench_decode_streamed.jsonl"
