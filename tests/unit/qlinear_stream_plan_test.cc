@@ -148,7 +148,7 @@ TEST(QLinearStreamPlanTest, FlashDecodeShapes) {
     in.chunk_pairs = sh.fp4 ? 4 : (sh.dual ? 2 : 4);
     in.stage_bytes =
         kd * in.chunk_pairs * (sh.fp4 ? 512 : 1024) + (sh.fp4 ? kd * in.chunk_pairs * 32 : 0);
-    const int ub = in.slices >= in.warps ? 1 : in.warps / in.slices;
+    const int ub = UnitsPerRound(in.slices, in.warps);
     const int64_t red = 2 * int64_t{ub} * in.slices * kd * 128 * 4;
     in.ring_budget = 112 * 1024 - sh.staged - red;
     Plan p = MakePlan(in);

@@ -36,6 +36,10 @@ struct Plan {
   int grid = 0;             // G: blocks
 };
 
+// Units a round takes: one when the slices fill the warps, else as many as fit side by side.
+DSINFER_HD int UnitsPerRound(int slices, int warps) {
+  return slices >= warps ? 1 : warps / slices;
+}
 DSINFER_HD int ItemsPerRound(const Plan& p) { return p.units_per_round * p.slices; }
 DSINFER_HD int PairsOfSlice(const Plan& p, int s) {
   return s + 1 == p.slices ? p.last_pairs : p.slice_pairs;
@@ -116,7 +120,7 @@ inline Plan MakePlan(const PlanInput& in) {
   p.slice_pairs = in.slice_pairs;
   p.last_pairs = in.last_pairs;
   p.chunk_pairs = in.chunk_pairs;
-  p.units_per_round = in.slices >= in.warps ? 1 : in.warps / in.slices;
+  p.units_per_round = UnitsPerRound(in.slices, in.warps);
   int64_t d = in.ring_budget / (static_cast<int64_t>(in.warps) * in.stage_bytes);
   if (d < in.min_stages) d = in.min_stages;
   if (d > in.max_stages) d = in.max_stages;

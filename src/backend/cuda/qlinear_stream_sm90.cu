@@ -498,7 +498,7 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   in.chunk_pairs = cp;
   in.stage_bytes = kd * cp * pb + (fp4 ? kd * cp * 32 : 0);
   in.warps = kStreamWarps;
-  const int items = (in.slices >= in.warps ? 1 : in.warps / in.slices) * in.slices;
+  const int items = qstream::UnitsPerRound(in.slices, in.warps) * in.slices;
   const int64_t staged = AlignUp(int64_t{sa.rows_x} * (sa.ldqs * 2 + sa.nblk * 4), 16);
   const int64_t red = 2 * int64_t{items} * kd * 128 * 4;
   in.ring_budget = kBlockBudget - staged - red;
