@@ -148,15 +148,14 @@ TEST(QLinearStreamPlanTest, FlashDecodeShapes) {
     in.chunk_pairs = sh.fp4 ? 4 : (sh.dual ? 2 : 4);
     in.stage_bytes =
         kd * in.chunk_pairs * (sh.fp4 ? 512 : 1024) + (sh.fp4 ? kd * in.chunk_pairs * 32 : 0);
-    const int ub = UnitsPerRound(in.slices, in.warps);
-    const int64_t red = 2 * int64_t{ub} * in.slices * kd * 128 * 4;
-    in.ring_budget = 112 * 1024 - sh.staged - red;
+    const int items = UnitsPerRound(in.slices, in.warps) * in.slices;
+    in.ring_budget = 112 * 1024 - MakeLayout(sh.staged, items, kd, in.warps, 0, 0).ring_off;
     Plan p = MakePlan(in);
     EXPECT_EQ(p.units_per_round, sh.want_ub);
     EXPECT_EQ(p.stages, sh.want_stages);
     // Shared memory of the block stays within two blocks per SM (228 KB less 1 KB reserved each).
-    const int64_t smem = sh.staged + red + int64_t{p.warps} * p.stages * (in.stage_bytes + 8);
-    EXPECT_LE(smem, 113 * 1024);
+    const Layout lay = MakeLayout(sh.staged, items, kd, p.warps, p.stages, in.stage_bytes);
+    EXPECT_LE(lay.bytes, 113 * 1024);
     const int64_t units = (sh.n / 16) * std::max<int64_t>(sh.slots, 1);
     p.grid = static_cast<int>(
         std::min<int64_t>((units + p.units_per_round - 1) / p.units_per_round, 132 * 2));
@@ -166,6 +165,48 @@ TEST(QLinearStreamPlanTest, FlashDecodeShapes) {
     // Balance: no block runs more than one round beyond the average.
     const double avg = static_cast<double>(units) / p.units_per_round / p.grid;
     EXPECT_LE(w.max_rounds, static_cast<int>(avg) + 1);
+  }
+}
+
+// The shared-memory layout over many launch shapes: the partials 16-byte aligned after the
+// staged rows, the ring 128-byte aligned after them (the bulk copies' destinations), the
+// mbarriers 8-byte aligned after it, no region overlapping the next, and every staged-row size
+// the launcher accepts (<= 64 KB) leaving room for a two-stage ring under the 227 KB limit.
+TEST(QLinearStreamPlanTest, SharedMemoryLayout) {
+  for (const bool fp4 : {false, true}) {
+    for (const int kd : {1, 2}) {
+      const int kp = fp4 || kd == 2 ? 4 : 8, cp = fp4 ? 4 : (kd == 2 ? 2 : 4);
+      const int64_t stage = kd * cp * (fp4 ? 512 : 1024) + (fp4 ? kd * cp * 32 : 0);
+      for (int64_t k = 64; k <= 8192; k += 64) {
+        const int slices = static_cast<int>((k + 64 * kp - 1) / (64 * kp));
+        const int items = UnitsPerRound(slices, 8) * slices;
+        for (const int64_t staged :
+             {int64_t{0}, int64_t{4160}, int64_t{16 * 1024 + 256}, int64_t{65536}}) {
+          SCOPED_TRACE(testing::Message()
+                       << "fp4 " << fp4 << " kd " << kd << " k " << k << " staged " << staged);
+          PlanInput in;
+          in.warps = 8;
+          in.slices = slices;
+          in.slice_pairs = kp;
+          in.last_pairs = static_cast<int>((k - (slices - 1) * 64 * kp) / 64);
+          in.chunk_pairs = cp;
+          in.stage_bytes = stage;
+          in.ring_budget = 112 * 1024 - MakeLayout(staged, items, kd, 8, 0, 0).ring_off;
+          const Plan p = MakePlan(in);
+          const Layout l = MakeLayout(staged, items, kd, p.warps, p.stages, stage);
+          EXPECT_EQ(l.red_off % 16, 0);
+          EXPECT_GE(l.red_off, staged);
+          EXPECT_EQ(l.ring_off % 128, 0);
+          EXPECT_GE(l.ring_off, l.red_off + PartialBytes(items, kd));
+          EXPECT_EQ(stage % 128, 0);  // every stage of the ring starts 128-byte aligned
+          EXPECT_EQ(l.bar_off % 8, 0);
+          EXPECT_EQ(l.bar_off, l.ring_off + int64_t{p.warps} * p.stages * stage);
+          EXPECT_EQ(l.bytes, l.bar_off + int64_t{p.warps} * p.stages * 8);
+          EXPECT_GE(p.stages, 2);
+          EXPECT_LE(l.bytes, 227 * 1024);
+        }
+      }
+    }
   }
 }
 

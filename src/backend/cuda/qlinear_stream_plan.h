@@ -37,9 +37,7 @@ struct Plan {
 };
 
 // Units a round takes: one when the slices fill the warps, else as many as fit side by side.
-DSINFER_HD int UnitsPerRound(int slices, int warps) {
-  return slices >= warps ? 1 : warps / slices;
-}
+DSINFER_HD int UnitsPerRound(int slices, int warps) { return slices >= warps ? 1 : warps / slices; }
 DSINFER_HD int ItemsPerRound(const Plan& p) { return p.units_per_round * p.slices; }
 DSINFER_HD int PairsOfSlice(const Plan& p, int s) {
   return s + 1 == p.slices ? p.last_pairs : p.slice_pairs;
@@ -104,7 +102,7 @@ DSINFER_HD void NextChunk(const Plan& p, int64_t units, int block, int warp, Pla
 }
 
 // Host planning: W warps, the ring depth from a shared-memory budget, the grid from the unit
-// count and the resident blocks. fixed_bytes: the block's shared memory besides the ring.
+// count and the resident blocks.
 struct PlanInput {
   int slices = 0, slice_pairs = 0, last_pairs = 0, chunk_pairs = 0;
   int64_t stage_bytes = 0;  // one ring stage (a full chunk of every matrix, with FP4 scales)
@@ -112,6 +110,27 @@ struct PlanInput {
   int64_t ring_budget = 0;  // bytes for the whole block's ring
   int min_stages = 2, max_stages = 6;
 };
+
+inline int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// The block's dynamic shared memory: [staged rows][partials: 2 rounds x items x matrices x 128
+// f32 (16-byte aligned)][ring: warps x stages x stage_bytes (128-byte aligned)][mbarriers: warps
+// x stages x 8 bytes].
+struct Layout {
+  int64_t red_off = 0, ring_off = 0, bar_off = 0, bytes = 0;
+};
+inline int64_t PartialBytes(int items, int matrices) {
+  return 2 * int64_t{items} * matrices * 128 * 4;
+}
+inline Layout MakeLayout(int64_t staged_bytes, int items, int matrices, int warps, int stages,
+                         int64_t stage_bytes) {
+  Layout l;
+  l.red_off = AlignUp(staged_bytes, 16);
+  l.ring_off = AlignUp(l.red_off + PartialBytes(items, matrices), 128);
+  l.bar_off = l.ring_off + int64_t{warps} * stages * stage_bytes;
+  l.bytes = l.bar_off + int64_t{warps} * stages * 8;
+  return l;
+}
 
 inline Plan MakePlan(const PlanInput& in) {
   Plan p;

@@ -39,6 +39,7 @@ constexpr int kStreamThreads = 32 * kStreamWarps;
 constexpr int64_t kStageXBytes = 64 * 1024;   // in-kernel quantized rows staged up to this size
 constexpr int64_t kBlockBudget = 112 * 1024;  // shared memory per block: two blocks per SM
 constexpr int kMaxTokens = 8;                 // one mma token tile
+constexpr int64_t kMaxSmem = 227 * 1024;      // dynamic shared memory of one block (sm_90)
 
 // k pairs per streamed chunk: ~4 KB of weights per stage (FP4 pair: 512 bytes a matrix, FP8 1024).
 template <bool kFp4, int kD>
@@ -417,8 +418,7 @@ template <bool kFp4, int kD, bool kExpert>
 void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   auto kernel = QLinearStreamKernel<kFp4, kD, kExpert>;
   static const bool attr_set = [&] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
     return true;
   }();
   (void)attr_set;
@@ -434,8 +434,6 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   stream_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-int64_t AlignUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
 }  // namespace
 
 int64_t QLinearStreamLaunches() { return stream_launches.load(std::memory_order_relaxed); }
@@ -449,7 +447,7 @@ namespace {
 // The rule for rows quantized in the kernel: staged in shared memory up to kStageXBytes.
 bool StagedRowsFit(int64_t x_rows, int64_t width) {
   return x_rows > 0 &&
-         x_rows * (AlignUp(width, 8) * 2 + (width + kQb - 1) / kQb * 4) <= kStageXBytes;
+         x_rows * (qstream::AlignUp(width, 8) * 2 + (width + kQb - 1) / kQb * 4) <= kStageXBytes;
 }
 }  // namespace
 
@@ -486,7 +484,7 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   if (a.xq == nullptr) {
     sa.rows_x = static_cast<int>(x_rows);
     sa.width = width;
-    sa.ldqs = static_cast<int>(AlignUp(width, 8));
+    sa.ldqs = static_cast<int>(qstream::AlignUp(width, 8));
     sa.nblk = static_cast<int>((width + kQb - 1) / kQb);
     if (!StagedRowsFit(x_rows, width)) return false;
     if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0 || a.ldx % 4 != 0) return false;
@@ -499,18 +497,20 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   in.stage_bytes = kd * cp * pb + (fp4 ? kd * cp * 32 : 0);
   in.warps = kStreamWarps;
   const int items = qstream::UnitsPerRound(in.slices, in.warps) * in.slices;
-  const int64_t staged = AlignUp(int64_t{sa.rows_x} * (sa.ldqs * 2 + sa.nblk * 4), 16);
-  const int64_t red = 2 * int64_t{items} * kd * 128 * 4;
-  in.ring_budget = kBlockBudget - staged - red;
+  const int64_t staged = int64_t{sa.rows_x} * (sa.ldqs * 2 + sa.nblk * 4);
+  const qstream::Layout fixed = qstream::MakeLayout(staged, items, kd, in.warps, 0, 0);
+  in.ring_budget = kBlockBudget - fixed.ring_off;
   if (const int forced = StreamStagesOverride(); forced > 0)
     in.min_stages = in.max_stages = forced;  // A/B sweeps; checked against the limit below
   qstream::Plan pl = qstream::MakePlan(in);
-  sa.red_off = static_cast<uint32_t>(staged);
-  sa.ring_off = static_cast<uint32_t>(AlignUp(staged + red, 128));
+  const qstream::Layout lay =
+      qstream::MakeLayout(staged, items, kd, pl.warps, pl.stages, in.stage_bytes);
+  if (lay.bytes > kMaxSmem) return false;
+  sa.red_off = static_cast<uint32_t>(lay.red_off);
+  sa.ring_off = static_cast<uint32_t>(lay.ring_off);
+  sa.bar_off = static_cast<uint32_t>(lay.bar_off);
   sa.stage_bytes = static_cast<uint32_t>(in.stage_bytes);
-  sa.bar_off = static_cast<uint32_t>(sa.ring_off + int64_t{pl.warps} * pl.stages * in.stage_bytes);
-  const size_t smem = sa.bar_off + static_cast<size_t>(pl.warps) * pl.stages * 8;
-  if (smem > 227 * 1024) return false;
+  const size_t smem = static_cast<size_t>(lay.bytes);
   const int64_t max_units = sa.tiles_n * std::max(slots, 1);
   pl.grid = static_cast<int>(std::min<int64_t>(
       (max_units + pl.units_per_round - 1) / pl.units_per_round, int64_t{1} << 30));
