@@ -11,7 +11,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "backend/cuda/runtime.h"
 #include "cli/commands.h"
@@ -22,6 +26,18 @@
 namespace dsinfer::cli {
 
 namespace {
+
+// The DSINFER_* switches of this run ("NAME=value,..."), so that each A/B line says what it ran.
+std::string SwitchesSet() {
+  std::string s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "DSINFER_", 8) != 0) continue;
+    if (!s.empty()) s += ',';
+    for (const char* c = *e; *c; ++c)
+      if (*c != '"' && *c != '\\') s += *c;  // kept valid inside a JSON string
+  }
+  return s;
+}
 
 namespace gpu = backend::cuda;
 using model::deepseek_v4::cuda::CudaModel;
@@ -91,9 +107,9 @@ Status Run(const Flags& flags) {
   const auto& c = m->config();
   const double bw = MeasureCopyGBs();
   std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %zu, "
-              "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s}\n",
+              "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s, \"switches\": \"%s\"}\n",
               gpu::DeviceDescription().c_str(), flags.Has("model") ? flags.Get("model")->c_str() : preset.c_str(),
-              m->weight_bytes(), load_s, bw, graph ? "true" : "false");
+              m->weight_bytes(), load_s, bw, graph ? "true" : "false", SwitchesSet().c_str());
   std::fflush(stdout);
 
   // ---- decode ----
