@@ -37,7 +37,8 @@ using namespace qcore;
 constexpr int kStreamWarps = 8;
 constexpr int kStreamThreads = 32 * kStreamWarps;
 constexpr int64_t kStageXBytes = 64 * 1024;   // in-kernel quantized rows staged up to this size
-constexpr int64_t kBlockBudget = 112 * 1024;  // shared memory per block: two blocks per SM
+constexpr int64_t kBlockBudget = 112 * 1024;  // the ring's budget: room for two blocks per SM (and
+                                              // for other kernels beside one)
 constexpr int kMaxTokens = 8;                 // one mma token tile
 constexpr int64_t kMaxSmem = 227 * 1024;      // dynamic shared memory of one block (sm_90)
 
