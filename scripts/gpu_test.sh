@@ -14,7 +14,8 @@
 # .deps/include and libpcre2-8.a to .deps/lib).
 # DSINFER_GPU_TEST_PARTS (default "test bench ab") picks what runs after the build, to split the
 # work over several calls of a 10-minute limit: test = ctest -L gpu and gpu_model_test, bench = the
-# decode / prefill / linear benchmarks (and the profile), ab = the streamed-linear A/B benches.
+# decode / prefill / linear benchmarks (and the profile), ab = the A/B benches of the prepared
+# switches (the streamed linear, programmatic joins).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 parts=" ${DSINFER_GPU_TEST_PARTS:-test bench ab} "
@@ -57,6 +58,11 @@ if want ab; then
   echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
   DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
     --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
+  echo "== decode benchmark, programmatic joins (DSINFER_PDL_JOINS=1), then with the streamed linear"
+  DSINFER_PDL_JOINS=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
+    tee "$out/bench_decode_pdl_joins.jsonl"
+  DSINFER_PDL_JOINS=1 DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 \
+    --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed_pdl_joins.jsonl"
   echo "== each linear alone, streamed"
   DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
   DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 timeout 120 build-cuda/bin/bench_gemv 1 |

@@ -1,6 +1,9 @@
 #include "backend/cuda/runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "backend/cuda/check.cuh"
 
@@ -109,6 +112,36 @@ Event::~Event() {
 void Event::Record(StreamHandle s) { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), s)); }
 void Event::Wait(StreamHandle s) const {
   CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(event_), 0));
+}
+
+void MakeCaptureDependenciesProgrammatic(StreamHandle s) {
+  const char* pdl = std::getenv("DSINFER_PDL");  // launch.cuh's PdlEnabled
+  if (pdl != nullptr && std::strcmp(pdl, "0") == 0) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t n = 0;
+  CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &deps, &edges, &n));
+  if (status != cudaStreamCaptureStatusActive || n == 0) return;
+  // Copies: the driver's arrays are valid only until the next call on the stream.
+  std::vector<cudaGraphNode_t> nodes(deps, deps + n);
+  std::vector<cudaGraphEdgeData> data(n);
+  bool changed = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (edges != nullptr) data[i] = edges[i];
+    cudaGraphNodeType type;
+    CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+    if (type == cudaGraphNodeTypeKernel && data[i].type == cudaGraphDependencyTypeDefault &&
+        data[i].from_port == cudaGraphKernelNodePortDefault) {
+      data[i].from_port = cudaGraphKernelNodePortProgrammatic;
+      data[i].type = cudaGraphDependencyTypeProgrammatic;
+      changed = true;
+    }
+  }
+  if (changed) {
+    CUDA_CHECK(cudaStreamUpdateCaptureDependencies(s, nodes.data(), data.data(), n,
+                                                   cudaStreamSetCaptureDependencies));
+  }
 }
 
 Graph::~Graph() {

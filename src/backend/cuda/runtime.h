@@ -121,6 +121,14 @@ class Graph {
   void* exec_ = nullptr;   // cudaGraphExec_t
 };
 
+// Inside a stream capture: the dependencies the next node captured on `stream` will have on kernel
+// nodes through ordinary edges (an event wait's, across streams) become programmatic edges, as a
+// same-stream launch with programmatic dependent launch has: that next node may then launch while
+// those kernels run, and its PdlWait waits for their completion. The next node captured on the
+// stream must be a kernel keeping launch.cuh's contract (every kernel of ours does). No-op when
+// the stream is not capturing or DSINFER_PDL=0.
+void MakeCaptureDependenciesProgrammatic(StreamHandle stream);
+
 // Device-time stopwatch on a stream (cudaEvent pair).
 class EventTimer {
  public:
