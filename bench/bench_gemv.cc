@@ -30,7 +30,7 @@ std::string QLinearStreamSetting() {
   if (on == nullptr || std::atoi(on) == 0) return "off";
   std::string s = "on";
   for (const char* name : {"DSINFER_QLINEAR_STREAM_BLOCKS", "DSINFER_QLINEAR_STREAM_STAGES",
-                           "DSINFER_QLINEAR_STREAM_GRID"}) {
+                           "DSINFER_QLINEAR_STREAM_GRID", "DSINFER_QLINEAR_STREAM_WARPS"}) {
     if (const char* v = std::getenv(name)) s += std::string(",") + (name + 23) + "=" + v;
   }
   return s;

@@ -58,6 +58,10 @@ if want ab; then
   echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
   DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
     --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
+  echo "== decode benchmark, streamed linear in 4-warp blocks, two per SM"
+  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_WARPS=4 DSINFER_QLINEAR_STREAM_BLOCKS=2 \
+    build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
+    tee "$out/bench_decode_streamed_w4.jsonl"
   echo "== decode benchmark, programmatic joins (DSINFER_PDL_JOINS=1), then with the streamed linear"
   DSINFER_PDL_JOINS=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
     tee "$out/bench_decode_pdl_joins.jsonl"

@@ -665,10 +665,11 @@ class EnvSwitch {
   std::string old_;
 };
 
-// Runs launch() with the register kernel, then with the streamed kernel under no grid cap and
-// caps of 1 and 3 blocks (many rounds per block, the ring wrapping many times); every streamed
-// result must equal the register kernel's bits, and the streamed runs must have taken the
-// streamed path exactly when `streams` (and the register runs never). fetch() reads the output.
+// Runs launch() with the register kernel, then with the streamed kernel under no grid cap, caps
+// of 1 and 3 blocks (many rounds per block, the ring wrapping many times) and 4-warp blocks; every
+// streamed result must equal the register kernel's bits, and the streamed runs must have taken
+// the streamed path exactly when `streams` (and the register runs never). fetch() reads the
+// output.
 template <typename Launch, typename Fetch>
 void ExpectStreamedEqualsRegister(bool streams, const std::string& name, Launch&& launch,
                                   Fetch&& fetch) {
@@ -680,12 +681,18 @@ void ExpectStreamedEqualsRegister(bool streams, const std::string& name, Launch&
     ref = fetch();
     EXPECT_EQ(QLinearStreamLaunches(), before) << name << ": the register run streamed";
   }
-  for (const char* cap : {static_cast<const char*>(nullptr), "1", "3"}) {
-    EnvSwitch on("DSINFER_QLINEAR_STREAM", "1"), grid("DSINFER_QLINEAR_STREAM_GRID", cap);
+  struct Variant {
+    const char *cap, *warps;
+  };
+  for (const Variant v : {Variant{nullptr, nullptr}, Variant{"1", nullptr}, Variant{"3", nullptr},
+                          Variant{nullptr, "4"}}) {
+    EnvSwitch on("DSINFER_QLINEAR_STREAM", "1"), grid("DSINFER_QLINEAR_STREAM_GRID", v.cap),
+        warps("DSINFER_QLINEAR_STREAM_WARPS", v.warps);
     const int64_t before = QLinearStreamLaunches();
     launch();
     const std::vector<float> got = fetch();
-    const std::string what = name + " grid cap " + (cap ? cap : "none");
+    const std::string what = name + " grid cap " + (v.cap ? v.cap : "none") + " warps " +
+                             (v.warps ? v.warps : "8");
     EXPECT_EQ(QLinearStreamLaunches() - before, streams ? 1 : 0) << what << ": path taken";
     ASSERT_EQ(got.size(), ref.size());
     int64_t first = -1;

@@ -5,9 +5,10 @@
 // slice, the slices' partials added in slice order: the same bits as QLinearKernel.
 //
 // Off by default until GPU-measured: DSINFER_QLINEAR_STREAM=1 in the environment turns it on (read
-// at every launch, so a test can switch it). DSINFER_QLINEAR_STREAM_BLOCKS=2: two persistent blocks
-// per SM instead of one; DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests);
-// DSINFER_QLINEAR_STREAM_STAGES=n: n ring stages per warp (sweeps).
+// at every launch, so a test can switch it). DSINFER_QLINEAR_STREAM_BLOCKS=n: n persistent blocks
+// per SM instead of one (up to 4, as they fit); DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests);
+// DSINFER_QLINEAR_STREAM_STAGES=n: n ring stages per warp (sweeps); DSINFER_QLINEAR_STREAM_WARPS=4:
+// 4-warp blocks instead of 8.
 #pragma once
 
 #include <cstdint>

@@ -34,8 +34,8 @@ namespace {
 
 using namespace qcore;
 
-constexpr int kStreamWarps = 8;
-constexpr int kStreamThreads = 32 * kStreamWarps;
+constexpr int kStreamMaxWarps = 8;  // warps per block: 8, or 4 with DSINFER_QLINEAR_STREAM_WARPS=4
+constexpr int kStreamMaxThreads = 32 * kStreamMaxWarps;
 constexpr int64_t kStageXBytes = 64 * 1024;   // in-kernel quantized rows staged up to this size
 constexpr int64_t kBlockBudget = 112 * 1024;  // the ring's budget: room for two blocks per SM (and
                                               // for other kernels beside one)
@@ -109,7 +109,7 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
 }
 
 template <bool kFp4, int kD, bool kExpert>
-__global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const StreamArgs sa) {
+__global__ void __launch_bounds__(kStreamMaxThreads, 2) QLinearStreamKernel(const StreamArgs sa) {
   using C = QCfg<kFp4, kD>;
   constexpr int kP = C::kP, kKs = C::kKs, kAw = C::kAw;
   constexpr int kCP = kChunkPairs<kFp4, kD>;
@@ -229,18 +229,18 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
     // chunks are landing meanwhile).
     constexpr int kStageBatch = 8;
     const int total = sa.rows_x * sa.nblk;
-    for (int base = warp; base < total; base += kStreamWarps * kStageBatch) {
+    for (int base = warp; base < total; base += pl.warps * kStageBatch) {
       float4 v[kStageBatch];
 #pragma unroll
       for (int j = 0; j < kStageBatch; ++j) {
-        const int item = base + j * kStreamWarps;
+        const int item = base + j * pl.warps;
         const int r = item / sa.nblk, b = item % sa.nblk;
         const int64_t col = static_cast<int64_t>(b) * kQb + 4 * lane;
         v[j] = LoadX4(p.x + r * p.ldx + col, item < total && col < sa.width);
       }
 #pragma unroll
       for (int j = 0; j < kStageBatch; ++j) {
-        const int item = base + j * kStreamWarps;
+        const int item = base + j * pl.warps;
         if (item >= total) break;  // warp-uniform
         const int r = item / sa.nblk, b = item % sa.nblk;
         const int64_t col = static_cast<int64_t>(b) * kQb + 4 * lane;
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   };
   // Round r's units: each output the sum of its slices' partials in slice order.
   auto reduce = [&](int r) {
-    for (int o = threadIdx.x; o < pl.units_per_round * 128; o += kStreamThreads) {
+    for (int o = threadIdx.x; o < pl.units_per_round * 128; o += 32 * pl.warps) {
       const int jj = o / 128, l = (o % 128) / 4, ii = o % 4;
       const int64_t u = qstream::UnitOf(pl, block, r, jj * pl.slices);
       if (u >= units || !valid(u)) continue;
@@ -386,12 +386,6 @@ __global__ void __launch_bounds__(kStreamThreads, 2) QLinearStreamKernel(const S
   reduce_before(rounds);
 }
 
-// Resident blocks per SM the persistent grid takes (DSINFER_QLINEAR_STREAM_BLOCKS=1|2, default
-// 1). Two give every SM 16 warps of copies and compute, but take all of its registers: a kernel
-// on another stream (the gate GEMV and route beside the shared expert, the indexer's chain beside
-// wq_b) could then not start on any SM until this one ends. One leaves half of each SM free; its
-// 8 warps still keep 70-104 KB of copies in flight per SM (the ~50 KB that 4.2 TB/s x ~1.5 us
-// needs).
 // Streamed launches so far (QLinearStreamLaunches: the tests check which path a launch took).
 std::atomic<int64_t> stream_launches{0};
 
@@ -410,9 +404,22 @@ int StreamStagesOverride() {
   return v != nullptr ? std::clamp(std::atoi(v), 0, 16) : 0;
 }
 
+// Warps per block (DSINFER_QLINEAR_STREAM_WARPS=4|8, default 8): four halve a block's ring (and
+// its share of an SM), for A/B against neighbours that want to sit resident beside it.
+int StreamWarps() {
+  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_WARPS");
+  return v != nullptr && std::atoi(v) == 4 ? 4 : kStreamMaxWarps;
+}
+
+// Resident blocks per SM the persistent grid takes (DSINFER_QLINEAR_STREAM_BLOCKS=1..4, default
+// 1; the occupancy caps it). Two 8-warp blocks give every SM 16 warps of copies and compute, but
+// take all of its registers: a kernel on another stream (the gate GEMV and route beside the shared
+// expert, the indexer's chain beside wq_b) could then not start on any SM until this one ends. One
+// leaves half of each SM free; its 8 warps still keep 70-104 KB of copies in flight per SM (the
+// ~50 KB that 4.2 TB/s x ~1.5 us needs).
 int StreamBlocksPerSm() {
   const char* v = std::getenv("DSINFER_QLINEAR_STREAM_BLOCKS");
-  return v != nullptr && std::atoi(v) >= 2 ? 2 : 1;
+  return v != nullptr ? std::clamp(std::atoi(v), 1, 4) : 1;
 }
 
 template <bool kFp4, int kD, bool kExpert>
@@ -425,11 +432,12 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   (void)attr_set;
   StreamArgs run = sa;
   int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamThreads, smem));
+  const int threads = 32 * sa.plan.warps;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   per_sm = std::min(per_sm, StreamBlocksPerSm());
   run.plan.grid = std::max<int>(1, std::min<int64_t>(run.plan.grid, int64_t{SmCount()} * per_sm));
   if (StreamGridCap() > 0) run.plan.grid = std::min(run.plan.grid, StreamGridCap());
-  LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(kStreamThreads), smem,
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(threads), smem,
                stream, run);
   CUDA_CHECK_LAUNCH();
   stream_launches.fetch_add(1, std::memory_order_relaxed);
@@ -496,7 +504,7 @@ bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots
   in.last_pairs = static_cast<int>((a.k - static_cast<int64_t>(in.slices - 1) * ks) / 64);
   in.chunk_pairs = cp;
   in.stage_bytes = kd * cp * pb + (fp4 ? kd * cp * 32 : 0);
-  in.warps = kStreamWarps;
+  in.warps = StreamWarps();
   const int items = qstream::UnitsPerRound(in.slices, in.warps) * in.slices;
   const int64_t staged = int64_t{sa.rows_x} * (sa.ldqs * 2 + sa.nblk * 4);
   const qstream::Layout fixed = qstream::MakeLayout(staged, items, kd, in.warps, 0, 0);
