@@ -1203,6 +1203,68 @@ TEST(MoeRouteTest, MatchesHostRouting) {
 
 // Greedy and seeded Gumbel sampling, over vocabularies split across the row's blocks (V = 129,280:
 // flash), the 16-byte path (V % 4 == 0) and the scalar one; ties go to the lower id.
+// Programmatic edges across a captured fork and join (MakeCaptureDependenciesProgrammatic, the
+// model's DSINFER_PDL_JOINS): A (a 64 MB GEMV) on stream 1, B (another) on stream 2 forked from
+// it, then C = SwiGLU(A's output, B's) on stream 1 after the join. Both inputs of C are poisoned
+// before every replay, so a C that ran before A or B had finished would read NaN; every replay
+// must give the eager run's bits.
+TEST(GraphTest, ProgrammaticForkAndJoinKeepOrder) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 4096, k = 4096;
+  auto w1 = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.02f);
+  auto w2 = testing::RandomVector(static_cast<size_t>(n * k), 92, 0.02f);
+  auto x = testing::RandomVector(static_cast<size_t>(k), 93);
+  DeviceBuffer w1d = Upload(w1), w2d = Upload(w2), xd = Upload(x), g(n * 4), u(n * 4);
+  Stream s1, s2;
+  Event fork, join;
+  auto linear = [&](const DeviceBuffer& w, DeviceBuffer& y, StreamHandle st) {
+    LinearParams p;
+    p.w.format = WeightFormat::kF32;
+    p.w.data = w.get();
+    p.w.n = n;
+    p.w.k = k;
+    p.x = xd.as<float>();
+    p.ldx = k;
+    p.m = 1;
+    p.y = y.as<float>();
+    p.ldy = n;
+    LaunchLinear(p, st);
+  };
+  auto step = [&](bool programmatic) {
+    linear(w1d, g, s1.get());  // A
+    fork.Record(s1.get());
+    fork.Wait(s2.get());
+    if (programmatic) MakeCaptureDependenciesProgrammatic(s2.get());
+    linear(w2d, u, s2.get());  // B
+    join.Record(s2.get());
+    join.Wait(s1.get());
+    if (programmatic) MakeCaptureDependenciesProgrammatic(s1.get());
+    LaunchSwiglu(g.as<float>(), u.as<float>(), 1, n, n, 0.0f, s1.get());  // C
+  };
+  std::vector<float> want(n), got(n);
+  step(false);
+  CopyToHost(want.data(), g.get(), n * 4, s1.get());
+  s1.Synchronize();
+  for (const float v : want) ASSERT_TRUE(std::isfinite(v));
+  Graph graph;
+  graph.BeginCapture(s1.get());
+  step(true);
+  graph.EndCapture(s1.get());
+  // A -> C (same stream, PDL), A -> B (the fork), B -> C (the join), and any edges inside a
+  // launcher's kernels: every one programmatic.
+  const auto [edges, programmatic] = graph.EdgeCounts();
+  EXPECT_GE(edges, 3);
+  EXPECT_EQ(programmatic, edges);
+  for (int replay = 0; replay < 20; ++replay) {
+    Memset(g.get(), 0xff, g.bytes(), s1.get());
+    Memset(u.get(), 0xff, u.bytes(), s1.get());
+    graph.Launch(s1.get());
+    CopyToHost(got.data(), g.get(), n * 4, s1.get());
+    s1.Synchronize();
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * 4)) << "replay " << replay;
+  }
+}
+
 TEST(SampleTest, GreedyAndSeededGumbel) {
   SKIP_WITHOUT_GPU();
   for (const int64_t V : {int64_t{5000}, int64_t{4999}, int64_t{129280}}) {

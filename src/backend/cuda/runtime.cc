@@ -159,6 +159,18 @@ void Graph::EndCapture(StreamHandle s) {
   CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
   exec_ = e;
 }
+std::pair<int64_t, int64_t> Graph::EdgeCounts() const {
+  if (graph_ == nullptr) return {0, 0};
+  const auto g = static_cast<cudaGraph_t>(graph_);
+  size_t n = 0;
+  CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
+  int64_t programmatic = 0;
+  for (size_t i = 0; i < n; ++i) programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
+  return {static_cast<int64_t>(n), programmatic};
+}
 void Graph::Launch(StreamHandle s) const {
   CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));
 }

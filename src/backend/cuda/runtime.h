@@ -115,6 +115,8 @@ class Graph {
   void EndCapture(StreamHandle stream);
   void Launch(StreamHandle stream) const;
   bool ready() const { return exec_ != nullptr; }
+  // Edges of the captured graph: all, and those of programmatic type (PDL across nodes).
+  std::pair<int64_t, int64_t> EdgeCounts() const;
 
  private:
   void* graph_ = nullptr;  // cudaGraph_t
