@@ -114,36 +114,6 @@ void Event::Wait(StreamHandle s) const {
   CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(event_), 0));
 }
 
-void MakeCaptureDependenciesProgrammatic(StreamHandle s) {
-  const char* pdl = std::getenv("DSINFER_PDL");  // launch.cuh's PdlEnabled
-  if (pdl != nullptr && std::strcmp(pdl, "0") == 0) return;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  size_t n = 0;
-  CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &deps, &edges, &n));
-  if (status != cudaStreamCaptureStatusActive || n == 0) return;
-  // Copies: the driver's arrays are valid only until the next call on the stream.
-  std::vector<cudaGraphNode_t> nodes(deps, deps + n);
-  std::vector<cudaGraphEdgeData> data(n);
-  bool changed = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (edges != nullptr) data[i] = edges[i];
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
-    if (type == cudaGraphNodeTypeKernel && data[i].type == cudaGraphDependencyTypeDefault &&
-        data[i].from_port == cudaGraphKernelNodePortDefault) {
-      data[i].from_port = cudaGraphKernelNodePortProgrammatic;
-      data[i].type = cudaGraphDependencyTypeProgrammatic;
-      changed = true;
-    }
-  }
-  if (changed) {
-    CUDA_CHECK(cudaStreamUpdateCaptureDependencies(s, nodes.data(), data.data(), n,
-                                                   cudaStreamSetCaptureDependencies));
-  }
-}
-
 Graph::~Graph() {
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
   if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
@@ -151,10 +121,36 @@ Graph::~Graph() {
 void Graph::BeginCapture(StreamHandle s) {
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
 }
-void Graph::EndCapture(StreamHandle s) {
+void Graph::EndCapture(StreamHandle s, bool programmatic_edges) {
   cudaGraph_t g = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
   graph_ = g;
+  const char* pdl = std::getenv("DSINFER_PDL");  // launch.cuh's PdlEnabled
+  if (programmatic_edges && !(pdl != nullptr && std::strcmp(pdl, "0") == 0)) {
+    // Before instantiation (the capture has ended, so its rejoin check saw the ordinary edges):
+    // each full-completion edge between two kernel nodes becomes programmatic.
+    size_t n = 0;
+    CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
+    std::vector<cudaGraphNode_t> from(n), to(n);
+    std::vector<cudaGraphEdgeData> data(n);
+    CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
+    auto is_kernel = [](cudaGraphNode_t node) {
+      cudaGraphNodeType type;
+      CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      return type == cudaGraphNodeTypeKernel;
+    };
+    cudaGraphEdgeData programmatic = {};
+    programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
+    programmatic.type = cudaGraphDependencyTypeProgrammatic;
+    for (size_t i = 0; i < n; ++i) {
+      if (data[i].type != cudaGraphDependencyTypeDefault ||
+          data[i].from_port != cudaGraphKernelNodePortDefault || !is_kernel(from[i]) ||
+          !is_kernel(to[i]))
+        continue;
+      CUDA_CHECK(cudaGraphRemoveDependencies(g, &from[i], &to[i], &data[i], 1));
+      CUDA_CHECK(cudaGraphAddDependencies(g, &from[i], &to[i], &programmatic, 1));
+    }
+  }
   cudaGraphExec_t e = nullptr;
   CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
   exec_ = e;

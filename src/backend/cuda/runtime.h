@@ -112,7 +112,12 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   void BeginCapture(StreamHandle stream);
-  void EndCapture(StreamHandle stream);
+  // programmatic_edges: every ordinary (full-completion) edge between two kernel nodes becomes a
+  // programmatic one before instantiation, as a same-stream launch with programmatic dependent
+  // launch has: across a fork or join too, a kernel may then launch while the kernels it depends
+  // on run, and its PdlWait waits for their completion. Every kernel must keep launch.cuh's
+  // contract (ours do). Ignored with DSINFER_PDL=0.
+  void EndCapture(StreamHandle stream, bool programmatic_edges = false);
   void Launch(StreamHandle stream) const;
   bool ready() const { return exec_ != nullptr; }
   // Edges of the captured graph: all, and those of programmatic type (PDL across nodes).
@@ -122,14 +127,6 @@ class Graph {
   void* graph_ = nullptr;  // cudaGraph_t
   void* exec_ = nullptr;   // cudaGraphExec_t
 };
-
-// Inside a stream capture: the dependencies the next node captured on `stream` will have on kernel
-// nodes through ordinary edges (an event wait's, across streams) become programmatic edges, as a
-// same-stream launch with programmatic dependent launch has: that next node may then launch while
-// those kernels run, and its PdlWait waits for their completion. The next node captured on the
-// stream must be a kernel keeping launch.cuh's contract (every kernel of ours does). No-op when
-// the stream is not capturing or DSINFER_PDL=0.
-void MakeCaptureDependenciesProgrammatic(StreamHandle stream);
 
 // Device-time stopwatch on a stream (cudaEvent pair).
 class EventTimer {

@@ -433,7 +433,7 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
       graph = std::make_unique<gpu::Graph>();
       graph->BeginCapture(m.stream.get());
       step();
-      graph->EndCapture(m.stream.get());
+      graph->EndCapture(m.stream.get(), m.pdl_joins);
     }
     graph->Launch(m.stream.get());
   } else {

@@ -127,19 +127,16 @@ struct CudaModel::Impl {
     return v == nullptr || std::strcmp(v, "0") != 0;
   }
   bool branches_on = BranchesFromEnv();
-  // DSINFER_PDL_JOINS=1: in a captured step, the first kernel after a fork, a join or a
-  // checkpoint wait depends on the other stream's kernels through programmatic edges
-  // (MakeCaptureDependenciesProgrammatic), so it is launched early as after a kernel on its own
-  // stream (a kernel timeline showed the MoE's mHC post ending 7.6 us after the routed w2 it
-  // waited for, against 2.7 us for a same-stream successor). Off by default until GPU-measured.
+  // DSINFER_PDL_JOINS=1: the captured decode step's edges across forks, joins and checkpoint
+  // waits become programmatic (Graph::EndCapture), so that the kernel after one is launched early
+  // as after a kernel on its own stream (a kernel timeline showed the MoE's mHC post ending 7.6 us
+  // after the routed w2 it waited for, against 2.7 us for a same-stream successor). Off by
+  // default until GPU-measured.
   static bool PdlJoinsFromEnv() {
     const char* v = std::getenv("DSINFER_PDL_JOINS");
     return v != nullptr && std::strcmp(v, "0") != 0;
   }
   bool pdl_joins = PdlJoinsFromEnv();
-  void AfterCrossStreamWait(gpu::StreamHandle s) const {
-    if (pdl_joins) gpu::MakeCaptureDependenciesProgrammatic(s);
-  }
   gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
   gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
   // act_quant scratch of the FP8/FP4 linears (linear.cuh), one per stream: [0] main, [1 + b] branch b.
@@ -159,7 +156,6 @@ struct CudaModel::Impl {
     }
     fork_ev[b].Record(stream.get());
     fork_ev[b].Wait(branch_stream[b].get());
-    AfterCrossStreamWait(branch_stream[b].get());
     cur = branch_stream[b].get();
     fn();
     cur = nullptr;
@@ -169,7 +165,6 @@ struct CudaModel::Impl {
     if (!Concurrent()) return;
     join_ev[b].Record(branch_stream[b].get());
     join_ev[b].Wait(target);
-    AfterCrossStreamWait(target);
   }
   void Join(int b) { JoinInto(b, stream.get()); }               // into the main stream
   // A join in two halves: Checkpoint(b) marks branch b's launches so far; WaitCheckpoint(b) makes
@@ -178,9 +173,7 @@ struct CudaModel::Impl {
     if (Concurrent()) join_ev[b].Record(branch_stream[b].get());
   }
   void WaitCheckpoint(int b, gpu::StreamHandle target = nullptr) {
-    if (!Concurrent()) return;
-    join_ev[b].Wait(target ? target : stream.get());
-    AfterCrossStreamWait(target ? target : stream.get());
+    if (Concurrent()) join_ev[b].Wait(target ? target : stream.get());
   }
   void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
   // Decode attention: the main stream's wq_b waits for the branches' projections (the kv
@@ -203,9 +196,7 @@ struct CudaModel::Impl {
       if (cur != nullptr && cur == branch_stream[b].get()) proj_ev[b].Record(cur);
   }
   void WaitProjection(int b) {
-    if (!Concurrent() || !proj_first) return;
-    proj_ev[b].Wait(stream.get());
-    AfterCrossStreamWait(stream.get());
+    if (Concurrent() && proj_first) proj_ev[b].Wait(stream.get());
   }
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
