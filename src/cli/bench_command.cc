@@ -6,6 +6,8 @@
 //           throughput bound (--fp8-tflops, default the measured 1,311 TFLOP/s of DeepSeek's
 //           block-scaled FP8 GEMM via cuBLASLt on an H200).
 // Weights: --model DIR, or --preset NAME with random weights generated on the device.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,8 +16,6 @@
 #include <cstring>
 #include <sstream>
 #include <string>
-
-#include <unistd.h>
 
 #include "backend/cuda/runtime.h"
 #include "cli/commands.h"
@@ -106,10 +106,12 @@ Status Run(const Flags& flags) {
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& c = m->config();
   const double bw = MeasureCopyGBs();
-  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %zu, "
-              "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s, \"switches\": \"%s\"}\n",
-              gpu::DeviceDescription().c_str(), flags.Has("model") ? flags.Get("model")->c_str() : preset.c_str(),
-              m->weight_bytes(), load_s, bw, graph ? "true" : "false", SwitchesSet().c_str());
+  std::printf(
+      "{\"bench\": \"setup\", \"device\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %zu, "
+      "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s, \"switches\": \"%s\"}\n",
+      gpu::DeviceDescription().c_str(),
+      flags.Has("model") ? flags.Get("model")->c_str() : preset.c_str(), m->weight_bytes(), load_s,
+      bw, graph ? "true" : "false", SwitchesSet().c_str());
   std::fflush(stdout);
 
   // ---- decode ----

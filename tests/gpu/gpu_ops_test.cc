@@ -691,8 +691,8 @@ void ExpectStreamedEqualsRegister(bool streams, const std::string& name, Launch&
     const int64_t before = QLinearStreamLaunches();
     launch();
     const std::vector<float> got = fetch();
-    const std::string what = name + " grid cap " + (v.cap ? v.cap : "none") + " warps " +
-                             (v.warps ? v.warps : "8");
+    const std::string what =
+        name + " grid cap " + (v.cap ? v.cap : "none") + " warps " + (v.warps ? v.warps : "8");
     EXPECT_EQ(QLinearStreamLaunches() - before, streams ? 1 : 0) << what << ": path taken";
     ASSERT_EQ(got.size(), ref.size());
     int64_t first = -1;

@@ -6,9 +6,9 @@
 //
 // Off by default until GPU-measured: DSINFER_QLINEAR_STREAM=1 in the environment turns it on (read
 // at every launch, so a test can switch it). DSINFER_QLINEAR_STREAM_BLOCKS=n: n persistent blocks
-// per SM instead of one (up to 4, as they fit); DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks (tests);
-// DSINFER_QLINEAR_STREAM_STAGES=n: n ring stages per warp (sweeps); DSINFER_QLINEAR_STREAM_WARPS=4:
-// 4-warp blocks instead of 8.
+// per SM instead of one (up to 4, as they fit); DSINFER_QLINEAR_STREAM_GRID=n: at most n blocks
+// (tests); DSINFER_QLINEAR_STREAM_STAGES=n: n ring stages per warp (sweeps);
+// DSINFER_QLINEAR_STREAM_WARPS=4: 4-warp blocks instead of 8.
 #pragma once
 
 #include <cstdint>

@@ -437,8 +437,8 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
   per_sm = std::min(per_sm, StreamBlocksPerSm());
   run.plan.grid = std::max<int>(1, std::min<int64_t>(run.plan.grid, int64_t{SmCount()} * per_sm));
   if (StreamGridCap() > 0) run.plan.grid = std::min(run.plan.grid, StreamGridCap());
-  LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(threads), smem,
-               stream, run);
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(run.plan.grid)), dim3(threads), smem, stream,
+               run);
   CUDA_CHECK_LAUNCH();
   stream_launches.fetch_add(1, std::memory_order_relaxed);
 }

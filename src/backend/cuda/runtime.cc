@@ -1,13 +1,13 @@
 #include "backend/cuda/runtime.h"
 
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backend/cuda/check.cuh"
-
-#include <cuda_profiler_api.h>
 
 namespace dsinfer::backend::cuda {
 
@@ -164,7 +164,8 @@ std::pair<int64_t, int64_t> Graph::EdgeCounts() const {
   std::vector<cudaGraphEdgeData> data(n);
   CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
   int64_t programmatic = 0;
-  for (size_t i = 0; i < n; ++i) programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
+  for (size_t i = 0; i < n; ++i)
+    programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
   return {static_cast<int64_t>(n), programmatic};
 }
 void Graph::Launch(StreamHandle s) const {
