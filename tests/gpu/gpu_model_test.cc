@@ -118,7 +118,8 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
   }
 
   // Decode steps (eager and under a CUDA graph): prefill half, then feed the true ids one step at a
-  // time; the greedy id sampled on the device must be the argmax of the whole-prompt logits.
+  // time; the greedy id sampled on the device must be the argmax of the whole-prompt logits, and
+  // the logits it was sampled from that row's bits.
   for (bool graph : {false, true}) {
     auto s = g.NewSequence();
     ASSERT_TRUE(s.ok());
@@ -130,6 +131,9 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       const auto best = std::max_element(whole.begin() + t * V, whole.begin() + (t + 1) * V) - (whole.begin() + t * V);
       mismatches += (*got)[0] != best;
+      const std::vector<float> row(whole.begin() + t * V, whole.begin() + (t + 1) * V);
+      EXPECT_TRUE(BitEqual(g.LastDecodeLogits(1), row))
+          << name << (graph ? " graph" : " eager") << " decode logits at " << t;
     }
     EXPECT_EQ(mismatches, 0) << name << (graph ? " graph decode" : " eager decode");
     g.FreeSequence(*s);

@@ -487,6 +487,14 @@ size_t CudaModel::expert_bytes() const {
   return impl_->layers.empty() ? 0 : impl_->layers[0].experts.bytes_per_expert;
 }
 
+std::vector<float> CudaModel::LastDecodeLogits(int rows) {
+  const int64_t V = impl_->c.vocab_size;
+  std::vector<float> v(static_cast<size_t>(std::max(0, rows) * V));
+  gpu::CopyToHost(v.data(), impl_->logits, v.size() * 4, impl_->stream.get());
+  impl_->stream.Synchronize();
+  return v;
+}
+
 std::vector<int> CudaModel::LastActiveExperts() {
   std::vector<int> v(impl_->c.num_layers);
   gpu::CopyToHost(v.data(), impl_->num_active, v.size() * 4, impl_->stream.get());

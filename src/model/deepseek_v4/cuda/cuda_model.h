@@ -60,6 +60,10 @@ class CudaModel {
   StatusOr<std::vector<int32_t>> DecodeStep(const std::vector<int>& slots,
                                             const std::vector<int32_t>& ids, bool use_graph);
 
+  // The fp32 logits [rows, vocab] the last DecodeStep sampled from (rows <= its batch; copied
+  // back, synchronizes): tests compare graph-replayed steps with eager ones bit for bit.
+  std::vector<float> LastDecodeLogits(int rows);
+
   // One eager decode step with device-time marks: (op group, ms summed over layers).
   std::vector<std::pair<std::string, double>> ProfileDecodeStep(const std::vector<int>& slots,
                                                                 const std::vector<int32_t>& ids);
