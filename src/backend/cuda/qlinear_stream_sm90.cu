@@ -389,26 +389,27 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 2) QLinearStreamKernel(cons
 // Streamed launches so far (QLinearStreamLaunches: the tests check which path a launch took).
 std::atomic<int64_t> stream_launches{0};
 
+// An integer switch from the environment (read at every launch, so that tests can change it).
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
 // DSINFER_QLINEAR_STREAM_GRID=n caps the persistent grid (tests: many rounds per block on small
 // shapes; the same bits for any grid).
-int StreamGridCap() {
-  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_GRID");
-  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 0;
-}
+int StreamGridCap() { return std::max(0, EnvInt("DSINFER_QLINEAR_STREAM_GRID", 0)); }
 
 // DSINFER_QLINEAR_STREAM_STAGES=n (1..16): ring stages per warp for A/B sweeps, instead of the
 // depth the shared-memory budget gives (a launch whose shared memory would pass 227 KB takes the
 // register kernel).
 int StreamStagesOverride() {
-  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_STAGES");
-  return v != nullptr ? std::clamp(std::atoi(v), 0, 16) : 0;
+  return std::clamp(EnvInt("DSINFER_QLINEAR_STREAM_STAGES", 0), 0, 16);
 }
 
 // Warps per block (DSINFER_QLINEAR_STREAM_WARPS=4|8, default 8): four halve a block's ring (and
 // its share of an SM), for A/B against neighbours that want to sit resident beside it.
 int StreamWarps() {
-  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_WARPS");
-  return v != nullptr && std::atoi(v) == 4 ? 4 : kStreamMaxWarps;
+  return EnvInt("DSINFER_QLINEAR_STREAM_WARPS", kStreamMaxWarps) == 4 ? 4 : kStreamMaxWarps;
 }
 
 // Resident blocks per SM the persistent grid takes (DSINFER_QLINEAR_STREAM_BLOCKS=1..4, default
@@ -417,10 +418,7 @@ int StreamWarps() {
 // expert, the indexer's chain beside wq_b) could then not start on any SM until this one ends. One
 // leaves half of each SM free; its 8 warps still keep 70-104 KB of copies in flight per SM (the
 // ~50 KB that 4.2 TB/s x ~1.5 us needs).
-int StreamBlocksPerSm() {
-  const char* v = std::getenv("DSINFER_QLINEAR_STREAM_BLOCKS");
-  return v != nullptr ? std::clamp(std::atoi(v), 1, 4) : 1;
-}
+int StreamBlocksPerSm() { return std::clamp(EnvInt("DSINFER_QLINEAR_STREAM_BLOCKS", 1), 1, 4); }
 
 template <bool kFp4, int kD, bool kExpert>
 void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
@@ -447,10 +445,7 @@ void LaunchStream(const StreamArgs& sa, size_t smem, StreamHandle stream) {
 
 int64_t QLinearStreamLaunches() { return stream_launches.load(std::memory_order_relaxed); }
 
-bool QLinearStreamEnabled() {
-  const char* v = std::getenv("DSINFER_QLINEAR_STREAM");
-  return v != nullptr && std::atoi(v) != 0;
-}
+bool QLinearStreamEnabled() { return EnvInt("DSINFER_QLINEAR_STREAM", 0) != 0; }
 
 namespace {
 // The rule for rows quantized in the kernel: staged in shared memory up to kStageXBytes.
