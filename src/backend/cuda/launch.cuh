@@ -25,19 +25,12 @@
 #include <utility>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/runtime.h"
 
 namespace dsinfer::backend::cuda {
 
 __device__ __forceinline__ void PdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void PdlTrigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-inline bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DSINFER_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return enabled;
-}
 
 // cluster_x > 1: blocks [c * cluster_x, (c + 1) * cluster_x) of grid x form a thread-block cluster
 // (grid.x must be a multiple of it).

@@ -612,9 +612,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   // One token tile at decode sizes: the streamed kernel when switched on (qlinear_stream.cuh).
-  if (nt == 1 && (expert || a.m <= 8) &&
-      TryLaunchQLinearStream(a, fp4, dual, slots, x_rows, width, stream))
-    return;
+  if (nt == 1 && TryLaunchQLinearStream(a, fp4, dual, slots, x_rows, width, stream)) return;
   if (fp4 && expert && nt == 1) warps = std::min(warps, kExpertWarps);  // kExpertMinBlocks' bound
   // The kernel addresses quantized rows by 32-bit offsets (row * ld).
   if (a.xq != nullptr &&

@@ -168,15 +168,7 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 2) QLinearStreamKernel(cons
     }
     return q;
   };
-  auto valid = [&](int64_t u) {
-    if constexpr (kExpert) {
-      const int64_t v = u / tiles_n;
-      const int slot = static_cast<int>(v % nact);
-      return static_cast<int>(v / nact) * kMaxTokens < p.offsets[slot + 1] - p.offsets[slot];
-    } else {
-      return true;
-    }
-  };
+  auto valid = [&](int64_t u) { return geom(u).ntok > 0; };  // an expert token tile with tokens
   auto weights = [&](int slot, int d) -> const uint8_t* {
     if constexpr (kExpert) return static_cast<const uint8_t*>(p.ew[d][p.active[slot]]);
     return static_cast<const uint8_t*>(p.w[d]);
@@ -195,10 +187,9 @@ __global__ void __launch_bounds__(kStreamMaxThreads, 2) QLinearStreamKernel(cons
     if (pc.done) return;
     if (lane == 0) {
       const int i = pc.item(pl, warp), s = i % pl.slices;
-      const int64_t u = qstream::UnitOf(pl, block, pc.round, i);
-      const int64_t rt = u % tiles_n;
-      int slot = 0;
-      if constexpr (kExpert) slot = static_cast<int>((u / tiles_n) % nact);
+      const Geom q = geom(qstream::UnitOf(pl, block, pc.round, i));
+      const int64_t rt = q.rt;
+      const int slot = q.slot;
       const int pair0 = s * kP + pc.chunk * kCP;
       const int np = min(kCP, qstream::PairsOfSlice(pl, s) - pc.chunk * kCP);
       const uint32_t wbytes = static_cast<uint32_t>(np * kPB), sbytes = kFp4 ? np * 32u : 0u;
@@ -402,9 +393,7 @@ int StreamGridCap() { return std::max(0, EnvInt("DSINFER_QLINEAR_STREAM_GRID", 0
 // DSINFER_QLINEAR_STREAM_STAGES=n (1..16): ring stages per warp for A/B sweeps, instead of the
 // depth the shared-memory budget gives (a launch whose shared memory would pass 227 KB takes the
 // register kernel).
-int StreamStagesOverride() {
-  return std::clamp(EnvInt("DSINFER_QLINEAR_STREAM_STAGES", 0), 0, 16);
-}
+int StreamStagesOverride() { return std::clamp(EnvInt("DSINFER_QLINEAR_STREAM_STAGES", 0), 0, 16); }
 
 // Warps per block (DSINFER_QLINEAR_STREAM_WARPS=4|8, default 8): four halve a block's ring (and
 // its share of an SM), for A/B against neighbours that want to sit resident beside it.
@@ -463,7 +452,7 @@ bool ExpertRowsQuantizedInKernel(int64_t x_rows, int64_t k, int64_t total_pairs)
 bool TryLaunchQLinearStream(const QLinearArgs& a, bool fp4, bool dual, int slots, int64_t x_rows,
                             int64_t width, StreamHandle stream) {
   const bool expert = slots > 0;
-  if (!QLinearStreamEnabled() || a.k % 64 != 0 || a.n <= 0) return false;
+  if (!QLinearStreamEnabled() || a.n <= 0) return false;
   // One token tile: dense up to 8 rows; experts when the step has few pairs (slots may then
   // still hold more than 8 tokens: the kernel runs their further tiles as further units).
   if (!expert && a.m > kMaxTokens) return false;

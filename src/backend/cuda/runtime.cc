@@ -11,6 +11,14 @@
 
 namespace dsinfer::backend::cuda {
 
+bool PdlEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DSINFER_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
 bool DeviceAvailable() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -125,8 +133,7 @@ void Graph::EndCapture(StreamHandle s, bool programmatic_edges) {
   cudaGraph_t g = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
   graph_ = g;
-  const char* pdl = std::getenv("DSINFER_PDL");  // launch.cuh's PdlEnabled
-  if (programmatic_edges && !(pdl != nullptr && std::strcmp(pdl, "0") == 0)) {
+  if (programmatic_edges && PdlEnabled()) {
     // Before instantiation (the capture has ended, so its rejoin check saw the ordinary edges):
     // each full-completion edge between two kernel nodes becomes programmatic.
     size_t n = 0;

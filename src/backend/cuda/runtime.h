@@ -25,6 +25,8 @@ bool DeviceAvailable();
 int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
+// Programmatic dependent launch on (launch.cuh); DSINFER_PDL=0 in the environment turns it off.
+bool PdlEnabled();
 
 enum class MemoryKind { kDevice, kPinnedHost };
 
