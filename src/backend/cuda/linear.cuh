@@ -163,4 +163,16 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream);
 
+// p1's SwiGLU pair then p2 (x = p1.y, rows quantized in the kernel) in one launch
+// (LaunchExpertPair: FP4 experts of decode sizes, p1's rows pre-quantized), with
+// DSINFER_EXPERT_FUSED=1 (off by default until measured): the same bits as
+// LaunchExpertLinearSwiglu then LaunchExpertLinear. `sync`: ExpertPairSyncInts(max_slots) zeroed
+// ints. False, nothing launched, where it does not apply.
+bool ExpertPairFusedEnabled();
+int64_t ExpertPairSyncInts(int max_slots);
+bool LaunchExpertSwigluThenLinear(const ExpertLinearParams& p1, const void* const* w3_data,
+                                  const void* const* w3_scale, float limit,
+                                  const ExpertLinearParams& p2, int32_t* sync,
+                                  StreamHandle stream);
+
 }  // namespace dsinfer::backend::cuda

@@ -50,6 +50,10 @@ __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
 __device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
+// The same from L2 (ld.global.cg): for rows other blocks of the same kernel wrote.
+__device__ __forceinline__ float4 LoadX4L2(const float* p, bool ok) {
+  return ok ? __ldcg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
 
 // Two e4m3 bytes (low 16 bits of v) -> f16x2, exact (the hardware conversion).
 __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {
@@ -127,8 +131,8 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
   const int lane = threadIdx.x % 32, t = lane % 4;
   // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
   // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q +
-  // 0..3. FP4: step q = 2j + h takes nibbles 4h..4h+3 of word j (k 32j + 8t + 4h + 0..3):
-  // reg0 the even ones, reg2 the odd ones. sg/sh: weight scales of rows g and g+8 per
+  // 0..3. FP4: step q = 2j + h takes k 32j + 8t + 4h + 0..3 of word j: reg0/reg1 (rows g, g+8)
+  // the first two, reg2/reg3 the last two. sg/sh: weight scales of rows g and g+8 per
   // 32-column step j.
   uint32_t af[kD][4][4];
   float sg[kD][2], sh[kD][2];
@@ -140,14 +144,15 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
         const uint32_t wg = j == 0 ? a[d][0].x : a[d][0].z, wh = j == 0 ? a[d][0].y : a[d][0].w;
         const uint32_t eg = Fp4LowToF16Hi(wg), og = Fp4HighToF16Hi(wg);
         const uint32_t eh = Fp4LowToF16Hi(wh), oh = Fp4HighToF16Hi(wh);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t sel = h == 0 ? 0x1404u : 0x3424u;
-          af[d][2 * j + h][0] = HiBytesToF16x2(eg, sel);
-          af[d][2 * j + h][1] = HiBytesToF16x2(eh, sel);
-          af[d][2 * j + h][2] = HiBytesToF16x2(og, sel);
-          af[d][2 * j + h][3] = HiBytesToF16x2(oh, sel);
-        }
+        // Step 2j takes columns k0..k3 (a0/a1: k0, k1; a2/a3: k2, k3), step 2j + 1 k4..k7.
+        af[d][2 * j][0] = HiBytesToF16x2(eg, 0x1404u);
+        af[d][2 * j][1] = HiBytesToF16x2(eh, 0x1404u);
+        af[d][2 * j][2] = HiBytesToF16x2(eg, 0x3424u);
+        af[d][2 * j][3] = HiBytesToF16x2(eh, 0x3424u);
+        af[d][2 * j + 1][0] = HiBytesToF16x2(og, 0x1404u);
+        af[d][2 * j + 1][1] = HiBytesToF16x2(oh, 0x1404u);
+        af[d][2 * j + 1][2] = HiBytesToF16x2(og, 0x3424u);
+        af[d][2 * j + 1][3] = HiBytesToF16x2(oh, 0x3424u);
         sg[d][j] = Fp4GpuScale((swb[d] >> (8 * j)) & 0xff);
         sh[d][j] = Fp4GpuScale((swb[d] >> (16 + 8 * j)) & 0xff);
       }
@@ -173,11 +178,12 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
       for (int j = 0; j < 2; ++j) {
         uint4 v = make_uint4(0, 0, 0, 0);
         if (bs.qoff[nt] >= 0) v = *reinterpret_cast<const uint4*>(bp + 32 * j + 8 * t);
-        // The lane's 8 columns k0..k7 as loaded: step 2j takes (k0, k1) against the weights'
-        // k0, k1 and (k4, k5) against k4, k5; step 2j + 1 (k2, k3) and (k6, k7).
+        // The lane's 8 columns k0..k7 as loaded: step 2j takes (k0, k1) and (k2, k3), step
+        // 2j + 1 (k4, k5) and (k6, k7), as the A fragments above: each step's B operand is a
+        // register pair of the load (no moves before the mma).
         b[2 * j][0] = v.x;
-        b[2 * j][1] = v.z;
-        b[2 * j + 1][0] = v.y;
+        b[2 * j][1] = v.y;
+        b[2 * j + 1][0] = v.z;
         b[2 * j + 1][1] = v.w;
       }
     } else {

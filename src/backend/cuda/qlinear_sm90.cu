@@ -70,18 +70,18 @@ struct WSlice {
 template <bool kFp4, int kNT, int kD, bool kExpert>
 constexpr int kExpertMinBlocks = !(kFp4 && kExpert && kNT == 1) ? 0 : (kD == 2 ? 5 : 6);
 
+// One block's work: row tile `tile` (16 rows) of slot `slot` (experts; dense: 0), token tiles
+// z, z + zs, ... (the kernel's blockIdx and gridDim.z; the fused expert kernel's work items).
 template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
-__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ? 128 : 512,
-                                  kExpertMinBlocks<kFp4, kNT, kD, kExpert>)
-    QLinearKernel(QLinearArgs p) {
+__device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, int slot_id, int z,
+                                            int zs) {
   using C = QCfg<kFp4, kD>;
   constexpr int kP = C::kP, kKs = C::kKs, kTile = 8 * kNT;
-  PdlTrigger();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int nwarps = blockDim.x / 32;
   const int nslices = static_cast<int>((p.k + kKs - 1) / kKs);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t row0 = tile * 16;
   const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
   auto slice_pairs = [&](int sl) {
     const int64_t rest = p.k - static_cast<int64_t>(sl) * kKs;
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
     PdlWait();
   } else {
     PdlWait();
-    const int slot = blockIdx.y;  // < max_slots <= experts: the reads below stay in their arrays
+    const int slot = slot_id;  // < max_slots <= experts: the reads below stay in their arrays
     const int nact = *p.num_active, e = p.active[slot];  // independent loads, issued together
     begin = p.offsets[slot];
     count = p.offsets[slot + 1] - begin;
@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
   float* red = reinterpret_cast<float*>(
       smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (2 * kKs + 4 * (kKs / kQb)) : 0));
 
-  for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count;
-       m0 += static_cast<int64_t>(gridDim.z) * kTile) {
+  for (int64_t m0 = static_cast<int64_t>(z) * kTile; m0 < count;
+       m0 += static_cast<int64_t>(zs) * kTile) {
     const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
     // Per lane and token tile nt: the row of its B column (token m0 + nt*8 + g) and of its two C
     // columns (tokens m0 + nt*8 + 2t, +1); -1: none. Rows of the in-kernel buffers, else of the
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
     for (int sl = warp; sl < nslices; sl += nwarps) {
       // cur holds slice sl. The slice after it: the warp's next one, or (a new token tile follows
       // and the warp has several) its first one again; -1: cur stays.
-      const bool more_tiles = m0 + static_cast<int64_t>(gridDim.z) * kTile < count;
+      const bool more_tiles = m0 + static_cast<int64_t>(zs) * kTile < count;
       const int following =
           sl + nwarps < nslices ? sl + nwarps : (more_tiles && nslices > nwarps ? warp : -1);
       const auto& a = cur.a;
@@ -244,8 +244,10 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
           const float* xr = p.x + xrow(m0 + i) * p.ldx + goff + k0 + 4 * lane;
           float4 v[kKs / kQb];
 #pragma unroll
-          for (int b = 0; b < kKs / kQb; ++b)
-            v[b] = LoadX4(xr + b * kQb, b * kQb + 4 * lane < slice);
+          for (int b = 0; b < kKs / kQb; ++b) {
+            const bool ok = b * kQb + 4 * lane < slice;
+            v[b] = p.x_written_here ? LoadX4L2(xr + b * kQb, ok) : LoadX4(xr + b * kQb, ok);
+          }
 #pragma unroll
           for (int b = 0; b < kKs / kQb; ++b) {
             if (b >= nblk) break;  // warp-uniform
@@ -334,6 +336,78 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
   }
 }
 
+template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
+__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ? 128 : 512,
+                                  kExpertMinBlocks<kFp4, kNT, kD, kExpert>)
+    QLinearKernel(QLinearArgs p) {
+  PdlTrigger();
+  QLinearBody<kFp4, kNT, kD, kExpert, kPf>(p, blockIdx.x, static_cast<int>(blockIdx.y),
+                                           static_cast<int>(blockIdx.z),
+                                           static_cast<int>(gridDim.z));
+}
+
+// The routed experts' SwiGLU pair and w2 in one persistent launch (ExpertPairArgs): work items
+// from a queue, first the pair's (slot, row tile) items, then w2's; a w2 item waits until every
+// pair tile of its slot is written (a per-slot count), then quantizes its rows in the kernel. Each
+// item runs QLinearBody as the two launches' blocks do (one token tile per item; w2's rows
+// quantized by QuantBlock as the act_quant pre-pass): the same bits. Items are taken in order, so a
+// waiting w2 item only waits for items that running blocks hold: no deadlock at any residency.
+// sync: [0] the queue head, [1 + s] slot s's finished pair tiles, [kSyncExit] blocks done; the
+// last block to finish zeroes them for the next launch.
+template <bool kFp4>
+__global__ void __launch_bounds__(128, kExpertMinBlocks<kFp4, 1, 2, true>)
+    ExpertPairKernel(QLinearArgs p13, QLinearArgs p2, int32_t* sync, int max_slots) {
+  PdlTrigger();
+  PdlWait();
+  // The loop's state lives in shared memory: the item bodies keep every register they had as
+  // launches of their own (ptxas: no spills).
+  __shared__ int32_t item_s, n13_s, total_s, t13_s;
+  if (threadIdx.x == 0) {
+    const int nact = min(*p13.num_active, max_slots);
+    const int t13 = static_cast<int>((p13.n + 15) / 16), t2 = static_cast<int>((p2.n + 15) / 16);
+    t13_s = t13;
+    n13_s = t13 * nact;
+    total_s = (t13 + t2) * nact;
+    item_s = atomicAdd(sync, 1);
+  }
+  __syncthreads();
+  // The pair's items: (slot, row tile), slot-major.
+  while (item_s < n13_s) {
+    const int item = item_s, t13 = t13_s;
+    QLinearBody<kFp4, 1, 2, true, 0>(p13, item % t13, item / t13, 0, 1);
+    __syncthreads();  // every thread's outputs written, and item_s read
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(sync + 1 + item_s / t13_s, 1);
+      item_s = atomicAdd(sync, 1);
+    }
+    __syncthreads();
+  }
+  // w2's items, each once its slot's pair tiles are all written.
+  while (item_s < total_s) {
+    const int j = item_s - n13_s, t2 = static_cast<int>((p2.n + 15) / 16);
+    if (threadIdx.x == 0) {
+      const int32_t* done = sync + 1 + j / t2;
+      while (atomicAdd(const_cast<int32_t*>(done), 0) < t13_s) __nanosleep(64);
+      __threadfence();
+    }
+    __syncthreads();
+    QLinearBody<kFp4, 1, 1, true, 0>(p2, j % t2, j / t2, 0, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) item_s = atomicAdd(sync, 1);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    int32_t* exit_count = sync + 1 + max_slots;
+    __threadfence();
+    if (atomicAdd(exit_count, 1) == static_cast<int>(gridDim.x) - 1) {
+      for (int i = 0; i <= max_slots; ++i) sync[i] = 0;
+      *exit_count = 0;
+      __threadfence();
+    }
+  }
+}
+
 // Host twins of QCfg and of the kernel's shared-memory layout: the slice width and the number of
 // slices of a shape, and the dynamic shared memory of a launch (the in-kernel quantization
 // buffers of `warps` warps, unless the rows come pre-quantized, then the slices' partial sums).
@@ -409,9 +483,15 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
     const char* v = std::getenv("DSINFER_QLINEAR_FEWER_WARPS");
     return v == nullptr || std::atoi(v) != 0;
   }();
+  // DSINFER_DUAL_WARPS=n: the fused SwiGLU pair's warps (A/B of the shared expert's residency
+  // beside the routed experts; the same bits).
+  static const int dual_warps = [] {
+    const char* v = std::getenv("DSINFER_DUAL_WARPS");
+    return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : kMaxWarps;
+  }();
   if (forced > 0) return forced;
   if (expert) return kExpertWarps;
-  if (dual) return kMaxWarps;
+  if (dual) return dual_warps;
   int w = std::min(slices, 8);
   while (fewer && one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
   return w;
@@ -630,6 +710,45 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   const int prefetch =
       !expert ? 1 : (fp4 && slots <= ExpertPrefetchSlots() ? ExpertPrefetchKind() : 0);
   Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
+}
+
+int64_t ExpertPairSyncInts(int max_slots) { return int64_t{max_slots} + 2; }
+
+bool LaunchExpertPair(QLinearArgs a13, const WeightRef& w13, QLinearArgs a2, const WeightRef& w2,
+                      int max_slots, int64_t total_pairs, int32_t* sync, StreamHandle stream) {
+  // FP4 pairs of decode sizes (one token tile per slot at most rows; any count stays exact),
+  // rows of the pair pre-quantized, w2's quantized in the kernel from the pair's output.
+  if (w13.format != WeightFormat::kFp4 || w2.format != WeightFormat::kFp4 || max_slots <= 0 ||
+      total_pairs <= 0 || total_pairs > 64 || a13.xq == nullptr || a2.xq != nullptr ||
+      sync == nullptr)
+    return false;
+  if (!QLinearSupports(w13, true, nullptr) || !QLinearSupports(w2, false, nullptr)) return false;
+  if ((reinterpret_cast<uintptr_t>(a2.x) & 15) != 0 || a2.ldx % 4 != 0) return false;
+  a13.n = w13.n;
+  a13.k = w13.k;
+  a13.scale_format = w13.scale_format;
+  a2.n = w2.n;
+  a2.k = w2.k;
+  a2.scale_format = w2.scale_format;
+  a2.x_written_here = true;
+  const int warps = kExpertWarps;
+  const size_t smem = std::max(SmemBytes(w13.k, true, true, 1, warps, true),
+                               SmemBytes(w2.k, true, false, 1, warps, false));
+  auto kernel = ExpertPairKernel<true>;
+  static const bool attr_set = [&] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    return true;
+  }();
+  (void)attr_set;
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * warps, smem));
+  const int64_t items = ((w13.n + 15) / 16 + (w2.n + 15) / 16) * int64_t{max_slots};
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(items, int64_t{SmCount()} * per_sm));
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(32 * warps), smem, stream, a13, a2,
+               sync, max_slots);
+  CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 }  // namespace dsinfer::backend::cuda

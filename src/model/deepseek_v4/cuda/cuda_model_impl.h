@@ -211,6 +211,7 @@ struct CudaModel::Impl {
   int64_t iscore_rows = 0;
   float *rlog, *rwt;
   int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
+  int32_t* expert_sync;  // the fused expert pair's queue and counts (LaunchExpertPair; zero between)
   int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
