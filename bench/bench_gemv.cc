@@ -24,18 +24,6 @@ using gpu::WeightFormat;
 
 namespace {
 
-// The streamed decode linear's switches as set for this run ("off", or "on" with its overrides).
-std::string QLinearStreamSetting() {
-  const char* on = std::getenv("DSINFER_QLINEAR_STREAM");
-  if (on == nullptr || std::atoi(on) == 0) return "off";
-  std::string s = "on";
-  for (const char* name : {"DSINFER_QLINEAR_STREAM_BLOCKS", "DSINFER_QLINEAR_STREAM_STAGES",
-                           "DSINFER_QLINEAR_STREAM_GRID", "DSINFER_QLINEAR_STREAM_WARPS"}) {
-    if (const char* v = std::getenv(name)) s += std::string(",") + (name + 23) + "=" + v;
-  }
-  return s;
-}
-
 struct Shape {
   const char* name;
   WeightFormat format;
@@ -150,8 +138,7 @@ int main(int argc, char** argv) {
   const char* qwarps_env = std::getenv("DSINFER_QLINEAR_WARPS");
   const std::string kernel = std::string("gemv:") + (gemv_env ? gemv_env : "f32,bf16") +
                              (dual_env && std::string(dual_env) == "0" ? ",nodual" : "") +
-                             ";qlinear_warps:" + (qwarps_env ? qwarps_env : "default") +
-                             ";qlinear_stream:" + QLinearStreamSetting();
+                             ";qlinear_warps:" + (qwarps_env ? qwarps_env : "default");
   const bool pdl = !(pdl_env && std::string(pdl_env) == "0");
   std::printf("{\"bench\": \"gemv_setup\", \"device\": \"%s\", \"copy_GBps\": %.0f, \"m\": %lld, "
               "\"kernel\": \"%s\", \"pdl\": %s}\n",

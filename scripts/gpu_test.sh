@@ -6,16 +6,15 @@
 #   scripts/gpu_test.sh [OUT_DIR] [--model-dir]
 # --model-dir also writes the flash-l8 preset as a real model dir (init-model, ~29 GB), benchmarks
 # batch-1 decode from it, and deletes it. Logs go to OUT_DIR (default build-cuda/gpu_logs).
-# DSINFER_GPU_TEST_NO_PROFILE=1 skips the Nsight Compute step profile (the slowest part). The
-# decode and linear benchmarks run a second time with the streamed linear on (DSINFER_QLINEAR_STREAM=1).
+# DSINFER_GPU_TEST_NO_PROFILE=1 skips the Nsight Compute step profile (the slowest part).
 # Machines without nlohmann-json / googletest / PCRE2 packages: run scripts/stage_gpu_deps.sh on a
 # machine that has them and bring .deps/ along (it copies /usr/include/nlohmann to
 # .deps/include/nlohmann, /usr/src/googletest to .deps/googletest, /usr/include/pcre2.h to
 # .deps/include and libpcre2-8.a to .deps/lib).
 # DSINFER_GPU_TEST_PARTS (default "test bench ab") picks what runs after the build, to split the
 # work over several calls of a 10-minute limit: test = ctest -L gpu and gpu_model_test, bench = the
-# decode / prefill / linear benchmarks (and the profile), ab = the A/B benches of the prepared
-# switches (the streamed linear, programmatic joins).
+# decode / prefill / linear benchmarks (and the profile), ab = decode at batch 1 and 8 with each
+# default-on switch turned off (the A/B of one build on one machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 parts=" ${DSINFER_GPU_TEST_PARTS:-test bench ab} "
@@ -46,31 +45,15 @@ if want bench; then
   timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 fi
 if want ab; then
-  # The streamed decode linear (DSINFER_QLINEAR_STREAM=1, off by default until measured): decode
-  # at batch 1 and 8 without it, then with it at one and two blocks per SM, and bench_gemv with it
-  # (against the bench part's): an A/B of one build on one machine in this part alone.
-  echo "== decode benchmark, register linear (A/B base)"
-  DSINFER_QLINEAR_STREAM=0 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
-    tee "$out/bench_decode_register.jsonl"
-  echo "== decode benchmark, streamed linear (DSINFER_QLINEAR_STREAM=1)"
-  DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
-    tee "$out/bench_decode_streamed.jsonl"
-  echo "== decode benchmark, streamed linear at two blocks per SM (DSINFER_QLINEAR_STREAM_BLOCKS=2)"
-  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 build-cuda/bin/dsinfer bench --preset flash-l8 \
-    --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed2.jsonl"
-  echo "== decode benchmark, streamed linear in 4-warp blocks, two per SM"
-  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_WARPS=4 DSINFER_QLINEAR_STREAM_BLOCKS=2 \
-    build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
-    tee "$out/bench_decode_streamed_w4.jsonl"
-  echo "== decode benchmark, programmatic joins (DSINFER_PDL_JOINS=1), then with the streamed linear"
-  DSINFER_PDL_JOINS=1 build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 |
-    tee "$out/bench_decode_pdl_joins.jsonl"
-  DSINFER_PDL_JOINS=1 DSINFER_QLINEAR_STREAM=1 build-cuda/bin/dsinfer bench --preset flash-l8 \
-    --prefill 0 --batches 1,8 | tee "$out/bench_decode_streamed_pdl_joins.jsonl"
-  echo "== each linear alone, streamed"
-  DSINFER_QLINEAR_STREAM=1 timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv_streamed.jsonl"
-  DSINFER_QLINEAR_STREAM=1 DSINFER_QLINEAR_STREAM_BLOCKS=2 timeout 120 build-cuda/bin/bench_gemv 1 |
-    tee "$out/bench_gemv_streamed2.jsonl"
+  # The projection wait (DSINFER_PROJ_FIRST=0 turns it off) and programmatic dependent launch
+  # (DSINFER_PDL=0), each against the defaults, twice.
+  for rep in 1 2; do
+    for sw in DSINFER_DEFAULTS=1 DSINFER_PROJ_FIRST=0 DSINFER_PDL=0; do
+      echo "== decode benchmark, $sw"
+      env "$sw" build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 --steps 100 |
+        tee -a "$out/bench_decode_ab.jsonl"
+    done
+  done
 fi
 if want bench && [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
    { command -v ncu > /dev/null || ls /opt/nvidia/nsight-compute/*/ncu > /dev/null 2>&1; }; then

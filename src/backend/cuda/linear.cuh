@@ -101,11 +101,6 @@ struct QuantizedRows {
 // QuantizedLd(k) f16) and s_buf (rows x QuantizedScales(k) floats).
 int64_t QuantizedLd(int64_t k);
 int64_t QuantizedScales(int64_t k);
-// True when a routed FP8/FP4 expert linear whose x has `x_rows` rows of k columns (x_row_div 1,
-// `total_pairs` pairs) takes the streamed decode kernel and quantizes those rows there, once per
-// block in shared memory: a LaunchActQuantRows pre-pass for it would only add a launch (the same
-// bits either way).
-bool ExpertRowsQuantizedInKernel(int64_t x_rows, int64_t k, int64_t total_pairs);
 QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
                                  uint16_t* q_buf, float* s_buf, StreamHandle stream);
 
@@ -162,17 +157,5 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
                         StreamHandle stream);
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream);
-
-// p1's SwiGLU pair then p2 (x = p1.y, rows quantized in the kernel) in one launch
-// (LaunchExpertPair: FP4 experts of decode sizes, p1's rows pre-quantized), with
-// DSINFER_EXPERT_FUSED=1 (off by default until measured): the same bits as
-// LaunchExpertLinearSwiglu then LaunchExpertLinear. `sync`: ExpertPairSyncInts(max_slots) zeroed
-// ints. False, nothing launched, where it does not apply.
-bool ExpertPairFusedEnabled();
-int64_t ExpertPairSyncInts(int max_slots);
-bool LaunchExpertSwigluThenLinear(const ExpertLinearParams& p1, const void* const* w3_data,
-                                  const void* const* w3_scale, float limit,
-                                  const ExpertLinearParams& p2, int32_t* sync,
-                                  StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -487,25 +487,4 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
   LaunchSwiglu(p1.y, u, p1.total_pairs, p1.shape.n, p1.ldy, limit, stream);
 }
 
-bool ExpertPairFusedEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DSINFER_EXPERT_FUSED");
-    return v != nullptr && std::atoi(v) != 0;
-  }();
-  return on;
-}
-
-bool LaunchExpertSwigluThenLinear(const ExpertLinearParams& p1, const void* const* w3_data,
-                                  const void* const* w3_scale, float limit,
-                                  const ExpertLinearParams& p2, int32_t* sync,
-                                  StreamHandle stream) {
-  if (!ExpertPairFusedEnabled() || p1.max_slots != p2.max_slots ||
-      p1.total_pairs != p2.total_pairs || p2.xq.q != nullptr)
-    return false;
-  QLinearArgs a13 = ExpertArgs(p1);
-  a13.ew[1] = w3_data; a13.es[1] = w3_scale; a13.limit = limit;
-  return LaunchExpertPair(a13, p1.shape, ExpertArgs(p2), p2.shape, p1.max_slots, p1.total_pairs,
-                          sync, stream);
-}
-
 }  // namespace dsinfer::backend::cuda

@@ -48,8 +48,6 @@ struct QLinearArgs {
   const int32_t* num_active = nullptr;
   const int32_t* offsets = nullptr;
   const int32_t* pairs = nullptr;
-  // x is written by earlier work of the same launch (the fused expert pair's w2): read from L2.
-  bool x_written_here = false;
 };
 
 // fn(std::bool_constant<fp4>, std::bool_constant<dual>, std::bool_constant<expert>): a launch's
@@ -71,14 +69,5 @@ void WithQLinearKinds(bool fp4, bool dual, bool expert, Fn&& fn) {
 // dense).
 void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
                    int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream);
-
-// The routed experts' FP4 SwiGLU pair (a13: w1/w3 tables, rows pre-quantized) and their w2 (a2:
-// x = the pair's output, quantized in the kernel) as one persistent launch (ExpertPairKernel in
-// qlinear_sm90.cu): the two launches' bits without the launch boundary, w2's act_quant pass or the
-// pair's last-wave tail. `sync`: ExpertPairSyncInts(max_slots) (linear.cuh) zeroed ints, reused by every such
-// launch in stream order. False (nothing launched) where it does not apply: the caller then
-// launches the two linears.
-bool LaunchExpertPair(QLinearArgs a13, const WeightRef& w13, QLinearArgs a2, const WeightRef& w2,
-                      int max_slots, int64_t total_pairs, int32_t* sync, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

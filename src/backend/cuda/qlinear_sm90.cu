@@ -27,7 +27,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
-#include "backend/cuda/qlinear_stream.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -70,8 +69,8 @@ struct WSlice {
 template <bool kFp4, int kNT, int kD, bool kExpert>
 constexpr int kExpertMinBlocks = !(kFp4 && kExpert && kNT == 1) ? 0 : (kD == 2 ? 5 : 6);
 
-// One block's work: row tile `tile` (16 rows) of slot `slot` (experts; dense: 0), token tiles
-// z, z + zs, ... (the kernel's blockIdx and gridDim.z; the fused expert kernel's work items).
+// One block's work: row tile `tile` (16 rows) of slot `slot_id` (experts; dense: 0), token tiles
+// z, z + zs, ... (QLinearKernel passes its blockIdx and gridDim.z).
 template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
 __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, int slot_id, int z,
                                             int zs) {
@@ -244,10 +243,8 @@ __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, 
           const float* xr = p.x + xrow(m0 + i) * p.ldx + goff + k0 + 4 * lane;
           float4 v[kKs / kQb];
 #pragma unroll
-          for (int b = 0; b < kKs / kQb; ++b) {
-            const bool ok = b * kQb + 4 * lane < slice;
-            v[b] = p.x_written_here ? LoadX4L2(xr + b * kQb, ok) : LoadX4(xr + b * kQb, ok);
-          }
+          for (int b = 0; b < kKs / kQb; ++b)
+            v[b] = LoadX4(xr + b * kQb, b * kQb + 4 * lane < slice);
 #pragma unroll
           for (int b = 0; b < kKs / kQb; ++b) {
             if (b >= nblk) break;  // warp-uniform
@@ -346,68 +343,6 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
                                            static_cast<int>(gridDim.z));
 }
 
-// The routed experts' SwiGLU pair and w2 in one persistent launch (ExpertPairArgs): work items
-// from a queue, first the pair's (slot, row tile) items, then w2's; a w2 item waits until every
-// pair tile of its slot is written (a per-slot count), then quantizes its rows in the kernel. Each
-// item runs QLinearBody as the two launches' blocks do (one token tile per item; w2's rows
-// quantized by QuantBlock as the act_quant pre-pass): the same bits. Items are taken in order, so a
-// waiting w2 item only waits for items that running blocks hold: no deadlock at any residency.
-// sync: [0] the queue head, [1 + s] slot s's finished pair tiles, [kSyncExit] blocks done; the
-// last block to finish zeroes them for the next launch.
-template <bool kFp4>
-__global__ void __launch_bounds__(128, kExpertMinBlocks<kFp4, 1, 2, true>)
-    ExpertPairKernel(QLinearArgs p13, QLinearArgs p2, int32_t* sync, int max_slots) {
-  PdlTrigger();
-  PdlWait();
-  // The loop's state lives in shared memory: the item bodies keep every register they had as
-  // launches of their own (ptxas: no spills).
-  __shared__ int32_t item_s, n13_s, total_s, t13_s;
-  if (threadIdx.x == 0) {
-    const int nact = min(*p13.num_active, max_slots);
-    const int t13 = static_cast<int>((p13.n + 15) / 16), t2 = static_cast<int>((p2.n + 15) / 16);
-    t13_s = t13;
-    n13_s = t13 * nact;
-    total_s = (t13 + t2) * nact;
-    item_s = atomicAdd(sync, 1);
-  }
-  __syncthreads();
-  // The pair's items: (slot, row tile), slot-major.
-  while (item_s < n13_s) {
-    const int item = item_s, t13 = t13_s;
-    QLinearBody<kFp4, 1, 2, true, 0>(p13, item % t13, item / t13, 0, 1);
-    __syncthreads();  // every thread's outputs written, and item_s read
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(sync + 1 + item_s / t13_s, 1);
-      item_s = atomicAdd(sync, 1);
-    }
-    __syncthreads();
-  }
-  // w2's items, each once its slot's pair tiles are all written.
-  while (item_s < total_s) {
-    const int j = item_s - n13_s, t2 = static_cast<int>((p2.n + 15) / 16);
-    if (threadIdx.x == 0) {
-      const int32_t* done = sync + 1 + j / t2;
-      while (atomicAdd(const_cast<int32_t*>(done), 0) < t13_s) __nanosleep(64);
-      __threadfence();
-    }
-    __syncthreads();
-    QLinearBody<kFp4, 1, 1, true, 0>(p2, j % t2, j / t2, 0, 1);
-    __syncthreads();
-    if (threadIdx.x == 0) item_s = atomicAdd(sync, 1);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    int32_t* exit_count = sync + 1 + max_slots;
-    __threadfence();
-    if (atomicAdd(exit_count, 1) == static_cast<int>(gridDim.x) - 1) {
-      for (int i = 0; i <= max_slots; ++i) sync[i] = 0;
-      *exit_count = 0;
-      __threadfence();
-    }
-  }
-}
-
 // Host twins of QCfg and of the kernel's shared-memory layout: the slice width and the number of
 // slices of a shape, and the dynamic shared memory of a launch (the in-kernel quantization
 // buffers of `warps` warps, unless the rows come pre-quantized, then the slices' partial sums).
@@ -483,15 +418,9 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
     const char* v = std::getenv("DSINFER_QLINEAR_FEWER_WARPS");
     return v == nullptr || std::atoi(v) != 0;
   }();
-  // DSINFER_DUAL_WARPS=n: the fused SwiGLU pair's warps (A/B of the shared expert's residency
-  // beside the routed experts; the same bits).
-  static const int dual_warps = [] {
-    const char* v = std::getenv("DSINFER_DUAL_WARPS");
-    return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : kMaxWarps;
-  }();
   if (forced > 0) return forced;
   if (expert) return kExpertWarps;
-  if (dual) return dual_warps;
+  if (dual) return kMaxWarps;
   int w = std::min(slices, 8);
   while (fewer && one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
   return w;
@@ -691,8 +620,6 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
-  // One token tile at decode sizes: the streamed kernel when switched on (qlinear_stream.cuh).
-  if (nt == 1 && TryLaunchQLinearStream(a, fp4, dual, slots, x_rows, width, stream)) return;
   if (fp4 && expert && nt == 1) warps = std::min(warps, kExpertWarps);  // kExpertMinBlocks' bound
   // The kernel addresses quantized rows by 32-bit offsets (row * ld).
   if (a.xq != nullptr &&
@@ -710,45 +637,6 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   const int prefetch =
       !expert ? 1 : (fp4 && slots <= ExpertPrefetchSlots() ? ExpertPrefetchKind() : 0);
   Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
-}
-
-int64_t ExpertPairSyncInts(int max_slots) { return int64_t{max_slots} + 2; }
-
-bool LaunchExpertPair(QLinearArgs a13, const WeightRef& w13, QLinearArgs a2, const WeightRef& w2,
-                      int max_slots, int64_t total_pairs, int32_t* sync, StreamHandle stream) {
-  // FP4 pairs of decode sizes (one token tile per slot at most rows; any count stays exact),
-  // rows of the pair pre-quantized, w2's quantized in the kernel from the pair's output.
-  if (w13.format != WeightFormat::kFp4 || w2.format != WeightFormat::kFp4 || max_slots <= 0 ||
-      total_pairs <= 0 || total_pairs > 64 || a13.xq == nullptr || a2.xq != nullptr ||
-      sync == nullptr)
-    return false;
-  if (!QLinearSupports(w13, true, nullptr) || !QLinearSupports(w2, false, nullptr)) return false;
-  if ((reinterpret_cast<uintptr_t>(a2.x) & 15) != 0 || a2.ldx % 4 != 0) return false;
-  a13.n = w13.n;
-  a13.k = w13.k;
-  a13.scale_format = w13.scale_format;
-  a2.n = w2.n;
-  a2.k = w2.k;
-  a2.scale_format = w2.scale_format;
-  a2.x_written_here = true;
-  const int warps = kExpertWarps;
-  const size_t smem = std::max(SmemBytes(w13.k, true, true, 1, warps, true),
-                               SmemBytes(w2.k, true, false, 1, warps, false));
-  auto kernel = ExpertPairKernel<true>;
-  static const bool attr_set = [&] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    return true;
-  }();
-  (void)attr_set;
-  int per_sm = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * warps, smem));
-  const int64_t items = ((w13.n + 15) / 16 + (w2.n + 15) / 16) * int64_t{max_slots};
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(items, int64_t{SmCount()} * per_sm));
-  LaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(32 * warps), smem, stream, a13, a2,
-               sync, max_slots);
-  CUDA_CHECK_LAUNCH();
-  return true;
 }
 
 }  // namespace dsinfer::backend::cuda

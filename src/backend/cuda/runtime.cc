@@ -129,51 +129,13 @@ Graph::~Graph() {
 void Graph::BeginCapture(StreamHandle s) {
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
 }
-void Graph::EndCapture(StreamHandle s, bool programmatic_edges) {
+void Graph::EndCapture(StreamHandle s) {
   cudaGraph_t g = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
   graph_ = g;
-  if (programmatic_edges && PdlEnabled()) {
-    // Before instantiation (the capture has ended, so its rejoin check saw the ordinary edges):
-    // each full-completion edge between two kernel nodes becomes programmatic.
-    size_t n = 0;
-    CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
-    std::vector<cudaGraphNode_t> from(n), to(n);
-    std::vector<cudaGraphEdgeData> data(n);
-    CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
-    auto is_kernel = [](cudaGraphNode_t node) {
-      cudaGraphNodeType type;
-      CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-      return type == cudaGraphNodeTypeKernel;
-    };
-    cudaGraphEdgeData programmatic = {};
-    programmatic.from_port = cudaGraphKernelNodePortProgrammatic;
-    programmatic.type = cudaGraphDependencyTypeProgrammatic;
-    for (size_t i = 0; i < n; ++i) {
-      if (data[i].type != cudaGraphDependencyTypeDefault ||
-          data[i].from_port != cudaGraphKernelNodePortDefault || !is_kernel(from[i]) ||
-          !is_kernel(to[i]))
-        continue;
-      CUDA_CHECK(cudaGraphRemoveDependencies(g, &from[i], &to[i], &data[i], 1));
-      CUDA_CHECK(cudaGraphAddDependencies(g, &from[i], &to[i], &programmatic, 1));
-    }
-  }
   cudaGraphExec_t e = nullptr;
   CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
   exec_ = e;
-}
-std::pair<int64_t, int64_t> Graph::EdgeCounts() const {
-  if (graph_ == nullptr) return {0, 0};
-  const auto g = static_cast<cudaGraph_t>(graph_);
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
-  std::vector<cudaGraphNode_t> from(n), to(n);
-  std::vector<cudaGraphEdgeData> data(n);
-  CUDA_CHECK(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
-  int64_t programmatic = 0;
-  for (size_t i = 0; i < n; ++i)
-    programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
-  return {static_cast<int64_t>(n), programmatic};
 }
 void Graph::Launch(StreamHandle s) const {
   CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));

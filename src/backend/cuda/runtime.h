@@ -114,16 +114,9 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   void BeginCapture(StreamHandle stream);
-  // programmatic_edges: every ordinary (full-completion) edge between two kernel nodes becomes a
-  // programmatic one before instantiation, as a same-stream launch with programmatic dependent
-  // launch has: across a fork or join too, a kernel may then launch while the kernels it depends
-  // on run, and its PdlWait waits for their completion. Every kernel must keep launch.cuh's
-  // contract (ours do). Ignored with DSINFER_PDL=0.
-  void EndCapture(StreamHandle stream, bool programmatic_edges = false);
+  void EndCapture(StreamHandle stream);
   void Launch(StreamHandle stream) const;
   bool ready() const { return exec_ != nullptr; }
-  // Edges of the captured graph: all, and those of programmatic type (PDL across nodes).
-  std::pair<int64_t, int64_t> EdgeCounts() const;
 
  private:
   void* graph_ = nullptr;  // cudaGraph_t

@@ -167,19 +167,15 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   };
   Mark("moe_routed_experts");
   if (prequant) WaitCheckpoint(0);  // the quantized x
-  gpu::ExpertLinearParams p13 =
-      expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
-  if (prequant) p13.xq = xq;
-  // Decode sizes with DSINFER_EXPERT_FUSED=1: the pair and w2 as one launch (the same bits).
-  if (!prequant || !gpu::LaunchExpertSwigluThenLinear(
-                       p13, ex.w3_data, ex.w3_scale, lim,
-                       expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D), expert_sync,
-                       cur_stream())) {
-    gpu::LaunchExpertLinearSwiglu(p13, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
+  {
+    gpu::ExpertLinearParams p =
+        expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
+    if (prequant) p.xq = xq;
+    gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
+  }
+  {
     gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
-    // The streamed kernel quantizes these rows itself (no pre-pass launch on the chain).
-    if (prequant && !gpu::ExpertRowsQuantizedInKernel(P, I, P))
-      p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
+    if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
     gpu::LaunchExpertLinear(p, cur_stream());
   }
   Mark("moe_shared+combine");
@@ -274,12 +270,6 @@ void CudaModel::Impl::AllocateActivations() {
   counts = Alloc<int32_t>(E);
   route_done = Alloc<int32_t>(1);
   gpu::Memset(route_done, 0, 4, stream.get());
-  {
-    const int64_t ints = gpu::ExpertPairSyncInts(
-        static_cast<int>(std::min<int64_t>(c.n_routed_experts, opt.max_tokens * c.num_experts_per_tok)));
-    expert_sync = Alloc<int32_t>(ints);
-    gpu::Memset(expert_sync, 0, ints * 4, stream.get());
-  }
   active = Alloc<int32_t>(E);
   num_active = Alloc<int32_t>(c.num_layers);
   offsets = Alloc<int32_t>(E + 1);
@@ -441,7 +431,7 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
       graph = std::make_unique<gpu::Graph>();
       graph->BeginCapture(m.stream.get());
       step();
-      graph->EndCapture(m.stream.get(), m.pdl_joins);
+      graph->EndCapture(m.stream.get());
     }
     graph->Launch(m.stream.get());
   } else {

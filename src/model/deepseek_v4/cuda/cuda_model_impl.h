@@ -127,16 +127,6 @@ struct CudaModel::Impl {
     return v == nullptr || std::strcmp(v, "0") != 0;
   }
   bool branches_on = BranchesFromEnv();
-  // DSINFER_PDL_JOINS=1: the captured decode step's edges across forks, joins and checkpoint
-  // waits become programmatic (Graph::EndCapture), so that the kernel after one is launched early
-  // as after a kernel on its own stream (a kernel timeline showed the MoE's mHC post ending 7.6 us
-  // after the routed w2 it waited for, against 2.7 us for a same-stream successor). Off by
-  // default until GPU-measured.
-  static bool PdlJoinsFromEnv() {
-    const char* v = std::getenv("DSINFER_PDL_JOINS");
-    return v != nullptr && std::strcmp(v, "0") != 0;
-  }
-  bool pdl_joins = PdlJoinsFromEnv();
   gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
   gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
   // act_quant scratch of the FP8/FP4 linears (linear.cuh), one per stream: [0] main, [1 + b] branch b.
@@ -211,7 +201,6 @@ struct CudaModel::Impl {
   int64_t iscore_rows = 0;
   float *rlog, *rwt;
   int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
-  int32_t* expert_sync;  // the fused expert pair's queue and counts (LaunchExpertPair; zero between)
   int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
