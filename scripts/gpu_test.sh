@@ -14,7 +14,9 @@
 # DSINFER_GPU_TEST_PARTS (default "test bench ab") picks what runs after the build, to split the
 # work over several calls of a 10-minute limit: test = ctest -L gpu and gpu_model_test, bench = the
 # decode / prefill / linear benchmarks (and the profile), ab = decode at batch 1 and 8 with each
-# default-on switch turned off (the A/B of one build on one machine).
+# default-on switch turned off (the A/B of one build on one machine), sanitize = the GPU tests
+# under compute-sanitizer (memcheck, synccheck, racecheck; not in the default set: ~2 minutes).
+# DSINFER_GPU_TEST_PREBUILT=1 skips the configure and build (a build-cuda/ tree brought along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 parts=" ${DSINFER_GPU_TEST_PARTS:-test bench ab} "
@@ -25,9 +27,11 @@ with_model_dir=0
 mkdir -p "$out"
 jobs="$(nproc)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-cmake --preset cuda-release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build --preset cuda-release -j"$jobs" > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
-echo "== build ok"
+if [ "${DSINFER_GPU_TEST_PREBUILT:-0}" != 1 ]; then
+  cmake --preset cuda-release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  cmake --build --preset cuda-release -j"$jobs" > "$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+  echo "== build ok"
+fi
 rc=0
 if want test; then
   ctest --preset cuda-release -L gpu --output-on-failure > "$out/ctest_gpu.log" 2>&1
@@ -53,6 +57,21 @@ if want ab; then
       env "$sw" build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 --steps 100 |
         tee -a "$out/bench_decode_ab.jsonl"
     done
+  done
+fi
+if want sanitize; then
+  # Every GPU test under memcheck and synccheck; racecheck (slower) on the whole model's official
+  # formats and the linear, attention, mHC, routing, sampling and norm tests.
+  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  for run in "memcheck gpu_ops_test" "synccheck gpu_ops_test" "memcheck gpu_model_test" \
+             "synccheck gpu_model_test" "racecheck gpu_ops_test" \
+             "racecheck gpu_model_test --gtest_filter=*TinyOfficial*"; do
+    set -- $run
+    tool=$1 bin=$2
+    shift 2
+    echo "== $tool $bin $*"
+    "$cs" --tool "$tool" --error-exitcode 9 build-cuda/bin/"$bin" "$@" > "$out/sanitize_${tool}_$bin.log" 2>&1 || rc=1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED  \]" "$out/sanitize_${tool}_$bin.log" | head -5
   done
 fi
 if want bench && [ "${DSINFER_GPU_TEST_NO_PROFILE:-0}" != 1 ] &&
