@@ -87,7 +87,10 @@ struct Tracer {
     CUPTI_OK(cuptiActivityFlushPeriod(20));  // records arrive while the program runs
   }
   ~Tracer() {
-    CUPTI_OK(cuptiActivityFlushAll(1));
+    CUPTI_OK(cuptiActivityFlushAll(1));  // (on CUDA 13 the records arrive here, not periodically)
+    // A process that ran no kernels (a child the traced program spawns inherits LD_PRELOAD) must
+    // not replace the traced process's file with an empty one.
+    if (rows->empty()) return;
     const char* path = std::getenv("DSINFER_TRACE_OUT");
     std::FILE* f = std::fopen(path ? path : "kernel_trace.csv", "w");
     if (f == nullptr) return;
