@@ -66,11 +66,10 @@ if want sanitize; then
   for run in "memcheck gpu_ops_test" "synccheck gpu_ops_test" "memcheck gpu_model_test" \
              "synccheck gpu_model_test" "racecheck gpu_ops_test" \
              "racecheck gpu_model_test --gtest_filter=*TinyOfficial*"; do
-    set -- $run
-    tool=$1 bin=$2
-    shift 2
-    echo "== $tool $bin $*"
-    "$cs" --tool "$tool" --error-exitcode 9 build-cuda/bin/"$bin" "$@" > "$out/sanitize_${tool}_$bin.log" 2>&1 || rc=1
+    read -r tool bin args <<< "$run"
+    echo "== $tool $bin ${args:-}"
+    # shellcheck disable=SC2086  # args: gtest flags, split on purpose
+    "$cs" --tool "$tool" --error-exitcode 9 build-cuda/bin/"$bin" ${args:-} > "$out/sanitize_${tool}_$bin.log" 2>&1 || rc=1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED  \]" "$out/sanitize_${tool}_$bin.log" | head -5
   done
 fi

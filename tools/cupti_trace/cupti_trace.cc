@@ -84,10 +84,10 @@ struct Tracer {
     rows = new std::vector<Row>();
     CUPTI_OK(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
     CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CUPTI_OK(cuptiActivityFlushPeriod(20));  // records arrive while the program runs
+    CUPTI_OK(cuptiActivityFlushPeriod(20));  // (CUDA 13 still delivers them at the final flush)
   }
   ~Tracer() {
-    CUPTI_OK(cuptiActivityFlushAll(1));  // (on CUDA 13 the records arrive here, not periodically)
+    CUPTI_OK(cuptiActivityFlushAll(1));
     // A process that ran no kernels (a child the traced program spawns inherits LD_PRELOAD) must
     // not replace the traced process's file with an empty one.
     if (rows->empty()) return;

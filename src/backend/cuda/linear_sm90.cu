@@ -323,10 +323,7 @@ bool GemvEnabled(WeightFormat f, bool dual) {
     const char* v = std::getenv("DSINFER_GEMV");
     return std::string(v ? v : "f32,bf16");
   }();
-  static const bool dual_ok = [] {
-    const char* v = std::getenv("DSINFER_GEMV_DUAL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool dual_ok = EnvFlagOn("DSINFER_GEMV_DUAL");
   if (dual && !dual_ok) return false;
   if (f != WeightFormat::kF32 && f != WeightFormat::kBf16) return false;
   return formats.find(f == WeightFormat::kF32 ? "f32" : "bf16") != std::string::npos;

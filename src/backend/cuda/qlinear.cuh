@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cuda/linear.cuh"
 
@@ -49,20 +48,6 @@ struct QLinearArgs {
   const int32_t* offsets = nullptr;
   const int32_t* pairs = nullptr;
 };
-
-// fn(std::bool_constant<fp4>, std::bool_constant<dual>, std::bool_constant<expert>): a launch's
-// runtime kinds as the kernel instantiation's template arguments.
-template <typename Fn>
-void WithQLinearKinds(bool fp4, bool dual, bool expert, Fn&& fn) {
-  auto with = [](bool v, auto next) {
-    if (v)
-      next(std::true_type{});
-    else
-      next(std::false_type{});
-  };
-  with(fp4,
-       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { fn(f, d, e); }); }); });
-}
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
 // x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:

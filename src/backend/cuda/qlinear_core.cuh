@@ -50,10 +50,6 @@ __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
 __device__ __forceinline__ float4 LoadX4(const float* p, bool ok) {
   return ok ? __ldg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
-// The same from L2 (ld.global.cg): for rows other blocks of the same kernel wrote.
-__device__ __forceinline__ float4 LoadX4L2(const float* p, bool ok) {
-  return ok ? __ldcg(reinterpret_cast<const float4*>(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
-}
 
 // Two e4m3 bytes (low 16 bits of v) -> f16x2, exact (the hardware conversion).
 __device__ __forceinline__ uint32_t E4m3x2ToF16x2(uint32_t v) {

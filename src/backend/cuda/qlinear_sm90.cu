@@ -69,18 +69,18 @@ struct WSlice {
 template <bool kFp4, int kNT, int kD, bool kExpert>
 constexpr int kExpertMinBlocks = !(kFp4 && kExpert && kNT == 1) ? 0 : (kD == 2 ? 5 : 6);
 
-// One block's work: row tile `tile` (16 rows) of slot `slot_id` (experts; dense: 0), token tiles
-// z, z + zs, ... (QLinearKernel passes its blockIdx and gridDim.z).
 template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
-__device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, int slot_id, int z,
-                                            int zs) {
+__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ? 128 : 512,
+                                  kExpertMinBlocks<kFp4, kNT, kD, kExpert>)
+    QLinearKernel(QLinearArgs p) {
   using C = QCfg<kFp4, kD>;
   constexpr int kP = C::kP, kKs = C::kKs, kTile = 8 * kNT;
+  PdlTrigger();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int nwarps = blockDim.x / 32;
   const int nslices = static_cast<int>((p.k + kKs - 1) / kKs);
-  const int64_t row0 = tile * 16;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16;
   const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
   auto slice_pairs = [&](int sl) {
     const int64_t rest = p.k - static_cast<int64_t>(sl) * kKs;
@@ -171,7 +171,7 @@ __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, 
     PdlWait();
   } else {
     PdlWait();
-    const int slot = slot_id;  // < max_slots <= experts: the reads below stay in their arrays
+    const int slot = blockIdx.y;  // < max_slots <= experts: the reads below stay in their arrays
     const int nact = *p.num_active, e = p.active[slot];  // independent loads, issued together
     begin = p.offsets[slot];
     count = p.offsets[slot + 1] - begin;
@@ -203,8 +203,8 @@ __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, 
   float* red = reinterpret_cast<float*>(
       smem + (in_kernel ? static_cast<size_t>(nwarps) * kTile * (2 * kKs + 4 * (kKs / kQb)) : 0));
 
-  for (int64_t m0 = static_cast<int64_t>(z) * kTile; m0 < count;
-       m0 += static_cast<int64_t>(zs) * kTile) {
+  for (int64_t m0 = static_cast<int64_t>(blockIdx.z) * kTile; m0 < count;
+       m0 += static_cast<int64_t>(gridDim.z) * kTile) {
     const int ntok = static_cast<int>(count - m0 < kTile ? count - m0 : kTile);
     // Per lane and token tile nt: the row of its B column (token m0 + nt*8 + g) and of its two C
     // columns (tokens m0 + nt*8 + 2t, +1); -1: none. Rows of the in-kernel buffers, else of the
@@ -224,7 +224,7 @@ __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, 
     for (int sl = warp; sl < nslices; sl += nwarps) {
       // cur holds slice sl. The slice after it: the warp's next one, or (a new token tile follows
       // and the warp has several) its first one again; -1: cur stays.
-      const bool more_tiles = m0 + static_cast<int64_t>(zs) * kTile < count;
+      const bool more_tiles = m0 + static_cast<int64_t>(gridDim.z) * kTile < count;
       const int following =
           sl + nwarps < nslices ? sl + nwarps : (more_tiles && nslices > nwarps ? warp : -1);
       const auto& a = cur.a;
@@ -333,16 +333,6 @@ __device__ __forceinline__ void QLinearBody(const QLinearArgs& p, int64_t tile, 
   }
 }
 
-template <bool kFp4, int kNT, int kD, bool kExpert, int kPf>
-__global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ? 128 : 512,
-                                  kExpertMinBlocks<kFp4, kNT, kD, kExpert>)
-    QLinearKernel(QLinearArgs p) {
-  PdlTrigger();
-  QLinearBody<kFp4, kNT, kD, kExpert, kPf>(p, blockIdx.x, static_cast<int>(blockIdx.y),
-                                           static_cast<int>(blockIdx.z),
-                                           static_cast<int>(gridDim.z));
-}
-
 // Host twins of QCfg and of the kernel's shared-memory layout: the slice width and the number of
 // slices of a shape, and the dynamic shared memory of a launch (the in-kernel quantization
 // buffers of `warps` warps, unless the rows come pre-quantized, then the slices' partial sums).
@@ -394,7 +384,14 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
     else
       LaunchQ<kFp4, 4, kD, kExpert>(a, warps, grid, stream);
   };
-  WithQLinearKinds(fp4, dual, expert, go);
+  auto with = [](bool v, auto fn) {
+    if (v)
+      fn(std::true_type{});
+    else
+      fn(std::false_type{});
+  };
+  with(fp4,
+       [&](auto f) { with(dual, [&](auto d) { with(expert, [&](auto e) { go(f, d, e); }); }); });
 }
 
 // Warps per block for few rows (each takes slices warp, warp + warps, ...). Measured on an H200

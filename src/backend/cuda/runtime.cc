@@ -11,11 +11,13 @@
 
 namespace dsinfer::backend::cuda {
 
+bool EnvFlagOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DSINFER_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = EnvFlagOn("DSINFER_PDL");
   return enabled;
 }
 

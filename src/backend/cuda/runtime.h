@@ -25,6 +25,8 @@ bool DeviceAvailable();
 int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
+// An on/off switch from the environment that is on unless set to "0" (A/B switches).
+bool EnvFlagOn(const char* name);
 // Programmatic dependent launch on (launch.cuh); DSINFER_PDL=0 in the environment turns it off.
 bool PdlEnabled();
 

@@ -122,20 +122,18 @@ struct CudaModel::Impl {
   static constexpr int kBranches = 4;
   gpu::Stream branch_stream[kBranches];
   gpu::Event fork_ev[kBranches], join_ev[kBranches];
-  static bool BranchesFromEnv() {
-    const char* v = std::getenv("DSINFER_CUDA_BRANCHES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }
-  bool branches_on = BranchesFromEnv();
+  bool branches_on = gpu::EnvFlagOn("DSINFER_CUDA_BRANCHES");
   gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
   gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
   // act_quant scratch of the FP8/FP4 linears (linear.cuh), one per stream: [0] main, [1 + b] branch b.
   gpu::ActQuantScratch aq_scratch[kBranches + 1];
-  gpu::ActQuantScratch Aq() const {
+  // The branch the launch helpers enqueue on now (inside Branch()), -1 for the main stream.
+  int CurBranch() const {
     for (int b = 0; b < kBranches; ++b)
-      if (cur != nullptr && cur == branch_stream[b].get()) return aq_scratch[1 + b];
-    return aq_scratch[0];
+      if (cur != nullptr && cur == branch_stream[b].get()) return b;
+    return -1;
   }
+  gpu::ActQuantScratch Aq() const { return aq_scratch[1 + CurBranch()]; }
   bool Concurrent() const { return branches_on && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
   template <typename Fn>
@@ -172,18 +170,12 @@ struct CudaModel::Impl {
   // it, on the attention's path (a kernel timeline showed their tails 7.7-12.6 us past wq_b).
   // The same results either way (only an ordering); DSINFER_PROJ_FIRST=0 turns it off for A/B.
   static constexpr int64_t kProjFirstRows = 16;
-  static bool ProjFirstFromEnv() {
-    const char* v = std::getenv("DSINFER_PROJ_FIRST");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }
-  bool proj_first_on = ProjFirstFromEnv();
+  bool proj_first_on = gpu::EnvFlagOn("DSINFER_PROJ_FIRST");
   bool proj_first = false;  // set per attention call (decode sizes)
   gpu::Event proj_ev[kBranches];
   // Inside Branch(): marks the branch's launches so far as its projection.
   void ProjCheckpoint() {
-    if (!Concurrent() || !proj_first) return;
-    for (int b = 0; b < kBranches; ++b)
-      if (cur != nullptr && cur == branch_stream[b].get()) proj_ev[b].Record(cur);
+    if (Concurrent() && proj_first && CurBranch() >= 0) proj_ev[CurBranch()].Record(cur);
   }
   void WaitProjection(int b) {
     if (Concurrent() && proj_first) proj_ev[b].Wait(stream.get());
