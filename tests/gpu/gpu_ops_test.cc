@@ -511,21 +511,25 @@ struct TestExperts {
 
 // Routed experts (FP8 and FP4, one matrix and the fused SwiGLU pair): the grouped launch (pairs
 // routed to 5 experts, read through the pair list) gives the bits of each expert as a dense linear
-// over 13 rows, the same with its rows quantized by the caller, and matches the CPU.
+// over 13 rows, the same with its rows quantized by the caller, and matches the CPU; the second
+// routing gives expert 0 five tokens.
 TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   SKIP_WITHOUT_GPU();
-  const int E = 5, K = 2, T = 3, P = T * K;
-  // Token i routes to experts i % E and (i + 2) % E (pair i * K + j); slots in expert order.
-  std::vector<std::vector<int32_t>> by_expert(E);
-  for (int i = 0; i < T; ++i)
-    for (int j = 0; j < K; ++j) by_expert[(i + 2 * j) % E].push_back(i * K + j);
+  for (const int T : {3, 5})
   for (const Case cs :
        {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
         Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
     for (const bool dual : {false, true}) {
       const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
                                " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
-                               (dual ? " swiglu" : "");
+                               (dual ? " swiglu" : "") + " tokens " + std::to_string(T);
+      const int E = 5, K = 2, P = T * K;
+      // T = 3: token i routes to experts i % E and (i + 2) % E (pair i * K + j); T = 5: to expert 0
+      // and 1 + i % 4. Slots in expert order.
+      std::vector<std::vector<int32_t>> by_expert(E);
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < K; ++j)
+          by_expert[T == 3 ? (i + 2 * j) % E : (j == 0 ? 0 : 1 + i % 4)].push_back(i * K + j);
       const TestExperts ex(cs, by_expert, P, 100);
       const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
       auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);

@@ -3,7 +3,30 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace dsinfer::backend::cuda {
+
+// Weight loads (read-only, read once per forward pass) that do not allocate in L1, so that the
+// activations every warp re-reads stay there (H200, flash-l8 decode batch 1: 1.51 -> 1.46 ms
+// for the linear kernels' weight streams; also marking them L2 evict-first was slower).
+__device__ __forceinline__ uint4 LdgWeight(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t LdgWeight(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float LdgWeight(const float* p) {
+  float v;
+  asm volatile("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
 
 // Block-wide fp32 sum in a fixed order (warp butterflies, then warp 0 over the warp sums).
 // Every thread returns the total. `scratch` holds >= 32 floats. blockDim.x multiple of 32.

@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kWarps * 32, 4) GemvKernel(GemvJob p) {
         for (int s = 0; s < JS; ++s) {
           const int64_t row = g * R + r, c = lane + 32 * (u * JS + s);
           wq[d][r][s] = row < n && c < nch
-                            ? __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(data[d]) + (row * nch + c) * 16))
+                            ? LdgWeight(static_cast<const uint8_t*>(data[d]) + (row * nch + c) * 16)
                             : make_uint4(0, 0, 0, 0);
         }
   };

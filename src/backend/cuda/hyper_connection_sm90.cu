@@ -61,8 +61,8 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   for (int o = 0; o < kMixPrefetch; ++o) {
     const float* w = p.fn + static_cast<int64_t>(o) * p.K;
     const bool use = o < p.nout;
-    wp0[o] = use && in0 ? __ldg(w + k0) : 0.0f;
-    wp1[o] = use && in1 ? __ldg(w + k1) : 0.0f;
+    wp0[o] = use && in0 ? LdgWeight(w + k0) : 0.0f;
+    wp1[o] = use && in1 ? LdgWeight(w + k1) : 0.0f;
   }
   PdlWait();
   float x0[kMixTok], x1[kMixTok];
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
 #pragma unroll 2
   for (int o = kMixPrefetch; o < p.nout; ++o) {
     const float* w = p.fn + static_cast<int64_t>(o) * p.K;
-    mix_out(o, in0 ? __ldg(w + k0) : 0.0f, in1 ? __ldg(w + k1) : 0.0f);
+    mix_out(o, in0 ? LdgWeight(w + k0) : 0.0f, in1 ? LdgWeight(w + k1) : 0.0f);
   }
   {
     float v[kMixTok];
@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams 
 #pragma unroll
   for (int o = 0; o < kOut; ++o)
 #pragma unroll
-    for (int k = 0; k < HC; ++k) fw[o][k] = __ldg(p.mix_fn + o * K + k * p.D + d);
+    for (int k = 0; k < HC; ++k) fw[o][k] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
   float xn[HC];
   HcPostToken<HC>(p, t).Column(p, t, d, xn);

@@ -37,6 +37,7 @@ __device__ __forceinline__ void PdlTrigger() { asm volatile("griddepcontrol.laun
 template <typename... KArgs, typename... Args>
 void LaunchKernelClustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                            cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+  AutoCarveout(reinterpret_cast<const void*>(kernel), block.x * block.y * block.z, smem);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;

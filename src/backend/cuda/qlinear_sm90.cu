@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
 #pragma unroll
           for (int pp = kP0; pp < kP1; ++pp) {
             const bool ok = kFull || pp < np;
-            a[d][pp] = ok ? __ldg(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
-            buf.swb[d][pp] = ok ? __ldg(sp + 8 * pp) : 0u;
+            a[d][pp] = ok ? LdgWeight(wp + 32 * pp) : make_uint4(0, 0, 0, 0);
+            buf.swb[d][pp] = ok ? LdgWeight(sp + 8 * pp) : 0u;
           }
         } else {
           // TileFp8ForMma: pair pp of the tile is 1024 bytes, rows g then rows g+8.
@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
 #pragma unroll
           for (int pp = kP0; pp < kP1; ++pp) {
             const bool ok = kFull || pp < np;
-            a[d][2 * pp] = ok ? __ldg(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
-            a[d][2 * pp + 1] = ok ? __ldg(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
+            a[d][2 * pp] = ok ? LdgWeight(wp + 64 * pp) : make_uint4(0, 0, 0, 0);
+            a[d][2 * pp + 1] = ok ? LdgWeight(wp + 64 * pp + 32) : make_uint4(0, 0, 0, 0);
             if (pp % 2 == 0)
               buf.swf[d][pp] = ok ? ScaleAt(SW[d], p.scale_format, sidx + pp / 2) : 0.0f;
             else

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/check.cuh"
@@ -14,6 +17,36 @@ namespace dsinfer::backend::cuda {
 bool EnvFlagOn(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
+  static const bool on = EnvFlagOn("DSINFER_CARVEOUT");
+  if (!on) return;
+  struct Shape {
+    const void* kernel;
+    unsigned threads;
+    size_t smem;
+  };
+  static std::mutex mu;
+  static std::vector<Shape> seen;                       // launch shapes handled
+  static std::vector<std::pair<const void*, int>> set;  // kernel, percent applied
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Shape& sh : seen)
+    if (sh.kernel == kernel && sh.threads == threads && sh.smem == dyn_smem) return;
+  seen.push_back({kernel, threads, dyn_smem});
+  cudaFuncAttributes fa;
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
+                                                           dyn_smem));
+  const size_t per_block = fa.sharedSizeBytes + dyn_smem;
+  const size_t need = per_block == 0 ? 0 : static_cast<size_t>(std::max(blocks, 1)) * (per_block + 1024);
+  const int pct = static_cast<int>(std::min<size_t>(100, (need * 100 + 228 * 1024 - 1) / (228 * 1024)));
+  auto it = std::find_if(set.begin(), set.end(), [&](const auto& e) { return e.first == kernel; });
+  if (it != set.end() && it->second >= pct) return;
+  if (it == set.end()) it = set.insert(set.end(), {kernel, -1});
+  it->second = pct;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct));
 }
 
 bool PdlEnabled() {

@@ -29,6 +29,12 @@ std::string DeviceDescription();
 bool EnvFlagOn(const char* name);
 // Programmatic dependent launch on (launch.cuh); DSINFER_PDL=0 in the environment turns it off.
 bool PdlEnabled();
+// Each kernel's shared-memory carveout preference (set on its launches, never lowered): just the
+// shared memory of the blocks of its largest launch shape so far that fit an SM, the rest of the
+// unified L1 / shared memory as L1. Without a preference the driver may run a kernel in the split
+// an earlier kernel left (H200, flash-l8 decode: the head's GEMV, which needs no shared memory,
+// ran with a small L1). DSINFER_CARVEOUT=0: no preferences (A/B). Never changes a result.
+void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem);
 
 enum class MemoryKind { kDevice, kPinnedHost };
 
