@@ -583,20 +583,35 @@ __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
   CollapseNorm(pre, p.X + t * p.hc * p.D, p.hc, p.D, p.out + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
-__global__ void EmbedKernel(EmbedParams p) {
+// Grid (n, column chunks of kEmbedThreads * kEmbedPer): a thread loads its kEmbedPer values of
+// the row first, then stores them to every stream (one memory round trip instead of one per
+// value: the stores may alias the table as far as the compiler knows).
+constexpr int kEmbedThreads = 256, kEmbedPer = 4;
+__global__ void __launch_bounds__(kEmbedThreads) EmbedKernel(EmbedParams p) {
   PdlTrigger();
   PdlWait();
   const int64_t t = blockIdx.x;
   const int64_t id = p.ids[t];
   float* X = p.X + t * p.hc * p.D;
-  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float v;
-    if (p.table_bf16) {
-      v = __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.table)[id * p.D + d]) << 16);
-    } else {
-      v = static_cast<const float*>(p.table)[id * p.D + d];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kEmbedThreads * kEmbedPer + threadIdx.x;
+  float v[kEmbedPer];
+#pragma unroll
+  for (int q = 0; q < kEmbedPer; ++q) {
+    const int64_t d = c0 + q * kEmbedThreads;
+    v[q] = 0.0f;
+    if (d < p.D) {
+      v[q] = p.table_bf16
+                 ? __uint_as_float(static_cast<uint32_t>(__ldg(
+                                       static_cast<const uint16_t*>(p.table) + id * p.D + d))
+                                   << 16)
+                 : __ldg(static_cast<const float*>(p.table) + id * p.D + d);
     }
-    for (int i = 0; i < p.hc; ++i) X[i * p.D + d] = v;
+  }
+#pragma unroll
+  for (int q = 0; q < kEmbedPer; ++q) {
+    const int64_t d = c0 + q * kEmbedThreads;
+    if (d < p.D)
+      for (int i = 0; i < p.hc; ++i) X[i * p.D + d] = v[q];
   }
 }
 
@@ -718,7 +733,9 @@ void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {
 
 void LaunchEmbed(const EmbedParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  LaunchKernel(EmbedKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), 0, stream, p);
+  const int64_t chunk = int64_t{kEmbedThreads} * kEmbedPer;
+  LaunchKernel(EmbedKernel, dim3(static_cast<unsigned>(p.n), static_cast<unsigned>((p.D + chunk - 1) / chunk)),
+               dim3(kEmbedThreads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -280,25 +280,35 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[d][nt][i] = blk[d][nt][i] = 0.0f;
+      // A full slice (every slice but a short last one) as one straight-line block: no per-pair
+      // bound, so the compiler can interleave the pairs' conversions and mma chains.
+      auto pairs = [&](auto full_c) {
+        constexpr bool kFull = decltype(full_c)::value;
+        const int np = kFull ? kP : npairs;
 #pragma unroll
-      for (int pp = 0; pp < kP; ++pp) {
-        if (pp >= npairs) break;  // warp-uniform
-        uint4 aw[kD][C::kAw];
-        float sf[kD];
-        uint32_t sb[kD];
+        for (int pp = 0; pp < kP; ++pp) {
+          if (!kFull && pp >= np) break;  // warp-uniform
+          uint4 aw[kD][C::kAw];
+          float sf[kD];
+          uint32_t sb[kD];
 #pragma unroll
-        for (int d = 0; d < kD; ++d) {
+          for (int d = 0; d < kD; ++d) {
 #pragma unroll
-          for (int i = 0; i < C::kAw; ++i) aw[d][i] = a[d][pp * C::kAw + i];
-          sf[d] = swf[d][pp];
-          sb[d] = swb[d][pp];
+            for (int i = 0; i < C::kAw; ++i) aw[d][i] = a[d][pp * C::kAw + i];
+            sf[d] = swf[d][pp];
+            sb[d] = swb[d][pp];
+          }
+          PairMma<kFp4, kNT, kD>(aw, sf, sb, bs, pp, np, acc, blk);
+          // The first half's registers are free: the following slice's first half loads while
+          // the second half computes (a warp with several slices keeps its loads in flight).
+          if (kHalfPrefetch && pp == kP / 2 - 1 && following >= 0)
+            load_pairs(cur, following, Zero{}, Half{});
         }
-        PairMma<kFp4, kNT, kD>(aw, sf, sb, bs, pp, npairs, acc, blk);
-        // The first half's registers are free: the following slice's first half loads while the
-        // second half computes (a warp with several slices keeps its loads in flight).
-        if (kHalfPrefetch && pp == kP / 2 - 1 && following >= 0)
-          load_pairs(cur, following, Zero{}, Half{});
-      }
+      };
+      if (!kExpert && npairs == kP)
+        pairs(std::true_type{});
+      else
+        pairs(std::false_type{});
 
       // The slices' partial sums, added in slice order.
 #pragma unroll
