@@ -565,6 +565,9 @@ __global__ void HcPostKernel(HcPostParams p) {
   }
 }
 
+// HC > 0: hc known at compile time and X loaded into registers under the partial sums (the
+// runtime loop of CollapseNorm makes a memory round trip per value); 0: runtime hc.
+template <int HC>
 __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
   PdlTrigger();
   PdlWait();
@@ -572,6 +575,11 @@ __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
+  float xv[kCollapsePer][HC > 0 ? HC : 1];
+  const bool x_in_regs = HC > 0 && p.D <= static_cast<int64_t>(blockDim.x) * kCollapsePer;
+  if constexpr (HC > 0) {
+    if (x_in_regs) CollapseLoadHc<HC>(p.X + t * HC * p.D, p.D, xv);
+  }
   ReducePartials(p.part, t, slices, p.hc, mixv);
   __syncthreads();
   if (threadIdx.x < p.hc) {
@@ -580,6 +588,12 @@ __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
     pre[i] = SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
   }
   __syncthreads();
+  if constexpr (HC > 0) {
+    if (x_in_regs) {
+      CollapseNormHcRegs<HC>(xv, pre, p.D, p.out + t * p.D, p.norm_w, p.rms_eps, scratch);
+      return;
+    }
+  }
   CollapseNorm(pre, p.X + t * p.hc * p.D, p.hc, p.D, p.out + t * p.D, p.norm_w, p.rms_eps, scratch);
 }
 
@@ -727,7 +741,9 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   if (p.hc > kMaxHc) std::abort();
-  LaunchKernel(HcHeadFinishKernel, dim3(static_cast<unsigned>(p.n)), dim3(NormThreads(p.D)), 0, stream, p, HcMixSlices(p.hc * p.D));
+  LaunchKernel(p.hc == 4 ? HcHeadFinishKernel<4> : HcHeadFinishKernel<0>,
+               dim3(static_cast<unsigned>(p.n)), dim3(NormThreads(p.D)), 0, stream, p,
+               HcMixSlices(p.hc * p.D));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -36,6 +36,9 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   seen.push_back({kernel, threads, dyn_smem});
   cudaFuncAttributes fa;
   CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  // The occupancy query honours the kernel's current preference: ask it under the largest split
+  // (else a shape launched after a smaller one would be sized by the smaller one's split).
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   int blocks = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
                                                            dyn_smem));
@@ -43,10 +46,10 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   const size_t need = per_block == 0 ? 0 : static_cast<size_t>(std::max(blocks, 1)) * (per_block + 1024);
   const int pct = static_cast<int>(std::min<size_t>(100, (need * 100 + 228 * 1024 - 1) / (228 * 1024)));
   auto it = std::find_if(set.begin(), set.end(), [&](const auto& e) { return e.first == kernel; });
-  if (it != set.end() && it->second >= pct) return;
   if (it == set.end()) it = set.insert(set.end(), {kernel, -1});
-  it->second = pct;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct));
+  it->second = std::max(it->second, pct);
+  CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, it->second));
 }
 
 bool PdlEnabled() {
