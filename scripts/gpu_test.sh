@@ -49,10 +49,11 @@ if want bench; then
   timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 fi
 if want ab; then
-  # The projection wait (DSINFER_PROJ_FIRST=0 turns it off) and programmatic dependent launch
-  # (DSINFER_PDL=0), each against the defaults, twice.
+  # The projection wait (DSINFER_PROJ_FIRST=0 turns it off), the carveout preferences
+  # (DSINFER_CARVEOUT=0) and programmatic dependent launch (DSINFER_PDL=0), each against the
+  # defaults, twice.
   for rep in 1 2; do
-    for sw in DSINFER_DEFAULTS=1 DSINFER_PROJ_FIRST=0 DSINFER_PDL=0; do
+    for sw in DSINFER_DEFAULTS=1 DSINFER_PROJ_FIRST=0 DSINFER_CARVEOUT=0 DSINFER_PDL=0; do
       echo "== decode benchmark, $sw"
       env "$sw" build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 --steps 100 |
         tee -a "$out/bench_decode_ab.jsonl"

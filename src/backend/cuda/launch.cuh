@@ -14,7 +14,8 @@
 //     blocks then sit resident (loading their weights, then waiting) while this one runs. That
 //     cannot starve anything: a kernel is launched only once every block of the one before it is
 //     resident, so the kernels it waits for always run to completion.
-// Under stream capture the same launches become programmatic edges of the CUDA graph.
+// Under stream capture the same launches become programmatic edges of the CUDA graph. Each launch
+// also sets its kernel's shared-memory carveout preference (AutoCarveout, runtime.h).
 // DSINFER_PDL=0 in the environment launches everything with plain stream order (for A/B timing).
 #pragma once
 

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,9 +41,24 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   int blocks = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
                                                            dyn_smem));
+  // The SM's shared memory and the per-block reservation (H200: 228 KB, 1 KB).
+  static const int sm_smem = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    return std::max(v, 1);
+  }();
+  static const int reserved = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+    return v;
+  }();
   const size_t per_block = fa.sharedSizeBytes + dyn_smem;
-  const size_t need = per_block == 0 ? 0 : static_cast<size_t>(std::max(blocks, 1)) * (per_block + 1024);
-  const int pct = static_cast<int>(std::min<size_t>(100, (need * 100 + 228 * 1024 - 1) / (228 * 1024)));
+  const size_t need =
+      per_block == 0 ? 0 : static_cast<size_t>(std::max(blocks, 1)) * (per_block + reserved);
+  const size_t total = static_cast<size_t>(sm_smem);
+  const int pct = static_cast<int>(std::min<size_t>(100, (need * 100 + total - 1) / total));
   auto it = std::find_if(set.begin(), set.end(), [&](const auto& e) { return e.first == kernel; });
   if (it == set.end()) it = set.insert(set.end(), {kernel, -1});
   it->second = std::max(it->second, pct);
