@@ -13,6 +13,18 @@
 
 namespace dsinfer::backend::cuda {
 
+namespace {
+
+// An attribute of the current device.
+int CurrentDeviceAttr(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+  return v;
+}
+
+}  // namespace
+
 bool EnvFlagOn(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
@@ -42,18 +54,9 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
                                                            dyn_smem));
   // The SM's shared memory and the per-block reservation (H200: 228 KB, 1 KB).
-  static const int sm_smem = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return std::max(v, 1);
-  }();
-  static const int reserved = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrReservedSharedMemoryPerBlock, dev));
-    return v;
-  }();
+  static const int sm_smem =
+      std::max(CurrentDeviceAttr(cudaDevAttrMaxSharedMemoryPerMultiprocessor), 1);
+  static const int reserved = CurrentDeviceAttr(cudaDevAttrReservedSharedMemoryPerBlock);
   const size_t per_block = fa.sharedSizeBytes + dyn_smem;
   const size_t need =
       per_block == 0 ? 0 : static_cast<size_t>(std::max(blocks, 1)) * (per_block + reserved);
@@ -81,12 +84,7 @@ bool DeviceAvailable() {
 }
 
 int SmCount() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
+  static const int sms = CurrentDeviceAttr(cudaDevAttrMultiProcessorCount);
   return sms;
 }
 
