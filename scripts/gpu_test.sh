@@ -49,13 +49,18 @@ if want bench; then
   timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 fi
 if want ab; then
-  # The projection wait (DSINFER_PROJ_FIRST=0 turns it off), the carveout preferences
-  # (DSINFER_CARVEOUT=0) and programmatic dependent launch (DSINFER_PDL=0), each against the
-  # defaults, twice.
+  # Each scheduling choice against the defaults, twice: the launch points of the mHC finishes and
+  # the attention at their starts, the MoE's old branch order, the attention's projections
+  # quantizing their inputs themselves, the carveout preferences (DSINFER_CARVEOUT=0) and
+  # programmatic dependent launch (DSINFER_PDL=0).
   for rep in 1 2; do
-    for sw in DSINFER_DEFAULTS=1 DSINFER_PROJ_FIRST=0 DSINFER_CARVEOUT=0 DSINFER_PDL=0; do
+    for sw in "DSINFER_DEFAULTS=1" \
+              "DSINFER_HCPRE_TRIGGER_ATTN=0 DSINFER_HCPRE_TRIGGER_FFN=0 DSINFER_ATTN_TRIGGER=0" \
+              "DSINFER_MOE_SHARED_FIRST=0" "DSINFER_ATTN_PREQUANT=0" "DSINFER_CARVEOUT=0" \
+              "DSINFER_PDL=0"; do
       echo "== decode benchmark, $sw"
-      env "$sw" build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 --steps 100 |
+      # shellcheck disable=SC2086  # sw: several assignments, split on purpose
+      env $sw build-cuda/bin/dsinfer bench --preset flash-l8 --prefill 0 --batches 1,8 --steps 100 |
         tee -a "$out/bench_decode_ab.jsonl"
     done
   done

@@ -763,6 +763,54 @@ TEST(HcTest, PreFinishMatchesCpu) {
   }
 }
 
+// The finish with quantized rows (HcPreFinishParams::xq): xn as without them and (q, s) exactly
+// act_quant of xn, for the split finish (D = 4,096 and 2,048: in the kernel) and the one-block
+// finish (D = 256: the pre-pass), with and without the sublayer norm weight.
+TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t D : {int64_t{4096}, int64_t{2048}, int64_t{256}}) {
+    for (const bool weighted : {true, false}) {
+      const io::DeepseekV4Config c = HcConfig(D);
+      const int hc = 4, nout = (2 + hc) * hc;
+      const int64_t n = 3, K = hc * D, ldq = QuantizedLd(D), lds = QuantizedScales(D);
+      const auto w = RandomHcWeights(D, 25, {0.7f, 1.1f, 0.9f});
+      const auto X = testing::RandomVector(static_cast<size_t>(n * K), 27, 1.0f);
+      const auto nw = testing::RandomVector(static_cast<size_t>(D), 28, 1.0f);
+      const DeviceHcWeights dw(w);
+      DeviceBuffer xd = Upload(X), nwd = Upload(nw), part(n * HcMixSlices(K) * (nout + 1) * 4),
+                   x1(n * D * 4), x2(n * D * 4), q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4),
+                   s2(n * lds * 4), pd(n * hc * 4), cd(n * hc * hc * 4);
+      Stream s;
+      HcMixParams m;
+      m.X = xd.as<float>();
+      m.ldx = K;
+      m.K = K;
+      m.fn = dw.fn.as<float>();
+      m.nout = nout;
+      m.n = n;
+      m.part = part.as<float>();
+      LaunchHcMix(m, s.get());
+      HcPreFinishParams f = FinishParams(c, dw, part.as<float>(), 0, xd.as<float>(), n,
+                                         x1.as<float>(), pd.as<float>(), cd.as<float>());
+      f.norm_w = weighted ? nwd.as<float>() : nullptr;
+      LaunchHcPreFinish(f, s.get());
+      LaunchActQuantRows(x1.as<float>(), D, n, D, q1.as<uint16_t>(), s1.as<float>(), s.get());
+      f.xn = x2.as<float>();
+      f.xq = q2.as<uint16_t>();
+      f.ldq = ldq;
+      f.xs = s2.as<float>();
+      f.lds = lds;
+      LaunchHcPreFinish(f, s.get());
+      const QuantizedCopy a = Download(x1, q1, s1, s), b = Download(x2, q2, s2, s);
+      ExpectSameBits(a, b, n, D, ldq,
+                     "D " + std::to_string(D) + (weighted ? " weighted" : ""));
+      float amax = 0.0f;  // the rows are not trivially zero
+      for (float v : a.y) amax = std::max(amax, std::fabs(v));
+      EXPECT_GT(amax, 1e-3f);
+    }
+  }
+}
+
 // HcPost with the next HcPre's mix folded in (HcPostMixSlices), then the finish from those
 // partials: the CPU's HcPost followed by its HcPre.
 TEST(HcTest, PostComputesNextMix) {

@@ -45,6 +45,15 @@ struct HcPreFinishParams {
   int64_t D = 0;
   int sinkhorn_iters = 0;
   float hc_eps = 1e-6f;
+  // Optional: xn act_quant'ed as well (the FP8/FP4 linears' input, the bits of LaunchActQuant),
+  // xq [n, ldq] f16 and xs [n, lds] scales (QuantizedLd / QuantizedScales(D)).
+  uint16_t* xq = nullptr;
+  int64_t ldq = 0;
+  float* xs = nullptr;
+  int64_t lds = 0;
+  // When the split finish lets the next kernels launch (PDL): 0 at its start, 1 after its wait, 2
+  // after its stores (their weight preloads then do not overlap the kernels before it).
+  int trigger = 0;
 };
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream);
 

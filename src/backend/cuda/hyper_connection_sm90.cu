@@ -8,6 +8,8 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/qlinear.cuh"
+#include "backend/cuda/qlinear_core.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -305,7 +307,7 @@ constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
 template <int HC, int kPer>
 __global__ void __launch_bounds__(kSplitThreads)
     HcPreFinishSplitKernel(HcPreFinishParams p, int64_t slices) {
-  PdlTrigger();
+  if (p.trigger == 0) PdlTrigger();
   __shared__ float mixv[kMaxMixOut + 1];
   __shared__ float pre[kMaxHc];
   __shared__ float scratch[32];
@@ -324,6 +326,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int q = 0; q < kPer; ++q)
     nw[q] = p.norm_w && !sinkhorn ? __ldg(p.norm_w + c0 + q * kSplitThreads + threadIdx.x) : 0.0f;
   PdlWait();  // X and the mix partials come from earlier kernels (the post may have written both)
+  if (p.trigger == 1) PdlTrigger();
   if (sinkhorn && rank != 0) return;
   // The block's columns load under the sums.
   float xv[kPer][HC];
@@ -366,12 +369,40 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int r = 0; r < kSplitBlocks; ++r) total += *cluster.map_shared_rank(&ss_block, r);
   const float scale = 1.0f / sqrtf(total / static_cast<float>(p.D) + p.rms_eps);
   float* out = p.xn + t * p.D;
+  float ov[kPer];
 #pragma unroll
   for (int q = 0; q < kPer; ++q) {
     const int64_t d = c0 + q * kSplitThreads + threadIdx.x;
     const float v = sv[q] * scale;
-    out[d] = p.norm_w ? nw[q] * v : v;
+    ov[q] = p.norm_w ? nw[q] * v : v;
+    out[d] = ov[q];
   }
+  if (p.xq != nullptr) {
+    // act_quant of the block's columns: a 128-column block is 4 warps' values of one q (c0 is a
+    // multiple of 256), its max over them through shared memory.
+    __shared__ float wmax[kPer][kSplitThreads / 32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) {
+      float a = fabsf(ov[q]);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+      if (lane == 0) wmax[q][warp] = a;
+    }
+    __syncthreads();
+    const int w0 = (threadIdx.x / qcore::kQb) * (qcore::kQb / 32);
+#pragma unroll
+    for (int q = 0; q < kPer; ++q) {
+      const int64_t d = c0 + q * kSplitThreads + threadIdx.x;
+      const float amax =
+          fmaxf(fmaxf(wmax[q][w0], wmax[q][w0 + 1]), fmaxf(wmax[q][w0 + 2], wmax[q][w0 + 3]));
+      float inv;
+      const float s = qcore::QuantScaleOf(amax, &inv);
+      p.xq[t * p.ldq + d] = qcore::QuantValueF16(ov[q] * inv);
+      if (threadIdx.x % qcore::kQb == 0) p.xs[t * p.lds + d / qcore::kQb] = s;
+    }
+  }
+  if (p.trigger == 2) PdlTrigger();
   cluster.sync();  // the other blocks have read ss_block
 }
 
@@ -679,6 +710,10 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
       q.xn = p.xn + t0 * p.D;
       q.post = p.post + t0 * p.hc;
       q.comb = p.comb + t0 * p.hc * p.hc;
+      if (p.xq != nullptr) {
+        q.xq = p.xq + t0 * p.ldq;
+        q.xs = p.xs + t0 * p.lds;
+      }
       q.n = std::min(kMaxRows, p.n - t0);
       const dim3 g(kSplitBlocks, static_cast<unsigned>(q.n), 2);
       auto go = [&](auto kernel) {
@@ -709,6 +744,12 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
     default: LaunchKernel(HcPreFinishKernel<0>, dim3(grid), dim3(threads), 0, stream, p, slices); break;
   }
   CUDA_CHECK_LAUNCH();
+  if (p.xq != nullptr) {  // the one-block kernel does not quantize: the pre-pass (the same bits)
+    ActQuantParams a;
+    a.x = p.xn; a.ldx = p.D; a.rows = p.n; a.k = p.D;
+    a.q = p.xq; a.ldq = p.ldq; a.s = p.xs; a.lds = p.lds;
+    LaunchActQuant(a, stream);
+  }
 }
 
 int64_t HcPostMixSlices(int hc, int64_t D) {

@@ -29,14 +29,28 @@ constexpr int kQb = 128;  // act_quant block
 // One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
 // the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
 // as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
+// The block's power-of-two scale (returned) and its inverse (*inv) from the block's max |value|
+// (exact whatever order the max was taken in).
+__device__ __forceinline__ float QuantScaleOf(float amax, float* inv) {
+  const uint32_t bits = __float_as_uint(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
+  *inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  return __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+}
+
+// One value already multiplied by its block's inverse scale -> the e4m3 value as f16 bits (the
+// conversion QuantBlock applies to each of its values).
+__device__ __forceinline__ uint16_t QuantValueF16(float v) {
+  const __nv_fp8_storage_t f = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return __nv_cvt_fp8_to_halfraw(f, __NV_E4M3).x;
+}
+
 __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const uint32_t bits = __float_as_uint(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
-  const int e = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
-  const float inv = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
-  *scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  float inv;
+  *scale = QuantScaleOf(amax, &inv);
   const __nv_fp8x2_storage_t lo =
       __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
   const __nv_fp8x2_storage_t hi =

@@ -5,11 +5,10 @@
 namespace dsinfer::model::deepseek_v4::cuda {
 
 void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n,
-                                bool one_per_seq) {
+                                bool one_per_seq, const gpu::QuantizedRows& xnq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  proj_first = proj_first_on && n <= kProjFirstRows;
   // Branch 0: the indexer's head weights (first: its top-k waits for them, the attention for the
   // rest), the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
   // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
@@ -18,12 +17,11 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   Branch(0, [&] {
     if (w.has_idx) {
       Mark("compressors");
-      Linear(w.idx_weights_proj, xn, D, n, wi, IH);  // its heads^-0.5 scale: in the scoring kernel
+      Linear(w.idx_weights_proj, xn, D, n, wi, IH, xnq);  // its heads^-0.5 scale: in the scoring kernel
       Checkpoint(0);
     }
     Mark("attn_q_kv_proj");
-    Linear(w.wkv, xn, D, n, kv, d);
-    ProjCheckpoint();
+    Linear(w.wkv, xn, D, n, kv, d, xnq);
     RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
     // With one row per sequence the append can precede the attention: row p goes to slot
     // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
@@ -34,19 +32,19 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_comp) {
     Branch(1, [&] {
       Mark("compressors");
-      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries);
+      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq);
       RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
     });
   }
   if (w.has_idx) {
     Branch(3, [&] {
       Mark("compressors");
-      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries);
+      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq);
       RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
     });
   }
   Mark("attn_q_kv_proj");
-  Linear(w.wq_a, xn, D, n, cq, qlr);
+  Linear(w.wq_a, xn, D, n, cq, qlr, xnq);
   // Few rows: the q-lora RMSNorm also act_quant's cq for the FP8/FP4 query projections (the bits
   // their blocks would compute each from cq).
   gpu::QuantizedRows cqq;
@@ -74,11 +72,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     });
   }
   Mark("attn_q_kv_proj");
-  // wq_b's per-head RMSNorm + RoPE: in the attention kernel. Decode sizes: after the branches'
-  // projections (ProjCheckpoint).
-  WaitProjection(0);
-  if (w.has_comp) WaitProjection(1);
-  if (w.has_idx) WaitProjection(3);
+  // wq_b's per-head RMSNorm + RoPE: in the attention kernel.
   Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);
   Join(0);
   if (w.has_comp) Join(1);
@@ -96,6 +90,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
+  ap.trigger = attn_trigger;
   // Few rows: the attention output also act_quant'ed by the attention kernel for an FP8/FP4 wo_a
   // (the bits wo_a's blocks would compute each from o).
   gpu::QuantizedRows oq;
@@ -120,6 +115,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
   // of by each of their blocks: the same bits.
   const bool prequant = n <= kMoePrequantRows && gpu::IsQuantized(w.experts.w1.format);
+  const bool shared_first = prequant && w.has_shared && moe_shared_first;
   gpu::QuantizedRows xq;
   if (prequant) {
     Branch(0, [&] {
@@ -128,7 +124,9 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     });
     Checkpoint(0);
   }
-  // The shared expert (branch 0) overlaps the routing and the routed experts (main).
+  // The shared expert (branch 0) overlaps the routing (main) and, unless shared_first (then the
+  // routed experts wait for its w1 + w3, and its w2 joins before the routed w2), the routed
+  // experts.
   if (w.has_shared) {
     Branch(0, [&] {
       Mark("moe_shared+combine");
@@ -136,6 +134,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
       if (prequant && gpu::IsQuantized(w.sh_w1.format)) p.xq = xq;
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
+      if (shared_first) Checkpoint(0);
       Linear(w.sh_w2, sg, I, n, sy, D);
     });
   }
@@ -166,7 +165,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     return p;
   };
   Mark("moe_routed_experts");
-  if (prequant) WaitCheckpoint(0);  // the quantized x
+  if (prequant) WaitCheckpoint(0);  // the quantized x (shared_first: the shared w1 + w3 too)
   {
     gpu::ExpertLinearParams p =
         expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
@@ -175,11 +174,12 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   }
   {
     gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+    if (shared_first) Join(0);
     if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
     gpu::LaunchExpertLinear(p, cur_stream());
   }
   Mark("moe_shared+combine");
-  if (w.has_shared) Join(0);
+  if (w.has_shared && !shared_first) Join(0);
   // The combine itself runs inside the mHC post kernel that follows (HcPost).
   gpu::MoeCombineParams cp;
   cp.y = ys; cp.sel = rsel; cp.weight = rwt; cp.shared = w.has_shared ? sy : nullptr; cp.out = y;

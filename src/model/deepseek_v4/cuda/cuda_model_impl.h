@@ -164,22 +164,6 @@ struct CudaModel::Impl {
     if (Concurrent()) join_ev[b].Wait(target ? target : stream.get());
   }
   void JoinIntoCurrent(int b) { JoinInto(b, cur_stream()); }    // inside Branch()
-  // Decode attention: the main stream's wq_b waits for the branches' projections (the kv
-  // projection, the compressor's and the indexer compressor's), so that those small reads finish
-  // at full bandwidth instead of sharing it with wq_b's early-resident blocks and ending after
-  // it, on the attention's path (a kernel timeline showed their tails 7.7-12.6 us past wq_b).
-  // The same results either way (only an ordering); DSINFER_PROJ_FIRST=0 turns it off for A/B.
-  static constexpr int64_t kProjFirstRows = 16;
-  bool proj_first_on = gpu::EnvFlagOn("DSINFER_PROJ_FIRST");
-  bool proj_first = false;  // set per attention call (decode sizes)
-  gpu::Event proj_ev[kBranches];
-  // Inside Branch(): marks the branch's launches so far as its projection.
-  void ProjCheckpoint() {
-    if (Concurrent() && proj_first && CurBranch() >= 0) proj_ev[CurBranch()].Record(cur);
-  }
-  void WaitProjection(int b) {
-    if (Concurrent() && proj_first) proj_ev[b].Wait(stream.get());
-  }
   gpu::PinnedBuffer meta_host;  // [kMetaArrays, max_tokens] int32
   gpu::PinnedBuffer sampled_host;
   int32_t* meta_dev = nullptr;
@@ -201,6 +185,37 @@ struct CudaModel::Impl {
   static constexpr int64_t kMoePrequantRows = 16;
   uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
   float *xs_buf = nullptr, *gs_buf = nullptr;
+  // Up to kMoePrequantRows rows: the mHC finish before the attention act_quant's its normalized
+  // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
+  // instead of each of their warps quantizing its slice (DSINFER_ATTN_PREQUANT=0: in the
+  // kernels). The same bits either way.
+  bool attn_prequant_on = gpu::EnvFlagOn("DSINFER_ATTN_PREQUANT");
+  gpu::QuantizedRows XnQuant() const {
+    gpu::QuantizedRows r;
+    r.q = xq_buf; r.ldq = gpu::QuantizedLd(c.hidden_size);
+    r.s = xs_buf; r.lds = gpu::QuantizedScales(c.hidden_size);
+    return r;
+  }
+  // Decode sizes with a shared expert: the routed experts wait for the shared expert's w1 + w3
+  // and its w2 joins before the routed w2 (instead of after it, before the mHC post), so that the
+  // shared expert's blocks do not wait for room behind the routed experts' early-resident ones
+  // and the mHC post has one predecessor (DSINFER_MOE_SHARED_FIRST=0: the old order, A/B; the
+  // same results).
+  bool moe_shared_first = gpu::EnvFlagOn("DSINFER_MOE_SHARED_FIRST");
+  // When a latency-bound kernel lets the next ones launch (PDL): launched early, they load their
+  // weights before their wait, which slows the memory latency of the kernels still running.
+  // The mHC finish before the attention after its stores (the attention's projections then do not
+  // preload beside the mHC post before it), the one before the MoE after its wait, the attention
+  // after its keys (measured on an H200, docs/perf.md round 15). DSINFER_HCPRE_TRIGGER_ATTN /
+  // _FFN and DSINFER_ATTN_TRIGGER override them (HcPreFinishParams::trigger,
+  // SparseAttentionParams::trigger; A/B only: the same results).
+  int hcpre_trigger_attn = EnvInt("DSINFER_HCPRE_TRIGGER_ATTN", 2);
+  int hcpre_trigger_ffn = EnvInt("DSINFER_HCPRE_TRIGGER_FFN", 1);
+  int attn_trigger = EnvInt("DSINFER_ATTN_TRIGGER", 1);
+  static int EnvInt(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : fallback;
+  }
   // The q-lora rows quantized by their RMSNorm for wq_b and the indexer's wq_b, up to this many.
   static constexpr int64_t kNormQuantRows = 16;
   uint16_t* cq_q = nullptr;
@@ -296,7 +311,8 @@ struct CudaModel::Impl {
   }
   // The mix partials of X for the next HcPre are in `mix` already (written by HcPost).
   bool mix_ready = false;
-  void HcPre(const HcW& w, int64_t n, const float* norm_w) {
+  // quant: xn also act_quant'ed into XnQuant() (n <= kMoePrequantRows).
+  void HcPre(const HcW& w, int64_t n, const float* norm_w, bool quant = false, int trigger = 0) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     if (!mix_ready) HcMix(X, n, w.fn);
     gpu::HcPreFinishParams p;
@@ -306,6 +322,10 @@ struct CudaModel::Impl {
     p.base = w.base; p.scale = w.scale; p.X = X; p.post = post; p.comb = comb;
     p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
     p.hc_eps = static_cast<float>(c.hc_eps);
+    p.trigger = trigger;
+    if (quant) {
+      p.xq = xq_buf; p.ldq = gpu::QuantizedLd(D); p.xs = xs_buf; p.lds = gpu::QuantizedScales(D);
+    }
     gpu::LaunchHcPreFinish(p, cur_stream());
   }
   // The sublayer output is y, or (moe) the MoE combine, computed inside the post kernel; next_fn
@@ -328,16 +348,16 @@ struct CudaModel::Impl {
     }
     gpu::LaunchHcPost(p, cur_stream());
   }
+  // xq: x's rows quantized already (optional, for FP8/FP4 projections).
   void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
-                  const gpu::ListRef& entries) {
+                  const gpu::ListRef& entries, const gpu::QuantizedRows& xq) {
     const int64_t D = c.hidden_size, width = cw.width();
     if (cw.kv_gate.data) {
-      Linear(cw.kv_gate, x, D, n, pr, 2 * width);
+      Linear(cw.kv_gate, x, D, n, pr, 2 * width, xq);
     } else {
-      Linear(cw.wkv, x, D, n, pr, 2 * width);
-      Linear(cw.wgate, x, D, n, pr + width, 2 * width);
+      Linear(cw.wkv, x, D, n, pr, 2 * width, xq);
+      Linear(cw.wgate, x, D, n, pr + width, 2 * width, xq);
     }
-    ProjCheckpoint();
     gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, cur_stream());
     gpu::CompressEmitParams p;
     p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
@@ -350,17 +370,21 @@ struct CudaModel::Impl {
     p.meta = Meta(n); p.src = src; p.ld = ld; p.ring = ring;
     gpu::LaunchRingAppend(p, cur_stream());
   }
-  // one_per_seq: every sequence of the call has one row (decode steps).
-  void Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq);
+  // one_per_seq: every sequence of the call has one row (decode steps); xnq: xn quantized already
+  // (optional).
+  void Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq,
+                 const gpu::QuantizedRows& xnq);
   gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
   void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
+    const bool attn_q = n <= kMoePrequantRows && attn_prequant_on &&
+                        (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
     Mark("hc_pre+norm");
-    HcPre(w.hc_attn, n, w.attn_norm);
-    Attention(w, state[layer], n, one_per_seq);
+    HcPre(w.hc_attn, n, w.attn_norm, attn_q, hcpre_trigger_attn);
+    Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
     Mark("hc_post");
     HcPost(n, nullptr, &w.hc_ffn.fn);
     Mark("hc_pre+norm");
-    HcPre(w.hc_ffn, n, w.ffn_norm);
+    HcPre(w.hc_ffn, n, w.ffn_norm, false, hcpre_trigger_ffn);
     const gpu::MoeCombineParams combine = Moe(w, layer, n);
     Mark("hc_post");
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);
