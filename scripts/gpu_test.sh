@@ -49,13 +49,13 @@ if want bench; then
   timeout 120 build-cuda/bin/bench_gemv 1 | tee "$out/bench_gemv.jsonl"
 fi
 if want ab; then
-  # Each scheduling choice against the defaults, twice: the launch points of the mHC finishes and
-  # the attention at their starts, the MoE's old branch order, the attention's projections
+  # Each scheduling choice against the defaults, twice: the mHC finishes letting the next kernels
+  # launch at their starts, the MoE's old branch order, the attention's projections
   # quantizing their inputs themselves, the carveout preferences (DSINFER_CARVEOUT=0) and
   # programmatic dependent launch (DSINFER_PDL=0).
   for rep in 1 2; do
     for sw in "DSINFER_DEFAULTS=1" \
-              "DSINFER_HCPRE_TRIGGER_ATTN=0 DSINFER_HCPRE_TRIGGER_FFN=0 DSINFER_ATTN_TRIGGER=0" \
+              "DSINFER_HCPRE_TRIGGER_ATTN=0 DSINFER_HCPRE_TRIGGER_FFN=0" \
               "DSINFER_MOE_SHARED_FIRST=0" "DSINFER_ATTN_PREQUANT=0" "DSINFER_CARVEOUT=0" \
               "DSINFER_PDL=0"; do
       echo "== decode benchmark, $sw"

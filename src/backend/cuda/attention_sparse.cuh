@@ -43,8 +43,6 @@ struct SparseAttentionParams {
   int64_t out_ldq = 0;
   float* out_s = nullptr;
   int64_t out_lds = 0;
-  // When the next kernels may launch (PDL): 0 at the start, 1 after the keys are read.
-  int trigger = 0;
 };
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 

@@ -13,7 +13,7 @@ constexpr int kU = 4;          // keys per warp loaded together
 constexpr int kMaxPerLane = 16;  // dim <= 512
 
 __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAttentionParams p) {
-  if (p.trigger == 0) PdlTrigger();
+  PdlTrigger();
   // Constant weights before the wait (the launch contract allows them): the head's sink and the
   // RoPE frequencies this thread uses (the query's rope columns of its lane; the output's pair
   // threadIdx.x), which would otherwise each cost a memory round trip on the critical path.
@@ -144,7 +144,6 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     }
     m = m_new;
   }
-  if (p.trigger == 1) PdlTrigger();
   if (lane == 0) {
     part_m[warp] = m;
     part_l[warp] = l;

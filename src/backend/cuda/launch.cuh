@@ -10,7 +10,8 @@
 //   * Every block reaches PdlWait() (no early return before it): a kernel's completion must imply
 //     the completion of the kernels before it, or a later kernel's wait would not cover them.
 //   * PdlTrigger() may come anywhere; it lets the next kernel be scheduled once every block of
-//     this one has passed it (or exited). Our kernels trigger first thing: the next kernel's
+//     this one has passed it (or exited). Our kernels trigger first thing (the mHC finish, where
+//     the next kernels' early weight loads slowed the kernel before it, later): the next kernel's
 //     blocks then sit resident (loading their weights, then waiting) while this one runs. That
 //     cannot starve anything: a kernel is launched only once every block of the one before it is
 //     resident, so the kernels it waits for always run to completion.

@@ -90,7 +90,6 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
-  ap.trigger = attn_trigger;
   // Few rows: the attention output also act_quant'ed by the attention kernel for an FP8/FP4 wo_a
   // (the bits wo_a's blocks would compute each from o).
   gpu::QuantizedRows oq;

@@ -202,16 +202,14 @@ struct CudaModel::Impl {
   // and the mHC post has one predecessor (DSINFER_MOE_SHARED_FIRST=0: the old order, A/B; the
   // same results).
   bool moe_shared_first = gpu::EnvFlagOn("DSINFER_MOE_SHARED_FIRST");
-  // When a latency-bound kernel lets the next ones launch (PDL): launched early, they load their
-  // weights before their wait, which slows the memory latency of the kernels still running.
-  // The mHC finish before the attention after its stores (the attention's projections then do not
-  // preload beside the mHC post before it), the one before the MoE after its wait, the attention
-  // after its keys (measured on an H200, docs/perf.md round 15). DSINFER_HCPRE_TRIGGER_ATTN /
-  // _FFN and DSINFER_ATTN_TRIGGER override them (HcPreFinishParams::trigger,
-  // SparseAttentionParams::trigger; A/B only: the same results).
+  // When the mHC finishes let the next kernels launch (PDL; HcPreFinishParams::trigger): launched
+  // early, those load their weights before their wait, which raises the memory latency of the
+  // latency-bound kernels still running. The finish before the attention triggers after its stores
+  // (the attention's projections then do not preload beside the mHC post before it), the one
+  // before the MoE after its wait (measured on an H200, docs/perf.md round 15).
+  // DSINFER_HCPRE_TRIGGER_ATTN / _FFN override them (A/B only: the same results).
   int hcpre_trigger_attn = EnvInt("DSINFER_HCPRE_TRIGGER_ATTN", 2);
   int hcpre_trigger_ffn = EnvInt("DSINFER_HCPRE_TRIGGER_FFN", 1);
-  int attn_trigger = EnvInt("DSINFER_ATTN_TRIGGER", 1);
   static int EnvInt(const char* name, int fallback) {
     const char* v = std::getenv(name);
     return v ? std::atoi(v) : fallback;
