@@ -687,6 +687,20 @@ struct DeviceHcWeights {
   }
 };
 
+// HcMix's partials of n tokens' streams X [n, K] with the weights' fn into part.
+void LaunchMix(const DeviceHcWeights& w, const float* X, int64_t n, int64_t K, int nout,
+               float* part, Stream& s) {
+  HcMixParams m;
+  m.X = X;
+  m.ldx = K;
+  m.K = K;
+  m.fn = w.fn.as<float>();
+  m.nout = nout;
+  m.n = n;
+  m.part = part;
+  LaunchHcMix(m, s.get());
+}
+
 // The finish of n tokens from mix partials `part` (mix_slices 0: HcMix's) over streams X.
 HcPreFinishParams FinishParams(const io::DeepseekV4Config& c, const DeviceHcWeights& w,
                                const float* part, int64_t mix_slices, const float* X, int64_t n,
@@ -731,15 +745,7 @@ TEST(HcTest, PreFinishMatchesCpu) {
     Stream s;
     auto run = [&](int64_t t0, int64_t rows, std::vector<float>* xo, std::vector<float>* po,
                    std::vector<float>* co) {
-      HcMixParams m;
-      m.X = xd.as<float>() + t0 * K;
-      m.ldx = K;
-      m.K = K;
-      m.fn = dw.fn.as<float>();
-      m.nout = nout;
-      m.n = rows;
-      m.part = part.as<float>();
-      LaunchHcMix(m, s.get());
+      LaunchMix(dw, xd.as<float>() + t0 * K, rows, K, nout, part.as<float>(), s);
       LaunchHcPreFinish(FinishParams(c, dw, part.as<float>(), 0, xd.as<float>() + t0 * K, rows,
                                      xn.as<float>(), pd.as<float>(), cd.as<float>()),
                         s.get());
@@ -781,15 +787,7 @@ TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
                    x1(n * D * 4), x2(n * D * 4), q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4),
                    s2(n * lds * 4), pd(n * hc * 4), cd(n * hc * hc * 4);
       Stream s;
-      HcMixParams m;
-      m.X = xd.as<float>();
-      m.ldx = K;
-      m.K = K;
-      m.fn = dw.fn.as<float>();
-      m.nout = nout;
-      m.n = n;
-      m.part = part.as<float>();
-      LaunchHcMix(m, s.get());
+      LaunchMix(dw, xd.as<float>(), n, K, nout, part.as<float>(), s);
       HcPreFinishParams f = FinishParams(c, dw, part.as<float>(), 0, xd.as<float>(), n,
                                          x1.as<float>(), pd.as<float>(), cd.as<float>());
       f.norm_w = weighted ? nwd.as<float>() : nullptr;

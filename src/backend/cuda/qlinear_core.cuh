@@ -26,9 +26,6 @@ namespace dsinfer::backend::cuda::qcore {
 
 constexpr int kQb = 128;  // act_quant block
 
-// One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
-// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
-// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
 // The block's power-of-two scale (returned) and its inverse (*inv) from the block's max |value|
 // (exact whatever order the max was taken in).
 __device__ __forceinline__ float QuantScaleOf(float amax, float* inv) {
@@ -45,6 +42,9 @@ __device__ __forceinline__ uint16_t QuantValueF16(float v) {
   return __nv_cvt_fp8_to_halfraw(f, __NV_E4M3).x;
 }
 
+// One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
+// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
+// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
 __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
