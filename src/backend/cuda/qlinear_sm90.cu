@@ -440,17 +440,11 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
 // either way. Since the FP4 word re-coding (fewer instructions per pair) the kernel without it is
 // faster (H200, flash-l8 decode: batch 1 1.591 -> 1.560 ms, batch 8 4.29 -> 4.18).
 int ExpertPrefetchSlots() {
-  static const int slots = [] {
-    const char* v = std::getenv("DSINFER_EXPERT_PREFETCH_SLOTS");
-    return v ? std::max(0, std::atoi(v)) : 64;
-  }();
+  static const int slots = std::max(0, EnvInt("DSINFER_EXPERT_PREFETCH_SLOTS", 64));
   return slots;
 }
 int ExpertPrefetchKind() {
-  static const int kind = [] {
-    const char* v = std::getenv("DSINFER_EXPERT_PREFETCH");
-    return v ? std::max(0, std::min(1, std::atoi(v))) : 0;
-  }();
+  static const int kind = std::max(0, std::min(1, EnvInt("DSINFER_EXPERT_PREFETCH", 0)));
   return kind;
 }
 

@@ -30,6 +30,11 @@ bool EnvFlagOn(const char* name) {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
 void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   static const bool on = EnvFlagOn("DSINFER_CARVEOUT");
   if (!on) return;

@@ -27,6 +27,8 @@ int SmCount();
 std::string DeviceDescription();
 // An on/off switch from the environment that is on unless set to "0" (A/B switches).
 bool EnvFlagOn(const char* name);
+// An integer setting from the environment (std::atoi of it), `fallback` when unset.
+int EnvInt(const char* name, int fallback);
 // Programmatic dependent launch on (launch.cuh); DSINFER_PDL=0 in the environment turns it off.
 bool PdlEnabled();
 // Each kernel's shared-memory carveout preference (set on its launches, never lowered): just the

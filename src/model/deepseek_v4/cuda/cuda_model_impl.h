@@ -208,12 +208,8 @@ struct CudaModel::Impl {
   // (the attention's projections then do not preload beside the mHC post before it), the one
   // before the MoE after its wait (measured on an H200, docs/perf.md round 15).
   // DSINFER_HCPRE_TRIGGER_ATTN / _FFN override them (A/B only: the same results).
-  int hcpre_trigger_attn = EnvInt("DSINFER_HCPRE_TRIGGER_ATTN", 2);
-  int hcpre_trigger_ffn = EnvInt("DSINFER_HCPRE_TRIGGER_FFN", 1);
-  static int EnvInt(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    return v ? std::atoi(v) : fallback;
-  }
+  int hcpre_trigger_attn = gpu::EnvInt("DSINFER_HCPRE_TRIGGER_ATTN", 2);
+  int hcpre_trigger_ffn = gpu::EnvInt("DSINFER_HCPRE_TRIGGER_FFN", 1);
   // The q-lora rows quantized by their RMSNorm for wq_b and the indexer's wq_b, up to this many.
   static constexpr int64_t kNormQuantRows = 16;
   uint16_t* cq_q = nullptr;
