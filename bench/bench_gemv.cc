@@ -2,13 +2,13 @@
 // the GPU: device time per launch from CUDA-graph replay of kReps launches that rotate over enough
 // weight copies (> 2 x the 50 MB L2) that every launch reads its weights from HBM. Bound = weight
 // bytes / the measured device-to-device copy bandwidth. FP8/FP4 shapes run the tensor-core linear
-// (DSINFER_QLINEAR_WARPS=n: warps per block), bf16 ones the decode GEMV (DSINFER_GEMV=0: the
-// general kernel instead; DSINFER_GEMV_DUAL=0 unfused SwiGLU pairs); DSINFER_PDL=0 without
-// programmatic launch; DSINFER_GEMV_L2=1 reads one weight copy again and again (L2-resident up to
-// ~40 MB: how fast a kernel is when its bytes cost little); DSINFER_GEMV_ONLY=name one shape;
-// DSINFER_GEMV_PREQ=1 FP8/FP4 inputs quantized once up front (no in-kernel quantization).
-// Dense shapes also report read_us: the same bytes and rotation read by a plain streaming kernel.
-//   bench_gemv [m]      (x rows, default 1)   ->  one JSON line per shape
+// (--qlinear-warps N: warps per block), bf16 ones the decode GEMV (--gemv none: the general kernel
+// instead; --no-gemv-dual unfused SwiGLU pairs); --no-pdl without programmatic launch; --l2 reads
+// one weight copy again and again (L2-resident up to ~40 MB: how fast a kernel is when its bytes
+// cost little); --only NAME one shape; --prequant FP8/FP4 inputs quantized once up front (no
+// in-kernel quantization). Dense shapes also report read_us: the same bytes and rotation read by a
+// plain streaming kernel.
+//   bench_gemv [m] [flags]   (m: x rows, default 1)   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -101,7 +101,41 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_gemv: no CUDA device\n");
     return 1;
   }
-  const int64_t m = argc > 1 ? std::atoll(argv[1]) : 1;
+  int64_t m = 1;
+  bool l2 = false, prequant = false;
+  std::string only, kernel = "gemv:f32,bf16";
+  gpu::KernelOptions ko;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--l2") {
+      l2 = true;
+    } else if (a == "--prequant") {
+      prequant = true;
+    } else if (a == "--no-pdl") {
+      ko.pdl = false;
+    } else if (a == "--no-gemv-dual") {
+      ko.gemv_dual = false;
+      kernel += ",nodual";
+    } else if (a == "--only" && has_value) {
+      only = argv[++i];
+    } else if (a == "--gemv" && has_value) {
+      const std::string g = argv[++i];
+      ko.gemv_f32 = g.find("f32") != std::string::npos;
+      ko.gemv_bf16 = g.find("bf16") != std::string::npos;
+      kernel = "gemv:" + g + (ko.gemv_dual ? "" : ",nodual");
+    } else if (a == "--qlinear-warps" && has_value) {
+      ko.qlinear_warps = std::max(1, std::min(16, std::atoi(argv[++i])));
+    } else if (!a.empty() && a[0] != '-') {
+      m = std::atoll(a.c_str());
+    } else {
+      std::fprintf(stderr, "bench_gemv: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  kernel += ";qlinear_warps:" +
+            (ko.qlinear_warps > 0 ? std::to_string(ko.qlinear_warps) : std::string("default"));
+  gpu::SetKernelOptions(ko);
   const std::vector<Shape> shapes = {
       {"wq_a", WeightFormat::kFp8, 1024, 4096},
       {"wq_b", WeightFormat::kFp8, 32768, 1024},
@@ -132,31 +166,21 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 5; ++i) gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, st.get());
     copy_gbps = 2.0 * 5 * bytes / (t.StopMs(st.get()) * 1e-3) / 1e9;
   }
-  const char* gemv_env = std::getenv("DSINFER_GEMV");
-  const char* pdl_env = std::getenv("DSINFER_PDL");
-  const char* dual_env = std::getenv("DSINFER_GEMV_DUAL");
-  const char* qwarps_env = std::getenv("DSINFER_QLINEAR_WARPS");
-  const std::string kernel = std::string("gemv:") + (gemv_env ? gemv_env : "f32,bf16") +
-                             (dual_env && std::string(dual_env) == "0" ? ",nodual" : "") +
-                             ";qlinear_warps:" + (qwarps_env ? qwarps_env : "default");
-  const bool pdl = !(pdl_env && std::string(pdl_env) == "0");
+  const bool pdl = ko.pdl;
   std::printf("{\"bench\": \"gemv_setup\", \"device\": \"%s\", \"copy_GBps\": %.0f, \"m\": %lld, "
               "\"kernel\": \"%s\", \"pdl\": %s}\n",
               gpu::DeviceDescription().c_str(), copy_gbps, static_cast<long long>(m), kernel.c_str(),
               pdl ? "true" : "false");
   constexpr int kReps = 40;
-  const char* only_env = std::getenv("DSINFER_GEMV_ONLY");  // one shape by name
   for (const Shape& s : shapes) {
-    if (only_env && std::string(only_env) != s.name) continue;
+    if (!only.empty() && only != s.name) continue;
     const int mats = s.experts > 0 ? s.experts : 1;
     const int per_launch = (s.swiglu ? 2 : 1) * mats;  // matrices read per launch
     gpu::WeightRef probe;
     probe.format = s.format; probe.n = s.n; probe.k = s.k;
     probe.scale_format = gpu::ScaleFormat::kUe8m0;
     const double launch_bytes = static_cast<double>(probe.bytes()) * per_launch;
-    // DSINFER_GEMV_L2=1: one weight copy, read again by every launch (L2-resident when it fits).
-    const char* l2_env = std::getenv("DSINFER_GEMV_L2");
-    const bool l2 = l2_env && std::string(l2_env) == "1";
+    // --l2: one weight copy, read again by every launch (L2-resident when it fits).
     const int copies =
         l2 ? per_launch
            : static_cast<int>(std::max<double>(2.0, 120e6 / launch_bytes + 1)) * per_launch;
@@ -197,10 +221,9 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // DSINFER_GEMV_PREQ=1: FP8/FP4 inputs quantized once before the timed launches (as the MoE's
-    // decode path does), so the kernels skip their own quantization.
-    const char* preq_env = std::getenv("DSINFER_GEMV_PREQ");
-    const bool preq = preq_env && std::string(preq_env) == "1" &&
+    // --prequant: FP8/FP4 inputs quantized once before the timed launches (as the MoE's decode
+    // path does), so the kernels skip their own quantization.
+    const bool preq = prequant &&
                       (s.format == WeightFormat::kFp8 || s.format == WeightFormat::kFp4);
     gpu::DeviceBuffer xq_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedLd(xk) * 2) : 1),
         xs_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedScales(xk) * 4) : 1);

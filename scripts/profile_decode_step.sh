@@ -9,8 +9,8 @@ out="${1:?OUT_DIR}"
 batch="${2:-1}"
 mkdir -p "$out"
 ncu_bin="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-DSINFER_PROFILE_STEP=1 "$ncu_bin" --clock-control none --profile-from-start off \
+"$ncu_bin" --clock-control none --profile-from-start off \
   --metrics gpu__time_duration.sum --csv \
-  build-cuda/bin/dsinfer bench --preset flash-l8 --batches "$batch" --prefill 0 --steps 1 \
+  build-cuda/bin/dsinfer bench --preset flash-l8 --batches "$batch" --prefill 0 --steps 1 --profile-step \
   > "$out/ncu_step_b$batch.csv" 2> "$out/ncu_step_b$batch.err" || { tail -5 "$out/ncu_step_b$batch.err"; exit 1; }
 python3 tools/ncu_summary.py "$out/ncu_step_b$batch.csv"

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/runtime.h"
 #include "cli/commands.h"
+#include "cli/cuda_flags.h"
 #include "cli/flags.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/init_presets.h"
@@ -27,23 +28,12 @@ namespace dsinfer::cli {
 
 namespace {
 
-// The DSINFER_* switches of this run ("NAME=value,..."), so that each A/B line says what it ran.
-std::string SwitchesSet() {
-  std::string s;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "DSINFER_", 8) != 0) continue;
-    if (!s.empty()) s += ',';
-    for (const char* c = *e; *c; ++c)
-      if (*c != '"' && *c != '\\') s += *c;  // kept valid inside a JSON string
-  }
-  return s;
-}
-
 namespace gpu = backend::cuda;
 using model::deepseek_v4::cuda::CudaModel;
 using model::deepseek_v4::cuda::CudaModelOptions;
 
-const std::vector<FlagSpec> kSpecs = {
+std::vector<FlagSpec> Specs() {
+  std::vector<FlagSpec> specs = {
     {"model", "model dir (else --preset with device-random weights)"},
     {"preset", "preset for device-random weights (default flash-l8)"},
     {"batches", "decode batch sizes (default 1,8,32,128,256)"},
@@ -52,7 +42,24 @@ const std::vector<FlagSpec> kSpecs = {
     {"steps", "timed decode steps per batch (default 20)"},
     {"no-graph", "decode without CUDA graphs", false},
     {"fp8-tflops", "FP8 tensor bound for the prefill ratio (default 1311)"},
-};
+    {"profile-step", "one more decode step per batch inside a profiler range (ncu)", false},
+  };
+  for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
+  return specs;
+}
+
+// The non-default tuning flags of this run ("no-pdl,gemv=none,..."), so that each A/B line says
+// what it ran.
+std::string SwitchesSet(const Flags& flags) {
+  std::string s;
+  for (const FlagSpec& f : CudaFlagSpecs()) {
+    if (!flags.Has(f.name)) continue;
+    if (!s.empty()) s += ',';
+    s += f.name;
+    if (f.takes_value) s += "=" + flags.GetOr(f.name, "");
+  }
+  return s;
+}
 
 std::vector<int64_t> ParseList(const std::string& s) {
   std::vector<int64_t> v;
@@ -90,6 +97,7 @@ Status Run(const Flags& flags) {
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
 
   CudaModelOptions opt;
+  DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
   opt.max_seqs = static_cast<int>(std::max<int64_t>(max_batch, 1));
   opt.max_len = std::max(context + steps + 8, prefill) + 8;
   opt.max_tokens = std::max(max_batch, prefill);
@@ -111,7 +119,7 @@ Status Run(const Flags& flags) {
       "\"load_s\": %.1f, \"copy_GBps\": %.0f, \"graph\": %s, \"switches\": \"%s\"}\n",
       gpu::DeviceDescription().c_str(),
       flags.Has("model") ? flags.Get("model")->c_str() : preset.c_str(), m->weight_bytes(), load_s,
-      bw, graph ? "true" : "false", SwitchesSet().c_str());
+      bw, graph ? "true" : "false", SwitchesSet(flags).c_str());
   std::fflush(stdout);
 
   // ---- decode ----
@@ -127,7 +135,7 @@ Status Run(const Flags& flags) {
     for (int w = 0; w < 3; ++w) {  // warm-up (and graph capture)
       DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
     }
-    if (std::getenv("DSINFER_PROFILE_STEP")) {
+    if (flags.Has("profile-step")) {
       // One step inside a profiler range, for `ncu --profile-from-start off` (per-kernel times).
       backend::cuda::ProfilerStart();
       DSINFER_ASSIGN_OR_RETURN(ids, m->DecodeStep(slots, ids, graph));
@@ -238,13 +246,14 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  auto flags = Flags::Parse(argc, argv, 2, kSpecs);
+  const std::vector<FlagSpec> specs = Specs();
+  auto flags = Flags::Parse(argc, argv, 2, specs);
   if (!flags.ok()) {
     std::fprintf(stderr, "dsinfer bench: %s\n", flags.status().message().c_str());
     return 2;
   }
   if (flags->help()) {
-    std::printf("%s", Usage("bench", "Benchmarks the CUDA model (JSON lines).", kSpecs).c_str());
+    std::printf("%s", Usage("bench", "Benchmarks the CUDA model (JSON lines).", specs).c_str());
     return 0;
   }
   Status st = Run(*flags);

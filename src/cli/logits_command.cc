@@ -12,6 +12,7 @@
 #include "io/npy.h"
 #include "model/deepseek_v4/model.h"
 #ifdef DSINFER_HAVE_CUDA
+#include "cli/cuda_flags.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #endif
 
@@ -23,7 +24,8 @@ using model::deepseek_v4::LogitsRows;
 using model::deepseek_v4::Model;
 using model::deepseek_v4::SequenceChunk;
 
-const std::vector<FlagSpec> kSpecs = {
+std::vector<FlagSpec> Specs() {
+  std::vector<FlagSpec> specs = {
     {"model", "model dir (config.json + *.safetensors)"},
     {"ids-file", "JSON file {\"ids\": [...]}"},
     {"out", "output .npy path (float32 [T, vocab])"},
@@ -31,7 +33,12 @@ const std::vector<FlagSpec> kSpecs = {
     {"prefill", "N tokens as one prefill, then one token at a time"},
     {"backend", "cpu (default) or cuda"},
     {"threads", "CPU threads (default: all)"},
-};
+  };
+#ifdef DSINFER_HAVE_CUDA
+  for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
+#endif
+  return specs;
+}
 
 StatusOr<std::vector<int32_t>> ReadIds(const std::string& path) {
   std::ifstream in(path);
@@ -102,6 +109,7 @@ Status Run(const Flags& flags) {
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     model::deepseek_v4::cuda::CudaModelOptions opt;
+    DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
     opt.max_seqs = 1;
     opt.max_len = static_cast<int64_t>(ids.size());
     opt.max_tokens = *std::max_element(sizes.begin(), sizes.end());
@@ -146,7 +154,7 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunLogits(int argc, char** argv) {
-  return RunSubcommand(argc, argv, "logits", "Writes the logits after every position as float32 .npy.", kSpecs, Run);
+  return RunSubcommand(argc, argv, "logits", "Writes the logits after every position as float32 .npy.", Specs(), Run);
 }
 
 }  // namespace dsinfer::cli

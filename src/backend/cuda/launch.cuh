@@ -17,7 +17,7 @@
 //     resident, so the kernels it waits for always run to completion.
 // Under stream capture the same launches become programmatic edges of the CUDA graph. Each launch
 // also sets its kernel's shared-memory carveout preference (AutoCarveout, runtime.h).
-// DSINFER_PDL=0 in the environment launches everything with plain stream order (for A/B timing).
+// KernelOptions::pdl false (runtime.h) launches everything with plain stream order (A/B timing).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,7 +47,7 @@ void LaunchKernelClustered(void (*kernel)(KArgs...), dim3 grid, dim3 block, size
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
-  if (PdlEnabled()) {
+  if (GetKernelOptions().pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }

@@ -314,19 +314,15 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 }  // namespace
 
-// Which formats take the decode GEMV: DSINFER_GEMV = comma list of f32,bf16 (or 0 for none);
-// DSINFER_GEMV_DUAL=0 turns the fused SwiGLU pair off. For A/B timing only: every choice gives the
-// same bits. Default both: the GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at
+// Which formats take the decode GEMV (KernelOptions; A/B timing and tests only: every choice gives
+// the same bits). Default all: the GEMV streams bf16 rows at the copy bandwidth (the 1 GB head at
 // 1.01x, docs/perf.md).
 bool GemvEnabled(WeightFormat f, bool dual) {
-  static const std::string formats = [] {
-    const char* v = std::getenv("DSINFER_GEMV");
-    return std::string(v ? v : "f32,bf16");
-  }();
-  static const bool dual_ok = EnvFlagOn("DSINFER_GEMV_DUAL");
-  if (dual && !dual_ok) return false;
-  if (f != WeightFormat::kF32 && f != WeightFormat::kBf16) return false;
-  return formats.find(f == WeightFormat::kF32 ? "f32" : "bf16") != std::string::npos;
+  const KernelOptions& o = GetKernelOptions();
+  if (dual && !o.gemv_dual) return false;
+  if (f == WeightFormat::kF32) return o.gemv_f32;
+  if (f == WeightFormat::kBf16) return o.gemv_bf16;
+  return false;
 }
 
 bool TryLaunchGemv(const GemvJob& j, bool x_aligned, int64_t rows_hint, StreamHandle stream) {

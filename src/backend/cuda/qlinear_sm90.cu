@@ -61,10 +61,9 @@ struct WSlice {
                                          // step 1)
 };
 
-// kPf: 0 none, 1 the half-slice prefetch below (one token tile only). The one-tile FP4 expert
-// kernels run 4-warp blocks bounded in residency (ptxas): without the prefetch the w1+w3 pair 5
-// blocks per SM (unbounded ptxas gives it 120 registers, 4 blocks) and w2 6; the prefetching
-// variant (DSINFER_EXPERT_PREFETCH=1, A/B only) the same. These launches take at most
+// kPf: 0 none, 1 the half-slice prefetch below (one-token-tile dense launches only). The one-tile
+// FP4 expert kernels run 4-warp blocks bounded in residency (ptxas): the w1+w3 pair 5 blocks per
+// SM (unbounded ptxas gives it 120 registers, 4 blocks) and w2 6. These launches take at most
 // kExpertWarps warps (LaunchQLinear).
 template <bool kFp4, int kNT, int kD, bool kExpert>
 constexpr int kExpertMinBlocks = !(kFp4 && kExpert && kNT == 1) ? 0 : (kD == 2 ? 5 : 6);
@@ -377,14 +376,15 @@ void LaunchQ(const QLinearArgs& a, int warps, dim3 grid, StreamHandle stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-// The kernel instantiation for the runtime (format, pair, experts, token tile, prefetch).
-void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, int prefetch,
-              int warps, dim3 grid, StreamHandle stream) {
+// The kernel instantiation for the runtime (format, pair, experts, token tile); one-token-tile
+// dense launches take the half-slice prefetch.
+void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, int warps, dim3 grid,
+              StreamHandle stream) {
   auto go = [&](auto fp4_c, auto dual_c, auto expert_c) {
     constexpr bool kFp4 = decltype(fp4_c)::value, kExpert = decltype(expert_c)::value;
     constexpr int kD = decltype(dual_c)::value ? 2 : 1;
-    if constexpr (!kExpert || kFp4) {  // no FP8 expert kernel with the prefetch is built
-      if (nt == 1 && prefetch > 0) {
+    if constexpr (!kExpert) {
+      if (nt == 1) {
         LaunchQ<kFp4, 1, kD, kExpert, 1>(a, warps, grid, stream);
         return;
       }
@@ -415,37 +415,16 @@ void Dispatch(const QLinearArgs& a, bool fp4, bool dual, bool expert, int nt, in
 // blocks spread the six experts over more SMs). A dense matrix with many row tiles halves its
 // warps while it keeps ~12 warps per SM (wq_b: 1, wo_a: 4): each warp then has two slices, the
 // second's loads in flight while the first computes (the kernel's half-slice prefetch), and the
-// grid is one wave instead of two (one token tile only, as the prefetch; off with
-// DSINFER_QLINEAR_FEWER_WARPS=0). DSINFER_QLINEAR_WARPS=n overrides all, for A/B timing only:
-// every choice gives the same bits.
+// grid is one wave instead of two (one token tile only, as the prefetch). KernelOptions's
+// qlinear_warps overrides all, for tests and A/B timing only: every choice gives the same bits.
 int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile) {
-  static const int forced = [] {
-    const char* v = std::getenv("DSINFER_QLINEAR_WARPS");
-    return v ? std::max(1, std::min(kMaxWarps, std::atoi(v))) : 0;
-  }();
-  static const bool fewer = [] {
-    const char* v = std::getenv("DSINFER_QLINEAR_FEWER_WARPS");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
-  if (forced > 0) return forced;
+  const int forced = GetKernelOptions().qlinear_warps;
+  if (forced > 0) return std::min(kMaxWarps, forced);
   if (expert) return kExpertWarps;
   if (dual) return kMaxWarps;
   int w = std::min(slices, 8);
-  while (fewer && one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
+  while (one_tile && w > 1 && tiles * (w / 2) >= int64_t{SmCount()} * 12) w /= 2;
   return w;
-}
-
-// Routed FP4 expert launches take the half-slice prefetch only with DSINFER_EXPERT_PREFETCH=1
-// (up to DSINFER_EXPERT_PREFETCH_SLOTS=n active slots, default 64), for A/B timing: the same bits
-// either way. Since the FP4 word re-coding (fewer instructions per pair) the kernel without it is
-// faster (H200, flash-l8 decode: batch 1 1.591 -> 1.560 ms, batch 8 4.29 -> 4.18).
-int ExpertPrefetchSlots() {
-  static const int slots = std::max(0, EnvInt("DSINFER_EXPERT_PREFETCH_SLOTS", 64));
-  return slots;
-}
-int ExpertPrefetchKind() {
-  static const int kind = std::max(0, std::min(1, EnvInt("DSINFER_EXPERT_PREFETCH", 0)));
-  return kind;
 }
 
 [[noreturn]] void Unsupported(const char* what, const WeightRef& w) {
@@ -635,11 +614,9 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       {tiles, 65535, std::max<int64_t>(1, (4 * SmCount() + blocks - 1) / blocks)});
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(std::max(slots, 1)),
                   static_cast<unsigned>(bz));
-  // One-token-tile launches prefetch: dense ones always, routed FP4 experts only on request
-  // (ExpertPrefetchKind), up to ExpertPrefetchSlots() active slots.
-  const int prefetch =
-      !expert ? 1 : (fp4 && slots <= ExpertPrefetchSlots() ? ExpertPrefetchKind() : 0);
-  Dispatch(a, fp4, dual, expert, nt, prefetch, warps, grid, stream);
+  // One-token-tile dense launches prefetch; routed experts never (measured slower since the FP4
+  // word re-coding, docs/perf.md).
+  Dispatch(a, fp4, dual, expert, nt, warps, grid, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -3,6 +3,7 @@
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/check.cuh"
+#include "base/check.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -25,19 +27,28 @@ int CurrentDeviceAttr(cudaDeviceAttr attr) {
 
 }  // namespace
 
-bool EnvFlagOn(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
+namespace {
+
+KernelOptions& MutableKernelOptions() {
+  static KernelOptions options;
+  return options;
+}
+std::atomic<bool> g_kernel_options_read{false};
+
+}  // namespace
+
+void SetKernelOptions(const KernelOptions& options) {
+  DSINFER_CHECK_MSG(!g_kernel_options_read.load(), "SetKernelOptions after the first launch");
+  DSINFER_CHECK(options.qlinear_warps >= 0 && options.qlinear_warps <= 16);
+  MutableKernelOptions() = options;
 }
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
+const KernelOptions& GetKernelOptions() {
+  g_kernel_options_read.store(true, std::memory_order_relaxed);
+  return MutableKernelOptions();
 }
 
 void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
-  static const bool on = EnvFlagOn("DSINFER_CARVEOUT");
-  if (!on) return;
   struct Shape {
     const void* kernel;
     unsigned threads;
@@ -72,11 +83,6 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   it->second = std::max(it->second, pct);
   CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, it->second));
-}
-
-bool PdlEnabled() {
-  static const bool enabled = EnvFlagOn("DSINFER_PDL");
-  return enabled;
 }
 
 bool DeviceAvailable() {

@@ -25,17 +25,26 @@ bool DeviceAvailable();
 int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
-// An on/off switch from the environment that is on unless set to "0" (A/B switches).
-bool EnvFlagOn(const char* name);
-// An integer setting from the environment (std::atoi of it), `fallback` when unset.
-int EnvInt(const char* name, int fallback);
-// Programmatic dependent launch on (launch.cuh); DSINFER_PDL=0 in the environment turns it off.
-bool PdlEnabled();
+// Kernel-variant choices of the process, none of which changes a result (every choice gives the
+// same bits; the GPU tests check it): A/B timing and tests. They are set once at the edge (the
+// CLI's flags, the bench and test mains) before the first launch, and read by the launchers: a
+// process setting of this runtime like cudaSetDeviceFlags, not state that changes while kernels
+// run. The defaults are the measured best (docs/perf.md).
+struct KernelOptions {
+  bool pdl = true;        // programmatic dependent launch (launch.cuh); off: plain stream order
+  bool gemv_f32 = true;   // the decode GEMV for fp32 weights (off: the general kernel)
+  bool gemv_bf16 = true;  // the decode GEMV for bf16 weights
+  bool gemv_dual = true;  // the fused SwiGLU pair in the decode GEMV (off: two GEMVs + SwiGLU)
+  int qlinear_warps = 0;  // warps per FP8/FP4 block for few rows (1..16); 0: chosen by shape
+};
+// Before the first launch (DSINFER_CHECKs that none has happened yet).
+void SetKernelOptions(const KernelOptions& options);
+const KernelOptions& GetKernelOptions();
 // Each kernel's shared-memory carveout preference (set on its launches, never lowered): just the
 // shared memory of the blocks of its largest launch shape so far that fit an SM, the rest of the
 // unified L1 / shared memory as L1. Without a preference the driver may run a kernel in the split
 // an earlier kernel left (H200, flash-l8 decode: the head's GEMV, which needs no shared memory,
-// ran with a small L1). DSINFER_CARVEOUT=0: no preferences (A/B). Never changes a result.
+// ran with a small L1). Never changes a result.
 void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem);
 
 enum class MemoryKind { kDevice, kPinnedHost };

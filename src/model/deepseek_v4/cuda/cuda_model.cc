@@ -114,7 +114,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
   // of by each of their blocks: the same bits.
   const bool prequant = n <= kMoePrequantRows && gpu::IsQuantized(w.experts.w1.format);
-  const bool shared_first = prequant && w.has_shared && moe_shared_first;
+  const bool shared_first = prequant && w.has_shared;
   gpu::QuantizedRows xq;
   if (prequant) {
     Branch(0, [&] {

@@ -27,6 +27,9 @@ struct CudaModelOptions {
   int64_t max_len = 4096;    // tokens per request (state capacity)
   int64_t max_tokens = 512;  // rows per forward call
   bool all_logits = true;    // size the logits buffer for every row (else one per request)
+  // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
+  // same bits either way).
+  bool branches = true;
 };
 
 class CudaModel {

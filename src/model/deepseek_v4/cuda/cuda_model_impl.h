@@ -117,12 +117,11 @@ struct CudaModel::Impl {
   // Independent chains of a layer (the kv projection, the compressor, the indexer, the shared
   // expert) run on branch streams forked from and joined back into the main stream, so that
   // their small, latency-bound kernels overlap. Off in the per-op profile (serial, so that the
-  // marks mean something) and with DSINFER_CUDA_BRANCHES=0. Results do not depend on it: every
+  // marks mean something) and with CudaModelOptions::branches false. Results do not depend on it: every
   // kernel reads and writes the same buffers in the same dependency order.
   static constexpr int kBranches = 4;
   gpu::Stream branch_stream[kBranches];
   gpu::Event fork_ev[kBranches], join_ev[kBranches];
-  bool branches_on = gpu::EnvFlagOn("DSINFER_CUDA_BRANCHES");
   gpu::StreamHandle cur = nullptr;  // the stream the launch helpers use (null: main)
   gpu::StreamHandle cur_stream() const { return cur ? cur : stream.get(); }
   // act_quant scratch of the FP8/FP4 linears (linear.cuh), one per stream: [0] main, [1 + b] branch b.
@@ -134,7 +133,7 @@ struct CudaModel::Impl {
     return -1;
   }
   gpu::ActQuantScratch Aq() const { return aq_scratch[1 + CurBranch()]; }
-  bool Concurrent() const { return branches_on && profile == nullptr; }
+  bool Concurrent() const { return opt.branches && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
   template <typename Fn>
   void Branch(int b, Fn&& fn) {
@@ -187,9 +186,7 @@ struct CudaModel::Impl {
   float *xs_buf = nullptr, *gs_buf = nullptr;
   // Up to kMoePrequantRows rows: the mHC finish before the attention act_quant's its normalized
   // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
-  // instead of each of their warps quantizing its slice (DSINFER_ATTN_PREQUANT=0: in the
-  // kernels). The same bits either way.
-  bool attn_prequant_on = gpu::EnvFlagOn("DSINFER_ATTN_PREQUANT");
+  // instead of each of their warps quantizing its slice (the same bits; docs/perf.md round 15).
   gpu::QuantizedRows XnQuant() const {
     gpu::QuantizedRows r;
     r.q = xq_buf; r.ldq = gpu::QuantizedLd(c.hidden_size);
@@ -199,17 +196,14 @@ struct CudaModel::Impl {
   // Decode sizes with a shared expert: the routed experts wait for the shared expert's w1 + w3
   // and its w2 joins before the routed w2 (instead of after it, before the mHC post), so that the
   // shared expert's blocks do not wait for room behind the routed experts' early-resident ones
-  // and the mHC post has one predecessor (DSINFER_MOE_SHARED_FIRST=0: the old order, A/B; the
-  // same results).
-  bool moe_shared_first = gpu::EnvFlagOn("DSINFER_MOE_SHARED_FIRST");
+  // and the mHC post has one predecessor (the old order measured slower: docs/perf.md round 15).
   // When the mHC finishes let the next kernels launch (PDL; HcPreFinishParams::trigger): launched
   // early, those load their weights before their wait, which raises the memory latency of the
   // latency-bound kernels still running. The finish before the attention triggers after its stores
   // (the attention's projections then do not preload beside the mHC post before it), the one
   // before the MoE after its wait (measured on an H200, docs/perf.md round 15).
-  // DSINFER_HCPRE_TRIGGER_ATTN / _FFN override them (A/B only: the same results).
-  int hcpre_trigger_attn = gpu::EnvInt("DSINFER_HCPRE_TRIGGER_ATTN", 2);
-  int hcpre_trigger_ffn = gpu::EnvInt("DSINFER_HCPRE_TRIGGER_FFN", 1);
+  static constexpr int kHcPreTriggerAttn = 2;  // HcPreFinishParams::trigger: after the stores
+  static constexpr int kHcPreTriggerFfn = 1;   // after the wait
   // The q-lora rows quantized by their RMSNorm for wq_b and the indexer's wq_b, up to this many.
   static constexpr int64_t kNormQuantRows = 16;
   uint16_t* cq_q = nullptr;
@@ -370,15 +364,15 @@ struct CudaModel::Impl {
                  const gpu::QuantizedRows& xnq);
   gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
   void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
-    const bool attn_q = n <= kMoePrequantRows && attn_prequant_on &&
+    const bool attn_q = n <= kMoePrequantRows &&
                         (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
     Mark("hc_pre+norm");
-    HcPre(w.hc_attn, n, w.attn_norm, attn_q, hcpre_trigger_attn);
+    HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn);
     Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
     Mark("hc_post");
     HcPost(n, nullptr, &w.hc_ffn.fn);
     Mark("hc_pre+norm");
-    HcPre(w.hc_ffn, n, w.ffn_norm, false, hcpre_trigger_ffn);
+    HcPre(w.hc_ffn, n, w.ffn_norm, false, kHcPreTriggerFfn);
     const gpu::MoeCombineParams combine = Moe(w, layer, n);
     Mark("hc_post");
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);

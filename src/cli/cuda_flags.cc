@@ -1,0 +1,49 @@
+#include "cli/cuda_flags.h"
+
+#include <sstream>
+#include <string>
+
+namespace dsinfer::cli {
+
+std::vector<FlagSpec> CudaFlagSpecs() {
+  return {
+      {"no-pdl", "launch without programmatic dependent launch (plain stream order)", false},
+      {"no-branches", "run every kernel on one stream (no branch streams)", false},
+      {"gemv", "weight formats that take the decode GEMV: f32,bf16 (default) or none"},
+      {"no-gemv-dual", "no fused SwiGLU pair in the decode GEMV", false},
+      {"qlinear-warps", "warps per FP8/FP4 block for few rows, 1..16 (default: by shape)"},
+  };
+}
+
+Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOptions* options) {
+  backend::cuda::KernelOptions k;
+  k.pdl = !flags.Has("no-pdl");
+  k.gemv_dual = !flags.Has("no-gemv-dual");
+  if (auto g = flags.Get("gemv")) {
+    k.gemv_f32 = k.gemv_bf16 = false;
+    if (*g != "none") {
+      std::stringstream ss(*g);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (item == "f32") {
+          k.gemv_f32 = true;
+        } else if (item == "bf16") {
+          k.gemv_bf16 = true;
+        } else {
+          return InvalidArgument("--gemv takes f32, bf16 (comma-separated) or none, not \"" + *g +
+                                 "\"");
+        }
+      }
+    }
+  }
+  DSINFER_ASSIGN_OR_RETURN(int64_t warps, flags.GetInt("qlinear-warps", 0));
+  if (warps < 0 || warps > 16) {
+    return InvalidArgument("--qlinear-warps must be 1..16, not " + std::to_string(warps));
+  }
+  k.qlinear_warps = static_cast<int>(warps);
+  backend::cuda::SetKernelOptions(k);
+  options->branches = !flags.Has("no-branches");
+  return Status::Ok();
+}
+
+}  // namespace dsinfer::cli

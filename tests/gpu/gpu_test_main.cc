@@ -1,0 +1,32 @@
+// main() of the GPU test binaries: gtest's flags, then the kernel-variant choices the variant runs
+// of tests/gpu/CMakeLists.txt set (backend/cuda/runtime.h KernelOptions; every choice must give
+// the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/runtime.h"
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  dsinfer::backend::cuda::KernelOptions k;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-gemv") {
+      k.gemv_f32 = k.gemv_bf16 = false;
+    } else if (a.rfind("--qlinear-warps=", 0) == 0) {
+      k.qlinear_warps = std::atoi(a.c_str() + 16);
+      if (k.qlinear_warps < 1 || k.qlinear_warps > 16) {
+        std::fprintf(stderr, "--qlinear-warps must be 1..16\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  dsinfer::backend::cuda::SetKernelOptions(k);
+  return RUN_ALL_TESTS();
+}
