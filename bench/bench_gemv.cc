@@ -223,8 +223,8 @@ int main(int argc, char** argv) {
     }
     // --prequant: FP8/FP4 inputs quantized once before the timed launches (as the MoE's decode
     // path does), so the kernels skip their own quantization.
-    const bool preq = prequant &&
-                      (s.format == WeightFormat::kFp8 || s.format == WeightFormat::kFp4);
+    const bool preq =
+        prequant && (s.format == WeightFormat::kFp8 || s.format == WeightFormat::kFp4);
     gpu::DeviceBuffer xq_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedLd(xk) * 2) : 1),
         xs_buf(preq ? static_cast<size_t>(rows * gpu::QuantizedScales(xk) * 4) : 1);
     gpu::QuantizedRows xq;

@@ -2,7 +2,8 @@
 # Installs the Debian packages dsinfer builds and tests with (idempotent; quick when all present).
 set -euo pipefail
 # libpcre2-dev: the tokenizer's pre-tokenizer regexes; clang + libclang-rt-14-dev: the recipe fuzz target.
-PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3 libpcre2-dev
+# clang-format: scripts/check_format.sh (the changed lines follow .clang-format).
+PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3 libpcre2-dev clang-format
       clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+python3 scripts/check_layering.py
+scripts/check_format.sh
 jobs="$(nproc)"
 cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j"$jobs"

@@ -13,18 +13,47 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "base/status.h"
-#include "sampler/sampler.h"
-#include "sampler/sampling_params.h"
+#include "dsinfer/status.h"
 
 namespace dsinfer {
 
-using sampler::SamplingParams;
-using sampler::TokenLogprob;
+// How one request turns logits into tokens and when it stops (OpenAI / vLLM semantics). A plain
+// value type; the engine checks it at Submit (InvalidArgument naming the field).
+struct SamplingParams {
+  int n = 1;                            // completions per prompt; they share the prompt's prefill
+  float temperature = 1.0f;             // 0: greedy (argmax, ties to the smallest id)
+  int top_k = 0;                        // <= 0: off
+  float top_p = 1.0f;                   // nucleus mass in (0, 1]
+  float min_p = 0.0f;                   // drop tokens with p < min_p * p_max; [0, 1]
+  float repetition_penalty = 1.0f;      // > 0; divides positive / multiplies negative seen logits
+  float presence_penalty = 0.0f;        // [-2, 2]; subtracted once per token present in the output
+  float frequency_penalty = 0.0f;       // [-2, 2]; subtracted per occurrence in the output
+  std::map<int32_t, float> logit_bias;  // token id -> bias in [-100, 100]
+  std::vector<std::string> stop;        // stop strings (text; need a tokenizer)
+  std::vector<int32_t> stop_token_ids;  // stop on these ids (the id is kept in the output)
+  int max_tokens = 16;                  // >= 1
+  int min_tokens = 0;                   // EOS and stop ids are masked until this many tokens exist
+  bool ignore_eos = false;              // keep generating past EOS
+  bool logprobs = false;                // return the chosen token's logprob
+  int top_logprobs = 0;                 // and this many most likely alternatives, [0, 20]
+  std::optional<uint64_t> seed;         // fixed seed: same tokens alone or in any batch
+  bool include_stop_str_in_output = false;
+
+  bool greedy() const { return temperature == 0.0f; }
+  // Range checks that need no model: InvalidArgument naming the field.
+  Status Validate() const;
+};
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+};
 
 namespace engine {
 class EngineCore;

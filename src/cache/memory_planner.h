@@ -11,15 +11,9 @@
 #include <vector>
 
 #include "base/status.h"
-#include "model/deepseek_v4/state_layout.h"
+#include "cache/state_layout.h"
 
 namespace dsinfer::cache {
-
-// The cache plans over the model's state layout (model/deepseek_v4/state_layout.h).
-using model::deepseek_v4::StateComponent;
-using model::deepseek_v4::StateKind;
-using model::deepseek_v4::StateKindName;
-using model::deepseek_v4::StateLayout;
 
 struct PlanOptions {
   int64_t budget_bytes = int64_t{1} << 30;

@@ -65,7 +65,7 @@ float* StateCache::RequestPages::Page(int component, int64_t index) {
   return cache_->pools_[component].PageData(table[index]);
 }
 
-model::deepseek_v4::StatePages* StateCache::Pages(uint64_t id) {
+StatePages* StateCache::Pages(uint64_t id) {
   Entry& e = entries_.at(id);
   if (!e.pages) e.pages = std::make_unique<RequestPages>(this, id);
   return e.pages.get();

@@ -13,7 +13,7 @@
 #include "base/status.h"
 #include "cache/memory_planner.h"
 #include "cache/page_pool.h"
-#include "model/deepseek_v4/state.h"
+#include "cache/state_pages.h"
 
 namespace dsinfer::cache {
 
@@ -53,12 +53,12 @@ class StateCache {
   const std::vector<int32_t>& PageTable(uint64_t id, size_t pool) const;
   // The pages of `id` as the model's SequenceState addresses them; valid while `id` holds state
   // (until Free). Rows beyond the reserved length must not be touched.
-  model::deepseek_v4::StatePages* Pages(uint64_t id);
+  StatePages* Pages(uint64_t id);
   CacheStats Stats() const;
 
  private:
   // A request's view of its pages for the model.
-  class RequestPages : public model::deepseek_v4::StatePages {
+  class RequestPages : public StatePages {
    public:
     RequestPages(StateCache* cache, uint64_t id) : cache_(cache), id_(id) {}
     int64_t rows_per_page(int component) const override;

@@ -34,15 +34,15 @@ using model::deepseek_v4::cuda::CudaModelOptions;
 
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
-    {"model", "model dir (else --preset with device-random weights)"},
-    {"preset", "preset for device-random weights (default flash-l8)"},
-    {"batches", "decode batch sizes (default 1,8,32,128,256)"},
-    {"context", "decode context length (default 4096)"},
-    {"prefill", "prefill prompt length (default 8192; 0: skip)"},
-    {"steps", "timed decode steps per batch (default 20)"},
-    {"no-graph", "decode without CUDA graphs", false},
-    {"fp8-tflops", "FP8 tensor bound for the prefill ratio (default 1311)"},
-    {"profile-step", "one more decode step per batch inside a profiler range (ncu)", false},
+      {"model", "model dir (else --preset with device-random weights)"},
+      {"preset", "preset for device-random weights (default flash-l8)"},
+      {"batches", "decode batch sizes (default 1,8,32,128,256)"},
+      {"context", "decode context length (default 4096)"},
+      {"prefill", "prefill prompt length (default 8192; 0: skip)"},
+      {"steps", "timed decode steps per batch (default 20)"},
+      {"no-graph", "decode without CUDA graphs", false},
+      {"fp8-tflops", "FP8 tensor bound for the prefill ratio (default 1311)"},
+      {"profile-step", "one more decode step per batch inside a profiler range (ncu)", false},
   };
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
   return specs;

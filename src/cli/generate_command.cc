@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/status.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/progress_bar.h"

@@ -26,13 +26,13 @@ using model::deepseek_v4::SequenceChunk;
 
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
-    {"model", "model dir (config.json + *.safetensors)"},
-    {"ids-file", "JSON file {\"ids\": [...]}"},
-    {"out", "output .npy path (float32 [T, vocab])"},
-    {"chunks", "prefill in chunks of these sizes (a,b,c), then the rest one token at a time"},
-    {"prefill", "N tokens as one prefill, then one token at a time"},
-    {"backend", "cpu (default) or cuda"},
-    {"threads", "CPU threads (default: all)"},
+      {"model", "model dir (config.json + *.safetensors)"},
+      {"ids-file", "JSON file {\"ids\": [...]}"},
+      {"out", "output .npy path (float32 [T, vocab])"},
+      {"chunks", "prefill in chunks of these sizes (a,b,c), then the rest one token at a time"},
+      {"prefill", "N tokens as one prefill, then one token at a time"},
+      {"backend", "cpu (default) or cuda"},
+      {"threads", "CPU threads (default: all)"},
   };
 #ifdef DSINFER_HAVE_CUDA
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
@@ -154,7 +154,8 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunLogits(int argc, char** argv) {
-  return RunSubcommand(argc, argv, "logits", "Writes the logits after every position as float32 .npy.", Specs(), Run);
+  return RunSubcommand(argc, argv, "logits",
+                       "Writes the logits after every position as float32 .npy.", Specs(), Run);
 }
 
 }  // namespace dsinfer::cli

@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "base/status.h"
+
 namespace dsinfer::cli {
 
 namespace {

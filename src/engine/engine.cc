@@ -1,6 +1,7 @@
 // dsinfer::Engine (include/dsinfer/engine.h): the public face of EngineLoop.
 #include "dsinfer/engine.h"
 
+#include "base/status.h"
 #include "engine/engine_loop.h"
 
 namespace dsinfer {

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "base/check.h"
+#include "engine/public_types.h"
 
 namespace dsinfer::engine {
 
@@ -27,7 +28,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
 
   // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
-  core->layout_ = cache::StateLayout::ForDeepseekV4(config, /*rollback_slack=*/0);
+  core->layout_ = model::deepseek_v4::DeepseekV4StateLayout(config, /*rollback_slack=*/0);
   const auto& layout = core->layout_;
   cache::PlanOptions plan_options;
   plan_options.budget_bytes = o.state_memory_bytes;
@@ -56,7 +57,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
 StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) const {
   PreparedRequest p;
   p.arrival = Clock::now();
-  p.params = request.params;
+  p.params = ToSamplerParams(request.params);
   p.priority = request.priority;
   DSINFER_RETURN_IF_ERROR(p.params.Validate());
   DSINFER_RETURN_IF_ERROR(p.params.ValidateForVocab(vocab_size()));
@@ -243,7 +244,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (it == requests_.end()) return;
   RequestState& r = it->second;
   CompletionState& c = r.completions[d.index];
-  const SamplingParams& p = r.req.params;
+  const sampler::SamplingParams& p = r.req.params;
   const int32_t id = d.token.id;
   c.history.AddOutput(id);
   if (c.generated++ == 0) c.first_token = Clock::now();
@@ -253,7 +254,8 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   ev.request_id = r.id;
   ev.index = c.index;
   ev.ids = {id};
-  if (p.logprobs || p.top_logprobs > 0) ev.logprobs.push_back({id, d.token.logprob, d.token.top});
+  if (p.logprobs || p.top_logprobs > 0)
+    ev.logprobs.push_back({id, d.token.logprob, ToPublicLogprobs(d.token.top)});
   FinishReason finish = FinishReason::kNone;
   if (c.decoder) {
     auto res = c.stops.Push(c.decoder->Add(id));

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 // A validated request with its prompt ids and the limits the engine derived.
 struct PreparedRequest {
   std::vector<int32_t> prompt;
-  SamplingParams params;
+  sampler::SamplingParams params;
   uint64_t seed = 0;
   int priority = 0;
   int64_t max_new_tokens = 0;  // params.max_tokens capped by the context and the state budget

@@ -19,7 +19,7 @@ TEST(StateLayoutTest, BytesMatchTheModelStateAtEveryLength) {
   auto m = Model::Load(dir, {1});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (int slack : {0, 4}) {
-    const auto layout = StateLayout::ForDeepseekV4((*m)->config(), slack);
+    const auto layout = model::deepseek_v4::DeepseekV4StateLayout((*m)->config(), slack);
     auto state = (*m)->NewSequence(slack);
     EXPECT_EQ(layout.ExactBytes(0), static_cast<int64_t>(state->bytes()));
     std::mt19937 rng(5);
@@ -34,7 +34,7 @@ TEST(StateLayoutTest, BytesMatchTheModelStateAtEveryLength) {
 }
 
 TEST(MemoryPlannerTest, SplitsTheBudget) {
-  const auto layout = StateLayout::ForDeepseekV4(testing::SmallConfig(), 0);
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
   EXPECT_GT(layout.FixedBytes(), 0);
   EXPECT_GT(layout.BytesPerToken(), 0);
   PlanOptions o;
@@ -50,7 +50,7 @@ TEST(MemoryPlannerTest, SplitsTheBudget) {
 }
 
 TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
-  const auto layout = StateLayout::ForDeepseekV4(testing::SmallConfig(), 0);
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
   PlanOptions o;
   o.max_sequences = 2;
   o.typical_length = 64;
@@ -91,7 +91,7 @@ TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
   auto m = Model::Load(dir, {2});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   Model& model = **m;
-  const auto layout = StateLayout::ForDeepseekV4(model.config(), 0);
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(model.config(), 0);
   PlanOptions o;
   o.max_sequences = 4;
   o.rows_per_page = 2;  // many pages per request

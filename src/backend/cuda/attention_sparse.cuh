@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 #include "backend/cuda/token_meta.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -43,6 +44,8 @@ struct SparseAttentionParams {
   int64_t out_ldq = 0;
   float* out_s = nullptr;
   int64_t out_lds = 0;
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 

@@ -1,3 +1,5 @@
+#include <string>
+
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -187,11 +189,25 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 
 }  // namespace
 
+Status SparseAttentionParams::Validate() const {
+  if (dim > 512 || dim % 4 != 0) {  // 16-byte rows (every V4 head_dim)
+    return Unimplemented("sparse attention: head_dim " + std::to_string(dim) +
+                         " (the kernel takes multiples of 4 up to 512)");
+  }
+  if (out_q != nullptr && dim % qcore::kQb != 0) {  // whole act_quant blocks per head
+    return Unimplemented("sparse attention: a quantized output needs head_dim % 128 == 0, not " +
+                         std::to_string(dim));
+  }
+  if (rope_dim > dim || rope_dim % 2 != 0) {
+    return Unimplemented("sparse attention: rope_dim " + std::to_string(rope_dim) +
+                         " must be even and at most head_dim");
+  }
+  return Status::Ok();
+}
+
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if (p.dim > 512 || p.dim % 4 != 0) std::abort();  // 16-byte rows (every V4 head_dim)
-  if (p.out_q != nullptr && p.dim % qcore::kQb != 0)
-    std::abort();  // whole act_quant blocks per head
+  DSINFER_CHECK_PARAMS(p);
   LaunchKernel(SparseAttentionKernel, dim3(static_cast<unsigned>(p.meta.n * p.heads)), dim3(kWarps * 32), 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
+#include "base/check.h"
+#include "base/status.h"
+
 #define CUDA_CHECK(expr)                                                                    \
   do {                                                                                      \
     cudaError_t dsinfer_err_ = (expr);                                                      \
@@ -16,3 +19,15 @@
   } while (0)
 
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+// A launcher's own check of its params (STYLE.md: our bug if it fails — the model validates the
+// shapes a config can cause when it is built, through the same Validate()).
+#define DSINFER_CHECK_PARAMS(params)                                                       \
+  do {                                                                                      \
+    const ::dsinfer::Status dsinfer_st_ = (params).Validate();                              \
+    if (!dsinfer_st_.ok()) {                                                                \
+      std::fprintf(stderr, "%s:%d: invalid kernel params: %s\n", __FILE__, __LINE__,        \
+                   dsinfer_st_.message().c_str());                                          \
+      std::abort();                                                                         \
+    }                                                                                       \
+  } while (0)

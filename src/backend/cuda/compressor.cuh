@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 #include "backend/cuda/token_meta.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -30,6 +31,8 @@ struct CompressEmitParams {
   float eps = 1e-6f;
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2] (compress table)
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchCompressEmit(const CompressEmitParams& p, StreamHandle stream);
 

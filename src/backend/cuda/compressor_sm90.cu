@@ -1,3 +1,5 @@
+#include <string>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/compressor.cuh"
@@ -94,6 +96,14 @@ __global__ void RingAppendKernel(RingAppendParams p) {
 
 }  // namespace
 
+Status CompressEmitParams::Validate() const {
+  if (rate <= 0 || (overlap ? 2 * rate : rate) > kMaxSlots) {
+    return Unimplemented("compressor: rate " + std::to_string(rate) + (overlap ? " (overlapping)" : "") +
+                         ": the kernel takes up to " + std::to_string(kMaxSlots) + " rows per entry");
+  }
+  return Status::Ok();
+}
+
 void LaunchAddApe(float* proj, int64_t n, int64_t width, const float* ape, int rate,
                   const int32_t* pos, StreamHandle stream) {
   if (n <= 0) return;
@@ -103,7 +113,7 @@ void LaunchAddApe(float* proj, int64_t n, int64_t width, const float* ape, int r
 
 void LaunchCompressEmit(const CompressEmitParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if ((p.overlap ? 2 * p.rate : p.rate) > kMaxSlots) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   LaunchKernel(CompressEmitKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(256), p.dim * sizeof(float), stream, p);
   CUDA_CHECK_LAUNCH();
 }

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -25,6 +26,8 @@ struct HcMixParams {
   int nout = 0;               // <= 80
   int64_t n = 0;
   float* part = nullptr;      // [n, HcMixSlices(K), nout + 1]
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 int64_t HcMixSlices(int64_t K);
 void LaunchHcMix(const HcMixParams& p, StreamHandle stream);
@@ -54,6 +57,8 @@ struct HcPreFinishParams {
   // When the split finish lets the next kernels launch (PDL): 0 at its start, 1 after its wait, 2
   // after its stores (their weight preloads then do not overlap the kernels before it).
   int trigger = 0;
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream);
 
@@ -88,6 +93,8 @@ struct HcHeadFinishParams {
   int hc = 0;
   int64_t D = 0;
   float hc_eps = 1e-6f;
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream);
 

@@ -1,3 +1,5 @@
+#include <string>
+
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -681,11 +683,31 @@ __global__ void GatherRowsKernel(const float* src, const int32_t* rows, int64_t 
 
 }  // namespace
 
+namespace {
+Status CheckHc(int hc) {
+  if (hc < 1 || hc > kMaxHc) {
+    return Unimplemented("mHC: hc_mult " + std::to_string(hc) + " (the kernels take 1.." +
+                         std::to_string(kMaxHc) + ")");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status HcMixParams::Validate() const {
+  if (nout < 1 || nout > kMaxMixOut) {
+    return Unimplemented("mHC mix: " + std::to_string(nout) + " outputs (the kernel takes up to " +
+                         std::to_string(kMaxMixOut) + ")");
+  }
+  return Status::Ok();
+}
+Status HcPreFinishParams::Validate() const { return CheckHc(hc); }
+Status HcHeadFinishParams::Validate() const { return CheckHc(hc); }
+
 int64_t HcMixSlices(int64_t K) { return (K + kMixSlice - 1) / kMixSlice; }
 
 void LaunchHcMix(const HcMixParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  if (p.nout > kMaxMixOut) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   const dim3 grid(static_cast<unsigned>(HcMixSlices(p.K)), static_cast<unsigned>((p.n + kMixTok - 1) / kMixTok));
   LaunchKernel(HcMixKernel, dim3(grid), dim3(kMixThreads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
@@ -693,7 +715,7 @@ void LaunchHcMix(const HcMixParams& p, StreamHandle stream) {
 
 void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  if (p.hc > kMaxHc) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   const unsigned grid = static_cast<unsigned>(p.n);
   const int threads = NormThreads(p.D);
   const int64_t slices = p.mix_slices > 0 ? p.mix_slices : HcMixSlices(p.hc * p.D);
@@ -781,7 +803,7 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
 
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
-  if (p.hc > kMaxHc) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   LaunchKernel(p.hc == 4 ? HcHeadFinishKernel<4> : HcHeadFinishKernel<0>,
                dim3(static_cast<unsigned>(p.n)), dim3(NormThreads(p.D)), 0, stream, p,
                HcMixSlices(p.hc * p.D));

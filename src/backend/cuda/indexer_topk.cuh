@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 #include "backend/cuda/token_meta.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -35,6 +36,8 @@ struct IndexerTopKParams {
   int32_t* sel_count = nullptr;    // [n] out
   float* scores = nullptr;         // scratch [score_rows, max_entries]
   int64_t score_rows = 0;          // tokens per chunk (>= 1)
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
 // Raises the kernel's shared-memory limit for these sizes; call once before capturing a graph.

@@ -1,3 +1,5 @@
+#include <string>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/indexer_topk.cuh"
@@ -244,6 +246,22 @@ size_t KeySmemBytes(int max_entries) { return static_cast<size_t>(std::max(max_e
 
 }  // namespace
 
+Status IndexerTopKParams::Validate() const {
+  if (heads < 1 || heads > kMaxHeads) {
+    return Unimplemented("indexer: " + std::to_string(heads) + " index heads (the kernel takes 1.." +
+                         std::to_string(kMaxHeads) + ")");
+  }
+  if (head_dim % 4 != 0) {
+    return Unimplemented("indexer: index_head_dim " + std::to_string(head_dim) +
+                         " must be a multiple of 4");
+  }
+  if (rope_dim / 2 > kMaxRopeHalf || rope_dim > head_dim || rope_dim % 2 != 0) {
+    return Unimplemented("indexer: rope_dim " + std::to_string(rope_dim) + " must be even, at most " +
+                         std::to_string(2 * kMaxRopeHalf) + " and at most index_head_dim");
+  }
+  return Status::Ok();
+}
+
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
   const size_t smem = KeySmemBytes(max_entries);
   if (smem > 48 * 1024) {
@@ -266,10 +284,8 @@ void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
 
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
-  if (p.heads > kMaxHeads || p.head_dim % 4 != 0 || p.score_rows <= 0 || !p.scores ||
-      p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.head_dim) {
-    std::abort();
-  }
+  DSINFER_CHECK_PARAMS(p);
+  DSINFER_CHECK(p.score_rows > 0 && p.scores != nullptr);
   for (int64_t c0 = 0; c0 < p.meta.n; c0 += p.score_rows) {
     // Token chunk [c0, c0 + rows): per-token results do not depend on the chunking.
     IndexerTopKParams q = p;

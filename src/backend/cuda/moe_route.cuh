@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -33,6 +34,8 @@ struct MoeRouteParams {
   float routed_scaling_factor = 1.0f;
   int32_t* sel = nullptr;          // [n, K] out: expert ids in selection order
   float* weight = nullptr;         // [n, K] out
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 struct MoeGroupParams;
 // group (optional): the grouping of the routed pairs as LaunchMoeGroup, done by the route kernel's
@@ -49,6 +52,8 @@ struct MoeGroupParams {
   int32_t* offsets = nullptr;    // [min(E, pairs) + 1] out
   int32_t* pair_list = nullptr;  // [pairs] out
   int32_t* done = nullptr;       // [1] zero; for the fused route + grouping only
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream);
 

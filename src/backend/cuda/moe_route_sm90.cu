@@ -1,3 +1,5 @@
+#include <string>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
@@ -364,9 +366,25 @@ __global__ void MoeCombineKernel(MoeCombineParams p) {
 
 }  // namespace
 
+Status MoeRouteParams::Validate() const {
+  if (E < 1 || E > kMaxE || K < 1 || K > kMaxK || K > E) {
+    return Unimplemented("MoE routing: " + std::to_string(E) + " experts, " + std::to_string(K) +
+                         " per token (the kernel takes up to " + std::to_string(kMaxE) + " and " +
+                         std::to_string(kMaxK) + ")");
+  }
+  return Status::Ok();
+}
+Status MoeGroupParams::Validate() const {
+  if (E < 1 || E > kMaxE) {
+    return Unimplemented("MoE grouping: " + std::to_string(E) + " experts (the kernel takes up to " +
+                         std::to_string(kMaxE) + ")");
+  }
+  return Status::Ok();
+}
+
 void LaunchMoeRoute(const MoeRouteParams& p, const MoeGroupParams* group, StreamHandle stream) {
   if (p.n <= 0) return;
-  if (p.E > kMaxE || p.K > kMaxK) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   MoeGroupParams g;  // pairs = 0: no grouping in the kernel
   const bool fused = group != nullptr && group->pairs <= kOneBlockPairs && group->done != nullptr;
   if (fused) g = *group;
@@ -378,7 +396,7 @@ void LaunchMoeRoute(const MoeRouteParams& p, const MoeGroupParams* group, Stream
 
 void LaunchMoeGroup(const MoeGroupParams& p, StreamHandle stream) {
   if (p.pairs <= 0) return;
-  if (p.E > kMaxE) std::abort();
+  DSINFER_CHECK_PARAMS(p);
   if (p.pairs <= kOneBlockPairs) {
     LaunchKernel(MoeGroupOneBlockKernel, dim3(1), dim3(kGroupThreads), 0, stream, p);
     CUDA_CHECK_LAUNCH();

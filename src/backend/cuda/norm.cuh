@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -23,6 +24,8 @@ struct RmsNormParams {
   int64_t ldq = 0;
   float* s = nullptr;
   int64_t lds = 0;
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream);
 
@@ -40,6 +43,8 @@ struct RmsNormRopeParams {
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2]
   const int32_t* pos = nullptr;     // [tokens]
+  // Unimplemented naming the limit when the kernel cannot take these shapes.
+  Status Validate() const;
 };
 void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream);
 

@@ -1,3 +1,5 @@
+#include <string>
+
 #include <cstdint>
 #include <cstdio>
 
@@ -102,18 +104,33 @@ __global__ void RmsNormQuantKernel(RmsNormParams p) {
 
 }  // namespace
 
+Status RmsNormParams::Validate() const {
+  if (q != nullptr && (dim % 4 != 0 || dim > static_cast<int64_t>(kQuantPerThread) * NormThreads(dim) ||
+                       ldq % 4 != 0)) {
+    return Unimplemented("rms_norm: quantized rows need dim % 4 == 0 and dim <= " +
+                         std::to_string(kQuantPerThread * NormThreads(dim)) + ", not " +
+                         std::to_string(dim));
+  }
+  return Status::Ok();
+}
+
+Status RmsNormRopeParams::Validate() const {
+  if (rope_dim / 2 > kMaxRopeHalf || rope_dim > norm.dim || rope_dim % 2 != 0 || heads <= 0) {
+    return Unimplemented("rms_norm + rope: rope_dim " + std::to_string(rope_dim) +
+                         " must be even, at most " + std::to_string(2 * kMaxRopeHalf) +
+                         " and at most the row width " + std::to_string(norm.dim));
+  }
+  if (norm.q != nullptr) return Unimplemented("rms_norm + rope: quantized rows (LaunchRmsNorm only)");
+  return Status::Ok();
+}
+
 int NormThreads(int64_t dim) { return dim >= 1024 ? 512 : (dim >= 256 ? 256 : 128); }
 
 void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
   if (p.q != nullptr) {
     if (p.rows <= 0) return;
     const int threads = NormThreads(p.dim);
-    if (p.dim % 4 != 0 || p.dim > static_cast<int64_t>(kQuantPerThread) * threads ||
-        p.ldq % 4 != 0) {
-      std::fprintf(stderr, "rms_norm: quantized rows need dim %% 4 == 0 and dim <= %d\n",
-                   kQuantPerThread * threads);
-      std::abort();
-    }
+    DSINFER_CHECK_PARAMS(p);
     LaunchKernel(RmsNormQuantKernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads), 0, stream,
                  p);
     CUDA_CHECK_LAUNCH();
@@ -126,8 +143,7 @@ void LaunchRmsNorm(const RmsNormParams& p, StreamHandle stream) {
 
 void LaunchRmsNormRope(const RmsNormRopeParams& p, StreamHandle stream) {
   if (p.norm.rows <= 0) return;
-  if (p.rope_dim / 2 > kMaxRopeHalf || p.rope_dim > p.norm.dim || p.heads <= 0) std::abort();
-  if (p.norm.q != nullptr) std::abort();  // quantized rows: LaunchRmsNorm only
+  DSINFER_CHECK_PARAMS(p);
   LaunchKernel(RmsNormRopeKernel, dim3(static_cast<unsigned>(p.norm.rows)), dim3(NormThreads(p.norm.dim)), 0,
                stream, p);
   CUDA_CHECK_LAUNCH();

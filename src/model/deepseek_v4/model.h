@@ -54,7 +54,7 @@ class Model {
     return std::make_unique<SequenceState>(config_, rollback_slack);
   }
   // A state whose rows live in `pages` (e.g. the engine's state cache), laid out as `layout`
-  // (= StateLayout::ForDeepseekV4(config(), rollback_slack)).
+  // (= DeepseekV4StateLayout(config(), rollback_slack)).
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack, const StateLayout& layout,
                                              StatePages* pages) const {
     return std::make_unique<SequenceState>(config_, rollback_slack, layout, pages);

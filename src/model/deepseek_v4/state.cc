@@ -64,7 +64,7 @@ void EntryList::CopyFrom(const EntryList& other) {
 
 SequenceState::SequenceState(const io::DeepseekV4Config& config, int rollback_slack)
     : rollback_slack_(rollback_slack) {
-  const StateLayout layout = StateLayout::ForDeepseekV4(config, rollback_slack);
+  const StateLayout layout = DeepseekV4StateLayout(config, rollback_slack);
   own_pages_ = std::make_unique<HeapStatePages>(layout);
   Bind(config, layout, own_pages_.get());
 }
@@ -86,7 +86,7 @@ void SequenceState::Bind(const io::DeepseekV4Config& c, const StateLayout& layou
     for (const StateMember& m : comps[ci].members) {
       PagedRows rows(pages, static_cast<int>(ci), m.offset, m.width);
       LayerState& s = layers_[m.layer];
-      switch (m.stream) {
+      switch (static_cast<StateStream>(m.stream)) {
         case StateStream::kWindow: s.window = PositionRing(rows, comps[ci].ring_rows); break;
         case StateStream::kCompressorRows: s.comp_rows = PositionRing(rows, comps[ci].ring_rows); break;
         case StateStream::kIndexRows: s.index_rows = PositionRing(rows, comps[ci].ring_rows); break;

@@ -24,16 +24,6 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-// The pages a request's state lives in: page `index` of component `c` (StateLayout order) holds
-// rows [index * rows_per_page(c), ...) of every member of c.
-class StatePages {
- public:
-  virtual ~StatePages() = default;
-  virtual int64_t rows_per_page(int component) const = 0;
-  // The page; for the cache it must have been reserved, heap pages are created on first use.
-  virtual float* Page(int component, int64_t index) = 0;
-};
-
 // Private pages on the heap (requests outside the engine: `dsinfer logits`, tests, benchmarks).
 class HeapStatePages : public StatePages {
  public:
@@ -129,7 +119,7 @@ class SequenceState {
   // Heap-backed state. `rollback_slack`: how many trailing tokens Rollback may remove.
   SequenceState(const io::DeepseekV4Config& config, int rollback_slack = 16);
   // State in `pages` (not owned; must outlive this), laid out as `layout`, which must be
-  // StateLayout::ForDeepseekV4(config, rollback_slack).
+  // DeepseekV4StateLayout(config, rollback_slack).
   SequenceState(const io::DeepseekV4Config& config, int rollback_slack, const StateLayout& layout,
                 StatePages* pages);
   SequenceState(const SequenceState&) = delete;

@@ -1,28 +1,21 @@
 #include "model/deepseek_v4/state_layout.h"
 
 #include <map>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace dsinfer::model::deepseek_v4 {
 
-const char* StateKindName(StateKind kind) {
-  switch (kind) {
-    case StateKind::kWindow: return "window";
-    case StateKind::kCompressor: return "compressor";
-    case StateKind::kCompressed: return "compressed";
-    case StateKind::kIndexKeys: return "index_keys";
-  }
-  return "?";
-}
-
-StateLayout StateLayout::ForDeepseekV4(const io::DeepseekV4Config& c, int rollback_slack) {
+StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& c, int rollback_slack) {
   // (kind, ring_rows, tokens_per_row) -> component; members in layer order.
   std::map<std::tuple<StateKind, int64_t, int64_t>, StateComponent> groups;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer,
                  StateStream stream, int64_t width) {
     StateComponent& comp = groups[{kind, ring_rows, tokens_per_row}];
     const int64_t offset = comp.floats_per_row();
-    comp.members.push_back({layer, stream, width, offset});
+    comp.members.push_back({layer, static_cast<int>(stream), width, offset});
     comp.bytes_per_row += width * static_cast<int64_t>(sizeof(float));
   };
   for (int i = 0; i <= c.num_layers; ++i) {
@@ -40,7 +33,7 @@ StateLayout StateLayout::ForDeepseekV4(const io::DeepseekV4Config& c, int rollba
       add(StateKind::kIndexKeys, 0, rate, i, StateStream::kIndexKeys, c.index_head_dim);
     }
   }
-  StateLayout layout;
+  std::vector<StateComponent> components;
   for (auto& [key, comp] : groups) {
     const auto& [kind, ring_rows, tokens_per_row] = key;
     comp.kind = kind;
@@ -49,31 +42,9 @@ StateLayout StateLayout::ForDeepseekV4(const io::DeepseekV4Config& c, int rollba
     comp.name = std::string(StateKindName(kind)) +
                 (ring_rows > 0 ? "/ring" + std::to_string(ring_rows)
                                : "/rate" + std::to_string(tokens_per_row));
-    layout.components_.push_back(std::move(comp));
+    components.push_back(std::move(comp));
   }
-  return layout;
-}
-
-int64_t StateLayout::ExactBytes(int64_t length) const {
-  int64_t n = 0;
-  for (const auto& comp : components_) n += comp.Rows(length) * comp.bytes_per_row;
-  return n;
-}
-
-int64_t StateLayout::FixedBytes() const {
-  int64_t n = 0;
-  for (const auto& comp : components_) {
-    if (comp.ring()) n += comp.ring_rows * comp.bytes_per_row;
-  }
-  return n;
-}
-
-double StateLayout::BytesPerToken() const {
-  double n = 0;
-  for (const auto& comp : components_) {
-    if (!comp.ring()) n += static_cast<double>(comp.bytes_per_row) / comp.tokens_per_row;
-  }
-  return n;
+  return StateLayout(std::move(components));
 }
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -117,8 +117,8 @@ struct CudaModel::Impl {
   // Independent chains of a layer (the kv projection, the compressor, the indexer, the shared
   // expert) run on branch streams forked from and joined back into the main stream, so that
   // their small, latency-bound kernels overlap. Off in the per-op profile (serial, so that the
-  // marks mean something) and with CudaModelOptions::branches false. Results do not depend on it: every
-  // kernel reads and writes the same buffers in the same dependency order.
+  // marks mean something) and with CudaModelOptions::branches false. Results do not depend on it:
+  // every kernel reads and writes the same buffers in the same dependency order.
   static constexpr int kBranches = 4;
   gpu::Stream branch_stream[kBranches];
   gpu::Event fork_ev[kBranches], join_ev[kBranches];

@@ -6,15 +6,47 @@ namespace dsinfer::model::deepseek_v4::cuda {
 
 namespace {
 
+// The shapes a config gives the kernels, checked by the kernels' own Validate() (their limits
+// live with the kernels): Unimplemented naming the limit, before any weight is read.
 Status CheckSupported(const io::DeepseekV4Config& c) {
-  if (c.head_dim > 512) return Unimplemented("CUDA backend: head_dim > 512");
-  if (c.hc_mult > 8) return Unimplemented("CUDA backend: hc_mult > 8");
-  if (c.index_n_heads > 64) return Unimplemented("CUDA backend: index_n_heads > 64");
-  if (c.index_head_dim % 4 != 0) return Unimplemented("CUDA backend: index_head_dim % 4 != 0");
-  if (c.n_routed_experts > 1024 || c.num_experts_per_tok > 16) {
-    return Unimplemented("CUDA backend: more than 1024 experts or 16 per token");
+  const int hc = static_cast<int>(c.hc_mult);
+  gpu::SparseAttentionParams ap;
+  ap.dim = static_cast<int>(c.head_dim);
+  ap.rope_dim = static_cast<int>(c.rope_head_dim);
+  DSINFER_RETURN_IF_ERROR(ap.Validate());
+  for (int64_t i = 0; i <= c.num_layers; ++i) {
+    const int64_t rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
+    if (rate == 0) continue;
+    gpu::CompressEmitParams cp;
+    cp.rate = static_cast<int>(rate);
+    cp.overlap = rate == c.csa_rate;
+    DSINFER_RETURN_IF_ERROR(cp.Validate());
+    if (rate == c.csa_rate) {
+      gpu::IndexerTopKParams ip;
+      ip.heads = static_cast<int>(c.index_n_heads);
+      ip.head_dim = static_cast<int>(c.index_head_dim);
+      ip.rope_dim = static_cast<int>(c.rope_head_dim);
+      DSINFER_RETURN_IF_ERROR(ip.Validate());
+    }
   }
-  if (c.rope_head_dim % 2 != 0) return Unimplemented("CUDA backend: odd rope_head_dim");
+  gpu::HcMixParams mp;
+  mp.nout = (2 + hc) * hc;
+  DSINFER_RETURN_IF_ERROR(mp.Validate());
+  gpu::HcPreFinishParams pf;
+  pf.hc = hc;
+  DSINFER_RETURN_IF_ERROR(pf.Validate());
+  gpu::HcHeadFinishParams hf;
+  hf.hc = hc;
+  DSINFER_RETURN_IF_ERROR(hf.Validate());
+  gpu::MoeRouteParams rp;
+  rp.E = static_cast<int>(c.n_routed_experts);
+  rp.K = static_cast<int>(c.num_experts_per_tok);
+  DSINFER_RETURN_IF_ERROR(rp.Validate());
+  gpu::RmsNormRopeParams np;  // the kv rows and the query heads: RMSNorm + RoPE of head_dim rows
+  np.norm.dim = c.head_dim;
+  np.heads = 1;
+  np.rope_dim = static_cast<int>(c.rope_head_dim);
+  DSINFER_RETURN_IF_ERROR(np.Validate());
   return Status::Ok();
 }
 

@@ -1,0 +1,40 @@
+#include "engine/public_types.h"
+
+namespace dsinfer {
+
+Status SamplingParams::Validate() const { return engine::ToSamplerParams(*this).Validate(); }
+
+namespace engine {
+
+sampler::SamplingParams ToSamplerParams(const SamplingParams& p) {
+  sampler::SamplingParams s;
+  s.n = p.n;
+  s.temperature = p.temperature;
+  s.top_k = p.top_k;
+  s.top_p = p.top_p;
+  s.min_p = p.min_p;
+  s.repetition_penalty = p.repetition_penalty;
+  s.presence_penalty = p.presence_penalty;
+  s.frequency_penalty = p.frequency_penalty;
+  s.logit_bias = p.logit_bias;
+  s.stop = p.stop;
+  s.stop_token_ids = p.stop_token_ids;
+  s.max_tokens = p.max_tokens;
+  s.min_tokens = p.min_tokens;
+  s.ignore_eos = p.ignore_eos;
+  s.logprobs = p.logprobs;
+  s.top_logprobs = p.top_logprobs;
+  s.seed = p.seed;
+  s.include_stop_str_in_output = p.include_stop_str_in_output;
+  return s;
+}
+
+std::vector<TokenLogprob> ToPublicLogprobs(const std::vector<sampler::TokenLogprob>& top) {
+  std::vector<TokenLogprob> out;
+  out.reserve(top.size());
+  for (const auto& t : top) out.push_back({t.id, t.logprob});
+  return out;
+}
+
+}  // namespace engine
+}  // namespace dsinfer

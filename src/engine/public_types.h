@@ -1,0 +1,16 @@
+// Conversions between the public embedding API's value types (include/dsinfer/engine.h) and the
+// internal ones of sampler/. Pure functions.
+#pragma once
+
+#include <vector>
+
+#include "dsinfer/engine.h"
+#include "sampler/sampler.h"
+#include "sampler/sampling_params.h"
+
+namespace dsinfer::engine {
+
+sampler::SamplingParams ToSamplerParams(const SamplingParams& p);
+std::vector<TokenLogprob> ToPublicLogprobs(const std::vector<sampler::TokenLogprob>& top);
+
+}  // namespace dsinfer::engine
