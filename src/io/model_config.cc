@@ -56,9 +56,75 @@ Status ReadYarn(const json& rp, YarnParams* yarn) {
   return Status::Ok();
 }
 
+// Keys that would change the math of another model: each must be absent (null) or hold the one
+// value DeepSeek-V4 computes with; any other value is refused (Unimplemented naming the key and
+// the value) rather than run as if it were V4. The keys read for the math are those of Parse()
+// below (modern and legacy spellings); keys that do not change it (architectures,
+// initializer_range, transformers_version, torch_dtype, unknown extra keys, ...) are ignored.
+struct FixedKey {
+  const char* key;
+  json value;  // the one value we compute with
+};
+const std::vector<FixedKey>& FixedKeys() {
+  static const std::vector<FixedKey> keys = {
+      {"hidden_act", "silu"},          // the experts' SwiGLU
+      {"attention_bias", false},       // no bias in any projection
+      {"mlp_bias", false},
+      {"num_key_value_heads", 1},      // one shared K=V head (MQA)
+      {"attention_dropout", 0.0},      // inference: no dropout
+      {"use_sliding_window", true},    // the window is always on
+  };
+  return keys;
+}
+
+Status CheckFixedKeys(const json& j) {
+  for (const FixedKey& f : FixedKeys()) {
+    auto it = j.find(f.key);
+    if (it == j.end() || it->is_null()) continue;
+    const bool same = it->is_number() && f.value.is_number()
+                          ? it->get<double>() == f.value.get<double>()
+                          : *it == f.value;
+    if (!same) {
+      return Unimplemented(std::string("config.json: ") + f.key + " = " + it->dump() +
+                           " is not supported (DeepSeek-V4 computes with " + f.value.dump() + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// rope_parameters.main (or a flat rope_parameters): the main RoPE is plain (no scaling).
+Status CheckMainRope(const json& rp) {
+  const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
+  if (type != "default") {
+    return Unimplemented("config.json: rope_parameters.main rope_type '" + type +
+                         "' is not supported (the main RoPE of DeepSeek-V4 is 'default')");
+  }
+  return Status::Ok();
+}
+
+Status CheckQuantization(const json& q) {
+  if (q.contains("quant_method") && !q["quant_method"].is_null()) {
+    const json& m = q["quant_method"];
+    if (!m.is_string() || m.get<std::string>() != "fp8") {
+      return Unimplemented("config.json: quantization_config.quant_method " + m.dump() +
+                           " is not supported (known: \"fp8\", the release's FP8 block scales)");
+    }
+  }
+  if (q.contains("fmt") && q["fmt"].is_string() && q["fmt"] != "e4m3") {
+    return Unimplemented("config.json: quantization_config.fmt " + q["fmt"].dump() +
+                         " is not supported (known: \"e4m3\")");
+  }
+  if (q.contains("scale_fmt") && q["scale_fmt"].is_string() && q["scale_fmt"] != "ue8m0") {
+    return Unimplemented("config.json: quantization_config.scale_fmt " + q["scale_fmt"].dump() +
+                         " is not supported (known: \"ue8m0\")");
+  }
+  return Status::Ok();
+}
+
 StatusOr<DeepseekV4Config> Parse(const json& j) {
   DeepseekV4Config c;
   if (!j.is_object()) return InvalidArgument("config.json: top level is not an object");
+  DSINFER_RETURN_IF_ERROR(CheckFixedKeys(j));
   if (j.contains("model_type") && j["model_type"].is_string() &&
       j["model_type"] != "deepseek_v4") {
     return Unimplemented("config.json: model_type '" + j["model_type"].get<std::string>() +
@@ -98,6 +164,7 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
   DSINFER_RETURN_IF_ERROR(
       ReadKey(j, {"num_nextn_predict_layers", "n_mtp_layers"}, &c.num_mtp_layers, false));
   DSINFER_RETURN_IF_ERROR(ReadKey(j, {"bos_token_id"}, &c.bos_token_id, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(j, {"tie_word_embeddings"}, &c.tie_word_embeddings, false));
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty()) {
     c.eos_token_id = j["eos_token_id"][0].get<int64_t>();
   } else {
@@ -168,6 +235,10 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
   } else {
     int n_hash = 3;
     DSINFER_RETURN_IF_ERROR(ReadKey(j, {"num_hash_layers", "n_hash_layers"}, &n_hash, false));
+    if (n_hash < 0) {
+      return InvalidArgument("config.json: num_hash_layers = " + std::to_string(n_hash) +
+                             " must be >= 0");
+    }
     for (int l = 0; l < c.num_layers; ++l) c.hash_layers.push_back(l < n_hash);
   }
 
@@ -175,6 +246,7 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
     if (rp.contains("main") && rp["main"].is_object()) {
+      DSINFER_RETURN_IF_ERROR(CheckMainRope(rp["main"]));
       DSINFER_RETURN_IF_ERROR(ReadKey(rp["main"], {"rope_theta"}, &c.rope_theta, false));
     }
     if (rp.contains("compress") && rp["compress"].is_object()) {
@@ -190,6 +262,7 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
 
   if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
     const json& q = j["quantization_config"];
+    DSINFER_RETURN_IF_ERROR(CheckQuantization(q));
     if (q.contains("weight_block_size") && q["weight_block_size"].is_array() &&
         q["weight_block_size"].size() == 2) {
       if (q["weight_block_size"][0] != q["weight_block_size"][1]) {
@@ -230,6 +303,22 @@ Status DeepseekV4Config::Validate() const {
     return bad("q_lora_rank, o_lora_rank and moe_intermediate_size must be > 0");
   }
   if (n_shared_experts < 0 || n_shared_experts > 1) return bad("n_shared_experts must be 0 or 1");
+  if (!(rms_norm_eps > 0)) return bad("rms_norm_eps = " + std::to_string(rms_norm_eps) + " must be > 0");
+  if (!(hc_eps > 0)) return bad("hc_eps = " + std::to_string(hc_eps) + " must be > 0");
+  if (num_mtp_layers < 0) {
+    return bad("num_nextn_predict_layers = " + std::to_string(num_mtp_layers) + " must be >= 0");
+  }
+  if (bos_token_id < 0 || bos_token_id >= vocab_size) {
+    return bad("bos_token_id = " + std::to_string(bos_token_id) + " is outside the vocabulary [0, " +
+               std::to_string(vocab_size) + ")");
+  }
+  if (eos_token_id < 0 || eos_token_id >= vocab_size) {
+    return bad("eos_token_id = " + std::to_string(eos_token_id) + " is outside the vocabulary [0, " +
+               std::to_string(vocab_size) + ")");
+  }
+  if (!(rope_theta > 0) || !(compress_rope_theta > 0)) return bad("rope_theta values must be > 0");
+  if (!(routed_scaling_factor > 0)) return bad("routed_scaling_factor must be > 0");
+
   if (mtp_compress_ratio != 0) return Unimplemented("config.json: a compressed MTP layer");
   if (compress_yarn.enabled &&
       (compress_yarn.factor <= 0 || compress_yarn.original_max_position_embeddings <= 0)) {
@@ -255,7 +344,13 @@ StatusOr<DeepseekV4Config> LoadDeepseekV4Config(const std::string& model_dir) {
   std::stringstream ss;
   ss << in.rdbuf();
   auto config = ParseDeepseekV4Config(ss.str());
-  if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());
+  if (!config.ok()) {
+    // A config the file states wrongly is a data error of the model dir (exit 1), not a usage error.
+    const StatusCode code = config.status().code() == StatusCode::kInvalidArgument
+                                ? StatusCode::kDataLoss
+                                : config.status().code();
+    return Status(code, path + ": " + config.status().message());
+  }
   return config;
 }
 
@@ -338,7 +433,7 @@ std::string DeepseekV4ConfigToJson(const DeepseekV4Config& c) {
                           {"compress", compress}};
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
-  j["tie_word_embeddings"] = false;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["hidden_act"] = "silu";
   j["torch_dtype"] = "bfloat16";
   return j.dump(2) + "\n";

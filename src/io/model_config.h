@@ -62,6 +62,7 @@ struct DeepseekV4Config {
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   int fp8_block_size = 128;         // quantization_config.weight_block_size
+  bool tie_word_embeddings = false;  // the head reads the embedding matrix (no head tensor)
 
   bool IsCsa(int layer) const { return compress_ratios[layer] == csa_rate; }
   bool IsHca(int layer) const { return compress_ratios[layer] != 0 && !IsCsa(layer); }

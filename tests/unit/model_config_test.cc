@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 namespace dsinfer::io {
 namespace {
 
@@ -92,6 +96,85 @@ TEST(ModelConfigTest, BrokenConfigs) {
   bad_heads.replace(bad_heads.find("\"o_groups\": 2"), 13, "\"o_groups\": 3");
   EXPECT_EQ(ParseDeepseekV4Config(bad_heads).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadDeepseekV4Config("/nonexistent").status().code(), StatusCode::kNotFound);
+}
+
+// kModern with `key` set to `value` (a JSON text; "null" removes nothing, it sets null).
+std::string With(const char* base, const std::string& key, const std::string& value) {
+  nlohmann::json j = nlohmann::json::parse(base);
+  nlohmann::json* at = &j;
+  std::string rest = key;
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
+    at = &(*at)[rest.substr(0, dot)];
+  }
+  (*at)[rest] = nlohmann::json::parse(value);
+  return j.dump();
+}
+
+// Keys that change the math of another model are refused, naming the key and the value.
+TEST(ModelConfigTest, RefusesWhatWeDoNotCompute) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"hidden_act", "\"gelu\""},
+      {"attention_bias", "true"},
+      {"mlp_bias", "true"},
+      {"num_key_value_heads", "4"},
+      {"rope_parameters.main.rope_type", "\"linear\""},
+      {"quantization_config", R"({"quant_method": "awq"})"},
+      {"quantization_config", R"({"quant_method": "fp8", "fmt": "e5m2"})"},
+  };
+  for (const auto& [key, value] : cases) {
+    const auto c = ParseDeepseekV4Config(With(kModern, key, value));
+    ASSERT_FALSE(c.ok()) << key << " = " << value;
+    EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented) << key;
+    const std::string leaf = key.substr(key.rfind('.') + 1);
+    EXPECT_NE(c.status().message().find(leaf == "quantization_config" ? "quant" : leaf),
+              std::string::npos)
+        << c.status().message();
+  }
+  // The values V4 computes with, and keys that do not change the math, load.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"hidden_act", "\"silu\""},
+           {"attention_bias", "false"},
+           {"num_key_value_heads", "1"},
+           {"quantization_config", R"({"quant_method": "fp8", "fmt": "e4m3",
+                                       "scale_fmt": "ue8m0", "weight_block_size": [128, 128]})"},
+           {"initializer_range", "0.02"},
+           {"transformers_version", "\"5.17.0\""},
+           {"some_unknown_key", "[1, 2]"}}) {
+    EXPECT_TRUE(ParseDeepseekV4Config(With(kModern, key, value)).ok()) << key;
+  }
+}
+
+// Impossible values are refused with the key and the value in the message.
+TEST(ModelConfigTest, RefusesImpossibleValues) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"num_nextn_predict_layers", "-1"},
+      {"hc_eps", "-1"},
+      {"rms_norm_eps", "-0.5"},
+      {"rms_norm_eps", "0"},
+      {"eos_token_id", "999999999"},
+      {"bos_token_id", "-2"},
+      {"num_hash_layers", "-1"},
+  };
+  for (const auto& [key, value] : cases) {
+    std::string text = With(kModern, key, value);
+    if (key == "num_hash_layers") {  // read only without mlp_layer_types
+      nlohmann::json j = nlohmann::json::parse(text);
+      j.erase("mlp_layer_types");
+      text = j.dump();
+    }
+    const auto c = ParseDeepseekV4Config(text);
+    ASSERT_FALSE(c.ok()) << key << " = " << value;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(ModelConfigTest, TieWordEmbeddingsIsRead) {
+  EXPECT_FALSE(ParseDeepseekV4Config(kModern)->tie_word_embeddings);
+  const auto c = ParseDeepseekV4Config(With(kModern, "tie_word_embeddings", "true"));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_TRUE(ParseDeepseekV4Config(DeepseekV4ConfigToJson(*c))->tie_word_embeddings);
 }
 
 }  // namespace

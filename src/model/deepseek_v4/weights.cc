@@ -211,7 +211,11 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   const int64_t V = config.vocab_size, D = config.hidden_size;
   DSINFER_ASSIGN_OR_RETURN(w->embed, loader.LoadMatrix("embed", V, D));
   // transformers names: embed_tokens / lm_head (before its conversion mapping renames them).
-  DSINFER_ASSIGN_OR_RETURN(w->head, loader.LoadMatrix("head", V, D));
+  if (config.tie_word_embeddings) {
+    w->head = w->embed;  // tie_word_embeddings: the head reads the embedding matrix
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(w->head, loader.LoadMatrix("head", V, D));
+  }
   DSINFER_ASSIGN_OR_RETURN(w->norm, loader.LoadVector("norm.weight", {D}));
   DSINFER_RETURN_IF_ERROR(loader.LoadHcHead("", &w->hc_head));
   w->layers.resize(config.num_layers);

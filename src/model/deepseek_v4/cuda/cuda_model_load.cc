@@ -304,7 +304,11 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   GpuLoader ld(*ckpt, impl.get());
   const int64_t V = c.vocab_size, D = c.hidden_size;
   DSINFER_ASSIGN_OR_RETURN(impl->embed, ld.Matrix("embed", V, D));
-  DSINFER_ASSIGN_OR_RETURN(impl->head, ld.Matrix("head", V, D));
+  if (c.tie_word_embeddings) {
+    impl->head = impl->embed;  // the head reads the embedding matrix
+  } else {
+    DSINFER_ASSIGN_OR_RETURN(impl->head, ld.Matrix("head", V, D));
+  }
   if ((impl->embed.format != WeightFormat::kBf16 && impl->embed.format != WeightFormat::kF32)) {
     return Unimplemented("CUDA backend: the embedding must be BF16 or F32");
   }
