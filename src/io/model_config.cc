@@ -67,12 +67,11 @@ struct FixedKey {
 };
 const std::vector<FixedKey>& FixedKeys() {
   static const std::vector<FixedKey> keys = {
-      {"hidden_act", "silu"},          // the experts' SwiGLU
-      {"attention_bias", false},       // no bias in any projection
-      {"mlp_bias", false},
-      {"num_key_value_heads", 1},      // one shared K=V head (MQA)
-      {"attention_dropout", 0.0},      // inference: no dropout
-      {"use_sliding_window", true},    // the window is always on
+      {"hidden_act", "silu"},                                    // the experts' SwiGLU
+      {"attention_bias", false},                                 // no bias in any projection
+      {"mlp_bias", false},          {"num_key_value_heads", 1},  // one shared K=V head (MQA)
+      {"attention_dropout", 0.0},                                // inference: no dropout
+      {"use_sliding_window", true},                              // the window is always on
   };
   return keys;
 }
@@ -303,18 +302,19 @@ Status DeepseekV4Config::Validate() const {
     return bad("q_lora_rank, o_lora_rank and moe_intermediate_size must be > 0");
   }
   if (n_shared_experts < 0 || n_shared_experts > 1) return bad("n_shared_experts must be 0 or 1");
-  if (!(rms_norm_eps > 0)) return bad("rms_norm_eps = " + std::to_string(rms_norm_eps) + " must be > 0");
+  if (!(rms_norm_eps > 0))
+    return bad("rms_norm_eps = " + std::to_string(rms_norm_eps) + " must be > 0");
   if (!(hc_eps > 0)) return bad("hc_eps = " + std::to_string(hc_eps) + " must be > 0");
   if (num_mtp_layers < 0) {
     return bad("num_nextn_predict_layers = " + std::to_string(num_mtp_layers) + " must be >= 0");
   }
   if (bos_token_id < 0 || bos_token_id >= vocab_size) {
-    return bad("bos_token_id = " + std::to_string(bos_token_id) + " is outside the vocabulary [0, " +
-               std::to_string(vocab_size) + ")");
+    return bad("bos_token_id = " + std::to_string(bos_token_id) +
+               " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
   }
   if (eos_token_id < 0 || eos_token_id >= vocab_size) {
-    return bad("eos_token_id = " + std::to_string(eos_token_id) + " is outside the vocabulary [0, " +
-               std::to_string(vocab_size) + ")");
+    return bad("eos_token_id = " + std::to_string(eos_token_id) +
+               " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
   }
   if (!(rope_theta > 0) || !(compress_rope_theta > 0)) return bad("rope_theta values must be > 0");
   if (!(routed_scaling_factor > 0)) return bad("routed_scaling_factor must be > 0");
@@ -345,7 +345,8 @@ StatusOr<DeepseekV4Config> LoadDeepseekV4Config(const std::string& model_dir) {
   ss << in.rdbuf();
   auto config = ParseDeepseekV4Config(ss.str());
   if (!config.ok()) {
-    // A config the file states wrongly is a data error of the model dir (exit 1), not a usage error.
+    // A config the file states wrongly is a data error of the model dir (exit 1), not a usage
+    // error.
     const StatusCode code = config.status().code() == StatusCode::kInvalidArgument
                                 ? StatusCode::kDataLoss
                                 : config.status().code();

@@ -147,12 +147,9 @@ TEST(ModelConfigTest, RefusesWhatWeDoNotCompute) {
 // Impossible values are refused with the key and the value in the message.
 TEST(ModelConfigTest, RefusesImpossibleValues) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"num_nextn_predict_layers", "-1"},
-      {"hc_eps", "-1"},
-      {"rms_norm_eps", "-0.5"},
-      {"rms_norm_eps", "0"},
-      {"eos_token_id", "999999999"},
-      {"bos_token_id", "-2"},
+      {"num_nextn_predict_layers", "-1"}, {"hc_eps", "-1"},
+      {"rms_norm_eps", "-0.5"},           {"rms_norm_eps", "0"},
+      {"eos_token_id", "999999999"},      {"bos_token_id", "-2"},
       {"num_hash_layers", "-1"},
   };
   for (const auto& [key, value] : cases) {

@@ -3,6 +3,8 @@
 // numerics: the input of every FP8/FP4 linear is quantized to e4m3 per 128 columns (spec §2.12).
 #include <gtest/gtest.h>
 
+#include "io/model_config.h"
+#include "io/safetensors.h"
 #include "model/deepseek_v4/model.h"
 #include "model_test_util.h"
 
@@ -43,6 +45,47 @@ TEST(WeightFormatTest, Fp8DenseLoads) {
   EXPECT_NE(fp8, plain);
   // FP8 rounding (3 mantissa bits) through 4 random layers: close, not equal.
   EXPECT_LT(testing::RelativeError(fp8, plain), 0.6);
+}
+
+}  // namespace
+}  // namespace dsinfer::model::deepseek_v4
+
+namespace dsinfer::model::deepseek_v4 {
+namespace {
+
+// tie_word_embeddings: the head reads the embedding. A tied dir computes what an untied dir whose
+// head tensor holds the embedding's bytes computes, and differs from the untied original.
+TEST(WeightFormatTest, TiedEmbeddingsHeadReadsTheEmbedding) {
+  const std::string base = testing::SmallModelDir(WeightFormat::kBf16, "untied");
+  const std::string tied = testing::ScratchDir("tied"), copied = testing::ScratchDir("head_copy");
+  auto cfg = io::LoadDeepseekV4Config(base);
+  ASSERT_TRUE(cfg.ok());
+  io::DeepseekV4Config tied_cfg = *cfg;
+  tied_cfg.tie_word_embeddings = true;
+  testing::WriteFile(tied + "/config.json", io::DeepseekV4ConfigToJson(tied_cfg));
+  testing::WriteFile(copied + "/config.json", io::DeepseekV4ConfigToJson(*cfg));
+  auto file = io::SafetensorsFile::Open(base + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  io::SafetensorsWriter without_head, head_is_embed;
+  ASSERT_EQ((*file)->tensors().count("embed.weight"), 1u);
+  const io::TensorView* embed = &(*file)->tensors().at("embed.weight");
+  for (const auto& [name, t] : (*file)->tensors()) {
+    std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
+    if (name == "head.weight") {
+      head_is_embed.Add(name, embed->dtype, embed->shape,
+                        std::vector<uint8_t>(embed->data, embed->data + embed->nbytes));
+      continue;
+    }
+    without_head.Add(name, t.dtype, t.shape, bytes);
+    head_is_embed.Add(name, t.dtype, t.shape, bytes);
+  }
+  ASSERT_TRUE(without_head.Write(tied + "/model.safetensors").ok());
+  ASSERT_TRUE(head_is_embed.Write(copied + "/model.safetensors").ok());
+  const std::vector<int32_t> ids = {3, 14, 15, 92, 65};
+  const auto a = Logits(tied, ids), b = Logits(copied, ids), c = Logits(base, ids);
+  ASSERT_EQ(a.size(), ids.size() * static_cast<size_t>(cfg->vocab_size));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
-#include "base/status.h"
 #include "backend/cuda/token_meta.cuh"
+#include "base/status.h"
 
 namespace dsinfer::backend::cuda {
 

@@ -1,9 +1,9 @@
 #include <string>
 
 #include "backend/cuda/check.cuh"
-#include "backend/cuda/launch.cuh"
 #include "backend/cuda/compressor.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -98,8 +98,9 @@ __global__ void RingAppendKernel(RingAppendParams p) {
 
 Status CompressEmitParams::Validate() const {
   if (rate <= 0 || (overlap ? 2 * rate : rate) > kMaxSlots) {
-    return Unimplemented("compressor: rate " + std::to_string(rate) + (overlap ? " (overlapping)" : "") +
-                         ": the kernel takes up to " + std::to_string(kMaxSlots) + " rows per entry");
+    return Unimplemented("compressor: rate " + std::to_string(rate) +
+                         (overlap ? " (overlapping)" : "") + ": the kernel takes up to " +
+                         std::to_string(kMaxSlots) + " rows per entry");
   }
   return Status::Ok();
 }

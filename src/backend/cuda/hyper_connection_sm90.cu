@@ -1,8 +1,7 @@
-#include <string>
-
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <string>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"

@@ -248,16 +248,17 @@ size_t KeySmemBytes(int max_entries) { return static_cast<size_t>(std::max(max_e
 
 Status IndexerTopKParams::Validate() const {
   if (heads < 1 || heads > kMaxHeads) {
-    return Unimplemented("indexer: " + std::to_string(heads) + " index heads (the kernel takes 1.." +
-                         std::to_string(kMaxHeads) + ")");
+    return Unimplemented("indexer: " + std::to_string(heads) +
+                         " index heads (the kernel takes 1.." + std::to_string(kMaxHeads) + ")");
   }
   if (head_dim % 4 != 0) {
     return Unimplemented("indexer: index_head_dim " + std::to_string(head_dim) +
                          " must be a multiple of 4");
   }
   if (rope_dim / 2 > kMaxRopeHalf || rope_dim > head_dim || rope_dim % 2 != 0) {
-    return Unimplemented("indexer: rope_dim " + std::to_string(rope_dim) + " must be even, at most " +
-                         std::to_string(2 * kMaxRopeHalf) + " and at most index_head_dim");
+    return Unimplemented("indexer: rope_dim " + std::to_string(rope_dim) +
+                         " must be even, at most " + std::to_string(2 * kMaxRopeHalf) +
+                         " and at most index_head_dim");
   }
   return Status::Ok();
 }

@@ -376,8 +376,8 @@ Status MoeRouteParams::Validate() const {
 }
 Status MoeGroupParams::Validate() const {
   if (E < 1 || E > kMaxE) {
-    return Unimplemented("MoE grouping: " + std::to_string(E) + " experts (the kernel takes up to " +
-                         std::to_string(kMaxE) + ")");
+    return Unimplemented("MoE grouping: " + std::to_string(E) +
+                         " experts (the kernel takes up to " + std::to_string(kMaxE) + ")");
   }
   return Status::Ok();
 }

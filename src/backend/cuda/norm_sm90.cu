@@ -1,7 +1,6 @@
-#include <string>
-
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -105,8 +104,9 @@ __global__ void RmsNormQuantKernel(RmsNormParams p) {
 }  // namespace
 
 Status RmsNormParams::Validate() const {
-  if (q != nullptr && (dim % 4 != 0 || dim > static_cast<int64_t>(kQuantPerThread) * NormThreads(dim) ||
-                       ldq % 4 != 0)) {
+  if (q != nullptr &&
+      (dim % 4 != 0 || dim > static_cast<int64_t>(kQuantPerThread) * NormThreads(dim) ||
+       ldq % 4 != 0)) {
     return Unimplemented("rms_norm: quantized rows need dim % 4 == 0 and dim <= " +
                          std::to_string(kQuantPerThread * NormThreads(dim)) + ", not " +
                          std::to_string(dim));
@@ -120,7 +120,8 @@ Status RmsNormRopeParams::Validate() const {
                          " must be even, at most " + std::to_string(2 * kMaxRopeHalf) +
                          " and at most the row width " + std::to_string(norm.dim));
   }
-  if (norm.q != nullptr) return Unimplemented("rms_norm + rope: quantized rows (LaunchRmsNorm only)");
+  if (norm.q != nullptr)
+    return Unimplemented("rms_norm + rope: quantized rows (LaunchRmsNorm only)");
   return Status::Ok();
 }
 

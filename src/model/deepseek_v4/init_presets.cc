@@ -10,9 +10,9 @@
 #include <numeric>
 
 #include "base/thread_pool.h"
-
 #include "io/quant.h"
 #include "io/safetensors.h"
+#include "model/deepseek_v4/weight_schema.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -76,8 +76,8 @@ class Writer {
     return v;
   }
 
-  void Linear(const std::string& name, int64_t out, int64_t in, Kind kind) {
-    std::vector<float> w = Values(name + ".weight", out * in, 0.0f, 1.0f / std::sqrt(float(in)));
+  void Linear(const std::string& name, int64_t out, int64_t in, Kind kind, float std) {
+    std::vector<float> w = Values(name + ".weight", out * in, 0.0f, std);
     const bool fp8 = kind == Kind::kLinear &&
                      (format_ == WeightFormat::kFp8 || format_ == WeightFormat::kOfficial ||
                       format_ == WeightFormat::kOfficialBf16);
@@ -149,7 +149,6 @@ class Writer {
   const std::map<std::string, std::string>& weight_map() const { return weight_map_; }
   size_t total_bytes() const { return total_bytes_; }
 
-  void Norm(const std::string& name, int64_t n) { Plain(name, {n}, Values(name, n, 1.0f, 0.1f)); }
   void Fp32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
     int64_t n = 1;
     for (auto d : shape) n *= d;
@@ -173,80 +172,54 @@ class Writer {
     Add(name, DType::kI64, {vocab, k}, std::move(bytes));
   }
 
-  void Hc(const std::string& p, const DeepseekV4Config& c) {
-    const int64_t mix = (2 + c.hc_mult) * c.hc_mult;
-    Fp32(p + "_fn", {mix, c.hc_mult * c.hidden_size}, 0.0f, 0.1f);
-    Fp32(p + "_base", {mix}, 0.0f, 0.5f);
-    Fp32(p + "_scale", {3}, 1.0f, 0.2f);
-  }
-
-  void HcHead(const std::string& p, const DeepseekV4Config& c) {
-    Fp32(p + "hc_head_fn", {c.hc_mult, c.hc_mult * c.hidden_size}, 0.0f, 0.1f);
-    Fp32(p + "hc_head_base", {c.hc_mult}, 0.0f, 0.5f);
-    Fp32(p + "hc_head_scale", {1}, 1.0f, 0.2f);
-  }
-
-  void Compressor(const std::string& p, const DeepseekV4Config& c, int rate, int dim, bool overlap) {
-    const int64_t width = overlap ? 2 * dim : dim;
-    Linear(p + "wkv", width, c.hidden_size, Kind::kPlain);
-    Linear(p + "wgate", width, c.hidden_size, Kind::kPlain);
-    Fp32(p + "ape", {rate, width}, 0.0f, 0.5f);
-    Norm(p + "norm.weight", dim);
-  }
-
-  void Block(const std::string& p, const DeepseekV4Config& c, int rate, bool hash) {
-    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
-    Norm(p + "attn_norm.weight", D);
-    Norm(p + "ffn_norm.weight", D);
-    Hc(p + "hc_attn", c);
-    Hc(p + "hc_ffn", c);
-    const std::string a = p + "attn.";
-    Linear(a + "wq_a", c.q_lora_rank, D, Kind::kLinear);
-    Norm(a + "q_norm.weight", c.q_lora_rank);
-    Linear(a + "wq_b", H * d, c.q_lora_rank, Kind::kLinear);
-    Linear(a + "wkv", d, D, Kind::kLinear);
-    Norm(a + "kv_norm.weight", d);
-    Linear(a + "wo_a", int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups, Kind::kLinear);
-    Linear(a + "wo_b", D, int64_t{c.o_groups} * c.o_lora_rank, Kind::kLinear);
-    Fp32(a + "attn_sink", {H}, 0.0f, 1.0f);
-    if (rate != 0) {
-      const bool csa = rate == c.csa_rate;
-      Compressor(a + "compressor.", c, rate, static_cast<int>(d), csa);
-      if (csa) {
-        Linear(a + "indexer.wq_b", int64_t{c.index_n_heads} * c.index_head_dim, c.q_lora_rank,
-               Kind::kLinear);
-        Linear(a + "indexer.weights_proj", c.index_n_heads, D, Kind::kPlain);
-        Compressor(a + "indexer.compressor.", c, rate, c.index_head_dim, true);
+  // One tensor of the schema, in the writer's format (linears by their release class).
+  void Write(const TensorSpec& t) {
+    switch (t.kind) {
+      case TensorKind::kLinear: {
+        const Kind kind = t.linear == LinearClass::kQuantized ? Kind::kLinear
+                          : t.linear == LinearClass::kExpert  ? Kind::kFp4Expert
+                                                              : Kind::kPlain;
+        Linear(t.name, t.shape[0], t.shape[1], kind, t.std);
+        return;
       }
-    }
-    const std::string f = p + "ffn.";
-    Linear(f + "gate", c.n_routed_experts, D, Kind::kPlain);
-    if (hash) {
-      Tid2eid(f + "gate.tid2eid", c.vocab_size, c.num_experts_per_tok, c.n_routed_experts);
-    } else {
-      Fp32(f + "gate.bias", {c.n_routed_experts}, 0.0f, 0.1f);
-    }
-    // Each tensor's values depend only on (seed, name), so the parallel order changes nothing.
-    pool_.ParallelFor(c.n_routed_experts, [&](int64_t b, int64_t e_end) {
-      for (int64_t e = b; e < e_end; ++e) {
-        const std::string ep = f + "experts." + std::to_string(e) + ".";
-        Linear(ep + "w1", c.moe_intermediate_size, D, Kind::kFp4Expert);
-        Linear(ep + "w3", c.moe_intermediate_size, D, Kind::kFp4Expert);
-        Linear(ep + "w2", D, c.moe_intermediate_size, Kind::kFp4Expert);
+      case TensorKind::kNorm: {
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        Plain(t.name, t.shape, Values(t.name, n, t.mean, t.std));
+        return;
       }
-    });
-    if (c.n_shared_experts > 0) {
-      Linear(f + "shared_experts.w1", c.moe_intermediate_size, D, Kind::kLinear);
-      Linear(f + "shared_experts.w3", c.moe_intermediate_size, D, Kind::kLinear);
-      Linear(f + "shared_experts.w2", D, c.moe_intermediate_size, Kind::kLinear);
+      case TensorKind::kFp32:
+        Fp32(t.name, t.shape, t.mean, t.std);
+        return;
+      case TensorKind::kTid2eid:
+        Tid2eid(t.name, t.shape[0], static_cast<int>(t.shape[1]), experts_);
+        return;
     }
   }
+  // The specs [begin, end): routed experts in parallel (each tensor's values depend only on
+  // (seed, name), so the order changes nothing), the rest in order.
+  void WriteAll(const std::vector<TensorSpec>& specs, size_t begin, size_t end) {
+    for (size_t i = begin; i < end;) {
+      size_t j = i;
+      while (j < end && specs[j].routed_expert()) ++j;
+      if (j == i) {
+        Write(specs[i++]);
+        continue;
+      }
+      pool_.ParallelFor(static_cast<int64_t>(j - i), [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) Write(specs[i + static_cast<size_t>(k)]);
+      });
+      i = j;
+    }
+  }
+  void set_experts(int experts) { experts_ = experts; }
 
   io::SafetensorsWriter& writer() { return writer_; }
 
  private:
   uint64_t seed_;
   WeightFormat format_;
+  int experts_ = 0;
   ThreadPool pool_;
   std::mutex mu_;
   io::SafetensorsWriter writer_;
@@ -373,7 +346,7 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   Writer w(seed, format);
-  const int64_t V = c.vocab_size, D = c.hidden_size;
+  const int64_t D = c.hidden_size;
   // Large models (real dimensions) are written as one shard per layer plus an index, so memory
   // holds one layer at a time; small ones as a single model.safetensors.
   const bool sharded = D >= 2048;
@@ -385,25 +358,15 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
     std::snprintf(file, sizeof(file), "model-%05d-of-%05d.safetensors", ++shard, num_shards);
     return w.Flush(dir, file);
   };
-  w.Plain("embed.weight", {V, D}, w.Values("embed.weight", V * D, 0.0f, 1.0f));
-  w.Linear("head", V, D, Kind::kPlain);
-  w.Norm("norm.weight", D);
-  w.HcHead("", c);
-  DSINFER_RETURN_IF_ERROR(flush());
-  for (int l = 0; l < c.num_layers; ++l) {
-    w.Block("layers." + std::to_string(l) + ".", c, c.compress_ratios[l], c.hash_layers[l]);
+  // The schema in order: the global tensors, then one shard per layer (MTP layers included).
+  const std::vector<TensorSpec> specs = WeightSchema(c);
+  w.set_experts(c.n_routed_experts);
+  for (size_t i = 0; i < specs.size();) {
+    size_t j = i;
+    while (j < specs.size() && specs[j].layer == specs[i].layer) ++j;
+    w.WriteAll(specs, i, j);
     DSINFER_RETURN_IF_ERROR(flush());
-  }
-  for (int k = 0; k < c.num_mtp_layers; ++k) {
-    const std::string p = "mtp." + std::to_string(k) + ".";
-    w.Linear(p + "e_proj", D, D, Kind::kLinear);
-    w.Linear(p + "h_proj", D, D, Kind::kLinear);
-    w.Norm(p + "enorm.weight", D);
-    w.Norm(p + "hnorm.weight", D);
-    w.Norm(p + "norm.weight", D);
-    w.HcHead(p, c);
-    w.Block(p, c, c.mtp_compress_ratio, false);
-    DSINFER_RETURN_IF_ERROR(flush());
+    i = j;
   }
   if (sharded) {
     std::string index = "{\"metadata\": {\"total_size\": " + std::to_string(w.total_bytes()) +

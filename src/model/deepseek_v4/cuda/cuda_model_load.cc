@@ -1,6 +1,7 @@
 // Loading the CUDA model: from a checkpoint (weights kept in their formats) or device-random
 // weights in the official formats (benchmarks).
 #include "model/deepseek_v4/cuda/cuda_model_impl.h"
+#include "model/deepseek_v4/weight_schema.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
@@ -54,51 +55,51 @@ Status CheckSupported(const io::DeepseekV4Config& c) {
 
 class GpuLoader {
  public:
-  GpuLoader(const io::Checkpoint& ckpt, CudaModel::Impl* m) : ckpt_(ckpt), m_(m) {}
+  GpuLoader(const io::Checkpoint& ckpt, CudaModel::Impl* m) : ckpt_(ckpt), m_(m), schema_(m->c) {}
 
+  // A linear of the schema in its checkpoint format (FP8 / FP4 re-ordered for the tensor cores).
   // dest: where an unquantized matrix goes (its bytes there), instead of a buffer of its own.
-  StatusOr<WeightRef> Matrix(const std::string& name, int64_t rows, int64_t cols,
-                             void* dest = nullptr) {
-    DSINFER_ASSIGN_OR_RETURN(const io::TensorView* w, ckpt_.Get(name + ".weight"));
-    const io::TensorView* s = ckpt_.Find(name + ".scale");
-    if (!s) s = ckpt_.Find(name + ".weight_scale_inv");
+  StatusOr<WeightRef> Matrix(const std::string& name, void* dest = nullptr) {
+    const TensorSpec& spec = schema_.Get(name);
+    const int64_t rows = spec.shape[0], cols = spec.shape[1];
+    DSINFER_ASSIGN_OR_RETURN(LinearTensor t, FindLinear(ckpt_, spec, m_->c.fp8_block_size));
+    const io::TensorView* w = t.weight;
     WeightRef r;
     r.n = rows;
     r.k = cols;
     r.block = m_->c.fp8_block_size;
-    switch (w->dtype) {
-      case DType::kF32: r.format = WeightFormat::kF32; break;
-      case DType::kBF16: r.format = WeightFormat::kBf16; break;
-      case DType::kF8E4M3: r.format = WeightFormat::kFp8; break;
-      case DType::kI8:
-      case DType::kU8: r.format = WeightFormat::kFp4; break;
-      case DType::kF16: {  // rare: widen to fp32
-        DSINFER_ASSIGN_OR_RETURN(auto v, io::DequantizeToF32(*w, nullptr, {rows, cols}, r.block));
+    switch (t.storage) {
+      case LinearStorage::kF32:
+        r.format = WeightFormat::kF32;
+        break;
+      case LinearStorage::kBf16:
+        r.format = WeightFormat::kBf16;
+        break;
+      case LinearStorage::kFp8:
+        r.format = WeightFormat::kFp8;
+        break;
+      case LinearStorage::kFp4:
+        r.format = WeightFormat::kFp4;
+        break;
+      case LinearStorage::kF16: {  // rare: widen to fp32
+        DSINFER_ASSIGN_OR_RETURN(auto v, io::DequantizeToF32(*w, nullptr, spec.shape, r.block));
         r.format = WeightFormat::kF32;
         r.data = m_->UploadF32(v);
+        Count(spec, r.bytes());
         return r;
       }
-      default:
-        return DataLoss("tensor '" + name + ".weight' has unsupported dtype " + std::string(DTypeName(w->dtype)));
     }
-    const int64_t expect = r.format == WeightFormat::kFp4 ? rows * cols / 2
-                                                          : rows * cols * (r.format == WeightFormat::kF32 ? 4 : r.format == WeightFormat::kBf16 ? 2 : 1);
-    if (static_cast<int64_t>(w->nbytes) != expect) {
-      return DataLoss("tensor '" + name + ".weight' has shape " + w->ShapeString() + ", expected [" +
-                      std::to_string(rows) + ", " + std::to_string(cols) + "]");
-    }
-    const bool quantized = gpu::IsQuantized(r.format);
-    if (quantized) {
+    if (t.quantized()) {
       std::string why;
       if (!gpu::QLinearSupports(r, false, &why)) {
         return Unimplemented("tensor '" + name + ".weight' [" + std::to_string(rows) + ", " +
                              std::to_string(cols) + "]: the CUDA FP8/FP4 linear does not take it: " + why);
       }
     }
-    const int64_t device_bytes =
-        r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols) : expect;
-    void* data = dest && !quantized ? dest : m_->Alloc<uint8_t>(device_bytes);
-    if (quantized) {  // the tensor-core fragment order (TileFp8ForMma / TileFp4ForMma)
+    const int64_t device_bytes = r.format == WeightFormat::kFp8 ? gpu::Fp8TiledBytes(rows, cols)
+                                                                : static_cast<int64_t>(w->nbytes);
+    void* data = dest && !t.quantized() ? dest : m_->Alloc<uint8_t>(device_bytes);
+    if (t.quantized()) {  // the tensor-core fragment order (TileFp8ForMma / TileFp4ForMma)
       std::vector<uint8_t> tiled(static_cast<size_t>(device_bytes));
       if (r.format == WeightFormat::kFp8)
         gpu::TileFp8ForMma(static_cast<const uint8_t*>(w->data), tiled.data(), rows, cols);
@@ -109,58 +110,47 @@ class GpuLoader {
       gpu::CopyToDeviceSync(data, w->data, w->nbytes);
     }
     r.data = data;
-    if (quantized) {
-      if (!s) return DataLoss("quantized tensor '" + name + ".weight' has no scale");
-      if (s->dtype != DType::kF8E8M0 && s->dtype != DType::kF32) {
-        return DataLoss("scale of '" + name + "' must be F8_E8M0 or F32");
-      }
-      if (r.format == WeightFormat::kFp4 && (s->dtype != DType::kF8E8M0 || cols % 32 != 0)) {
-        return DataLoss("FP4 tensor '" + name + "' needs ue8m0 per-32 scales");
-      }
-      r.scale_format = s->dtype == DType::kF32 ? gpu::ScaleFormat::kF32 : gpu::ScaleFormat::kUe8m0;
-      const int64_t want = r.format == WeightFormat::kFp4
-                               ? rows * (cols / 32)
-                               : ((rows + r.block - 1) / r.block) * ((cols + r.block - 1) / r.block) *
-                                     (s->dtype == DType::kF32 ? 4 : 1);
-      if (static_cast<int64_t>(s->nbytes) != want) return DataLoss("scale of '" + name + "' has the wrong size");
-      void* sd = m_->Alloc<uint8_t>(want);
+    if (t.quantized()) {
+      const io::TensorView* sc = t.scale;
+      r.scale_format = t.scale_f32 ? gpu::ScaleFormat::kF32 : gpu::ScaleFormat::kUe8m0;
+      void* sd = m_->Alloc<uint8_t>(static_cast<int64_t>(sc->nbytes));
       if (r.format == WeightFormat::kFp4) {  // the kernel's order and bias (TileFp4ScalesForMma)
-        std::vector<uint8_t> tiled(static_cast<size_t>(want));
-        gpu::TileFp4ScalesForMma(static_cast<const uint8_t*>(s->data), tiled.data(), rows, cols);
+        std::vector<uint8_t> tiled(sc->nbytes);
+        gpu::TileFp4ScalesForMma(static_cast<const uint8_t*>(sc->data), tiled.data(), rows, cols);
         gpu::CopyToDeviceSync(sd, tiled.data(), tiled.size());
       } else {
-        gpu::CopyToDeviceSync(sd, s->data, s->nbytes);
+        gpu::CopyToDeviceSync(sd, sc->data, sc->nbytes);
       }
       r.scale = sd;
     }
-    m_->weight_bytes += r.bytes();
+    Count(spec, r.bytes());
     return r;
   }
 
-  StatusOr<float*> Vector(const std::string& name, const std::vector<int64_t>& shape) {
-    DSINFER_ASSIGN_OR_RETURN(const io::TensorView* t, ckpt_.GetChecked(name, shape));
-    DSINFER_ASSIGN_OR_RETURN(auto v, io::DequantizeToF32(*t, nullptr, shape, 128));
-    m_->weight_bytes += v.size() * 4;
+  // A plain tensor of the schema, uploaded as fp32.
+  StatusOr<float*> Vector(const std::string& name) {
+    const TensorSpec& spec = schema_.Get(name);
+    DSINFER_ASSIGN_OR_RETURN(const io::TensorView* t, ckpt_.GetChecked(name, spec.shape));
+    DSINFER_ASSIGN_OR_RETURN(auto v, io::DequantizeToF32(*t, nullptr, spec.shape, 128));
+    Count(spec, v.size() * 4);
     return m_->UploadF32(v);
   }
 
   // An fp32 matrix held as a plain vector (the mHC mixing weights).
-  StatusOr<WeightRef> F32Matrix(const std::string& name, int64_t rows, int64_t cols) {
-    DSINFER_ASSIGN_OR_RETURN(float* p, Vector(name, {rows, cols}));
+  StatusOr<WeightRef> F32Matrix(const std::string& name) {
+    DSINFER_ASSIGN_OR_RETURN(float* p, Vector(name));
     WeightRef r;
     r.format = WeightFormat::kF32;
     r.data = p;
-    r.n = rows;
-    r.k = cols;
+    r.n = schema_.Get(name).shape[0];
+    r.k = schema_.Get(name).shape[1];
     return r;
   }
 
   Status Hc(const std::string& prefix, HcW* hc) {
-    const auto& c = m_->c;
-    const int64_t mixn = (2 + c.hc_mult) * c.hc_mult;
-    DSINFER_ASSIGN_OR_RETURN(hc->fn, F32Matrix(prefix + "_fn", mixn, c.hc_mult * c.hidden_size));
-    DSINFER_ASSIGN_OR_RETURN(hc->base, Vector(prefix + "_base", {mixn}));
-    DSINFER_ASSIGN_OR_RETURN(hc->scale, Vector(prefix + "_scale", {3}));
+    DSINFER_ASSIGN_OR_RETURN(hc->fn, F32Matrix(prefix + "_fn"));
+    DSINFER_ASSIGN_OR_RETURN(hc->base, Vector(prefix + "_base"));
+    DSINFER_ASSIGN_OR_RETURN(hc->scale, Vector(prefix + "_scale"));
     return Status::Ok();
   }
 
@@ -177,16 +167,15 @@ class GpuLoader {
                        (kv->dtype == DType::kBF16 || kv->dtype == DType::kF32);
     const int64_t elem = joint && kv->dtype == DType::kF32 ? 4 : 2;
     uint8_t* both = joint ? m_->Alloc<uint8_t>(2 * width * c.hidden_size * elem) : nullptr;
-    DSINFER_ASSIGN_OR_RETURN(cw->wkv, Matrix(p + "wkv", width, c.hidden_size, both));
-    DSINFER_ASSIGN_OR_RETURN(cw->wgate,
-                             Matrix(p + "wgate", width, c.hidden_size,
-                                    joint ? both + width * c.hidden_size * elem : nullptr));
+    DSINFER_ASSIGN_OR_RETURN(cw->wkv, Matrix(p + "wkv", both));
+    DSINFER_ASSIGN_OR_RETURN(
+        cw->wgate, Matrix(p + "wgate", joint ? both + width * c.hidden_size * elem : nullptr));
     if (joint) {
       cw->kv_gate = cw->wkv;
       cw->kv_gate.n = 2 * width;
     }
-    DSINFER_ASSIGN_OR_RETURN(cw->ape, Vector(p + "ape", {rate, width}));
-    DSINFER_ASSIGN_OR_RETURN(cw->norm, Vector(p + "norm.weight", {dim}));
+    DSINFER_ASSIGN_OR_RETURN(cw->ape, Vector(p + "ape"));
+    DSINFER_ASSIGN_OR_RETURN(cw->norm, Vector(p + "norm.weight"));
     return Status::Ok();
   }
 
@@ -194,13 +183,12 @@ class GpuLoader {
   Status Experts(const std::string& p, ExpertsW* ex) {
     const auto& c = m_->c;
     const int E = c.n_routed_experts;
-    const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
     std::vector<const void*> tables[6];
     for (int e = 0; e < E; ++e) {
       const std::string ep = p + "experts." + std::to_string(e) + ".";
-      DSINFER_ASSIGN_OR_RETURN(WeightRef w1, Matrix(ep + "w1", I, D));
-      DSINFER_ASSIGN_OR_RETURN(WeightRef w3, Matrix(ep + "w3", I, D));
-      DSINFER_ASSIGN_OR_RETURN(WeightRef w2, Matrix(ep + "w2", D, I));
+      DSINFER_ASSIGN_OR_RETURN(WeightRef w1, Matrix(ep + "w1"));
+      DSINFER_ASSIGN_OR_RETURN(WeightRef w3, Matrix(ep + "w3"));
+      DSINFER_ASSIGN_OR_RETURN(WeightRef w2, Matrix(ep + "w2"));
       if (e == 0) {
         ex->w1 = w1; ex->w3 = w3; ex->w2 = w2;
         ex->bytes_per_expert = w1.bytes() + w3.bytes() + w2.bytes();
@@ -218,21 +206,20 @@ class GpuLoader {
 
   Status Block(const std::string& prefix, int rate, bool hash, BlockW* b) {
     const auto& c = m_->c;
-    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
-    const size_t before = m_->weight_bytes;
-    DSINFER_ASSIGN_OR_RETURN(b->attn_norm, Vector(prefix + "attn_norm.weight", {D}));
-    DSINFER_ASSIGN_OR_RETURN(b->ffn_norm, Vector(prefix + "ffn_norm.weight", {D}));
+    const int64_t d = c.head_dim;
+    DSINFER_ASSIGN_OR_RETURN(b->attn_norm, Vector(prefix + "attn_norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(b->ffn_norm, Vector(prefix + "ffn_norm.weight"));
     DSINFER_RETURN_IF_ERROR(Hc(prefix + "hc_attn", &b->hc_attn));
     DSINFER_RETURN_IF_ERROR(Hc(prefix + "hc_ffn", &b->hc_ffn));
     const std::string ap = prefix + "attn.";
-    DSINFER_ASSIGN_OR_RETURN(b->wq_a, Matrix(ap + "wq_a", c.q_lora_rank, D));
-    DSINFER_ASSIGN_OR_RETURN(b->q_norm, Vector(ap + "q_norm.weight", {c.q_lora_rank}));
-    DSINFER_ASSIGN_OR_RETURN(b->wq_b, Matrix(ap + "wq_b", H * d, c.q_lora_rank));
-    DSINFER_ASSIGN_OR_RETURN(b->wkv, Matrix(ap + "wkv", d, D));
-    DSINFER_ASSIGN_OR_RETURN(b->kv_norm, Vector(ap + "kv_norm.weight", {d}));
-    DSINFER_ASSIGN_OR_RETURN(b->wo_a, Matrix(ap + "wo_a", int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups));
-    DSINFER_ASSIGN_OR_RETURN(b->wo_b, Matrix(ap + "wo_b", D, int64_t{c.o_groups} * c.o_lora_rank));
-    DSINFER_ASSIGN_OR_RETURN(b->sink, Vector(ap + "attn_sink", {H}));
+    DSINFER_ASSIGN_OR_RETURN(b->wq_a, Matrix(ap + "wq_a"));
+    DSINFER_ASSIGN_OR_RETURN(b->q_norm, Vector(ap + "q_norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(b->wq_b, Matrix(ap + "wq_b"));
+    DSINFER_ASSIGN_OR_RETURN(b->wkv, Matrix(ap + "wkv"));
+    DSINFER_ASSIGN_OR_RETURN(b->kv_norm, Vector(ap + "kv_norm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(b->wo_a, Matrix(ap + "wo_a"));
+    DSINFER_ASSIGN_OR_RETURN(b->wo_b, Matrix(ap + "wo_b"));
+    DSINFER_ASSIGN_OR_RETURN(b->sink, Vector(ap + "attn_sink"));
     b->rate = rate;
     if (rate != 0) {
       const bool csa = rate == c.csa_rate;
@@ -240,54 +227,44 @@ class GpuLoader {
       DSINFER_RETURN_IF_ERROR(Compressor(ap + "compressor.", rate, static_cast<int>(d), csa, &b->comp));
       if (csa) {
         b->has_idx = true;
-        DSINFER_ASSIGN_OR_RETURN(b->idx_wq_b, Matrix(ap + "indexer.wq_b",
-                                                     int64_t{c.index_n_heads} * c.index_head_dim, c.q_lora_rank));
-        DSINFER_ASSIGN_OR_RETURN(b->idx_weights_proj, Matrix(ap + "indexer.weights_proj", c.index_n_heads, D));
+        DSINFER_ASSIGN_OR_RETURN(b->idx_wq_b, Matrix(ap + "indexer.wq_b"));
+        DSINFER_ASSIGN_OR_RETURN(b->idx_weights_proj, Matrix(ap + "indexer.weights_proj"));
         DSINFER_RETURN_IF_ERROR(Compressor(ap + "indexer.compressor.", rate, c.index_head_dim, true, &b->idx_comp));
       }
     }
     const std::string fp = prefix + "ffn.";
-    DSINFER_ASSIGN_OR_RETURN(b->gate, Matrix(fp + "gate", c.n_routed_experts, D));
+    DSINFER_ASSIGN_OR_RETURN(b->gate, Matrix(fp + "gate"));
     if (hash) {
-      DSINFER_ASSIGN_OR_RETURN(const io::TensorView* t,
-                               ckpt_.GetChecked(fp + "gate.tid2eid", {c.vocab_size, c.num_experts_per_tok}));
-      if (t->dtype != DType::kI64 && t->dtype != DType::kI32) return DataLoss(fp + "gate.tid2eid must be I64 or I32");
-      std::vector<int32_t> v(static_cast<size_t>(t->numel()));
-      for (int64_t i = 0; i < t->numel(); ++i) {
-        int64_t x;
-        if (t->dtype == DType::kI64) {
-          std::memcpy(&x, t->data + i * 8, 8);
-        } else {
-          int32_t x32;
-          std::memcpy(&x32, t->data + i * 4, 4);
-          x = x32;
-        }
-        if (x < 0 || x >= c.n_routed_experts) return DataLoss(fp + "gate.tid2eid holds an expert id out of range");
-        v[i] = static_cast<int32_t>(x);
-      }
+      const TensorSpec& spec = schema_.Get(fp + "gate.tid2eid");
+      DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> v,
+                               ReadTid2eid(ckpt_, spec, c.n_routed_experts));
       b->tid2eid = m_->Alloc<int32_t>(static_cast<int64_t>(v.size()));
       gpu::CopyToDeviceSync(b->tid2eid, v.data(), v.size() * 4);
-      m_->weight_bytes += v.size() * 4;
+      Count(spec, v.size() * 4);
     } else {
-      DSINFER_ASSIGN_OR_RETURN(b->gate_bias, Vector(fp + "gate.bias", {c.n_routed_experts}));
+      DSINFER_ASSIGN_OR_RETURN(b->gate_bias, Vector(fp + "gate.bias"));
     }
-    const size_t before_experts = m_->weight_bytes;
     DSINFER_RETURN_IF_ERROR(Experts(fp, &b->experts));
-    const size_t expert_total = m_->weight_bytes - before_experts;
     if (c.n_shared_experts > 0) {
       b->has_shared = true;
-      const int64_t I = c.moe_intermediate_size;
-      DSINFER_ASSIGN_OR_RETURN(b->sh_w1, Matrix(fp + "shared_experts.w1", I, D));
-      DSINFER_ASSIGN_OR_RETURN(b->sh_w3, Matrix(fp + "shared_experts.w3", I, D));
-      DSINFER_ASSIGN_OR_RETURN(b->sh_w2, Matrix(fp + "shared_experts.w2", D, I));
+      DSINFER_ASSIGN_OR_RETURN(b->sh_w1, Matrix(fp + "shared_experts.w1"));
+      DSINFER_ASSIGN_OR_RETURN(b->sh_w3, Matrix(fp + "shared_experts.w3"));
+      DSINFER_ASSIGN_OR_RETURN(b->sh_w2, Matrix(fp + "shared_experts.w2"));
     }
-    m_->dense_bytes += m_->weight_bytes - before - expert_total;
     return Status::Ok();
   }
 
  private:
+  // The byte accounting by the schema's roles: every weight, and the dense ones (read once per
+  // step: all but the routed experts and the embedding, of which a step reads a few rows).
+  void Count(const TensorSpec& spec, size_t bytes) {
+    m_->weight_bytes += bytes;
+    if (!spec.routed_expert() && spec.name != "embed") m_->dense_bytes += bytes;
+  }
+
   const io::Checkpoint& ckpt_;
   CudaModel::Impl* m_;
+  const WeightSchemaIndex schema_;
 };
 
 }  // namespace
@@ -302,21 +279,20 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   const auto& c = impl->c;
   GpuLoader ld(*ckpt, impl.get());
-  const int64_t V = c.vocab_size, D = c.hidden_size;
-  DSINFER_ASSIGN_OR_RETURN(impl->embed, ld.Matrix("embed", V, D));
+  DSINFER_ASSIGN_OR_RETURN(impl->embed, ld.Matrix("embed"));
   if (c.tie_word_embeddings) {
-    impl->head = impl->embed;  // the head reads the embedding matrix
+    impl->head = impl->embed;  // the head reads the embedding matrix (every step: dense bytes)
+    impl->dense_bytes += impl->embed.bytes();
   } else {
-    DSINFER_ASSIGN_OR_RETURN(impl->head, ld.Matrix("head", V, D));
+    DSINFER_ASSIGN_OR_RETURN(impl->head, ld.Matrix("head"));
   }
   if ((impl->embed.format != WeightFormat::kBf16 && impl->embed.format != WeightFormat::kF32)) {
     return Unimplemented("CUDA backend: the embedding must be BF16 or F32");
   }
-  DSINFER_ASSIGN_OR_RETURN(impl->norm, ld.Vector("norm.weight", {D}));
-  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.fn, ld.F32Matrix("hc_head_fn", c.hc_mult, c.hc_mult * D));
-  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.base, ld.Vector("hc_head_base", {c.hc_mult}));
-  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.scale, ld.Vector("hc_head_scale", {1}));
-  impl->dense_bytes = impl->weight_bytes - impl->embed.bytes();
+  DSINFER_ASSIGN_OR_RETURN(impl->norm, ld.Vector("norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.fn, ld.F32Matrix("hc_head_fn"));
+  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.base, ld.Vector("hc_head_base"));
+  DSINFER_ASSIGN_OR_RETURN(impl->hc_head.scale, ld.Vector("hc_head_scale"));
   impl->layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
     DSINFER_RETURN_IF_ERROR(ld.Block("layers." + std::to_string(l) + ".", c.compress_ratios[l],
@@ -352,8 +328,8 @@ class RandomBuilder {
     const int64_t sn = ((n + 127) / 128) * ((k + 127) / 128);
     void* s = m_->Alloc<uint8_t>(sn);
     Fill(s, sn, gpu::RandomKind::kByte, static_cast<float>(ExpFor(1.0 / (64.0 * std::sqrt(double(k))))), 0);
-    r.data = d; r.scale = s;
-    m_->weight_bytes += r.bytes();
+    r.data = d;
+    r.scale = s;
     return r;
   }
   WeightRef Fp4(int64_t n, int64_t k) {
@@ -366,8 +342,8 @@ class RandomBuilder {
     // One scale for every group: the GPU layout's order does not matter, its bias does.
     const auto e = static_cast<uint8_t>(ExpFor(1.0 / (2.93 * std::sqrt(double(k)))));
     Fill(s, n * k / 32, gpu::RandomKind::kByte, static_cast<float>(gpu::Fp4GpuScaleByte(e)), 0);
-    r.data = d; r.scale = s;
-    m_->weight_bytes += r.bytes();
+    r.data = d;
+    r.scale = s;
     return r;
   }
   WeightRef Bf16(int64_t n, int64_t k, float std) {
@@ -376,76 +352,101 @@ class RandomBuilder {
     void* d = m_->Alloc<uint16_t>(n * k);
     Fill(d, n * k, gpu::RandomKind::kBf16Normal, 0, std);
     r.data = d;
-    m_->weight_bytes += r.bytes();
     return r;
   }
-  WeightRef F32(int64_t n, int64_t k, float mean, float std) {
-    WeightRef r;
-    r.format = WeightFormat::kF32; r.n = n; r.k = k;
-    r.data = Vec(n * k, mean, std);
+  // A linear of the schema in the release format of its class (FP8 dense, FP4 routed experts,
+  // BF16 plain).
+  WeightRef Linear(const std::string& name) {
+    const TensorSpec& t = schema_.Get(name);
+    const int64_t n = t.shape[0], k = t.shape[1];
+    WeightRef r = t.linear == LinearClass::kQuantized ? Fp8(n, k)
+                  : t.linear == LinearClass::kExpert  ? Fp4(n, k)
+                                                      : Bf16(n, k, t.std);
+    Count(t, r.bytes());
     return r;
   }
-  float* Vec(int64_t n, float mean, float std) {
+  // A plain tensor of the schema as fp32.
+  float* Vec(const std::string& name) {
+    const TensorSpec& t = schema_.Get(name);
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
     float* p = m_->Alloc<float>(n);
-    Fill(p, n, gpu::RandomKind::kF32Normal, mean, std);
-    m_->weight_bytes += static_cast<size_t>(n) * 4;
+    Fill(p, n, gpu::RandomKind::kF32Normal, t.mean, t.std);
+    Count(t, static_cast<size_t>(n) * 4);
     return p;
   }
-  HcW Hc(int64_t outs) {
-    const auto& c = m_->c;
+  WeightRef F32(const std::string& name) {
+    const TensorSpec& t = schema_.Get(name);
+    WeightRef r;
+    r.format = WeightFormat::kF32;
+    r.n = t.shape[0];
+    r.k = t.shape[1];
+    r.data = Vec(name);
+    return r;
+  }
+  HcW Hc(const std::string& p) {
     HcW h;
-    h.fn = F32(outs, c.hc_mult * c.hidden_size, 0, 0.1f);
-    h.base = Vec(outs, 0, 0.5f);
-    h.scale = Vec(outs == c.hc_mult ? 1 : 3, 1.0f, 0.2f);
+    h.fn = F32(p + "_fn");
+    h.base = Vec(p + "_base");
+    h.scale = Vec(p + "_scale");
     return h;
   }
-  CompressorW Comp(int rate, int dim, bool overlap) {
+  HcW HcHead(const std::string& p) {
+    HcW h;
+    h.fn = F32(p + "hc_head_fn");
+    h.base = Vec(p + "hc_head_base");
+    h.scale = Vec(p + "hc_head_scale");
+    return h;
+  }
+  CompressorW Comp(const std::string& p, int rate, int dim, bool overlap) {
     const auto& c = m_->c;
     CompressorW cw;
     cw.rate = rate; cw.dim = dim; cw.overlap = overlap;
-    const float std = 1.0f / std::sqrt(static_cast<float>(c.hidden_size));
-    cw.kv_gate = Bf16(2 * cw.width(), c.hidden_size, std);  // wkv's rows, then wgate's
+    const TensorSpec& kv = schema_.Get(p + "wkv");
+    cw.kv_gate = Bf16(2 * cw.width(), c.hidden_size, kv.std);  // wkv's rows, then wgate's
+    Count(kv, cw.kv_gate.bytes());
     cw.wkv = cw.kv_gate;
     cw.wkv.n = cw.width();
     cw.wgate = cw.wkv;
     cw.wgate.data = static_cast<const uint16_t*>(cw.kv_gate.data) + cw.width() * c.hidden_size;
-    cw.ape = Vec(int64_t{rate} * cw.width(), 0, 0.5f);
-    cw.norm = Vec(dim, 1.0f, 0.1f);
+    cw.ape = Vec(p + "ape");
+    cw.norm = Vec(p + "norm.weight");
     return cw;
   }
   void Block(int layer, BlockW* b) {
     const auto& c = m_->c;
-    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, I = c.moe_intermediate_size;
+    const int64_t d = c.head_dim;
     const int E = c.n_routed_experts;
-    const size_t before = m_->weight_bytes;
-    b->attn_norm = Vec(D, 1, 0.1f);
-    b->ffn_norm = Vec(D, 1, 0.1f);
-    b->hc_attn = Hc((2 + c.hc_mult) * c.hc_mult);
-    b->hc_ffn = Hc((2 + c.hc_mult) * c.hc_mult);
-    b->wq_a = Fp8(c.q_lora_rank, D);
-    b->q_norm = Vec(c.q_lora_rank, 1, 0.1f);
-    b->wq_b = Fp8(H * d, c.q_lora_rank);
-    b->wkv = Fp8(d, D);
-    b->kv_norm = Vec(d, 1, 0.1f);
-    b->wo_a = Fp8(int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups);
-    b->wo_b = Fp8(D, int64_t{c.o_groups} * c.o_lora_rank);
-    b->sink = Vec(H, 0, 1);
+    const std::string p = "layers." + std::to_string(layer) + ".", a = p + "attn.", f = p + "ffn.";
+    b->attn_norm = Vec(p + "attn_norm.weight");
+    b->ffn_norm = Vec(p + "ffn_norm.weight");
+    b->hc_attn = Hc(p + "hc_attn");
+    b->hc_ffn = Hc(p + "hc_ffn");
+    b->wq_a = Linear(a + "wq_a");
+    b->q_norm = Vec(a + "q_norm.weight");
+    b->wq_b = Linear(a + "wq_b");
+    b->wkv = Linear(a + "wkv");
+    b->kv_norm = Vec(a + "kv_norm.weight");
+    b->wo_a = Linear(a + "wo_a");
+    b->wo_b = Linear(a + "wo_b");
+    b->sink = Vec(a + "attn_sink");
     const int rate = c.compress_ratios[layer];
     b->rate = rate;
     if (rate != 0) {
       const bool csa = rate == c.csa_rate;
       b->has_comp = true;
-      b->comp = Comp(rate, static_cast<int>(d), csa);
+      b->comp = Comp(a + "compressor.", rate, static_cast<int>(d), csa);
       if (csa) {
         b->has_idx = true;
-        b->idx_wq_b = Fp8(int64_t{c.index_n_heads} * c.index_head_dim, c.q_lora_rank);
-        b->idx_weights_proj = Bf16(c.index_n_heads, D, 1.0f / std::sqrt(static_cast<float>(D)));
-        b->idx_comp = Comp(rate, c.index_head_dim, true);
+        b->idx_wq_b = Linear(a + "indexer.wq_b");
+        b->idx_weights_proj = Linear(a + "indexer.weights_proj");
+        b->idx_comp = Comp(a + "indexer.compressor.", rate, c.index_head_dim, true);
       }
     }
-    b->gate = Bf16(E, D, 1.0f / std::sqrt(static_cast<float>(D)));
+    b->gate = Linear(f + "gate");
     if (c.hash_layers[layer]) {
-      std::vector<int32_t> t(static_cast<size_t>(c.vocab_size * c.num_experts_per_tok));
+      const TensorSpec& spec = schema_.Get(f + "gate.tid2eid");
+      std::vector<int32_t> t(static_cast<size_t>(spec.shape[0] * spec.shape[1]));
       uint64_t s = seed_ + 77 + layer;
       for (auto& v : t) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -453,14 +454,14 @@ class RandomBuilder {
       }
       b->tid2eid = m_->Alloc<int32_t>(static_cast<int64_t>(t.size()));
       gpu::CopyToDeviceSync(b->tid2eid, t.data(), t.size() * 4);
-      m_->weight_bytes += t.size() * 4;
+      Count(spec, t.size() * 4);
     } else {
-      b->gate_bias = Vec(E, 0, 0.1f);
+      b->gate_bias = Vec(f + "gate.bias");
     }
-    const size_t before_experts = m_->weight_bytes;
     std::vector<const void*> tables[6];
     for (int e = 0; e < E; ++e) {
-      WeightRef w1 = Fp4(I, D), w3 = Fp4(I, D), w2 = Fp4(D, I);
+      const std::string ep = f + "experts." + std::to_string(e) + ".";
+      WeightRef w1 = Linear(ep + "w1"), w3 = Linear(ep + "w3"), w2 = Linear(ep + "w2");
       if (e == 0) {
         b->experts.w1 = w1; b->experts.w3 = w3; b->experts.w2 = w2;
         b->experts.bytes_per_expert = w1.bytes() + w3.bytes() + w2.bytes();
@@ -470,20 +471,25 @@ class RandomBuilder {
       tables[4].push_back(w2.data); tables[5].push_back(w2.scale);
     }
     m_->UploadExpertTables(tables, &b->experts);
-    const size_t expert_total = m_->weight_bytes - before_experts;
     b->has_shared = c.n_shared_experts > 0;
     if (b->has_shared) {
-      b->sh_w1 = Fp8(I, D);
-      b->sh_w3 = Fp8(I, D);
-      b->sh_w2 = Fp8(D, I);
+      b->sh_w1 = Linear(f + "shared_experts.w1");
+      b->sh_w3 = Linear(f + "shared_experts.w3");
+      b->sh_w2 = Linear(f + "shared_experts.w2");
     }
-    m_->dense_bytes += m_->weight_bytes - before - expert_total;
   }
 
  private:
+  // The byte accounting by the schema's roles, as GpuLoader::Count.
+  void Count(const TensorSpec& spec, size_t bytes) {
+    m_->weight_bytes += bytes;
+    if (!spec.routed_expert() && spec.name != "embed") m_->dense_bytes += bytes;
+  }
+
   CudaModel::Impl* m_;
   uint64_t seed_;
   uint64_t counter_ = 0;
+  const WeightSchemaIndex schema_{m_->c};
 };
 
 }  // namespace
@@ -498,12 +504,15 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   impl->c = config;
   impl->opt = options;
   RandomBuilder rb(impl.get(), seed);
-  const int64_t V = config.vocab_size, D = config.hidden_size;
-  impl->embed = rb.Bf16(V, D, 1.0f);
-  impl->head = rb.Bf16(V, D, 1.0f / std::sqrt(static_cast<float>(D)));
-  impl->norm = rb.Vec(D, 1, 0.1f);
-  impl->hc_head = rb.Hc(config.hc_mult);
-  impl->dense_bytes = impl->weight_bytes - impl->embed.bytes();
+  impl->embed = rb.Linear("embed");
+  if (config.tie_word_embeddings) {
+    impl->head = impl->embed;
+    impl->dense_bytes += impl->embed.bytes();
+  } else {
+    impl->head = rb.Linear("head");
+  }
+  impl->norm = rb.Vec("norm.weight");
+  impl->hc_head = rb.HcHead("");
   impl->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) rb.Block(l, &impl->layers[l]);
   impl->AllocateState();
