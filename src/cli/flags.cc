@@ -88,6 +88,10 @@ std::string Usage(const std::string& command, const std::string& summary,
     if (left.size() < 28) left.append(28 - left.size(), ' ');
     s += left + " " + f.help + "\n";
   }
+  s +=
+      "\nBad input gets one line on stderr naming the problem and a non-zero exit: 2 for a usage\n"
+      "error (a flag or request value), 1 for a data error (a model dir, config.json or file that\n"
+      "cannot be used; text that is not valid UTF-8 is refused with its byte offset).\n";
   return s;
 }
 

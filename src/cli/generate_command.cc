@@ -15,6 +15,7 @@
 #include "cli/request_json.h"
 #include "cli/run_summary.h"
 #include "dsinfer/engine.h"
+#include "tokenizer/utf8.h"
 
 namespace dsinfer::cli {
 
@@ -26,7 +27,9 @@ const std::vector<FlagSpec> kSpecs = {
     {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
     {"prompt", "one text prompt (needs a tokenizer)"},
     {"prompt-ids", "one prompt as token ids: 1,2,3"},
-    {"input", "JSONL file: one request per line (prompt | prompt_ids | messages, sampling params)"},
+    {"input",
+     "JSONL file ('-': standard input): one request per line (prompt | prompt_ids | messages, "
+     "sampling params)"},
     {"output", "JSONL results, one line per request in input order (default: stdout)"},
     {"max-tokens", "default max_tokens (16)"},
     {"temperature", "default temperature (1.0; 0 = greedy)"},
@@ -67,11 +70,22 @@ StatusOr<GenerateRequest> Defaults(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(p.temperature, GetFloat(flags, "temperature", 1.0f));
   DSINFER_ASSIGN_OR_RETURN(p.top_p, GetFloat(flags, "top-p", 1.0f));
   DSINFER_ASSIGN_OR_RETURN(p.min_p, GetFloat(flags, "min-p", 0.0f));
-  p.max_tokens = static_cast<int>(std::clamp<int64_t>(max_tokens, -1, INT32_MAX));
-  p.top_k = static_cast<int>(std::clamp<int64_t>(top_k, -2, INT32_MAX));
-  p.n = static_cast<int>(std::clamp<int64_t>(n, -1, INT32_MAX));
+  // The values as given in the messages (not after a clamp).
+  if (max_tokens < 1 || max_tokens > INT32_MAX) {
+    return InvalidArgument("--max-tokens must be >= 1, got " + std::to_string(max_tokens));
+  }
+  if (n < 1 || n > INT32_MAX) return InvalidArgument("--n must be >= 1, got " + std::to_string(n));
+  if (top_k < -1 || top_k > INT32_MAX) {
+    return InvalidArgument("--top-k must be >= 0 (0 or -1: off), got " + std::to_string(top_k));
+  }
+  p.max_tokens = static_cast<int>(max_tokens);
+  p.top_k = static_cast<int>(top_k);
+  p.n = static_cast<int>(n);
   if (flags.Has("seed")) {
     DSINFER_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
+    if (seed < 0) {
+      return InvalidArgument("--seed must be a non-negative integer, got " + std::to_string(seed));
+    }
     p.seed = static_cast<uint64_t>(seed);
   }
   p.ignore_eos = flags.Has("ignore-eos");
@@ -108,6 +122,11 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
   if (sources != 1) return InvalidArgument("give exactly one of --prompt, --prompt-ids and --input");
   std::vector<Input> inputs;
   if (auto text = flags.Get("prompt")) {
+    if (text->empty()) return InvalidArgument("--prompt is empty: give the text to continue");
+    if (const size_t bad = tokenizer::FindInvalidUtf8(*text); bad != std::string::npos) {
+      return InvalidArgument("--prompt is not valid UTF-8 (first bad byte at offset " +
+                             std::to_string(bad) + ")");
+    }
     GenerateRequest r = defaults;
     r.prompt = *text;
     inputs.push_back({0, r});
@@ -128,8 +147,12 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
     inputs.push_back({0, r});
   } else {
     const std::string path = *flags.Get("input");
-    std::ifstream in(path);
-    if (!in) return NotFound("cannot read --input " + path);
+    std::ifstream file;
+    if (path != "-") {  // "-": standard input
+      file.open(path);
+      if (!file) return NotFound("cannot read --input " + path);
+    }
+    std::istream& in = path == "-" ? std::cin : file;
     std::string line;
     for (int64_t number = 1; std::getline(in, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -146,6 +169,9 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
         }
       }
       inputs.push_back(std::move(input));
+    }
+    if (inputs.empty()) {
+      return InvalidArgument("--input " + path + " holds no requests (it is empty or blank)");
     }
   }
   return inputs;

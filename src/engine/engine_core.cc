@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "engine/public_types.h"
+#include "tokenizer/utf8.h"
 
 namespace dsinfer::engine {
 
@@ -74,11 +75,22 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
     }
     p.prompt = request.prompt_ids;
   } else if (!request.prompt.empty()) {
+    if (const size_t bad = tokenizer::FindInvalidUtf8(request.prompt); bad != std::string::npos) {
+      return InvalidArgument("the prompt is not valid UTF-8 (first bad byte at offset " +
+                             std::to_string(bad) + ")");
+    }
     DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->Encode(request.prompt));
   } else {
     DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->RenderChat(request.messages, request.chat));
   }
   if (p.prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
+  for (size_t i = 0; i < p.params.stop.size(); ++i) {
+    if (const size_t bad = tokenizer::FindInvalidUtf8(p.params.stop[i]); bad != std::string::npos) {
+      return InvalidArgument("stop string " + std::to_string(i) +
+                             " is not valid UTF-8 (first bad byte at offset " +
+                             std::to_string(bad) + ")");
+    }
+  }
   if (!p.params.stop.empty() && !codec_->has_text()) {
     return InvalidArgument("stop strings need a tokenizer, and this model has none; use stop_token_ids");
   }

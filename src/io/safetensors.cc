@@ -37,29 +37,13 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return NotFound("cannot open " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    return Internal("cannot stat " + path);
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+StatusOr<std::map<std::string, TensorView>> ParseSafetensors(const uint8_t* bytes, size_t size,
+                                                             const std::string& path) {
   if (size < 8) {
-    ::close(fd);
     return DataLoss(path + ": truncated safetensors file (" + std::to_string(size) +
                     " bytes, need at least 8)");
   }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return Internal("cannot mmap " + path);
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = path;
-  file->map_ = map;
-  file->map_size_ = size;
-
-  const auto* bytes = static_cast<const uint8_t*>(map);
+  std::map<std::string, TensorView> tensors;
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes, 8);  // little-endian host assumed (x86-64, aarch64)
   if (header_len > size - 8) {
@@ -100,7 +84,12 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
                       ") lies outside the data section (" + std::to_string(data_size) +
                       " bytes): file truncated?");
     }
-    const uint64_t expect = static_cast<uint64_t>(view.numel()) * DTypeSize(view.dtype);
+    uint64_t expect = DTypeSize(view.dtype);  // bytes of the shape, refusing an overflow
+    for (int64_t d : view.shape) {
+      if (__builtin_mul_overflow(expect, static_cast<uint64_t>(d), &expect)) {
+        return DataLoss(where + " has a shape too large to address: " + view.ShapeString());
+      }
+    }
     if (end - begin != expect) {
       return DataLoss(where + " holds " + std::to_string(end - begin) + " bytes but " +
                       std::string(DTypeName(view.dtype)) + view.ShapeString() + " needs " +
@@ -108,8 +97,35 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
     }
     view.data = data + begin;
     view.nbytes = end - begin;
-    file->tensors_.emplace(name, std::move(view));
+    tensors.emplace(name, std::move(view));
   }
+  return tensors;
+}
+
+StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return NotFound("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Internal("cannot stat " + path);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    return DataLoss(path + ": truncated safetensors file (" + std::to_string(size) +
+                    " bytes, need at least 8)");
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return Internal("cannot mmap " + path);
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->map_ = map;
+  file->map_size_ = size;
+
+  DSINFER_ASSIGN_OR_RETURN(file->tensors_,
+                           ParseSafetensors(static_cast<const uint8_t*>(map), size, path));
   return file;
 }
 

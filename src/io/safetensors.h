@@ -27,6 +27,11 @@ struct TensorView {
   std::string ShapeString() const;  // "[2, 3]"
 };
 
+// The tensors of a .safetensors file held in `bytes` (views into them), every header field
+// validated: DataLoss naming `path` and the tensor for anything malformed.
+StatusOr<std::map<std::string, TensorView>> ParseSafetensors(const uint8_t* bytes, size_t size,
+                                                             const std::string& path);
+
 // One mapped .safetensors file.
 class SafetensorsFile {
  public:

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
 
 #include "model_test_util.h"
 
@@ -141,6 +143,7 @@ TEST_F(CliErrorsTest, BrokenAndMissingConfig) {
   const std::string dir = Copy("broken_config");
   testing::WriteFile(dir + "/config.json", "{\"vocab_size\": 300,");
   ExpectCleanError(Logits(dir), "config.json is not valid JSON");
+  EXPECT_EQ(Logits(dir).exit_code, 1);  // a data error of the model dir, not a usage error
   fs::remove(dir + "/config.json");
   ExpectCleanError(Logits(dir), "cannot read");
 }
@@ -159,6 +162,61 @@ TEST_F(CliErrorsTest, BadUsage) {
   ExpectCleanError(RunDsinfer("nosuchcommand"), "unknown command");
   ExpectCleanError(RunDsinfer("logits --model /nonexistent --ids-file " + *ids_ + " --out /tmp/x.npy"),
                    "cannot read");
+}
+
+// A config.json that describes another model is refused with the key and value (exit 1).
+TEST_F(CliErrorsTest, ConfigOfAnotherModel) {
+  const std::string good_config = testing::ReadFile(*good_ + "/config.json");
+  for (const auto& [key, value, needle] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"hidden_act", "gelu", "hidden_act"},
+           {"attention_bias", true, "attention_bias"},
+           {"num_key_value_heads", 4, "num_key_value_heads"},
+           {"quantization_config", json{{"quant_method", "gptq"}}, "quant_method"},
+           {"rms_norm_eps", -1.0, "rms_norm_eps"},
+           {"eos_token_id", 100000, "eos_token_id"}}) {
+    const std::string dir = Copy("other_model");
+    json j = json::parse(good_config);
+    j[key] = value;
+    testing::WriteFile(dir + "/config.json", j.dump());
+    const Result r = Logits(dir);
+    ExpectCleanError(r, needle);
+    EXPECT_EQ(r.exit_code, 1) << key;
+  }
+}
+
+// generate's flags and inputs: the value given in the message, usage errors exit 2.
+TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
+  const std::string gen = "generate --model " + *good_ + " ";
+  const std::string empty = testing::ScratchDir("cli_inputs") + "/empty.jsonl";
+  const std::string blank = testing::ScratchDir("cli_inputs") + "/blank.jsonl";
+  testing::WriteFile(empty, "");
+  testing::WriteFile(blank, "\n  \n\t\n");
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt-ids 1,2 --max-tokens -3", "got -3"},
+           {"--prompt-ids 1,2 --n -3", "got -3"},
+           {"--prompt-ids 1,2 --seed -1", "got -1"},
+           {"--prompt ''", "--prompt is empty"},
+           {"--input " + empty, "holds no requests"},
+           {"--input " + blank, "holds no requests"},
+           {"--prompt \"$(printf 'abc\\377')\"", "offset 3"}}) {
+    const Result r = RunDsinfer(gen + args);
+    ExpectCleanError(r, needle);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+  }
+}
+
+// --input - reads the requests from standard input.
+TEST_F(CliErrorsTest, GenerateReadsStandardInput) {
+  const std::string out = testing::ScratchDir("cli_stdin") + "/out.jsonl";
+  const std::string cmd =
+      "printf '%s\\n' '{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 2, "
+      "\"temperature\": 0}' | timeout 120 " +
+      std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer generate --quiet --model " + *good_ +
+      " --input - --output " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const json line = json::parse(testing::ReadFile(out));
+  ASSERT_TRUE(line.contains("choices")) << line.dump();
+  EXPECT_EQ(line["usage"]["completion_tokens"], 2) << line.dump();
 }
 
 }  // namespace

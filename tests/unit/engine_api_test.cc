@@ -84,6 +84,23 @@ TEST(EngineApiTest, BadRequestsFailAloneInABatch) {
   EXPECT_GT(results[2].completions[0].e2e_s, 0);
 }
 
+// Text that is not valid UTF-8 is refused with its byte offset (never silently repaired).
+TEST(EngineApiTest, InvalidUtf8IsRefusedWithItsOffset) {
+  auto engine = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  GenerateRequest r;
+  r.prompt = std::string("abc\xff", 4);
+  auto s = (*engine)->Submit(r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("offset 3"), std::string::npos) << s.status().message();
+  GenerateRequest q = SeededRequests(1)[0];
+  q.params.stop = {"ok", std::string("\xc3", 1)};
+  s = (*engine)->Submit(q);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("stop string 1"), std::string::npos) << s.status().message();
+}
+
 TEST(EngineApiTest, DestroyingTheEngineEndsOpenStreams) {
   std::shared_ptr<RequestStream> stream;
   {
