@@ -9,7 +9,6 @@
 
 namespace dsinfer::engine {
 
-namespace mdl = model::deepseek_v4;
 using scheduler::SeqId;
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
@@ -18,25 +17,25 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     return InvalidArgument("engine options: max_batch_tokens and max_running must be >= 1");
   }
   std::unique_ptr<EngineCore> core(new EngineCore());
-  DSINFER_ASSIGN_OR_RETURN(core->model_, mdl::Model::Load(o.model_dir, {o.num_threads}));
+  DSINFER_ASSIGN_OR_RETURN(core->runner_,
+                           executor::CreateCpuModelRunner(o.model_dir, o.num_threads));
   if (codec) {
     core->codec_ = std::move(codec);
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
   }
-  const auto& config = core->model_->config();
+  const auto& config = core->runner_->config();
   core->max_model_len_ = config.max_position_embeddings;
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
 
-  // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
-  core->layout_ = model::deepseek_v4::DeepseekV4StateLayout(config, /*rollback_slack=*/0);
-  const auto& layout = core->layout_;
+  const auto& layout = core->runner_->state_layout();
   cache::PlanOptions plan_options;
   plan_options.budget_bytes = o.state_memory_bytes;
   plan_options.max_sequences = o.max_running;
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
   DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));
   core->cache_ = std::make_unique<cache::StateCache>(std::move(plan));
+  core->runner_->BindCache(core->cache_.get());
   int64_t lo = 0, hi = core->max_model_len_;  // largest length that fits alone
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
@@ -133,7 +132,7 @@ void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason
   --r.open;
   if (c.started) {
     scheduler_->Remove(SeqOf(r.id, c.index));
-    states_.erase(SeqOf(r.id, c.index));
+    runner_->Release(SeqOf(r.id, c.index));
   }
   const Clock::time_point now = Clock::now();
   ev->finish = reason;
@@ -179,20 +178,17 @@ void EngineCore::FailBatch(const scheduler::BatchPlan& plan, const Status& statu
   }
 }
 
-StatusOr<mdl::ForwardOutput> EngineCore::Forward(const scheduler::BatchPlan& plan) {
-  std::vector<mdl::SequenceChunk> chunks;
+StatusOr<executor::RunOutput> EngineCore::Forward(const scheduler::BatchPlan& plan) {
+  std::vector<executor::RunChunk> chunks;
   chunks.reserve(plan.chunks.size());
   for (const auto& ch : plan.chunks) {
-    auto& state = states_[ch.id];
-    // The state's rows live in the pages the scheduler reserved for this sequence.
-    if (!state) state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(ch.id));
-    DSINFER_CHECK(state->length() == ch.start);
     const auto& tokens = scheduler_->tokens(ch.id);
-    chunks.push_back({state.get(), std::vector<int32_t>(tokens.begin() + ch.start,
-                                                        tokens.begin() + ch.start + ch.count)});
+    chunks.push_back(
+        {ch.id, ch.start,
+         std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + ch.count)});
   }
   stats_.forward_tokens += plan.num_tokens;
-  return model_->Forward(chunks, mdl::LogitsRows::kLast);
+  return runner_->Run(chunks);
 }
 
 sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const float* logits,
@@ -203,14 +199,14 @@ sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const f
   in.seed = r.req.seed;
   in.sample_index = static_cast<uint32_t>(index);
   in.position = position;
-  in.eos_id = static_cast<int32_t>(model_->config().eos_token_id);
+  in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
   return sampler_.Sample(logits, vocab_size(), in);
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
   scheduler::BatchPlan plan = scheduler_->Schedule();
   ++stats_.steps;
-  for (SeqId id : plan.preempted) states_.erase(id);
+  for (SeqId id : plan.preempted) runner_->Release(id);
   if (plan.empty()) return;
   auto out = Forward(plan);
   if (!out.ok()) {
@@ -241,10 +237,7 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     if (d.index == 0 || r.forked) continue;
     const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, d.index);
     const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
-    if (scheduler_->Fork(parent, child, prefix, d.token.id)) {
-      states_[child] = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(child));
-      states_[child]->CopyFrom(*states_.at(parent));
-    }
+    if (scheduler_->Fork(parent, child, prefix, d.token.id)) runner_->Fork(parent, child);
     r.completions[d.index].started = true;
   }
   for (const auto& d : drawn) requests_.at(d.request).forked = true;
@@ -283,7 +276,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
       finish = FinishReason::kStop;
       ev.stop = "id:" + std::to_string(id);
-    } else if (id == model_->config().eos_token_id && !p.ignore_eos) {
+    } else if (id == runner_->config().eos_token_id && !p.ignore_eos) {
       finish = FinishReason::kStop;
     } else if (c.generated >= r.req.max_new_tokens || length >= max_model_len_) {
       finish = FinishReason::kLength;

@@ -16,7 +16,7 @@
 #include "cache/state_cache.h"
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
-#include "model/deepseek_v4/model.h"
+#include "executor/model_runner.h"
 #include "sampler/sampler.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
@@ -53,14 +53,14 @@ class EngineCore {
 
   bool HasWork() const { return !requests_.empty(); }
   EngineStats Stats() const;
-  int64_t vocab_size() const { return model_->config().vocab_size; }
+  int64_t vocab_size() const { return runner_->config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   bool has_tokenizer() const { return codec_->has_text(); }
   const TextCodec& codec() const { return *codec_; }
   const cache::StateCache& cache() const { return *cache_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
   // Sequences that hold model state (for tests: 0 once everything has finished).
-  size_t num_states() const { return states_.size(); }
+  size_t num_states() const { return runner_->num_sequences(); }
 
  private:
   struct CompletionState {
@@ -89,23 +89,21 @@ class EngineCore {
 
   EngineCore() = default;
   static scheduler::SeqId SeqOf(uint64_t request, int index) { return request << 8 | index; }
-  StatusOr<model::deepseek_v4::ForwardOutput> Forward(const scheduler::BatchPlan& plan);
+  StatusOr<executor::RunOutput> Forward(const scheduler::BatchPlan& plan);
   sampler::SampledToken Draw(const RequestState& r, int index, const float* logits, int64_t position);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
   void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
 
-  std::unique_ptr<model::deepseek_v4::Model> model_;
+  std::unique_ptr<executor::ModelRunner> runner_;  // the model on its backend, and its states
   std::unique_ptr<TextCodec> codec_;
-  cache::StateLayout layout_;  // of every request's state (rollback slack 0)
   std::unique_ptr<cache::StateCache> cache_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   sampler::Sampler sampler_;
   int64_t max_model_len_ = 0;
   int64_t max_fit_len_ = 0;  // longest sequence the state budget holds alone
   std::unordered_map<uint64_t, RequestState> requests_;
-  std::unordered_map<scheduler::SeqId, std::unique_ptr<model::deepseek_v4::SequenceState>> states_;
   EngineStats stats_;
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_test_util.h"
+#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::engine {
 namespace {

@@ -1,0 +1,68 @@
+// The CPU ModelRunner: model/deepseek_v4's Model with per-sequence SequenceStates bound to the
+// state cache's pages.
+#include <unordered_map>
+
+#include "base/check.h"
+#include "executor/model_runner.h"
+#include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/state_layout.h"
+
+namespace dsinfer::executor {
+
+namespace {
+
+namespace mdl = model::deepseek_v4;
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  explicit CpuModelRunner(std::unique_ptr<mdl::Model> model)
+      : model_(std::move(model)),
+        // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
+        layout_(mdl::DeepseekV4StateLayout(model_->config(), /*rollback_slack=*/0)) {}
+
+  const io::DeepseekV4Config& config() const override { return model_->config(); }
+  const cache::StateLayout& state_layout() const override { return layout_; }
+  void BindCache(cache::StateCache* cache) override { cache_ = cache; }
+
+  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks) override {
+    DSINFER_CHECK(cache_ != nullptr);
+    std::vector<mdl::SequenceChunk> batch;
+    batch.reserve(chunks.size());
+    for (const RunChunk& ch : chunks) {
+      auto& state = states_[ch.seq];
+      // The state's rows live in the pages the scheduler reserved for this sequence.
+      if (!state) state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(ch.seq));
+      DSINFER_CHECK(state->length() == ch.start);
+      batch.push_back({state.get(), ch.tokens});
+    }
+    DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
+                             model_->Forward(batch, mdl::LogitsRows::kLast));
+    return RunOutput{std::move(out.logits)};
+  }
+
+  void Release(scheduler::SeqId seq) override { states_.erase(seq); }
+
+  void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
+    auto& state = states_[child];
+    state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(child));
+    state->CopyFrom(*states_.at(parent));
+  }
+
+  size_t num_sequences() const override { return states_.size(); }
+
+ private:
+  std::unique_ptr<mdl::Model> model_;
+  cache::StateLayout layout_;
+  cache::StateCache* cache_ = nullptr;
+  std::unordered_map<scheduler::SeqId, std::unique_ptr<mdl::SequenceState>> states_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,
+                                                            int num_threads) {
+  DSINFER_ASSIGN_OR_RETURN(auto model, mdl::Model::Load(model_dir, {num_threads}));
+  return std::unique_ptr<ModelRunner>(new CpuModelRunner(std::move(model)));
+}
+
+}  // namespace dsinfer::executor

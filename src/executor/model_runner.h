@@ -1,0 +1,59 @@
+// ModelRunner: the seam between the engine and a model on a backend (ARCHITECTURE.md §1). A step's
+// chunks go in — one per sequence: the tokens appended at the sequence's current length — and the
+// logits of each chunk's last row come out. The runner keeps each sequence's model state in the
+// engine's state cache pages (cache::StateCache, addressed by the layout it reports) and drops or
+// copies it when the engine says so. The engine, scheduler, sampler and cache are the same for
+// every backend; only the runner differs (CpuModelRunner here; the CUDA runner is the GPU engine
+// issue's). Not thread-safe: the engine thread owns a runner.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/state_cache.h"
+#include "cache/state_layout.h"
+#include "io/model_config.h"
+#include "scheduler/batch_plan.h"
+
+namespace dsinfer::executor {
+
+struct RunChunk {
+  scheduler::SeqId seq = 0;
+  int64_t start = 0;            // the sequence's length before this chunk
+  std::vector<int32_t> tokens;  // appended at positions start, start + 1, ...
+};
+
+struct RunOutput {
+  std::vector<float> logits;  // [chunks, vocab] fp32: the last row of each chunk, in chunk order
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const io::DeepseekV4Config& config() const = 0;
+  // The layout of every sequence's state (what the cache plans its pools over).
+  virtual const cache::StateLayout& state_layout() const = 0;
+  // The cache whose pages hold the sequences' state; set once, before the first Run.
+  virtual void BindCache(cache::StateCache* cache) = 0;
+  // One forward step. A sequence's first chunk starts at 0 (its state is created then); each
+  // sequence appears at most once. Logits depend only on each sequence's own tokens (batch
+  // invariance), never on the other chunks of the step.
+  virtual StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks) = 0;
+  // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
+  virtual void Release(scheduler::SeqId seq) = 0;
+  // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,
+  // which the cache has reserved (n > 1 completions share the prompt's prefill).
+  virtual void Fork(scheduler::SeqId parent, scheduler::SeqId child) = 0;
+  // Sequences that hold state (for tests: 0 once everything has finished).
+  virtual size_t num_sequences() const = 0;
+};
+
+// The CPU backend: the exact reference model (model/deepseek_v4) on `num_threads` threads (0: all).
+StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,
+                                                            int num_threads);
+
+}  // namespace dsinfer::executor
