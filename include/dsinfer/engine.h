@@ -60,14 +60,19 @@ class EngineCore;
 class EngineLoop;
 }  // namespace engine
 
+// Where the model runs: kAuto is CUDA when the build has it and a GPU is visible, else the CPU.
+enum class Device { kAuto, kCpu, kCuda };
+
 struct EngineOptions {
   std::string model_dir;
+  Device device = Device::kCpu;
   std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists
   int num_threads = 0;                 // CPU threads of the model (0: all)
   int64_t state_memory_bytes = int64_t{1} << 30;  // budget for per-request model state
   int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
   int max_running = 64;                // sequences in flight
-  int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
+  int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most
+                                       // 4096 by default: its state slots hold this many tokens)
   int64_t typical_length = 2048;       // the memory planner's assumption (cache/memory_planner.h)
 };
 
@@ -205,6 +210,8 @@ class Engine {
   StatusOr<ChatReply> ParseChatReply(const std::vector<int32_t>& ids, const ChatOptions& chat) const;
   // A line describing the state-memory plan.
   std::string MemoryPlanDescription() const;
+  // "cpu" or "cuda": where the model runs.
+  std::string device() const;
 
  private:
   Engine() = default;

@@ -39,6 +39,7 @@ const std::vector<FlagSpec> kSpecs = {
     {"seed", "default seed (none: random per request)"},
     {"n", "default completions per prompt (1)"},
     {"ignore-eos", "default ignore_eos", false},
+    {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
     {"threads", "CPU threads (default: all)"},
     {"state-memory-mb", "state memory budget in MiB (default 1024)"},
     {"max-batch-tokens", "tokens per engine step (default 256)"},
@@ -96,6 +97,16 @@ StatusOr<GenerateRequest> Defaults(const Flags& flags) {
 StatusOr<EngineOptions> Options(const Flags& flags) {
   EngineOptions o;
   o.model_dir = *flags.Get("model");
+  const std::string device = flags.GetOr("device", "auto");
+  if (device == "auto") {
+    o.device = Device::kAuto;
+  } else if (device == "cpu") {
+    o.device = Device::kCpu;
+  } else if (device == "cuda") {
+    o.device = Device::kCuda;
+  } else {
+    return InvalidArgument("--device must be auto, cpu or cuda, not '" + device + "'");
+  }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
   DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
   DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
@@ -190,7 +201,10 @@ Status Run(const Flags& flags, bool* any_failed) {
   std::ostream& out = file.is_open() ? file : std::cout;
   const bool quiet = flags.Has("quiet");
   DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(options));
-  if (!quiet) std::fprintf(stderr, "dsinfer generate: %s\n", engine->MemoryPlanDescription().c_str());
+  if (!quiet) {
+    std::fprintf(stderr, "dsinfer generate: device %s; %s\n", engine->device().c_str(),
+                 engine->MemoryPlanDescription().c_str());
+  }
 
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };

@@ -31,7 +31,8 @@ std::vector<FlagSpec> Specs() {
       {"out", "output .npy path (float32 [T, vocab])"},
       {"chunks", "prefill in chunks of these sizes (a,b,c), then the rest one token at a time"},
       {"prefill", "N tokens as one prefill, then one token at a time"},
-      {"backend", "cpu (default) or cuda"},
+      {"device", "cpu (default) or cuda"},
+      {"backend", "alias of --device"},
       {"threads", "CPU threads (default: all)"},
   };
 #ifdef DSINFER_HAVE_CUDA
@@ -102,8 +103,11 @@ Status Run(const Flags& flags) {
   for (const char* f : {"model", "ids-file", "out"}) {
     if (!flags.Has(f)) return InvalidArgument(std::string("--") + f + " is required");
   }
-  const std::string backend = flags.GetOr("backend", "cpu");
-  if (backend != "cpu" && backend != "cuda") return InvalidArgument("--backend must be cpu or cuda");
+  if (flags.Has("device") && flags.Has("backend")) {
+    return InvalidArgument("give --device or its alias --backend, not both");
+  }
+  const std::string backend = flags.GetOr("device", flags.GetOr("backend", "cpu"));
+  if (backend != "cpu" && backend != "cuda") return InvalidArgument("--device must be cpu or cuda");
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
   if (backend == "cuda") {
@@ -126,7 +130,8 @@ Status Run(const Flags& flags) {
     }
     return io::WriteNpyF32(*flags.Get("out"), {static_cast<int64_t>(ids.size()), V}, logits.data());
 #else
-    return Unimplemented("--backend cuda: this build has no CUDA backend (configure with --preset cuda-release)");
+    return Unimplemented(
+        "--device cuda: this build has no CUDA backend (configure with --preset cuda-release)");
 #endif
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));

@@ -41,6 +41,7 @@ StatusOr<ChatReply> Engine::ParseChatReply(const std::vector<int32_t>& ids,
                                            const ChatOptions& chat) const {
   return loop_->core().codec().ParseChat(ids, chat);
 }
+std::string Engine::device() const { return loop_->core().device(); }
 std::string Engine::MemoryPlanDescription() const { return loop_->core().cache().plan().Describe(); }
 
 RequestResult CollectResult(RequestStream& stream, int n) {

@@ -17,8 +17,24 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     return InvalidArgument("engine options: max_batch_tokens and max_running must be >= 1");
   }
   std::unique_ptr<EngineCore> core(new EngineCore());
-  DSINFER_ASSIGN_OR_RETURN(core->runner_,
-                           executor::CreateCpuModelRunner(o.model_dir, o.num_threads));
+  const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
+                                  : o.device == Device::kAuto ? executor::Device::kAuto
+                                                              : executor::Device::kCpu;
+  DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
+  core->device_ = device;
+  executor::RunnerOptions ro;
+  ro.model_dir = o.model_dir;
+  ro.device = device;
+  ro.num_threads = o.num_threads;
+  if (device == executor::Device::kCuda) {
+    // The CUDA model's fixed state slots: one per running sequence, each of the context length.
+    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, io::LoadDeepseekV4Config(o.model_dir));
+    ro.max_len = std::min<int64_t>(o.max_model_len > 0 ? o.max_model_len : 4096,
+                                   cfg.max_position_embeddings);
+    ro.max_sequences = o.max_running;
+    ro.max_tokens = o.max_batch_tokens;
+  }
+  DSINFER_ASSIGN_OR_RETURN(core->runner_, executor::CreateModelRunner(ro));
   if (codec) {
     core->codec_ = std::move(codec);
   } else {
@@ -27,6 +43,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   const auto& config = core->runner_->config();
   core->max_model_len_ = config.max_position_embeddings;
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
+  if (device == executor::Device::kCuda) {
+    core->max_model_len_ = std::min(core->max_model_len_, ro.max_len);
+  }
 
   const auto& layout = core->runner_->state_layout();
   cache::PlanOptions plan_options;

@@ -55,6 +55,7 @@ class EngineCore {
   EngineStats Stats() const;
   int64_t vocab_size() const { return runner_->config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
+  const char* device() const { return executor::DeviceName(device_); }
   bool has_tokenizer() const { return codec_->has_text(); }
   const TextCodec& codec() const { return *codec_; }
   const cache::StateCache& cache() const { return *cache_; }
@@ -97,6 +98,7 @@ class EngineCore {
   void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
 
   std::unique_ptr<executor::ModelRunner> runner_;  // the model on its backend, and its states
+  executor::Device device_ = executor::Device::kCpu;
   std::unique_ptr<TextCodec> codec_;
   std::unique_ptr<cache::StateCache> cache_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;

@@ -52,8 +52,29 @@ class ModelRunner {
   virtual size_t num_sequences() const = 0;
 };
 
+enum class Device { kAuto, kCpu, kCuda };
+const char* DeviceName(Device device);  // "auto", "cpu", "cuda"
+// kAuto: CUDA when this build has it and a device is visible, else the CPU; kCuda without a
+// build or a device: Unimplemented / NotFound.
+StatusOr<Device> ResolveDevice(Device device);
+
+struct RunnerOptions {
+  std::string model_dir;
+  Device device = Device::kCpu;  // resolved (not kAuto)
+  int num_threads = 0;           // CPU: model threads (0: all)
+  // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA
+  // model keeps its state in fixed device slots until its paged state lands.
+  int max_sequences = 64;
+  int64_t max_len = 4096;
+  int64_t max_tokens = 256;
+};
+
+StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options);
+
 // The CPU backend: the exact reference model (model/deepseek_v4) on `num_threads` threads (0: all).
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,
                                                             int num_threads);
+// The CUDA backend (CUDA builds with a device): model/deepseek_v4/cuda's CudaModel.
+StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions& options);
 
 }  // namespace dsinfer::executor

@@ -335,6 +335,30 @@ void CudaModel::FreeSequence(int slot) {
   impl_->used[slot] = false;
 }
 
+void CudaModel::CopySequence(int from, int to) {
+  Impl& m = *impl_;
+  DSINFER_CHECK(from >= 0 && from < m.opt.max_seqs && m.used[from]);
+  DSINFER_CHECK(to >= 0 && to < m.opt.max_seqs && m.used[to] && to != from);
+  auto ring = [&](const gpu::RingRef& r) {
+    if (r.data == nullptr) return;
+    gpu::CopyDeviceToDevice(r.data + to * r.slot_stride, r.data + from * r.slot_stride,
+                            static_cast<size_t>(r.slot_stride) * sizeof(float), m.stream.get());
+  };
+  auto list = [&](const gpu::ListRef& l) {
+    if (l.data == nullptr) return;
+    gpu::CopyDeviceToDevice(l.data + to * l.slot_stride, l.data + from * l.slot_stride,
+                            static_cast<size_t>(l.slot_stride) * sizeof(float), m.stream.get());
+  };
+  for (const LayerState& st : m.state) {
+    ring(st.window);
+    ring(st.comp_rows);
+    list(st.comp_entries);
+    ring(st.index_rows);
+    list(st.index_entries);
+  }
+  m.lengths[to] = m.lengths[from];
+}
+
 int64_t CudaModel::length(int slot) const { return impl_->lengths[slot]; }
 
 StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks, LogitsRows rows) {

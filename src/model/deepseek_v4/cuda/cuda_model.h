@@ -49,6 +49,9 @@ class CudaModel {
   // A free state slot (reset to length 0), or ResourceExhausted.
   StatusOr<int> NewSequence();
   void FreeSequence(int slot);
+  // Copies slot `from`'s state (every layer's rings and entry lists, and its length) into slot
+  // `to` (in use): n > 1 completions fork from their prompt's state.
+  void CopySequence(int from, int to);
   int64_t length(int slot) const;
 
   struct Chunk {

@@ -1,0 +1,58 @@
+#include "executor/model_runner.h"
+
+#ifdef DSINFER_HAVE_CUDA
+#include "backend/cuda/runtime.h"
+#endif
+
+namespace dsinfer::executor {
+
+const char* DeviceName(Device device) {
+  switch (device) {
+    case Device::kAuto:
+      return "auto";
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+StatusOr<Device> ResolveDevice(Device device) {
+#ifdef DSINFER_HAVE_CUDA
+  const bool built = true;
+  const bool visible = backend::cuda::DeviceAvailable();
+#else
+  const bool built = false;
+  const bool visible = false;
+#endif
+  switch (device) {
+    case Device::kCpu:
+      return Device::kCpu;
+    case Device::kAuto:
+      return visible ? Device::kCuda : Device::kCpu;
+    case Device::kCuda:
+      if (!built) {
+        return Unimplemented(
+            "--device cuda: this build has no CUDA backend (configure with "
+            "--preset cuda-release)");
+      }
+      if (!visible) return NotFound("--device cuda: no CUDA device is visible");
+      return Device::kCuda;
+  }
+  return InvalidArgument("unknown device");
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
+  DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
+  if (device == Device::kCuda) return CreateCudaModelRunner(options);
+  return CreateCpuModelRunner(options.model_dir, options.num_threads);
+}
+
+#ifndef DSINFER_HAVE_CUDA
+StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions&) {
+  return Unimplemented("this build has no CUDA backend");
+}
+#endif
+
+}  // namespace dsinfer::executor
