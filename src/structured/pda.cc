@@ -1,0 +1,141 @@
+#include "structured/pda.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace dsinfer::structured {
+
+namespace {
+
+uint64_t Mix(uint64_t frame, int32_t parent) {
+  uint64_t k = frame * 0x9e3779b97f4a7c15ull ^ static_cast<uint32_t>(parent);
+  k ^= k >> 31;
+  k *= 0xbf58476d1ce4e5b9ull;
+  return k ^ (k >> 29);
+}
+
+}  // namespace
+
+size_t Pda::VecHash::operator()(const std::vector<int32_t>& v) const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
+  return static_cast<size_t>(h);
+}
+
+Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(limits) {
+  frames_.push_back(0);
+  parents_.push_back(-1);
+  node_chain_.push_back(-1);
+  seen_mark_.push_back(0);
+  configs_.push_back({});  // kDead
+  config_ids_[{-3}] = kDead;  // no stack, not accepting
+  next_.assign(256, kDead);
+  DSINFER_CHECK(g_.root >= 0);
+  work_.clear();
+  for (int32_t a : g_.rules[g_.root]) {
+    work_.push_back(g_.alts[a].empty() ? 0 : Intern(Frame(a, 0), 0));
+  }
+  initial_ = Close();
+}
+
+void Pda::Fail(const std::string& what) {
+  if (status_.ok()) status_ = ResourceExhausted("the constraint is too complex to match: " + what);
+}
+
+int32_t Pda::Intern(uint64_t frame, int32_t parent) {
+  const uint64_t key = Mix(frame, parent);
+  auto it = node_ids_.find(key);
+  int32_t head = it == node_ids_.end() ? -1 : it->second;
+  for (int32_t n = head; n >= 0; n = node_chain_[n]) {
+    if (frames_[n] == frame && parents_[n] == parent) return n;
+  }
+  if (static_cast<int32_t>(frames_.size()) >= limits_.max_nodes) {
+    Fail("more than " + std::to_string(limits_.max_nodes) + " parser stack frames");
+    return -1;
+  }
+  const int32_t id = static_cast<int32_t>(frames_.size());
+  frames_.push_back(frame);
+  parents_.push_back(parent);
+  node_chain_.push_back(head);
+  seen_mark_.push_back(0);
+  node_ids_[key] = id;
+  return id;
+}
+
+int32_t Pda::After(int32_t node) {
+  const uint64_t f = frames_[node];
+  const int32_t alt = static_cast<int32_t>(f >> 32);
+  const int32_t pos = static_cast<int32_t>(f & 0xffffffffu);
+  if (pos + 1 < static_cast<int32_t>(g_.alts[alt].size())) return Intern(Frame(alt, pos + 1), parents_[node]);
+  return parents_[node];  // tail: the caller continues where it would after this rule
+}
+
+int32_t Pda::Close() {
+  Config c;
+  if (++mark_ == 0) {
+    std::fill(seen_mark_.begin(), seen_mark_.end(), 0);
+    mark_ = 1;
+  }
+  int64_t budget = int64_t{limits_.max_stacks} * 64;
+  while (!work_.empty()) {
+    const int32_t m = work_.back();
+    work_.pop_back();
+    if (m < 0) return kDead;  // a limit was hit (status_ says which)
+    if (seen_mark_[m] == mark_) continue;
+    seen_mark_[m] = mark_;
+    if (--budget < 0) {
+      Fail("a grammar expansion visits more than " + std::to_string(int64_t{limits_.max_stacks} * 64) +
+           " parser states");
+      return kDead;
+    }
+    if (m == 0) {
+      c.accept = true;
+      continue;
+    }
+    const uint64_t f = frames_[m];
+    const auto& seq = g_.alts[static_cast<size_t>(f >> 32)];
+    const Element e = seq[f & 0xffffffffu];
+    if (!e.is_rule) {
+      c.ready.push_back(m);
+      c.first |= g_.sets[e.index];
+      continue;
+    }
+    const int32_t k = After(m);
+    if (k < 0) return kDead;
+    for (int32_t a : g_.rules[e.index]) {
+      work_.push_back(g_.alts[a].empty() ? k : Intern(Frame(a, 0), k));
+    }
+  }
+  if (static_cast<int32_t>(c.ready.size()) > limits_.max_stacks) {
+    Fail("more than " + std::to_string(limits_.max_stacks) + " parses are alive at once");
+    return kDead;
+  }
+  std::sort(c.ready.begin(), c.ready.end());
+  std::vector<int32_t> key = c.ready;
+  key.push_back(c.accept ? -2 : -3);
+  auto it = config_ids_.find(key);
+  if (it != config_ids_.end()) return it->second;
+  if (static_cast<int32_t>(configs_.size()) >= limits_.max_configs) {
+    Fail("more than " + std::to_string(limits_.max_configs) + " matcher states");
+    return kDead;
+  }
+  const int32_t id = static_cast<int32_t>(configs_.size());
+  configs_.push_back(std::move(c));
+  config_ids_.emplace(std::move(key), id);
+  next_.resize(next_.size() + 256, -1);
+  return id;
+}
+
+int32_t Pda::Compute(int32_t config, uint8_t b) {
+  if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
+  work_.clear();
+  for (int32_t m : configs_[config].ready) {
+    const uint64_t f = frames_[m];
+    const Element e = g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu];
+    if (g_.sets[e.index].Has(b)) work_.push_back(After(m));
+  }
+  return Close();
+}
+
+}  // namespace dsinfer::structured
