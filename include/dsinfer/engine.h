@@ -25,6 +25,9 @@ namespace dsinfer {
 
 using sampler::SamplingParams;
 using sampler::TokenLogprob;
+// SamplingParams::structured_outputs: JSON schema / regex / choice / grammar output constraints.
+using structured::ConstraintKind;
+using structured::ConstraintSpec;
 
 namespace engine {
 class EngineCore;
