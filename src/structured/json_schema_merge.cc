@@ -120,6 +120,20 @@ StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::
     a = Json::object();
   }
   if (!b.is_object()) return InvalidArgument("the schema at " + path + " must be an object or a boolean");
+  // additionalProperties only sees the properties of its own schema object: merging in another
+  // branch's properties would change what it forbids.
+  for (const auto& [x, y] : {std::pair<const Json*, const Json*>{&a, &b}, {&b, &a}}) {
+    if (!x->contains("additionalProperties") || (*x)["additionalProperties"] == true || !y->contains("properties") ||
+        !(*y)["properties"].is_object()) {
+      continue;
+    }
+    for (const auto& [name, sub] : (*y)["properties"].items()) {
+      if (!x->contains("properties") || !(*x)["properties"].is_object() || !(*x)["properties"].contains(name)) {
+        return Unimplemented("allOf at " + path + " combines additionalProperties with property '" + name +
+                             "' of another subschema (unevaluatedProperties semantics are not supported)");
+      }
+    }
+  }
   static const std::set<std::string> kMax = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"};
   static const std::set<std::string> kMin = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"};
   for (const auto& [k, v] : b.items()) {

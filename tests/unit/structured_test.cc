@@ -190,7 +190,7 @@ TEST(StructuredJsonTest, RefsRecursionAndCombinators) {
   EXPECT_TRUE(Matches(*a, R"({"v":null,"kids":[{"v":"ab"},{"v":null,"kids":[]}]})"));
   EXPECT_FALSE(Matches(*a, R"({"v":"abc"})"));
   auto all = Compile(Spec(ConstraintKind::kJsonSchema, R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},
-      "required":["a"]},{"properties":{"b":{"type":"boolean"}},"required":["b"]}],"additionalProperties":false})"));
+      "required":["a"]},{"properties":{"b":{"type":"boolean"}},"required":["b"]}]})"));
   EXPECT_TRUE(Matches(*all, R"({"a":1,"b":true})"));
   EXPECT_FALSE(Matches(*all, R"({"a":1})"));
 }
@@ -223,6 +223,7 @@ TEST(StructuredJsonTest, UnsupportedAndInvalidSchemasAreClearErrors) {
       {R"(false)", "nothing satisfies"},
       {R"({"type":"integer","multipleOf":3})", "'multipleOf'"},
       {R"({"type":"number" )", "not valid JSON"},
+      {R"({"allOf":[{"properties":{"a":{}}}],"additionalProperties":false})", "additionalProperties"},
   };
   for (const auto& [schema, what] : cases) {
     auto a = structured::CompileConstraint(Spec(ConstraintKind::kJsonSchema, schema), testing::TestVocabulary());
