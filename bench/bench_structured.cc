@@ -71,7 +71,8 @@ const Case kCases[] = {
     {"json_object", structured::ConstraintKind::kJsonObject, ""},
     {"regex_phone", structured::ConstraintKind::kRegex, R"(\(\d{3}\) \d{3}-\d{4})"},
     {"grammar_arith", structured::ConstraintKind::kGrammar,
-     "root ::= expr\nexpr ::= term ((\"+\" | \"-\" | \"*\") term)*\nterm ::= [0-9]{1,4} | \"(\" expr \")\"\n"},
+     "root ::= expr\nexpr ::= term ((\"+\" | \"-\" | \"*\") term)*\nterm ::= [0-9]{1,4} | \"(\" "
+     "expr \")\"\n"},
 };
 
 }  // namespace
@@ -92,8 +93,10 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   auto vocab = structured::Vocabulary::FromTokenizer(**tok, 129280, eos);
   const double vocab_ms = Us(Clock::now() - t0) / 1e3;
-  std::printf("%s\n", nlohmann::json({{"bench", "structured_vocab"}, {"vocab", vocab->size()},
-                                      {"trie_nodes", vocab->num_nodes()}, {"build_ms", vocab_ms}})
+  std::printf("%s\n", nlohmann::json({{"bench", "structured_vocab"},
+                                      {"vocab", vocab->size()},
+                                      {"trie_nodes", vocab->num_nodes()},
+                                      {"build_ms", vocab_ms}})
                           .dump()
                           .c_str());
   std::vector<double> all, all_warm;
@@ -138,22 +141,33 @@ int main(int argc, char** argv) {
     double mean = 0;
     for (double t : times) mean += t;
     mean /= std::max<size_t>(times.size(), 1);
-    std::printf("%s\n", nlohmann::json({{"bench", "structured_mask"}, {"schema", c.name}, {"compile_ms", compile_ms},
-                                        {"masks", times.size()}, {"p50_us", Percentile(times, 0.5)},
-                                        {"p99_us", Percentile(times, 0.99)}, {"max_us", Percentile(times, 1.0)},
-                                        {"mean_us", mean}, {"warm_p50_us", Percentile(warm, 0.5)},
-                                        {"warm_p99_us", Percentile(warm, 0.99)}, {"configs", stats.configs},
-                                        {"cache_hits", stats.mask_hits}, {"cache_misses", stats.mask_misses},
-                                        {"completed_runs", stopped}, {"runs", runs}})
+    std::printf("%s\n", nlohmann::json({{"bench", "structured_mask"},
+                                        {"schema", c.name},
+                                        {"compile_ms", compile_ms},
+                                        {"masks", times.size()},
+                                        {"p50_us", Percentile(times, 0.5)},
+                                        {"p99_us", Percentile(times, 0.99)},
+                                        {"max_us", Percentile(times, 1.0)},
+                                        {"mean_us", mean},
+                                        {"warm_p50_us", Percentile(warm, 0.5)},
+                                        {"warm_p99_us", Percentile(warm, 0.99)},
+                                        {"configs", stats.configs},
+                                        {"cache_hits", stats.mask_hits},
+                                        {"cache_misses", stats.mask_misses},
+                                        {"completed_runs", stopped},
+                                        {"runs", runs}})
                             .dump()
                             .c_str());
   }
   double mean = 0;
   for (double t : all) mean += t;
   mean /= std::max<size_t>(all.size(), 1);
-  std::printf("%s\n", nlohmann::json({{"bench", "structured_mask_all"}, {"masks", all.size()},
-                                      {"p50_us", Percentile(all, 0.5)}, {"p99_us", Percentile(all, 0.99)},
-                                      {"mean_us", mean}, {"warm_p50_us", Percentile(all_warm, 0.5)},
+  std::printf("%s\n", nlohmann::json({{"bench", "structured_mask_all"},
+                                      {"masks", all.size()},
+                                      {"p50_us", Percentile(all, 0.5)},
+                                      {"p99_us", Percentile(all, 0.99)},
+                                      {"mean_us", mean},
+                                      {"warm_p50_us", Percentile(all_warm, 0.5)},
                                       {"warm_p99_us", Percentile(all_warm, 0.99)}})
                           .dump()
                           .c_str());

@@ -31,7 +31,9 @@ struct ByteSet {
     for (int i = 0; i < 4; ++i) words[i] |= o.words[i];
     return *this;
   }
-  bool operator==(const ByteSet& o) const { return std::memcmp(words, o.words, sizeof(words)) == 0; }
+  bool operator==(const ByteSet& o) const {
+    return std::memcmp(words, o.words, sizeof(words)) == 0;
+  }
 };
 
 }  // namespace dsinfer::structured

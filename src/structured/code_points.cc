@@ -36,13 +36,15 @@ void SplitSameLength(GrammarBuilder& b, uint32_t lo, uint32_t hi, int n,
   alts->push_back(std::move(seq));
 }
 
-void AddUtf8Range(GrammarBuilder& b, uint32_t lo, uint32_t hi, std::vector<std::vector<Element>>* alts) {
+void AddUtf8Range(GrammarBuilder& b, uint32_t lo, uint32_t hi,
+                  std::vector<std::vector<Element>>* alts) {
   static const uint32_t kEnds[4] = {0x7F, 0x7FF, 0xFFFF, kMaxCodePoint};
   for (int n = 1; n <= 4 && lo <= hi; ++n) {
     const uint32_t end = std::min(hi, kEnds[n - 1]);
     if (lo <= end) {
       if (n == 1) {
-        alts->push_back({b.Bytes(ByteSet::Range(static_cast<uint8_t>(lo), static_cast<uint8_t>(end)))});
+        alts->push_back(
+            {b.Bytes(ByteSet::Range(static_cast<uint8_t>(lo), static_cast<uint8_t>(end)))});
       } else {
         SplitSameLength(b, lo, end, n, alts);
       }
@@ -163,13 +165,27 @@ Element JsonCharElement(GrammarBuilder& b, const CodePointSet& set) {
       if (!special.Has(c)) continue;
       std::string esc;
       switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
+        case '"':
+          esc = "\\\"";
+          break;
+        case '\\':
+          esc = "\\\\";
+          break;
+        case '\b':
+          esc = "\\b";
+          break;
+        case '\f':
+          esc = "\\f";
+          break;
+        case '\n':
+          esc = "\\n";
+          break;
+        case '\r':
+          esc = "\\r";
+          break;
+        case '\t':
+          esc = "\\t";
+          break;
         default: {
           char buf[8];
           std::snprintf(buf, sizeof(buf), "\\u%04x", c);

@@ -25,7 +25,7 @@ class CodePointSet {
   }
   void Add(uint32_t lo, uint32_t hi);  // inclusive
   void Add(const CodePointSet& o);
-  CodePointSet Complement() const;     // within the scalar values
+  CodePointSet Complement() const;  // within the scalar values
   CodePointSet Minus(const CodePointSet& o) const;
   bool empty() const { return ranges_.empty(); }
   bool Has(uint32_t c) const;

@@ -16,7 +16,8 @@ StatusOr<Grammar> CompileToGrammar(const ConstraintSpec& spec, const CompileOpti
       body = JsonObjectElement(b, options.json);
       break;
     case ConstraintKind::kJsonSchema: {
-      const auto schema = nlohmann::ordered_json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
+      const auto schema =
+          nlohmann::ordered_json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
       if (schema.is_discarded()) return InvalidArgument("the JSON schema is not valid JSON");
       DSINFER_ASSIGN_OR_RETURN(body, CompileJsonSchema(b, schema, options.json));
       break;

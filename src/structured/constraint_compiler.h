@@ -30,7 +30,8 @@ StatusOr<std::shared_ptr<TokenAutomaton>> CompileConstraint(const ConstraintSpec
 
 class ConstraintCache {
  public:
-  ConstraintCache(std::shared_ptr<const Vocabulary> vocab, CompileOptions options = {}, size_t capacity = 64)
+  ConstraintCache(std::shared_ptr<const Vocabulary> vocab, CompileOptions options = {},
+                  size_t capacity = 64)
       : vocab_(std::move(vocab)), options_(options), capacity_(capacity) {}
   // The compiled constraint of `spec` (compiled on first use; errors are not cached).
   StatusOr<std::shared_ptr<TokenAutomaton>> Get(const ConstraintSpec& spec);
@@ -42,7 +43,9 @@ class ConstraintCache {
   CompileOptions options_;
   size_t capacity_;
   std::list<std::string> lru_;  // most recent first
-  std::unordered_map<std::string, std::pair<std::shared_ptr<TokenAutomaton>, std::list<std::string>::iterator>> map_;
+  std::unordered_map<std::string,
+                     std::pair<std::shared_ptr<TokenAutomaton>, std::list<std::string>::iterator>>
+      map_;
 };
 
 }  // namespace dsinfer::structured

@@ -4,12 +4,18 @@ namespace dsinfer::structured {
 
 const char* ConstraintKindName(ConstraintKind kind) {
   switch (kind) {
-    case ConstraintKind::kNone: return "none";
-    case ConstraintKind::kJsonObject: return "json_object";
-    case ConstraintKind::kJsonSchema: return "json_schema";
-    case ConstraintKind::kRegex: return "regex";
-    case ConstraintKind::kChoice: return "choice";
-    case ConstraintKind::kGrammar: return "grammar";
+    case ConstraintKind::kNone:
+      return "none";
+    case ConstraintKind::kJsonObject:
+      return "json_object";
+    case ConstraintKind::kJsonSchema:
+      return "json_schema";
+    case ConstraintKind::kRegex:
+      return "regex";
+    case ConstraintKind::kChoice:
+      return "choice";
+    case ConstraintKind::kGrammar:
+      return "grammar";
   }
   return "none";
 }
@@ -42,7 +48,8 @@ template <typename Json>
 Status SchemaSpec(const Json& v, const std::string& key, ConstraintSpec* out) {
   out->kind = ConstraintKind::kJsonSchema;
   if (v.is_string()) {
-    const auto parsed = Json::parse(v.template get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    const auto parsed =
+        Json::parse(v.template get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) return Bad(key, "is not valid JSON schema text");
     out->text = parsed.dump();
   } else if (v.is_object() || v.is_boolean()) {
@@ -58,7 +65,8 @@ Status Choices(const Json& v, const std::string& key, ConstraintSpec* out) {
   if (!v.is_array() || v.empty()) return Bad(key, "must be a non-empty array of strings");
   out->kind = ConstraintKind::kChoice;
   for (const auto& c : v) {
-    if (!c.is_string() || c.template get<std::string>().empty()) return Bad(key, "must hold non-empty strings");
+    if (!c.is_string() || c.template get<std::string>().empty())
+      return Bad(key, "must hold non-empty strings");
     out->choices.push_back(c.template get<std::string>());
   }
   return Status::Ok();
@@ -66,7 +74,8 @@ Status Choices(const Json& v, const std::string& key, ConstraintSpec* out) {
 
 template <typename Json>
 Status Text(const Json& v, const std::string& key, ConstraintKind kind, ConstraintSpec* out) {
-  if (!v.is_string() || v.template get<std::string>().empty()) return Bad(key, "must be a non-empty string");
+  if (!v.is_string() || v.template get<std::string>().empty())
+    return Bad(key, "must be a non-empty string");
   out->kind = kind;
   out->text = v.template get<std::string>();
   return Status::Ok();
@@ -76,7 +85,8 @@ template <typename Json>
 Status ResponseFormat(const Json& v, ConstraintSpec* out) {
   const std::string key = "response_format";
   if (v.is_null()) return Status::Ok();
-  if (!v.is_object() || !v.contains("type") || !v["type"].is_string()) return Bad(key, "must be an object with a \"type\"");
+  if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+    return Bad(key, "must be an object with a \"type\"");
   const std::string type = v["type"].template get<std::string>();
   for (const auto& [k, x] : v.items()) {
     if (k != "type" && k != "json_schema") return Bad(key, "has an unknown key \"" + k + "\"");
@@ -86,7 +96,8 @@ Status ResponseFormat(const Json& v, ConstraintSpec* out) {
     out->kind = ConstraintKind::kJsonObject;
     return Status::Ok();
   }
-  if (type != "json_schema") return Bad(key, "type must be \"text\", \"json_object\" or \"json_schema\"");
+  if (type != "json_schema")
+    return Bad(key, "type must be \"text\", \"json_object\" or \"json_schema\"");
   if (!v.contains("json_schema") || !v["json_schema"].is_object()) {
     return Bad(key, "of type json_schema needs a \"json_schema\" object");
   }
@@ -122,7 +133,8 @@ Status StructuredOutputs(const Json& v, ConstraintSpec* out) {
       if (!x.template get<bool>()) continue;
       out->kind = ConstraintKind::kJsonObject;
     } else {
-      return Bad(key, "has an unsupported key \"" + k + "\" (supported: json, regex, choice, grammar, json_object)");
+      return Bad(key, "has an unsupported key \"" + k +
+                          "\" (supported: json, regex, choice, grammar, json_object)");
     }
     ++set;
   }
@@ -153,8 +165,9 @@ StatusOr<ConstraintSpec> Parse(const Json& body) {
     }
     if (!one.active()) continue;
     if (++sources > 1) {
-      return InvalidArgument("a request may set one output constraint (response_format, structured_outputs or "
-                             "guided_*), not several");
+      return InvalidArgument(
+          "a request may set one output constraint (response_format, structured_outputs or "
+          "guided_*), not several");
     }
     spec = std::move(one);
   }
@@ -164,6 +177,8 @@ StatusOr<ConstraintSpec> Parse(const Json& body) {
 }  // namespace
 
 StatusOr<ConstraintSpec> ParseOutputConstraint(const nlohmann::json& body) { return Parse(body); }
-StatusOr<ConstraintSpec> ParseOutputConstraint(const nlohmann::ordered_json& body) { return Parse(body); }
+StatusOr<ConstraintSpec> ParseOutputConstraint(const nlohmann::ordered_json& body) {
+  return Parse(body);
+}
 
 }  // namespace dsinfer::structured

@@ -22,7 +22,7 @@ const char* ConstraintKindName(ConstraintKind kind);  // "none", "json_object", 
 
 struct ConstraintSpec {
   ConstraintKind kind = ConstraintKind::kNone;
-  std::string text;                  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF
+  std::string text;  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF
   std::vector<std::string> choices;  // choice: the allowed outputs
 
   bool active() const { return kind != ConstraintKind::kNone; }

@@ -10,12 +10,14 @@ namespace dsinfer::structured {
 namespace {
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
 }
 
 class GbnfParser {
  public:
-  GbnfParser(GrammarBuilder& b, std::string_view t, int64_t max_repeat) : b_(b), t_(t), max_repeat_(max_repeat) {}
+  GbnfParser(GrammarBuilder& b, std::string_view t, int64_t max_repeat)
+      : b_(b), t_(t), max_repeat_(max_repeat) {}
 
   StatusOr<Element> Parse() {
     SkipSpace();
@@ -32,7 +34,8 @@ class GbnfParser {
       SkipSpace();
     }
     for (const auto& [name, id] : rules_) {
-      if (!defined_.count(name)) return InvalidArgument("grammar rule '" + name + "' is used but not defined");
+      if (!defined_.count(name))
+        return InvalidArgument("grammar rule '" + name + "' is used but not defined");
     }
     if (!defined_.count("root")) return InvalidArgument("the grammar has no 'root' rule");
     DSINFER_RETURN_IF_ERROR(b_.status());
@@ -178,7 +181,8 @@ class GbnfParser {
         }
         SkipSpace();
         if (i_ >= t_.size() || t_[i_] != '}') return Error("expected '}'");
-        if (lo > max_repeat_ || hi > max_repeat_) return Error("repetition bound above " + std::to_string(max_repeat_));
+        if (lo > max_repeat_ || hi > max_repeat_)
+          return Error("repetition bound above " + std::to_string(max_repeat_));
         if (hi >= 0 && hi < lo) return Error("repetition {m,n} with n < m");
         *atom = b_.Repeat(*atom, lo, hi);
       } else {
@@ -193,7 +197,8 @@ class GbnfParser {
     SkipSpace();
     const size_t s = i_;
     int64_t v = 0;
-    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9' && v <= max_repeat_) v = v * 10 + (t_[i_++] - '0');
+    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9' && v <= max_repeat_)
+      v = v * 10 + (t_[i_++] - '0');
     *out = v;
     return i_ > s;
   }
@@ -203,11 +208,15 @@ class GbnfParser {
     uint32_t v = 0;
     for (int k = 0; k < n; ++k) {
       const char h = t_[i_++];
-      const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      const int d = h >= '0' && h <= '9'   ? h - '0'
+                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
       if (d < 0) return Error("bad hex digit");
       v = v * 16 + static_cast<uint32_t>(d);
     }
-    if (v > kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF)) return Error("escape is not a Unicode scalar value");
+    if (v > kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF))
+      return Error("escape is not a Unicode scalar value");
     return v;
   }
 
@@ -217,14 +226,28 @@ class GbnfParser {
       if (++i_ >= t_.size()) return Error("trailing backslash");
       const char e = t_[i_++];
       switch (e) {
-        case 'n': return uint32_t{'\n'};
-        case 'r': return uint32_t{'\r'};
-        case 't': return uint32_t{'\t'};
-        case 'x': return Hex(2);
-        case 'u': return Hex(4);
-        case 'U': return Hex(8);
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': return static_cast<uint32_t>(e);
-        default: return Error(std::string("unknown escape \\") + e);
+        case 'n':
+          return uint32_t{'\n'};
+        case 'r':
+          return uint32_t{'\r'};
+        case 't':
+          return uint32_t{'\t'};
+        case 'x':
+          return Hex(2);
+        case 'u':
+          return Hex(4);
+        case 'U':
+          return Hex(8);
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+          return static_cast<uint32_t>(e);
+        default:
+          return Error(std::string("unknown escape \\") + e);
       }
     }
     const auto c0 = static_cast<uint8_t>(t_[i_]);

@@ -41,7 +41,9 @@ std::vector<Element> GrammarBuilder::LiteralSeq(std::string_view bytes) {
   return seq;
 }
 
-Element GrammarBuilder::Literal(std::string_view bytes) { return Seq(LiteralSeq(bytes), "literal"); }
+Element GrammarBuilder::Literal(std::string_view bytes) {
+  return Seq(LiteralSeq(bytes), "literal");
+}
 
 Element GrammarBuilder::Seq(std::vector<Element> seq, const char* name) {
   if (seq.size() == 1) return seq[0];
@@ -103,7 +105,8 @@ Element GrammarBuilder::Repeat(Element e, int64_t min, int64_t max) {
   return Seq(std::move(seq), "rep");
 }
 
-Element GrammarBuilder::SeparatedList(Element e, std::vector<Element> sep, int64_t min, int64_t max) {
+Element GrammarBuilder::SeparatedList(Element e, std::vector<Element> sep, int64_t min,
+                                      int64_t max) {
   std::vector<Element> more = sep;
   more.push_back(e);
   const Element tail = Repeat(Seq(std::move(more), "sep_item"), std::max<int64_t>(min - 1, 0),

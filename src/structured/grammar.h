@@ -23,10 +23,10 @@ struct Element {
 };
 
 struct Grammar {
-  std::vector<ByteSet> sets;                  // byte-set id -> set
-  std::vector<std::vector<Element>> alts;     // alternative id -> sequence (may be empty: epsilon)
-  std::vector<std::vector<int32_t>> rules;    // rule id -> alternative ids
-  std::vector<std::string> names;             // rule id -> name (for errors)
+  std::vector<ByteSet> sets;                // byte-set id -> set
+  std::vector<std::vector<Element>> alts;   // alternative id -> sequence (may be empty: epsilon)
+  std::vector<std::vector<int32_t>> rules;  // rule id -> alternative ids
+  std::vector<std::string> names;           // rule id -> name (for errors)
   int32_t root = -1;
 };
 

@@ -37,7 +37,8 @@ std::vector<Element> SameLength(GrammarBuilder& b, const std::string& x, const s
     --to;
   }
   if (from <= to) {
-    std::vector<Element> a = {b.Bytes(ByteSet::Range(static_cast<uint8_t>(from), static_cast<uint8_t>(to)))};
+    std::vector<Element> a = {
+        b.Bytes(ByteSet::Range(static_cast<uint8_t>(from), static_cast<uint8_t>(to)))};
     for (size_t i = 0; i < xr.size(); ++i) a.push_back(Digit(b));
     alts.push_back(std::move(a));
   }
@@ -65,7 +66,8 @@ struct IntRange {
 };
 
 StatusOr<IntRange> IntegerRange(const NumberBounds& bounds) {
-  double lo = -static_cast<double>(kMaxGeneratedInteger), hi = static_cast<double>(kMaxGeneratedInteger);
+  double lo = -static_cast<double>(kMaxGeneratedInteger),
+         hi = static_cast<double>(kMaxGeneratedInteger);
   for (const auto& [v, exclusive, is_lo] : {std::tuple{bounds.lo, bounds.lo_exclusive, true},
                                             std::tuple{bounds.hi, bounds.hi_exclusive, false}}) {
     if (!v) continue;

@@ -19,8 +19,8 @@
 namespace dsinfer::structured {
 
 struct JsonSchemaOptions {
-  int max_whitespace = 2;      // bytes of [ \t\n] allowed between JSON tokens
-  int max_ref_depth = 64;      // nested $ref / allOf expansion
+  int max_whitespace = 2;  // bytes of [ \t\n] allowed between JSON tokens
+  int max_ref_depth = 64;  // nested $ref / allOf expansion
 };
 
 StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_json& schema,

@@ -49,16 +49,20 @@ bool JsonTypeMatches(const std::string& t, const Json& v) {
   if (t == "null") return v.is_null();
   if (t == "number") return v.is_number();
   if (t == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   }
   return false;
 }
 
-StatusOr<const Json*> ResolveRef(const Json& root, const std::string& ref, const std::string& path) {
+StatusOr<const Json*> ResolveRef(const Json& root, const std::string& ref,
+                                 const std::string& path) {
   if (ref.empty() || ref[0] != '#') {
-    return Unimplemented("$ref '" + ref + "' at " + path + " is not a local reference (only '#...' refs are supported)");
+    return Unimplemented("$ref '" + ref + "' at " + path +
+                         " is not a local reference (only '#...' refs are supported)");
   }
-  if (ref.size() > 1 && ref[1] != '/') return Unimplemented("$ref '" + ref + "' at " + path + " uses an anchor");
+  if (ref.size() > 1 && ref[1] != '/')
+    return Unimplemented("$ref '" + ref + "' at " + path + " uses an anchor");
   const Json* cur = &root;
   size_t i = 1;
   while (i < ref.size()) {
@@ -75,7 +79,8 @@ StatusOr<const Json*> ResolveRef(const Json& root, const std::string& ref, const
     }
     if (cur->is_object() && cur->contains(un)) {
       cur = &(*cur)[un];
-    } else if (cur->is_array() && !un.empty() && un.find_first_not_of("0123456789") == std::string::npos &&
+    } else if (cur->is_array() && !un.empty() &&
+               un.find_first_not_of("0123456789") == std::string::npos &&
                std::stoul(un) < cur->size()) {
       cur = &(*cur)[std::stoul(un)];
     } else {
@@ -95,8 +100,10 @@ StatusOr<Json> Flatten(const Json& s, const Json& root, const std::string& path,
   out.erase("allOf");
   if (s.contains("$ref")) {
     if (!s["$ref"].is_string()) return InvalidArgument("$ref at " + path + " must be a string");
-    DSINFER_ASSIGN_OR_RETURN(const Json* target, ResolveRef(root, s["$ref"].get<std::string>(), path));
-    DSINFER_ASSIGN_OR_RETURN(Json t, Flatten(*target, root, s["$ref"].get<std::string>(), depth + 1));
+    DSINFER_ASSIGN_OR_RETURN(const Json* target,
+                             ResolveRef(root, s["$ref"].get<std::string>(), path));
+    DSINFER_ASSIGN_OR_RETURN(Json t,
+                             Flatten(*target, root, s["$ref"].get<std::string>(), depth + 1));
     DSINFER_ASSIGN_OR_RETURN(out, MergeSchemas(std::move(out), t, root, path, depth + 1));
   }
   if (s.contains("allOf")) {
@@ -110,40 +117,47 @@ StatusOr<Json> Flatten(const Json& s, const Json& root, const std::string& path,
   return out;
 }
 
-StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::string& path, int depth) {
+StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::string& path,
+                            int depth) {
   if (b.is_boolean()) {
     if (b.get<bool>()) return a;
     return InvalidArgument("allOf at " + path + " includes false: nothing satisfies it");
   }
   if (a.is_boolean()) {
-    if (!a.get<bool>()) return InvalidArgument("allOf at " + path + " includes false: nothing satisfies it");
+    if (!a.get<bool>())
+      return InvalidArgument("allOf at " + path + " includes false: nothing satisfies it");
     a = Json::object();
   }
-  if (!b.is_object()) return InvalidArgument("the schema at " + path + " must be an object or a boolean");
+  if (!b.is_object())
+    return InvalidArgument("the schema at " + path + " must be an object or a boolean");
   // additionalProperties only sees the properties of its own schema object: merging in another
   // branch's properties would change what it forbids.
   for (const auto& [x, y] : {std::pair<const Json*, const Json*>{&a, &b}, {&b, &a}}) {
-    if (!x->contains("additionalProperties") || (*x)["additionalProperties"] == true || !y->contains("properties") ||
-        !(*y)["properties"].is_object()) {
+    if (!x->contains("additionalProperties") || (*x)["additionalProperties"] == true ||
+        !y->contains("properties") || !(*y)["properties"].is_object()) {
       continue;
     }
     for (const auto& [name, sub] : (*y)["properties"].items()) {
-      if (!x->contains("properties") || !(*x)["properties"].is_object() || !(*x)["properties"].contains(name)) {
-        return Unimplemented("allOf at " + path + " combines additionalProperties with property '" + name +
-                             "' of another subschema (unevaluatedProperties semantics are not supported)");
+      if (!x->contains("properties") || !(*x)["properties"].is_object() ||
+          !(*x)["properties"].contains(name)) {
+        return Unimplemented(
+            "allOf at " + path + " combines additionalProperties with property '" + name +
+            "' of another subschema (unevaluatedProperties semantics are not supported)");
       }
     }
   }
-  static const std::set<std::string> kMax = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"};
-  static const std::set<std::string> kMin = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"};
+  static const std::set<std::string> kMax = {"minimum", "exclusiveMinimum", "minLength", "minItems",
+                                             "minProperties"};
+  static const std::set<std::string> kMin = {"maximum", "exclusiveMaximum", "maxLength", "maxItems",
+                                             "maxProperties"};
   for (const auto& [k, v] : b.items()) {
     if (!a.contains(k) || a[k] == v) {
       a[k] = v;
       continue;
     }
     Json& x = a[k];
-    if (k == "title" || k == "description" || k == "default" || k == "examples" || k == "$comment" || k == "$id" ||
-        k == "$schema" || k == "$defs" || k == "definitions") {
+    if (k == "title" || k == "description" || k == "default" || k == "examples" ||
+        k == "$comment" || k == "$id" || k == "$schema" || k == "$defs" || k == "definitions") {
       continue;
     } else if (k == "properties" && x.is_object() && v.is_object()) {
       for (const auto& [name, sub] : v.items()) {
@@ -165,7 +179,8 @@ StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::
           if (TypesOverlap(t, u)) both.push_back(t == "integer" || u == "integer" ? "integer" : t);
         }
       }
-      if (both.empty()) return InvalidArgument("allOf at " + path + " combines types that never overlap");
+      if (both.empty())
+        return InvalidArgument("allOf at " + path + " combines types that never overlap");
       x = both.size() == 1 ? both[0] : both;
     } else if ((kMax.count(k) || kMin.count(k)) && x.is_number() && v.is_number()) {
       const bool take_max = kMax.count(k) > 0;
@@ -175,7 +190,8 @@ StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::
       for (const auto& e : x) {
         if (std::find(v.begin(), v.end(), e) != v.end()) both.push_back(e);
       }
-      if (both.empty()) return InvalidArgument("allOf at " + path + " has enums with no common value");
+      if (both.empty())
+        return InvalidArgument("allOf at " + path + " has enums with no common value");
       x = both;
     } else if (k == "additionalProperties" || k == "items") {
       if (x == false || v == false) {
@@ -221,10 +237,13 @@ bool ProvablyDisjoint(const Json& a, const Json& b, const Json& root) {
     if (!any) return true;
   }
   // Objects told apart by a property both require, with disjoint schemas.
-  if (a.contains("properties") && b.contains("properties") && a.contains("required") && b.contains("required") &&
-      a["properties"].is_object() && b["properties"].is_object() && a["required"].is_array() && b["required"].is_array()) {
+  if (a.contains("properties") && b.contains("properties") && a.contains("required") &&
+      b.contains("required") && a["properties"].is_object() && b["properties"].is_object() &&
+      a["required"].is_array() && b["required"].is_array()) {
     for (const auto& r : a["required"]) {
-      if (!r.is_string() || std::find(b["required"].begin(), b["required"].end(), r) == b["required"].end()) continue;
+      if (!r.is_string() ||
+          std::find(b["required"].begin(), b["required"].end(), r) == b["required"].end())
+        continue;
       const std::string name = r.get<std::string>();
       if (!a["properties"].contains(name) || !b["properties"].contains(name)) continue;
       auto fa = Flatten(a["properties"][name], root, "#", 0);

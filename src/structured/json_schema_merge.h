@@ -11,15 +11,17 @@
 namespace dsinfer::structured {
 
 // The schema `ref` ("#", "#/$defs/x", "#/definitions/x", any local JSON pointer) points at.
-StatusOr<const nlohmann::ordered_json*> ResolveRef(const nlohmann::ordered_json& root, const std::string& ref,
-                                                   const std::string& path);
+StatusOr<const nlohmann::ordered_json*> ResolveRef(const nlohmann::ordered_json& root,
+                                                   const std::string& ref, const std::string& path);
 // `s` with its top-level $ref and allOf expanded and merged into one schema object.
-StatusOr<nlohmann::ordered_json> Flatten(const nlohmann::ordered_json& s, const nlohmann::ordered_json& root,
+StatusOr<nlohmann::ordered_json> Flatten(const nlohmann::ordered_json& s,
+                                         const nlohmann::ordered_json& root,
                                          const std::string& path, int depth);
 // One schema that holds exactly when both hold (Unimplemented when that is not expressible).
-StatusOr<nlohmann::ordered_json> MergeSchemas(nlohmann::ordered_json a, const nlohmann::ordered_json& b,
-                                              const nlohmann::ordered_json& root, const std::string& path,
-                                              int depth);
+StatusOr<nlohmann::ordered_json> MergeSchemas(nlohmann::ordered_json a,
+                                              const nlohmann::ordered_json& b,
+                                              const nlohmann::ordered_json& root,
+                                              const std::string& path, int depth);
 // True only if no instance can satisfy both (false when unsure).
 bool ProvablyDisjoint(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
                       const nlohmann::ordered_json& root);

@@ -14,7 +14,8 @@ Status Matcher::Advance(int32_t token) {
   const int32_t next = automaton_->AdvanceToken(history_.back(), token);
   if (next == Pda::kDead) {
     DSINFER_RETURN_IF_ERROR(automaton_->status());
-    return InvalidArgument("token " + std::to_string(token) + " is not allowed by the constraint here");
+    return InvalidArgument("token " + std::to_string(token) +
+                           " is not allowed by the constraint here");
   }
   history_.push_back(next);
   ended_.push_back(token == automaton_->vocab().eos_id());
@@ -27,9 +28,13 @@ void Matcher::Rollback(int k) {
   ended_.resize(history_.size());
 }
 
-bool Matcher::IsAccepting() const { return ended_.back() || automaton_->accepting(history_.back()); }
+bool Matcher::IsAccepting() const {
+  return ended_.back() || automaton_->accepting(history_.back());
+}
 
-bool Matcher::IsCompleted() const { return ended_.back() || automaton_->completed(history_.back()); }
+bool Matcher::IsCompleted() const {
+  return ended_.back() || automaton_->completed(history_.back());
+}
 
 std::shared_ptr<const TokenMask> Matcher::Mask() const {
   if (ended_.back()) {

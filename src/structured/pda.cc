@@ -28,7 +28,7 @@ Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(li
   parents_.push_back(-1);
   node_chain_.push_back(-1);
   seen_mark_.push_back(0);
-  configs_.push_back({});  // kDead
+  configs_.push_back({});     // kDead
   config_ids_[{-3}] = kDead;  // no stack, not accepting
   next_.assign(256, kDead);
   DSINFER_CHECK(g_.root >= 0);
@@ -67,7 +67,8 @@ int32_t Pda::After(int32_t node) {
   const uint64_t f = frames_[node];
   const int32_t alt = static_cast<int32_t>(f >> 32);
   const int32_t pos = static_cast<int32_t>(f & 0xffffffffu);
-  if (pos + 1 < static_cast<int32_t>(g_.alts[alt].size())) return Intern(Frame(alt, pos + 1), parents_[node]);
+  if (pos + 1 < static_cast<int32_t>(g_.alts[alt].size()))
+    return Intern(Frame(alt, pos + 1), parents_[node]);
   return parents_[node];  // tail: the caller continues where it would after this rule
 }
 
@@ -85,8 +86,8 @@ int32_t Pda::Close() {
     if (seen_mark_[m] == mark_) continue;
     seen_mark_[m] = mark_;
     if (--budget < 0) {
-      Fail("a grammar expansion visits more than " + std::to_string(int64_t{limits_.max_stacks} * 64) +
-           " parser states");
+      Fail("a grammar expansion visits more than " +
+           std::to_string(int64_t{limits_.max_stacks} * 64) + " parser states");
       return kDead;
     }
     if (m == 0) {

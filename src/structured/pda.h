@@ -20,7 +20,7 @@ namespace dsinfer::structured {
 
 struct PdaLimits {
   int32_t max_configs = 1 << 16;
-  int32_t max_stacks = 2048;     // stacks in one configuration
+  int32_t max_stacks = 2048;  // stacks in one configuration
   int32_t max_nodes = 1 << 22;
 };
 
@@ -51,7 +51,7 @@ class Pda {
   struct Config {
     std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
     bool accept = false;
-    ByteSet first;               // union of the ready frames' byte sets
+    ByteSet first;  // union of the ready frames' byte sets
   };
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const;

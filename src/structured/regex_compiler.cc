@@ -87,7 +87,8 @@ class RegexParser {
         auto number = [&](int64_t* out) {
           const size_t s = j;
           int64_t v = 0;
-          while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9' && v <= max_repeat_) v = v * 10 + (p_[j++] - '0');
+          while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9' && v <= max_repeat_)
+            v = v * 10 + (p_[j++] - '0');
           *out = v;
           return j > s;
         };
@@ -134,7 +135,10 @@ class RegexParser {
     uint32_t v = 0;
     for (int k = 0; k < digits; ++k) {
       const char h = p_[i_++];
-      int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      int d = h >= '0' && h <= '9'   ? h - '0'
+              : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                     : -1;
       if (d < 0) return Error("bad hex digit");
       v = v * 16 + static_cast<uint32_t>(d);
     }
@@ -147,36 +151,85 @@ class RegexParser {
     const char c = p_[i_++];
     CodePointSet s;
     switch (c) {
-      case 'd': s.Add('0', '9'); break;
-      case 'D': s.Add('0', '9'); s = s.Complement(); break;
-      case 'w': s.Add('a', 'z'); s.Add('A', 'Z'); s.Add('0', '9'); s.Add('_', '_'); break;
-      case 'W': s.Add('a', 'z'); s.Add('A', 'Z'); s.Add('0', '9'); s.Add('_', '_'); s = s.Complement(); break;
-      case 's': case 'S':
-        s.Add('\t', '\r'); s.Add(' ', ' '); s.Add(0xA0, 0xA0); s.Add(0x1680, 0x1680); s.Add(0x2000, 0x200A);
-        s.Add(0x2028, 0x2029); s.Add(0x202F, 0x202F); s.Add(0x205F, 0x205F); s.Add(0x3000, 0x3000);
+      case 'd':
+        s.Add('0', '9');
+        break;
+      case 'D':
+        s.Add('0', '9');
+        s = s.Complement();
+        break;
+      case 'w':
+        s.Add('a', 'z');
+        s.Add('A', 'Z');
+        s.Add('0', '9');
+        s.Add('_', '_');
+        break;
+      case 'W':
+        s.Add('a', 'z');
+        s.Add('A', 'Z');
+        s.Add('0', '9');
+        s.Add('_', '_');
+        s = s.Complement();
+        break;
+      case 's':
+      case 'S':
+        s.Add('\t', '\r');
+        s.Add(' ', ' ');
+        s.Add(0xA0, 0xA0);
+        s.Add(0x1680, 0x1680);
+        s.Add(0x2000, 0x200A);
+        s.Add(0x2028, 0x2029);
+        s.Add(0x202F, 0x202F);
+        s.Add(0x205F, 0x205F);
+        s.Add(0x3000, 0x3000);
         if (c == 'S') s = s.Complement();
         break;
-      case 'n': s = CodePointSet::Of('\n'); break;
-      case 't': s = CodePointSet::Of('\t'); break;
-      case 'r': s = CodePointSet::Of('\r'); break;
-      case 'f': s = CodePointSet::Of('\f'); break;
-      case 'v': s = CodePointSet::Of('\v'); break;
-      case '0': s = CodePointSet::Of(0); break;
-      case 'x': { DSINFER_ASSIGN_OR_RETURN(uint32_t v, Hex(2)); s = CodePointSet::Of(v); break; }
+      case 'n':
+        s = CodePointSet::Of('\n');
+        break;
+      case 't':
+        s = CodePointSet::Of('\t');
+        break;
+      case 'r':
+        s = CodePointSet::Of('\r');
+        break;
+      case 'f':
+        s = CodePointSet::Of('\f');
+        break;
+      case 'v':
+        s = CodePointSet::Of('\v');
+        break;
+      case '0':
+        s = CodePointSet::Of(0);
+        break;
+      case 'x': {
+        DSINFER_ASSIGN_OR_RETURN(uint32_t v, Hex(2));
+        s = CodePointSet::Of(v);
+        break;
+      }
       case 'u': {
         if (Eat('{')) return Unsupported("\\u{...} escape");
         DSINFER_ASSIGN_OR_RETURN(uint32_t v, Hex(4));
-        if (v >= 0xD800 && v <= 0xDFFF) return Unsupported("surrogate escape \\u" + std::to_string(v));
+        if (v >= 0xD800 && v <= 0xDFFF)
+          return Unsupported("surrogate escape \\u" + std::to_string(v));
         s = CodePointSet::Of(v);
         break;
       }
       case 'b':
-        if (in_class) { s = CodePointSet::Of('\b'); break; }
+        if (in_class) {
+          s = CodePointSet::Of('\b');
+          break;
+        }
         return Unsupported("word boundary \\b");
-      case 'B': return Unsupported("word boundary \\B");
-      case 'p': case 'P': return Unsupported("Unicode property escape \\p{...}");
-      case 'k': return Unsupported("named backreference \\k");
-      case 'c': return Unsupported("control escape \\c");
+      case 'B':
+        return Unsupported("word boundary \\B");
+      case 'p':
+      case 'P':
+        return Unsupported("Unicode property escape \\p{...}");
+      case 'k':
+        return Unsupported("named backreference \\k");
+      case 'c':
+        return Unsupported("control escape \\c");
       default:
         if (c >= '1' && c <= '9') return Unsupported("backreference \\" + std::string(1, c));
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
@@ -219,7 +272,8 @@ class RegexParser {
           DSINFER_ASSIGN_OR_RETURN(uint32_t c, Utf8Char());
           hi_item = CodePointSet::Of(c);
         }
-        if (hi_item.ranges().size() != 1 || hi_item.ranges()[0].first != hi_item.ranges()[0].second) {
+        if (hi_item.ranges().size() != 1 ||
+            hi_item.ranges()[0].first != hi_item.ranges()[0].second) {
           return Error("a class escape cannot end a range");
         }
         const uint32_t lo = item.ranges()[0].first, hi = hi_item.ranges()[0].first;
@@ -246,7 +300,8 @@ class RegexParser {
         } else if (Peek('=') || Peek('!') || Peek('<')) {
           return Unsupported("lookaround (?=, (?!, (?<=, (?<!");
         } else {
-          return Unsupported("inline flags or group syntax (?" + std::string(1, i_ < p_.size() ? p_[i_] : ' '));
+          return Unsupported("inline flags or group syntax (?" +
+                             std::string(1, i_ < p_.size() ? p_[i_] : ' '));
         }
       }
       if (++depth_ > 200) return Error("groups nested deeper than 200");

@@ -2,8 +2,8 @@
 
 namespace dsinfer::structured {
 
-TokenAutomaton::TokenAutomaton(Grammar grammar, std::shared_ptr<const Vocabulary> vocab, PdaLimits limits,
-                               size_t max_cached_masks)
+TokenAutomaton::TokenAutomaton(Grammar grammar, std::shared_ptr<const Vocabulary> vocab,
+                               PdaLimits limits, size_t max_cached_masks)
     : pda_(std::move(grammar), limits),
       vocab_(std::move(vocab)),
       initial_(pda_.initial()),

@@ -15,17 +15,19 @@ std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::stri
   v->eos_id_ = eos_id;
   std::vector<int32_t> order;
   for (size_t i = 0; i < token_bytes.size(); ++i) {
-    if (!token_bytes[i].empty() && token_bytes[i].size() < 60000) order.push_back(static_cast<int32_t>(i));
+    if (!token_bytes[i].empty() && token_bytes[i].size() < 60000)
+      order.push_back(static_cast<int32_t>(i));
   }
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return token_bytes[a] < token_bytes[b] || (token_bytes[a] == token_bytes[b] && a < b);
   });
-  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common prefix.
+  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common
+  // prefix.
   v->byte_.push_back(0);
   v->depth_.push_back(0);
   v->end_.push_back(0);
   std::vector<int32_t> node_tokens_owner;  // node of each entry of tok_ids_
-  std::vector<int32_t> path = {0};        // node at each depth
+  std::vector<int32_t> path = {0};         // node at each depth
   const std::string* prev = nullptr;
   for (int32_t id : order) {
     const std::string& s = token_bytes[id];

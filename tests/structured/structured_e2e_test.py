@@ -82,6 +82,15 @@ BAD = [
 ]
 
 
+def read_results(path):
+    results = {}
+    with open(path) as f:
+        for line in f:
+            d = json.loads(line)
+            results[d["id"]] = d
+    return results
+
+
 def main():
     dsinfer, tok_dir, scratch = sys.argv[1:4]
     os.makedirs(scratch, exist_ok=True)
@@ -116,6 +125,10 @@ def main():
     checks["json_object"] = ("json_object", None)
     for i, bad in enumerate(BAD):
         requests.append(dict(base, id=f"bad{i}", **bad))
+    # Thinking chat: the constraint starts after </think> (forced first by a logit bias).
+    chat = {k: v for k, v in base.items() if k != "prompt"}
+    requests.append(dict(chat, id="thinking", seed=7, messages=[{"role": "user", "content": "Yes or no?"}],
+                         thinking=True, logit_bias={"128822": 100}, structured_outputs={"choice": ["yes", "no"]}))
     inp = os.path.join(scratch, "in.jsonl")
     out = os.path.join(scratch, "out.jsonl")
     with open(inp, "w") as f:
@@ -126,12 +139,21 @@ def main():
     if proc.returncode not in (0, 1):
         print(proc.stdout, proc.stderr)
         return 1
-    results = {}
-    with open(out) as f:
-        for line in f:
-            d = json.loads(line)
-            results[d["id"]] = d
+    results = read_results(out)
+    # Determinism: a seeded constrained request alone gives the tokens it got in the batch.
+    alone = os.path.join(scratch, "alone.jsonl")
+    with open(alone, "w") as f:
+        f.write(json.dumps(requests[5]) + "\n")
+    subprocess.run([dsinfer, "generate", "--model", model, "--input", alone, "--output", alone + ".out", "--quiet",
+                    "--threads", "2"], check=True, capture_output=True, timeout=300)
     failures, outputs, stopped = [], 0, 0
+    solo = read_results(alone + ".out")[requests[5]["id"]]
+    if [c["ids"] for c in solo["choices"]] != [c["ids"] for c in results[requests[5]["id"]]["choices"]]:
+        failures.append("a seeded constrained request gave different tokens alone and in the batch")
+    t = results.get("thinking", {}).get("choices", [{}])[0]
+    if t.get("ids", [None])[0] != 128822 or t.get("finish_reason") != "stop" or \
+            t.get("text", "").replace("</think>", "") not in ("yes", "no"):
+        failures.append(f"thinking: expected </think> then a constrained choice, got {t}")
     for i in range(len(BAD)):
         d = results.get(f"bad{i}", {})
         if "error" not in d or d["error"]["code"] not in ("INVALID_ARGUMENT", "UNIMPLEMENTED"):

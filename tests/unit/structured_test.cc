@@ -36,11 +36,15 @@ TEST(StructuredRegexTest, ClassesEscapesAndUnicode) {
 }
 
 TEST(StructuredRegexTest, UnsupportedAndBadPatternsAreErrors) {
-  for (const char* p : {"(a)\\1", "a(?=b)", "\\bword", "a{3,2}", "(ab", "ab)", "[z-a]", "*a", "\\p{L}"}) {
-    auto a = structured::CompileConstraint(Spec(ConstraintKind::kRegex, p), testing::TestVocabulary());
+  for (const char* p :
+       {"(a)\\1", "a(?=b)", "\\bword", "a{3,2}", "(ab", "ab)", "[z-a]", "*a", "\\p{L}"}) {
+    auto a =
+        structured::CompileConstraint(Spec(ConstraintKind::kRegex, p), testing::TestVocabulary());
     EXPECT_FALSE(a.ok()) << p;
   }
-  EXPECT_FALSE(structured::CompileConstraint(Spec(ConstraintKind::kRegex, "a{20000}"), testing::TestVocabulary()).ok());
+  EXPECT_FALSE(structured::CompileConstraint(Spec(ConstraintKind::kRegex, "a{20000}"),
+                                             testing::TestVocabulary())
+                   .ok());
   // A small grammar with a huge language compiles, and running it hits the state bound: an error
   // for the request, not a hang or an out-of-memory.
   auto big = Compile(Spec(ConstraintKind::kRegex, "((a{1000}){1000}){1000}"));
@@ -52,9 +56,16 @@ TEST(StructuredRegexTest, UnsupportedAndBadPatternsAreErrors) {
 
 // Property test: the automaton agrees with std::regex (ECMAScript) on random strings.
 TEST(StructuredRegexTest, AgreesWithStdRegexOnRandomStrings) {
-  const std::vector<std::string> patterns = {
-      "a*b+c?", "(ab|a)(c|bcd)*", "[a-c]{2,4}d", "x(y|z){0,2}[^xyz]", "(a|b|)*c", "[0-9]+(\\.[0-9]{1,2})?",
-      "-?(0|[1-9][0-9]*)", "((ab)?c)+", "[ab]*a[ab]{2}", "(a+|b+)*d"};
+  const std::vector<std::string> patterns = {"a*b+c?",
+                                             "(ab|a)(c|bcd)*",
+                                             "[a-c]{2,4}d",
+                                             "x(y|z){0,2}[^xyz]",
+                                             "(a|b|)*c",
+                                             "[0-9]+(\\.[0-9]{1,2})?",
+                                             "-?(0|[1-9][0-9]*)",
+                                             "((ab)?c)+",
+                                             "[ab]*a[ab]{2}",
+                                             "(a+|b+)*d"};
   std::mt19937 rng(1);
   const std::string alphabet = "abcdxyz019.-";
   for (const auto& p : patterns) {
@@ -106,7 +117,8 @@ TEST(StructuredMaskTest, MaskEqualsBruteForceOverEveryToken) {
         structured::Matcher probe = m;
         brute = probe.Advance(id).ok();
       }
-      EXPECT_EQ(structured::MaskHas(mask->data(), id), brute) << "token " << id << " at step " << step;
+      EXPECT_EQ(structured::MaskHas(mask->data(), id), brute)
+          << "token " << id << " at step " << step;
       if (brute) allowed.push_back(id);
     }
     ASSERT_FALSE(allowed.empty());
@@ -160,9 +172,10 @@ TEST(StructuredGbnfTest, ArithmeticGrammar) {
 }
 
 TEST(StructuredGbnfTest, ErrorsAreReported) {
-  for (const char* g : {"root ::= foo", "expr ::= \"a\"", "root ::= root \"a\" | \"b\"", "root ::= \"a", "root ::= [b-a]",
-                        "root ::= \"a\"\nroot ::= \"b\""}) {
-    auto a = structured::CompileConstraint(Spec(ConstraintKind::kGrammar, g), testing::TestVocabulary());
+  for (const char* g : {"root ::= foo", "expr ::= \"a\"", "root ::= root \"a\" | \"b\"",
+                        "root ::= \"a", "root ::= [b-a]", "root ::= \"a\"\nroot ::= \"b\""}) {
+    auto a =
+        structured::CompileConstraint(Spec(ConstraintKind::kGrammar, g), testing::TestVocabulary());
     EXPECT_FALSE(a.ok()) << g;
   }
 }
@@ -184,12 +197,14 @@ TEST(StructuredJsonTest, SchemaBasics) {
 }
 
 TEST(StructuredJsonTest, RefsRecursionAndCombinators) {
-  auto a = Compile(Spec(ConstraintKind::kJsonSchema, R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
+  auto a = Compile(
+      Spec(ConstraintKind::kJsonSchema, R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
       "properties":{"v":{"anyOf":[{"type":"null"},{"type":"string","maxLength":2}]},
       "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}}})"));
   EXPECT_TRUE(Matches(*a, R"({"v":null,"kids":[{"v":"ab"},{"v":null,"kids":[]}]})"));
   EXPECT_FALSE(Matches(*a, R"({"v":"abc"})"));
-  auto all = Compile(Spec(ConstraintKind::kJsonSchema, R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},
+  auto all = Compile(Spec(ConstraintKind::kJsonSchema,
+                          R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},
       "required":["a"]},{"properties":{"b":{"type":"boolean"}},"required":["b"]}]})"));
   EXPECT_TRUE(Matches(*all, R"({"a":1,"b":true})"));
   EXPECT_FALSE(Matches(*all, R"({"a":1})"));
@@ -223,10 +238,12 @@ TEST(StructuredJsonTest, UnsupportedAndInvalidSchemasAreClearErrors) {
       {R"(false)", "nothing satisfies"},
       {R"({"type":"integer","multipleOf":3})", "'multipleOf'"},
       {R"({"type":"number" )", "not valid JSON"},
-      {R"({"allOf":[{"properties":{"a":{}}}],"additionalProperties":false})", "additionalProperties"},
+      {R"({"allOf":[{"properties":{"a":{}}}],"additionalProperties":false})",
+       "additionalProperties"},
   };
   for (const auto& [schema, what] : cases) {
-    auto a = structured::CompileConstraint(Spec(ConstraintKind::kJsonSchema, schema), testing::TestVocabulary());
+    auto a = structured::CompileConstraint(Spec(ConstraintKind::kJsonSchema, schema),
+                                           testing::TestVocabulary());
     ASSERT_FALSE(a.ok()) << schema;
     EXPECT_NE(a.status().message().find(what), std::string::npos) << a.status().ToString();
   }
@@ -240,18 +257,25 @@ TEST(StructuredSpecTest, ParsesOpenAiAndVllmKeys) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->kind, ConstraintKind::kJsonSchema);
   EXPECT_LT(s->text.find("\"b\""), s->text.find("\"a\""));  // property order kept
-  s = structured::ParseOutputConstraint(nlohmann::json::parse(R"({"response_format":{"type":"json_object"}})"));
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"response_format":{"type":"json_object"}})"));
   EXPECT_EQ(s->kind, ConstraintKind::kJsonObject);
-  s = structured::ParseOutputConstraint(nlohmann::json::parse(R"({"response_format":{"type":"text"}})"));
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"response_format":{"type":"text"}})"));
   EXPECT_FALSE(s->active());
-  s = structured::ParseOutputConstraint(nlohmann::json::parse(R"({"structured_outputs":{"choice":["a","b"]}})"));
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"structured_outputs":{"choice":["a","b"]}})"));
   EXPECT_EQ(s->kind, ConstraintKind::kChoice);
   EXPECT_EQ(s->choices.size(), 2u);
-  s = structured::ParseOutputConstraint(nlohmann::json::parse(R"({"structured_outputs":{"regex":"a+"}})"));
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"structured_outputs":{"regex":"a+"}})"));
   EXPECT_EQ(s->kind, ConstraintKind::kRegex);
-  for (const char* bad : {R"({"response_format":{"type":"xml"}})", R"({"structured_outputs":{"regex":"a","choice":["b"]}})",
-                          R"({"structured_outputs":{"json":{},"foo":1}})", R"({"response_format":{"type":"json_object"},
-                          "structured_outputs":{"regex":"a"}})", R"({"structured_outputs":{"choice":[]}})"}) {
+  for (const char* bad : {R"({"response_format":{"type":"xml"}})",
+                          R"({"structured_outputs":{"regex":"a","choice":["b"]}})",
+                          R"({"structured_outputs":{"json":{},"foo":1}})",
+                          R"({"response_format":{"type":"json_object"},
+                          "structured_outputs":{"regex":"a"}})",
+                          R"({"structured_outputs":{"choice":[]}})"}) {
     EXPECT_FALSE(structured::ParseOutputConstraint(nlohmann::json::parse(bad)).ok()) << bad;
   }
 }

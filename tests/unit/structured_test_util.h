@@ -16,9 +16,10 @@ inline std::shared_ptr<const structured::Vocabulary> TestVocabulary() {
   static const auto vocab = [] {
     std::vector<std::string> bytes;
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-    for (const char* piece : {"{\"", "\":", "\": ", ", \"", "\"}", "true", "false", "null", "ab", "abc", "12",
-                              "123", "\",", "},", "[{", "}]", "  ", "name", "\"name\"", "-0", ".5", "\\n",
-                              "\\u00", "é", "日本", "\xe6\x97", "\xa5"}) {
+    for (const char* piece :
+         {"{\"",      "\":", "\": ", ", \"", "\"}",   "true", "false", "null",     "ab",
+          "abc",      "12",  "123",  "\",",  "},",    "[{",   "}]",    "  ",       "name",
+          "\"name\"", "-0",  ".5",   "\\n",  "\\u00", "é",    "日本",  "\xe6\x97", "\xa5"}) {
       bytes.push_back(piece);
     }
     bytes.push_back("");  // EOS (no bytes)
