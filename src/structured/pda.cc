@@ -130,13 +130,34 @@ int32_t Pda::Close() {
 
 int32_t Pda::Compute(int32_t config, uint8_t b) {
   if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
-  work_.clear();
-  for (int32_t m : configs_[config].ready) {
-    const uint64_t f = frames_[m];
-    const Element e = g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu];
-    if (g_.sets[e.index].Has(b)) work_.push_back(After(m));
+  // The next configuration depends only on which ready stacks accept the byte, so every byte
+  // with the same acceptance signature as `b` gets the same transition: one closure per
+  // signature instead of one per byte (a string's interior has ~10 signatures, not ~200 bytes).
+  const std::vector<int32_t> ready = configs_[config].ready;  // Close() may grow configs_
+  const size_t k = ready.size();
+  std::vector<const ByteSet*> sets(k);
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t f = frames_[ready[i]];
+    sets[i] = &g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
   }
-  return Close();
+  work_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    if (sets[i]->Has(b)) work_.push_back(After(ready[i]));
+  }
+  const int32_t result = Close();
+  if (k <= 64 && status_.ok()) {
+    auto signature = [&](int byte) {
+      uint64_t sig = 0;
+      for (size_t i = 0; i < k; ++i) sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
+      return sig;
+    };
+    const uint64_t mine = signature(b);
+    const size_t row = static_cast<size_t>(config) * 256;
+    for (int other = 0; other < 256; ++other) {
+      if (next_[row + other] < 0 && signature(other) == mine) next_[row + other] = result;
+    }
+  }
+  return result;
 }
 
 }  // namespace dsinfer::structured

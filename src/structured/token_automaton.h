@@ -2,7 +2,8 @@
 // automaton (pda.h) plus the allowed-token mask of each of its configurations. A mask is computed
 // once per configuration by walking the vocabulary trie (vocabulary.h) and cached (most steps of a
 // JSON string or number revisit a configuration, so they cost a lookup). Shared by every matcher of
-// the same constraint; thread-safe (one mutex: different constraints run in parallel).
+// the same constraint; thread-safe (one mutex: different constraints run in parallel). Memory:
+// up to `max_cached_masks` masks of vocab/8 bytes (16 KB for V4) plus 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,7 @@ inline bool MaskHas(const uint64_t* mask, int64_t id) { return (mask[id >> 6] >>
 class TokenAutomaton {
  public:
   TokenAutomaton(Grammar grammar, std::shared_ptr<const Vocabulary> vocab, PdaLimits limits = {},
-                 size_t max_cached_masks = 2048);
+                 size_t max_cached_masks = 1024);
 
   int32_t initial() const { return initial_; }
   // The configuration after `token`'s bytes, or Pda::kDead if the token is not allowed.
