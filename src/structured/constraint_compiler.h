@@ -31,7 +31,7 @@ StatusOr<std::shared_ptr<TokenAutomaton>> CompileConstraint(const ConstraintSpec
 class ConstraintCache {
  public:
   ConstraintCache(std::shared_ptr<const Vocabulary> vocab, CompileOptions options = {},
-                  size_t capacity = 64)
+                  size_t capacity = 16)
       : vocab_(std::move(vocab)), options_(options), capacity_(capacity) {}
   // The compiled constraint of `spec` (compiled on first use; errors are not cached).
   StatusOr<std::shared_ptr<TokenAutomaton>> Get(const ConstraintSpec& spec);
