@@ -401,6 +401,10 @@ class Compiler {
           return InvalidArgument("minProperties > 0 with no allowed property at " + path);
         return b_.Seq({b_.Byte('{'), Ws(), b_.Byte('}')}, "empty_object");
       }
+      if (min_props > 1) {
+        // Generated keys could repeat, and a repeated key counts once.
+        return Unimplemented("minProperties above 1 on an object without named properties at " + path);
+      }
       DSINFER_ASSIGN_OR_RETURN(Element value,
                                Compile(additional, path + "/additionalProperties", depth + 1));
       return Members(AnyString(), value, min_props, max_props);

@@ -145,18 +145,28 @@ class RegexParser {
     return v;
   }
 
+  // \D \W \S and negated classes holding \d \w \s match ASCII only: a subset of both the
+  // ECMAScript reading (ASCII classes) and the Unicode one of Python-style validators, so an output
+  // is valid under either.
+  static CodePointSet AsciiComplement(const CodePointSet& s) {
+    CodePointSet ascii;
+    ascii.Add(0, 0x7F);
+    return ascii.Minus(s);
+  }
+
   // After a backslash: a class escape (\d ...) into `set`, or one character.
   Status Escape(CodePointSet* set, bool in_class) {
     if (i_ >= p_.size()) return Error("trailing backslash");
     const char c = p_[i_++];
     CodePointSet s;
+    if (std::string_view("dDwWsS").find(c) != std::string_view::npos) saw_shorthand_ = true;
     switch (c) {
       case 'd':
         s.Add('0', '9');
         break;
       case 'D':
         s.Add('0', '9');
-        s = s.Complement();
+        s = AsciiComplement(s);
         break;
       case 'w':
         s.Add('a', 'z');
@@ -169,7 +179,7 @@ class RegexParser {
         s.Add('A', 'Z');
         s.Add('0', '9');
         s.Add('_', '_');
-        s = s.Complement();
+        s = AsciiComplement(s);
         break;
       case 's':
       case 'S':
@@ -182,7 +192,7 @@ class RegexParser {
         s.Add(0x202F, 0x202F);
         s.Add(0x205F, 0x205F);
         s.Add(0x3000, 0x3000);
-        if (c == 'S') s = s.Complement();
+        if (c == 'S') s = AsciiComplement(s);
         break;
       case 'n':
         s = CodePointSet::Of('\n');
@@ -245,6 +255,7 @@ class RegexParser {
 
   StatusOr<Element> Class() {  // after '['
     const bool negate = Eat('^');
+    saw_shorthand_ = false;
     CodePointSet set;
     bool first = true;
     while (true) {
@@ -283,7 +294,7 @@ class RegexParser {
       }
       set.Add(item);
     }
-    if (negate) set = set.Complement();
+    if (negate) set = saw_shorthand_ ? AsciiComplement(set) : set.Complement();
     if (set.empty()) return Error("empty character class");
     return Char(set);
   }
@@ -348,6 +359,7 @@ class RegexParser {
   int64_t max_repeat_;
   size_t i_ = 0;
   int depth_ = 0;
+  bool saw_shorthand_ = false;  // the class being parsed holds \d \w \s (or their negations)
   std::optional<Element> any_star_;
 };
 

@@ -29,6 +29,8 @@ REGEXES = [
     r"\d{3}-\d{4}",
     r"(yes|no|maybe)!{0,3}",
     r"[^\n\"]{1,10}",
+    r"\D{2,4}\S{1,3}\W?",
+    r"[^\s\d]{1,5}",
 ]
 CHOICES = [["yes", "no"], ["red", "green", "blue", "light blue"], ["日本", "中国", "한국"], ["a", "ab", "abc"]]
 

@@ -170,7 +170,9 @@ TEST(SamplerTest, AllowedMaskIsExactAndDeterministic) {
       const auto probs = s.Probabilities(logits.data(), vocab, in);
       double mass = 0;
       for (int64_t id = 0; id < vocab; ++id) {
-        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) EXPECT_EQ(probs[id], 0.0) << id;
+        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) {
+          EXPECT_EQ(probs[id], 0.0) << id;
+        }
         mass += probs[id];
       }
       EXPECT_NEAR(mass, 1.0, 1e-9);
