@@ -79,7 +79,7 @@ StatusOr<const Json*> ResolveRef(const Json& root, const std::string& ref,
     }
     if (cur->is_object() && cur->contains(un)) {
       cur = &(*cur)[un];
-    } else if (cur->is_array() && !un.empty() &&
+    } else if (cur->is_array() && !un.empty() && un.size() <= 9 &&
                un.find_first_not_of("0123456789") == std::string::npos &&
                std::stoul(un) < cur->size()) {
       cur = &(*cur)[std::stoul(un)];
@@ -208,8 +208,8 @@ StatusOr<Json> MergeSchemas(Json a, const Json& b, const Json& root, const std::
   return a;
 }
 
-bool ProvablyDisjoint(const Json& a, const Json& b, const Json& root) {
-  if (!a.is_object() || !b.is_object()) return false;
+bool ProvablyDisjoint(const Json& a, const Json& b, const Json& root, int depth) {
+  if (depth > 32 || !a.is_object() || !b.is_object()) return false;
   Json sa, sb;
   const Json* va = Values(a, &sa);
   const Json* vb = Values(b, &sb);
@@ -248,7 +248,7 @@ bool ProvablyDisjoint(const Json& a, const Json& b, const Json& root) {
       if (!a["properties"].contains(name) || !b["properties"].contains(name)) continue;
       auto fa = Flatten(a["properties"][name], root, "#", 0);
       auto fb = Flatten(b["properties"][name], root, "#", 0);
-      if (fa.ok() && fb.ok() && ProvablyDisjoint(*fa, *fb, root)) return true;
+      if (fa.ok() && fb.ok() && ProvablyDisjoint(*fa, *fb, root, depth + 1)) return true;
     }
   }
   return false;

@@ -24,7 +24,7 @@ StatusOr<nlohmann::ordered_json> MergeSchemas(nlohmann::ordered_json a,
                                               const std::string& path, int depth);
 // True only if no instance can satisfy both (false when unsure).
 bool ProvablyDisjoint(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
-                      const nlohmann::ordered_json& root);
+                      const nlohmann::ordered_json& root, int depth = 0);
 // `v` is an instance of JSON Schema type `type`.
 bool JsonTypeMatches(const std::string& type, const nlohmann::ordered_json& v);
 

@@ -21,7 +21,7 @@ namespace dsinfer::structured {
 struct PdaLimits {
   int32_t max_configs = 1 << 16;
   int32_t max_stacks = 2048;  // stacks in one configuration
-  int32_t max_nodes = 1 << 22;
+  int32_t max_nodes = 1 << 20;
 };
 
 class Pda {

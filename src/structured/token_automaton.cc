@@ -62,7 +62,13 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   }
   ++stats_.mask_misses;
   auto mask = Walk(config);
-  if (masks_.size() < max_cached_masks_) masks_.emplace(config, mask);
+  if (max_cached_masks_ == 0) return mask;
+  if (masks_.size() >= max_cached_masks_) {
+    masks_.erase(mask_order_.front());
+    mask_order_.pop_front();
+  }
+  masks_.emplace(config, mask);
+  mask_order_.push_back(config);
   return mask;
 }
 

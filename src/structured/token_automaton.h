@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -59,6 +60,7 @@ class TokenAutomaton {
   int32_t initial_;
   size_t max_cached_masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
+  std::deque<int32_t> mask_order_;  // insertion order: the oldest mask goes first when full
   std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk()
   Stats stats_;
 };

@@ -72,6 +72,8 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tok
     if (added.id >= 0 && added.id < tokenizer.id_end()) bytes[added.id].clear();
   }
   if (eos_id >= 0 && eos_id < tokenizer.id_end()) bytes[eos_id].clear();
+  // Ids the model cannot produce (a tokenizer larger than the model's vocabulary) are never allowed.
+  for (int64_t id = vocab_size; id < tokenizer.id_end(); ++id) bytes[static_cast<size_t>(id)].clear();
   return Create(bytes, vocab_size, eos_id);
 }
 

@@ -229,6 +229,7 @@ TEST(StructuredJsonTest, UnsupportedAndInvalidSchemasAreClearErrors) {
       {R"({"type":"string","not":{"const":"a"}})", "'not'"},
       {R"({"type":"object","patternProperties":{"a":{}}})", "'patternProperties'"},
       {R"({"$ref":"#/$defs/missing"})", "does not resolve"},
+      {R"({"$ref":"#/prefixItems/99999999999999999999","prefixItems":[{}]})", "does not resolve"},
       {R"({"$ref":"http://example.com/s.json"})", "not a local reference"},
       {R"({"type":"strin"})", "unknown type"},
       {R"({"type":"string","format":"color"})", "format 'color'"},
