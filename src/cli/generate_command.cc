@@ -13,6 +13,7 @@
 #include "cli/progress_bar.h"
 #include "cli/request_json.h"
 #include "cli/run_summary.h"
+#include "structured/constraint_spec.h"
 #include "dsinfer/engine.h"
 
 namespace dsinfer::cli {
@@ -139,6 +140,12 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
         input.request = InvalidArgument("line " + std::to_string(number) + " is not valid JSON");
       } else {
         input.request = ParseRequestJson(j, defaults);
+        if (input.request.ok() && input.request->params.structured_outputs.active()) {
+          // `json` sorts object keys; a schema's property order is its generation order, so the
+          // constraint is read again from the line with its own key order.
+          auto ordered = structured::ParseOutputConstraint(nlohmann::ordered_json::parse(line, nullptr, false));
+          if (ordered.ok() && ordered->active()) input.request->params.structured_outputs = std::move(*ordered);
+        }
         if (!input.request.ok()) {
           input.request = Status(input.request.status().code(),
                                  "line " + std::to_string(number) + ": " + input.request.status().message());

@@ -187,6 +187,8 @@ def main():
                     ok = spec(text)
             except ValueError as e:
                 ok, why = False, f"not JSON: {e}"
+            if ok and rid == "schema0" and list(json.loads(text)) != ["name", "age"]:
+                ok, why = False, "properties not in schema order"
             if not ok:
                 failures.append(f"{rid}: output {text!r} violates its constraint: {why}")
     rate = stopped / max(outputs, 1)
