@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   const double vocab_ms = Us(Clock::now() - t0) / 1e3;
   std::printf("%s\n", nlohmann::json({{"bench", "structured_vocab"},
                                       {"vocab", vocab->size()},
-                                      {"trie_nodes", vocab->num_nodes()},
+                                      {"trie_nodes", vocab->trie().num_nodes()},
                                       {"build_ms", vocab_ms}})
                           .dump()
                           .c_str());

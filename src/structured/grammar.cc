@@ -91,18 +91,38 @@ Element GrammarBuilder::Repeat(Element e, int64_t min, int64_t max) {
   if (max < 0) {
     seq.push_back(Star(e));
   } else if (max > min) {
-    // tail_k ::= ε | e tail_{k+1}, built from the last one backwards.
+    // tail_r ::= ε | e tail_{r-1} (r iterations left), built from the last one backwards.
     Element tail = Optional(e);
-    for (int64_t k = max - min - 1; k > 0 && status_.ok(); --k) {
+    int32_t window_alt = -1;  // the alternative with kCounterWindow + 1 iterations left
+    for (int64_t left = 2; left <= max - min && status_.ok(); ++left) {
       const int32_t r = NewRule("rep");
       AddAlt(r, {});
       AddAlt(r, {e, tail});
+      const int32_t alt = static_cast<int32_t>(g_.alts.size()) - 1;
+      if (left == kCounterWindow + 1) window_alt = alt;
+      if (left > kCounterWindow + 1 && window_alt >= 0) MarkCounter(alt, e, window_alt, 0);
       tail = Ref(r);
     }
     seq.push_back(tail);
   }
   if (seq.empty()) return Epsilon();
-  return Seq(std::move(seq), "rep");
+  if (seq.size() == 1) return seq[0];
+  const int32_t r = NewRule("rep");
+  AddAlt(r, std::move(seq));
+  if (min > kCounterWindow + 1 && status_.ok()) {
+    MarkCounter(static_cast<int32_t>(g_.alts.size()) - 1, e, -1, static_cast<int32_t>(min));
+  }
+  return Ref(r);
+}
+
+void GrammarBuilder::MarkCounter(int32_t alt, Element e, int32_t canon, int32_t prefix_min) {
+  if (static_cast<int32_t>(g_.canon_alt.size()) <= alt) {
+    g_.canon_alt.resize(static_cast<size_t>(alt) + 1, -1);
+    g_.prefix_min.resize(static_cast<size_t>(alt) + 1, 0);
+  }
+  if (canon >= 0) g_.canon_alt[alt] = canon;
+  if (prefix_min > 0) g_.prefix_min[alt] = prefix_min;
+  counter_elems_.push_back({alt, e});
 }
 
 Element GrammarBuilder::SeparatedList(Element e, std::vector<Element> sep, int64_t min,
@@ -120,13 +140,20 @@ StatusOr<Grammar> GrammarBuilder::Finish(int32_t root) {
   DSINFER_RETURN_IF_ERROR(status_);
   g_.root = root;
   DSINFER_RETURN_IF_ERROR(CheckNoLeftRecursion(g_));
+  // Shared masks need an element that reads a byte per iteration.
+  const std::vector<char> nullable = NullableRules(g_);
+  for (const auto& [alt, e] : counter_elems_) {
+    if (e.is_rule && nullable[e.index]) {
+      g_.canon_alt[alt] = -1;
+      g_.prefix_min[alt] = 0;
+    }
+  }
   return std::move(g_);
 }
 
-Status CheckNoLeftRecursion(const Grammar& g) {
+std::vector<char> NullableRules(const Grammar& g) {
   const size_t n = g.rules.size();
-  // Nullable rules (fixpoint).
-  std::vector<char> nullable(n, 0);
+  std::vector<char> nullable(n, 0);  // fixpoint
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t r = 0; r < n; ++r) {
@@ -147,6 +174,12 @@ Status CheckNoLeftRecursion(const Grammar& g) {
       }
     }
   }
+  return nullable;
+}
+
+Status CheckNoLeftRecursion(const Grammar& g) {
+  const size_t n = g.rules.size();
+  const std::vector<char> nullable = NullableRules(g);
   // Left-edge graph: r -> s when s can start r before a byte is read. A cycle of such edges grows
   // the stack forever unless every edge on it is a tail call (s last in its alternative: the
   // matcher replaces r's frame, and the closure's dedup ends the loop). So: an edge that is not a

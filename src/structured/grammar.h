@@ -17,6 +17,12 @@
 
 namespace dsinfer::structured {
 
+// Counted repetitions e{min,max} (GrammarBuilder::Repeat) are chains of alternatives, one per
+// count. For any token of at most kCounterWindow bytes, two positions of one chain with more than
+// kCounterWindow mandatory (or optional) iterations left behave alike, when e reads at least one
+// byte: the matcher shares their token masks (pda.h: Canonical).
+constexpr int kCounterWindow = 16;
+
 struct Element {
   bool is_rule = false;
   int32_t index = 0;  // rule id (is_rule) or byte-set id
@@ -28,6 +34,13 @@ struct Grammar {
   std::vector<std::vector<int32_t>> rules;  // rule id -> alternative ids
   std::vector<std::string> names;           // rule id -> name (for errors)
   int32_t root = -1;
+  // Counted repetitions (see kCounterWindow), indexed by alternative id (shorter vectors: none):
+  // canon_alt[a] >= 0: a is an optional iteration with more than kCounterWindow + 1 left, which
+  // behaves like canon_alt[a] (the one with kCounterWindow + 1 left); prefix_min[a] > 0: a is the
+  // mandatory part e^min (then the tail), whose positions p < min - kCounterWindow - 1 behave
+  // like min - kCounterWindow - 1.
+  std::vector<int32_t> canon_alt;
+  std::vector<int32_t> prefix_min;
 };
 
 class GrammarBuilder {
@@ -64,13 +77,19 @@ class GrammarBuilder {
  private:
   bool Charge(int64_t n);
 
+  // The repeated element of each counted chain alternative (checked non-nullable at Finish).
+  void MarkCounter(int32_t alt, Element e, int32_t canon, int32_t prefix_min);
+
   Grammar g_;
+  std::vector<std::pair<int32_t, Element>> counter_elems_;
   std::unordered_map<std::string, int32_t> set_ids_;
   int64_t elements_ = 0;
   int64_t max_elements_;
   Status status_;
 };
 
+// Per rule: whether it can match the empty string.
+std::vector<char> NullableRules(const Grammar& g);
 // InvalidArgument naming a rule that can call itself without consuming a byte, or OK.
 Status CheckNoLeftRecursion(const Grammar& g);
 

@@ -113,6 +113,10 @@ int32_t Pda::Close() {
     return kDead;
   }
   std::sort(c.ready.begin(), c.ready.end());
+  return InternConfig(std::move(c));
+}
+
+int32_t Pda::InternConfig(Config c) {
   std::vector<int32_t> key = c.ready;
   key.push_back(c.accept ? -2 : -3);
   auto it = config_ids_.find(key);
@@ -125,6 +129,60 @@ int32_t Pda::Close() {
   configs_.push_back(std::move(c));
   config_ids_.emplace(std::move(key), id);
   next_.resize(next_.size() + 256, -1);
+  return id;
+}
+
+int32_t Pda::CanonicalNode(int32_t node) {
+  std::vector<int32_t> chain;
+  for (int32_t n = node; n != 0; n = parents_[n]) chain.push_back(n);
+  int32_t parent = 0;
+  bool moved = false;
+  for (size_t i = chain.size(); i-- > 0;) {
+    const int32_t n = chain[i];
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    int32_t alt2 = alt, pos2 = pos;
+    if (alt < static_cast<int32_t>(g_.canon_alt.size())) {
+      if (g_.canon_alt[alt] >= 0) alt2 = g_.canon_alt[alt];
+      const int32_t edge = g_.prefix_min[alt] - kCounterWindow - 1;
+      if (g_.prefix_min[alt] > 0 && pos < edge) pos2 = edge;
+    }
+    if (!moved && alt2 == alt && pos2 == pos) {
+      parent = n;  // unchanged so far: the original node
+      continue;
+    }
+    moved = true;
+    parent = Intern(Frame(alt2, pos2), parent);
+    if (parent < 0) return -1;
+  }
+  return parent;
+}
+
+int32_t Pda::Canonical(int32_t config) {
+  if (!has_counters() || config == kDead) return config;
+  auto it = canonical_.find(config);
+  if (it != canonical_.end()) return it->second;
+  Config c;
+  c.accept = configs_[config].accept;
+  bool moved = false;
+  for (int32_t m : configs_[config].ready) {
+    const int32_t n = CanonicalNode(m);
+    if (n < 0) return config;
+    moved |= n != m;
+    c.ready.push_back(n);
+  }
+  int32_t id = config;
+  if (moved) {
+    std::sort(c.ready.begin(), c.ready.end());
+    c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+    for (int32_t m : c.ready) {
+      const uint64_t f = frames_[m];
+      c.first |= g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
+    }
+    id = InternConfig(std::move(c));
+    if (id == kDead) id = config;
+  }
+  canonical_[config] = id;
   return id;
 }
 

@@ -44,6 +44,12 @@ class Pda {
   bool can_continue(int32_t config) const { return !configs_[config].ready.empty(); }
   const ByteSet& first_bytes(int32_t config) const { return configs_[config].first; }
   int32_t num_configs() const { return static_cast<int32_t>(configs_.size()); }
+  // A configuration that accepts the same tokens of at most kCounterWindow bytes as `config`:
+  // counted-repetition frames with more than the window left are moved to the window's edge
+  // (grammar.h), so the positions of a long bounded string share one such configuration.
+  // `config` itself when nothing moves (or a limit was hit).
+  int32_t Canonical(int32_t config);
+  bool has_counters() const { return !g_.canon_alt.empty(); }
   const Status& status() const { return status_; }
   const Grammar& grammar() const { return g_; }
 
@@ -65,6 +71,10 @@ class Pda {
   int32_t After(int32_t node);
   // Expands `work_` to the configuration it stands for and interns it.
   int32_t Close();
+  // The id of `c` (ready sorted and unique), added if new; kDead past the limit.
+  int32_t InternConfig(Config c);
+  // `node` with its counted-repetition frames moved to the window's edge; -1 at a limit.
+  int32_t CanonicalNode(int32_t node);
   int32_t Compute(int32_t config, uint8_t b);
   void Fail(const std::string& what);
 
@@ -78,6 +88,7 @@ class Pda {
   std::vector<Config> configs_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
   std::vector<int32_t> next_;  // [configs, 256]; -1: not computed
+  std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   int32_t initial_ = kDead;
   Status status_;
   // Scratch of Close().

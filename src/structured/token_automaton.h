@@ -1,7 +1,10 @@
 // TokenAutomaton: a compiled constraint over one vocabulary: the lazily determinized byte
 // automaton (pda.h) plus the allowed-token mask of each of its configurations. A mask is computed
 // once per configuration by walking the vocabulary trie (vocabulary.h) and cached (most steps of a
-// JSON string or number revisit a configuration, so they cost a lookup). Shared by every matcher of
+// JSON string or number revisit a configuration, so they cost a lookup). A bounded repetition (a
+// maxLength string) visits a new configuration per character; its masks are split into the tokens
+// of at most kCounterWindow bytes, shared by all positions with more than that left (Pda::Canonical),
+// and the few longer tokens, walked per configuration. Shared by every matcher of
 // the same constraint; thread-safe (one mutex: different constraints run in parallel). Memory:
 // up to `max_cached_masks` masks of vocab/8 bytes (16 KB for V4) plus 1 KB per configuration.
 #pragma once
@@ -52,7 +55,12 @@ class TokenAutomaton {
   Stats stats();
 
  private:
-  std::shared_ptr<const TokenMask> Walk(int32_t config);
+  // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
+  void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
+  // Insert with first-in-first-out eviction.
+  static void Remember(std::unordered_map<int32_t, std::shared_ptr<const TokenMask>>* cache,
+                       std::deque<int32_t>* order, size_t cap, int32_t key,
+                       std::shared_ptr<const TokenMask> mask);
 
   std::mutex mu_;
   Pda pda_;
@@ -61,6 +69,9 @@ class TokenAutomaton {
   size_t max_cached_masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   std::deque<int32_t> mask_order_;  // insertion order: the oldest mask goes first when full
+  // Masks over the tokens of at most kCounterWindow bytes, by canonical configuration.
+  std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> short_masks_;
+  std::deque<int32_t> short_order_;
   std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk()
   Stats stats_;
 };

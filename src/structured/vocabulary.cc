@@ -7,27 +7,13 @@
 
 namespace dsinfer::structured {
 
-std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::string>& token_bytes,
-                                                     int64_t vocab_size, int32_t eos_id) {
-  auto v = std::make_shared<Vocabulary>();
-  v->bytes_ = token_bytes;
-  v->vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(token_bytes.size()));
-  v->eos_id_ = eos_id;
-  std::vector<int32_t> order;
-  for (size_t i = 0; i < token_bytes.size(); ++i) {
-    if (!token_bytes[i].empty() && token_bytes[i].size() < 60000)
-      order.push_back(static_cast<int32_t>(i));
-  }
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<int32_t> order) {
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return token_bytes[a] < token_bytes[b] || (token_bytes[a] == token_bytes[b] && a < b);
   });
-  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common
-  // prefix.
-  v->byte_.push_back(0);
-  v->depth_.push_back(0);
-  v->end_.push_back(0);
-  std::vector<int32_t> node_tokens_owner;  // node of each entry of tok_ids_
-  std::vector<int32_t> path = {0};         // node at each depth
+  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common prefix.
+  std::vector<int32_t> owners;  // node of each entry of tok_ids_
+  std::vector<int32_t> path = {0};
   const std::string* prev = nullptr;
   for (int32_t id : order) {
     const std::string& s = token_bytes[id];
@@ -36,29 +22,46 @@ std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::stri
       while (common < s.size() && common < prev->size() && s[common] == (*prev)[common]) ++common;
     }
     while (path.size() > common + 1) {
-      v->end_[path.back()] = static_cast<int32_t>(v->byte_.size());
+      end_[path.back()] = static_cast<int32_t>(byte_.size());
       path.pop_back();
     }
     for (size_t d = common; d < s.size(); ++d) {
-      path.push_back(static_cast<int32_t>(v->byte_.size()));
-      v->byte_.push_back(static_cast<uint8_t>(s[d]));
-      v->depth_.push_back(static_cast<uint16_t>(d + 1));
-      v->end_.push_back(0);
+      path.push_back(static_cast<int32_t>(byte_.size()));
+      byte_.push_back(static_cast<uint8_t>(s[d]));
+      depth_.push_back(static_cast<uint16_t>(d + 1));
+      end_.push_back(0);
     }
-    v->max_depth_ = std::max<int32_t>(v->max_depth_, static_cast<int32_t>(s.size()));
-    v->tok_ids_.push_back(id);
-    node_tokens_owner.push_back(path.back());
+    max_depth_ = std::max<int32_t>(max_depth_, static_cast<int32_t>(s.size()));
+    tok_ids_.push_back(id);
+    owners.push_back(path.back());
     prev = &s;
   }
   while (!path.empty()) {
-    v->end_[path.back()] = static_cast<int32_t>(v->byte_.size());
+    end_[path.back()] = static_cast<int32_t>(byte_.size());
     path.pop_back();
   }
   // tok_ids_ is in preorder of its nodes already (sorted strings); index it per node.
-  const int32_t n = static_cast<int32_t>(v->byte_.size());
-  v->tok_begin_.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t owner : node_tokens_owner) ++v->tok_begin_[owner + 1];
-  std::partial_sum(v->tok_begin_.begin(), v->tok_begin_.end(), v->tok_begin_.begin());
+  const int32_t n = static_cast<int32_t>(byte_.size());
+  tok_begin_.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t owner : owners) ++tok_begin_[owner + 1];
+  std::partial_sum(tok_begin_.begin(), tok_begin_.end(), tok_begin_.begin());
+}
+
+std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::string>& token_bytes,
+                                                     int64_t vocab_size, int32_t eos_id) {
+  auto v = std::make_shared<Vocabulary>();
+  v->bytes_ = token_bytes;
+  v->vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(token_bytes.size()));
+  v->eos_id_ = eos_id;
+  std::vector<int32_t> all, long_ones;
+  for (size_t i = 0; i < token_bytes.size(); ++i) {
+    const size_t n = token_bytes[i].size();
+    if (n == 0 || n >= 60000) continue;
+    all.push_back(static_cast<int32_t>(i));
+    if (n > static_cast<size_t>(kCounterWindow)) long_ones.push_back(static_cast<int32_t>(i));
+  }
+  v->trie_ = TokenTrie(token_bytes, std::move(all));
+  v->long_trie_ = TokenTrie(token_bytes, std::move(long_ones));
   return v;
 }
 

@@ -10,9 +10,35 @@
 #include <string>
 #include <vector>
 
+#include "structured/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsinfer::structured {
+
+// A byte trie of token spellings in preorder; node 0 is the root (the empty prefix).
+class TokenTrie {
+ public:
+  TokenTrie() = default;
+  // The tokens `ids` of `bytes` (each non-empty).
+  TokenTrie(const std::vector<std::string>& bytes, std::vector<int32_t> ids);
+
+  int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
+  uint8_t node_byte(int32_t n) const { return byte_[n]; }
+  uint16_t node_depth(int32_t n) const { return depth_[n]; }
+  int32_t subtree_end(int32_t n) const { return end_[n]; }  // one past the last node below n
+  // Tokens spelled exactly by the path to n: token_ids()[token_begin(n) .. token_begin(n + 1)).
+  int32_t token_begin(int32_t n) const { return tok_begin_[n]; }
+  const std::vector<int32_t>& token_ids() const { return tok_ids_; }
+  int32_t max_depth() const { return max_depth_; }
+
+ private:
+  std::vector<uint8_t> byte_ = {0};
+  std::vector<uint16_t> depth_ = {0};
+  std::vector<int32_t> end_ = {1};
+  std::vector<int32_t> tok_begin_ = {0, 0};  // [num_nodes + 1]
+  std::vector<int32_t> tok_ids_;
+  int32_t max_depth_ = 0;
+};
 
 class Vocabulary {
  public:
@@ -30,26 +56,17 @@ class Vocabulary {
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   int64_t num_ids() const { return static_cast<int64_t>(bytes_.size()); }
 
-  // Trie in preorder; node 0 is the root (the empty prefix).
-  int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
-  uint8_t node_byte(int32_t n) const { return byte_[n]; }
-  uint16_t node_depth(int32_t n) const { return depth_[n]; }
-  int32_t subtree_end(int32_t n) const { return end_[n]; }  // one past the last node below n
-  // Tokens spelled exactly by the path to n: token_ids()[token_begin(n) .. token_begin(n + 1)).
-  int32_t token_begin(int32_t n) const { return tok_begin_[n]; }
-  const std::vector<int32_t>& token_ids() const { return tok_ids_; }
-  int32_t max_depth() const { return max_depth_; }
+  // Every token, and the tokens longer than kCounterWindow bytes alone (grammar.h: masks of
+  // counted repetitions are shared up to that length; the long tokens are walked per state).
+  const TokenTrie& trie() const { return trie_; }
+  const TokenTrie& long_trie() const { return long_trie_; }
 
  private:
   std::vector<std::string> bytes_;
   int64_t vocab_size_ = 0;
   int32_t eos_id_ = -1;
-  std::vector<uint8_t> byte_;
-  std::vector<uint16_t> depth_;
-  std::vector<int32_t> end_;
-  std::vector<int32_t> tok_begin_;  // [num_nodes + 1]
-  std::vector<int32_t> tok_ids_;
-  int32_t max_depth_ = 0;
+  TokenTrie trie_;
+  TokenTrie long_trie_;
 };
 
 }  // namespace dsinfer::structured

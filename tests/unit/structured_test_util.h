@@ -22,6 +22,13 @@ inline std::shared_ptr<const structured::Vocabulary> TestVocabulary() {
           "\"name\"", "-0",  ".5",   "\\n",  "\\u00", "é",    "日本",  "\xe6\x97", "\xa5"}) {
       bytes.push_back(piece);
     }
+    // Tokens longer than kCounterWindow (16) bytes, and ones around it, for bounded repetitions.
+    for (int n : {15, 16, 17, 18, 24, 40}) {
+      bytes.push_back(std::string(static_cast<size_t>(n), 'a'));
+      bytes.push_back(std::string(static_cast<size_t>(n - 1), 'b') + "\"");
+      bytes.push_back("\",\"" + std::string(static_cast<size_t>(n - 3), 'c'));
+    }
+    bytes.push_back("日本日本日本日本日本日本");  // 36 bytes, 12 characters
     bytes.push_back("");  // EOS (no bytes)
     const int32_t eos = static_cast<int32_t>(bytes.size() - 1);
     return structured::Vocabulary::Create(bytes, static_cast<int64_t>(bytes.size()) + 3, eos);
