@@ -403,7 +403,8 @@ class Compiler {
       }
       if (min_props > 1) {
         // Generated keys could repeat, and a repeated key counts once.
-        return Unimplemented("minProperties above 1 on an object without named properties at " + path);
+        return Unimplemented("minProperties above 1 on an object without named properties at " +
+                             path);
       }
       DSINFER_ASSIGN_OR_RETURN(Element value,
                                Compile(additional, path + "/additionalProperties", depth + 1));

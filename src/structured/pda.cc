@@ -206,7 +206,8 @@ int32_t Pda::Compute(int32_t config, uint8_t b) {
   if (k <= 64 && status_.ok()) {
     auto signature = [&](int byte) {
       uint64_t sig = 0;
-      for (size_t i = 0; i < k; ++i) sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
+      for (size_t i = 0; i < k; ++i)
+        sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
       return sig;
     };
     const uint64_t mine = signature(b);

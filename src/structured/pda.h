@@ -87,7 +87,7 @@ class Pda {
   std::vector<int32_t> node_chain_;                 // next node with the same hash key
   std::vector<Config> configs_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
-  std::vector<int32_t> next_;  // [configs, 256]; -1: not computed
+  std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   int32_t initial_ = kDead;
   Status status_;

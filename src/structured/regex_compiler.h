@@ -3,9 +3,9 @@
 // \uHHHH and escaped punctuation), classes [...] / [^...] with ranges, '.', groups (...), (?:...),
 // (?<name>...), alternation, quantifiers * + ? {m} {m,} {m,n} (lazy forms match the same
 // language), '^' / '$' at the ends of top-level branches; \D \W \S and negated classes of them
-// match ASCII only (valid under ECMAScript and Unicode readings alike). Unsupported (an Unimplemented error
-// naming it): backreferences, lookaround, \b / \B, \p{...}, inline flags, anchors elsewhere.
-// Pure function of its inputs.
+// match ASCII only (valid under ECMAScript and Unicode readings alike). Unsupported (an
+// Unimplemented error naming it): backreferences, lookaround, \b / \B, \p{...}, inline flags,
+// anchors elsewhere. Pure function of its inputs.
 #pragma once
 
 #include <string_view>

@@ -106,7 +106,8 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   return mask;
 }
 
-void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits) {
+void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,
+                          uint64_t* bits) {
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
   walk_states_[0] = config;
   const std::vector<int32_t>& ids = trie.token_ids();

@@ -3,8 +3,8 @@
 // once per configuration by walking the vocabulary trie (vocabulary.h) and cached (most steps of a
 // JSON string or number revisit a configuration, so they cost a lookup). A bounded repetition (a
 // maxLength string) visits a new configuration per character; its masks are split into the tokens
-// of at most kCounterWindow bytes, shared by all positions with more than that left (Pda::Canonical),
-// and the few longer tokens, walked per configuration. Shared by every matcher of
+// of at most kCounterWindow bytes, shared by all positions with more than that left
+// (Pda::Canonical), and the few longer tokens, walked per configuration. Shared by every matcher of
 // the same constraint; thread-safe (one mutex: different constraints run in parallel). Memory:
 // up to `max_cached_masks` masks of vocab/8 bytes (16 KB for V4) plus 1 KB per configuration.
 #pragma once

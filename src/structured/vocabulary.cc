@@ -11,7 +11,8 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<in
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return token_bytes[a] < token_bytes[b] || (token_bytes[a] == token_bytes[b] && a < b);
   });
-  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common prefix.
+  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common
+  // prefix.
   std::vector<int32_t> owners;  // node of each entry of tok_ids_
   std::vector<int32_t> path = {0};
   const std::string* prev = nullptr;
@@ -75,8 +76,10 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tok
     if (added.id >= 0 && added.id < tokenizer.id_end()) bytes[added.id].clear();
   }
   if (eos_id >= 0 && eos_id < tokenizer.id_end()) bytes[eos_id].clear();
-  // Ids the model cannot produce (a tokenizer larger than the model's vocabulary) are never allowed.
-  for (int64_t id = vocab_size; id < tokenizer.id_end(); ++id) bytes[static_cast<size_t>(id)].clear();
+  // Ids the model cannot produce (a tokenizer larger than the model's vocabulary) are never
+  // allowed.
+  for (int64_t id = vocab_size; id < tokenizer.id_end(); ++id)
+    bytes[static_cast<size_t>(id)].clear();
   return Create(bytes, vocab_size, eos_id);
 }
 

@@ -29,7 +29,7 @@ inline std::shared_ptr<const structured::Vocabulary> TestVocabulary() {
       bytes.push_back("\",\"" + std::string(static_cast<size_t>(n - 3), 'c'));
     }
     bytes.push_back("日本日本日本日本日本日本");  // 36 bytes, 12 characters
-    bytes.push_back("");  // EOS (no bytes)
+    bytes.push_back("");                          // EOS (no bytes)
     const int32_t eos = static_cast<int32_t>(bytes.size() - 1);
     return structured::Vocabulary::Create(bytes, static_cast<int64_t>(bytes.size()) + 3, eos);
   }();
