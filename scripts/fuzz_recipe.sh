@@ -12,7 +12,7 @@ srcs=("$root"/tests/fuzz/recipe_fuzz.cc "$root"/src/recipe/*.cc "$root"/src/toke
 newest=$(ls -t "${srcs[@]}" "$root"/src/recipe/*.h "$root"/src/tokenizer/*.h | head -1)
 if [ ! -x "$bin" ] || [ "$newest" -nt "$bin" ]; then
   # One object per source, two at a time (CI machines are small); -O0 keeps the build short.
-  flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address -I"$root/src")
+  flags=(-std=c++20 -O0 -g -fsanitize=fuzzer-no-link,address -I"$root/src" -I"$root/include")
   mkdir -p "$out/obj"
   printf '%s\n' "${srcs[@]}" | xargs -P 2 -I{} sh -c \
     'clang++ "$@" -c "{}" -o "'"$out/obj"'/$(echo "{}" | tr / _).o"' _ "${flags[@]}"

@@ -23,6 +23,15 @@
 
 namespace dsinfer {
 
+// What a request's output must match (structured output): response_format / structured_outputs.
+struct OutputConstraint {
+  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  Kind kind = Kind::kNone;
+  std::string text;  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF
+  std::vector<std::string> choices;  // choice: the allowed outputs
+  bool active() const { return kind != Kind::kNone; }
+};
+
 // How one request turns logits into tokens and when it stops (OpenAI / vLLM semantics). A plain
 // value type; the engine checks it at Submit (InvalidArgument naming the field).
 struct SamplingParams {
@@ -44,6 +53,7 @@ struct SamplingParams {
   int top_logprobs = 0;                 // and this many most likely alternatives, [0, 20]
   std::optional<uint64_t> seed;         // fixed seed: same tokens alone or in any batch
   bool include_stop_str_in_output = false;
+  OutputConstraint structured_outputs;  // JSON schema / regex / choice / grammar (none: free text)
 
   bool greedy() const { return temperature == 0.0f; }
   // Range checks that need no model: InvalidArgument naming the field.

@@ -15,6 +15,8 @@
 #include "cli/request_json.h"
 #include "cli/run_summary.h"
 #include "dsinfer/engine.h"
+#include "engine/public_types.h"
+#include "structured/constraint_spec.h"
 #include "tokenizer/utf8.h"
 
 namespace dsinfer::cli {
@@ -174,6 +176,15 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
         input.request = InvalidArgument("line " + std::to_string(number) + " is not valid JSON");
       } else {
         input.request = ParseRequestJson(j, defaults);
+        if (input.request.ok() && input.request->params.structured_outputs.active()) {
+          // `json` sorts object keys; a schema's property order is its generation order, so the
+          // constraint is read again from the line with its own key order.
+          auto ordered = structured::ParseOutputConstraint(
+              nlohmann::ordered_json::parse(line, nullptr, false));
+          if (ordered.ok() && ordered->active()) {
+            input.request->params.structured_outputs = engine::ToOutputConstraint(*ordered);
+          }
+        }
         if (!input.request.ok()) {
           input.request = Status(input.request.status().code(),
                                  "line " + std::to_string(number) + ": " + input.request.status().message());

@@ -3,6 +3,8 @@
 #include <limits>
 
 #include "base/status.h"
+#include "engine/public_types.h"
+#include "structured/constraint_spec.h"
 
 namespace dsinfer::cli {
 
@@ -157,10 +159,15 @@ StatusOr<GenerateRequest> ParseRequestJson(const json& line, const GenerateReque
         DSINFER_RETURN_IF_ERROR(GetFloat(bias, key, &b));
         p.logit_bias[static_cast<int32_t>(tok)] = b;
       }
+    } else if (structured::IsOutputConstraintKey(key)) {
+      // response_format / structured_outputs / guided_*: parsed together below.
     } else {
       return InvalidArgument("unknown key \"" + key + "\"");
     }
   }
+  DSINFER_ASSIGN_OR_RETURN(structured::ConstraintSpec constraint,
+                           structured::ParseOutputConstraint(line));
+  if (constraint.active()) p.structured_outputs = engine::ToOutputConstraint(constraint);
   return r;
 }
 

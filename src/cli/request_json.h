@@ -3,9 +3,10 @@
 // ([{"role", "content"}]); the sampling parameters by their OpenAI/vLLM names (max_tokens,
 // temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty,
 // logit_bias, stop, stop_token_ids, min_tokens, ignore_eos, logprobs, top_logprobs, seed, n,
-// include_stop_str_in_output); "priority"; "thinking" and "reasoning_effort" (chat rendering);
-// "id" (echoed back). Unknown keys are errors, so typos
-// never pass silently. Pure functions.
+// include_stop_str_in_output); the output constraint (response_format, structured_outputs,
+// guided_*: structured/constraint_spec.h); "priority"; "thinking" and "reasoning_effort" (chat
+// rendering); "id" (echoed back). Unknown keys are errors, so typos never pass silently. Pure
+// functions.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "engine/public_types.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace dsinfer::engine {
@@ -65,6 +66,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     }
   }
   core->max_fit_len_ = lo;
+  if (const tokenizer::Tokenizer* tok = core->codec_->tokenizer()) {
+    core->think_end_id_ = tok->TokenToId("</think>").value_or(-1);
+  }
 
   scheduler::SchedulerConfig sc;
   sc.max_batch_tokens = o.max_batch_tokens;
@@ -121,9 +125,30 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
     return ResourceExhausted("the prompt has " + std::to_string(n) + " tokens; the state memory budget " +
                              "holds at most " + std::to_string(max_fit_len_) + " tokens per request");
   }
+  if (p.params.structured_outputs.active()) {
+    DSINFER_ASSIGN_OR_RETURN(p.constraint, Constraint(p.params.structured_outputs));
+    p.constraint_after_reasoning =
+        !request.messages.empty() && request.chat.thinking && think_end_id_ >= 0;
+  }
   p.max_new_tokens = std::min<int64_t>({p.params.max_tokens, max_model_len_ - n, max_fit_len_ - n});
   p.seed = p.params.seed ? *p.params.seed : (uint64_t{std::random_device{}()} << 32 | std::random_device{}());
   return p;
+}
+
+StatusOr<std::shared_ptr<structured::TokenAutomaton>> EngineCore::Constraint(
+    const structured::ConstraintSpec& spec) const {
+  const tokenizer::Tokenizer* tok = codec_->tokenizer();
+  if (!tok) {
+    return InvalidArgument(std::string("structured output (") +
+                           structured::ConstraintKindName(spec.kind) +
+                           ") needs a tokenizer, and this model has none");
+  }
+  std::call_once(constraints_once_, [&] {
+    const auto eos = static_cast<int32_t>(runner_->config().eos_token_id);
+    constraints_ = std::make_unique<structured::ConstraintCache>(
+        structured::Vocabulary::FromTokenizer(*tok, vocab_size(), eos));
+  });
+  return constraints_->Get(spec);
 }
 
 void EngineCore::Add(uint64_t id, PreparedRequest request) {
@@ -138,6 +163,10 @@ void EngineCore::Add(uint64_t id, PreparedRequest request) {
     c.history = sampler::TokenHistory(r.req.prompt);
     c.decoder = codec_->NewDecoder();
     c.stops = tokenizer::StopStringMatcher(r.req.params.stop);
+    if (r.req.constraint) {
+      c.matcher = std::make_unique<structured::Matcher>(r.req.constraint);
+      c.matcher_active = !r.req.constraint_after_reasoning;
+    }
   }
   r.open = r.req.params.n;
   r.completions[0].started = true;
@@ -211,7 +240,7 @@ StatusOr<executor::RunOutput> EngineCore::Forward(const scheduler::BatchPlan& pl
 }
 
 sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const float* logits,
-                                       int64_t position) {
+                                       int64_t position, const uint64_t* allowed) {
   sampler::SampleInput in;
   in.params = &r.req.params;
   in.history = &r.completions[index].history;
@@ -219,7 +248,27 @@ sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const f
   in.sample_index = static_cast<uint32_t>(index);
   in.position = position;
   in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
+  in.allowed = allowed;
   return sampler_.Sample(logits, vocab_size(), in);
+}
+
+std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(
+    const std::vector<DrawJob>& jobs) {
+  std::vector<std::shared_ptr<const structured::TokenMask>> masks(jobs.size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const CompletionState& c = jobs[i].request->completions[jobs[i].index];
+    if (c.matcher && c.matcher_active) todo.push_back(i);
+  }
+  if (todo.empty()) return masks;
+  if (!mask_pool_) mask_pool_ = std::make_unique<ThreadPool>(2);
+  mask_pool_->ParallelFor(static_cast<int64_t>(todo.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const DrawJob& j = jobs[todo[k]];
+      masks[todo[k]] = j.request->completions[j.index].matcher->Mask();
+    }
+  });
+  return masks;
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
@@ -233,8 +282,7 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     return;
   }
   // Sample: one token per chunk that reached its sequence's end; siblings of a first sample too.
-  std::vector<int32_t> next;
-  std::vector<Drawn> drawn;
+  std::vector<DrawJob> jobs;
   const int64_t vocab = vocab_size();
   for (size_t row = 0; row < plan.chunks.size(); ++row) {
     const auto& ch = plan.chunks[row];
@@ -243,11 +291,20 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     const int index = static_cast<int>(ch.id & 0xff);
     const float* logits = out->logits.data() + static_cast<int64_t>(row) * vocab;
     const int64_t position = ch.start + ch.count;
-    drawn.push_back({r.id, index, Draw(r, index, logits, position)});
-    next.push_back(drawn.back().token.id);
+    jobs.push_back({&r, index, logits, position, true});
     if (index == 0 && !r.forked) {
-      for (int i = 1; i < r.req.params.n; ++i) drawn.push_back({r.id, i, Draw(r, i, logits, position)});
+      for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({&r, i, logits, position, false});
     }
+  }
+  const auto masks = ComputeMasks(jobs);
+  std::vector<int32_t> next;
+  std::vector<Drawn> drawn;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const DrawJob& j = jobs[i];
+    drawn.push_back(
+        {j.request->id, j.index,
+         Draw(*j.request, j.index, j.logits, j.position, masks[i] ? masks[i]->data() : nullptr)});
+    if (j.own) next.push_back(drawn.back().token.id);
   }
   scheduler_->Commit(plan, next);
   // Fork the siblings from completion 0's state (the prompt, computed once).
@@ -273,6 +330,12 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   c.history.AddOutput(id);
   if (c.generated++ == 0) c.first_token = Clock::now();
   ++stats_.generated_tokens;
+  Status constraint_status;
+  if (c.matcher && c.matcher_active) {
+    constraint_status = c.matcher->Advance(id);
+  } else if (c.matcher && id == think_end_id_) {
+    c.matcher_active = true;  // the reasoning ended: the answer is constrained from here
+  }
 
   StreamEvent ev;
   ev.request_id = r.id;
@@ -281,7 +344,11 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (p.logprobs || p.top_logprobs > 0)
     ev.logprobs.push_back({id, d.token.logprob, ToPublicLogprobs(d.token.top)});
   FinishReason finish = FinishReason::kNone;
-  if (c.decoder) {
+  if (!constraint_status.ok()) {
+    ev.error = constraint_status;
+    finish = FinishReason::kError;
+  }
+  if (finish == FinishReason::kNone && c.decoder) {
     auto res = c.stops.Push(c.decoder->Add(id));
     ev.text = std::move(res.text);
     if (res.stopped) {
@@ -295,6 +362,9 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
       finish = FinishReason::kStop;
       ev.stop = "id:" + std::to_string(id);
+    } else if (c.matcher && c.matcher_active && c.matcher->IsCompleted()) {
+      finish =
+          FinishReason::kStop;  // the constraint is complete (EOS included): nothing may follow
     } else if (id == runner_->config().eos_token_id && !p.ignore_eos) {
       finish = FinishReason::kStop;
     } else if (c.generated >= r.req.max_new_tokens || length >= max_model_len_) {

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "cache/state_cache.h"
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
@@ -20,6 +22,8 @@
 #include "sampler/sampler.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
+#include "structured/constraint_compiler.h"
+#include "structured/matcher.h"
 #include "tokenizer/stop_string_matcher.h"
 
 namespace dsinfer::engine {
@@ -33,6 +37,9 @@ struct PreparedRequest {
   uint64_t seed = 0;
   int priority = 0;
   int64_t max_new_tokens = 0;  // params.max_tokens capped by the context and the state budget
+  // The compiled params.structured_outputs (shared through the engine's cache), or null.
+  std::shared_ptr<structured::TokenAutomaton> constraint;
+  bool constraint_after_reasoning = false;  // thinking chat: the constraint starts after </think>
   Clock::time_point arrival;
 };
 
@@ -73,6 +80,8 @@ class EngineCore {
     tokenizer::StopStringMatcher stops{{}};
     int64_t generated = 0;
     Clock::time_point first_token;
+    std::unique_ptr<structured::Matcher> matcher;  // with an output constraint
+    bool matcher_active = false;                   // false while the reasoning runs
   };
   struct RequestState {
     uint64_t id = 0;
@@ -80,6 +89,14 @@ class EngineCore {
     std::vector<CompletionState> completions;
     bool forked = false;
     int open = 0;
+  };
+  // One draw of this step: a row's own sequence, or a sibling forked at its first sample.
+  struct DrawJob {
+    RequestState* request = nullptr;
+    int index = 0;
+    const float* logits = nullptr;
+    int64_t position = 0;
+    bool own = false;  // the row's sequence (its token is committed to the scheduler)
   };
   // A token drawn this step for one completion.
   struct Drawn {
@@ -91,7 +108,16 @@ class EngineCore {
   EngineCore() = default;
   static scheduler::SeqId SeqOf(uint64_t request, int index) { return request << 8 | index; }
   StatusOr<executor::RunOutput> Forward(const scheduler::BatchPlan& plan);
-  sampler::SampledToken Draw(const RequestState& r, int index, const float* logits, int64_t position);
+  sampler::SampledToken Draw(const RequestState& r, int index, const float* logits,
+                             int64_t position, const uint64_t* allowed);
+  // The compiled constraint of `spec` (thread-safe: called from Prepare).
+  StatusOr<std::shared_ptr<structured::TokenAutomaton>> Constraint(
+      const structured::ConstraintSpec& spec) const;
+  // The token masks of this step's constrained draws (null where unconstrained), computed on the
+  // mask pool. They depend only on tokens already committed: the seam where the overlap of masks
+  // with the forward pass goes.
+  std::vector<std::shared_ptr<const structured::TokenMask>> ComputeMasks(
+      const std::vector<DrawJob>& jobs);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
@@ -107,6 +133,10 @@ class EngineCore {
   int64_t max_fit_len_ = 0;  // longest sequence the state budget holds alone
   std::unordered_map<uint64_t, RequestState> requests_;
   EngineStats stats_;
+  int32_t think_end_id_ = -1;  // "</think>" when the tokenizer has it
+  mutable std::once_flag constraints_once_;
+  mutable std::unique_ptr<structured::ConstraintCache> constraints_;
+  std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
 };
 
 }  // namespace dsinfer::engine

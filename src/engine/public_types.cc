@@ -26,7 +26,62 @@ sampler::SamplingParams ToSamplerParams(const SamplingParams& p) {
   s.top_logprobs = p.top_logprobs;
   s.seed = p.seed;
   s.include_stop_str_in_output = p.include_stop_str_in_output;
+  s.structured_outputs = ToConstraintSpec(p.structured_outputs);
   return s;
+}
+
+structured::ConstraintSpec ToConstraintSpec(const OutputConstraint& c) {
+  structured::ConstraintSpec s;
+  switch (c.kind) {
+    case OutputConstraint::Kind::kNone:
+      s.kind = structured::ConstraintKind::kNone;
+      break;
+    case OutputConstraint::Kind::kJsonObject:
+      s.kind = structured::ConstraintKind::kJsonObject;
+      break;
+    case OutputConstraint::Kind::kJsonSchema:
+      s.kind = structured::ConstraintKind::kJsonSchema;
+      break;
+    case OutputConstraint::Kind::kRegex:
+      s.kind = structured::ConstraintKind::kRegex;
+      break;
+    case OutputConstraint::Kind::kChoice:
+      s.kind = structured::ConstraintKind::kChoice;
+      break;
+    case OutputConstraint::Kind::kGrammar:
+      s.kind = structured::ConstraintKind::kGrammar;
+      break;
+  }
+  s.text = c.text;
+  s.choices = c.choices;
+  return s;
+}
+
+OutputConstraint ToOutputConstraint(const structured::ConstraintSpec& c) {
+  OutputConstraint o;
+  switch (c.kind) {
+    case structured::ConstraintKind::kNone:
+      o.kind = OutputConstraint::Kind::kNone;
+      break;
+    case structured::ConstraintKind::kJsonObject:
+      o.kind = OutputConstraint::Kind::kJsonObject;
+      break;
+    case structured::ConstraintKind::kJsonSchema:
+      o.kind = OutputConstraint::Kind::kJsonSchema;
+      break;
+    case structured::ConstraintKind::kRegex:
+      o.kind = OutputConstraint::Kind::kRegex;
+      break;
+    case structured::ConstraintKind::kChoice:
+      o.kind = OutputConstraint::Kind::kChoice;
+      break;
+    case structured::ConstraintKind::kGrammar:
+      o.kind = OutputConstraint::Kind::kGrammar;
+      break;
+  }
+  o.text = c.text;
+  o.choices = c.choices;
+  return o;
 }
 
 std::vector<TokenLogprob> ToPublicLogprobs(const std::vector<sampler::TokenLogprob>& top) {

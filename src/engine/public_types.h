@@ -7,10 +7,13 @@
 #include "dsinfer/engine.h"
 #include "sampler/sampler.h"
 #include "sampler/sampling_params.h"
+#include "structured/constraint_spec.h"
 
 namespace dsinfer::engine {
 
 sampler::SamplingParams ToSamplerParams(const SamplingParams& p);
+structured::ConstraintSpec ToConstraintSpec(const OutputConstraint& c);
+OutputConstraint ToOutputConstraint(const structured::ConstraintSpec& c);
 std::vector<TokenLogprob> ToPublicLogprobs(const std::vector<sampler::TokenLogprob>& top);
 
 }  // namespace dsinfer::engine

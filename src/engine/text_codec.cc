@@ -83,6 +83,7 @@ class TokenizerCodec final : public TextCodec {
   std::unique_ptr<IncrementalDecoder> NewDecoder() const override {
     return std::make_unique<Detokenizer>(tokenizer_.get());
   }
+  const tokenizer::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
   StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids,
                                 const ChatOptions& chat) const override {
     const recipe::ParseDelta parsed = recipe::ParseCompletion(

@@ -13,6 +13,10 @@
 #include "base/status.h"
 #include "dsinfer/engine.h"
 
+namespace dsinfer::tokenizer {
+class Tokenizer;
+}  // namespace dsinfer::tokenizer
+
 namespace dsinfer::engine {
 
 class IncrementalDecoder {
@@ -37,6 +41,8 @@ class TextCodec {
                                         const ChatOptions& chat) const = 0;
   // nullptr when there is no text.
   virtual std::unique_ptr<IncrementalDecoder> NewDecoder() const = 0;
+  // The tokenizer behind the text (token bytes for structured output), or nullptr.
+  virtual const tokenizer::Tokenizer* tokenizer() const { return nullptr; }
 };
 
 // Ids only: every text operation is an InvalidArgument explaining that the model has no tokenizer.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -20,10 +21,26 @@ Status ReadKey(const json& j, std::initializer_list<const char*> keys, T* out, b
     try {
       if constexpr (std::is_same_v<T, bool>) {
         if (!it->is_boolean()) throw json::type_error::create(302, "not a boolean", nullptr);
+        *out = it->get<T>();
+      } else if constexpr (std::is_integral_v<T>) {
+        // An integer that T holds (a float or an out-of-range integer would convert with UB).
+        if (!it->is_number_integer())
+          throw json::type_error::create(302, "not an integer", nullptr);
+        if (it->is_number_unsigned()
+                ? it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                : (it->get<int64_t>() < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+                   it->get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max()))) {
+          return InvalidArgument(std::string("config.json: key '") + key + "' = " + it->dump() +
+                                 " is out of range");
+        }
+        *out = static_cast<T>(it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
+                                                       : it->get<int64_t>());
       } else if constexpr (std::is_arithmetic_v<T>) {
         if (!it->is_number()) throw json::type_error::create(302, "not a number", nullptr);
+        *out = it->get<T>();
+      } else {
+        *out = it->get<T>();
       }
-      *out = it->get<T>();
     } catch (const json::exception&) {
       return InvalidArgument(std::string("config.json: key '") + key + "' has the wrong type");
     }
@@ -165,15 +182,29 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
   DSINFER_RETURN_IF_ERROR(ReadKey(j, {"bos_token_id"}, &c.bos_token_id, false));
   DSINFER_RETURN_IF_ERROR(ReadKey(j, {"tie_word_embeddings"}, &c.tie_word_embeddings, false));
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty()) {
-    c.eos_token_id = j["eos_token_id"][0].get<int64_t>();
+    const json first = {{"eos_token_id", j["eos_token_id"][0]}};
+    DSINFER_RETURN_IF_ERROR(ReadKey(first, {"eos_token_id"}, &c.eos_token_id, true));
   } else {
     DSINFER_RETURN_IF_ERROR(ReadKey(j, {"eos_token_id"}, &c.eos_token_id, false));
   }
 
+  // The layer schedule below indexes by these: refuse impossible counts first.
+  if (c.num_layers <= 0 || c.num_layers > 4096) {
+    return InvalidArgument("config.json: num_hidden_layers = " + std::to_string(c.num_layers) +
+                           " must be in [1, 4096]");
+  }
+  if (c.num_mtp_layers < 0 || c.num_mtp_layers > 16) {
+    return InvalidArgument("config.json: num_nextn_predict_layers = " +
+                           std::to_string(c.num_mtp_layers) + " must be in [0, 16]");
+  }
   // RoPE dims: legacy qk_rope_head_dim / rope_head_dim, else partial_rotary_factor * head_dim.
   double partial = 0;
   DSINFER_RETURN_IF_ERROR(ReadKey(j, {"qk_rope_head_dim", "rope_head_dim"}, &c.rope_head_dim, false));
   DSINFER_RETURN_IF_ERROR(ReadKey(j, {"partial_rotary_factor"}, &partial, false));
+  if (partial < 0 || partial > 1) {
+    return InvalidArgument("config.json: partial_rotary_factor = " + std::to_string(partial) +
+                           " must be in (0, 1]");
+  }
   if (c.rope_head_dim == 0) c.rope_head_dim = partial > 0 ? int(c.head_dim * partial) : 64;
 
   // Compression schedule: legacy compress_ratios (may include the MTP entry) or layer_types.
@@ -181,19 +212,27 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
                                       {"heavily_compressed_attention", 128}};
   if (j.contains("compress_rates") && j["compress_rates"].is_object()) {
     for (auto& [k, v] : j["compress_rates"].items()) {
-      if (!v.is_number_integer()) return InvalidArgument("config.json: compress_rates." + k);
-      rates[k] = v.get<int>();
+      int rate = 0;
+      DSINFER_RETURN_IF_ERROR(ReadKey(j["compress_rates"], {k.c_str()}, &rate, true));
+      rates[k] = rate;
     }
   }
-  if (j.contains("compress_rate_csa")) rates["compressed_sparse_attention"] = j["compress_rate_csa"];
-  if (j.contains("compress_rate_hca")) rates["heavily_compressed_attention"] = j["compress_rate_hca"];
+  for (const auto& [key, name] :
+       {std::pair<const char*, const char*>{"compress_rate_csa", "compressed_sparse_attention"},
+        {"compress_rate_hca", "heavily_compressed_attention"}}) {
+    int rate = 0;
+    if (j.contains(key)) {
+      DSINFER_RETURN_IF_ERROR(ReadKey(j, {key}, &rate, true));
+      rates[name] = rate;
+    }
+  }
   c.csa_rate = rates["compressed_sparse_attention"];
   if (j.contains("compress_ratios") && j["compress_ratios"].is_array()) {
     for (auto& r : j["compress_ratios"]) {
-      if (!r.is_number_integer() || r.get<int>() < 0) {
-        return InvalidArgument("config.json: compress_ratios must hold non-negative integers");
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > (1 << 20)) {
+        return InvalidArgument("config.json: compress_ratios must hold integers in [0, 2^20]");
       }
-      c.compress_ratios.push_back(r.get<int>());
+      c.compress_ratios.push_back(static_cast<int>(r.get<int64_t>()));
     }
     // With the legacy key CSA is the rate of 4 (the only overlapping rate in the releases).
     if (!j.contains("compress_rates")) c.csa_rate = 4;
@@ -267,7 +306,8 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
       if (q["weight_block_size"][0] != q["weight_block_size"][1]) {
         return Unimplemented("config.json: non-square FP8 weight blocks are not supported");
       }
-      c.fp8_block_size = q["weight_block_size"][0].get<int>();
+      const json first = {{"weight_block_size", q["weight_block_size"][0]}};
+      DSINFER_RETURN_IF_ERROR(ReadKey(first, {"weight_block_size"}, &c.fp8_block_size, true));
     }
   }
   DSINFER_RETURN_IF_ERROR(c.Validate());
@@ -302,6 +342,7 @@ Status DeepseekV4Config::Validate() const {
     return bad("q_lora_rank, o_lora_rank and moe_intermediate_size must be > 0");
   }
   if (n_shared_experts < 0 || n_shared_experts > 1) return bad("n_shared_experts must be 0 or 1");
+  if (fp8_block_size <= 0) return bad("the FP8 weight block size must be > 0");
   if (!(rms_norm_eps > 0))
     return bad("rms_norm_eps = " + std::to_string(rms_norm_eps) + " must be > 0");
   if (!(hc_eps > 0)) return bad("hc_eps = " + std::to_string(hc_eps) + " must be > 0");

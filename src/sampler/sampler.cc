@@ -19,6 +19,16 @@ constexpr float kMasked = -std::numeric_limits<float>::infinity();
 void Sampler::Process(const float* logits, int64_t vocab, const SampleInput& in) {
   const SamplingParams& p = *in.params;
   scratch_.assign(logits, logits + vocab);
+  if (in.allowed) {
+    for (int64_t w = 0; w * 64 < vocab; ++w) {
+      const uint64_t bits = in.allowed[w];
+      if (bits == ~uint64_t{0}) continue;
+      const int64_t end = std::min<int64_t>(vocab, w * 64 + 64);
+      for (int64_t i = w * 64; i < end; ++i) {
+        if (!((bits >> (i - w * 64)) & 1)) scratch_[i] = kMasked;
+      }
+    }
+  }
   for (const auto& [id, bias] : p.logit_bias) {
     if (id >= 0 && id < vocab) scratch_[id] += bias;
   }
@@ -152,6 +162,12 @@ SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SampleInp
     const double target = UniformAt(in.seed, in.position, in.sample_index) * total;
     double cum = 0;
     out.id = cand_.back();
+    for (size_t i = cand_.size(); i-- > 0;) {  // rounding fallback: the last id with weight
+      if (weight_[i] > 0) {
+        out.id = cand_[i];
+        break;
+      }
+    }
     for (size_t i = 0; i < cand_.size(); ++i) {
       cum += weight_[i];
       if (cum > target) {

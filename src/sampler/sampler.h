@@ -1,8 +1,9 @@
 // Sampler: turns one row of logits into a token for one sequence, in this order (vLLM's):
-//   logit_bias -> min_tokens mask (EOS, stop ids) -> repetition / presence / frequency penalties
+//   grammar mask -> logit_bias -> min_tokens mask (EOS, stop ids) -> repetition / presence /
+//   frequency penalties
 //   -> greedy argmax, or: temperature -> softmax -> top-k -> top-p -> min-p -> inverse-CDF draw.
-// The draw uses u = UniformAt(seed, position, sample_index) (philox.h), so the token depends only on
-// the logits and (seed, position, sample index): never on the batch. Candidates are ordered by
+// The draw uses u = UniformAt(seed, position, sample_index) (philox.h), so the token depends only
+// on the logits and (seed, position, sample index): never on the batch. Candidates are ordered by
 // (probability desc, id asc), which makes ties deterministic too.
 // Logprobs are those of the model's distribution (log_softmax of the raw logits), as vLLM returns
 // by default. Stateless apart from scratch buffers: one Sampler per engine thread.
@@ -35,6 +36,10 @@ struct SampleInput {
   uint32_t sample_index = 0;              // which of the n completions
   int64_t position = 0;                   // absolute position of the token being drawn
   int32_t eos_id = -1;
+  // Allowed-token bitmask (bit id % 64 of word id / 64; structured/token_automaton.h), or null.
+  // Disallowed ids get -inf before every other step, so the draw stays a pure function of
+  // (logits, mask, seed, position, sample index).
+  const uint64_t* allowed = nullptr;
 };
 
 class Sampler {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "structured/constraint_spec.h"
 
 namespace dsinfer::sampler {
 
@@ -32,6 +33,9 @@ struct SamplingParams {
   int top_logprobs = 0;            // and this many most likely alternatives, [0, 20]
   std::optional<uint64_t> seed;    // fixed seed: same tokens alone or in any batch
   bool include_stop_str_in_output = false;
+  // Output constraint (JSON schema / regex / choice / grammar; structured/constraint_spec.h): the
+  // engine masks every token the constraint does not allow and stops when it is complete.
+  structured::ConstraintSpec structured_outputs;
 
   bool greedy() const { return temperature == 0.0f; }
 

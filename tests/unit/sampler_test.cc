@@ -150,6 +150,43 @@ TEST(SamplerTest, SameSeedAndPositionGiveTheSameToken) {
   EXPECT_GT(differ, 0) << "sample indexes draw different numbers";
 }
 
+TEST(SamplerTest, AllowedMaskIsExactAndDeterministic) {
+  const int64_t vocab = 200;
+  const auto logits = testing::RandomVector(vocab, 21, 2.0f);
+  std::vector<uint64_t> mask((vocab + 63) / 64, 0);
+  const std::vector<int32_t> allowed = {3, 64, 65, 130, 199};
+  for (int32_t id : allowed) mask[id >> 6] |= uint64_t{1} << (id & 63);
+  for (float temperature : {0.0f, 1.0f}) {
+    for (float top_p : {1.0f, 0.5f}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.top_p = top_p;
+      p.top_k = top_p < 1.0f ? 50 : 0;
+      SampleInput in;
+      in.params = &p;
+      in.allowed = mask.data();
+      Sampler s;
+      // The masked distribution: the model's, renormalized over the allowed ids.
+      const auto probs = s.Probabilities(logits.data(), vocab, in);
+      double mass = 0;
+      for (int64_t id = 0; id < vocab; ++id) {
+        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) {
+          EXPECT_EQ(probs[id], 0.0) << id;
+        }
+        mass += probs[id];
+      }
+      EXPECT_NEAR(mass, 1.0, 1e-9);
+      for (int pos = 0; pos < 300; ++pos) {
+        in.position = pos;
+        in.seed = 5;
+        const int32_t t = s.Sample(logits.data(), vocab, in).id;
+        ASSERT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+        EXPECT_EQ(Sampler().Sample(logits.data(), vocab, in).id, t);
+      }
+    }
+  }
+}
+
 TEST(SamplerTest, GreedyTiesGoToTheSmallestId) {
   std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
   SamplingParams p;

@@ -1,0 +1,79 @@
+#include "structured/constraint_compiler.h"
+
+#include "structured/gbnf_compiler.h"
+#include "structured/regex_compiler.h"
+
+namespace dsinfer::structured {
+
+StatusOr<Grammar> CompileToGrammar(const ConstraintSpec& spec, const CompileOptions& options) {
+  GrammarBuilder b(options.max_elements);
+  const int32_t root = b.NewRule("root");
+  Element body;
+  switch (spec.kind) {
+    case ConstraintKind::kNone:
+      return InvalidArgument("no constraint to compile");
+    case ConstraintKind::kJsonObject:
+      body = JsonObjectElement(b, options.json);
+      break;
+    case ConstraintKind::kJsonSchema: {
+      const auto schema =
+          nlohmann::ordered_json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
+      if (schema.is_discarded()) return InvalidArgument("the JSON schema is not valid JSON");
+      DSINFER_ASSIGN_OR_RETURN(body, CompileJsonSchema(b, schema, options.json));
+      break;
+    }
+    case ConstraintKind::kRegex: {
+      DSINFER_ASSIGN_OR_RETURN(body, CompileRegex(b, spec.text, RegexMode::kFullMatch));
+      break;
+    }
+    case ConstraintKind::kChoice: {
+      if (spec.choices.empty()) return InvalidArgument("choice needs at least one string");
+      std::vector<std::vector<Element>> alts;
+      for (const auto& c : spec.choices) alts.push_back(b.LiteralSeq(c));
+      body = b.Choice(std::move(alts), "choice");
+      break;
+    }
+    case ConstraintKind::kGrammar: {
+      DSINFER_ASSIGN_OR_RETURN(body, CompileGbnf(b, spec.text));
+      break;
+    }
+  }
+  b.AddAlt(root, {body});
+  return b.Finish(root);
+}
+
+StatusOr<std::shared_ptr<TokenAutomaton>> CompileConstraint(const ConstraintSpec& spec,
+                                                            std::shared_ptr<const Vocabulary> vocab,
+                                                            const CompileOptions& options) {
+  DSINFER_ASSIGN_OR_RETURN(Grammar g, CompileToGrammar(spec, options));
+  auto a = std::make_shared<TokenAutomaton>(std::move(g), std::move(vocab), options.pda);
+  DSINFER_RETURN_IF_ERROR(a->status());
+  const int32_t init = a->initial();
+  if (init == Pda::kDead) return InvalidArgument("the constraint matches no output at all");
+  return a;
+}
+
+StatusOr<std::shared_ptr<TokenAutomaton>> ConstraintCache::Get(const ConstraintSpec& spec) {
+  const std::string key = spec.Key();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return it->second.first;
+    }
+  }
+  DSINFER_ASSIGN_OR_RETURN(auto a, CompileConstraint(spec, vocab_, options_));  // outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(key);
+  if (it != map_.end()) return it->second.first;
+  lru_.push_front(key);
+  map_[key] = {a, lru_.begin()};
+  while (map_.size() > capacity_) {
+    map_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return a;
+}
+
+}  // namespace dsinfer::structured

@@ -1,0 +1,31 @@
+// JsonSchemaCompiler: a JSON Schema (draft 4 to 2020-12, the subset JSONSchemaBench exercises)
+// into the grammar form, and the grammar of any JSON value / object (json_object mode).
+// Supported: type (all, and type arrays), properties / required / additionalProperties, enum,
+// const, anyOf, oneOf (when its branches are provably disjoint), allOf (merged), $ref / $defs /
+// definitions (local JSON pointers, recursion included), items / prefixItems / additionalItems,
+// minItems / maxItems, minLength / maxLength, pattern, format (json_formats.h), minimum / maximum /
+// exclusive bounds. Generation choices (each output still validates): properties in schema order,
+// properties the schema does not name are generated only for objects that name none, at most
+// `max_whitespace` whitespace bytes between tokens. Every other validation keyword is an
+// Unimplemented error naming it; annotations (title, description, default, ...) are ignored.
+// Pure function of its inputs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "structured/grammar.h"
+
+namespace dsinfer::structured {
+
+struct JsonSchemaOptions {
+  int max_whitespace = 2;  // bytes of [ \t\n] allowed between JSON tokens
+  int max_ref_depth = 64;  // nested $ref / allOf expansion
+};
+
+StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_json& schema,
+                                    const JsonSchemaOptions& options = {});
+// Any JSON object (OpenAI's json_object mode).
+Element JsonObjectElement(GrammarBuilder& b, const JsonSchemaOptions& options = {});
+
+}  // namespace dsinfer::structured

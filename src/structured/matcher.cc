@@ -1,0 +1,46 @@
+#include "structured/matcher.h"
+
+#include "base/check.h"
+
+namespace dsinfer::structured {
+
+Matcher::Matcher(std::shared_ptr<TokenAutomaton> automaton) : automaton_(std::move(automaton)) {
+  history_.push_back(automaton_->initial());
+  ended_.push_back(0);
+}
+
+Status Matcher::Advance(int32_t token) {
+  if (ended_.back()) return InvalidArgument("the constraint ended at EOS; no token may follow");
+  const int32_t next = automaton_->AdvanceToken(history_.back(), token);
+  if (next == Pda::kDead) {
+    DSINFER_RETURN_IF_ERROR(automaton_->status());
+    return InvalidArgument("token " + std::to_string(token) +
+                           " is not allowed by the constraint here");
+  }
+  history_.push_back(next);
+  ended_.push_back(token == automaton_->vocab().eos_id());
+  return Status::Ok();
+}
+
+void Matcher::Rollback(int k) {
+  DSINFER_CHECK(k >= 0 && k <= num_tokens());
+  history_.resize(history_.size() - static_cast<size_t>(k));
+  ended_.resize(history_.size());
+}
+
+bool Matcher::IsAccepting() const {
+  return ended_.back() || automaton_->accepting(history_.back());
+}
+
+bool Matcher::IsCompleted() const {
+  return ended_.back() || automaton_->completed(history_.back());
+}
+
+std::shared_ptr<const TokenMask> Matcher::Mask() const {
+  if (ended_.back()) {
+    return std::make_shared<TokenMask>(static_cast<size_t>(automaton_->vocab().mask_words()), 0);
+  }
+  return automaton_->Mask(history_.back());
+}
+
+}  // namespace dsinfer::structured

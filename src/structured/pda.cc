@@ -1,0 +1,222 @@
+#include "structured/pda.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace dsinfer::structured {
+
+namespace {
+
+uint64_t Mix(uint64_t frame, int32_t parent) {
+  uint64_t k = frame * 0x9e3779b97f4a7c15ull ^ static_cast<uint32_t>(parent);
+  k ^= k >> 31;
+  k *= 0xbf58476d1ce4e5b9ull;
+  return k ^ (k >> 29);
+}
+
+}  // namespace
+
+size_t Pda::VecHash::operator()(const std::vector<int32_t>& v) const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
+  return static_cast<size_t>(h);
+}
+
+Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(limits) {
+  frames_.push_back(0);
+  parents_.push_back(-1);
+  node_chain_.push_back(-1);
+  seen_mark_.push_back(0);
+  configs_.push_back({});     // kDead
+  config_ids_[{-3}] = kDead;  // no stack, not accepting
+  next_.assign(256, kDead);
+  DSINFER_CHECK(g_.root >= 0);
+  work_.clear();
+  for (int32_t a : g_.rules[g_.root]) {
+    work_.push_back(g_.alts[a].empty() ? 0 : Intern(Frame(a, 0), 0));
+  }
+  initial_ = Close();
+}
+
+void Pda::Fail(const std::string& what) {
+  if (status_.ok()) status_ = ResourceExhausted("the constraint is too complex to match: " + what);
+}
+
+int32_t Pda::Intern(uint64_t frame, int32_t parent) {
+  const uint64_t key = Mix(frame, parent);
+  auto it = node_ids_.find(key);
+  int32_t head = it == node_ids_.end() ? -1 : it->second;
+  for (int32_t n = head; n >= 0; n = node_chain_[n]) {
+    if (frames_[n] == frame && parents_[n] == parent) return n;
+  }
+  if (static_cast<int32_t>(frames_.size()) >= limits_.max_nodes) {
+    Fail("more than " + std::to_string(limits_.max_nodes) + " parser stack frames");
+    return -1;
+  }
+  const int32_t id = static_cast<int32_t>(frames_.size());
+  frames_.push_back(frame);
+  parents_.push_back(parent);
+  node_chain_.push_back(head);
+  seen_mark_.push_back(0);
+  node_ids_[key] = id;
+  return id;
+}
+
+int32_t Pda::After(int32_t node) {
+  const uint64_t f = frames_[node];
+  const int32_t alt = static_cast<int32_t>(f >> 32);
+  const int32_t pos = static_cast<int32_t>(f & 0xffffffffu);
+  if (pos + 1 < static_cast<int32_t>(g_.alts[alt].size()))
+    return Intern(Frame(alt, pos + 1), parents_[node]);
+  return parents_[node];  // tail: the caller continues where it would after this rule
+}
+
+int32_t Pda::Close() {
+  Config c;
+  if (++mark_ == 0) {
+    std::fill(seen_mark_.begin(), seen_mark_.end(), 0);
+    mark_ = 1;
+  }
+  int64_t budget = int64_t{limits_.max_stacks} * 64;
+  while (!work_.empty()) {
+    const int32_t m = work_.back();
+    work_.pop_back();
+    if (m < 0) return kDead;  // a limit was hit (status_ says which)
+    if (seen_mark_[m] == mark_) continue;
+    seen_mark_[m] = mark_;
+    if (--budget < 0) {
+      Fail("a grammar expansion visits more than " +
+           std::to_string(int64_t{limits_.max_stacks} * 64) + " parser states");
+      return kDead;
+    }
+    if (m == 0) {
+      c.accept = true;
+      continue;
+    }
+    const uint64_t f = frames_[m];
+    const auto& seq = g_.alts[static_cast<size_t>(f >> 32)];
+    const Element e = seq[f & 0xffffffffu];
+    if (!e.is_rule) {
+      c.ready.push_back(m);
+      c.first |= g_.sets[e.index];
+      continue;
+    }
+    const int32_t k = After(m);
+    if (k < 0) return kDead;
+    for (int32_t a : g_.rules[e.index]) {
+      work_.push_back(g_.alts[a].empty() ? k : Intern(Frame(a, 0), k));
+    }
+  }
+  if (static_cast<int32_t>(c.ready.size()) > limits_.max_stacks) {
+    Fail("more than " + std::to_string(limits_.max_stacks) + " parses are alive at once");
+    return kDead;
+  }
+  std::sort(c.ready.begin(), c.ready.end());
+  return InternConfig(std::move(c));
+}
+
+int32_t Pda::InternConfig(Config c) {
+  std::vector<int32_t> key = c.ready;
+  key.push_back(c.accept ? -2 : -3);
+  auto it = config_ids_.find(key);
+  if (it != config_ids_.end()) return it->second;
+  if (static_cast<int32_t>(configs_.size()) >= limits_.max_configs) {
+    Fail("more than " + std::to_string(limits_.max_configs) + " matcher states");
+    return kDead;
+  }
+  const int32_t id = static_cast<int32_t>(configs_.size());
+  configs_.push_back(std::move(c));
+  config_ids_.emplace(std::move(key), id);
+  next_.resize(next_.size() + 256, -1);
+  return id;
+}
+
+int32_t Pda::CanonicalNode(int32_t node) {
+  std::vector<int32_t> chain;
+  for (int32_t n = node; n != 0; n = parents_[n]) chain.push_back(n);
+  int32_t parent = 0;
+  bool moved = false;
+  for (size_t i = chain.size(); i-- > 0;) {
+    const int32_t n = chain[i];
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    int32_t alt2 = alt, pos2 = pos;
+    if (alt < static_cast<int32_t>(g_.canon_alt.size())) {
+      if (g_.canon_alt[alt] >= 0) alt2 = g_.canon_alt[alt];
+      const int32_t edge = g_.prefix_min[alt] - kCounterWindow - 1;
+      if (g_.prefix_min[alt] > 0 && pos < edge) pos2 = edge;
+    }
+    if (!moved && alt2 == alt && pos2 == pos) {
+      parent = n;  // unchanged so far: the original node
+      continue;
+    }
+    moved = true;
+    parent = Intern(Frame(alt2, pos2), parent);
+    if (parent < 0) return -1;
+  }
+  return parent;
+}
+
+int32_t Pda::Canonical(int32_t config) {
+  if (!has_counters() || config == kDead) return config;
+  auto it = canonical_.find(config);
+  if (it != canonical_.end()) return it->second;
+  Config c;
+  c.accept = configs_[config].accept;
+  bool moved = false;
+  for (int32_t m : configs_[config].ready) {
+    const int32_t n = CanonicalNode(m);
+    if (n < 0) return config;
+    moved |= n != m;
+    c.ready.push_back(n);
+  }
+  int32_t id = config;
+  if (moved) {
+    std::sort(c.ready.begin(), c.ready.end());
+    c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+    for (int32_t m : c.ready) {
+      const uint64_t f = frames_[m];
+      c.first |= g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
+    }
+    id = InternConfig(std::move(c));
+    if (id == kDead) id = config;
+  }
+  canonical_[config] = id;
+  return id;
+}
+
+int32_t Pda::Compute(int32_t config, uint8_t b) {
+  if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
+  // The next configuration depends only on which ready stacks accept the byte, so every byte
+  // with the same acceptance signature as `b` gets the same transition: one closure per
+  // signature instead of one per byte (a string's interior has ~10 signatures, not ~200 bytes).
+  const std::vector<int32_t> ready = configs_[config].ready;  // Close() may grow configs_
+  const size_t k = ready.size();
+  std::vector<const ByteSet*> sets(k);
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t f = frames_[ready[i]];
+    sets[i] = &g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
+  }
+  work_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    if (sets[i]->Has(b)) work_.push_back(After(ready[i]));
+  }
+  const int32_t result = Close();
+  if (k <= 64 && status_.ok()) {
+    auto signature = [&](int byte) {
+      uint64_t sig = 0;
+      for (size_t i = 0; i < k; ++i)
+        sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
+      return sig;
+    };
+    const uint64_t mine = signature(b);
+    const size_t row = static_cast<size_t>(config) * 256;
+    for (int other = 0; other < 256; ++other) {
+      if (next_[row + other] < 0 && signature(other) == mine) next_[row + other] = result;
+    }
+  }
+  return result;
+}
+
+}  // namespace dsinfer::structured

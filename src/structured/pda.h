@@ -1,0 +1,101 @@
+// Pda: the grammar run as a pushdown automaton over bytes, determinized lazily. A parse is a set of
+// stacks (the grammar may be ambiguous); each stack is a chain of frames (alternative, position),
+// interned so that a stack is one node id and a set of stacks ("configuration") is one config id.
+// Rules in tail position replace their caller's frame (tail calls), so right-recursive loops
+// (strings, repetitions) come back to the same configuration and everything keyed by a config id
+// (its byte transitions, its token mask: token_automaton.h) is computed once and reused.
+// Bounded: past `max_configs` configurations or `max_stacks` stacks in one configuration the
+// automaton reports ResourceExhausted and every further transition is dead.
+// Not thread-safe (TokenAutomaton serializes access).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "structured/grammar.h"
+
+namespace dsinfer::structured {
+
+struct PdaLimits {
+  int32_t max_configs = 1 << 16;
+  int32_t max_stacks = 2048;  // stacks in one configuration
+  int32_t max_nodes = 1 << 20;
+};
+
+class Pda {
+ public:
+  static constexpr int32_t kDead = 0;  // the configuration with no stack: nothing matches
+
+  Pda(Grammar grammar, PdaLimits limits);
+
+  int32_t initial() const { return initial_; }
+  // The configuration after reading `b` in `config` (kDead if `b` is not allowed there).
+  int32_t Next(int32_t config, uint8_t b) {
+    const size_t slot = static_cast<size_t>(config) * 256 + b;
+    const int32_t t = next_[slot];
+    if (t >= 0) return t;
+    return next_[slot] = Compute(config, b);
+  }
+  // The input read so far is a complete match.
+  bool accepting(int32_t config) const { return configs_[config].accept; }
+  // Some byte can still follow.
+  bool can_continue(int32_t config) const { return !configs_[config].ready.empty(); }
+  const ByteSet& first_bytes(int32_t config) const { return configs_[config].first; }
+  int32_t num_configs() const { return static_cast<int32_t>(configs_.size()); }
+  // A configuration that accepts the same tokens of at most kCounterWindow bytes as `config`:
+  // counted-repetition frames with more than the window left are moved to the window's edge
+  // (grammar.h), so the positions of a long bounded string share one such configuration.
+  // `config` itself when nothing moves (or a limit was hit).
+  int32_t Canonical(int32_t config);
+  bool has_counters() const { return !g_.canon_alt.empty(); }
+  const Status& status() const { return status_; }
+  const Grammar& grammar() const { return g_; }
+
+ private:
+  struct Config {
+    std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
+    bool accept = false;
+    ByteSet first;  // union of the ready frames' byte sets
+  };
+  struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const;
+  };
+
+  static uint64_t Frame(int32_t alt, int32_t pos) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(alt)) << 32 | static_cast<uint32_t>(pos);
+  }
+  int32_t Intern(uint64_t frame, int32_t parent);
+  // The stack after the element at the top frame of `node` is done.
+  int32_t After(int32_t node);
+  // Expands `work_` to the configuration it stands for and interns it.
+  int32_t Close();
+  // The id of `c` (ready sorted and unique), added if new; kDead past the limit.
+  int32_t InternConfig(Config c);
+  // `node` with its counted-repetition frames moved to the window's edge; -1 at a limit.
+  int32_t CanonicalNode(int32_t node);
+  int32_t Compute(int32_t config, uint8_t b);
+  void Fail(const std::string& what);
+
+  Grammar g_;
+  PdaLimits limits_;
+  // Node 0 is the empty stack (the parse is complete).
+  std::vector<uint64_t> frames_;
+  std::vector<int32_t> parents_;
+  std::unordered_map<uint64_t, int32_t> node_ids_;  // frame ^ parent mix -> first node; chained
+  std::vector<int32_t> node_chain_;                 // next node with the same hash key
+  std::vector<Config> configs_;
+  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
+  std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
+  std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
+  int32_t initial_ = kDead;
+  Status status_;
+  // Scratch of Close().
+  std::vector<int32_t> work_;
+  std::vector<int32_t> seen_;
+  std::vector<uint32_t> seen_mark_;
+  uint32_t mark_ = 0;
+};
+
+}  // namespace dsinfer::structured

@@ -1,0 +1,86 @@
+#include "structured/vocabulary.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/check.h"
+
+namespace dsinfer::structured {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<int32_t> order) {
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return token_bytes[a] < token_bytes[b] || (token_bytes[a] == token_bytes[b] && a < b);
+  });
+  // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common
+  // prefix.
+  std::vector<int32_t> owners;  // node of each entry of tok_ids_
+  std::vector<int32_t> path = {0};
+  const std::string* prev = nullptr;
+  for (int32_t id : order) {
+    const std::string& s = token_bytes[id];
+    size_t common = 0;
+    if (prev) {
+      while (common < s.size() && common < prev->size() && s[common] == (*prev)[common]) ++common;
+    }
+    while (path.size() > common + 1) {
+      end_[path.back()] = static_cast<int32_t>(byte_.size());
+      path.pop_back();
+    }
+    for (size_t d = common; d < s.size(); ++d) {
+      path.push_back(static_cast<int32_t>(byte_.size()));
+      byte_.push_back(static_cast<uint8_t>(s[d]));
+      depth_.push_back(static_cast<uint16_t>(d + 1));
+      end_.push_back(0);
+    }
+    max_depth_ = std::max<int32_t>(max_depth_, static_cast<int32_t>(s.size()));
+    tok_ids_.push_back(id);
+    owners.push_back(path.back());
+    prev = &s;
+  }
+  while (!path.empty()) {
+    end_[path.back()] = static_cast<int32_t>(byte_.size());
+    path.pop_back();
+  }
+  // tok_ids_ is in preorder of its nodes already (sorted strings); index it per node.
+  const int32_t n = static_cast<int32_t>(byte_.size());
+  tok_begin_.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t owner : owners) ++tok_begin_[owner + 1];
+  std::partial_sum(tok_begin_.begin(), tok_begin_.end(), tok_begin_.begin());
+}
+
+std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::string>& token_bytes,
+                                                     int64_t vocab_size, int32_t eos_id) {
+  auto v = std::make_shared<Vocabulary>();
+  v->bytes_ = token_bytes;
+  v->vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(token_bytes.size()));
+  v->eos_id_ = eos_id;
+  std::vector<int32_t> all, long_ones;
+  for (size_t i = 0; i < token_bytes.size(); ++i) {
+    const size_t n = token_bytes[i].size();
+    if (n == 0 || n >= 60000) continue;
+    all.push_back(static_cast<int32_t>(i));
+    if (n > static_cast<size_t>(kCounterWindow)) long_ones.push_back(static_cast<int32_t>(i));
+  }
+  v->trie_ = TokenTrie(token_bytes, std::move(all));
+  v->long_trie_ = TokenTrie(token_bytes, std::move(long_ones));
+  return v;
+}
+
+std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tokenizer& tokenizer,
+                                                            int64_t vocab_size, int32_t eos_id) {
+  std::vector<std::string> bytes(static_cast<size_t>(tokenizer.id_end()));
+  for (int32_t id = 0; id < tokenizer.id_end(); ++id) {
+    if (tokenizer.IsKnownId(id)) bytes[id] = tokenizer.TokenBytes(id);
+  }
+  for (const auto& added : tokenizer.added_tokens()) {
+    if (added.id >= 0 && added.id < tokenizer.id_end()) bytes[added.id].clear();
+  }
+  if (eos_id >= 0 && eos_id < tokenizer.id_end()) bytes[eos_id].clear();
+  // Ids the model cannot produce (a tokenizer larger than the model's vocabulary) are never
+  // allowed.
+  for (int64_t id = vocab_size; id < tokenizer.id_end(); ++id)
+    bytes[static_cast<size_t>(id)].clear();
+  return Create(bytes, vocab_size, eos_id);
+}
+
+}  // namespace dsinfer::structured

@@ -1,0 +1,72 @@
+// Vocabulary: the bytes of every token id as a byte trie, in preorder, for mask computation
+// (token_automaton.h): walking the trie against a byte automaton visits each shared prefix once
+// and skips a whole subtree at the first byte the automaton rejects. Special and added tokens are
+// not in the trie (a constraint never allows them); EOS is allowed separately, only where the
+// constraint accepts. Immutable after Create(); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "structured/grammar.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsinfer::structured {
+
+// A byte trie of token spellings in preorder; node 0 is the root (the empty prefix).
+class TokenTrie {
+ public:
+  TokenTrie() = default;
+  // The tokens `ids` of `bytes` (each non-empty).
+  TokenTrie(const std::vector<std::string>& bytes, std::vector<int32_t> ids);
+
+  int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
+  uint8_t node_byte(int32_t n) const { return byte_[n]; }
+  uint16_t node_depth(int32_t n) const { return depth_[n]; }
+  int32_t subtree_end(int32_t n) const { return end_[n]; }  // one past the last node below n
+  // Tokens spelled exactly by the path to n: token_ids()[token_begin(n) .. token_begin(n + 1)).
+  int32_t token_begin(int32_t n) const { return tok_begin_[n]; }
+  const std::vector<int32_t>& token_ids() const { return tok_ids_; }
+  int32_t max_depth() const { return max_depth_; }
+
+ private:
+  std::vector<uint8_t> byte_ = {0};
+  std::vector<uint16_t> depth_ = {0};
+  std::vector<int32_t> end_ = {1};
+  std::vector<int32_t> tok_begin_ = {0, 0};  // [num_nodes + 1]
+  std::vector<int32_t> tok_ids_;
+  int32_t max_depth_ = 0;
+};
+
+class Vocabulary {
+ public:
+  // `token_bytes[id]`: the bytes of id ("": never allowed). `vocab_size` >= token_bytes.size() is
+  // the mask width (the model's vocabulary may be padded past the tokenizer's ids).
+  static std::shared_ptr<const Vocabulary> Create(const std::vector<std::string>& token_bytes,
+                                                  int64_t vocab_size, int32_t eos_id);
+  // Every ordinary (non-added) token of `tokenizer`.
+  static std::shared_ptr<const Vocabulary> FromTokenizer(const tokenizer::Tokenizer& tokenizer,
+                                                         int64_t vocab_size, int32_t eos_id);
+
+  int64_t size() const { return vocab_size_; }
+  int64_t mask_words() const { return (vocab_size_ + 63) / 64; }
+  int32_t eos_id() const { return eos_id_; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  int64_t num_ids() const { return static_cast<int64_t>(bytes_.size()); }
+
+  // Every token, and the tokens longer than kCounterWindow bytes alone (grammar.h: masks of
+  // counted repetitions are shared up to that length; the long tokens are walked per state).
+  const TokenTrie& trie() const { return trie_; }
+  const TokenTrie& long_trie() const { return long_trie_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  int64_t vocab_size_ = 0;
+  int32_t eos_id_ = -1;
+  TokenTrie trie_;
+  TokenTrie long_trie_;
+};
+
+}  // namespace dsinfer::structured

@@ -1,0 +1,329 @@
+// structured/: the grammar builder, the regex / JSON schema / GBNF compilers, the automaton's
+// token masks (checked against a brute-force walk of every token), and the matcher (advance,
+// rollback, EOS only where accepting).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include "structured/constraint_compiler.h"
+#include "structured/matcher.h"
+#include "structured_test_util.h"
+
+namespace dsinfer {
+namespace {
+
+using structured::ConstraintKind;
+using testing::Compile;
+using testing::Matches;
+using testing::Spec;
+
+TEST(StructuredRegexTest, FullMatchBasics) {
+  auto a = Compile(Spec(ConstraintKind::kRegex, "(ab|cd)*x{2,3}[0-9]?"));
+  EXPECT_TRUE(Matches(*a, "xx"));
+  EXPECT_TRUE(Matches(*a, "abcdxxx7"));
+  EXPECT_FALSE(Matches(*a, "abx"));
+  EXPECT_FALSE(Matches(*a, "xxxx"));
+  EXPECT_FALSE(Matches(*a, "abcdxx77"));
+}
+
+TEST(StructuredRegexTest, ClassesEscapesAndUnicode) {
+  auto a = Compile(Spec(ConstraintKind::kRegex, "[^a-c\\d]\\w+\\.\\s日?"));
+  EXPECT_TRUE(Matches(*a, "zab_9. "));
+  EXPECT_TRUE(Matches(*a, "Zx.\t日"));
+  EXPECT_FALSE(Matches(*a, "éx. "));  // a negated class of shorthands matches ASCII only
+  EXPECT_FALSE(Matches(*a, "ax. "));
+  EXPECT_FALSE(Matches(*a, "5x. "));
+}
+
+TEST(StructuredRegexTest, UnsupportedAndBadPatternsAreErrors) {
+  for (const char* p :
+       {"(a)\\1", "a(?=b)", "\\bword", "a{3,2}", "(ab", "ab)", "[z-a]", "*a", "\\p{L}"}) {
+    auto a =
+        structured::CompileConstraint(Spec(ConstraintKind::kRegex, p), testing::TestVocabulary());
+    EXPECT_FALSE(a.ok()) << p;
+  }
+  EXPECT_FALSE(structured::CompileConstraint(Spec(ConstraintKind::kRegex, "a{20000}"),
+                                             testing::TestVocabulary())
+                   .ok());
+  // A small grammar with a huge language compiles, and running it hits the state bound: an error
+  // for the request, not a hang or an out-of-memory.
+  auto big = Compile(Spec(ConstraintKind::kRegex, "((a{1000}){1000}){1000}"));
+  structured::Matcher m(big);
+  Status st;
+  for (int i = 0; i < 70000 && st.ok(); ++i) st = m.Advance('a');
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+}
+
+// Property test: the automaton agrees with std::regex (ECMAScript) on random strings.
+TEST(StructuredRegexTest, AgreesWithStdRegexOnRandomStrings) {
+  const std::vector<std::string> patterns = {"a*b+c?",
+                                             "(ab|a)(c|bcd)*",
+                                             "[a-c]{2,4}d",
+                                             "x(y|z){0,2}[^xyz]",
+                                             "(a|b|)*c",
+                                             "[0-9]+(\\.[0-9]{1,2})?",
+                                             "-?(0|[1-9][0-9]*)",
+                                             "((ab)?c)+",
+                                             "[ab]*a[ab]{2}",
+                                             "(a+|b+)*d"};
+  std::mt19937 rng(1);
+  const std::string alphabet = "abcdxyz019.-";
+  for (const auto& p : patterns) {
+    auto a = Compile(Spec(ConstraintKind::kRegex, p));
+    const std::regex re(p, std::regex::ECMAScript);
+    for (int i = 0; i < 400; ++i) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 8);
+      for (int k = 0; k < len; ++k) s += alphabet[rng() % alphabet.size()];
+      EXPECT_EQ(Matches(*a, s), std::regex_match(s, re)) << p << " on '" << s << "'";
+    }
+    // Random walks through the automaton end in strings std::regex accepts.
+    for (int i = 0; i < 100; ++i) {
+      int32_t c = a->initial();
+      std::string s;
+      for (int step = 0; step < 12; ++step) {
+        if (a->accepting(c) && rng() % 3 == 0) break;
+        std::vector<char> next;
+        for (char ch : alphabet) {
+          if (a->AdvanceBytes(c, std::string(1, ch)) != structured::Pda::kDead) next.push_back(ch);
+        }
+        if (next.empty()) break;
+        const char ch = next[rng() % next.size()];
+        s += ch;
+        c = a->AdvanceBytes(c, std::string(1, ch));
+      }
+      if (a->accepting(c)) {
+        EXPECT_TRUE(std::regex_match(s, re)) << p << " generated '" << s << "'";
+      }
+    }
+  }
+}
+
+TEST(StructuredMaskTest, MaskEqualsBruteForceOverEveryToken) {
+  auto a = Compile(Spec(ConstraintKind::kJsonSchema,
+                        R"({"type":"object","properties":{"name":{"type":"string","maxLength":3},
+                            "ok":{"type":"boolean"}},"required":["name"]})"));
+  const auto& v = a->vocab();
+  std::mt19937 rng(3);
+  structured::Matcher m(a);
+  for (int step = 0; step < 40 && !m.IsCompleted(); ++step) {
+    auto mask = m.Mask();
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < v.size(); ++id) {
+      bool brute = false;
+      if (id == v.eos_id()) {
+        brute = m.IsAccepting();
+      } else if (id < v.num_ids() && !v.bytes(id).empty()) {
+        structured::Matcher probe = m;
+        brute = probe.Advance(id).ok();
+      }
+      EXPECT_EQ(structured::MaskHas(mask->data(), id), brute)
+          << "token " << id << " at step " << step;
+      if (brute) allowed.push_back(id);
+    }
+    ASSERT_FALSE(allowed.empty());
+    ASSERT_TRUE(m.Advance(allowed[rng() % allowed.size()]).ok());
+  }
+}
+
+// Long bounded repetitions share masks between positions (Pda::Canonical): check every mask of
+// random walks through them against every token, long tokens included.
+TEST(StructuredMaskTest, BoundedRepetitionMasksEqualBruteForce) {
+  const std::vector<std::string> schemas = {
+      R"({"type":"array","items":{"type":"string","minLength":20,"maxLength":60},"minItems":2,"maxItems":3})",
+      R"({"type":"array","items":{"enum":["a","bb"]},"minItems":19,"maxItems":45})",
+      R"({"type":"string","pattern":"^[ab]{30,70}\"?c{0,40}$"})",
+  };
+  for (const auto& schema : schemas) {
+    auto a = Compile(Spec(ConstraintKind::kJsonSchema, schema));
+    const auto& v = a->vocab();
+    for (uint32_t seed = 0; seed < 6; ++seed) {
+      std::mt19937 rng(seed);
+      structured::Matcher m(a);
+      for (int step = 0; step < 120 && !m.IsCompleted(); ++step) {
+        auto mask = m.Mask();
+        std::vector<int32_t> allowed, longest;
+        for (int32_t id = 0; id < v.size(); ++id) {
+          bool brute = false;
+          if (id == v.eos_id()) {
+            brute = m.IsAccepting();
+          } else if (id < v.num_ids() && !v.bytes(id).empty()) {
+            structured::Matcher probe = m;
+            brute = probe.Advance(id).ok();
+          }
+          ASSERT_EQ(structured::MaskHas(mask->data(), id), brute)
+              << schema << ": token " << id << " at step " << step;
+          if (brute && id != v.eos_id()) allowed.push_back(id);
+        }
+        if (allowed.empty()) break;
+        // Prefer long tokens half of the time, so the walks cross the window's edge.
+        int32_t pick = allowed[rng() % allowed.size()];
+        if (rng() % 2) {
+          for (int32_t id : allowed) {
+            if (v.bytes(id).size() > v.bytes(pick).size()) pick = id;
+          }
+        }
+        ASSERT_TRUE(m.Advance(pick).ok());
+      }
+    }
+  }
+}
+
+TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
+  structured::ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  spec.choices = {"ab", "abc", "12"};
+  auto c = Compile(spec);
+  const int32_t eos = c->vocab().eos_id();
+  structured::Matcher m(c);
+  EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), eos));
+  const auto initial_mask = *m.Mask();
+  ASSERT_TRUE(m.Advance('a').ok());
+  EXPECT_FALSE(m.Advance('c').ok());  // state unchanged on a rejected token
+  ASSERT_TRUE(m.Advance('b').ok());
+  EXPECT_TRUE(m.IsAccepting());
+  EXPECT_FALSE(m.IsCompleted());  // "abc" may still follow
+  EXPECT_TRUE(structured::MaskHas(m.Mask()->data(), eos));
+  ASSERT_TRUE(m.Advance('c').ok());
+  EXPECT_TRUE(m.IsCompleted());
+  m.Rollback(3);
+  EXPECT_EQ(m.num_tokens(), 0);
+  EXPECT_EQ(*m.Mask(), initial_mask);
+  ASSERT_TRUE(m.Advance(265).ok());  // "abc" as one token
+  EXPECT_TRUE(m.IsCompleted());
+  m.Rollback(1);
+  ASSERT_TRUE(m.Advance(266).ok());  // "12"
+  EXPECT_TRUE(m.IsCompleted());
+  ASSERT_TRUE(m.Advance(eos).ok());
+  EXPECT_FALSE(m.Advance('a').ok());
+  m.Rollback(1);
+  EXPECT_TRUE(m.IsAccepting());
+}
+
+TEST(StructuredGbnfTest, ArithmeticGrammar) {
+  auto a = Compile(Spec(ConstraintKind::kGrammar, R"G(
+    root ::= expr
+    expr ::= term (("+" | "-") term)*   # sums
+    term ::= num | "(" expr ")"
+    num  ::= [0-9]{1,3}
+  )G"));
+  EXPECT_TRUE(Matches(*a, "1+(22-333)"));
+  EXPECT_TRUE(Matches(*a, "((7))"));
+  EXPECT_FALSE(Matches(*a, "1+"));
+  EXPECT_FALSE(Matches(*a, "1234"));
+  EXPECT_FALSE(Matches(*a, "(1"));
+}
+
+TEST(StructuredGbnfTest, ErrorsAreReported) {
+  for (const char* g : {"root ::= foo", "expr ::= \"a\"", "root ::= root \"a\" | \"b\"",
+                        "root ::= \"a", "root ::= [b-a]", "root ::= \"a\"\nroot ::= \"b\""}) {
+    auto a =
+        structured::CompileConstraint(Spec(ConstraintKind::kGrammar, g), testing::TestVocabulary());
+    EXPECT_FALSE(a.ok()) << g;
+  }
+}
+
+TEST(StructuredJsonTest, SchemaBasics) {
+  auto a = Compile(Spec(ConstraintKind::kJsonSchema, R"({"type":"object","properties":{
+      "id":{"type":"integer","minimum":-5,"maximum":120},
+      "tags":{"type":"array","items":{"enum":["x","y"]},"maxItems":2},
+      "kind":{"const":"k"}},"required":["id","kind"],"additionalProperties":false})"));
+  EXPECT_TRUE(Matches(*a, R"({"id":7,"kind":"k"})"));
+  EXPECT_TRUE(Matches(*a, R"({ "id": -5, "tags": ["x", "y"], "kind": "k" })"));
+  EXPECT_FALSE(Matches(*a, R"({"id":121,"kind":"k"})"));
+  EXPECT_FALSE(Matches(*a, R"({"id":-6,"kind":"k"})"));
+  EXPECT_FALSE(Matches(*a, R"({"id":07,"kind":"k"})"));
+  EXPECT_FALSE(Matches(*a, R"({"kind":"k","id":7})"));  // schema order
+  EXPECT_FALSE(Matches(*a, R"({"id":7,"tags":["x","x","y"],"kind":"k"})"));
+  EXPECT_FALSE(Matches(*a, R"({"id":7})"));
+  EXPECT_FALSE(Matches(*a, R"({"id":7,    "kind":"k"})"));  // whitespace is bounded
+}
+
+TEST(StructuredJsonTest, RefsRecursionAndCombinators) {
+  auto a = Compile(
+      Spec(ConstraintKind::kJsonSchema, R"({"$ref":"#/$defs/node","$defs":{"node":{"type":"object",
+      "properties":{"v":{"anyOf":[{"type":"null"},{"type":"string","maxLength":2}]},
+      "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}}})"));
+  EXPECT_TRUE(Matches(*a, R"({"v":null,"kids":[{"v":"ab"},{"v":null,"kids":[]}]})"));
+  EXPECT_FALSE(Matches(*a, R"({"v":"abc"})"));
+  auto all = Compile(Spec(ConstraintKind::kJsonSchema,
+                          R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},
+      "required":["a"]},{"properties":{"b":{"type":"boolean"}},"required":["b"]}]})"));
+  EXPECT_TRUE(Matches(*all, R"({"a":1,"b":true})"));
+  EXPECT_FALSE(Matches(*all, R"({"a":1})"));
+}
+
+TEST(StructuredJsonTest, StringsFormatsAndNumbers) {
+  auto a = Compile(Spec(ConstraintKind::kJsonSchema, R"({"type":"array","prefixItems":[
+      {"type":"string","format":"date"},{"type":"string","pattern":"^[A-Z]{2}-\\d+$"},
+      {"type":"number","minimum":0,"exclusiveMaximum":10},{"type":"string","minLength":2,"maxLength":3}],
+      "items":false})"));
+  EXPECT_TRUE(Matches(*a, R"(["2024-02-28","AB-12",9.75,"\"\\n"])"));
+  EXPECT_FALSE(Matches(*a, R"(["2024-02-30","AB-12",9.75,"ab"])"));
+  EXPECT_FALSE(Matches(*a, R"(["2024-02-28","AB-",9.75,"ab"])"));
+  EXPECT_FALSE(Matches(*a, R"(["2024-02-28","AB-1",10,"ab"])"));
+  EXPECT_FALSE(Matches(*a, R"(["2024-02-28","AB-1",1,"abcd"])"));
+  EXPECT_TRUE(Matches(*a, R"(["2024-02-28","AB-1",0,"日本"])"));
+}
+
+TEST(StructuredJsonTest, UnsupportedAndInvalidSchemasAreClearErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type":"string","not":{"const":"a"}})", "'not'"},
+      {R"({"type":"object","patternProperties":{"a":{}}})", "'patternProperties'"},
+      {R"({"$ref":"#/$defs/missing"})", "does not resolve"},
+      {R"({"$ref":"#/prefixItems/99999999999999999999","prefixItems":[{}]})", "does not resolve"},
+      {R"({"$ref":"http://example.com/s.json"})", "not a local reference"},
+      {R"({"type":"strin"})", "unknown type"},
+      {R"({"type":"string","format":"color"})", "format 'color'"},
+      {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})", "may both match"},
+      {R"({"type":"integer","minimum":5,"maximum":4})", "no integer"},
+      {R"({"type":"string","pattern":"(a)\\1"})", "backreference"},
+      {R"({"type":"array","items":{"type":"integer"},"uniqueItems":true})", "'uniqueItems'"},
+      {R"(false)", "nothing satisfies"},
+      {R"({"type":"integer","multipleOf":3})", "'multipleOf'"},
+      {R"({"type":"number" )", "not valid JSON"},
+      {R"({"allOf":[{"properties":{"a":{}}}],"additionalProperties":false})",
+       "additionalProperties"},
+  };
+  for (const auto& [schema, what] : cases) {
+    auto a = structured::CompileConstraint(Spec(ConstraintKind::kJsonSchema, schema),
+                                           testing::TestVocabulary());
+    ASSERT_FALSE(a.ok()) << schema;
+    EXPECT_NE(a.status().message().find(what), std::string::npos) << a.status().ToString();
+  }
+}
+
+TEST(StructuredSpecTest, ParsesOpenAiAndVllmKeys) {
+  using nlohmann::ordered_json;
+  auto s = structured::ParseOutputConstraint(ordered_json::parse(
+      R"({"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,
+          "schema":{"type":"object","properties":{"b":{},"a":{}}}}}})"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kind, ConstraintKind::kJsonSchema);
+  EXPECT_LT(s->text.find("\"b\""), s->text.find("\"a\""));  // property order kept
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"response_format":{"type":"json_object"}})"));
+  EXPECT_EQ(s->kind, ConstraintKind::kJsonObject);
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"response_format":{"type":"text"}})"));
+  EXPECT_FALSE(s->active());
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"structured_outputs":{"choice":["a","b"]}})"));
+  EXPECT_EQ(s->kind, ConstraintKind::kChoice);
+  EXPECT_EQ(s->choices.size(), 2u);
+  s = structured::ParseOutputConstraint(
+      nlohmann::json::parse(R"({"structured_outputs":{"regex":"a+"}})"));
+  EXPECT_EQ(s->kind, ConstraintKind::kRegex);
+  for (const char* bad : {R"({"response_format":{"type":"xml"}})",
+                          R"({"structured_outputs":{"regex":"a","choice":["b"]}})",
+                          R"({"structured_outputs":{"json":{},"foo":1}})",
+                          R"({"response_format":{"type":"json_object"},
+                          "structured_outputs":{"regex":"a"}})",
+                          R"({"structured_outputs":{"choice":[]}})"}) {
+    EXPECT_FALSE(structured::ParseOutputConstraint(nlohmann::json::parse(bad)).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer
