@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dsinfer builds and tests with (idempotent; quick when all present).
 set -euo pipefail
-# libpcre2-dev: the tokenizer's pre-tokenizer regexes; clang + libclang-rt-14-dev: the recipe fuzz target.
+# libpcre2-dev: the tokenizer's pre-tokenizer regexes; clang + libclang-rt-14-dev: the recipe fuzz
+# target; libboost-dev: Boost.Beast / Asio (header-only) for `dsinfer serve`.
 PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3 libpcre2-dev
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev libboost-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -8,12 +8,15 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/generate_request.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/progress_bar.h"
 #include "cli/request_json.h"
 #include "cli/run_summary.h"
 #include "dsinfer/engine.h"
+#include "request/json_text.h"
+#include "request/request_parser.h"
 
 namespace dsinfer::cli {
 
@@ -129,20 +132,23 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
     const std::string path = *flags.Get("input");
     std::ifstream in(path);
     if (!in) return NotFound("cannot read --input " + path);
+    request::Request schema_defaults;
+    schema_defaults.sampling = defaults.params;
+    schema_defaults.priority = defaults.priority;
     std::string line;
     for (int64_t number = 1; std::getline(in, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      auto j = json::parse(line, nullptr, false);
+      // The server's schema (request/): an OpenAI body pasted as a line works.
+      auto j = request::ParseJsonText(line);
       Input input;
-      input.id = j.is_object() && j.contains("id") ? j["id"] : json(number);
-      if (j.is_discarded()) {
-        input.request = InvalidArgument("line " + std::to_string(number) + " is not valid JSON");
+      input.id = j.ok() && j->is_object() && j->contains("id") ? (*j)["id"] : json(number);
+      StatusOr<request::Request> parsed =
+          j.ok() ? request::ParseRequest(*j, request::Kind::kJsonl, schema_defaults) : j.status();
+      if (parsed.ok()) {
+        input.request = api::ToGenerateRequest(*parsed);
       } else {
-        input.request = ParseRequestJson(j, defaults);
-        if (!input.request.ok()) {
-          input.request = Status(input.request.status().code(),
-                                 "line " + std::to_string(number) + ": " + input.request.status().message());
-        }
+        input.request = Status(parsed.status().code(),
+                               "line " + std::to_string(number) + ": " + parsed.status().message());
       }
       inputs.push_back(std::move(input));
     }

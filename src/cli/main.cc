@@ -14,6 +14,7 @@ const std::vector<Command>& AllCommands() {
       {"tokenize", "text to token ids (Hugging Face-exact)", RunTokenize},
       {"detokenize", "token ids to text", RunDetokenize},
       {"render", "chat messages to the DeepSeek-V4 prompt (and ids)", RunRender},
+      {"serve", "the OpenAI-compatible HTTP server", RunServe},
 #ifdef DSINFER_HAVE_CUDA
       {"bench", "benchmark the CUDA model on this GPU (JSON lines)", RunBench},
 #endif
