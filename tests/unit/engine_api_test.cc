@@ -92,6 +92,7 @@ TEST(EngineApiTest, DestroyingTheEngineEndsOpenStreams) {
     GenerateRequest r;
     r.prompt_ids = {1, 2, 3};
     r.params.max_tokens = 100000;
+    r.max_tokens_up_to_context = true;
     r.params.ignore_eos = true;
     stream = *(*engine)->Submit(r);
   }
