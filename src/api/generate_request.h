@@ -10,4 +10,10 @@ namespace dsinfer::api {
 
 GenerateRequest ToGenerateRequest(const request::Request& r);
 
+// The sampling parameters between the schema's type and the public API's (field by field: the
+// two types have the same fields, and stay separate types once the public API owns its own).
+using EngineSamplingParams = decltype(GenerateRequest::params);
+EngineSamplingParams ToEngineParams(const sampler::SamplingParams& p);
+sampler::SamplingParams ToSchemaParams(const EngineSamplingParams& p);
+
 }  // namespace dsinfer::api

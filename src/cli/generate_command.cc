@@ -133,7 +133,7 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
     std::ifstream in(path);
     if (!in) return NotFound("cannot read --input " + path);
     request::Request schema_defaults;
-    schema_defaults.sampling = defaults.params;
+    schema_defaults.sampling = api::ToSchemaParams(defaults.params);
     schema_defaults.priority = defaults.priority;
     std::string line;
     for (int64_t number = 1; std::getline(in, line); ++number) {
