@@ -8,7 +8,8 @@ namespace dsinfer::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
-      {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out", RunGenerate},
+      {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out",
+       RunGenerate},
       {"logits", "run the model on ids and write the logits of every position (.npy)", RunLogits},
       {"init-model", "write a model dir with deterministic random weights", RunInitModel},
       {"tokenize", "text to token ids (Hugging Face-exact)", RunTokenize},

@@ -251,6 +251,41 @@ describe('errors', () => {
   });
 });
 
+describe('random bodies', () => {
+  // User input never causes a 500, a crash or a hang: 400 random mutations of a valid body get
+  // 200 or an OpenAI 400 / 404 error, and the server stays up.
+  test('mutated chat and completions bodies get 200 or a 4xx error object', async () => {
+    let seed = 12345;
+    const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+    const values = [null, -1, 0, 1, 2, 1e308, -1e308, 1e20, 0.5, 'x', '', '\u0000', 'none', 'auto', true,
+      false, [], {}, [1, 'a'], [[1]], { type: 'text' }, { type: 'json_object' }, { include_usage: true },
+      [{ role: 'user', content: 'hi' }], [{ role: 'user', content: [{ type: 'text', text: 'a' }] }],
+      [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '{' } }] }],
+      [{ role: 'tool', content: 1 }], { '5': 1 }, { 'x': 1 }, 'x'.repeat(3000)];
+    const keys = ['messages', 'prompt', 'model', 'n', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'stop',
+      'max_tokens', 'min_tokens', 'logprobs', 'top_logprobs', 'logit_bias', 'tools', 'tool_choice',
+      'response_format', 'stream_options', 'chat_template_kwargs', 'reasoning_effort', 'echo', 'presence_penalty',
+      'repetition_penalty', 'stop_token_ids', 'parallel_tool_calls', 'unknown_key', 'user', 'metadata'];
+    const seen = new Map();
+    for (let i = 0; i < 400; ++i) {
+      const chat = rand(2) === 0;
+      const body = chat ? { messages: user('Hi'), max_tokens: 2 } : { prompt: 'Hi', max_tokens: 2 };
+      for (let k = 1 + rand(3); k > 0; --k) body[keys[rand(keys.length)]] = values[rand(values.length)];
+      if (!Number.isInteger(body.max_tokens) || body.max_tokens > 8) body.max_tokens = 2;
+      if (body.n > 4) body.n = 2;
+      const r = await fetch(server.url + (chat ? '/v1/chat/completions' : '/v1/completions'), {
+        method: 'POST', headers: { Authorization: 'Bearer ' + KEY, 'Content-Type': 'application/json' },
+        body: JSON.stringify(body) });
+      const text = await r.text();
+      seen.set(r.status, (seen.get(r.status) ?? 0) + 1);
+      assert.ok([200, 400, 404].includes(r.status), `${r.status} for ${JSON.stringify(body)}: ${text}`);
+      if (r.status !== 200 && !body.stream) assert.equal(typeof JSON.parse(text).error.message, 'string');
+    }
+    assert.ok(seen.get(200) > 0 && seen.get(400) > 0, JSON.stringify([...seen]));
+    assert.equal((await fetch(server.url + '/health')).status, 200);
+  });
+});
+
 describe('aborts and concurrency', () => {
   const running = () => metric(server.url, 'dsinfer_requests_running');
   const open = () => metric(server.url, 'dsinfer_http_requests_open');
