@@ -1,5 +1,6 @@
 #include "api/openai_service.h"
 
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <filesystem>
 
@@ -173,10 +174,36 @@ void OpenAiService::Generate(std::shared_ptr<Exchange> ex, const HttpRequest& re
                     " waiting sequences); retry later",
                 headers);
   }
-  auto stream = context_.engine->Submit(ToGenerateRequest(r));
-  if (!stream.ok()) return FailStatus(*ex, endpoint, stream.status(), headers);
-  const uint64_t id = (*stream)->id();
   open_sequences_ += n;
+  ++submitting_;
+  auto engine_request = std::make_shared<GenerateRequest>(ToGenerateRequest(r));
+  auto schema_request = std::make_shared<request::Request>(std::move(r));
+  boost::asio::post(submitters_, [this, ex, engine_request, schema_request, endpoint, headers] {
+    auto stream = context_.engine->Submit(*engine_request);
+    boost::asio::post(*context_.io, [this, ex, schema_request, endpoint, headers,
+                                     stream = std::move(stream)]() mutable {
+      Submitted(ex, std::move(*schema_request), endpoint, headers, std::move(stream));
+    });
+  });
+}
+
+void OpenAiService::Submitted(std::shared_ptr<Exchange> ex, request::Request r,
+                              const std::string& endpoint, const Headers& headers,
+                              StatusOr<std::shared_ptr<RequestStream>> stream) {
+  --submitting_;
+  const int64_t n = r.sampling.n;
+  if (!stream.ok()) {
+    open_sequences_ -= n;
+    return FailStatus(*ex, endpoint, stream.status(), headers);
+  }
+  const uint64_t id = (*stream)->id();
+  if (ex->closed()) {  // the client left while the prompt was encoded
+    context_.engine->Abort(id);
+    open_sequences_ -= n;
+    metrics_.CountAbort();
+    metrics_.CountRequest(endpoint, 499);
+    return;
+  }
   auto call = std::make_shared<GenerationCall>(&context_, std::move(r), ex, *stream, endpoint,
                                                headers, [this, id, n] {
                                                  open_sequences_ -= n;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,8 +44,10 @@ class OpenAiService {
   void StartDrain() { draining_ = true; }
   // Aborts every request in flight (their replies end with finish_reason "abort"). io thread.
   void AbortAll();
-  // Generation requests in flight. io thread.
-  int64_t open_calls() const { return static_cast<int64_t>(calls_.size()); }
+  // Generation requests in flight (being submitted or generating). io thread.
+  int64_t open_calls() const { return static_cast<int64_t>(calls_.size()) + submitting_; }
+  // Waits for the submissions in progress (before the engine goes away). Any thread.
+  void JoinSubmitters() { submitters_.join(); }
   const std::string& model_name() const { return context_.model_name; }
 
  private:
@@ -56,6 +59,10 @@ class OpenAiService {
                   const std::map<std::string, std::string>& headers);
   void Generate(std::shared_ptr<Exchange> ex, const HttpRequest& req, request::Kind kind,
                 const std::string& endpoint, const std::map<std::string, std::string>& headers);
+  // io thread, after Engine::Submit returned on a submitter thread.
+  void Submitted(std::shared_ptr<Exchange> ex, request::Request r, const std::string& endpoint,
+                 const std::map<std::string, std::string>& headers,
+                 StatusOr<std::shared_ptr<RequestStream>> stream);
   void Tokenize(Exchange& ex, const HttpRequest& req,
                 const std::map<std::string, std::string>& headers);
   void Detokenize(Exchange& ex, const HttpRequest& req,
@@ -68,7 +75,11 @@ class OpenAiService {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   bool ready_ = false;
   bool draining_ = false;
-  int64_t open_sequences_ = 0;
+  int64_t open_sequences_ = 0;  // of admitted requests (the queue bound)
+  int64_t submitting_ = 0;
+  // Engine::Submit tokenizes and renders the prompt on the calling thread: it runs here, never
+  // on the io thread.
+  boost::asio::thread_pool submitters_{2};
   int64_t created_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<GenerationCall>> calls_;
 };

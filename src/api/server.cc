@@ -38,10 +38,12 @@ class Drain {
  private:
   void Tick() {
     const auto now = Clock::now();
-    if (service_->open_calls() > 0 && now >= deadline_ && !aborted_) {
-      std::fprintf(stderr, "dsinfer serve: drain deadline: aborting %lld requests\n",
-                   static_cast<long long>(service_->open_calls()));
-      service_->AbortAll();
+    if (service_->open_calls() > 0 && now >= deadline_) {
+      if (!aborted_) {
+        std::fprintf(stderr, "dsinfer serve: drain deadline: aborting %lld requests\n",
+                     static_cast<long long>(service_->open_calls()));
+      }
+      service_->AbortAll();  // again each tick: a request still being submitted joins later
       aborted_ = true;
     }
     if (service_->open_calls() == 0) {
@@ -106,6 +108,7 @@ Status RunServer(const ServerOptions& options) {
   if (!status.ok()) {
     net::post(io, [&io] { io.stop(); });
     io_thread.join();
+    service.JoinSubmitters();
     return status;
   }
   Engine* e = engine->get();
@@ -116,6 +119,7 @@ Status RunServer(const ServerOptions& options) {
     std::fflush(stderr);
   });
   io_thread.join();
+  service.JoinSubmitters();
   // The engine first: its last events still post to the (stopped, alive) io_context.
   engine->reset();
   std::fprintf(stderr, "dsinfer serve: stopped\n");
