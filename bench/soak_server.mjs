@@ -133,9 +133,12 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
 const end = Date.now() + DURATION_S * 1000;
 const t0 = Date.now();
 let maxOpen = 0;
+const rssSeries = [];  // MB, every 30 s
+let ticks = 0;
 const sampler = setInterval(async () => {
   const m = await metrics(port).catch(() => null);
   if (m) maxOpen = Math.max(maxOpen, m.open);
+  if (++ticks % 30 === 0) rssSeries.push(Math.round(rssKb(proc.pid) / 102.4) / 10);
 }, 1000);
 await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
   while (Date.now() < end) await oneRequest(agent, port, texts);
@@ -154,7 +157,7 @@ const rssEnd = rssKb(proc.pid);
 proc.kill('SIGTERM');
 const code = await new Promise((r) => proc.on('exit', (c) => r(c)));
 const result = { connections: CONNECTIONS, duration_s: DURATION_S, wall_s: wall, disconnect_prob: DISCONNECT,
-  ...stats, max_open_requests: maxOpen, after, rss_start_mb: rssStart / 1024, rss_end_mb: rssEnd / 1024,
+  ...stats, max_open_requests: maxOpen, after, rss_start_mb: rssStart / 1024, rss_end_mb: rssEnd / 1024, rss_every_30s_mb: rssSeries,
   exit_code: code, mismatches };
 console.log(JSON.stringify(result));
 const ok = stats.mismatched === 0 && stats.lost === 0 && stats.duplicated === 0 && stats.http_errors === 0 &&
