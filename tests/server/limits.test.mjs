@@ -3,9 +3,10 @@
 // streams finish, a request on a kept-alive connection gets 503, new connections are refused,
 // the process exits 0; past --drain-timeout the rest end with finish_reason "abort").
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 
-import { OpenAI, eventually, metric, rawRequest, sleep, startServer, stopServer } from './server_util.mjs';
+import { BIN, MODEL, OpenAI, eventually, metric, rawRequest, sleep, startServer, stopServer } from './server_util.mjs';
 
 const user = (text) => [{ role: 'user', content: text }];
 const clientOf = (server) => new OpenAI({ apiKey: 'none', baseURL: server.url + '/v1', maxRetries: 0 });
@@ -94,5 +95,23 @@ describe('drain on SIGTERM', () => {
     assert.equal(finish, 'abort');
     const { code } = await server.exited;
     assert.equal(code, 0, server.log());
+  });
+});
+
+describe('start-up', () => {
+  test('bad usage exits 2 and a model that cannot load exits 1, each with one error line', () => {
+    const run = (...args) => spawnSync(BIN, ['serve', ...args], { encoding: 'utf8', timeout: 60000 });
+    const cases = [
+      [[], 2, /--model is required/],
+      [['--model', MODEL, '--port', '70000'], 2, /--port must be in \[0, 65535\], got 70000/],
+      [['--model', MODEL, '--host', 'not-an-address', '--port', '0'], 2, /not an IP address/],
+      [['--model', MODEL, '--max-queued', '-1', '--port', '0'], 2, /--max-queued must be >= 0/],
+      [['--model', '/nonexistent/model', '--host', '127.0.0.1', '--port', '0'], 1, /dsinfer serve: .*nonexistent/],
+    ];
+    for (const [args, code, pattern] of cases) {
+      const r = run(...args);
+      assert.equal(r.status, code, args.join(' ') + ':\n' + r.stderr);
+      assert.match(r.stderr, pattern);
+    }
   });
 });
