@@ -3,10 +3,13 @@
 // streams finish, a request on a kept-alive connection gets 503, new connections are refused,
 // the process exits 0; past --drain-timeout the rest end with finish_reason "abort").
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { describe, test } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { after, describe, test } from 'node:test';
 
-import { BIN, MODEL, OpenAI, eventually, metric, rawRequest, sleep, startServer, stopServer } from './server_util.mjs';
+import { BIN, MODEL, OpenAI, eventually, killAll, metric, rawRequest, sleep, spawnServer, startServer,
+  stopServer } from './server_util.mjs';
+
+after(killAll);  // a failed test leaves no server behind
 
 const user = (text) => [{ role: 'user', content: text }];
 const clientOf = (server) => new OpenAI({ apiKey: 'none', baseURL: server.url + '/v1', maxRetries: 0 });
@@ -120,8 +123,7 @@ describe('loading', () => {
   // The port is bound before the model loads. How long loading takes depends on the machine, so
   // the 503s are usually, not always, seen; every answer before the first 200 must be one.
   test('/health and requests get 503 "loading" until the model is ready', async () => {
-    const proc = spawn(BIN, ['serve', '--model', MODEL, '--host', '127.0.0.1', '--port', '0', '--threads', '1'],
-      { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawnServer(['--model', MODEL, '--host', '127.0.0.1', '--port', '0', '--threads', '1']);
     let log = '';
     const port = await new Promise((resolve) => proc.stderr.on('data', (d) => {
       log += d;
@@ -129,15 +131,19 @@ describe('loading', () => {
       if (m) resolve(Number(m[1]));
     }));
     const statuses = [];
-    for (const end = Date.now() + 60000; Date.now() < end; await sleep(5)) {
-      const r = await fetch(`http://127.0.0.1:${port}/v1/models`);
-      statuses.push(r.status);
-      if (r.status === 200) break;
-      assert.equal(r.status, 503);
-      assert.equal((await r.json()).error.message, 'the model is loading');
+    try {
+      for (const end = Date.now() + 60000; Date.now() < end; await sleep(5)) {
+        const r = await fetch(`http://127.0.0.1:${port}/v1/models`);
+        statuses.push(r.status);
+        if (r.status === 200) break;
+        assert.equal(r.status, 503);
+        assert.equal((await r.json()).error.message, 'the model is loading');
+      }
+    } finally {
+      const exited = new Promise((r) => proc.on('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
     }
     assert.equal(statuses.at(-1), 200, log);
-    proc.kill('SIGTERM');
-    await new Promise((r) => proc.on('exit', r));
   });
 });

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { OpenAI, eventually, metric, rawRequest, startServer, stopServer } from './server_util.mjs';
+import { OpenAI, eventually, killAll, metric, rawRequest, startServer, stopServer } from './server_util.mjs';
 
 const KEY = 'sk-dsinfer-test';
 let server;
@@ -19,8 +19,12 @@ before(async () => {
 });
 
 after(async () => {
-  const { code } = await stopServer(server);
-  assert.equal(code, 0, 'SIGTERM drains and exits 0:\n' + server.log());
+  try {
+    const { code } = await stopServer(server);
+    assert.equal(code, 0, 'SIGTERM drains and exits 0:\n' + server.log());
+  } finally {
+    killAll();
+  }
 });
 
 const user = (text) => [{ role: 'user', content: text }];

@@ -11,11 +11,25 @@ export const { OpenAI } = require('openai');
 export const BIN = process.env.DSINFER_BIN;
 export const MODEL = process.env.DSINFER_SERVER_MODEL;
 
+// Every server this process starts is killed when it ends, whatever failed (no orphans).
+const children = new Set();
+export const killAll = () => { for (const p of children) if (p.exitCode === null) p.kill('SIGKILL'); };
+process.on('exit', killAll);
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => { killAll(); process.exit(1); });
+
+// `dsinfer serve ARGS` as a child that is killed at exit.
+export function spawnServer(args) {
+  const proc = spawn(BIN, ['serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(proc);
+  proc.on('exit', () => children.delete(proc));
+  return proc;
+}
+
 // Starts a server; resolves to {proc, port, url, log()} once /health is 200.
 export async function startServer(extraArgs = []) {
   const args = ['serve', '--model', MODEL, '--host', '127.0.0.1', '--port', '0', '--threads', '1',
                 ...extraArgs];
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawnServer(args.slice(1));
   let log = '';
   proc.stdout.on('data', (d) => { log += d; });
   const port = await new Promise((resolve, reject) => {
