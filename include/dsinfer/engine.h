@@ -120,6 +120,10 @@ struct GenerateRequest {
   ChatOptions chat;
   SamplingParams params;
   int priority = 0;  // lower runs first; waiting requests age, so none starves
+  // false: a prompt plus params.max_tokens beyond the context is refused (OutOfRange, with the
+  // numbers); true: max_tokens is only an upper bound and generation stops at the context (the
+  // server's chat default when max_tokens is not given, as vLLM).
+  bool max_tokens_up_to_context = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
@@ -181,12 +185,20 @@ struct EngineStats {
 };
 
 // The events of one request, in order. Next() blocks until an event arrives; it returns false once
-// every completion has had its final event.
+// every completion has had its final event. An event loop (the server) uses TryNext() and
+// SetNotify() instead, so that no thread blocks on a stream.
 class RequestStream {
  public:
   virtual ~RequestStream() = default;
   virtual uint64_t id() const = 0;
   virtual bool Next(StreamEvent* event) = 0;
+  // Non-blocking: moves the next queued event to `event` and returns true, or returns false when
+  // none is queued now (the stream has ended once every completion's final event was taken).
+  virtual bool TryNext(StreamEvent* event) = 0;
+  // `notify` runs on the engine thread after each event is queued, and once at once if events are
+  // queued already; it must be quick and must not block or call into this stream (post to an
+  // event loop and TryNext() there). Replaces an earlier callback; an empty function removes it.
+  virtual void SetNotify(std::function<void()> notify) = 0;
 };
 
 // Reads `stream` to its end (blocking) and gathers its events into a result for n completions.

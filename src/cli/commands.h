@@ -23,6 +23,7 @@ int RunGenerate(int argc, char** argv);
 int RunTokenize(int argc, char** argv);
 int RunDetokenize(int argc, char** argv);
 int RunRender(int argc, char** argv);
+int RunServe(int argc, char** argv);
 #ifdef DSINFER_HAVE_CUDA
 int RunBench(int argc, char** argv);
 #endif

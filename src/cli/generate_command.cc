@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "api/generate_request.h"
 #include "base/status.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -16,7 +17,8 @@
 #include "cli/run_summary.h"
 #include "dsinfer/engine.h"
 #include "engine/public_types.h"
-#include "structured/constraint_spec.h"
+#include "request/json_text.h"
+#include "request/request_parser.h"
 #include "tokenizer/utf8.h"
 
 namespace dsinfer::cli {
@@ -166,29 +168,28 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
       if (!file) return NotFound("cannot read --input " + path);
     }
     std::istream& in = path == "-" ? std::cin : file;
+    request::Request schema_defaults;
+    schema_defaults.sampling = engine::ToSamplerParams(defaults.params);
+    schema_defaults.priority = defaults.priority;
     std::string line;
     for (int64_t number = 1; std::getline(in, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      auto j = json::parse(line, nullptr, false);
+      // The server's schema (request/): an OpenAI body pasted as a line works.
+      auto j = request::ParseJsonText(line);
       Input input;
-      input.id = j.is_object() && j.contains("id") ? j["id"] : json(number);
-      if (j.is_discarded()) {
-        input.request = InvalidArgument("line " + std::to_string(number) + " is not valid JSON");
+      input.id = j.ok() && j->is_object() && j->contains("id") ? (*j)["id"] : json(number);
+      // The output constraint is read from the line with its own key order (a schema's property
+      // order is its generation order; `json` sorts keys).
+      const nlohmann::ordered_json ordered =
+          j.ok() ? nlohmann::ordered_json::parse(line, nullptr, false) : nlohmann::ordered_json();
+      StatusOr<request::Request> parsed =
+          j.ok() ? request::ParseRequest(*j, request::Kind::kJsonl, schema_defaults, &ordered)
+                 : j.status();
+      if (parsed.ok()) {
+        input.request = api::ToGenerateRequest(*parsed);
       } else {
-        input.request = ParseRequestJson(j, defaults);
-        if (input.request.ok() && input.request->params.structured_outputs.active()) {
-          // `json` sorts object keys; a schema's property order is its generation order, so the
-          // constraint is read again from the line with its own key order.
-          auto ordered = structured::ParseOutputConstraint(
-              nlohmann::ordered_json::parse(line, nullptr, false));
-          if (ordered.ok() && ordered->active()) {
-            input.request->params.structured_outputs = engine::ToOutputConstraint(*ordered);
-          }
-        }
-        if (!input.request.ok()) {
-          input.request = Status(input.request.status().code(),
-                                 "line " + std::to_string(number) + ": " + input.request.status().message());
-        }
+        input.request = Status(parsed.status().code(),
+                               "line " + std::to_string(number) + ": " + parsed.status().message());
       }
       inputs.push_back(std::move(input));
     }

@@ -8,12 +8,14 @@ namespace dsinfer::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> kCommands = {
-      {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out", RunGenerate},
+      {"generate", "offline generation: prompts (text, ids or JSONL) in, completions out",
+       RunGenerate},
       {"logits", "run the model on ids and write the logits of every position (.npy)", RunLogits},
       {"init-model", "write a model dir with deterministic random weights", RunInitModel},
       {"tokenize", "text to token ids (Hugging Face-exact)", RunTokenize},
       {"detokenize", "token ids to text", RunDetokenize},
       {"render", "chat messages to the DeepSeek-V4 prompt (and ids)", RunRender},
+      {"serve", "the OpenAI-compatible HTTP server", RunServe},
 #ifdef DSINFER_HAVE_CUDA
       {"bench", "benchmark the CUDA model on this GPU (JSON lines)", RunBench},
 #endif

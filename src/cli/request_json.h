@@ -1,12 +1,5 @@
-// RequestJson: one line of a `dsinfer generate --input` file <-> a GenerateRequest, and a result ->
-// one output line. Input keys: exactly one of "prompt" (text), "prompt_ids" (ids) or "messages"
-// ([{"role", "content"}]); the sampling parameters by their OpenAI/vLLM names (max_tokens,
-// temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty,
-// logit_bias, stop, stop_token_ids, min_tokens, ignore_eos, logprobs, top_logprobs, seed, n,
-// include_stop_str_in_output); the output constraint (response_format, structured_outputs,
-// guided_*: structured/constraint_spec.h); "priority"; "thinking" and "reasoning_effort" (chat
-// rendering); "id" (echoed back). Unknown keys are errors, so typos never pass silently. Pure
-// functions.
+// The output lines of `dsinfer generate`: a result -> one JSONL line. The input lines follow the
+// server's request schema (request/request_parser.h, Kind::kJsonl). Pure functions.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,9 +8,6 @@
 #include "dsinfer/engine.h"
 
 namespace dsinfer::cli {
-
-// `defaults` supplies every parameter the line does not set.
-StatusOr<GenerateRequest> ParseRequestJson(const nlohmann::json& line, const GenerateRequest& defaults);
 
 // {"id", "prompt_tokens", "choices": [{"index", "text", "ids", "finish_reason", "stop", "logprobs"}],
 //  "usage": {...}, "ttft_ms", "e2e_ms"} or {"id", "error": {"code", "message"}}.

@@ -125,6 +125,13 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
     return ResourceExhausted("the prompt has " + std::to_string(n) + " tokens; the state memory budget " +
                              "holds at most " + std::to_string(max_fit_len_) + " tokens per request");
   }
+  if (!request.max_tokens_up_to_context && n + p.params.max_tokens > max_model_len_) {
+    return OutOfRange("the context holds " + std::to_string(max_model_len_) + " tokens, but " +
+                      std::to_string(n + p.params.max_tokens) + " were requested (" +
+                      std::to_string(n) + " in the prompt, max_tokens " +
+                      std::to_string(p.params.max_tokens) + "); lower max_tokens to at most " +
+                      std::to_string(max_model_len_ - n));
+  }
   if (p.params.structured_outputs.active()) {
     DSINFER_ASSIGN_OR_RETURN(p.constraint, Constraint(p.params.structured_outputs));
     p.constraint_after_reasoning =

@@ -11,12 +11,39 @@ bool EventQueue::Next(StreamEvent* event) {
   return true;
 }
 
-bool EventQueue::Push(StreamEvent event) {
+bool EventQueue::TryNext(StreamEvent* event) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (event.finish != FinishReason::kNone) --open_;
-  events_.push_back(std::move(event));
-  cv_.notify_all();
-  return open_ == 0;
+  if (events_.empty()) return false;
+  *event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void EventQueue::SetNotify(std::function<void()> notify) {
+  bool queued = false;
+  std::function<void()> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notify_ = std::move(notify);
+    queued = !events_.empty();
+    call = notify_;
+  }
+  if (queued && call) call();
+}
+
+bool EventQueue::Push(StreamEvent event) {
+  std::function<void()> call;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (event.finish != FinishReason::kNone) --open_;
+    events_.push_back(std::move(event));
+    cv_.notify_all();
+    last = open_ == 0;
+    call = notify_;
+  }
+  if (call) call();
+  return last;
 }
 
 EngineLoop::EngineLoop(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {

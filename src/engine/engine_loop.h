@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,6 +25,8 @@ class EventQueue final : public RequestStream {
   EventQueue(uint64_t id, int completions) : id_(id), open_(completions) {}
   uint64_t id() const override { return id_; }
   bool Next(StreamEvent* event) override;
+  bool TryNext(StreamEvent* event) override;
+  void SetNotify(std::function<void()> notify) override;
   // Engine thread. Returns true when this was the last event of the last completion.
   bool Push(StreamEvent event);
 
@@ -32,6 +35,7 @@ class EventQueue final : public RequestStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
+  std::function<void()> notify_;  // called outside mu_ (it may post work that calls TryNext)
   int open_;  // completions without their final event yet (pushed side)
 };
 

@@ -6,27 +6,44 @@ Status SamplingParams::Validate() const { return engine::ToSamplerParams(*this).
 
 namespace engine {
 
+namespace {
+
+// Field by field: the two types have the same fields (the public one is the API's own type).
+template <typename To, typename From>
+To CopyParams(const From& f) {
+  To t;
+  t.n = f.n;
+  t.temperature = f.temperature;
+  t.top_k = f.top_k;
+  t.top_p = f.top_p;
+  t.min_p = f.min_p;
+  t.repetition_penalty = f.repetition_penalty;
+  t.presence_penalty = f.presence_penalty;
+  t.frequency_penalty = f.frequency_penalty;
+  t.logit_bias = f.logit_bias;
+  t.stop = f.stop;
+  t.stop_token_ids = f.stop_token_ids;
+  t.max_tokens = f.max_tokens;
+  t.min_tokens = f.min_tokens;
+  t.ignore_eos = f.ignore_eos;
+  t.logprobs = f.logprobs;
+  t.top_logprobs = f.top_logprobs;
+  t.seed = f.seed;
+  t.include_stop_str_in_output = f.include_stop_str_in_output;
+  return t;
+}
+
+}  // namespace
+
 sampler::SamplingParams ToSamplerParams(const SamplingParams& p) {
-  sampler::SamplingParams s;
-  s.n = p.n;
-  s.temperature = p.temperature;
-  s.top_k = p.top_k;
-  s.top_p = p.top_p;
-  s.min_p = p.min_p;
-  s.repetition_penalty = p.repetition_penalty;
-  s.presence_penalty = p.presence_penalty;
-  s.frequency_penalty = p.frequency_penalty;
-  s.logit_bias = p.logit_bias;
-  s.stop = p.stop;
-  s.stop_token_ids = p.stop_token_ids;
-  s.max_tokens = p.max_tokens;
-  s.min_tokens = p.min_tokens;
-  s.ignore_eos = p.ignore_eos;
-  s.logprobs = p.logprobs;
-  s.top_logprobs = p.top_logprobs;
-  s.seed = p.seed;
-  s.include_stop_str_in_output = p.include_stop_str_in_output;
+  sampler::SamplingParams s = CopyParams<sampler::SamplingParams>(p);
   s.structured_outputs = ToConstraintSpec(p.structured_outputs);
+  return s;
+}
+
+SamplingParams ToPublicParams(const sampler::SamplingParams& p) {
+  SamplingParams s = CopyParams<SamplingParams>(p);
+  s.structured_outputs = ToOutputConstraint(p.structured_outputs);
   return s;
 }
 

@@ -12,6 +12,7 @@
 namespace dsinfer::engine {
 
 sampler::SamplingParams ToSamplerParams(const SamplingParams& p);
+SamplingParams ToPublicParams(const sampler::SamplingParams& p);
 structured::ConstraintSpec ToConstraintSpec(const OutputConstraint& c);
 OutputConstraint ToOutputConstraint(const structured::ConstraintSpec& c);
 std::vector<TokenLogprob> ToPublicLogprobs(const std::vector<sampler::TokenLogprob>& top);

@@ -2,6 +2,9 @@
 // outputs of a sequential batch; streaming, abort from another thread, per-request errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "dsinfer/engine.h"
@@ -70,6 +73,51 @@ TEST(EngineApiTest, AbortFromAnotherThreadEndsTheStream) {
   EXPECT_EQ(finals, 2);
 }
 
+// The event-loop interface: SetNotify fires on the engine thread for every event (and at once for
+// events already queued), TryNext never blocks, and the events are those Next() would give.
+TEST(EngineApiTest, NotifyAndTryNextGiveTheSameEventsWithoutBlocking) {
+  auto engine = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  auto reqs = SeededRequests(4);
+  reqs[2].params.n = 3;
+  const auto expected = (*engine)->Generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto stream = (*engine)->Submit(reqs[i]);
+    ASSERT_TRUE(stream.ok());
+    std::mutex mu;
+    std::condition_variable cv;
+    int notified = 0;
+    if (i % 2 == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // events queued first
+    (*stream)->SetNotify([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++notified;
+      cv.notify_all();
+    });
+    std::vector<std::vector<int32_t>> got(static_cast<size_t>(reqs[i].params.n));
+    int finals = 0, taken = 0;
+    while (finals < reqs[i].params.n) {
+      StreamEvent ev;
+      if (!(*stream)->TryNext(&ev)) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return notified > taken; });
+        continue;
+      }
+      ++taken;
+      got[ev.index].insert(got[ev.index].end(), ev.ids.begin(), ev.ids.end());
+      finals += ev.finish != FinishReason::kNone;
+    }
+    StreamEvent ev;
+    EXPECT_FALSE((*stream)->TryNext(&ev));
+    EXPECT_FALSE((*stream)->Next(&ev)) << "the stream has ended";
+    (*stream)->SetNotify(nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_GE(notified, 1);
+    for (int k = 0; k < reqs[i].params.n; ++k)
+      EXPECT_EQ(got[k], expected[i].completions[k].ids) << i;
+  }
+}
+
 TEST(EngineApiTest, BadRequestsFailAloneInABatch) {
   auto engine = Engine::Create(testing::SmallEngineOptions());
   ASSERT_TRUE(engine.ok());
@@ -109,6 +157,7 @@ TEST(EngineApiTest, DestroyingTheEngineEndsOpenStreams) {
     GenerateRequest r;
     r.prompt_ids = {1, 2, 3};
     r.params.max_tokens = 100000;
+    r.max_tokens_up_to_context = true;
     r.params.ignore_eos = true;
     stream = *(*engine)->Submit(r);
   }

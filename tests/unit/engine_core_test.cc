@@ -248,6 +248,15 @@ TEST(EngineCoreTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(code(r), StatusCode::kInvalidArgument);
   r = good;
   r.params.max_tokens = 100;
+  const auto over = core->Prepare(r);
+  ASSERT_EQ(over.status().code(), StatusCode::kOutOfRange)
+      << "prompt + max_tokens beyond the context";
+  EXPECT_NE(
+      over.status().message().find("the context holds 32 tokens, but 103 were requested (3 in the "
+                                   "prompt, max_tokens 100); lower max_tokens to at most 29"),
+      std::string::npos)
+      << over.status().message();
+  r.max_tokens_up_to_context = true;
   EXPECT_EQ(core->Prepare(r)->max_new_tokens, 32 - 3) << "capped by the context";
 
   o.model_dir = "/nonexistent/model";

@@ -44,6 +44,33 @@ class GenerateCliTest : public ::testing::Test {
 };
 std::string* GenerateCliTest::model_ = nullptr;
 
+// Issue 20's request cases, in the schema the server shares: invalid UTF-8 with its byte offset,
+// seed -1, and a prompt that fits with a max_tokens that does not (the numbers in the message).
+TEST_F(GenerateCliTest, JsonlRefusesBadBytesSeedAndOversizedMaxTokens) {
+  const std::string dir = testing::ScratchDir("generate_cli_jsonl_refusals");
+  testing::WriteFile(
+      dir + "/in.jsonl",
+      "{\"prompt_ids\": [1, 2], \"user\": \"a\xff\"}\n"
+      "{\"prompt_ids\": [1, 2], \"seed\": -1}\n"
+      "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 1000000}\n"
+      "{\"model\": \"x\", \"stream\": true, \"prompt_ids\": [1, 2], \"max_tokens\": 2}\n");
+  const Result r = Generate("--model " + *model_ + " --input " + dir + "/in.jsonl --output " + dir +
+                            "/out.jsonl --threads 1 --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto lines = Lines(testing::ReadFile(dir + "/out.jsonl"));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["error"]["message"], "line 1: invalid UTF-8 at byte offset 33");
+  EXPECT_EQ(lines[1]["error"]["message"], "line 2: \"seed\" must be >= 0, got -1");
+  const std::string over = lines[2]["error"]["message"].get<std::string>();
+  EXPECT_NE(over.find("but 1000003 were requested (3 in the prompt, max_tokens 1000000)"),
+            std::string::npos)
+      << over;
+  EXPECT_EQ(lines[2]["error"]["code"], "OUT_OF_RANGE");
+  ASSERT_TRUE(lines[3].contains("choices"))
+      << lines[3];  // an OpenAI body's extra keys are accepted
+  EXPECT_EQ(lines[3]["choices"][0]["ids"].size(), 2u);
+}
+
 TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
   const std::string dir = testing::ScratchDir("generate_cli_jsonl");
   testing::WriteFile(dir + "/in.jsonl",
@@ -64,10 +91,13 @@ TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
   EXPECT_EQ(lines[0]["choices"][0]["ids"].size(), 5u);
   EXPECT_EQ(lines[0]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(lines[1]["id"], 2);
-  EXPECT_NE(lines[1]["error"]["message"].get<std::string>().find("line 2 is not valid JSON"), std::string::npos);
+  EXPECT_NE(lines[1]["error"]["message"].get<std::string>().find("line 2: not valid JSON"),
+            std::string::npos);
   EXPECT_EQ(lines[2]["error"]["code"], "INVALID_ARGUMENT");
   EXPECT_NE(lines[2]["error"]["message"].get<std::string>().find("temperature"), std::string::npos);
-  EXPECT_NE(lines[3]["error"]["message"].get<std::string>().find("unknown key \"max_tokenz\""), std::string::npos);
+  EXPECT_NE(lines[3]["error"]["message"].get<std::string>().find(
+                "\"max_tokenz\" is not a known request key"),
+            std::string::npos);
   EXPECT_NE(lines[4]["error"]["message"].get<std::string>().find("tokenizer"), std::string::npos);
   ASSERT_EQ(lines[5]["choices"].size(), 2u);
   EXPECT_EQ(lines[5]["choices"][1]["logprobs"].size(), 4u);

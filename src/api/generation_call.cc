@@ -1,0 +1,218 @@
+#include "api/generation_call.h"
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+
+namespace dsinfer::api {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+GenerationCall::GenerationCall(const CallContext* context, request::Request request,
+                               std::shared_ptr<Exchange> exchange,
+                               std::shared_ptr<RequestStream> stream, std::string endpoint,
+                               std::map<std::string, std::string> reply_headers,
+                               std::function<void()> on_done)
+    : context_(context),
+      request_(std::move(request)),
+      exchange_(std::move(exchange)),
+      stream_(std::move(stream)),
+      endpoint_(std::move(endpoint)),
+      reply_headers_(std::move(reply_headers)),
+      on_done_(std::move(on_done)) {
+  response_id_ = response::NewResponseId(chat() ? "chatcmpl" : "cmpl");
+  created_ = std::chrono::duration_cast<std::chrono::seconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  const int n = request_.sampling.n;
+  choices_.resize(static_cast<size_t>(n));
+  open_ = n;
+  if (request_.echo && context_->tokenizer) {
+    echo_text_ = !request_.prompt.empty() ? request_.prompt
+                                          : context_->tokenizer->Decode(request_.prompt_ids, true);
+  }
+  for (auto& c : choices_) {
+    if (chat()) {
+      c.chat = std::make_unique<response::ChatStream>(context_->dialect, request_.thinking,
+                                                      request_.parallel_tool_calls, response_id_);
+    }
+    c.text_offset = static_cast<int64_t>(echo_text_.size());
+  }
+}
+
+void GenerationCall::Start() {
+  exchange_->OnClose([w = weak_from_this()] {
+    if (auto self = w.lock()) self->Abort();
+  });
+  if (request_.stream) {
+    exchange_->StartEvents(reply_headers_);
+    for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
+      if (chat()) {
+        StreamChunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, "");
+      } else if (!echo_text_.empty()) {
+        StreamChunk(i, echo_text_, nullptr, "");
+      }
+    }
+  }
+  // The engine thread only posts; Drain() runs here, on the io thread.
+  auto* io = context_->io;
+  stream_->SetNotify([w = weak_from_this(), scheduled = scheduled_, io] {
+    if (scheduled->exchange(true)) return;
+    boost::asio::post(*io, [w] {
+      if (auto self = w.lock()) self->Drain();
+    });
+  });
+}
+
+void GenerationCall::Abort() {
+  if (aborted_ || done_) return;
+  aborted_ = true;
+  context_->engine->Abort(stream_->id());
+}
+
+void GenerationCall::Drain() {
+  scheduled_->store(false);
+  auto self = shared_from_this();  // Complete() may drop the service's reference
+  StreamEvent ev;
+  while (!done_ && stream_->TryNext(&ev)) OnEvent(ev);
+}
+
+void GenerationCall::OnEvent(StreamEvent& ev) {
+  if (ev.index < 0 || ev.index >= static_cast<int>(choices_.size())) return;
+  Choice& c = choices_[ev.index];
+  c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
+  std::vector<response::LogprobEntry> lps;
+  for (const auto& lp : ev.logprobs) {
+    response::LogprobEntry e{lp.id, lp.logprob, {}};
+    for (const auto& t : lp.top) e.top.emplace_back(t.id, t.logprob);
+    lps.push_back(std::move(e));
+  }
+  c.logprobs.insert(c.logprobs.end(), lps.begin(), lps.end());
+  const bool final = ev.finish != FinishReason::kNone;
+  response::ChatDelta delta;
+  if (c.chat) {
+    delta = c.chat->Push(ev.text);
+    if (final) {
+      response::ChatDelta rest = c.chat->Finish();
+      delta.reasoning += rest.reasoning;
+      delta.content += rest.content;
+      for (auto& t : rest.tool_calls) delta.tool_calls.push_back(std::move(t));
+    }
+  }
+  c.text += ev.text;
+  if (request_.stream && !(final && ev.finish == FinishReason::kError)) {
+    const bool want_logprobs = request_.sampling.logprobs && !lps.empty();
+    const json logprobs = want_logprobs ? LogprobsJson(lps, c.text_offset) : json(nullptr);
+    if (c.chat ? (!delta.empty() || want_logprobs) : (!ev.text.empty() || want_logprobs)) {
+      StreamChunk(ev.index, c.chat ? response::ChatDeltaJson(delta) : json(ev.text), logprobs, "");
+    }
+  }
+  for (const auto& e : lps) {
+    if (context_->tokenizer) c.text_offset += context_->tokenizer->TokenBytes(e.id).size();
+  }
+  if (!final) return;
+  c.finish = FinishReasonName(ev.finish);
+  if (c.chat) c.finish = c.chat->FinishReason(c.finish);
+  prompt_tokens_ = ev.prompt_tokens;
+  if (ev.finish == FinishReason::kError) {
+    failed_ = true;
+    error_ = ev.error;
+  }
+  context_->metrics->CountCompletion(ev.prompt_tokens, ev.completion_tokens, ev.ttft_s, ev.e2e_s);
+  if (request_.stream && ev.finish != FinishReason::kError) {
+    StreamChunk(ev.index, c.chat ? json::object() : json(""), nullptr, c.finish);
+  }
+  if (--open_ == 0) Complete();
+}
+
+json GenerationCall::LogprobsJson(const std::vector<response::LogprobEntry>& entries,
+                                  int64_t offset) const {
+  if (!context_->tokenizer) return nullptr;
+  return chat() ? response::ChatLogprobsJson(*context_->tokenizer, entries)
+                : response::CompletionLogprobsJson(*context_->tokenizer, entries, offset);
+}
+
+void GenerationCall::StreamChunk(int index, const json& delta_or_text, const json& logprobs,
+                                 const std::string& finish) {
+  json choice = {{"index", index},
+                 {"logprobs", logprobs},
+                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  choice[chat() ? "delta" : "text"] = delta_or_text;
+  json chunk = {{"id", response_id_},
+                {"object", chat() ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", context_->model_name},
+                {"choices", json::array({choice})}};
+  if (request_.include_usage) chunk["usage"] = nullptr;
+  exchange_->SendEvent(Dump(chunk));
+}
+
+json GenerationCall::Usage() const {
+  int64_t completion = 0, reasoning = 0;
+  for (const auto& c : choices_) {
+    completion += static_cast<int64_t>(c.ids.size());
+    reasoning += response::ReasoningTokens(c.ids, context_->think_end_id, request_.thinking);
+  }
+  return response::UsageJson(prompt_tokens_, completion, chat() ? reasoning : -1);
+}
+
+void GenerationCall::Complete() {
+  done_ = true;
+  stream_->SetNotify(nullptr);
+  int status = 200;
+  if (aborted_ && exchange_->closed()) {
+    status = 499;  // the client closed the connection (nginx's convention)
+    context_->metrics->CountAbort();
+  } else if (failed_) {
+    status = 500;
+    const json err = response::ErrorBody(500, "generation failed: " + error_.message());
+    if (request_.stream) {
+      exchange_->SendEvent(Dump(err));
+      exchange_->SendEvent("[DONE]");
+      exchange_->EndEvents();
+    } else {
+      exchange_->Respond(500, "application/json", Dump(err), reply_headers_);
+    }
+  } else if (request_.stream) {
+    if (request_.include_usage) {
+      exchange_->SendEvent(Dump({{"id", response_id_},
+                                 {"object", chat() ? "chat.completion.chunk" : "text_completion"},
+                                 {"created", created_},
+                                 {"model", context_->model_name},
+                                 {"choices", json::array()},
+                                 {"usage", Usage()}}));
+    }
+    exchange_->SendEvent("[DONE]");
+    exchange_->EndEvents();
+  } else {
+    json out = {
+        {"id", response_id_},       {"object", chat() ? "chat.completion" : "text_completion"},
+        {"created", created_},      {"model", context_->model_name},
+        {"choices", json::array()}, {"usage", Usage()}};
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
+      json ch = {{"index", i}, {"finish_reason", c.finish}};
+      const bool want_logprobs = request_.sampling.logprobs;
+      ch["logprobs"] = want_logprobs
+                           ? LogprobsJson(c.logprobs, static_cast<int64_t>(echo_text_.size()))
+                           : json(nullptr);
+      if (c.chat) {
+        ch["message"] = response::ChatMessageJson(*c.chat);
+      } else {
+        ch["text"] = echo_text_ + c.text;
+      }
+      out["choices"].push_back(std::move(ch));
+    }
+    exchange_->Respond(200, "application/json", Dump(out), reply_headers_);
+  }
+  context_->metrics->CountRequest(endpoint_, status);
+  auto done = std::move(on_done_);
+  if (done) done();
+}
+
+}  // namespace dsinfer::api

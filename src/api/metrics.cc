@@ -1,0 +1,108 @@
+#include "api/metrics.h"
+
+#include <cstdio>
+
+namespace dsinfer::api {
+
+namespace {
+
+std::string Num(double x) {
+  char buf[48];
+  if (x == static_cast<double>(static_cast<int64_t>(x)) && x < 1e15 && x > -1e15) {
+    std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(x));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.9g", x);
+  }
+  return buf;
+}
+
+void Header(const std::string& name, const char* type, const std::string& help, std::string* out) {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void Gauge(const std::string& name, const char* type, const std::string& help, double value,
+           std::string* out) {
+  Header(name, type, help, out);
+  *out += name + " " + Num(value) + "\n";
+}
+
+}  // namespace
+
+void ServerMetrics::Histogram::Observe(double x) {
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    if (x <= kBounds[i]) ++counts[i];
+  }
+  ++count;
+  sum += x;
+}
+
+void ServerMetrics::Histogram::Render(const std::string& name, const std::string& help,
+                                      std::string* out) const {
+  Header(name, "histogram", help, out);
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    *out += name + "_bucket{le=\"" + Num(kBounds[i]) + "\"} " + std::to_string(counts[i]) + "\n";
+  }
+  *out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count) + "\n";
+  *out += name + "_sum " + Num(sum) + "\n" + name + "_count " + std::to_string(count) + "\n";
+}
+
+void ServerMetrics::CountRequest(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void ServerMetrics::CountCompletion(int64_t prompt_tokens, int64_t completion_tokens, double ttft_s,
+                                    double e2e_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += prompt_tokens;
+  generation_tokens_ += completion_tokens;
+  if (completion_tokens > 0) ttft_.Observe(ttft_s);
+  if (completion_tokens > 1) {
+    tpot_.Observe((e2e_s - ttft_s) / static_cast<double>(completion_tokens - 1));
+  }
+  e2e_.Observe(e2e_s);
+}
+
+void ServerMetrics::CountAbort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++aborts_;
+}
+
+std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_requests) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  Header("dsinfer_requests_total", "counter", "HTTP requests by endpoint and status code.", &out);
+  for (const auto& [key, n] : requests_) {
+    out += "dsinfer_requests_total{endpoint=\"" + key.first + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  }
+  Gauge("dsinfer_prompt_tokens_total", "counter", "Prompt tokens of finished completions.",
+        static_cast<double>(prompt_tokens_), &out);
+  Gauge("dsinfer_generation_tokens_total", "counter", "Generated tokens of finished completions.",
+        static_cast<double>(generation_tokens_), &out);
+  Gauge("dsinfer_client_aborts_total", "counter", "Requests aborted by a client disconnect.",
+        static_cast<double>(aborts_), &out);
+  ttft_.Render("dsinfer_time_to_first_token_seconds", "Arrival to first token.", &out);
+  tpot_.Render("dsinfer_time_per_output_token_seconds", "Mean time per token after the first.",
+               &out);
+  e2e_.Render("dsinfer_e2e_request_latency_seconds", "Arrival to the last token.", &out);
+  Gauge("dsinfer_http_requests_open", "gauge", "Generation requests the server holds.",
+        static_cast<double>(open_requests), &out);
+  if (engine) {
+    Gauge("dsinfer_requests_running", "gauge", "Sequences in the running batch.",
+          static_cast<double>(engine->requests_running), &out);
+    Gauge("dsinfer_requests_waiting", "gauge", "Sequences waiting for admission.",
+          static_cast<double>(engine->requests_waiting), &out);
+    Gauge("dsinfer_state_memory_used_bytes", "gauge", "Per-request model state in use.",
+          static_cast<double>(engine->state_bytes_used), &out);
+    Gauge("dsinfer_state_memory_total_bytes", "gauge", "The state memory budget.",
+          static_cast<double>(engine->state_bytes_total), &out);
+    Gauge("dsinfer_preemptions_total", "counter", "Sequences preempted (recomputed later).",
+          static_cast<double>(engine->preemptions), &out);
+    Gauge("dsinfer_engine_steps_total", "counter", "Engine steps.",
+          static_cast<double>(engine->steps), &out);
+  }
+  return out;
+}
+
+}  // namespace dsinfer::api
