@@ -11,6 +11,7 @@
 #include "api/generate_request.h"
 #include "base/status.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/flags.h"
 #include "cli/progress_bar.h"
 #include "cli/request_json.h"
@@ -27,7 +28,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::vector<FlagSpec> kSpecs = {
+std::vector<FlagSpec> Specs() {
+  std::vector<FlagSpec> specs = {
     {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
     {"prompt", "one text prompt (needs a tokenizer)"},
     {"prompt-ids", "one prompt as token ids: 1,2,3"},
@@ -43,15 +45,12 @@ const std::vector<FlagSpec> kSpecs = {
     {"seed", "default seed (none: random per request)"},
     {"n", "default completions per prompt (1)"},
     {"ignore-eos", "default ignore_eos", false},
-    {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
-    {"threads", "CPU threads (default: all)"},
-    {"state-memory-mb", "state memory budget in MiB (default 1024)"},
-    {"max-batch-tokens", "tokens per engine step (default 256)"},
-    {"max-running", "sequences in flight (default 64)"},
-    {"max-model-len", "context limit (default: the model's)"},
     {"summary-json", "also write the summary as one JSON line to this file"},
     {"quiet", "no progress bar and no summary", false},
-};
+  };
+  for (const FlagSpec& f : EngineFlagSpecs()) specs.push_back(f);
+  return specs;
+}
 
 StatusOr<float> GetFloat(const Flags& flags, const std::string& name, float fallback) {
   auto v = flags.Get(name);
@@ -98,34 +97,6 @@ StatusOr<GenerateRequest> Defaults(const Flags& flags) {
   return d;
 }
 
-StatusOr<EngineOptions> Options(const Flags& flags) {
-  EngineOptions o;
-  o.model_dir = *flags.Get("model");
-  const std::string device = flags.GetOr("device", "auto");
-  if (device == "auto") {
-    o.device = Device::kAuto;
-  } else if (device == "cpu") {
-    o.device = Device::kCpu;
-  } else if (device == "cuda") {
-    o.device = Device::kCuda;
-  } else {
-    return InvalidArgument("--device must be auto, cpu or cuda, not '" + device + "'");
-  }
-  DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
-  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
-  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
-  DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
-  DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
-  if (threads < 0 || mem_mb < 1 || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
-      o.max_model_len < 0) {
-    return InvalidArgument("--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
-                           "--max-model-len must be positive");
-  }
-  o.num_threads = static_cast<int>(threads);
-  o.state_memory_bytes = mem_mb << 20;
-  o.max_running = static_cast<int>(running);
-  return o;
-}
 
 struct Input {
   json id;
@@ -203,7 +174,7 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
 Status Run(const Flags& flags, bool* any_failed) {
   if (!flags.Has("model")) return InvalidArgument("--model is required");
   DSINFER_ASSIGN_OR_RETURN(GenerateRequest defaults, Defaults(flags));
-  DSINFER_ASSIGN_OR_RETURN(EngineOptions options, Options(flags));
+  DSINFER_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFromFlags(flags));
   DSINFER_ASSIGN_OR_RETURN(std::vector<Input> inputs, ReadInputs(flags, defaults));
   std::ofstream file;
   if (auto path = flags.Get("output")) {
@@ -274,7 +245,7 @@ Status Run(const Flags& flags, bool* any_failed) {
 int RunGenerate(int argc, char** argv) {
   bool any_failed = false;
   const int rc = RunSubcommand(argc, argv, "generate",
-                               "Offline generation: prompts in, completions out (JSONL).", kSpecs,
+                               "Offline generation: prompts in, completions out (JSONL).", Specs(),
                                [&](const Flags& flags) { return Run(flags, &any_failed); });
   return rc == 0 && any_failed ? 1 : rc;  // some requests failed (their lines say why)
 }

@@ -5,13 +5,15 @@
 
 #include "api/server.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/flags.h"
 
 namespace dsinfer::cli {
 
 namespace {
 
-const std::vector<FlagSpec> kSpecs = {
+std::vector<FlagSpec> Specs() {
+  std::vector<FlagSpec> specs = {
     {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
     {"host", "address to listen on (default 127.0.0.1)"},
     {"port", "TCP port (default 8000; 0 = any free port)"},
@@ -20,38 +22,16 @@ const std::vector<FlagSpec> kSpecs = {
     {"max-queued", "sequences that may wait beyond --max-running; more get 429 (default 1024)"},
     {"max-body-mb", "largest request body in MiB; larger get 413 (default 8)"},
     {"drain-timeout", "seconds in-flight requests may take after SIGTERM (default 30)"},
-    {"threads", "CPU threads (default: all)"},
-    {"state-memory-mb", "state memory budget in MiB (default 1024)"},
-    {"max-batch-tokens", "tokens per engine step (default 256)"},
-    {"max-running", "sequences in flight (default 64)"},
-    {"max-model-len", "context limit (default: the model's)"},
-};
-
-// The engine flags as `generate` reads them.
-StatusOr<EngineOptions> EngineFlags(const Flags& flags) {
-  EngineOptions o;
-  o.model_dir = *flags.Get("model");
-  DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
-  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
-  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
-  DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
-  DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
-  if (threads < 0 || mem_mb < 1 || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
-      o.max_model_len < 0) {
-    return InvalidArgument(
-        "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
-        "--max-model-len must be positive");
-  }
-  o.num_threads = static_cast<int>(threads);
-  o.state_memory_bytes = mem_mb << 20;
-  o.max_running = static_cast<int>(running);
-  return o;
+  };
+  for (const FlagSpec& f : EngineFlagSpecs()) specs.push_back(f);
+  return specs;
 }
+
 
 Status Run(const Flags& flags) {
   if (!flags.Has("model")) return InvalidArgument("--model is required");
   api::ServerOptions o;
-  DSINFER_ASSIGN_OR_RETURN(o.engine, EngineFlags(flags));
+  DSINFER_ASSIGN_OR_RETURN(o.engine, EngineOptionsFromFlags(flags));
   o.http.host = flags.GetOr("host", "127.0.0.1");
   DSINFER_ASSIGN_OR_RETURN(int64_t port, flags.GetInt("port", 8000));
   if (port < 0 || port > 65535) {
@@ -82,7 +62,7 @@ int RunServe(int argc, char** argv) {
   return RunSubcommand(argc, argv, "serve",
                        "The OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, "
                        "/v1/models, /tokenize, /detokenize, /health, /metrics.",
-                       kSpecs, Run);
+                       Specs(), Run);
 }
 
 }  // namespace dsinfer::cli

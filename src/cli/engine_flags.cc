@@ -1,0 +1,48 @@
+#include "cli/engine_flags.h"
+
+#include <string>
+
+namespace dsinfer::cli {
+
+std::vector<FlagSpec> EngineFlagSpecs() {
+  return {
+      {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
+      {"threads", "CPU threads (default: all)"},
+      {"state-memory-mb", "state memory budget in MiB (default 1024)"},
+      {"max-batch-tokens", "tokens per engine step (default 256)"},
+      {"max-running", "sequences in flight (default 64)"},
+      {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
+  };
+}
+
+StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
+  EngineOptions o;
+  o.model_dir = *flags.Get("model");
+  const std::string device = flags.GetOr("device", "auto");
+  if (device == "auto") {
+    o.device = Device::kAuto;
+  } else if (device == "cpu") {
+    o.device = Device::kCpu;
+  } else if (device == "cuda") {
+    o.device = Device::kCuda;
+  } else {
+    return InvalidArgument("--device must be auto, cpu or cuda, not '" + device + "'");
+  }
+  DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
+  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
+  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
+  DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
+  DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
+  if (threads < 0 || mem_mb < 1 || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
+      o.max_model_len < 0) {
+    return InvalidArgument(
+        "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
+        "--max-model-len must be positive");
+  }
+  o.num_threads = static_cast<int>(threads);
+  o.state_memory_bytes = mem_mb << 20;
+  o.max_running = static_cast<int>(running);
+  return o;
+}
+
+}  // namespace dsinfer::cli
