@@ -30,23 +30,23 @@ using json = nlohmann::json;
 
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
-    {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
-    {"prompt", "one text prompt (needs a tokenizer)"},
-    {"prompt-ids", "one prompt as token ids: 1,2,3"},
-    {"input",
-     "JSONL file ('-': standard input): one request per line (prompt | prompt_ids | messages, "
-     "sampling params)"},
-    {"output", "JSONL results, one line per request in input order (default: stdout)"},
-    {"max-tokens", "default max_tokens (16)"},
-    {"temperature", "default temperature (1.0; 0 = greedy)"},
-    {"top-k", "default top_k (0 = off)"},
-    {"top-p", "default top_p (1.0)"},
-    {"min-p", "default min_p (0)"},
-    {"seed", "default seed (none: random per request)"},
-    {"n", "default completions per prompt (1)"},
-    {"ignore-eos", "default ignore_eos", false},
-    {"summary-json", "also write the summary as one JSON line to this file"},
-    {"quiet", "no progress bar and no summary", false},
+      {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
+      {"prompt", "one text prompt (needs a tokenizer)"},
+      {"prompt-ids", "one prompt as token ids: 1,2,3"},
+      {"input",
+       "JSONL file ('-': standard input): one request per line (prompt | prompt_ids | messages, "
+       "sampling params)"},
+      {"output", "JSONL results, one line per request in input order (default: stdout)"},
+      {"max-tokens", "default max_tokens (16)"},
+      {"temperature", "default temperature (1.0; 0 = greedy)"},
+      {"top-k", "default top_k (0 = off)"},
+      {"top-p", "default top_p (1.0)"},
+      {"min-p", "default min_p (0)"},
+      {"seed", "default seed (none: random per request)"},
+      {"n", "default completions per prompt (1)"},
+      {"ignore-eos", "default ignore_eos", false},
+      {"summary-json", "also write the summary as one JSON line to this file"},
+      {"quiet", "no progress bar and no summary", false},
   };
   for (const FlagSpec& f : EngineFlagSpecs()) specs.push_back(f);
   return specs;
@@ -96,7 +96,6 @@ StatusOr<GenerateRequest> Defaults(const Flags& flags) {
   DSINFER_RETURN_IF_ERROR(p.Validate());
   return d;
 }
-
 
 struct Input {
   json id;

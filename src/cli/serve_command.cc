@@ -14,19 +14,18 @@ namespace {
 
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
-    {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
-    {"host", "address to listen on (default 127.0.0.1)"},
-    {"port", "TCP port (default 8000; 0 = any free port)"},
-    {"served-model-name", "the model's name in the API (default: the model dir's name)"},
-    {"api-key", "require 'Authorization: Bearer KEY' on /v1/* and /tokenize"},
-    {"max-queued", "sequences that may wait beyond --max-running; more get 429 (default 1024)"},
-    {"max-body-mb", "largest request body in MiB; larger get 413 (default 8)"},
-    {"drain-timeout", "seconds in-flight requests may take after SIGTERM (default 30)"},
+      {"model", "model dir (config.json + *.safetensors [+ tokenizer.json])"},
+      {"host", "address to listen on (default 127.0.0.1)"},
+      {"port", "TCP port (default 8000; 0 = any free port)"},
+      {"served-model-name", "the model's name in the API (default: the model dir's name)"},
+      {"api-key", "require 'Authorization: Bearer KEY' on /v1/* and /tokenize"},
+      {"max-queued", "sequences that may wait beyond --max-running; more get 429 (default 1024)"},
+      {"max-body-mb", "largest request body in MiB; larger get 413 (default 8)"},
+      {"drain-timeout", "seconds in-flight requests may take after SIGTERM (default 30)"},
   };
   for (const FlagSpec& f : EngineFlagSpecs()) specs.push_back(f);
   return specs;
 }
-
 
 Status Run(const Flags& flags) {
   if (!flags.Has("model")) return InvalidArgument("--model is required");
