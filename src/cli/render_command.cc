@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/pipeline_io.h"
 #include "recipe/chat_encoder.h"
+#include "tokenizer/utf8.h"
 
 namespace dsinfer::cli {
 
@@ -24,8 +25,12 @@ const std::vector<FlagSpec> kSpecs = {
 
 StatusOr<recipe::Json> ReadJson(const std::string& path) {
   DSINFER_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  if (const size_t bad = tokenizer::FindInvalidUtf8(text); bad != std::string::npos) {
+    return InvalidArgument(path + ": not valid UTF-8 (first bad byte at offset " +
+                           std::to_string(bad) + ")");
+  }
   auto j = recipe::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON (or not valid UTF-8)");
+  if (j.is_discarded()) return InvalidArgument(path + ": not valid JSON");
   return j;
 }
 

@@ -98,12 +98,17 @@ TEST(PipelineCliTest, BadInputIsAClearError) {
   };
   const std::vector<Case> cases = {
       {"render --messages-file " + Scratch("bad.json", "[{\"role\": "), "not valid JSON", 2},
-      {"render --messages-file " + Scratch("role.json", R"([{"role":"robot","content":"x"}])"), "unknown role", 2},
-      {"render --messages-file " + Scratch("noname.json", R"([{"role":"assistant","tool_calls":[{"function":{}}]}])"),
+      {"render --messages-file " + Scratch("role.json", R"([{"role":"robot","content":"x"}])"),
+       "unknown role", 2},
+      {"render --messages-file " +
+           Scratch("noname.json", R"([{"role":"assistant","tool_calls":[{"function":{}}]}])"),
        "no function name", 2},
-      {"render --messages-file " + Scratch("utf8.json", "[{\"role\":\"user\",\"content\":\"\xFF\"}]"), "UTF-8", 2},
+      {"render --messages-file " +
+           Scratch("utf8.json", "[{\"role\":\"user\",\"content\":\"\xFF\"}]"),
+       "not valid UTF-8 (first bad byte at offset 27)", 2},
       {"render --messages-file /nonexistent.json", "cannot read", 1},
-      {"render --messages-file " + Scratch("ok.json", R"([{"role":"user","content":"x"}])") + " --effort huge",
+      {"render --messages-file " + Scratch("ok.json", R"([{"role":"user","content":"x"}])") +
+           " --effort huge",
        "reasoning effort", 2},
       {"tokenize" + kTok + " --text-file " + Scratch("bad.txt", "a\xC3"), "not valid UTF-8", 2},
       {"tokenize --tokenizer /nonexistent --text x", "cannot read", 1},
