@@ -233,7 +233,9 @@ void EngineCore::FailBatch(const scheduler::BatchPlan& plan, const Status& statu
   }
 }
 
-StatusOr<executor::RunOutput> EngineCore::Forward(const scheduler::BatchPlan& plan) {
+StatusOr<executor::RunOutput> EngineCore::Forward(
+    const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs,
+    const std::vector<std::shared_ptr<const structured::TokenMask>>& masks) {
   std::vector<executor::RunChunk> chunks;
   chunks.reserve(plan.chunks.size());
   for (const auto& ch : plan.chunks) {
@@ -242,21 +244,22 @@ StatusOr<executor::RunOutput> EngineCore::Forward(const scheduler::BatchPlan& pl
         {ch.id, ch.start,
          std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + ch.count)});
   }
+  std::vector<executor::RunDraw> draws(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const DrawJob& j = jobs[i];
+    const RequestState& r = *j.request;
+    sampler::SampleInput& in = draws[i].input;
+    draws[i].chunk = j.chunk;
+    in.params = &r.req.params;
+    in.history = &r.completions[j.index].history;
+    in.seed = r.req.seed;
+    in.sample_index = static_cast<uint32_t>(j.index);
+    in.position = j.position;
+    in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
+    in.allowed = masks[i] ? masks[i]->data() : nullptr;
+  }
   stats_.forward_tokens += plan.num_tokens;
-  return runner_->Run(chunks);
-}
-
-sampler::SampledToken EngineCore::Draw(const RequestState& r, int index, const float* logits,
-                                       int64_t position, const uint64_t* allowed) {
-  sampler::SampleInput in;
-  in.params = &r.req.params;
-  in.history = &r.completions[index].history;
-  in.seed = r.req.seed;
-  in.sample_index = static_cast<uint32_t>(index);
-  in.position = position;
-  in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
-  in.allowed = allowed;
-  return sampler_.Sample(logits, vocab_size(), in);
+  return runner_->Run(chunks, draws);
 }
 
 std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(
@@ -283,34 +286,31 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
   ++stats_.steps;
   for (SeqId id : plan.preempted) runner_->Release(id);
   if (plan.empty()) return;
-  auto out = Forward(plan);
-  if (!out.ok()) {
-    FailBatch(plan, Internal("forward failed: " + out.status().ToString()), events);
-    return;
-  }
-  // Sample: one token per chunk that reached its sequence's end; siblings of a first sample too.
+  // Draws: one token per chunk that reaches its sequence's end; siblings of a first sample too.
   std::vector<DrawJob> jobs;
-  const int64_t vocab = vocab_size();
   for (size_t row = 0; row < plan.chunks.size(); ++row) {
     const auto& ch = plan.chunks[row];
     if (!ch.samples) continue;
     RequestState& r = requests_.at(ch.id >> 8);
     const int index = static_cast<int>(ch.id & 0xff);
-    const float* logits = out->logits.data() + static_cast<int64_t>(row) * vocab;
     const int64_t position = ch.start + ch.count;
-    jobs.push_back({&r, index, logits, position, true});
+    const int chunk = static_cast<int>(row);
+    jobs.push_back({&r, index, chunk, position, true});
     if (index == 0 && !r.forked) {
-      for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({&r, i, logits, position, false});
+      for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({&r, i, chunk, position, false});
     }
   }
   const auto masks = ComputeMasks(jobs);
+  auto out = Forward(plan, jobs, masks);
+  if (!out.ok()) {
+    FailBatch(plan, Internal("forward failed: " + out.status().ToString()), events);
+    return;
+  }
   std::vector<int32_t> next;
   std::vector<Drawn> drawn;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const DrawJob& j = jobs[i];
-    drawn.push_back(
-        {j.request->id, j.index,
-         Draw(*j.request, j.index, j.logits, j.position, masks[i] ? masks[i]->data() : nullptr)});
+    drawn.push_back({j.request->id, j.index, std::move(out->tokens[i])});
     if (j.own) next.push_back(drawn.back().token.id);
   }
   scheduler_->Commit(plan, next);

@@ -19,7 +19,6 @@
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
 #include "executor/model_runner.h"
-#include "sampler/sampler.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
 #include "structured/constraint_compiler.h"
@@ -94,7 +93,7 @@ class EngineCore {
   struct DrawJob {
     RequestState* request = nullptr;
     int index = 0;
-    const float* logits = nullptr;
+    int chunk = 0;  // the plan's chunk whose last row it draws from
     int64_t position = 0;
     bool own = false;  // the row's sequence (its token is committed to the scheduler)
   };
@@ -107,9 +106,10 @@ class EngineCore {
 
   EngineCore() = default;
   static scheduler::SeqId SeqOf(uint64_t request, int index) { return request << 8 | index; }
-  StatusOr<executor::RunOutput> Forward(const scheduler::BatchPlan& plan);
-  sampler::SampledToken Draw(const RequestState& r, int index, const float* logits,
-                             int64_t position, const uint64_t* allowed);
+  // Runs the plan's chunks and makes the jobs' draws (the runner samples where the logits are).
+  StatusOr<executor::RunOutput> Forward(
+      const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs,
+      const std::vector<std::shared_ptr<const structured::TokenMask>>& masks);
   // The compiled constraint of `spec` (thread-safe: called from Prepare).
   StatusOr<std::shared_ptr<structured::TokenAutomaton>> Constraint(
       const structured::ConstraintSpec& spec) const;
@@ -128,7 +128,6 @@ class EngineCore {
   std::unique_ptr<TextCodec> codec_;
   std::unique_ptr<cache::StateCache> cache_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
-  sampler::Sampler sampler_;
   int64_t max_model_len_ = 0;
   int64_t max_fit_len_ = 0;  // longest sequence the state budget holds alone
   std::unordered_map<uint64_t, RequestState> requests_;

@@ -24,7 +24,8 @@ class CpuModelRunner final : public ModelRunner {
   const cache::StateLayout& state_layout() const override { return layout_; }
   void BindCache(cache::StateCache* cache) override { cache_ = cache; }
 
-  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks) override {
+  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
+                          const std::vector<RunDraw>& draws) override {
     DSINFER_CHECK(cache_ != nullptr);
     std::vector<mdl::SequenceChunk> batch;
     batch.reserve(chunks.size());
@@ -37,7 +38,14 @@ class CpuModelRunner final : public ModelRunner {
     }
     DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
                              model_->Forward(batch, mdl::LogitsRows::kLast));
-    return RunOutput{std::move(out.logits)};
+    const int64_t vocab = model_->config().vocab_size;
+    RunOutput result;
+    result.tokens.reserve(draws.size());
+    for (const RunDraw& d : draws) {
+      result.tokens.push_back(
+          sampler_.Sample(out.logits.data() + static_cast<int64_t>(d.chunk) * vocab, vocab, d.input));
+    }
+    return result;
   }
 
   void Release(scheduler::SeqId seq) override { states_.erase(seq); }
@@ -54,6 +62,7 @@ class CpuModelRunner final : public ModelRunner {
   std::unique_ptr<mdl::Model> model_;
   cache::StateLayout layout_;
   cache::StateCache* cache_ = nullptr;
+  sampler::Sampler sampler_;
   std::unordered_map<scheduler::SeqId, std::unique_ptr<mdl::SequenceState>> states_;
 };
 

@@ -1,6 +1,8 @@
 // ModelRunner: the seam between the engine and a model on a backend (ARCHITECTURE.md §1). A step's
-// chunks go in — one per sequence: the tokens appended at the sequence's current length — and the
-// logits of each chunk's last row come out. The runner keeps each sequence's model state in the
+// chunks go in — one per sequence: the tokens appended at the sequence's current length — with the
+// draws to make from chunks' last rows, and the drawn tokens (with the logprobs asked for) come out:
+// the sampler runs where the logits are (the CPU sampler, or the CUDA sampling kernel, which picks
+// the CPU sampler's tokens from the same logits), so on a GPU only ids and logprobs cross. The runner keeps each sequence's model state in the
 // engine's state cache pages (cache::StateCache, addressed by the layout it reports) and drops or
 // copies it when the engine says so. The engine, scheduler, sampler and cache are the same for
 // every backend; only the runner differs (CpuModelRunner here; the CUDA runner is the GPU engine
@@ -16,6 +18,7 @@
 #include "cache/state_cache.h"
 #include "cache/state_layout.h"
 #include "io/model_config.h"
+#include "sampler/sampler.h"
 #include "scheduler/batch_plan.h"
 
 namespace dsinfer::executor {
@@ -26,8 +29,14 @@ struct RunChunk {
   std::vector<int32_t> tokens;  // appended at positions start, start + 1, ...
 };
 
+// One token to draw from the last row of chunks[chunk] (n > 1 siblings draw from one row).
+struct RunDraw {
+  int chunk = 0;
+  sampler::SampleInput input;  // its pointers stay valid for the call
+};
+
 struct RunOutput {
-  std::vector<float> logits;  // [chunks, vocab] fp32: the last row of each chunk, in chunk order
+  std::vector<sampler::SampledToken> tokens;  // one per draw, in draw order
 };
 
 class ModelRunner {
@@ -39,10 +48,11 @@ class ModelRunner {
   virtual const cache::StateLayout& state_layout() const = 0;
   // The cache whose pages hold the sequences' state; set once, before the first Run.
   virtual void BindCache(cache::StateCache* cache) = 0;
-  // One forward step. A sequence's first chunk starts at 0 (its state is created then); each
-  // sequence appears at most once. Logits depend only on each sequence's own tokens (batch
-  // invariance), never on the other chunks of the step.
-  virtual StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks) = 0;
+  // One forward step and its draws. A sequence's first chunk starts at 0 (its state is created
+  // then); each sequence appears at most once. Logits depend only on each sequence's own tokens
+  // (batch invariance), never on the other chunks of the step, and a draw only on its row and input.
+  virtual StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
+                                  const std::vector<RunDraw>& draws) = 0;
   // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
   virtual void Release(scheduler::SeqId seq) = 0;
   // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,

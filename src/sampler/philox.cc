@@ -22,13 +22,18 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
   return c;
 }
 
-double UniformAt(uint64_t seed, int64_t position, uint32_t sample_index, uint32_t stream) {
+uint64_t UniformBitsAt(uint64_t seed, int64_t position, uint32_t sample_index, uint32_t stream) {
   const uint64_t pos = static_cast<uint64_t>(position);
   const auto r = Philox4x32({static_cast<uint32_t>(pos), static_cast<uint32_t>(pos >> 32),
                              sample_index, stream},
                             {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
   const uint64_t bits = (static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11);  // 53 bits
-  return static_cast<double>(bits & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
+  return bits & ((uint64_t{1} << 53) - 1);
+}
+
+double UniformAt(uint64_t seed, int64_t position, uint32_t sample_index, uint32_t stream) {
+  return static_cast<double>(UniformBitsAt(seed, position, sample_index, stream)) *
+         (1.0 / 9007199254740992.0);
 }
 
 }  // namespace dsinfer::sampler

@@ -12,16 +12,77 @@ namespace dsinfer::sampler {
 
 namespace {
 
+using backend::SampleEdit;
+
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// 2^-shift as a double (exact).
+double FixedUnit(int shift) { return std::ldexp(1.0, -shift); }
 
 }  // namespace
 
-void Sampler::Process(const float* logits, int64_t vocab, const SampleInput& in) {
+RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
+  DSINFER_CHECK(in.params != nullptr && vocab > 0);
   const SamplingParams& p = *in.params;
+  RowDraw d;
+  d.allowed = in.allowed;
+  d.greedy = p.greedy();
+  d.inv_temperature = d.greedy ? 1.0f : 1.0f / p.temperature;
+  d.top_k = p.top_k > 0 && p.top_k < vocab ? p.top_k : 0;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.uniform = UniformBitsAt(in.seed, in.position, in.sample_index);
+  d.logprobs = p.logprobs || p.top_logprobs > 0;
+  d.top_logprobs = static_cast<int>(std::min<int64_t>(p.top_logprobs, vocab));
+  // One record per touched id: each source sets its own field, then records of one id merge.
+  auto& e = d.edits;
+  auto in_vocab = [vocab](int32_t id) { return id >= 0 && id < vocab; };
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (in_vocab(id)) e.push_back({.id = id, .bias = bias});
+  }
+  const int generated = in.history ? in.history->num_output() : 0;
+  if (generated < p.min_tokens) {
+    if (in_vocab(in.eos_id)) e.push_back({.id = in.eos_id, .mask = 1});
+    for (int32_t id : p.stop_token_ids) {
+      if (in_vocab(id)) e.push_back({.id = id, .mask = 1});
+    }
+  }
+  if (in.history) {
+    if (p.repetition_penalty != 1.0f) {
+      for (int32_t id : in.history->prompt()) e.push_back({.id = id, .repetition = p.repetition_penalty});
+      for (const auto& [id, count] : in.history->output_counts()) {
+        e.push_back({.id = id, .repetition = p.repetition_penalty});
+      }
+    }
+    if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+      for (const auto& [id, count] : in.history->output_counts()) {
+        e.push_back({.id = id,
+                     .subtract = p.presence_penalty + p.frequency_penalty * static_cast<float>(count)});
+      }
+    }
+  }
+  std::sort(e.begin(), e.end(), [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
+  size_t out = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (out > 0 && e[out - 1].id == e[i].id) {
+      SampleEdit& m = e[out - 1];
+      m.mask |= e[i].mask;
+      if (e[i].bias != 0.0f) m.bias = e[i].bias;
+      if (e[i].repetition != 1.0f) m.repetition = e[i].repetition;
+      if (e[i].subtract != 0.0f) m.subtract = e[i].subtract;
+    } else {
+      e[out++] = e[i];
+    }
+  }
+  e.resize(out);
+  return d;
+}
+
+void Sampler::Process(const float* logits, int64_t vocab, const RowDraw& d) {
   scratch_.assign(logits, logits + vocab);
-  if (in.allowed) {
+  if (d.allowed) {
     for (int64_t w = 0; w * 64 < vocab; ++w) {
-      const uint64_t bits = in.allowed[w];
+      const uint64_t bits = d.allowed[w];
       if (bits == ~uint64_t{0}) continue;
       const int64_t end = std::min<int64_t>(vocab, w * 64 + 64);
       for (int64_t i = w * 64; i < end; ++i) {
@@ -29,168 +90,128 @@ void Sampler::Process(const float* logits, int64_t vocab, const SampleInput& in)
       }
     }
   }
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (id >= 0 && id < vocab) scratch_[id] += bias;
-  }
-  const int generated = in.history ? in.history->num_output() : 0;
-  if (generated < p.min_tokens) {
-    if (in.eos_id >= 0 && in.eos_id < vocab) scratch_[in.eos_id] = kMasked;
-    for (int32_t id : p.stop_token_ids) {
-      if (id >= 0 && id < vocab) scratch_[id] = kMasked;
-    }
-  }
-  if (!in.history) return;
-  if (p.repetition_penalty != 1.0f) {
-    auto penalize = [&](int32_t id) {
-      float& x = scratch_[id];
-      x = x > 0 ? x / p.repetition_penalty : x * p.repetition_penalty;
-    };
-    for (int32_t id : in.history->prompt()) penalize(id);
-    for (const auto& [id, count] : in.history->output_counts()) {
-      if (!in.history->prompt().count(id)) penalize(id);
-    }
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    for (const auto& [id, count] : in.history->output_counts()) {
-      scratch_[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(count);
-    }
+  for (const SampleEdit& e : d.edits) scratch_[e.id] = backend::ApplySampleEdit(scratch_[e.id], e);
+  if (!d.greedy) {
+    for (auto& v : scratch_) v = v * d.inv_temperature;
   }
 }
 
-void Sampler::Truncate(int64_t vocab, const SamplingParams& p) {
-  // scratch_ holds x = processed logits / temperature. Weights are exp(x - max) in float; masses
-  // are summed in double in a fixed order, so the result is a pure function of the logits.
+int32_t Sampler::Argmax() const {
+  return static_cast<int32_t>(std::max_element(scratch_.begin(), scratch_.end()) - scratch_.begin());
+}
+
+void Sampler::Truncate(int64_t vocab, const RowDraw& d) {
   const float* x = scratch_.data();
-  auto more_likely = [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
   const float m = *std::max_element(scratch_.begin(), scratch_.end());
-  const bool top_k = p.top_k > 0 && p.top_k < vocab;
-  expw_.resize(static_cast<size_t>(vocab));
-  double mass = 0;  // of every id (top_k: of the top k)
-  if (!top_k && (p.top_p < 1.0f || p.min_p <= 0.0f)) {  // needs every weight
-    for (int64_t i = 0; i < vocab; ++i) {
-      expw_[i] = std::exp(x[i] - m);
-      mass += expw_[i];
-    }
-  }
-  cand_.clear();
-  weight_.clear();
-  if (!top_k && p.top_p >= 1.0f && p.min_p <= 0.0f) {
-    cand_.resize(static_cast<size_t>(vocab));  // every id, in id order
-    std::iota(cand_.begin(), cand_.end(), 0);
-    weight_.assign(expw_.begin(), expw_.end());
-    return;
-  }
-  if (top_k) {
+  const int shift = backend::SampleFixedShift(vocab);
+  auto w = [&](int32_t i) { return backend::SampleExp(x[i] - m); };
+  auto W = [&](int32_t i) { return backend::SampleFixed(w(i), shift); };
+  auto more_likely = [x](int32_t a, int32_t b) {
+    return backend::SampleKey(x[a], a) > backend::SampleKey(x[b], b);
+  };
+  kept_.clear();
+  int64_t pool_total = 0;  // the weight of every id (top-p without top-k)
+  if (d.top_k > 0) {
     order_.resize(static_cast<size_t>(vocab));
     std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + p.top_k, order_.end(), more_likely);
-    cand_.assign(order_.begin(), order_.begin() + p.top_k);
-    for (int32_t id : cand_) {
-      expw_[id] = std::exp(x[id] - m);
-      mass += expw_[id];
-    }
-  } else if (p.top_p < 1.0f) {
-    // Bucket ids by x (width 1/8 logit below the max); take whole buckets from the top until they
-    // hold top_p of the mass, then sort only those. A last bucket collects everything below.
+    std::partial_sort(order_.begin(), order_.begin() + d.top_k, order_.end(), more_likely);
+    order_.resize(static_cast<size_t>(d.top_k));
+  } else if (d.top_p < 1.0f) {
+    // Bucket ids by x (width 1/8 logit below the max; a last bucket collects everything below),
+    // take whole buckets from the top until they hold the threshold, and sort only those: the
+    // buckets are monotone in x, so the sorted prefix is the key-ordered prefix of every id.
     constexpr int kBuckets = 512;
     constexpr float kPerLogit = 8.0f;
     auto bucket_of = [&](int64_t i) {
-      return static_cast<int>(std::min<float>((m - x[i]) * kPerLogit, kBuckets - 1));
+      const float b = (m - x[i]) * kPerLogit;
+      return b < kBuckets - 1 ? static_cast<int>(b) : kBuckets - 1;  // also -inf and NaN rows
     };
-    bucket_mass_.assign(kBuckets, 0.0);
-    for (int64_t i = 0; i < vocab; ++i) bucket_mass_[bucket_of(i)] += expw_[i];
+    bucket_mass_.assign(kBuckets, 0);
+    for (int32_t i = 0; i < vocab; ++i) {
+      const int64_t wi = W(i);
+      bucket_mass_[bucket_of(i)] += wi;
+      pool_total += wi;
+    }
+    const int64_t threshold = backend::SampleTopPThreshold(d.top_p, pool_total);
     int last = 0;
-    for (double cum = 0; last < kBuckets; ++last) {
+    for (int64_t cum = 0; last < kBuckets - 1; ++last) {
       cum += bucket_mass_[last];
-      if (cum >= p.top_p * mass) break;
+      if (cum >= threshold) break;
     }
-    for (;; ++last) {  // one more bucket if rounding left the sorted prefix short
-      last = std::min(last, kBuckets - 1);
-      cand_.clear();
-      for (int64_t i = 0; i < vocab; ++i) {
-        if (bucket_of(i) <= last) cand_.push_back(static_cast<int32_t>(i));
-      }
-      std::sort(cand_.begin(), cand_.end(), more_likely);
-      double cum = 0;
-      for (int32_t id : cand_) cum += expw_[id];
-      if (cum >= p.top_p * mass || last == kBuckets - 1) break;
+    order_.clear();
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (bucket_of(i) <= last) order_.push_back(i);
     }
+    std::sort(order_.begin(), order_.end(), more_likely);
   } else {
-    const double floor = m + std::log(static_cast<double>(p.min_p));  // min_p only
-    for (int64_t i = 0; i < vocab; ++i) {
-      if (x[i] >= floor) cand_.push_back(static_cast<int32_t>(i));
-    }
-    std::sort(cand_.begin(), cand_.end(), more_likely);
-    for (int32_t id : cand_) expw_[id] = std::exp(x[id] - m);
+    order_.resize(static_cast<size_t>(vocab));  // every id
+    std::iota(order_.begin(), order_.end(), 0);
   }
-  // top-p: the shortest most-likely prefix with at least top_p of the mass.
-  size_t keep = cand_.size();
-  if (p.top_p < 1.0f) {
-    double cum = 0;
-    for (size_t i = 0; i < cand_.size(); ++i) {
-      cum += expw_[cand_[i]];
-      if (cum >= p.top_p * mass) {
-        keep = i + 1;
+  // top-p: the shortest key-ordered prefix whose weight reaches the threshold.
+  if (d.top_p < 1.0f) {
+    int64_t total = pool_total;
+    if (d.top_k > 0) {
+      for (int32_t i : order_) total += W(i);
+    }
+    const int64_t threshold = backend::SampleTopPThreshold(d.top_p, total);
+    int64_t cum = 0;
+    size_t keep = order_.size();
+    for (size_t k = 0; k < order_.size(); ++k) {
+      cum += W(order_[k]);
+      if (cum >= threshold) {
+        keep = k + 1;
         break;
       }
     }
+    order_.resize(keep);
   }
-  cand_.resize(keep);
-  // min-p: p_i >= min_p * p_max, invariant under renormalization; cand_[0] is the most likely.
-  if (p.min_p > 0.0f && !cand_.empty()) {
-    const double floor = x[cand_[0]] + std::log(static_cast<double>(p.min_p));
-    size_t n = 0;
-    while (n < cand_.size() && x[cand_[n]] >= floor) ++n;
-    cand_.resize(std::max<size_t>(n, 1));
+  // min-p: p_i >= min_p * p_max, and w = 1 at the max.
+  for (int32_t i : order_) {
+    if (d.min_p <= 0.0f || w(i) >= d.min_p) kept_.push_back(i);
   }
-  for (int32_t id : cand_) weight_.push_back(expw_[id]);
+  std::sort(kept_.begin(), kept_.end());
+  weight_.clear();
+  for (int32_t i : kept_) weight_.push_back(W(i));
 }
 
-SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SampleInput& in) {
-  DSINFER_CHECK(in.params != nullptr && vocab > 0);
-  const SamplingParams& p = *in.params;
-  Process(logits, vocab, in);
+SampledToken Sampler::Draw(const float* logits, int64_t vocab, const RowDraw& d) {
+  DSINFER_CHECK(vocab > 0);
+  Process(logits, vocab, d);
   SampledToken out;
-  if (p.greedy()) {
-    out.id = static_cast<int32_t>(std::max_element(scratch_.begin(), scratch_.end()) - scratch_.begin());
-  } else {
-    const float inv_t = 1.0f / p.temperature;
-    for (auto& v : scratch_) v *= inv_t;
-    Truncate(vocab, p);
-    double total = 0;
-    for (double w : weight_) total += w;
-    const double target = UniformAt(in.seed, in.position, in.sample_index) * total;
-    double cum = 0;
-    out.id = cand_.back();
-    for (size_t i = cand_.size(); i-- > 0;) {  // rounding fallback: the last id with weight
-      if (weight_[i] > 0) {
-        out.id = cand_[i];
-        break;
-      }
-    }
-    for (size_t i = 0; i < cand_.size(); ++i) {
-      cum += weight_[i];
-      if (cum > target) {
-        out.id = cand_[i];
-        break;
+  out.id = Argmax();  // greedy, and the draw's fallback when no candidate has weight
+  if (!d.greedy) {
+    Truncate(vocab, d);
+    uint64_t total = 0;
+    for (int64_t w : weight_) total += static_cast<uint64_t>(w);
+    if (total > 0) {
+      const uint64_t target = backend::SampleTarget(d.uniform, total);
+      uint64_t cum = 0;
+      for (size_t i = 0; i < kept_.size(); ++i) {
+        cum += static_cast<uint64_t>(weight_[i]);
+        if (cum > target) {
+          out.id = kept_[i];
+          break;
+        }
       }
     }
   }
-  if (p.logprobs || p.top_logprobs > 0) {
+  if (d.logprobs) {
     const float m = *std::max_element(logits, logits + vocab);
-    double sum = 0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(logits[i] - m);
-    const double lse = m + std::log(sum);
-    out.logprob = static_cast<float>(logits[out.id] - lse);
-    if (p.top_logprobs > 0) {
-      const int k = static_cast<int>(std::min<int64_t>(p.top_logprobs, vocab));
+    const int shift = backend::SampleFixedShift(vocab);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) sum += backend::SampleFixed(backend::SampleExp(logits[i] - m), shift);
+    const double lse = static_cast<double>(m) + std::log(static_cast<double>(sum) * FixedUnit(shift));
+    out.logprob = static_cast<float>(static_cast<double>(logits[out.id]) - lse);
+    if (d.top_logprobs > 0) {
       order_.resize(static_cast<size_t>(vocab));
       std::iota(order_.begin(), order_.end(), 0);
-      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [logits](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
-      for (int i = 0; i < k; ++i) {
-        out.top.push_back({order_[i], static_cast<float>(logits[order_[i]] - lse)});
+      std::partial_sort(order_.begin(), order_.begin() + d.top_logprobs, order_.end(),
+                        [logits](int32_t a, int32_t b) {
+                          return backend::SampleKey(logits[a], a) > backend::SampleKey(logits[b], b);
+                        });
+      for (int i = 0; i < d.top_logprobs; ++i) {
+        out.top.push_back(
+            {order_[i], static_cast<float>(static_cast<double>(logits[order_[i]]) - lse)});
       }
     }
   }
@@ -198,18 +219,19 @@ SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SampleInp
 }
 
 std::vector<double> Sampler::Probabilities(const float* logits, int64_t vocab, const SampleInput& in) {
-  const SamplingParams& p = *in.params;
-  Process(logits, vocab, in);
+  const RowDraw d = MakeRowDraw(in, vocab);
+  Process(logits, vocab, d);
   std::vector<double> probs(static_cast<size_t>(vocab), 0.0);
-  if (p.greedy()) {
-    probs[std::max_element(scratch_.begin(), scratch_.end()) - scratch_.begin()] = 1.0;
-    return probs;
+  if (!d.greedy) {
+    Truncate(vocab, d);
+    double total = 0;
+    for (int64_t w : weight_) total += static_cast<double>(w);
+    if (total > 0) {
+      for (size_t i = 0; i < kept_.size(); ++i) probs[kept_[i]] = static_cast<double>(weight_[i]) / total;
+      return probs;
+    }
   }
-  for (auto& v : scratch_) v *= 1.0f / p.temperature;
-  Truncate(vocab, p);
-  double total = 0;
-  for (double w : weight_) total += w;
-  for (size_t i = 0; i < cand_.size(); ++i) probs[cand_[i]] = weight_[i] / total;
+  probs[Argmax()] = 1.0;
   return probs;
 }
 

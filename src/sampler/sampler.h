@@ -2,9 +2,12 @@
 //   grammar mask -> logit_bias -> min_tokens mask (EOS, stop ids) -> repetition / presence /
 //   frequency penalties
 //   -> greedy argmax, or: temperature -> softmax -> top-k -> top-p -> min-p -> inverse-CDF draw.
-// The draw uses u = UniformAt(seed, position, sample_index) (philox.h), so the token depends only
-// on the logits and (seed, position, sample index): never on the batch. Candidates are ordered by
-// (probability desc, id asc), which makes ties deterministic too.
+// The arithmetic of the draw is backend/sample_row.h's, which the CUDA sampling kernel shares: given
+// the same logits, both pick the same token. A SampleInput becomes a RowDraw (the per-id edits and
+// the scalar parameters, MakeRowDraw) that either backend runs. The draw uses the 53-bit uniform
+// UniformBitsAt(seed, position, sample_index) (philox.h), so the token depends only on the logits
+// and (seed, position, sample index): never on the batch. Weights are exact integers, so sums do
+// not depend on their order; ties in the candidate order go to the lower id.
 // Logprobs are those of the model's distribution (log_softmax of the raw logits), as vLLM returns
 // by default. Stateless apart from scratch buffers: one Sampler per engine thread.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/sample_row.h"
 #include "sampler/sampling_params.h"
 #include "sampler/token_history.h"
 
@@ -42,26 +46,46 @@ struct SampleInput {
   const uint64_t* allowed = nullptr;
 };
 
+// One row's draw as a backend runs it (backend/sample_row.h's arithmetic).
+struct RowDraw {
+  std::vector<backend::SampleEdit> edits;  // one per id whose processing differs, ids ascending
+  const uint64_t* allowed = nullptr;       // SampleInput::allowed
+  bool greedy = false;
+  float inv_temperature = 1.0f;            // 1 / temperature, in float
+  int top_k = 0;                           // 0: off (also when top_k >= vocab)
+  float top_p = 1.0f;                      // 1: off
+  float min_p = 0.0f;                      // 0: off
+  uint64_t uniform = 0;                    // 53 random bits: UniformBitsAt(seed, position, index)
+  bool logprobs = false;                   // the chosen token's logprob
+  int top_logprobs = 0;                    // and this many alternatives
+};
+RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab);
+
 class Sampler {
  public:
   // logits: [vocab] fp32 of one row.
-  SampledToken Sample(const float* logits, int64_t vocab, const SampleInput& in);
+  SampledToken Sample(const float* logits, int64_t vocab, const SampleInput& in) {
+    return Draw(logits, vocab, MakeRowDraw(in, vocab));
+  }
+  SampledToken Draw(const float* logits, int64_t vocab, const RowDraw& d);
 
   // The probability of every id under `in`'s processing (for tests and debugging): [vocab].
   std::vector<double> Probabilities(const float* logits, int64_t vocab, const SampleInput& in);
 
  private:
-  // Applies bias, masks and penalties to scratch_ (a copy of logits).
-  void Process(const float* logits, int64_t vocab, const SampleInput& in);
-  // The kept candidates after top-k/top-p/min-p with their unnormalized weights, most likely first.
-  void Truncate(int64_t vocab, const SamplingParams& p);
+  // scratch_ = the processed logits (mask and edits applied), times inv_temperature unless greedy.
+  void Process(const float* logits, int64_t vocab, const RowDraw& d);
+  // kept_ = the candidates after top-k / top-p / min-p, ids ascending, with weights in weight_
+  // (sample_row.h's integers). Needs scratch_ from Process of a non-greedy draw.
+  void Truncate(int64_t vocab, const RowDraw& d);
+  // The greedy pick: the argmax of scratch_, ties to the lower id.
+  int32_t Argmax() const;
 
   std::vector<float> scratch_;
-  std::vector<float> expw_;          // [vocab] exp(x - max)
-  std::vector<double> bucket_mass_;  // top-p buckets
+  std::vector<int64_t> bucket_mass_;  // top-p buckets
   std::vector<int32_t> order_;
-  std::vector<int32_t> cand_;
-  std::vector<double> weight_;
+  std::vector<int32_t> kept_;
+  std::vector<int64_t> weight_;
 };
 
 }  // namespace dsinfer::sampler
