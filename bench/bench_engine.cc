@@ -1,61 +1,125 @@
 // Engine benchmark: offline throughput of the whole runtime (scheduler, state cache, sampler, model)
-// on a model dir. Submits `requests` random-id prompts of `prompt_len` tokens at once, each
-// generating exactly `max_tokens` tokens (ignore_eos, seeded sampling with top_k 50), and prints one
-// JSON line: requests, tokens, wall time, output and total tokens/s, TTFT and TPOT percentiles (TTFT
-// counts from submission, so it includes queueing in this offline batch).
-// Usage: bench_engine MODEL_DIR [requests] [prompt_len] [max_tokens] [threads] [max_batch_tokens]
+// on a model dir, or on a preset with device-random weights (--random-preset, CUDA). Submits
+// --requests random-id prompts at once, each generating exactly its output length (ignore_eos,
+// seeded sampling with top_k 50), and prints one JSON line: requests, tokens, wall time, output and
+// total tokens/s, TTFT and TPOT percentiles (TTFT counts from submission, so it includes queueing
+// in this offline batch), steps, the mean decode batch and the mean decode-step time.
+// Lengths: fixed (--prompt-len, --output-len), or lognormal with the given median and --sigma,
+// clipped to [min, max] (--prompt-median/-min/-max, --output-median/-min/-max).
+//   bench_engine --model DIR | --random-preset NAME [--device auto|cpu|cuda] [--requests N]
+//                [length flags] [--seed S] [engine flags of `dsinfer generate`]
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
+#include <vector>
 
+#include "cli/engine_flags.h"
+#include "cli/flags.h"
 #include "cli/run_summary.h"
 #include "dsinfer/engine.h"
 
-int main(int argc, char** argv) {
-  using namespace dsinfer;
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_engine MODEL_DIR [requests] [prompt_len] [max_tokens] [threads] "
-                         "[max_batch_tokens]\n");
-    return 2;
+namespace {
+
+using namespace dsinfer;
+
+struct Lengths {
+  int64_t fixed = 0;  // > 0: every request this long
+  double median = 0, sigma = 1;
+  int64_t min = 1, max = 1;
+};
+
+StatusOr<Lengths> ReadLengths(const cli::Flags& flags, const std::string& what, int64_t fixed_default) {
+  Lengths l;
+  DSINFER_ASSIGN_OR_RETURN(l.fixed, flags.GetInt(what + "-len", fixed_default));
+  if (flags.Has(what + "-median")) {
+    DSINFER_ASSIGN_OR_RETURN(const int64_t median, flags.GetInt(what + "-median", 0));
+    DSINFER_ASSIGN_OR_RETURN(l.min, flags.GetInt(what + "-min", 1));
+    DSINFER_ASSIGN_OR_RETURN(l.max, flags.GetInt(what + "-max", median * 4));
+    l.median = static_cast<double>(median);
+    l.sigma = std::stod(flags.GetOr("sigma", "1"));
+    l.fixed = 0;
+    if (median < 1 || l.min < 1 || l.max < l.min) {
+      return InvalidArgument("--" + what + "-median/-min/-max must satisfy 1 <= min <= max");
+    }
+  } else if (l.fixed < 1) {
+    return InvalidArgument("--" + what + "-len must be >= 1");
   }
-  const int requests = argc > 2 ? std::atoi(argv[2]) : 16;
-  const int prompt_len = argc > 3 ? std::atoi(argv[3]) : 128;
-  const int max_tokens = argc > 4 ? std::atoi(argv[4]) : 32;
-  EngineOptions o;
-  o.model_dir = argv[1];
-  o.num_threads = argc > 5 ? std::atoi(argv[5]) : 0;
-  o.max_batch_tokens = argc > 6 ? std::atoll(argv[6]) : 256;
-  auto engine = Engine::Create(o);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "bench_engine: %s\n", engine.status().ToString().c_str());
-    return 1;
-  }
-  std::mt19937 rng(1);
+  return l;
+}
+
+int64_t Draw(const Lengths& l, std::mt19937_64& rng) {
+  if (l.fixed > 0) return l.fixed;
+  std::normal_distribution<double> z(0.0, 1.0);
+  const double v = std::round(l.median * std::exp(l.sigma * z(rng)));
+  return std::clamp(static_cast<int64_t>(v), l.min, l.max);
+}
+
+Status Run(const cli::Flags& flags) {
+  DSINFER_ASSIGN_OR_RETURN(EngineOptions o, cli::EngineOptionsFromFlags(flags));
+  DSINFER_ASSIGN_OR_RETURN(const int64_t requests, flags.GetInt("requests", 16));
+  DSINFER_ASSIGN_OR_RETURN(const Lengths prompt, ReadLengths(flags, "prompt", 128));
+  DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
+  DSINFER_ASSIGN_OR_RETURN(const int64_t seed, flags.GetInt("seed", 1));
+  if (requests < 1) return InvalidArgument("--requests must be >= 1");
+  if (o.max_model_len == 0) o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
+  DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(o));
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
   std::vector<GenerateRequest> reqs(static_cast<size_t>(requests));
-  for (int i = 0; i < requests; ++i) {
+  for (int64_t i = 0; i < requests; ++i) {
     auto& r = reqs[i];
-    r.prompt_ids.resize(static_cast<size_t>(prompt_len));
-    for (auto& id : r.prompt_ids) id = static_cast<int32_t>(rng() % (*engine)->vocab_size());
-    r.params.max_tokens = max_tokens;
+    r.prompt_ids.resize(static_cast<size_t>(Draw(prompt, rng)));
+    for (auto& id : r.prompt_ids) id = static_cast<int32_t>(rng() % engine->vocab_size());
+    r.params.max_tokens = static_cast<int>(Draw(output, rng));
     r.params.ignore_eos = true;
     r.params.top_k = 50;
     r.params.seed = static_cast<uint64_t>(i);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = (*engine)->Generate(reqs);
+  const auto results = engine->Generate(reqs);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   cli::RunSummary summary;
   for (const auto& r : results) summary.Add(r);
   summary.set_wall_seconds(wall);
-  summary.set_engine_stats((*engine)->Stats());
+  summary.set_engine_stats(engine->Stats());
   auto j = summary.ToJson();
   j["bench"] = "engine_offline";
-  j["model"] = o.model_dir;
+  j["model"] = o.random_preset.empty() ? o.model_dir : o.random_preset;
+  j["device"] = engine->device();
   j["threads"] = o.num_threads;
-  j["prompt_len"] = prompt_len;
-  j["max_tokens"] = max_tokens;
+  j["prompt"] = prompt.fixed ? nlohmann::json(prompt.fixed)
+                             : nlohmann::json({{"median", prompt.median}, {"sigma", prompt.sigma},
+                                               {"min", prompt.min}, {"max", prompt.max}});
+  j["output"] = output.fixed ? nlohmann::json(output.fixed)
+                             : nlohmann::json({{"median", output.median}, {"sigma", output.sigma},
+                                               {"min", output.min}, {"max", output.max}});
   j["max_batch_tokens"] = o.max_batch_tokens;
+  j["max_running"] = o.max_running;
   std::printf("%s\n", j.dump().c_str());
-  return 0;
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<cli::FlagSpec> specs = cli::EngineFlagSpecs();
+  specs.insert(specs.end(),
+               {{"model", "model dir"},
+                {"requests", "requests, all submitted at once (default 16)"},
+                {"prompt-len", "every prompt this long (default 128)"},
+                {"prompt-median", "lognormal prompt lengths with this median"},
+                {"prompt-min", "shortest prompt (default 1)"},
+                {"prompt-max", "longest prompt (default 4 x median)"},
+                {"output-len", "every output this long (default 32)"},
+                {"output-median", "lognormal output lengths with this median"},
+                {"output-min", "shortest output (default 1)"},
+                {"output-max", "longest output (default 4 x median)"},
+                {"sigma", "sigma of the lognormal lengths (default 1)"},
+                {"seed", "workload seed (default 1)"}});
+  // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
+  std::vector<char*> args(argv, argv + argc);
+  args.insert(args.begin() + 1, argv[0]);
+  return cli::RunSubcommand(argc + 1, args.data(), "bench_engine", "offline engine throughput",
+                            specs, Run);
 }

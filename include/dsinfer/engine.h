@@ -84,6 +84,10 @@ struct EngineOptions {
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most
                                        // 4096 by default: its state slots hold this many tokens)
   int64_t typical_length = 2048;       // the memory planner's assumption (cache/memory_planner.h)
+  // Benchmarks: instead of model_dir, a preset of `dsinfer init-model` (e.g. "flash-l8") whose
+  // weights are generated on the device from random_seed (CUDA only; token ids only: no tokenizer).
+  std::string random_preset;
+  uint64_t random_seed = 1;
 };
 
 struct ChatMessage {
@@ -180,6 +184,13 @@ struct EngineStats {
   int64_t forward_tokens = 0;     // tokens run through the model (recomputation included)
   int64_t steps = 0;
   int64_t preemptions = 0;
+  // Steps whose chunks are all single decode tokens: their count, their rows (so the mean decode
+  // batch is decode_rows / decode_steps) and the wall time of their forward + sampling (the
+  // runner's Run, which ends when the sampled ids are on the host).
+  int64_t decode_steps = 0;
+  int64_t decode_rows = 0;
+  double decode_run_s = 0;
+  double run_s = 0;               // the same for every step
   int64_t state_bytes_used = 0;   // state cache accounting
   int64_t state_bytes_total = 0;
 };

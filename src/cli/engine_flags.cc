@@ -12,12 +12,18 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
+      {"random-preset", "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
+                        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
   };
 }
 
 StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   EngineOptions o;
-  o.model_dir = *flags.Get("model");
+  o.model_dir = flags.GetOr("model", "");
+  o.random_preset = flags.GetOr("random-preset", "");
+  if (o.model_dir.empty() == o.random_preset.empty()) {
+    return InvalidArgument("give exactly one of --model and --random-preset");
+  }
   const std::string device = flags.GetOr("device", "auto");
   if (device == "auto") {
     o.device = Device::kAuto;

@@ -171,7 +171,7 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
 }
 
 Status Run(const Flags& flags, bool* any_failed) {
-  if (!flags.Has("model")) return InvalidArgument("--model is required");
+  if (!flags.Has("model") && !flags.Has("random-preset")) return InvalidArgument("--model is required");
   DSINFER_ASSIGN_OR_RETURN(GenerateRequest defaults, Defaults(flags));
   DSINFER_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFromFlags(flags));
   DSINFER_ASSIGN_OR_RETURN(std::vector<Input> inputs, ReadInputs(flags, defaults));

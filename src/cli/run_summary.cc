@@ -42,7 +42,14 @@ nlohmann::json RunSummary::ToJson() const {
                        {"p99", Percentile(tpot_s_, 99) * 1e3}}},
           {"steps", stats_.steps},
           {"preemptions", stats_.preemptions},
-          {"forward_tokens", stats_.forward_tokens}};
+          {"forward_tokens", stats_.forward_tokens},
+          {"mean_tokens_per_step",
+           stats_.steps ? static_cast<double>(stats_.forward_tokens) / stats_.steps : 0.0},
+          {"decode_steps", stats_.decode_steps},
+          {"mean_decode_batch",
+           stats_.decode_steps ? static_cast<double>(stats_.decode_rows) / stats_.decode_steps : 0.0},
+          {"decode_step_ms", stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
+          {"run_s", stats_.run_s}};
 }
 
 std::string RunSummary::ToText() const {

@@ -28,7 +28,7 @@ std::vector<FlagSpec> Specs() {
 }
 
 Status Run(const Flags& flags) {
-  if (!flags.Has("model")) return InvalidArgument("--model is required");
+  if (!flags.Has("model") && !flags.Has("random-preset")) return InvalidArgument("--model is required");
   api::ServerOptions o;
   DSINFER_ASSIGN_OR_RETURN(o.engine, EngineOptionsFromFlags(flags));
   o.http.host = flags.GetOr("host", "127.0.0.1");
@@ -41,7 +41,7 @@ Status Run(const Flags& flags) {
   if (body_mb < 1 || body_mb > 4096) return InvalidArgument("--max-body-mb must be in [1, 4096]");
   o.http.max_body_bytes = body_mb << 20;
   o.service.model_dir = o.engine.model_dir;
-  o.service.served_model_name = flags.GetOr("served-model-name", "");
+  o.service.served_model_name = flags.GetOr("served-model-name", o.engine.random_preset);
   o.service.api_key = flags.GetOr("api-key", "");
   DSINFER_ASSIGN_OR_RETURN(o.service.max_queued, flags.GetInt("max-queued", 1024));
   if (o.service.max_queued < 0) {

@@ -25,11 +25,13 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   core->device_ = device;
   executor::RunnerOptions ro;
   ro.model_dir = o.model_dir;
+  ro.random_preset = o.random_preset;
+  ro.random_seed = o.random_seed;
   ro.device = device;
   ro.num_threads = o.num_threads;
   if (device == executor::Device::kCuda) {
     // The CUDA model's fixed state slots: one per running sequence, each of the context length.
-    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, io::LoadDeepseekV4Config(o.model_dir));
+    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, executor::LoadRunnerConfig(ro));
     ro.max_len = std::min<int64_t>(o.max_model_len > 0 ? o.max_model_len : 4096,
                                    cfg.max_position_embeddings);
     ro.max_sequences = o.max_running;
@@ -38,6 +40,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   DSINFER_ASSIGN_OR_RETURN(core->runner_, executor::CreateModelRunner(ro));
   if (codec) {
     core->codec_ = std::move(codec);
+  } else if (!o.random_preset.empty()) {
+    core->codec_ = NoTextCodec();  // a preset has no tokenizer: token ids only
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
   }
@@ -259,7 +263,18 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
   }
   stats_.forward_tokens += plan.num_tokens;
-  return runner_->Run(chunks, draws);
+  const bool decode = std::all_of(plan.chunks.begin(), plan.chunks.end(),
+                                  [](const auto& ch) { return ch.count == 1 && ch.start > 0; });
+  const Clock::time_point t0 = Clock::now();
+  auto out = runner_->Run(chunks, draws);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  stats_.run_s += seconds;
+  if (decode) {
+    ++stats_.decode_steps;
+    stats_.decode_rows += static_cast<int64_t>(plan.chunks.size());
+    stats_.decode_run_s += seconds;
+  }
+  return out;
 }
 
 std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(

@@ -1,5 +1,7 @@
 #include "executor/model_runner.h"
 
+#include "model/deepseek_v4/init_presets.h"
+
 #ifdef DSINFER_HAVE_CUDA
 #include "backend/cuda/runtime.h"
 #endif
@@ -43,9 +45,19 @@ StatusOr<Device> ResolveDevice(Device device) {
   return InvalidArgument("unknown device");
 }
 
+StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
+  if (!options.random_preset.empty()) return model::deepseek_v4::PresetConfig(options.random_preset);
+  return io::LoadDeepseekV4Config(options.model_dir);
+}
+
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
   DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
   if (device == Device::kCuda) return CreateCudaModelRunner(options);
+  if (!options.random_preset.empty()) {
+    return Unimplemented("device-random presets (" + options.random_preset +
+                         ") run on the CUDA backend only; write a model dir with "
+                         "`dsinfer init-model --preset " + options.random_preset + "` for the CPU");
+  }
   return CreateCpuModelRunner(options.model_dir, options.num_threads);
 }
 

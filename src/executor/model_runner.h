@@ -70,6 +70,8 @@ StatusOr<Device> ResolveDevice(Device device);
 
 struct RunnerOptions {
   std::string model_dir;
+  std::string random_preset;  // else: this preset with device-random weights (CUDA only)
+  uint64_t random_seed = 1;
   Device device = Device::kCpu;  // resolved (not kAuto)
   int num_threads = 0;           // CPU: model threads (0: all)
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA
@@ -80,6 +82,8 @@ struct RunnerOptions {
 };
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options);
+// The config the runner will run: the model dir's config.json, or the preset's.
+StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
 
 // The CPU backend: the exact reference model (model/deepseek_v4) on `num_threads` threads (0: all).
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,

@@ -1,10 +1,14 @@
-// Sampler: Philox known answers, distributions checked statistically against exact probabilities
+// Sampler: Philox known answers, the shared draw arithmetic (backend/sample_row.h) against
+// independent references, distributions checked statistically against exact probabilities
 // computed here independently, greedy/penalty/bias/min_tokens rules, parameter validation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
+
+#include "backend/sample_row.h"
 
 #include "sampler/philox.h"
 #include "sampler/sampler.h"
@@ -34,6 +38,56 @@ TEST(PhiloxTest, UniformIsAFunctionOfItsKeyAndCounter) {
     sum += u;
   }
   EXPECT_NEAR(sum / 10000, 0.5, 0.01);
+}
+
+TEST(SampleRowTest, ExpIsCloseToTheLibraryExpAndExactAtZero) {
+  EXPECT_EQ(backend::SampleExp(0.0f), 1.0f);
+  EXPECT_EQ(backend::SampleExp(-64.5f), 0.0f);
+  EXPECT_EQ(backend::SampleExp(-INFINITY), 0.0f);
+  EXPECT_EQ(backend::SampleExp(NAN), 0.0f);
+  double worst = 0;
+  for (int i = 0; i < 640000; ++i) {  // x in (-64, 0]
+    const float x = -64.0f * static_cast<float>(i) / 640000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(backend::SampleExp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  // Monotone (non-increasing) as x falls, so larger logits never get smaller weights.
+  float prev = 1.0f;
+  for (float x = 0.0f; x > -20.0f; x = std::nextafter(x, -30.0f) - 1e-4f) {
+    const float w = backend::SampleExp(x);
+    ASSERT_LE(w, prev) << x;
+    prev = w;
+  }
+}
+
+TEST(SampleRowTest, TargetIsTheExactProductShifted) {
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t u = rng() >> 11, total = rng() >> (1 + rng() % 40);
+    __extension__ const unsigned __int128 want = static_cast<unsigned __int128>(u) * total >> 53;
+    ASSERT_EQ(backend::SampleTarget(u, total), static_cast<uint64_t>(want)) << u << " " << total;
+    ASSERT_LT(backend::SampleTarget(u, total), std::max<uint64_t>(total, 1));
+  }
+  EXPECT_EQ(backend::SampleTarget((uint64_t{1} << 53) - 1, uint64_t{1} << 62), (uint64_t{1} << 62) - (uint64_t{1} << 9));
+}
+
+TEST(SampleRowTest, KeysOrderByValueThenLowerId) {
+  const float xs[] = {-INFINITY, -3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 2.0f, INFINITY};
+  for (size_t a = 0; a < std::size(xs); ++a) {
+    for (size_t b = 0; b < std::size(xs); ++b) {
+      for (int32_t ia : {0, 7, 129279}) {
+        for (int32_t ib : {0, 7, 129279}) {
+          const bool more = xs[a] > xs[b] || (xs[a] == xs[b] && ia < ib);
+          ASSERT_EQ(backend::SampleKey(xs[a], ia) > backend::SampleKey(xs[b], ib), more)
+              << xs[a] << "/" << ia << " vs " << xs[b] << "/" << ib;
+        }
+      }
+    }
+  }
+  // Fixed-point weights of a whole vocabulary sum below 2^62.
+  EXPECT_LT(static_cast<double>(backend::SampleFixed(1.0f, backend::SampleFixedShift(129280))) * 129280,
+            std::ldexp(1.0, 62));
 }
 
 // The exact distribution of SamplingParams over `logits`, written independently of the sampler.

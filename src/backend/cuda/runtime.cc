@@ -138,6 +138,8 @@ Stream::~Stream() {
 }
 void Stream::Synchronize() const { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+void SynchronizeStream(StreamHandle stream) { CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
 void CopyToDevice(void* dst, const void* src, size_t bytes, StreamHandle s) {
   if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
 }

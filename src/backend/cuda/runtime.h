@@ -97,6 +97,8 @@ class Stream {
   StreamHandle stream_ = nullptr;
 };
 
+// Waits for everything enqueued on a stream (one the caller does not own as a Stream).
+void SynchronizeStream(StreamHandle stream);
 void CopyToDevice(void* dst, const void* src, size_t bytes, StreamHandle stream);
 void CopyToHost(void* dst, const void* src, size_t bytes, StreamHandle stream);
 void CopyDeviceToDevice(void* dst, const void* src, size_t bytes, StreamHandle stream);

@@ -361,7 +361,8 @@ void CudaModel::CopySequence(int from, int to) {
 
 int64_t CudaModel::length(int slot) const { return impl_->lengths[slot]; }
 
-StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks, LogitsRows rows) {
+StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
+                                                            LogitsRows rows) {
   Impl& m = *impl_;
   const int64_t T = m.opt.max_tokens;
   int64_t n = 0;
@@ -384,7 +385,7 @@ StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks
     n += static_cast<int64_t>(ch.ids.size());
   }
   if (n > T) return OutOfRange("forward of " + std::to_string(n) + " rows exceeds max_tokens " + std::to_string(T));
-  if (n == 0) return std::vector<float>{};
+  if (n == 0) return DeviceLogits{m.logits, 0};
   int32_t* h = m.meta_host.as<int32_t>();
   int64_t r = 0, nrows = 0;
   for (const auto& ch : chunks) {
@@ -409,12 +410,21 @@ StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks
   const bool one_per_seq =
       std::all_of(chunks.begin(), chunks.end(), [](const Chunk& ch) { return ch.ids.size() <= 1; });
   m.Run(n, nrows, one_per_seq);
-  std::vector<float> out(static_cast<size_t>(nrows * m.c.vocab_size));
-  gpu::CopyToHost(out.data(), m.logits, out.size() * 4, m.stream.get());
-  m.stream.Synchronize();
   for (const auto& ch : chunks) m.lengths[ch.slot] += static_cast<int64_t>(ch.ids.size());
+  return DeviceLogits{m.logits, nrows};
+}
+
+StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks, LogitsRows rows) {
+  Impl& m = *impl_;
+  DSINFER_ASSIGN_OR_RETURN(const DeviceLogits logits, ForwardToDevice(chunks, rows));
+  std::vector<float> out(static_cast<size_t>(logits.rows * m.c.vocab_size));
+  if (out.empty()) return out;
+  gpu::CopyToHost(out.data(), logits.data, out.size() * 4, m.stream.get());
+  m.stream.Synchronize();
   return out;
 }
+
+gpu::StreamHandle CudaModel::stream() const { return impl_->stream.get(); }
 
 StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slots,
                                                      const std::vector<int32_t>& ids, bool use_graph) {
@@ -442,10 +452,9 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
     m.Mark("embed");
     m.Run(n, n, true);
     m.Mark("sample");
-    gpu::SampleParams sp;
-    sp.logits = m.logits; sp.rows = n; sp.vocab = m.c.vocab_size; sp.temperature = 0;
-    sp.out = m.sampled_dev;
-    gpu::LaunchSample(sp, m.stream.get());
+    gpu::SampleRowsParams sp;  // greedy: every row's argmax
+    sp.logits = m.logits; sp.num_rows = n; sp.vocab = m.c.vocab_size; sp.out_id = m.sampled_dev;
+    gpu::LaunchSampleRows(sp, m.stream.get());
     gpu::CopyToHost(m.sampled_host.get(), m.sampled_dev, n * sizeof(int32_t), m.stream.get());
   };
   if (use_graph) {

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/runtime.h"
 #include "base/status.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/model.h"
@@ -60,6 +61,15 @@ class CudaModel {
   };
   // Runs the chunks (each slot at most once) and returns fp32 logits [rows, vocab] on the host.
   StatusOr<std::vector<float>> Forward(const std::vector<Chunk>& chunks, LogitsRows rows);
+  // The same forward, its logits left on the device: enqueued on stream(), nothing waited for.
+  // The rows stay valid until the next forward or decode step.
+  struct DeviceLogits {
+    const float* data = nullptr;  // [rows, vocab] fp32, device memory
+    int64_t rows = 0;
+  };
+  StatusOr<DeviceLogits> ForwardToDevice(const std::vector<Chunk>& chunks, LogitsRows rows);
+  // The stream every forward runs on (samplers enqueue behind it).
+  backend::cuda::StreamHandle stream() const;
 
   // One decode token per slot, greedy-sampled on the device; only the sampled ids come back.
   // With use_graph, the step is captured on its first call for this batch size and replayed.

@@ -1,0 +1,116 @@
+#include "executor/cuda_sampler.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/sample.cuh"
+#include "base/check.h"
+
+namespace dsinfer::executor {
+
+namespace {
+
+namespace gpu = backend::cuda;
+
+size_t Align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// Grows a buffer to at least `bytes` (by half again, so a slowly growing batch reallocates rarely).
+template <gpu::MemoryKind K>
+void Reserve(gpu::Buffer<K>& buffer, size_t bytes) {
+  if (buffer.bytes() < bytes) buffer = gpu::Buffer<K>(std::max(bytes, buffer.bytes() * 3 / 2));
+}
+
+}  // namespace
+
+std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
+                                                       const std::vector<RunDraw>& draws,
+                                                       gpu::StreamHandle stream) {
+  const int64_t n = static_cast<int64_t>(draws.size());
+  if (n == 0) return {};
+  const int64_t mask_words = (vocab_ + 63) / 64;
+  std::vector<sampler::RowDraw> rows;
+  rows.reserve(draws.size());
+  size_t edits = 0, masks = 0;
+  for (const RunDraw& d : draws) {
+    rows.push_back(sampler::MakeRowDraw(d.input, vocab_));
+    edits += rows.back().edits.size();
+    masks += rows.back().allowed ? 1 : 0;
+  }
+  // Upload layout: [n SampleRow][edits SampleEdit][masks x mask_words uint64].
+  const size_t rows_bytes = Align16(n * sizeof(gpu::SampleRow));
+  const size_t edits_bytes = Align16(edits * sizeof(backend::SampleEdit));
+  const size_t in_bytes = rows_bytes + edits_bytes + masks * mask_words * sizeof(uint64_t);
+  Reserve(in_host_, in_bytes);
+  Reserve(in_dev_, in_bytes);
+  auto* host = in_host_.as<char>();
+  auto* row_out = reinterpret_cast<gpu::SampleRow*>(host);
+  auto* edit_out = reinterpret_cast<backend::SampleEdit*>(host + rows_bytes);
+  auto* mask_out = reinterpret_cast<uint64_t*>(host + rows_bytes + edits_bytes);
+  int32_t edit_at = 0;
+  int64_t mask_at = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const sampler::RowDraw& d = rows[r];
+    gpu::SampleRow& g = row_out[r];
+    g = gpu::SampleRow{};
+    g.logits_row = draws[r].chunk;
+    g.greedy = d.greedy ? 1 : 0;
+    g.inv_temperature = d.inv_temperature;
+    g.top_k = d.top_k;
+    g.top_p = d.top_p;
+    g.min_p = d.min_p;
+    g.uniform = d.uniform;
+    g.edit_begin = edit_at;
+    g.edit_count = static_cast<int32_t>(d.edits.size());
+    std::copy(d.edits.begin(), d.edits.end(), edit_out + edit_at);
+    edit_at += g.edit_count;
+    if (d.allowed) {
+      std::memcpy(mask_out + mask_at, d.allowed, mask_words * sizeof(uint64_t));
+      g.mask_word = mask_at;
+      mask_at += mask_words;
+    }
+    g.logprobs = d.logprobs ? 1 : 0;
+    g.top_logprobs = std::min(d.top_logprobs, gpu::kMaxTopLogprobs);
+  }
+  // Output layout: [n ids][n logprobs][n x 20 top ids][n x 20 top logprobs].
+  const size_t out_bytes = n * 8 + n * gpu::kMaxTopLogprobs * 8;
+  Reserve(out_host_, out_bytes);
+  Reserve(out_dev_, out_bytes);
+  Reserve(scratch_, static_cast<size_t>(n * vocab_) * sizeof(float));
+  gpu::CopyToDevice(in_dev_.get(), host, in_bytes, stream);
+
+  gpu::SampleRowsParams p;
+  char* dev = in_dev_.as<char>();
+  char* out = out_dev_.as<char>();
+  p.logits = logits;
+  p.vocab = vocab_;
+  p.num_rows = n;
+  p.rows = reinterpret_cast<const gpu::SampleRow*>(dev);
+  p.edits = reinterpret_cast<const backend::SampleEdit*>(dev + rows_bytes);
+  p.masks = reinterpret_cast<const uint64_t*>(dev + rows_bytes + edits_bytes);
+  p.scratch = scratch_.as<float>();
+  p.out_id = reinterpret_cast<int32_t*>(out);
+  p.out_logprob = reinterpret_cast<float*>(out + n * 4);
+  p.out_top_id = reinterpret_cast<int32_t*>(out + n * 8);
+  p.out_top_logprob = reinterpret_cast<float*>(out + n * 8 + n * gpu::kMaxTopLogprobs * 4);
+  gpu::LaunchSampleRows(p, stream);
+  gpu::CopyToHost(out_host_.get(), out_dev_.get(), out_bytes, stream);
+  gpu::SynchronizeStream(stream);
+
+  const char* back = out_host_.as<char>();
+  const auto* ids = reinterpret_cast<const int32_t*>(back);
+  const auto* lps = reinterpret_cast<const float*>(back + n * 4);
+  const auto* top_ids = reinterpret_cast<const int32_t*>(back + n * 8);
+  const auto* top_lps = reinterpret_cast<const float*>(back + n * 8 + n * gpu::kMaxTopLogprobs * 4);
+  std::vector<sampler::SampledToken> tokens(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    tokens[r].id = ids[r];
+    if (!rows[r].logprobs) continue;
+    tokens[r].logprob = lps[r];
+    for (int k = 0; k < row_out[r].top_logprobs; ++k) {
+      tokens[r].top.push_back({top_ids[r * gpu::kMaxTopLogprobs + k], top_lps[r * gpu::kMaxTopLogprobs + k]});
+    }
+  }
+  return tokens;
+}
+
+}  // namespace dsinfer::executor
