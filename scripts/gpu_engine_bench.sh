@@ -28,6 +28,6 @@ if [[ "$parts" == *" flash "* ]]; then
   echo "== engine, flash-l8 device-random, $requests requests"
   "$bin/bench_engine" --random-preset flash-l8 --device cuda --requests "$requests" \
     --prompt-median 1024 --prompt-min 16 --prompt-max 4096 --output-median 256 --output-min 16 \
-    --output-max 1024 --max-running 128 --max-batch-tokens 4096 --state-memory-mb 262144 |
+    --output-max 1024 --max-running 128 --max-batch-tokens 4096 |
     tee -a "$out/engine_flash.jsonl"
 fi

@@ -78,7 +78,10 @@ struct EngineOptions {
   Device device = Device::kCpu;
   std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists
   int num_threads = 0;                 // CPU threads of the model (0: all)
-  int64_t state_memory_bytes = int64_t{1} << 30;  // budget for per-request model state
+  // Budget for per-request model state; 0: 1 GiB on the CPU, and on a GPU what the model leaves
+  // free up to gpu_memory_utilization of the device (vLLM's --gpu-memory-utilization).
+  int64_t state_memory_bytes = 0;
+  double gpu_memory_utilization = 0.9;
   int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
   int max_running = 64;                // sequences in flight
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most

@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include <cstdlib>
 #include <string>
 
 namespace dsinfer::cli {
@@ -8,7 +9,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
   return {
       {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
       {"threads", "CPU threads (default: all)"},
-      {"state-memory-mb", "state memory budget in MiB (default 1024)"},
+      {"state-memory-mb", "state memory budget in MiB (default: 1024 on the CPU; on CUDA what the "
+                          "model leaves free, see --gpu-memory-utilization)"},
+      {"gpu-memory-utilization", "share of the GPU's memory the engine may use: weights, "
+                                 "activations and the state pools (default 0.9)"},
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
@@ -35,11 +39,19 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--device must be auto, cpu or cuda, not '" + device + "'");
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
-  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 1024));
+  DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 0));
+  if (auto util = flags.Get("gpu-memory-utilization")) {
+    char* end = nullptr;
+    o.gpu_memory_utilization = std::strtod(util->c_str(), &end);
+    if (end == util->c_str() || *end != '\0' || !(o.gpu_memory_utilization > 0) ||
+        o.gpu_memory_utilization > 1) {
+      return InvalidArgument("--gpu-memory-utilization must be in (0, 1], got '" + *util + "'");
+    }
+  }
   DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
   DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
   DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
-  if (threads < 0 || mem_mb < 1 || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
+  if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
       o.max_model_len < 0) {
     return InvalidArgument(
         "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "

@@ -14,8 +14,11 @@ using scheduler::SeqId;
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                          std::unique_ptr<TextCodec> codec) {
-  if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0) {
-    return InvalidArgument("engine options: max_batch_tokens and max_running must be >= 1");
+  if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0 ||
+      !(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1)) {
+    return InvalidArgument(
+        "engine options: max_batch_tokens and max_running must be >= 1, gpu_memory_utilization "
+        "in (0, 1]");
   }
   std::unique_ptr<EngineCore> core(new EngineCore());
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
@@ -54,12 +57,19 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
 
   const auto& layout = core->runner_->state_layout();
   cache::PlanOptions plan_options;
-  plan_options.budget_bytes = o.state_memory_bytes;
+  plan_options.budget_bytes = o.state_memory_bytes > 0
+                                  ? o.state_memory_bytes
+                                  : core->runner_->StateMemoryBudget(o.gpu_memory_utilization);
+  if (plan_options.budget_bytes < 1) {
+    return ResourceExhausted("the model leaves no memory for request state on the GPU (at " +
+                             std::to_string(o.gpu_memory_utilization) +
+                             " gpu memory utilization); raise it or use a smaller model");
+  }
   plan_options.max_sequences = o.max_running;
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
   DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));
   core->cache_ = std::make_unique<cache::StateCache>(std::move(plan));
-  core->runner_->BindCache(core->cache_.get());
+  DSINFER_RETURN_IF_ERROR(core->runner_->BindCache(core->cache_.get()));
   int64_t lo = 0, hi = core->max_model_len_;  // largest length that fits alone
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;

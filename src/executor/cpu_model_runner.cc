@@ -22,7 +22,10 @@ class CpuModelRunner final : public ModelRunner {
 
   const io::DeepseekV4Config& config() const override { return model_->config(); }
   const cache::StateLayout& state_layout() const override { return layout_; }
-  void BindCache(cache::StateCache* cache) override { cache_ = cache; }
+  Status BindCache(cache::StateCache* cache) override {
+    cache_ = cache;
+    return Status::Ok();
+  }
 
   StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
                           const std::vector<RunDraw>& draws) override {

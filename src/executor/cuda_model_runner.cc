@@ -1,14 +1,16 @@
-// The CUDA ModelRunner: model/deepseek_v4/cuda's CudaModel, one device state slot per sequence
-// (the engine's cache plans admission and preemption; the slots hold RunnerOptions::max_len tokens
-// each until the CUDA model reads paged state). The draws run on the device (CudaSampler) behind
-// the forward: only sampled ids and logprobs come back to the host. CUDA builds only.
+// The CUDA ModelRunner: model/deepseek_v4/cuda's CudaModel in paged mode. Every sequence's state
+// lives in device pools shaped by the engine cache's memory plan, in the pages the cache assigns
+// (StateCache::PageTable): admission, preemption and forks are the cache's, as on the CPU. The
+// draws run on the device (CudaSampler) behind the forward: only sampled ids and logprobs come back
+// to the host. CUDA builds only.
+#include <algorithm>
 #include <unordered_map>
 
+#include "backend/cuda/runtime.h"
 #include "base/check.h"
 #include "executor/cuda_sampler.h"
 #include "executor/model_runner.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
-#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::executor {
 
@@ -22,62 +24,76 @@ class CudaModelRunner final : public ModelRunner {
   explicit CudaModelRunner(std::unique_ptr<CudaModel> model)
       : model_(std::move(model)),
         sampler_(model_->config().vocab_size),
-        layout_(mdl::DeepseekV4StateLayout(model_->config(), /*rollback_slack=*/0)) {}
+        layout_(CudaModel::StateLayoutFor(model_->config())) {}
 
   const io::DeepseekV4Config& config() const override { return model_->config(); }
   const cache::StateLayout& state_layout() const override { return layout_; }
-  void BindCache(cache::StateCache*) override {}  // the state lives in the model's device slots
+
+  Status BindCache(cache::StateCache* cache) override {
+    cache_ = cache;
+    return model_->UsePagedState(cache->plan());
+  }
+
+  int64_t StateMemoryBudget(double gpu_memory_utilization) const override {
+    // What the weights, activations and buffers left free, less the share of the whole device the
+    // utilization keeps back, less room for the sampler's scratch and the allocator's slack.
+    const double total = static_cast<double>(backend::cuda::DeviceTotalBytes());
+    const double free = static_cast<double>(backend::cuda::DeviceFreeBytes());
+    const double reserve = (1.0 - gpu_memory_utilization) * total + (512.0 * (1 << 20));
+    return static_cast<int64_t>(std::max(0.0, free - reserve));
+  }
 
   StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
                           const std::vector<RunDraw>& draws) override {
-    std::vector<CudaModel::Chunk> batch;
-    batch.reserve(chunks.size());
-    for (const RunChunk& ch : chunks) {
-      auto it = slots_.find(ch.seq);
-      if (it == slots_.end()) {
-        DSINFER_CHECK(ch.start == 0);
-        DSINFER_ASSIGN_OR_RETURN(int slot, model_->NewSequence());
-        it = slots_.emplace(ch.seq, slot).first;
-      }
-      DSINFER_CHECK(model_->length(it->second) == ch.start);
-      batch.push_back({it->second, ch.tokens});
+    DSINFER_CHECK(cache_ != nullptr);
+    const size_t pools = cache_->plan().pools.size();
+    std::vector<CudaModel::PagedChunk> batch(chunks.size());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const RunChunk& ch = chunks[i];
+      auto it = lengths_.find(ch.seq);
+      DSINFER_CHECK(it == lengths_.end() ? ch.start == 0 : it->second == ch.start);
+      batch[i].start = ch.start;
+      batch[i].ids = ch.tokens;
+      for (size_t p = 0; p < pools; ++p) batch[i].pages.push_back(&cache_->PageTable(ch.seq, p));
     }
     DSINFER_ASSIGN_OR_RETURN(const CudaModel::DeviceLogits logits,
-                             model_->ForwardToDevice(batch, mdl::LogitsRows::kLast));
+                             model_->ForwardPaged(batch, mdl::LogitsRows::kLast));
     DSINFER_CHECK(logits.rows == static_cast<int64_t>(chunks.size()));
+    for (const RunChunk& ch : chunks) {
+      lengths_[ch.seq] = ch.start + static_cast<int64_t>(ch.tokens.size());
+    }
     RunOutput out;
     out.tokens = sampler_.Sample(logits.data, draws, model_->stream());
     return out;
   }
 
-  void Release(scheduler::SeqId seq) override {
-    auto it = slots_.find(seq);
-    if (it == slots_.end()) return;
-    model_->FreeSequence(it->second);
-    slots_.erase(it);
-  }
+  void Release(scheduler::SeqId seq) override { lengths_.erase(seq); }  // the cache frees the pages
 
   void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
-    Release(child);
-    auto slot = model_->NewSequence();
-    DSINFER_CHECK_MSG(slot.ok(), "the engine forks only within its sequence limit");
-    model_->CopySequence(slots_.at(parent), *slot);
-    slots_[child] = *slot;
+    // The parent's state as it is (its rings whole, its lists' pages so far) into the child's pages.
+    for (size_t p = 0; p < cache_->plan().pools.size(); ++p) {
+      const std::vector<int32_t>& from = cache_->PageTable(parent, p);
+      const std::vector<int32_t>& to = cache_->PageTable(child, p);
+      model_->CopyPages(p, from, to, static_cast<int64_t>(std::min(from.size(), to.size())));
+    }
+    lengths_[child] = lengths_.at(parent);
   }
 
-  size_t num_sequences() const override { return slots_.size(); }
+  size_t num_sequences() const override { return lengths_.size(); }
 
  private:
   std::unique_ptr<CudaModel> model_;
   CudaSampler sampler_;
   cache::StateLayout layout_;
-  std::unordered_map<scheduler::SeqId, int> slots_;
+  cache::StateCache* cache_ = nullptr;
+  std::unordered_map<scheduler::SeqId, int64_t> lengths_;  // sequences with state: their length
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions& o) {
   mdl::cuda::CudaModelOptions opt;
+  opt.paged = true;
   opt.max_seqs = o.max_sequences;
   opt.max_len = o.max_len;
   opt.max_tokens = o.max_tokens;

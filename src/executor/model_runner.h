@@ -46,8 +46,15 @@ class ModelRunner {
   virtual const io::DeepseekV4Config& config() const = 0;
   // The layout of every sequence's state (what the cache plans its pools over).
   virtual const cache::StateLayout& state_layout() const = 0;
-  // The cache whose pages hold the sequences' state; set once, before the first Run.
-  virtual void BindCache(cache::StateCache* cache) = 0;
+  // The cache whose pages hold the sequences' state; set once, before the first Run (the CUDA
+  // runner allocates its device pools then, as the cache's plan says).
+  virtual Status BindCache(cache::StateCache* cache) = 0;
+  // The state memory to plan when none is given: the CPU's default, or on a GPU what the model
+  // left free up to `gpu_memory_utilization` of the device.
+  virtual int64_t StateMemoryBudget(double gpu_memory_utilization) const {
+    (void)gpu_memory_utilization;
+    return int64_t{1} << 30;
+  }
   // One forward step and its draws. A sequence's first chunk starts at 0 (its state is created
   // then); each sequence appears at most once. Logits depend only on each sequence's own tokens
   // (batch invariance), never on the other chunks of the step, and a draw only on its row and input.

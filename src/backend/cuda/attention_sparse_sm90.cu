@@ -89,10 +89,10 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     if (j < n_win) {
       const int s = pos - n_win + 1 + j;
       return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                            : p.window.data + slot * p.window.slot_stride + (s % p.window.cap) * p.window.width;
+                            : p.window.Row(slot, s);
     }
     const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
-    return p.comp.data + slot * p.comp.slot_stride + static_cast<int64_t>(e) * p.comp.width;
+    return p.comp.Entry(slot, e);
   };
   float m = -INFINITY, l = 0.0f;
   for (int j0 = warp * kU; j0 < n_keys; j0 += kWarps * kU) {

@@ -35,7 +35,7 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
   const int64_t width = p.overlap ? 2 * p.dim : p.dim;
   auto row = [&](int q) -> const float* {
     return q >= seg_start ? p.proj + (static_cast<int64_t>(seg_begin) + q - seg_start) * 2 * width
-                          : p.rows.data + slot * p.rows.slot_stride + (q % p.rows.cap) * p.rows.width;
+                          : p.rows.Row(slot, q);
   };
   // Slot list: value pointer; the score is at value + width.
   int n_slots = 0;
@@ -79,7 +79,7 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
     RotatePair(entry[off + 2 * j], entry[off + 2 * j + 1], win * p.rate, p.inv_freq[j], false);
   }
   __syncthreads();
-  float* out = p.entries.data + slot * p.entries.slot_stride + static_cast<int64_t>(win) * p.entries.width;
+  float* out = p.entries.Entry(slot, win);
   for (int c = threadIdx.x; c < p.dim; c += blockDim.x) out[c] = entry[c];
 }
 
@@ -89,7 +89,7 @@ __global__ void RingAppendKernel(RingAppendParams p) {
   const int64_t t = blockIdx.x;
   const int pos = p.meta.pos[t];
   if (pos < p.meta.seg_start[t] + p.meta.seg_count[t] - p.ring.cap) return;
-  float* dst = p.ring.data + p.meta.slot[t] * p.ring.slot_stride + (pos % p.ring.cap) * p.ring.width;
+  float* dst = p.ring.Row(p.meta.slot[t], pos);
   const float* src = p.src + t * p.ld;
   for (int64_t i = threadIdx.x; i < p.ring.width; i += blockDim.x) dst[i] = src[i];
 }

@@ -61,12 +61,12 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   const int half = p.rope_dim / 2;
   for (int j = threadIdx.x; j < half; j += blockDim.x)
     RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
-  const float* kbase = p.keys.data + p.meta.slot[t] * p.keys.slot_stride;
+  const int slot = p.meta.slot[t];
   const int ne = min(kE, visible - w0);
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
     const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
     *reinterpret_cast<float4*>(keys + e * ks + c) =
-        *reinterpret_cast<const float4*>(kbase + static_cast<int64_t>(w0 + e) * p.keys.width + c);
+        *reinterpret_cast<const float4*>(p.keys.Entry(slot, w0 + e) + c);
   }
   __syncthreads();
   if (half > 0) {  // RoPE of each head's trailing pairs, on the staged query

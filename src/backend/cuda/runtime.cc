@@ -169,6 +169,12 @@ size_t DeviceFreeBytes() {
   return free_b;
 }
 
+size_t DeviceTotalBytes() {
+  size_t free_b = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return total;
+}
+
 void ProfilerStart() { CUDA_CHECK(cudaProfilerStart()); }
 void ProfilerStop() { CUDA_CHECK(cudaProfilerStop()); }
 

@@ -108,6 +108,7 @@ void CopyToDeviceSync(void* dst, const void* src, size_t bytes);
 // Aborts with the pending CUDA error, if any (call after launches in debug paths and tests).
 void CheckLastError(const char* what);
 size_t DeviceFreeBytes();
+size_t DeviceTotalBytes();
 // Brackets work for a profiler started with --profile-from-start off (ncu, nsys).
 void ProfilerStart();
 void ProfilerStop();

@@ -18,21 +18,46 @@ struct TokenMeta {
   int64_t n = 0;
 };
 
-// Fixed-width rows addressed by absolute position in a ring of `cap` rows per slot:
-// row(slot, pos) = data + slot * slot_stride + (pos % cap) * width. fp32.
+// Per-request state lives in paged pools (the engine's state cache plans the pages; the model's
+// own slots use an identity table). A pool is pages of `page_floats` floats; each member (one
+// layer's rows of a component) holds rows of `width` floats at `member_offset` within every page.
+// The step's page table `pages` [sequences, pages_stride] int32 lists each sequence's pages in
+// order; its row is the TokenMeta::slot of the sequence's token rows. 16-byte aligned throughout.
+
+// A ring of `cap` rows, one page per sequence: row(slot, pos) = page + (pos % cap) * width.
 struct RingRef {
-  float* data = nullptr;
+  float* pool = nullptr;
   int64_t cap = 0;
   int64_t width = 0;
-  int64_t slot_stride = 0;
+  int64_t page_floats = 0;
+  int64_t member_offset = 0;
+  const int32_t* pages = nullptr;
+  int64_t pages_stride = 0;
+#ifdef __CUDACC__
+  __device__ __forceinline__ float* Row(int slot, int64_t pos) const {
+    return pool + static_cast<int64_t>(pages[slot * pages_stride]) * page_floats + member_offset +
+           (pos % cap) * width;
+  }
+#endif
 };
 
-// Append-only entry lists: entry(slot, w) = data + slot * slot_stride + w * width. fp32.
+// An append-only entry list, `rows_per_page` entries a page: entry(slot, w) is row w % rows_per_page
+// of the sequence's page w / rows_per_page.
 struct ListRef {
-  float* data = nullptr;
+  float* pool = nullptr;
   int64_t width = 0;
-  int64_t slot_stride = 0;
-  int64_t capacity = 0;  // entries per slot
+  int64_t page_floats = 0;
+  int64_t member_offset = 0;
+  int64_t rows_per_page = 1;
+  const int32_t* pages = nullptr;
+  int64_t pages_stride = 0;
+  int64_t capacity = 0;  // entries a sequence can reach (the model's context / rate, + 1)
+#ifdef __CUDACC__
+  __device__ __forceinline__ float* Entry(int slot, int64_t w) const {
+    return pool + static_cast<int64_t>(pages[slot * pages_stride + w / rows_per_page]) * page_floats +
+           member_offset + (w % rows_per_page) * width;
+  }
+#endif
 };
 
 }  // namespace dsinfer::backend::cuda

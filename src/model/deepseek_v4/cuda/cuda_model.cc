@@ -186,28 +186,81 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   return cp;
 }
 
-void CudaModel::Impl::AllocateState() {
+cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config) {
+  return DeepseekV4StateLayout(config, kRollbackSlack);
+}
+
+void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
   const int S = opt.max_seqs;
-  const int64_t L = opt.max_len, d = c.head_dim;
-  state.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    LayerState& s = state[l];
-    const int64_t wcap = c.sliding_window - 1 + kRollbackSlack;
-    s.window = {Alloc<float>(S * wcap * d), wcap, d, wcap * d};
-    const int rate = c.compress_ratios[l];
-    if (rate == 0) continue;
-    const bool csa = rate == c.csa_rate;
-    const int64_t width = csa ? 2 * d : d;
-    const int64_t rcap = (csa ? 2 * rate : rate) + kRollbackSlack;
-    s.comp_rows = {Alloc<float>(S * rcap * 2 * width), rcap, 2 * width, rcap * 2 * width};
-    const int64_t ecap = L / rate + 1;
-    s.comp_entries = {Alloc<float>(S * ecap * d), d, ecap * d, ecap};
-    if (csa) {
-      const int64_t Id = c.index_head_dim, iw = 2 * Id;
-      s.index_rows = {Alloc<float>(S * rcap * 2 * iw), rcap, 2 * iw, rcap * 2 * iw};
-      s.index_entries = {Alloc<float>(S * ecap * Id), Id, ecap * Id, ecap};
+  pools.clear();
+  table_cols = 0;
+  for (const cache::PoolPlan& pp : plan.pools) {
+    Pool pool;
+    pool.plan = pp;
+    pool.data = Alloc<float>(pp.num_pages * (pp.page_bytes() / 4));
+    pool.table_offset = table_cols;
+    // Entries up to the context: entry w is written at position (w + 1) * rate - 1 < max_len.
+    pool.per_seq = pp.component.ring() ? 1 : (opt.max_len / pp.component.tokens_per_row + pp.rows_per_page) /
+                                                   pp.rows_per_page;
+    table_cols += pool.per_seq;
+    pools.push_back(pool);
+  }
+  table_dev = Alloc<int32_t>(S * table_cols);
+  table_host = gpu::PinnedBuffer(static_cast<size_t>(std::max<int64_t>(S * table_cols, 1)) * 4);
+  std::memset(table_host.get(), 0, table_host.bytes());
+  gpu::CopyToDevice(table_dev, table_host.get(), static_cast<size_t>(S * table_cols) * 4, stream.get());
+  state.assign(c.num_layers, LayerState{});
+  for (const Pool& pool : pools) {
+    const cache::StateComponent& comp = pool.plan.component;
+    const int64_t rpp = pool.plan.rows_per_page;
+    for (const cache::StateMember& m : comp.members) {
+      if (m.layer >= c.num_layers) continue;  // the MTP layer's state (not run on CUDA yet)
+      LayerState& st = state[m.layer];
+      gpu::RingRef ring;
+      ring.pool = pool.data; ring.cap = comp.ring_rows; ring.width = m.width;
+      ring.page_floats = pool.page_floats(); ring.member_offset = m.offset * rpp;
+      ring.pages = table_dev + pool.table_offset; ring.pages_stride = table_cols;
+      gpu::ListRef list;
+      list.pool = pool.data; list.width = m.width; list.page_floats = pool.page_floats();
+      list.member_offset = m.offset * rpp; list.rows_per_page = rpp;
+      list.pages = table_dev + pool.table_offset; list.pages_stride = table_cols;
+      list.capacity = EntryCapacity(comp.tokens_per_row);
+      switch (static_cast<StateStream>(m.stream)) {
+        case StateStream::kWindow: st.window = ring; break;
+        case StateStream::kCompressorRows: st.comp_rows = ring; break;
+        case StateStream::kIndexRows: st.index_rows = ring; break;
+        case StateStream::kCompressed: st.comp_entries = list; break;
+        case StateStream::kIndexKeys: st.index_entries = list; break;
+      }
     }
   }
+}
+
+void CudaModel::Impl::AllocateState() {
+  const int S = opt.max_seqs;
+  cache::MemoryPlan plan;
+  plan.max_sequences = S;
+  const cache::StateLayout layout = StateLayoutFor(c);
+  for (const cache::StateComponent& comp : layout.components()) {
+    cache::PoolPlan pp;
+    pp.component = comp;
+    pp.rows_per_page = comp.ring() ? comp.ring_rows : 64;
+    const int64_t per_seq =
+        comp.ring() ? 1 : (opt.max_len / comp.tokens_per_row + pp.rows_per_page) / pp.rows_per_page;
+    pp.num_pages = S * per_seq;
+    plan.pools.push_back(pp);
+  }
+  BuildPools(plan);
+  int32_t* t = table_host.as<int32_t>();  // identity: slot s owns its own page range
+  for (int s = 0; s < S; ++s) {
+    for (const Pool& pool : pools) {
+      for (int64_t k = 0; k < pool.per_seq; ++k) {
+        t[s * table_cols + pool.table_offset + k] = static_cast<int32_t>(s * pool.per_seq + k);
+      }
+    }
+  }
+  gpu::CopyToDevice(table_dev, t, static_cast<size_t>(S * table_cols) * 4, stream.get());
+  stream.Synchronize();
   lengths.assign(S, 0);
   used.assign(S, false);
 }
@@ -258,7 +311,7 @@ void CudaModel::Impl::AllocateActivations() {
   sel_count = Alloc<int32_t>(T);
   {
     int64_t icap = 0;
-    for (const LayerState& st : state) icap = std::max<int64_t>(icap, st.index_entries.capacity);
+    for (int l = 0; l < c.num_layers; ++l) icap = std::max(icap, IndexCapacity(l));
     // Score rows per indexer launch: all tokens, or as many as 16M scores (64 MB) allow.
     iscore_rows = std::max<int64_t>(1, std::min<int64_t>(T, (int64_t{16} << 20) / std::max<int64_t>(icap, 1)));
     iscores = Alloc<float>(iscore_rows * std::max<int64_t>(icap, 1));
@@ -304,9 +357,9 @@ void CudaModel::Impl::AllocateActivations() {
   meta_host = gpu::PinnedBuffer(kMetaArrays * T * sizeof(int32_t));
   sampled_dev = Alloc<int32_t>(T);
   sampled_host = gpu::PinnedBuffer(T * sizeof(int32_t));
-  for (const auto& st : state) {
-    if (st.index_entries.data) {
-      gpu::PrepareIndexerTopK(c.index_n_heads, c.index_head_dim, static_cast<int>(st.index_entries.capacity));
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (IndexCapacity(l) > 0) {
+      gpu::PrepareIndexerTopK(c.index_n_heads, c.index_head_dim, static_cast<int>(IndexCapacity(l)));
     }
   }
   RopeTables rope = RopeTables::Build(c);
@@ -320,6 +373,7 @@ CudaModel::~CudaModel() = default;
 const io::DeepseekV4Config& CudaModel::config() const { return impl_->c; }
 
 StatusOr<int> CudaModel::NewSequence() {
+  if (impl_->opt.paged) return Internal("a paged CUDA model has no slots of its own");
   for (int s = 0; s < impl_->opt.max_seqs; ++s) {
     if (!impl_->used[s]) {
       impl_->used[s] = true;
@@ -337,63 +391,29 @@ void CudaModel::FreeSequence(int slot) {
 
 void CudaModel::CopySequence(int from, int to) {
   Impl& m = *impl_;
+  DSINFER_CHECK(!m.opt.paged);
   DSINFER_CHECK(from >= 0 && from < m.opt.max_seqs && m.used[from]);
   DSINFER_CHECK(to >= 0 && to < m.opt.max_seqs && m.used[to] && to != from);
-  auto ring = [&](const gpu::RingRef& r) {
-    if (r.data == nullptr) return;
-    gpu::CopyDeviceToDevice(r.data + to * r.slot_stride, r.data + from * r.slot_stride,
-                            static_cast<size_t>(r.slot_stride) * sizeof(float), m.stream.get());
-  };
-  auto list = [&](const gpu::ListRef& l) {
-    if (l.data == nullptr) return;
-    gpu::CopyDeviceToDevice(l.data + to * l.slot_stride, l.data + from * l.slot_stride,
-                            static_cast<size_t>(l.slot_stride) * sizeof(float), m.stream.get());
-  };
-  for (const LayerState& st : m.state) {
-    ring(st.window);
-    ring(st.comp_rows);
-    list(st.comp_entries);
-    ring(st.index_rows);
-    list(st.index_entries);
+  for (const Impl::Pool& pool : m.pools) {
+    const int64_t span = pool.per_seq * pool.page_floats();
+    gpu::CopyDeviceToDevice(pool.data + to * span, pool.data + from * span,
+                            static_cast<size_t>(span) * sizeof(float), m.stream.get());
   }
   m.lengths[to] = m.lengths[from];
 }
 
 int64_t CudaModel::length(int slot) const { return impl_->lengths[slot]; }
 
-StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
-                                                            LogitsRows rows) {
-  Impl& m = *impl_;
-  const int64_t T = m.opt.max_tokens;
-  int64_t n = 0;
-  std::vector<int> seen;
-  for (const auto& ch : chunks) {
-    if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot]) return InvalidArgument("bad CUDA state slot");
-    if (std::find(seen.begin(), seen.end(), ch.slot) != seen.end()) {
-      return InvalidArgument("a request appears twice in one forward batch");
-    }
-    seen.push_back(ch.slot);
-    for (int32_t id : ch.ids) {
-      if (id < 0 || id >= m.c.vocab_size) {
-        return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                               std::to_string(m.c.vocab_size) + ")");
-      }
-    }
-    if (m.lengths[ch.slot] + static_cast<int64_t>(ch.ids.size()) > m.opt.max_len) {
-      return OutOfRange("sequence exceeds the CUDA state capacity of " + std::to_string(m.opt.max_len));
-    }
-    n += static_cast<int64_t>(ch.ids.size());
-  }
-  if (n > T) return OutOfRange("forward of " + std::to_string(n) + " rows exceeds max_tokens " + std::to_string(T));
-  if (n == 0) return DeviceLogits{m.logits, 0};
-  int32_t* h = m.meta_host.as<int32_t>();
+int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows) {
+  const int64_t T = opt.max_tokens;
+  int32_t* h = meta_host.as<int32_t>();
   int64_t r = 0, nrows = 0;
-  for (const auto& ch : chunks) {
-    const int64_t begin = r, start = m.lengths[ch.slot], count = static_cast<int64_t>(ch.ids.size());
+  for (const StepSeq& sq : seqs) {
+    const int64_t begin = r, start = sq.start, count = static_cast<int64_t>(sq.ids->size());
     for (int64_t i = 0; i < count; ++i, ++r) {
-      h[r] = ch.ids[i];
+      h[r] = (*sq.ids)[i];
       h[T + r] = static_cast<int32_t>(start + i);
-      h[2 * T + r] = ch.slot;
+      h[2 * T + r] = sq.row;
       h[3 * T + r] = static_cast<int32_t>(begin);
       h[4 * T + r] = static_cast<int32_t>(start);
       h[5 * T + r] = static_cast<int32_t>(count);
@@ -405,13 +425,145 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<C
       h[6 * T + nrows++] = static_cast<int32_t>(begin + count - 1);
     }
   }
+  gpu::CopyToDevice(meta_dev, h, kMetaArrays * T * sizeof(int32_t), stream.get());
+  const bool one_per_seq = std::all_of(seqs.begin(), seqs.end(),
+                                       [](const StepSeq& sq) { return sq.ids->size() <= 1; });
+  Run(r, nrows, one_per_seq);
+  return nrows;
+}
+
+// The checks every forward makes of its tokens: ids in the vocabulary, rows within max_tokens,
+// logits rows within the buffer.
+static Status CheckStep(const CudaModel::Impl& m, const std::vector<const std::vector<int32_t>*>& ids,
+                        LogitsRows rows) {
+  int64_t n = 0, nrows = 0;
+  for (const auto* v : ids) {
+    for (int32_t id : *v) {
+      if (id < 0 || id >= m.c.vocab_size) {
+        return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(m.c.vocab_size) + ")");
+      }
+    }
+    n += static_cast<int64_t>(v->size());
+    nrows += rows == LogitsRows::kAll ? static_cast<int64_t>(v->size()) : (v->empty() ? 0 : 1);
+  }
+  if (n > m.opt.max_tokens) {
+    return OutOfRange("forward of " + std::to_string(n) + " rows exceeds max_tokens " +
+                      std::to_string(m.opt.max_tokens));
+  }
   if (nrows > m.logits_rows) return OutOfRange("more logits rows than the CUDA model was sized for");
-  gpu::CopyToDevice(m.meta_dev, h, kMetaArrays * T * sizeof(int32_t), m.stream.get());
-  const bool one_per_seq =
-      std::all_of(chunks.begin(), chunks.end(), [](const Chunk& ch) { return ch.ids.size() <= 1; });
-  m.Run(n, nrows, one_per_seq);
+  return Status::Ok();
+}
+
+StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
+                                                            LogitsRows rows) {
+  Impl& m = *impl_;
+  if (m.opt.paged) return Internal("a paged CUDA model runs ForwardPaged");
+  std::vector<int> seen;
+  std::vector<const std::vector<int32_t>*> ids;
+  std::vector<Impl::StepSeq> seqs;
+  for (const auto& ch : chunks) {
+    if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot]) return InvalidArgument("bad CUDA state slot");
+    if (std::find(seen.begin(), seen.end(), ch.slot) != seen.end()) {
+      return InvalidArgument("a request appears twice in one forward batch");
+    }
+    seen.push_back(ch.slot);
+    if (m.lengths[ch.slot] + static_cast<int64_t>(ch.ids.size()) > m.opt.max_len) {
+      return OutOfRange("sequence exceeds the CUDA state capacity of " + std::to_string(m.opt.max_len));
+    }
+    ids.push_back(&ch.ids);
+    seqs.push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
+  }
+  DSINFER_RETURN_IF_ERROR(CheckStep(m, ids, rows));
+  const int64_t nrows = m.EnqueueStep(seqs, rows);
   for (const auto& ch : chunks) m.lengths[ch.slot] += static_cast<int64_t>(ch.ids.size());
   return DeviceLogits{m.logits, nrows};
+}
+
+Status CudaModel::UsePagedState(const cache::MemoryPlan& plan) {
+  Impl& m = *impl_;
+  if (!m.opt.paged) return Internal("UsePagedState needs CudaModelOptions::paged");
+  if (!m.pools.empty()) return Internal("UsePagedState: the pools exist already");
+  const cache::StateLayout layout = StateLayoutFor(m.c);
+  const auto& want = layout.components();
+  if (plan.pools.size() != want.size()) {
+    return InvalidArgument("the memory plan's pools do not follow the CUDA model's state layout");
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (plan.pools[i].component.name != want[i].name ||
+        plan.pools[i].component.bytes_per_row != want[i].bytes_per_row) {
+      return InvalidArgument("memory plan pool " + plan.pools[i].component.name +
+                             " does not match the CUDA model's " + want[i].name);
+    }
+  }
+  int64_t bytes = 0;
+  for (const cache::PoolPlan& pp : plan.pools) bytes += pp.num_pages * pp.page_bytes();
+  const int64_t free = static_cast<int64_t>(gpu::DeviceFreeBytes());
+  if (bytes > free - (int64_t{256} << 20)) {
+    return ResourceExhausted("the state memory of " + std::to_string(bytes >> 20) +
+                             " MiB does not fit the GPU's " + std::to_string(free >> 20) +
+                             " MiB free after the model (lower --state-memory-mb or "
+                             "--gpu-memory-utilization)");
+  }
+  m.BuildPools(plan);
+  m.stream.Synchronize();
+  return Status::Ok();
+}
+
+StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<PagedChunk>& chunks,
+                                                          LogitsRows rows) {
+  Impl& m = *impl_;
+  if (!m.opt.paged || m.pools.empty()) return Internal("ForwardPaged needs UsePagedState");
+  if (static_cast<int64_t>(chunks.size()) > m.opt.max_seqs) {
+    return OutOfRange(std::to_string(chunks.size()) + " sequences in one step; the CUDA model " +
+                      "holds " + std::to_string(m.opt.max_seqs));
+  }
+  std::vector<const std::vector<int32_t>*> ids;
+  std::vector<Impl::StepSeq> seqs;
+  int32_t* t = m.table_host.as<int32_t>();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PagedChunk& ch = chunks[i];
+    const int64_t end = ch.start + static_cast<int64_t>(ch.ids.size());
+    if (end > m.opt.max_len) {
+      return OutOfRange("sequence of " + std::to_string(end) + " tokens exceeds the CUDA model's " +
+                        "context of " + std::to_string(m.opt.max_len));
+    }
+    if (ch.pages.size() != m.pools.size()) return InvalidArgument("ForwardPaged: one page list per pool");
+    for (size_t p = 0; p < m.pools.size(); ++p) {
+      const Impl::Pool& pool = m.pools[p];
+      const std::vector<int32_t>& pages = *ch.pages[p];
+      const int64_t need = pool.plan.PagesAt(end);
+      if (static_cast<int64_t>(pages.size()) < need || static_cast<int64_t>(pages.size()) > pool.per_seq) {
+        return Internal("ForwardPaged: pool " + pool.plan.component.name + " holds " +
+                        std::to_string(pages.size()) + " pages for " + std::to_string(end) +
+                        " tokens (needs " + std::to_string(need) + ")");
+      }
+      int32_t* row = t + static_cast<int64_t>(i) * m.table_cols + pool.table_offset;
+      for (int64_t k = 0; k < pool.per_seq; ++k) {
+        // Columns past the sequence's pages are never read; they repeat its first page.
+        row[k] = k < static_cast<int64_t>(pages.size()) ? pages[k] : (pages.empty() ? 0 : pages[0]);
+        DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
+      }
+    }
+    ids.push_back(&ch.ids);
+    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids});
+  }
+  DSINFER_RETURN_IF_ERROR(CheckStep(m, ids, rows));
+  gpu::CopyToDevice(m.table_dev, t, chunks.size() * m.table_cols * sizeof(int32_t), m.stream.get());
+  return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
+}
+
+void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
+                          int64_t count) {
+  Impl& m = *impl_;
+  DSINFER_CHECK(pool < m.pools.size() && count <= static_cast<int64_t>(from.size()) &&
+                count <= static_cast<int64_t>(to.size()));
+  const Impl::Pool& p = m.pools[pool];
+  const int64_t pf = p.page_floats();
+  for (int64_t k = 0; k < count; ++k) {
+    gpu::CopyDeviceToDevice(p.data + to[k] * pf, p.data + from[k] * pf,
+                            static_cast<size_t>(pf) * sizeof(float), m.stream.get());
+  }
 }
 
 StatusOr<std::vector<float>> CudaModel::Forward(const std::vector<Chunk>& chunks, LogitsRows rows) {
@@ -430,6 +582,7 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
                                                      const std::vector<int32_t>& ids, bool use_graph) {
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(slots.size()), T = m.opt.max_tokens;
+  if (m.opt.paged) return Internal("DecodeStep runs on the model's own slots");
   if (ids.size() != slots.size()) return InvalidArgument("DecodeStep: slots and ids differ in size");
   if (n == 0) return std::vector<int32_t>{};
   if (n > T || n > m.logits_rows) return OutOfRange("DecodeStep batch exceeds the CUDA buffers");
@@ -478,22 +631,16 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
 
 Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   Impl& m = *impl_;
+  if (m.opt.paged) return Internal("synthetic state is for the model's own slots");
   if (slot < 0 || slot >= m.opt.max_seqs || !m.used[slot]) return InvalidArgument("bad CUDA state slot");
   if (length > m.opt.max_len) return OutOfRange("synthetic length exceeds the state capacity");
   uint64_t k = seed * 7919 + static_cast<uint64_t>(slot) * 104729;
-  auto fill = [&](float* base, int64_t stride) {
-    if (!base) return;
+  for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
+    const int64_t span = pool.per_seq * pool.page_floats();
     gpu::RandomFillParams f;
-    f.data = base + slot * stride; f.count = stride; f.kind = gpu::RandomKind::kF32Normal;
+    f.data = pool.data + slot * span; f.count = span; f.kind = gpu::RandomKind::kF32Normal;
     f.seed = k++; f.mean = 0; f.std = 1;
     gpu::LaunchRandomFill(f, m.stream.get());
-  };
-  for (auto& s : m.state) {
-    fill(s.window.data, s.window.slot_stride);
-    fill(s.comp_rows.data, s.comp_rows.slot_stride);
-    fill(s.comp_entries.data, s.comp_entries.slot_stride);
-    fill(s.index_rows.data, s.index_rows.slot_stride);
-    fill(s.index_entries.data, s.index_entries.slot_stride);
   }
   m.stream.Synchronize();
   m.lengths[slot] = length;

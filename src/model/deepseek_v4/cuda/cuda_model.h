@@ -18,6 +18,8 @@
 
 #include "backend/cuda/runtime.h"
 #include "base/status.h"
+#include "cache/memory_planner.h"
+#include "cache/state_layout.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/model.h"
 
@@ -28,6 +30,10 @@ struct CudaModelOptions {
   int64_t max_len = 4096;    // tokens per request (state capacity)
   int64_t max_tokens = 512;  // rows per forward call
   bool all_logits = true;    // size the logits buffer for every row (else one per request)
+  // The engine's mode: no slots of its own; the state lives in pools shaped by the engine cache's
+  // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
+  // max_seqs is then the most sequences of one step.
+  bool paged = false;
   // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
   // same bits either way).
   bool branches = true;
@@ -47,7 +53,33 @@ class CudaModel {
 
   const io::DeepseekV4Config& config() const;
 
-  // A free state slot (reset to length 0), or ResourceExhausted.
+  // Logits left on the device by a forward.
+  struct DeviceLogits {
+    const float* data = nullptr;  // [rows, vocab] fp32, device memory
+    int64_t rows = 0;
+  };
+
+  // The layout of a sequence's state on the GPU (the rings keep a rollback slack of 16 rows): the
+  // spec the engine's cache plans its pools over.
+  static cache::StateLayout StateLayoutFor(const io::DeepseekV4Config& config);
+
+  // Paged mode (CudaModelOptions::paged): allocates one device pool per pool of `plan`
+  // (cache::PlanMemory over StateLayoutFor(config())), once, before the first ForwardPaged.
+  Status UsePagedState(const cache::MemoryPlan& plan);
+  struct PagedChunk {
+    int64_t start = 0;                               // the sequence's length before the chunk
+    std::vector<int32_t> ids;                        // appended at start, start + 1, ...
+    std::vector<const std::vector<int32_t>*> pages;  // per pool: the sequence's pages, in order,
+                                                     // at least plan.PagesAt(start + ids.size())
+  };
+  // Runs the chunks (at most max_seqs) with their state in the given pages; the logits stay on the
+  // device as ForwardToDevice's.
+  StatusOr<DeviceLogits> ForwardPaged(const std::vector<PagedChunk>& chunks, LogitsRows rows);
+  // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
+  void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
+                 int64_t count);
+
+  // Slot mode. A free state slot (reset to length 0), or ResourceExhausted.
   StatusOr<int> NewSequence();
   void FreeSequence(int slot);
   // Copies slot `from`'s state (every layer's rings and entry lists, and its length) into slot
@@ -63,10 +95,6 @@ class CudaModel {
   StatusOr<std::vector<float>> Forward(const std::vector<Chunk>& chunks, LogitsRows rows);
   // The same forward, its logits left on the device: enqueued on stream(), nothing waited for.
   // The rows stay valid until the next forward or decode step.
-  struct DeviceLogits {
-    const float* data = nullptr;  // [rows, vocab] fp32, device memory
-    int64_t rows = 0;
-  };
   StatusOr<DeviceLogits> ForwardToDevice(const std::vector<Chunk>& chunks, LogitsRows rows);
   // The stream every forward runs on (samplers enqueue behind it).
   backend::cuda::StreamHandle stream() const;

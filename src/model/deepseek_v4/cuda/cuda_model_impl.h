@@ -24,6 +24,8 @@
 #include "base/check.h"
 #include "io/quant.h"
 #include "io/safetensors.h"
+#include "cache/memory_planner.h"
+#include "model/deepseek_v4/state_layout.h"
 #include "model/deepseek_v4/rope_table.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
@@ -109,9 +111,26 @@ struct CudaModel::Impl {
   float* inv_main = nullptr;
   float* inv_compress = nullptr;
 
+  // Per-request state: one device pool per component of StateLayoutFor(c), in the plan's order,
+  // and the step's page table [max_seqs, table_cols] int32 (each pool's columns at its offset).
+  // Slot mode (the model's own sequences: bench, logits, tests): slot s owns pages
+  // [s * per_seq, (s + 1) * per_seq) of every pool, and table row s lists them (uploaded once).
+  // Paged mode (CudaModelOptions::paged, the engine): the caller's cache assigns the pages, and
+  // each ForwardPaged writes the rows of its sequences.
+  struct Pool {
+    cache::PoolPlan plan;
+    float* data = nullptr;
+    int64_t table_offset = 0;  // first column of this pool in a table row
+    int64_t per_seq = 0;       // pages a sequence can hold: its columns
+    int64_t page_floats() const { return plan.page_bytes() / 4; }
+  };
+  std::vector<Pool> pools;
+  int64_t table_cols = 0;
+  int32_t* table_dev = nullptr;
+  gpu::PinnedBuffer table_host;
   std::vector<LayerState> state;
-  std::vector<int64_t> lengths;
-  std::vector<bool> used;
+  std::vector<int64_t> lengths;  // slot mode
+  std::vector<bool> used;        // slot mode
 
   gpu::Stream stream;  // the main stream: copies, graph capture, and everything not in a branch
   // Independent chains of a layer (the kv projection, the compressor, the indexer, the shared
@@ -257,8 +276,26 @@ struct CudaModel::Impl {
   const int32_t* HeadRows() const { return meta_dev + 6 * opt.max_tokens; }
   const float* InvFreq(int rate) const { return rate == 0 ? inv_main : inv_compress; }
 
-  void AllocateState();
+  // Entries a sequence's list of `rate` can reach within the context; the index keys' of layer l
+  // (0 for layers without an indexer).
+  int64_t EntryCapacity(int64_t rate) const { return opt.max_len / rate + 1; }
+  int64_t IndexCapacity(int l) const {
+    return c.compress_ratios[l] == c.csa_rate && c.compress_ratios[l] > 0
+               ? EntryCapacity(c.compress_ratios[l])
+               : 0;
+  }
+  void AllocateState();                             // slot mode
+  void BuildPools(const cache::MemoryPlan& plan);   // pools, page table and the LayerState views
   void AllocateActivations();
+  // One step's sequences: table row (slot mode: the slot; paged: the step index), the tokens'
+  // first position and the ids. Fills the token metadata, uploads it and enqueues the forward;
+  // returns the logits rows.
+  struct StepSeq {
+    int row = 0;
+    int64_t start = 0;
+    const std::vector<int32_t>* ids = nullptr;
+  };
+  int64_t EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows);
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);

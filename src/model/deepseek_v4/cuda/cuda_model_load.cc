@@ -298,7 +298,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
     DSINFER_RETURN_IF_ERROR(ld.Block("layers." + std::to_string(l) + ".", c.compress_ratios[l],
                                      c.hash_layers[l], &impl->layers[l]));
   }
-  impl->AllocateState();
+  if (!options.paged) impl->AllocateState();
   impl->AllocateActivations();
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
 }
@@ -515,7 +515,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   impl->hc_head = rb.HcHead("");
   impl->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) rb.Block(l, &impl->layers[l]);
-  impl->AllocateState();
+  if (!options.paged) impl->AllocateState();
   impl->AllocateActivations();
   impl->stream.Synchronize();
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
