@@ -1,6 +1,6 @@
 // EngineCore: the single-threaded engine step loop (docs/architecture.md §1):
-//   Schedule -> Forward -> Sample -> Commit -> Emit
-// It owns the model, the state cache, the scheduler, the sampler and every request's state; the
+//   Schedule -> masks -> Run (forward + draws, in the runner) -> Commit -> Emit
+// It owns the model runner, the state cache, the scheduler and every request's state; the
 // threaded Engine (engine_loop.h) feeds it from queues, and tests drive it directly. Each request
 // has n completions; each completion is one scheduler sequence (id = request id << 8 | index).
 // n > 1 prefills the prompt once: completion 0 runs it, and at its first sample the others are
