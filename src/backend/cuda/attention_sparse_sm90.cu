@@ -85,11 +85,12 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   // of a span are loaded together (kU loads in flight per lane), scored together, and folded into
   // the warp's online softmax in one step. The split depends only on the key index (not on the
   // batch).
+  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
   auto key_ptr = [&](int j) -> const float* {
     if (j < n_win) {
       const int s = pos - n_win + 1 + j;
       return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                            : p.window.Row(slot, s);
+                            : window + (s % p.window.cap) * p.window.width;
     }
     const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
     return p.comp.Entry(slot, e);

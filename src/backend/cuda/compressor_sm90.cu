@@ -33,9 +33,10 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
   const int slot = p.meta.slot[t];
   const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
   const int64_t width = p.overlap ? 2 * p.dim : p.dim;
+  const float* ring = p.rows.Base(slot);  // the sequence's ring of projected rows
   auto row = [&](int q) -> const float* {
     return q >= seg_start ? p.proj + (static_cast<int64_t>(seg_begin) + q - seg_start) * 2 * width
-                          : p.rows.Row(slot, q);
+                          : ring + (q % p.rows.cap) * p.rows.width;
   };
   // Slot list: value pointer; the score is at value + width.
   int n_slots = 0;

@@ -61,12 +61,13 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   const int half = p.rope_dim / 2;
   for (int j = threadIdx.x; j < half; j += blockDim.x)
     RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
-  const int slot = p.meta.slot[t];
   const int ne = min(kE, visible - w0);
+  __shared__ const float* entry_ptr[kE];  // the tile's keys (each through the page table once)
+  if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], w0 + threadIdx.x);
+  __syncthreads();
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
     const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
-    *reinterpret_cast<float4*>(keys + e * ks + c) =
-        *reinterpret_cast<const float4*>(p.keys.Entry(slot, w0 + e) + c);
+    *reinterpret_cast<float4*>(keys + e * ks + c) = *reinterpret_cast<const float4*>(entry_ptr[e] + c);
   }
   __syncthreads();
   if (half > 0) {  // RoPE of each head's trailing pairs, on the staged query

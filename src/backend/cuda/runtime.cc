@@ -153,7 +153,12 @@ void Memset(void* dst, int value, size_t bytes, StreamHandle s) {
   if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, s));
 }
 void CopyToDeviceSync(void* dst, const void* src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  if (!bytes) return;
+  CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return once the data is staged, before the DMA lands, and
+  // our streams are non-blocking (not ordered after the legacy stream): wait for it, so that work
+  // on any stream sees the data (a GPU test's in-place input raced with it once).
+  CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 void CheckLastError(const char* what) {
   cudaError_t e = cudaGetLastError();

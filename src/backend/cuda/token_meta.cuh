@@ -34,9 +34,12 @@ struct RingRef {
   const int32_t* pages = nullptr;
   int64_t pages_stride = 0;
 #ifdef __CUDACC__
+  // The sequence's ring (its row 0); kernels that read many rows of one sequence take it once.
+  __device__ __forceinline__ float* Base(int slot) const {
+    return pool + static_cast<int64_t>(pages[slot * pages_stride]) * page_floats + member_offset;
+  }
   __device__ __forceinline__ float* Row(int slot, int64_t pos) const {
-    return pool + static_cast<int64_t>(pages[slot * pages_stride]) * page_floats + member_offset +
-           (pos % cap) * width;
+    return Base(slot) + (pos % cap) * width;
   }
 #endif
 };
