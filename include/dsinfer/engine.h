@@ -82,6 +82,9 @@ struct EngineOptions {
   // free up to gpu_memory_utilization of the device (vLLM's --gpu-memory-utilization).
   int64_t state_memory_bytes = 0;
   double gpu_memory_utilization = 0.9;
+  // CUDA: decode steps launch every kernel instead of replaying a graph captured per batch size
+  // (vLLM's --enforce-eager; for debugging and A/B timing: the same bits either way).
+  bool enforce_eager = false;
   int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
   int max_running = 64;                // sequences in flight
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most

@@ -16,6 +16,8 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
+      {"enforce-eager", "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
+                        "(debugging, A/B timing; the same results)", false},
       {"random-preset", "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
                         "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
   };
@@ -25,6 +27,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   EngineOptions o;
   o.model_dir = flags.GetOr("model", "");
   o.random_preset = flags.GetOr("random-preset", "");
+  o.enforce_eager = flags.Has("enforce-eager");
   if (o.model_dir.empty() == o.random_preset.empty()) {
     return InvalidArgument("give exactly one of --model and --random-preset");
   }

@@ -30,6 +30,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.model_dir = o.model_dir;
   ro.random_preset = o.random_preset;
   ro.random_seed = o.random_seed;
+  ro.cuda_graphs = !o.enforce_eager;
   ro.device = device;
   ro.num_threads = o.num_threads;
   if (device == executor::Device::kCuda) {

@@ -94,6 +94,7 @@ class CudaModelRunner final : public ModelRunner {
 StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions& o) {
   mdl::cuda::CudaModelOptions opt;
   opt.paged = true;
+  opt.graphs = o.cuda_graphs;
   opt.max_seqs = o.max_sequences;
   opt.max_len = o.max_len;
   opt.max_tokens = o.max_tokens;

@@ -1,8 +1,9 @@
 // The engine on the GPU (EngineOptions::device = kCuda, the CUDA ModelRunner): a request's ids and
 // logprobs are bitwise the same when it runs alone (max_running 1) and inside a mix of many
 // requests of different lengths — greedy and seeded sampling, n > 1, step token budgets from 7 to
-// 4,096, preemption forced by a small state budget — and do not depend on what ran before in the
-// process. Skipped without a device.
+// 4,096, preemption forced by a small state budget, decode steps replayed from CUDA graphs or
+// launched eagerly — and do not depend on what ran before in the process; and the GPU engine gives
+// the CPU engine's greedy ids. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -89,6 +90,13 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     auto e = Engine::Create(Options(32, budget, int64_t{256} << 20));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "budget " + std::to_string(budget));
+  }
+  {  // decode steps launched eagerly instead of replaying graphs (the default)
+    EngineOptions o = Options(32, 64, int64_t{256} << 20);
+    o.enforce_eager = true;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ExpectSame(alone, (*e)->Generate(reqs), "enforce_eager");
   }
   // Preemption: the smallest state budget (in 128 KiB steps) that holds every request alone, with
   // rings planned for short requests, so that the running ones outgrow it.

@@ -198,11 +198,22 @@ TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
            {"--prompt ''", "--prompt is empty"},
            {"--input " + empty, "holds no requests"},
            {"--input " + blank, "holds no requests"},
-           {"--prompt \"$(printf 'abc\\377')\"", "offset 3"}}) {
+           {"--prompt \"$(printf 'abc\\377')\"", "offset 3"},
+           {"--prompt-ids 1,2 --gpu-memory-utilization 1.5", "got '1.5'"},
+           {"--prompt-ids 1,2 --gpu-memory-utilization x", "got 'x'"},
+           {"--prompt-ids 1,2 --state-memory-mb 0", "must be positive"},
+           {"--prompt-ids 1,2 --random-preset flash-l8", "exactly one of --model and --random-preset"}}) {
     const Result r = RunDsinfer(gen + args);
     ExpectCleanError(r, needle);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
   }
+}
+
+// A device-random preset runs on CUDA only: on the CPU a clear error (exit 1), not a crash.
+TEST_F(CliErrorsTest, RandomPresetNeedsCuda) {
+  const Result r = RunDsinfer("generate --random-preset tiny --device cpu --prompt-ids 1,2");
+  ExpectCleanError(r, "run on the CUDA backend only");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
 }
 
 // --input - reads the requests from standard input.

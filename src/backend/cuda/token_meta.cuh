@@ -44,21 +44,22 @@ struct RingRef {
 #endif
 };
 
-// An append-only entry list, `rows_per_page` entries a page: entry(slot, w) is row w % rows_per_page
-// of the sequence's page w / rows_per_page.
+// An append-only entry list, 2^rows_shift entries a page: entry(slot, w) is row w % 2^rows_shift of
+// the sequence's page w / 2^rows_shift (a power of two: a shift and a mask, no division, in the
+// attention's and indexer's inner loops).
 struct ListRef {
   float* pool = nullptr;
   int64_t width = 0;
   int64_t page_floats = 0;
   int64_t member_offset = 0;
-  int64_t rows_per_page = 1;
+  int rows_shift = 0;
   const int32_t* pages = nullptr;
   int64_t pages_stride = 0;
   int64_t capacity = 0;  // entries a sequence can reach (the model's context / rate, + 1)
 #ifdef __CUDACC__
   __device__ __forceinline__ float* Entry(int slot, int64_t w) const {
-    return pool + static_cast<int64_t>(pages[slot * pages_stride + w / rows_per_page]) * page_floats +
-           member_offset + (w % rows_per_page) * width;
+    return pool + static_cast<int64_t>(pages[slot * pages_stride + (w >> rows_shift)]) * page_floats +
+           member_offset + (w & ((int64_t{1} << rows_shift) - 1)) * width;
   }
 #endif
 };

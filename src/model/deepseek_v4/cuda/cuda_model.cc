@@ -195,6 +195,8 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
   pools.clear();
   table_cols = 0;
   for (const cache::PoolPlan& pp : plan.pools) {
+    // Lists page by a power of two of rows (ListRef's shift); a ring's page is the ring.
+    DSINFER_CHECK(pp.component.ring() || (pp.rows_per_page & (pp.rows_per_page - 1)) == 0);
     Pool pool;
     pool.plan = pp;
     pool.data = Alloc<float>(pp.num_pages * (pp.page_bytes() / 4));
@@ -222,7 +224,9 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
       ring.pages = table_dev + pool.table_offset; ring.pages_stride = table_cols;
       gpu::ListRef list;
       list.pool = pool.data; list.width = m.width; list.page_floats = pool.page_floats();
-      list.member_offset = m.offset * rpp; list.rows_per_page = rpp;
+      list.member_offset = m.offset * rpp;
+      list.rows_shift = 0;
+      while ((int64_t{1} << list.rows_shift) < rpp) ++list.rows_shift;
       list.pages = table_dev + pool.table_offset; list.pages_stride = table_cols;
       list.capacity = EntryCapacity(comp.tokens_per_row);
       switch (static_cast<StateStream>(m.stream)) {
@@ -404,7 +408,7 @@ void CudaModel::CopySequence(int from, int to) {
 
 int64_t CudaModel::length(int slot) const { return impl_->lengths[slot]; }
 
-int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows) {
+int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows) {
   const int64_t T = opt.max_tokens;
   int32_t* h = meta_host.as<int32_t>();
   int64_t r = 0, nrows = 0;
@@ -425,10 +429,26 @@ int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRow
       h[6 * T + nrows++] = static_cast<int32_t>(begin + count - 1);
     }
   }
-  gpu::CopyToDevice(meta_dev, h, kMetaArrays * T * sizeof(int32_t), stream.get());
+  return nrows;
+}
+
+void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
+  if (table_rows > 0) {
+    gpu::CopyToDevice(table_dev, table_host.get(),
+                      static_cast<size_t>(table_rows * table_cols) * sizeof(int32_t), stream.get());
+  }
+  gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * opt.max_tokens * sizeof(int32_t),
+                    stream.get());
+  Run(n, nrows, one_per_seq);
+}
+
+int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows) {
+  const int64_t nrows = FillMeta(seqs, rows);
+  int64_t n = 0;
+  for (const StepSeq& sq : seqs) n += static_cast<int64_t>(sq.ids->size());
   const bool one_per_seq = std::all_of(seqs.begin(), seqs.end(),
                                        [](const StepSeq& sq) { return sq.ids->size() <= 1; });
-  Run(r, nrows, one_per_seq);
+  Launch(n, nrows, one_per_seq, opt.paged ? static_cast<int64_t>(seqs.size()) : 0);
   return nrows;
 }
 
@@ -549,8 +569,23 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     seqs.push_back({static_cast<int>(i), ch.start, &ch.ids});
   }
   DSINFER_RETURN_IF_ERROR(CheckStep(m, ids, rows));
-  gpu::CopyToDevice(m.table_dev, t, chunks.size() * m.table_cols * sizeof(int32_t), m.stream.get());
-  return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
+  const bool decode = !chunks.empty() && std::all_of(chunks.begin(), chunks.end(), [](const PagedChunk& ch) {
+    return ch.ids.size() == 1;
+  });
+  if (!decode || !m.opt.graphs) return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
+  // A decode step: the uploads and the forward replay a graph captured for this batch size (its
+  // kernels' shapes depend on nothing else; the copies read the pinned buffers filled here).
+  const int64_t n = static_cast<int64_t>(chunks.size());
+  const int64_t nrows = m.FillMeta(seqs, rows);
+  auto& graph = m.paged_graphs[n];
+  if (!graph) {
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(m.stream.get());
+    m.Launch(n, nrows, true, n);
+    graph->EndCapture(m.stream.get());
+  }
+  graph->Launch(m.stream.get());
+  return DeviceLogits{m.logits, nrows};
 }
 
 void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,

@@ -34,6 +34,9 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
+  // Paged mode: decode steps (one token per sequence) replay a CUDA graph captured per batch size
+  // (off: every step launches eagerly; the same bits either way).
+  bool graphs = true;
   // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
   // same bits either way).
   bool branches = true;

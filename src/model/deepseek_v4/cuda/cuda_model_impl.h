@@ -232,7 +232,8 @@ struct CudaModel::Impl {
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
 
-  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;        // DecodeStep's, by batch size
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> paged_graphs;  // ForwardPaged's decode steps
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
   void Mark(const char* name) {
     if (profile) profile->Mark(stream.get(), name);
@@ -296,6 +297,10 @@ struct CudaModel::Impl {
     const std::vector<int32_t>* ids = nullptr;
   };
   int64_t EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows);
+  // EnqueueStep's halves: the host metadata (returns the logits rows), then the upload (with the
+  // first `table_rows` rows of the page table) and the forward: what a graph captures.
+  int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);
+  void Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows);
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
