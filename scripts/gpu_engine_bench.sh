@@ -5,7 +5,7 @@
 #          1,024, clipped to [16, 4,096]), outputs lognormal (median 256, clipped to [16, 1,024]);
 #   tiny : the tiny preset in the official formats (a model dir written here), 256 requests,
 #          prompts median 55 in [16, 1,024], outputs median 33 in [16, 256];
-# and `dsinfer bench`'s model-only decode step at the flash run's mean decode batch for comparison.
+# and `dsinfer bench`'s model-only decode step at the flash run's mean decode batch and context.
 #   scripts/gpu_engine_bench.sh OUT_DIR [tiny] [flash] [REQUESTS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +29,11 @@ if [[ "$parts" == *" flash "* ]]; then
   "$bin/bench_engine" --random-preset flash-l8 --device cuda --requests "$requests" \
     --prompt-median 1024 --prompt-min 16 --prompt-max 4096 --output-median 256 --output-min 16 \
     --output-max 1024 --max-running 128 --max-batch-tokens 4096 |
-    tee -a "$out/engine_flash.jsonl"
+    tee "$out/engine_flash_last.jsonl" | tee -a "$out/engine_flash.jsonl"
+  # The model alone at the engine's mean decode batch and context (graph-replayed decode steps).
+  read -r batch ctx < <(python3 -c 'import json,sys; j=json.loads(open(sys.argv[1]).read());
+print(round(j["mean_decode_batch"]), round(j["mean_decode_context"]))' "$out/engine_flash_last.jsonl")
+  echo "== model-only decode step at batch $batch, context $ctx"
+  "$bin/dsinfer" bench --preset flash-l8 --prefill 0 --batches "$batch" --context "$ctx" --steps 50 |
+    grep '"decode"' | tee -a "$out/engine_flash.jsonl"
 fi

@@ -85,6 +85,9 @@ struct EngineOptions {
   // CUDA: decode steps launch every kernel instead of replaying a graph captured per batch size
   // (vLLM's --enforce-eager; for debugging and A/B timing: the same bits either way).
   bool enforce_eager = false;
+  // CUDA: called (on the creating thread) as the weights reach the device: bytes so far, and the
+  // checkpoint's tensor bytes (the CLI draws a progress line on a terminal).
+  std::function<void(int64_t done_bytes, int64_t total_bytes)> load_progress;
   int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
   int max_running = 64;                // sequences in flight
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most
@@ -195,6 +198,7 @@ struct EngineStats {
   // runner's Run, which ends when the sampled ids are on the host).
   int64_t decode_steps = 0;
   int64_t decode_rows = 0;
+  int64_t decode_context = 0;     // their rows' context lengths, summed
   double decode_run_s = 0;
   double run_s = 0;               // the same for every step
   int64_t state_bytes_used = 0;   // state cache accounting

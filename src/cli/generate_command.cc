@@ -2,6 +2,8 @@
 // --input (JSONL, one request per line; see request_json.h); results go to --output (JSONL, one
 // line per request, in input order) or stdout. A bad line or a rejected request gets an error line
 // and the others still run. A progress bar on a terminal, a throughput summary on stderr at the end.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -182,7 +184,22 @@ Status Run(const Flags& flags, bool* any_failed) {
   }
   std::ostream& out = file.is_open() ? file : std::cout;
   const bool quiet = flags.Has("quiet");
-  DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(options));
+  // Loading (CUDA): a progress line on a terminal while the weights reach the device.
+  std::atomic<int64_t> loaded{0}, to_load{0};
+  options.load_progress = [&](int64_t done, int64_t total) {
+    loaded = done;
+    to_load = total;
+  };
+  auto load_bar = quiet ? nullptr : std::make_unique<ProgressBar>(
+                                        [&](int64_t* done, int64_t* all, std::string*) {
+                                          *all = to_load.load() >> 20;
+                                          *done = std::min(loaded.load() >> 20, *all);
+                                        },
+                                        "MiB of weights");
+  auto created = Engine::Create(options);
+  if (load_bar) load_bar->Stop();
+  DSINFER_RETURN_IF_ERROR(created.status());
+  auto engine = std::move(*created);
   if (!quiet) {
     std::fprintf(stderr, "dsinfer generate: device %s; %s\n", engine->device().c_str(),
                  engine->MemoryPlanDescription().c_str());

@@ -7,7 +7,8 @@
 
 namespace dsinfer::cli {
 
-ProgressBar::ProgressBar(Poll poll) : poll_(std::move(poll)), enabled_(::isatty(STDERR_FILENO)) {
+ProgressBar::ProgressBar(Poll poll, std::string unit)
+    : poll_(std::move(poll)), unit_(std::move(unit)), enabled_(::isatty(STDERR_FILENO)) {
   if (!enabled_) return;
   thread_ = std::thread([this] {
     while (!stop_.load()) {
@@ -29,12 +30,14 @@ void ProgressBar::Draw(bool final) {
   int64_t done = 0, total = 0;
   std::string extra;
   poll_(&done, &total, &extra);
+  if (total == 0 && !drawn_) return;
+  drawn_ = true;
   constexpr int kWidth = 30;
   const int fill = total > 0 ? static_cast<int>(kWidth * done / total) : 0;
   std::string bar(static_cast<size_t>(fill), '#');
   bar.append(static_cast<size_t>(kWidth - fill), '.');
-  std::fprintf(stderr, "\r[%s] %lld/%lld requests  %s\033[K%s", bar.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total), extra.c_str(), final ? "\n" : "");
+  std::fprintf(stderr, "\r[%s] %lld/%lld %s  %s\033[K%s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), unit_.c_str(), extra.c_str(), final ? "\n" : "");
   std::fflush(stderr);
 }
 

@@ -14,14 +14,18 @@ class ProgressBar {
  public:
   // `poll` returns (done, total, extra text); called every 200 ms on the bar's thread.
   using Poll = std::function<void(int64_t* done, int64_t* total, std::string* extra)>;
-  explicit ProgressBar(Poll poll);
+  // `unit` names what is counted ("requests", "MiB of weights"); nothing is drawn while the
+  // total is 0 (unknown yet, or nothing to count).
+  explicit ProgressBar(Poll poll, std::string unit = "requests");
   ~ProgressBar();
   void Stop();
 
  private:
   void Draw(bool final);
   Poll poll_;
+  std::string unit_;
   bool enabled_;
+  bool drawn_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -48,6 +48,8 @@ nlohmann::json RunSummary::ToJson() const {
           {"decode_steps", stats_.decode_steps},
           {"mean_decode_batch",
            stats_.decode_steps ? static_cast<double>(stats_.decode_rows) / stats_.decode_steps : 0.0},
+          {"mean_decode_context",
+           stats_.decode_rows ? static_cast<double>(stats_.decode_context) / stats_.decode_rows : 0.0},
           {"decode_step_ms", stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
           {"run_s", stats_.run_s}};
 }

@@ -31,6 +31,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.random_preset = o.random_preset;
   ro.random_seed = o.random_seed;
   ro.cuda_graphs = !o.enforce_eager;
+  ro.load_progress = o.load_progress;
   ro.device = device;
   ro.num_threads = o.num_threads;
   if (device == executor::Device::kCuda) {
@@ -283,6 +284,7 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
   if (decode) {
     ++stats_.decode_steps;
     stats_.decode_rows += static_cast<int64_t>(plan.chunks.size());
+    for (const auto& ch : plan.chunks) stats_.decode_context += ch.start + 1;
     stats_.decode_run_s += seconds;
   }
   return out;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,7 @@ struct RunnerOptions {
   std::string random_preset;  // else: this preset with device-random weights (CUDA only)
   uint64_t random_seed = 1;
   bool cuda_graphs = true;    // CUDA: decode steps replay graphs (EngineOptions::enforce_eager)
+  std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
   Device device = Device::kCpu;  // resolved (not kAuto)
   int num_threads = 0;           // CPU: model threads (0: all)
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,6 +38,8 @@ struct CudaModelOptions {
   // Paged mode: decode steps (one token per sequence) replay a CUDA graph captured per batch size
   // (off: every step launches eagerly; the same bits either way).
   bool graphs = true;
+  // Load: called as weights reach the device (bytes so far, the checkpoint's tensor bytes).
+  std::function<void(int64_t done, int64_t total)> on_load_progress;
   // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
   // same bits either way).
   bool branches = true;

@@ -260,9 +260,17 @@ class GpuLoader {
   void Count(const TensorSpec& spec, size_t bytes) {
     m_->weight_bytes += bytes;
     if (!spec.routed_expert() && spec.name != "embed") m_->dense_bytes += bytes;
+    if (m_->opt.on_load_progress) {
+      m_->opt.on_load_progress(static_cast<int64_t>(m_->weight_bytes), total_bytes_);
+    }
   }
 
   const io::Checkpoint& ckpt_;
+  const int64_t total_bytes_ = [this] {
+    int64_t total = 0;
+    for (const auto& [name, view] : ckpt_.tensors()) total += static_cast<int64_t>(view->nbytes);
+    return total;
+  }();
   CudaModel::Impl* m_;
   const WeightSchemaIndex schema_;
 };
@@ -277,6 +285,16 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   DSINFER_RETURN_IF_ERROR(CheckSupported(impl->c));
   impl->opt = options;
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
+  {  // a model that cannot fit is a clear error before anything is allocated
+    int64_t bytes = 0;
+    for (const auto& [name, view] : ckpt->tensors()) bytes += static_cast<int64_t>(view->nbytes);
+    const int64_t free = static_cast<int64_t>(gpu::DeviceFreeBytes());
+    if (bytes > free) {
+      return ResourceExhausted("the model's weights (" + std::to_string(bytes >> 20) +
+                               " MiB) do not fit the GPU's free " + std::to_string(free >> 20) +
+                               " MiB");
+    }
+  }
   const auto& c = impl->c;
   GpuLoader ld(*ckpt, impl.get());
   DSINFER_ASSIGN_OR_RETURN(impl->embed, ld.Matrix("embed"));
