@@ -92,6 +92,9 @@ std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
   p.out_logprob = reinterpret_cast<float*>(out + n * 4);
   p.out_top_id = reinterpret_cast<int32_t*>(out + n * 8);
   p.out_top_logprob = reinterpret_cast<float*>(out + n * 8 + n * gpu::kMaxTopLogprobs * 4);
+  p.plain_greedy = std::all_of(rows.begin(), rows.end(), [](const sampler::RowDraw& d) {
+    return d.greedy && d.edits.empty() && d.allowed == nullptr && !d.logprobs;
+  });
   gpu::LaunchSampleRows(p, stream);
   gpu::CopyToHost(out_host_.get(), out_dev_.get(), out_bytes, stream);
   gpu::SynchronizeStream(stream);

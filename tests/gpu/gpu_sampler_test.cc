@@ -148,6 +148,35 @@ TEST(GpuSamplerTest, PicksTheCpuSamplersTokens) {
   }
 }
 
+// A batch of plain greedy draws (no edits, mask or logprobs) takes the cluster argmax kernel: the
+// same ids as the CPU sampler, rows shared and permuted, ties to the lower id.
+TEST(GpuSamplerTest, PlainGreedyBatchesAgree) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t vocab : {int64_t{129280}, int64_t{4999}}) {
+    const int rows = 40;
+    auto logits = Logits(rows, vocab, 3, 9);  // tied values: the lower id must win
+    gpu::DeviceBuffer dev(logits.size() * sizeof(float));
+    gpu::CopyToDeviceSync(dev.get(), logits.data(), logits.size() * sizeof(float));
+    gpu::Stream stream;
+    CudaSampler cuda(vocab);
+    sampler::SamplingParams greedy;
+    greedy.temperature = 0;
+    std::vector<RunDraw> draws;
+    for (int r = 0; r < rows; ++r) {
+      RunDraw d;
+      d.chunk = (r * 7) % rows;
+      d.input.params = &greedy;
+      draws.push_back(d);
+    }
+    const auto got = cuda.Sample(dev.as<float>(), draws, stream.get());
+    sampler::Sampler cpu;
+    for (int r = 0; r < rows; ++r) {
+      ASSERT_EQ(got[r].id, cpu.Sample(logits.data() + draws[r].chunk * vocab, vocab, draws[r].input).id)
+          << "V=" << vocab << " draw " << r;
+    }
+  }
+}
+
 // Many seeds on one row: the GPU's draws follow the same distribution as the CPU's, token by token.
 TEST(GpuSamplerTest, EverySeedAgreesOnOneRow) {
   SKIP_WITHOUT_GPU();

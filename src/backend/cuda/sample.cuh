@@ -46,6 +46,9 @@ struct SampleRowsParams {
   float* out_logprob = nullptr;       // [num_rows] (rows with logprobs)
   int32_t* out_top_id = nullptr;      // [num_rows, kMaxTopLogprobs]
   float* out_top_logprob = nullptr;   // [num_rows, kMaxTopLogprobs]
+  // Every draw is greedy with no edits, mask or logprobs (or rows is null): a row's argmax runs on
+  // a cluster of blocks with wide loads (the decode step's common case; the same ids).
+  bool plain_greedy = false;
 
   Status Validate() const;
 };

@@ -1,3 +1,5 @@
+#include <cooperative_groups.h>
+
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/sample.cuh"
@@ -305,6 +307,87 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
   if (threadIdx.x == 0) p.out_id[r] = static_cast<int32_t>(pick);
 }
 
+// The plain greedy pick (argmax, ties to the lower id) of a row on a cluster of kGreedyBlocks
+// blocks: each scans one contiguous part of the row with 16-byte loads, kGreedyLoads in flight per
+// thread, and block 0 takes the best of the blocks' bests through distributed shared memory. The
+// tie rule makes the result independent of the split.
+constexpr int kGreedyBlocks = 8;
+constexpr int kGreedyThreads = 512;
+constexpr int kGreedyLoads = 4;
+
+__global__ void __launch_bounds__(kGreedyThreads) GreedyRowsKernel(SampleRowsParams p) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float best_v[kGreedyThreads / 32];
+  __shared__ int64_t best_i[kGreedyThreads / 32];
+  namespace cg = cooperative_groups;
+  const int64_t r = blockIdx.x / kGreedyBlocks;
+  const int rank = static_cast<int>(blockIdx.x % kGreedyBlocks);
+  const int64_t row = p.rows ? p.rows[r].logits_row : r;
+  const float* lg = p.logits + row * p.vocab;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  auto consider = [&](float v, int64_t i) {
+    if (v > bv || (v == bv && i < bi)) {
+      bv = v;
+      bi = i;
+    }
+  };
+  if (p.vocab % 4 == 0 && (reinterpret_cast<uintptr_t>(lg) & 15) == 0) {
+    const float4* lg4 = reinterpret_cast<const float4*>(lg);
+    const int64_t n4 = p.vocab / 4, per = (n4 + kGreedyBlocks - 1) / kGreedyBlocks;
+    const int64_t lo = rank * per, hi = min(n4, lo + per);
+    for (int64_t b = lo + threadIdx.x; b < hi; b += static_cast<int64_t>(blockDim.x) * kGreedyLoads) {
+      float4 q[kGreedyLoads];
+#pragma unroll
+      for (int u = 0; u < kGreedyLoads; ++u) {
+        const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
+        q[u] = i4 < hi ? lg4[i4] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      }
+#pragma unroll
+      for (int u = 0; u < kGreedyLoads; ++u) {
+        const int64_t i4 = b + static_cast<int64_t>(u) * blockDim.x;
+        if (i4 >= hi) break;
+        consider(q[u].x, 4 * i4);
+        consider(q[u].y, 4 * i4 + 1);
+        consider(q[u].z, 4 * i4 + 2);
+        consider(q[u].w, 4 * i4 + 3);
+      }
+    }
+  } else {
+    const int64_t per = (p.vocab + kGreedyBlocks - 1) / kGreedyBlocks;
+    const int64_t hi = min(p.vocab, (rank + 1) * per);
+    for (int64_t i = rank * per + threadIdx.x; i < hi; i += blockDim.x) consider(lg[i], i);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if (threadIdx.x % 32 == 0) {
+    best_v[threadIdx.x / 32] = bv;
+    best_i[threadIdx.x / 32] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kGreedyThreads / 32; ++w) consider(best_v[w], best_i[w]);
+    best_v[0] = bv;
+    best_i[0] = bi;
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's best is in its best_v[0] / best_i[0]
+  if (rank == 0 && threadIdx.x == 0) {
+    for (int b = 1; b < kGreedyBlocks; ++b) {
+      consider(*cluster.map_shared_rank(&best_v[0], b), *cluster.map_shared_rank(&best_i[0], b));
+    }
+    p.out_id[r] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+  }
+  cluster.sync();  // block 0 has read the others' bests
+}
+
 }  // namespace
 
 Status SampleRowsParams::Validate() const {
@@ -321,6 +404,12 @@ Status SampleRowsParams::Validate() const {
 void LaunchSampleRows(const SampleRowsParams& p, StreamHandle stream) {
   if (p.num_rows <= 0) return;
   DSINFER_CHECK_PARAMS(p);
+  if (p.rows == nullptr || p.plain_greedy) {
+    LaunchKernelClustered(GreedyRowsKernel, dim3(static_cast<unsigned>(p.num_rows * kGreedyBlocks)),
+                          dim3(kGreedyThreads), 0, stream, kGreedyBlocks, p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   LaunchKernel(SampleRowsKernel, dim3(static_cast<unsigned>(p.num_rows)), dim3(kThreads), 0, stream,
                p);
   CUDA_CHECK_LAUNCH();
