@@ -519,6 +519,13 @@ StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_j
   return c.Compile(schema, "#", 0);
 }
 
+StatusOr<Element> CompileJsonSubschema(GrammarBuilder& b, const nlohmann::ordered_json& root,
+                                       const nlohmann::ordered_json& schema,
+                                       const std::string& path, const JsonSchemaOptions& options) {
+  Compiler c(b, root, options);
+  return c.Compile(schema, path, 0);
+}
+
 Element JsonObjectElement(GrammarBuilder& b, const JsonSchemaOptions& options) {
   static const nlohmann::ordered_json kTrue = true;
   Compiler c(b, kTrue, options);

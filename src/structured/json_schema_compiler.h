@@ -12,6 +12,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 #include "structured/grammar.h"
@@ -25,6 +26,12 @@ struct JsonSchemaOptions {
 
 StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_json& schema,
                                     const JsonSchemaOptions& options = {});
+// `schema`, the part of `root` at JSON pointer `path` (for errors); its $refs resolve in `root`
+// (a tool's parameter is a subschema of the tool's parameters schema).
+StatusOr<Element> CompileJsonSubschema(GrammarBuilder& b, const nlohmann::ordered_json& root,
+                                       const nlohmann::ordered_json& schema,
+                                       const std::string& path,
+                                       const JsonSchemaOptions& options = {});
 // Any JSON object (OpenAI's json_object mode).
 Element JsonObjectElement(GrammarBuilder& b, const JsonSchemaOptions& options = {});
 
