@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "structured/code_points.h"
 #include "structured/grammar.h"
 
 namespace dsinfer::structured {
@@ -22,6 +23,9 @@ namespace dsinfer::structured {
 struct JsonSchemaOptions {
   int max_whitespace = 2;  // bytes of [ \t\n] allowed between JSON tokens
   int max_ref_depth = 64;  // nested $ref / allOf expansion
+  // Code points (BMP) that strings hold only as \uxxxx escapes, never raw (a forced tool call
+  // keeps "｜" out of its JSON text: tool_call_grammar.h).
+  CodePointSet escaped;
 };
 
 StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_json& schema,

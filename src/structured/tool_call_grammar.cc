@@ -15,6 +15,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr uint32_t kFullwidthBar = 0xFF5C;  // "｜": the bars of the DSML token's spelling
+constexpr std::string_view kFullwidthBarUtf8 = "\xEF\xBD\x9C";
 
 // A name written between quotes in a DSML tag: the parser reads up to the next `"` or ">\n".
 Status CheckTagName(const std::string& name, const std::string& what) {
@@ -70,6 +71,8 @@ std::optional<RawString> AsRawString(const Json& s) {
     for (const auto& v : values) {
       if (!v.is_string()) return std::nullopt;
       raw.literals.push_back(v.get<std::string>());
+      // A bar is written only as JSON's \uff5c escape.
+      if (raw.literals.back().find(kFullwidthBarUtf8) != std::string::npos) return std::nullopt;
     }
     return raw;
   }
@@ -302,7 +305,9 @@ StatusOr<Element> CompileToolCalls(GrammarBuilder& b, const std::string& spec_te
     if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string())
       return InvalidArgument("a tool-call constraint's tools need string names");
   }
-  ToolCallCompiler c(b, spec, options);
+  JsonSchemaOptions json = options;
+  json.escaped.Add(kFullwidthBar, kFullwidthBar);  // JSON strings write "｜" as \uff5c
+  ToolCallCompiler c(b, spec, json);
   return c.Block(spec);
 }
 

@@ -13,10 +13,12 @@
 // tokens. Parameters come in the schema's property order, the required ones always, the others
 // optionally; properties the schema does not name are not generated. A parameter whose schema is a
 // plain string (type "string", with minLength / maxLength at most) or a string enum / const is
-// written raw (string="true"); its text never holds "｜" (U+FF5C), so it cannot spell the
-// markup. Every other parameter is JSON (string="false") compiled by json_schema_compiler.h
-// (so a string with a pattern or format is a JSON string literal). The block starts the answer
-// (no content before it) and the constraint is complete after its last tag.
+// written raw (string="true"). Every other parameter is JSON (string="false") compiled by
+// json_schema_compiler.h (so a string with a pattern or format is a JSON string literal). No
+// parameter text holds "｜" (U+FF5C), so none can spell the markup (the recipe's parser finds
+// tags in text): raw text never has it (an enum value with one is written as JSON), JSON strings
+// write it as \uff5c. The block starts the answer (no content before it) and the constraint is
+// complete after its last tag.
 // Pure functions; thread-compatible.
 #pragma once
 

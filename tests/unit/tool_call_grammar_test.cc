@@ -199,6 +199,50 @@ TEST(ToolCallGrammarTest, NamedFunctionAndSingleCall) {
   EXPECT_FALSE(Accepts(single, Block({Invoke("ping", {}), Invoke("ping", {})})));
 }
 
+// No parameter text can spell the markup: a bar (U+FF5C) is never raw text, JSON strings write it
+// as \uff5c (the value is the same), and a raw enum value holding one is written as JSON.
+TEST(ToolCallGrammarTest, ParameterTextNeverHoldsARawBar) {
+  const std::string bar = "\xEF\xBD\x9C";
+  auto spec = structured::ToolCallSpec(ordered_json::parse(R"([{"type": "function", "function":
+      {"name": "note", "parameters": {"type": "object", "properties": {
+        "lines": {"type": "array", "items": {"type": "string"}},
+        "mark": {"enum": ["a\uff5cb", "c"]},
+        "code": {"type": "string", "pattern": "^[a-z\uff5c]+$"}}}}}])"),
+                                       "", true);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto a = structured::CompileConstraint(*spec, Vocab().vocab);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto note = [](const std::string& param) { return Block({Invoke("note", {param})}); };
+  EXPECT_TRUE(Accepts(*a, note(Param("lines", false, R"(["x\uff5cy", "z"])"))));
+  EXPECT_FALSE(Accepts(*a, note(Param("lines", false, "[\"x" + bar + "y\"]"))));
+  // The markup's text in a string, spelled by ordinary tokens (0xFF: the DSML token).
+  auto bytes = [&](const std::string& value) {
+    std::string out;
+    for (int32_t id : Ids(note(Param("lines", false, "[\"@\"]")))) {
+      if (id == '@') {
+        out += value;
+      } else {
+        out += id == Vocab().dsml ? std::string("\xFF") : std::string(1, static_cast<char>(id));
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ((*a)->AdvanceBytes((*a)->initial(), bytes("</" + kDsml + "parameter>")),
+            structured::Pda::kDead);
+  EXPECT_TRUE((*a)->completed(
+      (*a)->AdvanceBytes((*a)->initial(), bytes("</\\uff5cDSML\\uff5cparameter>"))));
+  EXPECT_TRUE(Accepts(*a, note(Param("mark", false, "\"a\\uff5cb\""))));
+  EXPECT_FALSE(Accepts(*a, note(Param("mark", true, "a" + bar + "b"))));
+  EXPECT_FALSE(Accepts(*a, note(Param("mark", true, "c"))));  // the enum is JSON as a whole
+  EXPECT_TRUE(Accepts(*a, note(Param("mark", false, "\"c\""))));
+  EXPECT_TRUE(Accepts(*a, note(Param("code", false, "\"ab\\uff5c\""))));
+  EXPECT_FALSE(Accepts(*a, note(Param("code", false, "\"ab" + bar + "\""))));
+  const auto parsed = recipe::ParseCompletion(note(Param("lines", false, R"(["x\uff5cy"])")),
+                                              recipe::Dialect::kV4, false);
+  ASSERT_EQ(parsed.tool_calls.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(parsed.tool_calls[0].arguments)["lines"][0], "x" + bar + "y");
+}
+
 // Random walks: every token drawn from the masks until the constraint completes gives text the
 // recipe parses into calls of the tools whose arguments follow the schemas.
 TEST(ToolCallGrammarTest, RandomWalksParseIntoValidToolCalls) {
