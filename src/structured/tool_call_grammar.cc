@@ -294,6 +294,18 @@ StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const
   return spec;
 }
 
+ConstraintSpec WithDsmlNames(ConstraintSpec spec, std::string_view calls, std::string_view invoke,
+                             std::string_view parameter) {
+  if (spec.kind != ConstraintKind::kToolCalls) return spec;
+  Json text = Json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
+  if (!text.is_object()) return spec;  // CompileToolCalls reports it
+  text["calls"] = std::string(calls);
+  text["invoke"] = std::string(invoke);
+  text["parameter"] = std::string(parameter);
+  spec.text = text.dump();
+  return spec;
+}
+
 StatusOr<Element> CompileToolCalls(GrammarBuilder& b, const std::string& spec_text,
                                    const JsonSchemaOptions& options) {
   const Json spec = Json::parse(spec_text, nullptr, /*allow_exceptions=*/false);

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "structured/constraint_spec.h"
@@ -38,6 +39,11 @@ namespace dsinfer::structured {
 // duplicate or unwritable names, or a `name` that is not among them.
 StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const std::string& name,
                                       bool parallel);
+
+// `spec` (kToolCalls) with the DSML tag names of another dialect (recipe/dialect.h: DsmlNames;
+// the default is V4's "tool_calls" / "invoke" / "parameter"). Other kinds are returned as they are.
+ConstraintSpec WithDsmlNames(ConstraintSpec spec, std::string_view calls, std::string_view invoke,
+                             std::string_view parameter);
 
 // The grammar of a kToolCalls spec's text (as ToolCallSpec wrote it). Schemas the JSON compiler
 // cannot take are its InvalidArgument / Unimplemented, naming the tool and the parameter.

@@ -199,6 +199,28 @@ TEST(ToolCallGrammarTest, NamedFunctionAndSingleCall) {
   EXPECT_FALSE(Accepts(single, Block({Invoke("ping", {}), Invoke("ping", {})})));
 }
 
+// V4.1 spells its tags " calls" / " invoke" / " parameter"; the engine passes its dialect's names.
+TEST(ToolCallGrammarTest, OtherDialectsTagNames) {
+  auto spec = structured::ToolCallSpec(ordered_json::parse(kTools), "get_weather", true);
+  ASSERT_TRUE(spec.ok());
+  auto a = structured::CompileConstraint(
+      structured::WithDsmlNames(*spec, " calls", " invoke", " parameter"), Vocab().vocab);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::string v4 =
+      Block({Invoke("get_weather", {Param("city", true, "Oslo"), Param("days", false, "3")})});
+  EXPECT_FALSE(Accepts(*a, v4));
+  std::string v41 = v4;
+  for (const std::string tag : {"tool_calls", "invoke", "parameter"}) {
+    const std::string to = tag == "tool_calls" ? " calls" : " " + tag;
+    for (size_t at = 0; (at = v41.find(kDsml + tag, at)) != std::string::npos; at += kDsml.size())
+      v41 = v41.substr(0, at + kDsml.size()) + to + v41.substr(at + kDsml.size() + tag.size());
+  }
+  EXPECT_TRUE(Accepts(*a, v41)) << v41;
+  const auto parsed = recipe::ParseCompletion(v41, recipe::Dialect::kV41, false);
+  ASSERT_EQ(parsed.tool_calls.size(), 1u) << v41;
+  EXPECT_EQ(parsed.tool_calls[0].arguments, R"({"city": "Oslo", "days": 3})");
+}
+
 // No parameter text can spell the markup: a bar (U+FF5C) is never raw text, JSON strings write it
 // as \uff5c (the value is the same), and a raw enum value holding one is written as JSON.
 TEST(ToolCallGrammarTest, ParameterTextNeverHoldsARawBar) {
