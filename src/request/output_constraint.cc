@@ -40,20 +40,26 @@ StatusOr<structured::ConstraintSpec> Parse(const Json& body) {
   DSINFER_ASSIGN_OR_RETURN(std::optional<std::string> forced, ForcedTool(body));
   DSINFER_ASSIGN_OR_RETURN(structured::ConstraintSpec spec,
                            structured::ParseOutputConstraint(body));
-  if (!forced) return spec;
+  auto tools = body.find("tools");
+  const bool has_tools = tools != body.end() && tools->is_array() && !tools->empty();
+  bool parallel = true;
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && p->is_boolean())
+    parallel = p->template get<bool>();
+  if (!forced) {
+    // Strict tools constrain a tool_choice auto answer, unless another constraint covers it all
+    // (tool_choice none drops the tools).
+    auto choice = body.find("tool_choice");
+    const bool none = choice != body.end() && choice->is_string() && *choice == "none";
+    if (spec.active() || !has_tools || none) return spec;
+    return structured::StrictToolCallSpec(nlohmann::ordered_json(*tools), parallel);
+  }
   const std::string what = forced->empty() ? "\"tool_choice\" \"required\""
                                            : "\"tool_choice\" naming \"" + *forced + "\"";
   if (spec.active()) {
     return InvalidArgument(what + " cannot be combined with another output constraint (" +
                            structured::ConstraintKindName(spec.kind) + ")");
   }
-  auto tools = body.find("tools");
-  if (tools == body.end() || !tools->is_array() || tools->empty()) {
-    return InvalidArgument(what + " needs a non-empty \"tools\" array");
-  }
-  bool parallel = true;
-  if (auto p = body.find("parallel_tool_calls"); p != body.end() && p->is_boolean())
-    parallel = p->template get<bool>();
+  if (!has_tools) return InvalidArgument(what + " needs a non-empty \"tools\" array");
   return structured::ToolCallSpec(nlohmann::ordered_json(*tools), *forced, parallel);
 }
 

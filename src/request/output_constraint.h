@@ -2,10 +2,11 @@
 // (json_object / json_schema), `structured_outputs` (vLLM: json / regex / choice / grammar, and the
 // legacy guided_* keys: structured/constraint_spec.h) and a `tool_choice` of "required" or a named
 // function, which forces a DSML tool call over the request's `tools` (structured/
-// tool_call_grammar.h; `parallel_tool_calls` false: exactly one). The ONE place of the request
-// schema where these keys are read. A forced tool call without tools, naming a function that is
-// not among them, or together with response_format / structured_outputs is an InvalidArgument.
-// Pure function; thread-safe.
+// tool_call_grammar.h; `parallel_tool_calls` false: exactly one); under tool_choice auto, tools
+// marked `"strict": true` constrain the answer's tool calls (StrictToolCallSpec). The ONE place
+// of the request schema where these keys are read. A forced tool call without tools, naming a
+// function that is not among them, or together with response_format / structured_outputs is an
+// InvalidArgument. Pure function; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>

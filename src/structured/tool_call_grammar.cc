@@ -96,12 +96,26 @@ class ToolCallCompiler {
     parameter_ = spec.value("parameter", std::string("parameter"));
   }
 
-  StatusOr<Element> Block(const Json& spec) {
+  // Forced: the block. Optional (strict tools under tool_choice auto): content, then the block or
+  // nothing; only the strict tools' parameters follow their schemas.
+  StatusOr<Element> Answer(const Json& spec) {
+    const bool optional = spec.value("optional", false);
+    DSINFER_ASSIGN_OR_RETURN(Element block, Block(spec, optional));
+    if (!optional) return block;
+    return b_.Seq({Content(), b_.Optional(block)}, "answer");
+  }
+
+ private:
+  StatusOr<Element> Block(const Json& spec, bool optional) {
     std::vector<std::vector<Element>> invokes;
     const std::string only = spec.value("name", std::string());
     for (const Json& fn : spec["tools"]) {
       const std::string name = fn["name"].get<std::string>();
       if (!only.empty() && name != only) continue;
+      if (optional && !fn.value("strict", false)) {
+        invokes.push_back({AnyInvoke(name)});
+        continue;
+      }
       DSINFER_ASSIGN_OR_RETURN(Element e, Invoke(fn));
       invokes.push_back({e});
     }
@@ -120,7 +134,70 @@ class ToolCallCompiler {
     return b_.Seq(std::move(seq), "tool_calls");
   }
 
- private:
+  // Text that does not spell "｜DSML｜" (so the parser cannot take any of it for markup; the DSML
+  // token itself is never text): a matcher of that word over code points, one rule per matched
+  // prefix length, each free to end.
+  Element Content() {
+    const std::vector<uint32_t> word = {kFullwidthBar, 'D', 'S', 'M', 'L', kFullwidthBar};
+    const size_t n = word.size();
+    std::vector<int32_t> rules(n);
+    for (size_t k = 0; k < n; ++k) rules[k] = b_.NewRule("content");
+    const CodePointSet all = CodePointSet::All();
+    const CodePointSet bar = CodePointSet::Of(kFullwidthBar);
+    for (size_t k = 0; k < n; ++k) {
+      const int32_t r = rules[k];
+      b_.AddAlt(r, {});
+      CodePointSet other = all.Minus(bar);
+      if (k + 1 < n) {  // the next letter of the word (the last bar ends it: not allowed)
+        const CodePointSet next = CodePointSet::Of(word[k]);
+        if (k > 0) {
+          b_.AddAlt(r, {Utf8Element(b_, next), GrammarBuilder::Ref(rules[k + 1])});
+          other = other.Minus(next);
+        }
+      }
+      if (k == 0) {
+        b_.AddAlt(r, {Utf8Element(b_, bar), GrammarBuilder::Ref(rules[1])});
+      } else if (k + 1 < n) {
+        b_.AddAlt(r, {Utf8Element(b_, bar), GrammarBuilder::Ref(rules[1])});
+      }
+      b_.AddAlt(r, {Utf8Element(b_, other), GrammarBuilder::Ref(rules[0])});
+    }
+    return GrammarBuilder::Ref(rules[0]);
+  }
+
+  // An invoke of `name` (not strict) with any parameters: names without quotes, newlines, angle
+  // brackets or bars; raw text or any JSON value.
+  Element AnyInvoke(const std::string& name) {
+    if (!any_params_) {
+      CodePointSet name_chars = CodePointSet::All().Minus(CodePointSet::Of(kFullwidthBar));
+      for (uint32_t c : {'"', '\n', '<', '>'}) name_chars = name_chars.Minus(CodePointSet::Of(c));
+      const Element key = b_.Repeat(Utf8Element(b_, name_chars), 1, -1);
+      static const Json kTrue = true;
+      const Element json = CompileJsonSubschema(b_, kTrue, kTrue, "#", o_).value();  // any value
+      std::vector<Element> raw = b_.LiteralSeq("\" string=\"true\">");
+      raw.push_back(b_.Star(RawChar()));
+      std::vector<Element> other = b_.LiteralSeq("\" string=\"false\">");
+      other.push_back(json);
+      std::vector<Element> param = Open("", parameter_ + " name=\"");
+      param.push_back(key);
+      param.push_back(b_.Choice({std::move(raw), std::move(other)}, "any_value"));
+      Append(&param, Close("", parameter_ + ">"));
+      const Element one = b_.Seq(std::move(param), "any_parameter");
+      any_params_ = b_.SeparatedList(one, b_.LiteralSeq("\n"), 0, -1);
+    }
+    std::vector<Element> seq = Open("", invoke_ + " name=\"" + name + "\">\n");
+    seq.push_back(*any_params_);
+    Append(&seq, Close("\n", invoke_ + ">"));
+    return b_.Seq(std::move(seq), "any_tool");
+  }
+
+  Element RawChar() {
+    if (!raw_char_) {
+      raw_char_ = Utf8Element(b_, CodePointSet::All().Minus(CodePointSet::Of(kFullwidthBar)));
+    }
+    return *raw_char_;
+  }
+
   // `before` "<" DSML `tag` and "</" DSML `tag`.
   std::vector<Element> Open(const std::string& before, const std::string& tag) {
     return Tag(before + "<", tag);
@@ -235,10 +312,7 @@ class ToolCallCompiler {
       for (const auto& l : raw->literals) alts.push_back(b_.LiteralSeq(l));
       value = b_.Choice(std::move(alts), "raw_enum");
     } else if (raw) {
-      if (!raw_char_) {
-        raw_char_ = Utf8Element(b_, CodePointSet::All().Minus(CodePointSet::Of(kFullwidthBar)));
-      }
-      value = b_.Repeat(*raw_char_, raw->min, raw->max);
+      value = b_.Repeat(RawChar(), raw->min, raw->max);
     } else {
       auto json = CompileJsonSubschema(b_, root, schema, "#/properties/" + key, o_);
       if (!json.ok()) return Prefixed(json.status(), "parameter \"" + key + "\": ");
@@ -255,12 +329,16 @@ class ToolCallCompiler {
   JsonSchemaOptions o_;
   std::string calls_, invoke_, parameter_;
   std::optional<Element> raw_char_;
+  std::optional<Element> any_params_;
 };
 
 }  // namespace
 
-StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const std::string& name,
-                                      bool parallel) {
+namespace {
+
+// The spec of the tools (`optional`: strict tools under tool_choice auto).
+StatusOr<ConstraintSpec> Spec(const nlohmann::ordered_json& tools, const std::string& name,
+                              bool parallel, bool optional) {
   if (!tools.is_array() || tools.empty()) {
     return InvalidArgument("a forced tool call needs a non-empty \"tools\" array");
   }
@@ -281,6 +359,7 @@ StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const
     Json f = {{"name", n}};
     if (fn.contains("parameters") && !fn["parameters"].is_null())
       f["parameters"] = fn["parameters"];
+    if (optional) f["strict"] = fn.contains("strict") && fn["strict"] == true;
     functions.push_back(std::move(f));
   }
   if (!name.empty() && !names.count(name)) {
@@ -290,8 +369,28 @@ StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const
   ConstraintSpec spec;
   spec.kind = ConstraintKind::kToolCalls;
   Json text = {{"tools", std::move(functions)}, {"name", name}, {"parallel", parallel}};
+  if (optional) text["optional"] = true;
   spec.text = text.dump();
   return spec;
+}
+
+}  // namespace
+
+StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const std::string& name,
+                                      bool parallel) {
+  return Spec(tools, name, parallel, /*optional=*/false);
+}
+
+StatusOr<ConstraintSpec> StrictToolCallSpec(const nlohmann::ordered_json& tools, bool parallel) {
+  bool any_strict = false;
+  if (tools.is_array()) {
+    for (const auto& t : tools) {
+      any_strict |= t.is_object() && t.contains("function") && t["function"].is_object() &&
+                    t["function"].contains("strict") && t["function"]["strict"] == true;
+    }
+  }
+  if (!any_strict) return ConstraintSpec();
+  return Spec(tools, "", parallel, /*optional=*/true);
 }
 
 ConstraintSpec WithDsmlNames(ConstraintSpec spec, std::string_view calls, std::string_view invoke,
@@ -320,7 +419,7 @@ StatusOr<Element> CompileToolCalls(GrammarBuilder& b, const std::string& spec_te
   JsonSchemaOptions json = options;
   json.escaped.Add(kFullwidthBar, kFullwidthBar);  // JSON strings write "｜" as \uff5c
   ToolCallCompiler c(b, spec, json);
-  return c.Block(spec);
+  return c.Answer(spec);
 }
 
 }  // namespace dsinfer::structured

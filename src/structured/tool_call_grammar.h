@@ -40,6 +40,12 @@ namespace dsinfer::structured {
 StatusOr<ConstraintSpec> ToolCallSpec(const nlohmann::ordered_json& tools, const std::string& name,
                                       bool parallel);
 
+// Strict tools (`"strict": true` in a function) under tool_choice auto: the answer is free text
+// that does not spell "｜DSML｜", then optionally the block, where the strict tools' parameters
+// follow their schemas as above and the other tools take any parameters. kNone when no tool is
+// strict. Errors as ToolCallSpec's.
+StatusOr<ConstraintSpec> StrictToolCallSpec(const nlohmann::ordered_json& tools, bool parallel);
+
 // `spec` (kToolCalls) with the DSML tag names of another dialect (recipe/dialect.h: DsmlNames;
 // the default is V4's "tool_calls" / "invoke" / "parameter"). Other kinds are returned as they are.
 ConstraintSpec WithDsmlNames(ConstraintSpec spec, std::string_view calls, std::string_view invoke,

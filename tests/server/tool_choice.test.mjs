@@ -2,7 +2,8 @@
 // and a named function make every reply a DSML tool-call block, so each seed ends with
 // finish_reason "tool_calls" and parsed tool_calls whose arguments follow the tool's JSON schema;
 // parallel_tool_calls false gives one call; a thinking chat is forced after </think>; a streamed
-// reply equals the unstreamed one; and `dsinfer generate --input` takes the same request keys.
+// reply equals the unstreamed one; strict tools under tool_choice auto keep free text but calls
+// that follow the schema; and `dsinfer generate --input` takes the same request keys.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -137,6 +138,24 @@ describe('tool_choice forces a DSML tool call', () => {
       assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
       assert.equal(r.usage.completion_tokens_details.reasoning_tokens, 1, 'the </think> token');
       choice.message.tool_calls.forEach(validate);
+    }
+  });
+
+  test('strict tools under tool_choice auto: free text, and calls that follow the schema', async () => {
+    const strict = [{ ...tools[0], function: { ...tools[0].function, strict: true } }];
+    const plain = await client.chat.completions.create({ messages: user('Hi'), tools: strict,
+      temperature: 1, seed: 1, max_tokens: 8 });
+    assert.equal(plain.choices[0].finish_reason, 'length');
+    assert.ok(plain.choices[0].message.content.length > 0);
+    // Biased toward "\n\n", "<" and ｜DSML｜, the random model soon opens a block; the call
+    // follows the schema.
+    for (const seed of SEEDS.slice(0, 3)) {
+      const r = await client.chat.completions.create({ messages: user('Weather?'), tools: strict,
+        temperature: 1, seed, max_tokens: 400, parallel_tool_calls: false,
+        logit_bias: { 271: 100, 30: 100, 128825: 100 } });
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+      assert.equal(r.choices[0].message.tool_calls.length, 1);
+      assert.equal(validate(r.choices[0].message.tool_calls[0]), 'get_weather');
     }
   });
 

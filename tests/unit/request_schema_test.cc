@@ -225,6 +225,20 @@ TEST(RequestSchemaTest, OutputConstraintsAreOneFunction) {
   ASSERT_TRUE(named.ok()) << named.status().ToString();
   EXPECT_EQ(json::parse(named->sampling.structured_outputs.text)["name"], "g");
   EXPECT_EQ(json::parse(named->sampling.structured_outputs.text)["parallel"], false);
+  // Strict tools under tool_choice auto constrain the answer's calls; not with tool_choice none
+  // or another constraint.
+  const std::string strict_tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "strict": true}}])";
+  auto strict = Chat("{" + m + ", " + strict_tools + "}");
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  EXPECT_EQ(strict->sampling.structured_outputs.kind, structured::ConstraintKind::kToolCalls);
+  EXPECT_EQ(json::parse(strict->sampling.structured_outputs.text)["optional"], true);
+  EXPECT_FALSE(Chat("{" + m + ", " + tools + "}")->sampling.structured_outputs.active());
+  EXPECT_FALSE(Chat("{" + m + ", " + strict_tools + R"(, "tool_choice": "none"})")
+                   ->sampling.structured_outputs.active());
+  EXPECT_EQ(Chat("{" + m + ", " + strict_tools + R"(, "response_format": {"type": "json_object"}})")
+                ->sampling.structured_outputs.kind,
+            structured::ConstraintKind::kJsonObject);
   // What stays refused: no tools, a name that is not a tool, two constraints, bad tools.
   ExpectError(Chat("{" + m + R"(, "tool_choice": "required"})"), "needs a non-empty \"tools\"");
   ExpectError(Chat("{" + m + R"(, "tools": [], "tool_choice": "required"})"),

@@ -199,6 +199,51 @@ TEST(ToolCallGrammarTest, NamedFunctionAndSingleCall) {
   EXPECT_FALSE(Accepts(single, Block({Invoke("ping", {}), Invoke("ping", {})})));
 }
 
+// Strict tools under tool_choice auto: free text (never spelling ｜DSML｜), then optionally the
+// block; the strict tool's parameters follow its schema, the others' are free.
+TEST(ToolCallGrammarTest, StrictToolsUnderAuto) {
+  EXPECT_FALSE(structured::StrictToolCallSpec(ordered_json::parse(kTools), true)->active());
+  auto tools = ordered_json::parse(kTools);
+  tools[0]["function"]["strict"] = true;
+  tools.push_back(ordered_json::parse(R"({"type": "function", "function": {"name": "free",
+      "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}})"));
+  auto spec = structured::StrictToolCallSpec(tools, true);
+  ASSERT_TRUE(spec.ok() && spec->active());
+  auto a = structured::CompileConstraint(*spec, Vocab().vocab);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto accepting = [&](const std::string& text) {
+    structured::Matcher m(*a);
+    for (int32_t id : Ids(text)) {
+      if (!m.Advance(id).ok()) return false;
+    }
+    return m.IsAccepting();
+  };
+  const std::string bar = "\xEF\xBD\x9C";
+  EXPECT_TRUE(accepting(""));
+  EXPECT_TRUE(accepting("It is sunny.\n\n<b> " + bar + "DSM" + bar + " " + bar + "DSML."));
+  const std::string weather =
+      Invoke("get_weather", {Param("city", true, "Paris"), Param("days", false, "2")});
+  EXPECT_TRUE(Accepts(*a, "Let me look." + Block({weather})));
+  EXPECT_TRUE(Accepts(*a, Block({weather, Invoke("ping", {Param("x", true, "y")})})));
+  EXPECT_TRUE(Accepts(*a, Block({Invoke("free", {Param("n", false, "\"not a number\""),
+                                                 Param("other key", true, "a<b")})})));
+  EXPECT_FALSE(Accepts(*a, Block({Invoke("get_weather", {Param("days", false, "2")})})));
+  EXPECT_FALSE(Accepts(
+      *a,
+      Block({Invoke("get_weather", {Param("city", true, "Paris"), Param("days", false, "x")})})));
+  EXPECT_FALSE(Accepts(*a, Block({Invoke("unknown", {})})));
+  EXPECT_FALSE(accepting(Block({weather}) + "more"));  // nothing but EOS after the block
+  // The markup spelled by ordinary tokens in the text: refused at its last bar.
+  structured::Matcher m(*a);
+  for (char c : "x\n\n<" + kDsml.substr(0, kDsml.size() - 1))
+    ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  EXPECT_FALSE(m.Advance(static_cast<uint8_t>(kDsml.back())).ok());
+  structured::Matcher one(*a);
+  ASSERT_TRUE(one.Advance('x').ok());
+  EXPECT_FALSE(one.Advance(Vocab().dsml - 1).ok());  // nor in one token
+  EXPECT_TRUE(one.Advance(0xEF).ok());               // a bar may start
+}
+
 // V4.1 spells its tags " calls" / " invoke" / " parameter"; the engine passes its dialect's names.
 TEST(ToolCallGrammarTest, OtherDialectsTagNames) {
   auto spec = structured::ToolCallSpec(ordered_json::parse(kTools), "get_weather", true);
