@@ -23,11 +23,14 @@
 
 namespace dsinfer {
 
-// What a request's output must match (structured output): response_format / structured_outputs.
+// What a request's output must match (structured output): response_format / structured_outputs,
+// or a forced tool call (tool_choice "required" / a named function: kToolCalls).
 struct OutputConstraint {
-  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar, kToolCalls };
   Kind kind = Kind::kNone;
-  std::string text;  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF
+  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF; tool_calls: the allowed
+  // tools, the forced name and parallelism (JSON, as the request layer wrote it)
+  std::string text;
   std::vector<std::string> choices;  // choice: the allowed outputs
   bool active() const { return kind != Kind::kNone; }
 };

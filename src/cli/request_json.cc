@@ -60,6 +60,8 @@ void AddChatMessages(const Engine& engine, const ChatOptions& chat, json* line) 
                                          {"type", "function"},
                                          {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
       }
+      // As the server says it: the model called tools and stopped by itself.
+      if (ch.value("finish_reason", "") == "stop") ch["finish_reason"] = "tool_calls";
     }
     ch["message"] = message;
   }

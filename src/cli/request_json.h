@@ -13,7 +13,8 @@ namespace dsinfer::cli {
 //  "usage": {...}, "ttft_ms", "e2e_ms"} or {"id", "error": {"code", "message"}}.
 nlohmann::json ResultJson(const nlohmann::json& id, const RequestResult& result, bool with_text);
 // For a chat request: adds to each choice of `line` the OpenAI-style assistant "message" parsed by
-// the recipe (content, reasoning_content, tool_calls).
+// the recipe (content, reasoning_content, tool_calls); a choice that called tools and stopped by
+// itself gets finish_reason "tool_calls" (as the server's).
 void AddChatMessages(const Engine& engine, const ChatOptions& chat, nlohmann::json* line);
 
 }  // namespace dsinfer::cli

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "engine/public_types.h"
+#include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -149,6 +150,10 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
                       std::to_string(max_model_len_ - n));
   }
   if (p.params.structured_outputs.active()) {
+    // A forced tool call writes the DSML tags of the model's dialect (V4.1 spells them apart).
+    const recipe::DsmlNames dsml = recipe::DsmlNamesOf(codec_->dialect());
+    p.params.structured_outputs = structured::WithDsmlNames(
+        std::move(p.params.structured_outputs), dsml.calls, dsml.invoke, dsml.parameter);
     DSINFER_ASSIGN_OR_RETURN(p.constraint, Constraint(p.params.structured_outputs));
     p.constraint_after_reasoning =
         !request.messages.empty() && request.chat.thinking && think_end_id_ >= 0;

@@ -68,6 +68,9 @@ structured::ConstraintSpec ToConstraintSpec(const OutputConstraint& c) {
     case OutputConstraint::Kind::kGrammar:
       s.kind = structured::ConstraintKind::kGrammar;
       break;
+    case OutputConstraint::Kind::kToolCalls:
+      s.kind = structured::ConstraintKind::kToolCalls;
+      break;
   }
   s.text = c.text;
   s.choices = c.choices;
@@ -94,6 +97,9 @@ OutputConstraint ToOutputConstraint(const structured::ConstraintSpec& c) {
       break;
     case structured::ConstraintKind::kGrammar:
       o.kind = OutputConstraint::Kind::kGrammar;
+      break;
+    case structured::ConstraintKind::kToolCalls:
+      o.kind = OutputConstraint::Kind::kToolCalls;
       break;
   }
   o.text = c.text;

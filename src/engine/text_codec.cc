@@ -84,6 +84,7 @@ class TokenizerCodec final : public TextCodec {
     return std::make_unique<Detokenizer>(tokenizer_.get());
   }
   const tokenizer::Tokenizer* tokenizer() const override { return tokenizer_.get(); }
+  recipe::Dialect dialect() const override { return dialect_; }
   StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids,
                                 const ChatOptions& chat) const override {
     const recipe::ParseDelta parsed = recipe::ParseCompletion(

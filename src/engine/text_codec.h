@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "dsinfer/engine.h"
+#include "recipe/dialect.h"
 
 namespace dsinfer::tokenizer {
 class Tokenizer;
@@ -43,6 +44,8 @@ class TextCodec {
   virtual std::unique_ptr<IncrementalDecoder> NewDecoder() const = 0;
   // The tokenizer behind the text (token bytes for structured output), or nullptr.
   virtual const tokenizer::Tokenizer* tokenizer() const { return nullptr; }
+  // The chat recipe's dialect (a forced tool call writes its DSML tags).
+  virtual recipe::Dialect dialect() const { return recipe::Dialect::kV4; }
 };
 
 // Ids only: every text operation is an InvalidArgument explaining that the model has no tokenizer.

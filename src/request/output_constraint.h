@@ -1,13 +1,17 @@
 // ParseOutputConstraint: what a request asks its output to conform to — `response_format`
 // (json_object / json_schema), `structured_outputs` (vLLM: json / regex / choice / grammar, and the
 // legacy guided_* keys: structured/constraint_spec.h) and a `tool_choice` of "required" or a named
-// function. The ONE place of the request schema where these keys are read. A tool_choice that
-// forces a tool call is refused with InvalidArgument "... is not supported yet" (the DSML
-// tool-call grammar has not landed), so the server answers 400 and nothing is silently ignored.
-// Pure function; thread-safe.
+// function, which forces a DSML tool call over the request's `tools` (structured/
+// tool_call_grammar.h; `parallel_tool_calls` false: exactly one); under tool_choice auto, tools
+// marked `"strict": true` constrain the answer's tool calls (StrictToolCallSpec). The ONE place
+// of the request schema where these keys are read. A forced tool call without tools, naming a
+// function that is not among them, or together with response_format / structured_outputs is an
+// InvalidArgument. Pure function; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "base/status.h"
 #include "structured/constraint_spec.h"

@@ -152,13 +152,21 @@ Element Utf8Element(GrammarBuilder& b, const CodePointSet& set) {
   return b.Choice(std::move(alts), "char");
 }
 
-Element JsonCharElement(GrammarBuilder& b, const CodePointSet& set) {
+Element JsonCharElement(GrammarBuilder& b, const CodePointSet& set, const CodePointSet& escaped) {
   CodePointSet special;
   special.Add(0, 0x1F);
   special.Add('"', '"');
   special.Add('\\', '\\');
   std::vector<std::vector<Element>> alts;
-  const CodePointSet plain = set.Minus(special);
+  const CodePointSet plain = set.Minus(special).Minus(escaped);
+  for (auto [lo, hi] : escaped.ranges()) {
+    for (uint32_t c = lo; c <= hi && c <= 0xFFFF; ++c) {
+      if (!set.Has(c) || special.Has(c)) continue;
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      alts.push_back(b.LiteralSeq(buf));
+    }
+  }
   for (auto [lo, hi] : plain.ranges()) AddUtf8Range(b, lo, hi, &alts);
   for (auto [lo, hi] : set.ranges()) {
     for (uint32_t c = lo; c <= hi && c <= 0x5C; ++c) {

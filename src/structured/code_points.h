@@ -39,8 +39,10 @@ class CodePointSet {
 
 // One member of `set` as UTF-8 bytes.
 Element Utf8Element(GrammarBuilder& b, const CodePointSet& set);
-// One member of `set` as it appears inside a JSON string literal.
-Element JsonCharElement(GrammarBuilder& b, const CodePointSet& set);
+// One member of `set` as it appears inside a JSON string literal. Members of `escaped` (code points
+// of the Basic Multilingual Plane) are written only as their \uxxxx escape, never raw.
+Element JsonCharElement(GrammarBuilder& b, const CodePointSet& set,
+                        const CodePointSet& escaped = CodePointSet());
 // The UTF-8 bytes of `c`.
 std::string EncodeUtf8(uint32_t c);
 

@@ -2,6 +2,7 @@
 
 #include "structured/gbnf_compiler.h"
 #include "structured/regex_compiler.h"
+#include "structured/tool_call_grammar.h"
 
 namespace dsinfer::structured {
 
@@ -37,6 +38,10 @@ StatusOr<Grammar> CompileToGrammar(const ConstraintSpec& spec, const CompileOpti
       DSINFER_ASSIGN_OR_RETURN(body, CompileGbnf(b, spec.text));
       break;
     }
+    case ConstraintKind::kToolCalls: {
+      DSINFER_ASSIGN_OR_RETURN(body, CompileToolCalls(b, spec.text, options.json));
+      break;
+    }
   }
   b.AddAlt(root, {body});
   return b.Finish(root);
@@ -45,6 +50,12 @@ StatusOr<Grammar> CompileToGrammar(const ConstraintSpec& spec, const CompileOpti
 StatusOr<std::shared_ptr<TokenAutomaton>> CompileConstraint(const ConstraintSpec& spec,
                                                             std::shared_ptr<const Vocabulary> vocab,
                                                             const CompileOptions& options) {
+  if (spec.kind == ConstraintKind::kToolCalls && vocab->special_id(kDsmlSlot) < 0) {
+    return InvalidArgument(
+        "a forced tool call needs the tokenizer's \"\xEF\xBD\x9C"
+        "DSML\xEF\xBD\x9C\" token, and it "
+        "has none");
+  }
   DSINFER_ASSIGN_OR_RETURN(Grammar g, CompileToGrammar(spec, options));
   auto a = std::make_shared<TokenAutomaton>(std::move(g), std::move(vocab), options.pda);
   DSINFER_RETURN_IF_ERROR(a->status());

@@ -16,6 +16,8 @@ const char* ConstraintKindName(ConstraintKind kind) {
       return "choice";
     case ConstraintKind::kGrammar:
       return "grammar";
+    case ConstraintKind::kToolCalls:
+      return "tool_calls";
   }
   return "none";
 }

@@ -17,12 +17,24 @@
 
 namespace dsinfer::structured {
 
-enum class ConstraintKind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+// kToolCalls: a forced DSML tool call (tool_choice "required" or a named function); built by
+// ToolCallSpec (tool_call_grammar.h) from the request's tools, not by ParseOutputConstraint.
+enum class ConstraintKind {
+  kNone,
+  kJsonObject,
+  kJsonSchema,
+  kRegex,
+  kChoice,
+  kGrammar,
+  kToolCalls
+};
 const char* ConstraintKindName(ConstraintKind kind);  // "none", "json_object", "json_schema", ...
 
 struct ConstraintSpec {
   ConstraintKind kind = ConstraintKind::kNone;
-  std::string text;  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF
+  // json_schema: the schema (JSON); regex: the pattern; grammar: GBNF; tool_calls: the tools,
+  // the forced name and whether calls may be parallel (JSON, tool_call_grammar.h)
+  std::string text;
   std::vector<std::string> choices;  // choice: the allowed outputs
 
   bool active() const { return kind != ConstraintKind::kNone; }

@@ -1,6 +1,7 @@
 #include "structured/json_schema_compiler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -22,6 +23,23 @@ class Compiler {
  public:
   Compiler(GrammarBuilder& b, const Json& root, const JsonSchemaOptions& o)
       : b_(b), root_(root), o_(o) {}
+
+  // The JSON text of a literal value, with the escaped code points as \uxxxx (raw UTF-8 of a
+  // non-ASCII code point occurs only inside strings of a dump).
+  std::string Literal(const Json& v) const {
+    std::string text = Dump(v);
+    for (auto [lo, hi] : o_.escaped.ranges()) {
+      for (uint32_t c = lo; c <= hi && c <= 0xFFFF; ++c) {
+        if (c < 0x80) continue;
+        const std::string raw = EncodeUtf8(c);
+        char esc[8];
+        std::snprintf(esc, sizeof(esc), "\\u%04x", c);
+        for (size_t at = text.find(raw); at != std::string::npos; at = text.find(raw, at + 6))
+          text.replace(at, raw.size(), esc);
+      }
+    }
+    return text;
+  }
 
   StatusOr<Element> Compile(const Json& s, const std::string& path, int depth) {
     if (depth > o_.max_ref_depth) {
@@ -54,7 +72,7 @@ class Compiler {
         return InvalidArgument("enum at " + path + " must be a non-empty array");
       std::vector<std::vector<Element>> alts;
       for (const auto& v : s["enum"]) {
-        if (TypeMatches(s, v)) alts.push_back(b_.LiteralSeq(Dump(v)));
+        if (TypeMatches(s, v)) alts.push_back(b_.LiteralSeq(Literal(v)));
       }
       if (alts.empty())
         return InvalidArgument("no enum value at " + path + " has the schema's type");
@@ -126,7 +144,7 @@ class Compiler {
   }
   std::vector<Element> Comma() { return {Ws(), b_.Byte(','), Ws()}; }
   Element AnyChar() {
-    if (!any_char_) any_char_ = JsonCharElement(b_, CodePointSet::All());
+    if (!any_char_) any_char_ = JsonCharElement(b_, CodePointSet::All(), o_.escaped);
     return *any_char_;
   }
   Element AnyString() {
@@ -243,7 +261,7 @@ class Compiler {
   StatusOr<Element> Value(const Json& v, const Json& s, const std::string& path) {
     if (!TypeMatches(s, v))
       return InvalidArgument("const at " + path + " does not have the schema's type");
-    return b_.Literal(Dump(v));
+    return b_.Literal(Literal(v));
   }
 
   static bool TypeMatches(const Json& s, const Json& v) {
@@ -368,7 +386,8 @@ class Compiler {
     if (!regex.empty()) {
       if (lengths)
         return Unimplemented("pattern or format together with minLength/maxLength at " + path);
-      DSINFER_ASSIGN_OR_RETURN(Element body, CompileRegex(b_, regex, RegexMode::kJsonPattern));
+      DSINFER_ASSIGN_OR_RETURN(Element body, CompileRegex(b_, regex, RegexMode::kJsonPattern,
+                                                          /*max_repeat=*/10000, o_.escaped));
       return b_.Seq({b_.Byte('"'), body, b_.Byte('"')}, "pattern_string");
     }
     if (max >= 0 && max < min) return InvalidArgument("maxLength < minLength at " + path);
@@ -433,8 +452,8 @@ class Compiler {
     for (size_t i = 0; i < n; ++i) {
       DSINFER_ASSIGN_OR_RETURN(
           Element v, Compile(*list[i].second, path + "/properties/" + list[i].first, depth + 1));
-      kv[i] =
-          b_.Seq({b_.Literal(Dump(Json(list[i].first))), Ws(), b_.Byte(':'), Ws(), v}, "property");
+      kv[i] = b_.Seq({b_.Literal(Literal(Json(list[i].first))), Ws(), b_.Byte(':'), Ws(), v},
+                     "property");
       is_required[i] = std::find(required.begin(), required.end(), list[i].first) != required.end();
     }
     // rest[i][h]: properties i.. with h = "one was written already" (a comma comes first).
@@ -519,12 +538,21 @@ StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_j
   return c.Compile(schema, "#", 0);
 }
 
+StatusOr<Element> CompileJsonSubschema(GrammarBuilder& b, const nlohmann::ordered_json& root,
+                                       const nlohmann::ordered_json& schema,
+                                       const std::string& path, const JsonSchemaOptions& options) {
+  Compiler c(b, root, options);
+  return c.Compile(schema, path, 0);
+}
+
 Element JsonObjectElement(GrammarBuilder& b, const JsonSchemaOptions& options) {
   static const nlohmann::ordered_json kTrue = true;
   Compiler c(b, kTrue, options);
   const Element any = c.AnyValue();
   return c.Members(
-      b.Seq({b.Byte('"'), b.Star(JsonCharElement(b, CodePointSet::All())), b.Byte('"')}, "key"),
+      b.Seq({b.Byte('"'), b.Star(JsonCharElement(b, CodePointSet::All(), options.escaped)),
+             b.Byte('"')},
+            "key"),
       any, 0, -1);
 }
 

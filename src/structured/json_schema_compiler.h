@@ -12,8 +12,10 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
+#include "structured/code_points.h"
 #include "structured/grammar.h"
 
 namespace dsinfer::structured {
@@ -21,10 +23,19 @@ namespace dsinfer::structured {
 struct JsonSchemaOptions {
   int max_whitespace = 2;  // bytes of [ \t\n] allowed between JSON tokens
   int max_ref_depth = 64;  // nested $ref / allOf expansion
+  // Code points (BMP) that strings hold only as \uxxxx escapes, never raw (a forced tool call
+  // keeps "｜" out of its JSON text: tool_call_grammar.h).
+  CodePointSet escaped;
 };
 
 StatusOr<Element> CompileJsonSchema(GrammarBuilder& b, const nlohmann::ordered_json& schema,
                                     const JsonSchemaOptions& options = {});
+// `schema`, the part of `root` at JSON pointer `path` (for errors); its $refs resolve in `root`
+// (a tool's parameter is a subschema of the tool's parameters schema).
+StatusOr<Element> CompileJsonSubschema(GrammarBuilder& b, const nlohmann::ordered_json& root,
+                                       const nlohmann::ordered_json& schema,
+                                       const std::string& path,
+                                       const JsonSchemaOptions& options = {});
 // Any JSON object (OpenAI's json_object mode).
 Element JsonObjectElement(GrammarBuilder& b, const JsonSchemaOptions& options = {});
 

@@ -10,8 +10,9 @@ namespace {
 
 class RegexParser {
  public:
-  RegexParser(GrammarBuilder& b, std::string_view p, RegexMode mode, int64_t max_repeat)
-      : b_(b), p_(p), mode_(mode), max_repeat_(max_repeat) {}
+  RegexParser(GrammarBuilder& b, std::string_view p, RegexMode mode, int64_t max_repeat,
+              const CodePointSet& json_escaped)
+      : b_(b), p_(p), mode_(mode), max_repeat_(max_repeat), json_escaped_(json_escaped) {}
 
   StatusOr<Element> Parse() {
     std::vector<std::vector<Element>> branches;
@@ -48,7 +49,8 @@ class RegexParser {
     return Unimplemented("regex feature not supported: " + what + " in /" + std::string(p_) + "/");
   }
   Element Char(const CodePointSet& s) {
-    return mode_ == RegexMode::kJsonPattern ? JsonCharElement(b_, s) : Utf8Element(b_, s);
+    return mode_ == RegexMode::kJsonPattern ? JsonCharElement(b_, s, json_escaped_)
+                                            : Utf8Element(b_, s);
   }
   Element AnyStar() {
     if (!any_star_) any_star_ = b_.Star(Char(CodePointSet::All()));
@@ -361,13 +363,14 @@ class RegexParser {
   int depth_ = 0;
   bool saw_shorthand_ = false;  // the class being parsed holds \d \w \s (or their negations)
   std::optional<Element> any_star_;
+  CodePointSet json_escaped_;
 };
 
 }  // namespace
 
 StatusOr<Element> CompileRegex(GrammarBuilder& b, std::string_view pattern, RegexMode mode,
-                               int64_t max_repeat) {
-  RegexParser parser(b, pattern, mode, max_repeat);
+                               int64_t max_repeat, const CodePointSet& json_escaped) {
+  RegexParser parser(b, pattern, mode, max_repeat, json_escaped);
   return parser.Parse();
 }
 

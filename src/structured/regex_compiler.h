@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "structured/code_points.h"
 #include "structured/grammar.h"
 
 namespace dsinfer::structured {
@@ -22,8 +23,10 @@ enum class RegexMode {
 };
 
 // The language of `pattern` as one element of `b`. Repetition bounds above `max_repeat` are an
-// InvalidArgument (they would explode the grammar).
+// InvalidArgument (they would explode the grammar). kJsonPattern writes the members of
+// `json_escaped` only as \uxxxx escapes (code_points.h: JsonCharElement).
 StatusOr<Element> CompileRegex(GrammarBuilder& b, std::string_view pattern, RegexMode mode,
-                               int64_t max_repeat = 10000);
+                               int64_t max_repeat = 10000,
+                               const CodePointSet& json_escaped = CodePointSet());
 
 }  // namespace dsinfer::structured

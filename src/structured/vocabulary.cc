@@ -49,20 +49,39 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<in
 }
 
 std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::string>& token_bytes,
-                                                     int64_t vocab_size, int32_t eos_id) {
+                                                     int64_t vocab_size, int32_t eos_id,
+                                                     std::vector<int32_t> special_ids) {
   auto v = std::make_shared<Vocabulary>();
   v->bytes_ = token_bytes;
   v->vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(token_bytes.size()));
   v->eos_id_ = eos_id;
+  // The bytes that stand for special tokens are theirs alone.
+  for (std::string& b : v->bytes_) {
+    if (std::any_of(b.begin(), b.end(),
+                    [](char c) { return static_cast<uint8_t>(c) >= kFirstSpecialTokenByte; })) {
+      b.clear();
+    }
+  }
+  special_ids.resize(std::min<size_t>(special_ids.size(), kNumGrammarSpecialTokens));
+  for (size_t slot = 0; slot < special_ids.size(); ++slot) {
+    const int32_t id = special_ids[slot];
+    if (id < 0 || id >= static_cast<int64_t>(v->bytes_.size()) || id == eos_id) {
+      special_ids[slot] = -1;
+      continue;
+    }
+    v->bytes_[static_cast<size_t>(id)] =
+        std::string(1, static_cast<char>(SpecialTokenByte(static_cast<int>(slot))));
+  }
+  v->special_ids_ = std::move(special_ids);
   std::vector<int32_t> all, long_ones;
-  for (size_t i = 0; i < token_bytes.size(); ++i) {
-    const size_t n = token_bytes[i].size();
+  for (size_t i = 0; i < v->bytes_.size(); ++i) {
+    const size_t n = v->bytes_[i].size();
     if (n == 0 || n >= 60000) continue;
     all.push_back(static_cast<int32_t>(i));
     if (n > static_cast<size_t>(kCounterWindow)) long_ones.push_back(static_cast<int32_t>(i));
   }
-  v->trie_ = TokenTrie(token_bytes, std::move(all));
-  v->long_trie_ = TokenTrie(token_bytes, std::move(long_ones));
+  v->trie_ = TokenTrie(v->bytes_, std::move(all));
+  v->long_trie_ = TokenTrie(v->bytes_, std::move(long_ones));
   return v;
 }
 
@@ -80,7 +99,15 @@ std::shared_ptr<const Vocabulary> Vocabulary::FromTokenizer(const tokenizer::Tok
   // allowed.
   for (int64_t id = vocab_size; id < tokenizer.id_end(); ++id)
     bytes[static_cast<size_t>(id)].clear();
-  return Create(bytes, vocab_size, eos_id);
+  std::vector<int32_t> special_ids(kNumGrammarSpecialTokens, -1);
+  for (const auto& added : tokenizer.added_tokens()) {
+    for (int slot = 0; slot < kNumGrammarSpecialTokens; ++slot) {
+      if (added.content == kGrammarSpecialTokens[slot] && added.id < vocab_size) {
+        special_ids[slot] = added.id;
+      }
+    }
+  }
+  return Create(bytes, vocab_size, eos_id, std::move(special_ids));
 }
 
 }  // namespace dsinfer::structured

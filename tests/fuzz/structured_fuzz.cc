@@ -1,7 +1,8 @@
 // libFuzzer target for the structured-output compilers: the first byte picks a mode, the rest is
 // the constraint text, and its last 16 bytes also serve as an input to match.
 //   mode 0: a JSON schema; mode 1: a regex; mode 2: a GBNF grammar; mode 3: a request body for
-//   ParseOutputConstraint, compiled when it sets a constraint.
+//   ParseOutputConstraint, compiled when it sets a constraint; a body that sets none but has
+//   "tools" is a forced tool call (tool_choice "required") or strict tools under auto.
 // Every input must compile or return a Status (never crash, hang or exhaust memory: the limits are
 // small here), and a compiled constraint must survive masks and matching on a tiny vocabulary.
 // Built with clang (-fsanitize=fuzzer) by scripts/fuzz_structured.sh, which CI runs for a bounded
@@ -12,6 +13,7 @@
 
 #include "structured/constraint_compiler.h"
 #include "structured/matcher.h"
+#include "structured/tool_call_grammar.h"
 
 namespace {
 
@@ -23,9 +25,10 @@ std::shared_ptr<const Vocabulary> FuzzVocabulary() {
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
     for (const char* p : {"{\"", "\":", "\",", "\"}", "true", "null", "12", "ab", "é"})
       bytes.push_back(p);
-    bytes.push_back("");
-    return Vocabulary::Create(bytes, static_cast<int64_t>(bytes.size()),
-                              static_cast<int32_t>(bytes.size() - 1));
+    bytes.push_back("");  // ｜DSML｜
+    bytes.push_back("");  // EOS
+    const auto n = static_cast<int32_t>(bytes.size());
+    return Vocabulary::Create(bytes, n, n - 1, {n - 2});
   }();
   return v;
 }
@@ -53,6 +56,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto body = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (body.is_discarded()) return 0;
       auto parsed = ParseOutputConstraint(body);
+      if (parsed.ok() && !parsed->active() && body.is_object() && body.contains("tools")) {
+        const bool required = body.contains("tool_choice") && body["tool_choice"] == "required";
+        parsed = required ? ToolCallSpec(body["tools"], "", true)
+                          : StrictToolCallSpec(body["tools"], true);
+      }
       if (!parsed.ok() || !parsed->active()) return 0;
       spec = *parsed;
     }

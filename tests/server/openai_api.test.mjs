@@ -148,8 +148,9 @@ describe('chat completions', () => {
     const r = await client.chat.completions.create({ messages: history, tools, max_tokens: 4, seed: 2 });
     assert.equal(r.choices[0].message.role, 'assistant');
     assert.ok(!r.choices[0].message.tool_calls || Array.isArray(r.choices[0].message.tool_calls));
-    await assert.rejects(client.chat.completions.create({ messages: user('x'), tools, tool_choice: 'required' }),
-      (e) => e.status === 400 && /not supported yet/.test(e.message));
+    await assert.rejects(client.chat.completions.create({ messages: user('x'), tools,
+      tool_choice: { type: 'function', function: { name: 'get_time' } } }),
+    (e) => e.status === 400 && /"get_time", which is not in "tools"/.test(e.message));
   });
 
   test('logprobs: token, logprob, bytes, top_logprobs; streamed == unstreamed', async () => {
@@ -222,8 +223,8 @@ describe('errors', () => {
     await expectStatus(client.chat.completions.create({ messages: user('x'), max_tokens: 100000 }), 400,
       /the context holds 4096 tokens, but \d+ were requested \(\d+ in the prompt, max_tokens 100000\)/);
     await expectStatus(client.completions.create({ prompt: 'x'.repeat(50000), max_tokens: 1 }), 400, /context holds 4096/);
-    await expectStatus(client.chat.completions.create({ messages: user('x'), tools: [{ type: 'function',
-      function: { name: 'f', parameters: { type: 'object' } } }], tool_choice: 'required' }), 400, /not supported yet/);
+    await expectStatus(client.chat.completions.create({ messages: user('x'), tool_choice: 'required' }), 400,
+      /"tool_choice" "required" needs a non-empty "tools" array/);
     await expectStatus(client.chat.completions.create({ messages: user('x'), response_format: { type: 'json_schema',
       json_schema: { name: 's', schema: { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } } } } }), 400);
     await expectStatus(client.chat.completions.create({ messages: user('x'), structured_outputs: { regex: '(' } }), 400);

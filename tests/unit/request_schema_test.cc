@@ -206,10 +206,54 @@ TEST(RequestSchemaTest, OutputConstraintsAreOneFunction) {
   EXPECT_EQ(re->sampling.structured_outputs.kind, structured::ConstraintKind::kRegex);
   EXPECT_EQ(re->sampling.structured_outputs.text, "a+");
   ExpectError(Chat("{" + m + R"(, "response_format": {"type": "yaml"}})"), "response_format");
-  ExpectError(Chat("{" + m + R"(, "tool_choice": "required"})"), "not supported yet");
-  ExpectError(Chat("{" + m + R"(, "tool_choice": {"type": "function",
-                                 "function": {"name": "f"}}})"),
-              "naming a function is not supported yet");
+  // A forced tool call is a tool-call constraint over the tools (kept in the body's own order).
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type":
+         "object", "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "string"}}}}},
+         {"type": "function", "function": {"name": "g"}}])";
+  const std::string required = "{" + m + ", " + tools + R"(, "tool_choice": "required"})";
+  const auto required_ordered = nlohmann::ordered_json::parse(required);
+  auto forced = ParseRequest(json::parse(required), Kind::kChat, Request{}, &required_ordered);
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  const auto& spec = forced->sampling.structured_outputs;
+  EXPECT_EQ(spec.kind, structured::ConstraintKind::kToolCalls);
+  EXPECT_LT(spec.text.find("zeta"), spec.text.find("alpha")) << spec.text;
+  EXPECT_EQ(json::parse(spec.text)["name"], "");
+  EXPECT_EQ(json::parse(spec.text)["parallel"], true);
+  auto named = Chat("{" + m + ", " + tools + R"(, "parallel_tool_calls": false,
+                    "tool_choice": {"type": "function", "function": {"name": "g"}}})");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(json::parse(named->sampling.structured_outputs.text)["name"], "g");
+  EXPECT_EQ(json::parse(named->sampling.structured_outputs.text)["parallel"], false);
+  // Strict tools under tool_choice auto constrain the answer's calls; not with tool_choice none
+  // or another constraint.
+  const std::string strict_tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "strict": true}}])";
+  auto strict = Chat("{" + m + ", " + strict_tools + "}");
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  EXPECT_EQ(strict->sampling.structured_outputs.kind, structured::ConstraintKind::kToolCalls);
+  EXPECT_EQ(json::parse(strict->sampling.structured_outputs.text)["optional"], true);
+  EXPECT_FALSE(Chat("{" + m + ", " + tools + "}")->sampling.structured_outputs.active());
+  EXPECT_FALSE(Chat("{" + m + ", " + strict_tools + R"(, "tool_choice": "none"})")
+                   ->sampling.structured_outputs.active());
+  EXPECT_EQ(Chat("{" + m + ", " + strict_tools + R"(, "response_format": {"type": "json_object"}})")
+                ->sampling.structured_outputs.kind,
+            structured::ConstraintKind::kJsonObject);
+  // What stays refused: no tools, a name that is not a tool, two constraints, bad tools.
+  ExpectError(Chat("{" + m + R"(, "tool_choice": "required"})"), "needs a non-empty \"tools\"");
+  ExpectError(Chat("{" + m + R"(, "tools": [], "tool_choice": "required"})"),
+              "needs a non-empty \"tools\"");
+  ExpectError(Chat("{" + m + ", " + tools + R"(, "tool_choice": {"type": "function",
+                                 "function": {"name": "h"}}})"),
+              "names the function \"h\", which is not in \"tools\"");
+  ExpectError(Chat("{" + m + ", " + tools + R"(, "tool_choice": "required",
+                   "response_format": {"type": "json_object"}})"),
+              "cannot be combined with another output constraint (json_object)");
+  ExpectError(Chat("{" + m + R"(, "tools": [{"type": "function", "function": {}}],
+                   "tool_choice": "required"})"),
+              "needs a string \"name\"");
+  ExpectError(Chat("{" + m + R"(, "tool_choice": {"type": "function", "function": {}}})"),
+              "\"tool_choice\" must be");
   ExpectError(Chat("{" + m + R"(, "tool_choice": "sometimes"})"), "\"tool_choice\" must be");
   auto none = Chat("{" + m + R"(, "tool_choice": "none"})");
   ASSERT_TRUE(none.ok());
