@@ -1,5 +1,5 @@
-// Engine benchmark: offline throughput of the whole runtime (scheduler, state cache, sampler, model)
-// on a model dir, or on a preset with device-random weights (--random-preset, CUDA). Submits
+// Engine benchmark: offline throughput of the whole runtime (scheduler, state cache, sampler,
+// model) on a model dir, or on a preset with device-random weights (--random-preset, CUDA). Submits
 // --requests random-id prompts at once, each generating exactly its output length (ignore_eos,
 // seeded sampling with top_k 50), and prints one JSON line: requests, tokens, wall time, output and
 // total tokens/s, TTFT and TPOT percentiles (TTFT counts from submission, so it includes queueing
@@ -30,7 +30,8 @@ struct Lengths {
   int64_t min = 1, max = 1;
 };
 
-StatusOr<Lengths> ReadLengths(const cli::Flags& flags, const std::string& what, int64_t fixed_default) {
+StatusOr<Lengths> ReadLengths(const cli::Flags& flags, const std::string& what,
+                              int64_t fixed_default) {
   Lengths l;
   DSINFER_ASSIGN_OR_RETURN(l.fixed, flags.GetInt(what + "-len", fixed_default));
   if (flags.Has(what + "-median")) {
@@ -63,7 +64,8 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
   DSINFER_ASSIGN_OR_RETURN(const int64_t seed, flags.GetInt("seed", 1));
   if (requests < 1) return InvalidArgument("--requests must be >= 1");
-  if (o.max_model_len == 0) o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
+  if (o.max_model_len == 0)
+    o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
   DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(o));
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   std::vector<GenerateRequest> reqs(static_cast<size_t>(requests));
@@ -89,11 +91,15 @@ Status Run(const cli::Flags& flags) {
   j["device"] = engine->device();
   j["threads"] = o.num_threads;
   j["prompt"] = prompt.fixed ? nlohmann::json(prompt.fixed)
-                             : nlohmann::json({{"median", prompt.median}, {"sigma", prompt.sigma},
-                                               {"min", prompt.min}, {"max", prompt.max}});
+                             : nlohmann::json({{"median", prompt.median},
+                                               {"sigma", prompt.sigma},
+                                               {"min", prompt.min},
+                                               {"max", prompt.max}});
   j["output"] = output.fixed ? nlohmann::json(output.fixed)
-                             : nlohmann::json({{"median", output.median}, {"sigma", output.sigma},
-                                               {"min", output.min}, {"max", output.max}});
+                             : nlohmann::json({{"median", output.median},
+                                               {"sigma", output.sigma},
+                                               {"min", output.min},
+                                               {"max", output.max}});
   j["max_batch_tokens"] = o.max_batch_tokens;
   j["max_running"] = o.max_running;
   std::printf("%s\n", j.dump().c_str());
@@ -104,19 +110,18 @@ Status Run(const cli::Flags& flags) {
 
 int main(int argc, char** argv) {
   std::vector<cli::FlagSpec> specs = cli::EngineFlagSpecs();
-  specs.insert(specs.end(),
-               {{"model", "model dir"},
-                {"requests", "requests, all submitted at once (default 16)"},
-                {"prompt-len", "every prompt this long (default 128)"},
-                {"prompt-median", "lognormal prompt lengths with this median"},
-                {"prompt-min", "shortest prompt (default 1)"},
-                {"prompt-max", "longest prompt (default 4 x median)"},
-                {"output-len", "every output this long (default 32)"},
-                {"output-median", "lognormal output lengths with this median"},
-                {"output-min", "shortest output (default 1)"},
-                {"output-max", "longest output (default 4 x median)"},
-                {"sigma", "sigma of the lognormal lengths (default 1)"},
-                {"seed", "workload seed (default 1)"}});
+  specs.insert(specs.end(), {{"model", "model dir"},
+                             {"requests", "requests, all submitted at once (default 16)"},
+                             {"prompt-len", "every prompt this long (default 128)"},
+                             {"prompt-median", "lognormal prompt lengths with this median"},
+                             {"prompt-min", "shortest prompt (default 1)"},
+                             {"prompt-max", "longest prompt (default 4 x median)"},
+                             {"output-len", "every output this long (default 32)"},
+                             {"output-median", "lognormal output lengths with this median"},
+                             {"output-min", "shortest output (default 1)"},
+                             {"output-max", "longest output (default 4 x median)"},
+                             {"sigma", "sigma of the lognormal lengths (default 1)"},
+                             {"seed", "workload seed (default 1)"}});
   // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
   std::vector<char*> args(argv, argv + argc);
   args.insert(args.begin() + 1, argv[0]);

@@ -201,7 +201,7 @@ struct EngineStats {
   // runner's Run, which ends when the sampled ids are on the host).
   int64_t decode_steps = 0;
   int64_t decode_rows = 0;
-  int64_t decode_context = 0;     // their rows' context lengths, summed
+  int64_t decode_context = 0;  // their rows' context lengths, summed
   double decode_run_s = 0;
   double run_s = 0;               // the same for every step
   int64_t state_bytes_used = 0;   // state cache accounting

@@ -33,10 +33,10 @@ namespace dsinfer::backend {
 // repetition / presence / frequency penalties, merged into one record per id (ids ascending).
 struct SampleEdit {
   int32_t id = 0;
-  int32_t mask = 0;          // 1: the id is not allowed (-inf)
-  float bias = 0.0f;         // added first
-  float repetition = 1.0f;   // then: y > 0 ? y / r : y * r (r != 1 only)
-  float subtract = 0.0f;     // then subtracted: presence + frequency * count, computed once
+  int32_t mask = 0;         // 1: the id is not allowed (-inf)
+  float bias = 0.0f;        // added first
+  float repetition = 1.0f;  // then: y > 0 ? y / r : y * r (r != 1 only)
+  float subtract = 0.0f;    // then subtracted: presence + frequency * count, computed once
 };
 
 DSINFER_SAMPLE_FN float ApplySampleEdit(float y, const SampleEdit& e) {

@@ -9,17 +9,22 @@ std::vector<FlagSpec> EngineFlagSpecs() {
   return {
       {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
       {"threads", "CPU threads (default: all)"},
-      {"state-memory-mb", "state memory budget in MiB (default: 1024 on the CPU; on CUDA what the "
-                          "model leaves free, see --gpu-memory-utilization)"},
-      {"gpu-memory-utilization", "share of the GPU's memory the engine may use: weights, "
-                                 "activations and the state pools (default 0.9)"},
+      {"state-memory-mb",
+       "state memory budget in MiB (default: 1024 on the CPU; on CUDA what the "
+       "model leaves free, see --gpu-memory-utilization)"},
+      {"gpu-memory-utilization",
+       "share of the GPU's memory the engine may use: weights, "
+       "activations and the state pools (default 0.9)"},
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
-      {"enforce-eager", "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
-                        "(debugging, A/B timing; the same results)", false},
-      {"random-preset", "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
-                        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
+      {"enforce-eager",
+       "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
+       "(debugging, A/B timing; the same results)",
+       false},
+      {"random-preset",
+       "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
+       "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
   };
 }
 
@@ -54,8 +59,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
   DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
   DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
-  if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 || running > 100000 || o.max_batch_tokens < 1 ||
-      o.max_model_len < 0) {
+  if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 ||
+      running > 100000 || o.max_batch_tokens < 1 || o.max_model_len < 0) {
     return InvalidArgument(
         "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
         "--max-model-len must be positive");

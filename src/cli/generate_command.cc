@@ -173,7 +173,8 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
 }
 
 Status Run(const Flags& flags, bool* any_failed) {
-  if (!flags.Has("model") && !flags.Has("random-preset")) return InvalidArgument("--model is required");
+  if (!flags.Has("model") && !flags.Has("random-preset"))
+    return InvalidArgument("--model is required");
   DSINFER_ASSIGN_OR_RETURN(GenerateRequest defaults, Defaults(flags));
   DSINFER_ASSIGN_OR_RETURN(EngineOptions options, EngineOptionsFromFlags(flags));
   DSINFER_ASSIGN_OR_RETURN(std::vector<Input> inputs, ReadInputs(flags, defaults));
@@ -190,12 +191,13 @@ Status Run(const Flags& flags, bool* any_failed) {
     loaded = done;
     to_load = total;
   };
-  auto load_bar = quiet ? nullptr : std::make_unique<ProgressBar>(
-                                        [&](int64_t* done, int64_t* all, std::string*) {
-                                          *all = to_load.load() >> 20;
-                                          *done = std::min(loaded.load() >> 20, *all);
-                                        },
-                                        "MiB of weights");
+  auto load_bar = quiet ? nullptr
+                        : std::make_unique<ProgressBar>(
+                              [&](int64_t* done, int64_t* all, std::string*) {
+                                *all = to_load.load() >> 20;
+                                *done = std::min(loaded.load() >> 20, *all);
+                              },
+                              "MiB of weights");
   auto created = Engine::Create(options);
   if (load_bar) load_bar->Stop();
   DSINFER_RETURN_IF_ERROR(created.status());

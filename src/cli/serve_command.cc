@@ -28,7 +28,8 @@ std::vector<FlagSpec> Specs() {
 }
 
 Status Run(const Flags& flags) {
-  if (!flags.Has("model") && !flags.Has("random-preset")) return InvalidArgument("--model is required");
+  if (!flags.Has("model") && !flags.Has("random-preset"))
+    return InvalidArgument("--model is required");
   api::ServerOptions o;
   DSINFER_ASSIGN_OR_RETURN(o.engine, EngineOptionsFromFlags(flags));
   o.http.host = flags.GetOr("host", "127.0.0.1");

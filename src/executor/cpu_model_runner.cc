@@ -45,8 +45,8 @@ class CpuModelRunner final : public ModelRunner {
     RunOutput result;
     result.tokens.reserve(draws.size());
     for (const RunDraw& d : draws) {
-      result.tokens.push_back(
-          sampler_.Sample(out.logits.data() + static_cast<int64_t>(d.chunk) * vocab, vocab, d.input));
+      result.tokens.push_back(sampler_.Sample(
+          out.logits.data() + static_cast<int64_t>(d.chunk) * vocab, vocab, d.input));
     }
     return result;
   }

@@ -70,7 +70,8 @@ class CudaModelRunner final : public ModelRunner {
   void Release(scheduler::SeqId seq) override { lengths_.erase(seq); }  // the cache frees the pages
 
   void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
-    // The parent's state as it is (its rings whole, its lists' pages so far) into the child's pages.
+    // The parent's state as it is (its rings whole, its lists' pages so far) into the child's
+    // pages.
     for (size_t p = 0; p < cache_->plan().pools.size(); ++p) {
       const std::vector<int32_t>& from = cache_->PageTable(parent, p);
       const std::vector<int32_t>& to = cache_->PageTable(child, p);

@@ -110,7 +110,8 @@ std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
     if (!rows[r].logprobs) continue;
     tokens[r].logprob = lps[r];
     for (int k = 0; k < row_out[r].top_logprobs; ++k) {
-      tokens[r].top.push_back({top_ids[r * gpu::kMaxTopLogprobs + k], top_lps[r * gpu::kMaxTopLogprobs + k]});
+      tokens[r].top.push_back(
+          {top_ids[r * gpu::kMaxTopLogprobs + k], top_lps[r * gpu::kMaxTopLogprobs + k]});
     }
   }
   return tokens;

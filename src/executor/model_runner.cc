@@ -46,7 +46,8 @@ StatusOr<Device> ResolveDevice(Device device) {
 }
 
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
-  if (!options.random_preset.empty()) return model::deepseek_v4::PresetConfig(options.random_preset);
+  if (!options.random_preset.empty())
+    return model::deepseek_v4::PresetConfig(options.random_preset);
   return io::LoadDeepseekV4Config(options.model_dir);
 }
 
@@ -56,7 +57,8 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& op
   if (!options.random_preset.empty()) {
     return Unimplemented("device-random presets (" + options.random_preset +
                          ") run on the CUDA backend only; write a model dir with "
-                         "`dsinfer init-model --preset " + options.random_preset + "` for the CPU");
+                         "`dsinfer init-model --preset " +
+                         options.random_preset + "` for the CPU");
   }
   return CreateCpuModelRunner(options.model_dir, options.num_threads);
 }

@@ -1,12 +1,13 @@
 // ModelRunner: the seam between the engine and a model on a backend (ARCHITECTURE.md §1). A step's
 // chunks go in — one per sequence: the tokens appended at the sequence's current length — with the
-// draws to make from chunks' last rows, and the drawn tokens (with the logprobs asked for) come out:
-// the sampler runs where the logits are (the CPU sampler, or the CUDA sampling kernel, which picks
-// the CPU sampler's tokens from the same logits), so on a GPU only ids and logprobs cross. The runner keeps each sequence's model state in the
-// engine's state cache pages (cache::StateCache, addressed by the layout it reports) and drops or
-// copies it when the engine says so. The engine, scheduler, sampler and cache are the same for
-// every backend; only the runner differs (CpuModelRunner here; the CUDA runner is the GPU engine
-// issue's). Not thread-safe: the engine thread owns a runner.
+// draws to make from chunks' last rows, and the drawn tokens (with the logprobs asked for) come
+// out: the sampler runs where the logits are (the CPU sampler, or the CUDA sampling kernel, which
+// picks the CPU sampler's tokens from the same logits), so on a GPU only ids and logprobs cross.
+// The runner keeps each sequence's model state in the engine's state cache pages
+// (cache::StateCache, addressed by the layout it reports) and drops or copies it when the engine
+// says so. The engine, scheduler, sampler and cache are the same for every backend; only the runner
+// differs (CpuModelRunner here; the CUDA runner is the GPU engine issue's). Not thread-safe: the
+// engine thread owns a runner.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +59,8 @@ class ModelRunner {
   }
   // One forward step and its draws. A sequence's first chunk starts at 0 (its state is created
   // then); each sequence appears at most once. Logits depend only on each sequence's own tokens
-  // (batch invariance), never on the other chunks of the step, and a draw only on its row and input.
+  // (batch invariance), never on the other chunks of the step, and a draw only on its row and
+  // input.
   virtual StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
                                   const std::vector<RunDraw>& draws) = 0;
   // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
@@ -80,10 +82,10 @@ struct RunnerOptions {
   std::string model_dir;
   std::string random_preset;  // else: this preset with device-random weights (CUDA only)
   uint64_t random_seed = 1;
-  bool cuda_graphs = true;    // CUDA: decode steps replay graphs (EngineOptions::enforce_eager)
+  bool cuda_graphs = true;  // CUDA: decode steps replay graphs (EngineOptions::enforce_eager)
   std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
-  Device device = Device::kCpu;  // resolved (not kAuto)
-  int num_threads = 0;           // CPU: model threads (0: all)
+  Device device = Device::kCpu;                         // resolved (not kAuto)
+  int num_threads = 0;                                  // CPU: model threads (0: all)
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA
   // model keeps its state in fixed device slots until its paged state lands.
   int max_sequences = 64;

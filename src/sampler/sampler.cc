@@ -49,19 +49,22 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   }
   if (in.history) {
     if (p.repetition_penalty != 1.0f) {
-      for (int32_t id : in.history->prompt()) e.push_back({.id = id, .repetition = p.repetition_penalty});
+      for (int32_t id : in.history->prompt())
+        e.push_back({.id = id, .repetition = p.repetition_penalty});
       for (const auto& [id, count] : in.history->output_counts()) {
         e.push_back({.id = id, .repetition = p.repetition_penalty});
       }
     }
     if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
       for (const auto& [id, count] : in.history->output_counts()) {
-        e.push_back({.id = id,
-                     .subtract = p.presence_penalty + p.frequency_penalty * static_cast<float>(count)});
+        e.push_back(
+            {.id = id,
+             .subtract = p.presence_penalty + p.frequency_penalty * static_cast<float>(count)});
       }
     }
   }
-  std::sort(e.begin(), e.end(), [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
+  std::sort(e.begin(), e.end(),
+            [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
   size_t out = 0;
   for (size_t i = 0; i < e.size(); ++i) {
     if (out > 0 && e[out - 1].id == e[i].id) {
@@ -97,7 +100,8 @@ void Sampler::Process(const float* logits, int64_t vocab, const RowDraw& d) {
 }
 
 int32_t Sampler::Argmax() const {
-  return static_cast<int32_t>(std::max_element(scratch_.begin(), scratch_.end()) - scratch_.begin());
+  return static_cast<int32_t>(std::max_element(scratch_.begin(), scratch_.end()) -
+                              scratch_.begin());
 }
 
 void Sampler::Truncate(int64_t vocab, const RowDraw& d) {
@@ -199,15 +203,18 @@ SampledToken Sampler::Draw(const float* logits, int64_t vocab, const RowDraw& d)
     const float m = *std::max_element(logits, logits + vocab);
     const int shift = backend::SampleFixedShift(vocab);
     int64_t sum = 0;
-    for (int64_t i = 0; i < vocab; ++i) sum += backend::SampleFixed(backend::SampleExp(logits[i] - m), shift);
-    const double lse = static_cast<double>(m) + std::log(static_cast<double>(sum) * FixedUnit(shift));
+    for (int64_t i = 0; i < vocab; ++i)
+      sum += backend::SampleFixed(backend::SampleExp(logits[i] - m), shift);
+    const double lse =
+        static_cast<double>(m) + std::log(static_cast<double>(sum) * FixedUnit(shift));
     out.logprob = static_cast<float>(static_cast<double>(logits[out.id]) - lse);
     if (d.top_logprobs > 0) {
       order_.resize(static_cast<size_t>(vocab));
       std::iota(order_.begin(), order_.end(), 0);
       std::partial_sort(order_.begin(), order_.begin() + d.top_logprobs, order_.end(),
                         [logits](int32_t a, int32_t b) {
-                          return backend::SampleKey(logits[a], a) > backend::SampleKey(logits[b], b);
+                          return backend::SampleKey(logits[a], a) >
+                                 backend::SampleKey(logits[b], b);
                         });
       for (int i = 0; i < d.top_logprobs; ++i) {
         out.top.push_back(
@@ -227,7 +234,8 @@ std::vector<double> Sampler::Probabilities(const float* logits, int64_t vocab, c
     double total = 0;
     for (int64_t w : weight_) total += static_cast<double>(w);
     if (total > 0) {
-      for (size_t i = 0; i < kept_.size(); ++i) probs[kept_[i]] = static_cast<double>(weight_[i]) / total;
+      for (size_t i = 0; i < kept_.size(); ++i)
+        probs[kept_[i]] = static_cast<double>(weight_[i]) / total;
       return probs;
     }
   }

@@ -2,14 +2,14 @@
 //   grammar mask -> logit_bias -> min_tokens mask (EOS, stop ids) -> repetition / presence /
 //   frequency penalties
 //   -> greedy argmax, or: temperature -> softmax -> top-k -> top-p -> min-p -> inverse-CDF draw.
-// The arithmetic of the draw is backend/sample_row.h's, which the CUDA sampling kernel shares: given
-// the same logits, both pick the same token. A SampleInput becomes a RowDraw (the per-id edits and
-// the scalar parameters, MakeRowDraw) that either backend runs. The draw uses the 53-bit uniform
-// UniformBitsAt(seed, position, sample_index) (philox.h), so the token depends only on the logits
-// and (seed, position, sample index): never on the batch. Weights are exact integers, so sums do
-// not depend on their order; ties in the candidate order go to the lower id.
-// Logprobs are those of the model's distribution (log_softmax of the raw logits), as vLLM returns
-// by default. Stateless apart from scratch buffers: one Sampler per engine thread.
+// The arithmetic of the draw is backend/sample_row.h's, which the CUDA sampling kernel shares:
+// given the same logits, both pick the same token. A SampleInput becomes a RowDraw (the per-id
+// edits and the scalar parameters, MakeRowDraw) that either backend runs. The draw uses the 53-bit
+// uniform UniformBitsAt(seed, position, sample_index) (philox.h), so the token depends only on the
+// logits and (seed, position, sample index): never on the batch. Weights are exact integers, so
+// sums do not depend on their order; ties in the candidate order go to the lower id. Logprobs are
+// those of the model's distribution (log_softmax of the raw logits), as vLLM returns by default.
+// Stateless apart from scratch buffers: one Sampler per engine thread.
 #pragma once
 
 #include <cstdint>
@@ -51,13 +51,13 @@ struct RowDraw {
   std::vector<backend::SampleEdit> edits;  // one per id whose processing differs, ids ascending
   const uint64_t* allowed = nullptr;       // SampleInput::allowed
   bool greedy = false;
-  float inv_temperature = 1.0f;            // 1 / temperature, in float
-  int top_k = 0;                           // 0: off (also when top_k >= vocab)
-  float top_p = 1.0f;                      // 1: off
-  float min_p = 0.0f;                      // 0: off
-  uint64_t uniform = 0;                    // 53 random bits: UniformBitsAt(seed, position, index)
-  bool logprobs = false;                   // the chosen token's logprob
-  int top_logprobs = 0;                    // and this many alternatives
+  float inv_temperature = 1.0f;  // 1 / temperature, in float
+  int top_k = 0;                 // 0: off (also when top_k >= vocab)
+  float top_p = 1.0f;            // 1: off
+  float min_p = 0.0f;            // 0: off
+  uint64_t uniform = 0;          // 53 random bits: UniformBitsAt(seed, position, index)
+  bool logprobs = false;         // the chosen token's logprob
+  int top_logprobs = 0;          // and this many alternatives
 };
 RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab);
 

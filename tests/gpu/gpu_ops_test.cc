@@ -238,17 +238,21 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
   DeviceBuffer di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin),
                dst = Upload(start), dc = Upload(count), dq = Upload(q), dkv = Upload(kv),
-               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4), page0 = Upload(std::vector<int32_t>{0}), o1(n * width * 4),
-               o2(n * width * 4), q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4), s2(n * lds * 4);
+               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4),
+               page0 = Upload(std::vector<int32_t>{0}), o1(n * width * 4), o2(n * width * 4),
+               q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4), s2(n * lds * 4);
   Stream s;
   SparseAttentionParams p;
   p.meta.ids = di.as<int32_t>(); p.meta.pos = dp.as<int32_t>(); p.meta.slot = ds.as<int32_t>();
   p.meta.seg_begin = db.as<int32_t>(); p.meta.seg_start = dst.as<int32_t>();
   p.meta.seg_count = dc.as<int32_t>(); p.meta.n = n;
   p.q = dq.as<float>(); p.q_norm_eps = 1e-6f; p.kv = dkv.as<float>();
-  p.window.pool = ring.as<float>(); p.window.cap = 128; p.window.width = dim;
+  p.window.pool = ring.as<float>();
+  p.window.cap = 128;
+  p.window.width = dim;
   p.window.page_floats = 128 * dim;  // the sequence's one window page: page 0
-  p.window.pages = page0.as<int32_t>(); p.window.pages_stride = 1;
+  p.window.pages = page0.as<int32_t>();
+  p.window.pages_stride = 1;
   p.window_size = 128; p.heads = heads; p.dim = dim; p.sink = dsink.as<float>();
   p.scale = 1.0f / std::sqrt(static_cast<float>(dim)); p.rope_dim = rope; p.inv_freq = dinv.as<float>();
   p.out = o1.as<float>();

@@ -48,16 +48,19 @@ std::vector<std::unique_ptr<Case>> RandomCases(int count, int64_t vocab, uint32_
     if (kind == 2 || kind == 6) p.top_k = 1 + static_cast<int>(rng() % 60);
     if (kind == 3 || kind == 6 || kind == 7) p.top_p = uni(0.05f, 0.999f);
     if (kind == 4 || kind == 7) p.min_p = uni(0.001f, 0.5f);
-    if (kind == 5 && rng() % 2) p.top_k = static_cast<int>(vocab + 5);  // top-k beyond the vocab: off
+    if (kind == 5 && rng() % 2)
+      p.top_k = static_cast<int>(vocab + 5);  // top-k beyond the vocab: off
     std::vector<int32_t> prompt;
     for (int t = 0; t < 40; ++t) prompt.push_back(static_cast<int32_t>(rng() % vocab));
     c->history = sampler::TokenHistory(prompt);
-    for (int t = 0; t < static_cast<int>(rng() % 30); ++t) c->history.AddOutput(static_cast<int32_t>(rng() % vocab));
+    for (int t = 0; t < static_cast<int>(rng() % 30); ++t)
+      c->history.AddOutput(static_cast<int32_t>(rng() % vocab));
     if (rng() % 3 == 0) p.repetition_penalty = uni(0.8f, 1.5f);
     if (rng() % 3 == 0) p.presence_penalty = uni(-1.0f, 1.5f);
     if (rng() % 3 == 0) p.frequency_penalty = uni(-0.5f, 1.0f);
     if (rng() % 3 == 0) {
-      for (int b = 0; b < 5; ++b) p.logit_bias[static_cast<int32_t>(rng() % vocab)] = uni(-20.0f, 20.0f);
+      for (int b = 0; b < 5; ++b)
+        p.logit_bias[static_cast<int32_t>(rng() % vocab)] = uni(-20.0f, 20.0f);
     }
     if (rng() % 4 == 0) {
       p.min_tokens = 100;  // EOS (0) and the stop ids masked
@@ -143,7 +146,8 @@ TEST(GpuSamplerTest, PicksTheCpuSamplersTokens) {
   SKIP_WITHOUT_GPU();
   for (const int64_t vocab : {int64_t{1000}, int64_t{5003}, int64_t{129280}}) {
     for (int style = 0; style < 4; ++style) {
-      CheckAgainstCpu(vocab, style, vocab > 10000 ? 48 : 96, 100 * style + static_cast<uint32_t>(vocab));
+      CheckAgainstCpu(vocab, style, vocab > 10000 ? 48 : 96,
+                      100 * style + static_cast<uint32_t>(vocab));
     }
   }
 }
@@ -171,7 +175,8 @@ TEST(GpuSamplerTest, PlainGreedyBatchesAgree) {
     const auto got = cuda.Sample(dev.as<float>(), draws, stream.get());
     sampler::Sampler cpu;
     for (int r = 0; r < rows; ++r) {
-      ASSERT_EQ(got[r].id, cpu.Sample(logits.data() + draws[r].chunk * vocab, vocab, draws[r].input).id)
+      ASSERT_EQ(got[r].id,
+                cpu.Sample(logits.data() + draws[r].chunk * vocab, vocab, draws[r].input).id)
           << "V=" << vocab << " draw " << r;
     }
   }

@@ -202,7 +202,8 @@ TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
            {"--prompt-ids 1,2 --gpu-memory-utilization 1.5", "got '1.5'"},
            {"--prompt-ids 1,2 --gpu-memory-utilization x", "got 'x'"},
            {"--prompt-ids 1,2 --state-memory-mb 0", "must be positive"},
-           {"--prompt-ids 1,2 --random-preset flash-l8", "exactly one of --model and --random-preset"}}) {
+           {"--prompt-ids 1,2 --random-preset flash-l8",
+            "exactly one of --model and --random-preset"}}) {
     const Result r = RunDsinfer(gen + args);
     ExpectCleanError(r, needle);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;

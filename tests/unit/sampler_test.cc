@@ -1,6 +1,8 @@
 // Sampler: Philox known answers, the shared draw arithmetic (backend/sample_row.h) against
 // independent references, distributions checked statistically against exact probabilities
 // computed here independently, greedy/penalty/bias/min_tokens rules, parameter validation.
+#include "sampler/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,9 +11,7 @@
 #include <random>
 
 #include "backend/sample_row.h"
-
 #include "sampler/philox.h"
-#include "sampler/sampler.h"
 #include "test_util.h"
 
 namespace dsinfer::sampler {
@@ -69,7 +69,8 @@ TEST(SampleRowTest, TargetIsTheExactProductShifted) {
     ASSERT_EQ(backend::SampleTarget(u, total), static_cast<uint64_t>(want)) << u << " " << total;
     ASSERT_LT(backend::SampleTarget(u, total), std::max<uint64_t>(total, 1));
   }
-  EXPECT_EQ(backend::SampleTarget((uint64_t{1} << 53) - 1, uint64_t{1} << 62), (uint64_t{1} << 62) - (uint64_t{1} << 9));
+  EXPECT_EQ(backend::SampleTarget((uint64_t{1} << 53) - 1, uint64_t{1} << 62),
+            (uint64_t{1} << 62) - (uint64_t{1} << 9));
 }
 
 TEST(SampleRowTest, KeysOrderByValueThenLowerId) {
@@ -86,8 +87,9 @@ TEST(SampleRowTest, KeysOrderByValueThenLowerId) {
     }
   }
   // Fixed-point weights of a whole vocabulary sum below 2^62.
-  EXPECT_LT(static_cast<double>(backend::SampleFixed(1.0f, backend::SampleFixedShift(129280))) * 129280,
-            std::ldexp(1.0, 62));
+  EXPECT_LT(
+      static_cast<double>(backend::SampleFixed(1.0f, backend::SampleFixedShift(129280))) * 129280,
+      std::ldexp(1.0, 62));
 }
 
 // The exact distribution of SamplingParams over `logits`, written independently of the sampler.

@@ -202,15 +202,18 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
     pool.data = Alloc<float>(pp.num_pages * (pp.page_bytes() / 4));
     pool.table_offset = table_cols;
     // Entries up to the context: entry w is written at position (w + 1) * rate - 1 < max_len.
-    pool.per_seq = pp.component.ring() ? 1 : (opt.max_len / pp.component.tokens_per_row + pp.rows_per_page) /
-                                                   pp.rows_per_page;
+    pool.per_seq =
+        pp.component.ring()
+            ? 1
+            : (opt.max_len / pp.component.tokens_per_row + pp.rows_per_page) / pp.rows_per_page;
     table_cols += pool.per_seq;
     pools.push_back(pool);
   }
   table_dev = Alloc<int32_t>(S * table_cols);
   table_host = gpu::PinnedBuffer(static_cast<size_t>(std::max<int64_t>(S * table_cols, 1)) * 4);
   std::memset(table_host.get(), 0, table_host.bytes());
-  gpu::CopyToDevice(table_dev, table_host.get(), static_cast<size_t>(S * table_cols) * 4, stream.get());
+  gpu::CopyToDevice(table_dev, table_host.get(), static_cast<size_t>(S * table_cols) * 4,
+                    stream.get());
   state.assign(c.num_layers, LayerState{});
   for (const Pool& pool : pools) {
     const cache::StateComponent& comp = pool.plan.component;
@@ -219,22 +222,39 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
       if (m.layer >= c.num_layers) continue;  // the MTP layer's state (not run on CUDA yet)
       LayerState& st = state[m.layer];
       gpu::RingRef ring;
-      ring.pool = pool.data; ring.cap = comp.ring_rows; ring.width = m.width;
-      ring.page_floats = pool.page_floats(); ring.member_offset = m.offset * rpp;
-      ring.pages = table_dev + pool.table_offset; ring.pages_stride = table_cols;
+      ring.pool = pool.data;
+      ring.cap = comp.ring_rows;
+      ring.width = m.width;
+      ring.page_floats = pool.page_floats();
+      ring.member_offset = m.offset * rpp;
+      ring.pages = table_dev + pool.table_offset;
+      ring.pages_stride = table_cols;
       gpu::ListRef list;
-      list.pool = pool.data; list.width = m.width; list.page_floats = pool.page_floats();
+      list.pool = pool.data;
+      list.width = m.width;
+      list.page_floats = pool.page_floats();
       list.member_offset = m.offset * rpp;
       list.rows_shift = 0;
       while ((int64_t{1} << list.rows_shift) < rpp) ++list.rows_shift;
-      list.pages = table_dev + pool.table_offset; list.pages_stride = table_cols;
+      list.pages = table_dev + pool.table_offset;
+      list.pages_stride = table_cols;
       list.capacity = EntryCapacity(comp.tokens_per_row);
       switch (static_cast<StateStream>(m.stream)) {
-        case StateStream::kWindow: st.window = ring; break;
-        case StateStream::kCompressorRows: st.comp_rows = ring; break;
-        case StateStream::kIndexRows: st.index_rows = ring; break;
-        case StateStream::kCompressed: st.comp_entries = list; break;
-        case StateStream::kIndexKeys: st.index_entries = list; break;
+        case StateStream::kWindow:
+          st.window = ring;
+          break;
+        case StateStream::kCompressorRows:
+          st.comp_rows = ring;
+          break;
+        case StateStream::kIndexRows:
+          st.index_rows = ring;
+          break;
+        case StateStream::kCompressed:
+          st.comp_entries = list;
+          break;
+        case StateStream::kIndexKeys:
+          st.index_entries = list;
+          break;
       }
     }
   }
@@ -363,7 +383,8 @@ void CudaModel::Impl::AllocateActivations() {
   sampled_host = gpu::PinnedBuffer(T * sizeof(int32_t));
   for (int l = 0; l < c.num_layers; ++l) {
     if (IndexCapacity(l) > 0) {
-      gpu::PrepareIndexerTopK(c.index_n_heads, c.index_head_dim, static_cast<int>(IndexCapacity(l)));
+      gpu::PrepareIndexerTopK(c.index_n_heads, c.index_head_dim,
+                              static_cast<int>(IndexCapacity(l)));
     }
   }
   RopeTables rope = RopeTables::Build(c);
@@ -446,22 +467,23 @@ int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRow
   const int64_t nrows = FillMeta(seqs, rows);
   int64_t n = 0;
   for (const StepSeq& sq : seqs) n += static_cast<int64_t>(sq.ids->size());
-  const bool one_per_seq = std::all_of(seqs.begin(), seqs.end(),
-                                       [](const StepSeq& sq) { return sq.ids->size() <= 1; });
+  const bool one_per_seq =
+      std::all_of(seqs.begin(), seqs.end(), [](const StepSeq& sq) { return sq.ids->size() <= 1; });
   Launch(n, nrows, one_per_seq, opt.paged ? static_cast<int64_t>(seqs.size()) : 0);
   return nrows;
 }
 
 // The checks every forward makes of its tokens: ids in the vocabulary, rows within max_tokens,
 // logits rows within the buffer.
-static Status CheckStep(const CudaModel::Impl& m, const std::vector<const std::vector<int32_t>*>& ids,
-                        LogitsRows rows) {
+static Status CheckStep(const CudaModel::Impl& m,
+                        const std::vector<const std::vector<int32_t>*>& ids, LogitsRows rows) {
   int64_t n = 0, nrows = 0;
   for (const auto* v : ids) {
     for (int32_t id : *v) {
       if (id < 0 || id >= m.c.vocab_size) {
-        return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                               std::to_string(m.c.vocab_size) + ")");
+        return InvalidArgument("token id " + std::to_string(id) +
+                               " is outside the vocabulary [0, " + std::to_string(m.c.vocab_size) +
+                               ")");
       }
     }
     n += static_cast<int64_t>(v->size());
@@ -471,25 +493,28 @@ static Status CheckStep(const CudaModel::Impl& m, const std::vector<const std::v
     return OutOfRange("forward of " + std::to_string(n) + " rows exceeds max_tokens " +
                       std::to_string(m.opt.max_tokens));
   }
-  if (nrows > m.logits_rows) return OutOfRange("more logits rows than the CUDA model was sized for");
+  if (nrows > m.logits_rows)
+    return OutOfRange("more logits rows than the CUDA model was sized for");
   return Status::Ok();
 }
 
 StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
-                                                            LogitsRows rows) {
+                                                             LogitsRows rows) {
   Impl& m = *impl_;
   if (m.opt.paged) return Internal("a paged CUDA model runs ForwardPaged");
   std::vector<int> seen;
   std::vector<const std::vector<int32_t>*> ids;
   std::vector<Impl::StepSeq> seqs;
   for (const auto& ch : chunks) {
-    if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot]) return InvalidArgument("bad CUDA state slot");
+    if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot])
+      return InvalidArgument("bad CUDA state slot");
     if (std::find(seen.begin(), seen.end(), ch.slot) != seen.end()) {
       return InvalidArgument("a request appears twice in one forward batch");
     }
     seen.push_back(ch.slot);
     if (m.lengths[ch.slot] + static_cast<int64_t>(ch.ids.size()) > m.opt.max_len) {
-      return OutOfRange("sequence exceeds the CUDA state capacity of " + std::to_string(m.opt.max_len));
+      return OutOfRange("sequence exceeds the CUDA state capacity of " +
+                        std::to_string(m.opt.max_len));
     }
     ids.push_back(&ch.ids);
     seqs.push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
@@ -548,12 +573,14 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
       return OutOfRange("sequence of " + std::to_string(end) + " tokens exceeds the CUDA model's " +
                         "context of " + std::to_string(m.opt.max_len));
     }
-    if (ch.pages.size() != m.pools.size()) return InvalidArgument("ForwardPaged: one page list per pool");
+    if (ch.pages.size() != m.pools.size())
+      return InvalidArgument("ForwardPaged: one page list per pool");
     for (size_t p = 0; p < m.pools.size(); ++p) {
       const Impl::Pool& pool = m.pools[p];
       const std::vector<int32_t>& pages = *ch.pages[p];
       const int64_t need = pool.plan.PagesAt(end);
-      if (static_cast<int64_t>(pages.size()) < need || static_cast<int64_t>(pages.size()) > pool.per_seq) {
+      if (static_cast<int64_t>(pages.size()) < need ||
+          static_cast<int64_t>(pages.size()) > pool.per_seq) {
         return Internal("ForwardPaged: pool " + pool.plan.component.name + " holds " +
                         std::to_string(pages.size()) + " pages for " + std::to_string(end) +
                         " tokens (needs " + std::to_string(need) + ")");
@@ -569,9 +596,9 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     seqs.push_back({static_cast<int>(i), ch.start, &ch.ids});
   }
   DSINFER_RETURN_IF_ERROR(CheckStep(m, ids, rows));
-  const bool decode = !chunks.empty() && std::all_of(chunks.begin(), chunks.end(), [](const PagedChunk& ch) {
-    return ch.ids.size() == 1;
-  });
+  const bool decode =
+      !chunks.empty() && std::all_of(chunks.begin(), chunks.end(),
+                                     [](const PagedChunk& ch) { return ch.ids.size() == 1; });
   if (!decode || !m.opt.graphs) return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
   // A decode step: the uploads and the forward replay a graph captured for this batch size (its
   // kernels' shapes depend on nothing else; the copies read the pinned buffers filled here).
@@ -588,8 +615,8 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   return DeviceLogits{m.logits, nrows};
 }
 
-void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
-                          int64_t count) {
+void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
+                          const std::vector<int32_t>& to, int64_t count) {
   Impl& m = *impl_;
   DSINFER_CHECK(pool < m.pools.size() && count <= static_cast<int64_t>(from.size()) &&
                 count <= static_cast<int64_t>(to.size()));
@@ -641,7 +668,10 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
     m.Run(n, n, true);
     m.Mark("sample");
     gpu::SampleRowsParams sp;  // greedy: every row's argmax
-    sp.logits = m.logits; sp.num_rows = n; sp.vocab = m.c.vocab_size; sp.out_id = m.sampled_dev;
+    sp.logits = m.logits;
+    sp.num_rows = n;
+    sp.vocab = m.c.vocab_size;
+    sp.out_id = m.sampled_dev;
     gpu::LaunchSampleRows(sp, m.stream.get());
     gpu::CopyToHost(m.sampled_host.get(), m.sampled_dev, n * sizeof(int32_t), m.stream.get());
   };
@@ -673,7 +703,9 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
     const int64_t span = pool.per_seq * pool.page_floats();
     gpu::RandomFillParams f;
-    f.data = pool.data + slot * span; f.count = span; f.kind = gpu::RandomKind::kF32Normal;
+    f.data = pool.data + slot * span;
+    f.count = span;
+    f.kind = gpu::RandomKind::kF32Normal;
     f.seed = k++; f.mean = 0; f.std = 1;
     gpu::LaunchRandomFill(f, m.stream.get());
   }

@@ -3,8 +3,6 @@
 // or building device-random weights). Not part of the public API.
 #pragma once
 
-#include "model/deepseek_v4/cuda/cuda_model.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -22,11 +20,12 @@
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample.cuh"
 #include "base/check.h"
+#include "cache/memory_planner.h"
 #include "io/quant.h"
 #include "io/safetensors.h"
-#include "cache/memory_planner.h"
-#include "model/deepseek_v4/state_layout.h"
+#include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/rope_table.h"
+#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
@@ -285,8 +284,8 @@ struct CudaModel::Impl {
                ? EntryCapacity(c.compress_ratios[l])
                : 0;
   }
-  void AllocateState();                             // slot mode
-  void BuildPools(const cache::MemoryPlan& plan);   // pools, page table and the LayerState views
+  void AllocateState();                            // slot mode
+  void BuildPools(const cache::MemoryPlan& plan);  // pools, page table and the LayerState views
   void AllocateActivations();
   // One step's sequences: table row (slot mode: the slot; paged: the step index), the tokens'
   // first position and the ids. Fills the token metadata, uploads it and enqueues the forward;
