@@ -96,6 +96,7 @@ struct EngineOptions {
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most
                                        // 4096 by default: its state slots hold this many tokens)
   int64_t typical_length = 2048;       // the memory planner's assumption (cache/memory_planner.h)
+  int64_t state_page_tokens = 128;     // tokens a page of a growing state list covers (at most)
   // Benchmarks: instead of model_dir, a preset of `dsinfer init-model` (e.g. "flash-l8") whose
   // weights are generated on the device from random_seed (CUDA only; token ids only: no tokenizer).
   std::string random_preset;

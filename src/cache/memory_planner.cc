@@ -18,16 +18,26 @@ std::string MemoryPlan::Describe() const {
   return s;
 }
 
+int64_t GrowingRowsPerPage(const StateComponent& component, const PlanOptions& o) {
+  if (o.rows_per_page > 0) return o.rows_per_page;
+  const int64_t most = std::max<int64_t>(1, o.page_tokens / component.tokens_per_row);
+  int64_t rows = 1;
+  while (rows * 2 <= most) rows *= 2;
+  return rows;
+}
+
 StatusOr<MemoryPlan> PlanMemory(const StateLayout& layout, const PlanOptions& o) {
-  if (o.max_sequences < 1 || o.rows_per_page < 1 || o.typical_length < 1) {
-    return InvalidArgument("memory plan: max_sequences, rows_per_page and typical_length must be >= 1");
+  if (o.max_sequences < 1 || o.rows_per_page < 0 || o.page_tokens < 1 || o.typical_length < 1) {
+    return InvalidArgument(
+        "memory plan: max_sequences, page_tokens and typical_length must be >= 1, rows_per_page "
+        ">= 0");
   }
   MemoryPlan plan;
   int64_t fixed = 0, growth_page_min = 0;  // per request: ring bytes; one page of each growing pool
   double per_token = 0;
   for (const auto& comp : layout.components()) {
-    // A ring is allocated whole, so its page is the ring; growing lists page by rows_per_page.
-    PoolPlan p{comp, comp.ring() ? comp.ring_rows : o.rows_per_page, 0};
+    // A ring is allocated whole, so its page is the ring; growing lists page by whole tokens.
+    PoolPlan p{comp, comp.ring() ? comp.ring_rows : GrowingRowsPerPage(comp, o), 0};
     if (comp.ring()) {
       fixed += p.PagesAt(0) * p.page_bytes();
     } else {

@@ -3,7 +3,10 @@
 // max_sequences is capped so that that many requests of `typical_length` tokens fit; the rest of
 // the budget goes to the growing components in proportion to their bytes per token, so that they
 // run out at the same total token count. A ring's page is the whole ring (it is allocated at
-// once); growing components page by `rows_per_page` rows. Pure function; the plan is a value type.
+// once); a growing component's page covers at most `page_tokens` tokens — the largest power of
+// two of rows that does — so that with power-of-two rates every 128-token boundary is a page
+// boundary (prefix pages can later be shared at that granularity; device kernels index a list's
+// pages by a shift). Pure function; the plan is a value type.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +22,12 @@ struct PlanOptions {
   int64_t budget_bytes = int64_t{1} << 30;
   int max_sequences = 64;         // upper bound on concurrently held requests
   int64_t typical_length = 2048;  // tokens per request the split assumes
-  int64_t rows_per_page = 16;
+  int64_t page_tokens = 128;
+  int64_t rows_per_page = 0;  // > 0: every growing component pages by this many rows instead
 };
+
+// The rows of a growing component's page under `o` (PlanMemory's rule).
+int64_t GrowingRowsPerPage(const StateComponent& component, const PlanOptions& o);
 
 struct PoolPlan {
   StateComponent component;

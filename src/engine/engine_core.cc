@@ -16,7 +16,7 @@ using scheduler::SeqId;
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                          std::unique_ptr<TextCodec> codec) {
   if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0 ||
-      !(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1)) {
+      o.state_page_tokens < 1 || !(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1)) {
     return InvalidArgument(
         "engine options: max_batch_tokens and max_running must be >= 1, gpu_memory_utilization "
         "in (0, 1]");
@@ -70,6 +70,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   }
   plan_options.max_sequences = o.max_running;
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
+  plan_options.page_tokens = o.state_page_tokens;
   DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));
   core->cache_ = std::make_unique<cache::StateCache>(std::move(plan));
   DSINFER_RETURN_IF_ERROR(core->runner_->BindCache(core->cache_.get()));

@@ -100,6 +100,7 @@ TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   EngineOptions o = testing::SmallEngineOptions();
   o.max_running = 4;
   o.typical_length = 8;
+  o.state_page_tokens = 16;  // small pages: the requests outgrow their reservations step by step
   int64_t preemptions = 0;
   for (int k = 1; k < 64; ++k) {
     o.state_memory_bytes = 4 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;

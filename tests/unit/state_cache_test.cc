@@ -49,6 +49,39 @@ TEST(MemoryPlannerTest, SplitsTheBudget) {
   EXPECT_EQ(PlanMemory(layout, o).status().code(), StatusCode::kResourceExhausted);
 }
 
+// Growing pools page by whole 128-token spans (the largest power of two of rows that fits), so
+// every 128-token boundary of a power-of-two rate is a page boundary; rings are one page.
+TEST(MemoryPlannerTest, GrowingPagesCoverAtMost128Tokens) {
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  PlanOptions o;
+  o.budget_bytes = 64 << 20;
+  auto plan = PlanMemory(layout, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  int growing = 0;
+  for (const PoolPlan& p : plan->pools) {
+    if (p.component.ring()) {
+      EXPECT_EQ(p.rows_per_page, p.component.ring_rows) << p.component.name;
+      continue;
+    }
+    ++growing;
+    const int64_t tokens = p.rows_per_page * p.component.tokens_per_row;
+    EXPECT_LE(tokens, 128) << p.component.name;
+    EXPECT_EQ(p.rows_per_page & (p.rows_per_page - 1), 0) << p.component.name;
+    const int64_t rate = p.component.tokens_per_row;
+    if ((rate & (rate - 1)) == 0 && rate <= 128) {
+      EXPECT_EQ(tokens, 128) << p.component.name;
+    }
+  }
+  EXPECT_GT(growing, 0);
+  StateComponent rate3;
+  rate3.tokens_per_row = 3;
+  EXPECT_EQ(GrowingRowsPerPage(rate3, o), 32);  // 42 rows would fit: the power of two below
+  rate3.tokens_per_row = 256;
+  EXPECT_EQ(GrowingRowsPerPage(rate3, o), 1);  // a row wider than a page's tokens: one row
+  o.rows_per_page = 5;
+  EXPECT_EQ(GrowingRowsPerPage(rate3, o), 5);  // the explicit override
+}
+
 TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
   const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
   PlanOptions o;
