@@ -252,8 +252,11 @@ class ToolCallCompiler {
       if (!s["required"].is_array()) return InvalidArgument("\"required\" must be an array");
       for (const auto& r : s["required"]) {
         if (!r.is_string()) return InvalidArgument("\"required\" must hold strings");
-        if (std::find(required.begin(), required.end(), r) == required.end())
-          required.push_back(r.get<std::string>());
+        // Compared as strings (json == string is ambiguous under C++20 with newer nlohmann-json).
+        const std::string name = r.get<std::string>();
+        if (std::find(required.begin(), required.end(), name) == required.end()) {
+          required.push_back(name);
+        }
       }
     }
     const Json additional =
