@@ -35,8 +35,8 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
-  // Paged mode: steps whose sequences all run the same few tokens (decode: one) replay a CUDA
-  // graph captured per (sequences, tokens) (off: every step launches eagerly; the same bits).
+  // Paged mode: decode steps (one token per sequence) replay a CUDA graph captured per batch size
+  // (off: every step launches eagerly; the same bits either way).
   bool graphs = true;
   // Load: called as weights reach the device (bytes so far, the checkpoint's tensor bytes).
   std::function<void(int64_t done, int64_t total)> on_load_progress;

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <tuple>
 
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/compressor.cuh"
@@ -233,9 +232,7 @@ struct CudaModel::Impl {
   float* o_s = nullptr;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
-  // ForwardPaged's steps of uniform chunks, by (sequences, tokens each, all logits rows).
-  static constexpr size_t kMaxGraphTokens = 8;
-  std::map<std::tuple<int64_t, int64_t, bool>, std::unique_ptr<gpu::Graph>> paged_graphs;
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> paged_graphs;  // ForwardPaged's decode steps
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
   void Mark(const char* name) {
     if (profile) profile->Mark(stream.get(), name);
