@@ -231,7 +231,7 @@ struct CudaModel::Impl {
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
 
-  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;        // DecodeStep's, by batch size
   std::map<int64_t, std::unique_ptr<gpu::Graph>> paged_graphs;  // ForwardPaged's decode steps
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
   void Mark(const char* name) {
