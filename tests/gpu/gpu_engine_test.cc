@@ -98,23 +98,31 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "enforce_eager");
   }
-  // Preemption: the smallest state budget (in 128 KiB steps) that holds every request alone, with
-  // rings planned for short requests, so that the running ones outgrow it.
+  // Preemption: for each state page size, the smallest state budget (in 128 KiB steps) that holds
+  // every request alone, with rings planned for short requests, so that the running ones outgrow
+  // it. Whether that budget preempts depends on the page size (with the CUDA layout, 64/256-token
+  // pages preempted on an H200 and 16-token pages did not), so the sizes are tried in turn until
+  // one preempts; every run is checked against the requests alone.
   {
     bool preempted = false;
-    for (int64_t kib = 256; kib <= 8192; kib += 128) {
-      EngineOptions o = Options(8, 256, kib << 10);
-      o.typical_length = 8;
-      o.state_page_tokens = 16;  // small pages: the requests outgrow their reservations
-      auto e = Engine::Create(o);
-      if (!e.ok()) continue;
-      const auto mixed = (*e)->Generate(reqs);
-      bool all_ok = true;
-      for (const auto& r : mixed) all_ok = all_ok && r.status.ok();
-      if (!all_ok) continue;  // some request can never fit this budget
-      preempted = (*e)->Stats().preemptions > 0;
-      ExpectSame(alone, mixed, "budget " + std::to_string(kib) + " KiB");
-      break;
+    for (const int64_t page_tokens : {int64_t{128}, int64_t{64}, int64_t{256}, int64_t{32}}) {
+      for (int64_t kib = 256; kib <= 8192 && !preempted; kib += 128) {
+        EngineOptions o = Options(8, 256, kib << 10);
+        o.typical_length = 8;
+        o.state_page_tokens = page_tokens;
+        auto e = Engine::Create(o);
+        if (!e.ok()) continue;
+        const auto mixed = (*e)->Generate(reqs);
+        bool all_ok = true;
+        for (const auto& r : mixed) all_ok = all_ok && r.status.ok();
+        if (!all_ok) continue;  // some request can never fit this budget
+        preempted = (*e)->Stats().preemptions > 0;
+        ExpectSame(alone, mixed,
+                   "budget " + std::to_string(kib) + " KiB, pages of " +
+                       std::to_string(page_tokens) + " tokens");
+        break;
+      }
+      if (preempted) break;
     }
     EXPECT_TRUE(preempted) << "no budget forced preemption";
   }
