@@ -125,6 +125,28 @@ void GrammarBuilder::MarkCounter(int32_t alt, Element e, int32_t canon, int32_t 
   counter_elems_.push_back({alt, e});
 }
 
+Element GrammarBuilder::OrderedOptionalList(const std::vector<Element>& items,
+                                            const std::vector<bool>& required,
+                                            const std::vector<Element>& sep, const char* name) {
+  // rest[h]: items i.. given h = "one was written already" (then a separator comes first).
+  Element next[2] = {Epsilon(), Epsilon()};
+  for (size_t i = items.size(); i-- > 0;) {
+    Element cur[2];
+    for (int h = 0; h < 2; ++h) {
+      const int32_t r = NewRule(name);
+      std::vector<Element> with = h ? sep : std::vector<Element>{};
+      with.push_back(items[i]);
+      with.push_back(next[1]);
+      AddAlt(r, std::move(with));
+      if (!required[i]) AddAlt(r, {next[h]});
+      cur[h] = Ref(r);
+    }
+    next[0] = cur[0];
+    next[1] = cur[1];
+  }
+  return next[0];
+}
+
 Element GrammarBuilder::SeparatedList(Element e, std::vector<Element> sep, int64_t min,
                                       int64_t max) {
   std::vector<Element> more = sep;

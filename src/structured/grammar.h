@@ -68,6 +68,10 @@ class GrammarBuilder {
   Element SeparatedList(Element e, std::vector<Element> sep, int64_t min, int64_t max);
   // The empty language's complement of nothing: a rule with one empty alternative.
   Element Epsilon();
+  // items[0..n) in this order, each present (items[i] required: always), `sep` between two that
+  // are present: an object's properties, a tool call's parameters. Rules are named `name`.
+  Element OrderedOptionalList(const std::vector<Element>& items, const std::vector<bool>& required,
+                              const std::vector<Element>& sep, const char* name);
 
   // Not OK once a limit was hit (further calls are cheap no-ops on a poisoned builder).
   const Status& status() const { return status_; }

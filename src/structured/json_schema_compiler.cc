@@ -456,23 +456,9 @@ class Compiler {
                      "property");
       is_required[i] = std::find(required.begin(), required.end(), list[i].first) != required.end();
     }
-    // rest[i][h]: properties i.. with h = "one was written already" (a comma comes first).
-    Element next[2] = {b_.Epsilon(), b_.Epsilon()};
-    for (size_t i = n; i-- > 0;) {
-      Element cur[2];
-      for (int h = 0; h < 2; ++h) {
-        const int32_t r = b_.NewRule("props");
-        std::vector<Element> with = h ? Comma() : std::vector<Element>{};
-        with.push_back(kv[i]);
-        with.push_back(next[1]);
-        b_.AddAlt(r, std::move(with));
-        if (!is_required[i]) b_.AddAlt(r, {next[h]});
-        cur[h] = GrammarBuilder::Ref(r);
-      }
-      next[0] = cur[0];
-      next[1] = cur[1];
-    }
-    return b_.Seq({b_.Byte('{'), Ws(), next[0], Ws(), b_.Byte('}')}, "object");
+    // The properties in order, the optional ones may be left out; a comma between two.
+    const Element members = b_.OrderedOptionalList(kv, is_required, Comma(), "props");
+    return b_.Seq({b_.Byte('{'), Ws(), members, Ws(), b_.Byte('}')}, "object");
   }
 
   StatusOr<Element> Array(const Json& s, const std::string& path, int depth) {

@@ -288,23 +288,8 @@ class ToolCallCompiler {
       DSINFER_ASSIGN_OR_RETURN(kv[i], Param(s, key, *list[i].second));
       is_required[i] = std::find(required.begin(), required.end(), key) != required.end();
     }
-    // rest[h]: the parameters i.. with h = "one was written already" (a newline comes first).
-    Element next[2] = {b_.Epsilon(), b_.Epsilon()};
-    for (size_t i = n; i-- > 0;) {
-      Element cur[2];
-      for (int h = 0; h < 2; ++h) {
-        const int32_t r = b_.NewRule("params");
-        std::vector<Element> with = h ? b_.LiteralSeq("\n") : std::vector<Element>{};
-        with.push_back(kv[i]);
-        with.push_back(next[1]);
-        b_.AddAlt(r, std::move(with));
-        if (!is_required[i]) b_.AddAlt(r, {next[h]});
-        cur[h] = GrammarBuilder::Ref(r);
-      }
-      next[0] = cur[0];
-      next[1] = cur[1];
-    }
-    return next[0];
+    // The parameters in order, the optional ones may be left out; a newline between two.
+    return b_.OrderedOptionalList(kv, is_required, b_.LiteralSeq("\n"), "params");
   }
 
   StatusOr<Element> Param(const Json& root, const std::string& key, const Json& schema) {

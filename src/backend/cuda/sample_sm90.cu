@@ -47,8 +47,8 @@ __device__ float BlockMax(float v, SampleShared& sh) {
   return m;
 }
 
-// Block-wide argmax, ties to the lower id (the same in any visiting order); returns the id.
-__device__ int64_t BlockArgmax(float bv, int64_t bi, SampleShared& sh) {
+// Warp-wide argmax (value, id), ties to the lower id: every lane ends with the warp's best.
+__device__ void WarpArgmax(float& bv, int64_t& bi) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
     const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
@@ -57,6 +57,11 @@ __device__ int64_t BlockArgmax(float bv, int64_t bi, SampleShared& sh) {
       bi = oi;
     }
   }
+}
+
+// Block-wide argmax, ties to the lower id (the same in any visiting order); returns the id.
+__device__ int64_t BlockArgmax(float bv, int64_t bi, SampleShared& sh) {
+  WarpArgmax(bv, bi);
   __syncthreads();
   if (threadIdx.x % 32 == 0) {
     sh.warp_f[threadIdx.x / 32] = bv;
@@ -359,14 +364,7 @@ __global__ void __launch_bounds__(kGreedyThreads) GreedyRowsKernel(SampleRowsPar
     const int64_t hi = min(p.vocab, (rank + 1) * per);
     for (int64_t i = rank * per + threadIdx.x; i < hi; i += blockDim.x) consider(lg[i], i);
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpArgmax(bv, bi);
   if (threadIdx.x % 32 == 0) {
     best_v[threadIdx.x / 32] = bv;
     best_i[threadIdx.x / 32] = bi;
