@@ -12,6 +12,9 @@
 
 #include "backend/cuda/runtime.h"
 #include "dsinfer/engine.h"
+#include "engine/engine_core.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/cuda/cuda_model.h"
 
 namespace dsinfer {
 namespace {
@@ -98,33 +101,34 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "enforce_eager");
   }
-  // Preemption: for each state page size, the smallest state budget (in 128 KiB steps) that holds
-  // every request alone, with rings planned for short requests, so that the running ones outgrow
-  // it. Whether that budget preempts depends on the page size (with the CUDA layout, 64/256-token
-  // pages preempted on an H200 and 16-token pages did not), so the sizes are tried in turn until
-  // one preempts; every run is checked against the requests alone.
+  // Preemption: as the CPU engine's test, the smallest budget (in steps of 16 tokens of four
+  // sequences, over the rings of the eight running ones) that holds every request alone, with
+  // 16-token pages and rings planned for short requests, so that the running ones outgrow it.
   {
-    bool preempted = false;
-    for (const int64_t page_tokens : {int64_t{128}, int64_t{64}, int64_t{256}, int64_t{32}}) {
-      for (int64_t kib = 256; kib <= 8192 && !preempted; kib += 128) {
-        EngineOptions o = Options(8, 256, kib << 10);
-        o.typical_length = 8;
-        o.state_page_tokens = page_tokens;
-        auto e = Engine::Create(o);
-        if (!e.ok()) continue;
-        const auto mixed = (*e)->Generate(reqs);
-        bool all_ok = true;
-        for (const auto& r : mixed) all_ok = all_ok && r.status.ok();
-        if (!all_ok) continue;  // some request can never fit this budget
-        preempted = (*e)->Stats().preemptions > 0;
-        ExpectSame(alone, mixed,
-                   "budget " + std::to_string(kib) + " KiB, pages of " +
-                       std::to_string(page_tokens) + " tokens");
-        break;
+    auto config = io::LoadDeepseekV4Config(kModel);
+    ASSERT_TRUE(config.ok());
+    const auto layout = model::deepseek_v4::cuda::CudaModel::StateLayoutFor(*config);
+    EngineOptions o = Options(8, 256, 0);
+    o.typical_length = 8;
+    o.state_page_tokens = 16;
+    for (int k = 1; k < 400; ++k) {
+      o.state_memory_bytes = 8 * layout.FixedBytes() +
+                             k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+      auto core = engine::EngineCore::Create(o);
+      if (!core.ok()) continue;
+      // Prepare caps max_tokens by what the budget holds alone: all must keep theirs.
+      bool fits = true;
+      for (const auto& r : reqs) {
+        auto p = (*core)->Prepare(r);
+        fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
       }
-      if (preempted) break;
+      if (fits) break;
     }
-    EXPECT_TRUE(preempted) << "no budget forced preemption";
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const auto mixed = (*e)->Generate(reqs);
+    ExpectSame(alone, mixed, "budget " + std::to_string(o.state_memory_bytes) + " bytes");
+    EXPECT_GT((*e)->Stats().preemptions, 0) << "the budget must force preemption";
   }
   // What ran before does not matter: the first request again, last, in a used engine.
   {
