@@ -112,8 +112,8 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     o.typical_length = 8;
     o.state_page_tokens = 16;
     for (int k = 1; k < 400; ++k) {
-      o.state_memory_bytes = 8 * layout.FixedBytes() +
-                             k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+      o.state_memory_bytes =
+          8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
       auto core = engine::EngineCore::Create(o);
       if (!core.ok()) continue;
       // Prepare caps max_tokens by what the budget holds alone: all must keep theirs.
