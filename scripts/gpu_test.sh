@@ -15,7 +15,9 @@
 # work over several calls of a 10-minute limit: test = ctest -L gpu and gpu_model_test, bench = the
 # decode / prefill / linear benchmarks (and the profile), ab = decode at batch 1 and 8 with each
 # default-on switch turned off (the A/B of one build on one machine), sanitize = the GPU tests
-# under compute-sanitizer (memcheck, synccheck, racecheck; not in the default set: ~2 minutes).
+# under compute-sanitizer (memcheck, synccheck, racecheck; not in the default set: ~2 minutes),
+# engine = the GPU engine's offline workloads (scripts/gpu_engine_bench.sh: tiny, then flash-l8 with
+# 512 requests, ~3 minutes; not in the default set).
 # DSINFER_GPU_TEST_PREBUILT=1 skips the configure and build (a build-cuda/ tree brought along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +62,9 @@ if want ab; then
         tee -a "$out/bench_decode_ab.jsonl"
     done
   done
+fi
+if want engine; then
+  scripts/gpu_engine_bench.sh "$out" tiny flash
 fi
 if want sanitize; then
   # Every GPU test under memcheck and synccheck; racecheck (slower) on the whole model's official
