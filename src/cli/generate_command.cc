@@ -36,7 +36,8 @@ std::vector<FlagSpec> Specs() {
       {"prompt", "one text prompt (needs a tokenizer)"},
       {"prompt-ids", "one prompt as token ids: 1,2,3"},
       {"input",
-       "JSONL file ('-': standard input): one request per line (prompt | prompt_ids | messages, "
+       "JSONL file ('-': standard input): one request per line (prompt (or a list of prompts) | "
+       "prompt_ids | messages, "
        "sampling params)"},
       {"output", "JSONL results, one line per request in input order (default: stdout)"},
       {"max-tokens", "default max_tokens (16)"},
