@@ -15,13 +15,14 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 GenerationCall::GenerationCall(const CallContext* context, request::Request request,
                                std::shared_ptr<Exchange> exchange,
-                               std::shared_ptr<RequestStream> stream, std::string endpoint,
+                               std::vector<std::shared_ptr<RequestStream>> streams,
+                               std::string endpoint,
                                std::map<std::string, std::string> reply_headers,
                                std::function<void()> on_done)
     : context_(context),
       request_(std::move(request)),
       exchange_(std::move(exchange)),
-      stream_(std::move(stream)),
+      streams_(std::move(streams)),
       endpoint_(std::move(endpoint)),
       reply_headers_(std::move(reply_headers)),
       on_done_(std::move(on_done)) {
@@ -30,18 +31,28 @@ GenerationCall::GenerationCall(const CallContext* context, request::Request requ
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
   const int n = request_.sampling.n;
-  choices_.resize(static_cast<size_t>(n));
-  open_ = n;
+  const int prompts = static_cast<int>(streams_.size());
+  choices_.resize(static_cast<size_t>(n) * prompts);
+  open_ = n * prompts;
+  prompt_tokens_.assign(prompts, 0);
+  echo_texts_.assign(prompts, "");
   if (request_.echo && context_->tokenizer) {
-    echo_text_ = !request_.prompt.empty() ? request_.prompt
-                                          : context_->tokenizer->Decode(request_.prompt_ids, true);
+    for (int p = 0; p < prompts; ++p) {
+      const std::string& text =
+          request_.prompts.empty() ? request_.prompt : request_.prompts[p].text;
+      const std::vector<int32_t>& ids =
+          request_.prompts.empty() ? request_.prompt_ids : request_.prompts[p].ids;
+      echo_texts_[p] = !text.empty() ? text : context_->tokenizer->Decode(ids, true);
+    }
   }
-  for (auto& c : choices_) {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    c.prompt = static_cast<int>(i) / n;
     if (chat()) {
       c.chat = std::make_unique<response::ChatStream>(context_->dialect, request_.thinking,
                                                       request_.parallel_tool_calls, response_id_);
     }
-    c.text_offset = static_cast<int64_t>(echo_text_.size());
+    c.text_offset = static_cast<int64_t>(echo_texts_[c.prompt].size());
   }
 }
 
@@ -54,37 +65,48 @@ void GenerationCall::Start() {
     for (int i = 0; i < static_cast<int>(choices_.size()); ++i) {
       if (chat()) {
         StreamChunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, "");
-      } else if (!echo_text_.empty()) {
-        StreamChunk(i, echo_text_, nullptr, "");
+      } else if (!echo_texts_[choices_[i].prompt].empty()) {
+        StreamChunk(i, echo_texts_[choices_[i].prompt], nullptr, "");
       }
     }
   }
   // The engine thread only posts; Drain() runs here, on the io thread.
+  // One Drain() takes the events of every stream.
   auto* io = context_->io;
-  stream_->SetNotify([w = weak_from_this(), scheduled = scheduled_, io] {
-    if (scheduled->exchange(true)) return;
-    boost::asio::post(*io, [w] {
-      if (auto self = w.lock()) self->Drain();
+  for (auto& stream : streams_) {
+    stream->SetNotify([w = weak_from_this(), scheduled = scheduled_, io] {
+      if (scheduled->exchange(true)) return;
+      boost::asio::post(*io, [w] {
+        if (auto self = w.lock()) self->Drain();
+      });
     });
-  });
+  }
 }
 
 void GenerationCall::Abort() {
   if (aborted_ || done_) return;
   aborted_ = true;
-  context_->engine->Abort(stream_->id());
+  AbortStreams();
+}
+
+void GenerationCall::AbortStreams() {
+  for (auto& stream : streams_) context_->engine->Abort(stream->id());
 }
 
 void GenerationCall::Drain() {
   scheduled_->store(false);
   auto self = shared_from_this();  // Complete() may drop the service's reference
   StreamEvent ev;
-  while (!done_ && stream_->TryNext(&ev)) OnEvent(ev);
+  for (size_t p = 0; p < streams_.size(); ++p) {
+    while (!done_ && streams_[p]->TryNext(&ev)) OnEvent(static_cast<int>(p), ev);
+  }
 }
 
-void GenerationCall::OnEvent(StreamEvent& ev) {
-  if (ev.index < 0 || ev.index >= static_cast<int>(choices_.size())) return;
-  Choice& c = choices_[ev.index];
+void GenerationCall::OnEvent(int prompt, StreamEvent& ev) {
+  const int n = request_.sampling.n;
+  if (ev.index < 0 || ev.index >= n) return;
+  const int index = prompt * n + ev.index;
+  Choice& c = choices_[index];
   c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
   std::vector<response::LogprobEntry> lps;
   for (const auto& lp : ev.logprobs) {
@@ -105,11 +127,12 @@ void GenerationCall::OnEvent(StreamEvent& ev) {
     }
   }
   c.text += ev.text;
-  if (request_.stream && !(final && ev.finish == FinishReason::kError)) {
+  // After a failure the reply is an error: no more chunks.
+  if (request_.stream && !failed_ && !(final && ev.finish == FinishReason::kError)) {
     const bool want_logprobs = request_.sampling.logprobs && !lps.empty();
     const json logprobs = want_logprobs ? LogprobsJson(lps, c.text_offset) : json(nullptr);
     if (c.chat ? (!delta.empty() || want_logprobs) : (!ev.text.empty() || want_logprobs)) {
-      StreamChunk(ev.index, c.chat ? response::ChatDeltaJson(delta) : json(ev.text), logprobs, "");
+      StreamChunk(index, c.chat ? response::ChatDeltaJson(delta) : json(ev.text), logprobs, "");
     }
   }
   for (const auto& e : lps) {
@@ -118,14 +141,16 @@ void GenerationCall::OnEvent(StreamEvent& ev) {
   if (!final) return;
   c.finish = FinishReasonName(ev.finish);
   if (c.chat) c.finish = c.chat->FinishReason(c.finish);
-  prompt_tokens_ = ev.prompt_tokens;
-  if (ev.finish == FinishReason::kError) {
+  prompt_tokens_[prompt] = ev.prompt_tokens;
+  if (ev.finish == FinishReason::kError && !failed_) {
     failed_ = true;
     error_ = ev.error;
+    // The reply is an error now: the other prompts' completions need not run on.
+    if (streams_.size() > 1) AbortStreams();
   }
   context_->metrics->CountCompletion(ev.prompt_tokens, ev.completion_tokens, ev.ttft_s, ev.e2e_s);
-  if (request_.stream && ev.finish != FinishReason::kError) {
-    StreamChunk(ev.index, c.chat ? json::object() : json(""), nullptr, c.finish);
+  if (request_.stream && !failed_) {
+    StreamChunk(index, c.chat ? json::object() : json(""), nullptr, c.finish);
   }
   if (--open_ == 0) Complete();
 }
@@ -158,12 +183,14 @@ json GenerationCall::Usage() const {
     completion += static_cast<int64_t>(c.ids.size());
     reasoning += response::ReasoningTokens(c.ids, context_->think_end_id, request_.thinking);
   }
-  return response::UsageJson(prompt_tokens_, completion, chat() ? reasoning : -1);
+  int64_t prompt = 0;
+  for (int64_t t : prompt_tokens_) prompt += t;
+  return response::UsageJson(prompt, completion, chat() ? reasoning : -1);
 }
 
 void GenerationCall::Complete() {
   done_ = true;
-  stream_->SetNotify(nullptr);
+  for (auto& stream : streams_) stream->SetNotify(nullptr);
   int status = 200;
   if (aborted_ && exchange_->closed()) {
     status = 499;  // the client closed the connection (nginx's convention)
@@ -198,13 +225,13 @@ void GenerationCall::Complete() {
       const Choice& c = choices_[i];
       json ch = {{"index", i}, {"finish_reason", c.finish}};
       const bool want_logprobs = request_.sampling.logprobs;
-      ch["logprobs"] = want_logprobs
-                           ? LogprobsJson(c.logprobs, static_cast<int64_t>(echo_text_.size()))
-                           : json(nullptr);
+      const std::string& echo = echo_texts_[c.prompt];
+      ch["logprobs"] = want_logprobs ? LogprobsJson(c.logprobs, static_cast<int64_t>(echo.size()))
+                                     : json(nullptr);
       if (c.chat) {
         ch["message"] = response::ChatMessageJson(*c.chat);
       } else {
-        ch["text"] = echo_text_ + c.text;
+        ch["text"] = echo + c.text;
       }
       out["choices"].push_back(std::move(ch));
     }

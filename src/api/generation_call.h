@@ -1,10 +1,14 @@
 // GenerationCall: one /v1/chat/completions or /v1/completions request in flight, from its
-// engine RequestStream to its HTTP reply. The engine thread only signals (RequestStream::
-// SetNotify posts Drain() to the io_context); Drain() takes the queued events without blocking and
-// turns them into SSE chunks (stream) or, at the end, one response body. Chat text runs through a
+// engine RequestStreams (one per prompt: a completions request with a list of prompts has several;
+// choice p * n + j is completion j of prompt p) to its HTTP reply. The engine thread only signals
+// (RequestStream::SetNotify posts Drain() to the io_context); Drain() takes the queued events of
+// every stream without blocking and turns them into SSE chunks (stream) or, at the end, one
+// response body. Chat text runs through a
 // response::ChatStream per choice as it arrives, so a streamed reply's deltas are exactly the
-// unstreamed message. Abort() (client gone, drain deadline) asks the engine to end the request;
-// its final events still arrive and complete the call, which frees it. io thread only.
+// unstreamed message. Abort() (client gone, drain deadline) asks the engine to end every
+// request of the call; their final events still arrive and complete the call, which frees it. A
+// completion that fails aborts the other prompts' requests and the reply is an error. io thread
+// only.
 #pragma once
 
 #include <atomic>
@@ -40,20 +44,22 @@ struct CallContext {
 
 class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
  public:
-  // `on_done` runs once, when the reply has ended (or the client has gone) and the engine has
-  // finished every completion.
+  // `streams`: one per prompt of `request` (request::SplitPrompts order). `on_done` runs once,
+  // when the reply has ended (or the client has gone) and the engine has finished every
+  // completion.
   GenerationCall(const CallContext* context, request::Request request,
-                 std::shared_ptr<Exchange> exchange, std::shared_ptr<RequestStream> stream,
-                 std::string endpoint, std::map<std::string, std::string> reply_headers,
-                 std::function<void()> on_done);
+                 std::shared_ptr<Exchange> exchange,
+                 std::vector<std::shared_ptr<RequestStream>> streams, std::string endpoint,
+                 std::map<std::string, std::string> reply_headers, std::function<void()> on_done);
 
   void Start();
   void Abort();
-  uint64_t id() const { return stream_->id(); }
-  int sequences() const { return request_.sampling.n; }
+  uint64_t id() const { return streams_[0]->id(); }
+  int sequences() const { return request_.sampling.n * static_cast<int>(streams_.size()); }
 
  private:
   struct Choice {
+    int prompt = 0;  // which stream
     std::vector<int32_t> ids;
     std::string text;
     std::vector<response::LogprobEntry> logprobs;
@@ -63,7 +69,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   };
 
   void Drain();
-  void OnEvent(StreamEvent& ev);
+  void OnEvent(int prompt, StreamEvent& ev);
+  void AbortStreams();
   void StreamChunk(int index, const nlohmann::json& delta_or_text, const nlohmann::json& logprobs,
                    const std::string& finish);
   void Complete();
@@ -75,17 +82,17 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
   const CallContext* context_;
   request::Request request_;
   std::shared_ptr<Exchange> exchange_;
-  std::shared_ptr<RequestStream> stream_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
   std::string endpoint_;
   std::map<std::string, std::string> reply_headers_;
   std::function<void()> on_done_;
   std::shared_ptr<std::atomic<bool>> scheduled_ = std::make_shared<std::atomic<bool>>(false);
   std::string response_id_;
   int64_t created_ = 0;
-  std::string echo_text_;
+  std::vector<std::string> echo_texts_;  // per prompt
   std::vector<Choice> choices_;
   int open_ = 0;
-  int64_t prompt_tokens_ = 0;
+  std::vector<int64_t> prompt_tokens_;  // per prompt
   bool aborted_ = false;
   bool failed_ = false;
   Status error_;

@@ -169,8 +169,23 @@ void OpenAiService::Generate(std::shared_ptr<Exchange> ex, const HttpRequest& re
   if (!r.model.empty() && r.model != context_.model_name) {
     return Fail(*ex, endpoint, 404, "the model `" + r.model + "` does not exist", headers, "model");
   }
-  const int64_t n = r.sampling.n;
-  if (open_sequences_ + n > options_.max_running + options_.max_queued) {
+  // A list of prompts: one engine request per prompt, n sequences each.
+  auto engine_requests = std::make_shared<std::vector<GenerateRequest>>();
+  for (const request::Request& one : request::SplitPrompts(r)) {
+    engine_requests->push_back(ToGenerateRequest(one));
+  }
+  const int64_t prompts = static_cast<int64_t>(engine_requests->size());
+  const int64_t n = r.sampling.n * prompts;
+  const int64_t capacity = options_.max_running + options_.max_queued;
+  if (prompts > 1 && n > capacity) {
+    return Fail(*ex, endpoint, 429,
+                "\"prompt\" holds " + std::to_string(prompts) + " prompts of " +
+                    std::to_string(r.sampling.n) + " completions each: " + std::to_string(n) +
+                    " sequences, more than the server's queue ever holds (" +
+                    std::to_string(capacity) + "); send fewer prompts per request",
+                headers, "prompt");
+  }
+  if (open_sequences_ + n > capacity) {
     return Fail(*ex, endpoint, 429,
                 "the server's queue is full (" + std::to_string(options_.max_queued) +
                     " waiting sequences); retry later",
@@ -178,36 +193,49 @@ void OpenAiService::Generate(std::shared_ptr<Exchange> ex, const HttpRequest& re
   }
   open_sequences_ += n;
   ++submitting_;
-  auto engine_request = std::make_shared<GenerateRequest>(ToGenerateRequest(r));
   auto schema_request = std::make_shared<request::Request>(std::move(r));
-  boost::asio::post(submitters_, [this, ex, engine_request, schema_request, endpoint, headers] {
-    auto stream = context_.engine->Submit(*engine_request);
-    boost::asio::post(*context_.io, [this, ex, schema_request, endpoint, headers,
-                                     stream = std::move(stream)]() mutable {
-      Submitted(ex, std::move(*schema_request), endpoint, headers, std::move(stream));
+  boost::asio::post(submitters_, [this, ex, engine_requests, schema_request, endpoint, headers, n] {
+    // In prompt order; a prompt the engine refuses ends the others submitted before it.
+    StatusOr<std::vector<std::shared_ptr<RequestStream>>> streams =
+        std::vector<std::shared_ptr<RequestStream>>();
+    for (size_t i = 0; i < engine_requests->size(); ++i) {
+      auto stream = context_.engine->Submit((*engine_requests)[i]);
+      if (stream.ok()) {
+        streams->push_back(std::move(stream).value());
+        continue;
+      }
+      for (const auto& s : *streams) context_.engine->Abort(s->id());
+      streams = engine_requests->size() == 1
+                    ? stream.status()
+                    : Status(stream.status().code(), "\"prompt\" item " + std::to_string(i) + ": " +
+                                                         stream.status().message());
+      break;
+    }
+    boost::asio::post(*context_.io, [this, ex, schema_request, endpoint, headers, n,
+                                     streams = std::move(streams)]() mutable {
+      Submitted(ex, std::move(*schema_request), endpoint, headers, n, std::move(streams));
     });
   });
 }
 
 void OpenAiService::Submitted(std::shared_ptr<Exchange> ex, request::Request r,
-                              const std::string& endpoint, const Headers& headers,
-                              StatusOr<std::shared_ptr<RequestStream>> stream) {
+                              const std::string& endpoint, const Headers& headers, int64_t n,
+                              StatusOr<std::vector<std::shared_ptr<RequestStream>>> streams) {
   --submitting_;
-  const int64_t n = r.sampling.n;
-  if (!stream.ok()) {
+  if (!streams.ok()) {
     open_sequences_ -= n;
-    return FailStatus(*ex, endpoint, stream.status(), headers);
+    return FailStatus(*ex, endpoint, streams.status(), headers);
   }
-  const uint64_t id = (*stream)->id();
+  const uint64_t id = (*streams)[0]->id();
   if (ex->closed()) {  // the client left while the prompt was encoded
-    context_.engine->Abort(id);
+    for (const auto& s : *streams) context_.engine->Abort(s->id());
     open_sequences_ -= n;
     metrics_.CountAbort();
     metrics_.CountRequest(endpoint, 499);
     return;
   }
-  auto call = std::make_shared<GenerationCall>(&context_, std::move(r), ex, *stream, endpoint,
-                                               headers, [this, id, n] {
+  auto call = std::make_shared<GenerationCall>(&context_, std::move(r), ex, std::move(*streams),
+                                               endpoint, headers, [this, id, n] {
                                                  open_sequences_ -= n;
                                                  calls_.erase(id);
                                                });

@@ -25,8 +25,8 @@ struct ServiceOptions {
   std::string model_dir;
   std::string served_model_name;  // "" = the model dir's name
   std::string api_key;            // "" = no key needed
-  // The queue: generation sequences (n per request) beyond max_running that may wait; a request
-  // that would exceed it gets 429.
+  // The queue: generation sequences (n per prompt of a request) beyond max_running that may
+  // wait; a request that would exceed it gets 429.
   int64_t max_queued = 1024;
   int64_t max_running = 64;
 };
@@ -59,10 +59,11 @@ class OpenAiService {
                   const std::map<std::string, std::string>& headers);
   void Generate(std::shared_ptr<Exchange> ex, const HttpRequest& req, request::Kind kind,
                 const std::string& endpoint, const std::map<std::string, std::string>& headers);
-  // io thread, after Engine::Submit returned on a submitter thread.
+  // io thread, after Engine::Submit returned on a submitter thread for every prompt of `r` (one
+  // stream per prompt, or the first refusal). `sequences`: what the request holds of the queue.
   void Submitted(std::shared_ptr<Exchange> ex, request::Request r, const std::string& endpoint,
-                 const std::map<std::string, std::string>& headers,
-                 StatusOr<std::shared_ptr<RequestStream>> stream);
+                 const std::map<std::string, std::string>& headers, int64_t sequences,
+                 StatusOr<std::vector<std::shared_ptr<RequestStream>>> streams);
   void Tokenize(Exchange& ex, const HttpRequest& req,
                 const std::map<std::string, std::string>& headers);
   void Detokenize(Exchange& ex, const HttpRequest& req,

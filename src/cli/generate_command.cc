@@ -36,7 +36,8 @@ std::vector<FlagSpec> Specs() {
       {"prompt", "one text prompt (needs a tokenizer)"},
       {"prompt-ids", "one prompt as token ids: 1,2,3"},
       {"input",
-       "JSONL file ('-': standard input): one request per line (prompt | prompt_ids | messages, "
+       "JSONL file ('-': standard input): one request per line (prompt (or a list of prompts) | "
+       "prompt_ids | messages, "
        "sampling params)"},
       {"output", "JSONL results, one line per request in input order (default: stdout)"},
       {"max-tokens", "default max_tokens (16)"},
@@ -101,7 +102,9 @@ StatusOr<GenerateRequest> Defaults(const Flags& flags) {
 
 struct Input {
   json id;
-  StatusOr<GenerateRequest> request = InvalidArgument("unset");
+  // One engine request per prompt: a line with a list of prompts has several, whose results make
+  // one output line (choice p * n + j is completion j of prompt p).
+  StatusOr<std::vector<GenerateRequest>> requests = InvalidArgument("unset");
 };
 
 StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateRequest& defaults) {
@@ -116,7 +119,7 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
     }
     GenerateRequest r = defaults;
     r.prompt = *text;
-    inputs.push_back({0, r});
+    inputs.push_back({0, std::vector<GenerateRequest>{r}});
   } else if (auto ids = flags.Get("prompt-ids")) {
     GenerateRequest r = defaults;
     std::stringstream ss(*ids);
@@ -131,7 +134,7 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
         return InvalidArgument("--prompt-ids needs token ids separated by commas");
       }
     }
-    inputs.push_back({0, r});
+    inputs.push_back({0, std::vector<GenerateRequest>{r}});
   } else {
     const std::string path = *flags.Get("input");
     std::ifstream file;
@@ -158,10 +161,14 @@ StatusOr<std::vector<Input>> ReadInputs(const Flags& flags, const GenerateReques
           j.ok() ? request::ParseRequest(*j, request::Kind::kJsonl, schema_defaults, &ordered)
                  : j.status();
       if (parsed.ok()) {
-        input.request = api::ToGenerateRequest(*parsed);
+        std::vector<GenerateRequest> requests;
+        for (const request::Request& one : request::SplitPrompts(*parsed)) {
+          requests.push_back(api::ToGenerateRequest(one));
+        }
+        input.requests = std::move(requests);
       } else {
-        input.request = Status(parsed.status().code(),
-                               "line " + std::to_string(number) + ": " + parsed.status().message());
+        input.requests = Status(parsed.status().code(), "line " + std::to_string(number) + ": " +
+                                                            parsed.status().message());
       }
       inputs.push_back(std::move(input));
     }
@@ -209,18 +216,35 @@ Status Run(const Flags& flags, bool* any_failed) {
 
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  std::vector<std::shared_ptr<RequestStream>> streams(inputs.size());
+  // streams[i]: one per prompt of line i, or none when the line was refused (rejected[i]); a prompt
+  // the engine refuses ends the line's other prompts.
+  std::vector<std::vector<std::shared_ptr<RequestStream>>> streams(inputs.size());
   std::vector<RequestResult> rejected(inputs.size());
+  int64_t total = 0;  // engine requests, and one per refused line (the progress bar's count)
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto stream = inputs[i].request.ok() ? engine->Submit(*inputs[i].request)
-                                         : StatusOr<std::shared_ptr<RequestStream>>(inputs[i].request.status());
-    if (stream.ok()) {
-      streams[i] = *stream;
-    } else {
-      rejected[i].status = stream.status();
+    if (!inputs[i].requests.ok()) {
+      rejected[i].status = inputs[i].requests.status();
+      ++total;
+      continue;
     }
+    const auto& requests = *inputs[i].requests;
+    for (size_t p = 0; p < requests.size(); ++p) {
+      auto stream = engine->Submit(requests[p]);
+      if (stream.ok()) {
+        streams[i].push_back(*stream);
+        continue;
+      }
+      for (const auto& s : streams[i]) engine->Abort(s->id());
+      streams[i].clear();
+      rejected[i].status =
+          requests.size() == 1
+              ? stream.status()
+              : Status(stream.status().code(),
+                       "\"prompt\" item " + std::to_string(p) + ": " + stream.status().message());
+      break;
+    }
+    total += streams[i].empty() ? 1 : static_cast<int64_t>(streams[i].size());
   }
-  const int64_t total = static_cast<int64_t>(inputs.size());
   std::unique_ptr<ProgressBar> bar;
   if (!quiet) {
     bar = std::make_unique<ProgressBar>([&](int64_t* done, int64_t* all, std::string* extra) {
@@ -235,13 +259,25 @@ Status Run(const Flags& flags, bool* any_failed) {
   }
   RunSummary summary;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const RequestResult result =
-        streams[i] ? CollectResult(*streams[i], inputs[i].request->params.n) : rejected[i];
+    RequestResult result = rejected[i];
+    for (size_t p = 0; p < streams[i].size(); ++p) {
+      // A list of prompts: one result, its completions in prompt order, its prompt tokens summed.
+      const int n = (*inputs[i].requests)[p].params.n;
+      RequestResult one = CollectResult(*streams[i][p], n);
+      if (p == 0) result.id = one.id;
+      if (result.status.ok() && !one.status.ok()) result.status = one.status;
+      result.prompt_tokens += one.prompt_tokens;
+      for (Completion& c : one.completions) {
+        c.index += static_cast<int>(p) * n;
+        result.completions.push_back(std::move(c));
+      }
+    }
     summary.Add(result);
     *any_failed |= !result.status.ok();
     json line = ResultJson(inputs[i].id, result, engine->has_tokenizer());
-    if (inputs[i].request.ok() && !inputs[i].request->messages.empty() && engine->has_tokenizer()) {
-      AddChatMessages(*engine, inputs[i].request->chat, &line);
+    if (inputs[i].requests.ok() && !inputs[i].requests->front().messages.empty() &&
+        engine->has_tokenizer()) {
+      AddChatMessages(*engine, inputs[i].requests->front().chat, &line);
     }
     out << line.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     out.flush();

@@ -20,12 +20,22 @@ enum class Kind { kJsonl, kChat, kCompletion };
 // and a named function are output constraints (output_constraint.h).
 enum class ToolChoice { kAuto, kNone };
 
+// One prompt of a list of prompts: text or token ids (exactly one is set).
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
 struct Request {
   Kind kind = Kind::kJsonl;
-  // Exactly one of these three is set.
+  // Exactly one of these four is set.
   std::string prompt;               // text, encoded as is (no BOS added)
   std::vector<int32_t> prompt_ids;  // token ids
   nlohmann::json messages;          // chat: the OpenAI messages array (null when not chat)
+  // Completions (and JSONL) with a list of two or more prompts: each is its own engine request
+  // with the same parameters (SplitPrompts in request_parser.h); choice i * n + j of the reply is
+  // completion j of prompt i. A one-element list sets prompt / prompt_ids instead.
+  std::vector<Prompt> prompts;
 
   // Chat rendering (recipe/).
   std::string tools_json;  // the OpenAI `tools` array as JSON text; "" = none

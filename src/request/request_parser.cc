@@ -88,17 +88,43 @@ Status SetPromptIds(const json& v, const std::string& key, Request* r) {
   return Status::Ok();
 }
 
-// /v1/completions' prompt: text, ids, or a list holding exactly one of those.
+// /v1/completions' prompt: text, token ids, or a list of prompts (strings or arrays of token
+// ids, mixed as the client likes). A one-element list is that prompt.
 Status SetCompletionPrompt(const json& v, const std::string& key, Request* r) {
   if (v.is_string()) return SetPromptText(v, key, r);
-  if (!v.is_array() || v.empty()) return Bad(key, "must be a string or an array of token ids");
-  if (v[0].is_number()) return SetPromptIds(v, key, r);
-  if (v.size() != 1) {
-    return Bad(key, "holds " + std::to_string(v.size()) +
-                        " prompts; a list of prompts is not supported, send one per request");
+  if (!v.is_array()) {
+    return Bad(key,
+               "must be a string, an array of token ids, or an array of strings or of arrays of "
+               "token ids");
   }
-  if (v[0].is_string()) return SetPromptText(v[0], key, r);
-  return SetPromptIds(v[0], key, r);
+  if (v.empty()) return Bad(key, "is an empty list");
+  if (!v[0].is_string() && !v[0].is_array()) return SetPromptIds(v, key, r);
+  std::vector<Prompt> prompts(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = "item " + std::to_string(i);
+    if (v[i].is_string()) {
+      prompts[i].text = v[i].get<std::string>();
+      if (prompts[i].text.empty()) return Bad(key, item + " is an empty string");
+    } else if (v[i].is_array()) {
+      for (const auto& x : v[i]) {
+        int64_t id = 0;
+        if (!GetInt(x, key, 0, INT32_MAX, &id).ok()) {
+          return Bad(key, item + " must be an array of token ids (integers >= 0), got " + x.dump());
+        }
+        prompts[i].ids.push_back(static_cast<int32_t>(id));
+      }
+      if (prompts[i].ids.empty()) return Bad(key, item + " is an empty array");
+    } else {
+      return Bad(key, item + " must be a string or an array of token ids, got " + v[i].dump());
+    }
+  }
+  if (prompts.size() == 1) {
+    r->prompt = std::move(prompts[0].text);
+    r->prompt_ids = std::move(prompts[0].ids);
+  } else {
+    r->prompts = std::move(prompts);
+  }
+  return Status::Ok();
 }
 
 Status SetMessages(const json& v, const std::string& key, Request* r) {
@@ -300,10 +326,10 @@ const std::map<std::string, Field>& Fields() {
                    r->tools_json = v.empty() ? "" : v.dump();
                    return Status::Ok();
                  })}},
-      {"parallel_tool_calls", {kChatLike, Plain([](const json& v, const std::string& k,
-                                                   Request* r) {
-                                 return GetBool(v, k, &r->parallel_tool_calls);
-                               })}},
+      {"parallel_tool_calls",
+       {kChatLike, Plain([](const json& v, const std::string& k, Request* r) {
+          return GetBool(v, k, &r->parallel_tool_calls);
+        })}},
       {"reasoning_effort", {kChatLike, Plain([](const json& v, const std::string& k, Request* r) {
                               return GetString(v, k, &r->reasoning_effort);
                             })}},
@@ -312,16 +338,14 @@ const std::map<std::string, Field>& Fields() {
                       return GetBool(v, k, &r->thinking);
                     })}},
       // Prompts.
-      {"prompt", {kJ | kP, [](const json& v, const std::string& k, Kind kind, Request* r) {
-                    return kind == Kind::kCompletion ? SetCompletionPrompt(v, k, r)
-                                                     : SetPromptText(v, k, r);
-                  }}},
+      {"prompt", {kJ | kP, Plain(SetCompletionPrompt)}},
       {"prompt_ids", {kJ, Plain(SetPromptIds)}},
       {"echo", {kP, Plain([](const json& v, const std::string& k, Request* r) {
                   return GetBool(v, k, &r->echo);
                 })}},
-      {"prompt_logprobs", {kP, Refused("is not supported yet (the engine returns logits of the "
-                                       "last position only)")}},
+      {"prompt_logprobs",
+       {kP, Refused("is not supported yet (the engine returns logits of the "
+                    "last position only)")}},
       {"suffix", {kP, Refused("is not supported (DeepSeek-V4 has no fill-in-the-middle)")}},
   };
   return *fields;
@@ -348,6 +372,7 @@ StatusOr<Request> ParseRequest(const json& body, Kind kind, const Request& defau
   r.kind = kind;
   r.prompt.clear();
   r.prompt_ids.clear();
+  r.prompts.clear();
   r.messages = nullptr;
   const auto& fields = Fields();
   for (const auto& [key, v] : body.items()) {
@@ -381,7 +406,8 @@ StatusOr<Request> ParseRequest(const json& body, Kind kind, const Request& defau
       if (v != values[0]) return Bad("chat_template_kwargs", "disagrees with \"thinking\"");
     }
   }
-  const int sources = !r.prompt.empty() + !r.prompt_ids.empty() + !r.messages.is_null();
+  const int sources =
+      !r.prompt.empty() + !r.prompt_ids.empty() + !r.prompts.empty() + !r.messages.is_null();
   if (sources != 1) {
     switch (kind) {
       case Kind::kChat:
@@ -403,6 +429,20 @@ StatusOr<Request> ParseRequest(const json& body, Kind kind, const Request& defau
   DSINFER_ASSIGN_OR_RETURN(r.sampling.structured_outputs, ParseOutputConstraint(body, ordered));
   DSINFER_RETURN_IF_ERROR(r.sampling.Validate());
   return r;
+}
+
+std::vector<Request> SplitPrompts(const Request& r) {
+  if (r.prompts.empty()) return {r};
+  std::vector<Request> out;
+  out.reserve(r.prompts.size());
+  for (const Prompt& p : r.prompts) {
+    Request one = r;
+    one.prompts.clear();
+    one.prompt = p.text;
+    one.prompt_ids = p.ids;
+    out.push_back(std::move(one));
+  }
+  return out;
 }
 
 }  // namespace dsinfer::request

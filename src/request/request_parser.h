@@ -7,15 +7,17 @@
 //   chat (and JSONL): messages, tools, tool_choice, parallel_tool_calls, reasoning_effort,
 //     chat_template_kwargs{thinking | enable_thinking}, thinking, max_completion_tokens,
 //     top_logprobs; `logprobs` is true / false;
-//   completions: prompt (text, token ids, or a one-element list of either), echo, prompt_logprobs
+//   completions: prompt (text, token ids, or a list of prompts: strings and / or arrays of token
+//     ids; Request::prompts), echo, prompt_logprobs
 //     (refused: not supported yet), suffix (refused); `logprobs` is the number of alternatives;
-//   JSONL: prompt (text), prompt_ids, messages and every chat key.
+//   JSONL: prompt (as completions'), prompt_ids, messages and every chat key.
 // A null value means "not given". Unknown keys are InvalidArgument naming the key, as OpenAI
 // does; every message starts with the quoted key it is about (the server reports it as `param`).
 // Pure function; thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "base/status.h"
 #include "request/request.h"
@@ -28,5 +30,9 @@ namespace dsinfer::request {
 // order for structured output).
 StatusOr<Request> ParseRequest(const nlohmann::json& body, Kind kind, const Request& defaults,
                                const nlohmann::ordered_json* ordered = nullptr);
+
+// One request per prompt of `r` in order, each with its prompt / prompt_ids set and every other
+// field as in `r`; just {r} when `r` has a single prompt (or messages).
+std::vector<Request> SplitPrompts(const Request& r);
 
 }  // namespace dsinfer::request

@@ -116,6 +116,51 @@ TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
   EXPECT_EQ(Lines(alone.out).at(0)["choices"][0]["ids"], lines[0]["choices"][0]["ids"]);
 }
 
+// A line with a list of prompts (the /v1/completions schema) is one output line: choice p * n + j
+// is completion j of prompt p, exactly as prompt p alone with the same seed; prompt tokens summed.
+// A prompt the engine refuses makes the whole line an error naming the item.
+TEST_F(GenerateCliTest, JsonlListOfPromptsIsOneLine) {
+  const std::string dir = testing::ScratchDir("generate_cli_jsonl_list");
+  const std::string params = R"("max_tokens": 4, "n": 2, "seed": 5, "ignore_eos": true)";
+  testing::WriteFile(dir + "/in.jsonl", "{\"prompt\": [[1, 2], [3, 4, 5], [6]], " + params + "}\n" +
+                                            "{\"prompt_ids\": [1, 2], " + params + "}\n" +
+                                            "{\"prompt_ids\": [3, 4, 5], " + params + "}\n" +
+                                            "{\"prompt_ids\": [6], " + params + "}\n" +
+                                            "{\"prompt\": [[1, 2], [3, 999999999]], " + params +
+                                            "}\n" + "{\"prompt\": [[1, 2], []], " + params + "}\n");
+  const Result r = Generate("--model " + *model_ + " --input " + dir + "/in.jsonl --output " + dir +
+                            "/out.jsonl --threads 1 --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // the last two lines fail
+  const auto lines = Lines(testing::ReadFile(dir + "/out.jsonl"));
+  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_TRUE(lines[0].contains("choices")) << lines[0];
+  ASSERT_EQ(lines[0]["choices"].size(), 6u);
+  int64_t prompt_tokens = 0;
+  for (int p = 0; p < 3; ++p) {
+    const json& one = lines[1 + p];
+    ASSERT_EQ(one["choices"].size(), 2u) << one;
+    prompt_tokens += one["prompt_tokens"].get<int64_t>();
+    for (int j = 0; j < 2; ++j) {
+      const json& ch = lines[0]["choices"][p * 2 + j];
+      EXPECT_EQ(ch["index"], p * 2 + j);
+      EXPECT_EQ(ch["ids"], one["choices"][j]["ids"]) << "prompt " << p << " completion " << j;
+    }
+  }
+  EXPECT_NE(lines[0]["choices"][0]["ids"], lines[0]["choices"][1]["ids"]);
+  EXPECT_EQ(lines[0]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(prompt_tokens, 6);
+  EXPECT_EQ(lines[0]["usage"]["completion_tokens"], 24);
+  EXPECT_FALSE(lines[4].contains("choices")) << lines[4];
+  EXPECT_NE(lines[4]["error"]["message"].get<std::string>().find(
+                "\"prompt\" item 1: prompt token id 999999999 is outside the vocabulary"),
+            std::string::npos)
+      << lines[4];
+  EXPECT_NE(lines[5]["error"]["message"].get<std::string>().find(
+                "line 6: \"prompt\" item 1 is an empty array"),
+            std::string::npos)
+      << lines[5];
+}
+
 TEST_F(GenerateCliTest, UsageErrorsAndUnknownModel) {
   EXPECT_EQ(Generate("--model " + *model_).exit_code, 2) << "no prompt";
   EXPECT_EQ(Generate("--model " + *model_ + " --prompt-ids 1,x").exit_code, 2);

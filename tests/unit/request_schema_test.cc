@@ -142,12 +142,65 @@ TEST(RequestSchemaTest, CompletionPrompts) {
   auto one = Completion(R"({"prompt": ["Hi"]})");
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->prompt, "Hi");
-  ExpectError(Completion(R"({"prompt": ["a", "b"]})"), "a list of prompts is not supported");
   ExpectError(Completion(R"({"prompt": "Hi", "prompt_logprobs": 1})"),
               "\"prompt_logprobs\" is not supported yet");
   ExpectError(Completion(R"({"prompt": "Hi", "suffix": "x"})"), "\"suffix\"");
   ExpectError(Completion(R"({"prompt": ""})"), "\"prompt\" is empty");
   ExpectError(Completion(R"({"prompt": "Hi", "logprobs": 21})"), "\"logprobs\" must be <= 20");
+}
+
+TEST(RequestSchemaTest, CompletionListOfPrompts) {
+  auto texts = Completion(R"({"prompt": ["a", "b c", "d"], "n": 2, "seed": 7, "echo": true})");
+  ASSERT_TRUE(texts.ok()) << texts.status().ToString();
+  EXPECT_TRUE(texts->prompt.empty());
+  EXPECT_TRUE(texts->prompt_ids.empty());
+  ASSERT_EQ(texts->prompts.size(), 3u);
+  EXPECT_EQ(texts->prompts[1].text, "b c");
+  auto split = SplitPrompts(*texts);
+  ASSERT_EQ(split.size(), 3u);
+  for (size_t i = 0; i < split.size(); ++i) {
+    EXPECT_TRUE(split[i].prompts.empty());
+    EXPECT_EQ(split[i].prompt, texts->prompts[i].text);
+    EXPECT_EQ(split[i].sampling.n, 2);
+    EXPECT_EQ(split[i].sampling.seed, std::optional<uint64_t>(7));
+    EXPECT_TRUE(split[i].echo);
+  }
+  auto ids = Completion(R"({"prompt": [[1, 2], [3], [4, 5, 6]]})");
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->prompts.size(), 3u);
+  EXPECT_EQ(ids->prompts[2].ids, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_TRUE(ids->prompts[2].text.empty());
+  auto mixed = Completion(R"({"prompt": ["x", [9]]})");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ(mixed->prompts[1].ids, (std::vector<int32_t>{9}));
+  auto one_ids = Completion(R"({"prompt": [[1, 2]]})");
+  ASSERT_TRUE(one_ids.ok());
+  EXPECT_TRUE(one_ids->prompts.empty());
+  EXPECT_EQ(one_ids->prompt_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(SplitPrompts(*one_ids).size(), 1u);
+  // JSONL lines take the same forms.
+  auto jsonl = Jsonl(R"({"prompt": ["a", "b"]})");
+  ASSERT_TRUE(jsonl.ok()) << jsonl.status().ToString();
+  EXPECT_EQ(jsonl->prompts.size(), 2u);
+
+  ExpectError(Completion(R"({"prompt": []})"), "\"prompt\" is an empty list");
+  ExpectError(Completion(R"({"prompt": ["a", ""]})"), "\"prompt\" item 1 is an empty string");
+  ExpectError(Completion(R"({"prompt": [[1], []]})"), "\"prompt\" item 1 is an empty array");
+  ExpectError(Completion(R"({"prompt": [[1], [[2]]]})"),
+              "\"prompt\" item 1 must be an array of token ids");
+  ExpectError(Completion(R"({"prompt": [[1], ["a"]]})"),
+              "\"prompt\" item 1 must be an array of token ids");
+  ExpectError(Completion(R"({"prompt": [[1, -2]]})"),
+              "\"prompt\" item 0 must be an array of token ids");
+  ExpectError(Completion(R"({"prompt": [[1, 2.5]]})"),
+              "\"prompt\" item 0 must be an array of token ids");
+  ExpectError(Completion(R"({"prompt": [[1, 4294967296]]})"),
+              "\"prompt\" item 0 must be an array of token ids");
+  ExpectError(Completion(R"({"prompt": ["a", 3]})"), "\"prompt\" item 1 must be a string");
+  ExpectError(Completion(R"({"prompt": ["a", {"x": 1}]})"), "\"prompt\" item 1 must be a string");
+  ExpectError(Completion(R"({"prompt": [1, "a"]})"), "\"prompt\" must be an integer");
+  ExpectError(Completion(R"({"prompt": {"a": 1}})"), "\"prompt\" must be a string");
+  ExpectError(Completion(R"({"prompt": 5})"), "\"prompt\" must be a string");
 }
 
 TEST(RequestSchemaTest, JsonlTakesAnOpenAiBodyAndTheCliKeys) {
