@@ -296,6 +296,9 @@ struct CudaModel::Impl {
     const std::vector<int32_t>* ids = nullptr;
   };
   int64_t EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows);
+  // The checks every forward makes of its tokens: ids in the vocabulary, rows within max_tokens,
+  // logits rows within the buffer.
+  Status CheckStep(const std::vector<const std::vector<int32_t>*>& ids, LogitsRows rows) const;
   // EnqueueStep's halves: the host metadata (returns the logits rows), then the upload (with the
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);

@@ -1,0 +1,237 @@
+// CudaModel's per-request state: the device pools and the step's page table (paged mode for the
+// engine, identity page ranges for the model's own slots), paged forwards and page copies, and
+// synthetic state for benchmarks. The forward itself is cuda_model.cc's.
+#include "model/deepseek_v4/cuda/cuda_model_impl.h"
+
+namespace dsinfer::model::deepseek_v4::cuda {
+
+cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config) {
+  return DeepseekV4StateLayout(config, kRollbackSlack);
+}
+
+void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
+  const int S = opt.max_seqs;
+  pools.clear();
+  table_cols = 0;
+  for (const cache::PoolPlan& pp : plan.pools) {
+    // Lists page by a power of two of rows (ListRef's shift); a ring's page is the ring.
+    DSINFER_CHECK(pp.component.ring() || (pp.rows_per_page & (pp.rows_per_page - 1)) == 0);
+    Pool pool;
+    pool.plan = pp;
+    pool.data = Alloc<float>(pp.num_pages * (pp.page_bytes() / 4));
+    pool.table_offset = table_cols;
+    // Entries up to the context: entry w is written at position (w + 1) * rate - 1 < max_len.
+    pool.per_seq =
+        pp.component.ring()
+            ? 1
+            : (opt.max_len / pp.component.tokens_per_row + pp.rows_per_page) / pp.rows_per_page;
+    table_cols += pool.per_seq;
+    pools.push_back(pool);
+  }
+  table_dev = Alloc<int32_t>(S * table_cols);
+  table_host = gpu::PinnedBuffer(static_cast<size_t>(std::max<int64_t>(S * table_cols, 1)) * 4);
+  std::memset(table_host.get(), 0, table_host.bytes());
+  gpu::CopyToDevice(table_dev, table_host.get(), static_cast<size_t>(S * table_cols) * 4,
+                    stream.get());
+  state.assign(c.num_layers, LayerState{});
+  for (const Pool& pool : pools) {
+    const cache::StateComponent& comp = pool.plan.component;
+    const int64_t rpp = pool.plan.rows_per_page;
+    for (const cache::StateMember& m : comp.members) {
+      if (m.layer >= c.num_layers) continue;  // the MTP layer's state (not run on CUDA yet)
+      LayerState& st = state[m.layer];
+      gpu::RingRef ring;
+      ring.pool = pool.data;
+      ring.cap = comp.ring_rows;
+      ring.width = m.width;
+      ring.page_floats = pool.page_floats();
+      ring.member_offset = m.offset * rpp;
+      ring.pages = table_dev + pool.table_offset;
+      ring.pages_stride = table_cols;
+      gpu::ListRef list;
+      list.pool = pool.data;
+      list.width = m.width;
+      list.page_floats = pool.page_floats();
+      list.member_offset = m.offset * rpp;
+      list.rows_shift = 0;
+      while ((int64_t{1} << list.rows_shift) < rpp) ++list.rows_shift;
+      list.pages = table_dev + pool.table_offset;
+      list.pages_stride = table_cols;
+      list.capacity = EntryCapacity(comp.tokens_per_row);
+      switch (static_cast<StateStream>(m.stream)) {
+        case StateStream::kWindow:
+          st.window = ring;
+          break;
+        case StateStream::kCompressorRows:
+          st.comp_rows = ring;
+          break;
+        case StateStream::kIndexRows:
+          st.index_rows = ring;
+          break;
+        case StateStream::kCompressed:
+          st.comp_entries = list;
+          break;
+        case StateStream::kIndexKeys:
+          st.index_entries = list;
+          break;
+      }
+    }
+  }
+}
+
+void CudaModel::Impl::AllocateState() {
+  const int S = opt.max_seqs;
+  cache::MemoryPlan plan;
+  plan.max_sequences = S;
+  const cache::StateLayout layout = StateLayoutFor(c);
+  for (const cache::StateComponent& comp : layout.components()) {
+    cache::PoolPlan pp;
+    pp.component = comp;
+    pp.rows_per_page = comp.ring() ? comp.ring_rows : cache::GrowingRowsPerPage(comp, {});
+    const int64_t per_seq =
+        comp.ring() ? 1 : (opt.max_len / comp.tokens_per_row + pp.rows_per_page) / pp.rows_per_page;
+    pp.num_pages = S * per_seq;
+    plan.pools.push_back(pp);
+  }
+  BuildPools(plan);
+  int32_t* t = table_host.as<int32_t>();  // identity: slot s owns its own page range
+  for (int s = 0; s < S; ++s) {
+    for (const Pool& pool : pools) {
+      for (int64_t k = 0; k < pool.per_seq; ++k) {
+        t[s * table_cols + pool.table_offset + k] = static_cast<int32_t>(s * pool.per_seq + k);
+      }
+    }
+  }
+  gpu::CopyToDevice(table_dev, t, static_cast<size_t>(S * table_cols) * 4, stream.get());
+  stream.Synchronize();
+  lengths.assign(S, 0);
+  used.assign(S, false);
+}
+
+Status CudaModel::UsePagedState(const cache::MemoryPlan& plan) {
+  Impl& m = *impl_;
+  if (!m.opt.paged) return Internal("UsePagedState needs CudaModelOptions::paged");
+  if (!m.pools.empty()) return Internal("UsePagedState: the pools exist already");
+  const cache::StateLayout layout = StateLayoutFor(m.c);
+  const auto& want = layout.components();
+  if (plan.pools.size() != want.size()) {
+    return InvalidArgument("the memory plan's pools do not follow the CUDA model's state layout");
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (plan.pools[i].component.name != want[i].name ||
+        plan.pools[i].component.bytes_per_row != want[i].bytes_per_row) {
+      return InvalidArgument("memory plan pool " + plan.pools[i].component.name +
+                             " does not match the CUDA model's " + want[i].name);
+    }
+  }
+  int64_t bytes = 0;
+  for (const cache::PoolPlan& pp : plan.pools) bytes += pp.num_pages * pp.page_bytes();
+  const int64_t free = static_cast<int64_t>(gpu::DeviceFreeBytes());
+  if (bytes > free - (int64_t{256} << 20)) {
+    return ResourceExhausted("the state memory of " + std::to_string(bytes >> 20) +
+                             " MiB does not fit the GPU's " + std::to_string(free >> 20) +
+                             " MiB free after the model (lower --state-memory-mb or "
+                             "--gpu-memory-utilization)");
+  }
+  m.BuildPools(plan);
+  m.stream.Synchronize();
+  return Status::Ok();
+}
+
+StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<PagedChunk>& chunks,
+                                                          LogitsRows rows) {
+  Impl& m = *impl_;
+  if (!m.opt.paged || m.pools.empty()) return Internal("ForwardPaged needs UsePagedState");
+  if (static_cast<int64_t>(chunks.size()) > m.opt.max_seqs) {
+    return OutOfRange(std::to_string(chunks.size()) + " sequences in one step; the CUDA model " +
+                      "holds " + std::to_string(m.opt.max_seqs));
+  }
+  std::vector<const std::vector<int32_t>*> ids;
+  std::vector<Impl::StepSeq> seqs;
+  int32_t* t = m.table_host.as<int32_t>();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PagedChunk& ch = chunks[i];
+    const int64_t end = ch.start + static_cast<int64_t>(ch.ids.size());
+    if (end > m.opt.max_len) {
+      return OutOfRange("sequence of " + std::to_string(end) + " tokens exceeds the CUDA model's " +
+                        "context of " + std::to_string(m.opt.max_len));
+    }
+    if (ch.pages.size() != m.pools.size())
+      return InvalidArgument("ForwardPaged: one page list per pool");
+    for (size_t p = 0; p < m.pools.size(); ++p) {
+      const Impl::Pool& pool = m.pools[p];
+      const std::vector<int32_t>& pages = *ch.pages[p];
+      const int64_t need = pool.plan.PagesAt(end);
+      if (static_cast<int64_t>(pages.size()) < need ||
+          static_cast<int64_t>(pages.size()) > pool.per_seq) {
+        return Internal("ForwardPaged: pool " + pool.plan.component.name + " holds " +
+                        std::to_string(pages.size()) + " pages for " + std::to_string(end) +
+                        " tokens (needs " + std::to_string(need) + ")");
+      }
+      int32_t* row = t + static_cast<int64_t>(i) * m.table_cols + pool.table_offset;
+      for (int64_t k = 0; k < pool.per_seq; ++k) {
+        // Columns past the sequence's pages are never read; they repeat its first page.
+        row[k] = k < static_cast<int64_t>(pages.size()) ? pages[k] : (pages.empty() ? 0 : pages[0]);
+        DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
+      }
+    }
+    ids.push_back(&ch.ids);
+    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids});
+  }
+  DSINFER_RETURN_IF_ERROR(m.CheckStep(ids, rows));
+  // A decode step (one token per sequence): the uploads and the forward replay a graph captured
+  // for this batch size (its kernels' shapes depend on nothing else; the copies read the pinned
+  // buffers filled here). Steps of several tokens per sequence (speculative verify steps) run
+  // eagerly: replaying them from graphs gave different bits on the H200 (budget-7 mixes of
+  // gpu_engine_test), not yet understood.
+  const bool decode =
+      !chunks.empty() && std::all_of(chunks.begin(), chunks.end(),
+                                     [](const PagedChunk& ch) { return ch.ids.size() == 1; });
+  if (!decode || !m.opt.graphs) return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
+  const int64_t n = static_cast<int64_t>(chunks.size());
+  const int64_t nrows = m.FillMeta(seqs, rows);
+  auto& graph = m.paged_graphs[n];
+  if (!graph) {
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(m.stream.get());
+    m.Launch(n, nrows, true, n);
+    graph->EndCapture(m.stream.get());
+  }
+  graph->Launch(m.stream.get());
+  return DeviceLogits{m.logits, nrows};
+}
+
+void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
+                          const std::vector<int32_t>& to, int64_t count) {
+  Impl& m = *impl_;
+  DSINFER_CHECK(pool < m.pools.size() && count <= static_cast<int64_t>(from.size()) &&
+                count <= static_cast<int64_t>(to.size()));
+  const Impl::Pool& p = m.pools[pool];
+  const int64_t pf = p.page_floats();
+  for (int64_t k = 0; k < count; ++k) {
+    gpu::CopyDeviceToDevice(p.data + to[k] * pf, p.data + from[k] * pf,
+                            static_cast<size_t>(pf) * sizeof(float), m.stream.get());
+  }
+}
+
+Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
+  Impl& m = *impl_;
+  if (m.opt.paged) return Internal("synthetic state is for the model's own slots");
+  if (slot < 0 || slot >= m.opt.max_seqs || !m.used[slot]) return InvalidArgument("bad CUDA state slot");
+  if (length > m.opt.max_len) return OutOfRange("synthetic length exceeds the state capacity");
+  uint64_t k = seed * 7919 + static_cast<uint64_t>(slot) * 104729;
+  for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
+    const int64_t span = pool.per_seq * pool.page_floats();
+    gpu::RandomFillParams f;
+    f.data = pool.data + slot * span;
+    f.count = span;
+    f.kind = gpu::RandomKind::kF32Normal;
+    f.seed = k++; f.mean = 0; f.std = 1;
+    gpu::LaunchRandomFill(f, m.stream.get());
+  }
+  m.stream.Synchronize();
+  m.lengths[slot] = length;
+  return Status::Ok();
+}
+
+}  // namespace dsinfer::model::deepseek_v4::cuda
