@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { OpenAI, eventually, killAll, metric, startServer, stopServer } from './server_util.mjs';
+import { OpenAI, eventually, expectStatus, killAll, metric, startServer, stopServer } from './server_util.mjs';
 
 let server;
 let client;
@@ -146,14 +146,6 @@ describe('a list of prompts', () => {
 });
 
 describe('errors', () => {
-  const expectStatus = async (promise, status, pattern, param) => {
-    await assert.rejects(promise, (e) => {
-      assert.equal(e.status, status, e.message);
-      if (pattern) assert.match(e.message, pattern);
-      if (param !== undefined) assert.equal(e.error?.param ?? e.param, param);
-      return true;
-    });
-  };
 
   test('400 for an empty list, an empty item, nested non-ids, ids outside the vocabulary', async () => {
     const create = (prompt) => client.completions.create({ prompt, max_tokens: 2 });

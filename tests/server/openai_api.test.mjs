@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { OpenAI, eventually, killAll, metric, rawRequest, startServer, stopServer } from './server_util.mjs';
+import { OpenAI, eventually, expectStatus, killAll, metric, rawRequest, startServer, stopServer } from './server_util.mjs';
 
 const KEY = 'sk-dsinfer-test';
 let server;
@@ -207,14 +207,6 @@ describe('legacy completions', () => {
 });
 
 describe('errors', () => {
-  const expectStatus = async (promise, status, pattern, param) => {
-    await assert.rejects(promise, (e) => {
-      assert.equal(e.status, status, e.message);
-      if (pattern) assert.match(e.message, pattern);
-      if (param !== undefined) assert.equal(e.error?.param ?? e.param, param);
-      return true;
-    });
-  };
   test('400: unknown keys named, bad values, seed -1, max_tokens beyond the context, bad constraints', async () => {
     await expectStatus(client.chat.completions.create({ messages: user('x'), temprature: 1 }), 400,
       /"temprature" is not a known request key/, 'temprature');

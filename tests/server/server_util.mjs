@@ -3,6 +3,7 @@
 // the openai client cannot send (bad bytes, wrong methods, a kept-alive socket).
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+import assert from 'node:assert/strict';
 import net from 'node:net';
 
 const require = createRequire(process.env.DSINFER_NPM_DIR + '/package.json');
@@ -103,4 +104,15 @@ export async function eventually(f, ms, what) {
     if (Date.now() > end) throw new Error('timed out waiting for ' + what);
     await sleep(50);
   }
+}
+
+// The client call rejects with an HTTP error of this status; its message matches `pattern` and its
+// OpenAI error object names `param` (each when given).
+export async function expectStatus(promise, status, pattern, param) {
+  await assert.rejects(promise, (e) => {
+    assert.equal(e.status, status, e.message);
+    if (pattern) assert.match(e.message, pattern);
+    if (param !== undefined) assert.equal(e.error?.param ?? e.param, param);
+    return true;
+  });
 }

@@ -100,6 +100,26 @@ TEST(StructuredRegexTest, AgreesWithStdRegexOnRandomStrings) {
   }
 }
 
+// Checks the matcher's mask against advancing a copy of it by every token (EOS: allowed exactly
+// when accepting); returns the allowed ids, EOS included.
+std::vector<int32_t> AllowedByBruteForce(const structured::Matcher& m,
+                                         const structured::Vocabulary& v, const std::string& what) {
+  const auto mask = m.Mask();
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id < v.size(); ++id) {
+    bool brute = false;
+    if (id == v.eos_id()) {
+      brute = m.IsAccepting();
+    } else if (id < v.num_ids() && !v.bytes(id).empty()) {
+      structured::Matcher probe = m;
+      brute = probe.Advance(id).ok();
+    }
+    EXPECT_EQ(structured::MaskHas(mask->data(), id), brute) << what << ": token " << id;
+    if (brute) allowed.push_back(id);
+  }
+  return allowed;
+}
+
 TEST(StructuredMaskTest, MaskEqualsBruteForceOverEveryToken) {
   auto a = Compile(Spec(ConstraintKind::kJsonSchema,
                         R"({"type":"object","properties":{"name":{"type":"string","maxLength":3},
@@ -108,20 +128,8 @@ TEST(StructuredMaskTest, MaskEqualsBruteForceOverEveryToken) {
   std::mt19937 rng(3);
   structured::Matcher m(a);
   for (int step = 0; step < 40 && !m.IsCompleted(); ++step) {
-    auto mask = m.Mask();
-    std::vector<int32_t> allowed;
-    for (int32_t id = 0; id < v.size(); ++id) {
-      bool brute = false;
-      if (id == v.eos_id()) {
-        brute = m.IsAccepting();
-      } else if (id < v.num_ids() && !v.bytes(id).empty()) {
-        structured::Matcher probe = m;
-        brute = probe.Advance(id).ok();
-      }
-      EXPECT_EQ(structured::MaskHas(mask->data(), id), brute)
-          << "token " << id << " at step " << step;
-      if (brute) allowed.push_back(id);
-    }
+    const std::vector<int32_t> allowed = AllowedByBruteForce(m, v, "step " + std::to_string(step));
+    ASSERT_FALSE(::testing::Test::HasFailure());
     ASSERT_FALSE(allowed.empty());
     ASSERT_TRUE(m.Advance(allowed[rng() % allowed.size()]).ok());
   }
@@ -142,20 +150,10 @@ TEST(StructuredMaskTest, BoundedRepetitionMasksEqualBruteForce) {
       std::mt19937 rng(seed);
       structured::Matcher m(a);
       for (int step = 0; step < 120 && !m.IsCompleted(); ++step) {
-        auto mask = m.Mask();
-        std::vector<int32_t> allowed, longest;
-        for (int32_t id = 0; id < v.size(); ++id) {
-          bool brute = false;
-          if (id == v.eos_id()) {
-            brute = m.IsAccepting();
-          } else if (id < v.num_ids() && !v.bytes(id).empty()) {
-            structured::Matcher probe = m;
-            brute = probe.Advance(id).ok();
-          }
-          ASSERT_EQ(structured::MaskHas(mask->data(), id), brute)
-              << schema << ": token " << id << " at step " << step;
-          if (brute && id != v.eos_id()) allowed.push_back(id);
-        }
+        std::vector<int32_t> allowed =
+            AllowedByBruteForce(m, v, schema + ": step " + std::to_string(step));
+        ASSERT_FALSE(::testing::Test::HasFailure());
+        std::erase(allowed, v.eos_id());
         if (allowed.empty()) break;
         // Prefer long tokens half of the time, so the walks cross the window's edge.
         int32_t pick = allowed[rng() % allowed.size()];

@@ -358,6 +358,7 @@ void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t
   }
   gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * opt.max_tokens * sizeof(int32_t),
                     stream.get());
+  Mark("embed");
   Run(n, nrows, one_per_seq);
 }
 
@@ -442,24 +443,19 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   if (ids.size() != slots.size()) return InvalidArgument("DecodeStep: slots and ids differ in size");
   if (n == 0) return std::vector<int32_t>{};
   if (n > T || n > m.logits_rows) return OutOfRange("DecodeStep batch exceeds the CUDA buffers");
-  int32_t* h = m.meta_host.as<int32_t>();
+  std::vector<std::vector<int32_t>> one(n);
+  std::vector<Impl::StepSeq> seqs;
   for (int64_t i = 0; i < n; ++i) {
     const int s = slots[i];
     if (s < 0 || s >= m.opt.max_seqs || !m.used[s]) return InvalidArgument("bad CUDA state slot");
     if (ids[i] < 0 || ids[i] >= m.c.vocab_size) return InvalidArgument("token id outside the vocabulary");
     if (m.lengths[s] + 1 > m.opt.max_len) return OutOfRange("sequence exceeds the CUDA state capacity");
-    h[i] = ids[i];
-    h[T + i] = static_cast<int32_t>(m.lengths[s]);
-    h[2 * T + i] = s;
-    h[3 * T + i] = static_cast<int32_t>(i);
-    h[4 * T + i] = static_cast<int32_t>(m.lengths[s]);
-    h[5 * T + i] = 1;
-    h[6 * T + i] = static_cast<int32_t>(i);
+    one[i] = {ids[i]};
+    seqs.push_back({s, m.lengths[s], &one[i]});
   }
+  m.FillMeta(seqs, LogitsRows::kLast);
   auto step = [&] {
-    gpu::CopyToDevice(m.meta_dev, h, kMetaArrays * T * sizeof(int32_t), m.stream.get());
-    m.Mark("embed");
-    m.Run(n, n, true);
+    m.Launch(n, n, true, 0);
     m.Mark("sample");
     gpu::SampleRowsParams sp;  // greedy: every row's argmax
     sp.logits = m.logits;

@@ -217,7 +217,8 @@ void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
 Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   Impl& m = *impl_;
   if (m.opt.paged) return Internal("synthetic state is for the model's own slots");
-  if (slot < 0 || slot >= m.opt.max_seqs || !m.used[slot]) return InvalidArgument("bad CUDA state slot");
+  if (slot < 0 || slot >= m.opt.max_seqs || !m.used[slot])
+    return InvalidArgument("bad CUDA state slot");
   if (length > m.opt.max_len) return OutOfRange("synthetic length exceeds the state capacity");
   uint64_t k = seed * 7919 + static_cast<uint64_t>(slot) * 104729;
   for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
@@ -226,7 +227,9 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
     f.data = pool.data + slot * span;
     f.count = span;
     f.kind = gpu::RandomKind::kF32Normal;
-    f.seed = k++; f.mean = 0; f.std = 1;
+    f.seed = k++;
+    f.mean = 0;
+    f.std = 1;
     gpu::LaunchRandomFill(f, m.stream.get());
   }
   m.stream.Synchronize();
