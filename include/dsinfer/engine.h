@@ -76,6 +76,23 @@ class EngineLoop;
 // Where the model runs: kAuto is CUDA when the build has it and a GPU is visible, else the CPU.
 enum class Device { kAuto, kCpu, kCuda };
 
+// Speculative decoding: cheap drafts of the next tokens, verified in one forward step. A draft is
+// accepted exactly when it is the token the sampler draws at its position (same seeded draw), so
+// outputs are bit-identical with speculation on and off.
+struct SpeculativeOptions {
+  enum class Method {
+    kNone,
+    kNgram,  // prompt lookup: what followed the latest earlier occurrence of the last n tokens
+    kMtp,    // the model's MTP layer, chained for more than one draft (CPU backend for now)
+  };
+  Method method = Method::kNone;
+  int num_tokens = 3;     // drafts per verify step, 1..16
+  bool adaptive = false;  // each request drafts fewer when its recent drafts were rejected
+  int ngram_min = 1;      // n-gram: shortest and longest suffix matched
+  int ngram_max = 4;
+};
+const char* SpeculativeMethodName(SpeculativeOptions::Method method);  // "none", "ngram", "mtp"
+
 struct EngineOptions {
   std::string model_dir;
   Device device = Device::kCpu;
@@ -101,6 +118,7 @@ struct EngineOptions {
   // weights are generated on the device from random_seed (CUDA only; token ids only: no tokenizer).
   std::string random_preset;
   uint64_t random_seed = 1;
+  SpeculativeOptions speculative;
 };
 
 struct ChatMessage {
@@ -167,6 +185,8 @@ struct StreamEvent {
   int64_t completion_tokens = 0;        // on the last event
   double ttft_s = 0;                    // on the last event: arrival -> first token
   double e2e_s = 0;                     // on the last event: arrival -> finish
+  int64_t draft_tokens = 0;             // on the last event: speculative drafts verified
+  int64_t accepted_tokens = 0;          // on the last event: of those, accepted
 };
 
 struct Completion {
@@ -178,6 +198,8 @@ struct Completion {
   std::string stop;
   double ttft_s = 0;
   double e2e_s = 0;
+  int64_t draft_tokens = 0;     // speculative drafts verified
+  int64_t accepted_tokens = 0;  // of those, accepted
 };
 
 struct RequestResult {
@@ -205,6 +227,10 @@ struct EngineStats {
   int64_t decode_context = 0;  // their rows' context lengths, summed
   double decode_run_s = 0;
   double run_s = 0;               // the same for every step
+  // Speculative decoding: sequence steps that verified drafts, drafts verified, drafts accepted.
+  int64_t spec_verify_rows = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
   int64_t state_bytes_total = 0;
 };

@@ -25,6 +25,13 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"random-preset",
        "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
+      {"speculative-method",
+       "speculative decoding: ngram (prompt lookup) or mtp (the model's MTP layer; CPU for "
+       "now); outputs are identical with it on and off (default: off)"},
+      {"num-speculative-tokens", "drafts verified per step, 1..16 (default 3)"},
+      {"speculative-adaptive",
+       "each request drafts fewer tokens while its drafts are being rejected", false},
+      {"ngram-size", "n-gram drafts: the longest suffix matched, 1..16 (default 4)"},
   };
 }
 
@@ -65,6 +72,31 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
         "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
         "--max-model-len must be positive");
   }
+  if (auto method = flags.Get("speculative-method")) {
+    using Method = SpeculativeOptions::Method;
+    if (*method == "ngram") {
+      o.speculative.method = Method::kNgram;
+    } else if (*method == "mtp") {
+      o.speculative.method = Method::kMtp;
+    } else if (*method == "dspark") {
+      return InvalidArgument("--speculative-method dspark: the DSpark drafter comes with V4.1 models");
+    } else if (*method != "none") {
+      return InvalidArgument("--speculative-method must be ngram or mtp, not '" + *method + "'");
+    }
+  }
+  DSINFER_ASSIGN_OR_RETURN(int64_t spec_tokens, flags.GetInt("num-speculative-tokens", 3));
+  DSINFER_ASSIGN_OR_RETURN(int64_t ngram_size, flags.GetInt("ngram-size", 4));
+  if (spec_tokens < 1 || spec_tokens > 16 || ngram_size < 1 || ngram_size > 16) {
+    return InvalidArgument("--num-speculative-tokens and --ngram-size must be in [1, 16]");
+  }
+  if (o.speculative.method == SpeculativeOptions::Method::kNone &&
+      (flags.Has("num-speculative-tokens") || flags.Has("speculative-adaptive") || flags.Has("ngram-size"))) {
+    return InvalidArgument("--num-speculative-tokens, --speculative-adaptive and --ngram-size need "
+                           "--speculative-method");
+  }
+  o.speculative.num_tokens = static_cast<int>(spec_tokens);
+  o.speculative.ngram_max = static_cast<int>(ngram_size);
+  o.speculative.adaptive = flags.Has("speculative-adaptive");
   o.num_threads = static_cast<int>(threads);
   o.state_memory_bytes = mem_mb << 20;
   o.max_running = static_cast<int>(running);

@@ -284,6 +284,7 @@ Status Run(const Flags& flags, bool* any_failed) {
   }
   summary.set_wall_seconds(seconds());
   summary.set_engine_stats(engine->Stats());
+  summary.set_speculative(options.speculative);
   if (bar) bar->Stop();
   if (!quiet) std::fprintf(stderr, "%s", summary.ToText().c_str());
   if (auto path = flags.Get("summary-json")) {

@@ -21,6 +21,9 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
     json ch = {{"index", c.index}, {"ids", c.ids}, {"finish_reason", FinishReasonName(c.finish)}};
     if (with_text) ch["text"] = c.text;
     if (!c.stop.empty()) ch["stop"] = c.stop;
+    if (c.draft_tokens > 0) {
+      ch["speculative"] = {{"draft_tokens", c.draft_tokens}, {"accepted_tokens", c.accepted_tokens}};
+    }
     if (!c.logprobs.empty()) {
       json lps = json::array();
       for (const auto& lp : c.logprobs) {

@@ -29,7 +29,7 @@ void RunSummary::Add(const RequestResult& r) {
 
 nlohmann::json RunSummary::ToJson() const {
   const double wall = std::max(wall_s_, 1e-9);
-  return {
+  nlohmann::json out = {
       {"requests", requests_},
       {"failed", failed_},
       {"prompt_tokens", prompt_tokens_},
@@ -58,6 +58,21 @@ nlohmann::json RunSummary::ToJson() const {
       {"decode_step_ms",
        stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
       {"run_s", stats_.run_s}};
+  if (spec_.method != SpeculativeOptions::Method::kNone) {
+    const auto& st = stats_;
+    out["speculative"] = {
+        {"method", SpeculativeMethodName(spec_.method)},
+        {"num_speculative_tokens", spec_.num_tokens},
+        {"adaptive", spec_.adaptive},
+        {"verify_steps", st.spec_verify_rows},
+        {"draft_tokens", st.spec_draft_tokens},
+        {"accepted_tokens", st.spec_accepted_tokens},
+        {"acceptance_rate", st.spec_draft_tokens ? static_cast<double>(st.spec_accepted_tokens) / st.spec_draft_tokens : 0.0},
+        // Tokens a verify step yields: its accepted drafts and the drawn token after them.
+        {"mean_accepted_length",
+         st.spec_verify_rows ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows : 0.0}};
+  }
+  return out;
 }
 
 std::string RunSummary::ToText() const {
@@ -74,7 +89,19 @@ std::string RunSummary::ToText() const {
                 static_cast<long long>(stats_.steps), static_cast<long long>(stats_.preemptions),
                 Percentile(ttft_s_, 50) * 1e3, Percentile(ttft_s_, 90) * 1e3, Percentile(ttft_s_, 99) * 1e3,
                 Percentile(tpot_s_, 50) * 1e3, Percentile(tpot_s_, 90) * 1e3, Percentile(tpot_s_, 99) * 1e3);
-  return buf;
+  std::string text = buf;
+  if (spec_.method != SpeculativeOptions::Method::kNone) {
+    const auto& st = stats_;
+    std::snprintf(buf, sizeof(buf),
+                  "speculative (%s, %d tokens%s): %lld drafts, %lld accepted (%.1f%%), %.2f tokens per "
+                  "verify step\n",
+                  SpeculativeMethodName(spec_.method), spec_.num_tokens, spec_.adaptive ? ", adaptive" : "",
+                  static_cast<long long>(st.spec_draft_tokens), static_cast<long long>(st.spec_accepted_tokens),
+                  st.spec_draft_tokens ? 100.0 * st.spec_accepted_tokens / st.spec_draft_tokens : 0.0,
+                  st.spec_verify_rows ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows : 0.0);
+    text += buf;
+  }
+  return text;
 }
 
 }  // namespace dsinfer::cli

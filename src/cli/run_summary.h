@@ -16,6 +16,7 @@ class RunSummary {
   void Add(const RequestResult& result);
   void set_wall_seconds(double s) { wall_s_ = s; }
   void set_engine_stats(const EngineStats& s) { stats_ = s; }
+  void set_speculative(const SpeculativeOptions& s) { spec_ = s; }
 
   nlohmann::json ToJson() const;
   std::string ToText() const;
@@ -25,6 +26,7 @@ class RunSummary {
   std::vector<double> ttft_s_, tpot_s_;
   double wall_s_ = 0;
   EngineStats stats_;
+  SpeculativeOptions spec_;
 };
 
 // The p-th percentile (0..100) by linear interpolation; 0 for no values.

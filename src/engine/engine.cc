@@ -6,6 +6,18 @@
 
 namespace dsinfer {
 
+const char* SpeculativeMethodName(SpeculativeOptions::Method method) {
+  switch (method) {
+    case SpeculativeOptions::Method::kNone:
+      return "none";
+    case SpeculativeOptions::Method::kNgram:
+      return "ngram";
+    case SpeculativeOptions::Method::kMtp:
+      return "mtp";
+  }
+  return "?";
+}
+
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone: return "";
@@ -60,6 +72,8 @@ RequestResult CollectResult(RequestStream& stream, int n) {
       c.stop = ev.stop;
       c.ttft_s = ev.ttft_s;
       c.e2e_s = ev.e2e_s;
+      c.draft_tokens = ev.draft_tokens;
+      c.accepted_tokens = ev.accepted_tokens;
       result.prompt_tokens = ev.prompt_tokens;
       if (!ev.error.ok()) result.status = ev.error;
     }

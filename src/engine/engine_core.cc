@@ -4,6 +4,7 @@
 #include <random>
 
 #include "base/check.h"
+#include "speculative/ngram.h"
 #include "engine/public_types.h"
 #include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -21,7 +22,18 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
         "engine options: max_batch_tokens and max_running must be >= 1, gpu_memory_utilization "
         "in (0, 1]");
   }
+  const SpeculativeOptions& spec = o.speculative;
+  const bool speculate = spec.method != SpeculativeOptions::Method::kNone;
+  if (speculate && (spec.num_tokens < 1 || spec.num_tokens > 16)) {
+    return InvalidArgument("speculative decoding: num_speculative_tokens must be in [1, 16], got " +
+                           std::to_string(spec.num_tokens));
+  }
+  if (speculate && spec.method == SpeculativeOptions::Method::kNgram &&
+      (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min)) {
+    return InvalidArgument("speculative decoding: n-gram sizes need 1 <= min <= max");
+  }
   std::unique_ptr<EngineCore> core(new EngineCore());
+  core->spec_ = spec;
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
                                   : o.device == Device::kAuto ? executor::Device::kAuto
                                                               : executor::Device::kCpu;
@@ -35,6 +47,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.load_progress = o.load_progress;
   ro.device = device;
   ro.num_threads = o.num_threads;
+  ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
+  ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
   if (device == executor::Device::kCuda) {
     // The CUDA model's fixed state slots: one per running sequence, each of the context length.
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, executor::LoadRunnerConfig(ro));
@@ -44,6 +58,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     ro.max_tokens = o.max_batch_tokens;
   }
   DSINFER_ASSIGN_OR_RETURN(core->runner_, executor::CreateModelRunner(ro));
+  if (ro.mtp && !core->runner_->has_mtp()) {
+    return InvalidArgument("MTP speculative decoding: this model runner has no MTP drafter");
+  }
   if (codec) {
     core->codec_ = std::move(codec);
   } else if (!o.random_preset.empty()) {
@@ -192,6 +209,9 @@ void EngineCore::Add(uint64_t id, PreparedRequest request) {
     c.history = sampler::TokenHistory(r.req.prompt);
     c.decoder = codec_->NewDecoder();
     c.stops = tokenizer::StopStringMatcher(r.req.params.stop);
+    if (spec_.method != SpeculativeOptions::Method::kNone) {
+      c.draft_length = speculative::DraftLength(spec_.num_tokens, spec_.adaptive);
+    }
     if (r.req.constraint) {
       c.matcher = std::make_unique<structured::Matcher>(r.req.constraint);
       c.matcher_active = !r.req.constraint_after_reasoning;
@@ -215,6 +235,8 @@ void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason
   ev->finish = reason;
   ev->prompt_tokens = static_cast<int64_t>(r.req.prompt.size());
   ev->completion_tokens = c.generated;
+  ev->draft_tokens = c.draft_tokens;
+  ev->accepted_tokens = c.accepted_tokens;
   ev->e2e_s = std::chrono::duration<double>(now - r.req.arrival).count();
   ev->ttft_s = c.generated ? std::chrono::duration<double>(c.first_token - r.req.arrival).count() : 0;
 }
@@ -262,9 +284,14 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
   chunks.reserve(plan.chunks.size());
   for (const auto& ch : plan.chunks) {
     const auto& tokens = scheduler_->tokens(ch.id);
-    chunks.push_back(
-        {ch.id, ch.start,
-         std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + ch.count)});
+    const int64_t known = ch.count - ch.drafts;
+    executor::RunChunk run{ch.id, ch.start,
+                           std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + known)};
+    if (ch.drafts > 0) {
+      const auto& drafts = scheduler_->drafts(ch.id);
+      run.tokens.insert(run.tokens.end(), drafts.begin(), drafts.begin() + ch.drafts);
+    }
+    chunks.push_back(std::move(run));
   }
   std::vector<executor::RunDraw> draws(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -272,6 +299,11 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
     const RequestState& r = *j.request;
     sampler::SampleInput& in = draws[i].input;
     draws[i].chunk = j.chunk;
+    draws[i].row = j.row;
+    if (j.pending > 0) {
+      in.pending = scheduler_->drafts(plan.chunks[j.chunk].id).data();
+      in.num_pending = j.pending;
+    }
     in.params = &r.req.params;
     in.history = &r.completions[j.index].history;
     in.seed = r.req.seed;
@@ -281,8 +313,10 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
   }
   stats_.forward_tokens += plan.num_tokens;
-  const bool decode = std::all_of(plan.chunks.begin(), plan.chunks.end(),
-                                  [](const auto& ch) { return ch.count == 1 && ch.start > 0; });
+  // Decode steps: one known token per sequence (with or without drafts).
+  const bool decode = std::all_of(plan.chunks.begin(), plan.chunks.end(), [](const auto& ch) {
+    return ch.count - ch.drafts == 1 && ch.start > 0;
+  });
   const Clock::time_point t0 = Clock::now();
   auto out = runner_->Run(chunks, draws);
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -299,38 +333,71 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
 std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(
     const std::vector<DrawJob>& jobs) {
   std::vector<std::shared_ptr<const structured::TokenMask>> masks(jobs.size());
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  // One task per constrained completion: its jobs are consecutive (a verify chunk's rows in
+  // order), and each row's mask is the matcher's after the drafts before it.
+  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) of jobs
+  for (size_t i = 0; i < jobs.size();) {
+    size_t end = i + 1;
+    while (end < jobs.size() && jobs[end].request == jobs[i].request && jobs[end].index == jobs[i].index) ++end;
     const CompletionState& c = jobs[i].request->completions[jobs[i].index];
-    if (c.matcher && c.matcher_active) todo.push_back(i);
+    if (c.matcher) groups.push_back({i, end});
+    i = end;
   }
-  if (todo.empty()) return masks;
+  if (groups.empty()) return masks;
   if (!mask_pool_) mask_pool_ = std::make_unique<ThreadPool>(2);
-  mask_pool_->ParallelFor(static_cast<int64_t>(todo.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const DrawJob& j = jobs[todo[k]];
-      masks[todo[k]] = j.request->completions[j.index].matcher->Mask();
+  mask_pool_->ParallelFor(static_cast<int64_t>(groups.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const auto [first, last] = groups[g];
+      const DrawJob& j0 = jobs[first];
+      CompletionState& c = j0.request->completions[j0.index];
+      const std::vector<int32_t>* drafts =
+          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request->id, j0.index)) : nullptr;
+      bool active = c.matcher_active;
+      int advanced = 0, walked = 0;
+      for (size_t k = first; k < last; ++k) {
+        for (; walked < jobs[k].pending; ++walked) {
+          const int32_t t = (*drafts)[walked];
+          if (active) {
+            DSINFER_CHECK(c.matcher->Advance(t).ok());  // LimitDrafts kept only allowed drafts
+            ++advanced;
+          } else if (t == think_end_id_) {
+            active = true;
+          }
+        }
+        if (active) masks[k] = c.matcher->Mask();
+      }
+      c.matcher->Rollback(advanced);
     }
   });
   return masks;
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
+  if (spec_.method != SpeculativeOptions::Method::kNone) ProposeDrafts();
   scheduler::BatchPlan plan = scheduler_->Schedule();
   ++stats_.steps;
-  for (SeqId id : plan.preempted) runner_->Release(id);
+  for (SeqId id : plan.preempted) {
+    runner_->Release(id);
+    auto it = requests_.find(id >> 8);
+    if (it != requests_.end()) it->second.completions[id & 0xff].mtp_drafts.clear();
+  }
   if (plan.empty()) return;
-  // Draws: one token per chunk that reaches its sequence's end; siblings of a first sample too.
+  // Draws: one token per chunk that reaches its sequence's end (one per row of a verify chunk's
+  // last drafts + 1); siblings of a first sample too.
   std::vector<DrawJob> jobs;
   for (size_t row = 0; row < plan.chunks.size(); ++row) {
     const auto& ch = plan.chunks[row];
     if (!ch.samples) continue;
     RequestState& r = requests_.at(ch.id >> 8);
     const int index = static_cast<int>(ch.id & 0xff);
-    const int64_t position = ch.start + ch.count;
     const int chunk = static_cast<int>(row);
-    jobs.push_back({&r, index, chunk, position, true});
+    for (int64_t j = 0; j <= ch.drafts; ++j) {
+      const int64_t at = ch.count - 1 - ch.drafts + j;  // the row within the chunk
+      jobs.push_back({&r, index, chunk, ch.start + at + 1, true, ch.drafts > 0 ? static_cast<int>(at) : -1,
+                      static_cast<int>(j)});
+    }
     if (index == 0 && !r.forked) {
+      const int64_t position = ch.start + ch.count;
       for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({&r, i, chunk, position, false});
     }
   }
@@ -340,14 +407,41 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     FailBatch(plan, Internal("forward failed: " + out.status().ToString()), events);
     return;
   }
+  // Verification: a verify chunk keeps its drafts up to the first one that differs from the
+  // token drawn before it, and every drawn token up to there; the rest is rolled back.
   std::vector<int32_t> next;
+  std::vector<int64_t> accepted;
   std::vector<Drawn> drawn;
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  for (size_t i = 0; i < jobs.size();) {
     const DrawJob& j = jobs[i];
-    drawn.push_back({j.request->id, j.index, std::move(out->tokens[i])});
-    if (j.own) next.push_back(drawn.back().token.id);
+    if (!j.own) {
+      drawn.push_back({j.request->id, j.index, std::move(out->tokens[i])});
+      ++i;
+      continue;
+    }
+    const auto& ch = plan.chunks[j.chunk];
+    const auto& drafts = scheduler_->drafts(ch.id);
+    int64_t m = 0;
+    while (m < ch.drafts && out->tokens[i + m].id == drafts[m]) ++m;
+    for (int64_t t = 0; t <= m; ++t) drawn.push_back({j.request->id, j.index, std::move(out->tokens[i + t])});
+    next.push_back(drawn.back().token.id);
+    accepted.push_back(m);
+    if (ch.drafts > 0) {
+      CompletionState& c = j.request->completions[j.index];
+      c.draft_tokens += ch.drafts;
+      c.accepted_tokens += m;
+      c.draft_length.Observe(static_cast<int>(ch.drafts), static_cast<int>(m));
+      ++stats_.spec_verify_rows;
+      stats_.spec_draft_tokens += ch.drafts;
+      stats_.spec_accepted_tokens += m;
+      if (m < ch.drafts) {
+        const Status rolled = runner_->Rollback(ch.id, ch.start + ch.count - (ch.drafts - m));
+        DSINFER_CHECK(rolled.ok());  // within the slack the runner was created with
+      }
+    }
+    i += static_cast<size_t>(ch.drafts + 1);
   }
-  scheduler_->Commit(plan, next);
+  scheduler_->Commit(plan, next, accepted);
   // Fork the siblings from completion 0's state (the prompt, computed once).
   for (const auto& d : drawn) {
     RequestState& r = requests_.at(d.request);
@@ -359,6 +453,72 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
   }
   for (const auto& d : drawn) requests_.at(d.request).forked = true;
   for (const auto& d : drawn) Emit(d, events);
+  if (spec_.method == SpeculativeOptions::Method::kMtp) DraftWithMtp(drawn);
+}
+
+void EngineCore::LimitDrafts(const RequestState& r, CompletionState& c,
+                             std::vector<int32_t>* drafts) const {
+  // The last draft's row draws token prompt + generated + drafts + 1, at most max_new_tokens.
+  const int64_t room = std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1);
+  if (static_cast<int64_t>(drafts->size()) > room) drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+  if (!c.matcher) return;
+  bool active = c.matcher_active;
+  int advanced = 0;
+  size_t keep = 0;
+  for (; keep < drafts->size(); ++keep) {
+    const int32_t t = (*drafts)[keep];
+    if (active) {
+      if (c.matcher->IsCompleted() || !c.matcher->Advance(t).ok()) break;
+      ++advanced;
+    } else if (t == think_end_id_) {
+      active = true;
+    }
+  }
+  c.matcher->Rollback(advanced);
+  drafts->resize(keep);
+}
+
+void EngineCore::ProposeDrafts() {
+  const speculative::NgramOptions ngram{spec_.ngram_min, spec_.ngram_max};
+  for (auto& [id, r] : requests_) {
+    for (CompletionState& c : r.completions) {
+      const SeqId seq = SeqOf(id, c.index);
+      if (!c.started || c.finished || !scheduler_->Decoding(seq)) continue;
+      std::vector<int32_t> drafts;
+      if (spec_.method == SpeculativeOptions::Method::kNgram) {
+        const int k = static_cast<int>(std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1));
+        drafts = drafter_ ? drafter_(id, c.index, scheduler_->tokens(seq), k)
+                          : speculative::ProposeNgram(scheduler_->tokens(seq), k, ngram);
+      } else {
+        drafts = c.mtp_drafts;
+      }
+      LimitDrafts(r, c, &drafts);
+      scheduler_->SetDrafts(seq, std::move(drafts));
+    }
+  }
+}
+
+void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
+  std::vector<executor::MtpDraftRequest> asks;
+  std::vector<CompletionState*> owners;
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    // The last token drawn for a completion this step.
+    if (i + 1 < drawn.size() && drawn[i + 1].request == drawn[i].request && drawn[i + 1].index == drawn[i].index) continue;
+    auto it = requests_.find(drawn[i].request);
+    if (it == requests_.end()) continue;
+    CompletionState& c = it->second.completions[drawn[i].index];
+    const SeqId seq = SeqOf(it->first, c.index);
+    c.mtp_drafts.clear();
+    if (c.finished || !scheduler_->Decoding(seq)) continue;
+    const int64_t k = std::min<int64_t>(c.draft_length.Next(), it->second.req.max_new_tokens - c.generated - 1);
+    if (k < 1) continue;
+    asks.push_back({seq, scheduler_->tokens(seq).back(), static_cast<int>(k)});
+    owners.push_back(&c);
+  }
+  if (asks.empty()) return;
+  auto drafts = runner_->DraftMtp(asks);
+  DSINFER_CHECK(drafts.ok());  // the runner checked its MTP layer at creation
+  for (size_t i = 0; i < owners.size(); ++i) owners[i]->mtp_drafts = std::move((*drafts)[i]);
 }
 
 void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
@@ -366,6 +526,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (it == requests_.end()) return;
   RequestState& r = it->second;
   CompletionState& c = r.completions[d.index];
+  if (c.finished) return;  // tokens drawn after its last one (a verify chunk's) are dropped
   const sampler::SamplingParams& p = r.req.params;
   const int32_t id = d.token.id;
   c.history.AddOutput(id);

@@ -4,10 +4,14 @@
 // threaded Engine (engine_loop.h) feeds it from queues, and tests drive it directly. Each request
 // has n completions; each completion is one scheduler sequence (id = request id << 8 | index).
 // n > 1 prefills the prompt once: completion 0 runs it, and at its first sample the others are
-// forked from its state. Not thread-safe, except Prepare(), which only reads immutable data.
+// forked from its state. With speculative decoding, decoding completions propose drafts before
+// the schedule, a verify chunk draws a token at each of its last drafts + 1 rows, the longest
+// prefix of drafts equal to the draws is accepted and the rest rolled back. Not thread-safe,
+// except Prepare(), which only reads immutable data.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,6 +25,7 @@
 #include "executor/model_runner.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
+#include "speculative/draft_length.h"
 #include "structured/constraint_compiler.h"
 #include "structured/matcher.h"
 #include "tokenizer/stop_string_matcher.h"
@@ -58,6 +63,11 @@ class EngineCore {
   void Step(std::vector<StreamEvent>* events);
 
   bool HasWork() const { return !requests_.empty(); }
+  // Tests: proposes the drafts of the n-gram method instead of the n-gram lookup, as
+  // drafter(request id, completion index, prompt and output so far, at most k).
+  using Drafter =
+      std::function<std::vector<int32_t>(uint64_t, int, const std::vector<int32_t>&, int)>;
+  void set_drafter(Drafter drafter) { drafter_ = std::move(drafter); }
   EngineStats Stats() const;
   int64_t vocab_size() const { return runner_->config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
@@ -81,6 +91,9 @@ class EngineCore {
     Clock::time_point first_token;
     std::unique_ptr<structured::Matcher> matcher;  // with an output constraint
     bool matcher_active = false;                   // false while the reasoning runs
+    speculative::DraftLength draft_length;         // drafts per verify step
+    std::vector<int32_t> mtp_drafts;               // the MTP layer's drafts for the next step
+    int64_t draft_tokens = 0, accepted_tokens = 0;
   };
   struct RequestState {
     uint64_t id = 0;
@@ -96,6 +109,8 @@ class EngineCore {
     int chunk = 0;  // the plan's chunk whose last row it draws from
     int64_t position = 0;
     bool own = false;  // the row's sequence (its token is committed to the scheduler)
+    int row = -1;      // the chunk's row (-1: the last); a verify chunk draws at several
+    int pending = 0;   // the chunk's drafts before that row (counted by penalties and grammar)
   };
   // A token drawn this step for one completion.
   struct Drawn {
@@ -120,6 +135,13 @@ class EngineCore {
       const std::vector<DrawJob>& jobs);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
+  // Speculative decoding: sets the drafts of every decoding completion for the next schedule.
+  void ProposeDrafts();
+  // `drafts` cut to what the completion can still use: its token limit and its output constraint
+  // (a draft the constraint rejects, and everything after it, is dropped).
+  void LimitDrafts(const RequestState& r, CompletionState& c, std::vector<int32_t>* drafts) const;
+  // MTP: drafts for the next step of the completions that drew a token this step.
+  void DraftWithMtp(const std::vector<Drawn>& drawn);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
   void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
 
@@ -136,6 +158,8 @@ class EngineCore {
   mutable std::once_flag constraints_once_;
   mutable std::unique_ptr<structured::ConstraintCache> constraints_;
   std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
+  SpeculativeOptions spec_;
+  Drafter drafter_;
 };
 
 }  // namespace dsinfer::engine

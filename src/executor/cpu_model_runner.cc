@@ -1,5 +1,7 @@
 // The CPU ModelRunner: model/deepseek_v4's Model with per-sequence SequenceStates bound to the
-// state cache's pages.
+// state cache's pages. With the MTP drafter on, it keeps each sequence's main-model streams of the
+// rows its MTP layer has not seen yet, and runs them when asked for drafts.
+#include <algorithm>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -13,12 +15,14 @@ namespace {
 
 namespace mdl = model::deepseek_v4;
 
+
 class CpuModelRunner final : public ModelRunner {
  public:
-  explicit CpuModelRunner(std::unique_ptr<mdl::Model> model)
+  CpuModelRunner(std::unique_ptr<mdl::Model> model, const RunnerOptions& options)
       : model_(std::move(model)),
-        // Rollback slack 0: no speculative decoding yet, so the rings hold exactly the window.
-        layout_(mdl::DeepseekV4StateLayout(model_->config(), /*rollback_slack=*/0)) {}
+        slack_(options.max_draft_tokens),
+        mtp_(options.mtp),
+        layout_(mdl::DeepseekV4StateLayout(model_->config(), slack_)) {}
 
   const io::DeepseekV4Config& config() const override { return model_->config(); }
   const cache::StateLayout& state_layout() const override { return layout_; }
@@ -30,51 +34,172 @@ class CpuModelRunner final : public ModelRunner {
   StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
                           const std::vector<RunDraw>& draws) override {
     DSINFER_CHECK(cache_ != nullptr);
+    const std::vector<int64_t> tails = DrawTails(chunks, draws);
     std::vector<mdl::SequenceChunk> batch;
     batch.reserve(chunks.size());
-    for (const RunChunk& ch : chunks) {
-      auto& state = states_[ch.seq];
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const RunChunk& ch = chunks[i];
+      Seq& seq = seqs_[ch.seq];
       // The state's rows live in the pages the scheduler reserved for this sequence.
-      if (!state) state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(ch.seq));
-      DSINFER_CHECK(state->length() == ch.start);
-      batch.push_back({state.get(), ch.tokens});
+      if (!seq.state) seq.state = model_->NewSequence(slack_, layout_, cache_->Pages(ch.seq));
+      DSINFER_CHECK(seq.state->length() == ch.start);
+      batch.push_back({seq.state.get(), ch.tokens, tails[i]});
     }
     DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
-                             model_->Forward(batch, mdl::LogitsRows::kLast));
+                             model_->Forward(batch, mdl::LogitsRows::kTail, /*keep_streams=*/mtp_));
+    if (mtp_) DSINFER_RETURN_IF_ERROR(KeepStreams(chunks, tails, out.streams));
+    const std::vector<int64_t> rows = DrawLogitsRows(chunks, draws, tails);
     const int64_t vocab = model_->config().vocab_size;
     RunOutput result;
     result.tokens.reserve(draws.size());
-    for (const RunDraw& d : draws) {
-      result.tokens.push_back(sampler_.Sample(
-          out.logits.data() + static_cast<int64_t>(d.chunk) * vocab, vocab, d.input));
+    for (size_t i = 0; i < draws.size(); ++i) {
+      result.tokens.push_back(sampler_.Sample(out.logits.data() + rows[i] * vocab, vocab, draws[i].input));
     }
     return result;
   }
 
-  void Release(scheduler::SeqId seq) override { states_.erase(seq); }
+  void Release(scheduler::SeqId seq) override { seqs_.erase(seq); }
 
-  void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
-    auto& state = states_[child];
-    state = model_->NewSequence(/*rollback_slack=*/0, layout_, cache_->Pages(child));
-    state->CopyFrom(*states_.at(parent));
+  Status Rollback(scheduler::SeqId id, int64_t length) override {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return NotFound("rollback of a sequence without state");
+    Seq& seq = it->second;
+    DSINFER_RETURN_IF_ERROR(seq.state->Rollback(length));
+    seq.TrimPending(length);
+    return Status::Ok();
   }
 
-  size_t num_sequences() const override { return states_.size(); }
+  void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
+    const Seq& from = seqs_.at(parent);
+    Seq& to = seqs_[child];
+    to.state = model_->NewSequence(slack_, layout_, cache_->Pages(child));
+    to.state->CopyFrom(*from.state);
+    to.pending_streams = from.pending_streams;
+    to.pending_tokens = from.pending_tokens;
+  }
+
+  size_t num_sequences() const override { return seqs_.size(); }
+
+  bool has_mtp() const override { return mtp_ && model_->has_mtp(); }
+
+  StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(
+      const std::vector<MtpDraftRequest>& requests) override {
+    if (!has_mtp()) return ModelRunner::DraftMtp(requests);
+    const int64_t hcD = model_->config().hc_mult * model_->config().hidden_size;
+    // 1. Catch up: every unseen row, the last paired with the freshly drawn token.
+    std::vector<mdl::Model::MtpChunk> batch;
+    for (const MtpDraftRequest& r : requests) {
+      Seq& seq = seqs_.at(r.seq);
+      const int64_t rows = static_cast<int64_t>(seq.pending_tokens.size());
+      if (rows == 0 || seq.state->mtp_length() + rows != seq.state->length()) {
+        return Internal("MTP drafting: the sequence's unseen rows do not end at its length");
+      }
+      std::vector<int32_t> next(seq.pending_tokens.begin() + 1, seq.pending_tokens.end());
+      next.push_back(r.next_token);
+      batch.push_back({seq.state.get(), std::move(seq.pending_streams), std::move(next)});
+      seq.pending_streams.clear();
+      seq.pending_tokens.clear();
+    }
+    std::vector<std::vector<int32_t>> drafts(requests.size());
+    std::vector<int64_t> lengths;
+    std::vector<mdl::SequenceState*> states;
+    for (const auto& ch : batch) {
+      lengths.push_back(ch.state->length());
+      states.push_back(ch.state);
+    }
+    // 2. Draft; requests that want more chain their last row's MTP streams and draft back in.
+    const int64_t vocab = model_->config().vocab_size;
+    std::vector<size_t> active(requests.size());
+    for (size_t i = 0; i < active.size(); ++i) active[i] = i;
+    while (!active.empty()) {
+      DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out, model_->ForwardMtp(batch, mdl::LogitsRows::kLast));
+      std::vector<mdl::Model::MtpChunk> next_batch;
+      std::vector<size_t> next_active;
+      int64_t row_end = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        row_end += static_cast<int64_t>(batch[b].next_ids.size());
+        const size_t i = active[b];
+        const float* logits = out.logits.data() + static_cast<int64_t>(b) * vocab;
+        const auto id = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+        drafts[i].push_back(id);
+        if (static_cast<int>(drafts[i].size()) < requests[i].count) {
+          const float* x = out.streams.data() + (row_end - 1) * hcD;
+          next_batch.push_back({batch[b].state, std::vector<float>(x, x + hcD), {id}});
+          next_active.push_back(i);
+        }
+      }
+      batch = std::move(next_batch);
+      active = std::move(next_active);
+    }
+    // 3. Drop the chained rows: the MTP state ends where the main model's does.
+    for (size_t i = 0; i < states.size(); ++i) {
+      DSINFER_RETURN_IF_ERROR(states[i]->RollbackMtp(lengths[i]));
+    }
+    return drafts;
+  }
 
  private:
+  struct Seq {
+    std::unique_ptr<mdl::SequenceState> state;
+    // MTP: the main streams [rows, hc, D] and tokens of the rows [mtp_length, length).
+    std::vector<float> pending_streams;
+    std::vector<int32_t> pending_tokens;
+    void TrimPending(int64_t length) {
+      const int64_t keep = std::max<int64_t>(0, length - state->mtp_length());
+      if (static_cast<int64_t>(pending_tokens.size()) <= keep) return;
+      const size_t row = pending_streams.size() / std::max<size_t>(1, pending_tokens.size());
+      pending_tokens.resize(static_cast<size_t>(keep));
+      pending_streams.resize(static_cast<size_t>(keep) * row);
+    }
+  };
+
+  // MTP: keeps the rows of this run as the sequences' unseen rows; a chunk that nothing draws
+  // from (a prefill chunk before the prompt's end) has the MTP layer catch up at once on all its
+  // rows but the last, whose next token is the next chunk's first.
+  Status KeepStreams(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails,
+                     const std::vector<float>& streams) {
+    const int64_t hcD = model_->config().hc_mult * model_->config().hidden_size;
+    int64_t row = 0;
+    std::vector<mdl::Model::MtpChunk> catch_up;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const RunChunk& ch = chunks[i];
+      const auto count = static_cast<int64_t>(ch.tokens.size());
+      Seq& seq = seqs_.at(ch.seq);
+      seq.pending_streams.insert(seq.pending_streams.end(), streams.begin() + row * hcD,
+                                 streams.begin() + (row + count) * hcD);
+      seq.pending_tokens.insert(seq.pending_tokens.end(), ch.tokens.begin(), ch.tokens.end());
+      row += count;
+      const auto rows = static_cast<int64_t>(seq.pending_tokens.size());
+      if (tails[i] > 0 || rows < 2) continue;
+      std::vector<int32_t> next(seq.pending_tokens.begin() + 1, seq.pending_tokens.end());
+      catch_up.push_back({seq.state.get(),
+                          std::vector<float>(seq.pending_streams.begin(), seq.pending_streams.end() - hcD),
+                          std::move(next)});
+      seq.pending_streams.erase(seq.pending_streams.begin(), seq.pending_streams.end() - hcD);
+      seq.pending_tokens.erase(seq.pending_tokens.begin(), seq.pending_tokens.end() - 1);
+    }
+    if (catch_up.empty()) return Status::Ok();
+    return model_->ForwardMtp(catch_up, mdl::LogitsRows::kLast).status();
+  }
+
   std::unique_ptr<mdl::Model> model_;
+  int slack_ = 0;
+  bool mtp_ = false;
   cache::StateLayout layout_;
   cache::StateCache* cache_ = nullptr;
   sampler::Sampler sampler_;
-  std::unordered_map<scheduler::SeqId, std::unique_ptr<mdl::SequenceState>> states_;
+  std::unordered_map<scheduler::SeqId, Seq> seqs_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,
-                                                            int num_threads) {
-  DSINFER_ASSIGN_OR_RETURN(auto model, mdl::Model::Load(model_dir, {num_threads}));
-  return std::unique_ptr<ModelRunner>(new CpuModelRunner(std::move(model)));
+StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
+  DSINFER_ASSIGN_OR_RETURN(auto model, mdl::Model::Load(options.model_dir, {options.num_threads}));
+  if (options.mtp && !model->has_mtp()) {
+    return InvalidArgument("MTP speculative decoding: the model in " + options.model_dir +
+                           " has no MTP layer (num_nextn_predict_layers is 0)");
+  }
+  return std::unique_ptr<ModelRunner>(new CpuModelRunner(std::move(model), options));
 }
 
 }  // namespace dsinfer::executor

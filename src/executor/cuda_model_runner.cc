@@ -19,10 +19,12 @@ namespace {
 namespace mdl = model::deepseek_v4;
 using mdl::cuda::CudaModel;
 
+
 class CudaModelRunner final : public ModelRunner {
  public:
-  explicit CudaModelRunner(std::unique_ptr<CudaModel> model)
+  CudaModelRunner(std::unique_ptr<CudaModel> model, int max_rollback)
       : model_(std::move(model)),
+        max_rollback_(max_rollback),
         sampler_(model_->config().vocab_size),
         layout_(CudaModel::StateLayoutFor(model_->config())) {}
 
@@ -46,6 +48,7 @@ class CudaModelRunner final : public ModelRunner {
   StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
                           const std::vector<RunDraw>& draws) override {
     DSINFER_CHECK(cache_ != nullptr);
+    const std::vector<int64_t> tails = DrawTails(chunks, draws);
     const size_t pools = cache_->plan().pools.size();
     std::vector<CudaModel::PagedChunk> batch(chunks.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
@@ -54,20 +57,44 @@ class CudaModelRunner final : public ModelRunner {
       DSINFER_CHECK(it == lengths_.end() ? ch.start == 0 : it->second == ch.start);
       batch[i].start = ch.start;
       batch[i].ids = ch.tokens;
+      batch[i].logits_tail = tails[i];
       for (size_t p = 0; p < pools; ++p) batch[i].pages.push_back(&cache_->PageTable(ch.seq, p));
     }
     DSINFER_ASSIGN_OR_RETURN(const CudaModel::DeviceLogits logits,
-                             model_->ForwardPaged(batch, mdl::LogitsRows::kLast));
-    DSINFER_CHECK(logits.rows == static_cast<int64_t>(chunks.size()));
+                             model_->ForwardPaged(batch, mdl::LogitsRows::kTail));
     for (const RunChunk& ch : chunks) {
       lengths_[ch.seq] = ch.start + static_cast<int64_t>(ch.tokens.size());
     }
+    // The sampler reads draw i from logits row rows[i].chunk.
+    int64_t nrows = 0;
+    for (int64_t t : tails) nrows += t;
+    DSINFER_CHECK(logits.rows == nrows);
+    const std::vector<int64_t> logits_rows = DrawLogitsRows(chunks, draws, tails);
+    std::vector<RunDraw> rows(draws);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].chunk = static_cast<int>(logits_rows[i]);
+      rows[i].row = -1;
+    }
     RunOutput out;
-    out.tokens = sampler_.Sample(logits.data, draws, model_->stream());
+    out.tokens = sampler_.Sample(logits.data, rows, model_->stream());
     return out;
   }
 
   void Release(scheduler::SeqId seq) override { lengths_.erase(seq); }  // the cache frees the pages
+
+  Status Rollback(scheduler::SeqId seq, int64_t length) override {
+    // The state's rings are indexed by position and keep kRollbackSlack spare rows, and the entry
+    // lists' counts follow the length: the next chunk starting at `length` is the rollback.
+    auto it = lengths_.find(seq);
+    if (it == lengths_.end()) return NotFound("rollback of a sequence without state");
+    if (length < 0 || length > it->second || it->second - length > max_rollback_) {
+      return OutOfRange("rollback from " + std::to_string(it->second) + " to " +
+                        std::to_string(length) + " tokens exceeds the slack of " +
+                        std::to_string(max_rollback_));
+    }
+    it->second = length;
+    return Status::Ok();
+  }
 
   void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
     // The parent's state as it is (its rings whole, its lists' pages so far) into the child's
@@ -84,6 +111,7 @@ class CudaModelRunner final : public ModelRunner {
 
  private:
   std::unique_ptr<CudaModel> model_;
+  int max_rollback_ = 0;
   CudaSampler sampler_;
   cache::StateLayout layout_;
   cache::StateCache* cache_ = nullptr;
@@ -101,6 +129,16 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   opt.max_len = o.max_len;
   opt.max_tokens = o.max_tokens;
   opt.all_logits = false;
+  opt.logits_per_seq = 1 + o.max_draft_tokens;
+  if (o.max_draft_tokens > mdl::cuda::CudaModel::kMaxRollback) {
+    return InvalidArgument("--num-speculative-tokens " + std::to_string(o.max_draft_tokens) +
+                           ": the CUDA model's state keeps a rollback slack of " +
+                           std::to_string(mdl::cuda::CudaModel::kMaxRollback) + " tokens");
+  }
+  if (o.mtp) {
+    return Unimplemented("MTP speculative decoding on the CUDA backend: the CUDA model has no MTP "
+                         "layer yet (use --speculative-method ngram, or --device cpu)");
+  }
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, opt));
@@ -108,7 +146,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, LoadRunnerConfig(o));
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::CreateRandom(cfg, o.random_seed, opt));
   }
-  return std::unique_ptr<ModelRunner>(new CudaModelRunner(std::move(model)));
+  return std::unique_ptr<ModelRunner>(new CudaModelRunner(std::move(model), o.max_draft_tokens));
 }
 
 }  // namespace dsinfer::executor

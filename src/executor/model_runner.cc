@@ -1,5 +1,8 @@
 #include "executor/model_runner.h"
 
+#include <algorithm>
+
+#include "base/check.h"
 #include "model/deepseek_v4/init_presets.h"
 
 #ifdef DSINFER_HAVE_CUDA
@@ -45,6 +48,40 @@ StatusOr<Device> ResolveDevice(Device device) {
   return InvalidArgument("unknown device");
 }
 
+namespace {
+
+int64_t DrawRow(const std::vector<RunChunk>& chunks, const RunDraw& d) {
+  const auto count = static_cast<int64_t>(chunks.at(static_cast<size_t>(d.chunk)).tokens.size());
+  const int64_t row = d.row < 0 ? count - 1 : d.row;
+  DSINFER_CHECK(row >= 0 && row < count);
+  return row;
+}
+
+}  // namespace
+
+std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks, const std::vector<RunDraw>& draws) {
+  std::vector<int64_t> tails(chunks.size(), 0);
+  for (const RunDraw& d : draws) {
+    const auto count = static_cast<int64_t>(chunks[d.chunk].tokens.size());
+    tails[d.chunk] = std::max(tails[d.chunk], count - DrawRow(chunks, d));
+  }
+  return tails;
+}
+
+std::vector<int64_t> DrawLogitsRows(const std::vector<RunChunk>& chunks,
+                                    const std::vector<RunDraw>& draws,
+                                    const std::vector<int64_t>& tails) {
+  std::vector<int64_t> first(chunks.size(), 0);
+  for (size_t i = 1; i < chunks.size(); ++i) first[i] = first[i - 1] + tails[i - 1];
+  std::vector<int64_t> rows;
+  rows.reserve(draws.size());
+  for (const RunDraw& d : draws) {
+    const auto count = static_cast<int64_t>(chunks[d.chunk].tokens.size());
+    rows.push_back(first[d.chunk] + DrawRow(chunks, d) - (count - tails[d.chunk]));
+  }
+  return rows;
+}
+
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
   if (!options.random_preset.empty())
     return model::deepseek_v4::PresetConfig(options.random_preset);
@@ -60,7 +97,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& op
                          "`dsinfer init-model --preset " +
                          options.random_preset + "` for the CPU");
   }
-  return CreateCpuModelRunner(options.model_dir, options.num_threads);
+  return CreateCpuModelRunner(options);
 }
 
 #ifndef DSINFER_HAVE_CUDA

@@ -31,10 +31,19 @@ struct RunChunk {
   std::vector<int32_t> tokens;  // appended at positions start, start + 1, ...
 };
 
-// One token to draw from the last row of chunks[chunk] (n > 1 siblings draw from one row).
+// One token to draw from a row of chunks[chunk]: its last (n > 1 siblings draw from one row), or
+// in a speculative verify chunk each of its last k + 1 rows.
 struct RunDraw {
   int chunk = 0;
+  int row = -1;                // the row, counted from the chunk's first token; -1: the last
   sampler::SampleInput input;  // its pointers stay valid for the call
+};
+
+// MTP drafting for one sequence (ModelRunner::DraftMtp).
+struct MtpDraftRequest {
+  scheduler::SeqId seq = 0;
+  int32_t next_token = 0;  // the token drawn after the sequence's last row (not yet run)
+  int count = 1;           // drafts wanted (>= 1)
 };
 
 struct RunOutput {
@@ -65,6 +74,20 @@ class ModelRunner {
                                   const std::vector<RunDraw>& draws) = 0;
   // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
   virtual void Release(scheduler::SeqId seq) = 0;
+  // Returns a sequence's state to its first `length` tokens: the rejected tokens of a speculative
+  // verify chunk (at most RunnerOptions::max_draft_tokens of them), exactly (spec §3.4).
+  virtual Status Rollback(scheduler::SeqId seq, int64_t length) = 0;
+  // MTP drafting (RunnerOptions::mtp, a model with an MTP layer; spec §2.11): for each request the
+  // MTP layer first runs the sequence's rows it has not seen (row i pairs the main model's streams
+  // at position i with token i + 1; the last row with next_token), then chains count - 1 more rows
+  // on its own outputs; the drafts are the greedy tokens (ties to the smallest id). The chained
+  // rows are dropped again, so the MTP state ends at the main model's length.
+  virtual bool has_mtp() const { return false; }
+  virtual StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(
+      const std::vector<MtpDraftRequest>& requests) {
+    (void)requests;
+    return Unimplemented("this model runner has no MTP drafter");
+  }
   // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,
   // which the cache has reserved (n > 1 completions share the prompt's prefill).
   virtual void Fork(scheduler::SeqId parent, scheduler::SeqId child) = 0;
@@ -86,6 +109,11 @@ struct RunnerOptions {
   std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
   Device device = Device::kCpu;                         // resolved (not kAuto)
   int num_threads = 0;                                  // CPU: model threads (0: all)
+  // Speculative decoding: the most draft tokens of one verify chunk (the state rings keep this
+  // much rollback slack; CUDA: at most 16), and whether the MTP drafter runs (it keeps the main
+  // model's streams of the rows its layer has not yet seen).
+  int max_draft_tokens = 0;
+  bool mtp = false;
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA
   // model keeps its state in fixed device slots until its paged state lands.
   int max_sequences = 64;
@@ -93,13 +121,19 @@ struct RunnerOptions {
   int64_t max_tokens = 256;
 };
 
+// The logits rows a run computes: per chunk, how many trailing rows its draws read (0: none).
+std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks, const std::vector<RunDraw>& draws);
+// Each draw's row among those logits rows (each chunk's tail, in chunk order).
+std::vector<int64_t> DrawLogitsRows(const std::vector<RunChunk>& chunks,
+                                    const std::vector<RunDraw>& draws,
+                                    const std::vector<int64_t>& tails);
+
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options);
 // The config the runner will run: the model dir's config.json, or the preset's.
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
 
 // The CPU backend: the exact reference model (model/deepseek_v4) on `num_threads` threads (0: all).
-StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& model_dir,
-                                                            int num_threads);
+StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options);
 // The CUDA backend (CUDA builds with a device): model/deepseek_v4/cuda's CudaModel.
 StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions& options);
 

@@ -40,23 +40,48 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   for (const auto& [id, bias] : p.logit_bias) {
     if (in_vocab(id)) e.push_back({.id = id, .bias = bias});
   }
-  const int generated = in.history ? in.history->num_output() : 0;
+  const int generated = (in.history ? in.history->num_output() : 0) + in.num_pending;
   if (generated < p.min_tokens) {
     if (in_vocab(in.eos_id)) e.push_back({.id = in.eos_id, .mask = 1});
     for (int32_t id : p.stop_token_ids) {
       if (in_vocab(id)) e.push_back({.id = id, .mask = 1});
     }
   }
+  // The output counts: the history's, plus the pending outputs (ids of the pending ones that
+  // the history has not seen yet get their own records).
+  std::vector<std::pair<int32_t, int>> pending;
+  for (int i = 0; i < in.num_pending; ++i) {
+    const int32_t id = in.pending[i];
+    if (!in_vocab(id)) continue;
+    auto it = std::find_if(pending.begin(), pending.end(), [id](const auto& c) { return c.first == id; });
+    if (it == pending.end()) {
+      pending.push_back({id, 1});
+    } else {
+      ++it->second;
+    }
+  }
+  auto pending_count = [&pending](int32_t id) {
+    for (const auto& [pid, n] : pending) {
+      if (pid == id) return n;
+    }
+    return 0;
+  };
+  std::vector<std::pair<int32_t, int>> outputs;
   if (in.history) {
+    for (const auto& [id, count] : in.history->output_counts()) outputs.push_back({id, count + pending_count(id)});
+  }
+  for (const auto& [id, n] : pending) {
+    if (!in.history || !in.history->output_counts().count(id)) outputs.push_back({id, n});
+  }
+  if (in.history || !outputs.empty()) {
     if (p.repetition_penalty != 1.0f) {
-      for (int32_t id : in.history->prompt())
-        e.push_back({.id = id, .repetition = p.repetition_penalty});
-      for (const auto& [id, count] : in.history->output_counts()) {
-        e.push_back({.id = id, .repetition = p.repetition_penalty});
+      if (in.history) {
+        for (int32_t id : in.history->prompt()) e.push_back({.id = id, .repetition = p.repetition_penalty});
       }
+      for (const auto& [id, count] : outputs) e.push_back({.id = id, .repetition = p.repetition_penalty});
     }
     if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-      for (const auto& [id, count] : in.history->output_counts()) {
+      for (const auto& [id, count] : outputs) {
         e.push_back(
             {.id = id,
              .subtract = p.presence_penalty + p.frequency_penalty * static_cast<float>(count)});

@@ -36,6 +36,10 @@ struct SampledToken {
 struct SampleInput {
   const SamplingParams* params = nullptr;
   const TokenHistory* history = nullptr;  // may be null: no penalties
+  // Outputs that follow `history` for this draw (a speculative verify row: the drafts before it),
+  // counted by the penalties and min_tokens as if added to it.
+  const int32_t* pending = nullptr;
+  int num_pending = 0;
   uint64_t seed = 0;                      // the request's seed (the engine picks one if unset)
   uint32_t sample_index = 0;              // which of the n completions
   int64_t position = 0;                   // absolute position of the token being drawn

@@ -14,6 +14,9 @@ struct ScheduledChunk {
   int64_t start = 0;     // first token index (= tokens whose state exists); 0: a fresh state
   int64_t count = 0;     // tokens to run
   bool samples = false;  // the chunk reaches the last known token: its last row yields a new token
+  // Speculative verification: the chunk's last `drafts` tokens are draft tokens (Scheduler::drafts)
+  // after the sequence's last known token; each of its last drafts + 1 rows yields a token.
+  int64_t drafts = 0;
 };
 
 struct BatchPlan {

@@ -55,8 +55,21 @@ int64_t Scheduler::EffectivePriority(const Seq& s) const {
   return s.priority - (step_ - s.enqueued_step) / config_.aging_steps;
 }
 
+bool Scheduler::Decoding(SeqId id) const {
+  auto it = seqs_.find(id);
+  return it != seqs_.end() && it->second->running &&
+         static_cast<int64_t>(it->second->tokens.size()) - it->second->computed == 1;
+}
+
+void Scheduler::SetDrafts(SeqId id, std::vector<int32_t> drafts) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  it->second->drafts = Decoding(id) ? std::move(drafts) : std::vector<int32_t>{};
+}
+
 void Scheduler::Preempt(Seq* s, BatchPlan* plan) {
   cache_->Free(s->id);
+  s->drafts.clear();
   s->running = false;
   s->computed = 0;
   s->enqueued_step = step_;
@@ -85,8 +98,17 @@ BatchPlan Scheduler::Schedule() {
   for (size_t i = 0; i < running.size(); ++i) {
     Seq* s = running[i];
     if (!s->running || budget == 0) continue;
-    const int64_t count = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
+    int64_t count = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
     DSINFER_CHECK(count >= 1);
+    int64_t drafts = 0;
+    if (!s->drafts.empty() && count == 1) {
+      // Every later running sequence keeps at least one token of the budget.
+      int64_t later = 0;
+      for (size_t j = i + 1; j < running.size(); ++j) later += running[j]->running ? 1 : 0;
+      drafts = std::clamp<int64_t>(budget - 1 - later, 0, static_cast<int64_t>(s->drafts.size()));
+      if (drafts > 0 && !cache_->Reserve(s->id, s->computed + 1 + drafts).ok()) drafts = 0;
+      count += drafts;
+    }
     while (!cache_->Reserve(s->id, s->computed + count).ok()) {
       Seq* victim = nullptr;
       for (size_t j = running.size(); j-- > i + 1;) {
@@ -100,7 +122,8 @@ BatchPlan Scheduler::Schedule() {
     }
     if (!s->running) continue;
     plan.chunks.push_back({s->id, s->computed, count,
-                           s->computed + count == static_cast<int64_t>(s->tokens.size())});
+                           s->computed + count - drafts == static_cast<int64_t>(s->tokens.size()),
+                           drafts});
     budget -= count;
   }
   // 2. Admission of waiting sequences.
@@ -136,18 +159,26 @@ BatchPlan Scheduler::Schedule() {
   return plan;
 }
 
-void Scheduler::Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens) {
+void Scheduler::Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens,
+                       const std::vector<int64_t>& accepted_drafts) {
+  DSINFER_CHECK(accepted_drafts.empty() || accepted_drafts.size() == next_tokens.size());
   size_t next = 0;
   for (const auto& ch : plan.chunks) {
     Seq& s = *seqs_.at(ch.id);
     DSINFER_CHECK(s.running && s.computed == ch.start);
-    s.computed += ch.count;
+    s.computed += ch.count - ch.drafts;
     if (ch.samples) {
       DSINFER_CHECK(next < next_tokens.size());
+      const int64_t accepted = accepted_drafts.empty() ? 0 : accepted_drafts[next];
+      DSINFER_CHECK(accepted >= 0 && accepted <= ch.drafts &&
+                    ch.drafts <= static_cast<int64_t>(s.drafts.size()));
+      s.tokens.insert(s.tokens.end(), s.drafts.begin(), s.drafts.begin() + accepted);
+      s.computed += accepted;
       s.tokens.push_back(next_tokens[next++]);
     }
   }
   DSINFER_CHECK(next == next_tokens.size());
+  for (const auto& ch : plan.chunks) seqs_.at(ch.id)->drafts.clear();
 }
 
 SchedulerStats Scheduler::Stats() const {

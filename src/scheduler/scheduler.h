@@ -10,6 +10,10 @@
 //    cannot grow, the lowest-priority, latest running sequence that is not yet scheduled this step
 //    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) — possibly
 //    the sequence itself.
+//  * Speculative decoding: a decoding sequence may carry draft tokens (SetDrafts) for its next
+//    step; its chunk then runs the last known token and as many drafts as the budget leaves after
+//    one token for every later running sequence, and the free state memory allows (a sequence
+//    never preempts another for its drafts). Commit takes how many drafts were accepted.
 // The scheduler owns the token lists (prompt + generated); the engine reads them to build the
 // forward batch and reports sampled tokens through Commit. Not thread-safe: the engine thread's.
 #pragma once
@@ -54,12 +58,23 @@ class Scheduler {
   // Forgets a sequence (finished or aborted) and frees its state. No-op for unknown ids.
   void Remove(SeqId id);
 
+  // Draft tokens to verify after `id`'s last known token in the next step (replaces earlier
+  // ones; ignored unless `id` is running with only that token left to compute). Cleared by the
+  // next Commit or a preemption.
+  void SetDrafts(SeqId id, std::vector<int32_t> drafts);
+  const std::vector<int32_t>& drafts(SeqId id) const { return seqs_.at(id)->drafts; }
+
   BatchPlan Schedule();
   // Advances the planned chunks and appends `next_tokens` (one per chunk with samples == true, in
-  // plan order) to their sequences.
-  void Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens);
+  // plan order) to their sequences. `accepted_drafts` (empty: none; else aligned with
+  // next_tokens): how many of a chunk's drafts were accepted; those drafts are appended before its
+  // next token, and the rejected ones are not counted as computed (the runner rolled them back).
+  void Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens,
+              const std::vector<int64_t>& accepted_drafts = {});
 
   bool Contains(SeqId id) const { return seqs_.count(id) > 0; }
+  // Running with state for all its tokens but the last (its next step is a decode).
+  bool Decoding(SeqId id) const;
   const std::vector<int32_t>& tokens(SeqId id) const;
   int64_t computed(SeqId id) const;
   bool idle() const { return seqs_.empty(); }
@@ -74,6 +89,7 @@ class Scheduler {
     uint64_t arrival = 0;   // FCFS order; kept across preemption
     int64_t enqueued_step = 0;
     bool running = false;
+    std::vector<int32_t> drafts;  // for the next step (SetDrafts)
   };
   int64_t EffectivePriority(const Seq& s) const;
   void Preempt(Seq* s, BatchPlan* plan);

@@ -3,6 +3,8 @@
 // by (seed, position, index)); n > 1 shares the prompt; abort frees everything; stop rules.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "engine_test_util.h"
 #include "model/deepseek_v4/state_layout.h"
 
@@ -59,8 +61,10 @@ Results Alone(const std::vector<GenerateRequest>& reqs) {
 
 // All requests in one engine, arriving at random steps, with a random token budget every step.
 Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOptions o,
-              int64_t* preemptions = nullptr) {
+              int64_t* preemptions = nullptr,
+              const std::function<void(EngineCore&)>& setup = nullptr, EngineStats* stats = nullptr) {
   auto core = NewCore(o);
+  if (setup) setup(*core);
   std::mt19937 rng(seed);
   std::vector<int> arrive(reqs.size());
   for (auto& a : arrive) a = static_cast<int>(rng() % 12);
@@ -76,7 +80,24 @@ Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOpt
   EXPECT_EQ(core->num_states(), 0u);
   EXPECT_EQ(core->cache().Stats().bytes_used, 0);
   if (preemptions) *preemptions = core->Stats().preemptions;
+  if (stats) *stats = core->Stats();
   return results;
+}
+
+// Speculative decoding with an oracle drafter: it proposes the reference output's next tokens
+// with one of them wrong at a position that varies from step to step (sometimes none), so verify
+// steps accept anything from 0 to k drafts and roll back the rest.
+EngineCore::Drafter OracleDrafter(const std::vector<GenerateRequest>& reqs, const Results& reference,
+                                  int32_t vocab) {
+  return [&reqs, &reference, vocab](uint64_t id, int index, const std::vector<int32_t>& tokens, int k) {
+    const auto& ref = reference.at({id, index}).ids;
+    const auto done = static_cast<int64_t>(tokens.size() - reqs[id - 1].prompt_ids.size());
+    std::vector<int32_t> d;
+    for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i) d.push_back(ref[i]);
+    const auto wrong = static_cast<size_t>((id * 7 + index * 3 + done * 5) % (k + 2));
+    if (wrong < d.size()) d[wrong] = (d[wrong] + 1) % vocab;
+    return d;
+  };
 }
 
 TEST(EngineCoreTest, OutputsDoNotDependOnBatchCompositionOrChunking) {
@@ -265,6 +286,95 @@ TEST(EngineCoreTest, BadRequestsGetClearErrors) {
   o = testing::SmallEngineOptions();
   o.state_memory_bytes = 1000;
   EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace dsinfer::engine
+
+namespace dsinfer::engine {
+namespace {
+
+EngineOptions Speculative(SpeculativeOptions::Method method, int k, bool adaptive = false,
+                          EngineOptions o = testing::SmallEngineOptions()) {
+  o.speculative.method = method;
+  o.speculative.num_tokens = k;
+  o.speculative.adaptive = adaptive;
+  return o;
+}
+
+TEST(EngineSpeculativeTest, VerifiedDraftsGiveTheSameTokensAndLogprobs) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  for (bool adaptive : {false, true}) {
+    for (uint32_t trial = 1; trial <= 2; ++trial) {
+      EngineStats st;
+      const auto setup = [&](EngineCore& core) {
+        core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
+      };
+      EXPECT_EQ(Mixed(reqs, trial, Speculative(SpeculativeOptions::Method::kNgram, 4, adaptive), nullptr,
+                      setup, &st),
+                alone)
+          << "trial " << trial << " adaptive " << adaptive;
+      // Both outcomes of verification happened: accepted drafts and rolled-back ones.
+      EXPECT_GT(st.spec_accepted_tokens, 0);
+      EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+      EXPECT_GT(st.spec_verify_rows, 0);
+    }
+  }
+}
+
+TEST(EngineSpeculativeTest, PreemptionWithDraftsGivesIdenticalOutput) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  const int k = 4;
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), k);
+  EngineOptions o = Speculative(SpeculativeOptions::Method::kNgram, k);
+  o.max_running = 4;
+  o.typical_length = 8;
+  o.state_page_tokens = 16;
+  for (int b = 1; b < 64; ++b) {
+    o.state_memory_bytes = 4 * layout.FixedBytes() + b * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+    auto core = EngineCore::Create(o);
+    if (!core.ok()) continue;
+    bool fits = true;
+    for (const auto& r : reqs) {
+      auto p = (*core)->Prepare(r);
+      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
+    }
+    if (fits) break;
+  }
+  int64_t preemptions = 0;
+  EngineStats st;
+  const auto setup = [&](EngineCore& core) {
+    core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
+  };
+  EXPECT_EQ(Mixed(reqs, 5, o, &preemptions, setup, &st), alone);
+  EXPECT_GT(preemptions, 0) << "the budget must force preemption";
+  EXPECT_GT(st.spec_accepted_tokens, 0);
+}
+
+TEST(EngineSpeculativeTest, NgramAndMtpDraftersGiveTheSameOutputs) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  for (auto method : {SpeculativeOptions::Method::kNgram, SpeculativeOptions::Method::kMtp}) {
+    for (int k : {1, 3}) {
+      EngineStats st;
+      EXPECT_EQ(Mixed(reqs, 3, Speculative(method, k), nullptr, nullptr, &st), alone)
+          << SpeculativeMethodName(method) << " k " << k;
+      if (method == SpeculativeOptions::Method::kMtp) {
+        EXPECT_GT(st.spec_draft_tokens, 0);
+      }
+    }
+  }
+}
+
+TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
+  EXPECT_FALSE(EngineCore::Create(Speculative(SpeculativeOptions::Method::kNgram, 0)).ok());
+  EXPECT_FALSE(EngineCore::Create(Speculative(SpeculativeOptions::Method::kNgram, 17)).ok());
+  EngineOptions o = Speculative(SpeculativeOptions::Method::kNgram, 2);
+  o.speculative.ngram_min = 3;
+  o.speculative.ngram_max = 2;
+  EXPECT_FALSE(EngineCore::Create(o).ok());
 }
 
 }  // namespace

@@ -136,6 +136,40 @@ TEST_F(ModelScheduleTest, MtpIsChunkInvariant) {
   EXPECT_EQ(pieces, whole->logits);
 }
 
+TEST_F(ModelScheduleTest, MtpRollbackOfChainedDraftsIsExact) {
+  // Chained draft rows on the MTP layer's own outputs, then RollbackMtp: the next rows (with the
+  // main model's streams) give the logits of a state that never drafted.
+  const auto ids = Ids(40, 6);
+  const int64_t hcD = model_->config().hc_mult * model_->config().hidden_size;
+  auto state = model_->NewSequence(4);
+  auto main = model_->Forward({{state.get(), ids}}, LogitsRows::kAll, /*keep_streams=*/true);
+  ASSERT_TRUE(main.ok());
+  std::vector<int32_t> next(ids.begin() + 1, ids.end());
+  next.push_back(11);
+  auto run = [&](int from, int to, SequenceState* s) {
+    Model::MtpChunk ch{s, std::vector<float>(main->streams.begin() + from * hcD, main->streams.begin() + to * hcD),
+                       std::vector<int32_t>(next.begin() + from, next.begin() + to)};
+    auto out = model_->ForwardMtp({ch}, LogitsRows::kAll);
+    EXPECT_TRUE(out.ok());
+    return out.ok() ? *out : ForwardOutput{};
+  };
+  auto clean = model_->NewSequence(4);
+  run(0, 30, clean.get());
+  const auto want = run(30, 40, clean.get()).logits;
+  auto drafted = model_->NewSequence(4);
+  const auto first = run(0, 30, drafted.get());
+  std::vector<float> x(first.streams.end() - hcD, first.streams.end());
+  for (int round = 0; round < 3; ++round) {  // three chained rows at positions 30, 31, 32
+    auto out = model_->ForwardMtp({{drafted.get(), x, {static_cast<int32_t>(5 + round)}}}, LogitsRows::kLast);
+    ASSERT_TRUE(out.ok());
+    x = out->streams;
+  }
+  EXPECT_EQ(drafted->mtp_length(), 33);
+  ASSERT_TRUE(drafted->RollbackMtp(30).ok());
+  EXPECT_EQ(run(30, 40, drafted.get()).logits, want);
+  EXPECT_EQ(drafted->RollbackMtp(20).code(), StatusCode::kOutOfRange) << "beyond the slack of 4";
+}
+
 TEST_F(ModelScheduleTest, BadIdsAreRejectedWithoutChangingState) {
   auto state = model_->NewSequence();
   auto out = model_->Forward({{state.get(), {1, 2, 300}}}, LogitsRows::kAll);

@@ -206,6 +206,38 @@ TEST(SamplerTest, SameSeedAndPositionGiveTheSameToken) {
   EXPECT_GT(differ, 0) << "sample indexes draw different numbers";
 }
 
+TEST(SamplerTest, PendingOutputsCountAsHistory) {
+  // A verify row's draw sees the drafts before it as outputs: the same edits as a history that
+  // holds them (penalties, min_tokens), so the same probabilities and tokens.
+  const auto logits = testing::RandomVector(100, 14, 2.0f);
+  SamplingParams p;
+  p.repetition_penalty = 1.3f;
+  p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.7f;
+  p.min_tokens = 4;
+  const std::vector<int32_t> prompt = {1, 2, 3}, pending = {7, 9, 7};
+  TokenHistory base(prompt);
+  base.AddOutput(9);
+  TokenHistory full = base;
+  for (int32_t id : pending) full.AddOutput(id);
+  for (int count = 0; count <= 3; ++count) {
+    TokenHistory expect = base;
+    for (int i = 0; i < count; ++i) expect.AddOutput(pending[i]);
+    SampleInput a, b;
+    a.params = b.params = &p;
+    a.seed = b.seed = 5;
+    a.position = b.position = 30;
+    a.eos_id = b.eos_id = 0;
+    a.history = &base;
+    a.pending = pending.data();
+    a.num_pending = count;
+    b.history = &expect;
+    Sampler s;
+    EXPECT_EQ(s.Probabilities(logits.data(), 100, a), s.Probabilities(logits.data(), 100, b)) << count;
+    EXPECT_EQ(s.Sample(logits.data(), 100, a).id, s.Sample(logits.data(), 100, b).id) << count;
+  }
+}
+
 TEST(SamplerTest, AllowedMaskIsExactAndDeterministic) {
   const int64_t vocab = 200;
   const auto logits = testing::RandomVector(vocab, 21, 2.0f);

@@ -204,3 +204,48 @@ TEST(SchedulerTest, ForkSharesTheParentsStateWhenItFits) {
 
 }  // namespace
 }  // namespace dsinfer::scheduler
+
+namespace dsinfer::scheduler {
+namespace {
+
+TEST(SchedulerTest, DraftsRideOnDecodesWithinTheBudget) {
+  cache::StateCache cache(Plan(4, 100));
+  Scheduler s({.max_batch_tokens = 6, .max_running = 4}, &cache);
+  s.Add(1, {5, 6, 7}, 0);
+  s.Add(2, {8, 9}, 0);
+  s.SetDrafts(1, {1, 2});  // not decoding yet: ignored
+  EXPECT_TRUE(s.drafts(1).empty());
+  BatchPlan p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);
+  s.Commit(p, {10, 11});
+  ASSERT_TRUE(s.Decoding(1) && s.Decoding(2));
+  s.SetDrafts(1, {20, 21, 22, 23, 24, 25});
+  s.SetDrafts(2, {30, 31});
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);
+  // Budget 6: sequence 1 leaves one token for sequence 2, which gets what remains (none).
+  EXPECT_EQ(p.chunks[0].id, 1u);
+  EXPECT_EQ(p.chunks[0].count, 5);
+  EXPECT_EQ(p.chunks[0].drafts, 4);
+  EXPECT_TRUE(p.chunks[0].samples);
+  EXPECT_EQ(p.chunks[1].count, 1);
+  EXPECT_EQ(p.chunks[1].drafts, 0);
+  EXPECT_EQ(p.num_tokens, 6);
+  // Two drafts of sequence 1 accepted: they and the next token are appended, the rest dropped.
+  s.Commit(p, {40, 41}, {2, 0});
+  EXPECT_EQ(s.tokens(1), (std::vector<int32_t>{5, 6, 7, 10, 20, 21, 40}));
+  EXPECT_EQ(s.computed(1), 6);
+  EXPECT_EQ(s.tokens(2), (std::vector<int32_t>{8, 9, 11, 41}));
+  EXPECT_TRUE(s.drafts(1).empty() && s.drafts(2).empty());
+  // None accepted: only the drawn token follows.
+  s.SetDrafts(2, {50});
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);
+  EXPECT_EQ(p.chunks[1].drafts, 1);
+  s.Commit(p, {60, 61}, {0, 0});
+  EXPECT_EQ(s.tokens(2).back(), 61);
+  EXPECT_EQ(s.computed(2), 4);
+}
+
+}  // namespace
+}  // namespace dsinfer::scheduler

@@ -103,15 +103,17 @@ TokenBatch MakeBatch(const std::vector<SequenceState*>& states,
   return b;
 }
 
-std::vector<int64_t> SelectRows(const TokenBatch& b, LogitsRows rows) {
+// The rows whose logits a forward returns; `tails`: per segment, for LogitsRows::kTail.
+std::vector<int64_t> SelectRows(const TokenBatch& b, LogitsRows rows,
+                                const std::vector<int64_t>& tails = {}) {
   std::vector<int64_t> r;
-  for (const auto& seg : b.segments) {
+  for (size_t s = 0; s < b.segments.size(); ++s) {
+    const auto& seg = b.segments[s];
     if (seg.count == 0) continue;
-    if (rows == LogitsRows::kAll) {
-      for (int64_t i = 0; i < seg.count; ++i) r.push_back(seg.begin + i);
-    } else {
-      r.push_back(seg.begin + seg.count - 1);
-    }
+    const int64_t tail = rows == LogitsRows::kAll    ? seg.count
+                         : rows == LogitsRows::kLast ? 1
+                                                     : std::min(seg.count, tails.at(s));
+    for (int64_t i = seg.count - tail; i < seg.count; ++i) r.push_back(seg.begin + i);
   }
   return r;
 }
@@ -123,9 +125,11 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
   const auto& c = config_;
   std::vector<SequenceState*> states;
   std::vector<const std::vector<int32_t>*> ids;
-  std::vector<int64_t> starts;
+  std::vector<int64_t> starts, tails;
   for (const auto& ch : chunks) {
     DSINFER_RETURN_IF_ERROR(CheckIds(ch.ids));
+    if (ch.logits_tail < 0) return InvalidArgument("a chunk's logits_tail is negative");
+    tails.push_back(ch.logits_tail);
     if (std::find(states.begin(), states.end(), ch.state) != states.end()) {
       return InvalidArgument("a request appears twice in one forward batch");
     }
@@ -154,7 +158,7 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 
   ForwardOutput out;
-  out.logits = Head(weights_->hc_head, weights_->norm, X.data(), SelectRows(batch, rows));
+  out.logits = Head(weights_->hc_head, weights_->norm, X.data(), SelectRows(batch, rows, tails));
   if (keep_streams) out.streams = std::move(X);
   return out;
 }

@@ -27,11 +27,13 @@ struct ModelOptions {
 struct SequenceChunk {
   SequenceState* state = nullptr;
   std::vector<int32_t> ids;  // appended at positions state->length() ...
+  int64_t logits_tail = 1;   // LogitsRows::kTail: logits of this many trailing rows (0: none)
 };
 
 enum class LogitsRows {
   kAll,   // every row (prefill scoring, `dsinfer logits`)
   kLast,  // the last row of each chunk (generation)
+  kTail,  // each chunk's last `logits_tail` rows (speculative verification)
 };
 
 struct ForwardOutput {

@@ -127,6 +127,21 @@ Status SequenceState::Rollback(int64_t new_length) {
   return Status::Ok();
 }
 
+Status SequenceState::RollbackMtp(int64_t new_mtp_length) {
+  if (new_mtp_length < 0 || new_mtp_length > mtp_length_) {
+    return InvalidArgument("MTP rollback to " + std::to_string(new_mtp_length) + " of " +
+                           std::to_string(mtp_length_) + " rows");
+  }
+  if (mtp_length_ - new_mtp_length > rollback_slack_) {
+    return OutOfRange("MTP rollback of " + std::to_string(mtp_length_ - new_mtp_length) +
+                      " rows exceeds the slack of " + std::to_string(rollback_slack_));
+  }
+  LayerState& s = layers_.back();
+  if (s.window.end() > new_mtp_length) s.window.Truncate(new_mtp_length);
+  mtp_length_ = new_mtp_length;
+  return Status::Ok();
+}
+
 void SequenceState::CopyFrom(const SequenceState& other) {
   DSINFER_CHECK(other.layers_.size() == layers_.size() && other.rollback_slack_ == rollback_slack_);
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -140,6 +140,9 @@ class SequenceState {
   // Returns the state to what it was after the first `new_length` tokens (and MTP rows).
   // OutOfRange when more than rollback_slack tokens would be removed.
   Status Rollback(int64_t new_length);
+  // Returns the MTP layer alone to its first `new_mtp_length` rows (drafts chained past the main
+  // model's rows are dropped this way). OutOfRange beyond the slack.
+  Status RollbackMtp(int64_t new_mtp_length);
   // Becomes a copy of `other` (same config and slack), e.g. to fork n > 1 completions.
   void CopyFrom(const SequenceState& other);
 

@@ -271,7 +271,9 @@ void CudaModel::Impl::AllocateActivations() {
   sg = Alloc<float>(T * I);
   su = Alloc<float>(T * I);
   sy = Alloc<float>(T * D);
-  logits_rows = opt.all_logits ? T : std::max<int64_t>(opt.max_seqs, 1);
+  logits_rows = opt.all_logits ? T
+                                : std::min(T, std::max<int64_t>(opt.max_seqs, 1) *
+                                                  std::max<int64_t>(opt.logits_per_seq, 1));
   xs = Alloc<float>(logits_rows * hc * D);
   hz = Alloc<float>(logits_rows * D);
   logits = Alloc<float>(logits_rows * c.vocab_size);
@@ -341,14 +343,23 @@ int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows r
       h[4 * T + r] = static_cast<int32_t>(start);
       h[5 * T + r] = static_cast<int32_t>(count);
     }
-    if (count == 0) continue;
-    if (rows == LogitsRows::kAll) {
-      for (int64_t i = 0; i < count; ++i) h[6 * T + nrows++] = static_cast<int32_t>(begin + i);
-    } else {
-      h[6 * T + nrows++] = static_cast<int32_t>(begin + count - 1);
-    }
+    const int64_t tail = HeadRows(sq, rows);
+    for (int64_t i = count - tail; i < count; ++i) h[6 * T + nrows++] = static_cast<int32_t>(begin + i);
   }
   return nrows;
+}
+
+int64_t CudaModel::Impl::HeadRows(const StepSeq& sq, LogitsRows rows) {
+  const auto count = static_cast<int64_t>(sq.ids->size());
+  switch (rows) {
+    case LogitsRows::kAll:
+      return count;
+    case LogitsRows::kLast:
+      return count > 0 ? 1 : 0;
+    case LogitsRows::kTail:
+      return std::clamp<int64_t>(sq.tail, 0, count);
+  }
+  return 0;
 }
 
 void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
@@ -372,20 +383,19 @@ int64_t CudaModel::Impl::EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRow
   return nrows;
 }
 
-Status CudaModel::Impl::CheckStep(const std::vector<const std::vector<int32_t>*>& ids,
-                                  LogitsRows rows) const {
+Status CudaModel::Impl::CheckStep(const std::vector<StepSeq>& seqs, LogitsRows rows) const {
   const Impl& m = *this;
   int64_t n = 0, nrows = 0;
-  for (const auto* v : ids) {
-    for (int32_t id : *v) {
+  for (const StepSeq& sq : seqs) {
+    for (int32_t id : *sq.ids) {
       if (id < 0 || id >= m.c.vocab_size) {
         return InvalidArgument("token id " + std::to_string(id) +
                                " is outside the vocabulary [0, " + std::to_string(m.c.vocab_size) +
                                ")");
       }
     }
-    n += static_cast<int64_t>(v->size());
-    nrows += rows == LogitsRows::kAll ? static_cast<int64_t>(v->size()) : (v->empty() ? 0 : 1);
+    n += static_cast<int64_t>(sq.ids->size());
+    nrows += HeadRows(sq, rows);
   }
   if (n > m.opt.max_tokens) {
     return OutOfRange("forward of " + std::to_string(n) + " rows exceeds max_tokens " +
@@ -401,7 +411,6 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<C
   Impl& m = *impl_;
   if (m.opt.paged) return Internal("a paged CUDA model runs ForwardPaged");
   std::vector<int> seen;
-  std::vector<const std::vector<int32_t>*> ids;
   std::vector<Impl::StepSeq> seqs;
   for (const auto& ch : chunks) {
     if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot])
@@ -414,10 +423,9 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<C
       return OutOfRange("sequence exceeds the CUDA state capacity of " +
                         std::to_string(m.opt.max_len));
     }
-    ids.push_back(&ch.ids);
     seqs.push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
   }
-  DSINFER_RETURN_IF_ERROR(m.CheckStep(ids, rows));
+  DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
   const int64_t nrows = m.EnqueueStep(seqs, rows);
   for (const auto& ch : chunks) m.lengths[ch.slot] += static_cast<int64_t>(ch.ids.size());
   return DeviceLogits{m.logits, nrows};

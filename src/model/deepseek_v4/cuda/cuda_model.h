@@ -6,7 +6,10 @@
 //
 // Activations are fp32, as on the CPU; every kernel is deterministic and batch-invariant, so any
 // prefill/decode schedule of a request gives bit-identical logits on the GPU.
-// Not covered yet: the MTP layer (its weights are ignored), rollback of speculative tokens.
+// Speculative verification: a chunk's trailing rows' logits (LogitsRows::kTail); rolling back
+// rejected tokens is starting the next chunk at the kept length (the rings are indexed by position
+// with a slack of 16 rows, the entry lists' counts follow the length). Not covered yet: the MTP
+// layer (its weights are ignored).
 // One thread at a time (it owns a CUDA stream).
 #pragma once
 
@@ -30,7 +33,8 @@ struct CudaModelOptions {
   int max_seqs = 4;          // state slots
   int64_t max_len = 4096;    // tokens per request (state capacity)
   int64_t max_tokens = 512;  // rows per forward call
-  bool all_logits = true;    // size the logits buffer for every row (else one per request)
+  bool all_logits = true;    // size the logits buffer for every row (else logits_per_seq per request)
+  int64_t logits_per_seq = 1;  // !all_logits: logits rows per sequence (1 + speculative drafts)
   // The engine's mode: no slots of its own; the state lives in pools shaped by the engine cache's
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
@@ -68,6 +72,7 @@ class CudaModel {
   // The layout of a sequence's state on the GPU (the rings keep a rollback slack of 16 rows): the
   // spec the engine's cache plans its pools over.
   static cache::StateLayout StateLayoutFor(const io::DeepseekV4Config& config);
+  static constexpr int kMaxRollback = 16;  // the rings' rollback slack (speculative tokens)
 
   // Paged mode (CudaModelOptions::paged): allocates one device pool per pool of `plan`
   // (cache::PlanMemory over StateLayoutFor(config())), once, before the first ForwardPaged.
@@ -77,6 +82,7 @@ class CudaModel {
     std::vector<int32_t> ids;                        // appended at start, start + 1, ...
     std::vector<const std::vector<int32_t>*> pages;  // per pool: the sequence's pages, in order,
                                                      // at least plan.PagesAt(start + ids.size())
+    int64_t logits_tail = 1;                         // LogitsRows::kTail: trailing rows' logits
   };
   // Runs the chunks (at most max_seqs) with their state in the given pages; the logits stay on the
   // device as ForwardToDevice's.

@@ -91,7 +91,7 @@ struct LayerState {
 };
 
 inline constexpr int kMetaArrays = 7;  // ids, pos, slot, seg_begin, seg_start, seg_count, head rows
-inline constexpr int kRollbackSlack = 16;
+inline constexpr int kRollbackSlack = CudaModel::kMaxRollback;
 static_assert(kRollbackSlack >= 1,
               "the window ring holds at least W entries (Attention's decode append)");
 
@@ -294,11 +294,14 @@ struct CudaModel::Impl {
     int row = 0;
     int64_t start = 0;
     const std::vector<int32_t>* ids = nullptr;
+    int64_t tail = 1;  // LogitsRows::kTail: logits of this many trailing rows
   };
   int64_t EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows);
   // The checks every forward makes of its tokens: ids in the vocabulary, rows within max_tokens,
   // logits rows within the buffer.
-  Status CheckStep(const std::vector<const std::vector<int32_t>*>& ids, LogitsRows rows) const;
+  Status CheckStep(const std::vector<StepSeq>& seqs, LogitsRows rows) const;
+  // The logits rows of one sequence of a step.
+  static int64_t HeadRows(const StepSeq& sq, LogitsRows rows);
   // EnqueueStep's halves: the host metadata (returns the logits rows), then the upload (with the
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);

@@ -146,7 +146,6 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     return OutOfRange(std::to_string(chunks.size()) + " sequences in one step; the CUDA model " +
                       "holds " + std::to_string(m.opt.max_seqs));
   }
-  std::vector<const std::vector<int32_t>*> ids;
   std::vector<Impl::StepSeq> seqs;
   int32_t* t = m.table_host.as<int32_t>();
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -175,10 +174,9 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
         DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
       }
     }
-    ids.push_back(&ch.ids);
-    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids});
+    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids, ch.logits_tail});
   }
-  DSINFER_RETURN_IF_ERROR(m.CheckStep(ids, rows));
+  DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
   // A decode step (one token per sequence): the uploads and the forward replay a graph captured
   // for this batch size (its kernels' shapes depend on nothing else; the copies read the pinned
   // buffers filled here). Steps of several tokens per sequence (speculative verify steps) run
