@@ -43,6 +43,9 @@ std::vector<FlagSpec> Specs() {
       {"no-graph", "decode without CUDA graphs", false},
       {"fp8-tflops", "FP8 tensor bound for the prefill ratio (default 1311)"},
       {"profile-step", "one more decode step per batch inside a profiler range (ncu)", false},
+      {"verify",
+       "speculative verify steps of k drafts per sequence to time after each batch's decode, "
+       "e.g. 1,2,3,4,5 (eager forwards of k + 1 tokens, then rolled back)"},
   };
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
   return specs;
@@ -86,6 +89,45 @@ double MeasureCopyGBs() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
+// Speculative verify steps at the slots' context: each sequence runs its last token and k drafts
+// (one forward, eager, logits of every row), then rolls the k + 1 tokens back. Against a plain
+// decode step (`decode_ms`, graph-replayed) and an eager forward of one token per sequence.
+Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vector<int64_t>& ks,
+                   int64_t steps, double decode_ms) {
+  namespace mdl = model::deepseek_v4;
+  const int64_t vocab = m.config().vocab_size;
+  auto time_forward = [&](int64_t tokens) -> StatusOr<double> {
+    std::vector<CudaModel::Chunk> chunks;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < tokens; ++t) ids.push_back(static_cast<int32_t>((i * 31 + t * 7 + 5) % vocab));
+      chunks.push_back({slots[i], ids});
+    }
+    std::vector<double> ms;
+    for (int64_t s = 0; s < steps + 2; ++s) {
+      const auto a = std::chrono::steady_clock::now();
+      DSINFER_ASSIGN_OR_RETURN(auto lg, m.ForwardToDevice(chunks, mdl::LogitsRows::kAll));
+      (void)lg;
+      gpu::SynchronizeStream(m.stream());
+      if (s >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+      for (int slot : slots) DSINFER_RETURN_IF_ERROR(m.Rollback(slot, m.length(slot) - tokens));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  DSINFER_ASSIGN_OR_RETURN(const double eager1, time_forward(1));
+  for (int64_t k : ks) {
+    if (k < 1 || k > CudaModel::kMaxRollback - 1) return InvalidArgument("--verify: k in [1, 15]");
+    DSINFER_ASSIGN_OR_RETURN(const double ms, time_forward(k + 1));
+    std::printf("{\"bench\": \"verify\", \"batch\": %zu, \"drafts\": %lld, \"step_ms\": %.3f, "
+                "\"eager_decode_ms\": %.3f, \"decode_ms\": %.3f, \"ratio_to_eager_decode\": %.2f, "
+                "\"ratio_to_decode\": %.2f}\n",
+                slots.size(), static_cast<long long>(k), ms, eager1, decode_ms, ms / eager1, ms / decode_ms);
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
 Status Run(const Flags& flags) {
   if (!gpu::DeviceAvailable()) return Unimplemented("dsinfer bench needs a CUDA device");
   const auto batches = ParseList(flags.GetOr("batches", "1,8,32,128,256"));
@@ -99,9 +141,13 @@ Status Run(const Flags& flags) {
   CudaModelOptions opt;
   DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
   opt.max_seqs = static_cast<int>(std::max<int64_t>(max_batch, 1));
-  opt.max_len = std::max(context + steps + 8, prefill) + 8;
+  opt.max_len = std::max(context + steps + 8, prefill) + 8 + CudaModel::kMaxRollback;
   opt.max_tokens = std::max(max_batch, prefill);
   opt.all_logits = false;
+  if (flags.Has("verify")) {  // verify steps: up to 16 rows per sequence, every row's logits
+    opt.max_tokens = std::max(opt.max_tokens, max_batch * CudaModel::kMaxRollback);
+    opt.logits_per_seq = CudaModel::kMaxRollback;
+  }
   const std::string preset = flags.GetOr("preset", "flash-l8");
   std::unique_ptr<CudaModel> m;
   const auto t0 = std::chrono::steady_clock::now();
@@ -192,6 +238,9 @@ Status Run(const Flags& flags) {
       }
       std::printf("%s, \"total_ms\": %.3f}\n", prof.c_str(), total);
       std::fflush(stdout);
+    }
+    if (auto list = flags.Get("verify")) {
+      DSINFER_RETURN_IF_ERROR(BenchVerify(*m, slots, ParseList(*list), steps, med));
     }
     for (int s : slots) m->FreeSequence(s);
   }

@@ -483,7 +483,8 @@ void EngineCore::ProposeDrafts() {
   for (auto& [id, r] : requests_) {
     for (CompletionState& c : r.completions) {
       const SeqId seq = SeqOf(id, c.index);
-      if (!c.started || c.finished || !scheduler_->Decoding(seq)) continue;
+      // Not before the first token: a prompt's last token is drawn from by n > 1 siblings too.
+      if (!c.started || c.finished || c.generated == 0 || !scheduler_->Decoding(seq)) continue;
       std::vector<int32_t> drafts;
       if (spec_.method == SpeculativeOptions::Method::kNgram) {
         const int k = static_cast<int>(std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1));

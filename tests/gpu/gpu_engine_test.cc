@@ -15,68 +15,18 @@
 #include "engine/engine_core.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
+#include "../unit/engine_mix.h"
 
 namespace dsinfer {
 namespace {
 
-const std::string kModel = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden/A";
-
-std::vector<GenerateRequest> Mix(int count) {
-  std::mt19937 rng(11);
-  std::vector<GenerateRequest> reqs;
-  for (int i = 0; i < count; ++i) {
-    GenerateRequest r;
-    const int len = 1 + static_cast<int>(rng() % 90);
-    for (int t = 0; t < len; ++t) r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
-    r.params.max_tokens = 4 + static_cast<int>(rng() % 28);
-    r.params.ignore_eos = true;
-    if (i % 3 == 0) {
-      r.params.temperature = 0;  // greedy
-    } else {
-      r.params.temperature = 1.0f;
-      r.params.top_p = i % 2 ? 0.9f : 1.0f;
-      r.params.seed = 1000 + i;
-    }
-    r.params.n = i % 5 == 0 ? 2 : 1;
-    r.params.logprobs = true;
-    r.params.top_logprobs = i % 4 == 0 ? 3 : 0;
-    reqs.push_back(r);
-  }
-  return reqs;
-}
-
 EngineOptions Options(int max_running, int64_t batch_tokens, int64_t state_bytes) {
-  EngineOptions o;
-  o.model_dir = kModel;
-  o.device = Device::kCuda;
-  o.max_running = max_running;
-  o.max_batch_tokens = batch_tokens;
-  o.state_memory_bytes = state_bytes;
-  return o;
+  return testing::MixOptions(Device::kCuda, max_running, batch_tokens, state_bytes);
 }
 
-void ExpectSame(const std::vector<RequestResult>& a, const std::vector<RequestResult>& b,
-                const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_TRUE(a[i].status.ok()) << what << " " << i << ": " << a[i].status.ToString();
-    ASSERT_TRUE(b[i].status.ok()) << what << " " << i << ": " << b[i].status.ToString();
-    ASSERT_EQ(a[i].completions.size(), b[i].completions.size()) << what << " " << i;
-    for (size_t c = 0; c < a[i].completions.size(); ++c) {
-      const Completion &x = a[i].completions[c], &y = b[i].completions[c];
-      EXPECT_EQ(x.ids, y.ids) << what << ": request " << i << " completion " << c;
-      ASSERT_EQ(x.logprobs.size(), y.logprobs.size()) << what << " " << i;
-      for (size_t t = 0; t < x.logprobs.size(); ++t) {
-        EXPECT_EQ(x.logprobs[t].logprob, y.logprobs[t].logprob) << what << " " << i << "/" << t;
-        ASSERT_EQ(x.logprobs[t].top.size(), y.logprobs[t].top.size());
-        for (size_t k = 0; k < x.logprobs[t].top.size(); ++k) {
-          EXPECT_EQ(x.logprobs[t].top[k].id, y.logprobs[t].top[k].id);
-          EXPECT_EQ(x.logprobs[t].top[k].logprob, y.logprobs[t].top[k].logprob);
-        }
-      }
-    }
-  }
-}
+using testing::ExpectSame;
+using testing::Mix;
+const std::string& kModel = testing::kGoldenModelA;
 
 TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
   if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
@@ -169,6 +119,17 @@ TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
       }
     }
   }
+}
+
+// Speculative decoding on the GPU: verify chunks draw at each of their last k + 1 rows on the
+// device and rejected drafts roll back by starting the next chunk at the kept length; MTP drafting
+// is refused with a clear error until the CUDA model has the MTP layer.
+TEST(GpuEngineTest, SpeculativeDecodingGivesTheSameIdsAndLogprobs) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  testing::ExpectSpeculationExact(Device::kCuda);
+  EngineOptions o = Options(16, 256, int64_t{256} << 20);
+  o.speculative.method = SpeculativeOptions::Method::kMtp;
+  EXPECT_EQ(Engine::Create(o).status().code(), StatusCode::kUnimplemented);
 }
 
 // Bad input on the GPU engine: per-request errors, the other requests still run.

@@ -329,6 +329,19 @@ void CudaModel::CopySequence(int from, int to) {
 
 int64_t CudaModel::length(int slot) const { return impl_->lengths[slot]; }
 
+Status CudaModel::Rollback(int slot, int64_t length) {
+  Impl& m = *impl_;
+  if (m.opt.paged || slot < 0 || slot >= m.opt.max_seqs || !m.used[slot]) {
+    return InvalidArgument("Rollback: bad CUDA state slot");
+  }
+  if (length < 0 || length > m.lengths[slot] || m.lengths[slot] - length > kMaxRollback) {
+    return OutOfRange("rollback from " + std::to_string(m.lengths[slot]) + " to " +
+                      std::to_string(length) + " exceeds the slack of " + std::to_string(kMaxRollback));
+  }
+  m.lengths[slot] = length;
+  return Status::Ok();
+}
+
 int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows) {
   const int64_t T = opt.max_tokens;
   int32_t* h = meta_host.as<int32_t>();

@@ -98,6 +98,9 @@ class CudaModel {
   // `to` (in use): n > 1 completions fork from their prompt's state.
   void CopySequence(int from, int to);
   int64_t length(int slot) const;
+  // Slot mode: back to the slot's first `length` tokens (at most kMaxRollback fewer): rejected
+  // speculative tokens.
+  Status Rollback(int slot, int64_t length);
 
   struct Chunk {
     int slot = 0;

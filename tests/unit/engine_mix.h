@@ -1,0 +1,138 @@
+// The engine determinism workload shared by the CPU and GPU engine tests: a mix of requests on the
+// golden model A (greedy and seeded sampling, top-p, n = 2, logprobs and top logprobs), engine
+// options for a device, exact comparison of results, and the speculative-decoding check (oracle
+// drafts and n-gram drafts give the ids and logprobs of the run without drafts).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dsinfer/engine.h"
+#include "engine/engine_core.h"
+
+namespace dsinfer::testing {
+
+inline const std::string kGoldenModelA = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden/A";
+
+inline std::vector<GenerateRequest> Mix(int count) {
+  std::mt19937 rng(11);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < count; ++i) {
+    GenerateRequest r;
+    const int len = 1 + static_cast<int>(rng() % 90);
+    for (int t = 0; t < len; ++t) r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
+    r.params.max_tokens = 4 + static_cast<int>(rng() % 28);
+    r.params.ignore_eos = true;
+    if (i % 3 == 0) {
+      r.params.temperature = 0;  // greedy
+    } else {
+      r.params.temperature = 1.0f;
+      r.params.top_p = i % 2 ? 0.9f : 1.0f;
+      r.params.seed = 1000 + i;
+    }
+    r.params.n = i % 5 == 0 ? 2 : 1;
+    r.params.logprobs = true;
+    r.params.top_logprobs = i % 4 == 0 ? 3 : 0;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+inline EngineOptions MixOptions(Device device, int max_running, int64_t batch_tokens, int64_t state_bytes) {
+  EngineOptions o;
+  o.model_dir = kGoldenModelA;
+  o.device = device;
+  o.max_running = max_running;
+  o.max_batch_tokens = batch_tokens;
+  o.state_memory_bytes = state_bytes;
+  return o;
+}
+
+inline void ExpectSame(const std::vector<RequestResult>& a, const std::vector<RequestResult>& b,
+                const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i].status.ok()) << what << " " << i << ": " << a[i].status.ToString();
+    ASSERT_TRUE(b[i].status.ok()) << what << " " << i << ": " << b[i].status.ToString();
+    ASSERT_EQ(a[i].completions.size(), b[i].completions.size()) << what << " " << i;
+    for (size_t c = 0; c < a[i].completions.size(); ++c) {
+      const Completion &x = a[i].completions[c], &y = b[i].completions[c];
+      EXPECT_EQ(x.ids, y.ids) << what << ": request " << i << " completion " << c;
+      ASSERT_EQ(x.logprobs.size(), y.logprobs.size()) << what << " " << i;
+      for (size_t t = 0; t < x.logprobs.size(); ++t) {
+        EXPECT_EQ(x.logprobs[t].logprob, y.logprobs[t].logprob) << what << " " << i << "/" << t;
+        ASSERT_EQ(x.logprobs[t].top.size(), y.logprobs[t].top.size());
+        for (size_t k = 0; k < x.logprobs[t].top.size(); ++k) {
+          EXPECT_EQ(x.logprobs[t].top[k].id, y.logprobs[t].top[k].id);
+          EXPECT_EQ(x.logprobs[t].top[k].logprob, y.logprobs[t].top[k].logprob);
+        }
+      }
+    }
+  }
+}
+
+// Speculative decoding is exact: with an oracle drafter (the reference outputs with one token
+// wrong at a varying place, so verify steps accept anything from 0 to k drafts and roll back the
+// rest) at a small and a large step budget, and with the real n-gram drafter, every request's ids
+// and logprobs equal the run without speculation.
+inline void ExpectSpeculationExact(Device device) {
+  const std::vector<GenerateRequest> reqs = Mix(32);
+  std::vector<RequestResult> want;
+  {
+    auto e = Engine::Create(MixOptions(device, 16, 256, int64_t{256} << 20));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    want = e.value()->Generate(reqs);
+  }
+  for (int64_t budget : {int64_t{24}, int64_t{256}}) {
+    EngineOptions o = MixOptions(device, 16, budget, int64_t{256} << 20);
+    o.speculative.method = SpeculativeOptions::Method::kNgram;
+    o.speculative.num_tokens = 4;
+    auto made = engine::EngineCore::Create(o);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    engine::EngineCore& core = *made.value();
+    core.set_drafter([&](uint64_t id, int index, const std::vector<int32_t>& tokens, int k) {
+      const auto& ref = want[id - 1].completions[index].ids;
+      const auto done = static_cast<int64_t>(tokens.size() - reqs[id - 1].prompt_ids.size());
+      std::vector<int32_t> d;
+      for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i) d.push_back(ref[i]);
+      const auto wrong = static_cast<size_t>((id * 7 + index * 3 + done * 5) % (k + 2));
+      if (wrong < d.size()) d[wrong] = (d[wrong] + 1) % static_cast<int32_t>(core.vocab_size());
+      return d;
+    });
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      auto p = core.Prepare(reqs[i]);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      core.Add(i + 1, *p);
+    }
+    std::vector<RequestResult> got(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) got[i].completions.resize(static_cast<size_t>(reqs[i].params.n));
+    std::vector<StreamEvent> events;
+    while (core.HasWork()) {
+      core.Step(&events);
+      for (auto& ev : events) {
+        Completion& c = got[ev.request_id - 1].completions[ev.index];
+        c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
+        c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+        if (!ev.error.ok()) got[ev.request_id - 1].status = ev.error;
+      }
+      events.clear();
+    }
+    ExpectSame(want, got, "oracle drafts, budget " + std::to_string(budget));
+    const EngineStats st = core.Stats();
+    EXPECT_GT(st.spec_accepted_tokens, 0);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+    EXPECT_EQ(core.num_states(), 0u);
+  }
+  EngineOptions o = MixOptions(device, 16, 256, int64_t{256} << 20);
+  o.speculative.method = SpeculativeOptions::Method::kNgram;
+  o.speculative.num_tokens = 3;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ExpectSame(want, e.value()->Generate(reqs), "n-gram drafts");
+}
+
+}  // namespace dsinfer::testing
