@@ -119,6 +119,14 @@ struct EngineOptions {
   std::string random_preset;
   uint64_t random_seed = 1;
   SpeculativeOptions speculative;
+  // Prefix cache: the state of a request's tokens is kept after it (checkpoints every
+  // prefix_checkpoint_interval tokens, at the end of each prompt and of each completion), and a
+  // later request that starts with the same tokens restores the longest such state and computes
+  // only the rest — the outputs are bit-identical to a cold run. Cached states give way (least
+  // recently used first) to running requests before anything is preempted.
+  bool prefix_cache = true;
+  int64_t prefix_checkpoint_interval = 512;  // tokens, a multiple of 128
+  int prefix_cache_entries = 0;              // states held at most (0: max_running)
 };
 
 struct ChatMessage {
@@ -231,6 +239,16 @@ struct EngineStats {
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
+  // tokens those restored instead of computing, states stored and evicted, states held now and
+  // their bytes (not in state_bytes_used).
+  int64_t prefix_queries = 0;
+  int64_t prefix_hits = 0;
+  int64_t prefix_tokens_reused = 0;
+  int64_t prefix_checkpoints = 0;
+  int64_t prefix_evictions = 0;
+  int64_t prefix_cache_entries = 0;
+  int64_t prefix_cache_bytes = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
   int64_t state_bytes_total = 0;
 };

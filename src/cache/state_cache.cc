@@ -76,6 +76,16 @@ int64_t StateCache::reserved_length(uint64_t id) const {
   return it == entries_.end() ? 0 : it->second.length;
 }
 
+int64_t StateCache::BytesOf(uint64_t id) const {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return 0;
+  int64_t bytes = 0;
+  for (size_t p = 0; p < plan_.pools.size(); ++p) {
+    bytes += static_cast<int64_t>(it->second.tables[p].size()) * plan_.pools[p].page_bytes();
+  }
+  return bytes;
+}
+
 const std::vector<int32_t>& StateCache::PageTable(uint64_t id, size_t pool) const {
   auto it = entries_.find(id);
   DSINFER_CHECK(it != entries_.end() && pool < pools_.size());

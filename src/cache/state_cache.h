@@ -49,6 +49,7 @@ class StateCache {
 
   bool Holds(uint64_t id) const { return entries_.count(id) > 0; }
   int64_t reserved_length(uint64_t id) const;
+  int64_t BytesOf(uint64_t id) const;  // the pages `id` holds, in bytes
   // Page ids of `id` in pool `pool` (index into plan().pools).
   const std::vector<int32_t>& PageTable(uint64_t id, size_t pool) const;
   // The pages of `id` as the model's SequenceState addresses them; valid while `id` holds state

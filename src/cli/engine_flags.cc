@@ -32,6 +32,11 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"speculative-adaptive",
        "each request drafts fewer tokens while its drafts are being rejected", false},
       {"ngram-size", "n-gram drafts: the longest suffix matched, 1..16 (default 4)"},
+      {"no-prefix-cache", "do not keep states of token prefixes for later requests", false},
+      {"prefix-checkpoint-interval",
+       "prefix cache: a state every this many tokens (a multiple of 128; default 512), and at "
+       "each prompt's and completion's end"},
+      {"prefix-cache-entries", "prefix cache: states held at most (default: --max-running)"},
   };
 }
 
@@ -94,6 +99,15 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--num-speculative-tokens, --speculative-adaptive and --ngram-size need "
                            "--speculative-method");
   }
+  o.prefix_cache = !flags.Has("no-prefix-cache");
+  DSINFER_ASSIGN_OR_RETURN(o.prefix_checkpoint_interval, flags.GetInt("prefix-checkpoint-interval", 512));
+  DSINFER_ASSIGN_OR_RETURN(int64_t entries, flags.GetInt("prefix-cache-entries", 0));
+  if (o.prefix_checkpoint_interval < 128 || o.prefix_checkpoint_interval % 128 != 0 || entries < 0 ||
+      entries > 100000) {
+    return InvalidArgument("--prefix-checkpoint-interval must be a positive multiple of 128 and "
+                           "--prefix-cache-entries in [0, 100000]");
+  }
+  o.prefix_cache_entries = static_cast<int>(entries);
   o.speculative.num_tokens = static_cast<int>(spec_tokens);
   o.speculative.ngram_max = static_cast<int>(ngram_size);
   o.speculative.adaptive = flags.Has("speculative-adaptive");

@@ -58,6 +58,17 @@ nlohmann::json RunSummary::ToJson() const {
       {"decode_step_ms",
        stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
       {"run_s", stats_.run_s}};
+  if (stats_.prefix_queries > 0) {
+    const auto& st = stats_;
+    out["prefix_cache"] = {{"queries", st.prefix_queries},
+                           {"hits", st.prefix_hits},
+                           {"hit_rate", static_cast<double>(st.prefix_hits) / st.prefix_queries},
+                           {"tokens_reused", st.prefix_tokens_reused},
+                           {"checkpoints", st.prefix_checkpoints},
+                           {"evictions", st.prefix_evictions},
+                           {"entries", st.prefix_cache_entries},
+                           {"bytes", st.prefix_cache_bytes}};
+  }
   if (spec_.method != SpeculativeOptions::Method::kNone) {
     const auto& st = stats_;
     out["speculative"] = {
@@ -90,6 +101,12 @@ std::string RunSummary::ToText() const {
                 Percentile(ttft_s_, 50) * 1e3, Percentile(ttft_s_, 90) * 1e3, Percentile(ttft_s_, 99) * 1e3,
                 Percentile(tpot_s_, 50) * 1e3, Percentile(tpot_s_, 90) * 1e3, Percentile(tpot_s_, 99) * 1e3);
   std::string text = buf;
+  if (stats_.prefix_queries > 0) {
+    std::snprintf(buf, sizeof(buf), "prefix cache: %lld of %lld admissions hit, %lld prompt tokens reused\n",
+                  static_cast<long long>(stats_.prefix_hits), static_cast<long long>(stats_.prefix_queries),
+                  static_cast<long long>(stats_.prefix_tokens_reused));
+    text += buf;
+  }
   if (spec_.method != SpeculativeOptions::Method::kNone) {
     const auto& st = stats_;
     std::snprintf(buf, sizeof(buf),

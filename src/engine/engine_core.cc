@@ -32,6 +32,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
       (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min)) {
     return InvalidArgument("speculative decoding: n-gram sizes need 1 <= min <= max");
   }
+  if (o.prefix_cache && (o.prefix_checkpoint_interval < cache::PrefixIndex::kBlock ||
+                         o.prefix_checkpoint_interval % cache::PrefixIndex::kBlock != 0 ||
+                         o.prefix_cache_entries < 0)) {
+    return InvalidArgument("prefix cache: the checkpoint interval must be a positive multiple of 128 "
+                           "tokens, got " + std::to_string(o.prefix_checkpoint_interval));
+  }
   std::unique_ptr<EngineCore> core(new EngineCore());
   core->spec_ = spec;
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
@@ -85,7 +91,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                              std::to_string(o.gpu_memory_utilization) +
                              " gpu memory utilization); raise it or use a smaller model");
   }
-  plan_options.max_sequences = o.max_running;
+  // The prefix cache's states hold ring pages too: plan rings for them beside the running ones.
+  const int checkpoints = o.prefix_cache ? (o.prefix_cache_entries > 0 ? o.prefix_cache_entries : o.max_running) : 0;
+  plan_options.max_sequences = o.max_running + checkpoints;
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
   plan_options.page_tokens = o.state_page_tokens;
   DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));
@@ -108,7 +116,34 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   scheduler::SchedulerConfig sc;
   sc.max_batch_tokens = o.max_batch_tokens;
   sc.max_running = std::min(o.max_running, core->cache_->plan().max_sequences);
+  if (o.prefix_cache) sc.checkpoint_interval = o.prefix_checkpoint_interval;
   core->scheduler_ = std::make_unique<scheduler::Scheduler>(sc, core->cache_.get());
+  if (o.prefix_cache) {
+    // The key's salt: the model (dir or preset) and the chat dialect.
+    const std::string identity = (o.random_preset.empty() ? o.model_dir : "preset:" + o.random_preset) + "|" +
+                                 std::to_string(static_cast<int>(core->codec_->dialect()));
+    core->prefix_ = std::make_unique<cache::PrefixIndex>(std::hash<std::string>{}(identity));
+    core->checkpoint_interval_ = o.prefix_checkpoint_interval;
+    core->max_checkpoints_ = static_cast<size_t>(checkpoints);
+    EngineCore* c = core.get();
+    scheduler::SchedulerHooks hooks;
+    hooks.probe = [c](SeqId, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
+      ++c->stats_.prefix_queries;
+      const auto hit = c->prefix_->Lookup(tokens, max_length);
+      c->probed_ = hit ? hit->id : 0;
+      return hit ? hit->length : 0;
+    };
+    hooks.restore = [c](SeqId id, int64_t length) {
+      DSINFER_CHECK(c->probed_ != 0);
+      c->runner_->Fork(c->probed_, id);
+      c->probed_ = 0;
+      ++c->stats_.prefix_hits;
+      c->stats_.prefix_tokens_reused += length;
+    };
+    hooks.unprobe = [c] { c->probed_ = 0; };
+    hooks.reclaim = [c] { return c->EvictCheckpoint(); };
+    core->scheduler_->set_hooks(std::move(hooks));
+  }
   return core;
 }
 
@@ -227,6 +262,11 @@ void EngineCore::Add(uint64_t id, PreparedRequest request) {
 void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev) {
   c.finished = true;
   --r.open;
+  const SeqId seq = SeqOf(r.id, c.index);
+  if (prefix_ && c.started && (reason == FinishReason::kStop || reason == FinishReason::kLength) &&
+      scheduler_->Decoding(seq)) {
+    Checkpoint(seq, scheduler_->computed(seq));  // a chat's next turn starts with this one
+  }
   if (c.started) {
     scheduler_->Remove(SeqOf(r.id, c.index));
     runner_->Release(SeqOf(r.id, c.index));
@@ -375,6 +415,7 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
 void EngineCore::Step(std::vector<StreamEvent>* events) {
   if (spec_.method != SpeculativeOptions::Method::kNone) ProposeDrafts();
   scheduler::BatchPlan plan = scheduler_->Schedule();
+  probed_ = 0;  // a probe the schedule did not restore holds nothing past it
   ++stats_.steps;
   for (SeqId id : plan.preempted) {
     runner_->Release(id);
@@ -442,6 +483,7 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     i += static_cast<size_t>(ch.drafts + 1);
   }
   scheduler_->Commit(plan, next, accepted);
+  if (prefix_) CheckpointStep(plan);
   // Fork the siblings from completion 0's state (the prompt, computed once).
   for (const auto& d : drawn) {
     RequestState& r = requests_.at(d.request);
@@ -522,6 +564,52 @@ void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
   for (size_t i = 0; i < owners.size(); ++i) owners[i]->mtp_drafts = std::move((*drafts)[i]);
 }
 
+void EngineCore::CheckpointStep(const scheduler::BatchPlan& plan) {
+  for (const auto& ch : plan.chunks) {
+    if (!scheduler_->Contains(ch.id)) continue;
+    const int64_t length = scheduler_->computed(ch.id);
+    const RequestState& r = requests_.at(ch.id >> 8);
+    const bool prompt_end = length == static_cast<int64_t>(r.req.prompt.size()) && (ch.id & 0xff) == 0;
+    if (length > 0 && (length % checkpoint_interval_ == 0 || prompt_end)) Checkpoint(ch.id, length);
+  }
+}
+
+void EngineCore::Checkpoint(SeqId seq, int64_t length) {
+  const std::vector<int32_t>& tokens = scheduler_->tokens(seq);
+  if (length <= 0 || prefix_->Contains(tokens, length)) return;
+  while (prefix_->size() >= max_checkpoints_) {
+    if (!EvictCheckpoint()) return;
+  }
+  const SeqId id = kCheckpointBit | ++next_checkpoint_;
+  // Room from older states only: a state is never stored at the cost of a running request.
+  while (!cache_->Reserve(id, length).ok()) {
+    if (!EvictCheckpoint()) return;
+  }
+  runner_->Fork(seq, id);
+  prefix_->Insert(id, tokens, length);
+  ++stats_.prefix_checkpoints;
+}
+
+bool EngineCore::EvictCheckpoint() {
+  const auto id = prefix_ ? prefix_->LeastRecentlyUsed(probed_) : std::nullopt;
+  if (!id) return false;
+  prefix_->Erase(*id);
+  cache_->Free(*id);
+  runner_->Release(*id);
+  ++stats_.prefix_evictions;
+  return true;
+}
+
+void EngineCore::ClearPrefixCache() {
+  if (!prefix_) return;
+  probed_ = 0;
+  for (SeqId id : prefix_->Ids()) {
+    prefix_->Erase(id);
+    cache_->Free(id);
+    runner_->Release(id);
+  }
+}
+
 void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   auto it = requests_.find(d.request);
   if (it == requests_.end()) return;
@@ -594,7 +682,11 @@ EngineStats EngineCore::Stats() const {
   s.requests_running = sched.running;
   s.preemptions = sched.preemptions;
   const auto cache = cache_->Stats();
-  s.state_bytes_used = cache.bytes_used;
+  if (prefix_) {
+    s.prefix_cache_entries = static_cast<int64_t>(prefix_->size());
+    for (SeqId id : prefix_->Ids()) s.prefix_cache_bytes += cache_->BytesOf(id);
+  }
+  s.state_bytes_used = cache.bytes_used - s.prefix_cache_bytes;
   s.state_bytes_total = cache.bytes_total;
   return s;
 }

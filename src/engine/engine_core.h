@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "cache/prefix_index.h"
 #include "cache/state_cache.h"
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
@@ -76,8 +77,11 @@ class EngineCore {
   const TextCodec& codec() const { return *codec_; }
   const cache::StateCache& cache() const { return *cache_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
-  // Sequences that hold model state (for tests: 0 once everything has finished).
-  size_t num_states() const { return runner_->num_sequences(); }
+  // Sequences that hold model state (for tests: 0 once everything has finished); the prefix
+  // cache's states are not counted.
+  size_t num_states() const { return runner_->num_sequences() - (prefix_ ? prefix_->size() : 0); }
+  // Drops every state of the prefix cache.
+  void ClearPrefixCache();
 
  private:
   struct CompletionState {
@@ -142,6 +146,13 @@ class EngineCore {
   void LimitDrafts(const RequestState& r, CompletionState& c, std::vector<int32_t>* drafts) const;
   // MTP: drafts for the next step of the completions that drew a token this step.
   void DraftWithMtp(const std::vector<Drawn>& drawn);
+  // Prefix cache: stores a copy of `seq`'s state of its first `length` tokens (if not held yet and
+  // memory allows, evicting older states); drops the least recently used state other than the
+  // probed one (false: none left).
+  void Checkpoint(scheduler::SeqId seq, int64_t length);
+  bool EvictCheckpoint();
+  // After a step: the checkpoints its chunks reached (interval multiples, prompt ends).
+  void CheckpointStep(const scheduler::BatchPlan& plan);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
   void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
 
@@ -160,6 +171,14 @@ class EngineCore {
   std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
   SpeculativeOptions spec_;
   Drafter drafter_;
+  // Prefix cache (null when off): its index; states live in the state cache and the runner under
+  // ids with kCheckpointBit set.
+  static constexpr scheduler::SeqId kCheckpointBit = scheduler::SeqId{1} << 63;
+  std::unique_ptr<cache::PrefixIndex> prefix_;
+  int64_t checkpoint_interval_ = 0;
+  size_t max_checkpoints_ = 0;
+  scheduler::SeqId probed_ = 0;  // the state the scheduler's last probe found (kept until restored)
+  scheduler::SeqId next_checkpoint_ = 0;
 };
 
 }  // namespace dsinfer::engine

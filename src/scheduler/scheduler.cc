@@ -51,6 +51,30 @@ void Scheduler::Remove(SeqId id) {
 const std::vector<int32_t>& Scheduler::tokens(SeqId id) const { return seqs_.at(id)->tokens; }
 int64_t Scheduler::computed(SeqId id) const { return seqs_.at(id)->computed; }
 
+int64_t Scheduler::ChunkTokens(const Seq& s, int64_t start, int64_t budget) const {
+  int64_t count = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start, budget);
+  const int64_t every = config_.checkpoint_interval;
+  if (every > 0 && count > 1) {
+    const int64_t next = (start / every + 1) * every;
+    if (next < start + count) count = next - start;
+  }
+  return count;
+}
+
+bool Scheduler::ReserveReclaiming(SeqId id, int64_t length) {
+  while (!cache_->Reserve(id, length).ok()) {
+    if (!hooks_.reclaim || !hooks_.reclaim()) return false;
+  }
+  return true;
+}
+
+bool Scheduler::CanReserveReclaiming(SeqId id, int64_t length) {
+  while (!cache_->CanReserve(id, length)) {
+    if (!hooks_.reclaim || !hooks_.reclaim()) return false;
+  }
+  return true;
+}
+
 int64_t Scheduler::EffectivePriority(const Seq& s) const {
   return s.priority - (step_ - s.enqueued_step) / config_.aging_steps;
 }
@@ -98,7 +122,7 @@ BatchPlan Scheduler::Schedule() {
   for (size_t i = 0; i < running.size(); ++i) {
     Seq* s = running[i];
     if (!s->running || budget == 0) continue;
-    int64_t count = std::min<int64_t>(static_cast<int64_t>(s->tokens.size()) - s->computed, budget);
+    int64_t count = ChunkTokens(*s, s->computed, budget);
     DSINFER_CHECK(count >= 1);
     int64_t drafts = 0;
     if (!s->drafts.empty() && count == 1) {
@@ -109,7 +133,7 @@ BatchPlan Scheduler::Schedule() {
       if (drafts > 0 && !cache_->Reserve(s->id, s->computed + 1 + drafts).ok()) drafts = 0;
       count += drafts;
     }
-    while (!cache_->Reserve(s->id, s->computed + count).ok()) {
+    while (!ReserveReclaiming(s->id, s->computed + count)) {
       Seq* victim = nullptr;
       for (size_t j = running.size(); j-- > i + 1;) {
         if (running[j]->running) {
@@ -144,15 +168,25 @@ BatchPlan Scheduler::Schedule() {
   for (Seq* s : waiting) {
     if (budget == 0 || num_running >= config_.max_running) break;
     const int64_t total = static_cast<int64_t>(s->tokens.size());
+    // A cached state of its first tokens (at least the last one is computed: its logits).
+    int64_t from = hooks_.probe ? hooks_.probe(s->id, s->tokens, total - 1) : 0;
     // Admit only if the whole known sequence (and the next token) fits now: a prefill that starts
-    // is not preempted by its own later chunks.
-    if (!cache_->CanReserve(s->id, total + 1)) break;
-    const int64_t count = std::min(total, budget);
-    DSINFER_CHECK(cache_->Reserve(s->id, count).ok());
+    // is not preempted by its own later chunks. The probed state is copied, not shared: when it
+    // is in the way, it may be dropped too and the sequence starts cold.
+    if (!CanReserveReclaiming(s->id, total + 1)) {
+      if (from > 0) {
+        hooks_.unprobe();
+        from = 0;
+      }
+      if (!CanReserveReclaiming(s->id, total + 1)) break;
+    }
+    const int64_t count = ChunkTokens(*s, from, budget);
+    DSINFER_CHECK(cache_->Reserve(s->id, from + count).ok());
+    if (from > 0) hooks_.restore(s->id, from);
     s->running = true;
-    s->computed = 0;
+    s->computed = from;
     ++num_running;
-    plan.chunks.push_back({s->id, 0, count, count == total});
+    plan.chunks.push_back({s->id, from, count, from + count == total});
     budget -= count;
   }
   plan.num_tokens = config_.max_batch_tokens - budget;

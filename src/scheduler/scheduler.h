@@ -9,7 +9,10 @@
 //  * Memory: every chunk first reserves its state in the StateCache. When a running sequence
 //    cannot grow, the lowest-priority, latest running sequence that is not yet scheduled this step
 //    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) — possibly
-//    the sequence itself.
+//    the sequence itself. Cached prefix states are dropped first (SchedulerHooks::reclaim).
+//  * Prefix cache (SchedulerHooks): an admitted sequence starts from the longest cached state of
+//    its tokens (probe, restore) and prefills only the rest; prefill chunks end at checkpoint
+//    positions so that the engine can store the state there.
 //  * Speculative decoding: a decoding sequence may carry draft tokens (SetDrafts) for its next
 //    step; its chunk then runs the last known token and as many drafts as the budget leaves after
 //    one token for every later running sequence, and the free state memory allows (a sequence
@@ -19,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -32,6 +36,21 @@ struct SchedulerConfig {
   int64_t max_batch_tokens = 256;  // token budget of one step
   int max_running = 64;            // sequences holding state at once
   int64_t aging_steps = 32;        // steps of waiting per priority level gained
+  // > 0: prefill chunks end at multiples of this many tokens (the prefix cache's checkpoints).
+  int64_t checkpoint_interval = 0;
+};
+
+// The prefix cache's part in scheduling (engine-provided; each may be empty).
+struct SchedulerHooks {
+  // At admission: how many of `tokens`' first tokens (at most max_length) have a cached state.
+  // The state stays held until `restore` or the next probe.
+  std::function<int64_t(SeqId id, const std::vector<int32_t>& tokens, int64_t max_length)> probe;
+  // At admission, after reserving: copy the probed state of `length` tokens into `id`'s pages.
+  std::function<void(SeqId id, int64_t length)> restore;
+  // The probed state is not restored after all (the sequence does not fit): it is held no more.
+  std::function<void()> unprobe;
+  // Memory is short: drop one cached state (never the probed one); false when none is left.
+  std::function<bool()> reclaim;
 };
 
 struct SchedulerStats {
@@ -48,6 +67,7 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   // Changes the token budget from the next step on (tests vary it to check chunking invariance).
   void set_max_batch_tokens(int64_t n) { config_.max_batch_tokens = n; }
+  void set_hooks(SchedulerHooks hooks) { hooks_ = std::move(hooks); }
 
   // Queues a new sequence with its prompt (>= 1 token).
   void Add(SeqId id, std::vector<int32_t> prompt, int priority);
@@ -92,11 +112,18 @@ class Scheduler {
     std::vector<int32_t> drafts;  // for the next step (SetDrafts)
   };
   int64_t EffectivePriority(const Seq& s) const;
+  // Tokens of a prefill chunk of `s` from `start`: at most `budget`, ending at the next
+  // checkpoint position when one falls inside.
+  int64_t ChunkTokens(const Seq& s, int64_t start, int64_t budget) const;
+  // Reserve / CanReserve that first drop cached states (hooks_.reclaim) while memory is short.
+  bool ReserveReclaiming(SeqId id, int64_t length);
+  bool CanReserveReclaiming(SeqId id, int64_t length);
   void Preempt(Seq* s, BatchPlan* plan);
   // Running sequences in scheduling order.
   std::vector<Seq*> RunningOrder();
 
   SchedulerConfig config_;
+  SchedulerHooks hooks_;
   cache::StateCache* cache_;
   std::map<SeqId, std::unique_ptr<Seq>> seqs_;
   uint64_t next_arrival_ = 0;

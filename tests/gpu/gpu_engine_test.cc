@@ -132,6 +132,42 @@ TEST(GpuEngineTest, SpeculativeDecodingGivesTheSameIdsAndLogprobs) {
   EXPECT_EQ(Engine::Create(o).status().code(), StatusCode::kUnimplemented);
 }
 
+// The prefix cache on the GPU: requests sharing a 130-token prefix and a chat's next turn restore
+// cached states (page copies on the device) and compute the rest; every output equals the run
+// with the cache off.
+TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  std::vector<GenerateRequest> reqs = Mix(8);  // the golden model's context is 256 tokens
+  std::vector<int32_t> base;
+  for (int t = 0; t < 130; ++t) base.push_back(2 + (t * 37) % 290);
+  for (auto& r : reqs) {
+    r.prompt_ids.resize(std::min<size_t>(r.prompt_ids.size(), 40));
+    r.prompt_ids.insert(r.prompt_ids.begin(), base.begin(), base.end());
+    r.params.max_tokens = std::min(r.params.max_tokens, 16);
+  }
+  EngineOptions off = Options(8, 64, int64_t{256} << 20);
+  off.prefix_cache = false;
+  auto cold = Engine::Create(off);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  const RequestResult first = (*cold)->Generate({reqs[0]})[0];
+  GenerateRequest turn = reqs[0];
+  turn.prompt_ids.insert(turn.prompt_ids.end(), first.completions[0].ids.begin(), first.completions[0].ids.end());
+  turn.prompt_ids.insert(turn.prompt_ids.end(), {5, 6, 7, 8});
+  reqs.push_back(turn);
+  std::vector<RequestResult> want;
+  for (const auto& r : reqs) want.push_back((*cold)->Generate({r})[0]);
+  EngineOptions on = Options(8, 64, int64_t{256} << 20);
+  on.prefix_checkpoint_interval = 128;
+  auto warm = Engine::Create(on);
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  std::vector<RequestResult> got;
+  for (const auto& r : reqs) got.push_back((*warm)->Generate({r})[0]);
+  ExpectSame(want, got, "prefix cache");
+  const EngineStats st = (*warm)->Stats();
+  EXPECT_EQ(st.prefix_hits, static_cast<int64_t>(reqs.size()) - 1);
+  EXPECT_GE(st.prefix_tokens_reused, 7 * 128 + static_cast<int64_t>(reqs[0].prompt_ids.size()));
+}
+
 // Bad input on the GPU engine: per-request errors, the other requests still run.
 TEST(GpuEngineTest, BadRequestsFailAlone) {
   if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";

@@ -78,6 +78,8 @@ Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOpt
     core->scheduler().set_max_batch_tokens(1 + rng() % 24);
   }, /*min_steps=*/12);
   EXPECT_EQ(core->num_states(), 0u);
+  EXPECT_EQ(core->Stats().state_bytes_used, 0);
+  core->ClearPrefixCache();
   EXPECT_EQ(core->cache().Stats().bytes_used, 0);
   if (preemptions) *preemptions = core->Stats().preemptions;
   if (stats) *stats = core->Stats();
@@ -176,6 +178,8 @@ TEST(EngineCoreTest, AbortFreesAllState) {
   for (const auto& ev : events) EXPECT_EQ(ev.finish, FinishReason::kAbort);
   EXPECT_FALSE(core->HasWork());
   EXPECT_EQ(core->num_states(), 0u);
+  EXPECT_EQ(core->Stats().state_bytes_used, 0);
+  core->ClearPrefixCache();  // the prompts' states (checkpoints at each prompt's end)
   const auto stats = core->cache().Stats();
   EXPECT_EQ(stats.bytes_used, 0);
   EXPECT_EQ(stats.requests, 0);

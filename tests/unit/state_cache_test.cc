@@ -5,6 +5,7 @@
 #include <random>
 
 #include "cache/memory_planner.h"
+#include "cache/prefix_index.h"
 #include "cache/state_cache.h"
 #include "model/deepseek_v4/state_layout.h"
 #include "model/deepseek_v4/model.h"
@@ -173,6 +174,66 @@ TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
   ASSERT_TRUE(o2.ok() && o3.ok() && oh.ok());
   EXPECT_EQ(o2->logits, oh->logits);
   EXPECT_EQ(o3->logits, oh->logits);
+}
+
+}  // namespace
+}  // namespace dsinfer::cache
+
+namespace dsinfer::cache {
+namespace {
+
+TEST(PrefixIndexTest, LongestHeldPrefixWithinTheLimit) {
+  std::vector<int32_t> t(400);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i * 7 % 101);
+  PrefixIndex index(42);
+  EXPECT_FALSE(index.Lookup(t, 399).has_value());
+  index.Insert(1, t, 128);
+  index.Insert(2, t, 300);  // not block-aligned: a prompt's end
+  index.Insert(3, t, 256);
+  EXPECT_TRUE(index.Contains(t, 300));
+  EXPECT_FALSE(index.Contains(t, 299));
+  auto hit = index.Lookup(t, 399);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->id, 2u);
+  EXPECT_EQ(hit->length, 300);
+  hit = index.Lookup(t, 299);  // the limit excludes 300
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->id, 3u);
+  // A different token inside the held prefix: only the shorter states match.
+  auto u = t;
+  u[200] += 1;
+  hit = index.Lookup(u, 399);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->id, 1u);
+  // A different token in a tail after the last whole block: compared in full.
+  auto v = t;
+  v[290] += 1;
+  hit = index.Lookup(v, 399);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->id, 3u);
+  // Another salt (another model or dialect) shares nothing.
+  PrefixIndex other(43);
+  other.Insert(9, t, 128);
+  EXPECT_TRUE(other.Lookup(t, 399).has_value());
+  EXPECT_FALSE(index.Contains(std::vector<int32_t>(t.begin(), t.begin() + 100), 100));
+}
+
+TEST(PrefixIndexTest, LeastRecentlyUsedSkipsTheKeptOne) {
+  std::vector<int32_t> t(300, 5);
+  PrefixIndex index;
+  index.Insert(1, t, 128);
+  index.Insert(2, t, 256);
+  index.Insert(3, t, 299);
+  EXPECT_EQ(index.LeastRecentlyUsed(), 1u);
+  ASSERT_TRUE(index.Lookup(t, 130).has_value());  // uses 1
+  EXPECT_EQ(index.LeastRecentlyUsed(), 2u);
+  EXPECT_EQ(index.LeastRecentlyUsed(2), 3u);
+  index.Erase(2);
+  EXPECT_FALSE(index.Contains(t, 256));
+  EXPECT_EQ(index.size(), 2u);
+  EXPECT_EQ(index.Ids(), (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(index.Lookup(t, 299)->id, 3u);
+  EXPECT_FALSE(PrefixIndex().LeastRecentlyUsed().has_value());
 }
 
 }  // namespace

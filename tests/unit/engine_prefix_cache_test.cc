@@ -1,0 +1,160 @@
+// The prefix cache on the CPU engine: requests that share prefixes (a long common prompt, a chat's
+// next turn that repeats the previous turn and its answer) restore cached states and compute only
+// the rest, and every output (ids and logprobs) is bit-identical to a cold run of the request
+// alone; under memory pressure cached states give way (evictions) before running requests are
+// preempted, and the outputs are still those of cold runs.
+#include <gtest/gtest.h>
+
+#include "engine_test_util.h"
+#include "model/deepseek_v4/state_layout.h"
+
+namespace dsinfer::engine {
+namespace {
+
+using testing::Drain;
+using testing::Outcome;
+using Results = std::map<std::pair<uint64_t, int>, Outcome>;
+
+EngineOptions CacheOptions(bool on) {
+  EngineOptions o = testing::SmallEngineOptions();
+  o.prefix_cache = on;
+  o.prefix_checkpoint_interval = 128;
+  return o;
+}
+
+std::unique_ptr<EngineCore> NewCore(const EngineOptions& o) {
+  auto core = EngineCore::Create(o);
+  if (!core.ok()) throw std::runtime_error(core.status().ToString());
+  return std::move(core).value();
+}
+
+std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Requests sharing a 300-token prefix (more than two checkpoint intervals), varied sampling.
+std::vector<GenerateRequest> SharedPrefixRequests() {
+  const auto base = testing::RandomIds(300, 50);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = Concat(base, testing::RandomIds(3 + 11 * i, 60 + i));
+    auto& p = r.params;
+    p.max_tokens = 6 + i;
+    p.ignore_eos = true;
+    p.logprobs = true;
+    p.seed = 70 + i;
+    p.temperature = i % 2 ? 0.9f : 0.0f;
+    p.repetition_penalty = i == 3 ? 1.3f : 1.0f;
+    p.n = i == 5 ? 2 : 1;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+Results Cold(const std::vector<GenerateRequest>& reqs) {
+  Results all;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto core = NewCore(CacheOptions(false));
+    core->Add(i + 1, *core->Prepare(reqs[i]));
+    for (auto& [key, o] : Drain(*core, [](int) {})) all[key] = o;
+    EXPECT_EQ(core->Stats().prefix_queries, 0);
+  }
+  return all;
+}
+
+TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
+  std::vector<GenerateRequest> reqs = SharedPrefixRequests();
+  // A chat's next turn: request 1's prompt, its answer, and a new message.
+  const Results first = Cold({reqs[0]});
+  GenerateRequest turn = reqs[0];
+  turn.prompt_ids = Concat(Concat(reqs[0].prompt_ids, first.at({1, 0}).ids), testing::RandomIds(9, 80));
+  reqs.push_back(turn);
+  const Results cold = Cold(reqs);
+
+  auto core = NewCore(CacheOptions(true));
+  Results warm;
+  // Request 1 alone, then its next turn alone, then the rest together at a random budget.
+  for (uint64_t id : {1, 7}) {
+    core->Add(id, *core->Prepare(reqs[id - 1]));
+    for (auto& [key, o] : Drain(*core, [](int) {})) warm[key] = o;
+  }
+  const EngineStats after_turn = core->Stats();
+  EXPECT_EQ(after_turn.prefix_hits, 1);
+  // The next turn restored the previous turn's state at the end of its answer.
+  EXPECT_EQ(after_turn.prefix_tokens_reused,
+            static_cast<int64_t>(reqs[0].prompt_ids.size() + first.at({1, 0}).ids.size()) - 1);
+  std::mt19937 rng(3);
+  for (uint64_t id = 2; id <= 6; ++id) core->Add(id, *core->Prepare(reqs[id - 1]));
+  for (auto& [key, o] : Drain(*core, [&](int) { core->scheduler().set_max_batch_tokens(1 + rng() % 64); })) {
+    warm[key] = o;
+  }
+  EXPECT_EQ(warm, cold);
+  const EngineStats st = core->Stats();
+  EXPECT_EQ(st.prefix_queries, 7);
+  EXPECT_EQ(st.prefix_hits, 6);
+  // Requests 2-6 restore at least the 256 tokens of the common prefix's checkpoints.
+  EXPECT_GE(st.prefix_tokens_reused - after_turn.prefix_tokens_reused, 5 * 256);
+  EXPECT_GT(st.prefix_checkpoints, 0);
+  EXPECT_EQ(core->num_states(), 0u);
+  EXPECT_EQ(st.state_bytes_used, 0);
+  EXPECT_GT(st.prefix_cache_bytes, 0);
+  core->ClearPrefixCache();
+  EXPECT_EQ(core->cache().Stats().bytes_used, 0);
+}
+
+TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
+  const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
+  const Results cold = Cold(reqs);
+  EngineOptions o = CacheOptions(true);
+  // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
+  // alone: several running at once outgrow it, so cached states give way and requests are
+  // preempted.
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  o.max_running = 4;
+  o.typical_length = 8;
+  o.state_page_tokens = 16;
+  for (int k = 1; k < 400; ++k) {
+    o.state_memory_bytes = 8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+    auto made = EngineCore::Create(o);
+    if (!made.ok()) continue;
+    bool fits = true;
+    for (const auto& r : reqs) {
+      auto p = (*made)->Prepare(r);
+      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
+    }
+    if (fits) {  // and half as much again: a second request runs beside the first at times
+      o.state_memory_bytes = 8 * layout.FixedBytes() + (k * 3 / 2) * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+      break;
+    }
+  }
+  auto core = NewCore(o);
+  std::mt19937 rng(5);
+  // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
+  const Results warm = Drain(*core, [&](int step) {
+    if (step % 8 == 0 && step / 8 < static_cast<int>(reqs.size())) {
+      const auto id = static_cast<uint64_t>(step / 8 + 1);
+      auto p = core->Prepare(reqs[id - 1]);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      core->Add(id, *p);
+    }
+    core->scheduler().set_max_batch_tokens(1 + rng() % 48);
+  }, /*min_steps=*/8 * static_cast<int>(reqs.size()));
+  EXPECT_EQ(warm, cold);
+  const EngineStats st = core->Stats();
+  EXPECT_GT(st.prefix_evictions, 0);
+  EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+  EXPECT_EQ(st.state_bytes_used, 0);
+}
+
+TEST(PrefixCacheTest, BadOptionsAreRefused) {
+  EngineOptions o = CacheOptions(true);
+  o.prefix_checkpoint_interval = 100;
+  EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o.prefix_checkpoint_interval = 0;
+  EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dsinfer::engine
