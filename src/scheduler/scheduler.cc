@@ -34,7 +34,10 @@ bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_tok
   s->priority = p.priority;
   s->arrival = p.arrival;  // siblings keep their parent's place in line
   s->enqueued_step = step_;
-  const bool shares = p.running && p.computed >= prefix && cache_->Reserve(child, prefix).ok();
+  int64_t running = 0;
+  for (const auto& [id, q] : seqs_) running += q->running ? 1 : 0;
+  const bool shares = p.running && p.computed >= prefix && running < config_.max_running &&
+                      cache_->Reserve(child, prefix).ok();
   if (shares) {
     s->running = true;
     s->computed = prefix;

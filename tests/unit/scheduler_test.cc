@@ -249,3 +249,21 @@ TEST(SchedulerTest, DraftsRideOnDecodesWithinTheBudget) {
 
 }  // namespace
 }  // namespace dsinfer::scheduler
+
+namespace dsinfer::scheduler {
+namespace {
+
+TEST(SchedulerTest, ForkRespectsMaxRunningWhenMemoryWouldAllowMore) {
+  cache::StateCache cache(Plan(8, 100));  // rings for 8 (e.g. prefix cache states beside them)
+  Scheduler s({.max_batch_tokens = 64, .max_running = 2}, &cache);
+  s.Add(1 << 8, {5, 6, 7}, 0);
+  BatchPlan p = s.Schedule();
+  s.Commit(p, {9});
+  EXPECT_TRUE(s.Fork(1 << 8, (1 << 8) | 1, 3, 4));
+  EXPECT_FALSE(s.Fork(1 << 8, (1 << 8) | 2, 3, 5)) << "two sequences run already";
+  p = s.Schedule();
+  EXPECT_EQ(p.chunks.size(), 2u);
+}
+
+}  // namespace
+}  // namespace dsinfer::scheduler
