@@ -6,6 +6,10 @@
 // in this offline batch), steps, the mean decode batch and the mean decode-step time.
 // Lengths: fixed (--prompt-len, --output-len), or lognormal with the given median and --sigma,
 // clipped to [min, max] (--prompt-median/-min/-max, --output-median/-min/-max).
+// --chat-conversations C --chat-turns T: a multi-turn chat workload instead: C conversations run
+// at once, each turn's prompt is the previous turn's prompt, its answer and a new message of a
+// prompt length, and every conversation starts with the same --system-len tokens (the prefix
+// cache's workload: compare with --no-prefix-cache).
 //   bench_engine --model DIR | --random-preset NAME [--device auto|cpu|cuda] [--requests N]
 //                [length flags] [--seed S] [engine flags of `dsinfer generate`]
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "cli/engine_flags.h"
@@ -57,6 +62,73 @@ int64_t Draw(const Lengths& l, std::mt19937_64& rng) {
   return std::clamp(static_cast<int64_t>(v), l.min, l.max);
 }
 
+// The chat workload: one thread per conversation, each turn submitted when the previous one ends.
+Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int64_t system_len,
+               const Lengths& message, const Lengths& output, uint64_t seed) {
+  DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(o));
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> system(static_cast<size_t>(system_len));
+  for (auto& id : system) id = static_cast<int32_t>(rng() % engine->vocab_size());
+  std::vector<std::vector<RequestResult>> results(static_cast<size_t>(conversations));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int64_t c = 0; c < conversations; ++c) {
+    threads.emplace_back([&, c] {
+      std::mt19937_64 r(seed * 7919 + static_cast<uint64_t>(c));
+      std::vector<int32_t> history = system;
+      for (int64_t t = 0; t < turns; ++t) {
+        const int64_t n = Draw(message, r);
+        for (int64_t i = 0; i < n; ++i) history.push_back(static_cast<int32_t>(r() % engine->vocab_size()));
+        GenerateRequest req;
+        req.prompt_ids = history;
+        req.params.max_tokens = static_cast<int>(Draw(output, r));
+        req.params.ignore_eos = true;
+        req.params.top_k = 50;
+        req.params.seed = static_cast<uint64_t>(c * 1000 + t);
+        auto stream = engine->Submit(req);
+        if (!stream.ok()) {
+          std::fprintf(stderr, "conversation %lld turn %lld: %s\n", static_cast<long long>(c),
+                       static_cast<long long>(t), stream.status().ToString().c_str());
+          return;
+        }
+        RequestResult res = CollectResult(**stream, 1);
+        if (!res.status.ok()) {
+          std::fprintf(stderr, "conversation %lld turn %lld: %s\n", static_cast<long long>(c),
+                       static_cast<long long>(t), res.status.ToString().c_str());
+          return;
+        }
+        history.insert(history.end(), res.completions[0].ids.begin(), res.completions[0].ids.end());
+        results[static_cast<size_t>(c)].push_back(std::move(res));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  cli::RunSummary summary;
+  int64_t done = 0;
+  for (const auto& conv : results) {
+    for (const auto& r : conv) {
+      summary.Add(r);
+      ++done;
+    }
+  }
+  summary.set_wall_seconds(wall);
+  summary.set_engine_stats(engine->Stats());
+  auto j = summary.ToJson();
+  j["bench"] = "engine_chat";
+  j["model"] = o.random_preset.empty() ? o.model_dir : o.random_preset;
+  j["device"] = engine->device();
+  j["conversations"] = conversations;
+  j["turns"] = turns;
+  j["turns_done"] = done;
+  j["system_len"] = system_len;
+  j["prefix_cache_on"] = o.prefix_cache;
+  j["max_batch_tokens"] = o.max_batch_tokens;
+  j["max_running"] = o.max_running;
+  std::printf("%s\n", j.dump().c_str());
+  return done == conversations * turns ? Status::Ok() : Internal("some turns failed");
+}
+
 Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(EngineOptions o, cli::EngineOptionsFromFlags(flags));
   DSINFER_ASSIGN_OR_RETURN(const int64_t requests, flags.GetInt("requests", 16));
@@ -64,6 +136,16 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
   DSINFER_ASSIGN_OR_RETURN(const int64_t seed, flags.GetInt("seed", 1));
   if (requests < 1) return InvalidArgument("--requests must be >= 1");
+  DSINFER_ASSIGN_OR_RETURN(const int64_t conversations, flags.GetInt("chat-conversations", 0));
+  DSINFER_ASSIGN_OR_RETURN(const int64_t turns, flags.GetInt("chat-turns", 8));
+  DSINFER_ASSIGN_OR_RETURN(const int64_t system_len, flags.GetInt("system-len", 512));
+  if (conversations > 0) {
+    if (turns < 1 || system_len < 0) return InvalidArgument("--chat-turns >= 1, --system-len >= 0");
+    if (o.max_model_len == 0) {
+      o.max_model_len = system_len + turns * (std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max));
+    }
+    return RunChat(o, conversations, turns, system_len, prompt, output, static_cast<uint64_t>(seed));
+  }
   if (o.max_model_len == 0)
     o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
   DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(o));
@@ -121,7 +203,10 @@ int main(int argc, char** argv) {
                              {"output-min", "shortest output (default 1)"},
                              {"output-max", "longest output (default 4 x median)"},
                              {"sigma", "sigma of the lognormal lengths (default 1)"},
-                             {"seed", "workload seed (default 1)"}});
+                             {"seed", "workload seed (default 1)"},
+                             {"chat-conversations", "multi-turn chat workload: conversations at once"},
+                             {"chat-turns", "chat: turns per conversation (default 8)"},
+                             {"system-len", "chat: tokens of the system prompt all share (default 512)"}});
   // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
   std::vector<char*> args(argv, argv + argc);
   args.insert(args.begin() + 1, argv[0]);
