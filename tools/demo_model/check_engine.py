@@ -11,9 +11,10 @@ uniform), rounds the BF16-stored parameters to BF16, exports it (export.py), run
 the PyTorch fp32 logits. With --ckpt the trained checkpoint is checked instead.
 Prints one JSON line; exit 1 when the relative difference exceeds --tol.
 
-The MTP draft logits: `dsinfer logits` does not expose them; this script prints the PyTorch MTP
-logits' agreement data (argmax per row) so they can be compared with the engine's ForwardMtp once
-a CLI exposes it (see docs/demo_model.md).
+The MTP draft logits: `dsinfer logits` does not expose them; with --mtp-tool (a build of
+tools/demo_model/mtp_logits.cc, scripts/check_demo_model.sh compiles it when the build tree's
+libraries are there) the PyTorch MTP logits (rows 0..T-2) are compared with the engine's
+Model::ForwardMtp too.
 """
 import argparse
 import json
@@ -107,10 +108,14 @@ def main():
     ap.add_argument("--work", default="/tmp/dsv4-check")
     ap.add_argument("--tied", action="store_true", help="tie_word_embeddings (the demo's choice)")
     ap.add_argument("--ckpt", help="check this trained checkpoint instead of a random model")
+    ap.add_argument("--demo-config", action="store_true",
+                    help="a random model of the demo config itself (dsv4.Config(); use --length 300)")
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--mtp-tool", help="a built tools/demo_model/mtp_logits: also compare the MTP "
+                    "draft logits with the engine's ForwardMtp")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -119,7 +124,8 @@ def main():
         model = export.load_ckpt(args.ckpt)
     else:
         torch.manual_seed(args.seed)
-        model = dsv4.DeepseekV4(dsv4.Config(tie_word_embeddings=args.tied, **CHECK), seed=args.seed)
+        cfg = dsv4.Config() if args.demo_config else dsv4.Config(tie_word_embeddings=args.tied, **CHECK)
+        model = dsv4.DeepseekV4(cfg, seed=args.seed)
         randomize_(model, args.seed)
     model.eval()
     export.round_to_bf16_(model)
@@ -133,14 +139,23 @@ def main():
                                 ["--chunks", "%d,%d" % (args.length // 3, args.length // 5)])
     cfg = model.cfg
     csa_rows = sum(1 for t in range(args.length) if (t + 1) // cfg.csa_rate > cfg.index_topk)
-    res = {"config": "ckpt" if args.ckpt else ("check-tied" if args.tied else "check-untied"),
+    name = "ckpt" if args.ckpt else "demo-config" if args.demo_config else \
+        ("check-tied" if args.tied else "check-untied")
+    res = {"config": name,
            "tokens": args.length, "rows_where_indexer_selects": csa_rows,
            "torch_vs_engine": compare(main_t, eng),
            "engine_prefill_vs_chunked": compare(eng_chunked, eng)}
-    if mtp_t is not None:
+    ok = res["torch_vs_engine"]["rel_max"] <= args.tol
+    if mtp_t is not None and args.mtp_tool:
+        main_p, mtp_p = os.path.join(args.work, "main_tool.npy"), os.path.join(args.work, "mtp_tool.npy")
+        subprocess.run([args.mtp_tool, model_dir, ",".join(map(str, ids)), main_p, mtp_p], check=True)
+        res["torch_vs_engine_mtp"] = compare(mtp_t, np.load(mtp_p))
+        res["engine_main_tool_vs_cli"] = compare(np.load(main_p), eng)
+        ok = ok and res["torch_vs_engine_mtp"]["rel_max"] <= args.tol
+    elif mtp_t is not None:
         res["torch_mtp_argmax_first_rows"] = mtp_t.argmax(-1)[:8].tolist()
     print(json.dumps(res))
-    sys.exit(0 if res["torch_vs_engine"]["rel_max"] <= args.tol else 1)
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
