@@ -613,6 +613,15 @@ class DeepseekV4(nn.Module):
         return F.linear(z, self.head_weight()).float()
 
 
+def load_checkpoint(path):
+    """torch.load of our own checkpoint (config dict, RNG state): weights_only=False where torch
+    2.6+ would default to True; torch < 1.13 has no such argument."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except TypeError:
+        return torch.load(path, map_location="cpu")
+
+
 def new_aux():
     return {"indexer_kl": [], "load": []}
 

@@ -97,7 +97,7 @@ def round_to_bf16_(model):
 
 
 def load_ckpt(path):
-    state = torch.load(path, map_location="cpu")
+    state = dsv4.load_checkpoint(path)
     cfg = dsv4.Config.from_json(state["config"])
     model = dsv4.DeepseekV4(cfg)
     model.load_state_dict(state["model"])

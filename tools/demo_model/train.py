@@ -173,7 +173,7 @@ def main():
 
     state = None
     if os.path.exists(ckpt_path):
-        state = torch.load(ckpt_path, map_location="cpu")
+        state = dsv4.load_checkpoint(ckpt_path)
         cfg = dsv4.Config.from_json(state["config"])
     else:
         cfg = dsv4.Config(**PRESETS[args.preset])
