@@ -36,7 +36,7 @@ class Config:
     num_heads: int = 4
     head_dim: int = 64
     rope_head_dim: int = 16
-    q_lora_rank: int = 96
+    q_lora_rank: int = 128
     o_groups: int = 2
     o_lora_rank: int = 64
     n_routed_experts: int = 8
