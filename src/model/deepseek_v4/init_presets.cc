@@ -68,8 +68,16 @@ class Writer {
  public:
   Writer(uint64_t seed, WeightFormat format) : seed_(seed), format_(format), pool_(0) {}
 
-  // Random normal values with the given mean and std.
+  // Conversion: the values come from this checkpoint instead of the generator.
+  void set_source(const io::Checkpoint* source) { source_ = source; }
+  Status error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+  // Random normal values with the given mean and std (or the source's tensor).
   std::vector<float> Values(const std::string& name, int64_t n, float mean, float std) {
+    if (source_) return SourceValues(name, n);
     Rng rng(seed_, name);
     std::vector<float> v(static_cast<size_t>(n));
     for (auto& x : v) x = mean + std * rng.Normal();
@@ -158,6 +166,28 @@ class Writer {
   }
 
   void Tid2eid(const std::string& name, int64_t vocab, int k, int experts) {
+    if (source_) {
+      const io::TensorView* t = source_->Find(name);
+      if (!t || t->numel() != vocab * k || (t->dtype != DType::kI64 && t->dtype != DType::kI32)) {
+        Fail(InvalidArgument("conversion: " + name + " is missing or not an integer [" +
+                             std::to_string(vocab) + ", " + std::to_string(k) + "] table"));
+        return;
+      }
+      std::vector<uint8_t> bytes(static_cast<size_t>(vocab * k * 8));
+      for (int64_t i = 0; i < vocab * k; ++i) {
+        int64_t v = 0;
+        if (t->dtype == DType::kI64) {
+          std::memcpy(&v, t->data + i * 8, 8);
+        } else {
+          int32_t v32 = 0;
+          std::memcpy(&v32, t->data + i * 4, 4);
+          v = v32;
+        }
+        std::memcpy(bytes.data() + i * 8, &v, 8);
+      }
+      Add(name, DType::kI64, {vocab, k}, std::move(bytes));
+      return;
+    }
     Rng rng(seed_, name);
     std::vector<uint8_t> bytes(static_cast<size_t>(vocab * k * 8));
     std::vector<int64_t> perm(experts);
@@ -217,6 +247,30 @@ class Writer {
   io::SafetensorsWriter& writer() { return writer_; }
 
  private:
+  std::vector<float> SourceValues(const std::string& name, int64_t n) {
+    const io::TensorView* t = source_->Find(name);
+    if (!t) {
+      Fail(NotFound("conversion: the source has no tensor " + name));
+      return std::vector<float>(static_cast<size_t>(n));
+    }
+    std::string base = name;
+    if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0) base.resize(base.size() - 7);
+    auto v = io::DequantizeToF32(*t, source_->Find(base + ".scale"), t->shape, 128);
+    if (!v.ok() || static_cast<int64_t>(v->size()) != n) {
+      Fail(InvalidArgument("conversion: " + name + (v.ok() ? " has " + std::to_string(v->size()) +
+                                                                 " values, the schema wants " + std::to_string(n)
+                                                           : ": " + v.status().ToString())));
+      return std::vector<float>(static_cast<size_t>(n));
+    }
+    return std::move(*v);
+  }
+  void Fail(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.ok()) error_ = std::move(st);
+  }
+
+  const io::Checkpoint* source_ = nullptr;
+  Status error_;
   uint64_t seed_;
   WeightFormat format_;
   int experts_ = 0;
@@ -340,12 +394,12 @@ StatusOr<DeepseekV4Config> PresetConfig(const std::string& name) {
   return c;
 }
 
-Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint64_t seed,
-                        WeightFormat format) {
+namespace {
+
+Status WriteModel(const DeepseekV4Config& c, const std::string& dir, WeightFormat format, Writer& w) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  Writer w(seed, format);
   const int64_t D = c.hidden_size;
   // Large models (real dimensions) are written as one shard per layer plus an index, so memory
   // holds one layer at a time; small ones as a single model.safetensors.
@@ -365,6 +419,7 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
     size_t j = i;
     while (j < specs.size() && specs[j].layer == specs[i].layer) ++j;
     w.WriteAll(specs, i, j);
+    DSINFER_RETURN_IF_ERROR(w.error());
     DSINFER_RETURN_IF_ERROR(flush());
     i = j;
   }
@@ -390,6 +445,22 @@ Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint6
   out << text;
   if (!out) return Internal("cannot write config.json in " + dir);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteRandomModel(const DeepseekV4Config& c, const std::string& dir, uint64_t seed,
+                        WeightFormat format) {
+  Writer w(seed, format);
+  return WriteModel(c, dir, format, w);
+}
+
+Status ConvertModel(const std::string& from_dir, const std::string& dir, WeightFormat format) {
+  DSINFER_ASSIGN_OR_RETURN(const DeepseekV4Config c, io::LoadDeepseekV4Config(from_dir));
+  DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(from_dir));
+  Writer w(0, format);
+  w.set_source(ckpt.get());
+  return WriteModel(c, dir, format, w);
 }
 
 }  // namespace dsinfer::model::deepseek_v4

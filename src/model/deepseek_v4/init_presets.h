@@ -26,5 +26,8 @@ StatusOr<io::DeepseekV4Config> PresetConfig(const std::string& name);
 // Writes <dir>/config.json and <dir>/model.safetensors.
 Status WriteRandomModel(const io::DeepseekV4Config& config, const std::string& dir, uint64_t seed,
                         WeightFormat format);
+// Writes the model in `from_dir` (any stored format, dequantized to float) to `dir` in `format`,
+// e.g. the official FP8 / FP4 copy of a BF16 model for the GPU (config.json follows).
+Status ConvertModel(const std::string& from_dir, const std::string& dir, WeightFormat format);
 
 }  // namespace dsinfer::model::deepseek_v4
