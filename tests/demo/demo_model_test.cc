@@ -10,7 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v4/model.h"
+#include "test_util.h"
 
 namespace dsinfer::model::deepseek_v4 {
 namespace {
@@ -66,6 +68,55 @@ TEST(DemoModelTest, HeldoutLossAndMtpAgreement) {
               static_cast<long long>(count), agreement, static_cast<long long>(pairs));
   EXPECT_LT(loss, kMaxHeldoutLoss);
   EXPECT_GT(agreement, kMinMtpAgreement);
+}
+
+// The official FP8 / FP4 copy (init-model --from --weights official: FP8 dense linears with
+// 128x128 block scales, FP4 routed experts) against the BF16 weights, on the CPU: the numerics the
+// GPU runs (the GPU matches the CPU on the same weights to ~1e-6) against the reference's. Top-1
+// agreement and mean KL(bf16 || official) over the held-out windows.
+TEST(DemoModelTest, OfficialFp8Fp4CopyAgreesWithBf16) {
+  const std::string bf16_dir = std::string(DSINFER_BINARY_DIR) + "/demo_model";
+  const std::string official_dir = dsinfer::testing::ScratchDir("demo_official");
+  ASSERT_TRUE(ConvertModel(bf16_dir, official_dir, WeightFormat::kOfficial).ok());
+  auto a = Model::Load(bf16_dir, {0});
+  auto b = Model::Load(official_dir, {0});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int64_t V = (*a)->config().vocab_size;
+  double kl = 0;
+  int64_t rows = 0, agree = 0;
+  for (const auto& w : Windows()) {
+    const std::vector<int32_t> in(w.begin(), w.end() - 1);
+    auto sa = (*a)->NewSequence();
+    auto sb = (*b)->NewSequence();
+    auto la = (*a)->Forward({{sa.get(), in}}, LogitsRows::kAll);
+    auto lb = (*b)->Forward({{sb.get(), in}}, LogitsRows::kAll);
+    ASSERT_TRUE(la.ok() && lb.ok());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const float* p = la->logits.data() + static_cast<int64_t>(i) * V;
+      const float* q = lb->logits.data() + static_cast<int64_t>(i) * V;
+      const float mp = *std::max_element(p, p + V), mq = *std::max_element(q, q + V);
+      double zp = 0, zq = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        zp += std::exp(static_cast<double>(p[v]) - mp);
+        zq += std::exp(static_cast<double>(q[v]) - mq);
+      }
+      double row = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double lp = p[v] - mp - std::log(zp), lq = q[v] - mq - std::log(zq);
+        row += std::exp(lp) * (lp - lq);
+      }
+      kl += row;
+      agree += (std::max_element(p, p + V) - p) == (std::max_element(q, q + V) - q);
+      ++rows;
+    }
+  }
+  const double top1 = static_cast<double>(agree) / static_cast<double>(rows);
+  kl /= static_cast<double>(rows);
+  std::printf("official FP8/FP4 vs BF16: top-1 agreement %.4f, mean KL %.3g over %lld rows\n", top1, kl,
+              static_cast<long long>(rows));
+  // First run: 0.9263 and 0.00965 (the compass goal, 0.995 and 1e-3, is not met: see perf.md).
+  EXPECT_GT(top1, 0.90);
+  EXPECT_LT(kl, 0.02);
 }
 
 }  // namespace
