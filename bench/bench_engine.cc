@@ -78,7 +78,8 @@ Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int
       std::vector<int32_t> history = system;
       for (int64_t t = 0; t < turns; ++t) {
         const int64_t n = Draw(message, r);
-        for (int64_t i = 0; i < n; ++i) history.push_back(static_cast<int32_t>(r() % engine->vocab_size()));
+        for (int64_t i = 0; i < n; ++i)
+          history.push_back(static_cast<int32_t>(r() % engine->vocab_size()));
         GenerateRequest req;
         req.prompt_ids = history;
         req.params.max_tokens = static_cast<int>(Draw(output, r));
@@ -142,9 +143,11 @@ Status Run(const cli::Flags& flags) {
   if (conversations > 0) {
     if (turns < 1 || system_len < 0) return InvalidArgument("--chat-turns >= 1, --system-len >= 0");
     if (o.max_model_len == 0) {
-      o.max_model_len = system_len + turns * (std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max));
+      o.max_model_len = system_len + turns * (std::max(prompt.fixed, prompt.max) +
+                                              std::max(output.fixed, output.max));
     }
-    return RunChat(o, conversations, turns, system_len, prompt, output, static_cast<uint64_t>(seed));
+    return RunChat(o, conversations, turns, system_len, prompt, output,
+                   static_cast<uint64_t>(seed));
   }
   if (o.max_model_len == 0)
     o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
@@ -192,21 +195,22 @@ Status Run(const cli::Flags& flags) {
 
 int main(int argc, char** argv) {
   std::vector<cli::FlagSpec> specs = cli::EngineFlagSpecs();
-  specs.insert(specs.end(), {{"model", "model dir"},
-                             {"requests", "requests, all submitted at once (default 16)"},
-                             {"prompt-len", "every prompt this long (default 128)"},
-                             {"prompt-median", "lognormal prompt lengths with this median"},
-                             {"prompt-min", "shortest prompt (default 1)"},
-                             {"prompt-max", "longest prompt (default 4 x median)"},
-                             {"output-len", "every output this long (default 32)"},
-                             {"output-median", "lognormal output lengths with this median"},
-                             {"output-min", "shortest output (default 1)"},
-                             {"output-max", "longest output (default 4 x median)"},
-                             {"sigma", "sigma of the lognormal lengths (default 1)"},
-                             {"seed", "workload seed (default 1)"},
-                             {"chat-conversations", "multi-turn chat workload: conversations at once"},
-                             {"chat-turns", "chat: turns per conversation (default 8)"},
-                             {"system-len", "chat: tokens of the system prompt all share (default 512)"}});
+  specs.insert(specs.end(),
+               {{"model", "model dir"},
+                {"requests", "requests, all submitted at once (default 16)"},
+                {"prompt-len", "every prompt this long (default 128)"},
+                {"prompt-median", "lognormal prompt lengths with this median"},
+                {"prompt-min", "shortest prompt (default 1)"},
+                {"prompt-max", "longest prompt (default 4 x median)"},
+                {"output-len", "every output this long (default 32)"},
+                {"output-median", "lognormal output lengths with this median"},
+                {"output-min", "shortest output (default 1)"},
+                {"output-max", "longest output (default 4 x median)"},
+                {"sigma", "sigma of the lognormal lengths (default 1)"},
+                {"seed", "workload seed (default 1)"},
+                {"chat-conversations", "multi-turn chat workload: conversations at once"},
+                {"chat-turns", "chat: turns per conversation (default 8)"},
+                {"system-len", "chat: tokens of the system prompt all share (default 512)"}});
   // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
   std::vector<char*> args(argv, argv + argc);
   args.insert(args.begin() + 1, argv[0]);

@@ -234,7 +234,7 @@ struct EngineStats {
   int64_t decode_rows = 0;
   int64_t decode_context = 0;  // their rows' context lengths, summed
   double decode_run_s = 0;
-  double run_s = 0;               // the same for every step
+  double run_s = 0;  // the same for every step
   // Speculative decoding: sequence steps that verified drafts, drafts verified, drafts accepted.
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;

@@ -18,18 +18,21 @@ uint64_t PrefixIndex::BlockKey(const std::vector<int32_t>& tokens, int64_t block
   return BlockKeys(tokens, blocks).back();
 }
 
-std::vector<uint64_t> PrefixIndex::BlockKeys(const std::vector<int32_t>& tokens, int64_t blocks) const {
+std::vector<uint64_t> PrefixIndex::BlockKeys(const std::vector<int32_t>& tokens,
+                                             int64_t blocks) const {
   std::vector<uint64_t> keys(static_cast<size_t>(blocks + 1));
   uint64_t h = salt_;
   keys[0] = Mix(h, 0);
   for (int64_t b = 1; b <= blocks; ++b) {
-    for (int64_t i = (b - 1) * kBlock; i < b * kBlock; ++i) h = Mix(h, static_cast<uint32_t>(tokens[i]));
+    for (int64_t i = (b - 1) * kBlock; i < b * kBlock; ++i)
+      h = Mix(h, static_cast<uint32_t>(tokens[i]));
     keys[b] = Mix(h, static_cast<uint64_t>(b));
   }
   return keys;
 }
 
-std::optional<PrefixIndex::Hit> PrefixIndex::Lookup(const std::vector<int32_t>& tokens, int64_t max_length) {
+std::optional<PrefixIndex::Hit> PrefixIndex::Lookup(const std::vector<int32_t>& tokens,
+                                                    int64_t max_length) {
   max_length = std::min<int64_t>(max_length, static_cast<int64_t>(tokens.size()));
   if (max_length <= 0 || entries_.empty()) return std::nullopt;
   // The hash chain of every whole block, then candidates from the longest block count down.
@@ -42,7 +45,9 @@ std::optional<PrefixIndex::Hit> PrefixIndex::Lookup(const std::vector<int32_t>& 
     for (auto it = range.first; it != range.second; ++it) {
       const Entry& e = entries_.at(it->second);
       const auto len = static_cast<int64_t>(e.tokens.size());
-      if (len > max_length || len / kBlock != b || (best && len <= static_cast<int64_t>(best->tokens.size()))) continue;
+      if (len > max_length || len / kBlock != b ||
+          (best && len <= static_cast<int64_t>(best->tokens.size())))
+        continue;
       if (!std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin())) continue;
       best = &e;
       best_id = it->second;
@@ -60,7 +65,8 @@ bool PrefixIndex::Contains(const std::vector<int32_t>& tokens, int64_t length) c
   const auto range = by_key_.equal_range(BlockKey(tokens, length / kBlock));
   for (auto it = range.first; it != range.second; ++it) {
     const Entry& e = entries_.at(it->second);
-    if (static_cast<int64_t>(e.tokens.size()) == length && std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin())) {
+    if (static_cast<int64_t>(e.tokens.size()) == length &&
+        std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin())) {
       return true;
     }
   }

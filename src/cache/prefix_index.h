@@ -23,8 +23,8 @@ class PrefixIndex {
   explicit PrefixIndex(uint64_t salt = 0) : salt_(salt) {}
 
   struct Hit {
-    uint64_t id = 0;      // the checkpoint's state cache id
-    int64_t length = 0;   // tokens it holds
+    uint64_t id = 0;     // the checkpoint's state cache id
+    int64_t length = 0;  // tokens it holds
   };
   // The longest checkpoint whose tokens are a prefix of `tokens` and whose length is at most
   // `max_length`; marks it used.
@@ -52,8 +52,8 @@ class PrefixIndex {
 
   uint64_t salt_;
   uint64_t clock_ = 0;
-  std::unordered_map<uint64_t, Entry> entries_;                   // by checkpoint id
-  std::unordered_multimap<uint64_t, uint64_t> by_key_;            // block key -> checkpoint id
+  std::unordered_map<uint64_t, Entry> entries_;         // by checkpoint id
+  std::unordered_multimap<uint64_t, uint64_t> by_key_;  // block key -> checkpoint id
 };
 
 }  // namespace dsinfer::cache

@@ -100,7 +100,8 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
     std::vector<CudaModel::Chunk> chunks;
     for (size_t i = 0; i < slots.size(); ++i) {
       std::vector<int32_t> ids;
-      for (int64_t t = 0; t < tokens; ++t) ids.push_back(static_cast<int32_t>((i * 31 + t * 7 + 5) % vocab));
+      for (int64_t t = 0; t < tokens; ++t)
+        ids.push_back(static_cast<int32_t>((i * 31 + t * 7 + 5) % vocab));
       chunks.push_back({slots[i], ids});
     }
     std::vector<double> ms;
@@ -109,7 +110,9 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
       DSINFER_ASSIGN_OR_RETURN(auto lg, m.ForwardToDevice(chunks, mdl::LogitsRows::kAll));
       (void)lg;
       gpu::SynchronizeStream(m.stream());
-      if (s >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+      if (s >= 2)
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a)
+                         .count());
       for (int slot : slots) DSINFER_RETURN_IF_ERROR(m.Rollback(slot, m.length(slot) - tokens));
     }
     std::sort(ms.begin(), ms.end());
@@ -119,10 +122,12 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
   for (int64_t k : ks) {
     if (k < 1 || k > CudaModel::kMaxRollback - 1) return InvalidArgument("--verify: k in [1, 15]");
     DSINFER_ASSIGN_OR_RETURN(const double ms, time_forward(k + 1));
-    std::printf("{\"bench\": \"verify\", \"batch\": %zu, \"drafts\": %lld, \"step_ms\": %.3f, "
-                "\"eager_decode_ms\": %.3f, \"decode_ms\": %.3f, \"ratio_to_eager_decode\": %.2f, "
-                "\"ratio_to_decode\": %.2f}\n",
-                slots.size(), static_cast<long long>(k), ms, eager1, decode_ms, ms / eager1, ms / decode_ms);
+    std::printf(
+        "{\"bench\": \"verify\", \"batch\": %zu, \"drafts\": %lld, \"step_ms\": %.3f, "
+        "\"eager_decode_ms\": %.3f, \"decode_ms\": %.3f, \"ratio_to_eager_decode\": %.2f, "
+        "\"ratio_to_decode\": %.2f}\n",
+        slots.size(), static_cast<long long>(k), ms, eager1, decode_ms, ms / eager1,
+        ms / decode_ms);
     std::fflush(stdout);
   }
   return Status::Ok();

@@ -84,7 +84,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     } else if (*method == "mtp") {
       o.speculative.method = Method::kMtp;
     } else if (*method == "dspark") {
-      return InvalidArgument("--speculative-method dspark: the DSpark drafter comes with V4.1 models");
+      return InvalidArgument(
+          "--speculative-method dspark: the DSpark drafter comes with V4.1 models");
     } else if (*method != "none") {
       return InvalidArgument("--speculative-method must be ngram or mtp, not '" + *method + "'");
     }
@@ -95,17 +96,21 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--num-speculative-tokens and --ngram-size must be in [1, 16]");
   }
   if (o.speculative.method == SpeculativeOptions::Method::kNone &&
-      (flags.Has("num-speculative-tokens") || flags.Has("speculative-adaptive") || flags.Has("ngram-size"))) {
-    return InvalidArgument("--num-speculative-tokens, --speculative-adaptive and --ngram-size need "
-                           "--speculative-method");
+      (flags.Has("num-speculative-tokens") || flags.Has("speculative-adaptive") ||
+       flags.Has("ngram-size"))) {
+    return InvalidArgument(
+        "--num-speculative-tokens, --speculative-adaptive and --ngram-size need "
+        "--speculative-method");
   }
   o.prefix_cache = !flags.Has("no-prefix-cache");
-  DSINFER_ASSIGN_OR_RETURN(o.prefix_checkpoint_interval, flags.GetInt("prefix-checkpoint-interval", 512));
+  DSINFER_ASSIGN_OR_RETURN(o.prefix_checkpoint_interval,
+                           flags.GetInt("prefix-checkpoint-interval", 512));
   DSINFER_ASSIGN_OR_RETURN(int64_t entries, flags.GetInt("prefix-cache-entries", 0));
-  if (o.prefix_checkpoint_interval < 128 || o.prefix_checkpoint_interval % 128 != 0 || entries < 0 ||
-      entries > 100000) {
-    return InvalidArgument("--prefix-checkpoint-interval must be a positive multiple of 128 and "
-                           "--prefix-cache-entries in [0, 100000]");
+  if (o.prefix_checkpoint_interval < 128 || o.prefix_checkpoint_interval % 128 != 0 ||
+      entries < 0 || entries > 100000) {
+    return InvalidArgument(
+        "--prefix-checkpoint-interval must be a positive multiple of 128 and "
+        "--prefix-cache-entries in [0, 100000]");
   }
   o.prefix_cache_entries = static_cast<int>(entries);
   o.speculative.num_tokens = static_cast<int>(spec_tokens);

@@ -34,7 +34,10 @@ Status Run(const Flags& flags) {
 }  // namespace
 
 int RunInitModel(int argc, char** argv) {
-  return RunSubcommand(argc, argv, "init-model", "Writes a model dir with deterministic random weights, or converts one (--from).", kSpecs, Run);
+  return RunSubcommand(
+      argc, argv, "init-model",
+      "Writes a model dir with deterministic random weights, or converts one (--from).", kSpecs,
+      Run);
 }
 
 }  // namespace dsinfer::cli

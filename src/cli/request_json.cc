@@ -22,7 +22,8 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
     if (with_text) ch["text"] = c.text;
     if (!c.stop.empty()) ch["stop"] = c.stop;
     if (c.draft_tokens > 0) {
-      ch["speculative"] = {{"draft_tokens", c.draft_tokens}, {"accepted_tokens", c.accepted_tokens}};
+      ch["speculative"] = {{"draft_tokens", c.draft_tokens},
+                           {"accepted_tokens", c.accepted_tokens}};
     }
     if (!c.logprobs.empty()) {
       json lps = json::array();

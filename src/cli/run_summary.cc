@@ -78,10 +78,14 @@ nlohmann::json RunSummary::ToJson() const {
         {"verify_steps", st.spec_verify_rows},
         {"draft_tokens", st.spec_draft_tokens},
         {"accepted_tokens", st.spec_accepted_tokens},
-        {"acceptance_rate", st.spec_draft_tokens ? static_cast<double>(st.spec_accepted_tokens) / st.spec_draft_tokens : 0.0},
+        {"acceptance_rate",
+         st.spec_draft_tokens ? static_cast<double>(st.spec_accepted_tokens) / st.spec_draft_tokens
+                              : 0.0},
         // Tokens a verify step yields: its accepted drafts and the drawn token after them.
         {"mean_accepted_length",
-         st.spec_verify_rows ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows : 0.0}};
+         st.spec_verify_rows
+             ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows
+             : 0.0}};
   }
   return out;
 }
@@ -102,20 +106,25 @@ std::string RunSummary::ToText() const {
                 Percentile(tpot_s_, 50) * 1e3, Percentile(tpot_s_, 90) * 1e3, Percentile(tpot_s_, 99) * 1e3);
   std::string text = buf;
   if (stats_.prefix_queries > 0) {
-    std::snprintf(buf, sizeof(buf), "prefix cache: %lld of %lld admissions hit, %lld prompt tokens reused\n",
-                  static_cast<long long>(stats_.prefix_hits), static_cast<long long>(stats_.prefix_queries),
-                  static_cast<long long>(stats_.prefix_tokens_reused));
+    std::snprintf(
+        buf, sizeof(buf), "prefix cache: %lld of %lld admissions hit, %lld prompt tokens reused\n",
+        static_cast<long long>(stats_.prefix_hits), static_cast<long long>(stats_.prefix_queries),
+        static_cast<long long>(stats_.prefix_tokens_reused));
     text += buf;
   }
   if (spec_.method != SpeculativeOptions::Method::kNone) {
     const auto& st = stats_;
-    std::snprintf(buf, sizeof(buf),
-                  "speculative (%s, %d tokens%s): %lld drafts, %lld accepted (%.1f%%), %.2f tokens per "
-                  "verify step\n",
-                  SpeculativeMethodName(spec_.method), spec_.num_tokens, spec_.adaptive ? ", adaptive" : "",
-                  static_cast<long long>(st.spec_draft_tokens), static_cast<long long>(st.spec_accepted_tokens),
-                  st.spec_draft_tokens ? 100.0 * st.spec_accepted_tokens / st.spec_draft_tokens : 0.0,
-                  st.spec_verify_rows ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows : 0.0);
+    std::snprintf(
+        buf, sizeof(buf),
+        "speculative (%s, %d tokens%s): %lld drafts, %lld accepted (%.1f%%), %.2f tokens per "
+        "verify step\n",
+        SpeculativeMethodName(spec_.method), spec_.num_tokens, spec_.adaptive ? ", adaptive" : "",
+        static_cast<long long>(st.spec_draft_tokens),
+        static_cast<long long>(st.spec_accepted_tokens),
+        st.spec_draft_tokens ? 100.0 * st.spec_accepted_tokens / st.spec_draft_tokens : 0.0,
+        st.spec_verify_rows
+            ? 1.0 + static_cast<double>(st.spec_accepted_tokens) / st.spec_verify_rows
+            : 0.0);
     text += buf;
   }
   return text;

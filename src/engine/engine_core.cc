@@ -4,8 +4,8 @@
 #include <random>
 
 #include "base/check.h"
-#include "speculative/ngram.h"
 #include "engine/public_types.h"
+#include "speculative/ngram.h"
 #include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -35,8 +35,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   if (o.prefix_cache && (o.prefix_checkpoint_interval < cache::PrefixIndex::kBlock ||
                          o.prefix_checkpoint_interval % cache::PrefixIndex::kBlock != 0 ||
                          o.prefix_cache_entries < 0)) {
-    return InvalidArgument("prefix cache: the checkpoint interval must be a positive multiple of 128 "
-                           "tokens, got " + std::to_string(o.prefix_checkpoint_interval));
+    return InvalidArgument(
+        "prefix cache: the checkpoint interval must be a positive multiple of 128 "
+        "tokens, got " +
+        std::to_string(o.prefix_checkpoint_interval));
   }
   std::unique_ptr<EngineCore> core(new EngineCore());
   core->spec_ = spec;
@@ -92,7 +94,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                              " gpu memory utilization); raise it or use a smaller model");
   }
   // The prefix cache's states hold ring pages too: plan rings for them beside the running ones.
-  const int checkpoints = o.prefix_cache ? (o.prefix_cache_entries > 0 ? o.prefix_cache_entries : o.max_running) : 0;
+  const int checkpoints =
+      o.prefix_cache ? (o.prefix_cache_entries > 0 ? o.prefix_cache_entries : o.max_running) : 0;
   plan_options.max_sequences = o.max_running + checkpoints;
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
   plan_options.page_tokens = o.state_page_tokens;
@@ -120,8 +123,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   core->scheduler_ = std::make_unique<scheduler::Scheduler>(sc, core->cache_.get());
   if (o.prefix_cache) {
     // The key's salt: the model (dir or preset) and the chat dialect.
-    const std::string identity = (o.random_preset.empty() ? o.model_dir : "preset:" + o.random_preset) + "|" +
-                                 std::to_string(static_cast<int>(core->codec_->dialect()));
+    const std::string identity =
+        (o.random_preset.empty() ? o.model_dir : "preset:" + o.random_preset) + "|" +
+        std::to_string(static_cast<int>(core->codec_->dialect()));
     core->prefix_ = std::make_unique<cache::PrefixIndex>(std::hash<std::string>{}(identity));
     core->checkpoint_interval_ = o.prefix_checkpoint_interval;
     core->max_checkpoints_ = static_cast<size_t>(checkpoints);
@@ -325,8 +329,9 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
   for (const auto& ch : plan.chunks) {
     const auto& tokens = scheduler_->tokens(ch.id);
     const int64_t known = ch.count - ch.drafts;
-    executor::RunChunk run{ch.id, ch.start,
-                           std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + known)};
+    executor::RunChunk run{
+        ch.id, ch.start,
+        std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + known)};
     if (ch.drafts > 0) {
       const auto& drafts = scheduler_->drafts(ch.id);
       run.tokens.insert(run.tokens.end(), drafts.begin(), drafts.begin() + ch.drafts);
@@ -378,7 +383,9 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
   std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) of jobs
   for (size_t i = 0; i < jobs.size();) {
     size_t end = i + 1;
-    while (end < jobs.size() && jobs[end].request == jobs[i].request && jobs[end].index == jobs[i].index) ++end;
+    while (end < jobs.size() && jobs[end].request == jobs[i].request &&
+           jobs[end].index == jobs[i].index)
+      ++end;
     const CompletionState& c = jobs[i].request->completions[jobs[i].index];
     if (c.matcher) groups.push_back({i, end});
     i = end;
@@ -391,7 +398,8 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
       const DrawJob& j0 = jobs[first];
       CompletionState& c = j0.request->completions[j0.index];
       const std::vector<int32_t>* drafts =
-          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request->id, j0.index)) : nullptr;
+          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request->id, j0.index))
+                                             : nullptr;
       bool active = c.matcher_active;
       int advanced = 0, walked = 0;
       for (size_t k = first; k < last; ++k) {
@@ -434,8 +442,8 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     const int chunk = static_cast<int>(row);
     for (int64_t j = 0; j <= ch.drafts; ++j) {
       const int64_t at = ch.count - 1 - ch.drafts + j;  // the row within the chunk
-      jobs.push_back({&r, index, chunk, ch.start + at + 1, true, ch.drafts > 0 ? static_cast<int>(at) : -1,
-                      static_cast<int>(j)});
+      jobs.push_back({&r, index, chunk, ch.start + at + 1, true,
+                      ch.drafts > 0 ? static_cast<int>(at) : -1, static_cast<int>(j)});
     }
     if (index == 0 && !r.forked) {
       const int64_t position = ch.start + ch.count;
@@ -464,7 +472,8 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     const auto& drafts = scheduler_->drafts(ch.id);
     int64_t m = 0;
     while (m < ch.drafts && out->tokens[i + m].id == drafts[m]) ++m;
-    for (int64_t t = 0; t <= m; ++t) drawn.push_back({j.request->id, j.index, std::move(out->tokens[i + t])});
+    for (int64_t t = 0; t <= m; ++t)
+      drawn.push_back({j.request->id, j.index, std::move(out->tokens[i + t])});
     next.push_back(drawn.back().token.id);
     accepted.push_back(m);
     if (ch.drafts > 0) {
@@ -501,8 +510,10 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
 void EngineCore::LimitDrafts(const RequestState& r, CompletionState& c,
                              std::vector<int32_t>* drafts) const {
   // The last draft's row draws token prompt + generated + drafts + 1, at most max_new_tokens.
-  const int64_t room = std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1);
-  if (static_cast<int64_t>(drafts->size()) > room) drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+  const int64_t room =
+      std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1);
+  if (static_cast<int64_t>(drafts->size()) > room)
+    drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
   if (!c.matcher) return;
   bool active = c.matcher_active;
   int advanced = 0;
@@ -529,7 +540,8 @@ void EngineCore::ProposeDrafts() {
       if (!c.started || c.finished || c.generated == 0 || !scheduler_->Decoding(seq)) continue;
       std::vector<int32_t> drafts;
       if (spec_.method == SpeculativeOptions::Method::kNgram) {
-        const int k = static_cast<int>(std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1));
+        const int k = static_cast<int>(
+            std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1));
         drafts = drafter_ ? drafter_(id, c.index, scheduler_->tokens(seq), k)
                           : speculative::ProposeNgram(scheduler_->tokens(seq), k, ngram);
       } else {
@@ -546,14 +558,17 @@ void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
   std::vector<CompletionState*> owners;
   for (size_t i = 0; i < drawn.size(); ++i) {
     // The last token drawn for a completion this step.
-    if (i + 1 < drawn.size() && drawn[i + 1].request == drawn[i].request && drawn[i + 1].index == drawn[i].index) continue;
+    if (i + 1 < drawn.size() && drawn[i + 1].request == drawn[i].request &&
+        drawn[i + 1].index == drawn[i].index)
+      continue;
     auto it = requests_.find(drawn[i].request);
     if (it == requests_.end()) continue;
     CompletionState& c = it->second.completions[drawn[i].index];
     const SeqId seq = SeqOf(it->first, c.index);
     c.mtp_drafts.clear();
     if (c.finished || !scheduler_->Decoding(seq)) continue;
-    const int64_t k = std::min<int64_t>(c.draft_length.Next(), it->second.req.max_new_tokens - c.generated - 1);
+    const int64_t k =
+        std::min<int64_t>(c.draft_length.Next(), it->second.req.max_new_tokens - c.generated - 1);
     if (k < 1) continue;
     asks.push_back({seq, scheduler_->tokens(seq).back(), static_cast<int>(k)});
     owners.push_back(&c);
@@ -569,7 +584,8 @@ void EngineCore::CheckpointStep(const scheduler::BatchPlan& plan) {
     if (!scheduler_->Contains(ch.id)) continue;
     const int64_t length = scheduler_->computed(ch.id);
     const RequestState& r = requests_.at(ch.id >> 8);
-    const bool prompt_end = length == static_cast<int64_t>(r.req.prompt.size()) && (ch.id & 0xff) == 0;
+    const bool prompt_end =
+        length == static_cast<int64_t>(r.req.prompt.size()) && (ch.id & 0xff) == 0;
     if (length > 0 && (length % checkpoint_interval_ == 0 || prompt_end)) Checkpoint(ch.id, length);
   }
 }

@@ -15,7 +15,6 @@ namespace {
 
 namespace mdl = model::deepseek_v4;
 
-
 class CpuModelRunner final : public ModelRunner {
  public:
   CpuModelRunner(std::unique_ptr<mdl::Model> model, const RunnerOptions& options)
@@ -53,7 +52,8 @@ class CpuModelRunner final : public ModelRunner {
     RunOutput result;
     result.tokens.reserve(draws.size());
     for (size_t i = 0; i < draws.size(); ++i) {
-      result.tokens.push_back(sampler_.Sample(out.logits.data() + rows[i] * vocab, vocab, draws[i].input));
+      result.tokens.push_back(
+          sampler_.Sample(out.logits.data() + rows[i] * vocab, vocab, draws[i].input));
     }
     return result;
   }
@@ -112,7 +112,8 @@ class CpuModelRunner final : public ModelRunner {
     std::vector<size_t> active(requests.size());
     for (size_t i = 0; i < active.size(); ++i) active[i] = i;
     while (!active.empty()) {
-      DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out, model_->ForwardMtp(batch, mdl::LogitsRows::kLast));
+      DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
+                               model_->ForwardMtp(batch, mdl::LogitsRows::kLast));
       std::vector<mdl::Model::MtpChunk> next_batch;
       std::vector<size_t> next_active;
       int64_t row_end = 0;
@@ -172,9 +173,10 @@ class CpuModelRunner final : public ModelRunner {
       const auto rows = static_cast<int64_t>(seq.pending_tokens.size());
       if (tails[i] > 0 || rows < 2) continue;
       std::vector<int32_t> next(seq.pending_tokens.begin() + 1, seq.pending_tokens.end());
-      catch_up.push_back({seq.state.get(),
-                          std::vector<float>(seq.pending_streams.begin(), seq.pending_streams.end() - hcD),
-                          std::move(next)});
+      catch_up.push_back(
+          {seq.state.get(),
+           std::vector<float>(seq.pending_streams.begin(), seq.pending_streams.end() - hcD),
+           std::move(next)});
       seq.pending_streams.erase(seq.pending_streams.begin(), seq.pending_streams.end() - hcD);
       seq.pending_tokens.erase(seq.pending_tokens.begin(), seq.pending_tokens.end() - 1);
     }

@@ -19,7 +19,6 @@ namespace {
 namespace mdl = model::deepseek_v4;
 using mdl::cuda::CudaModel;
 
-
 class CudaModelRunner final : public ModelRunner {
  public:
   CudaModelRunner(std::unique_ptr<CudaModel> model, int max_rollback)
@@ -136,8 +135,9 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
                            std::to_string(mdl::cuda::CudaModel::kMaxRollback) + " tokens");
   }
   if (o.mtp) {
-    return Unimplemented("MTP speculative decoding on the CUDA backend: the CUDA model has no MTP "
-                         "layer yet (use --speculative-method ngram, or --device cpu)");
+    return Unimplemented(
+        "MTP speculative decoding on the CUDA backend: the CUDA model has no MTP "
+        "layer yet (use --speculative-method ngram, or --device cpu)");
   }
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {

@@ -59,7 +59,8 @@ int64_t DrawRow(const std::vector<RunChunk>& chunks, const RunDraw& d) {
 
 }  // namespace
 
-std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks, const std::vector<RunDraw>& draws) {
+std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks,
+                               const std::vector<RunDraw>& draws) {
   std::vector<int64_t> tails(chunks.size(), 0);
   for (const RunDraw& d : draws) {
     const auto count = static_cast<int64_t>(chunks[d.chunk].tokens.size());

@@ -122,7 +122,8 @@ struct RunnerOptions {
 };
 
 // The logits rows a run computes: per chunk, how many trailing rows its draws read (0: none).
-std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks, const std::vector<RunDraw>& draws);
+std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks,
+                               const std::vector<RunDraw>& draws);
 // Each draw's row among those logits rows (each chunk's tail, in chunk order).
 std::vector<int64_t> DrawLogitsRows(const std::vector<RunChunk>& chunks,
                                     const std::vector<RunDraw>& draws,

@@ -53,7 +53,8 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   for (int i = 0; i < in.num_pending; ++i) {
     const int32_t id = in.pending[i];
     if (!in_vocab(id)) continue;
-    auto it = std::find_if(pending.begin(), pending.end(), [id](const auto& c) { return c.first == id; });
+    auto it =
+        std::find_if(pending.begin(), pending.end(), [id](const auto& c) { return c.first == id; });
     if (it == pending.end()) {
       pending.push_back({id, 1});
     } else {
@@ -68,7 +69,8 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   };
   std::vector<std::pair<int32_t, int>> outputs;
   if (in.history) {
-    for (const auto& [id, count] : in.history->output_counts()) outputs.push_back({id, count + pending_count(id)});
+    for (const auto& [id, count] : in.history->output_counts())
+      outputs.push_back({id, count + pending_count(id)});
   }
   for (const auto& [id, n] : pending) {
     if (!in.history || !in.history->output_counts().count(id)) outputs.push_back({id, n});
@@ -76,9 +78,11 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   if (in.history || !outputs.empty()) {
     if (p.repetition_penalty != 1.0f) {
       if (in.history) {
-        for (int32_t id : in.history->prompt()) e.push_back({.id = id, .repetition = p.repetition_penalty});
+        for (int32_t id : in.history->prompt())
+          e.push_back({.id = id, .repetition = p.repetition_penalty});
       }
-      for (const auto& [id, count] : outputs) e.push_back({.id = id, .repetition = p.repetition_penalty});
+      for (const auto& [id, count] : outputs)
+        e.push_back({.id = id, .repetition = p.repetition_penalty});
     }
     if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
       for (const auto& [id, count] : outputs) {

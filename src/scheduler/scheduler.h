@@ -8,8 +8,9 @@
 //    level every `aging_steps` steps, so low priorities are not starved.
 //  * Memory: every chunk first reserves its state in the StateCache. When a running sequence
 //    cannot grow, the lowest-priority, latest running sequence that is not yet scheduled this step
-//    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) — possibly
-//    the sequence itself. Cached prefix states are dropped first (SchedulerHooks::reclaim).
+//    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) —
+//    possibly the sequence itself. Cached prefix states are dropped first
+//    (SchedulerHooks::reclaim).
 //  * Prefix cache (SchedulerHooks): an admitted sequence starts from the longest cached state of
 //    its tokens (probe, restore) and prefills only the rest; prefill chunks end at checkpoint
 //    positions so that the engine can store the state there.

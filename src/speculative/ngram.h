@@ -14,6 +14,7 @@ struct NgramOptions {
 };
 
 // Up to `k` drafts to follow `tokens` (prompt and output so far); empty when no suffix recurs.
-std::vector<int32_t> ProposeNgram(const std::vector<int32_t>& tokens, int k, const NgramOptions& options);
+std::vector<int32_t> ProposeNgram(const std::vector<int32_t>& tokens, int k,
+                                  const NgramOptions& options);
 
 }  // namespace dsinfer::speculative

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "../unit/engine_mix.h"
 #include "backend/cuda/runtime.h"
 #include "dsinfer/engine.h"
 #include "engine/engine_core.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
-#include "../unit/engine_mix.h"
 
 namespace dsinfer {
 namespace {
@@ -151,7 +151,8 @@ TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
   ASSERT_TRUE(cold.ok()) << cold.status().ToString();
   const RequestResult first = (*cold)->Generate({reqs[0]})[0];
   GenerateRequest turn = reqs[0];
-  turn.prompt_ids.insert(turn.prompt_ids.end(), first.completions[0].ids.begin(), first.completions[0].ids.end());
+  turn.prompt_ids.insert(turn.prompt_ids.end(), first.completions[0].ids.begin(),
+                         first.completions[0].ids.end());
   turn.prompt_ids.insert(turn.prompt_ids.end(), {5, 6, 7, 8});
   reqs.insert(reqs.begin() + 1, turn);  // right after its first turn (older states are evicted)
   std::vector<RequestResult> want;
@@ -167,7 +168,9 @@ TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
   EXPECT_EQ(st.prefix_hits, static_cast<int64_t>(reqs.size()) - 1);
   // The turn restores its first turn's state at the end of the answer, the others the shared 128.
   EXPECT_GE(st.prefix_tokens_reused,
-            7 * 128 + static_cast<int64_t>(reqs[0].prompt_ids.size() + first.completions[0].ids.size()) - 1);
+            7 * 128 +
+                static_cast<int64_t>(reqs[0].prompt_ids.size() + first.completions[0].ids.size()) -
+                1);
 }
 
 // Bad input on the GPU engine: per-request errors, the other requests still run.

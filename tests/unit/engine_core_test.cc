@@ -62,7 +62,8 @@ Results Alone(const std::vector<GenerateRequest>& reqs) {
 // All requests in one engine, arriving at random steps, with a random token budget every step.
 Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOptions o,
               int64_t* preemptions = nullptr,
-              const std::function<void(EngineCore&)>& setup = nullptr, EngineStats* stats = nullptr) {
+              const std::function<void(EngineCore&)>& setup = nullptr,
+              EngineStats* stats = nullptr) {
   auto core = NewCore(o);
   if (setup) setup(*core);
   std::mt19937 rng(seed);
@@ -89,13 +90,15 @@ Results Mixed(const std::vector<GenerateRequest>& reqs, uint32_t seed, EngineOpt
 // Speculative decoding with an oracle drafter: it proposes the reference output's next tokens
 // with one of them wrong at a position that varies from step to step (sometimes none), so verify
 // steps accept anything from 0 to k drafts and roll back the rest.
-EngineCore::Drafter OracleDrafter(const std::vector<GenerateRequest>& reqs, const Results& reference,
-                                  int32_t vocab) {
-  return [&reqs, &reference, vocab](uint64_t id, int index, const std::vector<int32_t>& tokens, int k) {
+EngineCore::Drafter OracleDrafter(const std::vector<GenerateRequest>& reqs,
+                                  const Results& reference, int32_t vocab) {
+  return [&reqs, &reference, vocab](uint64_t id, int index, const std::vector<int32_t>& tokens,
+                                    int k) {
     const auto& ref = reference.at({id, index}).ids;
     const auto done = static_cast<int64_t>(tokens.size() - reqs[id - 1].prompt_ids.size());
     std::vector<int32_t> d;
-    for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i) d.push_back(ref[i]);
+    for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i)
+      d.push_back(ref[i]);
     const auto wrong = static_cast<size_t>((id * 7 + index * 3 + done * 5) % (k + 2));
     if (wrong < d.size()) d[wrong] = (d[wrong] + 1) % vocab;
     return d;
@@ -315,8 +318,8 @@ TEST(EngineSpeculativeTest, VerifiedDraftsGiveTheSameTokensAndLogprobs) {
       const auto setup = [&](EngineCore& core) {
         core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
       };
-      EXPECT_EQ(Mixed(reqs, trial, Speculative(SpeculativeOptions::Method::kNgram, 4, adaptive), nullptr,
-                      setup, &st),
+      EXPECT_EQ(Mixed(reqs, trial, Speculative(SpeculativeOptions::Method::kNgram, 4, adaptive),
+                      nullptr, setup, &st),
                 alone)
           << "trial " << trial << " adaptive " << adaptive;
       // Both outcomes of verification happened: accepted drafts and rolled-back ones.
@@ -337,7 +340,8 @@ TEST(EngineSpeculativeTest, PreemptionWithDraftsGivesIdenticalOutput) {
   o.typical_length = 8;
   o.state_page_tokens = 16;
   for (int b = 1; b < 64; ++b) {
-    o.state_memory_bytes = 4 * layout.FixedBytes() + b * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+    o.state_memory_bytes =
+        4 * layout.FixedBytes() + b * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
     auto core = EngineCore::Create(o);
     if (!core.ok()) continue;
     bool fits = true;

@@ -42,7 +42,8 @@ inline std::vector<GenerateRequest> Mix(int count) {
   return reqs;
 }
 
-inline EngineOptions MixOptions(Device device, int max_running, int64_t batch_tokens, int64_t state_bytes) {
+inline EngineOptions MixOptions(Device device, int max_running, int64_t batch_tokens,
+                                int64_t state_bytes) {
   EngineOptions o;
   o.model_dir = kGoldenModelA;
   o.device = device;
@@ -53,7 +54,7 @@ inline EngineOptions MixOptions(Device device, int max_running, int64_t batch_to
 }
 
 inline void ExpectSame(const std::vector<RequestResult>& a, const std::vector<RequestResult>& b,
-                const std::string& what) {
+                       const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_TRUE(a[i].status.ok()) << what << " " << i << ": " << a[i].status.ToString();
@@ -98,7 +99,8 @@ inline void ExpectSpeculationExact(Device device) {
       const auto& ref = want[id - 1].completions[index].ids;
       const auto done = static_cast<int64_t>(tokens.size() - reqs[id - 1].prompt_ids.size());
       std::vector<int32_t> d;
-      for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i) d.push_back(ref[i]);
+      for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i)
+        d.push_back(ref[i]);
       const auto wrong = static_cast<size_t>((id * 7 + index * 3 + done * 5) % (k + 2));
       if (wrong < d.size()) d[wrong] = (d[wrong] + 1) % static_cast<int32_t>(core.vocab_size());
       return d;
@@ -109,7 +111,8 @@ inline void ExpectSpeculationExact(Device device) {
       core.Add(i + 1, *p);
     }
     std::vector<RequestResult> got(reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i) got[i].completions.resize(static_cast<size_t>(reqs[i].params.n));
+    for (size_t i = 0; i < reqs.size(); ++i)
+      got[i].completions.resize(static_cast<size_t>(reqs[i].params.n));
     std::vector<StreamEvent> events;
     while (core.HasWork()) {
       core.Step(&events);

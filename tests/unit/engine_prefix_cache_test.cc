@@ -69,7 +69,8 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
   // A chat's next turn: request 1's prompt, its answer, and a new message.
   const Results first = Cold({reqs[0]});
   GenerateRequest turn = reqs[0];
-  turn.prompt_ids = Concat(Concat(reqs[0].prompt_ids, first.at({1, 0}).ids), testing::RandomIds(9, 80));
+  turn.prompt_ids =
+      Concat(Concat(reqs[0].prompt_ids, first.at({1, 0}).ids), testing::RandomIds(9, 80));
   reqs.push_back(turn);
   const Results cold = Cold(reqs);
 
@@ -87,7 +88,8 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
             static_cast<int64_t>(reqs[0].prompt_ids.size() + first.at({1, 0}).ids.size()) - 1);
   std::mt19937 rng(3);
   for (uint64_t id = 2; id <= 6; ++id) core->Add(id, *core->Prepare(reqs[id - 1]));
-  for (auto& [key, o] : Drain(*core, [&](int) { core->scheduler().set_max_batch_tokens(1 + rng() % 64); })) {
+  for (auto& [key, o] :
+       Drain(*core, [&](int) { core->scheduler().set_max_batch_tokens(1 + rng() % 64); })) {
     warm[key] = o;
   }
   EXPECT_EQ(warm, cold);
@@ -116,7 +118,8 @@ TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
   o.typical_length = 8;
   o.state_page_tokens = 16;
   for (int k = 1; k < 400; ++k) {
-    o.state_memory_bytes = 8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+    o.state_memory_bytes =
+        8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
     auto made = EngineCore::Create(o);
     if (!made.ok()) continue;
     bool fits = true;
@@ -125,22 +128,26 @@ TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
       fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
     }
     if (fits) {  // and half as much again: a second request runs beside the first at times
-      o.state_memory_bytes = 8 * layout.FixedBytes() + (k * 3 / 2) * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+      o.state_memory_bytes = 8 * layout.FixedBytes() +
+                             (k * 3 / 2) * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
       break;
     }
   }
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
-  const Results warm = Drain(*core, [&](int step) {
-    if (step % 8 == 0 && step / 8 < static_cast<int>(reqs.size())) {
-      const auto id = static_cast<uint64_t>(step / 8 + 1);
-      auto p = core->Prepare(reqs[id - 1]);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      core->Add(id, *p);
-    }
-    core->scheduler().set_max_batch_tokens(1 + rng() % 48);
-  }, /*min_steps=*/8 * static_cast<int>(reqs.size()));
+  const Results warm = Drain(
+      *core,
+      [&](int step) {
+        if (step % 8 == 0 && step / 8 < static_cast<int>(reqs.size())) {
+          const auto id = static_cast<uint64_t>(step / 8 + 1);
+          auto p = core->Prepare(reqs[id - 1]);
+          ASSERT_TRUE(p.ok()) << p.status().ToString();
+          core->Add(id, *p);
+        }
+        core->scheduler().set_max_batch_tokens(1 + rng() % 48);
+      },
+      /*min_steps=*/8 * static_cast<int>(reqs.size()));
   EXPECT_EQ(warm, cold);
   const EngineStats st = core->Stats();
   EXPECT_GT(st.prefix_evictions, 0);

@@ -147,8 +147,9 @@ TEST_F(ModelScheduleTest, MtpRollbackOfChainedDraftsIsExact) {
   std::vector<int32_t> next(ids.begin() + 1, ids.end());
   next.push_back(11);
   auto run = [&](int from, int to, SequenceState* s) {
-    Model::MtpChunk ch{s, std::vector<float>(main->streams.begin() + from * hcD, main->streams.begin() + to * hcD),
-                       std::vector<int32_t>(next.begin() + from, next.begin() + to)};
+    Model::MtpChunk ch{
+        s, std::vector<float>(main->streams.begin() + from * hcD, main->streams.begin() + to * hcD),
+        std::vector<int32_t>(next.begin() + from, next.begin() + to)};
     auto out = model_->ForwardMtp({ch}, LogitsRows::kAll);
     EXPECT_TRUE(out.ok());
     return out.ok() ? *out : ForwardOutput{};
@@ -160,7 +161,8 @@ TEST_F(ModelScheduleTest, MtpRollbackOfChainedDraftsIsExact) {
   const auto first = run(0, 30, drafted.get());
   std::vector<float> x(first.streams.end() - hcD, first.streams.end());
   for (int round = 0; round < 3; ++round) {  // three chained rows at positions 30, 31, 32
-    auto out = model_->ForwardMtp({{drafted.get(), x, {static_cast<int32_t>(5 + round)}}}, LogitsRows::kLast);
+    auto out = model_->ForwardMtp({{drafted.get(), x, {static_cast<int32_t>(5 + round)}}},
+                                  LogitsRows::kLast);
     ASSERT_TRUE(out.ok());
     x = out->streams;
   }

@@ -233,7 +233,8 @@ TEST(SamplerTest, PendingOutputsCountAsHistory) {
     a.num_pending = count;
     b.history = &expect;
     Sampler s;
-    EXPECT_EQ(s.Probabilities(logits.data(), 100, a), s.Probabilities(logits.data(), 100, b)) << count;
+    EXPECT_EQ(s.Probabilities(logits.data(), 100, a), s.Probabilities(logits.data(), 100, b))
+        << count;
     EXPECT_EQ(s.Sample(logits.data(), 100, a).id, s.Sample(logits.data(), 100, b).id) << count;
   }
 }

@@ -11,7 +11,8 @@ TEST(NgramTest, ProposesWhatFollowedTheLatestLongestMatch) {
   const NgramOptions o{1, 3};
   // Suffix "1 2 3" occurred at 0 (followed by 4 5 6) and "2 3" at 7 (followed by 9): the longest
   // match wins.
-  EXPECT_EQ(ProposeNgram({1, 2, 3, 4, 5, 6, 0, 2, 3, 9, 1, 2, 3}, 3, o), (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(ProposeNgram({1, 2, 3, 4, 5, 6, 0, 2, 3, 9, 1, 2, 3}, 3, o),
+            (std::vector<int32_t>{4, 5, 6}));
   // Two earlier occurrences of "7 8": the latest one's continuation.
   EXPECT_EQ(ProposeNgram({7, 8, 1, 7, 8, 2, 7, 8}, 2, o), (std::vector<int32_t>{2, 7}));
   // k bounds the draft, the list's end bounds the continuation.

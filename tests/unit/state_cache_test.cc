@@ -1,14 +1,15 @@
 // State cache: the layout's bytes equal the model's SequenceState bytes at every length; the
 // planner respects the budget; reservations are all-or-nothing and Free returns everything.
+#include "cache/state_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "cache/memory_planner.h"
 #include "cache/prefix_index.h"
-#include "cache/state_cache.h"
-#include "model/deepseek_v4/state_layout.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/state_layout.h"
 #include "model_test_util.h"
 
 namespace dsinfer::cache {

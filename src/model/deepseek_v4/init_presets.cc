@@ -254,12 +254,14 @@ class Writer {
       return std::vector<float>(static_cast<size_t>(n));
     }
     std::string base = name;
-    if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0) base.resize(base.size() - 7);
+    if (base.size() > 7 && base.compare(base.size() - 7, 7, ".weight") == 0)
+      base.resize(base.size() - 7);
     auto v = io::DequantizeToF32(*t, source_->Find(base + ".scale"), t->shape, 128);
     if (!v.ok() || static_cast<int64_t>(v->size()) != n) {
-      Fail(InvalidArgument("conversion: " + name + (v.ok() ? " has " + std::to_string(v->size()) +
-                                                                 " values, the schema wants " + std::to_string(n)
-                                                           : ": " + v.status().ToString())));
+      Fail(InvalidArgument("conversion: " + name +
+                           (v.ok() ? " has " + std::to_string(v->size()) +
+                                         " values, the schema wants " + std::to_string(n)
+                                   : ": " + v.status().ToString())));
       return std::vector<float>(static_cast<size_t>(n));
     }
     return std::move(*v);
@@ -396,7 +398,8 @@ StatusOr<DeepseekV4Config> PresetConfig(const std::string& name) {
 
 namespace {
 
-Status WriteModel(const DeepseekV4Config& c, const std::string& dir, WeightFormat format, Writer& w) {
+Status WriteModel(const DeepseekV4Config& c, const std::string& dir, WeightFormat format,
+                  Writer& w) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());

@@ -272,8 +272,8 @@ void CudaModel::Impl::AllocateActivations() {
   su = Alloc<float>(T * I);
   sy = Alloc<float>(T * D);
   logits_rows = opt.all_logits ? T
-                                : std::min(T, std::max<int64_t>(opt.max_seqs, 1) *
-                                                  std::max<int64_t>(opt.logits_per_seq, 1));
+                               : std::min(T, std::max<int64_t>(opt.max_seqs, 1) *
+                                                 std::max<int64_t>(opt.logits_per_seq, 1));
   xs = Alloc<float>(logits_rows * hc * D);
   hz = Alloc<float>(logits_rows * D);
   logits = Alloc<float>(logits_rows * c.vocab_size);
@@ -336,7 +336,8 @@ Status CudaModel::Rollback(int slot, int64_t length) {
   }
   if (length < 0 || length > m.lengths[slot] || m.lengths[slot] - length > kMaxRollback) {
     return OutOfRange("rollback from " + std::to_string(m.lengths[slot]) + " to " +
-                      std::to_string(length) + " exceeds the slack of " + std::to_string(kMaxRollback));
+                      std::to_string(length) + " exceeds the slack of " +
+                      std::to_string(kMaxRollback));
   }
   m.lengths[slot] = length;
   return Status::Ok();
@@ -357,7 +358,8 @@ int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows r
       h[5 * T + r] = static_cast<int32_t>(count);
     }
     const int64_t tail = HeadRows(sq, rows);
-    for (int64_t i = count - tail; i < count; ++i) h[6 * T + nrows++] = static_cast<int32_t>(begin + i);
+    for (int64_t i = count - tail; i < count; ++i)
+      h[6 * T + nrows++] = static_cast<int32_t>(begin + i);
   }
   return nrows;
 }

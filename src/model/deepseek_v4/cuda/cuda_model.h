@@ -33,7 +33,7 @@ struct CudaModelOptions {
   int max_seqs = 4;          // state slots
   int64_t max_len = 4096;    // tokens per request (state capacity)
   int64_t max_tokens = 512;  // rows per forward call
-  bool all_logits = true;    // size the logits buffer for every row (else logits_per_seq per request)
+  bool all_logits = true;  // size the logits buffer for every row (else logits_per_seq per request)
   int64_t logits_per_seq = 1;  // !all_logits: logits rows per sequence (1 + speculative drafts)
   // The engine's mode: no slots of its own; the state lives in pools shaped by the engine cache's
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
