@@ -26,12 +26,19 @@ size_t Pda::VecHash::operator()(const std::vector<int32_t>& v) const {
 Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(limits) {
   frames_.push_back(0);
   parents_.push_back(-1);
+  depths_.push_back(0);
   node_chain_.push_back(-1);
   seen_mark_.push_back(0);
   configs_.push_back({});     // kDead
   config_ids_[{-3}] = kDead;  // no stack, not accepting
   next_.assign(256, kDead);
   DSINFER_CHECK(g_.root >= 0);
+  // The hole's frame: an alternative no rule uses, reading from the empty set (so a parse that
+  // reaches the hole stops there, and the configuration records that it did).
+  g_.sets.push_back(ByteSet{});
+  g_.alts.push_back({Element{false, static_cast<int32_t>(g_.sets.size() - 1)}});
+  hole_ = Intern(Frame(static_cast<int32_t>(g_.alts.size() - 1), 0), 0);
+  DSINFER_CHECK(hole_ == 1);
   work_.clear();
   for (int32_t a : g_.rules[g_.root]) {
     work_.push_back(g_.alts[a].empty() ? 0 : Intern(Frame(a, 0), 0));
@@ -57,6 +64,7 @@ int32_t Pda::Intern(uint64_t frame, int32_t parent) {
   const int32_t id = static_cast<int32_t>(frames_.size());
   frames_.push_back(frame);
   parents_.push_back(parent);
+  depths_.push_back(depths_[parent] + 1);
   node_chain_.push_back(head);
   seen_mark_.push_back(0);
   node_ids_[key] = id;
@@ -117,6 +125,7 @@ int32_t Pda::Close() {
 }
 
 int32_t Pda::InternConfig(Config c) {
+  c.hole = !c.ready.empty() && c.ready[0] == hole_;  // sorted: the hole (1) comes first
   std::vector<int32_t> key = c.ready;
   key.push_back(c.accept ? -2 : -3);
   auto it = config_ids_.find(key);
@@ -183,6 +192,49 @@ int32_t Pda::Canonical(int32_t config) {
     if (id == kDead) id = config;
   }
   canonical_[config] = id;
+  return id;
+}
+
+int32_t Pda::CommonNode(int32_t a, int32_t b) const {
+  while (depths_[a] > depths_[b]) a = parents_[a];
+  while (depths_[b] > depths_[a]) b = parents_[b];
+  while (a != b) {
+    a = parents_[a];
+    b = parents_[b];
+  }
+  return a;
+}
+
+int32_t Pda::Local(int32_t config) {
+  if (config == kDead || configs_[config].ready.empty() || configs_[config].hole) return config;
+  auto it = local_.find(config);
+  if (it != local_.end()) return it->second;
+  const std::vector<int32_t>& ready = configs_[config].ready;
+  int32_t common = ready[0];
+  for (size_t i = 1; i < ready.size() && common != 0; ++i) common = CommonNode(common, ready[i]);
+  // The context is below the common node: its own frame stays in the key (a string's closing
+  // quote is one of the stacks; cutting at it would make every token reach the hole at once).
+  const int32_t context = common == 0 ? 0 : parents_[common];
+  int32_t id = config;
+  if (context != 0) {
+    Config c;
+    c.first = configs_[config].first;
+    std::vector<int32_t> chain;
+    for (int32_t m : ready) {
+      chain.clear();
+      for (int32_t n = m; n != context; n = parents_[n]) chain.push_back(n);
+      int32_t node = hole_;
+      for (size_t i = chain.size(); i-- > 0 && node >= 0;) node = Intern(frames_[chain[i]], node);
+      if (node < 0) break;
+      c.ready.push_back(node);
+    }
+    if (c.ready.size() == ready.size()) {
+      std::sort(c.ready.begin(), c.ready.end());
+      const int32_t key = InternConfig(std::move(c));
+      if (key != kDead) id = key;
+    }
+  }
+  local_[config] = id;
   return id;
 }
 

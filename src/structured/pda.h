@@ -4,6 +4,9 @@
 // Rules in tail position replace their caller's frame (tail calls), so right-recursive loops
 // (strings, repetitions) come back to the same configuration and everything keyed by a config id
 // (its byte transitions, its token mask: token_automaton.h) is computed once and reused.
+// A local key (Local) is a configuration whose stacks end in a hole instead of their shared
+// context: what a token does there until it reaches the hole holds in every context, so token
+// classes computed once per key (token_automaton.h) serve every configuration with that key.
 // Bounded: past `max_configs` configurations or `max_stacks` stacks in one configuration the
 // automaton reports ResourceExhausted and every further transition is dead.
 // Not thread-safe (TokenAutomaton serializes access).
@@ -50,6 +53,18 @@ class Pda {
   // `config` itself when nothing moves (or a limit was hit).
   int32_t Canonical(int32_t config);
   bool has_counters() const { return !g_.canon_alt.empty(); }
+  // The local key of `config`: each stack with the parent of the stacks' deepest common node (the
+  // frame they all return to, e.g. a string's closing quote) replaced by the hole, so the string
+  // interiors of every property, array item and nesting depth share one key. `config` itself when
+  // the stacks share no context (or a limit was hit). Memoized.
+  int32_t Local(int32_t config);
+  // Some parse of `config` reached the hole: the input so far left the key's own frames.
+  bool has_hole(int32_t config) const { return configs_[config].hole; }
+  // Some parse of `config` is still inside the key's own frames (or complete).
+  bool live_locally(int32_t config) const {
+    const Config& c = configs_[config];
+    return c.accept || c.ready.size() > (c.hole ? 1u : 0u);
+  }
   const Status& status() const { return status_; }
   const Grammar& grammar() const { return g_; }
 
@@ -58,6 +73,7 @@ class Pda {
     std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
     bool accept = false;
     ByteSet first;  // union of the ready frames' byte sets
+    bool hole = false;  // ready holds the hole node
   };
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const;
@@ -75,6 +91,8 @@ class Pda {
   int32_t InternConfig(Config c);
   // `node` with its counted-repetition frames moved to the window's edge; -1 at a limit.
   int32_t CanonicalNode(int32_t node);
+  // The lowest common ancestor of two stack nodes (their deepest shared frame).
+  int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
   void Fail(const std::string& what);
 
@@ -83,12 +101,16 @@ class Pda {
   // Node 0 is the empty stack (the parse is complete).
   std::vector<uint64_t> frames_;
   std::vector<int32_t> parents_;
+  std::vector<int32_t> depths_;  // frames in the stack
   std::unordered_map<uint64_t, int32_t> node_ids_;  // frame ^ parent mix -> first node; chained
   std::vector<int32_t> node_chain_;                 // next node with the same hash key
   std::vector<Config> configs_;
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
+  std::unordered_map<int32_t, int32_t> local_;      // memo of Local()
+  // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
+  int32_t hole_ = -1;
   int32_t initial_ = kDead;
   Status status_;
   // Scratch of Close().

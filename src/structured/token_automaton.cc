@@ -55,18 +55,6 @@ TokenAutomaton::Stats TokenAutomaton::stats() {
   return s;
 }
 
-void TokenAutomaton::Remember(std::unordered_map<int32_t, std::shared_ptr<const TokenMask>>* cache,
-                              std::deque<int32_t>* order, size_t cap, int32_t key,
-                              std::shared_ptr<const TokenMask> mask) {
-  if (cap == 0) return;
-  if (cache->size() >= cap) {
-    cache->erase(order->front());
-    order->pop_front();
-  }
-  cache->emplace(key, std::move(mask));
-  order->push_back(key);
-}
-
 std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = masks_.find(config);
@@ -79,31 +67,96 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
   if (pda_.can_continue(config)) {
-    const int32_t canonical = pda_.has_counters() ? pda_.Canonical(config) : config;
-    if (canonical == config) {
-      Walk(v.trie(), config, v.trie().max_depth(), bits);
-    } else {
-      // Tokens of at most kCounterWindow bytes: the canonical configuration's (shared); longer
-      // ones: walked from this configuration.
-      auto s = short_masks_.find(canonical);
-      std::shared_ptr<const TokenMask> short_mask;
-      if (s != short_masks_.end()) {
-        short_mask = s->second;
-      } else {
-        auto fresh = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
-        Walk(v.trie(), canonical, kCounterWindow, fresh->data());
-        short_mask = fresh;
-        Remember(&short_masks_, &short_order_, max_cached_masks_, canonical, short_mask);
-      }
-      std::copy(short_mask->begin(), short_mask->end(), mask->begin());
+    const int32_t key = pda_.Local(config);
+    const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
+    if (canonical != key) {
+      // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
+      // positions of a long bounded repetition); the few longer ones: walked from here.
+      AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
+    } else if (key != config && (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
+      // A key met before (another context of the same string, item or object): its classes.
+      AddClasses(*KeyClasses(key, Part::kAll), config, bits);
+    } else {
+      // A key met for the first time (most are never met again: the positions of a short
+      // bounded string): one walk, as classifying it would cost as much.
+      Walk(v.trie(), config, v.trie().max_depth(), bits);
     }
   }
   if (pda_.accepting(config) && v.eos_id() >= 0 && v.eos_id() < v.size()) {
     bits[v.eos_id() >> 6] |= uint64_t{1} << (v.eos_id() & 63);
   }
-  Remember(&masks_, &mask_order_, max_cached_masks_, config, mask);
+  Remember(&masks_, &mask_order_, max_cached_masks_, config,
+           std::shared_ptr<const TokenMask>(mask));
   return mask;
+}
+
+std::shared_ptr<const TokenAutomaton::Classes> TokenAutomaton::KeyClasses(int32_t key,
+                                                                          Part part) {
+  const int64_t id = int64_t{key} * 4 + static_cast<int64_t>(part);
+  auto it = classes_.find(id);
+  if (it != classes_.end()) return it->second;
+  const Vocabulary& v = *vocab_;
+  const int32_t max_depth = part == Part::kShort ? kCounterWindow : v.trie().max_depth();
+  auto c = std::make_shared<const Classes>(Classify(v.trie(), key, max_depth));
+  Remember(&classes_, &classes_order_, max_cached_masks_, id, c);
+  return c;
+}
+
+TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t key,
+                                                 int32_t max_depth) {
+  Classes out;
+  out.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
+  out.max_depth = max_depth;
+  uint64_t* bits = out.accepted.data();
+  std::vector<int32_t> uncertain;
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  walk_touched_.assign(walk_states_.size(), 0);
+  walk_states_[0] = key;
+  walk_touched_[0] = pda_.has_hole(key);
+  const std::vector<int32_t>& ids = trie.token_ids();
+  const int32_t n = trie.num_nodes();
+  for (int32_t i = 1; i < n;) {
+    const int32_t depth = trie.node_depth(i);
+    if (depth > max_depth) {
+      i = trie.subtree_end(i);
+      continue;
+    }
+    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    if (s == Pda::kDead) {
+      // Dead inside the key's frames; a parse that reached the context may still go on.
+      const int32_t end = trie.subtree_end(i);
+      if (walk_touched_[depth - 1]) {
+        for (int32_t j = i; j < end; ++j) {
+          if (trie.node_depth(j) > max_depth) continue;
+          for (int32_t t = trie.token_begin(j); t < trie.token_begin(j + 1); ++t)
+            uncertain.push_back(ids[t]);
+        }
+      }
+      i = end;
+      continue;
+    }
+    walk_states_[depth] = s;
+    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
+    if (pda_.live_locally(s)) {
+      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+        const int32_t id = ids[t];
+        bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+    } else {
+      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+        uncertain.push_back(ids[t]);
+    }
+    ++i;
+  }
+  if (!uncertain.empty()) out.uncertain = TokenTrie(vocab_->all_bytes(), std::move(uncertain));
+  return out;
+}
+
+void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits) {
+  const size_t words = c.accepted.size();
+  for (size_t w = 0; w < words; ++w) bits[w] |= c.accepted[w];
+  if (c.uncertain.num_nodes() > 1) Walk(c.uncertain, config, c.max_depth, bits);
 }
 
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,

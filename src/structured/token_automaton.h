@@ -1,12 +1,22 @@
 // TokenAutomaton: a compiled constraint over one vocabulary: the lazily determinized byte
-// automaton (pda.h) plus the allowed-token mask of each of its configurations. A mask is computed
-// once per configuration by walking the vocabulary trie (vocabulary.h) and cached (most steps of a
-// JSON string or number revisit a configuration, so they cost a lookup). A bounded repetition (a
-// maxLength string) visits a new configuration per character; its masks are split into the tokens
-// of at most kCounterWindow bytes, shared by all positions with more than that left
-// (Pda::Canonical), and the few longer tokens, walked per configuration. Shared by every matcher of
-// the same constraint; thread-safe (one mutex: different constraints run in parallel). Memory:
-// up to `max_cached_masks` masks of vocab/8 bytes (16 KB for V4) plus 1 KB per configuration.
+// automaton (pda.h) plus the allowed-token mask of each of its configurations, cached (most steps
+// of a JSON string or number revisit a configuration, so they cost a lookup).
+// A configuration seen for the first time does not walk the whole vocabulary trie: its mask is
+// assembled from token classes of its local key (Pda::Local: the stacks without their shared
+// context), computed once per key by one walk and shared by every configuration with that key
+// (the interiors of all strings of one kind, at any property, array item or nesting depth):
+//   accepted  — tokens read entirely inside the key's own frames: allowed in every context;
+//   uncertain — tokens that reach the context (a string's closing quote and what follows): kept
+//               as a small trie, walked from the configuration itself;
+//   the rest  — rejected inside the key's frames: never allowed.
+// So a miss costs a 16 KB copy plus a walk of the uncertain tokens (a few hundred inside a
+// string) instead of a walk of the 274k-node trie. A bounded repetition (a maxLength string)
+// visits a new key per character: tokens of at most kCounterWindow bytes use the classes of the
+// key with the counter moved to the window's edge (Pda::Canonical, shared by all positions with
+// more than that left), longer ones the classes of the key itself over the ~900 long tokens.
+// Masks stay exact. Shared by every matcher of the same constraint; thread-safe (one mutex:
+// different constraints run in parallel). Memory: up to `max_cached_masks` masks and as many
+// token classes, vocab/8 bytes each (16 KB for V4), plus 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -55,12 +66,32 @@ class TokenAutomaton {
   Stats stats();
 
  private:
+  // Token classes of a local key (see the top of this file) over the tokens of one trie.
+  struct Classes {
+    TokenMask accepted;
+    TokenTrie uncertain;
+    int32_t max_depth = 0;  // uncertain tokens longer than this are not in the trie's range
+  };
+  enum class Part { kAll, kShort };  // all tokens, those of <= kCounterWindow bytes
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
   void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
+  // The classes of `key` over `part` (cached).
+  std::shared_ptr<const Classes> KeyClasses(int32_t key, Part part);
+  Classes Classify(const TokenTrie& trie, int32_t key, int32_t max_depth);
+  // Adds the tokens of `c` allowed from `config` (which has the key of `c`) to `bits`.
+  void AddClasses(const Classes& c, int32_t config, uint64_t* bits);
   // Insert with first-in-first-out eviction.
-  static void Remember(std::unordered_map<int32_t, std::shared_ptr<const TokenMask>>* cache,
-                       std::deque<int32_t>* order, size_t cap, int32_t key,
-                       std::shared_ptr<const TokenMask> mask);
+  template <typename K, typename V>
+  static void Remember(std::unordered_map<K, V>* cache, std::deque<K>* order, size_t cap, K key,
+                       V value) {
+    if (cap == 0) return;
+    if (cache->size() >= cap) {
+      cache->erase(order->front());
+      order->pop_front();
+    }
+    cache->emplace(key, std::move(value));
+    order->push_back(key);
+  }
 
   std::mutex mu_;
   Pda pda_;
@@ -69,10 +100,11 @@ class TokenAutomaton {
   size_t max_cached_masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   std::deque<int32_t> mask_order_;  // insertion order: the oldest mask goes first when full
-  // Masks over the tokens of at most kCounterWindow bytes, by canonical configuration.
-  std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> short_masks_;
-  std::deque<int32_t> short_order_;
-  std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk()
+  std::unordered_map<int64_t, std::shared_ptr<const Classes>> classes_;  // key * 4 + part
+  std::deque<int64_t> classes_order_;
+  std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
+  std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk() and Classify()
+  std::vector<char> walk_touched_;    // [max_depth + 1] scratch of Classify()
   Stats stats_;
 };
 
