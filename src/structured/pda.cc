@@ -238,6 +238,133 @@ int32_t Pda::Local(int32_t config) {
   return id;
 }
 
+bool Pda::PrefixFree(int32_t chain) {
+  prefix_free_.resize(g_.chains.size(), -1);
+  if (prefix_free_[chain] >= 0) return prefix_free_[chain] == 1;
+  const Element e = g_.chains[chain].e;
+  bool ok = !e.is_rule;  // a byte set: one byte per iteration
+  if (e.is_rule) {
+    // The element alone, on the hole: it is prefix-free iff no configuration reached from its
+    // start has both a finished parse (the hole) and one that goes on.
+    work_.clear();
+    for (int32_t a : g_.rules[e.index]) {
+      work_.push_back(g_.alts[a].empty() ? hole_ : Intern(Frame(a, 0), hole_));
+    }
+    const int32_t start = Close();
+    ok = start != kDead && !configs_[start].hole;
+    std::vector<int32_t> queue = {start};
+    std::unordered_map<int32_t, char> seen = {{start, 1}};
+    for (size_t q = 0; ok && q < queue.size(); ++q) {
+      for (int b = 0; b < 256 && ok; ++b) {
+        if (!configs_[queue[q]].first.Has(static_cast<uint8_t>(b))) continue;
+        const int32_t next = Next(queue[q], static_cast<uint8_t>(b));
+        if (next == kDead || !seen.emplace(next, 1).second) continue;
+        if (configs_[next].hole && live_locally(next)) ok = false;
+        if (seen.size() > 256) ok = false;  // not a small automaton: don't rely on it
+        if (!configs_[next].hole) queue.push_back(next);
+      }
+    }
+    ok = ok && status_.ok();
+  }
+  prefix_free_[chain] = ok ? 1 : 0;
+  return ok;
+}
+
+Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
+  if (!has_chains() || key == kDead) return {};
+  auto it = family_.find(key);
+  if (it != family_.end()) return it->second;
+  FamilyKey f;
+  const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
+  std::vector<int32_t> chain_node(ready.size(), -1);      // each stack's topmost chain frame
+  bool ok = !ready.empty();
+  for (size_t i = 0; i < ready.size() && ok; ++i) {
+    for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
+      const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+      const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+      if (pos != 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
+        continue;
+      chain_node[i] = n;
+      if (f.chain < 0) {
+        f.chain = g_.chain_of[alt];
+        f.r = g_.chain_left[alt];
+        f.exit = parents_[n];
+      } else if (f.chain != g_.chain_of[alt] || f.r != g_.chain_left[alt] ||
+                 f.exit != parents_[n]) {
+        ok = false;
+      }
+      break;
+    }
+  }
+  ok = ok && f.chain >= 0;
+  for (size_t i = 0; i < ready.size() && ok; ++i) ok = chain_node[i] >= 0 || ready[i] == f.exit;
+  if (ok && configs_[key].accept) ok = f.exit == 0;
+  ok = ok && PrefixFree(f.chain);
+  if (ok) {
+    const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
+    f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
+    // Past `max_top` iterations no token can tell the difference.
+    const int32_t r = f.r;
+    f.r = std::min(f.r, f.top);
+    f.canonical = key;
+    if (r != f.top) {
+      Config c;
+      c.accept = configs_[key].accept;
+      c.first = configs_[key].first;
+      std::vector<int32_t> above;
+      for (size_t i = 0; i < ready.size() && ok; ++i) {
+        if (chain_node[i] < 0) {
+          c.ready.push_back(ready[i]);
+          continue;
+        }
+        above.clear();
+        for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
+        int32_t node = Intern(Frame(alts[f.top - 1], 1), f.exit);
+        for (size_t k = above.size(); k-- > 0 && node >= 0;) node = Intern(frames_[above[k]], node);
+        ok = node >= 0;
+        c.ready.push_back(node);
+      }
+      if (ok) {
+        std::sort(c.ready.begin(), c.ready.end());
+        c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+        f.canonical = InternConfig(std::move(c));
+        ok = f.canonical != kDead;
+      }
+    }
+  }
+  if (!ok) f = FamilyKey{};
+  family_[key] = f;
+  return f;
+}
+
+int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
+  const Config& c = configs_[config];
+  bool at_exit = f.exit == 0 && c.accept;
+  if (c.accept && f.exit != 0) return -1;
+  int32_t j = -1;
+  for (int32_t m : c.ready) {
+    if (m == hole_) continue;
+    if (m == f.exit) {
+      at_exit = true;
+      continue;
+    }
+    int32_t n = m;
+    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    if (n == 0) return -1;
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    if (pos != 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) ||
+        g_.chain_of[alt] != f.chain)
+      return -1;
+    if (j >= 0 && j != g_.chain_left[alt]) return -1;
+    j = g_.chain_left[alt];
+  }
+  // After i complete iterations the chain frame has top - i left; a parse at the repetition's
+  // end after i iterations needs r >= i, one inside iteration i + 1 needs r >= i + 1.
+  if (j < 0) return at_exit ? f.top : -1;
+  return at_exit ? f.top - j : f.top - j + 1;
+}
+
 int32_t Pda::Compute(int32_t config, uint8_t b) {
   if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
   // The next configuration depends only on which ready stacks accept the byte, so every byte

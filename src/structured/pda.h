@@ -58,6 +58,27 @@ class Pda {
   // interiors of every property, array item and nesting depth share one key. `config` itself when
   // the stacks share no context (or a limit was hit). Memoized.
   int32_t Local(int32_t config);
+  // The positions of a bounded string: a key whose stacks are all inside the optional iterations
+  // of one counted repetition (Grammar::chains): each is the repeated element's frames on the
+  // chain frame (alts[r - 1], 1), all with the same r and on the same node `exit` (where the
+  // repetition ends), or is `exit` itself. Its `canonical` key is the same with r = `top` (the
+  // chain's length, at most `max_top`). A token does from the key what it does from `canonical`
+  // as long as it needs at most r iterations; when the element is prefix-free (an input splits
+  // into iterations one way only), the iterations it needs are read off the configuration it
+  // reaches from `canonical` (Need). canonical < 0: not such a key. Memoized.
+  struct FamilyKey {
+    int32_t canonical = -1;
+    int32_t r = 0;
+    int32_t top = 0;
+    int32_t exit = -1;
+    int32_t chain = -1;
+  };
+  FamilyKey Family(int32_t key, int32_t max_top);
+  // The fewest iterations left at which the key's parse that reached `config` from
+  // `f.canonical` exists (r >= Need: the token is read inside the key's frames); -1 when
+  // `config` is not of the family's form (then the token is checked per configuration).
+  int32_t Need(const FamilyKey& f, int32_t config) const;
+  bool has_chains() const { return !g_.chains.empty(); }
   // Some parse of `config` reached the hole: the input so far left the key's own frames.
   bool has_hole(int32_t config) const { return configs_[config].hole; }
   // Some parse of `config` is still inside the key's own frames (or complete).
@@ -91,6 +112,8 @@ class Pda {
   int32_t InternConfig(Config c);
   // `node` with its counted-repetition frames moved to the window's edge; -1 at a limit.
   int32_t CanonicalNode(int32_t node);
+  // Whether chain `c`'s element is prefix-free (explored through its configurations, bounded).
+  bool PrefixFree(int32_t c);
   // The lowest common ancestor of two stack nodes (their deepest shared frame).
   int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
@@ -109,6 +132,8 @@ class Pda {
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   std::unordered_map<int32_t, int32_t> local_;      // memo of Local()
+  std::unordered_map<int32_t, FamilyKey> family_;   // memo of Family()
+  std::vector<int8_t> prefix_free_;                 // by chain: -1 unknown, 0, 1
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;

@@ -68,8 +68,23 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   uint64_t* bits = mask->data();
   if (pda_.can_continue(config)) {
     const int32_t key = pda_.Local(config);
+    const Pda::FamilyKey family =
+        pda_.has_chains() ? pda_.Family(key, v.trie().max_depth() + 1) : Pda::FamilyKey{};
     const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
-    if (canonical != key) {
+    if (family.canonical >= 0) {
+      // A position of a bounded string: the tokens that need at most r iterations, plus the
+      // uncertain ones checked from here.
+      const auto c = KeyFamilyClasses(family);
+      const int32_t r = family.r;
+      const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
+      std::copy(m.begin(), m.end(), bits);
+      for (const auto& [need, id] : c->more) {
+        if (need > r) break;
+        bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+      if (c->uncertain.num_nodes() > 1)
+        Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
+    } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
       AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
@@ -101,6 +116,77 @@ std::shared_ptr<const TokenAutomaton::Classes> TokenAutomaton::KeyClasses(int32_
   auto c = std::make_shared<const Classes>(Classify(v.trie(), key, max_depth));
   Remember(&classes_, &classes_order_, max_cached_masks_, id, c);
   return c;
+}
+
+std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyClasses(
+    const Pda::FamilyKey& f) {
+  auto it = families_.find(f.canonical);
+  if (it != families_.end()) return it->second;
+  const Vocabulary& v = *vocab_;
+  const TokenTrie& trie = v.trie();
+  auto out = std::make_shared<FamilyClasses>();
+  const int32_t buckets = std::min(f.top, FamilyClasses::kBuckets);
+  out->needs.assign(static_cast<size_t>(buckets) + 1,
+                    TokenMask(static_cast<size_t>(v.mask_words()), 0));
+  std::vector<int32_t> uncertain;
+  std::unordered_map<int32_t, int32_t> needs;  // configuration -> Need (memo)
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  walk_touched_.assign(walk_states_.size(), 0);
+  walk_states_[0] = f.canonical;
+  walk_touched_[0] = pda_.has_hole(f.canonical);
+  const std::vector<int32_t>& ids = trie.token_ids();
+  const int32_t n = trie.num_nodes();
+  for (int32_t i = 1; i < n;) {
+    const int32_t depth = trie.node_depth(i);
+    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    if (s == Pda::kDead) {
+      const int32_t end = trie.subtree_end(i);
+      if (walk_touched_[depth - 1]) {
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(end); ++t)
+          uncertain.push_back(ids[t]);
+      }
+      i = end;
+      continue;
+    }
+    walk_states_[depth] = s;
+    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
+    const int32_t t0 = trie.token_begin(i), t1 = trie.token_begin(i + 1);
+    if (t0 < t1) {
+      // Reached the context: checked per configuration wherever its need does not allow it.
+      bool check = walk_touched_[depth];
+      int32_t need = -1;  // none: only the context's parse is alive
+      if (pda_.live_locally(s)) {
+        auto [m, fresh] = needs.emplace(s, 0);
+        if (fresh) m->second = pda_.Need(f, s);
+        need = m->second;
+        if (need < 0) {
+          // Not of the family's form: allowed with r = top (the canonical key), checked below.
+          need = f.top;
+          check = true;
+        }
+      }
+      for (int32_t t = t0; t < t1; ++t) {
+        const int32_t id = ids[t];
+        if (check) uncertain.push_back(id);
+        if (need < 0) continue;
+        if (need <= buckets) {
+          out->needs[need][id >> 6] |= uint64_t{1} << (id & 63);
+        } else {
+          out->more.push_back({need, id});
+        }
+      }
+    }
+    ++i;
+  }
+  for (size_t r = 1; r < out->needs.size(); ++r) {
+    for (size_t w = 0; w < out->needs[r].size(); ++w) out->needs[r][w] |= out->needs[r - 1][w];
+  }
+  std::sort(out->more.begin(), out->more.end());
+  if (!uncertain.empty()) out->uncertain = TokenTrie(v.all_bytes(), std::move(uncertain));
+  std::shared_ptr<const FamilyClasses> result = std::move(out);
+  Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8),
+           f.canonical, result);
+  return result;
 }
 
 TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t key,

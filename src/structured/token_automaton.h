@@ -73,6 +73,16 @@ class TokenAutomaton {
     int32_t max_depth = 0;  // uncertain tokens longer than this are not in the trie's range
   };
   enum class Part { kAll, kShort };  // all tokens, those of <= kCounterWindow bytes
+  // Token classes of a family of keys (Pda::Family: the positions of a bounded string), by the
+  // iterations a token needs.
+  struct FamilyClasses {
+    static constexpr int32_t kBuckets = 16;
+    // needs[r], r <= min(top, kBuckets): the tokens read inside the key's frames with r left.
+    std::vector<TokenMask> needs;
+    std::vector<std::pair<int32_t, int32_t>> more;  // (need, id), need > kBuckets, by need
+    TokenTrie uncertain;  // reach the context (or not of the family's form): checked per config
+  };
+  std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
   void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
   // The classes of `key` over `part` (cached).
@@ -102,6 +112,8 @@ class TokenAutomaton {
   std::deque<int32_t> mask_order_;  // insertion order: the oldest mask goes first when full
   std::unordered_map<int64_t, std::shared_ptr<const Classes>> classes_;  // key * 4 + part
   std::deque<int64_t> classes_order_;
+  std::unordered_map<int32_t, std::shared_ptr<const FamilyClasses>> families_;  // by canonical
+  std::deque<int32_t> families_order_;
   std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
   std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk() and Classify()
   std::vector<char> walk_touched_;    // [max_depth + 1] scratch of Classify()
