@@ -208,7 +208,7 @@ int32_t Pda::CommonNode(int32_t a, int32_t b) const {
 int32_t Pda::Local(int32_t config) {
   if (config == kDead || configs_[config].ready.empty() || configs_[config].hole) return config;
   auto it = local_.find(config);
-  if (it != local_.end()) return it->second;
+  if (it != local_.end()) return it->second.first;
   const std::vector<int32_t>& ready = configs_[config].ready;
   int32_t common = ready[0];
   for (size_t i = 1; i < ready.size() && common != 0; ++i) common = CommonNode(common, ready[i]);
@@ -234,7 +234,18 @@ int32_t Pda::Local(int32_t config) {
       if (key != kDead) id = key;
     }
   }
-  local_[config] = id;
+  local_[config] = {id, id == config ? 0 : context};
+  return id;
+}
+
+int32_t Pda::Context(int32_t config) {
+  if (Local(config) == config) return kDead;
+  const int32_t node = local_[config].second;
+  auto it = contexts_.find(node);
+  if (it != contexts_.end()) return it->second;
+  work_.assign(1, node);
+  const int32_t id = Close();
+  contexts_[node] = id;
   return id;
 }
 
@@ -332,6 +343,14 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
       }
     }
   }
+  if (ok && f.exit > hole_ && parents_[f.exit] == hole_) {
+    const auto& seq = g_.alts[static_cast<size_t>(frames_[f.exit] >> 32)];
+    const size_t pos = frames_[f.exit] & 0xffffffffu;
+    if (pos + 1 == seq.size() && !seq[pos].is_rule) {
+      f.exit_to_hole = true;
+      f.exit_bytes = g_.sets[seq[pos].index];
+    }
+  }
   if (!ok) f = FamilyKey{};
   family_[key] = f;
   return f;
@@ -368,34 +387,48 @@ int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
 int32_t Pda::Compute(int32_t config, uint8_t b) {
   if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
   // The next configuration depends only on which ready stacks accept the byte, so every byte
-  // with the same acceptance signature as `b` gets the same transition: one closure per
-  // signature instead of one per byte (a string's interior has ~10 signatures, not ~200 bytes).
+  // of `b`'s class (the same acceptance by every ready stack) gets the same transition: one
+  // closure per class instead of one per byte (a string's interior has ~10 classes, not ~200
+  // bytes). The classes are computed once per configuration.
+  if (configs_[config].byte_class.empty()) configs_[config].byte_class = ByteClasses(config);
   const std::vector<int32_t> ready = configs_[config].ready;  // Close() may grow configs_
-  const size_t k = ready.size();
-  std::vector<const ByteSet*> sets(k);
-  for (size_t i = 0; i < k; ++i) {
-    const uint64_t f = frames_[ready[i]];
-    sets[i] = &g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
-  }
   work_.clear();
-  for (size_t i = 0; i < k; ++i) {
-    if (sets[i]->Has(b)) work_.push_back(After(ready[i]));
+  for (int32_t m : ready) {
+    const uint64_t f = frames_[m];
+    if (g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index].Has(b))
+      work_.push_back(After(m));
   }
   const int32_t result = Close();
-  if (k <= 64 && status_.ok()) {
-    auto signature = [&](int byte) {
-      uint64_t sig = 0;
-      for (size_t i = 0; i < k; ++i)
-        sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
-      return sig;
-    };
-    const uint64_t mine = signature(b);
+  if (status_.ok()) {
+    const std::vector<uint8_t>& cls = configs_[config].byte_class;
+    const uint8_t mine = cls[b];
     const size_t row = static_cast<size_t>(config) * 256;
     for (int other = 0; other < 256; ++other) {
-      if (next_[row + other] < 0 && signature(other) == mine) next_[row + other] = result;
+      if (cls[other] == mine && next_[row + other] < 0) next_[row + other] = result;
     }
   }
   return result;
+}
+
+std::vector<uint8_t> Pda::ByteClasses(int32_t config) const {
+  // Partition refinement: split every class by each ready stack's byte set.
+  std::vector<uint8_t> cls(256, 0);
+  int n = 1;
+  int16_t remap[512];
+  for (int32_t m : configs_[config].ready) {
+    const uint64_t f = frames_[m];
+    const ByteSet& set = g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
+    std::fill(remap, remap + 2 * n, int16_t{-1});
+    int next = 0;
+    for (int byte = 0; byte < 256; ++byte) {
+      const int k = cls[byte] * 2 + (set.Has(static_cast<uint8_t>(byte)) ? 1 : 0);
+      if (remap[k] < 0) remap[k] = static_cast<int16_t>(next++);
+      cls[byte] = static_cast<uint8_t>(remap[k]);
+    }
+    n = next;
+    if (n == 256) break;  // every byte alone already
+  }
+  return cls;
 }
 
 }  // namespace dsinfer::structured

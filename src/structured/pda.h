@@ -72,6 +72,10 @@ class Pda {
     int32_t top = 0;
     int32_t exit = -1;
     int32_t chain = -1;
+    // `exit` reads one byte of `exit_bytes` and returns to the hole (a string's closing quote):
+    // a token reaches the context only right after such a byte read at the repetition's end.
+    bool exit_to_hole = false;
+    ByteSet exit_bytes;
   };
   FamilyKey Family(int32_t key, int32_t max_top);
   // The fewest iterations left at which the key's parse that reached `config` from
@@ -79,6 +83,9 @@ class Pda {
   // `config` is not of the family's form (then the token is checked per configuration).
   int32_t Need(const FamilyKey& f, int32_t config) const;
   bool has_chains() const { return !g_.chains.empty(); }
+  // The configuration of `config`'s context alone (the stack that Local cut off, closed): where
+  // a parse that reaches the hole of the local key goes on. kDead when Local(config) == config.
+  int32_t Context(int32_t config);
   // Some parse of `config` reached the hole: the input so far left the key's own frames.
   bool has_hole(int32_t config) const { return configs_[config].hole; }
   // Some parse of `config` is still inside the key's own frames (or complete).
@@ -95,6 +102,7 @@ class Pda {
     bool accept = false;
     ByteSet first;  // union of the ready frames' byte sets
     bool hole = false;  // ready holds the hole node
+    std::vector<uint8_t> byte_class;  // [256] once a transition was computed: see Compute
   };
   struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const;
@@ -117,6 +125,9 @@ class Pda {
   // The lowest common ancestor of two stack nodes (their deepest shared frame).
   int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
+  // Bytes numbered by class: two bytes share one iff every ready stack of `config` accepts both
+  // or neither.
+  std::vector<uint8_t> ByteClasses(int32_t config) const;
   void Fail(const std::string& what);
 
   Grammar g_;
@@ -131,7 +142,8 @@ class Pda {
   std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
-  std::unordered_map<int32_t, int32_t> local_;      // memo of Local()
+  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
+  std::unordered_map<int32_t, int32_t> contexts_;  // context node -> its closed configuration
   std::unordered_map<int32_t, FamilyKey> family_;   // memo of Family()
   std::vector<int8_t> prefix_free_;                 // by chain: -1 unknown, 0, 1
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.

@@ -1,6 +1,9 @@
 #include "structured/token_automaton.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 namespace dsinfer::structured {
 
@@ -66,6 +69,10 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   const Vocabulary& v = *vocab_;
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
+  static const bool dbg = std::getenv("MASK_DBG") != nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t nf = families_.size(), nc = classes_.size();
+  int path = 0; int unc = 0;
   if (pda_.can_continue(config)) {
     const int32_t key = pda_.Local(config);
     const Pda::FamilyKey family =
@@ -74,7 +81,7 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
     if (family.canonical >= 0) {
       // A position of a bounded string: the tokens that need at most r iterations, plus the
       // uncertain ones checked from here.
-      const auto c = KeyFamilyClasses(family);
+      const auto c = KeyFamilyClasses(family); path = 5; unc = c->uncertain.num_nodes() * 1000 + c->exits.size();
       const int32_t r = family.r;
       const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
       std::copy(m.begin(), m.end(), bits);
@@ -82,17 +89,30 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
         if (need > r) break;
         bits[id >> 6] |= uint64_t{1} << (id & 63);
       }
+      if (!c->exits.empty()) {
+        const int32_t context = pda_.Context(config);
+        for (const auto& e : c->exits) {
+          if (e.need > r) break;
+          if (MaskHas(bits, e.id)) continue;
+          int32_t s = context;
+          const std::string& b = v.bytes(e.id);
+          for (size_t k = static_cast<size_t>(e.depth); k < b.size() && s != Pda::kDead; ++k)
+            s = pda_.Next(s, static_cast<uint8_t>(b[k]));
+          if (s != Pda::kDead) bits[e.id >> 6] |= uint64_t{1} << (e.id & 63);
+        }
+      }
       if (c->uncertain.num_nodes() > 1)
         Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
-    } else if (canonical != key) {
+    } else if (canonical != key) { path = 3;
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
       AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
     } else if (key != config && (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
-      // A key met before (another context of the same string, item or object): its classes.
+      path = 2;
       AddClasses(*KeyClasses(key, Part::kAll), config, bits);
     } else {
+      path = 1 + 10 * (key != config);
       // A key met for the first time (most are never met again: the positions of a short
       // bounded string): one walk, as classifying it would cost as much.
       Walk(v.trie(), config, v.trie().max_depth(), bits);
@@ -100,6 +120,13 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   }
   if (pda_.accepting(config) && v.eos_id() >= 0 && v.eos_id() < v.size()) {
     bits[v.eos_id() >> 6] |= uint64_t{1} << (v.eos_id() & 63);
+  }
+  if (dbg) {
+    int pc = 0;
+    for (size_t w = 0; w < mask->size(); ++w) pc += __builtin_popcountll((*mask)[w]);
+    std::fprintf(stderr, "MISS path=%d us=%.1f newcls=%zu unc=%d allowed=%d cfg=%d key=%d\n", path,
+                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(),
+                 families_.size() - nf + classes_.size() - nc, unc, pc, config, pda_.Local(config));
   }
   Remember(&masks_, &mask_order_, max_cached_masks_, config,
            std::shared_ptr<const TokenMask>(mask));
@@ -129,7 +156,12 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   out->needs.assign(static_cast<size_t>(buckets) + 1,
                     TokenMask(static_cast<size_t>(v.mask_words()), 0));
   std::vector<int32_t> uncertain;
-  std::unordered_map<int32_t, int32_t> needs;  // configuration -> Need (memo)
+  needs_.assign(static_cast<size_t>(pda_.num_configs()), 0);
+  auto need_of = [&](int32_t config) {
+    if (static_cast<size_t>(config) >= needs_.size()) needs_.resize(config + 1, 0);
+    if (needs_[config] == 0) needs_[config] = pda_.Need(f, config) + 2;
+    return needs_[config] - 2;
+  };
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
   walk_touched_.assign(walk_states_.size(), 0);
   walk_states_[0] = f.canonical;
@@ -149,16 +181,26 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
       continue;
     }
     walk_states_[depth] = s;
-    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
+    walk_touched_[depth] = walk_touched_[depth - 1];
+    if (pda_.has_hole(s)) {
+      // Reached the context here. Through the exit's byte (the need of the configuration before
+      // it: a parse at the repetition's end): recorded with the bytes left for the context.
+      // Otherwise: every token below is checked from the configuration.
+      const int32_t exit_need = f.exit_to_hole ? need_of(walk_states_[depth - 1]) : -1;
+      if (exit_need >= 0) {
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
+          out->exits.push_back({exit_need, depth, ids[t]});
+      } else {
+        walk_touched_[depth] = 1;
+      }
+    }
     const int32_t t0 = trie.token_begin(i), t1 = trie.token_begin(i + 1);
     if (t0 < t1) {
       // Reached the context: checked per configuration wherever its need does not allow it.
       bool check = walk_touched_[depth];
       int32_t need = -1;  // none: only the context's parse is alive
       if (pda_.live_locally(s)) {
-        auto [m, fresh] = needs.emplace(s, 0);
-        if (fresh) m->second = pda_.Need(f, s);
-        need = m->second;
+        need = need_of(s);
         if (need < 0) {
           // Not of the family's form: allowed with r = top (the canonical key), checked below.
           need = f.top;
@@ -182,6 +224,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
     for (size_t w = 0; w < out->needs[r].size(); ++w) out->needs[r][w] |= out->needs[r - 1][w];
   }
   std::sort(out->more.begin(), out->more.end());
+  std::stable_sort(out->exits.begin(), out->exits.end());
   if (!uncertain.empty()) out->uncertain = TokenTrie(v.all_bytes(), std::move(uncertain));
   std::shared_ptr<const FamilyClasses> result = std::move(out);
   Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8),

@@ -80,7 +80,17 @@ class TokenAutomaton {
     // needs[r], r <= min(top, kBuckets): the tokens read inside the key's frames with r left.
     std::vector<TokenMask> needs;
     std::vector<std::pair<int32_t, int32_t>> more;  // (need, id), need > kBuckets, by need
-    TokenTrie uncertain;  // reach the context (or not of the family's form): checked per config
+    // Tokens that reach the context after `depth` bytes (Pda::FamilyKey::exit_to_hole) when
+    // `need` iterations are left: allowed where the rest of their bytes is allowed from the
+    // context (Pda::Context), by need.
+    struct Exit {
+      int32_t need;
+      int32_t depth;
+      int32_t id;
+      bool operator<(const Exit& o) const { return need < o.need; }
+    };
+    std::vector<Exit> exits;
+    TokenTrie uncertain;  // checked from the configuration (the other ways to the context)
   };
   std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
@@ -117,6 +127,7 @@ class TokenAutomaton {
   std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
   std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk() and Classify()
   std::vector<char> walk_touched_;    // [max_depth + 1] scratch of Classify()
+  std::vector<int32_t> needs_;        // configuration -> Pda::Need + 2 (0: not known yet)
   Stats stats_;
 };
 
