@@ -293,7 +293,8 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
     for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
       const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
       const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
-      if (pos != 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
+      // (alt, 1) inside an iteration of a rule; (alt, 0) at one that reads a byte set.
+      if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
         continue;
       chain_node[i] = n;
       if (f.chain < 0) {
@@ -330,7 +331,8 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
         }
         above.clear();
         for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
-        int32_t node = Intern(Frame(alts[f.top - 1], 1), f.exit);
+        const int32_t pos = static_cast<int32_t>(frames_[chain_node[i]] & 0xffffffffu);
+        int32_t node = Intern(Frame(alts[f.top - 1], pos), f.exit);
         for (size_t k = above.size(); k-- > 0 && node >= 0;) node = Intern(frames_[above[k]], node);
         ok = node >= 0;
         c.ready.push_back(node);
@@ -372,7 +374,7 @@ int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
     if (n == 0) return -1;
     const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
     const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
-    if (pos != 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) ||
+    if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) ||
         g_.chain_of[alt] != f.chain)
       return -1;
     if (j >= 0 && j != g_.chain_left[alt]) return -1;

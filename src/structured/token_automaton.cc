@@ -113,8 +113,9 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
       AddClasses(*KeyClasses(key, Part::kAll), config, bits);
     } else {
       path = 1 + 10 * (key != config);
-      // A key met for the first time (most are never met again: the positions of a short
-      // bounded string): one walk, as classifying it would cost as much.
+      // A key met for the first time (most are never met again): one walk, as classifying it
+      // would cost as much.
+      ++stats_.config_walks;
       Walk(v.trie(), config, v.trie().max_depth(), bits);
     }
   }
@@ -151,6 +152,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   if (it != families_.end()) return it->second;
   const Vocabulary& v = *vocab_;
   const TokenTrie& trie = v.trie();
+  ++stats_.key_walks;
   auto out = std::make_shared<FamilyClasses>();
   const int32_t buckets = std::min(f.top, FamilyClasses::kBuckets);
   out->needs.assign(static_cast<size_t>(buckets) + 1,
@@ -234,6 +236,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
 
 TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t key,
                                                  int32_t max_depth) {
+  ++stats_.key_walks;
   Classes out;
   out.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
   out.max_depth = max_depth;

@@ -61,6 +61,10 @@ class TokenAutomaton {
   struct Stats {
     int64_t mask_hits = 0;
     int64_t mask_misses = 0;
+    // Walks of the whole vocabulary trie: for one configuration (a miss with no shared classes)
+    // and to classify a key or a bounded string's family (once, shared).
+    int64_t config_walks = 0;
+    int64_t key_walks = 0;
     int32_t configs = 0;
   };
   Stats stats();
