@@ -1,9 +1,6 @@
 #include "structured/token_automaton.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 
 namespace dsinfer::structured {
 
@@ -69,10 +66,6 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   const Vocabulary& v = *vocab_;
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
-  static const bool dbg = std::getenv("MASK_DBG") != nullptr;
-  const auto t0 = std::chrono::steady_clock::now();
-  const size_t nf = families_.size(), nc = classes_.size();
-  int path = 0; int unc = 0;
   if (pda_.can_continue(config)) {
     const int32_t key = pda_.Local(config);
     const Pda::FamilyKey family =
@@ -81,7 +74,7 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
     if (family.canonical >= 0) {
       // A position of a bounded string: the tokens that need at most r iterations, plus the
       // uncertain ones checked from here.
-      const auto c = KeyFamilyClasses(family); path = 5; unc = c->uncertain.num_nodes() * 1000 + c->exits.size();
+      const auto c = KeyFamilyClasses(family);
       const int32_t r = family.r;
       const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
       std::copy(m.begin(), m.end(), bits);
@@ -103,16 +96,15 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
       }
       if (c->uncertain.num_nodes() > 1)
         Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
-    } else if (canonical != key) { path = 3;
+    } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
       AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
     } else if (key != config && (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
-      path = 2;
+      // A key met before (another context of the same string, item or object): its classes.
       AddClasses(*KeyClasses(key, Part::kAll), config, bits);
     } else {
-      path = 1 + 10 * (key != config);
       // A key met for the first time (most are never met again): one walk, as classifying it
       // would cost as much.
       ++stats_.config_walks;
@@ -121,13 +113,6 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   }
   if (pda_.accepting(config) && v.eos_id() >= 0 && v.eos_id() < v.size()) {
     bits[v.eos_id() >> 6] |= uint64_t{1} << (v.eos_id() & 63);
-  }
-  if (dbg) {
-    int pc = 0;
-    for (size_t w = 0; w < mask->size(); ++w) pc += __builtin_popcountll((*mask)[w]);
-    std::fprintf(stderr, "MISS path=%d us=%.1f newcls=%zu unc=%d allowed=%d cfg=%d key=%d\n", path,
-                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(),
-                 families_.size() - nf + classes_.size() - nc, unc, pc, config, pda_.Local(config));
   }
   Remember(&masks_, &mask_order_, max_cached_masks_, config,
            std::shared_ptr<const TokenMask>(mask));
