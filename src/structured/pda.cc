@@ -17,20 +17,40 @@ uint64_t Mix(uint64_t frame, int32_t parent) {
 
 }  // namespace
 
-size_t Pda::VecHash::operator()(const std::vector<int32_t>& v) const {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
-  return static_cast<size_t>(h);
+uint64_t Pda::ConfigHash(const std::vector<int32_t>& ready, bool accept) {
+  uint64_t h = accept ? 0x9e3779b97f4a7c15ull : 0xcbf29ce484222325ull;
+  for (int32_t x : ready) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
+  return Mix(h, static_cast<int32_t>(ready.size()));
+}
+
+void Pda::IdTable::Insert(uint64_t hash, int32_t id, const std::vector<uint64_t>& hashes) {
+  if ((size + 1) * 2 > slots.size()) {
+    std::vector<int32_t> old = std::move(slots);
+    slots.assign(old.size() * 2, -1);
+    const size_t mask = slots.size() - 1;
+    for (int32_t o : old) {
+      if (o < 0) continue;
+      size_t i = hashes[o] & mask;
+      while (slots[i] >= 0) i = (i + 1) & mask;
+      slots[i] = o;
+    }
+  }
+  const size_t mask = slots.size() - 1;
+  size_t i = hash & mask;
+  while (slots[i] >= 0) i = (i + 1) & mask;
+  slots[i] = id;
+  ++size;
 }
 
 Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(limits) {
   frames_.push_back(0);
   parents_.push_back(-1);
   depths_.push_back(0);
-  node_chain_.push_back(-1);
+  node_hashes_.push_back(0);
   seen_mark_.push_back(0);
-  configs_.push_back({});     // kDead
-  config_ids_[{-3}] = kDead;  // no stack, not accepting
+  configs_.push_back({});  // kDead: no stack, not accepting
+  config_hashes_.push_back(ConfigHash({}, false));
+  config_ids_.Insert(config_hashes_[kDead], kDead, config_hashes_);
   next_.assign(256, kDead);
   DSINFER_CHECK(g_.root >= 0);
   // The hole's frame: an alternative no rule uses, reading from the empty set (so a parse that
@@ -51,12 +71,11 @@ void Pda::Fail(const std::string& what) {
 }
 
 int32_t Pda::Intern(uint64_t frame, int32_t parent) {
-  const uint64_t key = Mix(frame, parent);
-  auto it = node_ids_.find(key);
-  int32_t head = it == node_ids_.end() ? -1 : it->second;
-  for (int32_t n = head; n >= 0; n = node_chain_[n]) {
-    if (frames_[n] == frame && parents_[n] == parent) return n;
-  }
+  const uint64_t hash = Mix(frame, parent);
+  const int32_t found = node_ids_.Find(hash, [&](int32_t n) {
+    return node_hashes_[n] == hash && frames_[n] == frame && parents_[n] == parent;
+  });
+  if (found >= 0) return found;
   if (static_cast<int32_t>(frames_.size()) >= limits_.max_nodes) {
     Fail("more than " + std::to_string(limits_.max_nodes) + " parser stack frames");
     return -1;
@@ -65,9 +84,9 @@ int32_t Pda::Intern(uint64_t frame, int32_t parent) {
   frames_.push_back(frame);
   parents_.push_back(parent);
   depths_.push_back(depths_[parent] + 1);
-  node_chain_.push_back(head);
+  node_hashes_.push_back(hash);
   seen_mark_.push_back(0);
-  node_ids_[key] = id;
+  node_ids_.Insert(hash, id, node_hashes_);
   return id;
 }
 
@@ -126,17 +145,20 @@ int32_t Pda::Close() {
 
 int32_t Pda::InternConfig(Config c) {
   c.hole = !c.ready.empty() && c.ready[0] == hole_;  // sorted: the hole (1) comes first
-  std::vector<int32_t> key = c.ready;
-  key.push_back(c.accept ? -2 : -3);
-  auto it = config_ids_.find(key);
-  if (it != config_ids_.end()) return it->second;
+  const uint64_t hash = ConfigHash(c.ready, c.accept);
+  const int32_t found = config_ids_.Find(hash, [&](int32_t id) {
+    return config_hashes_[id] == hash && configs_[id].accept == c.accept &&
+           configs_[id].ready == c.ready;
+  });
+  if (found >= 0) return found;
   if (static_cast<int32_t>(configs_.size()) >= limits_.max_configs) {
     Fail("more than " + std::to_string(limits_.max_configs) + " matcher states");
     return kDead;
   }
   const int32_t id = static_cast<int32_t>(configs_.size());
   configs_.push_back(std::move(c));
-  config_ids_.emplace(std::move(key), id);
+  config_hashes_.push_back(hash);
+  config_ids_.Insert(hash, id, config_hashes_);
   next_.resize(next_.size() + 256, -1);
   return id;
 }

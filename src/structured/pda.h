@@ -104,9 +104,22 @@ class Pda {
     bool hole = false;  // ready holds the hole node
     std::vector<uint8_t> byte_class;  // [256] once a transition was computed: see Compute
   };
-  struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
+  // Ids by hash, open addressing with linear probing; the caller compares the candidates.
+  struct IdTable {
+    std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
+    size_t size = 0;
+    template <typename Eq>
+    int32_t Find(uint64_t hash, Eq eq) const {
+      const size_t mask = slots.size() - 1;
+      for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        const int32_t id = slots[i];
+        if (id < 0 || eq(id)) return id;
+      }
+    }
+    // `hashes[id]`: the hash of every id already in the table (to grow it).
+    void Insert(uint64_t hash, int32_t id, const std::vector<uint64_t>& hashes);
   };
+  static uint64_t ConfigHash(const std::vector<int32_t>& ready, bool accept);
 
   static uint64_t Frame(int32_t alt, int32_t pos) {
     return static_cast<uint64_t>(static_cast<uint32_t>(alt)) << 32 | static_cast<uint32_t>(pos);
@@ -136,10 +149,11 @@ class Pda {
   std::vector<uint64_t> frames_;
   std::vector<int32_t> parents_;
   std::vector<int32_t> depths_;  // frames in the stack
-  std::unordered_map<uint64_t, int32_t> node_ids_;  // frame ^ parent mix -> first node; chained
-  std::vector<int32_t> node_chain_;                 // next node with the same hash key
+  IdTable node_ids_;                 // by Mix(frame, parent)
+  std::vector<uint64_t> node_hashes_;  // by node
   std::vector<Config> configs_;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
+  IdTable config_ids_;                   // by ConfigHash(ready, accept)
+  std::vector<uint64_t> config_hashes_;  // by configuration
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
