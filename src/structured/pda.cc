@@ -309,7 +309,7 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
   if (it != family_.end()) return it->second;
   FamilyKey f;
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
-  std::vector<int32_t> chain_node(ready.size(), -1);      // each stack's topmost chain frame
+  std::vector<int32_t> chain_node(ready.size(), -1);       // each stack's topmost chain frame
   bool ok = !ready.empty();
   for (size_t i = 0; i < ready.size() && ok; ++i) {
     for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
@@ -396,8 +396,7 @@ int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
     if (n == 0) return -1;
     const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
     const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
-    if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) ||
-        g_.chain_of[alt] != f.chain)
+    if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] != f.chain)
       return -1;
     if (j >= 0 && j != g_.chain_left[alt]) return -1;
     j = g_.chain_left[alt];

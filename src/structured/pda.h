@@ -101,7 +101,7 @@ class Pda {
     std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
     bool accept = false;
     ByteSet first;  // union of the ready frames' byte sets
-    bool hole = false;  // ready holds the hole node
+    bool hole = false;                // ready holds the hole node
     std::vector<uint8_t> byte_class;  // [256] once a transition was computed: see Compute
   };
   // Ids by hash, open addressing with linear probing; the caller compares the candidates.
@@ -148,18 +148,18 @@ class Pda {
   // Node 0 is the empty stack (the parse is complete).
   std::vector<uint64_t> frames_;
   std::vector<int32_t> parents_;
-  std::vector<int32_t> depths_;  // frames in the stack
-  IdTable node_ids_;                 // by Mix(frame, parent)
+  std::vector<int32_t> depths_;        // frames in the stack
+  IdTable node_ids_;                   // by Mix(frame, parent)
   std::vector<uint64_t> node_hashes_;  // by node
   std::vector<Config> configs_;
-  IdTable config_ids_;                   // by ConfigHash(ready, accept)
-  std::vector<uint64_t> config_hashes_;  // by configuration
+  IdTable config_ids_;                              // by ConfigHash(ready, accept)
+  std::vector<uint64_t> config_hashes_;             // by configuration
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
   std::unordered_map<int32_t, int32_t> contexts_;  // context node -> its closed configuration
-  std::unordered_map<int32_t, FamilyKey> family_;   // memo of Family()
-  std::vector<int8_t> prefix_free_;                 // by chain: -1 unknown, 0, 1
+  std::unordered_map<int32_t, FamilyKey> family_;  // memo of Family()
+  std::vector<int8_t> prefix_free_;                // by chain: -1 unknown, 0, 1
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;

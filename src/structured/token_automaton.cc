@@ -94,14 +94,14 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
           if (s != Pda::kDead) bits[e.id >> 6] |= uint64_t{1} << (e.id & 63);
         }
       }
-      if (c->uncertain.num_nodes() > 1)
-        Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
+      if (c->uncertain.num_nodes() > 1) Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
       AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
-    } else if (key != config && (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
+    } else if (key != config &&
+               (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
       // A key met before (another context of the same string, item or object): its classes.
       AddClasses(*KeyClasses(key, Part::kAll), config, bits);
     } else {
@@ -119,8 +119,7 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   return mask;
 }
 
-std::shared_ptr<const TokenAutomaton::Classes> TokenAutomaton::KeyClasses(int32_t key,
-                                                                          Part part) {
+std::shared_ptr<const TokenAutomaton::Classes> TokenAutomaton::KeyClasses(int32_t key, Part part) {
   const int64_t id = int64_t{key} * 4 + static_cast<int64_t>(part);
   auto it = classes_.find(id);
   if (it != classes_.end()) return it->second;
@@ -214,8 +213,8 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   std::stable_sort(out->exits.begin(), out->exits.end());
   if (!uncertain.empty()) out->uncertain = TokenTrie(v.all_bytes(), std::move(uncertain));
   std::shared_ptr<const FamilyClasses> result = std::move(out);
-  Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8),
-           f.canonical, result);
+  Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8), f.canonical,
+           result);
   return result;
 }
 

@@ -1,22 +1,25 @@
 // TokenAutomaton: a compiled constraint over one vocabulary: the lazily determinized byte
 // automaton (pda.h) plus the allowed-token mask of each of its configurations, cached (most steps
 // of a JSON string or number revisit a configuration, so they cost a lookup).
-// A configuration seen for the first time does not walk the whole vocabulary trie: its mask is
-// assembled from token classes of its local key (Pda::Local: the stacks without their shared
-// context), computed once per key by one walk and shared by every configuration with that key
-// (the interiors of all strings of one kind, at any property, array item or nesting depth):
-//   accepted  — tokens read entirely inside the key's own frames: allowed in every context;
-//   uncertain — tokens that reach the context (a string's closing quote and what follows): kept
-//               as a small trie, walked from the configuration itself;
-//   the rest  — rejected inside the key's frames: never allowed.
-// So a miss costs a 16 KB copy plus a walk of the uncertain tokens (a few hundred inside a
-// string) instead of a walk of the 274k-node trie. A bounded repetition (a maxLength string)
-// visits a new key per character: tokens of at most kCounterWindow bytes use the classes of the
-// key with the counter moved to the window's edge (Pda::Canonical, shared by all positions with
-// more than that left), longer ones the classes of the key itself over the ~900 long tokens.
-// Masks stay exact. Shared by every matcher of the same constraint; thread-safe (one mutex:
-// different constraints run in parallel). Memory: up to `max_cached_masks` masks and as many
-// token classes, vocab/8 bytes each (16 KB for V4), plus 1 KB per configuration.
+// A configuration seen for the first time (a miss) avoids walking the 274k-node vocabulary trie
+// where its tokens were classified before, for another configuration:
+// * Local keys (Pda::Local: the stacks with their shared context cut off) shared by several
+//   configurations (the interior of one kind of string at any property, array item or nesting
+//   depth) get token classes from one walk: accepted (read inside the key's own frames: allowed
+//   in every context), uncertain (reach the context: a small trie walked from the configuration),
+//   the rest rejected. The first configuration of a key walks the trie itself (most keys are
+//   met once), the second classifies the key.
+// * The positions of a bounded string (Pda::Family: a key per character left) share one walk
+//   from the family's canonical key that records, per token, the iterations (characters) it
+//   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
+//   plus the tokens that close the string after at most r characters and whose remaining bytes
+//   the context allows (checked from Pda::Context, a few hundred short suffixes).
+// * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
+//   with the counter moved to the window's edge (Pda::Canonical), longer ones are walked.
+// Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
+// by every matcher of the same constraint; thread-safe (one mutex: different constraints run in
+// parallel). Memory: up to `max_cached_masks` masks and as many key classes, vocab/8 bytes each
+// (16 KB for V4), up to max_cached_masks / 16 families of 17 such masks, 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
@@ -129,9 +132,9 @@ class TokenAutomaton {
   std::unordered_map<int32_t, std::shared_ptr<const FamilyClasses>> families_;  // by canonical
   std::deque<int32_t> families_order_;
   std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
-  std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk() and Classify()
-  std::vector<char> walk_touched_;    // [max_depth + 1] scratch of Classify()
-  std::vector<int32_t> needs_;        // configuration -> Pda::Need + 2 (0: not known yet)
+  std::vector<int32_t> walk_states_;       // [max_depth + 1] scratch of Walk() and Classify()
+  std::vector<char> walk_touched_;         // [max_depth + 1] scratch of Classify()
+  std::vector<int32_t> needs_;             // configuration -> Pda::Need + 2 (0: not known yet)
   Stats stats_;
 };
 

@@ -185,16 +185,24 @@ std::shared_ptr<const structured::Vocabulary> RichVocabulary() {
       s.assign(1, '"');
       bytes.push_back(s.append(static_cast<size_t>(n - 1), 'c'));
     }
-    for (const char* piece :
-         {"ab",      "ba",    "abc",     "aab",      "a\",",   "a\"}",   "ab\"]",  "\",\"",
-          "\", \"",  "\":",   "\": \"",  "\":\"",    "\"}",    "\"]",    "\"],",   "\"},",
-          "\"}]",    ",\"",   ", \"",    "{\"",      "[\"",    "[{\"",   "\"\"",   "\"a\"",
-          "\\n",     "\\\"",  "\\\\",    "\\u00e9",  "\\u",    "a\\n",   "x\\\"y", "12",
-          "123",     "-1",    "0.5",     "e+",       "true",   "false",  "null",   "  ",
-          "\n ",     "@",     "a@b",     ".com",     "ab.c",   "é",      "éa",     "aé\"",
-          "α",       "αβ",    "αβγ",     "αβγ\"",    "\xce",   "\xb1",   "\xce\xb1\xce",
-          "日本",    "本\"",  "\x01",    "a\x01",    "label",  "\"label", "\":{\"", "children",
-          "\"children\":[", "x",  "xx",   "xxx",     "+1",     "1234567", "-",     "ab-"}) {
+    for (const char* piece : {"ab",      "ba",     "abc",          "aab",
+                              "a\",",    "a\"}",   "ab\"]",        "\",\"",
+                              "\", \"",  "\":",    "\": \"",       "\":\"",
+                              "\"}",     "\"]",    "\"],",         "\"},",
+                              "\"}]",    ",\"",    ", \"",         "{\"",
+                              "[\"",     "[{\"",   "\"\"",         "\"a\"",
+                              "\\n",     "\\\"",   "\\\\",         "\\u00e9",
+                              "\\u",     "a\\n",   "x\\\"y",       "12",
+                              "123",     "-1",     "0.5",          "e+",
+                              "true",    "false",  "null",         "  ",
+                              "\n ",     "@",      "a@b",          ".com",
+                              "ab.c",    "é",      "éa",           "aé\"",
+                              "α",       "αβ",     "αβγ",          "αβγ\"",
+                              "\xce",    "\xb1",   "\xce\xb1\xce", "日本",
+                              "本\"",    "\x01",   "a\x01",        "label",
+                              "\"label", "\":{\"", "children",     "\"children\":[",
+                              "x",       "xx",     "xxx",          "+1",
+                              "1234567", "-",      "ab-"}) {
       bytes.push_back(piece);
     }
     bytes.push_back("");  // EOS
@@ -253,9 +261,8 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
       std::mt19937 rng(seed);
       structured::Matcher m(a);
       for (int step = 0; step < 80 && !m.IsCompleted(); ++step) {
-        std::vector<int32_t> allowed =
-            AllowedByBruteForce(m, *vocab, c.text + ": seed " + std::to_string(seed) + " step " +
-                                               std::to_string(step));
+        std::vector<int32_t> allowed = AllowedByBruteForce(
+            m, *vocab, c.text + ": seed " + std::to_string(seed) + " step " + std::to_string(step));
         ASSERT_FALSE(::testing::Test::HasFailure());
         std::erase(allowed, vocab->eos_id());
         if (allowed.empty()) break;
@@ -281,8 +288,9 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
 // position would be one whole-trie walk per character.
 TEST(StructuredMaskTest, BoundedStringPositionsShareOneWalk) {
   auto compiled = structured::CompileConstraint(
-      Spec(ConstraintKind::kJsonSchema,
-           R"({"type":"array","items":{"type":"string","maxLength":30},"minItems":3,"maxItems":3})"),
+      Spec(
+          ConstraintKind::kJsonSchema,
+          R"({"type":"array","items":{"type":"string","maxLength":30},"minItems":3,"maxItems":3})"),
       RichVocabulary());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
