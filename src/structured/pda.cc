@@ -309,31 +309,47 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
   if (it != family_.end()) return it->second;
   FamilyKey f;
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
-  std::vector<int32_t> chain_node(ready.size(), -1);       // each stack's topmost chain frame
-  bool ok = !ready.empty();
-  for (size_t i = 0; i < ready.size() && ok; ++i) {
+  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
+  // The chain: the topmost chain frame of the first stack that has one. (alt, 1): inside an
+  // iteration of a rule; (alt, 0): at one that reads a byte set.
+  for (size_t i = 0; i < ready.size() && f.chain < 0; ++i) {
     for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
       const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
       const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
-      // (alt, 1) inside an iteration of a rule; (alt, 0) at one that reads a byte set.
       if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
         continue;
-      chain_node[i] = n;
-      if (f.chain < 0) {
-        f.chain = g_.chain_of[alt];
-        f.r = g_.chain_left[alt];
-        f.exit = parents_[n];
-      } else if (f.chain != g_.chain_of[alt] || f.r != g_.chain_left[alt] ||
-                 f.exit != parents_[n]) {
-        ok = false;
-      }
+      f.chain = g_.chain_of[alt];
+      f.r = g_.chain_left[alt];
+      f.exit = parents_[n];
       break;
     }
   }
-  ok = ok && f.chain >= 0;
-  for (size_t i = 0; i < ready.size() && ok; ++i) ok = chain_node[i] >= 0 || ready[i] == f.exit;
-  if (ok && configs_[key].accept) ok = f.exit == 0;
+  // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
+  // that left the repetition before: the same for every r).
+  bool ok = f.chain >= 0;
+  Config others;
+  for (size_t i = 0; i < ready.size() && ok; ++i) {
+    if (ready[i] == f.exit) continue;
+    int32_t n = ready[i];
+    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    if (n == 0) {
+      others.ready.push_back(ready[i]);
+      const uint64_t fr = frames_[ready[i]];
+      others.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      continue;
+    }
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    ok = pos <= 1 && alt < static_cast<int32_t>(g_.chain_of.size()) &&
+         g_.chain_of[alt] == f.chain && g_.chain_left[alt] == f.r;
+    chain_node[i] = n;
+  }
+  ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
   ok = ok && PrefixFree(f.chain);
+  if (ok && !others.ready.empty()) {
+    f.others_config = InternConfig(std::move(others));
+    ok = f.others_config != kDead;
+  }
   if (ok) {
     const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
     f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
@@ -367,12 +383,16 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
       }
     }
   }
-  if (ok && f.exit > hole_ && parents_[f.exit] == hole_) {
-    const auto& seq = g_.alts[static_cast<size_t>(frames_[f.exit] >> 32)];
-    const size_t pos = frames_[f.exit] & 0xffffffffu;
-    if (pos + 1 == seq.size() && !seq[pos].is_rule) {
-      f.exit_to_hole = true;
-      f.exit_bytes = g_.sets[seq[pos].index];
+  if (ok) {
+    Config c;
+    c.ready = {f.exit};
+    const uint64_t fr = frames_[f.exit];
+    const Element e = g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu];
+    ok = !e.is_rule;
+    if (ok) {
+      c.first = g_.sets[e.index];
+      f.exit_config = InternConfig(std::move(c));
+      ok = f.exit_config != kDead;
     }
   }
   if (!ok) f = FamilyKey{};
@@ -382,8 +402,7 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
 
 int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
   const Config& c = configs_[config];
-  bool at_exit = f.exit == 0 && c.accept;
-  if (c.accept && f.exit != 0) return -1;
+  bool at_exit = false;
   int32_t j = -1;
   for (int32_t m : c.ready) {
     if (m == hole_) continue;
@@ -393,12 +412,12 @@ int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
     }
     int32_t n = m;
     while (n != 0 && parents_[n] != f.exit) n = parents_[n];
-    if (n == 0) return -1;
+    if (n == 0) continue;  // left the repetition before: followed from exit_config
     const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
     const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
     if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] != f.chain)
-      return -1;
-    if (j >= 0 && j != g_.chain_left[alt]) return -1;
+      return -2;
+    if (j >= 0 && j != g_.chain_left[alt]) return -2;
     j = g_.chain_left[alt];
   }
   // After i complete iterations the chain frame has top - i left; a parse at the repetition's

@@ -12,6 +12,7 @@
 // Not thread-safe (TokenAutomaton serializes access).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -58,10 +59,12 @@ class Pda {
   // interiors of every property, array item and nesting depth share one key. `config` itself when
   // the stacks share no context (or a limit was hit). Memoized.
   int32_t Local(int32_t config);
-  // The positions of a bounded string: a key whose stacks are all inside the optional iterations
-  // of one counted repetition (Grammar::chains): each is the repeated element's frames on the
-  // chain frame (alts[r - 1], 1), all with the same r and on the same node `exit` (where the
-  // repetition ends), or is `exit` itself. Its `canonical` key is the same with r = `top` (the
+  // The positions of a bounded string: a key whose stacks are inside the optional iterations
+  // of one counted repetition (Grammar::chains): the repeated element's frames on the chain
+  // frame (alts[r - 1], 1), all with the same r and on the same node `exit` (where the
+  // repetition ends); or `exit` itself; or stacks not on `exit` (parses that left the repetition
+  // earlier, e.g. [a-z]{0,30}[a-z] after its last letter). Its `canonical` key is the same with
+  // r = `top` (the
   // chain's length, at most `max_top`). A token does from the key what it does from `canonical`
   // as long as it needs at most r iterations; when the element is prefix-free (an input splits
   // into iterations one way only), the iterations it needs are read off the configuration it
@@ -72,16 +75,21 @@ class Pda {
     int32_t top = 0;
     int32_t exit = -1;
     int32_t chain = -1;
-    // `exit` reads one byte of `exit_bytes` and returns to the hole (a string's closing quote):
-    // a token reaches the context only right after such a byte read at the repetition's end.
-    bool exit_to_hole = false;
-    ByteSet exit_bytes;
+    int32_t exit_config = -1;    // `exit` alone: where a parse goes on after leaving the chain
+    int32_t others_config = -1;  // the key's stacks not on `exit` (or -1): the same for every r
   };
   FamilyKey Family(int32_t key, int32_t max_top);
-  // The fewest iterations left at which the key's parse that reached `config` from
-  // `f.canonical` exists (r >= Need: the token is read inside the key's frames); -1 when
-  // `config` is not of the family's form (then the token is checked per configuration).
+  // The fewest iterations left at which the parse inside the repetition that reached `config`
+  // from `f.canonical` exists: its stacks on `exit` (r >= Need: the token is read inside the
+  // chain, or ends where the repetition may end). The parses that left the repetition earlier
+  // (stacks no longer on `exit`) are not counted: they are followed from `exit_config`.
+  // -1: no such parse; -2: not of the family's form (then the token is checked per
+  // configuration).
   int32_t Need(const FamilyKey& f, int32_t config) const;
+  bool HasReady(int32_t config, int32_t node) const {
+    const auto& r = configs_[config].ready;
+    return std::binary_search(r.begin(), r.end(), node);
+  }
   bool has_chains() const { return !g_.chains.empty(); }
   // The configuration of `config`'s context alone (the stack that Local cut off, closed): where
   // a parse that reaches the hole of the local key goes on. kDead when Local(config) == config.

@@ -145,57 +145,83 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   needs_.assign(static_cast<size_t>(pda_.num_configs()), 0);
   auto need_of = [&](int32_t config) {
     if (static_cast<size_t>(config) >= needs_.size()) needs_.resize(config + 1, 0);
-    if (needs_[config] == 0) needs_[config] = pda_.Need(f, config) + 2;
-    return needs_[config] - 2;
+    if (needs_[config] == 0) needs_[config] = pda_.Need(f, config) + 3;
+    return needs_[config] - 3;
   };
-  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
-  walk_touched_.assign(walk_states_.size(), 0);
+  const size_t depths = static_cast<size_t>(trie.max_depth()) + 1;
+  walk_states_.assign(depths, Pda::kDead);
+  walk_touched_.assign(depths, 0);  // here: every token below is checked per configuration
   walk_states_[0] = f.canonical;
-  walk_touched_[0] = pda_.has_hole(f.canonical);
+  // The parses that left the repetition (at a boundary where `exit` was ready), followed from
+  // exit_config: (configuration, the fewest iterations left at which that boundary is reached).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> left(depths);
+  if (f.others_config >= 0) left[0].push_back({f.others_config, 0});
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {
     const int32_t depth = trie.node_depth(i);
-    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
-    if (s == Pda::kDead) {
-      const int32_t end = trie.subtree_end(i);
-      if (walk_touched_[depth - 1]) {
-        for (int32_t t = trie.token_begin(i); t < trie.token_begin(end); ++t)
+    const uint8_t byte = trie.node_byte(i);
+    const int32_t prev = walk_states_[depth - 1];
+    const int32_t s = pda_.Next(prev, byte);
+    bool check = walk_touched_[depth - 1];
+    auto& cur = left[depth];
+    cur.clear();
+    auto follow = [&](int32_t c, int32_t need) {
+      if (c == Pda::kDead) return;
+      // A parse that left the repetition and came back into it (or to its end): the stacks on
+      // `exit` no longer count one parse's iterations; checked per configuration below.
+      if (need_of(c) != -1) check = true;
+      if (pda_.has_hole(c)) {
+        // Reached the context here: allowed where the context allows the rest of its bytes.
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
+          out->exits.push_back({need, depth, ids[t]});
+      }
+      if (!pda_.live_locally(c)) return;
+      for (auto& [config, k] : cur) {
+        if (config == c) {
+          k = std::min(k, need);
+          return;
+        }
+      }
+      cur.push_back({c, need});
+    };
+    const size_t first_exit = out->exits.size();
+    for (const auto& [c, need] : left[depth - 1]) follow(pda_.Next(c, byte), need);
+    if (prev != Pda::kDead && pda_.HasReady(prev, f.exit)) {
+      const int32_t need = need_of(prev);
+      if (need >= 0) {
+        follow(pda_.Next(f.exit_config, byte), need);
+      } else {
+        check = true;  // not of the family's form
+      }
+    }
+    if (check) {
+      // The needs below are not one parse's: only the canonical key's (r = top) is certain.
+      for (size_t k = first_exit; k < out->exits.size(); ++k) out->exits[k].need = f.top;
+    }
+    if (s == Pda::kDead && cur.empty()) {
+      if (check) {
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
           uncertain.push_back(ids[t]);
       }
-      i = end;
+      i = trie.subtree_end(i);
       continue;
     }
     walk_states_[depth] = s;
-    walk_touched_[depth] = walk_touched_[depth - 1];
-    if (pda_.has_hole(s)) {
-      // Reached the context here. Through the exit's byte (the need of the configuration before
-      // it: a parse at the repetition's end): recorded with the bytes left for the context.
-      // Otherwise: every token below is checked from the configuration.
-      const int32_t exit_need = f.exit_to_hole ? need_of(walk_states_[depth - 1]) : -1;
-      if (exit_need >= 0) {
-        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
-          out->exits.push_back({exit_need, depth, ids[t]});
-      } else {
-        walk_touched_[depth] = 1;
-      }
-    }
     const int32_t t0 = trie.token_begin(i), t1 = trie.token_begin(i + 1);
     if (t0 < t1) {
-      // Reached the context: checked per configuration wherever its need does not allow it.
-      bool check = walk_touched_[depth];
-      int32_t need = -1;  // none: only the context's parse is alive
-      if (pda_.live_locally(s)) {
+      bool check_here = check;
+      int32_t need = -1;  // none: no parse is alive inside the key's frames
+      if (s != Pda::kDead) {
         need = need_of(s);
-        if (need < 0) {
-          // Not of the family's form: allowed with r = top (the canonical key), checked below.
-          need = f.top;
-          check = true;
-        }
+        if (need == -2) check_here = true;  // not of the family's form
       }
+      for (const auto& [c, k] : cur) need = need < 0 ? k : std::min(need, k);
+      // Checked per configuration below r = top; at top (the canonical key) allowed when alive.
+      if (check_here) need = (s != Pda::kDead && pda_.live_locally(s)) || !cur.empty() ? f.top : -1;
       for (int32_t t = t0; t < t1; ++t) {
         const int32_t id = ids[t];
-        if (check) uncertain.push_back(id);
+        if (check_here) uncertain.push_back(id);
         if (need < 0) continue;
         if (need <= buckets) {
           out->needs[need][id >> 6] |= uint64_t{1} << (id & 63);
@@ -204,6 +230,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
         }
       }
     }
+    walk_touched_[depth] = check;
     ++i;
   }
   for (size_t r = 1; r < out->needs.size(); ++r) {

@@ -247,6 +247,9 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
       {ConstraintKind::kRegex, R"((a|aa){0,10}"b)"},
       {ConstraintKind::kRegex, R"("[a-c]{0,6}"(,"[a-c]{0,6}"){0,3})"},
       {ConstraintKind::kRegex, R"(x{3,19}a{0,17})"},
+      {ConstraintKind::kRegex, R"((a{0,3}b)*c)"},  // leaves the repetition and comes back
+      {ConstraintKind::kRegex, R"(("[a-c]{0,6}")*x)"},
+      {ConstraintKind::kRegex, R"([a-c]{0,9}[ab]@[a-c]{1,5})"},  // [a-c]{0,n}[ab]: ambiguous end
       {ConstraintKind::kGrammar,
        "root ::= \"[\" item (\",\" item){0,5} \"]\"\nitem ::= \"\\\"\" [a-c ]{0,10} \"\\\"\"\n"},
       {ConstraintKind::kJsonObject, ""},
