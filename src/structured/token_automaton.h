@@ -87,9 +87,9 @@ class TokenAutomaton {
     // needs[r], r <= min(top, kBuckets): the tokens read inside the key's frames with r left.
     std::vector<TokenMask> needs;
     std::vector<std::pair<int32_t, int32_t>> more;  // (need, id), need > kBuckets, by need
-    // Tokens that reach the context after `depth` bytes (Pda::FamilyKey::exit_to_hole) when
-    // `need` iterations are left: allowed where the rest of their bytes is allowed from the
-    // context (Pda::Context), by need.
+    // Tokens whose parse that left the repetition reaches the context after `depth` bytes
+    // (e.g. past a string's closing quote), possible with `need` iterations left: allowed where
+    // the context (Pda::Context) allows the rest of their bytes. Sorted by need.
     struct Exit {
       int32_t need;
       int32_t depth;
