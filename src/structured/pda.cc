@@ -453,24 +453,45 @@ int32_t Pda::Compute(int32_t config, uint8_t b) {
 }
 
 std::vector<uint8_t> Pda::ByteClasses(int32_t config) const {
-  // Partition refinement: split every class by each ready stack's byte set.
-  std::vector<uint8_t> cls(256, 0);
-  int n = 1;
-  int16_t remap[512];
+  // Partition refinement by each distinct byte set of the ready stacks: the bytes of the set (or
+  // of its complement, whichever is smaller: the same split) move to a new class per old class.
+  std::vector<int32_t> sets;
   for (int32_t m : configs_[config].ready) {
     const uint64_t f = frames_[m];
-    const ByteSet& set = g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
-    std::fill(remap, remap + 2 * n, int16_t{-1});
-    int next = 0;
-    for (int byte = 0; byte < 256; ++byte) {
-      const int k = cls[byte] * 2 + (set.Has(static_cast<uint8_t>(byte)) ? 1 : 0);
-      if (remap[k] < 0) remap[k] = static_cast<int16_t>(next++);
-      cls[byte] = static_cast<uint8_t>(remap[k]);
-    }
-    n = next;
-    if (n == 256) break;  // every byte alone already
+    sets.push_back(g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index);
   }
-  return cls;
+  std::sort(sets.begin(), sets.end());
+  sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+  std::vector<int32_t> cls(256, 0), remap(1, 0), stamp(1, -1);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const ByteSet& set = g_.sets[sets[k]];
+    int count = 0;
+    for (uint64_t w : set.words) count += __builtin_popcountll(w);
+    const uint64_t flip = count > 128 ? ~uint64_t{0} : 0;
+    for (int word = 0; word < 4; ++word) {
+      for (uint64_t bits = set.words[word] ^ flip; bits; bits &= bits - 1) {
+        const int byte = word * 64 + __builtin_ctzll(bits);
+        const int32_t old = cls[byte];
+        if (stamp[old] != static_cast<int32_t>(k)) {
+          stamp[old] = static_cast<int32_t>(k);
+          remap[old] = static_cast<int32_t>(remap.size());
+          remap.push_back(0);
+          stamp.push_back(-1);
+        }
+        cls[byte] = remap[old];
+      }
+    }
+  }
+  // Number the classes 0.. in byte order.
+  std::vector<int16_t> number(remap.size(), -1);
+  std::vector<uint8_t> out(256);
+  int16_t n = 0;
+  for (int byte = 0; byte < 256; ++byte) {
+    int16_t& id = number[cls[byte]];
+    if (id < 0) id = n++;
+    out[byte] = static_cast<uint8_t>(id);
+  }
+  return out;
 }
 
 }  // namespace dsinfer::structured
