@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
                                         {"configs", stats.configs},
                                         {"cache_hits", stats.mask_hits},
                                         {"cache_misses", stats.mask_misses},
+                                        {"config_walks", stats.config_walks},
+                                        {"key_walks", stats.key_walks},
                                         {"completed_runs", stopped},
                                         {"runs", runs}})
                             .dump()

@@ -91,17 +91,30 @@ Element GrammarBuilder::Repeat(Element e, int64_t min, int64_t max) {
   if (max < 0) {
     seq.push_back(Star(e));
   } else if (max > min) {
-    // tail_r ::= ε | e tail_{r-1} (r iterations left), built from the last one backwards.
-    Element tail = Optional(e);
+    // tail_r ::= ε | e tail_{r-1} (r iterations left), built from the last one backwards;
+    // tail_0 is ε (a rule, so the last iteration keeps its frame too: Grammar::chains).
+    Element tail = Epsilon();
     int32_t window_alt = -1;  // the alternative with kCounterWindow + 1 iterations left
-    for (int64_t left = 2; left <= max - min && status_.ok(); ++left) {
+    Grammar::Chain chain{e, {}};
+    for (int64_t left = 1; left <= max - min && status_.ok(); ++left) {
       const int32_t r = NewRule("rep");
       AddAlt(r, {});
       AddAlt(r, {e, tail});
       const int32_t alt = static_cast<int32_t>(g_.alts.size()) - 1;
       if (left == kCounterWindow + 1) window_alt = alt;
       if (left > kCounterWindow + 1 && window_alt >= 0) MarkCounter(alt, e, window_alt, 0);
+      chain.alts.push_back(alt);
       tail = Ref(r);
+    }
+    if (status_.ok()) {
+      const int32_t id = static_cast<int32_t>(g_.chains.size());
+      g_.chain_of.resize(g_.alts.size(), -1);
+      g_.chain_left.resize(g_.alts.size(), 0);
+      for (size_t i = 0; i < chain.alts.size(); ++i) {
+        g_.chain_of[chain.alts[i]] = id;
+        g_.chain_left[chain.alts[i]] = static_cast<int32_t>(i + 1);
+      }
+      g_.chains.push_back(std::move(chain));
     }
     seq.push_back(tail);
   }
@@ -169,6 +182,11 @@ StatusOr<Grammar> GrammarBuilder::Finish(int32_t root) {
       g_.canon_alt[alt] = -1;
       g_.prefix_min[alt] = 0;
     }
+  }
+  for (Grammar::Chain& c : g_.chains) {
+    if (!c.e.is_rule || !nullable[c.e.index]) continue;
+    for (int32_t alt : c.alts) g_.chain_of[alt] = -1;
+    c.alts.clear();
   }
   return std::move(g_);
 }

@@ -41,6 +41,18 @@ struct Grammar {
   // like min - kCounterWindow - 1.
   std::vector<int32_t> canon_alt;
   std::vector<int32_t> prefix_min;
+  // The optional iterations of each counted repetition e{min,max} (max > min), as a chain:
+  // alts[r - 1] is the alternative [e, tail] of the rule with r iterations left (r = 1..max-min;
+  // its tail allows r - 1 more), so a stack inside an optional iteration holds the frame
+  // (alts[r - 1], 1). Matchers use it to share token classes between the positions of a bounded
+  // string (pda.h: Family). Only chains whose e reads at least one byte.
+  struct Chain {
+    Element e;
+    std::vector<int32_t> alts;
+  };
+  std::vector<Chain> chains;
+  std::vector<int32_t> chain_of;    // alternative id -> chain id, or -1 (shorter vector: -1)
+  std::vector<int32_t> chain_left;  // alternative id -> r, its iterations left
 };
 
 class GrammarBuilder {

@@ -17,21 +17,48 @@ uint64_t Mix(uint64_t frame, int32_t parent) {
 
 }  // namespace
 
-size_t Pda::VecHash::operator()(const std::vector<int32_t>& v) const {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
-  return static_cast<size_t>(h);
+uint64_t Pda::ConfigHash(const std::vector<int32_t>& ready, bool accept) {
+  uint64_t h = accept ? 0x9e3779b97f4a7c15ull : 0xcbf29ce484222325ull;
+  for (int32_t x : ready) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
+  return Mix(h, static_cast<int32_t>(ready.size()));
+}
+
+void Pda::IdTable::Insert(uint64_t hash, int32_t id, const std::vector<uint64_t>& hashes) {
+  if ((size + 1) * 2 > slots.size()) {
+    std::vector<int32_t> old = std::move(slots);
+    slots.assign(old.size() * 2, -1);
+    const size_t mask = slots.size() - 1;
+    for (int32_t o : old) {
+      if (o < 0) continue;
+      size_t i = hashes[o] & mask;
+      while (slots[i] >= 0) i = (i + 1) & mask;
+      slots[i] = o;
+    }
+  }
+  const size_t mask = slots.size() - 1;
+  size_t i = hash & mask;
+  while (slots[i] >= 0) i = (i + 1) & mask;
+  slots[i] = id;
+  ++size;
 }
 
 Pda::Pda(Grammar grammar, PdaLimits limits) : g_(std::move(grammar)), limits_(limits) {
   frames_.push_back(0);
   parents_.push_back(-1);
-  node_chain_.push_back(-1);
+  depths_.push_back(0);
+  node_hashes_.push_back(0);
   seen_mark_.push_back(0);
-  configs_.push_back({});     // kDead
-  config_ids_[{-3}] = kDead;  // no stack, not accepting
+  configs_.push_back({});  // kDead: no stack, not accepting
+  config_hashes_.push_back(ConfigHash({}, false));
+  config_ids_.Insert(config_hashes_[kDead], kDead, config_hashes_);
   next_.assign(256, kDead);
   DSINFER_CHECK(g_.root >= 0);
+  // The hole's frame: an alternative no rule uses, reading from the empty set (so a parse that
+  // reaches the hole stops there, and the configuration records that it did).
+  g_.sets.push_back(ByteSet{});
+  g_.alts.push_back({Element{false, static_cast<int32_t>(g_.sets.size() - 1)}});
+  hole_ = Intern(Frame(static_cast<int32_t>(g_.alts.size() - 1), 0), 0);
+  DSINFER_CHECK(hole_ == 1);
   work_.clear();
   for (int32_t a : g_.rules[g_.root]) {
     work_.push_back(g_.alts[a].empty() ? 0 : Intern(Frame(a, 0), 0));
@@ -44,12 +71,11 @@ void Pda::Fail(const std::string& what) {
 }
 
 int32_t Pda::Intern(uint64_t frame, int32_t parent) {
-  const uint64_t key = Mix(frame, parent);
-  auto it = node_ids_.find(key);
-  int32_t head = it == node_ids_.end() ? -1 : it->second;
-  for (int32_t n = head; n >= 0; n = node_chain_[n]) {
-    if (frames_[n] == frame && parents_[n] == parent) return n;
-  }
+  const uint64_t hash = Mix(frame, parent);
+  const int32_t found = node_ids_.Find(hash, [&](int32_t n) {
+    return node_hashes_[n] == hash && frames_[n] == frame && parents_[n] == parent;
+  });
+  if (found >= 0) return found;
   if (static_cast<int32_t>(frames_.size()) >= limits_.max_nodes) {
     Fail("more than " + std::to_string(limits_.max_nodes) + " parser stack frames");
     return -1;
@@ -57,9 +83,10 @@ int32_t Pda::Intern(uint64_t frame, int32_t parent) {
   const int32_t id = static_cast<int32_t>(frames_.size());
   frames_.push_back(frame);
   parents_.push_back(parent);
-  node_chain_.push_back(head);
+  depths_.push_back(depths_[parent] + 1);
+  node_hashes_.push_back(hash);
   seen_mark_.push_back(0);
-  node_ids_[key] = id;
+  node_ids_.Insert(hash, id, node_hashes_);
   return id;
 }
 
@@ -117,17 +144,21 @@ int32_t Pda::Close() {
 }
 
 int32_t Pda::InternConfig(Config c) {
-  std::vector<int32_t> key = c.ready;
-  key.push_back(c.accept ? -2 : -3);
-  auto it = config_ids_.find(key);
-  if (it != config_ids_.end()) return it->second;
+  c.hole = !c.ready.empty() && c.ready[0] == hole_;  // sorted: the hole (1) comes first
+  const uint64_t hash = ConfigHash(c.ready, c.accept);
+  const int32_t found = config_ids_.Find(hash, [&](int32_t id) {
+    return config_hashes_[id] == hash && configs_[id].accept == c.accept &&
+           configs_[id].ready == c.ready;
+  });
+  if (found >= 0) return found;
   if (static_cast<int32_t>(configs_.size()) >= limits_.max_configs) {
     Fail("more than " + std::to_string(limits_.max_configs) + " matcher states");
     return kDead;
   }
   const int32_t id = static_cast<int32_t>(configs_.size());
   configs_.push_back(std::move(c));
-  config_ids_.emplace(std::move(key), id);
+  config_hashes_.push_back(hash);
+  config_ids_.Insert(hash, id, config_hashes_);
   next_.resize(next_.size() + 256, -1);
   return id;
 }
@@ -186,37 +217,281 @@ int32_t Pda::Canonical(int32_t config) {
   return id;
 }
 
+int32_t Pda::CommonNode(int32_t a, int32_t b) const {
+  while (depths_[a] > depths_[b]) a = parents_[a];
+  while (depths_[b] > depths_[a]) b = parents_[b];
+  while (a != b) {
+    a = parents_[a];
+    b = parents_[b];
+  }
+  return a;
+}
+
+int32_t Pda::Local(int32_t config) {
+  if (config == kDead || configs_[config].ready.empty() || configs_[config].hole) return config;
+  auto it = local_.find(config);
+  if (it != local_.end()) return it->second.first;
+  const std::vector<int32_t>& ready = configs_[config].ready;
+  int32_t common = ready[0];
+  for (size_t i = 1; i < ready.size() && common != 0; ++i) common = CommonNode(common, ready[i]);
+  // The context is below the common node: its own frame stays in the key (a string's closing
+  // quote is one of the stacks; cutting at it would make every token reach the hole at once).
+  const int32_t context = common == 0 ? 0 : parents_[common];
+  int32_t id = config;
+  if (context != 0) {
+    Config c;
+    c.first = configs_[config].first;
+    std::vector<int32_t> chain;
+    for (int32_t m : ready) {
+      chain.clear();
+      for (int32_t n = m; n != context; n = parents_[n]) chain.push_back(n);
+      int32_t node = hole_;
+      for (size_t i = chain.size(); i-- > 0 && node >= 0;) node = Intern(frames_[chain[i]], node);
+      if (node < 0) break;
+      c.ready.push_back(node);
+    }
+    if (c.ready.size() == ready.size()) {
+      std::sort(c.ready.begin(), c.ready.end());
+      const int32_t key = InternConfig(std::move(c));
+      if (key != kDead) id = key;
+    }
+  }
+  local_[config] = {id, id == config ? 0 : context};
+  return id;
+}
+
+int32_t Pda::Context(int32_t config) {
+  if (Local(config) == config) return kDead;
+  const int32_t node = local_[config].second;
+  auto it = contexts_.find(node);
+  if (it != contexts_.end()) return it->second;
+  work_.assign(1, node);
+  const int32_t id = Close();
+  contexts_[node] = id;
+  return id;
+}
+
+bool Pda::PrefixFree(int32_t chain) {
+  prefix_free_.resize(g_.chains.size(), -1);
+  if (prefix_free_[chain] >= 0) return prefix_free_[chain] == 1;
+  const Element e = g_.chains[chain].e;
+  bool ok = !e.is_rule;  // a byte set: one byte per iteration
+  if (e.is_rule) {
+    // The element alone, on the hole: it is prefix-free iff no configuration reached from its
+    // start has both a finished parse (the hole) and one that goes on.
+    work_.clear();
+    for (int32_t a : g_.rules[e.index]) {
+      work_.push_back(g_.alts[a].empty() ? hole_ : Intern(Frame(a, 0), hole_));
+    }
+    const int32_t start = Close();
+    ok = start != kDead && !configs_[start].hole;
+    std::vector<int32_t> queue = {start};
+    std::unordered_map<int32_t, char> seen = {{start, 1}};
+    for (size_t q = 0; ok && q < queue.size(); ++q) {
+      for (int b = 0; b < 256 && ok; ++b) {
+        if (!configs_[queue[q]].first.Has(static_cast<uint8_t>(b))) continue;
+        const int32_t next = Next(queue[q], static_cast<uint8_t>(b));
+        if (next == kDead || !seen.emplace(next, 1).second) continue;
+        if (configs_[next].hole && live_locally(next)) ok = false;
+        if (seen.size() > 256) ok = false;  // not a small automaton: don't rely on it
+        if (!configs_[next].hole) queue.push_back(next);
+      }
+    }
+    ok = ok && status_.ok();
+  }
+  prefix_free_[chain] = ok ? 1 : 0;
+  return ok;
+}
+
+Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
+  if (!has_chains() || key == kDead) return {};
+  auto it = family_.find(key);
+  if (it != family_.end()) return it->second;
+  FamilyKey f;
+  const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
+  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
+  // The chain: the topmost chain frame of the first stack that has one. (alt, 1): inside an
+  // iteration of a rule; (alt, 0): at one that reads a byte set.
+  for (size_t i = 0; i < ready.size() && f.chain < 0; ++i) {
+    for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
+      const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+      const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+      if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
+        continue;
+      f.chain = g_.chain_of[alt];
+      f.r = g_.chain_left[alt];
+      f.exit = parents_[n];
+      break;
+    }
+  }
+  // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
+  // that left the repetition before: the same for every r).
+  bool ok = f.chain >= 0;
+  Config others;
+  for (size_t i = 0; i < ready.size() && ok; ++i) {
+    if (ready[i] == f.exit) continue;
+    int32_t n = ready[i];
+    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    if (n == 0) {
+      others.ready.push_back(ready[i]);
+      const uint64_t fr = frames_[ready[i]];
+      others.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      continue;
+    }
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    ok = pos <= 1 && alt < static_cast<int32_t>(g_.chain_of.size()) &&
+         g_.chain_of[alt] == f.chain && g_.chain_left[alt] == f.r;
+    chain_node[i] = n;
+  }
+  ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
+  ok = ok && PrefixFree(f.chain);
+  if (ok && !others.ready.empty()) {
+    f.others_config = InternConfig(std::move(others));
+    ok = f.others_config != kDead;
+  }
+  if (ok) {
+    const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
+    f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
+    // Past `max_top` iterations no token can tell the difference.
+    const int32_t r = f.r;
+    f.r = std::min(f.r, f.top);
+    f.canonical = key;
+    if (r != f.top) {
+      Config c;
+      c.accept = configs_[key].accept;
+      c.first = configs_[key].first;
+      std::vector<int32_t> above;
+      for (size_t i = 0; i < ready.size() && ok; ++i) {
+        if (chain_node[i] < 0) {
+          c.ready.push_back(ready[i]);
+          continue;
+        }
+        above.clear();
+        for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
+        const int32_t pos = static_cast<int32_t>(frames_[chain_node[i]] & 0xffffffffu);
+        int32_t node = Intern(Frame(alts[f.top - 1], pos), f.exit);
+        for (size_t k = above.size(); k-- > 0 && node >= 0;) node = Intern(frames_[above[k]], node);
+        ok = node >= 0;
+        c.ready.push_back(node);
+      }
+      if (ok) {
+        std::sort(c.ready.begin(), c.ready.end());
+        c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+        f.canonical = InternConfig(std::move(c));
+        ok = f.canonical != kDead;
+      }
+    }
+  }
+  if (ok) {
+    Config c;
+    c.ready = {f.exit};
+    const uint64_t fr = frames_[f.exit];
+    const Element e = g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu];
+    ok = !e.is_rule;
+    if (ok) {
+      c.first = g_.sets[e.index];
+      f.exit_config = InternConfig(std::move(c));
+      ok = f.exit_config != kDead;
+    }
+  }
+  if (!ok) f = FamilyKey{};
+  family_[key] = f;
+  return f;
+}
+
+int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
+  const Config& c = configs_[config];
+  bool at_exit = false;
+  int32_t j = -1;
+  for (int32_t m : c.ready) {
+    if (m == hole_) continue;
+    if (m == f.exit) {
+      at_exit = true;
+      continue;
+    }
+    int32_t n = m;
+    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    if (n == 0) continue;  // left the repetition before: followed from exit_config
+    const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
+    if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] != f.chain)
+      return -2;
+    if (j >= 0 && j != g_.chain_left[alt]) return -2;
+    j = g_.chain_left[alt];
+  }
+  // After i complete iterations the chain frame has top - i left; a parse at the repetition's
+  // end after i iterations needs r >= i, one inside iteration i + 1 needs r >= i + 1.
+  if (j < 0) return at_exit ? f.top : -1;
+  return at_exit ? f.top - j : f.top - j + 1;
+}
+
 int32_t Pda::Compute(int32_t config, uint8_t b) {
   if (!status_.ok() || !configs_[config].first.Has(b)) return kDead;
   // The next configuration depends only on which ready stacks accept the byte, so every byte
-  // with the same acceptance signature as `b` gets the same transition: one closure per
-  // signature instead of one per byte (a string's interior has ~10 signatures, not ~200 bytes).
+  // of `b`'s class (the same acceptance by every ready stack) gets the same transition: one
+  // closure per class instead of one per byte (a string's interior has ~10 classes, not ~200
+  // bytes). The classes are computed once per configuration.
+  if (configs_[config].byte_class.empty()) configs_[config].byte_class = ByteClasses(config);
   const std::vector<int32_t> ready = configs_[config].ready;  // Close() may grow configs_
-  const size_t k = ready.size();
-  std::vector<const ByteSet*> sets(k);
-  for (size_t i = 0; i < k; ++i) {
-    const uint64_t f = frames_[ready[i]];
-    sets[i] = &g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
-  }
   work_.clear();
-  for (size_t i = 0; i < k; ++i) {
-    if (sets[i]->Has(b)) work_.push_back(After(ready[i]));
+  for (int32_t m : ready) {
+    const uint64_t f = frames_[m];
+    if (g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index].Has(b))
+      work_.push_back(After(m));
   }
   const int32_t result = Close();
-  if (k <= 64 && status_.ok()) {
-    auto signature = [&](int byte) {
-      uint64_t sig = 0;
-      for (size_t i = 0; i < k; ++i)
-        sig |= static_cast<uint64_t>(sets[i]->Has(static_cast<uint8_t>(byte))) << i;
-      return sig;
-    };
-    const uint64_t mine = signature(b);
+  if (status_.ok()) {
+    const std::vector<uint8_t>& cls = configs_[config].byte_class;
+    const uint8_t mine = cls[b];
     const size_t row = static_cast<size_t>(config) * 256;
     for (int other = 0; other < 256; ++other) {
-      if (next_[row + other] < 0 && signature(other) == mine) next_[row + other] = result;
+      if (cls[other] == mine && next_[row + other] < 0) next_[row + other] = result;
     }
   }
   return result;
+}
+
+std::vector<uint8_t> Pda::ByteClasses(int32_t config) const {
+  // Partition refinement by each distinct byte set of the ready stacks: the bytes of the set (or
+  // of its complement, whichever is smaller: the same split) move to a new class per old class.
+  std::vector<int32_t> sets;
+  for (int32_t m : configs_[config].ready) {
+    const uint64_t f = frames_[m];
+    sets.push_back(g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index);
+  }
+  std::sort(sets.begin(), sets.end());
+  sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+  std::vector<int32_t> cls(256, 0), remap(1, 0), stamp(1, -1);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const ByteSet& set = g_.sets[sets[k]];
+    int count = 0;
+    for (uint64_t w : set.words) count += __builtin_popcountll(w);
+    const uint64_t flip = count > 128 ? ~uint64_t{0} : 0;
+    for (int word = 0; word < 4; ++word) {
+      for (uint64_t bits = set.words[word] ^ flip; bits; bits &= bits - 1) {
+        const int byte = word * 64 + __builtin_ctzll(bits);
+        const int32_t old = cls[byte];
+        if (stamp[old] != static_cast<int32_t>(k)) {
+          stamp[old] = static_cast<int32_t>(k);
+          remap[old] = static_cast<int32_t>(remap.size());
+          remap.push_back(0);
+          stamp.push_back(-1);
+        }
+        cls[byte] = remap[old];
+      }
+    }
+  }
+  // Number the classes 0.. in byte order.
+  std::vector<int16_t> number(remap.size(), -1);
+  std::vector<uint8_t> out(256);
+  int16_t n = 0;
+  for (int byte = 0; byte < 256; ++byte) {
+    int16_t& id = number[cls[byte]];
+    if (id < 0) id = n++;
+    out[byte] = static_cast<uint8_t>(id);
+  }
+  return out;
 }
 
 }  // namespace dsinfer::structured

@@ -4,11 +4,15 @@
 // Rules in tail position replace their caller's frame (tail calls), so right-recursive loops
 // (strings, repetitions) come back to the same configuration and everything keyed by a config id
 // (its byte transitions, its token mask: token_automaton.h) is computed once and reused.
+// A local key (Local) is a configuration whose stacks end in a hole instead of their shared
+// context: what a token does there until it reaches the hole holds in every context, so token
+// classes computed once per key (token_automaton.h) serve every configuration with that key.
 // Bounded: past `max_configs` configurations or `max_stacks` stacks in one configuration the
 // automaton reports ResourceExhausted and every further transition is dead.
 // Not thread-safe (TokenAutomaton serializes access).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +54,53 @@ class Pda {
   // `config` itself when nothing moves (or a limit was hit).
   int32_t Canonical(int32_t config);
   bool has_counters() const { return !g_.canon_alt.empty(); }
+  // The local key of `config`: each stack with the parent of the stacks' deepest common node (the
+  // frame they all return to, e.g. a string's closing quote) replaced by the hole, so the string
+  // interiors of every property, array item and nesting depth share one key. `config` itself when
+  // the stacks share no context (or a limit was hit). Memoized.
+  int32_t Local(int32_t config);
+  // The positions of a bounded string: a key whose stacks are inside the optional iterations
+  // of one counted repetition (Grammar::chains): the repeated element's frames on the chain
+  // frame (alts[r - 1], 1), all with the same r and on the same node `exit` (where the
+  // repetition ends); or `exit` itself; or stacks not on `exit` (parses that left the repetition
+  // earlier, e.g. [a-z]{0,30}[a-z] after its last letter). Its `canonical` key is the same with
+  // r = `top` (the
+  // chain's length, at most `max_top`). A token does from the key what it does from `canonical`
+  // as long as it needs at most r iterations; when the element is prefix-free (an input splits
+  // into iterations one way only), the iterations it needs are read off the configuration it
+  // reaches from `canonical` (Need). canonical < 0: not such a key. Memoized.
+  struct FamilyKey {
+    int32_t canonical = -1;
+    int32_t r = 0;
+    int32_t top = 0;
+    int32_t exit = -1;
+    int32_t chain = -1;
+    int32_t exit_config = -1;    // `exit` alone: where a parse goes on after leaving the chain
+    int32_t others_config = -1;  // the key's stacks not on `exit` (or -1): the same for every r
+  };
+  FamilyKey Family(int32_t key, int32_t max_top);
+  // The fewest iterations left at which the parse inside the repetition that reached `config`
+  // from `f.canonical` exists: its stacks on `exit` (r >= Need: the token is read inside the
+  // chain, or ends where the repetition may end). The parses that left the repetition earlier
+  // (stacks no longer on `exit`) are not counted: they are followed from `exit_config`.
+  // -1: no such parse; -2: not of the family's form (then the token is checked per
+  // configuration).
+  int32_t Need(const FamilyKey& f, int32_t config) const;
+  bool HasReady(int32_t config, int32_t node) const {
+    const auto& r = configs_[config].ready;
+    return std::binary_search(r.begin(), r.end(), node);
+  }
+  bool has_chains() const { return !g_.chains.empty(); }
+  // The configuration of `config`'s context alone (the stack that Local cut off, closed): where
+  // a parse that reaches the hole of the local key goes on. kDead when Local(config) == config.
+  int32_t Context(int32_t config);
+  // Some parse of `config` reached the hole: the input so far left the key's own frames.
+  bool has_hole(int32_t config) const { return configs_[config].hole; }
+  // Some parse of `config` is still inside the key's own frames (or complete).
+  bool live_locally(int32_t config) const {
+    const Config& c = configs_[config];
+    return c.accept || c.ready.size() > (c.hole ? 1u : 0u);
+  }
   const Status& status() const { return status_; }
   const Grammar& grammar() const { return g_; }
 
@@ -58,10 +109,25 @@ class Pda {
     std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
     bool accept = false;
     ByteSet first;  // union of the ready frames' byte sets
+    bool hole = false;                // ready holds the hole node
+    std::vector<uint8_t> byte_class;  // [256] once a transition was computed: see Compute
   };
-  struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const;
+  // Ids by hash, open addressing with linear probing; the caller compares the candidates.
+  struct IdTable {
+    std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
+    size_t size = 0;
+    template <typename Eq>
+    int32_t Find(uint64_t hash, Eq eq) const {
+      const size_t mask = slots.size() - 1;
+      for (size_t i = hash & mask;; i = (i + 1) & mask) {
+        const int32_t id = slots[i];
+        if (id < 0 || eq(id)) return id;
+      }
+    }
+    // `hashes[id]`: the hash of every id already in the table (to grow it).
+    void Insert(uint64_t hash, int32_t id, const std::vector<uint64_t>& hashes);
   };
+  static uint64_t ConfigHash(const std::vector<int32_t>& ready, bool accept);
 
   static uint64_t Frame(int32_t alt, int32_t pos) {
     return static_cast<uint64_t>(static_cast<uint32_t>(alt)) << 32 | static_cast<uint32_t>(pos);
@@ -75,7 +141,14 @@ class Pda {
   int32_t InternConfig(Config c);
   // `node` with its counted-repetition frames moved to the window's edge; -1 at a limit.
   int32_t CanonicalNode(int32_t node);
+  // Whether chain `c`'s element is prefix-free (explored through its configurations, bounded).
+  bool PrefixFree(int32_t c);
+  // The lowest common ancestor of two stack nodes (their deepest shared frame).
+  int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
+  // Bytes numbered by class: two bytes share one iff every ready stack of `config` accepts both
+  // or neither.
+  std::vector<uint8_t> ByteClasses(int32_t config) const;
   void Fail(const std::string& what);
 
   Grammar g_;
@@ -83,12 +156,20 @@ class Pda {
   // Node 0 is the empty stack (the parse is complete).
   std::vector<uint64_t> frames_;
   std::vector<int32_t> parents_;
-  std::unordered_map<uint64_t, int32_t> node_ids_;  // frame ^ parent mix -> first node; chained
-  std::vector<int32_t> node_chain_;                 // next node with the same hash key
+  std::vector<int32_t> depths_;        // frames in the stack
+  IdTable node_ids_;                   // by Mix(frame, parent)
+  std::vector<uint64_t> node_hashes_;  // by node
   std::vector<Config> configs_;
-  std::unordered_map<std::vector<int32_t>, int32_t, VecHash> config_ids_;  // key: ready + accept
+  IdTable config_ids_;                              // by ConfigHash(ready, accept)
+  std::vector<uint64_t> config_hashes_;             // by configuration
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
+  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
+  std::unordered_map<int32_t, int32_t> contexts_;  // context node -> its closed configuration
+  std::unordered_map<int32_t, FamilyKey> family_;  // memo of Family()
+  std::vector<int8_t> prefix_free_;                // by chain: -1 unknown, 0, 1
+  // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
+  int32_t hole_ = -1;
   int32_t initial_ = kDead;
   Status status_;
   // Scratch of Close().

@@ -55,18 +55,6 @@ TokenAutomaton::Stats TokenAutomaton::stats() {
   return s;
 }
 
-void TokenAutomaton::Remember(std::unordered_map<int32_t, std::shared_ptr<const TokenMask>>* cache,
-                              std::deque<int32_t>* order, size_t cap, int32_t key,
-                              std::shared_ptr<const TokenMask> mask) {
-  if (cap == 0) return;
-  if (cache->size() >= cap) {
-    cache->erase(order->front());
-    order->pop_front();
-  }
-  cache->emplace(key, std::move(mask));
-  order->push_back(key);
-}
-
 std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = masks_.find(config);
@@ -79,31 +67,239 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
   if (pda_.can_continue(config)) {
-    const int32_t canonical = pda_.has_counters() ? pda_.Canonical(config) : config;
-    if (canonical == config) {
-      Walk(v.trie(), config, v.trie().max_depth(), bits);
-    } else {
-      // Tokens of at most kCounterWindow bytes: the canonical configuration's (shared); longer
-      // ones: walked from this configuration.
-      auto s = short_masks_.find(canonical);
-      std::shared_ptr<const TokenMask> short_mask;
-      if (s != short_masks_.end()) {
-        short_mask = s->second;
-      } else {
-        auto fresh = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
-        Walk(v.trie(), canonical, kCounterWindow, fresh->data());
-        short_mask = fresh;
-        Remember(&short_masks_, &short_order_, max_cached_masks_, canonical, short_mask);
+    const int32_t key = pda_.Local(config);
+    const Pda::FamilyKey family =
+        pda_.has_chains() ? pda_.Family(key, v.trie().max_depth() + 1) : Pda::FamilyKey{};
+    const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
+    if (family.canonical >= 0) {
+      // A position of a bounded string: the tokens that need at most r iterations, plus the
+      // uncertain ones checked from here.
+      const auto c = KeyFamilyClasses(family);
+      const int32_t r = family.r;
+      const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
+      std::copy(m.begin(), m.end(), bits);
+      for (const auto& [need, id] : c->more) {
+        if (need > r) break;
+        bits[id >> 6] |= uint64_t{1} << (id & 63);
       }
-      std::copy(short_mask->begin(), short_mask->end(), mask->begin());
+      if (!c->exits.empty()) {
+        const int32_t context = pda_.Context(config);
+        for (const auto& e : c->exits) {
+          if (e.need > r) break;
+          if (MaskHas(bits, e.id)) continue;
+          int32_t s = context;
+          const std::string& b = v.bytes(e.id);
+          for (size_t k = static_cast<size_t>(e.depth); k < b.size() && s != Pda::kDead; ++k)
+            s = pda_.Next(s, static_cast<uint8_t>(b[k]));
+          if (s != Pda::kDead) bits[e.id >> 6] |= uint64_t{1} << (e.id & 63);
+        }
+      }
+      if (c->uncertain.num_nodes() > 1) Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
+    } else if (canonical != key) {
+      // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
+      // positions of a long bounded repetition); the few longer ones: walked from here.
+      AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
+    } else if (key != config &&
+               (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
+      // A key met before (another context of the same string, item or object): its classes.
+      AddClasses(*KeyClasses(key, Part::kAll), config, bits);
+    } else {
+      // A key met for the first time (most are never met again): one walk, as classifying it
+      // would cost as much.
+      ++stats_.config_walks;
+      Walk(v.trie(), config, v.trie().max_depth(), bits);
     }
   }
   if (pda_.accepting(config) && v.eos_id() >= 0 && v.eos_id() < v.size()) {
     bits[v.eos_id() >> 6] |= uint64_t{1} << (v.eos_id() & 63);
   }
-  Remember(&masks_, &mask_order_, max_cached_masks_, config, mask);
+  Remember(&masks_, &mask_order_, max_cached_masks_, config,
+           std::shared_ptr<const TokenMask>(mask));
   return mask;
+}
+
+std::shared_ptr<const TokenAutomaton::Classes> TokenAutomaton::KeyClasses(int32_t key, Part part) {
+  const int64_t id = int64_t{key} * 4 + static_cast<int64_t>(part);
+  auto it = classes_.find(id);
+  if (it != classes_.end()) return it->second;
+  const Vocabulary& v = *vocab_;
+  const int32_t max_depth = part == Part::kShort ? kCounterWindow : v.trie().max_depth();
+  auto c = std::make_shared<const Classes>(Classify(v.trie(), key, max_depth));
+  Remember(&classes_, &classes_order_, max_cached_masks_, id, c);
+  return c;
+}
+
+std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyClasses(
+    const Pda::FamilyKey& f) {
+  auto it = families_.find(f.canonical);
+  if (it != families_.end()) return it->second;
+  const Vocabulary& v = *vocab_;
+  const TokenTrie& trie = v.trie();
+  ++stats_.key_walks;
+  auto out = std::make_shared<FamilyClasses>();
+  const int32_t buckets = std::min(f.top, FamilyClasses::kBuckets);
+  out->needs.assign(static_cast<size_t>(buckets) + 1,
+                    TokenMask(static_cast<size_t>(v.mask_words()), 0));
+  std::vector<int32_t> uncertain;
+  needs_.assign(static_cast<size_t>(pda_.num_configs()), 0);
+  auto need_of = [&](int32_t config) {
+    if (static_cast<size_t>(config) >= needs_.size()) needs_.resize(config + 1, 0);
+    if (needs_[config] == 0) needs_[config] = pda_.Need(f, config) + 3;
+    return needs_[config] - 3;
+  };
+  const size_t depths = static_cast<size_t>(trie.max_depth()) + 1;
+  walk_states_.assign(depths, Pda::kDead);
+  walk_touched_.assign(depths, 0);  // here: every token below is checked per configuration
+  walk_states_[0] = f.canonical;
+  // The parses that left the repetition (at a boundary where `exit` was ready), followed from
+  // exit_config: (configuration, the fewest iterations left at which that boundary is reached).
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> left(depths);
+  if (f.others_config >= 0) left[0].push_back({f.others_config, 0});
+  const std::vector<int32_t>& ids = trie.token_ids();
+  const int32_t n = trie.num_nodes();
+  for (int32_t i = 1; i < n;) {
+    const int32_t depth = trie.node_depth(i);
+    const uint8_t byte = trie.node_byte(i);
+    const int32_t prev = walk_states_[depth - 1];
+    const int32_t s = pda_.Next(prev, byte);
+    bool check = walk_touched_[depth - 1];
+    auto& cur = left[depth];
+    cur.clear();
+    auto follow = [&](int32_t c, int32_t need) {
+      if (c == Pda::kDead) return;
+      // A parse that left the repetition and came back into it (or to its end): the stacks on
+      // `exit` no longer count one parse's iterations; checked per configuration below.
+      if (need_of(c) != -1) check = true;
+      if (pda_.has_hole(c)) {
+        // Reached the context here: allowed where the context allows the rest of its bytes.
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
+          out->exits.push_back({need, depth, ids[t]});
+      }
+      if (!pda_.live_locally(c)) return;
+      for (auto& [config, k] : cur) {
+        if (config == c) {
+          k = std::min(k, need);
+          return;
+        }
+      }
+      cur.push_back({c, need});
+    };
+    const size_t first_exit = out->exits.size();
+    for (const auto& [c, need] : left[depth - 1]) follow(pda_.Next(c, byte), need);
+    if (prev != Pda::kDead && pda_.HasReady(prev, f.exit)) {
+      const int32_t need = need_of(prev);
+      if (need >= 0) {
+        follow(pda_.Next(f.exit_config, byte), need);
+      } else {
+        check = true;  // not of the family's form
+      }
+    }
+    if (check) {
+      // The needs below are not one parse's: only the canonical key's (r = top) is certain.
+      for (size_t k = first_exit; k < out->exits.size(); ++k) out->exits[k].need = f.top;
+    }
+    if (s == Pda::kDead && cur.empty()) {
+      if (check) {
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
+          uncertain.push_back(ids[t]);
+      }
+      i = trie.subtree_end(i);
+      continue;
+    }
+    walk_states_[depth] = s;
+    const int32_t t0 = trie.token_begin(i), t1 = trie.token_begin(i + 1);
+    if (t0 < t1) {
+      bool check_here = check;
+      int32_t need = -1;  // none: no parse is alive inside the key's frames
+      if (s != Pda::kDead) {
+        need = need_of(s);
+        if (need == -2) check_here = true;  // not of the family's form
+      }
+      for (const auto& [c, k] : cur) need = need < 0 ? k : std::min(need, k);
+      // Checked per configuration below r = top; at top (the canonical key) allowed when alive.
+      if (check_here) need = (s != Pda::kDead && pda_.live_locally(s)) || !cur.empty() ? f.top : -1;
+      for (int32_t t = t0; t < t1; ++t) {
+        const int32_t id = ids[t];
+        if (check_here) uncertain.push_back(id);
+        if (need < 0) continue;
+        if (need <= buckets) {
+          out->needs[need][id >> 6] |= uint64_t{1} << (id & 63);
+        } else {
+          out->more.push_back({need, id});
+        }
+      }
+    }
+    walk_touched_[depth] = check;
+    ++i;
+  }
+  for (size_t r = 1; r < out->needs.size(); ++r) {
+    for (size_t w = 0; w < out->needs[r].size(); ++w) out->needs[r][w] |= out->needs[r - 1][w];
+  }
+  std::sort(out->more.begin(), out->more.end());
+  std::stable_sort(out->exits.begin(), out->exits.end());
+  if (!uncertain.empty()) out->uncertain = TokenTrie(v.all_bytes(), std::move(uncertain));
+  std::shared_ptr<const FamilyClasses> result = std::move(out);
+  Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8), f.canonical,
+           result);
+  return result;
+}
+
+TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t key,
+                                                 int32_t max_depth) {
+  ++stats_.key_walks;
+  Classes out;
+  out.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
+  out.max_depth = max_depth;
+  uint64_t* bits = out.accepted.data();
+  std::vector<int32_t> uncertain;
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  walk_touched_.assign(walk_states_.size(), 0);
+  walk_states_[0] = key;
+  walk_touched_[0] = pda_.has_hole(key);
+  const std::vector<int32_t>& ids = trie.token_ids();
+  const int32_t n = trie.num_nodes();
+  for (int32_t i = 1; i < n;) {
+    const int32_t depth = trie.node_depth(i);
+    if (depth > max_depth) {
+      i = trie.subtree_end(i);
+      continue;
+    }
+    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    if (s == Pda::kDead) {
+      // Dead inside the key's frames; a parse that reached the context may still go on.
+      const int32_t end = trie.subtree_end(i);
+      if (walk_touched_[depth - 1]) {
+        for (int32_t j = i; j < end; ++j) {
+          if (trie.node_depth(j) > max_depth) continue;
+          for (int32_t t = trie.token_begin(j); t < trie.token_begin(j + 1); ++t)
+            uncertain.push_back(ids[t]);
+        }
+      }
+      i = end;
+      continue;
+    }
+    walk_states_[depth] = s;
+    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
+    if (pda_.live_locally(s)) {
+      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+        const int32_t id = ids[t];
+        bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+    } else {
+      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+        uncertain.push_back(ids[t]);
+    }
+    ++i;
+  }
+  if (!uncertain.empty()) out.uncertain = TokenTrie(vocab_->all_bytes(), std::move(uncertain));
+  return out;
+}
+
+void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits) {
+  const size_t words = c.accepted.size();
+  for (size_t w = 0; w < words; ++w) bits[w] |= c.accepted[w];
+  if (c.uncertain.num_nodes() > 1) Walk(c.uncertain, config, c.max_depth, bits);
 }
 
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,

@@ -1,12 +1,25 @@
 // TokenAutomaton: a compiled constraint over one vocabulary: the lazily determinized byte
-// automaton (pda.h) plus the allowed-token mask of each of its configurations. A mask is computed
-// once per configuration by walking the vocabulary trie (vocabulary.h) and cached (most steps of a
-// JSON string or number revisit a configuration, so they cost a lookup). A bounded repetition (a
-// maxLength string) visits a new configuration per character; its masks are split into the tokens
-// of at most kCounterWindow bytes, shared by all positions with more than that left
-// (Pda::Canonical), and the few longer tokens, walked per configuration. Shared by every matcher of
-// the same constraint; thread-safe (one mutex: different constraints run in parallel). Memory:
-// up to `max_cached_masks` masks of vocab/8 bytes (16 KB for V4) plus 1 KB per configuration.
+// automaton (pda.h) plus the allowed-token mask of each of its configurations, cached (most steps
+// of a JSON string or number revisit a configuration, so they cost a lookup).
+// A configuration seen for the first time (a miss) avoids walking the 274k-node vocabulary trie
+// where its tokens were classified before, for another configuration:
+// * Local keys (Pda::Local: the stacks with their shared context cut off) shared by several
+//   configurations (the interior of one kind of string at any property, array item or nesting
+//   depth) get token classes from one walk: accepted (read inside the key's own frames: allowed
+//   in every context), uncertain (reach the context: a small trie walked from the configuration),
+//   the rest rejected. The first configuration of a key walks the trie itself (most keys are
+//   met once), the second classifies the key.
+// * The positions of a bounded string (Pda::Family: a key per character left) share one walk
+//   from the family's canonical key that records, per token, the iterations (characters) it
+//   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
+//   plus the tokens that close the string after at most r characters and whose remaining bytes
+//   the context allows (checked from Pda::Context, a few hundred short suffixes).
+// * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
+//   with the counter moved to the window's edge (Pda::Canonical), longer ones are walked.
+// Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
+// by every matcher of the same constraint; thread-safe (one mutex: different constraints run in
+// parallel). Memory: up to `max_cached_masks` masks and as many key classes, vocab/8 bytes each
+// (16 KB for V4), up to max_cached_masks / 16 families of 17 such masks, 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "structured/grammar.h"
@@ -50,17 +64,61 @@ class TokenAutomaton {
   struct Stats {
     int64_t mask_hits = 0;
     int64_t mask_misses = 0;
+    // Walks of the whole vocabulary trie: for one configuration (a miss with no shared classes)
+    // and to classify a key or a bounded string's family (once, shared).
+    int64_t config_walks = 0;
+    int64_t key_walks = 0;
     int32_t configs = 0;
   };
   Stats stats();
 
  private:
+  // Token classes of a local key (see the top of this file) over the tokens of one trie.
+  struct Classes {
+    TokenMask accepted;
+    TokenTrie uncertain;
+    int32_t max_depth = 0;  // uncertain tokens longer than this are not in the trie's range
+  };
+  enum class Part { kAll, kShort };  // all tokens, those of <= kCounterWindow bytes
+  // Token classes of a family of keys (Pda::Family: the positions of a bounded string), by the
+  // iterations a token needs.
+  struct FamilyClasses {
+    static constexpr int32_t kBuckets = 16;
+    // needs[r], r <= min(top, kBuckets): the tokens read inside the key's frames with r left.
+    std::vector<TokenMask> needs;
+    std::vector<std::pair<int32_t, int32_t>> more;  // (need, id), need > kBuckets, by need
+    // Tokens whose parse that left the repetition reaches the context after `depth` bytes
+    // (e.g. past a string's closing quote), possible with `need` iterations left: allowed where
+    // the context (Pda::Context) allows the rest of their bytes. Sorted by need.
+    struct Exit {
+      int32_t need;
+      int32_t depth;
+      int32_t id;
+      bool operator<(const Exit& o) const { return need < o.need; }
+    };
+    std::vector<Exit> exits;
+    TokenTrie uncertain;  // checked from the configuration (the other ways to the context)
+  };
+  std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
   void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
+  // The classes of `key` over `part` (cached).
+  std::shared_ptr<const Classes> KeyClasses(int32_t key, Part part);
+  Classes Classify(const TokenTrie& trie, int32_t key, int32_t max_depth);
+  // Adds the tokens of `c` allowed from `config` (which has the key of `c`) to `bits`.
+  void AddClasses(const Classes& c, int32_t config, uint64_t* bits);
   // Insert with first-in-first-out eviction.
-  static void Remember(std::unordered_map<int32_t, std::shared_ptr<const TokenMask>>* cache,
-                       std::deque<int32_t>* order, size_t cap, int32_t key,
-                       std::shared_ptr<const TokenMask> mask);
+  template <typename K, typename V>
+  static void Remember(std::unordered_map<K, V>* cache, std::deque<K>* order, size_t cap, K key,
+                       V value) {
+    if (cap == 0) return;
+    if (cache->size() >= cap) {
+      cache->erase(order->front());
+      order->pop_front();
+    }
+    cache->emplace(key, std::move(value));
+    order->push_back(key);
+  }
 
   std::mutex mu_;
   Pda pda_;
@@ -69,10 +127,14 @@ class TokenAutomaton {
   size_t max_cached_masks_;
   std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> masks_;
   std::deque<int32_t> mask_order_;  // insertion order: the oldest mask goes first when full
-  // Masks over the tokens of at most kCounterWindow bytes, by canonical configuration.
-  std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> short_masks_;
-  std::deque<int32_t> short_order_;
-  std::vector<int32_t> walk_states_;  // [max_depth + 1] scratch of Walk()
+  std::unordered_map<int64_t, std::shared_ptr<const Classes>> classes_;  // key * 4 + part
+  std::deque<int64_t> classes_order_;
+  std::unordered_map<int32_t, std::shared_ptr<const FamilyClasses>> families_;  // by canonical
+  std::deque<int32_t> families_order_;
+  std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
+  std::vector<int32_t> walk_states_;       // [max_depth + 1] scratch of Walk() and Classify()
+  std::vector<char> walk_touched_;         // [max_depth + 1] scratch of Classify()
+  std::vector<int32_t> needs_;             // configuration -> Pda::Need + 2 (0: not known yet)
   Stats stats_;
 };
 

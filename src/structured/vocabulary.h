@@ -72,6 +72,7 @@ class Vocabulary {
   int64_t mask_words() const { return (vocab_size_ + 63) / 64; }
   int32_t eos_id() const { return eos_id_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  const std::vector<std::string>& all_bytes() const { return bytes_; }
   int64_t num_ids() const { return static_cast<int64_t>(bytes_.size()); }
   // The id of the special token of `slot`, or -1 when this vocabulary has none.
   int32_t special_id(int slot) const {

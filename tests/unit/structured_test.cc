@@ -168,6 +168,154 @@ TEST(StructuredMaskTest, BoundedRepetitionMasksEqualBruteForce) {
   }
 }
 
+// A vocabulary rich in the tokens that cross the boundaries the mask shortcuts rely on: every
+// byte; words of 1..20 letters (bounded strings' need); quotes, escapes and separators before,
+// inside and after text (tokens that leave a string and go on in its context); multi-byte
+// characters whole and split.
+std::shared_ptr<const structured::Vocabulary> RichVocabulary() {
+  static const auto vocab = [] {
+    std::vector<std::string> bytes;
+    for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+    for (int n = 2; n <= 20; ++n) {
+      bytes.push_back(std::string(static_cast<size_t>(n), 'a'));
+      std::string s(static_cast<size_t>(n - 1), 'b');
+      bytes.push_back(s.append(1, 'c'));
+      s.assign(static_cast<size_t>(n - 1), 'a');
+      bytes.push_back(s.append(1, '"'));
+      s.assign(1, '"');
+      bytes.push_back(s.append(static_cast<size_t>(n - 1), 'c'));
+    }
+    for (const char* piece : {"ab",      "ba",     "abc",          "aab",
+                              "a\",",    "a\"}",   "ab\"]",        "\",\"",
+                              "\", \"",  "\":",    "\": \"",       "\":\"",
+                              "\"}",     "\"]",    "\"],",         "\"},",
+                              "\"}]",    ",\"",    ", \"",         "{\"",
+                              "[\"",     "[{\"",   "\"\"",         "\"a\"",
+                              "\\n",     "\\\"",   "\\\\",         "\\u00e9",
+                              "\\u",     "a\\n",   "x\\\"y",       "12",
+                              "123",     "-1",     "0.5",          "e+",
+                              "true",    "false",  "null",         "  ",
+                              "\n ",     "@",      "a@b",          ".com",
+                              "ab.c",    "é",      "éa",           "aé\"",
+                              "α",       "αβ",     "αβγ",          "αβγ\"",
+                              "\xce",    "\xb1",   "\xce\xb1\xce", "日本",
+                              "本\"",    "\x01",   "a\x01",        "label",
+                              "\"label", "\":{\"", "children",     "\"children\":[",
+                              "x",       "xx",     "xxx",          "+1",
+                              "1234567", "-",      "ab-"}) {
+      bytes.push_back(piece);
+    }
+    bytes.push_back("");  // EOS
+    const int32_t eos = static_cast<int32_t>(bytes.size() - 1);
+    return structured::Vocabulary::Create(bytes, static_cast<int64_t>(bytes.size()), eos);
+  }();
+  return vocab;
+}
+
+// The token classes shared between configurations (local keys, the positions of a bounded
+// string, the context check of tokens that close a string) must never change a mask: random
+// generations over constraints that exercise each shortcut and the cases where it must not
+// apply (ambiguous or non-prefix-free repetitions, minLength, nested and recursive contexts),
+// every step's mask checked against advancing by every token. One automaton per constraint
+// across the walks, so classes computed in one context serve the others.
+TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
+  struct Case {
+    ConstraintKind kind;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {ConstraintKind::kJsonSchema,
+       R"({"type":"object","properties":{"a":{"type":"string","maxLength":5},
+           "b":{"type":"array","items":{"type":"string","minLength":2,"maxLength":12},"maxItems":4},
+           "c":{"type":"string"},"d":{"type":"string","maxLength":30}},"required":["a","b"]})"},
+      {ConstraintKind::kJsonSchema,
+       R"({"$defs":{"n":{"type":"object","properties":{"label":{"type":"string","maxLength":6},
+           "children":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["label"],
+           "additionalProperties":false}},"$ref":"#/$defs/n"})"},
+      {ConstraintKind::kJsonSchema, R"({"type":"string","maxLength":40})"},
+      {ConstraintKind::kJsonSchema, R"({"type":"string","minLength":3,"maxLength":25})"},
+      {ConstraintKind::kJsonSchema,
+       R"({"type":"array","items":{"anyOf":[{"type":"string","maxLength":3},{"type":"string","maxLength":8}]},"maxItems":3})"},
+      {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[a-c]{2,30}x?$"})"},
+      {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[α-ω]{1,20}$"})"},
+      {ConstraintKind::kJsonSchema,
+       R"({"type":"object","properties":{"e":{"type":"string","format":"email"},
+           "n":{"type":"integer","minimum":-5,"maximum":1234}},"required":["e","n"]})"},
+      {ConstraintKind::kJsonSchema,
+       R"({"type":"array","items":{"type":"array","items":{"type":"string","maxLength":4},"maxItems":3},"maxItems":3})"},
+      {ConstraintKind::kRegex, R"((ab|a){1,12}c)"},  // not prefix-free: "a" starts "ab"
+      {ConstraintKind::kRegex, R"((a|aa){0,10}"b)"},
+      {ConstraintKind::kRegex, R"("[a-c]{0,6}"(,"[a-c]{0,6}"){0,3})"},
+      {ConstraintKind::kRegex, R"(x{3,19}a{0,17})"},
+      {ConstraintKind::kRegex, R"((a{0,3}b)*c)"},  // leaves the repetition and comes back
+      {ConstraintKind::kRegex, R"(("[a-c]{0,6}")*x)"},
+      {ConstraintKind::kRegex, R"([a-c]{0,9}[ab]@[a-c]{1,5})"},  // [a-c]{0,n}[ab]: ambiguous end
+      {ConstraintKind::kGrammar,
+       "root ::= \"[\" item (\",\" item){0,5} \"]\"\nitem ::= \"\\\"\" [a-c ]{0,10} \"\\\"\"\n"},
+      {ConstraintKind::kJsonObject, ""},
+  };
+  const auto vocab = RichVocabulary();
+  for (const Case& c : cases) {
+    structured::ConstraintSpec spec = Spec(c.kind, c.text);
+    auto compiled = structured::CompileConstraint(spec, vocab);
+    ASSERT_TRUE(compiled.ok()) << c.text << ": " << compiled.status().ToString();
+    auto a = *compiled;
+    for (uint32_t seed = 0; seed < 12; ++seed) {
+      std::mt19937 rng(seed);
+      structured::Matcher m(a);
+      for (int step = 0; step < 80 && !m.IsCompleted(); ++step) {
+        std::vector<int32_t> allowed = AllowedByBruteForce(
+            m, *vocab, c.text + ": seed " + std::to_string(seed) + " step " + std::to_string(step));
+        ASSERT_FALSE(::testing::Test::HasFailure());
+        std::erase(allowed, vocab->eos_id());
+        if (allowed.empty()) break;
+        // Any token, the longest, one with a quote (leaves a string), or one without (stays).
+        int32_t pick = allowed[rng() % allowed.size()];
+        const uint32_t how = seed % 3 == 0 ? 2 : rng() % 4;  // some walks stay in strings
+        std::vector<int32_t> quoted[2];
+        for (int32_t id : allowed) {
+          const std::string& b = vocab->bytes(id);
+          if (how == 1 && b.size() > vocab->bytes(pick).size()) pick = id;
+          quoted[b.find('"') != std::string::npos].push_back(id);
+        }
+        if (how >= 2 && !quoted[how - 2].empty()) {
+          pick = quoted[how - 2][rng() % quoted[how - 2].size()];
+        }
+        ASSERT_TRUE(m.Advance(pick).ok());
+      }
+    }
+  }
+}
+
+// The positions of a bounded string share one classification walk (Pda::Family): a walk per
+// position would be one whole-trie walk per character.
+TEST(StructuredMaskTest, BoundedStringPositionsShareOneWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(
+          ConstraintKind::kJsonSchema,
+          R"({"type":"array","items":{"type":"string","maxLength":30},"minItems":3,"maxItems":3})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  const int32_t a_id = 'a';
+  structured::Matcher m(a);
+  for (char c : std::string("[\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  for (int item = 0; item < 3; ++item) {
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_TRUE(structured::MaskHas(m.Mask()->data(), a_id));
+      ASSERT_TRUE(m.Advance(a_id).ok());
+    }
+    EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), a_id));  // 30 characters: the maximum
+    for (char c : std::string(item < 2 ? "\",\"" : "\"]")) {
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+    }
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_GT(stats.mask_misses, 90);
+  EXPECT_LE(stats.config_walks + stats.key_walks, 12) << "misses " << stats.mask_misses;
+}
+
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
   structured::ConstraintSpec spec;
   spec.kind = ConstraintKind::kChoice;
