@@ -108,7 +108,7 @@ class Pda {
   struct Config {
     std::vector<int32_t> ready;  // sorted stack nodes whose top frame is at a byte set
     bool accept = false;
-    ByteSet first;  // union of the ready frames' byte sets
+    ByteSet first;                    // union of the ready frames' byte sets
     bool hole = false;                // ready holds the hole node
     std::vector<uint8_t> byte_class;  // [256] once a transition was computed: see Compute
   };

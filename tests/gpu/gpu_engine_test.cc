@@ -61,19 +61,8 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     EngineOptions o = Options(8, 256, 0);
     o.typical_length = 8;
     o.state_page_tokens = 16;
-    for (int k = 1; k < 400; ++k) {
-      o.state_memory_bytes =
-          8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-      auto core = engine::EngineCore::Create(o);
-      if (!core.ok()) continue;
-      // Prepare caps max_tokens by what the budget holds alone: all must keep theirs.
-      bool fits = true;
-      for (const auto& r : reqs) {
-        auto p = (*core)->Prepare(r);
-        fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
-      }
-      if (fits) break;
-    }
+    o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+        o, reqs, 8 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     const auto mixed = (*e)->Generate(reqs);

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "engine_mix.h"
 #include "engine_test_util.h"
 #include "model/deepseek_v4/state_layout.h"
 
@@ -128,17 +129,8 @@ TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   o.typical_length = 8;
   o.state_page_tokens = 16;  // small pages: the requests outgrow their reservations step by step
   int64_t preemptions = 0;
-  for (int k = 1; k < 64; ++k) {
-    o.state_memory_bytes = 4 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-    auto core = EngineCore::Create(o);
-    if (!core.ok()) continue;
-    bool fits = true;
-    for (const auto& r : reqs) {
-      auto p = (*core)->Prepare(r);
-      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
-    }
-    if (fits) break;
-  }
+  o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+      o, reqs, 4 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
   EXPECT_EQ(Mixed(reqs, 5, o, &preemptions), alone);
   EXPECT_GT(preemptions, 0) << "the budget must force preemption";
 }
@@ -339,18 +331,8 @@ TEST(EngineSpeculativeTest, PreemptionWithDraftsGivesIdenticalOutput) {
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;
-  for (int b = 1; b < 64; ++b) {
-    o.state_memory_bytes =
-        4 * layout.FixedBytes() + b * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-    auto core = EngineCore::Create(o);
-    if (!core.ok()) continue;
-    bool fits = true;
-    for (const auto& r : reqs) {
-      auto p = (*core)->Prepare(r);
-      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
-    }
-    if (fits) break;
-  }
+  o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+      o, reqs, 4 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
   int64_t preemptions = 0;
   EngineStats st;
   const auto setup = [&](EngineCore& core) {

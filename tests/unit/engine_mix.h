@@ -16,6 +16,25 @@
 
 namespace dsinfer::testing {
 
+// The smallest state budget `fixed + k * step` (k = 1, 2, ...) with which every request keeps its
+// max_tokens when it runs alone (EngineCore::Prepare caps max_tokens by what the budget holds):
+// a budget that forces preemption when several run at once. 0 when none up to k = 400 does.
+inline int64_t SmallestBudgetHoldingEach(EngineOptions o, const std::vector<GenerateRequest>& reqs,
+                                         int64_t fixed, int64_t step) {
+  for (int64_t k = 1; k < 400; ++k) {
+    o.state_memory_bytes = fixed + k * step;
+    auto core = engine::EngineCore::Create(o);
+    if (!core.ok()) continue;
+    bool fits = true;
+    for (const auto& r : reqs) {
+      auto p = core.value()->Prepare(r);
+      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
+    }
+    if (fits) return o.state_memory_bytes;
+  }
+  return 0;
+}
+
 inline const std::string kGoldenModelA = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden/A";
 
 inline std::vector<GenerateRequest> Mix(int count) {

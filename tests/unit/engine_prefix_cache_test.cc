@@ -5,6 +5,7 @@
 // preempted, and the outputs are still those of cold runs.
 #include <gtest/gtest.h>
 
+#include "engine_mix.h"
 #include "engine_test_util.h"
 #include "model/deepseek_v4/state_layout.h"
 
@@ -117,22 +118,12 @@ TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;
-  for (int k = 1; k < 400; ++k) {
-    o.state_memory_bytes =
-        8 * layout.FixedBytes() + k * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-    auto made = EngineCore::Create(o);
-    if (!made.ok()) continue;
-    bool fits = true;
-    for (const auto& r : reqs) {
-      auto p = (*made)->Prepare(r);
-      fits = fits && p.ok() && p->max_new_tokens == r.params.max_tokens;
-    }
-    if (fits) {  // and half as much again: a second request runs beside the first at times
-      o.state_memory_bytes = 8 * layout.FixedBytes() +
-                             (k * 3 / 2) * 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-      break;
-    }
-  }
+  // ... and half as much again: a second request runs beside the first at times.
+  const int64_t page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+  const int64_t alone =
+      testing::SmallestBudgetHoldingEach(o, reqs, 8 * layout.FixedBytes(), page_set);
+  ASSERT_GT(alone, 0);
+  o.state_memory_bytes = alone + (alone - 8 * layout.FixedBytes()) / page_set / 2 * page_set;
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
