@@ -102,17 +102,21 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
     Gauge("dsinfer_engine_steps_total", "counter", "Engine steps.",
           static_cast<double>(engine->steps), &out);
     // Speculative decoding (vLLM's spec_decode counters) and the prefix cache.
-    Gauge("dsinfer_spec_decode_num_drafts_total", "counter", "Verify steps of sequences with drafts.",
-          static_cast<double>(engine->spec_verify_rows), &out);
+    Gauge("dsinfer_spec_decode_num_drafts_total", "counter",
+          "Verify steps of sequences with drafts.", static_cast<double>(engine->spec_verify_rows),
+          &out);
     Gauge("dsinfer_spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.",
           static_cast<double>(engine->spec_draft_tokens), &out);
     Gauge("dsinfer_spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",
           static_cast<double>(engine->spec_accepted_tokens), &out);
-    Gauge("dsinfer_prefix_cache_queries_total", "counter", "Admissions that looked up a cached prefix state.",
+    Gauge("dsinfer_prefix_cache_queries_total", "counter",
+          "Admissions that looked up a cached prefix state.",
           static_cast<double>(engine->prefix_queries), &out);
-    Gauge("dsinfer_prefix_cache_hits_total", "counter", "Admissions that restored a cached prefix state.",
+    Gauge("dsinfer_prefix_cache_hits_total", "counter",
+          "Admissions that restored a cached prefix state.",
           static_cast<double>(engine->prefix_hits), &out);
-    Gauge("dsinfer_prefix_cache_reused_tokens_total", "counter", "Prompt tokens restored instead of computed.",
+    Gauge("dsinfer_prefix_cache_reused_tokens_total", "counter",
+          "Prompt tokens restored instead of computed.",
           static_cast<double>(engine->prefix_tokens_reused), &out);
     Gauge("dsinfer_prefix_cache_evictions_total", "counter", "Cached prefix states evicted.",
           static_cast<double>(engine->prefix_evictions), &out);
