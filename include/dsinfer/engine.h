@@ -126,7 +126,9 @@ struct EngineOptions {
   // recently used first) to running requests before anything is preempted.
   bool prefix_cache = true;
   int64_t prefix_checkpoint_interval = 512;  // tokens, a multiple of 128
-  int prefix_cache_entries = 0;              // states held at most (0: max_running)
+  // States held at most. 0: up to max_running, in the memory the running requests leave free
+  // (no memory is set aside); N > 0: N, with their rings planned beside the running requests'.
+  int prefix_cache_entries = 0;
 };
 
 struct ChatMessage {

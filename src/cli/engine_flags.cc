@@ -36,7 +36,9 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"prefix-checkpoint-interval",
        "prefix cache: a state every this many tokens (a multiple of 128; default 512), and at "
        "each prompt's and completion's end"},
-      {"prefix-cache-entries", "prefix cache: states held at most (default: --max-running)"},
+      {"prefix-cache-entries",
+       "prefix cache: states held at most, with memory set aside for them (default: up to "
+       "--max-running, in the memory running requests leave free)"},
   };
 }
 

@@ -93,10 +93,13 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                              std::to_string(o.gpu_memory_utilization) +
                              " gpu memory utilization); raise it or use a smaller model");
   }
-  // The prefix cache's states hold ring pages too: plan rings for them beside the running ones.
+  // The prefix cache's states hold ring pages too. By default they live in whatever the running
+  // requests leave free (and give way to them); prefix_cache_entries > 0 plans rings for that many
+  // states beside the running ones (a cache that survives a full batch, at the cost of list
+  // memory).
   const int checkpoints =
       o.prefix_cache ? (o.prefix_cache_entries > 0 ? o.prefix_cache_entries : o.max_running) : 0;
-  plan_options.max_sequences = o.max_running + checkpoints;
+  plan_options.max_sequences = o.max_running + (o.prefix_cache ? o.prefix_cache_entries : 0);
   plan_options.typical_length = std::min(o.typical_length, core->max_model_len_);
   plan_options.page_tokens = o.state_page_tokens;
   DSINFER_ASSIGN_OR_RETURN(auto plan, cache::PlanMemory(layout, plan_options));

@@ -95,8 +95,10 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
   }
   EXPECT_EQ(warm, cold);
   const EngineStats st = core->Stats();
-  EXPECT_EQ(st.prefix_queries, 7);
-  EXPECT_EQ(st.prefix_hits, 6);
+  // Every admission but the first request's found a state (a preempted request's readmission
+  // is one more query, and a hit).
+  EXPECT_GE(st.prefix_queries, 7);
+  EXPECT_EQ(st.prefix_hits, st.prefix_queries - 1);
   // Requests 2-6 restore at least the 256 tokens of the common prefix's checkpoints.
   EXPECT_GE(st.prefix_tokens_reused - after_turn.prefix_tokens_reused, 5 * 256);
   EXPECT_GT(st.prefix_checkpoints, 0);
@@ -121,9 +123,9 @@ TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
   // ... and half as much again: a second request runs beside the first at times.
   const int64_t page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
   const int64_t alone =
-      testing::SmallestBudgetHoldingEach(o, reqs, 8 * layout.FixedBytes(), page_set);
+      testing::SmallestBudgetHoldingEach(o, reqs, 4 * layout.FixedBytes(), page_set);
   ASSERT_GT(alone, 0);
-  o.state_memory_bytes = alone + (alone - 8 * layout.FixedBytes()) / page_set / 2 * page_set;
+  o.state_memory_bytes = alone + (alone - 4 * layout.FixedBytes()) / page_set / 2 * page_set;
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
