@@ -82,11 +82,12 @@ void PrefixIndex::Insert(uint64_t id, const std::vector<int32_t>& tokens, int64_
   entries_[id] = std::move(e);
 }
 
-std::optional<uint64_t> PrefixIndex::LeastRecentlyUsed(uint64_t keep) const {
+std::optional<uint64_t> PrefixIndex::LeastRecentlyUsed(
+    uint64_t keep, const std::function<bool(uint64_t)>& skip) const {
   std::optional<uint64_t> id;
   uint64_t oldest = UINT64_MAX;
   for (const auto& [k, e] : entries_) {
-    if (k != keep && e.last_used < oldest) {
+    if (k != keep && e.last_used < oldest && !(skip && skip(k))) {
       oldest = e.last_used;
       id = k;
     }

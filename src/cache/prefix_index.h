@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -33,10 +34,14 @@ class PrefixIndex {
   bool Contains(const std::vector<int32_t>& tokens, int64_t length) const;
   // Records checkpoint `id` of tokens[0, length).
   void Insert(uint64_t id, const std::vector<int32_t>& tokens, int64_t length);
-  // The least recently used checkpoint other than `keep` (to evict), or nothing; Erase removes one.
-  std::optional<uint64_t> LeastRecentlyUsed(uint64_t keep = 0) const;
+  // The least recently used checkpoint other than `keep` and those `skip` is true of (to evict),
+  // or nothing; Erase removes one.
+  std::optional<uint64_t> LeastRecentlyUsed(
+      uint64_t keep = 0, const std::function<bool(uint64_t)>& skip = nullptr) const;
   void Erase(uint64_t id);
   std::vector<uint64_t> Ids() const;
+  // The tokens of checkpoint `id` (which must be held).
+  const std::vector<int32_t>& tokens(uint64_t id) const { return entries_.at(id).tokens; }
   size_t size() const { return entries_.size(); }
 
  private:

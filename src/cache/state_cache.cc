@@ -55,6 +55,15 @@ void StateCache::Free(uint64_t id) {
   entries_.erase(it);
 }
 
+void StateCache::Rename(uint64_t from, uint64_t to) {
+  DSINFER_CHECK(!entries_.count(to));
+  auto node = entries_.extract(from);
+  DSINFER_CHECK(!node.empty());
+  node.key() = to;
+  if (node.mapped().pages) node.mapped().pages->set_id(to);
+  entries_.insert(std::move(node));
+}
+
 int64_t StateCache::RequestPages::rows_per_page(int component) const {
   return cache_->plan_.pools[component].rows_per_page;
 }

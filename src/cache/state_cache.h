@@ -46,6 +46,8 @@ class StateCache {
   Status Reserve(uint64_t id, int64_t length);
   // Releases every page of `id` (no-op if it holds none).
   void Free(uint64_t id);
+  // `from`'s pages become `to`'s (which must hold none); its Pages() view follows.
+  void Rename(uint64_t from, uint64_t to);
 
   bool Holds(uint64_t id) const { return entries_.count(id) > 0; }
   int64_t reserved_length(uint64_t id) const;
@@ -64,6 +66,7 @@ class StateCache {
     RequestPages(StateCache* cache, uint64_t id) : cache_(cache), id_(id) {}
     int64_t rows_per_page(int component) const override;
     float* Page(int component, int64_t index) override;
+    void set_id(uint64_t id) { id_ = id; }
 
    private:
     StateCache* cache_;

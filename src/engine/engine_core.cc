@@ -148,6 +148,28 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
       c->stats_.prefix_tokens_reused += length;
     };
     hooks.unprobe = [c] { c->probed_ = 0; };
+    hooks.take = [c](SeqId id) {
+      if (c->probed_ == 0 || !c->movable_.count(c->probed_)) return false;
+      const SeqId from = c->probed_;
+      c->taken_ = {from, c->prefix_->tokens(from)};
+      c->prefix_->Erase(from);
+      c->movable_.erase(from);
+      c->cache_->Rename(from, id);
+      c->runner_->Rename(from, id);
+      c->probed_ = 0;
+      ++c->stats_.prefix_hits;
+      c->stats_.prefix_tokens_reused += static_cast<int64_t>(c->taken_.tokens.size());
+      return true;
+    };
+    hooks.untake = [c](SeqId id) {
+      const SeqId back = c->taken_.checkpoint;
+      c->cache_->Rename(id, back);
+      c->runner_->Rename(id, back);
+      c->prefix_->Insert(back, c->taken_.tokens, static_cast<int64_t>(c->taken_.tokens.size()));
+      c->movable_.insert(back);
+      --c->stats_.prefix_hits;
+      c->stats_.prefix_tokens_reused -= static_cast<int64_t>(c->taken_.tokens.size());
+    };
     hooks.reclaim = [c] { return c->EvictCheckpoint(); };
     core->scheduler_->set_hooks(std::move(hooks));
   }
@@ -272,7 +294,7 @@ void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason
   const SeqId seq = SeqOf(r.id, c.index);
   if (prefix_ && c.started && (reason == FinishReason::kStop || reason == FinishReason::kLength) &&
       scheduler_->Decoding(seq)) {
-    Checkpoint(seq, scheduler_->computed(seq));  // a chat's next turn starts with this one
+    KeepFinished(seq, scheduler_->computed(seq));  // a chat's next turn starts with this one
   }
   if (c.started) {
     scheduler_->Remove(SeqOf(r.id, c.index));
@@ -597,21 +619,40 @@ void EngineCore::Checkpoint(SeqId seq, int64_t length) {
   const std::vector<int32_t>& tokens = scheduler_->tokens(seq);
   if (length <= 0 || prefix_->Contains(tokens, length)) return;
   while (prefix_->size() >= max_checkpoints_) {
-    if (!EvictCheckpoint()) return;
+    if (!EvictCheckpoint(/*copies_only=*/true)) return;
   }
   const SeqId id = kCheckpointBit | ++next_checkpoint_;
-  // Room from older states only: a state is never stored at the cost of a running request.
+  // Room from older copies only: a copy is never stored at the cost of a running request or of a
+  // finished completion's state (a chat's next turn wants that one).
   while (!cache_->Reserve(id, length).ok()) {
-    if (!EvictCheckpoint()) return;
+    if (!EvictCheckpoint(/*copies_only=*/true)) return;
   }
   runner_->Fork(seq, id);
   prefix_->Insert(id, tokens, length);
   ++stats_.prefix_checkpoints;
 }
 
-bool EngineCore::EvictCheckpoint() {
-  const auto id = prefix_ ? prefix_->LeastRecentlyUsed(probed_) : std::nullopt;
+void EngineCore::KeepFinished(SeqId seq, int64_t length) {
+  const std::vector<int32_t>& tokens = scheduler_->tokens(seq);
+  if (length <= 0 || prefix_->Contains(tokens, length)) return;
+  while (prefix_->size() >= max_checkpoints_) {
+    if (!EvictCheckpoint()) return;
+  }
+  const SeqId id = kCheckpointBit | ++next_checkpoint_;
+  cache_->Rename(seq, id);  // the scheduler's and runner's release of `seq` then finds nothing
+  runner_->Rename(seq, id);
+  prefix_->Insert(id, tokens, length);
+  movable_.insert(id);
+  ++stats_.prefix_checkpoints;
+}
+
+bool EngineCore::EvictCheckpoint(bool copies_only) {
+  const auto id = !prefix_      ? std::nullopt
+                  : copies_only ? prefix_->LeastRecentlyUsed(
+                                      probed_, [this](uint64_t k) { return movable_.count(k) > 0; })
+                                : prefix_->LeastRecentlyUsed(probed_);
   if (!id) return false;
+  movable_.erase(*id);
   prefix_->Erase(*id);
   cache_->Free(*id);
   runner_->Release(*id);
@@ -622,6 +663,7 @@ bool EngineCore::EvictCheckpoint() {
 void EngineCore::ClearPrefixCache() {
   if (!prefix_) return;
   probed_ = 0;
+  movable_.clear();
   for (SeqId id : prefix_->Ids()) {
     prefix_->Erase(id);
     cache_->Free(id);

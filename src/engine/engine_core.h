@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -147,10 +148,13 @@ class EngineCore {
   // MTP: drafts for the next step of the completions that drew a token this step.
   void DraftWithMtp(const std::vector<Drawn>& drawn);
   // Prefix cache: stores a copy of `seq`'s state of its first `length` tokens (if not held yet and
-  // memory allows, evicting older states); drops the least recently used state other than the
-  // probed one (false: none left).
+  // memory allows, evicting older copies, never a finished completion's kept state); drops the
+  // least recently used state other than the probed one (copies_only: a copied one; false: none).
   void Checkpoint(scheduler::SeqId seq, int64_t length);
-  bool EvictCheckpoint();
+  // A finished completion's state becomes a cached state as it is (renamed, no copy); restoring
+  // it moves it into the next request (a chat's next turn) instead of copying it.
+  void KeepFinished(scheduler::SeqId seq, int64_t length);
+  bool EvictCheckpoint(bool copies_only = false);
   // After a step: the checkpoints its chunks reached (interval multiples, prompt ends).
   void CheckpointStep(const scheduler::BatchPlan& plan);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
@@ -179,6 +183,11 @@ class EngineCore {
   size_t max_checkpoints_ = 0;
   scheduler::SeqId probed_ = 0;  // the state the scheduler's last probe found (kept until restored)
   scheduler::SeqId next_checkpoint_ = 0;
+  std::unordered_set<scheduler::SeqId> movable_;  // cached states restored by moving them
+  struct Taken {                                  // a state moved into a sequence at admission
+    scheduler::SeqId checkpoint = 0;
+    std::vector<int32_t> tokens;
+  } taken_;
 };
 
 }  // namespace dsinfer::engine

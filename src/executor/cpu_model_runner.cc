@@ -78,6 +78,13 @@ class CpuModelRunner final : public ModelRunner {
     to.pending_tokens = from.pending_tokens;
   }
 
+  void Rename(scheduler::SeqId from, scheduler::SeqId to) override {
+    auto node = seqs_.extract(from);
+    DSINFER_CHECK(!node.empty() && !seqs_.count(to));
+    node.key() = to;
+    seqs_.insert(std::move(node));
+  }
+
   size_t num_sequences() const override { return seqs_.size(); }
 
   bool has_mtp() const override { return mtp_ && model_->has_mtp(); }

@@ -106,6 +106,13 @@ class CudaModelRunner final : public ModelRunner {
     lengths_[child] = lengths_.at(parent);
   }
 
+  void Rename(scheduler::SeqId from, scheduler::SeqId to) override {
+    auto node = lengths_.extract(from);
+    DSINFER_CHECK(!node.empty() && !lengths_.count(to));
+    node.key() = to;
+    lengths_.insert(std::move(node));
+  }
+
   size_t num_sequences() const override { return lengths_.size(); }
 
  private:

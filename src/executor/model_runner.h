@@ -91,6 +91,8 @@ class ModelRunner {
   // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,
   // which the cache has reserved (n > 1 completions share the prompt's prefill).
   virtual void Fork(scheduler::SeqId parent, scheduler::SeqId child) = 0;
+  // `from`'s state becomes `to`'s (the cache renamed its pages the same way).
+  virtual void Rename(scheduler::SeqId from, scheduler::SeqId to) = 0;
   // Sequences that hold state (for tests: 0 once everything has finished).
   virtual size_t num_sequences() const = 0;
 };

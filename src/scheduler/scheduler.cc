@@ -173,10 +173,15 @@ BatchPlan Scheduler::Schedule() {
     const int64_t total = static_cast<int64_t>(s->tokens.size());
     // A cached state of its first tokens (at least the last one is computed: its logits).
     int64_t from = hooks_.probe ? hooks_.probe(s->id, s->tokens, total - 1) : 0;
+    const bool taken = from > 0 && hooks_.take && hooks_.take(s->id);
     // Admit only if the whole known sequence (and the next token) fits now: a prefill that starts
-    // is not preempted by its own later chunks. The probed state is copied, not shared: when it
-    // is in the way, it may be dropped too and the sequence starts cold.
+    // is not preempted by its own later chunks. A probed state that is copied, not moved, needs
+    // its own memory: when it is in the way, it may be dropped too and the sequence starts cold.
     if (!CanReserveReclaiming(s->id, total + 1)) {
+      if (taken) {
+        hooks_.untake(s->id);
+        break;
+      }
       if (from > 0) {
         hooks_.unprobe();
         from = 0;
@@ -185,7 +190,7 @@ BatchPlan Scheduler::Schedule() {
     }
     const int64_t count = ChunkTokens(*s, from, budget);
     DSINFER_CHECK(cache_->Reserve(s->id, from + count).ok());
-    if (from > 0) hooks_.restore(s->id, from);
+    if (from > 0 && !taken) hooks_.restore(s->id, from);
     s->running = true;
     s->computed = from;
     ++num_running;

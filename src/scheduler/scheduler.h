@@ -50,6 +50,12 @@ struct SchedulerHooks {
   std::function<void(SeqId id, int64_t length)> restore;
   // The probed state is not restored after all (the sequence does not fit): it is held no more.
   std::function<void()> unprobe;
+  // Before reserving: move the probed state into `id` instead of copying it later (a state no
+  // other request is expected to share, e.g. a conversation's last turn), so that `id` needs no
+  // second copy's memory; false when it is to be copied. `untake` gives it back when `id` is not
+  // admitted after all.
+  std::function<bool(SeqId id)> take;
+  std::function<void(SeqId id)> untake;
   // Memory is short: drop one cached state (never the probed one); false when none is left.
   std::function<bool()> reclaim;
 };
