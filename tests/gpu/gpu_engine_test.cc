@@ -154,7 +154,10 @@ TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
   for (const auto& r : reqs) got.push_back((*warm)->Generate({r})[0]);
   ExpectSame(want, got, "prefix cache");
   const EngineStats st = (*warm)->Stats();
-  EXPECT_EQ(st.prefix_hits, static_cast<int64_t>(reqs.size()) - 1);
+  // Every admission but the first request's found a state (an n = 2 sibling that could not fork
+  // at once is admitted, and hits, on its own).
+  EXPECT_GE(st.prefix_queries, static_cast<int64_t>(reqs.size()));
+  EXPECT_EQ(st.prefix_hits, st.prefix_queries - 1);
   // The turn restores its first turn's state at the end of the answer, the others the shared 128.
   EXPECT_GE(st.prefix_tokens_reused,
             7 * 128 +
