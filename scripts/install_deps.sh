@@ -4,9 +4,10 @@ set -euo pipefail
 # libpcre2-dev: the tokenizer's pre-tokenizer regexes; clang + libclang-rt-14-dev: the recipe,
 # structured and model-file fuzz targets; python3-jsonschema: the structured-output validator
 # (tests/structured); clang-format: scripts/check_format.sh (the changed lines follow
-# .clang-format); libboost-dev: Boost.Beast / Asio (header-only) for `dsinfer serve`.
+# .clang-format); libboost-dev: Boost.Beast / Asio (header-only) for `dsinfer serve`; xz-utils:
+# models/demo's weights are stored xz-compressed.
 PKGS=(cmake ninja-build g++ pkg-config libgtest-dev nlohmann-json3-dev python3 libpcre2-dev
-      clang-format clang libclang-rt-14-dev python3-jsonschema libboost-dev)
+      clang-format clang libclang-rt-14-dev python3-jsonschema libboost-dev xz-utils)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
