@@ -129,6 +129,12 @@ struct EngineOptions {
   // States held at most. 0: up to max_running, in the memory the running requests leave free
   // (no memory is set aside); N > 0: N, with their rings planned beside the running requests'.
   int prefix_cache_entries = 0;
+  // One-step overlap scheduling: the engine schedules step N+1 and emits step N-1 while the device
+  // runs step N (outputs are the same either way). kAuto: on with CUDA, off on the CPU (whose
+  // device is the engine's own cores). It is off while speculating: drafts need the previous
+  // step's tokens.
+  enum class Overlap { kAuto, kOn, kOff };
+  Overlap overlap = Overlap::kAuto;
 };
 
 struct ChatMessage {
@@ -237,6 +243,13 @@ struct EngineStats {
   int64_t decode_context = 0;  // their rows' context lengths, summed
   double decode_run_s = 0;
   double run_s = 0;  // the same for every step
+  // The engine thread's time in steps, and the part of it spent waiting for the device's tokens
+  // (step_s - wait_s is the host's own work: scheduling, launching, masks, emitting). With
+  // overlap scheduling a step's run (launch to collect) spans the next step's host work, so
+  // run_s may exceed the wall time.
+  double step_s = 0;
+  double wait_s = 0;
+  bool overlap = false;  // overlap scheduling is on (EngineOptions::overlap, resolved)
   // Speculative decoding: sequence steps that verified drafts, drafts verified, drafts accepted.
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;

@@ -22,6 +22,14 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
        "(debugging, A/B timing; the same results)",
        false},
+      {"no-overlap",
+       "run steps serially instead of scheduling step N+1 while the GPU runs step N (debugging, "
+       "A/B timing; the same results)",
+       false},
+      {"overlap",
+       "overlap scheduling on the CPU too (off there by default: the CPU is the device; for "
+       "tests)",
+       false},
       {"random-preset",
        "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
@@ -47,6 +55,10 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   o.model_dir = flags.GetOr("model", "");
   o.random_preset = flags.GetOr("random-preset", "");
   o.enforce_eager = flags.Has("enforce-eager");
+  if (flags.Has("no-overlap") && flags.Has("overlap"))
+    return InvalidArgument("give at most one of --overlap and --no-overlap");
+  if (flags.Has("no-overlap")) o.overlap = EngineOptions::Overlap::kOff;
+  if (flags.Has("overlap")) o.overlap = EngineOptions::Overlap::kOn;
   if (o.model_dir.empty() == o.random_preset.empty()) {
     return InvalidArgument("give exactly one of --model and --random-preset");
   }

@@ -57,7 +57,14 @@ nlohmann::json RunSummary::ToJson() const {
        stats_.decode_rows ? static_cast<double>(stats_.decode_context) / stats_.decode_rows : 0.0},
       {"decode_step_ms",
        stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
-      {"run_s", stats_.run_s}};
+      {"run_s", stats_.run_s},
+      {"overlap", stats_.overlap},
+      {"steps_per_s", stats_.steps / wall},
+      // The engine thread's own work per step (scheduling, launching, masks, emitting), and its
+      // wait for the device's tokens.
+      {"host_ms_per_step",
+       stats_.steps ? (stats_.step_s - stats_.wait_s) / stats_.steps * 1e3 : 0.0},
+      {"wait_ms_per_step", stats_.steps ? stats_.wait_s / stats_.steps * 1e3 : 0.0}};
   if (stats_.prefix_queries > 0) {
     const auto& st = stats_;
     out["prefix_cache"] = {{"queries", st.prefix_queries},

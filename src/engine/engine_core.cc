@@ -47,6 +47,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                               : executor::Device::kCpu;
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   core->device_ = device;
+  core->overlap_ = !speculate && (o.overlap == EngineOptions::Overlap::kOn ||
+                                  (o.overlap == EngineOptions::Overlap::kAuto &&
+                                   device == executor::Device::kCuda));
   executor::RunnerOptions ro;
   ro.model_dir = o.model_dir;
   ro.random_preset = o.random_preset;
@@ -346,9 +349,44 @@ void EngineCore::FailBatch(const scheduler::BatchPlan& plan, const Status& statu
   }
 }
 
-StatusOr<executor::RunOutput> EngineCore::Forward(
-    const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs,
-    const std::vector<std::shared_ptr<const structured::TokenMask>>& masks) {
+EngineCore::CompletionState* EngineCore::Live(const DrawJob& job) {
+  auto it = requests_.find(job.request);
+  if (it == requests_.end()) return nullptr;
+  CompletionState& c = it->second.completions[job.index];
+  return c.finished ? nullptr : &c;
+}
+
+std::vector<EngineCore::DrawJob> EngineCore::PlanDraws(const scheduler::BatchPlan& plan) {
+  std::vector<DrawJob> jobs;
+  for (size_t row = 0; row < plan.chunks.size(); ++row) {
+    const auto& ch = plan.chunks[row];
+    if (!ch.samples) continue;
+    const RequestState& r = requests_.at(ch.id >> 8);
+    const int index = static_cast<int>(ch.id & 0xff);
+    const int chunk = static_cast<int>(row);
+    for (int64_t j = 0; j <= ch.drafts; ++j) {
+      const int64_t at = ch.count - 1 - ch.drafts + j;  // the row within the chunk
+      jobs.push_back({r.id, index, chunk, ch.start + at + 1, true,
+                      ch.drafts > 0 ? static_cast<int>(at) : -1, static_cast<int>(j)});
+    }
+    if (index == 0 && !r.forked) {
+      const int64_t position = ch.start + ch.count;
+      for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({r.id, i, chunk, position, false});
+    }
+  }
+  return jobs;
+}
+
+Status EngineCore::Launch(const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs) {
+  // The in-flight step's draws whose tokens are still pending: sequence -> draw.
+  std::unordered_map<SeqId, int> feeds;
+  if (inflight_) {
+    for (size_t i = 0; i < inflight_->jobs.size(); ++i) {
+      const DrawJob& j = inflight_->jobs[i];
+      if (!j.own || inflight_->plan.chunks[j.chunk].drafts == 0)
+        feeds[SeqOf(j.request, j.index)] = static_cast<int>(i);
+    }
+  }
   std::vector<executor::RunChunk> chunks;
   chunks.reserve(plan.chunks.size());
   for (const auto& ch : plan.chunks) {
@@ -357,16 +395,64 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
     executor::RunChunk run{
         ch.id, ch.start,
         std::vector<int32_t>(tokens.begin() + ch.start, tokens.begin() + ch.start + known)};
+    if (run.tokens.back() == scheduler::kPendingToken) {
+      auto it = feeds.find(ch.id);
+      DSINFER_CHECK(it != feeds.end());  // only the token the in-flight step draws is pending
+      run.feed = it->second;
+    }
+    DSINFER_CHECK(std::find(run.tokens.begin(), run.tokens.end() - 1, scheduler::kPendingToken) ==
+                  run.tokens.end() - 1);
     if (ch.drafts > 0) {
       const auto& drafts = scheduler_->drafts(ch.id);
       run.tokens.insert(run.tokens.end(), drafts.begin(), drafts.begin() + ch.drafts);
     }
     chunks.push_back(std::move(run));
   }
-  std::vector<executor::RunDraw> draws(jobs.size());
+  std::vector<executor::RunDraw> shape(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const DrawJob& j = jobs[i];
-    const RequestState& r = *j.request;
+    shape[i].chunk = jobs[i].chunk;
+    shape[i].row = jobs[i].row;
+  }
+  stats_.forward_tokens += plan.num_tokens;
+  return runner_->Launch(chunks, executor::DrawTails(chunks, shape));
+}
+
+void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs) {
+  scheduler::BatchPlan plain;
+  std::vector<int32_t> pending;
+  for (const auto& ch : plan.chunks) {
+    if (ch.drafts > 0) continue;  // verify chunks commit what Complete accepts
+    plain.chunks.push_back(ch);
+    if (ch.samples) pending.push_back(scheduler::kPendingToken);
+  }
+  scheduler_->Commit(plain, pending);
+  // Fork the siblings from completion 0's state (the prompt, computed once).
+  for (const DrawJob& j : jobs) {
+    RequestState& r = requests_.at(j.request);
+    if (j.own) continue;
+    const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, j.index);
+    const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
+    if (scheduler_->Fork(parent, child, prefix, scheduler::kPendingToken))
+      runner_->Fork(parent, child);
+    r.completions[j.index].started = true;
+  }
+  for (const DrawJob& j : jobs) requests_.at(j.request).forked = true;
+}
+
+void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> jobs,
+                                Clock::time_point launched, std::vector<StreamEvent>* events) {
+  // With overlap, the previous step's emit may have finished some of these completions: their
+  // tokens would be dropped anyway, so they are not drawn.
+  std::vector<DrawJob> live;
+  live.reserve(jobs.size());
+  for (const DrawJob& j : jobs) {
+    if (Live(j)) live.push_back(j);
+  }
+  const auto masks = ComputeMasks(live);
+  std::vector<executor::RunDraw> draws(live.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const DrawJob& j = live[i];
+    const RequestState& r = requests_.at(j.request);
     sampler::SampleInput& in = draws[i].input;
     draws[i].chunk = j.chunk;
     draws[i].row = j.row;
@@ -382,22 +468,19 @@ StatusOr<executor::RunOutput> EngineCore::Forward(
     in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
   }
-  stats_.forward_tokens += plan.num_tokens;
+  Launched step;
   // Decode steps: one known token per sequence (with or without drafts).
-  const bool decode = std::all_of(plan.chunks.begin(), plan.chunks.end(), [](const auto& ch) {
+  step.decode = std::all_of(plan.chunks.begin(), plan.chunks.end(), [](const auto& ch) {
     return ch.count - ch.drafts == 1 && ch.start > 0;
   });
-  const Clock::time_point t0 = Clock::now();
-  auto out = runner_->Run(chunks, draws);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  stats_.run_s += seconds;
-  if (decode) {
-    ++stats_.decode_steps;
-    stats_.decode_rows += static_cast<int64_t>(plan.chunks.size());
-    for (const auto& ch : plan.chunks) stats_.decode_context += ch.start + 1;
-    stats_.decode_run_s += seconds;
+  step.launched = launched;
+  if (const Status sampled = runner_->Sample(draws); !sampled.ok()) {
+    FailBatch(plan, Internal("sampling failed: " + sampled.ToString()), events);
+    return;
   }
-  return out;
+  step.plan = std::move(plan);
+  step.jobs = std::move(live);
+  inflight_ = std::move(step);
 }
 
 std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(
@@ -411,7 +494,7 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
     while (end < jobs.size() && jobs[end].request == jobs[i].request &&
            jobs[end].index == jobs[i].index)
       ++end;
-    const CompletionState& c = jobs[i].request->completions[jobs[i].index];
+    const CompletionState& c = requests_.at(jobs[i].request).completions[jobs[i].index];
     if (c.matcher) groups.push_back({i, end});
     i = end;
   }
@@ -421,9 +504,9 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
     for (int64_t g = begin; g < end; ++g) {
       const auto [first, last] = groups[g];
       const DrawJob& j0 = jobs[first];
-      CompletionState& c = j0.request->completions[j0.index];
+      CompletionState& c = requests_.at(j0.request).completions[j0.index];
       const std::vector<int32_t>* drafts =
-          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request->id, j0.index))
+          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request, j0.index))
                                              : nullptr;
       bool active = c.matcher_active;
       int advanced = 0, walked = 0;
@@ -446,6 +529,8 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
+  const Clock::time_point start = Clock::now();
+  // Drafts need every earlier token: speculation runs serially (overlap_ is off with it).
   if (spec_.method != SpeculativeOptions::Method::kNone) ProposeDrafts();
   scheduler::BatchPlan plan = scheduler_->Schedule();
   probed_ = 0;  // a probe the schedule did not restore holds nothing past it
@@ -455,79 +540,89 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     auto it = requests_.find(id >> 8);
     if (it != requests_.end()) it->second.completions[id & 0xff].mtp_drafts.clear();
   }
-  if (plan.empty()) return;
-  // Draws: one token per chunk that reaches its sequence's end (one per row of a verify chunk's
-  // last drafts + 1); siblings of a first sample too.
-  std::vector<DrawJob> jobs;
-  for (size_t row = 0; row < plan.chunks.size(); ++row) {
-    const auto& ch = plan.chunks[row];
-    if (!ch.samples) continue;
-    RequestState& r = requests_.at(ch.id >> 8);
-    const int index = static_cast<int>(ch.id & 0xff);
-    const int chunk = static_cast<int>(row);
-    for (int64_t j = 0; j <= ch.drafts; ++j) {
-      const int64_t at = ch.count - 1 - ch.drafts + j;  // the row within the chunk
-      jobs.push_back({&r, index, chunk, ch.start + at + 1, true,
-                      ch.drafts > 0 ? static_cast<int>(at) : -1, static_cast<int>(j)});
-    }
-    if (index == 0 && !r.forked) {
-      const int64_t position = ch.start + ch.count;
-      for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({&r, i, chunk, position, false});
+  if (plan.empty()) {
+    if (inflight_) Complete(events);
+  } else {
+    std::vector<DrawJob> jobs = PlanDraws(plan);
+    const Clock::time_point launched = Clock::now();
+    if (const Status status = Launch(plan, jobs); !status.ok()) {
+      if (inflight_) Complete(events);
+      FailBatch(plan, Internal("forward failed: " + status.ToString()), events);
+    } else {
+      CommitLaunched(plan, jobs);
+      // While the device runs this step: the previous one's tokens (overlap).
+      if (inflight_) Complete(events);
+      if (prefix_) CheckpointStep(plan, /*verified=*/false);
+      SampleLaunched(std::move(plan), std::move(jobs), launched, events);
+      if (!overlap_ && inflight_) Complete(events);
     }
   }
-  const auto masks = ComputeMasks(jobs);
-  auto out = Forward(plan, jobs, masks);
+  stats_.step_s += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void EngineCore::Complete(std::vector<StreamEvent>* events) {
+  Launched f = std::move(*inflight_);
+  inflight_.reset();
+  const Clock::time_point t0 = Clock::now();
+  auto out = runner_->Collect();
+  const Clock::time_point t1 = Clock::now();
+  stats_.wait_s += std::chrono::duration<double>(t1 - t0).count();
+  const double seconds = std::chrono::duration<double>(t1 - f.launched).count();
+  stats_.run_s += seconds;
+  if (f.decode) {
+    ++stats_.decode_steps;
+    stats_.decode_rows += static_cast<int64_t>(f.plan.chunks.size());
+    for (const auto& ch : f.plan.chunks) stats_.decode_context += ch.start + 1;
+    stats_.decode_run_s += seconds;
+  }
   if (!out.ok()) {
-    FailBatch(plan, Internal("forward failed: " + out.status().ToString()), events);
+    FailBatch(f.plan, Internal("forward failed: " + out.status().ToString()), events);
     return;
   }
-  // Verification: a verify chunk keeps its drafts up to the first one that differs from the
-  // token drawn before it, and every drawn token up to there; the rest is rolled back.
+  DSINFER_CHECK(out->tokens.size() == f.jobs.size());
+  // Tokens committed as pending at the launch are filled in. A verify chunk keeps its drafts up
+  // to the first one that differs from the token drawn before it, and every drawn token up to
+  // there; the rest is rolled back.
+  scheduler::BatchPlan verified;
   std::vector<int32_t> next;
   std::vector<int64_t> accepted;
   std::vector<Drawn> drawn;
-  for (size_t i = 0; i < jobs.size();) {
-    const DrawJob& j = jobs[i];
-    if (!j.own) {
-      drawn.push_back({j.request->id, j.index, std::move(out->tokens[i])});
+  for (size_t i = 0; i < f.jobs.size();) {
+    const DrawJob& j = f.jobs[i];
+    const auto& ch = f.plan.chunks[j.chunk];
+    if (!j.own || ch.drafts == 0) {
+      scheduler_->SetToken(SeqOf(j.request, j.index), j.position, out->tokens[i].id);
+      drawn.push_back({j.request, j.index, std::move(out->tokens[i])});
       ++i;
       continue;
     }
-    const auto& ch = plan.chunks[j.chunk];
+    // Speculation is serial: nothing finished between the launch and now, so all of the chunk's
+    // drafts + 1 draws are here.
+    DSINFER_CHECK(i + static_cast<size_t>(ch.drafts) < f.jobs.size());
     const auto& drafts = scheduler_->drafts(ch.id);
     int64_t m = 0;
     while (m < ch.drafts && out->tokens[i + m].id == drafts[m]) ++m;
-    for (int64_t t = 0; t <= m; ++t)
-      drawn.push_back({j.request->id, j.index, std::move(out->tokens[i + t])});
+    for (int64_t t = 0; t <= m; ++t) drawn.push_back({j.request, j.index, std::move(out->tokens[i + t])});
+    verified.chunks.push_back(ch);
     next.push_back(drawn.back().token.id);
     accepted.push_back(m);
-    if (ch.drafts > 0) {
-      CompletionState& c = j.request->completions[j.index];
-      c.draft_tokens += ch.drafts;
-      c.accepted_tokens += m;
-      c.draft_length.Observe(static_cast<int>(ch.drafts), static_cast<int>(m));
-      ++stats_.spec_verify_rows;
-      stats_.spec_draft_tokens += ch.drafts;
-      stats_.spec_accepted_tokens += m;
-      if (m < ch.drafts) {
-        const Status rolled = runner_->Rollback(ch.id, ch.start + ch.count - (ch.drafts - m));
-        DSINFER_CHECK(rolled.ok());  // within the slack the runner was created with
-      }
+    CompletionState& c = requests_.at(j.request).completions[j.index];
+    c.draft_tokens += ch.drafts;
+    c.accepted_tokens += m;
+    c.draft_length.Observe(static_cast<int>(ch.drafts), static_cast<int>(m));
+    ++stats_.spec_verify_rows;
+    stats_.spec_draft_tokens += ch.drafts;
+    stats_.spec_accepted_tokens += m;
+    if (m < ch.drafts) {
+      const Status rolled = runner_->Rollback(ch.id, ch.start + ch.count - (ch.drafts - m));
+      DSINFER_CHECK(rolled.ok());  // within the slack the runner was created with
     }
     i += static_cast<size_t>(ch.drafts + 1);
   }
-  scheduler_->Commit(plan, next, accepted);
-  if (prefix_) CheckpointStep(plan);
-  // Fork the siblings from completion 0's state (the prompt, computed once).
-  for (const auto& d : drawn) {
-    RequestState& r = requests_.at(d.request);
-    if (d.index == 0 || r.forked) continue;
-    const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, d.index);
-    const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
-    if (scheduler_->Fork(parent, child, prefix, d.token.id)) runner_->Fork(parent, child);
-    r.completions[d.index].started = true;
+  if (!verified.empty()) {
+    scheduler_->Commit(verified, next, accepted);
+    if (prefix_) CheckpointStep(verified, /*verified=*/true);
   }
-  for (const auto& d : drawn) requests_.at(d.request).forked = true;
   for (const auto& d : drawn) Emit(d, events);
   if (spec_.method == SpeculativeOptions::Method::kMtp) DraftWithMtp(drawn);
 }
@@ -604,9 +699,9 @@ void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
   for (size_t i = 0; i < owners.size(); ++i) owners[i]->mtp_drafts = std::move((*drafts)[i]);
 }
 
-void EngineCore::CheckpointStep(const scheduler::BatchPlan& plan) {
+void EngineCore::CheckpointStep(const scheduler::BatchPlan& plan, bool verified) {
   for (const auto& ch : plan.chunks) {
-    if (!scheduler_->Contains(ch.id)) continue;
+    if ((ch.drafts > 0) != verified || !scheduler_->Contains(ch.id)) continue;
     const int64_t length = scheduler_->computed(ch.id);
     const RequestState& r = requests_.at(ch.id >> 8);
     const bool prompt_end =
@@ -738,6 +833,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
 
 EngineStats EngineCore::Stats() const {
   EngineStats s = stats_;
+  s.overlap = overlap_;
   const auto sched = scheduler_->Stats();
   s.requests_waiting = sched.waiting;
   s.requests_running = sched.running;

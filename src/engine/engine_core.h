@@ -1,5 +1,10 @@
 // EngineCore: the single-threaded engine step loop (docs/architecture.md §1):
-//   Schedule -> masks -> Run (forward + draws, in the runner) -> Commit -> Emit
+//   Schedule -> Launch (forward) -> Commit -> masks -> Sample (draws) -> Collect -> Emit
+// With overlap scheduling (on by default on a GPU) a step's Collect and Emit come in the next
+// step, after that step's launch: the CPU schedules step N+1 and emits step N-1 while the device
+// runs step N. Tokens still in flight are committed as placeholders (scheduler::kPendingToken)
+// that the next forward reads on the device; a completion that finishes at step N-1 has had one
+// more token launched at step N, which is dropped, so the outputs are the same either way.
 // It owns the model runner, the state cache, the scheduler and every request's state; the
 // threaded Engine (engine_loop.h) feeds it from queues, and tests drive it directly. Each request
 // has n completions; each completion is one scheduler sequence (id = request id << 8 | index).
@@ -15,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -64,7 +70,8 @@ class EngineCore {
   // One engine step; appends the events it produced.
   void Step(std::vector<StreamEvent>* events);
 
-  bool HasWork() const { return !requests_.empty(); }
+  bool HasWork() const { return !requests_.empty() || inflight_.has_value(); }
+  bool overlap() const { return overlap_; }
   // Tests: proposes the drafts of the n-gram method instead of the n-gram lookup, as
   // drafter(request id, completion index, prompt and output so far, at most k).
   using Drafter =
@@ -109,7 +116,7 @@ class EngineCore {
   };
   // One draw of this step: a row's own sequence, or a sibling forked at its first sample.
   struct DrawJob {
-    RequestState* request = nullptr;
+    uint64_t request = 0;
     int index = 0;
     int chunk = 0;  // the plan's chunk whose last row it draws from
     int64_t position = 0;
@@ -124,12 +131,33 @@ class EngineCore {
     sampler::SampledToken token;
   };
 
+  // A step launched and sampled whose tokens are not collected yet.
+  struct Launched {
+    scheduler::BatchPlan plan;
+    std::vector<DrawJob> jobs;  // the draws made, in draw order
+    Clock::time_point launched;
+    bool decode = false;  // every chunk one known token of a running sequence
+  };
+
   EngineCore() = default;
   static scheduler::SeqId SeqOf(uint64_t request, int index) { return request << 8 | index; }
-  // Runs the plan's chunks and makes the jobs' draws (the runner samples where the logits are).
-  StatusOr<executor::RunOutput> Forward(
-      const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs,
-      const std::vector<std::shared_ptr<const structured::TokenMask>>& masks);
+  // The draws of a plan: one per chunk that reaches its sequence's end (one per row of a verify
+  // chunk's last drafts + 1), and the siblings of a first sample.
+  std::vector<DrawJob> PlanDraws(const scheduler::BatchPlan& plan);
+  // Launches the plan's forward, keeping the logits rows the jobs draw from. A chunk whose last
+  // token is still in flight feeds it from the in-flight step's draw.
+  Status Launch(const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs);
+  // Right after the launch: the chunks without drafts advance, their draws' tokens pending; the
+  // siblings of a first sample fork from completion 0's state (the prompt).
+  void CommitLaunched(const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs);
+  // The draws of the launched step, with the masks and histories as they are now (every earlier
+  // token emitted); jobs of completions that finished since the launch are dropped.
+  void SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> jobs,
+                      Clock::time_point launched, std::vector<StreamEvent>* events);
+  // Collects the in-flight step: fills in its pending tokens, verifies drafts, emits.
+  void Complete(std::vector<StreamEvent>* events);
+  // The completion a job draws for, or null once it has finished.
+  CompletionState* Live(const DrawJob& job);
   // The compiled constraint of `spec` (thread-safe: called from Prepare).
   StatusOr<std::shared_ptr<structured::TokenAutomaton>> Constraint(
       const structured::ConstraintSpec& spec) const;
@@ -155,8 +183,9 @@ class EngineCore {
   // it moves it into the next request (a chat's next turn) instead of copying it.
   void KeepFinished(scheduler::SeqId seq, int64_t length);
   bool EvictCheckpoint(bool copies_only = false);
-  // After a step: the checkpoints its chunks reached (interval multiples, prompt ends).
-  void CheckpointStep(const scheduler::BatchPlan& plan);
+  // After a step's commit: the checkpoints its chunks reached (interval multiples, prompt ends);
+  // the chunks with drafts (verified == true, committed once collected) or those without.
+  void CheckpointStep(const scheduler::BatchPlan& plan, bool verified);
   void Finish(RequestState& r, CompletionState& c, FinishReason reason, StreamEvent* ev);
   void FailBatch(const scheduler::BatchPlan& plan, const Status& status, std::vector<StreamEvent>* events);
 
@@ -175,6 +204,8 @@ class EngineCore {
   std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
   SpeculativeOptions spec_;
   Drafter drafter_;
+  bool overlap_ = false;
+  std::optional<Launched> inflight_;
   // Prefix cache (null when off): its index; states live in the state cache and the runner under
   // ids with kCheckpointBit set.
   static constexpr scheduler::SeqId kCheckpointBit = scheduler::SeqId{1} << 63;

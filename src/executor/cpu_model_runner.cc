@@ -30,32 +30,61 @@ class CpuModelRunner final : public ModelRunner {
     return Status::Ok();
   }
 
-  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
-                          const std::vector<RunDraw>& draws) override {
-    DSINFER_CHECK(cache_ != nullptr);
-    const std::vector<int64_t> tails = DrawTails(chunks, draws);
+  Status Launch(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails) override {
+    DSINFER_CHECK(cache_ != nullptr && tails.size() == chunks.size());
+    // The forward runs here and now; its logits wait for Sample. A fed token is the previous
+    // Sample's draw, collected already on the CPU.
+    std::vector<RunChunk> resolved;
+    const std::vector<RunChunk>* run = &chunks;
+    if (std::any_of(chunks.begin(), chunks.end(), [](const RunChunk& c) { return c.feed >= 0; })) {
+      resolved = chunks;
+      for (RunChunk& ch : resolved) {
+        if (ch.feed < 0) continue;
+        DSINFER_CHECK(!ch.tokens.empty() && ch.feed < static_cast<int>(last_ids_.size()));
+        ch.tokens.back() = last_ids_[static_cast<size_t>(ch.feed)];
+      }
+      run = &resolved;
+    }
     std::vector<mdl::SequenceChunk> batch;
     batch.reserve(chunks.size());
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const RunChunk& ch = chunks[i];
+    counts_.clear();
+    for (size_t i = 0; i < run->size(); ++i) {
+      const RunChunk& ch = (*run)[i];
       Seq& seq = seqs_[ch.seq];
       // The state's rows live in the pages the scheduler reserved for this sequence.
       if (!seq.state) seq.state = model_->NewSequence(slack_, layout_, cache_->Pages(ch.seq));
       DSINFER_CHECK(seq.state->length() == ch.start);
       batch.push_back({seq.state.get(), ch.tokens, tails[i]});
+      counts_.push_back(static_cast<int64_t>(ch.tokens.size()));
     }
     DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
                              model_->Forward(batch, mdl::LogitsRows::kTail, /*keep_streams=*/mtp_));
-    if (mtp_) DSINFER_RETURN_IF_ERROR(KeepStreams(chunks, tails, out.streams));
-    const std::vector<int64_t> rows = DrawLogitsRows(chunks, draws, tails);
+    if (mtp_) DSINFER_RETURN_IF_ERROR(KeepStreams(*run, tails, out.streams));
+    logits_ = std::move(out.logits);
+    tails_ = tails;
+    return Status::Ok();
+  }
+
+  Status Sample(const std::vector<RunDraw>& draws) override {
+    DSINFER_CHECK(!sampled_);
+    const std::vector<int64_t> rows = DrawLogitsRows(counts_, draws, tails_);
     const int64_t vocab = model_->config().vocab_size;
-    RunOutput result;
-    result.tokens.reserve(draws.size());
+    sampled_ = true;
+    output_.tokens.clear();
+    output_.tokens.reserve(draws.size());
+    last_ids_.clear();
     for (size_t i = 0; i < draws.size(); ++i) {
-      result.tokens.push_back(
-          sampler_.Sample(out.logits.data() + rows[i] * vocab, vocab, draws[i].input));
+      output_.tokens.push_back(
+          sampler_.Sample(logits_.data() + rows[i] * vocab, vocab, draws[i].input));
+      last_ids_.push_back(output_.tokens.back().id);
     }
-    return result;
+    return Status::Ok();
+  }
+
+  StatusOr<RunOutput> Collect() override {
+    DSINFER_CHECK(sampled_);
+    sampled_ = false;
+    return std::move(output_);
   }
 
   void Release(scheduler::SeqId seq) override { seqs_.erase(seq); }
@@ -198,6 +227,12 @@ class CpuModelRunner final : public ModelRunner {
   cache::StateCache* cache_ = nullptr;
   sampler::Sampler sampler_;
   std::unordered_map<scheduler::SeqId, Seq> seqs_;
+  // The launched step's logits (its chunks' sizes and tails) and the last Sample's draws.
+  std::vector<float> logits_;
+  std::vector<int64_t> counts_, tails_;
+  RunOutput output_;
+  bool sampled_ = false;           // output_ awaits Collect
+  std::vector<int32_t> last_ids_;  // the last Sample's ids (fed tokens)
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // lives in device pools shaped by the engine cache's memory plan, in the pages the cache assigns
 // (StateCache::PageTable): admission, preemption and forks are the cache's, as on the CPU. The
 // draws run on the device (CudaSampler) behind the forward: only sampled ids and logprobs come back
-// to the host. CUDA builds only.
+// to the host, asynchronously (Collect waits for them), and a fed token is read by the next
+// forward straight from the sampler's device output. CUDA builds only.
 #include <algorithm>
 #include <unordered_map>
 
@@ -21,11 +22,13 @@ using mdl::cuda::CudaModel;
 
 class CudaModelRunner final : public ModelRunner {
  public:
-  CudaModelRunner(std::unique_ptr<CudaModel> model, int max_rollback)
+  CudaModelRunner(std::unique_ptr<CudaModel> model, int max_rollback, int64_t max_draws)
       : model_(std::move(model)),
         max_rollback_(max_rollback),
-        sampler_(model_->config().vocab_size),
-        layout_(CudaModel::StateLayoutFor(model_->config())) {}
+        sampler_(model_->config().vocab_size, max_draws),
+        layout_(CudaModel::StateLayoutFor(model_->config())) {
+    model_->SetFeedSource(sampler_.device_ids());
+  }
 
   const io::DeepseekV4Config& config() const override { return model_->config(); }
   const cache::StateLayout& state_layout() const override { return layout_; }
@@ -44,38 +47,52 @@ class CudaModelRunner final : public ModelRunner {
     return static_cast<int64_t>(std::max(0.0, free - reserve));
   }
 
-  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
-                          const std::vector<RunDraw>& draws) override {
-    DSINFER_CHECK(cache_ != nullptr);
-    const std::vector<int64_t> tails = DrawTails(chunks, draws);
+  Status Launch(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails) override {
+    DSINFER_CHECK(cache_ != nullptr && tails.size() == chunks.size());
     const size_t pools = cache_->plan().pools.size();
     std::vector<CudaModel::PagedChunk> batch(chunks.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
       const RunChunk& ch = chunks[i];
       auto it = lengths_.find(ch.seq);
       DSINFER_CHECK(it == lengths_.end() ? ch.start == 0 : it->second == ch.start);
+      // A fed token is a draw of the previous Sample: the sampler's device ids.
+      DSINFER_CHECK(ch.feed < last_draws_);
       batch[i].start = ch.start;
       batch[i].ids = ch.tokens;
       batch[i].logits_tail = tails[i];
+      batch[i].feed = ch.feed;
       for (size_t p = 0; p < pools; ++p) batch[i].pages.push_back(&cache_->PageTable(ch.seq, p));
     }
-    DSINFER_ASSIGN_OR_RETURN(const CudaModel::DeviceLogits logits,
-                             model_->ForwardPaged(batch, mdl::LogitsRows::kTail));
-    for (const RunChunk& ch : chunks) {
-      lengths_[ch.seq] = ch.start + static_cast<int64_t>(ch.tokens.size());
-    }
-    // The sampler reads draw i from logits row rows[i].chunk.
+    DSINFER_ASSIGN_OR_RETURN(logits_, model_->ForwardPaged(batch, mdl::LogitsRows::kTail));
+    counts_.clear();
     int64_t nrows = 0;
-    for (int64_t t : tails) nrows += t;
-    DSINFER_CHECK(logits.rows == nrows);
-    const std::vector<int64_t> logits_rows = DrawLogitsRows(chunks, draws, tails);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const RunChunk& ch = chunks[i];
+      lengths_[ch.seq] = ch.start + static_cast<int64_t>(ch.tokens.size());
+      counts_.push_back(static_cast<int64_t>(ch.tokens.size()));
+      nrows += tails[i];
+    }
+    DSINFER_CHECK(logits_.rows == nrows);
+    tails_ = tails;
+    return Status::Ok();
+  }
+
+  Status Sample(const std::vector<RunDraw>& draws) override {
+    // The sampler reads draw i from logits row rows[i].chunk.
+    const std::vector<int64_t> logits_rows = DrawLogitsRows(counts_, draws, tails_);
     std::vector<RunDraw> rows(draws);
     for (size_t i = 0; i < rows.size(); ++i) {
       rows[i].chunk = static_cast<int>(logits_rows[i]);
       rows[i].row = -1;
     }
+    sampler_.Enqueue(logits_.data, rows, model_->stream());
+    last_draws_ = static_cast<int>(draws.size());
+    return Status::Ok();
+  }
+
+  StatusOr<RunOutput> Collect() override {
     RunOutput out;
-    out.tokens = sampler_.Sample(logits.data, rows, model_->stream());
+    out.tokens = sampler_.Collect();
     return out;
   }
 
@@ -122,6 +139,10 @@ class CudaModelRunner final : public ModelRunner {
   cache::StateLayout layout_;
   cache::StateCache* cache_ = nullptr;
   std::unordered_map<scheduler::SeqId, int64_t> lengths_;  // sequences with state: their length
+  // The launched step's logits, its chunks' sizes and tails; the last Sample's draws.
+  CudaModel::DeviceLogits logits_;
+  std::vector<int64_t> counts_, tails_;
+  int last_draws_ = 0;
 };
 
 }  // namespace
@@ -153,7 +174,12 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, LoadRunnerConfig(o));
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::CreateRandom(cfg, o.random_seed, opt));
   }
-  return std::unique_ptr<ModelRunner>(new CudaModelRunner(std::move(model), o.max_draft_tokens));
+  // Draws per step: a chunk draws at its last 1 + k rows, or n <= 128 times from its last row
+  // (a prompt's n completions).
+  const int64_t max_draws =
+      int64_t{o.max_sequences} * std::max<int64_t>(128, 1 + o.max_draft_tokens);
+  return std::unique_ptr<ModelRunner>(
+      new CudaModelRunner(std::move(model), o.max_draft_tokens, max_draws));
 }
 
 }  // namespace dsinfer::executor

@@ -22,11 +22,31 @@ void Reserve(gpu::Buffer<K>& buffer, size_t bytes) {
 
 }  // namespace
 
+CudaSampler::CudaSampler(int64_t vocab, int64_t max_draws)
+    : vocab_(vocab), max_draws_(std::max<int64_t>(max_draws, 1)) {
+  // Output layout: [n ids][n logprobs][n x 20 top ids][n x 20 top logprobs]; sized once, so that
+  // the ids stay where device_ids() says.
+  const size_t out_bytes = max_draws_ * 8 + max_draws_ * gpu::kMaxTopLogprobs * 8;
+  out_host_ = gpu::PinnedBuffer(out_bytes);
+  out_dev_ = gpu::DeviceBuffer(out_bytes);
+}
+
 std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
                                                        const std::vector<RunDraw>& draws,
                                                        gpu::StreamHandle stream) {
+  Enqueue(logits, draws, stream);
+  return Collect();
+}
+
+void CudaSampler::Enqueue(const float* logits, const std::vector<RunDraw>& draws,
+                          gpu::StreamHandle stream) {
+  DSINFER_CHECK(pending_ < 0);  // the last Enqueue was collected
   const int64_t n = static_cast<int64_t>(draws.size());
-  if (n == 0) return {};
+  DSINFER_CHECK(n <= max_draws_);
+  pending_ = n;
+  logprobs_.assign(static_cast<size_t>(n), 0);
+  top_.assign(static_cast<size_t>(n), 0);
+  if (n == 0) return;
   const int64_t mask_words = (vocab_ + 63) / 64;
   std::vector<sampler::RowDraw> rows;
   rows.reserve(draws.size());
@@ -70,11 +90,10 @@ std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
     }
     g.logprobs = d.logprobs ? 1 : 0;
     g.top_logprobs = std::min(d.top_logprobs, gpu::kMaxTopLogprobs);
+    logprobs_[r] = d.logprobs ? 1 : 0;
+    top_[r] = g.top_logprobs;
   }
-  // Output layout: [n ids][n logprobs][n x 20 top ids][n x 20 top logprobs].
   const size_t out_bytes = n * 8 + n * gpu::kMaxTopLogprobs * 8;
-  Reserve(out_host_, out_bytes);
-  Reserve(out_dev_, out_bytes);
   Reserve(scratch_, static_cast<size_t>(n * vocab_) * sizeof(float));
   gpu::CopyToDevice(in_dev_.get(), host, in_bytes, stream);
 
@@ -97,8 +116,15 @@ std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
   });
   gpu::LaunchSampleRows(p, stream);
   gpu::CopyToHost(out_host_.get(), out_dev_.get(), out_bytes, stream);
-  gpu::SynchronizeStream(stream);
+  done_.Record(stream);
+}
 
+std::vector<sampler::SampledToken> CudaSampler::Collect() {
+  DSINFER_CHECK(pending_ >= 0);
+  const int64_t n = pending_;
+  pending_ = -1;
+  if (n == 0) return {};
+  done_.Synchronize();
   const char* back = out_host_.as<char>();
   const auto* ids = reinterpret_cast<const int32_t*>(back);
   const auto* lps = reinterpret_cast<const float*>(back + n * 4);
@@ -107,9 +133,9 @@ std::vector<sampler::SampledToken> CudaSampler::Sample(const float* logits,
   std::vector<sampler::SampledToken> tokens(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) {
     tokens[r].id = ids[r];
-    if (!rows[r].logprobs) continue;
+    if (!logprobs_[r]) continue;
     tokens[r].logprob = lps[r];
-    for (int k = 0; k < row_out[r].top_logprobs; ++k) {
+    for (int k = 0; k < top_[r]; ++k) {
       tokens[r].top.push_back(
           {top_ids[r * gpu::kMaxTopLogprobs + k], top_lps[r * gpu::kMaxTopLogprobs + k]});
     }

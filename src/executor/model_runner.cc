@@ -50,8 +50,7 @@ StatusOr<Device> ResolveDevice(Device device) {
 
 namespace {
 
-int64_t DrawRow(const std::vector<RunChunk>& chunks, const RunDraw& d) {
-  const auto count = static_cast<int64_t>(chunks.at(static_cast<size_t>(d.chunk)).tokens.size());
+int64_t DrawRow(int64_t count, const RunDraw& d) {
   const int64_t row = d.row < 0 ? count - 1 : d.row;
   DSINFER_CHECK(row >= 0 && row < count);
   return row;
@@ -63,24 +62,34 @@ std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks,
                                const std::vector<RunDraw>& draws) {
   std::vector<int64_t> tails(chunks.size(), 0);
   for (const RunDraw& d : draws) {
-    const auto count = static_cast<int64_t>(chunks[d.chunk].tokens.size());
-    tails[d.chunk] = std::max(tails[d.chunk], count - DrawRow(chunks, d));
+    const auto count = static_cast<int64_t>(chunks.at(static_cast<size_t>(d.chunk)).tokens.size());
+    tails[d.chunk] = std::max(tails[d.chunk], count - DrawRow(count, d));
   }
   return tails;
 }
 
-std::vector<int64_t> DrawLogitsRows(const std::vector<RunChunk>& chunks,
+std::vector<int64_t> DrawLogitsRows(const std::vector<int64_t>& counts,
                                     const std::vector<RunDraw>& draws,
                                     const std::vector<int64_t>& tails) {
-  std::vector<int64_t> first(chunks.size(), 0);
-  for (size_t i = 1; i < chunks.size(); ++i) first[i] = first[i - 1] + tails[i - 1];
+  DSINFER_CHECK(counts.size() == tails.size());
+  std::vector<int64_t> first(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) first[i] = first[i - 1] + tails[i - 1];
   std::vector<int64_t> rows;
   rows.reserve(draws.size());
   for (const RunDraw& d : draws) {
-    const auto count = static_cast<int64_t>(chunks[d.chunk].tokens.size());
-    rows.push_back(first[d.chunk] + DrawRow(chunks, d) - (count - tails[d.chunk]));
+    const int64_t count = counts.at(static_cast<size_t>(d.chunk));
+    const int64_t row = DrawRow(count, d);
+    DSINFER_CHECK(row >= count - tails[d.chunk]);  // within the logits the launch kept
+    rows.push_back(first[d.chunk] + row - (count - tails[d.chunk]));
   }
   return rows;
+}
+
+StatusOr<RunOutput> ModelRunner::Run(const std::vector<RunChunk>& chunks,
+                                     const std::vector<RunDraw>& draws) {
+  DSINFER_RETURN_IF_ERROR(Launch(chunks, DrawTails(chunks, draws)));
+  DSINFER_RETURN_IF_ERROR(Sample(draws));
+  return Collect();
 }
 
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {

@@ -3,6 +3,10 @@
 // draws to make from chunks' last rows, and the drawn tokens (with the logprobs asked for) come
 // out: the sampler runs where the logits are (the CPU sampler, or the CUDA sampling kernel, which
 // picks the CPU sampler's tokens from the same logits), so on a GPU only ids and logprobs cross.
+// A step is three calls — Launch (the forward), Sample (the draws), Collect (their ids) — so that
+// the engine can plan the next step while a GPU runs this one (overlap scheduling): a chunk may
+// then end with a token drawn by the previous step that the host has not read yet (RunChunk::feed),
+// which the runner takes where the draws are.
 // The runner keeps each sequence's model state in the engine's state cache pages
 // (cache::StateCache, addressed by the layout it reports) and drops or copies it when the engine
 // says so. The engine, scheduler, sampler and cache are the same for every backend; only the runner
@@ -29,6 +33,9 @@ struct RunChunk {
   scheduler::SeqId seq = 0;
   int64_t start = 0;            // the sequence's length before this chunk
   std::vector<int32_t> tokens;  // appended at positions start, start + 1, ...
+  // >= 0: the last token is draw `feed` of the previous Sample call, whose id the host may not
+  // have yet (tokens.back() is then a placeholder).
+  int feed = -1;
 };
 
 // One token to draw from a row of chunks[chunk]: its last (n > 1 siblings draw from one row), or
@@ -66,12 +73,21 @@ class ModelRunner {
     (void)gpu_memory_utilization;
     return int64_t{1} << 30;
   }
-  // One forward step and its draws. A sequence's first chunk starts at 0 (its state is created
-  // then); each sequence appears at most once. Logits depend only on each sequence's own tokens
-  // (batch invariance), never on the other chunks of the step, and a draw only on its row and
-  // input.
-  virtual StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks,
-                                  const std::vector<RunDraw>& draws) = 0;
+  // One step in three calls. Launch enqueues the forward of `chunks`, keeping the logits of the
+  // last tails[i] rows of chunk i (DrawTails). A sequence's first chunk starts at 0 (its state is
+  // created then); each sequence appears at most once. Logits depend only on each sequence's own
+  // tokens (batch invariance), never on the other chunks of the step.
+  virtual Status Launch(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails) = 0;
+  // Enqueues draws from the launched step's logits rows (RunDraw::chunk indexes its chunks). A
+  // draw depends only on its row and input; the inputs' pointers are read during the call.
+  virtual Status Sample(const std::vector<RunDraw>& draws) = 0;
+  // Waits for the last Sample's tokens (one per draw, in draw order). Every Sample is collected
+  // before the next Sample; the next Launch may come first (its feeds read this Sample's draws).
+  virtual StatusOr<RunOutput> Collect() = 0;
+  // The three at once.
+  StatusOr<RunOutput> Run(const std::vector<RunChunk>& chunks, const std::vector<RunDraw>& draws);
+  // The state operations below act on the state as the launched forwards leave it (on a GPU they
+  // are enqueued behind them).
   // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
   virtual void Release(scheduler::SeqId seq) = 0;
   // Returns a sequence's state to its first `length` tokens: the rejected tokens of a speculative
@@ -126,8 +142,9 @@ struct RunnerOptions {
 // The logits rows a run computes: per chunk, how many trailing rows its draws read (0: none).
 std::vector<int64_t> DrawTails(const std::vector<RunChunk>& chunks,
                                const std::vector<RunDraw>& draws);
-// Each draw's row among those logits rows (each chunk's tail, in chunk order).
-std::vector<int64_t> DrawLogitsRows(const std::vector<RunChunk>& chunks,
+// Each draw's row among those logits rows (each chunk's tail, in chunk order), for chunks of
+// counts[i] tokens.
+std::vector<int64_t> DrawLogitsRows(const std::vector<int64_t>& counts,
                                     const std::vector<RunDraw>& draws,
                                     const std::vector<int64_t>& tails);
 

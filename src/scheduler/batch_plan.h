@@ -9,6 +9,10 @@ namespace dsinfer::scheduler {
 
 using SeqId = uint64_t;
 
+// Overlap scheduling: a token drawn by a step still in flight, appended to its sequence before its
+// id is known (Scheduler::SetToken fills it in).
+inline constexpr int32_t kPendingToken = -1;
+
 struct ScheduledChunk {
   SeqId id = 0;
   int64_t start = 0;     // first token index (= tokens whose state exists); 0: a fresh state

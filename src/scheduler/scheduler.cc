@@ -51,6 +51,15 @@ void Scheduler::Remove(SeqId id) {
   seqs_.erase(id);
 }
 
+void Scheduler::SetToken(SeqId id, int64_t index, int32_t token) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  std::vector<int32_t>& tokens = it->second->tokens;
+  DSINFER_CHECK(index >= 0 && index < static_cast<int64_t>(tokens.size()) &&
+                tokens[index] == kPendingToken && token != kPendingToken);
+  tokens[index] = token;
+}
+
 const std::vector<int32_t>& Scheduler::tokens(SeqId id) const { return seqs_.at(id)->tokens; }
 int64_t Scheduler::computed(SeqId id) const { return seqs_.at(id)->computed; }
 

@@ -19,7 +19,8 @@
 //    one token for every later running sequence, and the free state memory allows (a sequence
 //    never preempts another for its drafts). Commit takes how many drafts were accepted.
 // The scheduler owns the token lists (prompt + generated); the engine reads them to build the
-// forward batch and reports sampled tokens through Commit. Not thread-safe: the engine thread's.
+// forward batch and reports sampled tokens through Commit (with overlap scheduling, as
+// kPendingToken when the step is launched, then SetToken). Not thread-safe: the engine thread's.
 #pragma once
 
 #include <cstdint>
@@ -98,6 +99,10 @@ class Scheduler {
   // next token, and the rejected ones are not counted as computed (the runner rolled them back).
   void Commit(const BatchPlan& plan, const std::vector<int32_t>& next_tokens,
               const std::vector<int64_t>& accepted_drafts = {});
+
+  // Overlap scheduling: the token at `index` of `id`, committed as kPendingToken while its draw was
+  // in flight, is `token`. No-op for unknown ids (finished or aborted since).
+  void SetToken(SeqId id, int64_t index, int32_t token);
 
   bool Contains(SeqId id) const { return seqs_.count(id) > 0; }
   // Running with state for all its tokens but the last (its next step is a decode).

@@ -51,6 +51,14 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "enforce_eager");
   }
+  {  // steps run serially instead of overlapping the host's work with the GPU's (the default)
+    EngineOptions o = Options(32, 64, int64_t{256} << 20);
+    o.overlap = EngineOptions::Overlap::kOff;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_FALSE((*e)->Stats().overlap);
+    ExpectSame(alone, (*e)->Generate(reqs), "no overlap");
+  }
   // Preemption: as the CPU engine's test, the smallest budget (in steps of 16 tokens of four
   // sequences, over the rings of the eight running ones) that holds every request alone, with
   // 16-token pages and rings planned for short requests, so that the running ones outgrow it.
@@ -108,6 +116,13 @@ TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
       }
     }
   }
+}
+
+// Overlap scheduling on the GPU (the default): fed tokens read from the device sampler's output,
+// stop strings and ids, n > 1 forks and aborts give the outputs of the serial loop.
+TEST(GpuEngineTest, OverlapSchedulingGivesTheSameIdsAndLogprobs) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  testing::ExpectOverlapExact(Device::kCuda);
 }
 
 // Speculative decoding on the GPU: verify chunks draw at each of their last k + 1 rows on the

@@ -112,7 +112,7 @@ void CheckAgainstCpu(int64_t vocab, int style, int rows, uint32_t seed) {
   gpu::DeviceBuffer dev(logits.size() * sizeof(float));
   gpu::CopyToDeviceSync(dev.get(), logits.data(), logits.size() * sizeof(float));
   gpu::Stream stream;
-  CudaSampler cuda(vocab);
+  CudaSampler cuda(vocab, 256);
   // Draw r reads row (r * 7) % rows: rows shared and permuted, as n > 1 siblings do.
   std::vector<RunDraw> draws;
   for (int r = 0; r < rows; ++r) draws.push_back(ToDraw(*cases[r], (r * 7) % rows));
@@ -162,7 +162,7 @@ TEST(GpuSamplerTest, PlainGreedyBatchesAgree) {
     gpu::DeviceBuffer dev(logits.size() * sizeof(float));
     gpu::CopyToDeviceSync(dev.get(), logits.data(), logits.size() * sizeof(float));
     gpu::Stream stream;
-    CudaSampler cuda(vocab);
+    CudaSampler cuda(vocab, 256);
     sampler::SamplingParams greedy;
     greedy.temperature = 0;
     std::vector<RunDraw> draws;
@@ -190,7 +190,7 @@ TEST(GpuSamplerTest, EverySeedAgreesOnOneRow) {
   gpu::DeviceBuffer dev(logits.size() * sizeof(float));
   gpu::CopyToDeviceSync(dev.get(), logits.data(), logits.size() * sizeof(float));
   gpu::Stream stream;
-  CudaSampler cuda(vocab);
+  CudaSampler cuda(vocab, 256);
   sampler::SamplingParams p;
   p.temperature = 1.0f;
   p.top_p = 0.95f;

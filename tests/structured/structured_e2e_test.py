@@ -149,6 +149,20 @@ def main():
     subprocess.run([dsinfer, "generate", "--model", model, "--input", alone, "--output", alone + ".out", "--quiet",
                     "--threads", "2"], check=True, capture_output=True, timeout=300)
     failures, outputs, stopped = [], 0, 0
+    # Overlap scheduling (the GPU's default; --overlap on the CPU) computes each step's masks after
+    # the previous step's tokens arrive, while the next forward runs: the same tokens.
+    over = os.path.join(scratch, "overlap.jsonl")
+    proc = subprocess.run([dsinfer, "generate", "--model", model, "--input", inp, "--output", over, "--quiet",
+                           "--threads", "2", "--overlap"], capture_output=True, text=True, timeout=900)
+    if proc.returncode not in (0, 1):
+        print(proc.stdout, proc.stderr)
+        return 1
+    overlapped = read_results(over)
+    for rid, d in results.items():
+        o = overlapped.get(rid, {})
+        if [c["ids"] for c in d.get("choices", [])] != [c["ids"] for c in o.get("choices", [])] or \
+                ("error" in d) != ("error" in o):
+            failures.append(f"{rid}: different outputs with --overlap")
     solo = read_results(alone + ".out")[requests[5]["id"]]
     if [c["ids"] for c in solo["choices"]] != [c["ids"] for c in results[requests[5]["id"]]["choices"]]:
         failures.append("a seeded constrained request gave different tokens alone and in the batch")

@@ -119,6 +119,24 @@ TEST(EngineCoreTest, OutputsDoNotDependOnBatchCompositionOrChunking) {
   }
 }
 
+// Overlap scheduling (the GPU's default) on the CPU engine: with random arrivals and a random
+// budget every step, the outputs of requests alone without it.
+TEST(EngineCoreTest, OverlapSchedulingGivesTheSameOutputs) {
+  const auto reqs = MixedRequests();
+  const Results alone = Alone(reqs);
+  EngineOptions o = testing::SmallEngineOptions();
+  o.overlap = EngineOptions::Overlap::kOn;
+  EngineStats stats;
+  for (uint32_t trial = 1; trial <= 2; ++trial) {
+    EXPECT_EQ(Mixed(reqs, trial, o, nullptr, nullptr, &stats), alone) << "trial " << trial;
+    EXPECT_TRUE(stats.overlap);
+  }
+}
+
+TEST(EngineCoreTest, GoldenMixIsTheSameWithOverlapOnAndOff) {
+  testing::ExpectOverlapExact(Device::kCpu);
+}
+
 TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
   const Results alone = Alone(reqs);
@@ -131,6 +149,9 @@ TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   int64_t preemptions = 0;
   o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
       o, reqs, 4 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
+  EXPECT_EQ(Mixed(reqs, 5, o, &preemptions), alone);
+  EXPECT_GT(preemptions, 0) << "the budget must force preemption";
+  o.overlap = EngineOptions::Overlap::kOn;  // preempted with a token in flight
   EXPECT_EQ(Mixed(reqs, 5, o, &preemptions), alone);
   EXPECT_GT(preemptions, 0) << "the budget must force preemption";
 }

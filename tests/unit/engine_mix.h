@@ -1,18 +1,22 @@
 // The engine determinism workload shared by the CPU and GPU engine tests: a mix of requests on the
 // golden model A (greedy and seeded sampling, top-p, n = 2, logprobs and top logprobs), engine
 // options for a device, exact comparison of results, and the speculative-decoding check (oracle
-// drafts and n-gram drafts give the ids and logprobs of the run without drafts).
+// drafts and n-gram drafts give the ids and logprobs of the run without drafts), and the overlap
+// scheduling check (the same outputs with overlap on and off, with stop strings, stop ids and
+// aborts).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "dsinfer/engine.h"
 #include "engine/engine_core.h"
+#include "letter_codec.h"
 
 namespace dsinfer::testing {
 
@@ -155,6 +159,116 @@ inline void ExpectSpeculationExact(Device device) {
   auto e = Engine::Create(o);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   ExpectSame(want, e.value()->Generate(reqs), "n-gram drafts");
+}
+
+// One completion as an EngineCore streamed it.
+struct Streamed {
+  std::vector<int32_t> ids;
+  std::vector<std::pair<int32_t, float>> logprobs;  // per token: the token's, then its top ones
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  bool operator==(const Streamed&) const = default;
+};
+
+// Runs `reqs` (request i has id i + 1) through an EngineCore with the letter codec until it is
+// idle, aborting before step s the requests in aborts[s]; checks that every state was freed.
+// Returns [request][completion].
+inline std::vector<std::vector<Streamed>> RunCore(
+    const EngineOptions& o, const std::vector<GenerateRequest>& reqs,
+    const std::map<int, std::vector<uint64_t>>& aborts = {}, EngineStats* stats = nullptr) {
+  std::vector<std::vector<Streamed>> out(reqs.size());
+  auto made = engine::EngineCore::Create(o, std::make_unique<LetterCodec>());
+  EXPECT_TRUE(made.ok()) << made.status().ToString();
+  if (!made.ok()) return out;
+  engine::EngineCore& core = *made.value();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto p = core.Prepare(reqs[i]);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return out;
+    core.Add(i + 1, *p);
+    out[i].resize(static_cast<size_t>(reqs[i].params.n));
+  }
+  std::vector<StreamEvent> events;
+  for (int step = 0; core.HasWork() && step < 100000; ++step) {
+    if (auto it = aborts.find(step); it != aborts.end()) {
+      for (uint64_t id : it->second) core.Abort(id, &events);
+    }
+    core.Step(&events);
+    for (auto& ev : events) {
+      Streamed& c = out[ev.request_id - 1][ev.index];
+      c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
+      for (const auto& lp : ev.logprobs) {
+        c.logprobs.push_back({lp.id, lp.logprob});
+        for (const auto& t : lp.top) c.logprobs.push_back({t.id, t.logprob});
+      }
+      c.text += ev.text;
+      EXPECT_TRUE(ev.error.ok()) << ev.error.ToString();
+      if (ev.finish != FinishReason::kNone) c.finish = ev.finish;
+    }
+    events.clear();
+  }
+  EXPECT_FALSE(core.HasWork());
+  EXPECT_EQ(core.num_states(), 0u);
+  if (stats) *stats = core.Stats();
+  return out;
+}
+
+// Overlap scheduling is exact: every completion's ids, logprobs, text and finish are the same
+// with overlap on and off — greedy and seeded sampling, n = 2 (siblings fork at the launch),
+// stop strings and stop ids (a completion that stops at step N - 1 already has step N launched,
+// whose token is dropped), chunked prefills at a small step budget — and aborted requests stop
+// with a prefix of their output while the others keep theirs.
+inline void ExpectOverlapExact(Device device) {
+  std::vector<GenerateRequest> reqs = Mix(32);
+  EngineOptions serial = MixOptions(device, 16, 256, int64_t{256} << 20);
+  serial.overlap = EngineOptions::Overlap::kOff;
+  const auto free_run = RunCore(serial, reqs);
+  // Stops that the free run meets: a letter of its k-th token, or the k-th token's id.
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto& ids = free_run[i][0].ids;
+    const size_t k = 1 + i % 4;
+    if (ids.size() <= k) continue;
+    if (i % 3 == 1) reqs[i].params.stop = {LetterCodec::Piece(ids[k]).substr(0, 1)};
+    if (i % 3 == 2) reqs[i].params.stop_token_ids = {ids[k]};
+  }
+  EngineStats st;
+  const auto want = RunCore(serial, reqs, {}, &st);
+  EXPECT_FALSE(st.overlap);
+  int stopped = 0;
+  for (const auto& r : want) {
+    for (const auto& c : r) stopped += c.finish == FinishReason::kStop ? 1 : 0;
+  }
+  EXPECT_GE(stopped, 16) << "the stops must finish completions early";
+  for (int64_t budget : {int64_t{24}, int64_t{256}}) {
+    EngineOptions o = serial;
+    o.max_batch_tokens = budget;
+    o.overlap = EngineOptions::Overlap::kOn;
+    const auto got = RunCore(o, reqs, {}, &st);
+    EXPECT_TRUE(st.overlap);
+    for (size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << "budget " << budget << ", request " << i;
+  }
+  const std::map<int, std::vector<uint64_t>> aborts = {{2, {3, 8}}, {5, {12, 21, 26}}};
+  for (auto overlap : {EngineOptions::Overlap::kOff, EngineOptions::Overlap::kOn}) {
+    EngineOptions o = serial;
+    o.overlap = overlap;
+    const auto got = RunCore(o, reqs, aborts);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      bool aborted = false;
+      for (const auto& [step, ids] : aborts)
+        aborted = aborted || std::count(ids.begin(), ids.end(), i + 1) > 0;
+      if (!aborted) {
+        EXPECT_EQ(got[i], want[i]) << "request " << i;
+        continue;
+      }
+      for (size_t c = 0; c < got[i].size(); ++c) {
+        const Streamed &g = got[i][c], &w = want[i][c];
+        ASSERT_LE(g.ids.size(), w.ids.size());
+        EXPECT_TRUE(std::equal(g.ids.begin(), g.ids.end(), w.ids.begin())) << "request " << i;
+        EXPECT_TRUE(g.finish == FinishReason::kAbort || g == w) << "request " << i;
+      }
+    }
+  }
 }
 
 }  // namespace dsinfer::testing

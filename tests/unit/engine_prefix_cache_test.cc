@@ -16,10 +16,11 @@ using testing::Drain;
 using testing::Outcome;
 using Results = std::map<std::pair<uint64_t, int>, Outcome>;
 
-EngineOptions CacheOptions(bool on) {
+EngineOptions CacheOptions(bool on, EngineOptions::Overlap overlap = EngineOptions::Overlap::kOff) {
   EngineOptions o = testing::SmallEngineOptions();
   o.prefix_cache = on;
   o.prefix_checkpoint_interval = 128;
+  o.overlap = overlap;
   return o;
 }
 
@@ -65,7 +66,10 @@ Results Cold(const std::vector<GenerateRequest>& reqs) {
   return all;
 }
 
-TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
+// With overlap scheduling, checkpoints are stored once the launch's tokens are known, and a
+// finished completion has had its last token run (the next step was launched): its kept state
+// covers one token more.
+void SharedPrefixesAndChatTurns(EngineOptions::Overlap overlap) {
   std::vector<GenerateRequest> reqs = SharedPrefixRequests();
   // A chat's next turn: request 1's prompt, its answer, and a new message.
   const Results first = Cold({reqs[0]});
@@ -75,7 +79,7 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
   reqs.push_back(turn);
   const Results cold = Cold(reqs);
 
-  auto core = NewCore(CacheOptions(true));
+  auto core = NewCore(CacheOptions(true, overlap));
   Results warm;
   // Request 1 alone, then its next turn alone, then the rest together at a random budget.
   for (uint64_t id : {1, 7}) {
@@ -86,7 +90,8 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
   EXPECT_EQ(after_turn.prefix_hits, 1);
   // The next turn restored the previous turn's state at the end of its answer.
   EXPECT_EQ(after_turn.prefix_tokens_reused,
-            static_cast<int64_t>(reqs[0].prompt_ids.size() + first.at({1, 0}).ids.size()) - 1);
+            static_cast<int64_t>(reqs[0].prompt_ids.size() + first.at({1, 0}).ids.size()) -
+                (overlap == EngineOptions::Overlap::kOn ? 0 : 1));
   std::mt19937 rng(3);
   for (uint64_t id = 2; id <= 6; ++id) core->Add(id, *core->Prepare(reqs[id - 1]));
   for (auto& [key, o] :
@@ -109,10 +114,18 @@ TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
   EXPECT_EQ(core->cache().Stats().bytes_used, 0);
 }
 
-TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
+TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
+  SharedPrefixesAndChatTurns(EngineOptions::Overlap::kOff);
+}
+
+TEST(PrefixCacheTest, OverlapSchedulingKeepsColdRunOutputs) {
+  SharedPrefixesAndChatTurns(EngineOptions::Overlap::kOn);
+}
+
+void MemoryPressure(EngineOptions::Overlap overlap) {
   const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
   const Results cold = Cold(reqs);
-  EngineOptions o = CacheOptions(true);
+  EngineOptions o = CacheOptions(true, overlap);
   // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
   // alone: several running at once outgrow it, so cached states give way and requests are
   // preempted.
@@ -146,6 +159,14 @@ TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
   EXPECT_GT(st.prefix_evictions, 0);
   EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
   EXPECT_EQ(st.state_bytes_used, 0);
+}
+
+TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
+  MemoryPressure(EngineOptions::Overlap::kOff);
+}
+
+TEST(PrefixCacheTest, MemoryPressureWithOverlapSchedulingStillMatches) {
+  MemoryPressure(EngineOptions::Overlap::kOn);
 }
 
 TEST(PrefixCacheTest, BadOptionsAreRefused) {

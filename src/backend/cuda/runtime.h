@@ -123,6 +123,8 @@ class Event {
   Event& operator=(const Event&) = delete;
   void Record(StreamHandle stream);
   void Wait(StreamHandle stream) const;
+  // Blocks the host until the work recorded has run (at once when nothing was recorded).
+  void Synchronize() const;
 
  private:
   void* event_ = nullptr;  // cudaEvent_t

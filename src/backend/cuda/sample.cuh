@@ -54,4 +54,9 @@ struct SampleRowsParams {
 };
 void LaunchSampleRows(const SampleRowsParams& p, StreamHandle stream);
 
+// Overlap scheduling: ids[r] = source[feed[r]] for the rows r < n with feed[r] >= 0 (tokens a
+// previous step drew on the device, which the host has not read back).
+void LaunchFeedTokens(int32_t* ids, const int32_t* feed, const int32_t* source, int64_t n,
+                      StreamHandle stream);
+
 }  // namespace dsinfer::backend::cuda

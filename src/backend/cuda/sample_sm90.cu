@@ -386,6 +386,14 @@ __global__ void __launch_bounds__(kGreedyThreads) GreedyRowsKernel(SampleRowsPar
   cluster.sync();  // block 0 has read the others' bests
 }
 
+__global__ void FeedTokensKernel(int32_t* ids, const int32_t* feed, const int32_t* source,
+                                 int64_t n) {
+  PdlTrigger();
+  PdlWait();  // the sampling kernel wrote `source`; the upload, `ids` and `feed`
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < n && feed[r] >= 0) ids[r] = source[feed[r]];
+}
+
 }  // namespace
 
 Status SampleRowsParams::Validate() const {
@@ -410,6 +418,15 @@ void LaunchSampleRows(const SampleRowsParams& p, StreamHandle stream) {
   }
   LaunchKernel(SampleRowsKernel, dim3(static_cast<unsigned>(p.num_rows)), dim3(kThreads), 0, stream,
                p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchFeedTokens(int32_t* ids, const int32_t* feed, const int32_t* source, int64_t n,
+                      StreamHandle stream) {
+  if (n <= 0) return;
+  constexpr int kFeedThreads = 256;
+  LaunchKernel(FeedTokensKernel, dim3(static_cast<unsigned>((n + kFeedThreads - 1) / kFeedThreads)),
+               dim3(kFeedThreads), 0, stream, ids, feed, source, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -356,6 +356,7 @@ int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows r
       h[3 * T + r] = static_cast<int32_t>(begin);
       h[4 * T + r] = static_cast<int32_t>(start);
       h[5 * T + r] = static_cast<int32_t>(count);
+      h[7 * T + r] = i + 1 == count ? sq.feed : -1;
     }
     const int64_t tail = HeadRows(sq, rows);
     for (int64_t i = count - tail; i < count; ++i)
@@ -377,13 +378,17 @@ int64_t CudaModel::Impl::HeadRows(const StepSeq& sq, LogitsRows rows) {
   return 0;
 }
 
-void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
+void CudaModel::Impl::Upload(int64_t table_rows) {
   if (table_rows > 0) {
     gpu::CopyToDevice(table_dev, table_host.get(),
                       static_cast<size_t>(table_rows * table_cols) * sizeof(int32_t), stream.get());
   }
   gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * opt.max_tokens * sizeof(int32_t),
                     stream.get());
+}
+
+void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
+  Upload(table_rows);
   Mark("embed");
   Run(n, nrows, one_per_seq);
 }
@@ -402,7 +407,9 @@ Status CudaModel::Impl::CheckStep(const std::vector<StepSeq>& seqs, LogitsRows r
   const Impl& m = *this;
   int64_t n = 0, nrows = 0;
   for (const StepSeq& sq : seqs) {
-    for (int32_t id : *sq.ids) {
+    const size_t checked = sq.ids->size() - (sq.feed >= 0 && !sq.ids->empty() ? 1 : 0);
+    for (size_t i = 0; i < checked; ++i) {
+      const int32_t id = (*sq.ids)[i];
       if (id < 0 || id >= m.c.vocab_size) {
         return InvalidArgument("token id " + std::to_string(id) +
                                " is outside the vocabulary [0, " + std::to_string(m.c.vocab_size) +

@@ -83,10 +83,17 @@ class CudaModel {
     std::vector<const std::vector<int32_t>*> pages;  // per pool: the sequence's pages, in order,
                                                      // at least plan.PagesAt(start + ids.size())
     int64_t logits_tail = 1;                         // LogitsRows::kTail: trailing rows' logits
+    // >= 0: the last id is entry `feed` of the feed source (SetFeedSource), read on the device
+    // when the forward runs (ids.back() is a placeholder).
+    int feed = -1;
   };
   // Runs the chunks (at most max_seqs) with their state in the given pages; the logits stay on the
-  // device as ForwardToDevice's.
+  // device as ForwardToDevice's. Returns once the step is enqueued; the host buffers it filled are
+  // reused by the next call, which first waits for this one's uploads (not for its forward).
   StatusOr<DeviceLogits> ForwardPaged(const std::vector<PagedChunk>& chunks, LogitsRows rows);
+  // Paged mode: the device ids that PagedChunk::feed indexes (a sampler's output, written by work
+  // enqueued on stream() before the forward that reads it). Set once, before the first forward.
+  void SetFeedSource(const int32_t* ids);
   // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
   void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
                  int64_t count);

@@ -90,7 +90,9 @@ struct LayerState {
   gpu::ListRef index_entries;
 };
 
-inline constexpr int kMetaArrays = 7;  // ids, pos, slot, seg_begin, seg_start, seg_count, head rows
+// ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
+// entry of a row's id, or -1)
+inline constexpr int kMetaArrays = 8;
 inline constexpr int kRollbackSlack = CudaModel::kMaxRollback;
 static_assert(kRollbackSlack >= 1,
               "the window ring holds at least W entries (Attention's decode append)");
@@ -233,6 +235,10 @@ struct CudaModel::Impl {
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;        // DecodeStep's, by batch size
   std::map<int64_t, std::unique_ptr<gpu::Graph>> paged_graphs;  // ForwardPaged's decode steps
+  // Paged mode: the last step's uploads of table_host / meta_host are done (the host may refill
+  // them); the feed source of PagedChunk::feed.
+  gpu::Event uploaded;
+  const int32_t* feed_source = nullptr;
   gpu::EventLog* profile = nullptr;  // eager per-op breakdown when set
   void Mark(const char* name) {
     if (profile) profile->Mark(stream.get(), name);
@@ -295,6 +301,7 @@ struct CudaModel::Impl {
     int64_t start = 0;
     const std::vector<int32_t>* ids = nullptr;
     int64_t tail = 1;  // LogitsRows::kTail: logits of this many trailing rows
+    int feed = -1;     // paged mode: the last id's feed source entry (PagedChunk::feed)
   };
   int64_t EnqueueStep(const std::vector<StepSeq>& seqs, LogitsRows rows);
   // The checks every forward makes of its tokens: ids in the vocabulary, rows within max_tokens,
@@ -306,6 +313,7 @@ struct CudaModel::Impl {
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);
   void Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows);
+  void Upload(int64_t table_rows);
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
@@ -426,6 +434,9 @@ struct CudaModel::Impl {
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
   void Run(int64_t n, int64_t rows, bool one_per_seq) {
+    if (feed_source != nullptr) {
+      gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * opt.max_tokens, feed_source, n, cur_stream());
+    }
     gpu::EmbedParams ep;
     ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
     ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;

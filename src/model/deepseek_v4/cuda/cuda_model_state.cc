@@ -146,6 +146,9 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     return OutOfRange(std::to_string(chunks.size()) + " sequences in one step; the CUDA model " +
                       "holds " + std::to_string(m.opt.max_seqs));
   }
+  // The host buffers are refilled below: the previous step's uploads must have run (with overlap
+  // scheduling, that step may still be running).
+  m.uploaded.Synchronize();
   std::vector<Impl::StepSeq> seqs;
   int32_t* t = m.table_host.as<int32_t>();
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -157,6 +160,8 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     }
     if (ch.pages.size() != m.pools.size())
       return InvalidArgument("ForwardPaged: one page list per pool");
+    if (ch.feed >= 0 && (m.feed_source == nullptr || ch.ids.empty()))
+      return InvalidArgument("ForwardPaged: a fed id needs a feed source and a token");
     for (size_t p = 0; p < m.pools.size(); ++p) {
       const Impl::Pool& pool = m.pools[p];
       const std::vector<int32_t>& pages = *ch.pages[p];
@@ -174,30 +179,40 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
         DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
       }
     }
-    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids, ch.logits_tail});
+    seqs.push_back({static_cast<int>(i), ch.start, &ch.ids, ch.logits_tail, ch.feed});
   }
   DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
-  // A decode step (one token per sequence): the uploads and the forward replay a graph captured
-  // for this batch size (its kernels' shapes depend on nothing else; the copies read the pinned
-  // buffers filled here). Steps of several tokens per sequence (speculative verify steps) run
-  // eagerly: replaying them from graphs gave different bits on the H200 (budget-7 mixes of
-  // gpu_engine_test), not yet understood.
-  const bool decode =
-      !chunks.empty() && std::all_of(chunks.begin(), chunks.end(),
-                                     [](const PagedChunk& ch) { return ch.ids.size() == 1; });
-  if (!decode || !m.opt.graphs) return DeviceLogits{m.logits, m.EnqueueStep(seqs, rows)};
-  const int64_t n = static_cast<int64_t>(chunks.size());
   const int64_t nrows = m.FillMeta(seqs, rows);
+  int64_t n = 0;
+  for (const PagedChunk& ch : chunks) n += static_cast<int64_t>(ch.ids.size());
+  m.Upload(static_cast<int64_t>(chunks.size()));
+  m.uploaded.Record(m.stream.get());
+  m.Mark("embed");
+  // A decode step (one token per sequence) replays a graph captured for this batch size (its
+  // kernels' shapes depend on nothing else; they read the uploaded metadata). Steps of several
+  // tokens per sequence (speculative verify steps) run eagerly: replaying them from graphs gave
+  // different bits on the H200 (budget-7 mixes of gpu_engine_test), not yet understood.
+  const bool decode = !chunks.empty() && std::all_of(chunks.begin(), chunks.end(), [](const auto& ch) {
+    return ch.ids.size() == 1;
+  });
+  if (!decode || !m.opt.graphs) {
+    const bool one_per_seq = std::all_of(chunks.begin(), chunks.end(),
+                                         [](const PagedChunk& ch) { return ch.ids.size() <= 1; });
+    m.Run(n, nrows, one_per_seq);
+    return DeviceLogits{m.logits, nrows};
+  }
   auto& graph = m.paged_graphs[n];
   if (!graph) {
     graph = std::make_unique<gpu::Graph>();
     graph->BeginCapture(m.stream.get());
-    m.Launch(n, nrows, true, n);
+    m.Run(n, nrows, true);
     graph->EndCapture(m.stream.get());
   }
   graph->Launch(m.stream.get());
   return DeviceLogits{m.logits, nrows};
 }
+
+void CudaModel::SetFeedSource(const int32_t* ids) { impl_->feed_source = ids; }
 
 void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
                           const std::vector<int32_t>& to, int64_t count) {
