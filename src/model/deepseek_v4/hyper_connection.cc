@@ -24,17 +24,16 @@ std::vector<float> Mix(const std::vector<float>& fn, int64_t outs, const float* 
 
 }  // namespace
 
-void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X, int64_t n,
-           float* u, float* post, float* comb, ThreadPool* pool) {
+void HcMixes(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X,
+             int64_t n, float* pre, float* post, float* comb, ThreadPool* pool) {
   const int hc = c.hc_mult;
   const int64_t D = c.hidden_size, outs = (2 + hc) * hc;
   const float eps = static_cast<float>(c.hc_eps);
   std::vector<float> mix = Mix(w.fn, outs, X, n, hc * D, static_cast<float>(c.rms_norm_eps), pool);
   for (int64_t t = 0; t < n; ++t) {
     const float* m = mix.data() + t * outs;
-    float pre[16];  // hc_mult <= 16 (DeepseekV4Config::Validate)
     for (int i = 0; i < hc; ++i) {
-      pre[i] = cpu::Sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
+      pre[t * hc + i] = cpu::Sigmoid(m[i] * w.scale[0] + w.base[i]) + eps;
       post[t * hc + i] = 2.0f * cpu::Sigmoid(m[hc + i] * w.scale[1] + w.base[hc + i]);
     }
     float* C = comb + t * hc * hc;
@@ -59,14 +58,30 @@ void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const
       }
       normalize_columns();
     }
+  }
+}
+
+void HcCollapse(const io::DeepseekV4Config& c, const float* X, const float* pre, int64_t n,
+                float* u) {
+  const int hc = c.hc_mult;
+  const int64_t D = c.hidden_size;
+  for (int64_t t = 0; t < n; ++t) {
     float* ut = u + t * D;
     const float* Xt = X + t * hc * D;
+    const float* p = pre + t * hc;
     for (int64_t d = 0; d < D; ++d) {
       float s = 0;
-      for (int i = 0; i < hc; ++i) s += pre[i] * Xt[i * D + d];
+      for (int i = 0; i < hc; ++i) s += p[i] * Xt[i * D + d];
       ut[d] = s;
     }
   }
+}
+
+void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X,
+           int64_t n, float* u, float* post, float* comb, ThreadPool* pool) {
+  std::vector<float> pre(static_cast<size_t>(n * c.hc_mult));
+  HcMixes(w, c, X, n, pre.data(), post, comb, pool);
+  HcCollapse(c, X, pre.data(), n, u);
 }
 
 void HcPost(const io::DeepseekV4Config& c, const float* y, const float* post, const float* comb,

@@ -15,6 +15,16 @@ namespace dsinfer::model::deepseek_v4 {
 void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X, int64_t n,
            float* u, float* post, float* comb, ThreadPool* pool);
 
+// The mixing coefficients alone: pre [n, hc] (sigmoid gates + hc_eps), post [n, hc], comb [n, hc,
+// hc] (Sinkhorn-projected). HcPre = HcMixes + HcCollapse with the same site's pre; V4.1's
+// single-pass mHC collapses with the previous site's pre instead.
+void HcMixes(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X,
+             int64_t n, float* pre, float* post, float* comb, ThreadPool* pool);
+
+// u [n, D] = sum_i pre[i] * X[i]   (X: [n, hc, D], pre: [n, hc]).
+void HcCollapse(const io::DeepseekV4Config& c, const float* X, const float* pre, int64_t n,
+                float* u);
+
 // X <- post[k] * y + sum_j comb[j][k] * X[j]   (y: [n, D]; X: [n, hc, D] updated in place).
 void HcPost(const io::DeepseekV4Config& c, const float* y, const float* post, const float* comb,
             int64_t n, float* X);

@@ -1,0 +1,474 @@
+#include "io/deepseek_v41_config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace dsinfer::io {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Reads `key` of `j` into `out` if present (and not null); InvalidArgument on a wrong type.
+template <typename T>
+Status Read(const json& j, const char* key, T* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  const std::string where = std::string("config.json: text_config.") + key;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return InvalidArgument(where + " is not a boolean");
+    *out = it->get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return InvalidArgument(where + " is not an integer");
+    const int64_t v = it->is_number_unsigned()
+                          ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
+                          : it->get<int64_t>();
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return InvalidArgument(where + " = " + it->dump() + " is out of range");
+    }
+    *out = static_cast<T>(v);
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    if (!it->is_number()) return InvalidArgument(where + " is not a number");
+    *out = it->get<T>();
+  } else {
+    if (!it->is_string()) return InvalidArgument(where + " is not a string");
+    *out = it->get<std::string>();
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status ReadList(const json& j, const char* key, std::vector<T>* out, bool* present = nullptr) {
+  auto it = j.find(key);
+  if (present) *present = false;
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  const std::string where = std::string("config.json: text_config.") + key;
+  if (!it->is_array()) return InvalidArgument(where + " is not a list");
+  out->clear();
+  for (const json& v : *it) {
+    if (!v.is_number_integer()) return InvalidArgument(where + " has a non-integer entry");
+    const int64_t x = v.get<int64_t>();
+    if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return InvalidArgument(where + " entry " + v.dump() + " is out of range");
+    }
+    out->push_back(static_cast<T>(x));
+  }
+  if (present) *present = true;
+  return Status::Ok();
+}
+
+Status ReadYarn(const json& rp, YarnParams* yarn) {
+  const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
+  if (type == "default") return Status::Ok();
+  if (type != "yarn") {
+    return Unimplemented("config.json: compress RoPE type '" + type + "' is not supported");
+  }
+  yarn->enabled = true;
+  DSINFER_RETURN_IF_ERROR(Read(rp, "factor", &yarn->factor));
+  DSINFER_RETURN_IF_ERROR(
+      Read(rp, "original_max_position_embeddings", &yarn->original_max_position_embeddings));
+  DSINFER_RETURN_IF_ERROR(Read(rp, "beta_fast", &yarn->beta_fast));
+  DSINFER_RETURN_IF_ERROR(Read(rp, "beta_slow", &yarn->beta_slow));
+  DSINFER_RETURN_IF_ERROR(Read(rp, "truncate", &yarn->truncate));
+  if (yarn->original_max_position_embeddings <= 0) {
+    return InvalidArgument("config.json: YaRN needs original_max_position_embeddings");
+  }
+  double attention_factor = 1.0;
+  DSINFER_RETURN_IF_ERROR(Read(rp, "attention_factor", &attention_factor));
+  if (attention_factor != 1.0) {
+    return Unimplemented("config.json: YaRN attention_factor != 1 is not used by DeepSeek-V4.1");
+  }
+  return Status::Ok();
+}
+
+bool Contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+StatusOr<DeepseekV41Config> ParseText(const json& t) {
+  DeepseekV41Config c;
+  DSINFER_RETURN_IF_ERROR(Read(t, "vocab_size", &c.vocab_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "hidden_size", &c.hidden_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "num_hidden_layers", &c.num_layers));
+  DSINFER_RETURN_IF_ERROR(Read(t, "num_attention_heads", &c.num_heads));
+  DSINFER_RETURN_IF_ERROR(Read(t, "head_dim", &c.head_dim));
+  DSINFER_RETURN_IF_ERROR(Read(t, "qk_rope_head_dim", &c.rope_head_dim));
+  DSINFER_RETURN_IF_ERROR(Read(t, "q_lora_rank", &c.q_lora_rank));
+  DSINFER_RETURN_IF_ERROR(Read(t, "o_groups", &c.o_groups));
+  DSINFER_RETURN_IF_ERROR(Read(t, "o_lora_rank", &c.o_lora_rank));
+  DSINFER_RETURN_IF_ERROR(Read(t, "n_routed_experts", &c.n_routed_experts));
+  DSINFER_RETURN_IF_ERROR(Read(t, "n_shared_experts", &c.n_shared_experts));
+  DSINFER_RETURN_IF_ERROR(Read(t, "num_experts_per_tok", &c.num_experts_per_tok));
+  DSINFER_RETURN_IF_ERROR(Read(t, "moe_intermediate_size", &c.moe_intermediate_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "scoring_func", &c.scoring_func));
+  DSINFER_RETURN_IF_ERROR(Read(t, "gate_temp", &c.gate_temp));
+  DSINFER_RETURN_IF_ERROR(Read(t, "norm_topk_prob", &c.norm_topk_prob));
+  DSINFER_RETURN_IF_ERROR(Read(t, "routed_scaling_factor", &c.routed_scaling_factor));
+  DSINFER_RETURN_IF_ERROR(Read(t, "swiglu_limit", &c.swiglu_limit));
+  DSINFER_RETURN_IF_ERROR(Read(t, "sliding_window", &c.sliding_window));
+  DSINFER_RETURN_IF_ERROR(Read(t, "rope_theta", &c.rope_theta));
+  DSINFER_RETURN_IF_ERROR(Read(t, "compress_rope_theta", &c.compress_rope_theta));
+  DSINFER_RETURN_IF_ERROR(Read(t, "max_position_embeddings", &c.max_position_embeddings));
+  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_topk_blocks", &c.candidate_topk_blocks));
+  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_block_size", &c.candidate_block_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "index_n_heads", &c.index_n_heads));
+  DSINFER_RETURN_IF_ERROR(Read(t, "index_head_dim", &c.index_head_dim));
+  DSINFER_RETURN_IF_ERROR(Read(t, "index_topk", &c.index_topk));
+  DSINFER_RETURN_IF_ERROR(Read(t, "hc_mult", &c.hc_mult));
+  DSINFER_RETURN_IF_ERROR(Read(t, "hc_sinkhorn_iters", &c.hc_sinkhorn_iters));
+  DSINFER_RETURN_IF_ERROR(Read(t, "hc_eps", &c.hc_eps));
+  DSINFER_RETURN_IF_ERROR(Read(t, "rms_norm_eps", &c.rms_norm_eps));
+  DSINFER_RETURN_IF_ERROR(ReadList(t, "engram_layer_ids", &c.engram_layer_ids));
+  DSINFER_RETURN_IF_ERROR(ReadList(t, "engram_num_embeddings", &c.engram_num_embeddings));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_vocab_size", &c.engram_vocab_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_max_ngram_size", &c.engram_max_ngram_size));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_n_heads", &c.engram_n_heads));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_head_dim", &c.engram_head_dim));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_pad_id", &c.engram_pad_id));
+  DSINFER_RETURN_IF_ERROR(Read(t, "engram_compressed_vocab_size", &c.engram_compressed_vocab_size));
+  c.num_nextn_predict_layers = 3;  // the reference default
+  DSINFER_RETURN_IF_ERROR(Read(t, "num_nextn_predict_layers", &c.num_nextn_predict_layers));
+  DSINFER_RETURN_IF_ERROR(Read(t, "bos_token_id", &c.bos_token_id));
+  if (t.contains("eos_token_id") && t["eos_token_id"].is_array()) {
+    if (t["eos_token_id"].empty() || !t["eos_token_id"][0].is_number_integer()) {
+      return InvalidArgument("config.json: text_config.eos_token_id is an empty or bad list");
+    }
+    c.eos_token_id = t["eos_token_id"][0].get<int64_t>();
+  } else {
+    DSINFER_RETURN_IF_ERROR(Read(t, "eos_token_id", &c.eos_token_id));
+  }
+  DSINFER_RETURN_IF_ERROR(Read(t, "tie_word_embeddings", &c.tie_word_embeddings));
+
+  // Keys whose other values would be another model.
+  std::string act = "silu", topk_method = "noaux_tc";
+  DSINFER_RETURN_IF_ERROR(Read(t, "hidden_act", &act));
+  DSINFER_RETURN_IF_ERROR(Read(t, "topk_method", &topk_method));
+  if (act != "silu") return Unimplemented("config.json: hidden_act '" + act + "' is not supported");
+  if (topk_method != "noaux_tc") {
+    return Unimplemented("config.json: topk_method '" + topk_method + "' is not supported");
+  }
+  int64_t kv_heads = 1;
+  bool attention_bias = false;
+  DSINFER_RETURN_IF_ERROR(Read(t, "num_key_value_heads", &kv_heads));
+  DSINFER_RETURN_IF_ERROR(Read(t, "attention_bias", &attention_bias));
+  if (kv_heads != 1)
+    return Unimplemented("config.json: num_key_value_heads must be 1 (shared K=V)");
+  if (attention_bias) return Unimplemented("config.json: attention_bias = true is not supported");
+
+  // RoPE: rope_parameters {main, compress} when given, else the flat rope_scaling (YaRN applies
+  // only to the compress table), as the reference's __post_init__.
+  const json* rp = t.contains("rope_parameters") && t["rope_parameters"].is_object()
+                       ? &t["rope_parameters"]
+                       : nullptr;
+  if (rp && rp->contains("main") && rp->contains("compress") && (*rp)["main"].is_object() &&
+      (*rp)["compress"].is_object()) {
+    const json& main = (*rp)["main"];
+    const json& comp = (*rp)["compress"];
+    if (main.value("rope_type", std::string("default")) != "default") {
+      return Unimplemented("config.json: rope_parameters.main must be a 'default' RoPE");
+    }
+    DSINFER_RETURN_IF_ERROR(Read(main, "rope_theta", &c.rope_theta));
+    DSINFER_RETURN_IF_ERROR(Read(comp, "rope_theta", &c.compress_rope_theta));
+    DSINFER_RETURN_IF_ERROR(ReadYarn(comp, &c.compress_yarn));
+  } else if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) {
+    DSINFER_RETURN_IF_ERROR(ReadYarn(t["rope_scaling"], &c.compress_yarn));
+  }
+
+  // compress_ratios: the released schedule for 40 layers, else the reference's scaled pattern.
+  const int n = c.num_layers;
+  if (n <= 0) return InvalidArgument("config.json: text_config.num_hidden_layers must be > 0");
+  bool have_ratios = false;
+  DSINFER_RETURN_IF_ERROR(ReadList(t, "compress_ratios", &c.compress_ratios, &have_ratios));
+  std::vector<int> released(2, 0);
+  released.insert(released.end(), 18, 2);
+  released.insert(released.end(), 20, 1);
+  if (!have_ratios) {
+    if (n == static_cast<int>(released.size())) {
+      c.compress_ratios = released;
+    } else {
+      const int n_slide = std::min(2, n), n_enc = std::max(0, (n - n_slide + 1) / 2);
+      c.compress_ratios.assign(n_slide, 0);
+      c.compress_ratios.insert(c.compress_ratios.end(), n_enc, 2);
+      c.compress_ratios.insert(c.compress_ratios.end(), std::max(0, n - n_slide - n_enc), 1);
+    }
+  }
+  const int total = static_cast<int>(c.compress_ratios.size());
+  if (total < n) {
+    return InvalidArgument("config.json: compress_ratios needs at least num_hidden_layers (" +
+                           std::to_string(n) + ") entries, got " + std::to_string(total));
+  }
+  if (total > n + c.num_nextn_predict_layers) {
+    return InvalidArgument("config.json: compress_ratios has " + std::to_string(total) +
+                           " entries but num_hidden_layers + num_nextn_predict_layers = " +
+                           std::to_string(n + c.num_nextn_predict_layers));
+  }
+  c.compress_ratios.resize(n);
+  for (int r : c.compress_ratios) {
+    if (r < 0) return InvalidArgument("config.json: compress_ratios has a negative entry");
+  }
+
+  bool have_kv = false, have_index = false;
+  DSINFER_RETURN_IF_ERROR(ReadList(t, "kv_source_layer_ids", &c.kv_source_layer_ids, &have_kv));
+  DSINFER_RETURN_IF_ERROR(
+      ReadList(t, "index_source_layer_ids", &c.index_source_layer_ids, &have_index));
+  const std::vector<int> released_kv = {2, 8, 14, 20};
+  if (!have_kv) {
+    if (std::equal(c.compress_ratios.begin(), c.compress_ratios.end(), released.begin(),
+                   released.begin() + std::min<size_t>(n, released.size())) &&
+        n <= static_cast<int>(released.size())) {
+      c.kv_source_layer_ids = released_kv;
+    } else {
+      for (int i = 0; i < n; ++i) {
+        const int r = c.compress_ratios[i];
+        if (r > 0 && (i == 0 || c.compress_ratios[i - 1] != r)) c.kv_source_layer_ids.push_back(i);
+      }
+    }
+  }
+  if (!have_index) {
+    c.index_source_layer_ids = c.kv_source_layer_ids == released_kv
+                                   ? std::vector<int>{2, 8, 14, 20, 24, 28, 32, 36}
+                                   : c.kv_source_layer_ids;
+  }
+  c.candidate_source_layer_id = c.kv_source_layer_ids.empty() ? -1 : c.kv_source_layer_ids.back();
+  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_source_layer_id", &c.candidate_source_layer_id));
+  return c;
+}
+
+}  // namespace
+
+bool DeepseekV41Config::IsKvSource(int layer) const { return Contains(kv_source_layer_ids, layer); }
+bool DeepseekV41Config::IsIndexSource(int layer) const {
+  return Contains(index_source_layer_ids, layer);
+}
+int DeepseekV41Config::KvSourceOf(int layer) const {
+  int best = -1;
+  for (int s : kv_source_layer_ids) {
+    if (s <= layer) best = std::max(best, s);
+  }
+  return best;
+}
+
+Status DeepseekV41Config::Validate() const {
+  auto bad = [](const std::string& what) { return InvalidArgument("config.json: " + what); };
+  if (vocab_size <= 0 || hidden_size <= 0 || num_heads <= 0 || head_dim <= 0) {
+    return bad("vocab_size, hidden_size, num_attention_heads and head_dim must be > 0");
+  }
+  if (rope_head_dim <= 0 || rope_head_dim % 2 != 0 || rope_head_dim > head_dim ||
+      rope_head_dim > index_head_dim) {
+    return bad("qk_rope_head_dim must be even, > 0 and at most head_dim and index_head_dim");
+  }
+  if (q_lora_rank <= 0 || o_groups <= 0 || o_lora_rank <= 0 || num_heads % o_groups != 0) {
+    return bad("q_lora_rank, o_groups, o_lora_rank must be > 0 and o_groups must divide the heads");
+  }
+  if (n_routed_experts <= 0 || num_experts_per_tok <= 0 || num_experts_per_tok > n_routed_experts ||
+      moe_intermediate_size <= 0) {
+    return bad("bad MoE sizes (experts, experts per token, moe_intermediate_size)");
+  }
+  if (scoring_func != "sqrtsoftplus" && scoring_func != "sigmoid" && scoring_func != "softmax") {
+    return Unimplemented("config.json: scoring_func '" + scoring_func + "' is not supported");
+  }
+  if (gate_temp != 1.0) {
+    return Unimplemented("config.json: gate_temp != 1 is not supported (the release uses 1)");
+  }
+  if (sliding_window <= 0) return bad("sliding_window must be > 0");
+  if (hc_mult <= 0 || hc_mult > 16 || hc_sinkhorn_iters <= 0) {
+    return bad("hc_mult must be in [1, 16] and hc_sinkhorn_iters > 0");
+  }
+  if (index_n_heads <= 0 || index_head_dim <= 0 || index_topk <= 0) {
+    return bad("index_n_heads, index_head_dim and index_topk must be > 0");
+  }
+  if (candidate_source_layer_id >= 0 && (candidate_topk_blocks <= 0 || candidate_block_size <= 0)) {
+    return bad("candidate_topk_blocks and candidate_block_size must be > 0");
+  }
+  if (engram_layer_ids.size() != engram_num_embeddings.size() && !engram_num_embeddings.empty()) {
+    return bad("engram_num_embeddings must have one entry per engram_layer_ids entry");
+  }
+  const int n = num_layers;
+  if (static_cast<int>(compress_ratios.size()) != n) {
+    return bad("compress_ratios must have num_hidden_layers entries");
+  }
+  // The reference's schedule checks (DeepseekV41TextConfig.__post_init__).
+  for (int s : kv_source_layer_ids) {
+    if (s < 0 || s >= n)
+      return bad("kv_source_layer_ids entry " + std::to_string(s) + " is out of range");
+    if (compress_ratios[s] == 0) {
+      return bad("kv_source_layer_ids entry " + std::to_string(s) + " has compress_ratios 0");
+    }
+  }
+  for (int s : index_source_layer_ids) {
+    if (s < 0 || s >= n || compress_ratios[s] == 0) {
+      return bad("index_source_layer_ids entry " + std::to_string(s) +
+                 " is out of range or has compress_ratios 0");
+    }
+    if (KvSourceOf(s) < 0) {
+      return bad("index_source_layer_ids entry " + std::to_string(s) +
+                 " has no kv_source_layer_ids entry at or before it");
+    }
+  }
+  if (candidate_source_layer_id >= 0 && !IsIndexSource(candidate_source_layer_id)) {
+    return bad("candidate_source_layer_id " + std::to_string(candidate_source_layer_id) +
+               " must be in index_source_layer_ids");
+  }
+  for (int l = 0; l < n; ++l) {
+    if (compress_ratios[l] > 0 && KvSourceOf(l) < 0) {
+      return bad("layer " + std::to_string(l) +
+                 " has compress_ratios > 0 but no kv_source_layer_ids entry at or before it");
+    }
+  }
+  // Schedules the reference accepts but cannot run consistently (its per-forward shared state
+  // would pair one group's top-k or candidate mask with another group's entries): refused.
+  for (int s : kv_source_layer_ids) {
+    if (!IsIndexSource(s)) {
+      return Unimplemented("config.json: kv source layer " + std::to_string(s) +
+                           " is not an index source (its group would reuse another group's top-k)");
+    }
+    if (candidate_source_layer_id >= 0 && s > candidate_source_layer_id) {
+      return Unimplemented("config.json: kv source layer " + std::to_string(s) +
+                           " comes after candidate_source_layer_id (the candidate mask would "
+                           "belong to another group's entries)");
+    }
+  }
+  for (int l = 0; l < n; ++l) {
+    if (compress_ratios[l] > 0 && compress_ratios[l] != compress_ratios[KvSourceOf(l)]) {
+      return Unimplemented("config.json: layer " + std::to_string(l) +
+                           " has a different compress ratio from its kv source layer " +
+                           std::to_string(KvSourceOf(l)));
+    }
+  }
+  for (int e : engram_layer_ids) {
+    if (e < 0 || e >= n)
+      return bad("engram_layer_ids entry " + std::to_string(e) + " is out of range");
+  }
+  return Status::Ok();
+}
+
+bool IsDeepseekV41ConfigJson(const std::string& json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  const std::string type = j.value("model_type", std::string());
+  return type == "deepseek_v41" || type == "deepseek_v41_text";
+}
+
+StatusOr<DeepseekV41Config> ParseDeepseekV41Config(const std::string& json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("config.json: not a JSON object");
+  const std::string type = j.value("model_type", std::string());
+  const json* text = &j;
+  if (type == "deepseek_v41") {
+    if (!j.contains("text_config") || !j["text_config"].is_object()) {
+      return InvalidArgument("config.json: a deepseek_v41 config needs a text_config object");
+    }
+    text = &j["text_config"];
+    const std::string text_type = text->value("model_type", std::string("deepseek_v41_text"));
+    if (text_type != "deepseek_v41_text") {
+      return InvalidArgument("config.json: text_config.model_type is '" + text_type +
+                             "', expected 'deepseek_v41_text'");
+    }
+  } else if (type != "deepseek_v41_text") {
+    return InvalidArgument("config.json: model_type '" + type +
+                           "' is not DeepSeek-V4.1 (deepseek_v41 or deepseek_v41_text)");
+  }
+  DSINFER_ASSIGN_OR_RETURN(DeepseekV41Config c, ParseText(*text));
+  c.has_vision = j.contains("vision_config") && !j["vision_config"].is_null();
+  if (j.contains("image_token_id") && j["image_token_id"].is_number_integer()) {
+    c.image_token_id = j["image_token_id"].get<int64_t>();
+  } else if (c.has_vision) {
+    c.image_token_id = 129264;  // the reference default
+  }
+  // The dense FP8 block size (the release: 32 x 32 ue8m0 blocks).
+  const json* q = nullptr;
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    q = &j["quantization_config"];
+  } else if (text->contains("quantization_config") && (*text)["quantization_config"].is_object()) {
+    q = &(*text)["quantization_config"];
+  }
+  if (q && q->contains("weight_block_size") && (*q)["weight_block_size"].is_array()) {
+    const json& b = (*q)["weight_block_size"];
+    if (b.size() != 2 || !b[0].is_number_integer() || b[0] != b[1] || b[0].get<int>() <= 0) {
+      return Unimplemented("config.json: quantization_config.weight_block_size " + b.dump() +
+                           " is not supported (square blocks only)");
+    }
+    c.fp8_block_size = b[0].get<int>();
+  }
+  DSINFER_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+StatusOr<DeepseekV41Config> LoadDeepseekV41Config(const std::string& model_dir) {
+  const auto path = std::filesystem::path(model_dir) / "config.json";
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseDeepseekV41Config(ss.str());
+}
+
+std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
+  json t;
+  t["model_type"] = "deepseek_v41_text";
+  t["vocab_size"] = c.vocab_size;
+  t["hidden_size"] = c.hidden_size;
+  t["num_hidden_layers"] = c.num_layers;
+  t["num_attention_heads"] = c.num_heads;
+  t["num_key_value_heads"] = 1;
+  t["head_dim"] = c.head_dim;
+  t["qk_rope_head_dim"] = c.rope_head_dim;
+  t["q_lora_rank"] = c.q_lora_rank;
+  t["o_groups"] = c.o_groups;
+  t["o_lora_rank"] = c.o_lora_rank;
+  t["n_routed_experts"] = c.n_routed_experts;
+  t["n_shared_experts"] = c.n_shared_experts;
+  t["num_experts_per_tok"] = c.num_experts_per_tok;
+  t["moe_intermediate_size"] = c.moe_intermediate_size;
+  t["scoring_func"] = c.scoring_func;
+  t["gate_temp"] = c.gate_temp;
+  t["norm_topk_prob"] = c.norm_topk_prob;
+  t["routed_scaling_factor"] = c.routed_scaling_factor;
+  t["topk_method"] = "noaux_tc";
+  t["swiglu_limit"] = c.swiglu_limit;
+  t["hidden_act"] = "silu";
+  t["sliding_window"] = c.sliding_window;
+  t["rope_theta"] = c.rope_theta;
+  t["compress_rope_theta"] = c.compress_rope_theta;
+  if (c.compress_yarn.enabled) {
+    t["rope_scaling"] = {
+        {"rope_type", "yarn"},
+        {"factor", c.compress_yarn.factor},
+        {"original_max_position_embeddings", c.compress_yarn.original_max_position_embeddings},
+        {"beta_fast", c.compress_yarn.beta_fast},
+        {"beta_slow", c.compress_yarn.beta_slow}};
+  }
+  t["max_position_embeddings"] = c.max_position_embeddings;
+  t["compress_ratios"] = c.compress_ratios;
+  t["kv_source_layer_ids"] = c.kv_source_layer_ids;
+  t["index_source_layer_ids"] = c.index_source_layer_ids;
+  t["candidate_source_layer_id"] = c.candidate_source_layer_id;
+  t["candidate_topk_blocks"] = c.candidate_topk_blocks;
+  t["candidate_block_size"] = c.candidate_block_size;
+  t["index_n_heads"] = c.index_n_heads;
+  t["index_head_dim"] = c.index_head_dim;
+  t["index_topk"] = c.index_topk;
+  t["hc_mult"] = c.hc_mult;
+  t["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
+  t["hc_eps"] = c.hc_eps;
+  t["rms_norm_eps"] = c.rms_norm_eps;
+  t["engram_layer_ids"] = c.engram_layer_ids;
+  t["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
+  t["bos_token_id"] = c.bos_token_id;
+  t["eos_token_id"] = c.eos_token_id;
+  t["tie_word_embeddings"] = c.tie_word_embeddings;
+  json j;
+  j["model_type"] = "deepseek_v41";
+  j["architectures"] = {"DeepseekV41ForCausalLM"};
+  j["text_config"] = t;
+  if (c.image_token_id >= 0) j["image_token_id"] = c.image_token_id;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace dsinfer::io

@@ -1,0 +1,100 @@
+#include "model/deepseek_v41/init_presets.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "io/safetensors.h"
+#include "model/deepseek_v41/weight_schema.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+namespace {
+
+uint64_t SplitMix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// normal(mean, std) values keyed by (seed, name): Box-Muller on SplitMix64.
+std::vector<float> Values(uint64_t seed, const std::string& name, int64_t n, float mean,
+                          float std) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull ^ h;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double u1 = std::max(static_cast<double>(SplitMix(state) >> 11) * 0x1p-53, 1e-300);
+    const double u2 = static_cast<double>(SplitMix(state) >> 11) * 0x1p-53;
+    v[i] = mean + std * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                                           std::cos(6.283185307179586 * u2));
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> PresetNames() { return {"v41-tiny"}; }
+
+StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
+  if (name != "v41-tiny") return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
+  io::DeepseekV41Config c;
+  c.vocab_size = 300;
+  c.hidden_size = 64;
+  c.num_layers = 8;
+  c.num_heads = 4;
+  c.head_dim = 64;
+  c.rope_head_dim = 16;
+  c.q_lora_rank = 32;
+  c.o_groups = 2;
+  c.o_lora_rank = 16;
+  c.n_routed_experts = 6;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 32;
+  c.routed_scaling_factor = 1.5;
+  c.swiglu_limit = 3.0;
+  c.sliding_window = 8;
+  c.rope_theta = 10000.0;
+  c.compress_rope_theta = 40000.0;
+  c.compress_yarn = {true, 4.0, 64.0, 32.0, 1.0, true};
+  c.max_position_embeddings = 256;
+  c.compress_ratios = {0, 0, 2, 2, 2, 2, 1, 1};
+  c.kv_source_layer_ids = {2, 4, 6};
+  c.index_source_layer_ids = {2, 4, 6, 7};
+  c.candidate_source_layer_id = 6;
+  c.candidate_topk_blocks = 3;
+  c.candidate_block_size = 2;
+  c.index_n_heads = 16;
+  c.index_head_dim = 32;
+  c.index_topk = 4;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.num_nextn_predict_layers = 0;
+  DSINFER_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir,
+                        uint64_t seed) {
+  DSINFER_RETURN_IF_ERROR(config.Validate());
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  io::SafetensorsWriter writer;
+  for (const TensorSpec& spec : WeightSchema(config)) {
+    int64_t n = 1;
+    for (int64_t s : spec.shape) n *= s;
+    const std::string name = spec.kind == TensorKind::kLinear ? spec.name + ".weight" : spec.name;
+    writer.AddF32(name, spec.shape, Values(seed, name, n, spec.mean, spec.std));
+  }
+  DSINFER_RETURN_IF_ERROR(
+      writer.Write((std::filesystem::path(dir) / "model.safetensors").string()));
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  out << io::DeepseekV41ConfigToJson(config);
+  if (!out) return Internal("cannot write config.json in " + dir);
+  return Status::Ok();
+}
+
+}  // namespace dsinfer::model::deepseek_v41

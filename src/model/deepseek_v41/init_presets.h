@@ -1,0 +1,24 @@
+// DeepSeek-V4.1 model presets with deterministic random weights, written as a model dir
+// (config.json in the composite `text_config` form + model.safetensors with the official tensor
+// names, every tensor F32), for tests. Each tensor's values depend only on (seed, tensor name).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/deepseek_v41_config.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+std::vector<std::string> PresetNames();
+// "v41-tiny": 8 layers with the release's structure shrunk — 2 window-only layers, a ratio-2
+// encoder of two KV groups (sources 2 and 4), a ratio-1 decoder group (source 6, the candidate
+// source) with a Reindex layer (7); two-level top-k with blocks of 2; window 8; hc 4.
+StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name);
+
+// Writes <dir>/config.json and <dir>/model.safetensors.
+Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir, uint64_t seed);
+
+}  // namespace dsinfer::model::deepseek_v41

@@ -1,0 +1,155 @@
+#include "model/deepseek_v41/model.h"
+
+#include <algorithm>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/ops.h"
+#include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v41/attention.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+namespace cpu = backend::cpu;
+using deepseek_v4::HcCollapse;
+using deepseek_v4::HcMixes;
+using deepseek_v4::HcPost;
+
+io::DeepseekV4Config MixingConfig(const io::DeepseekV41Config& c) {
+  io::DeepseekV4Config m;
+  m.vocab_size = c.vocab_size;
+  m.hidden_size = c.hidden_size;
+  m.hc_mult = c.hc_mult;
+  m.hc_sinkhorn_iters = c.hc_sinkhorn_iters;
+  m.hc_eps = c.hc_eps;
+  m.rms_norm_eps = c.rms_norm_eps;
+  m.n_routed_experts = c.n_routed_experts;
+  m.num_experts_per_tok = c.num_experts_per_tok;
+  m.moe_intermediate_size = c.moe_intermediate_size;
+  m.scoring_func = c.scoring_func;
+  m.norm_topk_prob = c.norm_topk_prob && c.num_experts_per_tok > 1;
+  m.routed_scaling_factor = c.routed_scaling_factor;
+  m.swiglu_limit = c.swiglu_limit;
+  return m;
+}
+
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
+                                             const ModelOptions& options) {
+  std::unique_ptr<Model> m(new Model());
+  DSINFER_ASSIGN_OR_RETURN(m->config_, io::LoadDeepseekV41Config(model_dir));
+  if (!m->config_.engram_layer_ids.empty()) {
+    return Unimplemented(
+        "DeepSeek-V4.1: the Engram n-gram memory (engram_layer_ids) is not implemented yet");
+  }
+  m->mixing_ = MixingConfig(m->config_);
+  DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
+  DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*ckpt, m->config_));
+  m->rope_ = RopeTables::Build(m->config_);
+  m->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+  return m;
+}
+
+Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(config_.vocab_size) + ")");
+    }
+    if (config_.has_vision && id == config_.image_token_id) {
+      return InvalidArgument("image inputs are not supported: token id " + std::to_string(id) +
+                             " is the image token and the DeepSeek-V4.1 vision tower is not built");
+    }
+  }
+  return Status::Ok();
+}
+
+// One block with single-pass mHC: each site computes its (pre, post, comb) from its input streams,
+// but collapses with the previous site's pre (the attention with `pre_mix`, the FFN with the
+// attention site's pre); the FFN site's pre becomes the next block's `pre_mix`.
+void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix) {
+  const BlockWeights& w = weights_->layers[layer];
+  const auto& m = mixing_;
+  const int64_t n = batch.size(), D = config_.hidden_size, hc = config_.hc_mult;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
+  std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
+  std::vector<float> comb(static_cast<size_t>(n * hc * hc));
+
+  HcMixes(w.hc_attn, m, X, n, attn_pre.data(), post.data(), comb.data(), pool_.get());
+  HcCollapse(m, X, pre_mix->data(), n, u.data());
+  cpu::RmsNorm(u.data(), n, D, w.attn_norm.data(), eps);
+  AttentionForward(w.attn, config_, rope_, layer, batch, u.data(), y.data(), pool_.get());
+  HcPost(m, y.data(), post.data(), comb.data(), n, X);
+
+  HcMixes(w.hc_ffn, m, X, n, pre_mix->data(), post.data(), comb.data(), pool_.get());
+  HcCollapse(m, X, attn_pre.data(), n, u.data());
+  cpu::RmsNorm(u.data(), n, D, w.ffn_norm.data(), eps);
+  deepseek_v4::MoeForward(w.ffn, m, u.data(), batch.ids.data(), n, y.data(), pool_.get());
+  HcPost(m, y.data(), post.data(), comb.data(), n, X);
+}
+
+StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& chunks,
+                                            LogitsRows rows) {
+  const auto& c = config_;
+  TokenBatch batch;
+  for (const auto& ch : chunks) {
+    if (ch.state == nullptr) return InvalidArgument("a chunk has no sequence state");
+    DSINFER_RETURN_IF_ERROR(CheckIds(ch.ids));
+    for (const auto& seg : batch.segments) {
+      if (seg.state == ch.state)
+        return InvalidArgument("a request appears twice in one forward batch");
+    }
+    const int64_t end = ch.state->length() + static_cast<int64_t>(ch.ids.size());
+    if (c.max_position_embeddings > 0 && end > c.max_position_embeddings) {
+      return OutOfRange("sequence of " + std::to_string(end) +
+                        " tokens exceeds max_position_embeddings " +
+                        std::to_string(c.max_position_embeddings));
+    }
+    BatchSegment seg;
+    seg.state = ch.state;
+    seg.begin = batch.size();
+    seg.count = static_cast<int64_t>(ch.ids.size());
+    seg.start_pos = ch.state->length();
+    for (size_t i = 0; i < ch.ids.size(); ++i) {
+      batch.ids.push_back(ch.ids[i]);
+      batch.positions.push_back(seg.start_pos + static_cast<int64_t>(i));
+    }
+    batch.segments.push_back(std::move(seg));
+  }
+  const int64_t n = batch.size(), D = c.hidden_size, hc = c.hc_mult;
+
+  // X [N, hc, D] = embed[ids] on every stream; the first site collapses stream 0 only.
+  std::vector<float> X(static_cast<size_t>(n * hc * D));
+  for (int64_t t = 0; t < n; ++t) {
+    float* x0 = X.data() + t * hc * D;
+    weights_->embed.CopyRow(batch.ids[t], x0);
+    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
+  }
+  std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
+  for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
+  for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix);
+  for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
+
+  // Final collapse with the last site's pre, norm, head.
+  std::vector<int64_t> sel;
+  for (const auto& seg : batch.segments) {
+    if (seg.count == 0) continue;
+    for (int64_t i = rows == LogitsRows::kAll ? 0 : seg.count - 1; i < seg.count; ++i) {
+      sel.push_back(seg.begin + i);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(sel.size());
+  std::vector<float> xs(static_cast<size_t>(m * hc * D)), ps(static_cast<size_t>(m * hc));
+  for (int64_t i = 0; i < m; ++i) {
+    std::copy_n(X.data() + sel[i] * hc * D, hc * D, xs.data() + i * hc * D);
+    std::copy_n(pre_mix.data() + sel[i] * hc, hc, ps.data() + i * hc);
+  }
+  std::vector<float> z(static_cast<size_t>(m * D));
+  HcCollapse(mixing_, xs.data(), ps.data(), m, z.data());
+  cpu::RmsNorm(z.data(), m, D, weights_->norm.data(), static_cast<float>(c.rms_norm_eps));
+  std::vector<float> logits(static_cast<size_t>(m * c.vocab_size));
+  cpu::Linear(z.data(), m, D, weights_->head.view(), c.vocab_size, logits.data(), pool_.get());
+  return logits;
+}
+
+}  // namespace dsinfer::model::deepseek_v41

@@ -1,0 +1,72 @@
+// DeepSeek-V4.1 text model on the CPU backend (reference: transformers `modeling_deepseek_v41.py`,
+// documented in docs/architecture.md "DeepSeek-V4.1"): embedding broadcast to the hc streams, the
+// decoder blocks with single-pass mHC and CSA2 attention with KV sharing, the final collapse with
+// the last site's `pre` mix, norm and head. Forward runs one batch of token rows from any number of
+// requests and advances their SequenceStates; every prefill/decode schedule gives the same logits.
+// Not built yet (refused with a clear error): the Engram memory, the DSpark draft layers (their
+// tensors are skipped), the vision tower (image tokens are refused). The weights are immutable;
+// Forward must be called from one thread at a time (it uses the model's thread pool).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "io/deepseek_v41_config.h"
+#include "model/deepseek_v41/batch.h"
+#include "model/deepseek_v41/rope.h"
+#include "model/deepseek_v41/state.h"
+#include "model/deepseek_v41/weights.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+struct ModelOptions {
+  int num_threads = 0;  // 0: all hardware threads
+};
+
+// A request's tokens for one forward call.
+struct SequenceChunk {
+  SequenceState* state = nullptr;
+  std::vector<int32_t> ids;  // appended at positions state->length() ...
+};
+
+enum class LogitsRows {
+  kAll,   // every row
+  kLast,  // the last row of each chunk
+};
+
+class Model {
+ public:
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir,
+                                               const ModelOptions& options = {});
+
+  const io::DeepseekV41Config& config() const { return config_; }
+  std::unique_ptr<SequenceState> NewSequence() const {
+    return std::make_unique<SequenceState>(config_);
+  }
+
+  // Runs the chunks (each request at most once) and advances their states; returns the logits
+  // [rows, vocab] of the selected rows in chunk order. Token ids are checked (vocabulary, image
+  // tokens) before anything changes.
+  StatusOr<std::vector<float>> Forward(const std::vector<SequenceChunk>& chunks, LogitsRows rows);
+
+ private:
+  Model() = default;
+  void Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix);
+  Status CheckIds(const std::vector<int32_t>& ids) const;
+
+  io::DeepseekV41Config config_;
+  io::DeepseekV4Config mixing_;  // the V4 view of the mHC / MoE fields (shared V4 code)
+  std::unique_ptr<ModelWeights> weights_;
+  RopeTables rope_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// The fields of `c` that the V4 mHC and MoE code reads, as a V4 config. With one routed expert per
+// token the reference does not normalize the routing weight, so neither does this view.
+io::DeepseekV4Config MixingConfig(const io::DeepseekV41Config& c);
+
+}  // namespace dsinfer::model::deepseek_v41

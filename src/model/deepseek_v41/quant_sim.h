@@ -1,0 +1,31 @@
+// The QAT fake-quantizers of DeepSeek-V4.1's forward pass (reference: transformers
+// `modeling_deepseek_v41.py`, `_fake_quant_fp8_block` / `_fake_quant_fp4_block`). They are part of
+// the model's semantics, applied even to an unquantized checkpoint: values are rounded onto the
+// FP8 / FP4 grid of the cache format and dequantized, in place. A vector whose length is not a
+// multiple of the block is left as is (the reference does the same for tiny test shapes).
+//
+//   Fp8BlockSim (window KV, block 32):   s = 2^ceil(log2(max(amax, 1e-4) * (1/448))),
+//                                        x = e4m3_rne(clamp(x / s, +-448)) * s
+//   Fp4BlockSim, ue8m0 (indexer q / k, block 32):
+//                                        s = 2^ceil(log2(max(amax, 6*2^-126) * (1/6)))
+//   Fp4BlockSim, e4m3 scales (compressed KV, block 16):
+//                                        s = e4m3_rne(max(amax, 6*2^-9) / 6)
+//   then (both FP4): x = e2m1(clamp(x / s, +-6)) * s, e2m1 rounded to nearest with ties to the
+//   even code (0.25, 1.25, 2.5, 5 round down; 0.75, 1.75, 3.5 round up).
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace dsinfer::model::deepseek_v41 {
+
+// 2^ceil(log2(v)) for v > 0 by the exponent bits (exponent - 127 + (mantissa != 0)), as the
+// reference's `_pow2_ceil_scale`.
+float Pow2CeilScale(float v);
+// Rounds a value already clamped to [-6, 6] onto the e2m1 grid (see above).
+float RoundE2m1(float v);
+
+void Fp8BlockSim(float* x, int64_t n, int64_t block);
+void Fp4BlockSim(float* x, int64_t n, int64_t block, bool e4m3_scales);
+
+}  // namespace dsinfer::model::deepseek_v41

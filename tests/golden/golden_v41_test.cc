@@ -1,0 +1,95 @@
+// The DeepSeek-V4.1 CPU model against the transformers reference (single-shot, float32, no cache,
+// with the KV-source fix documented in docs/architecture.md "DeepSeek-V4.1") on the configs of
+// tools/make_golden_v41.py: whole-prompt, odd-chunk, prefill-then-decode and token-by-token
+// schedules must all reproduce the reference logits to max|Δ|/max|ref| <= 1e-4, with the same
+// top-1 token everywhere. Data: tests/data/golden_v41/<config>/ (config.json, model.safetensors,
+// ids.json, logits.npy), written by the script. This test is registered only when that data is in
+// the tree (tests/golden/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "model/deepseek_v41/model.h"
+#include "test_util.h"
+
+namespace dsinfer::model::deepseek_v41 {
+namespace {
+
+std::string Dir(const std::string& name) {
+  return std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/" + name;
+}
+
+class GoldenV41Test : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = Dir(GetParam());
+    auto m = Model::Load(dir_, {2});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(*m);
+    std::ifstream in(dir_ + "/ids.json");
+    ids_ = nlohmann::json::parse(in)["ids"].get<std::vector<int32_t>>();
+    auto ref = io::ReadNpyF32(dir_ + "/logits.npy");
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    ASSERT_EQ(ref->shape, (std::vector<int64_t>{static_cast<int64_t>(ids_.size()),
+                                                model_->config().vocab_size}));
+    ref_ = ref->data;
+  }
+
+  std::vector<float> Run(const std::vector<int>& sizes) {
+    auto state = model_->NewSequence();
+    std::vector<float> all;
+    size_t at = 0;
+    for (int s : sizes) {
+      auto out = model_->Forward(
+          {{state.get(), std::vector<int32_t>(ids_.begin() + at, ids_.begin() + at + s)}},
+          LogitsRows::kAll);
+      EXPECT_TRUE(out.ok()) << out.status().ToString();
+      if (out.ok()) all.insert(all.end(), out->begin(), out->end());
+      at += s;
+    }
+    return all;
+  }
+
+  void ExpectMatches(const std::vector<int>& sizes, const std::string& what) {
+    const auto got = Run(sizes);
+    ASSERT_EQ(got.size(), ref_.size()) << what;
+    const double err = testing::RelativeError(got, ref_);
+    EXPECT_LE(err, 1e-4) << GetParam() << " " << what;
+    const int64_t V = model_->config().vocab_size;
+    for (size_t t = 0; t < ids_.size(); ++t) {
+      const auto row = got.begin() + static_cast<int64_t>(t) * V;
+      const auto ref = ref_.begin() + static_cast<int64_t>(t) * V;
+      EXPECT_EQ(std::max_element(row, row + V) - row, std::max_element(ref, ref + V) - ref)
+          << GetParam() << " " << what << " top-1 at position " << t;
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> ids_;
+  std::vector<float> ref_;
+};
+
+TEST_P(GoldenV41Test, WholePrompt) { ExpectMatches({static_cast<int>(ids_.size())}, "whole"); }
+
+TEST_P(GoldenV41Test, OddChunksThenDecode) {
+  std::vector<int> sizes = {7, 13, 1, 29, 2};
+  int left = static_cast<int>(ids_.size()) - 52;
+  ASSERT_GT(left, 0);
+  sizes.insert(sizes.end(), left, 1);
+  ExpectMatches(sizes, "chunks 7,13,1,29,2 then decode");
+}
+
+TEST_P(GoldenV41Test, HalfPrefillThenDecode) {
+  const int half = static_cast<int>(ids_.size()) / 2;
+  std::vector<int> sizes = {half};
+  sizes.insert(sizes.end(), static_cast<int>(ids_.size()) - half, 1);
+  ExpectMatches(sizes, "prefill half then decode");
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, GoldenV41Test, ::testing::Values("A", "B"));
+
+}  // namespace
+}  // namespace dsinfer::model::deepseek_v41
