@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Overlap scheduling's measurements (docs/perf.md "Overlap scheduling"), on a machine with a Hopper
 # GPU and a built cuda-release tree, each with overlap on (the default) and off (--no-overlap):
-#   decode : flash-l8 device-random, B requests of 512 prompt and 512 output tokens at once
-#            (B = 1, 8, 64): steps/s, output tok/s, host and wait time per step;
+#   decode : flash-l8 device-random, B requests of 16 prompt and 512 output tokens at once
+#            (B = 1, 8, 64; one short prefill step, so the per-step figures are decode steps'):
+#            steps/s, output tok/s, host and wait time per step;
 #   trace  : the same at 128 output tokens under the CUPTI tracer: the GPU's idle time between
 #            consecutive steps (tools/cupti_trace/step_gaps.py);
 #   offline: the GPU engine issue's offline workloads, tiny official (256 requests) and flash-l8
@@ -26,13 +27,13 @@ for mode in on off; do
   for b in 1 8 64; do
     echo "== decode flash-l8 batch $b overlap $mode"
     "$bin/bench_engine" --random-preset flash-l8 --device cuda --requests "$b" --max-running "$b" \
-      --prompt-len 512 --output-len 512 --max-batch-tokens 4096 $flag |
+      --prompt-len 16 --output-len 512 --max-batch-tokens 4096 $flag |
       tag "{\"workload\": \"decode\", \"batch\": $b}" | tee -a "$out/overlap_decode.jsonl"
     if [ -n "$tracer" ]; then
       LD_PRELOAD="$tracer" DSINFER_TRACE_OUT="$out/trace.csv" "$bin/bench_engine" \
         --random-preset flash-l8 --device cuda --requests "$b" --max-running "$b" \
-        --prompt-len 512 --output-len 128 --max-batch-tokens 4096 $flag > /dev/null
-      python3 tools/cupti_trace/step_gaps.py "$out/trace.csv" --json |
+        --prompt-len 16 --output-len 128 --max-batch-tokens 4096 $flag > /dev/null
+      python3 tools/cupti_trace/step_gaps.py "$out/trace.csv" --json --kernels 6 |
         tag "{\"workload\": \"trace\", \"batch\": $b, \"overlap\": \"$mode\"}" |
         tee -a "$out/overlap_gaps.jsonl"
       rm -f "$out/trace.csv"

@@ -35,7 +35,9 @@ class CudaModelRunner final : public ModelRunner {
 
   Status BindCache(cache::StateCache* cache) override {
     cache_ = cache;
-    return model_->UsePagedState(cache->plan());
+    DSINFER_RETURN_IF_ERROR(model_->UsePagedState(cache->plan()));
+    // Every decode batch size's graph now, so that no step waits for a capture.
+    return model_->CaptureDecodeGraphs();
   }
 
   int64_t StateMemoryBudget(double gpu_memory_utilization) const override {

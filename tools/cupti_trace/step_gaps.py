@@ -2,7 +2,7 @@
 """The GPU's idle time between engine steps, from a cupti_trace CSV (tools/cupti_trace/README.md)
 of an engine run (bench_engine, generate, serve on CUDA).
 
-  step_gaps.py TRACE.csv [--skip N] [--json]
+  step_gaps.py TRACE.csv [--skip N] [--json] [--kernels K]
 
 Every paged forward of the engine starts with the feed kernel (FeedTokensKernel), so a step is
 the kernels from one feed kernel to the next. For each step after the first N (--skip, default 2:
@@ -12,7 +12,8 @@ the previous step and launched this one (its uploads, which are copies, count as
 idle time before its sampling kernel (SampleRowsKernel / GreedyRowsKernel: the host computing
 grammar masks and histories after the forward was launched). Prints the count and p50 / p90 /
 p99 / max of both in microseconds, the steps' mean span, and the share of the run's span with no
-kernel running between steps."""
+kernel running between steps; --kernels K adds the K kernel names with the most time per step
+(over the steps measured)."""
 import argparse
 import csv
 import json
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--kernels", type=int, default=0)
     a = ap.parse_args()
     ks = []
     with open(a.trace) as f:
@@ -40,6 +42,7 @@ def main():
             ks.append((int(r["start_ns"]), int(r["end_ns"]), r["name"]))
     ks.sort()
     step_gaps, sample_gaps, spans = [], [], []
+    per_kernel = {}
     frontier = None  # the latest end of the kernels seen so far
     step_start = None
     steps = 0
@@ -54,6 +57,8 @@ def main():
         elif ("SampleRowsKernel" in name or "GreedyRowsKernel" in name) and steps > a.skip:
             if frontier is not None:
                 sample_gaps.append(max(0, start - frontier) / 1e3)
+        if steps > a.skip:
+            per_kernel[name] = per_kernel.get(name, 0) + end - start
         frontier = end if frontier is None else max(frontier, end)
     if not step_gaps:
         raise SystemExit("no engine steps (FeedTokensKernel) in the trace")
@@ -67,6 +72,9 @@ def main():
         "mean_step_span_us": sum(spans) / max(len(spans), 1) / 1e3,
         "idle_between_steps_share": sum(step_gaps) / max(total, 1e-9),
     }
+    if a.kernels:
+        top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:a.kernels]
+        out["kernel_us_per_step"] = {k[:80]: v / 1e3 / len(step_gaps) for k, v in top}
     if a.json:
         print(json.dumps(out))
         return

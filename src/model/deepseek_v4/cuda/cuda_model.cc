@@ -344,7 +344,8 @@ Status CudaModel::Rollback(int slot, int64_t length) {
 }
 
 int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows) {
-  const int64_t T = opt.max_tokens;
+  int64_t T = 0;  // the step's rows: each array's length (Meta)
+  for (const StepSeq& sq : seqs) T += static_cast<int64_t>(sq.ids->size());
   int32_t* h = meta_host.as<int32_t>();
   int64_t r = 0, nrows = 0;
   for (const StepSeq& sq : seqs) {
@@ -378,17 +379,16 @@ int64_t CudaModel::Impl::HeadRows(const StepSeq& sq, LogitsRows rows) {
   return 0;
 }
 
-void CudaModel::Impl::Upload(int64_t table_rows) {
+void CudaModel::Impl::Upload(int64_t table_rows, int64_t n) {
   if (table_rows > 0) {
     gpu::CopyToDevice(table_dev, table_host.get(),
                       static_cast<size_t>(table_rows * table_cols) * sizeof(int32_t), stream.get());
   }
-  gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * opt.max_tokens * sizeof(int32_t),
-                    stream.get());
+  gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * n * sizeof(int32_t), stream.get());
 }
 
 void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
-  Upload(table_rows);
+  Upload(table_rows, n);
   Mark("embed");
   Run(n, nrows, one_per_seq);
 }

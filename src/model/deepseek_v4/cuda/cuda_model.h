@@ -91,6 +91,9 @@ class CudaModel {
   // device as ForwardToDevice's. Returns once the step is enqueued; the host buffers it filled are
   // reused by the next call, which first waits for this one's uploads (not for its forward).
   StatusOr<DeviceLogits> ForwardPaged(const std::vector<PagedChunk>& chunks, LogitsRows rows);
+  // Paged mode with graphs: captures the decode-step graphs of every batch size up to max_seqs
+  // now (engine startup), instead of at each size's first step.
+  Status CaptureDecodeGraphs();
   // Paged mode: the device ids that PagedChunk::feed indexes (a sampler's output, written by work
   // enqueued on stream() before the forward that reads it). Set once, before the first forward.
   void SetFeedSource(const int32_t* ids);

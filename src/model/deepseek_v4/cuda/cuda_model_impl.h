@@ -91,7 +91,7 @@ struct LayerState {
 };
 
 // ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
-// entry of a row's id, or -1)
+// entry of a row's id, or -1); each of the step's n rows (Impl::Meta)
 inline constexpr int kMetaArrays = 8;
 inline constexpr int kRollbackSlack = CudaModel::kMaxRollback;
 static_assert(kRollbackSlack >= 1,
@@ -267,8 +267,10 @@ struct CudaModel::Impl {
     return p;
   }
 
+  // The step's token metadata: kMetaArrays arrays of n entries each, back to back (FillMeta), so
+  // that a decode step uploads only what it uses; a graph captured for n rows keeps these views.
   gpu::TokenMeta Meta(int64_t n) const {
-    const int64_t T = opt.max_tokens;
+    const int64_t T = n;
     gpu::TokenMeta m;
     m.ids = meta_dev;
     m.pos = meta_dev + T;
@@ -279,7 +281,7 @@ struct CudaModel::Impl {
     m.n = n;
     return m;
   }
-  const int32_t* HeadRows() const { return meta_dev + 6 * opt.max_tokens; }
+  const int32_t* HeadRows(int64_t n) const { return meta_dev + 6 * n; }
   const float* InvFreq(int rate) const { return rate == 0 ? inv_main : inv_compress; }
 
   // Entries a sequence's list of `rate` can reach within the context; the index keys' of layer l
@@ -313,7 +315,8 @@ struct CudaModel::Impl {
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);
   void Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows);
-  void Upload(int64_t table_rows);
+  // Copies the metadata of a step of n rows and the page table's first table_rows rows.
+  void Upload(int64_t table_rows, int64_t n);
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
@@ -435,7 +438,7 @@ struct CudaModel::Impl {
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
   void Run(int64_t n, int64_t rows, bool one_per_seq) {
     if (feed_source != nullptr) {
-      gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * opt.max_tokens, feed_source, n, cur_stream());
+      gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed_source, n, cur_stream());
     }
     gpu::EmbedParams ep;
     ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
@@ -445,7 +448,7 @@ struct CudaModel::Impl {
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
-    gpu::LaunchGatherRows(X, HeadRows(), rows, hc * D, xs, cur_stream());
+    gpu::LaunchGatherRows(X, HeadRows(n), rows, hc * D, xs, cur_stream());
     HcMix(xs, rows, hc_head.fn);
     gpu::HcHeadFinishParams hp;
     hp.part = mix; hp.rms_eps = static_cast<float>(c.rms_norm_eps); hp.norm_w = norm; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;

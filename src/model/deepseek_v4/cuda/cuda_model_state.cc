@@ -185,7 +185,7 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   const int64_t nrows = m.FillMeta(seqs, rows);
   int64_t n = 0;
   for (const PagedChunk& ch : chunks) n += static_cast<int64_t>(ch.ids.size());
-  m.Upload(static_cast<int64_t>(chunks.size()));
+  m.Upload(static_cast<int64_t>(chunks.size()), n);
   m.uploaded.Record(m.stream.get());
   m.Mark("embed");
   // A decode step (one token per sequence) replays a graph captured for this batch size (its
@@ -213,6 +213,23 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
 }
 
 void CudaModel::SetFeedSource(const int32_t* ids) { impl_->feed_source = ids; }
+
+Status CudaModel::CaptureDecodeGraphs() {
+  Impl& m = *impl_;
+  if (!m.opt.paged || m.pools.empty()) return Internal("CaptureDecodeGraphs needs UsePagedState");
+  if (!m.opt.graphs) return Status::Ok();
+  // A decode step of n sequences: n rows, each its sequence's logits row (what ForwardPaged
+  // captures at a size's first step; the kernels read the metadata uploaded before each replay).
+  for (int64_t n = 1; n <= m.opt.max_seqs && n <= m.opt.max_tokens && n <= m.logits_rows; ++n) {
+    auto& graph = m.paged_graphs[n];
+    if (graph) continue;
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(m.stream.get());
+    m.Run(n, n, true);
+    graph->EndCapture(m.stream.get());
+  }
+  return Status::Ok();
+}
 
 void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
                           const std::vector<int32_t>& to, int64_t count) {
