@@ -185,12 +185,19 @@ def _config_module(torch):
                 spec.setdefault(k, v)
             passthrough = {k: spec.pop(k) for k in ("tie_word_embeddings", "bos_token_id",
                                                     "eos_token_id", "pad_token_id") if k in spec}
-            for k, v in spec.items():
-                setattr(self, k, v)
-            n = self.num_hidden_layers
-            self.layer_types = ["shared_compressed_attention" if i in self.kv_source_layer_ids
-                                else "sliding_attention" for i in range(n)]
+            # transformers 5.x's PretrainedConfig.__init__ may drop attributes set before it:
+            # set them before (for anything it reads) and again after.
+            def assign():
+                for k, v in spec.items():
+                    setattr(self, k, v)
+                n = spec["num_hidden_layers"]
+                self.layer_types = ["shared_compressed_attention" if i in spec["kv_source_layer_ids"]
+                                    else "sliding_attention" for i in range(n)]
+            assign()
             super().__init__(**passthrough)
+            assign()
+            missing = [k for k in spec if k not in self.__dict__ and not hasattr(self, k)]
+            assert not missing, f"config attributes lost: {missing}"
 
     class DeepseekV41Config(DeepseekV41TextConfig):
         model_type = "deepseek_v41"
