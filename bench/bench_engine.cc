@@ -27,6 +27,20 @@
 
 namespace {
 
+// The workload's sampling (--temperature, --top-k, --top-p): seeded top-k 50 by default.
+struct Sampling {
+  float temperature = 1.0f;
+  int top_k = 50;
+  float top_p = 1.0f;
+  void Apply(dsinfer::GenerateRequest* r) const {
+    r->params.temperature = temperature;
+    r->params.top_k = top_k;
+    r->params.top_p = top_p;
+  }
+};
+Sampling sampling;
+
+
 using namespace dsinfer;
 
 struct Lengths {
@@ -84,7 +98,7 @@ Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int
         req.prompt_ids = history;
         req.params.max_tokens = static_cast<int>(Draw(output, r));
         req.params.ignore_eos = true;
-        req.params.top_k = 50;
+        sampling.Apply(&req);
         req.params.seed = static_cast<uint64_t>(c * 1000 + t);
         auto stream = engine->Submit(req);
         if (!stream.ok()) {
@@ -137,6 +151,10 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
   DSINFER_ASSIGN_OR_RETURN(const int64_t seed, flags.GetInt("seed", 1));
   if (requests < 1) return InvalidArgument("--requests must be >= 1");
+  DSINFER_ASSIGN_OR_RETURN(const int64_t top_k, flags.GetInt("top-k", 50));
+  sampling.top_k = static_cast<int>(top_k);
+  sampling.temperature = std::stof(flags.GetOr("temperature", "1"));
+  sampling.top_p = std::stof(flags.GetOr("top-p", "1"));
   DSINFER_ASSIGN_OR_RETURN(const int64_t conversations, flags.GetInt("chat-conversations", 0));
   DSINFER_ASSIGN_OR_RETURN(const int64_t turns, flags.GetInt("chat-turns", 8));
   DSINFER_ASSIGN_OR_RETURN(const int64_t system_len, flags.GetInt("system-len", 512));
@@ -160,7 +178,7 @@ Status Run(const cli::Flags& flags) {
     for (auto& id : r.prompt_ids) id = static_cast<int32_t>(rng() % engine->vocab_size());
     r.params.max_tokens = static_cast<int>(Draw(output, rng));
     r.params.ignore_eos = true;
-    r.params.top_k = 50;
+    sampling.Apply(&r);
     r.params.seed = static_cast<uint64_t>(i);
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -208,6 +226,9 @@ int main(int argc, char** argv) {
                 {"output-max", "longest output (default 4 x median)"},
                 {"sigma", "sigma of the lognormal lengths (default 1)"},
                 {"seed", "workload seed (default 1)"},
+                {"temperature", "sampling temperature (default 1; 0: greedy)"},
+                {"top-k", "top-k (default 50; 0: off)"},
+                {"top-p", "top-p (default 1: off)"},
                 {"chat-conversations", "multi-turn chat workload: conversations at once"},
                 {"chat-turns", "chat: turns per conversation (default 8)"},
                 {"system-len", "chat: tokens of the system prompt all share (default 512)"}});

@@ -115,7 +115,9 @@ void CudaSampler::Enqueue(const float* logits, const std::vector<RunDraw>& draws
     return d.greedy && d.edits.empty() && d.allowed == nullptr && !d.logprobs;
   });
   gpu::LaunchSampleRows(p, stream);
-  gpu::CopyToHost(out_host_.get(), out_dev_.get(), out_bytes, stream);
+  // The ids and logprobs; the alternatives only when some draw wants them.
+  const bool tops = std::any_of(top_.begin(), top_.end(), [](int k) { return k > 0; });
+  gpu::CopyToHost(out_host_.get(), out_dev_.get(), tops ? out_bytes : n * 8, stream);
   done_.Record(stream);
 }
 
