@@ -155,6 +155,31 @@ def _shim_missing(torch):
     return shims, (tutils, real_auto_docstring)
 
 
+DEFAULTS = dict(num_key_value_heads=1, attention_bias=False, attention_dropout=0.0,
+                n_shared_experts=1, scoring_func="sqrtsoftplus", gate_temp=1.0,
+                norm_topk_prob=True, topk_method="noaux_tc", hc_eps=1e-6,
+                engram_layer_ids=[], engram_num_embeddings=[], engram_vocab_size=16000000,
+                engram_max_ngram_size=4, engram_n_heads=8, engram_head_dim=256,
+                engram_pad_id=2, engram_compressed_vocab_size=99092,
+                num_nextn_predict_layers=0, dspark_block_size=5,
+                dspark_noise_token_id=128799, dspark_target_layer_ids=[],
+                dspark_markov_rank=256, dspark_n_routed_experts=128,
+                dspark_num_experts_per_tok=3, hidden_act="silu",
+                initializer_range=0.02, rms_norm_eps=1e-20, output_router_logits=False,
+                router_aux_loss_coef=0.001, router_jitter_noise=0.0)
+PASSTHROUGH = ("tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def full_spec(kw):
+    """The config's attributes: the given ones, DEFAULTS for the rest, and layer_types."""
+    spec = dict(DEFAULTS)
+    spec.update(kw)
+    n = spec["num_hidden_layers"]
+    spec["layer_types"] = ["shared_compressed_attention" if i in spec["kv_source_layer_ids"]
+                           else "sliding_attention" for i in range(n)]
+    return spec
+
+
 def _config_module(torch):
     """`configuration_deepseek_v41`: the reference's config is a strict dataclass of a newer
     transformers; this stand-in carries the same fields (all passed explicitly by the configs
@@ -168,35 +193,18 @@ def _config_module(torch):
                          "intermediate_size": "moe_intermediate_size"}
 
         def __init__(self, **kw):
-            spec = dict(kw)
-            defaults = dict(num_key_value_heads=1, attention_bias=False, attention_dropout=0.0,
-                            n_shared_experts=1, scoring_func="sqrtsoftplus", gate_temp=1.0,
-                            norm_topk_prob=True, topk_method="noaux_tc", hc_eps=1e-6,
-                            engram_layer_ids=[], engram_num_embeddings=[], engram_vocab_size=16000000,
-                            engram_max_ngram_size=4, engram_n_heads=8, engram_head_dim=256,
-                            engram_pad_id=2, engram_compressed_vocab_size=99092,
-                            num_nextn_predict_layers=0, dspark_block_size=5,
-                            dspark_noise_token_id=128799, dspark_target_layer_ids=[],
-                            dspark_markov_rank=256, dspark_n_routed_experts=128,
-                            dspark_num_experts_per_tok=3, hidden_act="silu",
-                            initializer_range=0.02, rms_norm_eps=1e-20, output_router_logits=False,
-                            router_aux_loss_coef=0.001, router_jitter_noise=0.0)
-            for k, v in defaults.items():
-                spec.setdefault(k, v)
-            passthrough = {k: spec.pop(k) for k in ("tie_word_embeddings", "bos_token_id",
-                                                    "eos_token_id", "pad_token_id") if k in spec}
+            spec = full_spec(kw)
+            passthrough = {k: spec.pop(k) for k in PASSTHROUGH if k in spec}
             # transformers 5.x's PretrainedConfig.__init__ may drop attributes set before it:
-            # set them before (for anything it reads) and again after.
+            # set them before (for anything it reads) and again after. (build_config also keeps
+            # them as class attributes, for copies of the config that drop them.)
             def assign():
                 for k, v in spec.items():
                     setattr(self, k, v)
-                n = spec["num_hidden_layers"]
-                self.layer_types = ["shared_compressed_attention" if i in spec["kv_source_layer_ids"]
-                                    else "sliding_attention" for i in range(n)]
             assign()
             super().__init__(**passthrough)
             assign()
-            missing = [k for k in spec if k not in self.__dict__ and not hasattr(self, k)]
+            missing = [k for k in spec if not hasattr(self, k)]
             assert not missing, f"config attributes lost: {missing}"
 
     class DeepseekV41Config(DeepseekV41TextConfig):
@@ -205,6 +213,8 @@ def _config_module(torch):
         def get_text_config(self, *args, **kwargs):
             return self
 
+    for k, v in DEFAULTS.items():  # class-level defaults too (see build_config)
+        setattr(DeepseekV41TextConfig, k, v)
     mod = types.ModuleType("transformers.models.deepseek_v41.configuration_deepseek_v41")
     mod.DeepseekV41TextConfig = DeepseekV41TextConfig
     mod.DeepseekV41Config = DeepseekV41Config
@@ -256,7 +266,11 @@ def build_config(cfg_mod, spec):
                          "partial_rotary_factor": partial}},
         rms_norm_eps=1e-20, hc_eps=1e-6, tie_word_embeddings=False, bos_token_id=0,
         eos_token_id=1)
-    cfg = cfg_mod.DeepseekV41Config(**kw)
+    # Every value also as a class attribute of a subclass made for this config: transformers 5.17
+    # lost instance attributes it does not know (attention_dropout) when the model took the config.
+    attrs = {k: v for k, v in full_spec(kw).items() if k not in PASSTHROUGH}
+    cls = type("DeepseekV41Config", (cfg_mod.DeepseekV41Config,), attrs)
+    cfg = cls(**kw)
     cfg._attn_implementation = "eager"
     return cfg
 
