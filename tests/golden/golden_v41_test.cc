@@ -1,10 +1,15 @@
 // The DeepSeek-V4.1 CPU model against the transformers reference (single-shot, float32, no cache,
 // with the KV-source fix documented in docs/architecture.md "DeepSeek-V4.1") on the configs of
-// tools/make_golden_v41.py: whole-prompt, odd-chunk, prefill-then-decode and token-by-token
-// schedules must all reproduce the reference logits to max|Δ|/max|ref| <= 1e-4, with the same
-// top-1 token everywhere. Data: tests/data/golden_v41/<config>/ (config.json, model.safetensors,
-// ids.json, logits.npy), written by the script. This test is registered only when that data is in
-// the tree (tests/golden/CMakeLists.txt).
+// tools/make_golden_v41.py: whole-prompt, odd-chunk and prefill-then-decode schedules must give
+// bit-identical logits, and reproduce the reference logits to max|Δ|/max|ref| <= 5e-4 with the
+// same top-1 token everywhere. The bound is V4's 1e-4 loosened for the QAT fake-quant (FP8 / FP4
+// activations of the compressed KV and the indexer): a value within a last-bit difference of a
+// rounding boundary (torch's matmul accumulation order is not ours) rounds the other way, and its
+// entry moves every later logit a little — config B's first such flip is at position 88 (up to
+// 7.5e-4 absolute, 1.7e-4 relative; the positions before it agree to 1e-4). A semantic error
+// moves them by orders of magnitude more (the KV-source fix alone: 2.5). Data:
+// tests/data/golden_v41/<config>/ (config.json, model.safetensors, ids.json, logits.npy,
+// reference.json), written by the script on the GPU machine (2026-12-02).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -56,7 +61,11 @@ class GoldenV41Test : public ::testing::TestWithParam<std::string> {
     const auto got = Run(sizes);
     ASSERT_EQ(got.size(), ref_.size()) << what;
     const double err = testing::RelativeError(got, ref_);
-    EXPECT_LE(err, 1e-4) << GetParam() << " " << what;
+    EXPECT_LE(err, 5e-4) << GetParam() << " " << what;
+    if (sizes.size() > 1) {
+      EXPECT_EQ(got, Run({static_cast<int>(ids_.size())})) << GetParam() << " " << what
+                                                            << " differs from the whole prompt";
+    }
     const int64_t V = model_->config().vocab_size;
     for (size_t t = 0; t < ids_.size(); ++t) {
       const auto row = got.begin() + static_cast<int64_t>(t) * V;
