@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "structured/constraint_compiler.h"
+#include "structured/grammar.h"
 #include "structured/matcher.h"
 #include "structured_test_util.h"
 
@@ -314,6 +315,35 @@ TEST(StructuredMaskTest, BoundedStringPositionsShareOneWalk) {
   const auto stats = a->stats();
   EXPECT_GT(stats.mask_misses, 90);
   EXPECT_LE(stats.config_walks + stats.key_walks, 12) << "misses " << stats.mask_misses;
+}
+
+// A character class is one byte set (its ranges merged), so a bounded repetition of it is a
+// family of positions (Pda::Family) even when the class has several ranges and the repetition
+// ends in another class, as in the email format's local part.
+TEST(StructuredMaskTest, CharacterClassRepetitionPositionsShareOneWalk) {
+  structured::GrammarBuilder b;
+  const structured::Element merged = b.Choice(
+      {{b.Bytes(structured::ByteSet::Range('a', 'z'))}, {b.Byte('.')}, {b.Byte('-')}}, "class");
+  ASSERT_FALSE(merged.is_rule);
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema,
+           R"({"type":"string","pattern":"^[a-z0-9._+-]{0,30}[a-z0-9]@x$"})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  structured::Matcher m(a);
+  ASSERT_TRUE(m.Advance('"').ok());
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(structured::MaskHas(m.Mask()->data(), 'a'));
+    ASSERT_TRUE(m.Advance(i % 7 == 3 ? '.' : 'a').ok());
+  }
+  ASSERT_TRUE(m.Advance('a').ok());
+  EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), 'a'));  // 31 characters: the maximum
+  for (char c : std::string("@x\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_GT(stats.mask_misses, 30);
+  EXPECT_LE(stats.config_walks + stats.key_walks, 6) << "misses " << stats.mask_misses;
 }
 
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
