@@ -307,26 +307,44 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
   if (!has_chains() || key == kDead) return {};
   auto it = family_.find(key);
   if (it != family_.end()) return it->second;
+  // The candidate chains: the topmost chain frame of each stack. (alt, 1): inside an iteration of
+  // a rule; (alt, 0): at one that reads a byte set. The first candidate that forms a family wins
+  // (e.g. inside a label of (\.label){0,3}: the label's own repetition, not the enclosing one).
   FamilyKey f;
+  std::vector<std::pair<int32_t, int32_t>> tried;          // (chain, exit)
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
-  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
-  // The chain: the topmost chain frame of the first stack that has one. (alt, 1): inside an
-  // iteration of a rule; (alt, 0): at one that reads a byte set.
-  for (size_t i = 0; i < ready.size() && f.chain < 0; ++i) {
-    for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
+  for (int32_t m : ready) {
+    for (int32_t n = m; n > hole_; n = parents_[n]) {
       const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
       const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
       if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
         continue;
-      f.chain = g_.chain_of[alt];
-      f.r = g_.chain_left[alt];
-      f.exit = parents_[n];
+      const std::pair<int32_t, int32_t> candidate = {g_.chain_of[alt], parents_[n]};
+      const bool long_chain =
+          static_cast<int32_t>(g_.chains[candidate.first].alts.size()) >= kMinFamilyLength;
+      if (long_chain && std::find(tried.begin(), tried.end(), candidate) == tried.end()) {
+        tried.push_back(candidate);
+        f = FamilyOf(key, candidate.first, g_.chain_left[alt], candidate.second, max_top);
+      }
       break;
     }
+    if (f.canonical >= 0) break;
   }
+  family_[key] = f;
+  return f;
+}
+
+Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit,
+                             int32_t max_top) {
+  FamilyKey f;
+  f.chain = chain;
+  f.r = left;
+  f.exit = exit;
+  const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
+  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
   // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
   // that left the repetition before: the same for every r).
-  bool ok = f.chain >= 0;
+  bool ok = true;
   Config others;
   for (size_t i = 0; i < ready.size() && ok; ++i) {
     if (ready[i] == f.exit) continue;
@@ -396,7 +414,6 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
     }
   }
   if (!ok) f = FamilyKey{};
-  family_[key] = f;
   return f;
 }
 

@@ -68,7 +68,15 @@ class Pda {
   // chain's length, at most `max_top`). A token does from the key what it does from `canonical`
   // as long as it needs at most r iterations; when the element is prefix-free (an input splits
   // into iterations one way only), the iterations it needs are read off the configuration it
-  // reaches from `canonical` (Need). canonical < 0: not such a key. Memoized.
+  // reaches from `canonical` (Need). The chain is the first, over the key's stacks, of their
+  // topmost chain frames that forms such a key (inside a label of (\.label){0,3}: the label's
+  // repetition), among chains of at least kMinFamilyLength iterations. canonical < 0: not such a
+  // key. Memoized.
+  // Only chains of at least this many optional iterations form families: a family's walk costs
+  // a few whole-trie walks (it reads the longest tokens the chain allows, and follows the parses
+  // that leave it), so it pays where many positions share it, not for whitespace ({0,2}) or a
+  // short list.
+  static constexpr int32_t kMinFamilyLength = 8;
   struct FamilyKey {
     int32_t canonical = -1;
     int32_t r = 0;
@@ -143,6 +151,9 @@ class Pda {
   int32_t CanonicalNode(int32_t node);
   // Whether chain `c`'s element is prefix-free (explored through its configurations, bounded).
   bool PrefixFree(int32_t c);
+  // `key` as a position of chain `chain` with `left` iterations left, ending at node `exit` (see
+  // Family); canonical < 0 when it is not one.
+  FamilyKey FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit, int32_t max_top);
   // The lowest common ancestor of two stack nodes (their deepest shared frame).
   int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);

@@ -346,6 +346,31 @@ TEST(StructuredMaskTest, CharacterClassRepetitionPositionsShareOneWalk) {
   EXPECT_LE(stats.config_walks + stats.key_walks, 6) << "misses " << stats.mask_misses;
 }
 
+// A position inside a repetition nested in another (a hostname label inside (\.label){0,3})
+// is a family of the inner repetition: Pda::Family tries each stack's chain, not only the
+// first stack's (here the enclosing, not prefix-free one).
+TEST(StructuredMaskTest, NestedRepetitionPositionsShareOneWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema, R"({"type":"string","format":"hostname"})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  structured::Matcher m(a);
+  for (char c : std::string("\"ab.")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  const auto before = a->stats();
+  for (int i = 0; i < 22; ++i) {
+    ASSERT_TRUE(structured::MaskHas(m.Mask()->data(), 'x'));
+    ASSERT_TRUE(m.Advance(i % 5 == 2 ? '-' : 'x').ok());
+  }
+  EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), 'x'));  // 22 characters: the maximum
+  for (char c : std::string(".a\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_GT(stats.mask_misses - before.mask_misses, 20);
+  EXPECT_LE(stats.config_walks + stats.key_walks - before.config_walks - before.key_walks, 6)
+      << "misses " << stats.mask_misses - before.mask_misses;
+}
+
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
   structured::ConstraintSpec spec;
   spec.kind = ConstraintKind::kChoice;
