@@ -345,15 +345,12 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
   // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
   // that left the repetition before: the same for every r).
   bool ok = true;
-  Config others;
   for (size_t i = 0; i < ready.size() && ok; ++i) {
     if (ready[i] == f.exit) continue;
     int32_t n = ready[i];
     while (n != 0 && parents_[n] != f.exit) n = parents_[n];
     if (n == 0) {
-      others.ready.push_back(ready[i]);
-      const uint64_t fr = frames_[ready[i]];
-      others.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      f.has_others = true;
       continue;
     }
     const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
@@ -364,10 +361,6 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
   }
   ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
   ok = ok && PrefixFree(f.chain);
-  if (ok && !others.ready.empty()) {
-    f.others_config = InternConfig(std::move(others));
-    ok = f.others_config != kDead;
-  }
   if (ok) {
     const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
     f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
@@ -375,16 +368,13 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
     const int32_t r = f.r;
     f.r = std::min(f.r, f.top);
     f.canonical = key;
-    if (r != f.top) {
+    if (r != f.top || f.has_others) {
+      // The in-chain stacks with `top` left, and the exit; not the others (Mask adds theirs).
       Config c;
-      c.accept = configs_[key].accept;
-      c.first = configs_[key].first;
       std::vector<int32_t> above;
       for (size_t i = 0; i < ready.size() && ok; ++i) {
-        if (chain_node[i] < 0) {
-          c.ready.push_back(ready[i]);
-          continue;
-        }
+        if (ready[i] == f.exit) c.ready.push_back(f.exit);
+        if (chain_node[i] < 0) continue;
         above.clear();
         for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
         const int32_t pos = static_cast<int32_t>(frames_[chain_node[i]] & 0xffffffffu);
@@ -396,6 +386,10 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
       if (ok) {
         std::sort(c.ready.begin(), c.ready.end());
         c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+        for (int32_t m : c.ready) {
+          const uint64_t fr = frames_[m];
+          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+        }
         f.canonical = InternConfig(std::move(c));
         ok = f.canonical != kDead;
       }
@@ -415,6 +409,36 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
   }
   if (!ok) f = FamilyKey{};
   return f;
+}
+
+int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
+  if (!f.has_others) return kDead;
+  auto it = others_.find(config);
+  if (it != others_.end()) return it->second;
+  // The key's exit with the hole replaced by the context Local cut off: the exit in `config`.
+  int32_t exit = f.exit;
+  if (Local(config) != config) {
+    std::vector<int32_t> chain;
+    for (int32_t n = f.exit; n != hole_; n = parents_[n]) chain.push_back(n);
+    exit = local_[config].second;
+    for (size_t i = chain.size(); i-- > 0 && exit >= 0;) exit = Intern(frames_[chain[i]], exit);
+  }
+  int32_t id = -1;
+  if (exit >= 0) {
+    Config c;
+    for (int32_t m : configs_[config].ready) {
+      int32_t n = m;
+      while (n != 0 && n != exit) n = parents_[n];
+      if (n == exit) continue;
+      c.ready.push_back(m);  // a subsequence of a sorted list: sorted
+      const uint64_t fr = frames_[m];
+      c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+    }
+    id = c.ready.empty() ? kDead : InternConfig(std::move(c));
+    if (id == kDead && !status_.ok()) id = -1;
+  }
+  others_[config] = id;
+  return id;
 }
 
 int32_t Pda::Need(const FamilyKey& f, int32_t config) const {

@@ -57,12 +57,16 @@ TokenAutomaton::Stats TokenAutomaton::stats() {
 
 std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   std::lock_guard<std::mutex> lock(mu_);
+  return MaskOf(config, /*counted=*/true);
+}
+
+std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool counted) {
   auto it = masks_.find(config);
   if (it != masks_.end()) {
-    ++stats_.mask_hits;
+    if (counted) ++stats_.mask_hits;
     return it->second;
   }
-  ++stats_.mask_misses;
+  if (counted) ++stats_.mask_misses;
   const Vocabulary& v = *vocab_;
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
@@ -95,6 +99,15 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
         }
       }
       if (c->uncertain.num_nodes() > 1) Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
+      // The stacks that left the repetition before: their own configuration's tokens.
+      const int32_t others = pda_.FamilyOthers(config, family);
+      if (others < 0) {
+        ++stats_.config_walks;
+        Walk(v.trie(), config, v.trie().max_depth(), bits);
+      } else if (others != Pda::kDead) {
+        const auto add = MaskOf(others, /*counted=*/false);
+        for (size_t w = 0; w < add->size(); ++w) bits[w] |= (*add)[w];
+      }
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
@@ -155,7 +168,6 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   // The parses that left the repetition (at a boundary where `exit` was ready), followed from
   // exit_config: (configuration, the fewest iterations left at which that boundary is reached).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> left(depths);
-  if (f.others_config >= 0) left[0].push_back({f.others_config, 0});
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {

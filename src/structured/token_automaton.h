@@ -13,7 +13,9 @@
 //   from the family's canonical key that records, per token, the iterations (characters) it
 //   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
 //   plus the tokens that close the string after at most r characters and whose remaining bytes
-//   the context allows (checked from Pda::Context, a few hundred short suffixes).
+//   the context allows (checked from Pda::Context, a few hundred short suffixes), plus the mask
+//   of the position's parses that left the repetition before (Pda::FamilyOthers: e.g. a label
+//   that may have been the top-level domain), so the family does not depend on them.
 // * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
 //   with the counter moved to the window's edge (Pda::Canonical), longer ones are walked.
 // Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
@@ -100,6 +102,8 @@ class TokenAutomaton {
     TokenTrie uncertain;  // checked from the configuration (the other ways to the context)
   };
   std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
+  // Mask() under mu_; `counted`: a caller's request (in the stats), not a part of another mask.
+  std::shared_ptr<const TokenMask> MaskOf(int32_t config, bool counted);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
   void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
   // The classes of `key` over `part` (cached).
