@@ -140,6 +140,11 @@ Element GrammarBuilder::Repeat(Element e, int64_t min, int64_t max) {
   if (seq.size() == 1) return seq[0];
   const int32_t r = NewRule("rep");
   AddAlt(r, std::move(seq));
+  if (min >= 1 && max > min && status_.ok()) {
+    const int32_t alt = static_cast<int32_t>(g_.alts.size()) - 1;
+    g_.mandatory_chain.resize(g_.alts.size(), -1);
+    g_.mandatory_chain[alt] = static_cast<int32_t>(g_.chains.size()) - 1;
+  }
   if (min > kCounterWindow + 1 && status_.ok()) {
     MarkCounter(static_cast<int32_t>(g_.alts.size()) - 1, e, -1, static_cast<int32_t>(min));
   }
@@ -205,6 +210,8 @@ StatusOr<Grammar> GrammarBuilder::Finish(int32_t root) {
     if (!c.e.is_rule || !nullable[c.e.index]) continue;
     for (int32_t alt : c.alts) g_.chain_of[alt] = -1;
     c.alts.clear();
+    const int32_t id = static_cast<int32_t>(&c - g_.chains.data());
+    for (int32_t& m : g_.mandatory_chain) m = m == id ? -1 : m;
   }
   return std::move(g_);
 }

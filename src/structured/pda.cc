@@ -262,7 +262,10 @@ int32_t Pda::Local(int32_t config) {
 
 int32_t Pda::Context(int32_t config) {
   if (Local(config) == config) return kDead;
-  const int32_t node = local_[config].second;
+  return ContextOf(local_[config].second);
+}
+
+int32_t Pda::ContextOf(int32_t node) {
   auto it = contexts_.find(node);
   if (it != contexts_.end()) return it->second;
   work_.assign(1, node);
@@ -408,6 +411,102 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
     }
   }
   if (!ok) f = FamilyKey{};
+  return f;
+}
+
+Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
+  if (g_.mandatory_chain.empty() || config == kDead) return {};
+  auto it = mandatory_.find(config);
+  if (it != mandatory_.end()) return it->second;
+  FamilyKey f;
+  const std::vector<int32_t> ready = configs_[config].ready;  // InternConfig may grow configs_
+  int32_t rep = -1;                                           // the node (rep, q) every stack is on
+  bool ok = !ready.empty() && !configs_[config].accept;
+  for (size_t i = 0; i < ready.size() && ok; ++i) {
+    int32_t n = ready[i];
+    while (n != 0) {
+      const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+      if (alt < static_cast<int32_t>(g_.mandatory_chain.size()) && g_.mandatory_chain[alt] >= 0)
+        break;
+      n = parents_[n];
+    }
+    ok = n != 0 && (rep < 0 || rep == n);
+    rep = n;
+  }
+  int32_t m = 0;
+  if (ok) {
+    const int32_t alt = static_cast<int32_t>(frames_[rep] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[rep] & 0xffffffffu);
+    const int32_t min = static_cast<int32_t>(g_.alts[alt].size()) - 1;
+    f.chain = g_.mandatory_chain[alt];
+    const Grammar::Chain& chain = g_.chains[f.chain];
+    // A byte-set element is read by (rep, p) itself; a rule's frames return to (rep, q = p + 1).
+    const bool byte_set = !chain.e.is_rule;
+    ok = byte_set ? ready.size() == 1 && ready[0] == rep && pos < min
+                  : ready[0] != rep && pos >= 1 && pos <= min;
+    m = byte_set ? min - pos : min - pos + 1;
+    ok = ok && static_cast<int32_t>(chain.alts.size()) >= kMinFamilyLength && PrefixFree(f.chain);
+    const int32_t exit = parents_[rep];
+    ok = ok && exit > hole_;
+    if (ok) {
+      const uint64_t fr = frames_[exit];
+      const Element e = g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu];
+      ok = !e.is_rule;  // the exit reads a byte set
+    }
+    if (ok) {
+      f.top = std::min(static_cast<int32_t>(chain.alts.size()), max_top);
+      const int32_t total = m + static_cast<int32_t>(chain.alts.size());
+      // Past top - 1 only when no token can need top iterations (see the header).
+      ok = total < f.top || f.top == max_top;
+      f.r = std::min(total, f.top - 1);
+      f.min_exit = m;
+      f.context_node = parents_[exit];
+      f.exit = Intern(frames_[exit], hole_);
+      ok = ok && f.exit >= 0;
+    }
+    if (ok) {
+      // The canonical key: the element's frames on the chain's frame with top left.
+      const int32_t alt_top = chain.alts[f.top - 1];
+      Config c;
+      std::vector<int32_t> above;
+      for (int32_t s : ready) {
+        above.clear();
+        for (int32_t n = s; n != rep; n = parents_[n]) above.push_back(n);
+        int32_t node = Intern(Frame(alt_top, byte_set ? 0 : 1), f.exit);
+        for (size_t k = above.size(); k-- > 0 && node >= 0;) node = Intern(frames_[above[k]], node);
+        ok = ok && node >= 0;
+        c.ready.push_back(node);
+      }
+      // At an iteration's start the chain's positions also have the exit ready (the tail may
+      // end there): the same canonical key as theirs, so the classes are shared.
+      if (ok) {
+        work_.assign(1, Intern(Frame(alt_top, 0), f.exit));
+        const int32_t start = Close();
+        std::sort(c.ready.begin(), c.ready.end());
+        ok = start != kDead;
+        if (ok && configs_[start].ready == c.ready) c.ready.push_back(f.exit);
+      }
+      if (ok) {
+        std::sort(c.ready.begin(), c.ready.end());
+        for (int32_t n : c.ready) {
+          const uint64_t fr = frames_[n];
+          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+        }
+        f.canonical = InternConfig(std::move(c));
+        ok = f.canonical != kDead;
+      }
+    }
+    if (ok) {
+      Config c;
+      c.ready = {f.exit};
+      const uint64_t fr = frames_[f.exit];
+      c.first = g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      f.exit_config = InternConfig(std::move(c));
+      ok = f.exit_config != kDead;
+    }
+  }
+  if (!ok) f = FamilyKey{};
+  mandatory_[config] = f;
   return f;
 }
 

@@ -83,6 +83,10 @@ class Pda {
     int32_t chain = -1;
     int32_t exit_config = -1;  // `exit` alone: where a parse goes on after leaving the chain
     bool has_others = false;   // some stack of the key is not on `exit`
+    // Mandatory (a position in e^min, see Mandatory): a parse may leave the repetition only
+    // after this many iterations; the context is the closure of `context_node`.
+    int32_t min_exit = 0;
+    int32_t context_node = -1;
   };
   // Only chains of at least this many optional iterations form families: a family's walk costs
   // a few whole-trie walks (it reads the longest tokens the chain allows, and follows the parses
@@ -90,6 +94,16 @@ class Pda {
   // short list.
   static constexpr int32_t kMinFamilyLength = 8;
   FamilyKey Family(int32_t key, int32_t max_top);
+  // A position in the mandatory part e^min of e{min,max} (Grammar::mandatory_chain) with m
+  // iterations to complete before the repetition may end: every stack is the element's frames on
+  // one node (rep, q) whose parent is `exit`. Its tokens are those of the chain's family
+  // (canonical: the same frames on the chain's frame with `top` left, over `exit` on the hole,
+  // shared with the optional part's positions) that stay inside with at most m + max - min
+  // iterations, or leave after at least m (min_exit) and at most m + max - min; r is that bound,
+  // at most top - 1 (and then top is the longest token's length + 1: no token needs more).
+  // Its context (past `exit`) is the closure of exit's parent. canonical < 0: not such a
+  // configuration. Memoized.
+  FamilyKey Mandatory(int32_t config, int32_t max_top);
   // The stacks of `config`, whose key is a family `f`, that are not on its exit, as a
   // configuration (not accepting): kDead when there are none, -1 at a limit. Memoized.
   int32_t FamilyOthers(int32_t config, const FamilyKey& f);
@@ -108,6 +122,8 @@ class Pda {
   // The configuration of `config`'s context alone (the stack that Local cut off, closed): where
   // a parse that reaches the hole of the local key goes on. kDead when Local(config) == config.
   int32_t Context(int32_t config);
+  // The closure of `node` alone (memoized): a context configuration.
+  int32_t ContextOf(int32_t node);
   // Some parse of `config` reached the hole: the input so far left the key's own frames.
   bool has_hole(int32_t config) const { return configs_[config].hole; }
   // Some parse of `config` is still inside the key's own frames (or complete).
@@ -182,10 +198,11 @@ class Pda {
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
-  std::unordered_map<int32_t, int32_t> contexts_;  // context node -> its closed configuration
-  std::unordered_map<int32_t, FamilyKey> family_;  // memo of Family()
-  std::unordered_map<int32_t, int32_t> others_;    // memo of FamilyOthers()
-  std::vector<int8_t> prefix_free_;                // by chain: -1 unknown, 0, 1
+  std::unordered_map<int32_t, int32_t> contexts_;     // context node -> its closed configuration
+  std::unordered_map<int32_t, FamilyKey> family_;     // memo of Family()
+  std::unordered_map<int32_t, int32_t> others_;       // memo of FamilyOthers()
+  std::unordered_map<int32_t, FamilyKey> mandatory_;  // memo of Mandatory()
+  std::vector<int8_t> prefix_free_;                   // by chain: -1 unknown, 0, 1
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;

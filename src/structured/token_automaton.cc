@@ -72,13 +72,21 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
   uint64_t* bits = mask->data();
   if (pda_.can_continue(config)) {
     const int32_t key = pda_.Local(config);
-    const Pda::FamilyKey family =
-        pda_.has_chains() ? pda_.Family(key, v.trie().max_depth() + 1) : Pda::FamilyKey{};
+    const int32_t max_top = v.trie().max_depth() + 1;
+    Pda::FamilyKey family = pda_.has_chains() ? pda_.Family(key, max_top) : Pda::FamilyKey{};
+    if (family.canonical < 0 && pda_.has_chains()) family = pda_.Mandatory(config, max_top);
+    std::shared_ptr<const FamilyClasses> c;
+    if (family.canonical >= 0) {
+      c = KeyFamilyClasses(family);
+      // A mandatory position bounds the iterations of a parse that leaves the repetition from
+      // below too; the classes record one bound per token only when every such parse reached the
+      // context at once (e.g. a string's closing quote).
+      if (family.min_exit > 0 && c->left_live) family.canonical = -1;
+    }
     const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
     if (family.canonical >= 0) {
       // A position of a bounded string: the tokens that need at most r iterations, plus the
       // uncertain ones checked from here.
-      const auto c = KeyFamilyClasses(family);
       const int32_t r = family.r;
       const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
       std::copy(m.begin(), m.end(), bits);
@@ -87,10 +95,11 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
         bits[id >> 6] |= uint64_t{1} << (id & 63);
       }
       if (!c->exits.empty()) {
-        const int32_t context = pda_.Context(config);
+        const int32_t context =
+            family.context_node >= 0 ? pda_.ContextOf(family.context_node) : pda_.Context(config);
         for (const auto& e : c->exits) {
           if (e.need > r) break;
-          if (MaskHas(bits, e.id)) continue;
+          if (e.need < family.min_exit || MaskHas(bits, e.id)) continue;
           int32_t s = context;
           const std::string& b = v.bytes(e.id);
           for (size_t k = static_cast<size_t>(e.depth); k < b.size() && s != Pda::kDead; ++k)
@@ -196,6 +205,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
         }
       }
       cur.push_back({c, need});
+      out->left_live = true;
     };
     const size_t first_exit = out->exits.size();
     for (const auto& [c, need] : left[depth - 1]) follow(pda_.Next(c, byte), need);

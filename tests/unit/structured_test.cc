@@ -236,6 +236,8 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
       {ConstraintKind::kJsonSchema, R"({"type":"string","maxLength":40})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","minLength":3,"maxLength":25})"},
       {ConstraintKind::kJsonSchema,
+       R"({"type":"array","items":{"type":"string","minLength":9,"maxLength":30},"maxItems":3})"},
+      {ConstraintKind::kJsonSchema,
        R"({"type":"array","items":{"anyOf":[{"type":"string","maxLength":3},{"type":"string","maxLength":8}]},"maxItems":3})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[a-c]{2,30}x?$"})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[α-ω]{1,20}$"})"},
@@ -375,6 +377,40 @@ TEST(StructuredMaskTest, NestedRepetitionPositionsShareOneWalk) {
   EXPECT_GT(stats.mask_misses - before.mask_misses, 20);
   EXPECT_LE(stats.config_walks + stats.key_walks - before.config_walks - before.key_walks, 6)
       << "misses " << stats.mask_misses - before.mask_misses;
+}
+
+// The positions of a string's mandatory part (minLength) use the classes of its optional part
+// (Pda::Mandatory: one walk), with closing quotes allowed only once minLength is reached; every
+// mask checked against advancing by every token.
+TEST(StructuredMaskTest, MandatoryPartPositionsShareTheChainsWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(
+          ConstraintKind::kJsonSchema,
+          R"({"type":"array","items":{"type":"string","minLength":12,"maxLength":40},"maxItems":3})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  const auto& v = a->vocab();
+  structured::Matcher m(a);
+  for (char c : std::string("[\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  for (int item = 0; item < 3; ++item) {
+    int chars = 0;
+    for (int i = 0; i < 19; ++i) {  // "aαaaαaa...α": 14 characters
+      const std::vector<int32_t> allowed =
+          AllowedByBruteForce(m, v, "item " + std::to_string(item) + " byte " + std::to_string(i));
+      ASSERT_FALSE(::testing::Test::HasFailure());
+      const bool inside_alpha = i % 4 == 2;
+      EXPECT_EQ(structured::MaskHas(m.Mask()->data(), '"'), chars >= 12 && !inside_alpha) << i;
+      ASSERT_TRUE(m.Advance(i % 4 == 1 ? 0xce : inside_alpha ? 0xb1 : 'a').ok());
+      chars += i % 4 != 1;
+    }
+    for (char c : std::string(item < 2 ? "\",\"" : "\"]")) {
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+    }
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_LE(stats.config_walks + stats.key_walks, 8) << "misses " << stats.mask_misses;
 }
 
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
