@@ -3,10 +3,13 @@
 // pick uniformly among the allowed tokens (EOS once accepting, with probability 1/4); every
 // Matcher::Mask() call is timed. The first run starts with an empty mask cache (cold); the others
 // share the compiled constraint, as requests with the same schema do in the engine.
-//   bench_structured TOKENIZER_JSON [runs=20] [steps=120]
-// Prints one JSON line per schema and one for all of them. Mask times are the thread's CPU time
-// (CLOCK_THREAD_CPUTIME_ID: robust to a shared, loaded machine) minus the median cost of an empty
-// pair of clock reads (a system call on this VM, ~1-2 us), measured first.
+//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses]
+// Prints one JSON line per schema and one for all of them; with `misses`, also one line per
+// cache miss to stderr (schema, run, step, µs, whole-trie walks, new configurations, the text's
+// last 40 bytes): the generations are the same in every run of one build (masks are exact), so
+// the per-miss minimum over a few runs takes the machine's noise out of a profile. Mask times are
+// the thread's CPU time (CLOCK_THREAD_CPUTIME_ID: robust to a shared, loaded machine) minus the
+// median cost of an empty pair of clock reads (a system call on this VM, ~1-2 us), measured first.
 #include <time.h>
 
 #include <algorithm>
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 120;
+  const bool trace_misses = argc > 4 && std::string(argv[4]) == "misses";
   auto tok = tokenizer::Tokenizer::Load(argv[1]);
   if (!tok.ok()) {
     std::fprintf(stderr, "%s\n", tok.status().ToString().c_str());
@@ -132,10 +136,30 @@ int main(int argc, char** argv) {
     for (int run = 0; run < runs; ++run) {
       std::mt19937 rng(static_cast<uint32_t>(run));
       structured::Matcher m(*automaton);
+      std::string text;
       for (int step = 0; step < steps && !m.IsCompleted(); ++step) {
+        const auto before =
+            trace_misses ? (*automaton)->stats() : structured::TokenAutomaton::Stats{};
         const double start = ThreadCpuUs();
         const auto mask = m.Mask();
         const double us = std::max(0.0, ThreadCpuUs() - start - clock_overhead);
+        if (trace_misses) {
+          const auto after = (*automaton)->stats();
+          if (after.mask_misses > before.mask_misses) {
+            const std::string tail = text.substr(text.size() > 40 ? text.size() - 40 : 0);
+            std::fprintf(stderr, "%s\n",
+                         nlohmann::json({{"schema", c.name},
+                                         {"run", run},
+                                         {"step", step},
+                                         {"us", us},
+                                         {"config_walks", after.config_walks - before.config_walks},
+                                         {"key_walks", after.key_walks - before.key_walks},
+                                         {"new_configs", after.configs - before.configs},
+                                         {"text", tail}})
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                             .c_str());
+          }
+        }
         times.push_back(us);
         if (run > 0) warm.push_back(us);
         std::vector<int32_t> allowed;
@@ -148,6 +172,7 @@ int main(int argc, char** argv) {
         int32_t pick = allowed[rng() % allowed.size()];
         if (m.IsAccepting() && rng() % 4 == 0) pick = eos;
         if (!m.Advance(pick).ok()) break;
+        if (trace_misses && pick != eos) text += vocab->bytes(pick);
       }
       stopped += m.IsCompleted();
     }

@@ -53,6 +53,24 @@ Element GrammarBuilder::Seq(std::vector<Element> seq, const char* name) {
 }
 
 Element GrammarBuilder::Choice(std::vector<std::vector<Element>> alts, const char* name) {
+  // Alternatives of one byte set each are one byte set (a character class's ranges: [a-z0-9._-]
+  // is one terminal, not five alternatives), so a repetition of it is a repetition of a byte set
+  // (pda.h: Family) and its closures hold one stack instead of one per range.
+  std::vector<std::vector<Element>> kept;
+  size_t set_alt = alts.size();  // the index in `kept` of the merged byte set
+  for (auto& a : alts) {
+    if (a.size() != 1 || a[0].is_rule) {
+      kept.push_back(std::move(a));
+    } else if (set_alt == alts.size()) {
+      set_alt = kept.size();
+      kept.push_back(std::move(a));
+    } else {
+      ByteSet merged = g_.sets[kept[set_alt][0].index];
+      merged |= g_.sets[a[0].index];
+      kept[set_alt][0] = Bytes(merged);
+    }
+  }
+  alts = std::move(kept);
   if (alts.size() == 1 && alts[0].size() == 1) return alts[0][0];
   const int32_t r = NewRule(name);
   for (auto& a : alts) AddAlt(r, std::move(a));
@@ -122,6 +140,11 @@ Element GrammarBuilder::Repeat(Element e, int64_t min, int64_t max) {
   if (seq.size() == 1) return seq[0];
   const int32_t r = NewRule("rep");
   AddAlt(r, std::move(seq));
+  if (min >= 1 && max > min && status_.ok()) {
+    const int32_t alt = static_cast<int32_t>(g_.alts.size()) - 1;
+    g_.mandatory_chain.resize(g_.alts.size(), -1);
+    g_.mandatory_chain[alt] = static_cast<int32_t>(g_.chains.size()) - 1;
+  }
   if (min > kCounterWindow + 1 && status_.ok()) {
     MarkCounter(static_cast<int32_t>(g_.alts.size()) - 1, e, -1, static_cast<int32_t>(min));
   }
@@ -187,6 +210,8 @@ StatusOr<Grammar> GrammarBuilder::Finish(int32_t root) {
     if (!c.e.is_rule || !nullable[c.e.index]) continue;
     for (int32_t alt : c.alts) g_.chain_of[alt] = -1;
     c.alts.clear();
+    const int32_t id = static_cast<int32_t>(&c - g_.chains.data());
+    for (int32_t& m : g_.mandatory_chain) m = m == id ? -1 : m;
   }
   return std::move(g_);
 }

@@ -53,6 +53,10 @@ struct Grammar {
   std::vector<Chain> chains;
   std::vector<int32_t> chain_of;    // alternative id -> chain id, or -1 (shorter vector: -1)
   std::vector<int32_t> chain_left;  // alternative id -> r, its iterations left
+  // The mandatory part of e{min,max} (1 <= min < max): the alternative [e x min, tail_{max-min}]
+  // -> the chain of its tail, or -1 (shorter vector: -1). Its positions share the chain's token
+  // classes (pda.h: Mandatory).
+  std::vector<int32_t> mandatory_chain;
 };
 
 class GrammarBuilder {

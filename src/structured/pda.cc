@@ -262,7 +262,10 @@ int32_t Pda::Local(int32_t config) {
 
 int32_t Pda::Context(int32_t config) {
   if (Local(config) == config) return kDead;
-  const int32_t node = local_[config].second;
+  return ContextOf(local_[config].second);
+}
+
+int32_t Pda::ContextOf(int32_t node) {
   auto it = contexts_.find(node);
   if (it != contexts_.end()) return it->second;
   work_.assign(1, node);
@@ -307,35 +310,50 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
   if (!has_chains() || key == kDead) return {};
   auto it = family_.find(key);
   if (it != family_.end()) return it->second;
+  // The candidate chains: the topmost chain frame of each stack. (alt, 1): inside an iteration of
+  // a rule; (alt, 0): at one that reads a byte set. The first candidate that forms a family wins
+  // (e.g. inside a label of (\.label){0,3}: the label's own repetition, not the enclosing one).
   FamilyKey f;
+  std::vector<std::pair<int32_t, int32_t>> tried;          // (chain, exit)
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
-  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
-  // The chain: the topmost chain frame of the first stack that has one. (alt, 1): inside an
-  // iteration of a rule; (alt, 0): at one that reads a byte set.
-  for (size_t i = 0; i < ready.size() && f.chain < 0; ++i) {
-    for (int32_t n = ready[i]; n > hole_; n = parents_[n]) {
+  for (int32_t m : ready) {
+    for (int32_t n = m; n > hole_; n = parents_[n]) {
       const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
       const int32_t pos = static_cast<int32_t>(frames_[n] & 0xffffffffu);
       if (pos > 1 || alt >= static_cast<int32_t>(g_.chain_of.size()) || g_.chain_of[alt] < 0)
         continue;
-      f.chain = g_.chain_of[alt];
-      f.r = g_.chain_left[alt];
-      f.exit = parents_[n];
+      const std::pair<int32_t, int32_t> candidate = {g_.chain_of[alt], parents_[n]};
+      const bool long_chain =
+          static_cast<int32_t>(g_.chains[candidate.first].alts.size()) >= kMinFamilyLength;
+      if (long_chain && std::find(tried.begin(), tried.end(), candidate) == tried.end()) {
+        tried.push_back(candidate);
+        f = FamilyOf(key, candidate.first, g_.chain_left[alt], candidate.second, max_top);
+      }
       break;
     }
+    if (f.canonical >= 0) break;
   }
+  family_[key] = f;
+  return f;
+}
+
+Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit,
+                             int32_t max_top) {
+  FamilyKey f;
+  f.chain = chain;
+  f.r = left;
+  f.exit = exit;
+  const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
+  std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
   // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
   // that left the repetition before: the same for every r).
-  bool ok = f.chain >= 0;
-  Config others;
+  bool ok = true;
   for (size_t i = 0; i < ready.size() && ok; ++i) {
     if (ready[i] == f.exit) continue;
     int32_t n = ready[i];
     while (n != 0 && parents_[n] != f.exit) n = parents_[n];
     if (n == 0) {
-      others.ready.push_back(ready[i]);
-      const uint64_t fr = frames_[ready[i]];
-      others.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      f.has_others = true;
       continue;
     }
     const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
@@ -346,10 +364,6 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
   }
   ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
   ok = ok && PrefixFree(f.chain);
-  if (ok && !others.ready.empty()) {
-    f.others_config = InternConfig(std::move(others));
-    ok = f.others_config != kDead;
-  }
   if (ok) {
     const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
     f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
@@ -357,16 +371,13 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
     const int32_t r = f.r;
     f.r = std::min(f.r, f.top);
     f.canonical = key;
-    if (r != f.top) {
+    if (r != f.top || f.has_others) {
+      // The in-chain stacks with `top` left, and the exit; not the others (Mask adds theirs).
       Config c;
-      c.accept = configs_[key].accept;
-      c.first = configs_[key].first;
       std::vector<int32_t> above;
       for (size_t i = 0; i < ready.size() && ok; ++i) {
-        if (chain_node[i] < 0) {
-          c.ready.push_back(ready[i]);
-          continue;
-        }
+        if (ready[i] == f.exit) c.ready.push_back(f.exit);
+        if (chain_node[i] < 0) continue;
         above.clear();
         for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
         const int32_t pos = static_cast<int32_t>(frames_[chain_node[i]] & 0xffffffffu);
@@ -378,6 +389,10 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
       if (ok) {
         std::sort(c.ready.begin(), c.ready.end());
         c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
+        for (int32_t m : c.ready) {
+          const uint64_t fr = frames_[m];
+          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+        }
         f.canonical = InternConfig(std::move(c));
         ok = f.canonical != kDead;
       }
@@ -396,8 +411,133 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
     }
   }
   if (!ok) f = FamilyKey{};
-  family_[key] = f;
   return f;
+}
+
+Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
+  if (g_.mandatory_chain.empty() || config == kDead) return {};
+  auto it = mandatory_.find(config);
+  if (it != mandatory_.end()) return it->second;
+  FamilyKey f;
+  const std::vector<int32_t> ready = configs_[config].ready;  // InternConfig may grow configs_
+  int32_t rep = -1;                                           // the node (rep, q) every stack is on
+  bool ok = !ready.empty() && !configs_[config].accept;
+  for (size_t i = 0; i < ready.size() && ok; ++i) {
+    int32_t n = ready[i];
+    while (n != 0) {
+      const int32_t alt = static_cast<int32_t>(frames_[n] >> 32);
+      if (alt < static_cast<int32_t>(g_.mandatory_chain.size()) && g_.mandatory_chain[alt] >= 0)
+        break;
+      n = parents_[n];
+    }
+    ok = n != 0 && (rep < 0 || rep == n);
+    rep = n;
+  }
+  int32_t m = 0;
+  if (ok) {
+    const int32_t alt = static_cast<int32_t>(frames_[rep] >> 32);
+    const int32_t pos = static_cast<int32_t>(frames_[rep] & 0xffffffffu);
+    const int32_t min = static_cast<int32_t>(g_.alts[alt].size()) - 1;
+    f.chain = g_.mandatory_chain[alt];
+    const Grammar::Chain& chain = g_.chains[f.chain];
+    // A byte-set element is read by (rep, p) itself; a rule's frames return to (rep, q = p + 1).
+    const bool byte_set = !chain.e.is_rule;
+    ok = byte_set ? ready.size() == 1 && ready[0] == rep && pos < min
+                  : ready[0] != rep && pos >= 1 && pos <= min;
+    m = byte_set ? min - pos : min - pos + 1;
+    ok = ok && static_cast<int32_t>(chain.alts.size()) >= kMinFamilyLength && PrefixFree(f.chain);
+    const int32_t exit = parents_[rep];
+    ok = ok && exit > hole_;
+    if (ok) {
+      const uint64_t fr = frames_[exit];
+      const Element e = g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu];
+      ok = !e.is_rule;  // the exit reads a byte set
+    }
+    if (ok) {
+      f.top = std::min(static_cast<int32_t>(chain.alts.size()), max_top);
+      const int32_t total = m + static_cast<int32_t>(chain.alts.size());
+      // Past top - 1 only when no token can need top iterations (see the header).
+      ok = total < f.top || f.top == max_top;
+      f.r = std::min(total, f.top - 1);
+      f.min_exit = m;
+      f.context_node = parents_[exit];
+      f.exit = Intern(frames_[exit], hole_);
+      ok = ok && f.exit >= 0;
+    }
+    if (ok) {
+      // The canonical key: the element's frames on the chain's frame with top left.
+      const int32_t alt_top = chain.alts[f.top - 1];
+      Config c;
+      std::vector<int32_t> above;
+      for (int32_t s : ready) {
+        above.clear();
+        for (int32_t n = s; n != rep; n = parents_[n]) above.push_back(n);
+        int32_t node = Intern(Frame(alt_top, byte_set ? 0 : 1), f.exit);
+        for (size_t k = above.size(); k-- > 0 && node >= 0;) node = Intern(frames_[above[k]], node);
+        ok = ok && node >= 0;
+        c.ready.push_back(node);
+      }
+      // At an iteration's start the chain's positions also have the exit ready (the tail may
+      // end there): the same canonical key as theirs, so the classes are shared.
+      if (ok) {
+        work_.assign(1, Intern(Frame(alt_top, 0), f.exit));
+        const int32_t start = Close();
+        std::sort(c.ready.begin(), c.ready.end());
+        ok = start != kDead;
+        if (ok && configs_[start].ready == c.ready) c.ready.push_back(f.exit);
+      }
+      if (ok) {
+        std::sort(c.ready.begin(), c.ready.end());
+        for (int32_t n : c.ready) {
+          const uint64_t fr = frames_[n];
+          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+        }
+        f.canonical = InternConfig(std::move(c));
+        ok = f.canonical != kDead;
+      }
+    }
+    if (ok) {
+      Config c;
+      c.ready = {f.exit};
+      const uint64_t fr = frames_[f.exit];
+      c.first = g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      f.exit_config = InternConfig(std::move(c));
+      ok = f.exit_config != kDead;
+    }
+  }
+  if (!ok) f = FamilyKey{};
+  mandatory_[config] = f;
+  return f;
+}
+
+int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
+  if (!f.has_others) return kDead;
+  auto it = others_.find(config);
+  if (it != others_.end()) return it->second;
+  // The key's exit with the hole replaced by the context Local cut off: the exit in `config`.
+  int32_t exit = f.exit;
+  if (Local(config) != config) {
+    std::vector<int32_t> chain;
+    for (int32_t n = f.exit; n != hole_; n = parents_[n]) chain.push_back(n);
+    exit = local_[config].second;
+    for (size_t i = chain.size(); i-- > 0 && exit >= 0;) exit = Intern(frames_[chain[i]], exit);
+  }
+  int32_t id = -1;
+  if (exit >= 0) {
+    Config c;
+    for (int32_t m : configs_[config].ready) {
+      int32_t n = m;
+      while (n != 0 && n != exit) n = parents_[n];
+      if (n == exit) continue;
+      c.ready.push_back(m);  // a subsequence of a sorted list: sorted
+      const uint64_t fr = frames_[m];
+      c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+    }
+    id = c.ready.empty() ? kDead : InternConfig(std::move(c));
+    if (id == kDead && !status_.ok()) id = -1;
+  }
+  others_[config] = id;
+  return id;
 }
 
 int32_t Pda::Need(const FamilyKey& f, int32_t config) const {

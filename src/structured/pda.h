@@ -62,23 +62,51 @@ class Pda {
   // The positions of a bounded string: a key whose stacks are inside the optional iterations
   // of one counted repetition (Grammar::chains): the repeated element's frames on the chain
   // frame (alts[r - 1], 1), all with the same r and on the same node `exit` (where the
-  // repetition ends); or `exit` itself; or stacks not on `exit` (parses that left the repetition
-  // earlier, e.g. [a-z]{0,30}[a-z] after its last letter). Its `canonical` key is the same with
-  // r = `top` (the
-  // chain's length, at most `max_top`). A token does from the key what it does from `canonical`
-  // as long as it needs at most r iterations; when the element is prefix-free (an input splits
-  // into iterations one way only), the iterations it needs are read off the configuration it
-  // reaches from `canonical` (Need). canonical < 0: not such a key. Memoized.
+  // repetition ends); or `exit` itself; or stacks not on `exit` ("others": parses that left the
+  // repetition earlier, e.g. [a-z]{0,30}[a-z] after its last letter, or a label that may have
+  // been the top-level domain). Its `canonical` key is the in-chain stacks with r = `top` (the
+  // chain's length, at most `max_top`) and the exit, without the others: a configuration allows
+  // the tokens that one of its stacks allows, so the others' tokens are added from their own
+  // configuration (FamilyOthers), and the positions share `canonical` whatever the others are.
+  // A token does from the key's in-chain stacks and exit what it does from `canonical` as long as
+  // it needs at most r iterations; when the element is prefix-free (an input splits into
+  // iterations one way only), the iterations it needs are read off the configuration it reaches
+  // from `canonical` (Need). The chain is the first, over the key's stacks, of their topmost
+  // chain frames that forms such a key (inside a label of (\.label){0,3}: the label's repetition),
+  // among chains of at least kMinFamilyLength iterations. canonical < 0: not such a key.
+  // Memoized.
   struct FamilyKey {
     int32_t canonical = -1;
     int32_t r = 0;
     int32_t top = 0;
     int32_t exit = -1;
     int32_t chain = -1;
-    int32_t exit_config = -1;    // `exit` alone: where a parse goes on after leaving the chain
-    int32_t others_config = -1;  // the key's stacks not on `exit` (or -1): the same for every r
+    int32_t exit_config = -1;  // `exit` alone: where a parse goes on after leaving the chain
+    bool has_others = false;   // some stack of the key is not on `exit`
+    // Mandatory (a position in e^min, see Mandatory): a parse may leave the repetition only
+    // after this many iterations; the context is the closure of `context_node`.
+    int32_t min_exit = 0;
+    int32_t context_node = -1;
   };
+  // Only chains of at least this many optional iterations form families: a family's walk costs
+  // a few whole-trie walks (it reads the longest tokens the chain allows, and follows the parses
+  // that leave it), so it pays where many positions share it, not for whitespace ({0,2}) or a
+  // short list.
+  static constexpr int32_t kMinFamilyLength = 8;
   FamilyKey Family(int32_t key, int32_t max_top);
+  // A position in the mandatory part e^min of e{min,max} (Grammar::mandatory_chain) with m
+  // iterations to complete before the repetition may end: every stack is the element's frames on
+  // one node (rep, q) whose parent is `exit`. Its tokens are those of the chain's family
+  // (canonical: the same frames on the chain's frame with `top` left, over `exit` on the hole,
+  // shared with the optional part's positions) that stay inside with at most m + max - min
+  // iterations, or leave after at least m (min_exit) and at most m + max - min; r is that bound,
+  // at most top - 1 (and then top is the longest token's length + 1: no token needs more).
+  // Its context (past `exit`) is the closure of exit's parent. canonical < 0: not such a
+  // configuration. Memoized.
+  FamilyKey Mandatory(int32_t config, int32_t max_top);
+  // The stacks of `config`, whose key is a family `f`, that are not on its exit, as a
+  // configuration (not accepting): kDead when there are none, -1 at a limit. Memoized.
+  int32_t FamilyOthers(int32_t config, const FamilyKey& f);
   // The fewest iterations left at which the parse inside the repetition that reached `config`
   // from `f.canonical` exists: its stacks on `exit` (r >= Need: the token is read inside the
   // chain, or ends where the repetition may end). The parses that left the repetition earlier
@@ -94,6 +122,8 @@ class Pda {
   // The configuration of `config`'s context alone (the stack that Local cut off, closed): where
   // a parse that reaches the hole of the local key goes on. kDead when Local(config) == config.
   int32_t Context(int32_t config);
+  // The closure of `node` alone (memoized): a context configuration.
+  int32_t ContextOf(int32_t node);
   // Some parse of `config` reached the hole: the input so far left the key's own frames.
   bool has_hole(int32_t config) const { return configs_[config].hole; }
   // Some parse of `config` is still inside the key's own frames (or complete).
@@ -143,6 +173,9 @@ class Pda {
   int32_t CanonicalNode(int32_t node);
   // Whether chain `c`'s element is prefix-free (explored through its configurations, bounded).
   bool PrefixFree(int32_t c);
+  // `key` as a position of chain `chain` with `left` iterations left, ending at node `exit` (see
+  // Family); canonical < 0 when it is not one.
+  FamilyKey FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit, int32_t max_top);
   // The lowest common ancestor of two stack nodes (their deepest shared frame).
   int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
@@ -165,9 +198,11 @@ class Pda {
   std::vector<int32_t> next_;                       // [configs, 256]; -1: not computed
   std::unordered_map<int32_t, int32_t> canonical_;  // memo of Canonical()
   std::unordered_map<int32_t, std::pair<int32_t, int32_t>> local_;  // Local(): key, context node
-  std::unordered_map<int32_t, int32_t> contexts_;  // context node -> its closed configuration
-  std::unordered_map<int32_t, FamilyKey> family_;  // memo of Family()
-  std::vector<int8_t> prefix_free_;                // by chain: -1 unknown, 0, 1
+  std::unordered_map<int32_t, int32_t> contexts_;     // context node -> its closed configuration
+  std::unordered_map<int32_t, FamilyKey> family_;     // memo of Family()
+  std::unordered_map<int32_t, int32_t> others_;       // memo of FamilyOthers()
+  std::unordered_map<int32_t, FamilyKey> mandatory_;  // memo of Mandatory()
+  std::vector<int8_t> prefix_free_;                   // by chain: -1 unknown, 0, 1
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;

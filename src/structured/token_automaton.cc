@@ -57,24 +57,36 @@ TokenAutomaton::Stats TokenAutomaton::stats() {
 
 std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
   std::lock_guard<std::mutex> lock(mu_);
+  return MaskOf(config, /*counted=*/true);
+}
+
+std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool counted) {
   auto it = masks_.find(config);
   if (it != masks_.end()) {
-    ++stats_.mask_hits;
+    if (counted) ++stats_.mask_hits;
     return it->second;
   }
-  ++stats_.mask_misses;
+  if (counted) ++stats_.mask_misses;
   const Vocabulary& v = *vocab_;
   auto mask = std::make_shared<TokenMask>(static_cast<size_t>(v.mask_words()), 0);
   uint64_t* bits = mask->data();
   if (pda_.can_continue(config)) {
     const int32_t key = pda_.Local(config);
-    const Pda::FamilyKey family =
-        pda_.has_chains() ? pda_.Family(key, v.trie().max_depth() + 1) : Pda::FamilyKey{};
+    const int32_t max_top = v.trie().max_depth() + 1;
+    Pda::FamilyKey family = pda_.has_chains() ? pda_.Family(key, max_top) : Pda::FamilyKey{};
+    if (family.canonical < 0 && pda_.has_chains()) family = pda_.Mandatory(config, max_top);
+    std::shared_ptr<const FamilyClasses> c;
+    if (family.canonical >= 0) {
+      c = KeyFamilyClasses(family);
+      // A mandatory position bounds the iterations of a parse that leaves the repetition from
+      // below too; the classes record one bound per token only when every such parse reached the
+      // context at once (e.g. a string's closing quote).
+      if (family.min_exit > 0 && c->left_live) family.canonical = -1;
+    }
     const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
     if (family.canonical >= 0) {
       // A position of a bounded string: the tokens that need at most r iterations, plus the
       // uncertain ones checked from here.
-      const auto c = KeyFamilyClasses(family);
       const int32_t r = family.r;
       const TokenMask& m = c->needs[std::min<size_t>(r, c->needs.size() - 1)];
       std::copy(m.begin(), m.end(), bits);
@@ -83,10 +95,11 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
         bits[id >> 6] |= uint64_t{1} << (id & 63);
       }
       if (!c->exits.empty()) {
-        const int32_t context = pda_.Context(config);
+        const int32_t context =
+            family.context_node >= 0 ? pda_.ContextOf(family.context_node) : pda_.Context(config);
         for (const auto& e : c->exits) {
           if (e.need > r) break;
-          if (MaskHas(bits, e.id)) continue;
+          if (e.need < family.min_exit || MaskHas(bits, e.id)) continue;
           int32_t s = context;
           const std::string& b = v.bytes(e.id);
           for (size_t k = static_cast<size_t>(e.depth); k < b.size() && s != Pda::kDead; ++k)
@@ -95,6 +108,15 @@ std::shared_ptr<const TokenMask> TokenAutomaton::Mask(int32_t config) {
         }
       }
       if (c->uncertain.num_nodes() > 1) Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
+      // The stacks that left the repetition before: their own configuration's tokens.
+      const int32_t others = pda_.FamilyOthers(config, family);
+      if (others < 0) {
+        ++stats_.config_walks;
+        Walk(v.trie(), config, v.trie().max_depth(), bits);
+      } else if (others != Pda::kDead) {
+        const auto add = MaskOf(others, /*counted=*/false);
+        for (size_t w = 0; w < add->size(); ++w) bits[w] |= (*add)[w];
+      }
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
@@ -155,7 +177,6 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   // The parses that left the repetition (at a boundary where `exit` was ready), followed from
   // exit_config: (configuration, the fewest iterations left at which that boundary is reached).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> left(depths);
-  if (f.others_config >= 0) left[0].push_back({f.others_config, 0});
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {
@@ -184,6 +205,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
         }
       }
       cur.push_back({c, need});
+      out->left_live = true;
     };
     const size_t first_exit = out->exits.size();
     for (const auto& [c, need] : left[depth - 1]) follow(pda_.Next(c, byte), need);

@@ -13,7 +13,11 @@
 //   from the family's canonical key that records, per token, the iterations (characters) it
 //   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
 //   plus the tokens that close the string after at most r characters and whose remaining bytes
-//   the context allows (checked from Pda::Context, a few hundred short suffixes).
+//   the context allows (checked from Pda::Context, a few hundred short suffixes), plus the mask
+//   of the position's parses that left the repetition before (Pda::FamilyOthers: e.g. a label
+//   that may have been the top-level domain), so the family does not depend on them.
+// * The positions of a repetition's mandatory part (Pda::Mandatory: minLength) use the family of
+//   its optional part, the tokens that leave the repetition only past the mandatory iterations.
 // * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
 //   with the counter moved to the window's edge (Pda::Canonical), longer ones are walked.
 // Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
@@ -98,8 +102,13 @@ class TokenAutomaton {
     };
     std::vector<Exit> exits;
     TokenTrie uncertain;  // checked from the configuration (the other ways to the context)
+    // A parse that left the repetition was still inside the key's frames afterwards (its need
+    // is the fewest iterations over such parses: no lower bound for Pda::Mandatory positions).
+    bool left_live = false;
   };
   std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
+  // Mask() under mu_; `counted`: a caller's request (in the stats), not a part of another mask.
+  std::shared_ptr<const TokenMask> MaskOf(int32_t config, bool counted);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.
   void Walk(const TokenTrie& trie, int32_t config, int32_t max_depth, uint64_t* bits);
   // The classes of `key` over `part` (cached).

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "structured/constraint_compiler.h"
+#include "structured/grammar.h"
 #include "structured/matcher.h"
 #include "structured_test_util.h"
 
@@ -235,6 +236,8 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
       {ConstraintKind::kJsonSchema, R"({"type":"string","maxLength":40})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","minLength":3,"maxLength":25})"},
       {ConstraintKind::kJsonSchema,
+       R"({"type":"array","items":{"type":"string","minLength":9,"maxLength":30},"maxItems":3})"},
+      {ConstraintKind::kJsonSchema,
        R"({"type":"array","items":{"anyOf":[{"type":"string","maxLength":3},{"type":"string","maxLength":8}]},"maxItems":3})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[a-c]{2,30}x?$"})"},
       {ConstraintKind::kJsonSchema, R"({"type":"string","pattern":"^[α-ω]{1,20}$"})"},
@@ -250,6 +253,12 @@ TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
       {ConstraintKind::kRegex, R"((a{0,3}b)*c)"},  // leaves the repetition and comes back
       {ConstraintKind::kRegex, R"(("[a-c]{0,6}")*x)"},
       {ConstraintKind::kRegex, R"([a-c]{0,9}[ab]@[a-c]{1,5})"},  // [a-c]{0,n}[ab]: ambiguous end
+      // The same shapes with chains long enough to be families (Pda::kMinFamilyLength).
+      {ConstraintKind::kRegex, R"((a{0,9}b)*c)"},
+      {ConstraintKind::kRegex, R"(("[a-c]{0,9}")*x)"},
+      {ConstraintKind::kRegex, R"("[a-c]{0,8}"(,"[a-c]{0,8}"){0,3})"},
+      {ConstraintKind::kRegex,
+       R"([a-c]([a-c-]{0,9}[a-c])?(\.[a-c]([a-c-]{0,9}[a-c])?){0,3}\.[a-c]{2,6})"},
       {ConstraintKind::kGrammar,
        "root ::= \"[\" item (\",\" item){0,5} \"]\"\nitem ::= \"\\\"\" [a-c ]{0,10} \"\\\"\"\n"},
       {ConstraintKind::kJsonObject, ""},
@@ -314,6 +323,94 @@ TEST(StructuredMaskTest, BoundedStringPositionsShareOneWalk) {
   const auto stats = a->stats();
   EXPECT_GT(stats.mask_misses, 90);
   EXPECT_LE(stats.config_walks + stats.key_walks, 12) << "misses " << stats.mask_misses;
+}
+
+// A character class is one byte set (its ranges merged), so a bounded repetition of it is a
+// family of positions (Pda::Family) even when the class has several ranges and the repetition
+// ends in another class, as in the email format's local part.
+TEST(StructuredMaskTest, CharacterClassRepetitionPositionsShareOneWalk) {
+  structured::GrammarBuilder b;
+  const structured::Element merged = b.Choice(
+      {{b.Bytes(structured::ByteSet::Range('a', 'z'))}, {b.Byte('.')}, {b.Byte('-')}}, "class");
+  ASSERT_FALSE(merged.is_rule);
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema,
+           R"({"type":"string","pattern":"^[a-z0-9._+-]{0,30}[a-z0-9]@x$"})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  structured::Matcher m(a);
+  ASSERT_TRUE(m.Advance('"').ok());
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(structured::MaskHas(m.Mask()->data(), 'a'));
+    ASSERT_TRUE(m.Advance(i % 7 == 3 ? '.' : 'a').ok());
+  }
+  ASSERT_TRUE(m.Advance('a').ok());
+  EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), 'a'));  // 31 characters: the maximum
+  for (char c : std::string("@x\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_GT(stats.mask_misses, 20);
+  EXPECT_LE(stats.config_walks + stats.key_walks, 6) << "misses " << stats.mask_misses;
+}
+
+// A position inside a repetition nested in another (a hostname label inside (\.label){0,3})
+// is a family of the inner repetition: Pda::Family tries each stack's chain, not only the
+// first stack's (here the enclosing, not prefix-free one).
+TEST(StructuredMaskTest, NestedRepetitionPositionsShareOneWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema, R"({"type":"string","format":"hostname"})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  structured::Matcher m(a);
+  for (char c : std::string("\"ab.")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  const auto before = a->stats();
+  for (int i = 0; i < 22; ++i) {
+    ASSERT_TRUE(structured::MaskHas(m.Mask()->data(), 'x'));
+    ASSERT_TRUE(m.Advance(i % 5 == 2 ? '-' : 'x').ok());
+  }
+  EXPECT_FALSE(structured::MaskHas(m.Mask()->data(), 'x'));  // 22 characters: the maximum
+  for (char c : std::string(".a\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_GT(stats.mask_misses - before.mask_misses, 20);
+  EXPECT_LE(stats.config_walks + stats.key_walks - before.config_walks - before.key_walks, 6)
+      << "misses " << stats.mask_misses - before.mask_misses;
+}
+
+// The positions of a string's mandatory part (minLength) use the classes of its optional part
+// (Pda::Mandatory: one walk), with closing quotes allowed only once minLength is reached; every
+// mask checked against advancing by every token.
+TEST(StructuredMaskTest, MandatoryPartPositionsShareTheChainsWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(
+          ConstraintKind::kJsonSchema,
+          R"({"type":"array","items":{"type":"string","minLength":12,"maxLength":40},"maxItems":3})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  const auto& v = a->vocab();
+  structured::Matcher m(a);
+  for (char c : std::string("[\"")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  for (int item = 0; item < 3; ++item) {
+    int chars = 0;
+    for (int i = 0; i < 19; ++i) {  // "aαaaαaa...α": 14 characters
+      const std::vector<int32_t> allowed =
+          AllowedByBruteForce(m, v, "item " + std::to_string(item) + " byte " + std::to_string(i));
+      ASSERT_FALSE(::testing::Test::HasFailure());
+      const bool inside_alpha = i % 4 == 2;
+      EXPECT_EQ(structured::MaskHas(m.Mask()->data(), '"'), chars >= 12 && !inside_alpha) << i;
+      ASSERT_TRUE(m.Advance(i % 4 == 1 ? 0xce : inside_alpha ? 0xb1 : 'a').ok());
+      chars += i % 4 != 1;
+    }
+    for (char c : std::string(item < 2 ? "\",\"" : "\"]")) {
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+    }
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  const auto stats = a->stats();
+  EXPECT_LE(stats.config_walks + stats.key_walks, 8) << "misses " << stats.mask_misses;
 }
 
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
