@@ -54,6 +54,10 @@ struct SamplingParams {
   bool ignore_eos = false;              // keep generating past EOS
   bool logprobs = false;                // return the chosen token's logprob
   int top_logprobs = 0;                 // and this many most likely alternatives, [0, 20]
+  // >= 0: the logprob of every prompt token after the first, with this many alternatives ([0,
+  // 20]; RequestResult::prompt_logprobs); -1: none. The prompt is then computed in full (no prefix
+  // cache); on a GPU the engine needs EngineOptions::prompt_logprobs.
+  int prompt_logprobs = -1;
   std::optional<uint64_t> seed;         // fixed seed: same tokens alone or in any batch
   bool include_stop_str_in_output = false;
   OutputConstraint structured_outputs;  // JSON schema / regex / choice / grammar (none: free text)
@@ -135,6 +139,10 @@ struct EngineOptions {
   // step's tokens.
   enum class Overlap { kAuto, kOn, kOff };
   Overlap overlap = Overlap::kAuto;
+  // CUDA: keep logits for every row of a step, so that requests may ask for prompt_logprobs (the
+  // buffer grows to max_batch_tokens rows of the vocabulary: 0.5 MB a row for V4's). The CPU
+  // always can.
+  bool prompt_logprobs = false;
 };
 
 struct ChatMessage {
@@ -194,6 +202,10 @@ struct StreamEvent {
   std::vector<int32_t> ids;             // new token ids
   std::string text;                     // new text (empty without a tokenizer)
   std::vector<TokenLogprobs> logprobs;  // per new id, if asked
+  // SamplingParams::prompt_logprobs: on completion 0's first event, prompt tokens 1..n-1's, and
+  // the prompt's ids.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  std::vector<int32_t> prompt_ids;
   FinishReason finish = FinishReason::kNone;
   std::string stop;                     // the stop string or "id:N" that ended it
   Status error;                         // with kError
@@ -223,6 +235,8 @@ struct RequestResult {
   Status status;  // not OK: the request was rejected or failed; completions may be partial
   int64_t prompt_tokens = 0;
   std::vector<Completion> completions;  // [n]
+  // SamplingParams::prompt_logprobs: prompt tokens 1..n-1's logprobs (the first has none).
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 struct EngineStats {

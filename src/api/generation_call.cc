@@ -36,6 +36,8 @@ GenerationCall::GenerationCall(const CallContext* context, request::Request requ
   open_ = n * prompts;
   prompt_tokens_.assign(prompts, 0);
   echo_texts_.assign(prompts, "");
+  prompt_ids_.assign(prompts, {});
+  prompt_logprobs_.assign(prompts, {});
   if (request_.echo && context_->tokenizer) {
     for (int p = 0; p < prompts; ++p) {
       const std::string& text =
@@ -115,6 +117,14 @@ void GenerationCall::OnEvent(int prompt, StreamEvent& ev) {
     lps.push_back(std::move(e));
   }
   c.logprobs.insert(c.logprobs.end(), lps.begin(), lps.end());
+  if (!ev.prompt_ids.empty()) {
+    prompt_ids_[prompt] = ev.prompt_ids;
+    for (const auto& lp : ev.prompt_logprobs) {
+      response::LogprobEntry e{lp.id, lp.logprob, {}};
+      for (const auto& t : lp.top) e.top.emplace_back(t.id, t.logprob);
+      prompt_logprobs_[prompt].push_back(std::move(e));
+    }
+  }
   const bool final = ev.finish != FinishReason::kNone;
   response::ChatDelta delta;
   if (c.chat) {
@@ -160,6 +170,47 @@ json GenerationCall::LogprobsJson(const std::vector<response::LogprobEntry>& ent
   if (!context_->tokenizer) return nullptr;
   return chat() ? response::ChatLogprobsJson(*context_->tokenizer, entries)
                 : response::CompletionLogprobsJson(*context_->tokenizer, entries, offset);
+}
+
+json GenerationCall::PromptLogprobsJson(int prompt) const {
+  json out = json::array();
+  if (prompt_ids_[prompt].empty()) return out;
+  out.push_back(nullptr);  // the first token has no logprob
+  const int k = request_.sampling.prompt_logprobs;
+  for (size_t t = 0; t < prompt_logprobs_[prompt].size(); ++t) {
+    const response::LogprobEntry& e = prompt_logprobs_[prompt][t];
+    auto entry = [&](int32_t id, float lp, json rank) {
+      json j = {{"logprob", lp}, {"rank", std::move(rank)}};
+      if (context_->tokenizer) j["decoded_token"] = context_->tokenizer->Decode({id}, false);
+      return j;
+    };
+    json pos = json::object();
+    json rank = nullptr;  // the prompt token's rank among the alternatives, when it is one
+    for (size_t a = 0; a < e.top.size() && static_cast<int>(a) < k; ++a) {
+      pos[std::to_string(e.top[a].first)] = entry(e.top[a].first, e.top[a].second, a + 1);
+      if (e.top[a].first == e.id) rank = a + 1;
+    }
+    pos[std::to_string(e.id)] = entry(e.id, e.logprob, rank);
+    out.push_back(std::move(pos));
+  }
+  return out;
+}
+
+json GenerationCall::EchoLogprobsJson(const Choice& c, int top) const {
+  const std::vector<int32_t>& ids = prompt_ids_[c.prompt];
+  std::vector<response::LogprobEntry> entries;
+  if (!ids.empty()) entries.push_back({ids[0], 0, {}});
+  for (response::LogprobEntry e : prompt_logprobs_[c.prompt]) {
+    if (static_cast<int>(e.top.size()) > top) e.top.resize(static_cast<size_t>(top));
+    entries.push_back(std::move(e));
+  }
+  entries.insert(entries.end(), c.logprobs.begin(), c.logprobs.end());
+  json out = response::CompletionLogprobsJson(*context_->tokenizer, entries, 0);
+  if (!ids.empty()) {  // the first token has no logprob (OpenAI's null)
+    out["token_logprobs"][0] = nullptr;
+    out["top_logprobs"][0] = nullptr;
+  }
+  return out;
 }
 
 void GenerationCall::StreamChunk(int index, const json& delta_or_text, const json& logprobs,
@@ -228,6 +279,10 @@ void GenerationCall::Complete() {
       const std::string& echo = echo_texts_[c.prompt];
       ch["logprobs"] = want_logprobs ? LogprobsJson(c.logprobs, static_cast<int64_t>(echo.size()))
                                      : json(nullptr);
+      if (want_logprobs && request_.echo && !c.chat && context_->tokenizer) {
+        ch["logprobs"] = EchoLogprobsJson(c, request_.sampling.top_logprobs);
+      }
+      if (request_.sampling.prompt_logprobs >= 0) ch["prompt_logprobs"] = PromptLogprobsJson(c.prompt);
       if (c.chat) {
         ch["message"] = response::ChatMessageJson(*c.chat);
       } else {

@@ -68,6 +68,15 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
     std::string finish;       // "" while open
   };
 
+  // prompt_logprobs: per prompt stream, its ids and the logprobs of tokens 1..n-1.
+  std::vector<std::vector<int32_t>> prompt_ids_;
+  std::vector<std::vector<response::LogprobEntry>> prompt_logprobs_;
+  // vLLM's choice field: [null, {"id": {"logprob", "rank", "decoded_token"}}, ...].
+  nlohmann::json PromptLogprobsJson(int prompt) const;
+  // Legacy completions with echo: the prompt's tokens (the first without a logprob), then the
+  // completion's, `top` alternatives each.
+  nlohmann::json EchoLogprobsJson(const Choice& c, int top) const;
+
   void Drain();
   void OnEvent(int prompt, StreamEvent& ev);
   void AbortStreams();

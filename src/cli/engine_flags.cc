@@ -26,6 +26,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "run steps serially instead of scheduling step N+1 while the GPU runs step N (debugging, "
        "A/B timing; the same results)",
        false},
+      {"enable-prompt-logprobs",
+       "CUDA: keep logits for every row of a step, so that requests may ask for prompt_logprobs "
+       "(and completions for echo with logprobs); costs max-batch-tokens rows of the vocabulary",
+       false},
       {"overlap",
        "overlap scheduling on the CPU too (off there by default: the CPU is the device; for "
        "tests)",
@@ -59,6 +63,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("give at most one of --overlap and --no-overlap");
   if (flags.Has("no-overlap")) o.overlap = EngineOptions::Overlap::kOff;
   if (flags.Has("overlap")) o.overlap = EngineOptions::Overlap::kOn;
+  o.prompt_logprobs = flags.Has("enable-prompt-logprobs");
   if (o.model_dir.empty() == o.random_preset.empty()) {
     return InvalidArgument("give exactly one of --model and --random-preset");
   }

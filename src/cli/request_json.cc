@@ -6,6 +6,24 @@ namespace dsinfer::cli {
 
 using json = nlohmann::json;
 
+namespace {
+
+// [{"id", "logprob", "top": [{"id", "logprob"}, ...]}, ...]
+json LogprobsJson(const std::vector<TokenLogprobs>& lps) {
+  json out = json::array();
+  for (const auto& lp : lps) {
+    json e = {{"id", lp.id}, {"logprob", lp.logprob}};
+    if (!lp.top.empty()) {
+      e["top"] = json::array();
+      for (const auto& t : lp.top) e["top"].push_back({{"id", t.id}, {"logprob", t.logprob}});
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
 json ResultJson(const json& id, const RequestResult& result, bool with_text) {
   json out;
   out["id"] = id;
@@ -14,6 +32,8 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
   }
   if (result.completions.empty()) return out;
   out["prompt_tokens"] = result.prompt_tokens;
+  // prompt_logprobs: tokens 1..n-1 of the prompt (the first has none).
+  if (!result.prompt_logprobs.empty()) out["prompt_logprobs"] = LogprobsJson(result.prompt_logprobs);
   json choices = json::array();
   int64_t completion_tokens = 0;
   double ttft = 0, e2e = 0;
@@ -25,18 +45,7 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
       ch["speculative"] = {{"draft_tokens", c.draft_tokens},
                            {"accepted_tokens", c.accepted_tokens}};
     }
-    if (!c.logprobs.empty()) {
-      json lps = json::array();
-      for (const auto& lp : c.logprobs) {
-        json e = {{"id", lp.id}, {"logprob", lp.logprob}};
-        if (!lp.top.empty()) {
-          e["top"] = json::array();
-          for (const auto& t : lp.top) e["top"].push_back({{"id", t.id}, {"logprob", t.logprob}});
-        }
-        lps.push_back(e);
-      }
-      ch["logprobs"] = lps;
-    }
+    if (!c.logprobs.empty()) ch["logprobs"] = LogprobsJson(c.logprobs);
     choices.push_back(ch);
     completion_tokens += static_cast<int64_t>(c.ids.size());
     ttft = std::max(ttft, c.ttft_s);

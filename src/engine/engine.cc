@@ -67,6 +67,8 @@ RequestResult CollectResult(RequestStream& stream, int n) {
     c.ids.insert(c.ids.end(), ev.ids.begin(), ev.ids.end());
     c.text += ev.text;
     c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
+    result.prompt_logprobs.insert(result.prompt_logprobs.end(), ev.prompt_logprobs.begin(),
+                                  ev.prompt_logprobs.end());
     if (ev.finish != FinishReason::kNone) {
       c.finish = ev.finish;
       c.stop = ev.stop;

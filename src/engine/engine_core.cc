@@ -47,6 +47,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                               : executor::Device::kCpu;
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   core->device_ = device;
+  core->prompt_logprobs_ = o.prompt_logprobs;
   core->overlap_ = !speculate && (o.overlap == EngineOptions::Overlap::kOn ||
                                   (o.overlap == EngineOptions::Overlap::kAuto &&
                                    device == executor::Device::kCuda));
@@ -60,6 +61,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.num_threads = o.num_threads;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
+  ro.all_logits = o.prompt_logprobs;
   if (device == executor::Device::kCuda) {
     // The CUDA model's fixed state slots: one per running sequence, each of the context length.
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, executor::LoadRunnerConfig(ro));
@@ -137,7 +139,14 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     core->max_checkpoints_ = static_cast<size_t>(checkpoints);
     EngineCore* c = core.get();
     scheduler::SchedulerHooks hooks;
-    hooks.probe = [c](SeqId, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
+    hooks.probe = [c](SeqId id, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
+      // A prompt still to be scored (prompt_logprobs) is computed in full.
+      if (auto it = c->requests_.find(id >> 8); it != c->requests_.end()) {
+        const RequestState& r = it->second;
+        if (r.req.params.prompt_logprobs >= 0 &&
+            r.scored + 1 < static_cast<int64_t>(r.req.prompt.size()))
+          return 0;
+      }
       ++c->stats_.prefix_queries;
       const auto hit = c->prefix_->Lookup(tokens, max_length);
       c->probed_ = hit ? hit->id : 0;
@@ -177,6 +186,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     core->scheduler_->set_hooks(std::move(hooks));
   }
   return core;
+}
+
+EngineCore::~EngineCore() {
+  if (inflight_ && runner_) (void)runner_->Collect();
 }
 
 StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) const {
@@ -233,6 +246,11 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
                       std::to_string(n) + " in the prompt, max_tokens " +
                       std::to_string(p.params.max_tokens) + "); lower max_tokens to at most " +
                       std::to_string(max_model_len_ - n));
+  }
+  if (p.params.prompt_logprobs >= 0 && device_ == executor::Device::kCuda && !prompt_logprobs_) {
+    return InvalidArgument(
+        "prompt_logprobs needs the engine started with prompt logprobs enabled on the GPU "
+        "(--enable-prompt-logprobs: logits kept for every row of a step)");
   }
   if (p.params.structured_outputs.active()) {
     // A forced tool call writes the DSML tags of the model's dialect (V4.1 spells them apart).
@@ -374,6 +392,22 @@ std::vector<EngineCore::DrawJob> EngineCore::PlanDraws(const scheduler::BatchPla
       for (int i = 1; i < r.req.params.n; ++i) jobs.push_back({r.id, i, chunk, position, false});
     }
   }
+  // prompt_logprobs: row j of completion 0's prompt chunk scores prompt token start + j + 1. Last
+  // in the list, apart from the draws (no masks, no pending tokens).
+  for (size_t row = 0; row < plan.chunks.size(); ++row) {
+    const auto& ch = plan.chunks[row];
+    if ((ch.id & 0xff) != 0) continue;
+    RequestState& r = requests_.at(ch.id >> 8);
+    if (r.req.params.prompt_logprobs < 0) continue;
+    const auto n = static_cast<int64_t>(r.req.prompt.size());
+    for (int64_t t = std::max(ch.start + 1, r.scored + 1); t < std::min(ch.start + ch.count + 1, n);
+         ++t) {
+      DrawJob j{r.id, 0, static_cast<int>(row), t, false, static_cast<int>(t - 1 - ch.start)};
+      j.forced = r.req.prompt[static_cast<size_t>(t)];
+      jobs.push_back(j);
+      r.scored = t;
+    }
+  }
   return jobs;
 }
 
@@ -383,7 +417,7 @@ Status EngineCore::Launch(const scheduler::BatchPlan& plan, const std::vector<Dr
   if (inflight_) {
     for (size_t i = 0; i < inflight_->jobs.size(); ++i) {
       const DrawJob& j = inflight_->jobs[i];
-      if (!j.own || inflight_->plan.chunks[j.chunk].drafts == 0)
+      if (j.forced < 0 && (!j.own || inflight_->plan.chunks[j.chunk].drafts == 0))
         feeds[SeqOf(j.request, j.index)] = static_cast<int>(i);
     }
   }
@@ -429,14 +463,16 @@ void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan, const std::vec
   // Fork the siblings from completion 0's state (the prompt, computed once).
   for (const DrawJob& j : jobs) {
     RequestState& r = requests_.at(j.request);
-    if (j.own) continue;
+    if (j.own || j.forced >= 0) continue;
     const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, j.index);
     const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
     if (scheduler_->Fork(parent, child, prefix, scheduler::kPendingToken))
       runner_->Fork(parent, child);
     r.completions[j.index].started = true;
   }
-  for (const DrawJob& j : jobs) requests_.at(j.request).forked = true;
+  for (const DrawJob& j : jobs) {
+    if (j.forced < 0) requests_.at(j.request).forked = true;  // it drew: siblings forked now
+  }
 }
 
 void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> jobs,
@@ -467,6 +503,8 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
     in.position = j.position;
     in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
+    in.forced = j.forced;
+    in.forced_top = std::max(0, r.req.params.prompt_logprobs);
   }
   Launched step;
   // Decode steps: one known token per sequence (with or without drafts).
@@ -492,10 +530,10 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
   for (size_t i = 0; i < jobs.size();) {
     size_t end = i + 1;
     while (end < jobs.size() && jobs[end].request == jobs[i].request &&
-           jobs[end].index == jobs[i].index)
+           jobs[end].index == jobs[i].index && (jobs[end].forced < 0) == (jobs[i].forced < 0))
       ++end;
     const CompletionState& c = requests_.at(jobs[i].request).completions[jobs[i].index];
-    if (c.matcher) groups.push_back({i, end});
+    if (c.matcher && jobs[i].forced < 0) groups.push_back({i, end});
     i = end;
   }
   if (groups.empty()) return masks;
@@ -590,6 +628,18 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
   for (size_t i = 0; i < f.jobs.size();) {
     const DrawJob& j = f.jobs[i];
     const auto& ch = f.plan.chunks[j.chunk];
+    if (j.forced >= 0) {  // a prompt token's score
+      auto it = requests_.find(j.request);
+      if (it != requests_.end()) {
+        RequestState& r = it->second;
+        r.prompt_logprobs.resize(r.req.prompt.size() - 1);
+        const sampler::SampledToken& tok = out->tokens[i];
+        r.prompt_logprobs[static_cast<size_t>(j.position - 1)] = {tok.id, tok.logprob,
+                                                                  ToPublicLogprobs(tok.top)};
+      }
+      ++i;
+      continue;
+    }
     if (!j.own || ch.drafts == 0) {
       scheduler_->SetToken(SeqOf(j.request, j.index), j.position, out->tokens[i].id);
       drawn.push_back({j.request, j.index, std::move(out->tokens[i])});
@@ -790,6 +840,12 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   ev.ids = {id};
   if (p.logprobs || p.top_logprobs > 0)
     ev.logprobs.push_back({id, d.token.logprob, ToPublicLogprobs(d.token.top)});
+  if (p.prompt_logprobs >= 0 && c.index == 0 && !r.prompt_logprobs_sent) {
+    r.prompt_logprobs.resize(r.req.prompt.size() - 1);  // a 1-token prompt has none
+    ev.prompt_logprobs = std::move(r.prompt_logprobs);
+    ev.prompt_ids = r.req.prompt;
+    r.prompt_logprobs_sent = true;
+  }
   FinishReason finish = FinishReason::kNone;
   if (!constraint_status.ok()) {
     ev.error = constraint_status;

@@ -60,6 +60,8 @@ class EngineCore {
   // `codec`: nullptr loads the model dir's tokenizer (tests pass their own).
   static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineOptions& options,
                                                       std::unique_ptr<TextCodec> codec = nullptr);
+  // Collects a step still in flight (its draws are dropped) before the runner goes.
+  ~EngineCore();
 
   // Validates and encodes (thread-safe; see the file comment).
   StatusOr<PreparedRequest> Prepare(const GenerateRequest& request) const;
@@ -113,6 +115,11 @@ class EngineCore {
     std::vector<CompletionState> completions;
     bool forked = false;
     int open = 0;
+    // prompt_logprobs: entry t - 1 scores prompt token t; tokens up to `scored` have their draw
+    // planned (each once, whatever preemption recomputes); sent with completion 0's first token.
+    std::vector<TokenLogprobs> prompt_logprobs;
+    int64_t scored = 0;
+    bool prompt_logprobs_sent = false;
   };
   // One draw of this step: a row's own sequence, or a sibling forked at its first sample.
   struct DrawJob {
@@ -123,6 +130,7 @@ class EngineCore {
     bool own = false;  // the row's sequence (its token is committed to the scheduler)
     int row = -1;      // the chunk's row (-1: the last); a verify chunk draws at several
     int pending = 0;   // the chunk's drafts before that row (counted by penalties and grammar)
+    int32_t forced = -1;  // prompt_logprobs: scores prompt token `position` (= forced), no draw
   };
   // A token drawn this step for one completion.
   struct Drawn {
@@ -205,6 +213,7 @@ class EngineCore {
   SpeculativeOptions spec_;
   Drafter drafter_;
   bool overlap_ = false;
+  bool prompt_logprobs_ = false;  // CUDA: the runner keeps every row's logits
   std::optional<Launched> inflight_;
   // Prefix cache (null when off): its index; states live in the state cache and the runner under
   // ids with kCheckpointBit set.

@@ -28,6 +28,7 @@ To CopyParams(const From& f) {
   t.ignore_eos = f.ignore_eos;
   t.logprobs = f.logprobs;
   t.top_logprobs = f.top_logprobs;
+  t.prompt_logprobs = f.prompt_logprobs;
   t.seed = f.seed;
   t.include_stop_str_in_output = f.include_stop_str_in_output;
   return t;

@@ -157,7 +157,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   opt.max_seqs = o.max_sequences;
   opt.max_len = o.max_len;
   opt.max_tokens = o.max_tokens;
-  opt.all_logits = false;
+  opt.all_logits = o.all_logits;
   opt.logits_per_seq = 1 + o.max_draft_tokens;
   if (o.max_draft_tokens > mdl::cuda::CudaModel::kMaxRollback) {
     return InvalidArgument("--num-speculative-tokens " + std::to_string(o.max_draft_tokens) +
@@ -178,8 +178,10 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   }
   // Draws per step: a chunk draws at its last 1 + k rows, or n <= 128 times from its last row
   // (a prompt's n completions).
+  // With every row's logits (prompt logprobs), a draw may score each row of the step too.
   const int64_t max_draws =
-      int64_t{o.max_sequences} * std::max<int64_t>(128, 1 + o.max_draft_tokens);
+      int64_t{o.max_sequences} * std::max<int64_t>(128, 1 + o.max_draft_tokens) +
+      (o.all_logits ? o.max_tokens : 0);
   return std::unique_ptr<ModelRunner>(
       new CudaModelRunner(std::move(model), o.max_draft_tokens, max_draws));
 }

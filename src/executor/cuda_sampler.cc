@@ -88,6 +88,7 @@ void CudaSampler::Enqueue(const float* logits, const std::vector<RunDraw>& draws
       g.mask_word = mask_at;
       mask_at += mask_words;
     }
+    g.forced = d.forced;
     g.logprobs = d.logprobs ? 1 : 0;
     g.top_logprobs = std::min(d.top_logprobs, gpu::kMaxTopLogprobs);
     logprobs_[r] = d.logprobs ? 1 : 0;
@@ -112,7 +113,7 @@ void CudaSampler::Enqueue(const float* logits, const std::vector<RunDraw>& draws
   p.out_top_id = reinterpret_cast<int32_t*>(out + n * 8);
   p.out_top_logprob = reinterpret_cast<float*>(out + n * 8 + n * gpu::kMaxTopLogprobs * 4);
   p.plain_greedy = std::all_of(rows.begin(), rows.end(), [](const sampler::RowDraw& d) {
-    return d.greedy && d.edits.empty() && d.allowed == nullptr && !d.logprobs;
+    return d.greedy && d.edits.empty() && d.allowed == nullptr && !d.logprobs && d.forced < 0;
   });
   gpu::LaunchSampleRows(p, stream);
   // The ids and logprobs; the alternatives only when some draw wants them.

@@ -132,6 +132,8 @@ struct RunnerOptions {
   // model's streams of the rows its layer has not yet seen).
   int max_draft_tokens = 0;
   bool mtp = false;
+  // CUDA: logits for every row of a step (prompt logprobs), not only each sequence's last 1 + k.
+  bool all_logits = false;
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA
   // model keeps its state in fixed device slots until its paged state lands.
   int max_sequences = 64;

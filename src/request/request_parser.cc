@@ -343,9 +343,10 @@ const std::map<std::string, Field>& Fields() {
       {"echo", {kP, Plain([](const json& v, const std::string& k, Request* r) {
                   return GetBool(v, k, &r->echo);
                 })}},
-      {"prompt_logprobs",
-       {kP, Refused("is not supported yet (the engine returns logits of the "
-                    "last position only)")}},
+      {"prompt_logprobs", {kJ | kP, Plain([](const json& v, const std::string& k, Request* r) {
+                             if (v.is_null()) return Status::Ok();
+                             return GetInt32(v, k, &r->sampling.prompt_logprobs);
+                           })}},
       {"suffix", {kP, Refused("is not supported (DeepSeek-V4 has no fill-in-the-middle)")}},
   };
   return *fields;
@@ -427,6 +428,15 @@ StatusOr<Request> ParseRequest(const json& body, Kind kind, const Request& defau
     return Bad("stream_options", "is only allowed with \"stream\": true");
   }
   DSINFER_ASSIGN_OR_RETURN(r.sampling.structured_outputs, ParseOutputConstraint(body, ordered));
+  // Legacy completions: echo with logprobs returns the prompt tokens' logprobs too (what lm-eval's
+  // loglikelihood tasks read), with as many alternatives.
+  if (kind == Kind::kCompletion && r.echo && r.sampling.logprobs) {
+    r.sampling.prompt_logprobs = std::max(r.sampling.prompt_logprobs, r.sampling.top_logprobs);
+  }
+  if (r.stream && r.sampling.prompt_logprobs >= 0) {
+    return Bad(body.contains("prompt_logprobs") ? "prompt_logprobs" : "echo",
+               "prompt logprobs are returned by non-streaming requests only");
+  }
   DSINFER_RETURN_IF_ERROR(r.sampling.Validate());
   return r;
 }

@@ -25,6 +25,14 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   DSINFER_CHECK(in.params != nullptr && vocab > 0);
   const SamplingParams& p = *in.params;
   RowDraw d;
+  if (in.forced >= 0) {  // scoring: the model's logprob of a given token
+    DSINFER_CHECK(in.forced < vocab);
+    d.forced = in.forced;
+    d.greedy = true;
+    d.logprobs = true;
+    d.top_logprobs = static_cast<int>(std::min<int64_t>(in.forced_top, vocab));
+    return d;
+  }
   d.allowed = in.allowed;
   d.greedy = p.greedy();
   d.inv_temperature = d.greedy ? 1.0f : 1.0f / p.temperature;
@@ -209,10 +217,14 @@ void Sampler::Truncate(int64_t vocab, const RowDraw& d) {
 
 SampledToken Sampler::Draw(const float* logits, int64_t vocab, const RowDraw& d) {
   DSINFER_CHECK(vocab > 0);
-  Process(logits, vocab, d);
   SampledToken out;
-  out.id = Argmax();  // greedy, and the draw's fallback when no candidate has weight
-  if (!d.greedy) {
+  if (d.forced >= 0) {
+    out.id = d.forced;
+  } else {
+    Process(logits, vocab, d);
+    out.id = Argmax();  // greedy, and the draw's fallback when no candidate has weight
+  }
+  if (!d.greedy && d.forced < 0) {
     Truncate(vocab, d);
     uint64_t total = 0;
     for (int64_t w : weight_) total += static_cast<uint64_t>(w);

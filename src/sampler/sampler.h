@@ -44,6 +44,10 @@ struct SampleInput {
   uint32_t sample_index = 0;              // which of the n completions
   int64_t position = 0;                   // absolute position of the token being drawn
   int32_t eos_id = -1;
+  // >= 0: no draw: this token (a prompt token being scored) with its logprob and `forced_top`
+  // alternatives under the model's distribution.
+  int32_t forced = -1;
+  int forced_top = 0;
   // Allowed-token bitmask (bit id % 64 of word id / 64; structured/token_automaton.h), or null.
   // Disallowed ids get -inf before every other step, so the draw stays a pure function of
   // (logits, mask, seed, position, sample index).
@@ -62,6 +66,7 @@ struct RowDraw {
   uint64_t uniform = 0;          // 53 random bits: UniformBitsAt(seed, position, index)
   bool logprobs = false;         // the chosen token's logprob
   int top_logprobs = 0;          // and this many alternatives
+  int32_t forced = -1;           // >= 0: no draw, this token (SampleInput::forced)
 };
 RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab);
 

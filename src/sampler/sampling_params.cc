@@ -35,6 +35,8 @@ Status SamplingParams::Validate() const {
   if (max_tokens < 1) return Bad("max_tokens", "must be >= 1, got " + std::to_string(max_tokens));
   if (min_tokens < 0 || min_tokens > max_tokens) return Bad("min_tokens", "must be in [0, max_tokens]");
   if (top_logprobs < 0 || top_logprobs > 20) return Bad("top_logprobs", "must be in [0, 20]");
+  if (prompt_logprobs < -1 || prompt_logprobs > 20)
+    return Bad("prompt_logprobs", "must be in [0, 20] (or -1: none)");
   if (stop.size() > 16) return Bad("stop", "allows at most 16 strings");
   for (const auto& s : stop) {
     if (s.empty()) return Bad("stop", "strings must not be empty");

@@ -31,6 +31,9 @@ struct SamplingParams {
   bool ignore_eos = false;         // keep generating past EOS
   bool logprobs = false;           // return the chosen token's logprob
   int top_logprobs = 0;            // and this many most likely alternatives, [0, 20]
+  // >= 0: the logprob of every prompt token after the first under the model, with this many most
+  // likely alternatives ([0, 20]; vLLM's prompt_logprobs); -1: none.
+  int prompt_logprobs = -1;
   std::optional<uint64_t> seed;    // fixed seed: same tokens alone or in any batch
   bool include_stop_str_in_output = false;
   // Output constraint (JSON schema / regex / choice / grammar; structured/constraint_spec.h): the

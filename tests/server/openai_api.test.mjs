@@ -180,10 +180,39 @@ describe('legacy completions', () => {
     assert.equal(r.usage.completion_tokens, 16);
     const e = await client.completions.create({ prompt: 'Once upon a time', seed: 4, ignore_eos: true, echo: true, logprobs: 2, max_tokens: 16 });
     assert.equal(e.choices[0].text, 'Once upon a time' + r.choices[0].text);
+    // echo with logprobs scores the prompt too (lm-eval's loglikelihood): its first token has none.
+    const prompt = e.usage.prompt_tokens;
     const lp = e.choices[0].logprobs;
-    assert.equal(lp.tokens.length, 16);
-    assert.equal(lp.text_offset[0], 'Once upon a time'.length);
-    assert.equal(Object.keys(lp.top_logprobs[0]).length <= 2, true);
+    assert.equal(lp.tokens.length, prompt + 16);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    for (let i = 1; i < lp.tokens.length; ++i) {
+      assert.equal(typeof lp.token_logprobs[i], 'number');
+      assert.ok(lp.token_logprobs[i] <= 0);
+      assert.ok(Object.keys(lp.top_logprobs[i]).length <= 2);
+      assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1]);
+    }
+    // The completion's part equals the logprobs of the same request without echo.
+    const plain = await client.completions.create({ prompt: 'Once upon a time', seed: 4, ignore_eos: true, logprobs: 2, max_tokens: 16 });
+    assert.deepEqual(lp.token_logprobs.slice(prompt), plain.choices[0].logprobs.token_logprobs);
+    assert.equal(plain.choices[0].logprobs.text_offset[0], 0);
+  });
+  test('prompt_logprobs (vLLM): one entry per prompt token, the first null; not with stream', async () => {
+    const body = { prompt: [100, 200, 300, 400], max_tokens: 2, seed: 6, ignore_eos: true, prompt_logprobs: 2 };
+    const r = await client.completions.create(body);
+    const pl = r.choices[0].prompt_logprobs;
+    assert.equal(pl.length, 4);
+    assert.equal(pl[0], null);
+    for (let t = 1; t < 4; ++t) {
+      const entry = pl[t][String(body.prompt[t])];
+      assert.ok(entry && entry.logprob <= 0, `token ${t}`);
+      assert.ok(Object.keys(pl[t]).length >= 2 && Object.keys(pl[t]).length <= 3);
+    }
+    // The same scores for the same prompt in another request (and n = 2: one list per choice).
+    const again = await client.completions.create({ ...body, n: 2, seed: 9 });
+    assert.deepEqual(again.choices[1].prompt_logprobs, pl);
+    await expectStatus(client.completions.create({ ...body, stream: true }), 400, /"prompt_logprobs"/);
+    await expectStatus(client.completions.create({ prompt: 'x', echo: true, logprobs: 1, stream: true }), 400, /"echo"/);
   });
   test('token-id prompts; streamed == unstreamed', async () => {
     const body = { prompt: [100, 200, 300], max_tokens: 12, seed: 6, ignore_eos: true };

@@ -31,6 +31,7 @@ struct SampleRow {
   int64_t mask_word = -1;      // allowed-token bitmask at SampleRowsParams::masks + mask_word, or -1
   int32_t logprobs = 0;        // 1: the chosen token's logprob (and top_logprobs alternatives)
   int32_t top_logprobs = 0;    // [0, kMaxTopLogprobs]
+  int32_t forced = -1;         // >= 0: no draw, this token (scoring a prompt token); logprobs on
 };
 
 struct SampleRowsParams {

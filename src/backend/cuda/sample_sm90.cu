@@ -177,103 +177,108 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     row.greedy = 1;
   }
   const float* src = p.logits + static_cast<int64_t>(row.logits_row) * V;
-  const float* x = src;
-  if (p.rows) {  // x = the processed row (mask, edits, temperature) in scratch
-    float* xs = p.scratch + r * V;
-    const uint64_t* mask = row.mask_word >= 0 ? p.masks + row.mask_word : nullptr;
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-      float v = src[i];
-      if (mask && !((mask[i >> 6] >> (i & 63)) & 1)) v = -INFINITY;
-      xs[i] = v;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < row.edit_count; e += blockDim.x) {
-      const SampleEdit ed = p.edits[row.edit_begin + e];
-      xs[ed.id] = ApplySampleEdit(xs[ed.id], ed);
-    }
-    __syncthreads();
-    if (!row.greedy) {
-      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) xs[i] = xs[i] * row.inv_temperature;
-      __syncthreads();
-    }
-    x = xs;
-  }
-  // The argmax: the greedy pick, and the draw's fallback when no candidate has weight.
-  float bv = -INFINITY;
-  int64_t bi = INT64_MAX;
-  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-    const float v = x[i];
-    if (v > bv || (v == bv && i < bi)) {
-      bv = v;
-      bi = i;
-    }
-  }
-  int64_t pick = BlockArgmax(bv, bi, sh);
   const int shift = SampleFixedShift(V);
-  if (!row.greedy) {
-    const float m = x[pick];
-    auto weight = [&](int64_t i) -> uint64_t {
-      return static_cast<uint64_t>(SampleFixed(SampleExp(x[i] - m), shift));
-    };
-    const bool use_k = row.top_k > 0, use_p = row.top_p < 1.0f;
-    uint64_t kth = 0, pth = 0;  // the smallest key kept by top-k / top-p
-    if (use_k) {
-      kth = RadixSelect(
-          V,
-          [&](int64_t i, uint64_t& key, uint64_t& w) {
-            key = SampleKey(x[i], static_cast<int32_t>(i));
-            w = 1;
-            return true;
-          },
-          static_cast<uint64_t>(row.top_k), /*unit_weights=*/true, sh);
-    }
-    if (use_p) {
-      uint64_t part = 0;
+  int64_t pick = 0;
+  if (p.rows && row.forced >= 0) {
+    pick = row.forced;  // scoring a given token: no draw (block-uniform branch)
+  } else {
+    const float* x = src;
+    if (p.rows) {  // x = the processed row (mask, edits, temperature) in scratch
+      float* xs = p.scratch + r * V;
+      const uint64_t* mask = row.mask_word >= 0 ? p.masks + row.mask_word : nullptr;
       for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        if (!use_k || SampleKey(x[i], static_cast<int32_t>(i)) >= kth) part += weight(i);
+        float v = src[i];
+        if (mask && !((mask[i >> 6] >> (i & 63)) & 1)) v = -INFINITY;
+        xs[i] = v;
       }
-      const uint64_t total = BlockSum(part, sh);
-      const uint64_t need =
-          static_cast<uint64_t>(SampleTopPThreshold(row.top_p, static_cast<int64_t>(total)));
-      pth = RadixSelect(
-          V,
-          [&](int64_t i, uint64_t& key, uint64_t& w) {
-            key = SampleKey(x[i], static_cast<int32_t>(i));
-            if (use_k && key < kth) return false;
-            w = weight(i);
-            return true;
-          },
-          need, /*unit_weights=*/false, sh);
+      __syncthreads();
+      for (int e = threadIdx.x; e < row.edit_count; e += blockDim.x) {
+        const SampleEdit ed = p.edits[row.edit_begin + e];
+        xs[ed.id] = ApplySampleEdit(xs[ed.id], ed);
+      }
+      __syncthreads();
+      if (!row.greedy) {
+        for (int64_t i = threadIdx.x; i < V; i += blockDim.x) xs[i] = xs[i] * row.inv_temperature;
+        __syncthreads();
+      }
+      x = xs;
     }
-    auto kept = [&](int64_t i) -> uint64_t {
-      const uint64_t key = SampleKey(x[i], static_cast<int32_t>(i));
-      if ((use_k && key < kth) || (use_p && key < pth)) return 0;
-      const float w = SampleExp(x[i] - m);
-      if (row.min_p > 0.0f && !(w >= row.min_p)) return 0;
-      return static_cast<uint64_t>(SampleFixed(w, shift));
-    };
-    // The draw: the first kept id, in id order, whose running weight exceeds the target. Each
-    // thread sums a contiguous segment; the segment holding the target walks it.
-    const int64_t seg = (V + blockDim.x - 1) / blockDim.x;
-    const int64_t lo = min(V, threadIdx.x * seg), hi = min(V, lo + seg);
-    uint64_t s = 0;
-    for (int64_t i = lo; i < hi; ++i) s += kept(i);
-    const uint64_t total = BlockSum(s, sh);
-    if (total > 0) {
-      const uint64_t target = SampleTarget(row.uniform, total);
-      const uint64_t excl = BlockExclusiveScan(s, sh);
-      if (excl <= target && target < excl + s) {
-        uint64_t cum = excl;
-        for (int64_t i = lo; i < hi; ++i) {
-          cum += kept(i);
-          if (cum > target) {
-            sh.bcast_u64[1] = static_cast<uint64_t>(i);
-            break;
+    // The argmax: the greedy pick, and the draw's fallback when no candidate has weight.
+    float bv = -INFINITY;
+    int64_t bi = INT64_MAX;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+      const float v = x[i];
+      if (v > bv || (v == bv && i < bi)) {
+        bv = v;
+        bi = i;
+      }
+    }
+    pick = BlockArgmax(bv, bi, sh);
+    if (!row.greedy) {
+      const float m = x[pick];
+      auto weight = [&](int64_t i) -> uint64_t {
+        return static_cast<uint64_t>(SampleFixed(SampleExp(x[i] - m), shift));
+      };
+      const bool use_k = row.top_k > 0, use_p = row.top_p < 1.0f;
+      uint64_t kth = 0, pth = 0;  // the smallest key kept by top-k / top-p
+      if (use_k) {
+        kth = RadixSelect(
+            V,
+            [&](int64_t i, uint64_t& key, uint64_t& w) {
+              key = SampleKey(x[i], static_cast<int32_t>(i));
+              w = 1;
+              return true;
+            },
+            static_cast<uint64_t>(row.top_k), /*unit_weights=*/true, sh);
+      }
+      if (use_p) {
+        uint64_t part = 0;
+        for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+          if (!use_k || SampleKey(x[i], static_cast<int32_t>(i)) >= kth) part += weight(i);
+        }
+        const uint64_t total = BlockSum(part, sh);
+        const uint64_t need =
+            static_cast<uint64_t>(SampleTopPThreshold(row.top_p, static_cast<int64_t>(total)));
+        pth = RadixSelect(
+            V,
+            [&](int64_t i, uint64_t& key, uint64_t& w) {
+              key = SampleKey(x[i], static_cast<int32_t>(i));
+              if (use_k && key < kth) return false;
+              w = weight(i);
+              return true;
+            },
+            need, /*unit_weights=*/false, sh);
+      }
+      auto kept = [&](int64_t i) -> uint64_t {
+        const uint64_t key = SampleKey(x[i], static_cast<int32_t>(i));
+        if ((use_k && key < kth) || (use_p && key < pth)) return 0;
+        const float w = SampleExp(x[i] - m);
+        if (row.min_p > 0.0f && !(w >= row.min_p)) return 0;
+        return static_cast<uint64_t>(SampleFixed(w, shift));
+      };
+      // The draw: the first kept id, in id order, whose running weight exceeds the target. Each
+      // thread sums a contiguous segment; the segment holding the target walks it.
+      const int64_t seg = (V + blockDim.x - 1) / blockDim.x;
+      const int64_t lo = min(V, threadIdx.x * seg), hi = min(V, lo + seg);
+      uint64_t s = 0;
+      for (int64_t i = lo; i < hi; ++i) s += kept(i);
+      const uint64_t total = BlockSum(s, sh);
+      if (total > 0) {
+        const uint64_t target = SampleTarget(row.uniform, total);
+        const uint64_t excl = BlockExclusiveScan(s, sh);
+        if (excl <= target && target < excl + s) {
+          uint64_t cum = excl;
+          for (int64_t i = lo; i < hi; ++i) {
+            cum += kept(i);
+            if (cum > target) {
+              sh.bcast_u64[1] = static_cast<uint64_t>(i);
+              break;
+            }
           }
         }
+        __syncthreads();
+        pick = static_cast<int64_t>(sh.bcast_u64[1]);
       }
-      __syncthreads();
-      pick = static_cast<int64_t>(sh.bcast_u64[1]);
     }
   }
   if (p.rows && row.logprobs) {  // of the raw logits (the model's distribution)

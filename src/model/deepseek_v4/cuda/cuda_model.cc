@@ -363,6 +363,9 @@ int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows r
     for (int64_t i = count - tail; i < count; ++i)
       h[6 * T + nrows++] = static_cast<int32_t>(begin + i);
   }
+  // A decode graph gathers n head rows whatever this step's count (a one-token chunk that draws
+  // nothing has none): the rest name row 0, whose extra logits rows nothing reads.
+  for (int64_t i = nrows; i < T; ++i) h[6 * T + i] = 0;
   return nrows;
 }
 
