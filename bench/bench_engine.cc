@@ -40,7 +40,6 @@ struct Sampling {
 };
 Sampling sampling;
 
-
 using namespace dsinfer;
 
 struct Lengths {

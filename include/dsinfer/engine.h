@@ -58,7 +58,7 @@ struct SamplingParams {
   // 20]; RequestResult::prompt_logprobs); -1: none. The prompt is then computed in full (no prefix
   // cache); on a GPU the engine needs EngineOptions::prompt_logprobs.
   int prompt_logprobs = -1;
-  std::optional<uint64_t> seed;         // fixed seed: same tokens alone or in any batch
+  std::optional<uint64_t> seed;  // fixed seed: same tokens alone or in any batch
   bool include_stop_str_in_output = false;
   OutputConstraint structured_outputs;  // JSON schema / regex / choice / grammar (none: free text)
 

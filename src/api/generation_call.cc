@@ -282,7 +282,8 @@ void GenerationCall::Complete() {
       if (want_logprobs && request_.echo && !c.chat && context_->tokenizer) {
         ch["logprobs"] = EchoLogprobsJson(c, request_.sampling.top_logprobs);
       }
-      if (request_.sampling.prompt_logprobs >= 0) ch["prompt_logprobs"] = PromptLogprobsJson(c.prompt);
+      if (request_.sampling.prompt_logprobs >= 0)
+        ch["prompt_logprobs"] = PromptLogprobsJson(c.prompt);
       if (c.chat) {
         ch["message"] = response::ChatMessageJson(*c.chat);
       } else {

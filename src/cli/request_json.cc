@@ -33,7 +33,8 @@ json ResultJson(const json& id, const RequestResult& result, bool with_text) {
   if (result.completions.empty()) return out;
   out["prompt_tokens"] = result.prompt_tokens;
   // prompt_logprobs: tokens 1..n-1 of the prompt (the first has none).
-  if (!result.prompt_logprobs.empty()) out["prompt_logprobs"] = LogprobsJson(result.prompt_logprobs);
+  if (!result.prompt_logprobs.empty())
+    out["prompt_logprobs"] = LogprobsJson(result.prompt_logprobs);
   json choices = json::array();
   int64_t completion_tokens = 0;
   double ttft = 0, e2e = 0;

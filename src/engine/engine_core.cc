@@ -48,9 +48,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   core->device_ = device;
   core->prompt_logprobs_ = o.prompt_logprobs;
-  core->overlap_ = !speculate && (o.overlap == EngineOptions::Overlap::kOn ||
-                                  (o.overlap == EngineOptions::Overlap::kAuto &&
-                                   device == executor::Device::kCuda));
+  core->overlap_ =
+      !speculate &&
+      (o.overlap == EngineOptions::Overlap::kOn ||
+       (o.overlap == EngineOptions::Overlap::kAuto && device == executor::Device::kCuda));
   executor::RunnerOptions ro;
   ro.model_dir = o.model_dir;
   ro.random_preset = o.random_preset;
@@ -451,7 +452,8 @@ Status EngineCore::Launch(const scheduler::BatchPlan& plan, const std::vector<Dr
   return runner_->Launch(chunks, executor::DrawTails(chunks, shape));
 }
 
-void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan, const std::vector<DrawJob>& jobs) {
+void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan,
+                                const std::vector<DrawJob>& jobs) {
   scheduler::BatchPlan plain;
   std::vector<int32_t> pending;
   for (const auto& ch : plan.chunks) {
@@ -543,9 +545,9 @@ std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMas
       const auto [first, last] = groups[g];
       const DrawJob& j0 = jobs[first];
       CompletionState& c = requests_.at(j0.request).completions[j0.index];
-      const std::vector<int32_t>* drafts =
-          j0.pending > 0 || last - first > 1 ? &scheduler_->drafts(SeqOf(j0.request, j0.index))
-                                             : nullptr;
+      const std::vector<int32_t>* drafts = j0.pending > 0 || last - first > 1
+                                               ? &scheduler_->drafts(SeqOf(j0.request, j0.index))
+                                               : nullptr;
       bool active = c.matcher_active;
       int advanced = 0, walked = 0;
       for (size_t k = first; k < last; ++k) {
@@ -652,7 +654,8 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
     const auto& drafts = scheduler_->drafts(ch.id);
     int64_t m = 0;
     while (m < ch.drafts && out->tokens[i + m].id == drafts[m]) ++m;
-    for (int64_t t = 0; t <= m; ++t) drawn.push_back({j.request, j.index, std::move(out->tokens[i + t])});
+    for (int64_t t = 0; t <= m; ++t)
+      drawn.push_back({j.request, j.index, std::move(out->tokens[i + t])});
     verified.chunks.push_back(ch);
     next.push_back(drawn.back().token.id);
     accepted.push_back(m);

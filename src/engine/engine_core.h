@@ -127,9 +127,9 @@ class EngineCore {
     int index = 0;
     int chunk = 0;  // the plan's chunk whose last row it draws from
     int64_t position = 0;
-    bool own = false;  // the row's sequence (its token is committed to the scheduler)
-    int row = -1;      // the chunk's row (-1: the last); a verify chunk draws at several
-    int pending = 0;   // the chunk's drafts before that row (counted by penalties and grammar)
+    bool own = false;     // the row's sequence (its token is committed to the scheduler)
+    int row = -1;         // the chunk's row (-1: the last); a verify chunk draws at several
+    int pending = 0;      // the chunk's drafts before that row (counted by penalties and grammar)
     int32_t forced = -1;  // prompt_logprobs: scores prompt token `position` (= forced), no draw
   };
   // A token drawn this step for one completion.

@@ -345,7 +345,10 @@ const std::map<std::string, Field>& Fields() {
                 })}},
       {"prompt_logprobs", {kJ | kP, Plain([](const json& v, const std::string& k, Request* r) {
                              if (v.is_null()) return Status::Ok();
-                             return GetInt32(v, k, &r->sampling.prompt_logprobs);
+                             int64_t top = 0;
+                             DSINFER_RETURN_IF_ERROR(GetInt(v, k, 0, 20, &top));
+                             r->sampling.prompt_logprobs = static_cast<int>(top);
+                             return Status::Ok();
                            })}},
       {"suffix", {kP, Refused("is not supported (DeepSeek-V4 has no fill-in-the-middle)")}},
   };

@@ -63,8 +63,8 @@ class GoldenV41Test : public ::testing::TestWithParam<std::string> {
     const double err = testing::RelativeError(got, ref_);
     EXPECT_LE(err, 5e-4) << GetParam() << " " << what;
     if (sizes.size() > 1) {
-      EXPECT_EQ(got, Run({static_cast<int>(ids_.size())})) << GetParam() << " " << what
-                                                            << " differs from the whole prompt";
+      EXPECT_EQ(got, Run({static_cast<int>(ids_.size())}))
+          << GetParam() << " " << what << " differs from the whole prompt";
     }
     const int64_t V = model_->config().vocab_size;
     for (size_t t = 0; t < ids_.size(); ++t) {

@@ -122,7 +122,8 @@ TEST(PromptLogprobsTest, PreemptedRequestsScoreEachTokenOnce) {
   EXPECT_GT((*engine)->Stats().preemptions, 0) << "the budget must force preemption";
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_TRUE(res[i].status.ok()) << i << ": " << res[i].status.ToString();
-    ExpectSame(res[i].prompt_logprobs, Reference(reqs[i].prompt_ids, reqs[i].params.prompt_logprobs),
+    ExpectSame(res[i].prompt_logprobs,
+               Reference(reqs[i].prompt_ids, reqs[i].params.prompt_logprobs),
                "request " + std::to_string(i));
   }
 }

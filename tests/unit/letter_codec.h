@@ -36,7 +36,8 @@ class LetterCodec final : public engine::TextCodec {
     return s;
   }
   // The whole text is the answer (no reasoning or tool-call syntax in this alphabet).
-  StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids, const ChatOptions&) const override {
+  StatusOr<ChatReply> ParseChat(const std::vector<int32_t>& ids,
+                                const ChatOptions&) const override {
     ChatReply reply;
     reply.content = Decode(ids);
     return reply;

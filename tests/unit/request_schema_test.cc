@@ -142,8 +142,13 @@ TEST(RequestSchemaTest, CompletionPrompts) {
   auto one = Completion(R"({"prompt": ["Hi"]})");
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->prompt, "Hi");
-  ExpectError(Completion(R"({"prompt": "Hi", "prompt_logprobs": 1})"),
-              "\"prompt_logprobs\" is not supported yet");
+  EXPECT_EQ(text->sampling.prompt_logprobs, 2);  // echo + logprobs scores the prompt
+  auto scored = Completion(R"({"prompt": "Hi", "prompt_logprobs": 1})");
+  ASSERT_TRUE(scored.ok());
+  EXPECT_EQ(scored->sampling.prompt_logprobs, 1);
+  ExpectError(Completion(R"({"prompt": "Hi", "prompt_logprobs": 21})"), "\"prompt_logprobs\"");
+  ExpectError(Completion(R"({"prompt": "Hi", "prompt_logprobs": 1, "stream": true})"),
+              "non-streaming requests only");
   ExpectError(Completion(R"({"prompt": "Hi", "suffix": "x"})"), "\"suffix\"");
   ExpectError(Completion(R"({"prompt": ""})"), "\"prompt\" is empty");
   ExpectError(Completion(R"({"prompt": "Hi", "logprobs": 21})"), "\"logprobs\" must be <= 20");

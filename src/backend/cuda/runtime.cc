@@ -195,7 +195,9 @@ void Event::Record(StreamHandle s) { CUDA_CHECK(cudaEventRecord(static_cast<cuda
 void Event::Wait(StreamHandle s) const {
   CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(event_), 0));
 }
-void Event::Synchronize() const { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_))); }
+void Event::Synchronize() const {
+  CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
 
 Graph::~Graph() {
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));

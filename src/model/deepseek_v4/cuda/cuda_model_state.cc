@@ -192,9 +192,9 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   // kernels' shapes depend on nothing else; they read the uploaded metadata). Steps of several
   // tokens per sequence (speculative verify steps) run eagerly: replaying them from graphs gave
   // different bits on the H200 (budget-7 mixes of gpu_engine_test), not yet understood.
-  const bool decode = !chunks.empty() && std::all_of(chunks.begin(), chunks.end(), [](const auto& ch) {
-    return ch.ids.size() == 1;
-  });
+  const bool decode =
+      !chunks.empty() &&
+      std::all_of(chunks.begin(), chunks.end(), [](const auto& ch) { return ch.ids.size() == 1; });
   if (!decode || !m.opt.graphs) {
     const bool one_per_seq = std::all_of(chunks.begin(), chunks.end(),
                                          [](const PagedChunk& ch) { return ch.ids.size() <= 1; });
