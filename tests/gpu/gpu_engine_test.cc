@@ -125,6 +125,42 @@ TEST(GpuEngineTest, OverlapSchedulingGivesTheSameIdsAndLogprobs) {
   testing::ExpectOverlapExact(Device::kCuda);
 }
 
+// prompt_logprobs on the GPU (scoring draws on the device sampler, every row's logits kept):
+// the CPU engine's scores within float rounding of the two backends' logits, the same ids, and
+// refused with a clear error on a GPU engine without --enable-prompt-logprobs.
+TEST(GpuEngineTest, PromptLogprobsMatchTheCpuEngine) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  std::vector<GenerateRequest> reqs = Mix(6);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].params.temperature = 0;
+    reqs[i].params.prompt_logprobs = static_cast<int>(i % 3);
+  }
+  reqs[0].prompt_ids.assign(150, 9);  // several chunks at the budget below
+  EngineOptions cpu = Options(8, 64, int64_t{64} << 20);
+  cpu.device = Device::kCpu;
+  EngineOptions gpu = Options(8, 64, int64_t{64} << 20);
+  gpu.prompt_logprobs = true;
+  auto ec = Engine::Create(cpu);
+  auto eg = Engine::Create(gpu);
+  ASSERT_TRUE(ec.ok() && eg.ok());
+  const auto want = (*ec)->Generate(reqs), got = (*eg)->Generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_TRUE(want[i].status.ok() && got[i].status.ok()) << i << got[i].status.ToString();
+    ASSERT_EQ(got[i].prompt_logprobs.size(), reqs[i].prompt_ids.size() - 1) << i;
+    ASSERT_EQ(want[i].prompt_logprobs.size(), got[i].prompt_logprobs.size()) << i;
+    for (size_t t = 0; t < got[i].prompt_logprobs.size(); ++t) {
+      EXPECT_EQ(got[i].prompt_logprobs[t].id, reqs[i].prompt_ids[t + 1]);
+      EXPECT_NEAR(got[i].prompt_logprobs[t].logprob, want[i].prompt_logprobs[t].logprob, 1e-4)
+          << i << "/" << t;
+      EXPECT_EQ(got[i].prompt_logprobs[t].top.size(), static_cast<size_t>(i % 3));
+    }
+    EXPECT_EQ(got[i].completions[0].ids, want[i].completions[0].ids) << i;
+  }
+  auto plain = Engine::Create(Options(8, 64, int64_t{64} << 20));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->Submit(reqs[1]).status().code(), StatusCode::kInvalidArgument);
+}
+
 // Speculative decoding on the GPU: verify chunks draw at each of their last k + 1 rows on the
 // device and rejected drafts roll back by starting the next chunk at the kept length; MTP drafting
 // is refused with a clear error until the CUDA model has the MTP layer.
