@@ -475,6 +475,24 @@ void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan,
   for (const DrawJob& j : jobs) {
     if (j.forced < 0) requests_.at(j.request).forked = true;  // it drew: siblings forked now
   }
+  if (!overlap_) return;
+  // A draw that is certain to finish its completion (its token limit or the context) holds the
+  // sequence: the next schedule, which comes before this step is collected, leaves it out instead
+  // of computing a token that would be dropped (and reserving memory for it).
+  for (const DrawJob& j : jobs) {
+    if (j.forced >= 0 || plan.chunks[j.chunk].drafts > 0) continue;
+    const RequestState& r = requests_.at(j.request);
+    int64_t in_flight = 0;  // the completion's draws of the step not yet collected
+    if (inflight_) {
+      for (const DrawJob& f : inflight_->jobs)
+        in_flight += f.forced < 0 && f.request == j.request && f.index == j.index ? 1 : 0;
+    }
+    const int64_t generated = r.completions[j.index].generated + in_flight + 1;
+    if (generated >= r.req.max_new_tokens ||
+        static_cast<int64_t>(r.req.prompt.size()) + generated >= max_model_len_) {
+      scheduler_->Hold(SeqOf(j.request, j.index));
+    }
+  }
 }
 
 void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> jobs,

@@ -46,6 +46,11 @@ bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_tok
   return shares;
 }
 
+void Scheduler::Hold(SeqId id) {
+  auto it = seqs_.find(id);
+  if (it != seqs_.end()) it->second->held = true;
+}
+
 void Scheduler::Remove(SeqId id) {
   cache_->Free(id);
   seqs_.erase(id);
@@ -133,7 +138,7 @@ BatchPlan Scheduler::Schedule() {
   // 1. Running sequences, highest priority first; victims come from the unscheduled tail.
   for (size_t i = 0; i < running.size(); ++i) {
     Seq* s = running[i];
-    if (!s->running || budget == 0) continue;
+    if (!s->running || s->held || budget == 0) continue;
     int64_t count = ChunkTokens(*s, s->computed, budget);
     DSINFER_CHECK(count >= 1);
     int64_t drafts = 0;
@@ -169,7 +174,7 @@ BatchPlan Scheduler::Schedule() {
   for (auto& [id, s] : seqs_) {
     if (s->running) {
       ++num_running;
-    } else if (!just_preempted.count(id)) {
+    } else if (!just_preempted.count(id) && !s->held) {
       waiting.push_back(s.get());
     }
   }

@@ -85,6 +85,9 @@ class Scheduler {
   bool Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token);
   // Forgets a sequence (finished or aborted) and frees its state. No-op for unknown ids.
   void Remove(SeqId id);
+  // Overlap scheduling: `id` (running) is not scheduled again — its last token in flight is known
+  // to finish it (its token limit) — until Remove. It keeps its state; no-op for unknown ids.
+  void Hold(SeqId id);
 
   // Draft tokens to verify after `id`'s last known token in the next step (replaces earlier
   // ones; ignored unless `id` is running with only that token left to compute). Cleared by the
@@ -121,6 +124,7 @@ class Scheduler {
     uint64_t arrival = 0;   // FCFS order; kept across preemption
     int64_t enqueued_step = 0;
     bool running = false;
+    bool held = false;            // Hold: not scheduled again
     std::vector<int32_t> drafts;  // for the next step (SetDrafts)
   };
   int64_t EffectivePriority(const Seq& s) const;

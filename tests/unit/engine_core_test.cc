@@ -133,6 +133,29 @@ TEST(EngineCoreTest, OverlapSchedulingGivesTheSameOutputs) {
   }
 }
 
+// A completion whose last token is known at its launch (its token limit) is held, not scheduled
+// once more: the same forward work as the serial loop.
+TEST(EngineCoreTest, OverlapRunsNoExtraTokenForALengthFinish) {
+  std::vector<int64_t> forwarded;
+  for (auto overlap : {EngineOptions::Overlap::kOff, EngineOptions::Overlap::kOn}) {
+    EngineOptions o = testing::SmallEngineOptions();
+    o.overlap = overlap;
+    auto core = NewCore(o);
+    for (uint64_t id = 1; id <= 4; ++id) {
+      GenerateRequest r;
+      r.prompt_ids = testing::RandomIds(5 + static_cast<int>(id), static_cast<uint32_t>(id));
+      r.params.max_tokens = 3 + static_cast<int>(id);
+      r.params.ignore_eos = true;
+      r.params.temperature = 0;
+      core->Add(id, *core->Prepare(r));
+    }
+    const auto out = Drain(*core, [](int) {});
+    for (const auto& [key, o2] : out) EXPECT_EQ(o2.finish, FinishReason::kLength);
+    forwarded.push_back(core->Stats().forward_tokens);
+  }
+  EXPECT_EQ(forwarded[0], forwarded[1]);
+}
+
 TEST(EngineCoreTest, GoldenMixIsTheSameWithOverlapOnAndOff) {
   testing::ExpectOverlapExact(Device::kCpu);
 }
