@@ -479,15 +479,18 @@ void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan,
   // A draw that is certain to finish its completion (its token limit or the context) holds the
   // sequence: the next schedule, which comes before this step is collected, leaves it out instead
   // of computing a token that would be dropped (and reserving memory for it).
+  std::unordered_set<SeqId> in_flight;  // completions with a draw of the step not yet collected
+  if (inflight_) {
+    for (const DrawJob& f : inflight_->jobs) {
+      if (f.forced < 0) in_flight.insert(SeqOf(f.request, f.index));
+    }
+  }
   for (const DrawJob& j : jobs) {
     if (j.forced >= 0 || plan.chunks[j.chunk].drafts > 0) continue;
     const RequestState& r = requests_.at(j.request);
-    int64_t in_flight = 0;  // the completion's draws of the step not yet collected
-    if (inflight_) {
-      for (const DrawJob& f : inflight_->jobs)
-        in_flight += f.forced < 0 && f.request == j.request && f.index == j.index ? 1 : 0;
-    }
-    const int64_t generated = r.completions[j.index].generated + in_flight + 1;
+    // Without drafts (overlap excludes speculation) a completion draws at most once a step.
+    const int64_t generated =
+        r.completions[j.index].generated + (in_flight.count(SeqOf(j.request, j.index)) ? 1 : 0) + 1;
     if (generated >= r.req.max_new_tokens ||
         static_cast<int64_t>(r.req.prompt.size()) + generated >= max_model_len_) {
       scheduler_->Hold(SeqOf(j.request, j.index));

@@ -206,10 +206,7 @@ int32_t Pda::Canonical(int32_t config) {
   if (moved) {
     std::sort(c.ready.begin(), c.ready.end());
     c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
-    for (int32_t m : c.ready) {
-      const uint64_t f = frames_[m];
-      c.first |= g_.sets[g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu].index];
-    }
+    for (int32_t m : c.ready) c.first |= g_.sets[ElementAt(m).index];
     id = InternConfig(std::move(c));
     if (id == kDead) id = config;
   }
@@ -389,10 +386,7 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
       if (ok) {
         std::sort(c.ready.begin(), c.ready.end());
         c.ready.erase(std::unique(c.ready.begin(), c.ready.end()), c.ready.end());
-        for (int32_t m : c.ready) {
-          const uint64_t fr = frames_[m];
-          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
-        }
+        for (int32_t m : c.ready) c.first |= g_.sets[ElementAt(m).index];
         f.canonical = InternConfig(std::move(c));
         ok = f.canonical != kDead;
       }
@@ -401,8 +395,7 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
   if (ok) {
     Config c;
     c.ready = {f.exit};
-    const uint64_t fr = frames_[f.exit];
-    const Element e = g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu];
+    const Element e = ElementAt(f.exit);
     ok = !e.is_rule;
     if (ok) {
       c.first = g_.sets[e.index];
@@ -488,10 +481,7 @@ Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
       }
       if (ok) {
         std::sort(c.ready.begin(), c.ready.end());
-        for (int32_t n : c.ready) {
-          const uint64_t fr = frames_[n];
-          c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
-        }
+        for (int32_t n : c.ready) c.first |= g_.sets[ElementAt(n).index];
         f.canonical = InternConfig(std::move(c));
         ok = f.canonical != kDead;
       }
@@ -499,8 +489,7 @@ Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
     if (ok) {
       Config c;
       c.ready = {f.exit};
-      const uint64_t fr = frames_[f.exit];
-      c.first = g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      c.first = g_.sets[ElementAt(f.exit).index];
       f.exit_config = InternConfig(std::move(c));
       ok = f.exit_config != kDead;
     }
@@ -530,8 +519,7 @@ int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
       while (n != 0 && n != exit) n = parents_[n];
       if (n == exit) continue;
       c.ready.push_back(m);  // a subsequence of a sorted list: sorted
-      const uint64_t fr = frames_[m];
-      c.first |= g_.sets[g_.alts[static_cast<size_t>(fr >> 32)][fr & 0xffffffffu].index];
+      c.first |= g_.sets[ElementAt(m).index];
     }
     id = c.ready.empty() ? kDead : InternConfig(std::move(c));
     if (id == kDead && !status_.ok()) id = -1;

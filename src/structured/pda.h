@@ -165,6 +165,11 @@ class Pda {
   int32_t Intern(uint64_t frame, int32_t parent);
   // The stack after the element at the top frame of `node` is done.
   int32_t After(int32_t node);
+  // The grammar element a stack node's frame is at.
+  const Element& ElementAt(int32_t node) const {
+    const uint64_t f = frames_[node];
+    return g_.alts[static_cast<size_t>(f >> 32)][f & 0xffffffffu];
+  }
   // Expands `work_` to the configuration it stands for and interns it.
   int32_t Close();
   // The id of `c` (ready sorted and unique), added if new; kDead past the limit.
