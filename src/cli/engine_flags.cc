@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace dsinfer::cli {
@@ -37,6 +38,9 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"random-preset",
        "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
+      {"tokenizer",
+       "tokenizer.json (or a dir holding one): with --random-preset, text in and out (e.g. "
+       "models/demo/tokenizer.json for the DeepSeek vocabulary); default: the model dir's"},
       {"speculative-method",
        "speculative decoding: ngram (prompt lookup) or mtp (the model's MTP layer; CPU for "
        "now); outputs are identical with it on and off (default: off)"},
@@ -58,6 +62,9 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   EngineOptions o;
   o.model_dir = flags.GetOr("model", "");
   o.random_preset = flags.GetOr("random-preset", "");
+  o.tokenizer_path = flags.GetOr("tokenizer", "");
+  if (!o.tokenizer_path.empty() && std::filesystem::is_directory(o.tokenizer_path))
+    o.tokenizer_path += "/tokenizer.json";
   o.enforce_eager = flags.Has("enforce-eager");
   if (flags.Has("no-overlap") && flags.Has("overlap"))
     return InvalidArgument("give at most one of --overlap and --no-overlap");

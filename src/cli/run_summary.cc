@@ -58,6 +58,8 @@ nlohmann::json RunSummary::ToJson() const {
       {"decode_step_ms",
        stats_.decode_steps ? stats_.decode_run_s / stats_.decode_steps * 1e3 : 0.0},
       {"run_s", stats_.run_s},
+      {"graph_decode_steps", stats_.graph_decode_steps},
+      {"graph_multi_token_steps", stats_.graph_multi_token_steps},
       {"overlap", stats_.overlap},
       {"steps_per_s", stats_.steps / wall},
       // The engine thread's own work per step (scheduling, launching, masks, emitting), and its

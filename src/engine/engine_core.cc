@@ -77,7 +77,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   }
   if (codec) {
     core->codec_ = std::move(codec);
-  } else if (!o.random_preset.empty()) {
+  } else if (!o.random_preset.empty() && o.tokenizer_path.empty()) {
     core->codec_ = NoTextCodec();  // a preset has no tokenizer: token ids only
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
@@ -914,6 +914,8 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
 EngineStats EngineCore::Stats() const {
   EngineStats s = stats_;
   s.overlap = overlap_;
+  s.graph_decode_steps = runner_->graph_decode_steps();
+  s.graph_multi_token_steps = runner_->graph_multi_token_steps();
   const auto sched = scheduler_->Stats();
   s.requests_waiting = sched.waiting;
   s.requests_running = sched.running;

@@ -133,6 +133,8 @@ class CudaModelRunner final : public ModelRunner {
   }
 
   size_t num_sequences() const override { return lengths_.size(); }
+  int64_t graph_decode_steps() const override { return model_->graph_replays().decode; }
+  int64_t graph_multi_token_steps() const override { return model_->graph_replays().multi_token; }
 
  private:
   std::unique_ptr<CudaModel> model_;
@@ -159,6 +161,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   opt.max_tokens = o.max_tokens;
   opt.all_logits = o.all_logits;
   opt.logits_per_seq = 1 + o.max_draft_tokens;
+  opt.graph_tokens_per_seq = 1 + o.max_draft_tokens;
   if (o.max_draft_tokens > mdl::cuda::CudaModel::kMaxRollback) {
     return InvalidArgument("--num-speculative-tokens " + std::to_string(o.max_draft_tokens) +
                            ": the CUDA model's state keeps a rollback slack of " +

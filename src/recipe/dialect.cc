@@ -47,8 +47,9 @@ const char* DialectName(Dialect d) {
 
 Dialect DetectDialect(const std::string& model_dir, bool has_system_token) {
   if (has_system_token) return Dialect::kV41;
-  std::ifstream in(std::filesystem::path(model_dir) / "config.json");
-  if (in) {
+  std::ifstream in;
+  if (!model_dir.empty()) in.open(std::filesystem::path(model_dir) / "config.json");
+  if (in.is_open()) {
     std::stringstream ss;
     ss << in.rdbuf();
     if (ss.str().find("0731") != std::string::npos) return Dialect::kV4Flash0731;

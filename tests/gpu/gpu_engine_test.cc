@@ -43,6 +43,7 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     auto e = Engine::Create(Options(32, budget, int64_t{256} << 20));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "budget " + std::to_string(budget));
+    EXPECT_GT((*e)->Stats().graph_decode_steps, 0);
   }
   {  // decode steps launched eagerly instead of replaying graphs (the default)
     EngineOptions o = Options(32, 64, int64_t{256} << 20);
@@ -50,6 +51,7 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ExpectSame(alone, (*e)->Generate(reqs), "enforce_eager");
+    EXPECT_EQ((*e)->Stats().graph_decode_steps, 0);
   }
   {  // steps run serially instead of overlapping the host's work with the GPU's (the default)
     EngineOptions o = Options(32, 64, int64_t{256} << 20);

@@ -111,10 +111,20 @@ inline void ExpectSpeculationExact(Device device) {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     want = e.value()->Generate(reqs);
   }
-  for (int64_t budget : {int64_t{24}, int64_t{256}}) {
+  // Budget 24 mixes verify steps with prefill chunks; on the GPU its verify steps replay CUDA
+  // graphs, and once more launch eagerly (enforce_eager).
+  struct Run {
+    int64_t budget;
+    bool eager;
+  };
+  std::vector<Run> runs = {{24, false}, {256, false}};
+  if (device == Device::kCuda) runs.push_back({24, true});
+  for (const Run& run : runs) {
+    const int64_t budget = run.budget;
     EngineOptions o = MixOptions(device, 16, budget, int64_t{256} << 20);
     o.speculative.method = SpeculativeOptions::Method::kNgram;
     o.speculative.num_tokens = 4;
+    o.enforce_eager = run.eager;
     auto made = engine::EngineCore::Create(o);
     ASSERT_TRUE(made.ok()) << made.status().ToString();
     engine::EngineCore& core = *made.value();
@@ -147,8 +157,12 @@ inline void ExpectSpeculationExact(Device device) {
       }
       events.clear();
     }
-    ExpectSame(want, got, "oracle drafts, budget " + std::to_string(budget));
+    ExpectSame(want, got,
+               "oracle drafts, budget " + std::to_string(budget) + (run.eager ? ", eager" : ""));
     const EngineStats st = core.Stats();
+    if (device == Device::kCuda) {  // the verify steps ran from graphs unless told not to
+      EXPECT_EQ(st.graph_multi_token_steps > 0, !run.eager) << st.graph_multi_token_steps;
+    }
     EXPECT_GT(st.spec_accepted_tokens, 0);
     EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
     EXPECT_EQ(core.num_states(), 0u);

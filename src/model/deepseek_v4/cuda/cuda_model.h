@@ -39,9 +39,11 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
-  // Paged mode: decode steps (one token per sequence) replay a CUDA graph captured per batch size
-  // (off: every step launches eagerly; the same bits either way).
+  // Paged mode: decode steps (one token per sequence) and steps of at most graph_tokens_per_seq
+  // tokens per sequence (speculative verify steps) replay CUDA graphs captured per step size (off:
+  // every step launches eagerly; the same bits either way).
   bool graphs = true;
+  int64_t graph_tokens_per_seq = 1;  // 1 + the most speculative tokens of a verify step
   // Load: called as weights reach the device (bytes so far, the checkpoint's tensor bytes).
   std::function<void(int64_t done, int64_t total)> on_load_progress;
   // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
@@ -91,9 +93,17 @@ class CudaModel {
   // device as ForwardToDevice's. Returns once the step is enqueued; the host buffers it filled are
   // reused by the next call, which first waits for this one's uploads (not for its forward).
   StatusOr<DeviceLogits> ForwardPaged(const std::vector<PagedChunk>& chunks, LogitsRows rows);
-  // Paged mode with graphs: captures the decode-step graphs of every batch size up to max_seqs
-  // now (engine startup), instead of at each size's first step.
+  // Paged mode with graphs: captures the decode-step graphs of every batch size up to max_seqs,
+  // and with graph_tokens_per_seq > 1 the verify-step graphs of every batch size with that many
+  // tokens per sequence, now (engine startup) instead of at each size's first step. Other
+  // multi-token sizes are captured at their first step.
   Status CaptureDecodeGraphs();
+  // Steps replayed from graphs so far: of one token per sequence, of several.
+  struct GraphReplays {
+    int64_t decode = 0;
+    int64_t multi_token = 0;
+  };
+  GraphReplays graph_replays() const;
   // Paged mode: the device ids that PagedChunk::feed indexes (a sampler's output, written by work
   // enqueued on stream() before the forward that reads it). Set once, before the first forward.
   void SetFeedSource(const int32_t* ids);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/compressor.cuh"
@@ -233,8 +234,13 @@ struct CudaModel::Impl {
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
 
-  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;        // DecodeStep's, by batch size
-  std::map<int64_t, std::unique_ptr<gpu::Graph>> paged_graphs;  // ForwardPaged's decode steps
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
+  // ForwardPaged's graphed steps by (rows, one row per sequence): a step's kernels and their shapes
+  // depend on nothing else (they read the uploaded metadata; the head runs over every row).
+  std::map<std::pair<int64_t, bool>, std::unique_ptr<gpu::Graph>> paged_graphs;
+  GraphReplays replays;
+  // Captures (if new) and launches the graph of a paged step of n rows.
+  void ReplayPaged(int64_t n, bool one_per_seq);
   // Paged mode: the last step's uploads of table_host / meta_host are done (the host may refill
   // them); the feed source of PagedChunk::feed.
   gpu::Event uploaded;

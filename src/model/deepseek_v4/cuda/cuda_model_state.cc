@@ -188,29 +188,40 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   m.Upload(static_cast<int64_t>(chunks.size()), n);
   m.uploaded.Record(m.stream.get());
   m.Mark("embed");
-  // A decode step (one token per sequence) replays a graph captured for this batch size (its
-  // kernels' shapes depend on nothing else; they read the uploaded metadata). Steps of several
-  // tokens per sequence (speculative verify steps) run eagerly: replaying them from graphs gave
-  // different bits on the H200 (budget-7 mixes of gpu_engine_test), not yet understood.
-  const bool decode =
-      !chunks.empty() &&
-      std::all_of(chunks.begin(), chunks.end(), [](const auto& ch) { return ch.ids.size() == 1; });
-  if (!decode || !m.opt.graphs) {
-    const bool one_per_seq = std::all_of(chunks.begin(), chunks.end(),
-                                         [](const PagedChunk& ch) { return ch.ids.size() <= 1; });
+  // A step of at most graph_tokens_per_seq tokens per sequence (decode: one; a speculative verify
+  // step: 1 + k) replays a graph captured for its row count. Its kernels' shapes depend on nothing
+  // else: they read the uploaded metadata, and the head runs over all n rows (FillMeta names row 0
+  // for the rows that draw nothing; nothing reads their logits), so a graph replays any step of n
+  // rows whatever its chunks. Larger steps (prefill chunks) launch eagerly.
+  bool small = !chunks.empty() && m.opt.graphs && n <= m.logits_rows &&
+               n <= int64_t{m.opt.max_seqs} * m.opt.graph_tokens_per_seq;
+  bool one_per_seq = true;
+  for (const PagedChunk& ch : chunks) {
+    const auto count = static_cast<int64_t>(ch.ids.size());
+    small = small && count >= 1 && count <= m.opt.graph_tokens_per_seq;
+    one_per_seq = one_per_seq && count <= 1;
+  }
+  if (!small) {
     m.Run(n, nrows, one_per_seq);
     return DeviceLogits{m.logits, nrows};
   }
-  auto& graph = m.paged_graphs[n];
-  if (!graph) {
-    graph = std::make_unique<gpu::Graph>();
-    graph->BeginCapture(m.stream.get());
-    m.Run(n, nrows, true);
-    graph->EndCapture(m.stream.get());
-  }
-  graph->Launch(m.stream.get());
+  m.ReplayPaged(n, one_per_seq);
   return DeviceLogits{m.logits, nrows};
 }
+
+void CudaModel::Impl::ReplayPaged(int64_t n, bool one_per_seq) {
+  auto& graph = paged_graphs[{n, one_per_seq}];
+  if (!graph) {
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(stream.get());
+    Run(n, n, one_per_seq);
+    graph->EndCapture(stream.get());
+  }
+  graph->Launch(stream.get());
+  ++(one_per_seq ? replays.decode : replays.multi_token);
+}
+
+CudaModel::GraphReplays CudaModel::graph_replays() const { return impl_->replays; }
 
 void CudaModel::SetFeedSource(const int32_t* ids) { impl_->feed_source = ids; }
 
@@ -218,15 +229,19 @@ Status CudaModel::CaptureDecodeGraphs() {
   Impl& m = *impl_;
   if (!m.opt.paged || m.pools.empty()) return Internal("CaptureDecodeGraphs needs UsePagedState");
   if (!m.opt.graphs) return Status::Ok();
-  // A decode step of n sequences: n rows, each its sequence's logits row (what ForwardPaged
-  // captures at a size's first step; the kernels read the metadata uploaded before each replay).
-  for (int64_t n = 1; n <= m.opt.max_seqs && n <= m.opt.max_tokens && n <= m.logits_rows; ++n) {
-    auto& graph = m.paged_graphs[n];
-    if (graph) continue;
-    graph = std::make_unique<gpu::Graph>();
-    graph->BeginCapture(m.stream.get());
-    m.Run(n, n, true);
-    graph->EndCapture(m.stream.get());
+  // A step of s sequences of t tokens each: s * t rows, each its own logits row (what
+  // ReplayPaged captures at a size's first step; the kernels read the metadata uploaded before
+  // each replay). t = 1 (decode) and t = graph_tokens_per_seq (a verify step with every draft).
+  const int64_t limit = std::min(m.opt.max_tokens, m.logits_rows);
+  for (const int64_t t : {int64_t{1}, std::max<int64_t>(1, m.opt.graph_tokens_per_seq)}) {
+    for (int64_t s = 1; s <= m.opt.max_seqs && s * t <= limit; ++s) {
+      auto& graph = m.paged_graphs[{s * t, t == 1}];
+      if (graph) continue;
+      graph = std::make_unique<gpu::Graph>();
+      graph->BeginCapture(m.stream.get());
+      m.Run(s * t, s * t, t == 1);
+      graph->EndCapture(m.stream.get());
+    }
   }
   return Status::Ok();
 }
