@@ -128,6 +128,7 @@ Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int
   }
   summary.set_wall_seconds(wall);
   summary.set_engine_stats(engine->Stats());
+  summary.set_speculative(o.speculative);
   auto j = summary.ToJson();
   j["bench"] = "engine_chat";
   j["model"] = o.random_preset.empty() ? o.model_dir : o.random_preset;
@@ -187,6 +188,7 @@ Status Run(const cli::Flags& flags) {
   for (const auto& r : results) summary.Add(r);
   summary.set_wall_seconds(wall);
   summary.set_engine_stats(engine->Stats());
+  summary.set_speculative(o.speculative);
   auto j = summary.ToJson();
   j["bench"] = "engine_offline";
   j["model"] = o.random_preset.empty() ? o.model_dir : o.random_preset;

@@ -18,7 +18,7 @@ port="${PORT:-8011}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
 bin=build-cuda/bin/dsinfer
-tok=models/tiny/tokenizer.json
+tok="${TOKENIZER:-models/tiny/tokenizer.json}"
 [ -f "$tok" ] || tok=models/demo/tokenizer.json
 # shellcheck disable=SC2086
 "$bin" serve --random-preset "$preset" --device cuda --tokenizer "$tok" --port "$port" \

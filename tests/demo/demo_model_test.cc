@@ -1,8 +1,8 @@
 // The trained demo model on the CPU (issue 26): its held-out loss (nats/token over four 512-token
 // windows of held-out Debian documentation, tests/data/demo_heldout_windows.json) stays under the
-// bound of its first training run, and its MTP layer's greedy draft agrees with the main model's
-// greedy next-next token (teacher-forced, as tools/demo_model/train.py measures it) as often as
-// training measured. The issue's loss goal (5.0) is not met yet: see docs/perf.md.
+// issue's goal of 5.0, and its MTP layer's greedy draft agrees with the main model's greedy
+// next-next token (teacher-forced, as tools/demo_model/train.py measures it) at least half the
+// time (the issue's goal for the MTP acceptance at k = 1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,10 +17,10 @@
 namespace dsinfer::model::deepseek_v4 {
 namespace {
 
-// The first run: 5.7494 nats/token and agreement 0.4677 on these windows (train.py's own 16
-// windows: 5.68 and 0.46).
-constexpr double kMaxHeldoutLoss = 5.85;
-constexpr double kMinMtpAgreement = 0.40;
+// The shipped model (hidden 192, 2026-12-02): 4.6869 nats/token and agreement 0.5636 on these
+// windows (train.py's own 16 windows: 4.53 and 0.57). The first run (hidden 128): 5.7494, 0.4677.
+constexpr double kMaxHeldoutLoss = 5.0;
+constexpr double kMinMtpAgreement = 0.50;
 
 std::vector<std::vector<int32_t>> Windows() {
   std::ifstream f(std::string(DSINFER_SOURCE_DIR) + "/tests/data/demo_heldout_windows.json");
@@ -114,8 +114,9 @@ TEST(DemoModelTest, OfficialFp8Fp4CopyAgreesWithBf16) {
   kl /= static_cast<double>(rows);
   std::printf("official FP8/FP4 vs BF16: top-1 agreement %.4f, mean KL %.3g over %lld rows\n", top1,
               kl, static_cast<long long>(rows));
-  // First run: 0.9263 and 0.00965 (the compass goal, 0.995 and 1e-3, is not met: see perf.md).
-  EXPECT_GT(top1, 0.90);
+  // The shipped model: 0.9102 and 0.0138 (the first, hidden-128 run: 0.9263 and 0.00965; the
+  // compass goal, 0.995 and 1e-3, is not met: see perf.md).
+  EXPECT_GT(top1, 0.89);
   EXPECT_LT(kl, 0.02);
 }
 

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 @dataclasses.dataclass
 class Config:
     vocab_size: int = 129280
-    hidden_size: int = 128
+    hidden_size: int = 192
     num_layers: int = 6
     num_heads: int = 4
     head_dim: int = 64
@@ -41,7 +41,7 @@ class Config:
     o_lora_rank: int = 64
     n_routed_experts: int = 8
     num_experts_per_tok: int = 2
-    moe_intermediate_size: int = 64
+    moe_intermediate_size: int = 128
     n_shared_experts: int = 1
     num_hash_layers: int = 2
     routed_scaling_factor: float = 1.5
