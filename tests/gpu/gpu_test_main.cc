@@ -1,6 +1,7 @@
 // main() of the GPU test binaries: gtest's flags, then the kernel-variant choices the variant runs
 // of tests/gpu/CMakeLists.txt set (backend/cuda/runtime.h KernelOptions; every choice must give
-// the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block).
+// the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
+// --qgemm-min-rows=N (the tiled FP8 GEMM for N rows and more; off by default).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,6 +17,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--no-gemv") {
       k.gemv_f32 = k.gemv_bf16 = false;
+    } else if (a.rfind("--qgemm-min-rows=", 0) == 0) {
+      k.qgemm_min_rows = std::atoll(a.c_str() + 17);
     } else if (a.rfind("--qlinear-warps=", 0) == 0) {
       k.qlinear_warps = std::atoi(a.c_str() + 16);
       if (k.qlinear_warps < 1 || k.qlinear_warps > 16) {

@@ -49,6 +49,12 @@ struct QLinearArgs {
   const int32_t* pairs = nullptr;
 };
 
+// The tiled FP8 GEMM for many rows (qgemm_sm90.cu): the same bits as QLinearKernel for every
+// row. Supports: dense FP8 weights, activations pre-quantized (xq/xs), grouped input whose groups
+// span whole 128-row blocks.
+bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert);
+void LaunchQGemm(const QLinearArgs& a, bool dual, StreamHandle stream);
+
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
 // x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:
 // dense).

@@ -601,6 +601,13 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
     warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
+  // Many dense FP8 rows: the tiled GEMM (the same bits; weights and activations through shared
+  // memory instead of weight-stationary blocks that re-read every activation row).
+  const int64_t qgemm_rows = GetKernelOptions().qgemm_min_rows;
+  if (qgemm_rows > 0 && rows_hint >= qgemm_rows && QGemmSupports(a, fp4, expert)) {
+    LaunchQGemm(a, dual, stream);
+    return;
+  }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
   if (fp4 && expert && nt == 1) warps = std::min(warps, kExpertWarps);  // kExpertMinBlocks' bound
   // The kernel addresses quantized rows by 32-bit offsets (row * ld).

@@ -36,6 +36,9 @@ struct KernelOptions {
   bool gemv_bf16 = true;  // the decode GEMV for bf16 weights
   bool gemv_dual = true;  // the fused SwiGLU pair in the decode GEMV (off: two GEMVs + SwiGLU)
   int qlinear_warps = 0;  // warps per FP8/FP4 block for few rows (1..16); 0: chosen by shape
+  // Dense FP8 linears of at least this many rows take the tiled GEMM (qgemm_sm90.cu; the same
+  // bits as the decode kernel). 0: off — the default until the kernel has run on a GPU.
+  int64_t qgemm_min_rows = 0;
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).
 void SetKernelOptions(const KernelOptions& options);
