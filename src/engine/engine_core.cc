@@ -630,6 +630,10 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
   stats_.wait_s += std::chrono::duration<double>(t1 - t0).count();
   const double seconds = std::chrono::duration<double>(t1 - f.launched).count();
   stats_.run_s += seconds;
+  if (spec_.adaptive && spec_.method != SpeculativeOptions::Method::kNone) {
+    spec_cost_.ObserveStep(f.plan.num_tokens, seconds);
+    spec_batch_ = std::max<int64_t>(1, static_cast<int64_t>(f.plan.chunks.size()));
+  }
   if (f.decode) {
     ++stats_.decode_steps;
     stats_.decode_rows += static_cast<int64_t>(f.plan.chunks.size());
@@ -664,6 +668,10 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
       continue;
     }
     if (!j.own || ch.drafts == 0) {
+      if (j.own && spec_.method != SpeculativeOptions::Method::kNone) {
+        if (auto it = requests_.find(j.request); it != requests_.end())
+          it->second.completions[j.index].draft_length.Skipped();
+      }
       scheduler_->SetToken(SeqOf(j.request, j.index), j.position, out->tokens[i].id);
       drawn.push_back({j.request, j.index, std::move(out->tokens[i])});
       ++i;
@@ -704,8 +712,8 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
 void EngineCore::LimitDrafts(const RequestState& r, CompletionState& c,
                              std::vector<int32_t>* drafts) const {
   // The last draft's row draws token prompt + generated + drafts + 1, at most max_new_tokens.
-  const int64_t room =
-      std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1);
+  const int64_t room = std::min<int64_t>(c.draft_length.Next(&spec_cost_, spec_batch_),
+                                         r.req.max_new_tokens - c.generated - 1);
   if (static_cast<int64_t>(drafts->size()) > room)
     drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
   if (!c.matcher) return;
@@ -734,8 +742,8 @@ void EngineCore::ProposeDrafts() {
       if (!c.started || c.finished || c.generated == 0 || !scheduler_->Decoding(seq)) continue;
       std::vector<int32_t> drafts;
       if (spec_.method == SpeculativeOptions::Method::kNgram) {
-        const int k = static_cast<int>(
-            std::min<int64_t>(c.draft_length.Next(), r.req.max_new_tokens - c.generated - 1));
+        const int k = static_cast<int>(std::min<int64_t>(
+            c.draft_length.Next(&spec_cost_, spec_batch_), r.req.max_new_tokens - c.generated - 1));
         drafts = drafter_ ? drafter_(id, c.index, scheduler_->tokens(seq), k)
                           : speculative::ProposeNgram(scheduler_->tokens(seq), k, ngram);
       } else {
@@ -761,15 +769,21 @@ void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
     const SeqId seq = SeqOf(it->first, c.index);
     c.mtp_drafts.clear();
     if (c.finished || !scheduler_->Decoding(seq)) continue;
-    const int64_t k =
-        std::min<int64_t>(c.draft_length.Next(), it->second.req.max_new_tokens - c.generated - 1);
+    const int64_t k = std::min<int64_t>(c.draft_length.Next(&spec_cost_, spec_batch_),
+                                        it->second.req.max_new_tokens - c.generated - 1);
     if (k < 1) continue;
     asks.push_back({seq, scheduler_->tokens(seq).back(), static_cast<int>(k)});
     owners.push_back(&c);
   }
   if (asks.empty()) return;
+  const Clock::time_point t0 = Clock::now();
   auto drafts = runner_->DraftMtp(asks);
   DSINFER_CHECK(drafts.ok());  // the runner checked its MTP layer at creation
+  if (spec_.adaptive) {
+    int64_t tokens = 0;
+    for (const auto& a : asks) tokens += a.count;
+    spec_cost_.ObserveDrafting(tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
   for (size_t i = 0; i < owners.size(); ++i) owners[i]->mtp_drafts = std::move((*drafts)[i]);
 }
 

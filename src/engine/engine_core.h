@@ -79,6 +79,8 @@ class EngineCore {
   using Drafter =
       std::function<std::vector<int32_t>(uint64_t, int, const std::vector<int32_t>&, int)>;
   void set_drafter(Drafter drafter) { drafter_ = std::move(drafter); }
+  // Adaptive speculation's measured costs (tests preload observations to steer the draft length).
+  speculative::StepCostModel& spec_cost() { return spec_cost_; }
   EngineStats Stats() const;
   int64_t vocab_size() const { return runner_->config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
@@ -211,6 +213,8 @@ class EngineCore {
   mutable std::unique_ptr<structured::ConstraintCache> constraints_;
   std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
   SpeculativeOptions spec_;
+  speculative::StepCostModel spec_cost_;  // adaptive speculation's measured step and draft costs
+  int64_t spec_batch_ = 1;                // sequences decoding in the last step (for its costs)
   Drafter drafter_;
   bool overlap_ = false;
   bool prompt_logprobs_ = false;  // CUDA: the runner keeps every row's logits

@@ -6,9 +6,24 @@ namespace {
 constexpr double kDecay = 0.8;  // per verify step: about the last five steps count
 }  // namespace
 
-int DraftLength::Next() const {
-  if (!adaptive_ || max_ <= 1) return max_;
+int DraftLength::Next(const StepCostModel* cost, int64_t batch) const {
+  if (!adaptive_ || max_ < 1) return max_;
   const double a = acceptance();
+  if (cost != nullptr && cost->ready()) {
+    int best = 0;
+    double best_cost = cost->SequenceCost(0, batch), tokens = 1, power = 1;
+    for (int k = 1; k <= max_; ++k) {
+      power *= a;
+      tokens += power;
+      const double c = cost->SequenceCost(k, batch) / tokens;
+      if (c < best_cost) {
+        best_cost = c;
+        best = k;
+      }
+    }
+    return best == 0 && skipped_ >= kProbeEvery ? 1 : best;
+  }
+  if (max_ == 1) return 1;
   int k = 1;
   double gain = a;
   while (k < max_ && gain * a >= min_gain_) {
@@ -20,6 +35,7 @@ int DraftLength::Next() const {
 
 void DraftLength::Observe(int drafted, int accepted) {
   if (drafted <= 0) return;
+  skipped_ = 0;
   accepted_ = accepted_ * kDecay + accepted;
   rejected_ = rejected_ * kDecay + (accepted < drafted ? 1 : 0);
 }

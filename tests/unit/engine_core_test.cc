@@ -402,6 +402,50 @@ TEST(EngineSpeculativeTest, NgramAndMtpDraftersGiveTheSameOutputs) {
   }
 }
 
+// Adaptive speculation with the cost model: while drafting is measured as dearer than what it saves
+// the completions draft nothing (k = 0; the MTP layer catches up on the rows it skipped when it
+// drafts again, every DraftLength::kProbeEvery steps), with cheap rows and drafting they draft; the
+// outputs are the same either way.
+TEST(EngineSpeculativeTest, CostModelChoosesTheDraftLengthWithTheSameOutputs) {
+  auto reqs = MixedRequests();
+  for (auto& r : reqs) {  // long enough for probes
+    r.params.max_tokens = 48;
+    r.params.ignore_eos = true;
+  }
+  const Results alone = Alone(reqs);
+  for (auto method : {SpeculativeOptions::Method::kMtp, SpeculativeOptions::Method::kNgram}) {
+    for (bool dear : {true, false}) {
+      EngineStats st;
+      int64_t verify_steps_possible = 0;
+      const auto setup = [&](EngineCore& core) {
+        speculative::StepCostModel& cost = core.spec_cost();
+        for (int i = 0; i < 2 * speculative::StepCostModel::kMinSteps; ++i) {
+          // A step: 1 s plus 1 ms per row, so rows are nearly free next to the step; drafting
+          // (dear) 100 s per token.
+          cost.ObserveStep(1 + i % 4, 1.0 + 1e-3 * (1 + i % 4));
+        }
+        if (dear) cost.ObserveDrafting(1, 1e6);
+        if (method == SpeculativeOptions::Method::kNgram) {
+          core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
+        }
+      };
+      EXPECT_EQ(Mixed(reqs, 3, Speculative(method, 3, /*adaptive=*/true), nullptr, setup, &st),
+                alone)
+          << SpeculativeMethodName(method) << (dear ? " dear drafts" : " cheap drafts");
+      for (const auto& [key, out] : alone)
+        verify_steps_possible += static_cast<int64_t>(out.ids.size());
+      if (dear) {  // only the probes drafted
+        EXPECT_GT(st.spec_verify_rows, 0) << SpeculativeMethodName(method);
+        EXPECT_LT(st.spec_verify_rows * speculative::DraftLength::kProbeEvery / 2,
+                  verify_steps_possible)
+            << SpeculativeMethodName(method);
+      } else {
+        EXPECT_GT(st.spec_draft_tokens, 0) << SpeculativeMethodName(method);
+      }
+    }
+  }
+}
+
 TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
   EXPECT_FALSE(EngineCore::Create(Speculative(SpeculativeOptions::Method::kNgram, 0)).ok());
   EXPECT_FALSE(EngineCore::Create(Speculative(SpeculativeOptions::Method::kNgram, 17)).ok());

@@ -38,5 +38,82 @@ TEST(DraftLengthTest, AdaptsToAcceptance) {
   EXPECT_EQ(DraftLength().Next(), 0);
 }
 
+TEST(StepCostModelTest, FitsBasePerRowAndPerDraft) {
+  StepCostModel m;
+  EXPECT_FALSE(m.ready());
+  for (int i = 0; i < 12; ++i) {
+    const int64_t rows = int64_t{1} << (i % 5);  // 1 .. 16 rows
+    m.ObserveStep(rows, 0.01 + 0.001 * static_cast<double>(rows));
+  }
+  EXPECT_TRUE(m.ready());
+  EXPECT_NEAR(m.base(), 0.01, 1e-9);
+  EXPECT_NEAR(m.per_row(), 0.001, 1e-9);
+  m.ObserveDrafting(4, 0.02);
+  EXPECT_NEAR(m.per_draft(), 0.005, 1e-12);
+  // One sequence's share of a step of 4 verifying 2 drafts: 0.01 / 4 + 0.001 * 3 + 0.005 * 2.
+  EXPECT_NEAR(m.SequenceCost(2, 4), 0.0025 + 0.003 + 0.01, 1e-9);
+  // Rows that never vary: all the time counts as per-row time.
+  StepCostModel flat;
+  for (int i = 0; i < 10; ++i) flat.ObserveStep(8, 0.008);
+  EXPECT_NEAR(flat.per_row(), 0.001, 1e-12);
+  EXPECT_NEAR(flat.base(), 0.0, 1e-12);
+}
+
+// With a fitted cost model the draft length is the k with the least expected time per token,
+// cost(k) / (1 + a + ... + a^k), checked here against a brute-force search; a length of 0 turns
+// into one draft every kProbeEvery steps.
+TEST(DraftLengthTest, CostModelPicksTheCheapestLengthPerToken) {
+  struct Costs {
+    double base, per_row, per_draft;
+  };
+  for (const Costs c : {Costs{0.01, 1e-5, 0}, Costs{0.01, 1e-3, 0}, Costs{0, 1e-3, 0},
+                        Costs{0.01, 1e-4, 0.01}, Costs{0.002, 1e-3, 5e-4}}) {
+    StepCostModel m;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t rows = 1 + i % 8;
+      m.ObserveStep(rows, c.base + c.per_row * static_cast<double>(rows));
+    }
+    if (c.per_draft > 0) m.ObserveDrafting(10, 10 * c.per_draft);
+    for (int accepted : {0, 2, 5}) {
+      DraftLength d(5, true);
+      for (int i = 0; i < 10; ++i) d.Observe(5, accepted);
+      for (int64_t batch : {int64_t{1}, int64_t{32}}) {
+        const double a = d.acceptance();
+        int want = 0;
+        double best = m.SequenceCost(0, batch), tokens = 1, power = 1;
+        for (int k = 1; k <= 5; ++k) {
+          power *= a;
+          tokens += power;
+          if (m.SequenceCost(k, batch) / tokens < best) {
+            best = m.SequenceCost(k, batch) / tokens;
+            want = k;
+          }
+        }
+        EXPECT_EQ(d.Next(&m, batch), want)
+            << "base " << c.base << " per_row " << c.per_row << " per_draft " << c.per_draft
+            << " accepted " << accepted << " batch " << batch;
+      }
+    }
+  }
+  // Memory-bound steps (rows almost free) and drafts that are always accepted: the most drafts.
+  StepCostModel gpu;
+  for (int i = 0; i < 16; ++i) gpu.ObserveStep(1 + i % 8, 0.0015 + 1e-6 * (1 + i % 8));
+  DraftLength keen(4, true);
+  for (int i = 0; i < 10; ++i) keen.Observe(4, 4);
+  EXPECT_EQ(keen.Next(&gpu, 1), 4);
+  // Drafting dearer than a step: none, then a probe after kProbeEvery steps without drafts.
+  StepCostModel dear = gpu;
+  dear.ObserveDrafting(1, 1.0);
+  DraftLength d(4, true);
+  for (int i = 0; i < 10; ++i) d.Observe(4, 1);
+  EXPECT_EQ(d.Next(&dear, 1), 0);
+  for (int i = 0; i < DraftLength::kProbeEvery; ++i) d.Skipped();
+  EXPECT_EQ(d.Next(&dear, 1), 1);
+  d.Observe(1, 0);
+  EXPECT_EQ(d.Next(&dear, 1), 0);
+  // Not adaptive: always the maximum, whatever the costs.
+  EXPECT_EQ(DraftLength(4, false).Next(&dear, 1), 4);
+}
+
 }  // namespace
 }  // namespace dsinfer::speculative
