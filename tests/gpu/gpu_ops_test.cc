@@ -62,10 +62,16 @@ struct HostWeight {
   }
 };
 
-HostWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) {
+// spread: each 128 x 128 block scaled by its own power of two (2^-3 .. 2^3), so that block scales
+// differ and a wrong scale index shows.
+HostWeight MakeWeight(WeightFormat f, int64_t n, int64_t k, uint32_t seed, bool spread = false) {
   HostWeight h;
   h.format = f;
   auto w = testing::RandomVector(static_cast<size_t>(n * k), seed, 0.2f);
+  if (spread) {
+    for (int64_t i = 0; i < n * k; ++i)
+      w[i] = std::ldexp(w[i], static_cast<int>((3 * (i / k / 128) + 5 * (i % k / 128)) % 7) - 3);
+  }
   switch (f) {
     case WeightFormat::kF32:
       h.data.resize(w.size() * 4);
@@ -662,18 +668,21 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
   };
   for (const TCase tc : {TCase{130, 128, 256, false, 1}, TCase{300, 144, 4096, false, 1},
                          TCase{257, 1040, 1344, false, 1}, TCase{200, 512, 7168, false, 1},
-                         TCase{150, 256, 2048, true, 1}, TCase{129, 300, 1024, true, 1},
-                         TCase{140, 256, 256, false, 2}}) {
+                         TCase{130, 300, 1344, false, 1}, TCase{150, 256, 2048, true, 1},
+                         TCase{129, 300, 1024, true, 1}, TCase{150, 300, 1344, true, 1},
+                         TCase{140, 256, 256, false, 2}, TCase{140, 512, 256, false, 2}}) {
     const std::string name = "m=" + std::to_string(tc.m) + " n=" + std::to_string(tc.n) +
                              " k=" + std::to_string(tc.k) + (tc.dual ? " dual" : "") +
                              " groups=" + std::to_string(tc.groups);
     const int64_t G = tc.groups, ldx = G * tc.k;
-    HostWeight h1 = MakeWeight(WeightFormat::kFp8, tc.n, tc.k, 31);
-    HostWeight h3 = MakeWeight(WeightFormat::kFp8, tc.n, tc.k, 32);
+    HostWeight h1 = MakeWeight(WeightFormat::kFp8, tc.n, tc.k, 31, /*spread=*/true);
+    HostWeight h3 = MakeWeight(WeightFormat::kFp8, tc.n, tc.k, 32, /*spread=*/true);
     auto x = testing::RandomVector(static_cast<size_t>(tc.m * ldx), 33);
+    for (int64_t i = 0; i < tc.m * ldx; ++i)  // act_quant scales that differ by row and block
+      x[i] = std::ldexp(x[i], static_cast<int>((7 * (i / ldx) + 3 * (i % ldx / 128)) % 9) - 4);
     DeviceBuffer w1(h1.data.size()), s1(h1.scale.size()), w3(h3.data.size()), s3(h3.scale.size()),
         xd(x.size() * 4), yd(tc.m * tc.n * 4), ud(tc.m * tc.n * 4), one(tc.n * 4), u1(tc.n * 4),
-        aq(tc.m * ldx * 2 + 64), as(tc.m * ldx / 128 * 4 + 64);
+        aq(tc.m * ldx * 2 + 64), as(tc.m * ((ldx + 127) / 128) * 4 + 64);
     CopyToDeviceSync(w1.get(), h1.data.data(), h1.data.size());
     CopyToDeviceSync(s1.get(), h1.scale.data(), h1.scale.size());
     CopyToDeviceSync(w3.get(), h3.data.data(), h3.data.size());
@@ -701,7 +710,12 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
       else
         LaunchLinear(q, s.get());
     };
+    Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
+    const int64_t tiled_before = QGemmLaunches();
     run(p, ud.as<float>());
+    if (GetKernelOptions().qgemm_min_rows > 0) {  // the tiled GEMM ran (tests/gpu's qgemm variant)
+      EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+    }
     std::vector<float> got(tc.m * tc.n), row(tc.n);
     CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
     s.Synchronize();

@@ -20,6 +20,7 @@
 // it becomes the default once tests/gpu's qgemm variants pass on one.
 #include <cuda_fp8.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 
@@ -252,18 +253,30 @@ void LaunchQGemm(const QLinearArgs& a, StreamHandle stream) {
 
 }  // namespace
 
+// Called by LaunchQLinear after its own checks (FP8 block 128, grouped input in 16-row groups with
+// 128-column offsets, pre-quantized rows at least as wide as the input); these are the tiled
+// kernel's own conditions on top.
 bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert) {
+  auto aligned16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
   if (fp4 || expert || a.xq == nullptr || a.xs == nullptr) return false;
   if (a.k % 64 != 0 || a.m <= 0) return false;
-  // A group must span whole 128-row blocks (the block's input columns are one group's).
-  if (a.group_rows > 0 && a.group_rows % kBM != 0) return false;
-  // 16-byte cp.async sources: row pitch and group offsets in whole 16-byte chunks.
-  if (a.ldq % 8 != 0 || (reinterpret_cast<uintptr_t>(a.xq) & 15) != 0) return false;
-  if (a.group_rows > 0 && a.group_stride % 8 != 0) return false;
+  // A group must span whole 128-row blocks (the block's input columns are one group's), and start
+  // on a 128-column act_quant block (its scale index).
+  if (a.group_rows > 0 && (a.group_rows % kBM != 0 || a.group_stride % kQb != 0)) return false;
+  // 16-byte cp.async sources: row pitch, activations and weights in whole 16-byte chunks.
+  if (a.ldq % 8 != 0 || !aligned16(a.xq) || !aligned16(a.w[0])) return false;
+  if (a.w[1] != nullptr && !aligned16(a.w[1])) return false;
   return a.m < (int64_t{65535} * GCfg<1>::kBN / 2);
 }
 
+namespace {
+std::atomic<int64_t> g_launches{0};
+}  // namespace
+
+int64_t QGemmLaunches() { return g_launches.load(); }
+
 void LaunchQGemm(const QLinearArgs& a, bool dual, StreamHandle stream) {
+  ++g_launches;
   if (dual)
     LaunchQGemm<2>(a, stream);
   else

@@ -54,6 +54,8 @@ struct QLinearArgs {
 // span whole 128-row blocks.
 bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert);
 void LaunchQGemm(const QLinearArgs& a, bool dual, StreamHandle stream);
+// Launches of the tiled GEMM so far in this process (tests check that it ran).
+int64_t QGemmLaunches();
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
 // x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:
