@@ -46,7 +46,9 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "now); outputs are identical with it on and off (default: off)"},
       {"num-speculative-tokens", "drafts verified per step, 1..16 (default 3)"},
       {"speculative-adaptive",
-       "each request drafts fewer tokens while its drafts are being rejected", false},
+       "each request drafts the number of tokens (0..K) with the least expected time per token, "
+       "from its acceptance and the engine's measured step and drafting costs",
+       false},
       {"ngram-size", "n-gram drafts: the longest suffix matched, 1..16 (default 4)"},
       {"no-prefix-cache", "do not keep states of token prefixes for later requests", false},
       {"prefix-checkpoint-interval",
