@@ -745,7 +745,7 @@ void EngineCore::ProposeDrafts() {
         const int k = static_cast<int>(std::min<int64_t>(
             c.draft_length.Next(&spec_cost_, spec_batch_), r.req.max_new_tokens - c.generated - 1));
         drafts = drafter_ ? drafter_(id, c.index, scheduler_->tokens(seq), k)
-                          : speculative::ProposeNgram(scheduler_->tokens(seq), k, ngram);
+                          : c.ngram_index.Propose(scheduler_->tokens(seq), k, ngram);
       } else {
         drafts = c.mtp_drafts;
       }

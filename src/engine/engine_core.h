@@ -34,6 +34,7 @@
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
 #include "speculative/draft_length.h"
+#include "speculative/ngram.h"
 #include "structured/constraint_compiler.h"
 #include "structured/matcher.h"
 #include "tokenizer/stop_string_matcher.h"
@@ -108,6 +109,7 @@ class EngineCore {
     std::unique_ptr<structured::Matcher> matcher;  // with an output constraint
     bool matcher_active = false;                   // false while the reasoning runs
     speculative::DraftLength draft_length;         // drafts per verify step
+    speculative::NgramIndex ngram_index;           // n-gram drafts without rescanning
     std::vector<int32_t> mtp_drafts;               // the MTP layer's drafts for the next step
     int64_t draft_tokens = 0, accepted_tokens = 0;
   };

@@ -1,6 +1,8 @@
 // The n-gram drafter and the adaptive draft length (speculative/).
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "speculative/draft_length.h"
 #include "speculative/ngram.h"
 
@@ -22,6 +24,30 @@ TEST(NgramTest, ProposesWhatFollowedTheLatestLongestMatch) {
   // min_n: a single-token match is not enough at 2.
   EXPECT_EQ(ProposeNgram({4, 9, 1, 4}, 2, {2, 3}), std::vector<int32_t>{});
   EXPECT_EQ(ProposeNgram({4, 9, 1, 4}, 2, {1, 3}), (std::vector<int32_t>{9, 1}));
+}
+
+// The index gives ProposeNgram's drafts at every length of growing sequences over small
+// vocabularies (many repeats), for several n ranges and draft counts, and after the list shrinks.
+TEST(NgramTest, IndexProposesWhatTheScanProposes) {
+  std::mt19937 rng(5);
+  int64_t found = 0;
+  for (int vocab : {2, 3, 8, 50}) {
+    for (const NgramOptions o : {NgramOptions{1, 4}, NgramOptions{2, 3}, NgramOptions{3, 3}}) {
+      NgramIndex index;
+      std::vector<int32_t> tokens;
+      for (int i = 0; i < 300; ++i) {
+        tokens.push_back(static_cast<int32_t>(rng() % vocab));
+        if (i == 200) tokens.resize(120);  // shorter than indexed: indexed again
+        const int k = 1 + static_cast<int>(rng() % 5);
+        const auto want = ProposeNgram(tokens, k, o);
+        ASSERT_EQ(index.Propose(tokens, k, o), want)
+            << "vocab " << vocab << " n " << o.min_n << ".." << o.max_n << " length "
+            << tokens.size();
+        found += !want.empty();
+      }
+    }
+  }
+  EXPECT_GT(found, 1000);  // the comparison saw drafts, not only empty lists
 }
 
 TEST(DraftLengthTest, AdaptsToAcceptance) {
