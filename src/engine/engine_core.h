@@ -80,7 +80,7 @@ class EngineCore {
       std::function<std::vector<int32_t>(uint64_t, int, const std::vector<int32_t>&, int)>;
   void set_drafter(Drafter drafter) { drafter_ = std::move(drafter); }
   EngineStats Stats() const;
-  int64_t vocab_size() const { return runner_->config().vocab_size; }
+  int64_t vocab_size() const { return runner_->info().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   const char* device() const { return executor::DeviceName(device_); }
   bool has_tokenizer() const { return codec_->has_text(); }

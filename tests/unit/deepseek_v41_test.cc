@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "io/deepseek_v41_config.h"
@@ -13,7 +14,7 @@
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/weight_schema.h"
-#include "test_util.h"
+#include "model_test_util.h"
 
 namespace dsinfer::model::deepseek_v41 {
 namespace {
@@ -183,10 +184,7 @@ TEST(DeepseekV41Indexer, TwoLevelSelection) {
 class DeepseekV41Model : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(testing::ScratchDir("v41_tiny"));
-    auto c = PresetConfig("v41-tiny");
-    ASSERT_TRUE(c.ok());
-    ASSERT_TRUE(WriteRandomModel(*c, *dir_, 11).ok());
+    dir_ = new std::string(testing::SmallV41ModelDir("v41_tiny"));
     auto m = Model::Load(*dir_, {2});
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = m->release();
@@ -204,18 +202,7 @@ class DeepseekV41Model : public ::testing::Test {
   }
 
   static std::vector<float> Run(const std::vector<int32_t>& ids, const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      SequenceChunk ch{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)};
-      auto out = model_->Forward({ch}, LogitsRows::kAll);
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      if (out.ok()) all.insert(all.end(), out->begin(), out->end());
-      at += s;
-    }
-    EXPECT_EQ(at, ids.size());
-    return all;
+    return testing::ChunkedLogits(*model_, ids, sizes, LogitsRows::kAll);
   }
 
   static std::string* dir_;
@@ -289,8 +276,7 @@ TEST_F(DeepseekV41Model, BadInputsGetClearErrors) {
 }
 
 TEST(DeepseekV41Weights, SchemaCoversEveryTensorAndNamesTheMissingOne) {
-  auto c = PresetConfig("v41-tiny");
-  ASSERT_TRUE(c.ok());
+  auto c = std::optional<io::DeepseekV41Config>(testing::SmallV41Config());
   const std::string dir = testing::ScratchDir("v41_schema");
   ASSERT_TRUE(WriteRandomModel(*c, dir, 3).ok());
   auto ckpt = io::Checkpoint::Open(dir);
@@ -344,8 +330,7 @@ TEST(DeepseekV41Weights, SchemaCoversEveryTensorAndNamesTheMissingOne) {
 }
 
 TEST(DeepseekV41Weights, UnbuiltPartsAreRefusedClearly) {
-  auto c = PresetConfig("v41-tiny");
-  ASSERT_TRUE(c.ok());
+  auto c = std::optional<io::DeepseekV41Config>(testing::SmallV41Config());
   // Image tokens when the config has a vision part.
   io::DeepseekV41Config v = *c;
   v.image_token_id = 250;

@@ -27,18 +27,7 @@ class ModelScheduleTest : public ::testing::Test {
 
   // Logits of every position when fed in chunks of the given sizes.
   static std::vector<float> Run(const std::vector<int32_t>& ids, const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      SequenceChunk ch{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)};
-      auto out = model_->Forward({ch}, LogitsRows::kAll);
-      EXPECT_TRUE(out.ok());
-      all.insert(all.end(), out->logits.begin(), out->logits.end());
-      at += s;
-    }
-    EXPECT_EQ(at, ids.size());
-    return all;
+    return testing::ChunkedLogits(*model_, ids, sizes, LogitsRows::kAll);
   }
 
   static std::string* dir_;

@@ -7,61 +7,6 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-HeapStatePages::HeapStatePages(const StateLayout& layout, int64_t growing_rows_per_page) {
-  for (const auto& comp : layout.components()) {
-    const int64_t rows = comp.ring() ? comp.ring_rows : growing_rows_per_page;
-    rows_per_page_.push_back(rows);
-    page_floats_.push_back(rows * comp.floats_per_row());
-  }
-  pages_.resize(layout.components().size());
-}
-
-float* HeapStatePages::Page(int component, int64_t index) {
-  auto& pages = pages_[component];
-  while (static_cast<int64_t>(pages.size()) <= index) {
-    pages.push_back(std::make_unique<float[]>(static_cast<size_t>(page_floats_[component])));
-  }
-  return pages[index].get();
-}
-
-const float* PositionRing::Row(int64_t pos) const {
-  DSINFER_CHECK(pos >= oldest_ && pos < end_);
-  return rows_.Row(pos % capacity_);
-}
-
-void PositionRing::Append(const float* row) {
-  std::memcpy(rows_.Row(end_ % capacity_), row, width() * sizeof(float));
-  ++end_;
-  oldest_ = std::max(oldest_, end_ - capacity_);
-}
-
-void PositionRing::Truncate(int64_t new_end) {
-  DSINFER_CHECK(new_end >= oldest_ && new_end <= end_);
-  end_ = new_end;
-}
-
-void PositionRing::CopyFrom(const PositionRing& other) {
-  DSINFER_CHECK(other.capacity_ == capacity_ && other.width() == width());
-  for (int64_t slot = 0; slot < capacity_; ++slot) {
-    std::memcpy(rows_.Row(slot), other.rows_.Row(slot), width() * sizeof(float));
-  }
-  end_ = other.end_;
-  oldest_ = other.oldest_;
-}
-
-void EntryList::Append(const float* row) {
-  std::memcpy(rows_.Row(count_), row, width() * sizeof(float));
-  ++count_;
-}
-
-void EntryList::CopyFrom(const EntryList& other) {
-  DSINFER_CHECK(other.width() == width());
-  for (int64_t i = 0; i < other.count_; ++i) {
-    std::memcpy(rows_.Row(i), other.rows_.Row(i), width() * sizeof(float));
-  }
-  count_ = other.count_;
-}
-
 SequenceState::SequenceState(const io::DeepseekV4Config& config, int rollback_slack)
     : rollback_slack_(rollback_slack) {
   const StateLayout layout = DeepseekV4StateLayout(config, rollback_slack);

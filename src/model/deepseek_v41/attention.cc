@@ -10,6 +10,7 @@
 #include "model/deepseek_v41/compressor.h"
 #include "model/deepseek_v41/indexer.h"
 #include "model/deepseek_v41/quant_sim.h"
+#include "model/deepseek_v41/state_layout.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
@@ -60,12 +61,15 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
   cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.view(), H * d, q.data(), pool);
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
 
-  // ---- window K=V: fp8_sim(RoPE(kv_norm(wkv(x)))) ----
+  // ---- window K=V: fp8_sim(RoPE(kv_norm(wkv(x)))), also packed for the ring ----
   std::vector<float> kv(static_cast<size_t>(n * d));  // [N, d]
   cpu::Linear(x, n, D, w.wkv.view(), d, kv.data(), pool);
   cpu::RmsNorm(kv.data(), n, d, w.kv_norm.data(), eps);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
-  for (int64_t t = 0; t < n; ++t) Fp8BlockSim(kv.data() + t * d, d, 32);
+  const KvFormat window_format = WindowFormat(c);
+  const int64_t wf = window_format.row_floats();
+  std::vector<float> kv_packed(static_cast<size_t>(n * wf));  // [N, window row]
+  for (int64_t t = 0; t < n; ++t) window_format.Pack(kv.data() + t * d, kv_packed.data() + t * wf);
 
   // ---- compressor projections (KV sources) and indexer queries (index sources) ----
   const CompressorWeights* comp = w.compressor.get();
@@ -98,26 +102,39 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
   std::vector<float> o(static_cast<size_t>(n * H * d));  // [N, H, d]
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t W = c.sliding_window;
+  const KvFormat entry_format = EntryFormat(c);
   for (BatchSegment& seg : batch.segments) {
     LayerState& st = seg.state->layer(layer);
     LayerState* group = ratio > 0 ? &seg.state->layer(c.KvSourceOf(layer)) : nullptr;
     if (comp) {
       DSINFER_CHECK(idx && idx->owns_k);  // Validate(): every KV source is an index source
       CompressTokens(*comp, *idx, c, rope, ckv.data() + seg.begin * d,
-                     cgate.empty() ? nullptr : cgate.data() + seg.begin * d, seg.count, &st, pool);
+                     cgate.empty() ? nullptr : cgate.data() + seg.begin * d, seg.start_pos,
+                     seg.count, &st, pool);
     }
     GroupShared& sh = seg.shared;
     if (idx) {
+      // The group's index keys, unpacked once per forward (the Reindex layers after the source
+      // score the same keys).
+      const int source = c.KvSourceOf(layer);
+      if (sh.keys_source != source) {
+        const KvFormat key_format = IndexKeyFormat(c);
+        sh.keys.resize(static_cast<size_t>(group->entries() * Id));
+        for (int64_t g = 0; g < group->entries(); ++g) {
+          key_format.Unpack(group->index_entries.Row(g), sh.keys.data() + g * Id);
+        }
+        sh.keys_source = source;
+      }
       sh.topk.assign(static_cast<size_t>(seg.count), {});
       if (is_candidate_source) sh.candidates.assign(static_cast<size_t>(seg.count), {});
       const bool masked = uses_candidates && sh.has_candidates;
       pool->ParallelFor(seg.count, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const int64_t t = seg.begin + i, p = seg.start_pos + i;
-          const int64_t visible = std::min<int64_t>((p + 1) / ratio, group->entries);
+          const int64_t visible = std::min<int64_t>((p + 1) / ratio, group->entries());
           std::vector<float> scores =
               IndexScores(qi.data() + t * IH * Id, wi.data() + t * IH, static_cast<int>(IH),
-                          static_cast<int>(Id), group->index_entries.data(), visible);
+                          static_cast<int>(Id), sh.keys.data(), visible);
           if (is_candidate_source) {
             sh.candidates[i] =
                 SelectCandidateBlocks(scores, c.candidate_topk_blocks, c.candidate_block_size);
@@ -129,21 +146,29 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
       sh.has_topk = true;
       if (is_candidate_source) sh.has_candidates = true;
     }
+    // Window rows before the chunk come from the ring (unpacked), the chunk's from kv.
     const int64_t start = seg.start_pos;
+    const int64_t first = std::max<int64_t>(0, start - W + 1);
+    std::vector<float> before(static_cast<size_t>((start - first) * d));  // [start - first, d]
+    for (int64_t p = first; p < start; ++p) {
+      window_format.Unpack(st.window.Row(p), before.data() + (p - first) * d);
+    }
     auto window_row = [&](int64_t p) -> const float* {
-      return p >= start ? kv.data() + (seg.begin + p - start) * d : st.window.data() + (p % W) * d;
+      return p >= start ? kv.data() + (seg.begin + p - start) * d : before.data() + (p - first) * d;
     };
     pool->ParallelFor(seg.count, [&](int64_t b, int64_t e) {
       std::vector<const float*> keys;
-      std::vector<float> logits;
+      std::vector<float> logits, picked;  // picked: [top-k, d] the selected entries, unpacked
       for (int64_t i = b; i < e; ++i) {
         const int64_t t = seg.begin + i, p = start + i;
         keys.clear();
         for (int64_t s = std::max<int64_t>(0, p - W + 1); s <= p; ++s)
           keys.push_back(window_row(s));
         if (group && sh.has_topk) {
-          for (int32_t ent : sh.topk[i]) {
-            keys.push_back(group->comp_entries.data() + static_cast<int64_t>(ent) * d);
+          picked.resize(sh.topk[i].size() * static_cast<size_t>(d));
+          for (size_t j = 0; j < sh.topk[i].size(); ++j) {
+            entry_format.Unpack(group->comp_entries.Row(sh.topk[i][j]), picked.data() + j * d);
+            keys.push_back(picked.data() + j * d);
           }
         }
         logits.resize(keys.size());
@@ -153,9 +178,8 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
         }
       }
     });
-    for (int64_t i = 0; i < seg.count; ++i) {
-      std::copy_n(kv.data() + (seg.begin + i) * d, d, st.window.data() + ((start + i) % W) * d);
-    }
+    for (int64_t i = 0; i < seg.count; ++i)
+      st.window.Append(kv_packed.data() + (seg.begin + i) * wf);
   }
 
   // ---- de-rotate at the query position, grouped output projection ----

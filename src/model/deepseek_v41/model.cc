@@ -132,9 +132,12 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
 
   // Final collapse with the last site's pre, norm, head.
   std::vector<int64_t> sel;
-  for (const auto& seg : batch.segments) {
-    if (seg.count == 0) continue;
-    for (int64_t i = rows == LogitsRows::kAll ? 0 : seg.count - 1; i < seg.count; ++i) {
+  for (size_t k = 0; k < batch.segments.size(); ++k) {
+    const BatchSegment& seg = batch.segments[k];
+    const int64_t tail = rows == LogitsRows::kAll    ? seg.count
+                         : rows == LogitsRows::kLast ? 1
+                                                     : chunks[k].logits_tail;
+    for (int64_t i = std::max<int64_t>(0, seg.count - tail); i < seg.count; ++i) {
       sel.push_back(seg.begin + i);
     }
   }

@@ -31,11 +31,13 @@ struct ModelOptions {
 struct SequenceChunk {
   SequenceState* state = nullptr;
   std::vector<int32_t> ids;  // appended at positions state->length() ...
+  int64_t logits_tail = 1;   // LogitsRows::kTail: logits of this many trailing rows (0: none)
 };
 
 enum class LogitsRows {
   kAll,   // every row
   kLast,  // the last row of each chunk
+  kTail,  // each chunk's last `logits_tail` rows (speculative verification)
 };
 
 class Model {
@@ -44,8 +46,15 @@ class Model {
                                                const ModelOptions& options = {});
 
   const io::DeepseekV41Config& config() const { return config_; }
-  std::unique_ptr<SequenceState> NewSequence() const {
-    return std::make_unique<SequenceState>(config_);
+  // Heap-backed state that can roll back its last `rollback_slack` tokens.
+  std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
+    return std::make_unique<SequenceState>(config_, rollback_slack);
+  }
+  // A state whose rows live in `pages` (e.g. the engine's state cache), laid out as `layout`
+  // (= DeepseekV41StateLayout(config(), rollback_slack)).
+  std::unique_ptr<SequenceState> NewSequence(int rollback_slack, const cache::StateLayout& layout,
+                                             StatePages* pages) const {
+    return std::make_unique<SequenceState>(config_, rollback_slack, layout, pages);
   }
 
   // Runs the chunks (each request at most once) and advances their states; returns the logits
