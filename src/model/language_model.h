@@ -39,6 +39,8 @@ class ModelSequence {
   virtual Status Rollback(int64_t length) = 0;
   // Becomes a copy of `other`, a sequence of the same model and slack.
   virtual void CopyFrom(const ModelSequence& other) = 0;
+  // Bytes of its rows (= the layout's ExactBytes(length())).
+  virtual size_t bytes() const = 0;
   // MTP (families with an MTP layer): the rows its layer has processed, and its own rollback.
   virtual int64_t mtp_length() const { return length(); }
   virtual Status RollbackMtp(int64_t mtp_length) {

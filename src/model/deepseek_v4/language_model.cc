@@ -18,6 +18,7 @@ class Sequence final : public ModelSequence {
     DSINFER_CHECK(from != nullptr);
     state_->CopyFrom(*from->state_);
   }
+  size_t bytes() const override { return state_->bytes(); }
   int64_t mtp_length() const override { return state_->mtp_length(); }
   Status RollbackMtp(int64_t mtp_length) override { return state_->RollbackMtp(mtp_length); }
 

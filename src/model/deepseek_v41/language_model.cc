@@ -19,6 +19,7 @@ class Sequence final : public ModelSequence {
     DSINFER_CHECK(from != nullptr);
     state_->CopyFrom(*from->state_);
   }
+  size_t bytes() const override { return state_->bytes(); }
 
  private:
   std::unique_ptr<SequenceState> state_;
