@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/check.h"
 #include "base/status.h"
 #include "cache/state_layout.h"
 #include "cache/state_pages.h"
@@ -48,6 +49,42 @@ class ModelSequence {
     return Status::Ok();
   }
 };
+
+// A family's per-request state type as a ModelSequence (State: length(), Rollback(n),
+// CopyFrom(const State&), bytes()).
+template <typename State>
+class StateSequence : public ModelSequence {
+ public:
+  explicit StateSequence(std::unique_ptr<State> state) : state_(std::move(state)) {}
+  State* state() const { return state_.get(); }
+  // The state of a sequence its family made (another family's is our bug).
+  static State* StateOf(const ModelSequence* seq) {
+    auto* s = dynamic_cast<const StateSequence*>(seq);
+    DSINFER_CHECK(s != nullptr);
+    return s->state_.get();
+  }
+
+  int64_t length() const override { return state_->length(); }
+  Status Rollback(int64_t length) override { return state_->Rollback(length); }
+  void CopyFrom(const ModelSequence& other) override { state_->CopyFrom(*StateOf(&other)); }
+  size_t bytes() const override { return state_->bytes(); }
+
+ protected:
+  std::unique_ptr<State> state_;
+};
+
+// The ModelInfo of a family's config (Config: vocab_size, bos_token_id, eos_token_id,
+// max_position_embeddings).
+template <typename Config>
+ModelInfo InfoFromConfig(io::ModelFamily family, const Config& c) {
+  ModelInfo info;
+  info.family = family;
+  info.vocab_size = c.vocab_size;
+  info.bos_token_id = c.bos_token_id;
+  info.eos_token_id = c.eos_token_id;
+  info.max_position_embeddings = c.max_position_embeddings;
+  return info;
+}
 
 // A request's tokens for one forward call: appended at positions seq->length() ...
 struct ModelChunk {

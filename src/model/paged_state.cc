@@ -63,6 +63,61 @@ void EntryList::CopyFrom(const EntryList& other) {
   count_ = other.count_;
 }
 
+void LayerStreams::Bind(StateStream stream, PagedRows rows, int64_t ring_rows) {
+  switch (stream) {
+    case StateStream::kWindow:
+      window = PositionRing(rows, ring_rows);
+      break;
+    case StateStream::kCompressorRows:
+      comp_rows = PositionRing(rows, ring_rows);
+      break;
+    case StateStream::kIndexRows:
+      index_rows = PositionRing(rows, ring_rows);
+      break;
+    case StateStream::kCompressed:
+      comp_entries = EntryList(rows);
+      break;
+    case StateStream::kIndexKeys:
+      index_entries = EntryList(rows);
+      break;
+  }
+}
+
+void LayerStreams::Truncate(int64_t length, int rate) {
+  for (PositionRing* ring : {&window, &comp_rows, &index_rows}) {
+    if (ring->end() > length) ring->Truncate(length);
+  }
+  const int64_t entries = rate > 0 ? length / rate : 0;
+  for (EntryList* list : {&comp_entries, &index_entries}) {
+    list->Truncate(std::min(list->count(), entries));
+  }
+}
+
+void LayerStreams::CopyFrom(const LayerStreams& other) {
+  window.CopyFrom(other.window);
+  comp_rows.CopyFrom(other.comp_rows);
+  index_rows.CopyFrom(other.index_rows);
+  comp_entries.CopyFrom(other.comp_entries);
+  index_entries.CopyFrom(other.index_entries);
+}
+
+size_t LayerStreams::bytes() const {
+  return window.bytes() + comp_rows.bytes() + index_rows.bytes() + comp_entries.bytes() +
+         index_entries.bytes();
+}
+
+Status CheckRollback(int64_t length, int64_t new_length, int rollback_slack) {
+  if (new_length < 0 || new_length > length) {
+    return InvalidArgument("rollback to " + std::to_string(new_length) + " of a sequence of " +
+                           std::to_string(length));
+  }
+  if (length - new_length > rollback_slack) {
+    return OutOfRange("rollback of " + std::to_string(length - new_length) +
+                      " tokens exceeds the slack of " + std::to_string(rollback_slack));
+  }
+  return Status::Ok();
+}
+
 void StateLayoutBuilder::Add(StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer,
                              int stream, int64_t width) {
   StateComponent& comp = groups_[{kind, ring_rows, tokens_per_row}];

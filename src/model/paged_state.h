@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/status.h"
 #include "cache/state_layout.h"
 #include "cache/state_pages.h"
 
@@ -106,6 +107,51 @@ class EntryList {
   PagedRows rows_;
   int64_t count_ = 0;
 };
+
+// The per-layer state streams of the DeepSeek-V4 family (StateMember::stream): the window K=V
+// ring, the compressor input ring(s) and the compressed-entry and index-key lists. A family binds
+// those its layout gives a layer; the others stay empty (no rows, zero bytes).
+enum class StateStream { kWindow, kCompressorRows, kIndexRows, kCompressed, kIndexKeys };
+
+struct LayerStreams {
+  PositionRing window;      // [pos] -> K=V row
+  PositionRing comp_rows;   // [pos] -> compressor input row
+  PositionRing index_rows;  // [pos] -> the indexer compressor's input row (V4 CSA)
+  EntryList comp_entries;   // [entry] -> compressed KV entry
+  EntryList index_entries;  // [entry] -> index key
+
+  // `stream` takes `rows` (a ring of ring_rows, or a list).
+  void Bind(StateStream stream, PagedRows rows, int64_t ring_rows);
+  // Back to the first `length` tokens, the lists to floor(length / rate) entries (rate 0: none).
+  void Truncate(int64_t length, int rate);
+  // A copy of `other`'s streams (the same geometry).
+  void CopyFrom(const LayerStreams& other);
+  size_t bytes() const;
+};
+
+// Calls bind(member, rows, ring_rows) for every member of `layout` (ring_rows: its component's,
+// 0 for a growing list), its rows in `pages`: how a family's state finds its streams.
+template <typename Bind>
+void BindMembers(const StateLayout& layout, StatePages* pages, Bind&& bind) {
+  const auto& comps = layout.components();
+  for (size_t ci = 0; ci < comps.size(); ++ci) {
+    for (const StateMember& m : comps[ci].members) {
+      bind(m, PagedRows(pages, static_cast<int>(ci), m.offset, m.width), comps[ci].ring_rows);
+    }
+  }
+}
+
+// Binds every member of `layout` to its layer's streams (Layer derives from LayerStreams).
+template <typename Layer>
+void BindLayerStreams(const StateLayout& layout, StatePages* pages, std::vector<Layer>* layers) {
+  BindMembers(layout, pages, [&](const StateMember& m, PagedRows rows, int64_t ring_rows) {
+    (*layers)[m.layer].Bind(static_cast<StateStream>(m.stream), rows, ring_rows);
+  });
+}
+
+// Whether a state of `length` tokens may roll back to `new_length` with `rollback_slack`:
+// InvalidArgument outside [0, length], OutOfRange beyond the slack.
+Status CheckRollback(int64_t length, int64_t new_length, int rollback_slack);
 
 // Groups (kind, ring rows, tokens per row) of members into the components of a StateLayout, in
 // a fixed order (kind, then ring, then rate), each member's rows laid out as cache/ says. A family

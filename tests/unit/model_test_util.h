@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "model/deepseek_v4/init_presets.h"
@@ -77,6 +80,48 @@ std::vector<float> ChunkedLogits(Model& model, const std::vector<int32_t>& ids,
   }
   EXPECT_EQ(at, ids.size());
   return all;
+}
+
+// Named schedules that cover `n` tokens: token by token, odd chunks, a prefill then three decode
+// steps then a prefill, and `random` random chunkings (chunks of 1..max_chunk), for checks that
+// every schedule gives the same logits.
+inline std::vector<std::pair<std::string, std::vector<int>>> Schedules(int n, int max_chunk,
+                                                                       int random = 3) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  out.push_back({"token by token", std::vector<int>(static_cast<size_t>(n), 1)});
+  std::vector<int> odd;
+  int left = n;
+  for (int s : {5, 11, 3, 17}) {
+    if (left <= s) break;
+    odd.push_back(s);
+    left -= s;
+  }
+  odd.push_back(left);
+  out.push_back({"odd chunks", odd});
+  const int prefill = std::max(1, n / 2 - 2);
+  if (n > prefill + 3)
+    out.push_back({"prefill, decode, prefill", {prefill, 1, 1, 1, n - prefill - 3}});
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < random; ++trial) {
+    std::vector<int> sizes;
+    for (int rest = n; rest > 0;) {
+      const int s = std::min<int>(rest, 1 + static_cast<int>(rng() % max_chunk));
+      sizes.push_back(s);
+      rest -= s;
+    }
+    out.push_back({"random chunks, trial " + std::to_string(trial), sizes});
+  }
+  return out;
+}
+
+// The argmax id of each row of logits [rows, vocab] (ties to the lower id).
+inline std::vector<int64_t> ArgmaxRows(const std::vector<float>& logits, int64_t vocab) {
+  std::vector<int64_t> ids;
+  for (size_t at = 0; at + static_cast<size_t>(vocab) <= logits.size(); at += vocab) {
+    ids.push_back(std::max_element(logits.begin() + at, logits.begin() + at + vocab) -
+                  (logits.begin() + at));
+  }
+  return ids;
 }
 
 }  // namespace dsinfer::testing

@@ -6,31 +6,15 @@ namespace dsinfer::model::deepseek_v4 {
 
 namespace {
 
-class Sequence final : public ModelSequence {
+// With the MTP layer's rows too.
+class Sequence final : public StateSequence<SequenceState> {
  public:
-  explicit Sequence(std::unique_ptr<SequenceState> state) : state_(std::move(state)) {}
-  SequenceState* state() const { return state_.get(); }
-
-  int64_t length() const override { return state_->length(); }
-  Status Rollback(int64_t length) override { return state_->Rollback(length); }
-  void CopyFrom(const ModelSequence& other) override {
-    const auto* from = dynamic_cast<const Sequence*>(&other);
-    DSINFER_CHECK(from != nullptr);
-    state_->CopyFrom(*from->state_);
-  }
-  size_t bytes() const override { return state_->bytes(); }
+  using StateSequence::StateSequence;
   int64_t mtp_length() const override { return state_->mtp_length(); }
   Status RollbackMtp(int64_t mtp_length) override { return state_->RollbackMtp(mtp_length); }
-
- private:
-  std::unique_ptr<SequenceState> state_;
 };
 
-SequenceState* StateOf(ModelSequence* seq) {
-  auto* s = dynamic_cast<Sequence*>(seq);
-  DSINFER_CHECK(s != nullptr);
-  return s->state();
-}
+SequenceState* StateOf(ModelSequence* seq) { return Sequence::StateOf(seq); }
 
 class V4LanguageModel final : public LanguageModel {
  public:
@@ -81,13 +65,7 @@ class V4LanguageModel final : public LanguageModel {
 }  // namespace
 
 ModelInfo InfoOf(const io::DeepseekV4Config& c) {
-  ModelInfo info;
-  info.family = io::ModelFamily::kDeepseekV4;
-  info.vocab_size = c.vocab_size;
-  info.bos_token_id = c.bos_token_id;
-  info.eos_token_id = c.eos_token_id;
-  info.max_position_embeddings = c.max_position_embeddings;
-  return info;
+  return InfoFromConfig(io::ModelFamily::kDeepseekV4, c);
 }
 
 std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {

@@ -44,14 +44,18 @@ int64_t Model::ActiveWeightBytes() const {
   return bytes;
 }
 
-Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+Status CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size) {
   for (int32_t id : ids) {
-    if (id < 0 || id >= config_.vocab_size) {
+    if (id < 0 || id >= vocab_size) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                             std::to_string(config_.vocab_size) + ")");
+                             std::to_string(vocab_size) + ")");
     }
   }
   return Status::Ok();
+}
+
+Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+  return CheckTokenIds(ids, config_.vocab_size);
 }
 
 void Model::Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X) {

@@ -30,14 +30,12 @@ using model::HeapStatePages;
 using model::PagedRows;
 using model::PositionRing;
 
-struct LayerState {
+// window: [pos] -> K=V row [head_dim]; comp_rows: [pos] -> [kv (width) | gate + ape (width)];
+// comp_entries: [w] -> [head_dim]; CSA: index_rows (the indexer compressor's) and index_entries
+// [w] -> [index_head_dim].
+struct LayerState : model::LayerStreams {
   int compress_rate = 0;
-  bool has_index = false;
-  PositionRing window;       // [pos] -> K=V row [head_dim]
-  PositionRing comp_rows;    // [pos] -> [kv (width) | gate + ape (width)]
-  EntryList comp_entries;    // [w] -> [head_dim]
-  PositionRing index_rows;   // CSA: indexer compressor rows
-  EntryList index_entries;   // CSA: [w] -> [index_head_dim]
+  bool has_index = false;  // CSA
 };
 
 class SequenceState {

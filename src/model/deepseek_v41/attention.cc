@@ -4,9 +4,11 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
 #include "base/check.h"
+#include "model/deepseek_v4/latent_attention.h"
 #include "model/deepseek_v41/compressor.h"
 #include "model/deepseek_v41/indexer.h"
 #include "model/deepseek_v41/quant_sim.h"
@@ -16,32 +18,7 @@ namespace dsinfer::model::deepseek_v41 {
 
 namespace cpu = backend::cpu;
 
-namespace {
-
-// One query head over a key list with a sink logit: o = Σ softmax([z_j, sink])_j · k_j.
-void AttendHead(const float* q, const std::vector<const float*>& keys, int64_t d, float scale,
-                float sink, float* logits, float* o) {
-  const int64_t n = static_cast<int64_t>(keys.size());
-  float m = sink;
-  for (int64_t j = 0; j < n; ++j) {
-    logits[j] = cpu::Dot(q, keys[j], d) * scale;
-    m = std::max(m, logits[j]);
-  }
-  float den = std::exp(sink - m);
-  for (int64_t j = 0; j < n; ++j) {
-    logits[j] = std::exp(logits[j] - m);
-    den += logits[j];
-  }
-  const float inv = 1.0f / den;
-  std::fill(o, o + d, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const float p = logits[j] * inv;
-    const float* k = keys[j];
-    for (int64_t i = 0; i < d; ++i) o[i] += p * k[i];
-  }
-}
-
-}  // namespace
+using cpu::AttendHead;
 
 void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
                       const RopeTables& rope, int layer, TokenBatch& batch, const float* x,
@@ -49,22 +26,17 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
   const int64_t n = batch.size(), D = c.hidden_size, H = c.num_heads, d = c.head_dim;
   const int rd = c.rope_head_dim;
   const int ratio = w.compress_ratio;
-  const float eps = static_cast<float>(c.rms_norm_eps);
   const std::vector<float>& inv_freq = rope.ForRatio(ratio);
   const int64_t* pos = batch.positions.data();
 
-  // ---- query: q = RoPE(wq_b(q_norm(wq_a(x)))) ----
-  std::vector<float> cq(static_cast<size_t>(n * c.q_lora_rank));  // [N, q_lora_rank]
-  cpu::Linear(x, n, D, w.wq_a.view(), c.q_lora_rank, cq.data(), pool);
-  cpu::RmsNorm(cq.data(), n, c.q_lora_rank, w.q_norm.data(), eps);
-  std::vector<float> q(static_cast<size_t>(n * H * d));  // [N, H, d]
-  cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.view(), H * d, q.data(), pool);
+  // ---- q = RoPE(wq_b(q_norm(wq_a(x)))); window K=V = fp8_sim(RoPE(kv_norm(wkv(x)))), also
+  // packed for the ring ----
+  const deepseek_v4::LatentDims dims = deepseek_v4::LatentDims::Of(c);
+  deepseek_v4::LatentInputs in = deepseek_v4::ProjectLatentInputs(w, dims, x, n, pool);
+  std::vector<float>& cq = in.cq;  // [N, q_lora_rank]
+  std::vector<float>& q = in.q;    // [N, H, d]
+  std::vector<float>& kv = in.kv;  // [N, d]
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
-
-  // ---- window K=V: fp8_sim(RoPE(kv_norm(wkv(x)))), also packed for the ring ----
-  std::vector<float> kv(static_cast<size_t>(n * d));  // [N, d]
-  cpu::Linear(x, n, D, w.wkv.view(), d, kv.data(), pool);
-  cpu::RmsNorm(kv.data(), n, d, w.kv_norm.data(), eps);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
   const KvFormat window_format = WindowFormat(c);
   const int64_t wf = window_format.row_floats();
@@ -183,14 +155,7 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV41Config& c,
   }
 
   // ---- de-rotate at the query position, grouped output projection ----
-  RopeRows(o.data(), n, H, d, rd, inv_freq, pos, true);
-  const int64_t G = c.o_groups, olr = c.o_lora_rank, group_in = H * d / G;
-  std::vector<float> z(static_cast<size_t>(n * G * olr));  // [N, G * o_lora_rank]
-  for (int64_t g = 0; g < G; ++g) {
-    cpu::Gemm(o.data() + g * group_in, n, group_in, H * d, w.wo_a.view().Offset(g * olr, group_in),
-              olr, z.data() + g * olr, G * olr, pool);
-  }
-  cpu::Linear(z.data(), n, G * olr, w.wo_b.view(), D, out, pool);
+  deepseek_v4::ProjectLatentOutput(w, dims, inv_freq, pos, o.data(), n, out, pool);
 }
 
 }  // namespace dsinfer::model::deepseek_v41

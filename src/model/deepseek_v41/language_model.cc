@@ -7,23 +7,7 @@ namespace dsinfer::model::deepseek_v41 {
 
 namespace {
 
-class Sequence final : public ModelSequence {
- public:
-  explicit Sequence(std::unique_ptr<SequenceState> state) : state_(std::move(state)) {}
-  SequenceState* state() const { return state_.get(); }
-
-  int64_t length() const override { return state_->length(); }
-  Status Rollback(int64_t length) override { return state_->Rollback(length); }
-  void CopyFrom(const ModelSequence& other) override {
-    const auto* from = dynamic_cast<const Sequence*>(&other);
-    DSINFER_CHECK(from != nullptr);
-    state_->CopyFrom(*from->state_);
-  }
-  size_t bytes() const override { return state_->bytes(); }
-
- private:
-  std::unique_ptr<SequenceState> state_;
-};
+using Sequence = StateSequence<SequenceState>;
 
 class V41LanguageModel final : public LanguageModel {
  public:
@@ -44,9 +28,7 @@ class V41LanguageModel final : public LanguageModel {
     std::vector<SequenceChunk> batch;
     batch.reserve(chunks.size());
     for (const ModelChunk& ch : chunks) {
-      auto* seq = dynamic_cast<Sequence*>(ch.seq);
-      DSINFER_CHECK(seq != nullptr);
-      batch.push_back({seq->state(), ch.ids, ch.logits_tail});
+      batch.push_back({Sequence::StateOf(ch.seq), ch.ids, ch.logits_tail});
     }
     DSINFER_ASSIGN_OR_RETURN(std::vector<float> logits, model_->Forward(batch, LogitsRows::kTail));
     return ModelOutput{std::move(logits), {}};
@@ -66,13 +48,7 @@ class V41LanguageModel final : public LanguageModel {
 }  // namespace
 
 ModelInfo InfoOf(const io::DeepseekV41Config& c) {
-  ModelInfo info;
-  info.family = io::ModelFamily::kDeepseekV41;
-  info.vocab_size = c.vocab_size;
-  info.bos_token_id = c.bos_token_id;
-  info.eos_token_id = c.eos_token_id;
-  info.max_position_embeddings = c.max_position_embeddings;
-  return info;
+  return InfoFromConfig(io::ModelFamily::kDeepseekV41, c);
 }
 
 std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {

@@ -5,6 +5,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
 #include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v41/attention.h"
 
@@ -50,11 +51,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
 }
 
 Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+  DSINFER_RETURN_IF_ERROR(deepseek_v4::CheckTokenIds(ids, config_.vocab_size));
   for (int32_t id : ids) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                             std::to_string(config_.vocab_size) + ")");
-    }
     if (config_.has_vision && id == config_.image_token_id) {
       return InvalidArgument("image inputs are not supported: token id " + std::to_string(id) +
                              " is the image token and the DeepSeek-V4.1 vision tower is not built");

@@ -26,13 +26,12 @@
 
 namespace dsinfer::model::deepseek_v41 {
 
-struct LayerState {
-  int ratio = 0;            // the layer's compress ratio
-  bool source = false;      // a KV source (owns the streams below)
-  PositionRing window;      // [pos] -> packed K=V row (WindowFormat)
-  PositionRing comp_rows;   // ratio > 1: [pos] -> [x·wkvᵀ | x·wgateᵀ] [2d] fp32
-  EntryList comp_entries;   // [g] -> packed KV entry (EntryFormat)
-  EntryList index_entries;  // [g] -> packed index key (IndexKeyFormat)
+// window: [pos] -> packed K=V row (WindowFormat); a KV source's comp_rows (ratio > 1): [pos] ->
+// [x·wkvᵀ | x·wgateᵀ] [2d] fp32, comp_entries: [g] -> packed KV entry (EntryFormat),
+// index_entries: [g] -> packed index key (IndexKeyFormat). index_rows is not used.
+struct LayerState : model::LayerStreams {
+  int ratio = 0;        // the layer's compress ratio
+  bool source = false;  // a KV source (owns the compressed streams)
   int64_t entries() const { return comp_entries.count(); }
 };
 

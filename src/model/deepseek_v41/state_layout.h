@@ -17,11 +17,13 @@
 #include "cache/state_layout.h"
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/quant_sim.h"
+#include "model/paged_state.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
-// Which per-layer stream of SequenceState a member is (cache::StateMember::stream).
-enum class StateStream { kWindow, kCompressorRows, kCompressed, kIndexKeys };
+// Which per-layer stream of SequenceState a member is (cache::StateMember::stream; V4.1 has no
+// indexer compressor rows).
+using model::StateStream;
 
 // The storage of the three kinds of cache rows.
 KvFormat WindowFormat(const io::DeepseekV41Config& config);
