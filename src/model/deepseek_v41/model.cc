@@ -13,6 +13,7 @@ namespace dsinfer::model::deepseek_v41 {
 
 namespace cpu = backend::cpu;
 using deepseek_v4::HcCollapse;
+using deepseek_v4::HcEmbed;
 using deepseek_v4::HcMixes;
 using deepseek_v4::HcPost;
 
@@ -117,12 +118,7 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   const int64_t n = batch.size(), D = c.hidden_size, hc = c.hc_mult;
 
   // X [N, hc, D] = embed[ids] on every stream; the first site collapses stream 0 only.
-  std::vector<float> X(static_cast<size_t>(n * hc * D));
-  for (int64_t t = 0; t < n; ++t) {
-    float* x0 = X.data() + t * hc * D;
-    weights_->embed.CopyRow(batch.ids[t], x0);
-    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
-  }
+  std::vector<float> X = HcEmbed(weights_->embed, batch.ids, hc, D);
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
   for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix);

@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "io/deepseek_v41_config.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/batch.h"
 #include "model/deepseek_v41/rope.h"
 #include "model/deepseek_v41/state.h"
@@ -23,21 +24,14 @@
 
 namespace dsinfer::model::deepseek_v41 {
 
-struct ModelOptions {
-  int num_threads = 0;  // 0: all hardware threads
-};
+using deepseek_v4::LogitsRows;
+using deepseek_v4::ModelOptions;
 
 // A request's tokens for one forward call.
 struct SequenceChunk {
   SequenceState* state = nullptr;
   std::vector<int32_t> ids;  // appended at positions state->length() ...
   int64_t logits_tail = 1;   // LogitsRows::kTail: logits of this many trailing rows (0: none)
-};
-
-enum class LogitsRows {
-  kAll,   // every row
-  kLast,  // the last row of each chunk
-  kTail,  // each chunk's last `logits_tail` rows (speculative verification)
 };
 
 class Model {
