@@ -336,6 +336,8 @@ class Engine {
   std::string MemoryPlanDescription() const;
   // "cpu" or "cuda": where the model runs.
   std::string device() const;
+  // The model family: "DeepSeek-V4" or "DeepSeek-V4.1".
+  std::string model_family() const;
 
  private:
   Engine() = default;

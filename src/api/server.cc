@@ -115,7 +115,8 @@ Status RunServer(const ServerOptions& options) {
   net::post(io, [&service, &tok, e, &stopping] {
     service.SetEngine(e, std::move(tok));
     if (!stopping)
-      std::fprintf(stderr, "dsinfer serve: ready (%s)\n", e->MemoryPlanDescription().c_str());
+      std::fprintf(stderr, "dsinfer serve: ready (%s on %s; %s)\n", e->model_family().c_str(),
+                   e->device().c_str(), e->MemoryPlanDescription().c_str());
     std::fflush(stderr);
   });
   io_thread.join();

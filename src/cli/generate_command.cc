@@ -210,8 +210,8 @@ Status Run(const Flags& flags, bool* any_failed) {
   DSINFER_RETURN_IF_ERROR(created.status());
   auto engine = std::move(*created);
   if (!quiet) {
-    std::fprintf(stderr, "dsinfer generate: device %s; %s\n", engine->device().c_str(),
-                 engine->MemoryPlanDescription().c_str());
+    std::fprintf(stderr, "dsinfer generate: %s on device %s; %s\n", engine->model_family().c_str(),
+                 engine->device().c_str(), engine->MemoryPlanDescription().c_str());
   }
 
   const auto start = std::chrono::steady_clock::now();

@@ -9,8 +9,10 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "io/model_family.h"
 #include "io/npy.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model_loader.h"
+#include "model/paged_state.h"
 #ifdef DSINFER_HAVE_CUDA
 #include "cli/cuda_flags.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
@@ -19,10 +21,6 @@
 namespace dsinfer::cli {
 
 namespace {
-
-using model::deepseek_v4::LogitsRows;
-using model::deepseek_v4::Model;
-using model::deepseek_v4::SequenceChunk;
 
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
@@ -111,6 +109,12 @@ Status Run(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
   if (backend == "cuda") {
+    DSINFER_ASSIGN_OR_RETURN(const io::ModelFamily family,
+                             io::DetectModelFamily(*flags.Get("model")));
+    if (family != io::ModelFamily::kDeepseekV4) {
+      return Unimplemented(std::string("--device cuda: ") + io::ModelFamilyName(family) +
+                           " runs on the CPU backend only (its CUDA path is not built yet)");
+    }
 #ifdef DSINFER_HAVE_CUDA
     model::deepseek_v4::cuda::CudaModelOptions opt;
     DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
@@ -124,7 +128,8 @@ Status Run(const Flags& flags) {
     int64_t at = 0;
     for (int64_t size : sizes) {
       model::deepseek_v4::cuda::CudaModel::Chunk chunk{slot, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
-      DSINFER_ASSIGN_OR_RETURN(auto out, cm->Forward({chunk}, LogitsRows::kAll));
+      DSINFER_ASSIGN_OR_RETURN(auto out,
+                               cm->Forward({chunk}, model::deepseek_v4::LogitsRows::kAll));
       logits.insert(logits.end(), out.begin(), out.end());
       at += size;
     }
@@ -135,21 +140,26 @@ Status Run(const Flags& flags) {
 #endif
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
-  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(*flags.Get("model"), {static_cast<int>(threads)}));
-  const int64_t V = model->config().vocab_size;
+  // Any family, through the family seam (model/language_model.h), its state on heap pages.
+  DSINFER_ASSIGN_OR_RETURN(
+      auto model, model::LoadLanguageModel(*flags.Get("model"), {static_cast<int>(threads)}));
+  const int64_t V = model->info().vocab_size;
   for (int32_t id : ids) {
     if (id >= V) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                              std::to_string(V) + ")");
     }
   }
-  auto state = model->NewSequence();
+  const cache::StateLayout layout = model->StateLayoutFor(/*rollback_slack=*/0);
+  model::HeapStatePages pages(layout);
+  auto seq = model->NewSequence(0, layout, &pages);
   std::vector<float> logits;
   logits.reserve(ids.size() * V);
   int64_t at = 0;
   for (int64_t size : sizes) {
-    SequenceChunk chunk{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
-    DSINFER_ASSIGN_OR_RETURN(auto out, model->Forward({chunk}, LogitsRows::kAll));
+    model::ModelChunk chunk{seq.get(),
+                            std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size), size};
+    DSINFER_ASSIGN_OR_RETURN(auto out, model->Forward({chunk}, /*keep_streams=*/false));
     logits.insert(logits.end(), out.logits.begin(), out.logits.end());
     at += size;
   }

@@ -54,6 +54,7 @@ StatusOr<ChatReply> Engine::ParseChatReply(const std::vector<int32_t>& ids,
   return loop_->core().codec().ParseChat(ids, chat);
 }
 std::string Engine::device() const { return loop_->core().device(); }
+std::string Engine::model_family() const { return loop_->core().model_family(); }
 std::string Engine::MemoryPlanDescription() const { return loop_->core().cache().plan().Describe(); }
 
 RequestResult CollectResult(RequestStream& stream, int n) {

@@ -45,29 +45,31 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
                                   : o.device == Device::kAuto ? executor::Device::kAuto
                                                               : executor::Device::kCpu;
-  DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
-  core->device_ = device;
-  core->prompt_logprobs_ = o.prompt_logprobs;
-  core->overlap_ =
-      !speculate &&
-      (o.overlap == EngineOptions::Overlap::kOn ||
-       (o.overlap == EngineOptions::Overlap::kAuto && device == executor::Device::kCuda));
   executor::RunnerOptions ro;
   ro.model_dir = o.model_dir;
   ro.random_preset = o.random_preset;
   ro.random_seed = o.random_seed;
   ro.cuda_graphs = !o.enforce_eager;
   ro.load_progress = o.load_progress;
-  ro.device = device;
   ro.num_threads = o.num_threads;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
   ro.all_logits = o.prompt_logprobs;
+  // The model's family may have no CUDA path (DeepSeek-V4.1): auto then takes the CPU.
+  DSINFER_ASSIGN_OR_RETURN(const executor::Device device,
+                           executor::ResolveRunnerDevice(wanted, ro));
+  ro.device = device;
+  core->device_ = device;
+  core->prompt_logprobs_ = o.prompt_logprobs;
+  core->overlap_ =
+      !speculate &&
+      (o.overlap == EngineOptions::Overlap::kOn ||
+       (o.overlap == EngineOptions::Overlap::kAuto && device == executor::Device::kCuda));
   if (device == executor::Device::kCuda) {
     // The CUDA model's fixed state slots: one per running sequence, each of the context length.
-    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, executor::LoadRunnerConfig(ro));
+    DSINFER_ASSIGN_OR_RETURN(const model::ModelInfo info, executor::LoadRunnerInfo(ro));
     ro.max_len = std::min<int64_t>(o.max_model_len > 0 ? o.max_model_len : 4096,
-                                   cfg.max_position_embeddings);
+                                   info.max_position_embeddings);
     ro.max_sequences = o.max_running;
     ro.max_tokens = o.max_batch_tokens;
   }
@@ -82,8 +84,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
   }
-  const auto& config = core->runner_->config();
-  core->max_model_len_ = config.max_position_embeddings;
+  core->max_model_len_ = core->runner_->info().max_position_embeddings;
   if (o.max_model_len > 0) core->max_model_len_ = std::min(core->max_model_len_, o.max_model_len);
   if (device == executor::Device::kCuda) {
     core->max_model_len_ = std::min(core->max_model_len_, ro.max_len);
@@ -276,7 +277,7 @@ StatusOr<std::shared_ptr<structured::TokenAutomaton>> EngineCore::Constraint(
                            ") needs a tokenizer, and this model has none");
   }
   std::call_once(constraints_once_, [&] {
-    const auto eos = static_cast<int32_t>(runner_->config().eos_token_id);
+    const auto eos = static_cast<int32_t>(runner_->info().eos_token_id);
     constraints_ = std::make_unique<structured::ConstraintCache>(
         structured::Vocabulary::FromTokenizer(*tok, vocab_size(), eos));
   });
@@ -524,7 +525,7 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
     in.seed = r.req.seed;
     in.sample_index = static_cast<uint32_t>(j.index);
     in.position = j.position;
-    in.eos_id = static_cast<int32_t>(runner_->config().eos_token_id);
+    in.eos_id = static_cast<int32_t>(runner_->info().eos_token_id);
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
     in.forced = j.forced;
     in.forced_top = std::max(0, r.req.params.prompt_logprobs);
@@ -906,7 +907,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     } else if (c.matcher && c.matcher_active && c.matcher->IsCompleted()) {
       finish =
           FinishReason::kStop;  // the constraint is complete (EOS included): nothing may follow
-    } else if (id == runner_->config().eos_token_id && !p.ignore_eos) {
+    } else if (id == runner_->info().eos_token_id && !p.ignore_eos) {
       finish = FinishReason::kStop;
     } else if (c.generated >= r.req.max_new_tokens || length >= max_model_len_) {
       finish = FinishReason::kLength;

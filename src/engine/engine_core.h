@@ -31,6 +31,7 @@
 #include "dsinfer/engine.h"
 #include "engine/text_codec.h"
 #include "executor/model_runner.h"
+#include "io/model_family.h"
 #include "sampler/token_history.h"
 #include "scheduler/scheduler.h"
 #include "speculative/draft_length.h"
@@ -83,9 +84,10 @@ class EngineCore {
   // Adaptive speculation's measured costs (tests preload observations to steer the draft length).
   speculative::StepCostModel& spec_cost() { return spec_cost_; }
   EngineStats Stats() const;
-  int64_t vocab_size() const { return runner_->config().vocab_size; }
+  int64_t vocab_size() const { return runner_->info().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   const char* device() const { return executor::DeviceName(device_); }
+  const char* model_family() const { return io::ModelFamilyName(runner_->info().family); }
   bool has_tokenizer() const { return codec_->has_text(); }
   const TextCodec& codec() const { return *codec_; }
   const cache::StateCache& cache() const { return *cache_; }

@@ -1,29 +1,28 @@
-// The CPU ModelRunner: model/deepseek_v4's Model with per-sequence SequenceStates bound to the
-// state cache's pages. With the MTP drafter on, it keeps each sequence's main-model streams of the
-// rows its MTP layer has not seen yet, and runs them when asked for drafts.
+// The CPU ModelRunner: any model family behind the family seam (model/language_model.h: DeepSeek-V4
+// or DeepSeek-V4.1, picked by the model dir's config), with per-sequence states bound to the state
+// cache's pages. With the MTP drafter on (a family with an MTP layer), it keeps each sequence's
+// main-model streams of the rows its MTP layer has not seen yet, and runs them when asked for
+// drafts.
 #include <algorithm>
 #include <unordered_map>
 
 #include "base/check.h"
 #include "executor/model_runner.h"
-#include "model/deepseek_v4/model.h"
-#include "model/deepseek_v4/state_layout.h"
+#include "model/model_loader.h"
 
 namespace dsinfer::executor {
 
 namespace {
 
-namespace mdl = model::deepseek_v4;
-
 class CpuModelRunner final : public ModelRunner {
  public:
-  CpuModelRunner(std::unique_ptr<mdl::Model> model, const RunnerOptions& options)
+  CpuModelRunner(std::unique_ptr<model::LanguageModel> model, const RunnerOptions& options)
       : model_(std::move(model)),
         slack_(options.max_draft_tokens),
         mtp_(options.mtp),
-        layout_(mdl::DeepseekV4StateLayout(model_->config(), slack_)) {}
+        layout_(model_->StateLayoutFor(slack_)) {}
 
-  const io::DeepseekV4Config& config() const override { return model_->config(); }
+  const model::ModelInfo& info() const override { return model_->info(); }
   const cache::StateLayout& state_layout() const override { return layout_; }
   Status BindCache(cache::StateCache* cache) override {
     cache_ = cache;
@@ -45,7 +44,7 @@ class CpuModelRunner final : public ModelRunner {
       }
       run = &resolved;
     }
-    std::vector<mdl::SequenceChunk> batch;
+    std::vector<model::ModelChunk> batch;
     batch.reserve(chunks.size());
     counts_.clear();
     for (size_t i = 0; i < run->size(); ++i) {
@@ -57,8 +56,7 @@ class CpuModelRunner final : public ModelRunner {
       batch.push_back({seq.state.get(), ch.tokens, tails[i]});
       counts_.push_back(static_cast<int64_t>(ch.tokens.size()));
     }
-    DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
-                             model_->Forward(batch, mdl::LogitsRows::kTail, /*keep_streams=*/mtp_));
+    DSINFER_ASSIGN_OR_RETURN(model::ModelOutput out, model_->Forward(batch, /*keep_streams=*/mtp_));
     if (mtp_) DSINFER_RETURN_IF_ERROR(KeepStreams(*run, tails, out.streams));
     logits_ = std::move(out.logits);
     tails_ = tails;
@@ -68,7 +66,7 @@ class CpuModelRunner final : public ModelRunner {
   Status Sample(const std::vector<RunDraw>& draws) override {
     DSINFER_CHECK(!sampled_);
     const std::vector<int64_t> rows = DrawLogitsRows(counts_, draws, tails_);
-    const int64_t vocab = model_->config().vocab_size;
+    const int64_t vocab = model_->info().vocab_size;
     sampled_ = true;
     output_.tokens.clear();
     output_.tokens.reserve(draws.size());
@@ -116,14 +114,14 @@ class CpuModelRunner final : public ModelRunner {
 
   size_t num_sequences() const override { return seqs_.size(); }
 
-  bool has_mtp() const override { return mtp_ && model_->has_mtp(); }
+  bool has_mtp() const override { return mtp_ && model_->SupportsMtp().ok(); }
 
   StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(
       const std::vector<MtpDraftRequest>& requests) override {
     if (!has_mtp()) return ModelRunner::DraftMtp(requests);
-    const int64_t hcD = model_->config().hc_mult * model_->config().hidden_size;
+    const int64_t hcD = model_->stream_width();
     // 1. Catch up: every unseen row, the last paired with the freshly drawn token.
-    std::vector<mdl::Model::MtpChunk> batch;
+    std::vector<model::MtpChunk> batch;
     for (const MtpDraftRequest& r : requests) {
       Seq& seq = seqs_.at(r.seq);
       const int64_t rows = static_cast<int64_t>(seq.pending_tokens.size());
@@ -138,19 +136,18 @@ class CpuModelRunner final : public ModelRunner {
     }
     std::vector<std::vector<int32_t>> drafts(requests.size());
     std::vector<int64_t> lengths;
-    std::vector<mdl::SequenceState*> states;
+    std::vector<model::ModelSequence*> states;
     for (const auto& ch : batch) {
-      lengths.push_back(ch.state->length());
-      states.push_back(ch.state);
+      lengths.push_back(ch.seq->length());
+      states.push_back(ch.seq);
     }
     // 2. Draft; requests that want more chain their last row's MTP streams and draft back in.
-    const int64_t vocab = model_->config().vocab_size;
+    const int64_t vocab = model_->info().vocab_size;
     std::vector<size_t> active(requests.size());
     for (size_t i = 0; i < active.size(); ++i) active[i] = i;
     while (!active.empty()) {
-      DSINFER_ASSIGN_OR_RETURN(mdl::ForwardOutput out,
-                               model_->ForwardMtp(batch, mdl::LogitsRows::kLast));
-      std::vector<mdl::Model::MtpChunk> next_batch;
+      DSINFER_ASSIGN_OR_RETURN(model::ModelOutput out, model_->ForwardMtp(batch));
+      std::vector<model::MtpChunk> next_batch;
       std::vector<size_t> next_active;
       int64_t row_end = 0;
       for (size_t b = 0; b < batch.size(); ++b) {
@@ -161,7 +158,7 @@ class CpuModelRunner final : public ModelRunner {
         drafts[i].push_back(id);
         if (static_cast<int>(drafts[i].size()) < requests[i].count) {
           const float* x = out.streams.data() + (row_end - 1) * hcD;
-          next_batch.push_back({batch[b].state, std::vector<float>(x, x + hcD), {id}});
+          next_batch.push_back({batch[b].seq, std::vector<float>(x, x + hcD), {id}});
           next_active.push_back(i);
         }
       }
@@ -177,7 +174,7 @@ class CpuModelRunner final : public ModelRunner {
 
  private:
   struct Seq {
-    std::unique_ptr<mdl::SequenceState> state;
+    std::unique_ptr<model::ModelSequence> state;
     // MTP: the main streams [rows, hc, D] and tokens of the rows [mtp_length, length).
     std::vector<float> pending_streams;
     std::vector<int32_t> pending_tokens;
@@ -195,9 +192,9 @@ class CpuModelRunner final : public ModelRunner {
   // rows but the last, whose next token is the next chunk's first.
   Status KeepStreams(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails,
                      const std::vector<float>& streams) {
-    const int64_t hcD = model_->config().hc_mult * model_->config().hidden_size;
+    const int64_t hcD = model_->stream_width();
     int64_t row = 0;
-    std::vector<mdl::Model::MtpChunk> catch_up;
+    std::vector<model::MtpChunk> catch_up;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const RunChunk& ch = chunks[i];
       const auto count = static_cast<int64_t>(ch.tokens.size());
@@ -217,10 +214,10 @@ class CpuModelRunner final : public ModelRunner {
       seq.pending_tokens.erase(seq.pending_tokens.begin(), seq.pending_tokens.end() - 1);
     }
     if (catch_up.empty()) return Status::Ok();
-    return model_->ForwardMtp(catch_up, mdl::LogitsRows::kLast).status();
+    return model_->ForwardMtp(catch_up).status();
   }
 
-  std::unique_ptr<mdl::Model> model_;
+  std::unique_ptr<model::LanguageModel> model_;
   int slack_ = 0;
   bool mtp_ = false;
   cache::StateLayout layout_;
@@ -238,10 +235,12 @@ class CpuModelRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(auto model, mdl::Model::Load(options.model_dir, {options.num_threads}));
-  if (options.mtp && !model->has_mtp()) {
-    return InvalidArgument("MTP speculative decoding: the model in " + options.model_dir +
-                           " has no MTP layer (num_nextn_predict_layers is 0)");
+  DSINFER_ASSIGN_OR_RETURN(auto model,
+                           model::LoadLanguageModel(options.model_dir, {options.num_threads}));
+  if (options.mtp) {
+    if (Status st = model->SupportsMtp(); !st.ok()) {
+      return Status(st.code(), st.message() + " (model: " + options.model_dir + ")");
+    }
   }
   return std::unique_ptr<ModelRunner>(new CpuModelRunner(std::move(model), options));
 }

@@ -12,6 +12,7 @@
 #include "executor/cuda_sampler.h"
 #include "executor/model_runner.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
+#include "model/deepseek_v4/language_model.h"
 
 namespace dsinfer::executor {
 
@@ -26,11 +27,12 @@ class CudaModelRunner final : public ModelRunner {
       : model_(std::move(model)),
         max_rollback_(max_rollback),
         sampler_(model_->config().vocab_size, max_draws),
-        layout_(CudaModel::StateLayoutFor(model_->config())) {
+        layout_(CudaModel::StateLayoutFor(model_->config())),
+        info_(mdl::InfoOf(model_->config())) {
     model_->SetFeedSource(sampler_.device_ids());
   }
 
-  const io::DeepseekV4Config& config() const override { return model_->config(); }
+  const model::ModelInfo& info() const override { return info_; }
   const cache::StateLayout& state_layout() const override { return layout_; }
 
   Status BindCache(cache::StateCache* cache) override {
@@ -141,6 +143,7 @@ class CudaModelRunner final : public ModelRunner {
   int max_rollback_ = 0;
   CudaSampler sampler_;
   cache::StateLayout layout_;
+  model::ModelInfo info_;
   cache::StateCache* cache_ = nullptr;
   std::unordered_map<scheduler::SeqId, int64_t> lengths_;  // sequences with state: their length
   // The launched step's logits, its chunks' sizes and tails; the last Sample's draws.

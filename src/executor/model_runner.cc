@@ -4,6 +4,8 @@
 
 #include "base/check.h"
 #include "model/deepseek_v4/init_presets.h"
+#include "model/deepseek_v4/language_model.h"
+#include "model/model_loader.h"
 
 #ifdef DSINFER_HAVE_CUDA
 #include "backend/cuda/runtime.h"
@@ -98,8 +100,33 @@ StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
   return io::LoadDeepseekV4Config(options.model_dir);
 }
 
+StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
+  if (!options.random_preset.empty()) {
+    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config c, LoadRunnerConfig(options));
+    return model::deepseek_v4::InfoOf(c);
+  }
+  return model::ReadModelInfo(options.model_dir);
+}
+
+StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options) {
+  io::ModelFamily family = io::ModelFamily::kDeepseekV4;
+  if (options.random_preset.empty()) {
+    // A dir without a config fails later, when the runner loads it, with the loader's error.
+    if (auto f = io::DetectModelFamily(options.model_dir); f.ok()) family = *f;
+  }
+  if (family == io::ModelFamily::kDeepseekV41) {
+    if (device == Device::kCuda) {
+      return Unimplemented(std::string("--device cuda: ") + io::ModelFamilyName(family) +
+                           " runs on the CPU backend only (its CUDA path is not built yet); use "
+                           "--device cpu");
+    }
+    return Device::kCpu;
+  }
+  return ResolveDevice(device);
+}
+
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
+  DSINFER_ASSIGN_OR_RETURN(Device device, ResolveRunnerDevice(options.device, options));
   if (device == Device::kCuda) return CreateCudaModelRunner(options);
   if (!options.random_preset.empty()) {
     return Unimplemented("device-random presets (" + options.random_preset +

@@ -7,6 +7,8 @@
 // the engine can plan the next step while a GPU runs this one (overlap scheduling): a chunk may
 // then end with a token drawn by the previous step that the host has not read yet (RunChunk::feed),
 // which the runner takes where the draws are.
+// The CPU runner drives any model family through the family seam (model/language_model.h), so
+// the same engine serves DeepSeek-V4 and DeepSeek-V4.1; the CUDA runner runs DeepSeek-V4.
 // The runner keeps each sequence's model state in the engine's state cache pages
 // (cache::StateCache, addressed by the layout it reports) and drops or copies it when the engine
 // says so. The engine, scheduler, sampler and cache are the same for every backend; only the runner
@@ -24,6 +26,7 @@
 #include "cache/state_cache.h"
 #include "cache/state_layout.h"
 #include "io/model_config.h"
+#include "model/language_model.h"
 #include "sampler/sampler.h"
 #include "scheduler/batch_plan.h"
 
@@ -61,7 +64,8 @@ class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
 
-  virtual const io::DeepseekV4Config& config() const = 0;
+  // The model's family, vocabulary, special ids and context.
+  virtual const model::ModelInfo& info() const = 0;
   // The layout of every sequence's state (what the cache plans its pools over).
   virtual const cache::StateLayout& state_layout() const = 0;
   // The cache whose pages hold the sequences' state; set once, before the first Run (the CUDA
@@ -155,10 +159,16 @@ std::vector<int64_t> DrawLogitsRows(const std::vector<int64_t>& counts,
                                     const std::vector<int64_t>& tails);
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options);
-// The config the runner will run: the model dir's config.json, or the preset's.
+// The ModelInfo of the model the runner will run: the model dir's config.json, or the preset's.
+StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options);
+// The DeepSeek-V4 config of the model the runner will run (the CUDA backend's model).
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
+// ResolveDevice for the model of `options` (RunnerOptions::device is ignored): a family without a
+// CUDA path (DeepSeek-V4.1) runs on the CPU under kAuto and is refused under kCuda.
+StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options);
 
-// The CPU backend: the exact reference model (model/deepseek_v4) on `num_threads` threads (0: all).
+// The CPU backend: the exact reference model of the model dir's family (model/deepseek_v4,
+// model/deepseek_v41) on `num_threads` threads (0: all).
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options);
 // The CUDA backend (CUDA builds with a device): model/deepseek_v4/cuda's CudaModel.
 StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions& options);

@@ -7,40 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/config_json.h"
+
 namespace dsinfer::io {
 
 using json = nlohmann::json;
 
 namespace {
-
-// Reads `key` of `j` into `out` if present (and not null); InvalidArgument on a wrong type.
-template <typename T>
-Status Read(const json& j, const char* key, T* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  const std::string where = std::string("config.json: text_config.") + key;
-  if constexpr (std::is_same_v<T, bool>) {
-    if (!it->is_boolean()) return InvalidArgument(where + " is not a boolean");
-    *out = it->get<bool>();
-  } else if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer()) return InvalidArgument(where + " is not an integer");
-    const int64_t v = it->is_number_unsigned()
-                          ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
-                          : it->get<int64_t>();
-    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
-      return InvalidArgument(where + " = " + it->dump() + " is out of range");
-    }
-    *out = static_cast<T>(v);
-  } else if constexpr (std::is_arithmetic_v<T>) {
-    if (!it->is_number()) return InvalidArgument(where + " is not a number");
-    *out = it->get<T>();
-  } else {
-    if (!it->is_string()) return InvalidArgument(where + " is not a string");
-    *out = it->get<std::string>();
-  }
-  return Status::Ok();
-}
 
 template <typename T>
 Status ReadList(const json& j, const char* key, std::vector<T>* out, bool* present = nullptr) {
@@ -63,100 +36,79 @@ Status ReadList(const json& j, const char* key, std::vector<T>* out, bool* prese
   return Status::Ok();
 }
 
-Status ReadYarn(const json& rp, YarnParams* yarn) {
-  const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
-  if (type == "default") return Status::Ok();
-  if (type != "yarn") {
-    return Unimplemented("config.json: compress RoPE type '" + type + "' is not supported");
-  }
-  yarn->enabled = true;
-  DSINFER_RETURN_IF_ERROR(Read(rp, "factor", &yarn->factor));
-  DSINFER_RETURN_IF_ERROR(
-      Read(rp, "original_max_position_embeddings", &yarn->original_max_position_embeddings));
-  DSINFER_RETURN_IF_ERROR(Read(rp, "beta_fast", &yarn->beta_fast));
-  DSINFER_RETURN_IF_ERROR(Read(rp, "beta_slow", &yarn->beta_slow));
-  DSINFER_RETURN_IF_ERROR(Read(rp, "truncate", &yarn->truncate));
-  if (yarn->original_max_position_embeddings <= 0) {
-    return InvalidArgument("config.json: YaRN needs original_max_position_embeddings");
-  }
-  double attention_factor = 1.0;
-  DSINFER_RETURN_IF_ERROR(Read(rp, "attention_factor", &attention_factor));
-  if (attention_factor != 1.0) {
-    return Unimplemented("config.json: YaRN attention_factor != 1 is not used by DeepSeek-V4.1");
-  }
-  return Status::Ok();
-}
-
 bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 StatusOr<DeepseekV41Config> ParseText(const json& t) {
   DeepseekV41Config c;
-  DSINFER_RETURN_IF_ERROR(Read(t, "vocab_size", &c.vocab_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "hidden_size", &c.hidden_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "num_hidden_layers", &c.num_layers));
-  DSINFER_RETURN_IF_ERROR(Read(t, "num_attention_heads", &c.num_heads));
-  DSINFER_RETURN_IF_ERROR(Read(t, "head_dim", &c.head_dim));
-  DSINFER_RETURN_IF_ERROR(Read(t, "qk_rope_head_dim", &c.rope_head_dim));
-  DSINFER_RETURN_IF_ERROR(Read(t, "q_lora_rank", &c.q_lora_rank));
-  DSINFER_RETURN_IF_ERROR(Read(t, "o_groups", &c.o_groups));
-  DSINFER_RETURN_IF_ERROR(Read(t, "o_lora_rank", &c.o_lora_rank));
-  DSINFER_RETURN_IF_ERROR(Read(t, "n_routed_experts", &c.n_routed_experts));
-  DSINFER_RETURN_IF_ERROR(Read(t, "n_shared_experts", &c.n_shared_experts));
-  DSINFER_RETURN_IF_ERROR(Read(t, "num_experts_per_tok", &c.num_experts_per_tok));
-  DSINFER_RETURN_IF_ERROR(Read(t, "moe_intermediate_size", &c.moe_intermediate_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "scoring_func", &c.scoring_func));
-  DSINFER_RETURN_IF_ERROR(Read(t, "gate_temp", &c.gate_temp));
-  DSINFER_RETURN_IF_ERROR(Read(t, "norm_topk_prob", &c.norm_topk_prob));
-  DSINFER_RETURN_IF_ERROR(Read(t, "routed_scaling_factor", &c.routed_scaling_factor));
-  DSINFER_RETURN_IF_ERROR(Read(t, "swiglu_limit", &c.swiglu_limit));
-  DSINFER_RETURN_IF_ERROR(Read(t, "sliding_window", &c.sliding_window));
-  DSINFER_RETURN_IF_ERROR(Read(t, "rope_theta", &c.rope_theta));
-  DSINFER_RETURN_IF_ERROR(Read(t, "compress_rope_theta", &c.compress_rope_theta));
-  DSINFER_RETURN_IF_ERROR(Read(t, "max_position_embeddings", &c.max_position_embeddings));
-  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_topk_blocks", &c.candidate_topk_blocks));
-  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_block_size", &c.candidate_block_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "index_n_heads", &c.index_n_heads));
-  DSINFER_RETURN_IF_ERROR(Read(t, "index_head_dim", &c.index_head_dim));
-  DSINFER_RETURN_IF_ERROR(Read(t, "index_topk", &c.index_topk));
-  DSINFER_RETURN_IF_ERROR(Read(t, "hc_mult", &c.hc_mult));
-  DSINFER_RETURN_IF_ERROR(Read(t, "hc_sinkhorn_iters", &c.hc_sinkhorn_iters));
-  DSINFER_RETURN_IF_ERROR(Read(t, "hc_eps", &c.hc_eps));
-  DSINFER_RETURN_IF_ERROR(Read(t, "rms_norm_eps", &c.rms_norm_eps));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"vocab_size"}, &c.vocab_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"hidden_size"}, &c.hidden_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"num_hidden_layers"}, &c.num_layers, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"num_attention_heads"}, &c.num_heads, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"head_dim"}, &c.head_dim, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"qk_rope_head_dim"}, &c.rope_head_dim, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"q_lora_rank"}, &c.q_lora_rank, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"o_groups"}, &c.o_groups, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"o_lora_rank"}, &c.o_lora_rank, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"n_routed_experts"}, &c.n_routed_experts, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"n_shared_experts"}, &c.n_shared_experts, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"num_experts_per_tok"}, &c.num_experts_per_tok, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"moe_intermediate_size"}, &c.moe_intermediate_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"scoring_func"}, &c.scoring_func, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"gate_temp"}, &c.gate_temp, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"norm_topk_prob"}, &c.norm_topk_prob, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"routed_scaling_factor"}, &c.routed_scaling_factor, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"swiglu_limit"}, &c.swiglu_limit, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"sliding_window"}, &c.sliding_window, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"rope_theta"}, &c.rope_theta, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"compress_rope_theta"}, &c.compress_rope_theta, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(t, {"max_position_embeddings"}, &c.max_position_embeddings, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"candidate_topk_blocks"}, &c.candidate_topk_blocks, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"candidate_block_size"}, &c.candidate_block_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"index_n_heads"}, &c.index_n_heads, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"index_head_dim"}, &c.index_head_dim, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"index_topk"}, &c.index_topk, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"hc_mult"}, &c.hc_mult, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"hc_sinkhorn_iters"}, &c.hc_sinkhorn_iters, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"hc_eps"}, &c.hc_eps, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"rms_norm_eps"}, &c.rms_norm_eps, false));
   DSINFER_RETURN_IF_ERROR(ReadList(t, "engram_layer_ids", &c.engram_layer_ids));
   DSINFER_RETURN_IF_ERROR(ReadList(t, "engram_num_embeddings", &c.engram_num_embeddings));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_vocab_size", &c.engram_vocab_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_max_ngram_size", &c.engram_max_ngram_size));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_n_heads", &c.engram_n_heads));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_head_dim", &c.engram_head_dim));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_pad_id", &c.engram_pad_id));
-  DSINFER_RETURN_IF_ERROR(Read(t, "engram_compressed_vocab_size", &c.engram_compressed_vocab_size));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"engram_vocab_size"}, &c.engram_vocab_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"engram_max_ngram_size"}, &c.engram_max_ngram_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"engram_n_heads"}, &c.engram_n_heads, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"engram_head_dim"}, &c.engram_head_dim, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"engram_pad_id"}, &c.engram_pad_id, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(t, {"engram_compressed_vocab_size"}, &c.engram_compressed_vocab_size, false));
   c.num_nextn_predict_layers = 3;  // the reference default
-  DSINFER_RETURN_IF_ERROR(Read(t, "num_nextn_predict_layers", &c.num_nextn_predict_layers));
-  DSINFER_RETURN_IF_ERROR(Read(t, "bos_token_id", &c.bos_token_id));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(t, {"num_nextn_predict_layers"}, &c.num_nextn_predict_layers, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"bos_token_id"}, &c.bos_token_id, false));
   if (t.contains("eos_token_id") && t["eos_token_id"].is_array()) {
     if (t["eos_token_id"].empty() || !t["eos_token_id"][0].is_number_integer()) {
       return InvalidArgument("config.json: text_config.eos_token_id is an empty or bad list");
     }
     c.eos_token_id = t["eos_token_id"][0].get<int64_t>();
   } else {
-    DSINFER_RETURN_IF_ERROR(Read(t, "eos_token_id", &c.eos_token_id));
+    DSINFER_RETURN_IF_ERROR(ReadKey(t, {"eos_token_id"}, &c.eos_token_id, false));
   }
-  DSINFER_RETURN_IF_ERROR(Read(t, "tie_word_embeddings", &c.tie_word_embeddings));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"tie_word_embeddings"}, &c.tie_word_embeddings, false));
 
   // Keys whose other values would be another model.
   std::string act = "silu", topk_method = "noaux_tc";
-  DSINFER_RETURN_IF_ERROR(Read(t, "hidden_act", &act));
-  DSINFER_RETURN_IF_ERROR(Read(t, "topk_method", &topk_method));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"hidden_act"}, &act, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"topk_method"}, &topk_method, false));
   if (act != "silu") return Unimplemented("config.json: hidden_act '" + act + "' is not supported");
   if (topk_method != "noaux_tc") {
     return Unimplemented("config.json: topk_method '" + topk_method + "' is not supported");
   }
   int64_t kv_heads = 1;
   bool attention_bias = false;
-  DSINFER_RETURN_IF_ERROR(Read(t, "num_key_value_heads", &kv_heads));
-  DSINFER_RETURN_IF_ERROR(Read(t, "attention_bias", &attention_bias));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"num_key_value_heads"}, &kv_heads, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"attention_bias"}, &attention_bias, false));
   if (kv_heads != 1)
     return Unimplemented("config.json: num_key_value_heads must be 1 (shared K=V)");
   if (attention_bias) return Unimplemented("config.json: attention_bias = true is not supported");
@@ -173,11 +125,11 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
     if (main.value("rope_type", std::string("default")) != "default") {
       return Unimplemented("config.json: rope_parameters.main must be a 'default' RoPE");
     }
-    DSINFER_RETURN_IF_ERROR(Read(main, "rope_theta", &c.rope_theta));
-    DSINFER_RETURN_IF_ERROR(Read(comp, "rope_theta", &c.compress_rope_theta));
-    DSINFER_RETURN_IF_ERROR(ReadYarn(comp, &c.compress_yarn));
+    DSINFER_RETURN_IF_ERROR(ReadKey(main, {"rope_theta"}, &c.rope_theta, false));
+    DSINFER_RETURN_IF_ERROR(ReadKey(comp, {"rope_theta"}, &c.compress_rope_theta, false));
+    DSINFER_RETURN_IF_ERROR(ReadYarn(comp, &c.compress_yarn, "DeepSeek-V4.1"));
   } else if (t.contains("rope_scaling") && t["rope_scaling"].is_object()) {
-    DSINFER_RETURN_IF_ERROR(ReadYarn(t["rope_scaling"], &c.compress_yarn));
+    DSINFER_RETURN_IF_ERROR(ReadYarn(t["rope_scaling"], &c.compress_yarn, "DeepSeek-V4.1"));
   }
 
   // compress_ratios: the released schedule for 40 layers, else the reference's scaled pattern.
@@ -236,7 +188,8 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
                                    : c.kv_source_layer_ids;
   }
   c.candidate_source_layer_id = c.kv_source_layer_ids.empty() ? -1 : c.kv_source_layer_ids.back();
-  DSINFER_RETURN_IF_ERROR(Read(t, "candidate_source_layer_id", &c.candidate_source_layer_id));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(t, {"candidate_source_layer_id"}, &c.candidate_source_layer_id, false));
   return c;
 }
 
@@ -401,68 +354,26 @@ StatusOr<DeepseekV41Config> ParseDeepseekV41Config(const std::string& json_text)
 }
 
 StatusOr<DeepseekV41Config> LoadDeepseekV41Config(const std::string& model_dir) {
-  const auto path = std::filesystem::path(model_dir) / "config.json";
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseDeepseekV41Config(ss.str());
+  DSINFER_ASSIGN_OR_RETURN(const std::string text, ReadConfigText(model_dir));
+  auto config = ParseDeepseekV41Config(text);
+  if (!config.ok()) return ConfigFileError(model_dir, config.status());
+  return config;
 }
 
 std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
   json t;
   t["model_type"] = "deepseek_v41_text";
-  t["vocab_size"] = c.vocab_size;
-  t["hidden_size"] = c.hidden_size;
-  t["num_hidden_layers"] = c.num_layers;
-  t["num_attention_heads"] = c.num_heads;
-  t["num_key_value_heads"] = 1;
-  t["head_dim"] = c.head_dim;
-  t["qk_rope_head_dim"] = c.rope_head_dim;
-  t["q_lora_rank"] = c.q_lora_rank;
-  t["o_groups"] = c.o_groups;
-  t["o_lora_rank"] = c.o_lora_rank;
-  t["n_routed_experts"] = c.n_routed_experts;
-  t["n_shared_experts"] = c.n_shared_experts;
-  t["num_experts_per_tok"] = c.num_experts_per_tok;
-  t["moe_intermediate_size"] = c.moe_intermediate_size;
-  t["scoring_func"] = c.scoring_func;
+  WriteSharedKeys(c, &t);
   t["gate_temp"] = c.gate_temp;
-  t["norm_topk_prob"] = c.norm_topk_prob;
-  t["routed_scaling_factor"] = c.routed_scaling_factor;
   t["topk_method"] = "noaux_tc";
-  t["swiglu_limit"] = c.swiglu_limit;
-  t["hidden_act"] = "silu";
-  t["sliding_window"] = c.sliding_window;
-  t["rope_theta"] = c.rope_theta;
-  t["compress_rope_theta"] = c.compress_rope_theta;
-  if (c.compress_yarn.enabled) {
-    t["rope_scaling"] = {
-        {"rope_type", "yarn"},
-        {"factor", c.compress_yarn.factor},
-        {"original_max_position_embeddings", c.compress_yarn.original_max_position_embeddings},
-        {"beta_fast", c.compress_yarn.beta_fast},
-        {"beta_slow", c.compress_yarn.beta_slow}};
-  }
-  t["max_position_embeddings"] = c.max_position_embeddings;
   t["compress_ratios"] = c.compress_ratios;
   t["kv_source_layer_ids"] = c.kv_source_layer_ids;
   t["index_source_layer_ids"] = c.index_source_layer_ids;
   t["candidate_source_layer_id"] = c.candidate_source_layer_id;
   t["candidate_topk_blocks"] = c.candidate_topk_blocks;
   t["candidate_block_size"] = c.candidate_block_size;
-  t["index_n_heads"] = c.index_n_heads;
-  t["index_head_dim"] = c.index_head_dim;
-  t["index_topk"] = c.index_topk;
-  t["hc_mult"] = c.hc_mult;
-  t["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
-  t["hc_eps"] = c.hc_eps;
-  t["rms_norm_eps"] = c.rms_norm_eps;
   t["engram_layer_ids"] = c.engram_layer_ids;
   t["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
-  t["bos_token_id"] = c.bos_token_id;
-  t["eos_token_id"] = c.eos_token_id;
-  t["tie_word_embeddings"] = c.tie_word_embeddings;
   json j;
   j["model_type"] = "deepseek_v41";
   j["architectures"] = {"DeepseekV41ForCausalLM"};

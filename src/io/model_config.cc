@@ -6,72 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/config_json.h"
+
 namespace dsinfer::io {
 
 using json = nlohmann::json;
 
 namespace {
-
-// Reads the first present key among `keys`; InvalidArgument if the type is wrong.
-template <typename T>
-Status ReadKey(const json& j, std::initializer_list<const char*> keys, T* out, bool required) {
-  for (const char* key : keys) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    try {
-      if constexpr (std::is_same_v<T, bool>) {
-        if (!it->is_boolean()) throw json::type_error::create(302, "not a boolean", nullptr);
-        *out = it->get<T>();
-      } else if constexpr (std::is_integral_v<T>) {
-        // An integer that T holds (a float or an out-of-range integer would convert with UB).
-        if (!it->is_number_integer())
-          throw json::type_error::create(302, "not an integer", nullptr);
-        if (it->is_number_unsigned()
-                ? it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
-                : (it->get<int64_t>() < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-                   it->get<int64_t>() > static_cast<int64_t>(std::numeric_limits<T>::max()))) {
-          return InvalidArgument(std::string("config.json: key '") + key + "' = " + it->dump() +
-                                 " is out of range");
-        }
-        *out = static_cast<T>(it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>())
-                                                       : it->get<int64_t>());
-      } else if constexpr (std::is_arithmetic_v<T>) {
-        if (!it->is_number()) throw json::type_error::create(302, "not a number", nullptr);
-        *out = it->get<T>();
-      } else {
-        *out = it->get<T>();
-      }
-    } catch (const json::exception&) {
-      return InvalidArgument(std::string("config.json: key '") + key + "' has the wrong type");
-    }
-    return Status::Ok();
-  }
-  if (required) {
-    std::string names;
-    for (const char* key : keys) names += std::string(names.empty() ? "" : " / ") + key;
-    return InvalidArgument("config.json: missing required key " + names);
-  }
-  return Status::Ok();
-}
-
-Status ReadYarn(const json& rp, YarnParams* yarn) {
-  std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
-  if (type == "default") return Status::Ok();
-  if (type != "yarn") return Unimplemented("config.json: RoPE type '" + type + "' is not supported");
-  yarn->enabled = true;
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"factor"}, &yarn->factor, true));
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"original_max_position_embeddings"},
-                                  &yarn->original_max_position_embeddings, true));
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"beta_fast"}, &yarn->beta_fast, false));
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"beta_slow"}, &yarn->beta_slow, false));
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"truncate"}, &yarn->truncate, false));
-  double attention_factor = 1.0;
-  DSINFER_RETURN_IF_ERROR(ReadKey(rp, {"attention_factor"}, &attention_factor, false));
-  if (attention_factor != 1.0) {
-    return Unimplemented("config.json: YaRN attention_factor != 1 is not used by DeepSeek-V4");
-  }
-  return Status::Ok();
-}
 
 // Keys that would change the math of another model: each must be absent (null) or hold the one
 // value DeepSeek-V4 computes with; any other value is refused (Unimplemented naming the key and
@@ -290,12 +231,12 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
     if (rp.contains("compress") && rp["compress"].is_object()) {
       DSINFER_RETURN_IF_ERROR(
           ReadKey(rp["compress"], {"rope_theta"}, &c.compress_rope_theta, false));
-      DSINFER_RETURN_IF_ERROR(ReadYarn(rp["compress"], &c.compress_yarn));
+      DSINFER_RETURN_IF_ERROR(ReadYarn(rp["compress"], &c.compress_yarn, "DeepSeek-V4"));
     } else if (!rp.contains("main")) {
-      DSINFER_RETURN_IF_ERROR(ReadYarn(rp, &c.compress_yarn));
+      DSINFER_RETURN_IF_ERROR(ReadYarn(rp, &c.compress_yarn, "DeepSeek-V4"));
     }
   } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    DSINFER_RETURN_IF_ERROR(ReadYarn(j["rope_scaling"], &c.compress_yarn));
+    DSINFER_RETURN_IF_ERROR(ReadYarn(j["rope_scaling"], &c.compress_yarn, "DeepSeek-V4"));
   }
 
   if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
@@ -379,20 +320,9 @@ StatusOr<DeepseekV4Config> ParseDeepseekV4Config(const std::string& json_text) {
 }
 
 StatusOr<DeepseekV4Config> LoadDeepseekV4Config(const std::string& model_dir) {
-  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto config = ParseDeepseekV4Config(ss.str());
-  if (!config.ok()) {
-    // A config the file states wrongly is a data error of the model dir (exit 1), not a usage
-    // error.
-    const StatusCode code = config.status().code() == StatusCode::kInvalidArgument
-                                ? StatusCode::kDataLoss
-                                : config.status().code();
-    return Status(code, path + ": " + config.status().message());
-  }
+  DSINFER_ASSIGN_OR_RETURN(const std::string text, ReadConfigText(model_dir));
+  auto config = ParseDeepseekV4Config(text);
+  if (!config.ok()) return ConfigFileError(model_dir, config.status());
   return config;
 }
 
@@ -400,43 +330,7 @@ std::string DeepseekV4ConfigToJson(const DeepseekV4Config& c) {
   json j;
   j["architectures"] = {"DeepseekV4ForCausalLM"};
   j["model_type"] = "deepseek_v4";
-  j["vocab_size"] = c.vocab_size;
-  j["hidden_size"] = c.hidden_size;
-  j["num_hidden_layers"] = c.num_layers;
-  j["num_attention_heads"] = c.num_heads;
-  j["num_key_value_heads"] = 1;
-  j["head_dim"] = c.head_dim;
-  j["qk_rope_head_dim"] = c.rope_head_dim;
-  j["q_lora_rank"] = c.q_lora_rank;
-  j["o_groups"] = c.o_groups;
-  j["o_lora_rank"] = c.o_lora_rank;
-  j["n_routed_experts"] = c.n_routed_experts;
-  j["n_shared_experts"] = c.n_shared_experts;
-  j["num_experts_per_tok"] = c.num_experts_per_tok;
-  j["moe_intermediate_size"] = c.moe_intermediate_size;
-  j["scoring_func"] = c.scoring_func;
-  j["norm_topk_prob"] = c.norm_topk_prob;
-  j["routed_scaling_factor"] = c.routed_scaling_factor;
-  j["swiglu_limit"] = c.swiglu_limit;
-  j["sliding_window"] = c.sliding_window;
-  j["rope_theta"] = c.rope_theta;
-  j["compress_rope_theta"] = c.compress_rope_theta;
-  if (c.compress_yarn.enabled) {
-    j["rope_scaling"] = {{"type", "yarn"},
-                         {"factor", c.compress_yarn.factor},
-                         {"original_max_position_embeddings",
-                          c.compress_yarn.original_max_position_embeddings},
-                         {"beta_fast", c.compress_yarn.beta_fast},
-                         {"beta_slow", c.compress_yarn.beta_slow}};
-  }
-  j["max_position_embeddings"] = c.max_position_embeddings;
-  j["index_n_heads"] = c.index_n_heads;
-  j["index_head_dim"] = c.index_head_dim;
-  j["index_topk"] = c.index_topk;
-  j["hc_mult"] = c.hc_mult;
-  j["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
-  j["hc_eps"] = c.hc_eps;
-  j["rms_norm_eps"] = c.rms_norm_eps;
+  WriteSharedKeys(c, &j);
   j["num_nextn_predict_layers"] = c.num_mtp_layers;
   std::vector<int> ratios = c.compress_ratios;
   if (c.num_mtp_layers > 0) ratios.push_back(c.mtp_compress_ratio);
@@ -470,13 +364,11 @@ std::string DeepseekV4ConfigToJson(const DeepseekV4Config& c) {
     compress["beta_slow"] = c.compress_yarn.beta_slow;
     compress["attention_factor"] = 1.0;
   }
-  j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", c.rope_theta},
-                                    {"partial_rotary_factor", double(c.rope_head_dim) / c.head_dim}}},
+  j["rope_parameters"] = {{"main",
+                           {{"rope_type", "default"},
+                            {"rope_theta", c.rope_theta},
+                            {"partial_rotary_factor", double(c.rope_head_dim) / c.head_dim}}},
                           {"compress", compress}};
-  j["bos_token_id"] = c.bos_token_id;
-  j["eos_token_id"] = c.eos_token_id;
-  j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["hidden_act"] = "silu";
   j["torch_dtype"] = "bfloat16";
   return j.dump(2) + "\n";
 }

@@ -11,7 +11,7 @@
 #include "io/npy.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/rope_table.h"
-#include "test_util.h"
+#include "model_test_util.h"
 
 namespace dsinfer::model::deepseek_v4 {
 namespace {
@@ -41,17 +41,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::vector<float> Run(const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      auto out = model_->Forward({{state.get(), std::vector<int32_t>(ids_.begin() + at, ids_.begin() + at + s)}},
-                                 LogitsRows::kAll);
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      all.insert(all.end(), out->logits.begin(), out->logits.end());
-      at += s;
-    }
-    return all;
+    return testing::ChunkedLogits(*model_, ids_, sizes, LogitsRows::kAll);
   }
 
   void ExpectMatches(const std::vector<int>& sizes, const std::string& what) {
@@ -60,12 +50,9 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     EXPECT_LE(err, 1e-4) << GetParam() << " " << what;
     // Top-1 agreement is reported for context; the bound above is the contract.
     const int64_t V = model_->config().vocab_size;
+    const auto top = testing::ArgmaxRows(got, V), ref_top = testing::ArgmaxRows(ref_, V);
     int agree = 0;
-    for (size_t t = 0; t < ids_.size(); ++t) {
-      auto a = std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - (got.begin() + t * V);
-      auto b = std::max_element(ref_.begin() + t * V, ref_.begin() + (t + 1) * V) - (ref_.begin() + t * V);
-      agree += a == b;
-    }
+    for (size_t t = 0; t < top.size(); ++t) agree += top[t] == ref_top[t];
     RecordProperty(what + "_rel_err", std::to_string(err));
     std::printf("%s %-28s rel err %.3e, top-1 %d/%zu\n", GetParam().c_str(), what.c_str(), err, agree,
                 ids_.size());

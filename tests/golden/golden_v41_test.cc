@@ -16,7 +16,7 @@
 
 #include "io/npy.h"
 #include "model/deepseek_v41/model.h"
-#include "test_util.h"
+#include "model_test_util.h"
 
 namespace dsinfer::model::deepseek_v41 {
 namespace {
@@ -42,18 +42,7 @@ class GoldenV41Test : public ::testing::TestWithParam<std::string> {
   }
 
   std::vector<float> Run(const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      auto out = model_->Forward(
-          {{state.get(), std::vector<int32_t>(ids_.begin() + at, ids_.begin() + at + s)}},
-          LogitsRows::kAll);
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      if (out.ok()) all.insert(all.end(), out->begin(), out->end());
-      at += s;
-    }
-    return all;
+    return testing::ChunkedLogits(*model_, ids_, sizes, LogitsRows::kAll);
   }
 
   void ExpectMatches(const std::vector<int>& sizes, const std::string& what) {
@@ -66,11 +55,9 @@ class GoldenV41Test : public ::testing::TestWithParam<std::string> {
           << GetParam() << " " << what << " differs from the whole prompt";
     }
     const int64_t V = model_->config().vocab_size;
-    for (size_t t = 0; t < ids_.size(); ++t) {
-      const auto row = got.begin() + static_cast<int64_t>(t) * V;
-      const auto ref = ref_.begin() + static_cast<int64_t>(t) * V;
-      EXPECT_EQ(std::max_element(row, row + V) - row, std::max_element(ref, ref + V) - ref)
-          << GetParam() << " " << what << " top-1 at position " << t;
+    const auto top = testing::ArgmaxRows(got, V), ref_top = testing::ArgmaxRows(ref_, V);
+    for (size_t t = 0; t < top.size(); ++t) {
+      EXPECT_EQ(top[t], ref_top[t]) << GetParam() << " " << what << " top-1 at position " << t;
     }
   }
 

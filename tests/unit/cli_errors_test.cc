@@ -184,6 +184,22 @@ TEST_F(CliErrorsTest, ConfigOfAnotherModel) {
   }
 }
 
+// A DeepSeek-V4.1 config.json (a nested text_config) that the model cannot run is a data error
+// naming the field, for logits and generate alike (the family is picked by the config).
+TEST_F(CliErrorsTest, BadV41ConfigIsADataError) {
+  const std::string dir = testing::ScratchDir("cli_v41_config");
+  testing::WriteFile(dir + "/config.json", R"({"model_type": "deepseek_v41", "text_config": {
+      "num_hidden_layers": 4, "compress_ratios": [0, 2, 2, 2], "kv_source_layer_ids": [2],
+      "index_source_layer_ids": [1, 2]}})");
+  for (const Result& r :
+       {Logits(dir), RunDsinfer("generate --model " + dir + " --prompt-ids 1,2 --quiet")}) {
+    ExpectCleanError(r, "index_source_layer_ids");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+  }
+  testing::WriteFile(dir + "/config.json", R"({"model_type": "deepseek_v41"})");
+  ExpectCleanError(Logits(dir), "text_config");
+}
+
 // generate's flags and inputs: the value given in the message, usage errors exit 2.
 TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
   const std::string gen = "generate --model " + *good_ + " ";

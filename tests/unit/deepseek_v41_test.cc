@@ -3,8 +3,13 @@
 // and schedule / batch invariance of the forward pass on a random-weight tiny model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <random>
+#include <tuple>
 
 #include "io/deepseek_v41_config.h"
 #include "io/safetensors.h"
@@ -12,8 +17,9 @@
 #include "model/deepseek_v41/init_presets.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/quant_sim.h"
+#include "model/deepseek_v41/state_layout.h"
 #include "model/deepseek_v41/weight_schema.h"
-#include "test_util.h"
+#include "model_test_util.h"
 
 namespace dsinfer::model::deepseek_v41 {
 namespace {
@@ -183,10 +189,7 @@ TEST(DeepseekV41Indexer, TwoLevelSelection) {
 class DeepseekV41Model : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(testing::ScratchDir("v41_tiny"));
-    auto c = PresetConfig("v41-tiny");
-    ASSERT_TRUE(c.ok());
-    ASSERT_TRUE(WriteRandomModel(*c, *dir_, 11).ok());
+    dir_ = new std::string(testing::SmallV41ModelDir("v41_tiny"));
     auto m = Model::Load(*dir_, {2});
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = m->release();
@@ -204,18 +207,7 @@ class DeepseekV41Model : public ::testing::Test {
   }
 
   static std::vector<float> Run(const std::vector<int32_t>& ids, const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      SequenceChunk ch{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)};
-      auto out = model_->Forward({ch}, LogitsRows::kAll);
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      if (out.ok()) all.insert(all.end(), out->begin(), out->end());
-      at += s;
-    }
-    EXPECT_EQ(at, ids.size());
-    return all;
+    return testing::ChunkedLogits(*model_, ids, sizes, LogitsRows::kAll);
   }
 
   static std::string* dir_;
@@ -231,18 +223,8 @@ TEST_F(DeepseekV41Model, AllSchedulesGiveIdenticalLogits) {
   const auto whole = Run(ids, {45});
   ASSERT_EQ(whole.size(), 45u * 300u);
   for (float v : whole) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_EQ(Run(ids, std::vector<int>(45, 1)), whole) << "token by token";
-  EXPECT_EQ(Run(ids, {5, 11, 3, 17, 9}), whole) << "odd chunks";
-  EXPECT_EQ(Run(ids, {20, 1, 1, 1, 22}), whole) << "prefill, decode, prefill";
-  std::mt19937 rng(9);
-  for (int trial = 0; trial < 3; ++trial) {
-    std::vector<int> sizes;
-    for (int left = 45; left > 0;) {
-      const int s = std::min<int>(left, 1 + static_cast<int>(rng() % 12));
-      sizes.push_back(s);
-      left -= s;
-    }
-    EXPECT_EQ(Run(ids, sizes), whole) << "random chunks, trial " << trial;
+  for (const auto& [name, sizes] : testing::Schedules(45, 12)) {
+    EXPECT_EQ(Run(ids, sizes), whole) << name;
   }
 }
 
@@ -279,6 +261,114 @@ TEST_F(DeepseekV41Model, CompressedBranchChangesTheLogits) {
             std::vector<float>(changed.end() - 300, changed.end()));
 }
 
+TEST_F(DeepseekV41Model, RollbackThenReplayEqualsFreshRun) {
+  // Cuts inside and at the ratio-2 groups' edges; drafts past them emitted entries (ratio 2 and
+  // ratio 1) that the rollback must drop, and the open group's inputs must come back.
+  const auto ids = Ids(40, 5);
+  const auto whole = Run(ids, {40});
+  for (int cut : {21, 22, 30, 35}) {
+    auto state = model_->NewSequence(/*rollback_slack=*/6);
+    auto wrong = ids;
+    for (int i = cut; i < 40; ++i) wrong[i] = (wrong[i] + 7) % 300;
+    ASSERT_TRUE(
+        model_
+            ->Forward({{state.get(), std::vector<int32_t>(wrong.begin(), wrong.begin() + cut)}},
+                      LogitsRows::kLast)
+            .ok());
+    const int drafted = std::min(40 - cut, 5);
+    ASSERT_TRUE(model_
+                    ->Forward({{state.get(), std::vector<int32_t>(wrong.begin() + cut,
+                                                                  wrong.begin() + cut + drafted)}},
+                              LogitsRows::kLast)
+                    .ok());
+    ASSERT_TRUE(state->Rollback(cut).ok());
+    EXPECT_EQ(state->length(), cut);
+    auto out = model_->Forward({{state.get(), std::vector<int32_t>(ids.begin() + cut, ids.end())}},
+                               LogitsRows::kAll);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(*out, std::vector<float>(whole.begin() + cut * 300, whole.end())) << "cut " << cut;
+  }
+  auto state = model_->NewSequence(2);
+  ASSERT_TRUE(model_->Forward({{state.get(), ids}}, LogitsRows::kLast).ok());
+  EXPECT_EQ(state->Rollback(37).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(state->Rollback(41).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(DeepseekV41Model, TailRowsAreTheLastRowsOfEachChunk) {
+  // A verify chunk's last 3 rows beside a chunk nothing draws from (tail 0).
+  const auto a = Ids(12, 6), b = Ids(5, 7);
+  const auto alone_a = Run(a, {12});
+  auto sa = model_->NewSequence(), sb = model_->NewSequence();
+  SequenceChunk ca{sa.get(), a, 3}, cb{sb.get(), b, 0};
+  auto out = model_->Forward({ca, cb}, LogitsRows::kTail);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, std::vector<float>(alone_a.end() - 3 * 300, alone_a.end()));
+  EXPECT_EQ(sb->length(), 5);
+}
+
+TEST(DeepseekV41State, PackedRowsAreTheFakeQuantizedValues) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto [quant, n, block] :
+       {std::tuple{KvQuant::kFp8Pow2, 512, 32}, std::tuple{KvQuant::kFp4E4m3, 512, 16},
+        std::tuple{KvQuant::kFp4Pow2, 128, 32}, std::tuple{KvQuant::kFp4E4m3, 24, 16}}) {
+    const KvFormat f(quant, n, block);
+    for (int trial = 0; trial < 20; ++trial) {
+      const float scale = std::ldexp(1.0f, trial - 10);
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = normal(rng) * scale;
+      if (trial == 3) std::fill(x.begin(), x.begin() + block, 0.0f);  // an all-zero block
+      std::vector<float> sim = x;
+      if (quant == KvQuant::kFp8Pow2) {
+        Fp8BlockSim(sim.data(), n, block);
+      } else {
+        Fp4BlockSim(sim.data(), n, block, quant == KvQuant::kFp4E4m3);
+      }
+      std::vector<float> row(static_cast<size_t>(f.row_floats())), back(x.size());
+      f.Pack(x.data(), row.data());
+      f.Unpack(row.data(), back.data());
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(&back[i], &sim[i], sizeof(float)), 0) << i << " " << trial;
+        ASSERT_EQ(std::memcmp(&x[i], &sim[i], sizeof(float)), 0) << "Pack quantizes in place";
+      }
+    }
+  }
+  // The release's cache rows: 512 FP8 channels + 16 scales, 512 FP4 channels + 32 e4m3 scales
+  // (288 bytes), 128 FP4 index channels + 4 scales; rows off the block grid stay fp32.
+  EXPECT_EQ(KvFormat(KvQuant::kFp8Pow2, 512, 32).row_floats() * 4, 528);
+  EXPECT_EQ(KvFormat(KvQuant::kFp4E4m3, 512, 16).row_floats() * 4, 288);
+  EXPECT_EQ(KvFormat(KvQuant::kFp4Pow2, 128, 32).row_floats() * 4, 68);
+  EXPECT_FALSE(KvFormat(KvQuant::kFp4E4m3, 24, 16).packed());
+  EXPECT_EQ(KvFormat(KvQuant::kFp4E4m3, 24, 16).row_floats(), 24);
+}
+
+TEST(DeepseekV41State, OnlyKvSourcesOwnCompressedState) {
+  const auto c = testing::SmallV41Config();
+  const auto layout = DeepseekV41StateLayout(c, 2);
+  std::map<int, std::vector<StateStream>> streams;
+  for (const auto& comp : layout.components()) {
+    for (const auto& m : comp.members)
+      streams[m.layer].push_back(static_cast<StateStream>(m.stream));
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const auto& s = streams[l];
+    const bool source = c.IsKvSource(l);
+    EXPECT_EQ(std::count(s.begin(), s.end(), StateStream::kWindow), 1) << l;
+    EXPECT_EQ(std::count(s.begin(), s.end(), StateStream::kCompressed), source ? 1 : 0) << l;
+    EXPECT_EQ(std::count(s.begin(), s.end(), StateStream::kIndexKeys), source ? 1 : 0) << l;
+    EXPECT_EQ(std::count(s.begin(), s.end(), StateStream::kCompressorRows),
+              source && c.compress_ratios[l] > 1 ? 1 : 0)
+        << l;
+  }
+  // Layer 7 is a Reindex layer (an index source, not a KV source): a window only.
+  ASSERT_TRUE(c.IsIndexSource(7) && !c.IsKvSource(7));
+  EXPECT_EQ(streams[7].size(), 1u);
+  // Per token, the lists grow by the ratio-1 group's entry + key and half of each ratio-2 group's.
+  const double entry = 4.0 * EntryFormat(c).row_floats(),
+               key = 4.0 * IndexKeyFormat(c).row_floats();
+  EXPECT_DOUBLE_EQ(layout.BytesPerToken(), (entry + key) * (1.0 + 0.5 + 0.5));
+}
+
 TEST_F(DeepseekV41Model, BadInputsGetClearErrors) {
   auto s = model_->NewSequence();
   auto out = model_->Forward({{s.get(), {1, 300}}}, LogitsRows::kAll);
@@ -289,8 +379,7 @@ TEST_F(DeepseekV41Model, BadInputsGetClearErrors) {
 }
 
 TEST(DeepseekV41Weights, SchemaCoversEveryTensorAndNamesTheMissingOne) {
-  auto c = PresetConfig("v41-tiny");
-  ASSERT_TRUE(c.ok());
+  auto c = std::optional<io::DeepseekV41Config>(testing::SmallV41Config());
   const std::string dir = testing::ScratchDir("v41_schema");
   ASSERT_TRUE(WriteRandomModel(*c, dir, 3).ok());
   auto ckpt = io::Checkpoint::Open(dir);
@@ -344,8 +433,7 @@ TEST(DeepseekV41Weights, SchemaCoversEveryTensorAndNamesTheMissingOne) {
 }
 
 TEST(DeepseekV41Weights, UnbuiltPartsAreRefusedClearly) {
-  auto c = PresetConfig("v41-tiny");
-  ASSERT_TRUE(c.ok());
+  auto c = std::optional<io::DeepseekV41Config>(testing::SmallV41Config());
   // Image tokens when the config has a vision part.
   io::DeepseekV41Config v = *c;
   v.image_token_id = 250;

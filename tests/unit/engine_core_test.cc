@@ -1,20 +1,28 @@
-// EngineCore on the small random model: outputs never depend on batch composition, chunk budgets
+// EngineCore on the small random models: outputs never depend on batch composition, chunk budgets
 // or preemption (exact equality: the model is batch- and chunking-invariant and sampling is keyed
-// by (seed, position, index)); n > 1 shares the prompt; abort frees everything; stop rules.
+// by (seed, position, index)); n > 1 shares the prompt; abort frees everything; stop rules. The
+// tests of the engine's exactness run on both model families (DeepSeek-V4 and DeepSeek-V4.1, one
+// engine through the model-family seam).
 #include <gtest/gtest.h>
 
 #include <functional>
 
 #include "engine_mix.h"
 #include "engine_test_util.h"
-#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::engine {
 namespace {
 
 using testing::Drain;
+using testing::Family;
 using testing::Outcome;
 using Results = std::map<std::pair<uint64_t, int>, Outcome>;
+
+// The tests that every model family must pass.
+class EngineFamilyTest : public ::testing::TestWithParam<Family> {
+ protected:
+  EngineOptions Options() const { return testing::SmallEngineOptions(GetParam()); }
+};
 
 std::unique_ptr<EngineCore> NewCore(const EngineOptions& o = testing::SmallEngineOptions(),
                                     std::unique_ptr<TextCodec> codec = nullptr) {
@@ -48,9 +56,10 @@ std::vector<GenerateRequest> MixedRequests() {
 }
 
 // Each request alone in a fresh engine, keyed by its position in `reqs` (request id i + 1).
-Results Alone(const std::vector<GenerateRequest>& reqs) {
+Results Alone(const std::vector<GenerateRequest>& reqs,
+              const EngineOptions& options = testing::SmallEngineOptions()) {
   Results all;
-  auto core = NewCore();
+  auto core = NewCore(options);
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto p = core->Prepare(reqs[i]);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
@@ -106,25 +115,25 @@ EngineCore::Drafter OracleDrafter(const std::vector<GenerateRequest>& reqs,
   };
 }
 
-TEST(EngineCoreTest, OutputsDoNotDependOnBatchCompositionOrChunking) {
+TEST_P(EngineFamilyTest, OutputsDoNotDependOnBatchCompositionOrChunking) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
+  const Results alone = Alone(reqs, Options());
   ASSERT_EQ(alone.size(), 10u);  // 8 requests, two with n = 2
   for (const auto& [key, o] : alone) {
     EXPECT_NE(o.finish, FinishReason::kNone);
     EXPECT_FALSE(o.ids.empty());
   }
   for (uint32_t trial = 1; trial <= 3; ++trial) {
-    EXPECT_EQ(Mixed(reqs, trial, testing::SmallEngineOptions()), alone) << "trial " << trial;
+    EXPECT_EQ(Mixed(reqs, trial, Options()), alone) << "trial " << trial;
   }
 }
 
 // Overlap scheduling (the GPU's default) on the CPU engine: with random arrivals and a random
 // budget every step, the outputs of requests alone without it.
-TEST(EngineCoreTest, OverlapSchedulingGivesTheSameOutputs) {
+TEST_P(EngineFamilyTest, OverlapSchedulingGivesTheSameOutputs) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
-  EngineOptions o = testing::SmallEngineOptions();
+  const Results alone = Alone(reqs, Options());
+  EngineOptions o = Options();
   o.overlap = EngineOptions::Overlap::kOn;
   EngineStats stats;
   for (uint32_t trial = 1; trial <= 2; ++trial) {
@@ -160,12 +169,16 @@ TEST(EngineCoreTest, GoldenMixIsTheSameWithOverlapOnAndOff) {
   testing::ExpectOverlapExact(Device::kCpu);
 }
 
-TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
+TEST(EngineCoreTest, GoldenV41MixIsTheSameWithOverlapOnAndOff) {
+  testing::ExpectOverlapExact(Device::kCpu, testing::kGoldenV41ModelA);
+}
+
+TEST_P(EngineFamilyTest, PreemptionThenResumptionGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
+  const Results alone = Alone(reqs, Options());
   // The smallest budget (in steps of one page set) that still holds the longest request alone.
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
-  EngineOptions o = testing::SmallEngineOptions();
+  const auto layout = testing::SmallLayout(GetParam(), 0);
+  EngineOptions o = Options();
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;  // small pages: the requests outgrow their reservations step by step
@@ -179,14 +192,14 @@ TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   EXPECT_GT(preemptions, 0) << "the budget must force preemption";
 }
 
-TEST(EngineCoreTest, NGreaterThanOneComputesThePromptOnce) {
+TEST_P(EngineFamilyTest, NGreaterThanOneComputesThePromptOnce) {
   GenerateRequest r;
   r.prompt_ids = testing::RandomIds(30, 3);
   r.params.n = 3;
   r.params.max_tokens = 4;
   r.params.ignore_eos = true;
   r.params.seed = 5;
-  auto core = NewCore();
+  auto core = NewCore(Options());
   core->Add(1, *core->Prepare(r));
   const auto out = Drain(*core, [](int) {});
   ASSERT_EQ(out.size(), 3u);
@@ -196,8 +209,8 @@ TEST(EngineCoreTest, NGreaterThanOneComputesThePromptOnce) {
   EXPECT_EQ(out.at({1, 0}).ids.size(), 4u);
 }
 
-TEST(EngineCoreTest, AbortFreesAllState) {
-  auto core = NewCore();
+TEST_P(EngineFamilyTest, AbortFreesAllState) {
+  auto core = NewCore(Options());
   for (uint64_t id = 1; id <= 6; ++id) {
     GenerateRequest r;
     r.prompt_ids = testing::RandomIds(20, static_cast<uint32_t>(id));
@@ -345,16 +358,19 @@ EngineOptions Speculative(SpeculativeOptions::Method method, int k, bool adaptiv
   return o;
 }
 
-TEST(EngineSpeculativeTest, VerifiedDraftsGiveTheSameTokensAndLogprobs) {
+class EngineSpeculativeFamilyTest : public EngineFamilyTest {};
+
+TEST_P(EngineSpeculativeFamilyTest, VerifiedDraftsGiveTheSameTokensAndLogprobs) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
+  const Results alone = Alone(reqs, Options());
   for (bool adaptive : {false, true}) {
     for (uint32_t trial = 1; trial <= 2; ++trial) {
       EngineStats st;
       const auto setup = [&](EngineCore& core) {
         core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
       };
-      EXPECT_EQ(Mixed(reqs, trial, Speculative(SpeculativeOptions::Method::kNgram, 4, adaptive),
+      EXPECT_EQ(Mixed(reqs, trial,
+                      Speculative(SpeculativeOptions::Method::kNgram, 4, adaptive, Options()),
                       nullptr, setup, &st),
                 alone)
           << "trial " << trial << " adaptive " << adaptive;
@@ -366,12 +382,12 @@ TEST(EngineSpeculativeTest, VerifiedDraftsGiveTheSameTokensAndLogprobs) {
   }
 }
 
-TEST(EngineSpeculativeTest, PreemptionWithDraftsGivesIdenticalOutput) {
+TEST_P(EngineSpeculativeFamilyTest, PreemptionWithDraftsGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
+  const Results alone = Alone(reqs, Options());
   const int k = 4;
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), k);
-  EngineOptions o = Speculative(SpeculativeOptions::Method::kNgram, k);
+  const auto layout = testing::SmallLayout(GetParam(), k);
+  EngineOptions o = Speculative(SpeculativeOptions::Method::kNgram, k, false, Options());
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;
@@ -382,18 +398,34 @@ TEST(EngineSpeculativeTest, PreemptionWithDraftsGivesIdenticalOutput) {
   const auto setup = [&](EngineCore& core) {
     core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
   };
-  EXPECT_EQ(Mixed(reqs, 5, o, &preemptions, setup, &st), alone);
-  EXPECT_GT(preemptions, 0) << "the budget must force preemption";
-  EXPECT_GT(st.spec_accepted_tokens, 0);
+  // A few arrival orders, so that some preempt whatever the family's page sizes.
+  int64_t total = 0;
+  for (uint32_t seed : {5u, 6u, 7u}) {
+    EXPECT_EQ(Mixed(reqs, seed, o, &preemptions, setup, &st), alone) << "seed " << seed;
+    EXPECT_GT(st.spec_accepted_tokens, 0);
+    total += preemptions;
+  }
+  EXPECT_GT(total, 0) << "the budget must force preemption";
 }
 
-TEST(EngineSpeculativeTest, NgramAndMtpDraftersGiveTheSameOutputs) {
+// The n-gram drafter on every family; the MTP drafter where the family has an MTP layer
+// (DeepSeek-V4): DeepSeek-V4.1's drafter (DSpark) is not built, so MTP is refused clearly.
+TEST_P(EngineSpeculativeFamilyTest, NgramAndMtpDraftersGiveTheSameOutputs) {
   const auto reqs = MixedRequests();
-  const Results alone = Alone(reqs);
+  const Results alone = Alone(reqs, Options());
   for (auto method : {SpeculativeOptions::Method::kNgram, SpeculativeOptions::Method::kMtp}) {
+    if (method == SpeculativeOptions::Method::kMtp && GetParam() == Family::kV41) {
+      const auto refused = EngineCore::Create(Speculative(method, 2, false, Options()));
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+      EXPECT_NE(refused.status().message().find("DSpark"), std::string::npos)
+          << refused.status().message();
+      continue;
+    }
     for (int k : {1, 3}) {
       EngineStats st;
-      EXPECT_EQ(Mixed(reqs, 3, Speculative(method, k), nullptr, nullptr, &st), alone)
+      EXPECT_EQ(Mixed(reqs, 3, Speculative(method, k, false, Options()), nullptr, nullptr, &st),
+                alone)
           << SpeculativeMethodName(method) << " k " << k;
       if (method == SpeculativeOptions::Method::kMtp) {
         EXPECT_GT(st.spec_draft_tokens, 0);
@@ -454,6 +486,11 @@ TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
   o.speculative.ngram_max = 2;
   EXPECT_FALSE(EngineCore::Create(o).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineFamilyTest, ::testing::Values(Family::kV4, Family::kV41),
+                         testing::FamilyParamName);
+INSTANTIATE_TEST_SUITE_P(Families, EngineSpeculativeFamilyTest,
+                         ::testing::Values(Family::kV4, Family::kV41), testing::FamilyParamName);
 
 }  // namespace
 }  // namespace dsinfer::engine

@@ -1,5 +1,6 @@
-// The engine determinism workload shared by the CPU and GPU engine tests: a mix of requests on the
-// golden model A (greedy and seeded sampling, top-p, n = 2, logprobs and top logprobs), engine
+// The engine determinism workload shared by the CPU and GPU engine tests: a mix of requests on a
+// golden model (V4's A by default; V4.1's A on the CPU engine) (greedy and seeded sampling, top-p,
+// n = 2, logprobs and top logprobs), engine
 // options for a device, exact comparison of results, and the speculative-decoding check (oracle
 // drafts and n-gram drafts give the ids and logprobs of the run without drafts), and the overlap
 // scheduling check (the same outputs with overlap on and off, with stop strings, stop ids and
@@ -40,6 +41,9 @@ inline int64_t SmallestBudgetHoldingEach(EngineOptions o, const std::vector<Gene
 }
 
 inline const std::string kGoldenModelA = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden/A";
+// DeepSeek-V4.1's golden config A: 320 ids, a 256-token context (Mix() fits in it).
+inline const std::string kGoldenV41ModelA =
+    std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/A";
 
 inline std::vector<GenerateRequest> Mix(int count) {
   std::mt19937 rng(11);
@@ -66,9 +70,9 @@ inline std::vector<GenerateRequest> Mix(int count) {
 }
 
 inline EngineOptions MixOptions(Device device, int max_running, int64_t batch_tokens,
-                                int64_t state_bytes) {
+                                int64_t state_bytes, const std::string& model = kGoldenModelA) {
   EngineOptions o;
-  o.model_dir = kGoldenModelA;
+  o.model_dir = model;
   o.device = device;
   o.max_running = max_running;
   o.max_batch_tokens = batch_tokens;
@@ -103,11 +107,11 @@ inline void ExpectSame(const std::vector<RequestResult>& a, const std::vector<Re
 // wrong at a varying place, so verify steps accept anything from 0 to k drafts and roll back the
 // rest) at a small and a large step budget, and with the real n-gram drafter, every request's ids
 // and logprobs equal the run without speculation.
-inline void ExpectSpeculationExact(Device device) {
+inline void ExpectSpeculationExact(Device device, const std::string& model = kGoldenModelA) {
   const std::vector<GenerateRequest> reqs = Mix(32);
   std::vector<RequestResult> want;
   {
-    auto e = Engine::Create(MixOptions(device, 16, 256, int64_t{256} << 20));
+    auto e = Engine::Create(MixOptions(device, 16, 256, int64_t{256} << 20, model));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     want = e.value()->Generate(reqs);
   }
@@ -121,7 +125,7 @@ inline void ExpectSpeculationExact(Device device) {
   if (device == Device::kCuda) runs.push_back({24, true});
   for (const Run& run : runs) {
     const int64_t budget = run.budget;
-    EngineOptions o = MixOptions(device, 16, budget, int64_t{256} << 20);
+    EngineOptions o = MixOptions(device, 16, budget, int64_t{256} << 20, model);
     o.speculative.method = SpeculativeOptions::Method::kNgram;
     o.speculative.num_tokens = 4;
     o.enforce_eager = run.eager;
@@ -167,7 +171,7 @@ inline void ExpectSpeculationExact(Device device) {
     EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
     EXPECT_EQ(core.num_states(), 0u);
   }
-  EngineOptions o = MixOptions(device, 16, 256, int64_t{256} << 20);
+  EngineOptions o = MixOptions(device, 16, 256, int64_t{256} << 20, model);
   o.speculative.method = SpeculativeOptions::Method::kNgram;
   o.speculative.num_tokens = 3;
   auto e = Engine::Create(o);
@@ -232,9 +236,9 @@ inline std::vector<std::vector<Streamed>> RunCore(
 // stop strings and stop ids (a completion that stops at step N - 1 already has step N launched,
 // whose token is dropped), chunked prefills at a small step budget — and aborted requests stop
 // with a prefix of their output while the others keep theirs.
-inline void ExpectOverlapExact(Device device) {
+inline void ExpectOverlapExact(Device device, const std::string& model = kGoldenModelA) {
   std::vector<GenerateRequest> reqs = Mix(32);
-  EngineOptions serial = MixOptions(device, 16, 256, int64_t{256} << 20);
+  EngineOptions serial = MixOptions(device, 16, 256, int64_t{256} << 20, model);
   serial.overlap = EngineOptions::Overlap::kOff;
   const auto free_run = RunCore(serial, reqs);
   // Stops that the free run meets: a letter of its k-th token, or the k-th token's id.

@@ -2,22 +2,24 @@
 // next turn that repeats the previous turn and its answer) restore cached states and compute only
 // the rest, and every output (ids and logprobs) is bit-identical to a cold run of the request
 // alone; under memory pressure cached states give way (evictions) before running requests are
-// preempted, and the outputs are still those of cold runs.
+// preempted, and the outputs are still those of cold runs. Both model families (DeepSeek-V4,
+// DeepSeek-V4.1).
 #include <gtest/gtest.h>
 
 #include "engine_mix.h"
 #include "engine_test_util.h"
-#include "model/deepseek_v4/state_layout.h"
 
 namespace dsinfer::engine {
 namespace {
 
 using testing::Drain;
+using testing::Family;
 using testing::Outcome;
 using Results = std::map<std::pair<uint64_t, int>, Outcome>;
 
-EngineOptions CacheOptions(bool on, EngineOptions::Overlap overlap = EngineOptions::Overlap::kOff) {
-  EngineOptions o = testing::SmallEngineOptions();
+EngineOptions CacheOptions(Family family, bool on,
+                           EngineOptions::Overlap overlap = EngineOptions::Overlap::kOff) {
+  EngineOptions o = testing::SmallEngineOptions(family);
   o.prefix_cache = on;
   o.prefix_checkpoint_interval = 128;
   o.overlap = overlap;
@@ -55,10 +57,10 @@ std::vector<GenerateRequest> SharedPrefixRequests() {
   return reqs;
 }
 
-Results Cold(const std::vector<GenerateRequest>& reqs) {
+Results Cold(Family family, const std::vector<GenerateRequest>& reqs) {
   Results all;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    auto core = NewCore(CacheOptions(false));
+    auto core = NewCore(CacheOptions(family, false));
     core->Add(i + 1, *core->Prepare(reqs[i]));
     for (auto& [key, o] : Drain(*core, [](int) {})) all[key] = o;
     EXPECT_EQ(core->Stats().prefix_queries, 0);
@@ -69,17 +71,17 @@ Results Cold(const std::vector<GenerateRequest>& reqs) {
 // With overlap scheduling, checkpoints are stored once the launch's tokens are known; a
 // completion that stops on a token (EOS, a stop string) has had its last token run (the next step
 // was launched) and keeps a state one token longer, but one that reaches its token limit is held.
-void SharedPrefixesAndChatTurns(EngineOptions::Overlap overlap) {
+void SharedPrefixesAndChatTurns(Family family, EngineOptions::Overlap overlap) {
   std::vector<GenerateRequest> reqs = SharedPrefixRequests();
   // A chat's next turn: request 1's prompt, its answer, and a new message.
-  const Results first = Cold({reqs[0]});
+  const Results first = Cold(family, {reqs[0]});
   GenerateRequest turn = reqs[0];
   turn.prompt_ids =
       Concat(Concat(reqs[0].prompt_ids, first.at({1, 0}).ids), testing::RandomIds(9, 80));
   reqs.push_back(turn);
-  const Results cold = Cold(reqs);
+  const Results cold = Cold(family, reqs);
 
-  auto core = NewCore(CacheOptions(true, overlap));
+  auto core = NewCore(CacheOptions(family, true, overlap));
   Results warm;
   // Request 1 alone, then its next turn alone, then the rest together at a random budget.
   for (uint64_t id : {1, 7}) {
@@ -115,22 +117,24 @@ void SharedPrefixesAndChatTurns(EngineOptions::Overlap overlap) {
   EXPECT_EQ(core->cache().Stats().bytes_used, 0);
 }
 
-TEST(PrefixCacheTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
-  SharedPrefixesAndChatTurns(EngineOptions::Overlap::kOff);
+class PrefixCacheFamilyTest : public ::testing::TestWithParam<Family> {};
+
+TEST_P(PrefixCacheFamilyTest, SharedPrefixesAndChatTurnsGiveColdRunOutputs) {
+  SharedPrefixesAndChatTurns(GetParam(), EngineOptions::Overlap::kOff);
 }
 
-TEST(PrefixCacheTest, OverlapSchedulingKeepsColdRunOutputs) {
-  SharedPrefixesAndChatTurns(EngineOptions::Overlap::kOn);
+TEST_P(PrefixCacheFamilyTest, OverlapSchedulingKeepsColdRunOutputs) {
+  SharedPrefixesAndChatTurns(GetParam(), EngineOptions::Overlap::kOn);
 }
 
-void MemoryPressure(EngineOptions::Overlap overlap) {
+void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
   const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
-  const Results cold = Cold(reqs);
-  EngineOptions o = CacheOptions(true, overlap);
+  const Results cold = Cold(family, reqs);
+  EngineOptions o = CacheOptions(family, true, overlap);
   // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
   // alone: several running at once outgrow it, so cached states give way and requests are
   // preempted.
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  const auto layout = testing::SmallLayout(family, 0);
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;
@@ -162,16 +166,19 @@ void MemoryPressure(EngineOptions::Overlap overlap) {
   EXPECT_EQ(st.state_bytes_used, 0);
 }
 
-TEST(PrefixCacheTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
-  MemoryPressure(EngineOptions::Overlap::kOff);
+TEST_P(PrefixCacheFamilyTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff);
 }
 
-TEST(PrefixCacheTest, MemoryPressureWithOverlapSchedulingStillMatches) {
-  MemoryPressure(EngineOptions::Overlap::kOn);
+TEST_P(PrefixCacheFamilyTest, MemoryPressureWithOverlapSchedulingStillMatches) {
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, PrefixCacheFamilyTest,
+                         ::testing::Values(Family::kV4, Family::kV41), testing::FamilyParamName);
 
 TEST(PrefixCacheTest, BadOptionsAreRefused) {
-  EngineOptions o = CacheOptions(true);
+  EngineOptions o = CacheOptions(Family::kV4, true);
   o.prefix_checkpoint_interval = 100;
   EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
   o.prefix_checkpoint_interval = 0;

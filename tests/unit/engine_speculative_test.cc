@@ -11,5 +11,11 @@ TEST(EngineSpeculativeTest, GoldenMixGivesTheSameIdsAndLogprobs) {
   testing::ExpectSpeculationExact(Device::kCpu);
 }
 
+// DeepSeek-V4.1 rolls back its rejected drafts too (window and compressor rings by position, the
+// ratio-2 / ratio-1 entry lists truncated to floor(length / ratio)).
+TEST(EngineSpeculativeTest, GoldenV41MixGivesTheSameIdsAndLogprobs) {
+  testing::ExpectSpeculationExact(Device::kCpu, testing::kGoldenV41ModelA);
+}
+
 }  // namespace
 }  // namespace dsinfer

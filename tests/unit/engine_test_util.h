@@ -1,5 +1,6 @@
-// Helpers for engine tests: a shared small model dir, a fake text codec (one letter per id), and a
-// driver that runs an EngineCore until it is idle and gathers its completions.
+// Helpers for engine tests: a shared small model dir of each model family, a fake text codec (one
+// letter per id), and a driver that runs an EngineCore until it is idle and gathers its
+// completions. The engine tests that hold for every family run on both (Family).
 #pragma once
 
 #include <map>
@@ -9,19 +10,40 @@
 
 #include "engine/engine_core.h"
 #include "letter_codec.h"
+#include "model/deepseek_v4/state_layout.h"
+#include "model/deepseek_v41/state_layout.h"
 #include "model_test_util.h"
 
 namespace dsinfer::testing {
 
-inline const std::string& EngineModelDir() {
-  static const std::string* dir =
-      new std::string(SmallModelDir(model::deepseek_v4::WeightFormat::kF32, "engine"));
-  return *dir;
+// The small model of each family: SmallConfig() (DeepSeek-V4) and SmallV41Config()
+// (DeepSeek-V4.1), both with 300-token vocabularies, so RandomIds() suits either.
+enum class Family { kV4, kV41 };
+
+inline std::string FamilyName(Family f) { return f == Family::kV4 ? "V4" : "V41"; }
+
+// For INSTANTIATE_TEST_SUITE_P(..., ::testing::Values(Family::kV4, Family::kV41), FamilyParamName).
+inline std::string FamilyParamName(const ::testing::TestParamInfo<Family>& info) {
+  return FamilyName(info.param);
 }
 
-inline EngineOptions SmallEngineOptions() {
+inline const std::string& EngineModelDir(Family f = Family::kV4) {
+  static const std::string* v4 =
+      new std::string(SmallModelDir(model::deepseek_v4::WeightFormat::kF32, "engine"));
+  static const std::string* v41 = new std::string(SmallV41ModelDir("engine_v41"));
+  return f == Family::kV4 ? *v4 : *v41;
+}
+
+// The state layout the engine plans for the family's small model with `rollback_slack`.
+inline cache::StateLayout SmallLayout(Family f, int rollback_slack = 0) {
+  return f == Family::kV4
+             ? model::deepseek_v4::DeepseekV4StateLayout(SmallConfig(), rollback_slack)
+             : model::deepseek_v41::DeepseekV41StateLayout(SmallV41Config(), rollback_slack);
+}
+
+inline EngineOptions SmallEngineOptions(Family f = Family::kV4) {
   EngineOptions o;
-  o.model_dir = EngineModelDir();
+  o.model_dir = EngineModelDir(f);
   o.num_threads = 1;
   o.state_memory_bytes = 64 << 20;
   o.max_batch_tokens = 64;

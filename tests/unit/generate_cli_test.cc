@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/npy.h"
 #include "model_test_util.h"
 
 namespace dsinfer {
@@ -171,6 +172,51 @@ TEST_F(GenerateCliTest, UsageErrorsAndUnknownModel) {
   const Result too_long = Generate("--model " + *model_ + " --prompt-ids 1,2,3,4 --max-model-len 4 --quiet");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_EQ(Lines(too_long.out).at(0)["error"]["code"], "OUT_OF_RANGE");
+}
+
+// A DeepSeek-V4.1 model dir from `init-model --preset v41-tiny` runs through the same commands:
+// generate (seeded output reproducible, n-gram speculation giving the same output, MTP refused
+// naming DSpark) and logits (every schedule the same logits).
+TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
+  const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
+  const std::string dir = testing::ScratchDir("generate_cli_v41");
+  ASSERT_EQ(
+      std::system(("timeout 120 " + bin + " init-model --preset v41-tiny --weights bf16 --out " +
+                   dir + "/model > /dev/null")
+                      .c_str()),
+      0);
+  const std::string model = dir + "/model";
+  const std::string args = "--model " + model +
+                           " --prompt-ids 5,17,300,9,5,17,300,9,5,17 --max-tokens 8 --seed 4 "
+                           "--temperature 0.8 --threads 2 --quiet";
+  const Result a = Generate(args), b = Generate(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto ids = Lines(a.out).at(0)["choices"][0]["ids"];
+  EXPECT_EQ(ids.size(), 8u);
+  EXPECT_EQ(Lines(b.out).at(0)["choices"][0]["ids"], ids);
+  const Result spec = Generate(args + " --speculative-method ngram --num-speculative-tokens 3");
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  EXPECT_EQ(Lines(spec.out).at(0)["choices"][0]["ids"], ids);
+  const Result mtp = Generate(args + " --speculative-method mtp");
+  EXPECT_EQ(mtp.exit_code, 1);
+  EXPECT_NE(mtp.err.find("DSpark"), std::string::npos) << mtp.err;
+
+  testing::WriteFile(dir + "/ids.json", R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7]})");
+  std::vector<std::vector<float>> logits;
+  for (const std::string schedule : {"", "--chunks 5,3", "--prefill 1"}) {
+    const std::string out = dir + "/logits.npy";
+    ASSERT_EQ(std::system(("timeout 120 " + bin + " logits --threads 2 --model " + model +
+                           " --ids-file " + dir + "/ids.json --out " + out + " " + schedule)
+                              .c_str()),
+              0)
+        << schedule;
+    auto npy = io::ReadNpyF32(out);
+    ASSERT_TRUE(npy.ok()) << npy.status().ToString();
+    EXPECT_EQ(npy->shape, (std::vector<int64_t>{14, 129280}));
+    logits.push_back(npy->data);
+  }
+  EXPECT_EQ(logits[1], logits[0]) << "--chunks 5,3";
+  EXPECT_EQ(logits[2], logits[0]) << "--prefill 1";
 }
 
 }  // namespace

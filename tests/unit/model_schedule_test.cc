@@ -27,18 +27,7 @@ class ModelScheduleTest : public ::testing::Test {
 
   // Logits of every position when fed in chunks of the given sizes.
   static std::vector<float> Run(const std::vector<int32_t>& ids, const std::vector<int>& sizes) {
-    auto state = model_->NewSequence();
-    std::vector<float> all;
-    size_t at = 0;
-    for (int s : sizes) {
-      SequenceChunk ch{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)};
-      auto out = model_->Forward({ch}, LogitsRows::kAll);
-      EXPECT_TRUE(out.ok());
-      all.insert(all.end(), out->logits.begin(), out->logits.end());
-      at += s;
-    }
-    EXPECT_EQ(at, ids.size());
-    return all;
+    return testing::ChunkedLogits(*model_, ids, sizes, LogitsRows::kAll);
   }
 
   static std::string* dir_;
@@ -51,18 +40,8 @@ TEST_F(ModelScheduleTest, AllSchedulesGiveIdenticalLogits) {
   const auto ids = Ids(70, 1);  // 4+ HCA windows (rate 16), 17 CSA entries > top-k 8, window 16
   const auto whole = Run(ids, {70});
   ASSERT_EQ(whole.size(), 70u * 300u);
-  EXPECT_EQ(Run(ids, std::vector<int>(70, 1)), whole) << "token by token";
-  EXPECT_EQ(Run(ids, {5, 11, 3, 17, 34}), whole) << "odd chunks";
-  EXPECT_EQ(Run(ids, {33, 1, 1, 1, 34}), whole) << "prefill then decode then prefill";
-  std::mt19937 rng(9);
-  for (int trial = 0; trial < 3; ++trial) {
-    std::vector<int> sizes;
-    for (int left = 70; left > 0;) {
-      int s = std::min<int>(left, 1 + rng() % 20);
-      sizes.push_back(s);
-      left -= s;
-    }
-    EXPECT_EQ(Run(ids, sizes), whole) << "random chunks, trial " << trial;
+  for (const auto& [name, sizes] : testing::Schedules(70, 20)) {
+    EXPECT_EQ(Run(ids, sizes), whole) << name;
   }
 }
 

@@ -1,10 +1,19 @@
-// A small DeepSeek-V4 config with every layer type for model tests, and a cached model dir.
+// Small model configs for model tests — DeepSeek-V4 with every layer type, DeepSeek-V4.1 with
+// every layer mode — their model dirs, and the chunked forward both families' schedule tests run.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "model/deepseek_v4/init_presets.h"
+#include "model/deepseek_v41/init_presets.h"
 #include "test_util.h"
 
 namespace dsinfer::testing {
@@ -31,6 +40,88 @@ inline std::string SmallModelDir(model::deepseek_v4::WeightFormat format, const 
   auto st = model::deepseek_v4::WriteRandomModel(SmallConfig(), dir, seed, format);
   if (!st.ok()) throw std::runtime_error(st.ToString());
   return dir;
+}
+
+// The v41-tiny preset with a 300-token vocabulary: window-only layers, two ratio-2 KV groups, a
+// ratio-1 group with a Reuse and a Reindex layer, the two-level top-k; windows of 8.
+inline io::DeepseekV41Config SmallV41Config() {
+  auto c = *model::deepseek_v41::PresetConfig("v41-tiny");
+  c.vocab_size = 300;
+  return c;
+}
+
+inline std::string SmallV41ModelDir(const std::string& name, uint64_t seed = 11) {
+  const std::string dir = ScratchDir("model_" + name);
+  auto st = model::deepseek_v41::WriteRandomModel(SmallV41Config(), dir, seed);
+  if (!st.ok()) throw std::runtime_error(st.ToString());
+  return dir;
+}
+
+// The logits of every position of `ids` fed to a fresh sequence of `model` (either family's Model)
+// in chunks of `sizes` (which must cover `ids`).
+template <typename Model, typename Rows>
+std::vector<float> ChunkedLogits(Model& model, const std::vector<int32_t>& ids,
+                                 const std::vector<int>& sizes, Rows all_rows) {
+  auto state = model.NewSequence();
+  std::vector<float> all;
+  size_t at = 0;
+  for (int s : sizes) {
+    auto out = model.Forward(
+        {{state.get(), std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)}}, all_rows);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (out.ok()) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(*out)>, std::vector<float>>) {
+        all.insert(all.end(), out->begin(), out->end());
+      } else {
+        all.insert(all.end(), out->logits.begin(), out->logits.end());
+      }
+    }
+    at += s;
+  }
+  EXPECT_EQ(at, ids.size());
+  return all;
+}
+
+// Named schedules that cover `n` tokens: token by token, odd chunks, a prefill then three decode
+// steps then a prefill, and `random` random chunkings (chunks of 1..max_chunk), for checks that
+// every schedule gives the same logits.
+inline std::vector<std::pair<std::string, std::vector<int>>> Schedules(int n, int max_chunk,
+                                                                       int random = 3) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  out.push_back({"token by token", std::vector<int>(static_cast<size_t>(n), 1)});
+  std::vector<int> odd;
+  int left = n;
+  for (int s : {5, 11, 3, 17}) {
+    if (left <= s) break;
+    odd.push_back(s);
+    left -= s;
+  }
+  odd.push_back(left);
+  out.push_back({"odd chunks", odd});
+  const int prefill = std::max(1, n / 2 - 2);
+  if (n > prefill + 3)
+    out.push_back({"prefill, decode, prefill", {prefill, 1, 1, 1, n - prefill - 3}});
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < random; ++trial) {
+    std::vector<int> sizes;
+    for (int rest = n; rest > 0;) {
+      const int s = std::min<int>(rest, 1 + static_cast<int>(rng() % max_chunk));
+      sizes.push_back(s);
+      rest -= s;
+    }
+    out.push_back({"random chunks, trial " + std::to_string(trial), sizes});
+  }
+  return out;
+}
+
+// The argmax id of each row of logits [rows, vocab] (ties to the lower id).
+inline std::vector<int64_t> ArgmaxRows(const std::vector<float>& logits, int64_t vocab) {
+  std::vector<int64_t> ids;
+  for (size_t at = 0; at + static_cast<size_t>(vocab) <= logits.size(); at += vocab) {
+    ids.push_back(std::max_element(logits.begin() + at, logits.begin() + at + vocab) -
+                  (logits.begin() + at));
+  }
+  return ids;
 }
 
 }  // namespace dsinfer::testing

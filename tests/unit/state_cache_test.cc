@@ -1,5 +1,6 @@
-// State cache: the layout's bytes equal the model's SequenceState bytes at every length; the
-// planner respects the budget; reservations are all-or-nothing and Free returns everything.
+// State cache: the layout's bytes equal the model's state bytes at every length and state in cache
+// pages computes what heap state does (both model families); the planner respects the budget;
+// reservations are all-or-nothing and Free returns everything.
 #include "cache/state_cache.h"
 
 #include <gtest/gtest.h>
@@ -8,29 +9,51 @@
 
 #include "cache/memory_planner.h"
 #include "cache/prefix_index.h"
-#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/state_layout.h"
+#include "model/model_loader.h"
+#include "model/paged_state.h"
 #include "model_test_util.h"
 
 namespace dsinfer::cache {
 namespace {
 
-TEST(StateLayoutTest, BytesMatchTheModelStateAtEveryLength) {
-  using namespace model::deepseek_v4;
-  const auto dir = testing::SmallModelDir(WeightFormat::kF32, "layout");
-  auto m = Model::Load(dir, {1});
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
+// Both model families, through the family seam: a V4 and a V4.1 small model dir.
+class FamilyStateTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static std::unique_ptr<model::LanguageModel> Load(const std::string& family, int threads) {
+    const std::string dir =
+        family == "V4" ? testing::SmallModelDir(model::deepseek_v4::WeightFormat::kF32, "state_v4")
+                       : testing::SmallV41ModelDir("state_v41");
+    auto m = model::LoadLanguageModel(dir, {threads});
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    return m.ok() ? std::move(m).value() : nullptr;
+  }
+  // The logits of each chunk's every row.
+  static std::vector<float> Forward(model::LanguageModel& m,
+                                    std::vector<model::ModelChunk> chunks) {
+    for (auto& ch : chunks) ch.logits_tail = static_cast<int64_t>(ch.ids.size());
+    auto out = m.Forward(chunks, false);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? out->logits : std::vector<float>();
+  }
+};
+
+TEST_P(FamilyStateTest, LayoutBytesMatchTheModelStateAtEveryLength) {
+  auto m = Load(GetParam(), 1);
+  ASSERT_NE(m, nullptr);
   for (int slack : {0, 4}) {
-    const auto layout = model::deepseek_v4::DeepseekV4StateLayout((*m)->config(), slack);
-    auto state = (*m)->NewSequence(slack);
+    const auto layout = m->StateLayoutFor(slack);
+    model::HeapStatePages pages(layout);
+    auto state = m->NewSequence(slack, layout, &pages);
     EXPECT_EQ(layout.ExactBytes(0), static_cast<int64_t>(state->bytes()));
     std::mt19937 rng(5);
     int64_t length = 0;
     for (int chunk : {1, 3, 12, 1, 20, 7, 30}) {
       const std::vector<int32_t> ids = testing::RandomIds(chunk, static_cast<uint32_t>(rng()));
-      ASSERT_TRUE((*m)->Forward({{state.get(), ids}}, LogitsRows::kLast).ok());
+      ASSERT_TRUE(m->Forward({{state.get(), ids, 1}}, false).ok());
       length += chunk;
-      EXPECT_EQ(layout.ExactBytes(length), static_cast<int64_t>(state->bytes())) << "length " << length;
+      EXPECT_EQ(layout.ExactBytes(length), static_cast<int64_t>(state->bytes()))
+          << "length " << length;
     }
   }
 }
@@ -120,13 +143,12 @@ TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
 // The model's state really lives in the pools: two requests whose rows are pages of one cache
 // (interleaved page ids) compute exactly what private heap state computes, and a fork copied into
 // its own pages continues identically.
-TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
-  using namespace model::deepseek_v4;
-  const auto dir = testing::SmallModelDir(WeightFormat::kF32, "paged");
-  auto m = Model::Load(dir, {2});
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  Model& model = **m;
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(model.config(), 0);
+TEST_P(FamilyStateTest, ModelStateInCachePagesIsExact) {
+  auto loaded = Load(GetParam(), 2);
+  ASSERT_NE(loaded, nullptr);
+  model::LanguageModel& model = *loaded;
+  const int64_t V = model.info().vocab_size;
+  const auto layout = model.StateLayoutFor(0);
   PlanOptions o;
   o.max_sequences = 4;
   o.rows_per_page = 2;  // many pages per request
@@ -137,30 +159,32 @@ TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
   StateCache cache(*plan);
 
   const std::vector<int32_t> a = testing::RandomIds(70, 3), b = testing::RandomIds(45, 4);
-  auto heap_a = model.NewSequence(0), heap_b = model.NewSequence(0);
-  auto ref_a = model.Forward({{heap_a.get(), a}}, LogitsRows::kAll);
-  auto ref_b = model.Forward({{heap_b.get(), b}}, LogitsRows::kAll);
-  ASSERT_TRUE(ref_a.ok() && ref_b.ok());
+  model::HeapStatePages heap_pages_a(layout), heap_pages_b(layout);
+  auto heap_a = model.NewSequence(0, layout, &heap_pages_a);
+  auto heap_b = model.NewSequence(0, layout, &heap_pages_b);
+  const auto ref_a = Forward(model, {{heap_a.get(), a}});
+  const auto ref_b = Forward(model, {{heap_b.get(), b}});
 
-  std::unique_ptr<SequenceState> sa, sb;
+  std::unique_ptr<model::ModelSequence> sa, sb;
   std::vector<float> got_a, got_b;
   for (size_t at = 0; at < a.size(); at += 9) {  // interleave growth so the pages interleave
-    const size_t na = std::min<size_t>(9, a.size() - at), nb = at < b.size() ? std::min<size_t>(9, b.size() - at) : 0;
+    const size_t na = std::min<size_t>(9, a.size() - at),
+                 nb = at < b.size() ? std::min<size_t>(9, b.size() - at) : 0;
     ASSERT_TRUE(cache.Reserve(1, static_cast<int64_t>(at + na)).ok());
     if (!sa) sa = model.NewSequence(0, layout, cache.Pages(1));
-    std::vector<SequenceChunk> chunks = {{sa.get(), std::vector<int32_t>(a.begin() + at, a.begin() + at + na)}};
+    std::vector<model::ModelChunk> chunks = {
+        {sa.get(), std::vector<int32_t>(a.begin() + at, a.begin() + at + na)}};
     if (nb > 0) {
       ASSERT_TRUE(cache.Reserve(2, static_cast<int64_t>(at + nb)).ok());
       if (!sb) sb = model.NewSequence(0, layout, cache.Pages(2));
       chunks.push_back({sb.get(), std::vector<int32_t>(b.begin() + at, b.begin() + at + nb)});
     }
-    auto out = model.Forward(chunks, LogitsRows::kAll);
-    ASSERT_TRUE(out.ok());
-    got_a.insert(got_a.end(), out->logits.begin(), out->logits.begin() + na * 300);
-    got_b.insert(got_b.end(), out->logits.begin() + na * 300, out->logits.end());
+    const auto out = Forward(model, chunks);
+    got_a.insert(got_a.end(), out.begin(), out.begin() + static_cast<int64_t>(na) * V);
+    got_b.insert(got_b.end(), out.begin() + static_cast<int64_t>(na) * V, out.end());
   }
-  EXPECT_EQ(got_a, ref_a->logits);
-  EXPECT_EQ(got_b, ref_b->logits);
+  EXPECT_EQ(got_a, ref_a);
+  EXPECT_EQ(got_b, ref_b);
   EXPECT_GT(cache.Stats().bytes_used, 0);
 
   // Fork request 2 into request 3 and continue both with the same token: identical logits.
@@ -169,13 +193,17 @@ TEST(StateCacheTest, ModelStateInCachePagesIsExact) {
   sc->CopyFrom(*sb);
   ASSERT_TRUE(cache.Reserve(2, static_cast<int64_t>(b.size()) + 1).ok());
   ASSERT_TRUE(cache.Reserve(3, static_cast<int64_t>(b.size()) + 1).ok());
-  auto o2 = model.Forward({{sb.get(), {17}}}, LogitsRows::kLast);
-  auto o3 = model.Forward({{sc.get(), {17}}}, LogitsRows::kLast);
-  auto oh = model.Forward({{heap_b.get(), {17}}}, LogitsRows::kLast);
-  ASSERT_TRUE(o2.ok() && o3.ok() && oh.ok());
-  EXPECT_EQ(o2->logits, oh->logits);
-  EXPECT_EQ(o3->logits, oh->logits);
+  const auto o2 = Forward(model, {{sb.get(), {17}}});
+  const auto o3 = Forward(model, {{sc.get(), {17}}});
+  const auto oh = Forward(model, {{heap_b.get(), {17}}});
+  EXPECT_EQ(o2, oh);
+  EXPECT_EQ(o3, oh);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyStateTest, ::testing::Values("V4", "V41"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param;
+                         });
 
 }  // namespace
 }  // namespace dsinfer::cache

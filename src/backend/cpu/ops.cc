@@ -32,6 +32,16 @@ void Rope(float* x, int64_t n_pairs, const float* inv_freq, int64_t position, bo
   }
 }
 
+void RopeRows(float* v, int64_t rows, int64_t per_token, int64_t dim, int rope_dim,
+              const std::vector<float>& inv_freq, const int64_t* positions, bool inverse) {
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t h = 0; h < per_token; ++h) {
+      float* row = v + (t * per_token + h) * dim;
+      Rope(row + dim - rope_dim, rope_dim / 2, inv_freq.data(), positions[t], inverse);
+    }
+  }
+}
+
 void Softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float m = *std::max_element(x, x + n);

@@ -4,52 +4,19 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/indexer.h"
+#include "model/deepseek_v4/latent_attention.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
 namespace cpu = backend::cpu;
 
-namespace {
-
-// RoPE on the trailing rope dims of `rows` vectors of `dim` at each row's position.
-void RopeRows(float* v, int64_t n, int64_t per_token, int64_t dim, int rope_dim,
-              const std::vector<float>& inv_freq, const int64_t* positions, bool inverse) {
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < per_token; ++h) {
-      float* row = v + (t * per_token + h) * dim;
-      cpu::Rope(row + dim - rope_dim, rope_dim / 2, inv_freq.data(), positions[t], inverse);
-    }
-  }
-}
-
-// One query head over a key list with a sink logit: o = Σ softmax([z_j, sink])_j · k_j.
-void AttendHead(const float* q, const std::vector<const float*>& keys, int64_t d, float scale,
-                float sink, float* logits, float* o) {
-  const int64_t n = static_cast<int64_t>(keys.size());
-  float m = sink;
-  for (int64_t j = 0; j < n; ++j) {
-    logits[j] = cpu::Dot(q, keys[j], d) * scale;
-    m = std::max(m, logits[j]);
-  }
-  float den = std::exp(sink - m);
-  for (int64_t j = 0; j < n; ++j) {
-    logits[j] = std::exp(logits[j] - m);
-    den += logits[j];
-  }
-  const float inv = 1.0f / den;
-  std::fill(o, o + d, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const float p = logits[j] * inv;
-    const float* k = keys[j];
-    for (int64_t i = 0; i < d; ++i) o[i] += p * k[i];
-  }
-}
-
-}  // namespace
+using cpu::AttendHead;
+using cpu::RopeRows;
 
 void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
                       const RopeTables& rope, int layer, const TokenBatch& batch, const float* x,
@@ -60,19 +27,15 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   const std::vector<float>& inv_freq = rope.ForRate(w.compress_rate);
   const int64_t* pos = batch.positions.data();
 
-  // ---- query: cq = q_norm(x·wq_aᵀ); q = per-head-RMS(cq·wq_bᵀ) with RoPE ----
-  std::vector<float> cq(static_cast<size_t>(n * c.q_lora_rank));  // [N, q_lora_rank]
-  cpu::Linear(x, n, D, w.wq_a.view(), c.q_lora_rank, cq.data(), pool);
-  cpu::RmsNorm(cq.data(), n, c.q_lora_rank, w.q_norm.data(), eps);
-  std::vector<float> q(static_cast<size_t>(n * H * d));  // [N, H, d]
-  cpu::Linear(cq.data(), n, c.q_lora_rank, w.wq_b.view(), H * d, q.data(), pool);
+  // ---- cq = q_norm(x·wq_aᵀ); q = per-head-RMS(cq·wq_bᵀ) with RoPE; K=V = kv_norm(x·wkvᵀ) with
+  // RoPE ----
+  const LatentDims dims = LatentDims::Of(c);
+  LatentInputs in = ProjectLatentInputs(w, dims, x, n, pool);
+  std::vector<float>& cq = in.cq;  // [N, q_lora_rank]
+  std::vector<float>& q = in.q;    // [N, H, d]
+  std::vector<float>& kv = in.kv;  // [N, d]
   cpu::RmsNorm(q.data(), n * H, d, nullptr, eps);
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
-
-  // ---- shared K=V: kv_norm(x·wkvᵀ) with RoPE ----
-  std::vector<float> kv(static_cast<size_t>(n * d));  // [N, d]
-  cpu::Linear(x, n, D, w.wkv.view(), d, kv.data(), pool);
-  cpu::RmsNorm(kv.data(), n, d, w.kv_norm.data(), eps);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
 
   // ---- compressor and indexer projections ----
@@ -148,14 +111,7 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   }
 
   // ---- de-rotate at the query position, grouped output projection ----
-  RopeRows(o.data(), n, H, d, rd, inv_freq, pos, true);
-  const int64_t G = c.o_groups, olr = c.o_lora_rank, group_in = H * d / G;
-  std::vector<float> z(static_cast<size_t>(n * G * olr));  // [N, G * o_lora_rank]
-  for (int64_t g = 0; g < G; ++g) {
-    cpu::Gemm(o.data() + g * group_in, n, group_in, H * d, w.wo_a.view().Offset(g * olr, group_in), olr,
-              z.data() + g * olr, G * olr, pool);
-  }
-  cpu::Linear(z.data(), n, G * olr, w.wo_b.view(), D, out, pool);
+  ProjectLatentOutput(w, dims, inv_freq, pos, o.data(), n, out, pool);
 }
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -1,5 +1,6 @@
 #include "model/deepseek_v4/hyper_connection.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -23,6 +24,18 @@ std::vector<float> Mix(const std::vector<float>& fn, int64_t outs, const float* 
 }
 
 }  // namespace
+
+std::vector<float> HcEmbed(const Matrix& embed, const std::vector<int32_t>& ids, int64_t hc,
+                           int64_t D) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<float> X(static_cast<size_t>(n * hc * D));
+  for (int64_t t = 0; t < n; ++t) {
+    float* x0 = X.data() + t * hc * D;
+    embed.CopyRow(ids[t], x0);
+    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
+  }
+  return X;
+}
 
 void HcMixes(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X,
              int64_t n, float* pre, float* post, float* comb, ThreadPool* pool) {

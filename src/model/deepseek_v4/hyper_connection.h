@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/weights.h"
 
 namespace dsinfer::model::deepseek_v4 {
+
+// The residual streams of token ids: X [n, hc, D] = embed[ids] on every stream.
+std::vector<float> HcEmbed(const Matrix& embed, const std::vector<int32_t>& ids, int64_t hc,
+                           int64_t D);
 
 // X: [n, hc, D] streams. Writes u [n, D], post [n, hc], comb [n, hc, hc] (comb[j][k] row-major).
 void HcPre(const HyperConnectionWeights& w, const io::DeepseekV4Config& c, const float* X, int64_t n,

@@ -44,14 +44,18 @@ int64_t Model::ActiveWeightBytes() const {
   return bytes;
 }
 
-Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+Status CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size) {
   for (int32_t id : ids) {
-    if (id < 0 || id >= config_.vocab_size) {
+    if (id < 0 || id >= vocab_size) {
       return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                             std::to_string(config_.vocab_size) + ")");
+                             std::to_string(vocab_size) + ")");
     }
   }
   return Status::Ok();
+}
+
+Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+  return CheckTokenIds(ids, config_.vocab_size);
 }
 
 void Model::Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X) {
@@ -145,15 +149,10 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
     starts.push_back(ch.state->length());
   }
   TokenBatch batch = MakeBatch(states, ids, starts);
-  const int64_t n = batch.size(), D = c.hidden_size, hc = c.hc_mult;
+  const int64_t D = c.hidden_size, hc = c.hc_mult;
 
   // h = embed[ids], broadcast to the hc streams: X [N, hc, D].
-  std::vector<float> X(static_cast<size_t>(n * hc * D));
-  for (int64_t t = 0; t < n; ++t) {
-    float* x0 = X.data() + t * hc * D;
-    weights_->embed.CopyRow(batch.ids[t], x0);
-    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
-  }
+  std::vector<float> X = HcEmbed(weights_->embed, batch.ids, hc, D);
   for (int l = 0; l < c.num_layers; ++l) Block(weights_->layers[l], l, batch, X.data());
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 

@@ -41,6 +41,9 @@ struct ForwardOutput {
   std::vector<float> streams;  // [N, hc, D] the residual streams before hc_head (MTP input); if asked
 };
 
+// InvalidArgument naming the first id outside [0, vocab_size) (both families' input check).
+Status CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size);
+
 class Model {
  public:
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir,

@@ -7,61 +7,6 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-HeapStatePages::HeapStatePages(const StateLayout& layout, int64_t growing_rows_per_page) {
-  for (const auto& comp : layout.components()) {
-    const int64_t rows = comp.ring() ? comp.ring_rows : growing_rows_per_page;
-    rows_per_page_.push_back(rows);
-    page_floats_.push_back(rows * comp.floats_per_row());
-  }
-  pages_.resize(layout.components().size());
-}
-
-float* HeapStatePages::Page(int component, int64_t index) {
-  auto& pages = pages_[component];
-  while (static_cast<int64_t>(pages.size()) <= index) {
-    pages.push_back(std::make_unique<float[]>(static_cast<size_t>(page_floats_[component])));
-  }
-  return pages[index].get();
-}
-
-const float* PositionRing::Row(int64_t pos) const {
-  DSINFER_CHECK(pos >= oldest_ && pos < end_);
-  return rows_.Row(pos % capacity_);
-}
-
-void PositionRing::Append(const float* row) {
-  std::memcpy(rows_.Row(end_ % capacity_), row, width() * sizeof(float));
-  ++end_;
-  oldest_ = std::max(oldest_, end_ - capacity_);
-}
-
-void PositionRing::Truncate(int64_t new_end) {
-  DSINFER_CHECK(new_end >= oldest_ && new_end <= end_);
-  end_ = new_end;
-}
-
-void PositionRing::CopyFrom(const PositionRing& other) {
-  DSINFER_CHECK(other.capacity_ == capacity_ && other.width() == width());
-  for (int64_t slot = 0; slot < capacity_; ++slot) {
-    std::memcpy(rows_.Row(slot), other.rows_.Row(slot), width() * sizeof(float));
-  }
-  end_ = other.end_;
-  oldest_ = other.oldest_;
-}
-
-void EntryList::Append(const float* row) {
-  std::memcpy(rows_.Row(count_), row, width() * sizeof(float));
-  ++count_;
-}
-
-void EntryList::CopyFrom(const EntryList& other) {
-  DSINFER_CHECK(other.width() == width());
-  for (int64_t i = 0; i < other.count_; ++i) {
-    std::memcpy(rows_.Row(i), other.rows_.Row(i), width() * sizeof(float));
-  }
-  count_ = other.count_;
-}
-
 SequenceState::SequenceState(const io::DeepseekV4Config& config, int rollback_slack)
     : rollback_slack_(rollback_slack) {
   const StateLayout layout = DeepseekV4StateLayout(config, rollback_slack);
@@ -80,47 +25,16 @@ void SequenceState::Bind(const io::DeepseekV4Config& c, const StateLayout& layou
   layers_.resize(c.num_layers + 1);
   for (int i = 0; i <= c.num_layers; ++i) {
     layers_[i].compress_rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
+    layers_[i].has_index = layers_[i].compress_rate != 0 && layers_[i].compress_rate == c.csa_rate;
   }
-  const auto& comps = layout.components();
-  for (size_t ci = 0; ci < comps.size(); ++ci) {
-    for (const StateMember& m : comps[ci].members) {
-      PagedRows rows(pages, static_cast<int>(ci), m.offset, m.width);
-      LayerState& s = layers_[m.layer];
-      switch (static_cast<StateStream>(m.stream)) {
-        case StateStream::kWindow: s.window = PositionRing(rows, comps[ci].ring_rows); break;
-        case StateStream::kCompressorRows: s.comp_rows = PositionRing(rows, comps[ci].ring_rows); break;
-        case StateStream::kIndexRows: s.index_rows = PositionRing(rows, comps[ci].ring_rows); break;
-        case StateStream::kCompressed: s.comp_entries = EntryList(rows); break;
-        case StateStream::kIndexKeys:
-          s.index_entries = EntryList(rows);
-          s.has_index = true;
-          break;
-      }
-    }
-  }
+  BindLayerStreams(layout, pages, &layers_);
 }
 
 Status SequenceState::Rollback(int64_t new_length) {
-  if (new_length < 0 || new_length > length_) {
-    return InvalidArgument("rollback to " + std::to_string(new_length) + " of a sequence of " +
-                           std::to_string(length_));
-  }
-  if (length_ - new_length > rollback_slack_) {
-    return OutOfRange("rollback of " + std::to_string(length_ - new_length) +
-                      " tokens exceeds the slack of " + std::to_string(rollback_slack_));
-  }
+  DSINFER_RETURN_IF_ERROR(CheckRollback(length_, new_length, rollback_slack_));
   const int64_t new_mtp = std::min(mtp_length_, new_length);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    LayerState& s = layers_[i];
-    const int64_t n = i + 1 == layers_.size() ? new_mtp : new_length;
-    if (s.window.end() > n) s.window.Truncate(n);
-    if (s.compress_rate == 0) continue;
-    if (s.comp_rows.end() > n) s.comp_rows.Truncate(n);
-    s.comp_entries.Truncate(std::min(s.comp_entries.count(), n / s.compress_rate));
-    if (s.has_index) {
-      if (s.index_rows.end() > n) s.index_rows.Truncate(n);
-      s.index_entries.Truncate(std::min(s.index_entries.count(), n / s.compress_rate));
-    }
+    layers_[i].Truncate(i + 1 == layers_.size() ? new_mtp : new_length, layers_[i].compress_rate);
   }
   length_ = new_length;
   mtp_length_ = new_mtp;
@@ -144,30 +58,14 @@ Status SequenceState::RollbackMtp(int64_t new_mtp_length) {
 
 void SequenceState::CopyFrom(const SequenceState& other) {
   DSINFER_CHECK(other.layers_.size() == layers_.size() && other.rollback_slack_ == rollback_slack_);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    LayerState& s = layers_[i];
-    const LayerState& o = other.layers_[i];
-    s.window.CopyFrom(o.window);
-    if (s.compress_rate == 0) continue;
-    s.comp_rows.CopyFrom(o.comp_rows);
-    s.comp_entries.CopyFrom(o.comp_entries);
-    if (s.has_index) {
-      s.index_rows.CopyFrom(o.index_rows);
-      s.index_entries.CopyFrom(o.index_entries);
-    }
-  }
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].CopyFrom(other.layers_[i]);
   length_ = other.length_;
   mtp_length_ = other.mtp_length_;
 }
 
 size_t SequenceState::bytes() const {
   size_t n = 0;
-  for (const auto& s : layers_) {
-    n += s.window.bytes();
-    if (s.compress_rate == 0) continue;
-    n += s.comp_rows.bytes() + s.comp_entries.bytes();
-    if (s.has_index) n += s.index_rows.bytes() + s.index_entries.bytes();
-  }
+  for (const auto& s : layers_) n += s.bytes();
   return n;
 }
 

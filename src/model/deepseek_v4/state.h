@@ -21,97 +21,21 @@
 #include "base/status.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/state_layout.h"
+#include "model/paged_state.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
-// Private pages on the heap (requests outside the engine: `dsinfer logits`, tests, benchmarks).
-class HeapStatePages : public StatePages {
- public:
-  explicit HeapStatePages(const StateLayout& layout, int64_t growing_rows_per_page = 64);
-  int64_t rows_per_page(int component) const override { return rows_per_page_[component]; }
-  float* Page(int component, int64_t index) override;
+using model::EntryList;
+using model::HeapStatePages;
+using model::PagedRows;
+using model::PositionRing;
 
- private:
-  std::vector<int64_t> rows_per_page_;
-  std::vector<int64_t> page_floats_;
-  std::vector<std::vector<std::unique_ptr<float[]>>> pages_;
-};
-
-// Rows of one member of a component, addressed through its pages.
-class PagedRows {
- public:
-  PagedRows() = default;
-  PagedRows(StatePages* pages, int component, int64_t offset, int64_t width)
-      : pages_(pages), component_(component), offset_(offset), width_(width),
-        rows_per_page_(pages->rows_per_page(component)) {}
-  int64_t width() const { return width_; }
-  float* Row(int64_t r) const {
-    float* page = pages_->Page(component_, r / rows_per_page_);
-    return page + offset_ * rows_per_page_ + (r % rows_per_page_) * width_;
-  }
-
- private:
-  StatePages* pages_ = nullptr;
-  int component_ = 0;
-  int64_t offset_ = 0;
-  int64_t width_ = 0;
-  int64_t rows_per_page_ = 1;
-};
-
-// Fixed-width rows addressed by absolute position, keeping the newest `capacity` of them.
-class PositionRing {
- public:
-  PositionRing() = default;
-  PositionRing(PagedRows rows, int64_t capacity) : rows_(rows), capacity_(capacity) {}
-
-  int64_t width() const { return rows_.width(); }
-  int64_t capacity() const { return capacity_; }
-  // Positions [oldest(), end()) are readable.
-  int64_t end() const { return end_; }
-  int64_t oldest() const { return oldest_; }
-  const float* Row(int64_t pos) const;
-  // Appends the row of position end().
-  void Append(const float* row);
-  // Forgets positions >= new_end; rows below it stay readable.
-  void Truncate(int64_t new_end);
-  // Copies every slot and the positions of `other` (same geometry).
-  void CopyFrom(const PositionRing& other);
-  size_t bytes() const { return static_cast<size_t>(capacity_ * width()) * sizeof(float); }
-
- private:
-  PagedRows rows_;
-  int64_t capacity_ = 0;
-  int64_t end_ = 0;
-  int64_t oldest_ = 0;
-};
-
-// Append-only list of fixed-width entries (compressed KV / index keys).
-class EntryList {
- public:
-  EntryList() = default;
-  explicit EntryList(PagedRows rows) : rows_(rows) {}
-
-  int64_t width() const { return rows_.width(); }
-  int64_t count() const { return count_; }
-  const float* Row(int64_t i) const { return rows_.Row(i); }
-  void Append(const float* row);
-  void Truncate(int64_t n) { count_ = n; }
-  void CopyFrom(const EntryList& other);
-  size_t bytes() const { return static_cast<size_t>(count_ * width()) * sizeof(float); }
-
- private:
-  PagedRows rows_;
-  int64_t count_ = 0;
-};
-
-struct LayerState {
+// window: [pos] -> K=V row [head_dim]; comp_rows: [pos] -> [kv (width) | gate + ape (width)];
+// comp_entries: [w] -> [head_dim]; CSA: index_rows (the indexer compressor's) and index_entries
+// [w] -> [index_head_dim].
+struct LayerState : model::LayerStreams {
   int compress_rate = 0;
-  bool has_index = false;
-  PositionRing window;       // [pos] -> K=V row [head_dim]
-  PositionRing comp_rows;    // [pos] -> [kv (width) | gate + ape (width)]
-  EntryList comp_entries;    // [w] -> [head_dim]
-  PositionRing index_rows;   // CSA: indexer compressor rows
-  EntryList index_entries;   // CSA: [w] -> [index_head_dim]
+  bool has_index = false;  // CSA
 };
 
 class SequenceState {

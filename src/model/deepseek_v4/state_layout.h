@@ -10,6 +10,7 @@
 #include "cache/state_layout.h"
 #include "cache/state_pages.h"
 #include "io/model_config.h"
+#include "model/paged_state.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -21,7 +22,7 @@ using cache::StateMember;
 using cache::StatePages;
 
 // Which per-layer stream of SequenceState a member is (StateMember::stream).
-enum class StateStream { kWindow, kCompressorRows, kIndexRows, kCompressed, kIndexKeys };
+using model::StateStream;
 
 // Layers 0..num_layers-1, and num_layers for the MTP layer.
 StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& config, int rollback_slack);

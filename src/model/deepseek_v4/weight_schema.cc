@@ -9,32 +9,9 @@ namespace dsinfer::model::deepseek_v4 {
 
 namespace {
 
-class SchemaBuilder {
+class SchemaBuilder : public SchemaWriter {
  public:
   explicit SchemaBuilder(const io::DeepseekV4Config& c) : c_(c) {}
-
-  void Linear(const std::string& name, int64_t out, int64_t in, LinearClass cls, float std = 0.0f) {
-    Push({name,
-          TensorKind::kLinear,
-          cls,
-          {out, in},
-          layer_,
-          0.0f,
-          std > 0 ? std : 1.0f / std::sqrt(static_cast<float>(in))});
-  }
-  void Norm(const std::string& name, int64_t n) {
-    Push({name, TensorKind::kNorm, LinearClass::kNone, {n}, layer_, 1.0f, 0.1f});
-  }
-  void Fp32(const std::string& name, std::vector<int64_t> shape, float mean, float std) {
-    Push({name, TensorKind::kFp32, LinearClass::kNone, std::move(shape), layer_, mean, std});
-  }
-
-  void Hc(const std::string& p) {
-    const int64_t mix = (2 + c_.hc_mult) * c_.hc_mult;
-    Fp32(p + "_fn", {mix, c_.hc_mult * c_.hidden_size}, 0.0f, 0.1f);
-    Fp32(p + "_base", {mix}, 0.0f, 0.5f);
-    Fp32(p + "_scale", {3}, 1.0f, 0.2f);
-  }
 
   void HcHead(const std::string& p) {
     Fp32(p + "hc_head_fn", {c_.hc_mult, c_.hc_mult * c_.hidden_size}, 0.0f, 0.1f);
@@ -53,21 +30,10 @@ class SchemaBuilder {
 
   void Block(const std::string& p, int rate, bool hash) {
     const auto& c = c_;
-    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
-    Norm(p + "attn_norm.weight", D);
-    Norm(p + "ffn_norm.weight", D);
-    Hc(p + "hc_attn");
-    Hc(p + "hc_ffn");
+    const int64_t D = c.hidden_size, d = c.head_dim;
+    BlockSites(p, c);
     const std::string a = p + "attn.";
-    Linear(a + "wq_a", c.q_lora_rank, D, LinearClass::kQuantized);
-    Norm(a + "q_norm.weight", c.q_lora_rank);
-    Linear(a + "wq_b", H * d, c.q_lora_rank, LinearClass::kQuantized);
-    Linear(a + "wkv", d, D, LinearClass::kQuantized);
-    Norm(a + "kv_norm.weight", d);
-    Linear(a + "wo_a", int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups,
-           LinearClass::kQuantized);
-    Linear(a + "wo_b", D, int64_t{c.o_groups} * c.o_lora_rank, LinearClass::kQuantized);
-    Fp32(a + "attn_sink", {H}, 0.0f, 1.0f);
+    LatentAttention(a, c);
     if (rate != 0) {
       const bool csa = rate == c.csa_rate;
       Compressor(a + "compressor.", rate, d, csa);
@@ -85,24 +51,13 @@ class SchemaBuilder {
             TensorKind::kTid2eid,
             LinearClass::kNone,
             {c.vocab_size, c.num_experts_per_tok},
-            layer_,
+            layer(),
             0.0f,
             0.0f});
     } else {
       Fp32(f + "gate.bias", {c.n_routed_experts}, 0.0f, 0.1f);
     }
-    const int64_t I = c.moe_intermediate_size;
-    for (int e = 0; e < c.n_routed_experts; ++e) {
-      const std::string ep = f + "experts." + std::to_string(e) + ".";
-      Linear(ep + "w1", I, D, LinearClass::kExpert);
-      Linear(ep + "w3", I, D, LinearClass::kExpert);
-      Linear(ep + "w2", D, I, LinearClass::kExpert);
-    }
-    if (c.n_shared_experts > 0) {
-      Linear(f + "shared_experts.w1", I, D, LinearClass::kQuantized);
-      Linear(f + "shared_experts.w3", I, D, LinearClass::kQuantized);
-      Linear(f + "shared_experts.w2", D, I, LinearClass::kQuantized);
-    }
+    Experts(f, c, c.n_shared_experts > 0);
   }
 
   std::vector<TensorSpec> Build() {
@@ -112,11 +67,11 @@ class SchemaBuilder {
     Norm("norm.weight", D);
     HcHead("");
     for (int l = 0; l < c_.num_layers; ++l) {
-      layer_ = l;
+      set_layer(l);
       Block("layers." + std::to_string(l) + ".", c_.compress_ratios[l], c_.hash_layers[l]);
     }
     for (int k = 0; k < c_.num_mtp_layers; ++k) {
-      layer_ = c_.num_layers + k;
+      set_layer(c_.num_layers + k);
       const std::string p = "mtp." + std::to_string(k) + ".";
       Linear(p + "e_proj", D, D, LinearClass::kQuantized);
       Linear(p + "h_proj", D, D, LinearClass::kQuantized);
@@ -126,25 +81,43 @@ class SchemaBuilder {
       HcHead(p);
       Block(p, c_.mtp_compress_ratio, false);
     }
-    return std::move(specs_);
+    return Take();
   }
 
  private:
-  void Push(TensorSpec s) { specs_.push_back(std::move(s)); }
-
   const io::DeepseekV4Config& c_;
-  int layer_ = -1;
-  std::vector<TensorSpec> specs_;
 };
 
 }  // namespace
+
+void SchemaWriter::Linear(const std::string& name, int64_t out, int64_t in, LinearClass cls,
+                          float std) {
+  Push({name,
+        TensorKind::kLinear,
+        cls,
+        {out, in},
+        layer_,
+        0.0f,
+        std > 0 ? std : 1.0f / std::sqrt(static_cast<float>(in))});
+}
+
+void SchemaWriter::Norm(const std::string& name, int64_t n) {
+  Push({name, TensorKind::kNorm, LinearClass::kNone, {n}, layer_, 1.0f, 0.1f});
+}
+
+void SchemaWriter::Fp32(const std::string& name, std::vector<int64_t> shape, float mean,
+                        float std) {
+  Push({name, TensorKind::kFp32, LinearClass::kNone, std::move(shape), layer_, mean, std});
+}
 
 std::vector<TensorSpec> WeightSchema(const io::DeepseekV4Config& config) {
   return SchemaBuilder(config).Build();
 }
 
 WeightSchemaIndex::WeightSchemaIndex(const io::DeepseekV4Config& config)
-    : specs_(WeightSchema(config)) {
+    : WeightSchemaIndex(WeightSchema(config)) {}
+
+WeightSchemaIndex::WeightSchemaIndex(std::vector<TensorSpec> specs) : specs_(std::move(specs)) {
   by_name_.reserve(specs_.size());
   for (size_t i = 0; i < specs_.size(); ++i) by_name_[specs_[i].name] = i;
 }

@@ -43,6 +43,73 @@ struct TensorSpec {
   bool routed_expert() const { return linear == LinearClass::kExpert; }
 };
 
+// Writes a schema tensor by tensor, with the groups every DeepSeek-V4-family block has; both
+// families' WeightSchema build on it. The `Config` of the templates is either family's config
+// (the same field names).
+class SchemaWriter {
+ public:
+  // The layer of the tensors written next (-1: outside the blocks).
+  void set_layer(int layer) { layer_ = layer; }
+  int layer() const { return layer_; }
+  // init-model's std: 1/sqrt(in) unless given.
+  void Linear(const std::string& name, int64_t out, int64_t in, LinearClass cls, float std = 0.0f);
+  void Norm(const std::string& name, int64_t n);
+  void Fp32(const std::string& name, std::vector<int64_t> shape, float mean, float std);
+  void Push(TensorSpec spec) { specs_.push_back(std::move(spec)); }
+
+  // An mHC site: `<p>_fn`, `_base`, `_scale` (p: "layers.N.hc_attn").
+  template <typename Config>
+  void Hc(const std::string& p, const Config& c) {
+    const int64_t mix = (2 + int64_t{c.hc_mult}) * c.hc_mult;
+    Fp32(p + "_fn", {mix, c.hc_mult * c.hidden_size}, 0.0f, 0.1f);
+    Fp32(p + "_base", {mix}, 0.0f, 0.5f);
+    Fp32(p + "_scale", {3}, 1.0f, 0.2f);
+  }
+  // A block's sublayer sites under `p` ("layers.N."): attn_norm, ffn_norm, hc_attn, hc_ffn.
+  template <typename Config>
+  void BlockSites(const std::string& p, const Config& c) {
+    Norm(p + "attn_norm.weight", c.hidden_size);
+    Norm(p + "ffn_norm.weight", c.hidden_size);
+    Hc(p + "hc_attn", c);
+    Hc(p + "hc_ffn", c);
+  }
+  // The latent attention's projections under `a` ("layers.N.attn.").
+  template <typename Config>
+  void LatentAttention(const std::string& a, const Config& c) {
+    const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
+    Linear(a + "wq_a", c.q_lora_rank, D, LinearClass::kQuantized);
+    Norm(a + "q_norm.weight", c.q_lora_rank);
+    Linear(a + "wq_b", H * d, c.q_lora_rank, LinearClass::kQuantized);
+    Linear(a + "wkv", d, D, LinearClass::kQuantized);
+    Norm(a + "kv_norm.weight", d);
+    Linear(a + "wo_a", int64_t{c.o_groups} * c.o_lora_rank, H * d / c.o_groups,
+           LinearClass::kQuantized);
+    Linear(a + "wo_b", D, int64_t{c.o_groups} * c.o_lora_rank, LinearClass::kQuantized);
+    Fp32(a + "attn_sink", {H}, 0.0f, 1.0f);
+  }
+  // The routed experts and the shared expert under `f` ("layers.N.ffn.").
+  template <typename Config>
+  void Experts(const std::string& f, const Config& c, bool shared) {
+    const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
+    for (int e = 0; e < c.n_routed_experts; ++e) {
+      const std::string ep = f + "experts." + std::to_string(e) + ".";
+      Linear(ep + "w1", I, D, LinearClass::kExpert);
+      Linear(ep + "w3", I, D, LinearClass::kExpert);
+      Linear(ep + "w2", D, I, LinearClass::kExpert);
+    }
+    if (shared) {
+      Linear(f + "shared_experts.w1", I, D, LinearClass::kQuantized);
+      Linear(f + "shared_experts.w3", I, D, LinearClass::kQuantized);
+      Linear(f + "shared_experts.w2", D, I, LinearClass::kQuantized);
+    }
+  }
+  std::vector<TensorSpec> Take() { return std::move(specs_); }
+
+ private:
+  int layer_ = -1;
+  std::vector<TensorSpec> specs_;
+};
+
 // Every tensor of `config`'s checkpoint in checkpoint order: embed, head, norm, hc_head_*, the
 // blocks "layers.N.", then the MTP layers "mtp.K." (their own projections and norms first).
 std::vector<TensorSpec> WeightSchema(const io::DeepseekV4Config& config);
@@ -51,6 +118,8 @@ std::vector<TensorSpec> WeightSchema(const io::DeepseekV4Config& config);
 class WeightSchemaIndex {
  public:
   explicit WeightSchemaIndex(const io::DeepseekV4Config& config);
+  // Any family's schema (V4.1's: deepseek_v41/weight_schema.h).
+  explicit WeightSchemaIndex(std::vector<TensorSpec> specs);
   // The spec of `name` (DSINFER_CHECKs that the schema has it: a loader asking for a tensor the
   // schema lacks is our bug).
   const TensorSpec& Get(const std::string& name) const;

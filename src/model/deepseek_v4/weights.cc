@@ -13,49 +13,13 @@ using io::Checkpoint;
 using io::DeepseekV4Config;
 using io::TensorView;
 
-class Loader {
+// The V4 blocks, MTP layers and heads over the shared TensorLoader.
+class Loader : public TensorLoader {
  public:
   Loader(const Checkpoint& ckpt, const DeepseekV4Config& config)
-      : ckpt_(ckpt), config_(config), schema_(config) {}
-
-  // A linear of the schema (`<name>.weight` + its scale when quantized) as a [rows, cols] matrix.
-  StatusOr<Matrix> LoadMatrix(const std::string& name) const {
-    const TensorSpec& spec = schema_.Get(name);
-    DSINFER_ASSIGN_OR_RETURN(LinearTensor t, FindLinear(ckpt_, spec, config_.fp8_block_size));
-    DSINFER_ASSIGN_OR_RETURN(
-        auto data, io::DequantizeToF32(*t.weight, t.scale, spec.shape, config_.fp8_block_size));
-    // bf16 holds BF16 exactly, and e4m3 / e2m1 values times power-of-two (ue8m0) scales too.
-    const bool bf16_exact = t.storage == LinearStorage::kBf16 || (t.quantized() && !t.scale_f32);
-    Matrix m;
-    m.rows = spec.shape[0];
-    m.cols = spec.shape[1];
-    m.act_quant = t.quantized();
-    if (bf16_exact) {
-      m.bf16.resize(data.size());
-      for (size_t i = 0; i < data.size(); ++i) m.bf16[i] = FloatToBf16(data[i]);
-    } else {
-      m.data = std::move(data);
-    }
-    return m;
-  }
-
-  // A plain (unquantized) tensor of the schema as fp32.
-  StatusOr<std::vector<float>> LoadVector(const std::string& name) const {
-    const TensorSpec& spec = schema_.Get(name);
-    DSINFER_ASSIGN_OR_RETURN(const TensorView* t, ckpt_.GetChecked(name, spec.shape));
-    if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
-      return DataLoss("tensor '" + name + "' has dtype " + std::string(DTypeName(t->dtype)) +
-                      ", expected F32, BF16 or F16");
-    }
-    return io::DequantizeToF32(*t, nullptr, spec.shape, config_.fp8_block_size);
-  }
-
-  Status LoadHc(const std::string& prefix, HyperConnectionWeights* hc) const {
-    DSINFER_ASSIGN_OR_RETURN(hc->fn, LoadVector(prefix + "_fn"));
-    DSINFER_ASSIGN_OR_RETURN(hc->base, LoadVector(prefix + "_base"));
-    DSINFER_ASSIGN_OR_RETURN(hc->scale, LoadVector(prefix + "_scale"));
-    return Status::Ok();
-  }
+      : TensorLoader(ckpt, WeightSchema(config), config.fp8_block_size),
+        ckpt_(ckpt),
+        config_(config) {}
 
   Status LoadHcHead(const std::string& prefix, HyperHeadWeights* hc) const {
     DSINFER_ASSIGN_OR_RETURN(hc->fn, LoadVector(prefix + "hc_head_fn"));
@@ -78,32 +42,15 @@ class Loader {
     return c;
   }
 
-  Status LoadExpert(const std::string& prefix, ExpertWeights* e) const {
-    DSINFER_ASSIGN_OR_RETURN(e->w1, LoadMatrix(prefix + "w1"));
-    DSINFER_ASSIGN_OR_RETURN(e->w3, LoadMatrix(prefix + "w3"));
-    DSINFER_ASSIGN_OR_RETURN(e->w2, LoadMatrix(prefix + "w2"));
-    return Status::Ok();
-  }
-
   // A decoder block under `prefix` ("layers.N." or "mtp.K.").
   Status LoadBlock(const std::string& prefix, int compress_rate, bool hash, BlockWeights* b) const {
     const auto& c = config_;
     const int64_t d = c.head_dim;
-    DSINFER_ASSIGN_OR_RETURN(b->attn_norm, LoadVector(prefix + "attn_norm.weight"));
-    DSINFER_ASSIGN_OR_RETURN(b->ffn_norm, LoadVector(prefix + "ffn_norm.weight"));
-    DSINFER_RETURN_IF_ERROR(LoadHc(prefix + "hc_attn", &b->hc_attn));
-    DSINFER_RETURN_IF_ERROR(LoadHc(prefix + "hc_ffn", &b->hc_ffn));
+    DSINFER_RETURN_IF_ERROR(LoadBlockSites(prefix, b));
 
     AttentionWeights& a = b->attn;
     const std::string ap = prefix + "attn.";
-    DSINFER_ASSIGN_OR_RETURN(a.wq_a, LoadMatrix(ap + "wq_a"));
-    DSINFER_ASSIGN_OR_RETURN(a.q_norm, LoadVector(ap + "q_norm.weight"));
-    DSINFER_ASSIGN_OR_RETURN(a.wq_b, LoadMatrix(ap + "wq_b"));
-    DSINFER_ASSIGN_OR_RETURN(a.wkv, LoadMatrix(ap + "wkv"));
-    DSINFER_ASSIGN_OR_RETURN(a.kv_norm, LoadVector(ap + "kv_norm.weight"));
-    DSINFER_ASSIGN_OR_RETURN(a.wo_a, LoadMatrix(ap + "wo_a"));
-    DSINFER_ASSIGN_OR_RETURN(a.wo_b, LoadMatrix(ap + "wo_b"));
-    DSINFER_ASSIGN_OR_RETURN(a.attn_sink, LoadVector(ap + "attn_sink"));
+    DSINFER_RETURN_IF_ERROR(LoadLatentAttention(ap, &a));
     a.compress_rate = compress_rate;
     if (compress_rate != 0) {
       const bool csa = compress_rate == c.csa_rate;
@@ -124,28 +71,101 @@ class Loader {
     DSINFER_ASSIGN_OR_RETURN(m.gate, LoadMatrix(fp + "gate"));
     if (hash) {
       DSINFER_ASSIGN_OR_RETURN(
-          m.tid2eid, ReadTid2eid(ckpt_, schema_.Get(fp + "gate.tid2eid"), c.n_routed_experts));
+          m.tid2eid, ReadTid2eid(ckpt_, schema().Get(fp + "gate.tid2eid"), c.n_routed_experts));
     } else {
       DSINFER_ASSIGN_OR_RETURN(m.bias, LoadVector(fp + "gate.bias"));
     }
-    m.experts.resize(c.n_routed_experts);
-    for (int e = 0; e < c.n_routed_experts; ++e) {
-      DSINFER_RETURN_IF_ERROR(LoadExpert(fp + "experts." + std::to_string(e) + ".", &m.experts[e]));
-    }
-    if (c.n_shared_experts > 0) {
-      m.shared = std::make_unique<ExpertWeights>();
-      DSINFER_RETURN_IF_ERROR(LoadExpert(fp + "shared_experts.", m.shared.get()));
-    }
-    return Status::Ok();
+    return LoadExperts(fp, c.n_routed_experts, c.n_shared_experts > 0, &m);
   }
 
  private:
   const Checkpoint& ckpt_;
   const DeepseekV4Config& config_;
-  const WeightSchemaIndex schema_;
 };
 
 }  // namespace
+
+TensorLoader::TensorLoader(const io::Checkpoint& ckpt, std::vector<TensorSpec> schema,
+                           int fp8_block_size)
+    : ckpt_(ckpt), schema_(std::move(schema)), fp8_block_size_(fp8_block_size) {}
+
+StatusOr<Matrix> TensorLoader::LoadMatrix(const std::string& name) const {
+  const TensorSpec& spec = schema_.Get(name);
+  DSINFER_ASSIGN_OR_RETURN(LinearTensor t, FindLinear(ckpt_, spec, fp8_block_size_));
+  DSINFER_ASSIGN_OR_RETURN(auto data,
+                           io::DequantizeToF32(*t.weight, t.scale, spec.shape, fp8_block_size_));
+  // bf16 holds BF16 exactly, and e4m3 / e2m1 values times power-of-two (ue8m0) scales too.
+  const bool bf16_exact = t.storage == LinearStorage::kBf16 || (t.quantized() && !t.scale_f32);
+  Matrix m;
+  m.rows = spec.shape[0];
+  m.cols = spec.shape[1];
+  m.act_quant = t.quantized();
+  if (bf16_exact) {
+    m.bf16.resize(data.size());
+    for (size_t i = 0; i < data.size(); ++i) m.bf16[i] = FloatToBf16(data[i]);
+  } else {
+    m.data = std::move(data);
+  }
+  return m;
+}
+
+StatusOr<std::vector<float>> TensorLoader::LoadVector(const std::string& name) const {
+  const TensorSpec& spec = schema_.Get(name);
+  DSINFER_ASSIGN_OR_RETURN(const TensorView* t, ckpt_.GetChecked(name, spec.shape));
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 && t->dtype != DType::kF16) {
+    return DataLoss("tensor '" + name + "' has dtype " + std::string(DTypeName(t->dtype)) +
+                    ", expected F32, BF16 or F16");
+  }
+  return io::DequantizeToF32(*t, nullptr, spec.shape, fp8_block_size_);
+}
+
+Status TensorLoader::LoadHc(const std::string& prefix, HyperConnectionWeights* hc) const {
+  DSINFER_ASSIGN_OR_RETURN(hc->fn, LoadVector(prefix + "_fn"));
+  DSINFER_ASSIGN_OR_RETURN(hc->base, LoadVector(prefix + "_base"));
+  DSINFER_ASSIGN_OR_RETURN(hc->scale, LoadVector(prefix + "_scale"));
+  return Status::Ok();
+}
+
+Status TensorLoader::LoadExpert(const std::string& prefix, ExpertWeights* e) const {
+  DSINFER_ASSIGN_OR_RETURN(e->w1, LoadMatrix(prefix + "w1"));
+  DSINFER_ASSIGN_OR_RETURN(e->w3, LoadMatrix(prefix + "w3"));
+  DSINFER_ASSIGN_OR_RETURN(e->w2, LoadMatrix(prefix + "w2"));
+  return Status::Ok();
+}
+
+Status TensorLoader::LoadExperts(const std::string& prefix, int routed, bool shared,
+                                 MoeWeights* m) const {
+  m->experts.resize(static_cast<size_t>(routed));
+  for (int e = 0; e < routed; ++e) {
+    DSINFER_RETURN_IF_ERROR(
+        LoadExpert(prefix + "experts." + std::to_string(e) + ".", &m->experts[e]));
+  }
+  if (shared) {
+    m->shared = std::make_unique<ExpertWeights>();
+    DSINFER_RETURN_IF_ERROR(LoadExpert(prefix + "shared_experts.", m->shared.get()));
+  }
+  return Status::Ok();
+}
+
+Status TensorLoader::LoadLatentAttention(const std::string& prefix,
+                                         LatentAttentionWeights* a) const {
+  DSINFER_ASSIGN_OR_RETURN(a->wq_a, LoadMatrix(prefix + "wq_a"));
+  DSINFER_ASSIGN_OR_RETURN(a->q_norm, LoadVector(prefix + "q_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(a->wq_b, LoadMatrix(prefix + "wq_b"));
+  DSINFER_ASSIGN_OR_RETURN(a->wkv, LoadMatrix(prefix + "wkv"));
+  DSINFER_ASSIGN_OR_RETURN(a->kv_norm, LoadVector(prefix + "kv_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(a->wo_a, LoadMatrix(prefix + "wo_a"));
+  DSINFER_ASSIGN_OR_RETURN(a->wo_b, LoadMatrix(prefix + "wo_b"));
+  DSINFER_ASSIGN_OR_RETURN(a->attn_sink, LoadVector(prefix + "attn_sink"));
+  return Status::Ok();
+}
+
+Status TensorLoader::LoadBlockSites(const std::string& prefix, BlockSites* b) const {
+  DSINFER_ASSIGN_OR_RETURN(b->attn_norm, LoadVector(prefix + "attn_norm.weight"));
+  DSINFER_ASSIGN_OR_RETURN(b->ffn_norm, LoadVector(prefix + "ffn_norm.weight"));
+  DSINFER_RETURN_IF_ERROR(LoadHc(prefix + "hc_attn", &b->hc_attn));
+  return LoadHc(prefix + "hc_ffn", &b->hc_ffn);
+}
 
 void Matrix::CopyRow(int64_t r, float* out) const {
   if (!data.empty()) {

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/deepseek_v4/weight_schema.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -69,15 +70,20 @@ struct IndexerWeights {
   CompressorWeights compressor;
 };
 
-struct AttentionWeights {
-  Matrix wq_a;               // [q_lora_rank, D]
-  std::vector<float> q_norm; // [q_lora_rank]
-  Matrix wq_b;               // [H * d, q_lora_rank]
-  Matrix wkv;                // [d, D]
-  std::vector<float> kv_norm;  // [d]
-  Matrix wo_a;               // [o_groups * o_lora_rank, H * d / o_groups]
-  Matrix wo_b;               // [D, o_groups * o_lora_rank]
+// The projections of the latent shared-K=V attention that every DeepSeek-V4-family layer has
+// (V4.1's too): the query's low-rank path, the K=V latent, the grouped output, the sinks.
+struct LatentAttentionWeights {
+  Matrix wq_a;                   // [q_lora_rank, D]
+  std::vector<float> q_norm;     // [q_lora_rank]
+  Matrix wq_b;                   // [H * d, q_lora_rank]
+  Matrix wkv;                    // [d, D]
+  std::vector<float> kv_norm;    // [d]
+  Matrix wo_a;                   // [o_groups * o_lora_rank, H * d / o_groups]
+  Matrix wo_b;                   // [D, o_groups * o_lora_rank]
   std::vector<float> attn_sink;  // [H]
+};
+
+struct AttentionWeights : LatentAttentionWeights {
   int compress_rate = 0;     // 0: window only
   std::unique_ptr<CompressorWeights> compressor;
   std::unique_ptr<IndexerWeights> indexer;  // CSA only
@@ -97,11 +103,16 @@ struct MoeWeights {
   std::unique_ptr<ExpertWeights> shared;
 };
 
-struct BlockWeights {
+// A decoder block's two sublayer sites (attention, FFN): each one's mHC and RMSNorm weights (every
+// DeepSeek-V4-family block has them).
+struct BlockSites {
   std::vector<float> attn_norm;  // [D]
   std::vector<float> ffn_norm;   // [D]
   HyperConnectionWeights hc_attn;
   HyperConnectionWeights hc_ffn;
+};
+
+struct BlockWeights : BlockSites {
   AttentionWeights attn;
   MoeWeights ffn;
 };
@@ -114,6 +125,36 @@ struct MtpWeights {
   std::vector<float> norm;   // [D]
   HyperHeadWeights hc_head;
   BlockWeights block;
+};
+
+// Reads the tensors of a weight schema from a checkpoint into the CPU's working formats: a linear
+// (`<name>.weight` + its scale when FP8 / FP4) dequantized into a Matrix, a plain tensor as fp32,
+// and the groups every DeepSeek-V4-family block has. Both families' loaders use it. A missing
+// tensor, a wrong shape or dtype is DataLoss naming it; asking for a name the schema lacks is our
+// bug (DSINFER_CHECK).
+class TensorLoader {
+ public:
+  TensorLoader(const io::Checkpoint& ckpt, std::vector<TensorSpec> schema, int fp8_block_size);
+
+  StatusOr<Matrix> LoadMatrix(const std::string& name) const;
+  StatusOr<std::vector<float>> LoadVector(const std::string& name) const;
+  // `<prefix>_fn`, `_base`, `_scale` (prefix: "layers.N.hc_attn").
+  Status LoadHc(const std::string& prefix, HyperConnectionWeights* hc) const;
+  // `<prefix>w1`, `w3`, `w2` (prefix: "layers.N.ffn.experts.E.").
+  Status LoadExpert(const std::string& prefix, ExpertWeights* e) const;
+  // The `routed` experts `<prefix>experts.E.` and, if `shared`, `<prefix>shared_experts.` into m
+  // (prefix: "layers.N.ffn."; the router's tensors are the family's).
+  Status LoadExperts(const std::string& prefix, int routed, bool shared, MoeWeights* m) const;
+  // The projections under `<prefix>` ("layers.N.attn.").
+  Status LoadLatentAttention(const std::string& prefix, LatentAttentionWeights* a) const;
+  // The sublayer sites' norms and mHC under `<prefix>` ("layers.N.").
+  Status LoadBlockSites(const std::string& prefix, BlockSites* b) const;
+  const WeightSchemaIndex& schema() const { return schema_; }
+
+ private:
+  const io::Checkpoint& ckpt_;
+  WeightSchemaIndex schema_;
+  int fp8_block_size_;
 };
 
 struct ModelWeights {

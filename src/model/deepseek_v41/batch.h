@@ -2,7 +2,8 @@
 // by request into contiguous segments. Dense ops run over all rows; attention, the compressor and
 // the indexer run per segment against that request's SequenceState. `GroupShared` is the per-
 // forward, per-segment state the reference passes between layers in its `shared` dict: the top-k
-// picks of the last index source and the candidate-block mask of the candidate source, per token.
+// picks of the last index source and the candidate-block mask of the candidate source, per token
+// (and the current group's index keys, unpacked once).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,8 @@
 namespace dsinfer::model::deepseek_v41 {
 
 struct GroupShared {
+  int keys_source = -1;     // the KV source whose index keys `keys` holds (-1: none yet)
+  std::vector<float> keys;  // [entries, index_head_dim] that source's index keys, unpacked
   bool has_topk = false;
   std::vector<std::vector<int32_t>> topk;  // [count][picked entries, ascending]
   bool has_candidates = false;

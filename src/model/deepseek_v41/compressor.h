@@ -18,10 +18,12 @@
 
 namespace dsinfer::model::deepseek_v41 {
 
-// Feeds `count` tokens' projections (kv: [count, d] = x·wkvᵀ; gate: [count, d] = x·wgateᵀ, null at
-// ratio 1) into the source layer's state and appends every entry they complete.
+// Feeds the projections of `count` tokens at positions start_pos ... (kv: [count, d] = x·wkvᵀ;
+// gate: [count, d] = x·wgateᵀ, null at ratio 1) into the source layer's state and appends every
+// entry they complete (FP4-packed, state_layout.h).
 void CompressTokens(const CompressorWeights& comp, const IndexerWeights& indexer,
                     const io::DeepseekV41Config& c, const RopeTables& rope, const float* kv,
-                    const float* gate, int64_t count, LayerState* st, ThreadPool* pool);
+                    const float* gate, int64_t start_pos, int64_t count, LayerState* st,
+                    ThreadPool* pool);
 
 }  // namespace dsinfer::model::deepseek_v41

@@ -1,9 +1,11 @@
 #include "model/deepseek_v41/init_presets.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "base/dtype.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v41/weight_schema.h"
 
@@ -41,7 +43,7 @@ std::vector<std::string> PresetNames() { return {"v41-tiny"}; }
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   if (name != "v41-tiny") return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
   io::DeepseekV41Config c;
-  c.vocab_size = 300;
+  c.vocab_size = 129280;
   c.hidden_size = 64;
   c.num_layers = 8;
   c.num_heads = 4;
@@ -59,7 +61,7 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   c.rope_theta = 10000.0;
   c.compress_rope_theta = 40000.0;
   c.compress_yarn = {true, 4.0, 64.0, 32.0, 1.0, true};
-  c.max_position_embeddings = 256;
+  c.max_position_embeddings = 4096;
   c.compress_ratios = {0, 0, 2, 2, 2, 2, 1, 1};
   c.kv_source_layer_ids = {2, 4, 6};
   c.index_source_layer_ids = {2, 4, 6, 7};
@@ -76,8 +78,12 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   return c;
 }
 
-Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir,
-                        uint64_t seed) {
+Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir, uint64_t seed,
+                        deepseek_v4::WeightFormat format) {
+  using deepseek_v4::WeightFormat;
+  if (format != WeightFormat::kF32 && format != WeightFormat::kBf16) {
+    return Unimplemented("DeepSeek-V4.1 presets are written with f32 or bf16 weights");
+  }
   DSINFER_RETURN_IF_ERROR(config.Validate());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -87,7 +93,17 @@ Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& 
     int64_t n = 1;
     for (int64_t s : spec.shape) n *= s;
     const std::string name = spec.kind == TensorKind::kLinear ? spec.name + ".weight" : spec.name;
-    writer.AddF32(name, spec.shape, Values(seed, name, n, spec.mean, spec.std));
+    std::vector<float> v = Values(seed, name, n, spec.mean, spec.std);
+    if (format == WeightFormat::kF32 || spec.kind == TensorKind::kFp32) {
+      writer.AddF32(name, spec.shape, v);
+      continue;
+    }
+    std::vector<uint8_t> bytes(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t b = FloatToBf16(v[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    }
+    writer.Add(name, DType::kBF16, spec.shape, std::move(bytes));
   }
   DSINFER_RETURN_IF_ERROR(
       writer.Write((std::filesystem::path(dir) / "model.safetensors").string()));

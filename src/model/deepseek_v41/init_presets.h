@@ -1,6 +1,7 @@
 // DeepSeek-V4.1 model presets with deterministic random weights, written as a model dir
 // (config.json in the composite `text_config` form + model.safetensors with the official tensor
-// names, every tensor F32), for tests. Each tensor's values depend only on (seed, tensor name).
+// names, F32 or BF16), for tests and `dsinfer init-model --preset v41-tiny`. Each tensor's values
+// depend only on (seed, tensor name).
 #pragma once
 
 #include <cstdint>
@@ -9,16 +10,22 @@
 
 #include "base/status.h"
 #include "io/deepseek_v41_config.h"
+#include "model/deepseek_v4/init_presets.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
 std::vector<std::string> PresetNames();
 // "v41-tiny": 8 layers with the release's structure shrunk — 2 window-only layers, a ratio-2
 // encoder of two KV groups (sources 2 and 4), a ratio-1 decoder group (source 6, the candidate
-// source) with a Reindex layer (7); two-level top-k with blocks of 2; window 8; hc 4.
+// source) with a Reindex layer (7); two-level top-k with blocks of 2; window 8; hc 4; the
+// DeepSeek vocabulary (129,280 ids, so the V4 tokenizer files work with it) and a 4,096-token
+// context.
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name);
 
-// Writes <dir>/config.json and <dir>/model.safetensors.
-Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir, uint64_t seed);
+// Writes <dir>/config.json and <dir>/model.safetensors. Formats: kF32 (every tensor F32) or kBf16
+// (matrices and norms BF16; mHC, sinks and router biases F32, as the release); the others are
+// refused (Unimplemented).
+Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir, uint64_t seed,
+                        deepseek_v4::WeightFormat format = deepseek_v4::WeightFormat::kF32);
 
 }  // namespace dsinfer::model::deepseek_v41

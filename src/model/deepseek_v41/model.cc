@@ -5,6 +5,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
 #include "model/deepseek_v4/hyper_connection.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v41/attention.h"
 
@@ -12,6 +13,7 @@ namespace dsinfer::model::deepseek_v41 {
 
 namespace cpu = backend::cpu;
 using deepseek_v4::HcCollapse;
+using deepseek_v4::HcEmbed;
 using deepseek_v4::HcMixes;
 using deepseek_v4::HcPost;
 
@@ -50,11 +52,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
 }
 
 Status Model::CheckIds(const std::vector<int32_t>& ids) const {
+  DSINFER_RETURN_IF_ERROR(deepseek_v4::CheckTokenIds(ids, config_.vocab_size));
   for (int32_t id : ids) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                             std::to_string(config_.vocab_size) + ")");
-    }
     if (config_.has_vision && id == config_.image_token_id) {
       return InvalidArgument("image inputs are not supported: token id " + std::to_string(id) +
                              " is the image token and the DeepSeek-V4.1 vision tower is not built");
@@ -119,12 +118,7 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   const int64_t n = batch.size(), D = c.hidden_size, hc = c.hc_mult;
 
   // X [N, hc, D] = embed[ids] on every stream; the first site collapses stream 0 only.
-  std::vector<float> X(static_cast<size_t>(n * hc * D));
-  for (int64_t t = 0; t < n; ++t) {
-    float* x0 = X.data() + t * hc * D;
-    weights_->embed.CopyRow(batch.ids[t], x0);
-    for (int64_t i = 1; i < hc; ++i) std::copy_n(x0, D, x0 + i * D);
-  }
+  std::vector<float> X = HcEmbed(weights_->embed, batch.ids, hc, D);
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
   for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix);
@@ -132,9 +126,12 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
 
   // Final collapse with the last site's pre, norm, head.
   std::vector<int64_t> sel;
-  for (const auto& seg : batch.segments) {
-    if (seg.count == 0) continue;
-    for (int64_t i = rows == LogitsRows::kAll ? 0 : seg.count - 1; i < seg.count; ++i) {
+  for (size_t k = 0; k < batch.segments.size(); ++k) {
+    const BatchSegment& seg = batch.segments[k];
+    const int64_t tail = rows == LogitsRows::kAll    ? seg.count
+                         : rows == LogitsRows::kLast ? 1
+                                                     : chunks[k].logits_tail;
+    for (int64_t i = std::max<int64_t>(0, seg.count - tail); i < seg.count; ++i) {
       sel.push_back(seg.begin + i);
     }
   }

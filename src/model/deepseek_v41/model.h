@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "io/deepseek_v41_config.h"
+#include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/batch.h"
 #include "model/deepseek_v41/rope.h"
 #include "model/deepseek_v41/state.h"
@@ -23,19 +24,14 @@
 
 namespace dsinfer::model::deepseek_v41 {
 
-struct ModelOptions {
-  int num_threads = 0;  // 0: all hardware threads
-};
+using deepseek_v4::LogitsRows;
+using deepseek_v4::ModelOptions;
 
 // A request's tokens for one forward call.
 struct SequenceChunk {
   SequenceState* state = nullptr;
   std::vector<int32_t> ids;  // appended at positions state->length() ...
-};
-
-enum class LogitsRows {
-  kAll,   // every row
-  kLast,  // the last row of each chunk
+  int64_t logits_tail = 1;   // LogitsRows::kTail: logits of this many trailing rows (0: none)
 };
 
 class Model {
@@ -44,8 +40,15 @@ class Model {
                                                const ModelOptions& options = {});
 
   const io::DeepseekV41Config& config() const { return config_; }
-  std::unique_ptr<SequenceState> NewSequence() const {
-    return std::make_unique<SequenceState>(config_);
+  // Heap-backed state that can roll back its last `rollback_slack` tokens.
+  std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
+    return std::make_unique<SequenceState>(config_, rollback_slack);
+  }
+  // A state whose rows live in `pages` (e.g. the engine's state cache), laid out as `layout`
+  // (= DeepseekV41StateLayout(config(), rollback_slack)).
+  std::unique_ptr<SequenceState> NewSequence(int rollback_slack, const cache::StateLayout& layout,
+                                             StatePages* pages) const {
+    return std::make_unique<SequenceState>(config_, rollback_slack, layout, pages);
   }
 
   // Runs the chunks (each request at most once) and advances their states; returns the logits

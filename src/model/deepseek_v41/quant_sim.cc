@@ -3,22 +3,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "base/dtype.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
-float Pow2CeilScale(float v) {
+namespace {
+
+constexpr float kFp8Max = 448.0f;
+constexpr float kFp4Max = 6.0f;
+constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+// The exponent k of Pow2CeilScale(v) as a byte k + 127 (k in [-127, 128] for finite or infinite
+// v; 2^(b - 127) gives the scale back exactly).
+uint8_t Pow2ScaleByte(float v) {
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof(bits));
   const int exponent = static_cast<int>((bits >> 23) & 0xFF);
   const int k = exponent - 127 + ((bits & 0x7FFFFF) != 0 ? 1 : 0);
-  return std::ldexp(1.0f, k);
+  return static_cast<uint8_t>(std::clamp(k + 127, 0, 255));
 }
 
-float RoundE2m1(float v) {
+float Pow2ScaleOf(uint8_t b) { return std::ldexp(1.0f, static_cast<int>(b) - 127); }
+
+// The e2m1 code of a value already clamped to [-6, 6]: bit 3 the sign, bits 0-2 the index into
+// kE2m1Values (the reference's rounding; zero has no sign).
+uint8_t E2m1Code(float v) {
   const float m = std::fabs(v);
-  int code = 0;
+  uint8_t code = 0;
   code += m > 0.25f;
   code += m >= 0.75f;
   code += m > 1.25f;
@@ -26,35 +39,123 @@ float RoundE2m1(float v) {
   code += m > 2.5f;
   code += m >= 3.5f;
   code += m > 5.0f;
-  static constexpr float kValues[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  if (code == 0) return 0.0f;
-  return std::signbit(v) ? -kValues[code] : kValues[code];
+  return code != 0 && std::signbit(v) ? static_cast<uint8_t>(code | 8) : code;
 }
+
+float E2m1Value(uint8_t code) {
+  const float m = kE2m1Values[code & 7];
+  return (code & 7) != 0 && (code & 8) != 0 ? -m : m;
+}
+
+float Amax(const float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+}
+
+// One block of `block` values: its scale byte and value codes (e4m3 bytes or e2m1 codes), and the
+// fake-quantized values written back to x.
+uint8_t QuantizeBlock(KvQuant quant, float* x, int64_t block, uint8_t* codes) {
+  const float amax = Amax(x, block);
+  uint8_t scale_byte = 0;
+  float s = 0.0f;
+  switch (quant) {
+    case KvQuant::kFp8Pow2:
+      scale_byte = Pow2ScaleByte(std::max(amax, 1e-4f) * (1.0f / kFp8Max));
+      s = Pow2ScaleOf(scale_byte);
+      for (int64_t i = 0; i < block; ++i) {
+        codes[i] = FloatToE4M3(std::clamp(x[i] / s, -kFp8Max, kFp8Max));
+        x[i] = E4M3ToFloat(codes[i]) * s;
+      }
+      return scale_byte;
+    case KvQuant::kFp4E4m3:
+      scale_byte = FloatToE4M3(std::max(amax, 6.0f * 0x1p-9f) / kFp4Max);
+      s = E4M3ToFloat(scale_byte);
+      break;
+    case KvQuant::kFp4Pow2:
+      scale_byte = Pow2ScaleByte(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / kFp4Max));
+      s = Pow2ScaleOf(scale_byte);
+      break;
+  }
+  for (int64_t i = 0; i < block; ++i) {
+    codes[i] = E2m1Code(std::clamp(x[i] / s, -kFp4Max, kFp4Max));
+    x[i] = E2m1Value(codes[i]) * s;
+  }
+  return scale_byte;
+}
+
+bool IsFp8(KvQuant quant) { return quant == KvQuant::kFp8Pow2; }
+
+}  // namespace
+
+float Pow2CeilScale(float v) { return Pow2ScaleOf(Pow2ScaleByte(v)); }
+
+float RoundE2m1(float v) { return E2m1Value(E2m1Code(v)); }
 
 void Fp8BlockSim(float* x, int64_t n, int64_t block) {
   if (n % block != 0) return;
-  constexpr float kMax = 448.0f;
-  for (int64_t b = 0; b < n; b += block) {
-    float amax = 0.0f;
-    for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float s = Pow2CeilScale(std::max(amax, 1e-4f) * (1.0f / kMax));
-    for (int64_t i = b; i < b + block; ++i) {
-      const float q = std::clamp(x[i] / s, -kMax, kMax);
-      x[i] = E4M3ToFloat(FloatToE4M3(q)) * s;
-    }
-  }
+  std::vector<uint8_t> codes(static_cast<size_t>(block));
+  for (int64_t b = 0; b < n; b += block)
+    QuantizeBlock(KvQuant::kFp8Pow2, x + b, block, codes.data());
 }
 
 void Fp4BlockSim(float* x, int64_t n, int64_t block, bool e4m3_scales) {
   if (n % block != 0) return;
-  constexpr float kMax = 6.0f;
-  for (int64_t b = 0; b < n; b += block) {
-    float amax = 0.0f;
-    for (int64_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float s = e4m3_scales ? E4M3ToFloat(FloatToE4M3(std::max(amax, 6.0f * 0x1p-9f) / kMax))
-                                : Pow2CeilScale(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / kMax));
-    for (int64_t i = b; i < b + block; ++i) {
-      x[i] = RoundE2m1(std::clamp(x[i] / s, -kMax, kMax)) * s;
+  std::vector<uint8_t> codes(static_cast<size_t>(block));
+  const KvQuant quant = e4m3_scales ? KvQuant::kFp4E4m3 : KvQuant::kFp4Pow2;
+  for (int64_t b = 0; b < n; b += block) QuantizeBlock(quant, x + b, block, codes.data());
+}
+
+KvFormat::KvFormat(KvQuant quant, int64_t n, int64_t block)
+    : quant_(quant), n_(n), block_(block), packed_(block > 0 && n % block == 0) {}
+
+int64_t KvFormat::row_floats() const {
+  if (!packed_) return n_;
+  const int64_t bytes = (IsFp8(quant_) ? n_ : n_ / 2) + n_ / block_;
+  return (bytes + static_cast<int64_t>(sizeof(float)) - 1) / static_cast<int64_t>(sizeof(float));
+}
+
+void KvFormat::Pack(float* x, float* row) const {
+  if (!packed_) {
+    std::copy_n(x, n_, row);
+    return;
+  }
+  auto* out = reinterpret_cast<uint8_t*>(row);
+  std::memset(out, 0, static_cast<size_t>(row_floats()) * sizeof(float));
+  const bool fp8 = IsFp8(quant_);
+  uint8_t* scales = out + (fp8 ? n_ : n_ / 2);
+  std::vector<uint8_t> codes(static_cast<size_t>(block_));
+  for (int64_t b = 0; b < n_; b += block_) {
+    scales[b / block_] = QuantizeBlock(quant_, x + b, block_, codes.data());
+    for (int64_t i = 0; i < block_; ++i) {
+      const int64_t e = b + i;
+      if (fp8) {
+        out[e] = codes[i];
+      } else {
+        out[e / 2] |= static_cast<uint8_t>(e % 2 == 0 ? codes[i] : codes[i] << 4);
+      }
+    }
+  }
+}
+
+void KvFormat::Unpack(const float* row, float* x) const {
+  if (!packed_) {
+    std::copy_n(row, n_, x);
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint8_t*>(row);
+  const bool fp8 = IsFp8(quant_);
+  const uint8_t* scales = in + (fp8 ? n_ : n_ / 2);
+  for (int64_t b = 0; b < n_; b += block_) {
+    const uint8_t sb = scales[b / block_];
+    const float s = quant_ == KvQuant::kFp4E4m3 ? E4M3ToFloat(sb) : Pow2ScaleOf(sb);
+    for (int64_t e = b; e < b + block_; ++e) {
+      if (fp8) {
+        x[e] = E4M3ToFloat(in[e]) * s;
+      } else {
+        const uint8_t nib = e % 2 == 0 ? (in[e / 2] & 0xF) : (in[e / 2] >> 4);
+        x[e] = E2m1Value(nib) * s;
+      }
     }
   }
 }

@@ -12,7 +12,12 @@
 //                                        s = e4m3_rne(max(amax, 6*2^-9) / 6)
 //   then (both FP4): x = e2m1(clamp(x / s, +-6)) * s, e2m1 rounded to nearest with ties to the
 //   even code (0.25, 1.25, 2.5, 5 round down; 0.75, 1.75, 3.5 round up).
-// Pure functions; thread-safe.
+//
+// The state keeps the cache's entries packed, as the release stores them (`KvFormat`): FP8 rows
+// as e4m3 bytes + one power-of-two scale byte per block, FP4 rows as e2m1 nibbles + one scale
+// byte (e4m3 or power-of-two) per block. Unpack(Pack(x)) equals the fake-quantized x bit for bit
+// (both compute code value × scale the same way), so packed state changes no logit. Pure
+// functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +32,32 @@ float RoundE2m1(float v);
 
 void Fp8BlockSim(float* x, int64_t n, int64_t block);
 void Fp4BlockSim(float* x, int64_t n, int64_t block, bool e4m3_scales);
+
+// How one cache row of `n` values is stored.
+enum class KvQuant {
+  kFp8Pow2,  // e4m3 values, power-of-two scales (window K=V, block 32)
+  kFp4E4m3,  // e2m1 values, e4m3 scales (compressed KV entries, block 16)
+  kFp4Pow2,  // e2m1 values, power-of-two scales (index keys, block 32)
+};
+
+class KvFormat {
+ public:
+  KvFormat(KvQuant quant, int64_t n, int64_t block);
+  // False when n is not a multiple of the block: the fake-quantizer leaves such rows alone, so
+  // they are stored as floats.
+  bool packed() const { return packed_; }
+  int64_t values() const { return n_; }
+  // Floats of page memory per row (the packed bytes rounded up to whole floats).
+  int64_t row_floats() const;
+  // Fake-quantizes `x` [n] in place and writes its packed row to `row` [row_floats()].
+  void Pack(float* x, float* row) const;
+  // The fake-quantized values of a packed row.
+  void Unpack(const float* row, float* x) const;
+
+ private:
+  KvQuant quant_;
+  int64_t n_, block_;
+  bool packed_;
+};
 
 }  // namespace dsinfer::model::deepseek_v41

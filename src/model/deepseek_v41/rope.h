@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/ops.h"
 #include "io/deepseek_v41_config.h"
 
 namespace dsinfer::model::deepseek_v41 {
@@ -18,9 +19,6 @@ struct RopeTables {
   const std::vector<float>& ForRatio(int ratio) const { return ratio == 0 ? main : compress; }
 };
 
-// RoPE on the trailing `rope_dim` channels of `per_token` vectors of `dim` per row, at each row's
-// position (inverse: the conjugate rotation).
-void RopeRows(float* v, int64_t rows, int64_t per_token, int64_t dim, int rope_dim,
-              const std::vector<float>& inv_freq, const int64_t* positions, bool inverse);
+using backend::cpu::RopeRows;
 
 }  // namespace dsinfer::model::deepseek_v41

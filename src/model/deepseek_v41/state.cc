@@ -1,11 +1,49 @@
 #include "model/deepseek_v41/state.h"
 
+#include "base/check.h"
+
 namespace dsinfer::model::deepseek_v41 {
 
-SequenceState::SequenceState(const io::DeepseekV41Config& config) : layers_(config.num_layers) {
-  for (auto& l : layers_) {
-    l.window.assign(static_cast<size_t>(config.sliding_window) * config.head_dim, 0.0f);
+SequenceState::SequenceState(const io::DeepseekV41Config& config, int rollback_slack)
+    : rollback_slack_(rollback_slack) {
+  const cache::StateLayout layout = DeepseekV41StateLayout(config, rollback_slack);
+  own_pages_ = std::make_unique<HeapStatePages>(layout);
+  Bind(config, layout, own_pages_.get());
+}
+
+SequenceState::SequenceState(const io::DeepseekV41Config& config, int rollback_slack,
+                             const cache::StateLayout& layout, StatePages* pages)
+    : rollback_slack_(rollback_slack) {
+  Bind(config, layout, pages);
+}
+
+void SequenceState::Bind(const io::DeepseekV41Config& c, const cache::StateLayout& layout,
+                         StatePages* pages) {
+  layers_.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    layers_[l].ratio = c.compress_ratios[l];
+    layers_[l].source = c.IsKvSource(l);
   }
+  BindLayerStreams(layout, pages, &layers_);
+}
+
+Status SequenceState::Rollback(int64_t new_length) {
+  DSINFER_RETURN_IF_ERROR(CheckRollback(length_, new_length, rollback_slack_));
+  for (LayerState& s : layers_) s.Truncate(new_length, s.source ? s.ratio : 0);
+  length_ = new_length;
+  return Status::Ok();
+}
+
+void SequenceState::CopyFrom(const SequenceState& other) {
+  DSINFER_CHECK(other.layers_.size() == layers_.size() && other.rollback_slack_ == rollback_slack_);
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].CopyFrom(other.layers_[i]);
+  length_ = other.length_;
+}
+
+size_t SequenceState::bytes() const {
+  size_t n = 0;
+  for (const LayerState& s : layers_) n += s.bytes();
+  return n;
 }
 
 }  // namespace dsinfer::model::deepseek_v41

@@ -37,25 +37,13 @@ struct IndexerWeights {
   std::vector<float> k_norm;  // [index_head_dim]
 };
 
-struct AttentionWeights {
-  Matrix wq_a;                                    // [q_lora_rank, D]
-  std::vector<float> q_norm;                      // [q_lora_rank]
-  Matrix wq_b;                                    // [H * d, q_lora_rank]
-  Matrix wkv;                                     // [d, D]
-  std::vector<float> kv_norm;                     // [d]
-  Matrix wo_a;                                    // [o_groups * o_lora_rank, H * d / o_groups]
-  Matrix wo_b;                                    // [D, o_groups * o_lora_rank]
-  std::vector<float> attn_sink;                   // [H]
+struct AttentionWeights : deepseek_v4::LatentAttentionWeights {
   int compress_ratio = 0;                         // 0: window only
   std::unique_ptr<CompressorWeights> compressor;  // KV sources
   std::unique_ptr<IndexerWeights> indexer;        // index sources
 };
 
-struct BlockWeights {
-  std::vector<float> attn_norm;  // [D]
-  std::vector<float> ffn_norm;   // [D]
-  HyperConnectionWeights hc_attn;
-  HyperConnectionWeights hc_ffn;
+struct BlockWeights : deepseek_v4::BlockSites {
   AttentionWeights attn;
   MoeWeights ffn;                   // gate, bias (text tokens), experts, shared expert
   std::vector<float> gate_bias_vl;  // [E] the router bias of image tokens (vision not built)

@@ -1,0 +1,64 @@
+#include "model/deepseek_v41/language_model.h"
+
+#include "base/check.h"
+#include "model/deepseek_v41/state_layout.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+namespace {
+
+using Sequence = StateSequence<SequenceState>;
+
+class V41LanguageModel final : public LanguageModel {
+ public:
+  explicit V41LanguageModel(std::unique_ptr<Model> model)
+      : model_(std::move(model)), info_(InfoOf(model_->config())) {}
+
+  const ModelInfo& info() const override { return info_; }
+  cache::StateLayout StateLayoutFor(int rollback_slack) const override {
+    return DeepseekV41StateLayout(model_->config(), rollback_slack);
+  }
+  std::unique_ptr<ModelSequence> NewSequence(int rollback_slack, const cache::StateLayout& layout,
+                                             cache::StatePages* pages) const override {
+    return std::make_unique<Sequence>(model_->NewSequence(rollback_slack, layout, pages));
+  }
+
+  StatusOr<ModelOutput> Forward(const std::vector<ModelChunk>& chunks, bool keep_streams) override {
+    DSINFER_CHECK(!keep_streams);  // only the MTP drafter asks for them
+    std::vector<SequenceChunk> batch;
+    batch.reserve(chunks.size());
+    for (const ModelChunk& ch : chunks) {
+      batch.push_back({Sequence::StateOf(ch.seq), ch.ids, ch.logits_tail});
+    }
+    DSINFER_ASSIGN_OR_RETURN(std::vector<float> logits, model_->Forward(batch, LogitsRows::kTail));
+    return ModelOutput{std::move(logits), {}};
+  }
+
+  Status SupportsMtp() const override {
+    return Unimplemented(
+        "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer (its drafter is DSpark, which "
+        "is not built yet); use --speculative-method ngram");
+  }
+
+ private:
+  std::unique_ptr<Model> model_;
+  ModelInfo info_;
+};
+
+}  // namespace
+
+ModelInfo InfoOf(const io::DeepseekV41Config& c) {
+  return InfoFromConfig(io::ModelFamily::kDeepseekV41, c);
+}
+
+std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
+  return std::make_unique<V41LanguageModel>(std::move(model));
+}
+
+StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
+                                                           const LoadOptions& options) {
+  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, {options.num_threads}));
+  return AsLanguageModel(std::move(model));
+}
+
+}  // namespace dsinfer::model::deepseek_v41

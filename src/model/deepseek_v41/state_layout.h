@@ -1,0 +1,35 @@
+// The DeepSeek-V4.1 state layout, filled into the cache's model-agnostic spec
+// (cache/state_layout.h). KV sharing makes it lopsided: only a group's KV source owns compressed
+// state, so the other layers of the group (Reuse, and Reindex, which scores the source's index keys
+// with its own queries and keeps nothing between calls) own only their window:
+//   window      every layer: a ring of W-1+slack K=V rows, FP8 (e4m3 + a power-of-two scale per
+//               32 channels)                                                   (fixed per request)
+//   compressor  ratio-r sources, r > 1: a ring of r+slack rows [x·wkvᵀ | x·wgateᵀ] fp32, the open
+//               group's inputs                                                 (fixed per request)
+//   compressed  every source: floor(length/r) KV entries, FP4 (e2m1 + an e4m3 scale per 16
+//               channels: 288 bytes at head_dim 512)                                      (grows)
+//   index_keys  every source: floor(length/r) index keys, FP4 (e2m1 + a power-of-two scale per
+//               32 channels)                                                              (grows)
+// Rows whose length is not a multiple of the quantizer's block stay fp32 (the fake-quantizer
+// leaves them alone). ExactBytes(n) equals SequenceState::bytes() after n tokens.
+#pragma once
+
+#include "cache/state_layout.h"
+#include "io/deepseek_v41_config.h"
+#include "model/deepseek_v41/quant_sim.h"
+#include "model/paged_state.h"
+
+namespace dsinfer::model::deepseek_v41 {
+
+// Which per-layer stream of SequenceState a member is (cache::StateMember::stream; V4.1 has no
+// indexer compressor rows).
+using model::StateStream;
+
+// The storage of the three kinds of cache rows.
+KvFormat WindowFormat(const io::DeepseekV41Config& config);
+KvFormat EntryFormat(const io::DeepseekV41Config& config);
+KvFormat IndexKeyFormat(const io::DeepseekV41Config& config);
+
+cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& config, int rollback_slack);
+
+}  // namespace dsinfer::model::deepseek_v41

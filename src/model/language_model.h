@@ -1,0 +1,142 @@
+// LanguageModel: the model-family seam. The CPU runner (executor/cpu_model_runner.cc) drives every
+// family through it — one engine, scheduler, sampler and state cache for DeepSeek-V4 and
+// DeepSeek-V4.1 — and each family implements it over its own model (model/deepseek_v4/
+// language_model.h, model/deepseek_v41/language_model.h); LoadLanguageModel (model_loader.h)
+// picks the family by the model dir's config. A family describes its per-request state as a
+// cache::StateLayout and keeps it in the pages the engine's cache assigns, so continuous batching,
+// preemption, n > 1 forks and the prefix cache work the same for every family. Forward must be
+// called from one thread at a time; a ModelSequence is owned by one request.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/check.h"
+#include "base/status.h"
+#include "cache/state_layout.h"
+#include "cache/state_pages.h"
+#include "io/model_family.h"
+
+namespace dsinfer::model {
+
+// What the engine needs to know of a model, whatever its family.
+struct ModelInfo {
+  io::ModelFamily family = io::ModelFamily::kDeepseekV4;
+  int64_t vocab_size = 0;
+  int64_t bos_token_id = 0;
+  int64_t eos_token_id = 1;
+  int64_t max_position_embeddings = 0;
+};
+
+// One request's state (its tokens so far), in the pages it was created on.
+class ModelSequence {
+ public:
+  virtual ~ModelSequence() = default;
+  // Tokens processed (= the next position).
+  virtual int64_t length() const = 0;
+  // Back to the state after its first `length` tokens (the rejected drafts of a verify step; at
+  // most the rollback slack it was created with): OutOfRange beyond it.
+  virtual Status Rollback(int64_t length) = 0;
+  // Becomes a copy of `other`, a sequence of the same model and slack.
+  virtual void CopyFrom(const ModelSequence& other) = 0;
+  // Bytes of its rows (= the layout's ExactBytes(length())).
+  virtual size_t bytes() const = 0;
+  // MTP (families with an MTP layer): the rows its layer has processed, and its own rollback.
+  virtual int64_t mtp_length() const { return length(); }
+  virtual Status RollbackMtp(int64_t mtp_length) {
+    (void)mtp_length;
+    return Status::Ok();
+  }
+};
+
+// A family's per-request state type as a ModelSequence (State: length(), Rollback(n),
+// CopyFrom(const State&), bytes()).
+template <typename State>
+class StateSequence : public ModelSequence {
+ public:
+  explicit StateSequence(std::unique_ptr<State> state) : state_(std::move(state)) {}
+  State* state() const { return state_.get(); }
+  // The state of a sequence its family made (another family's is our bug).
+  static State* StateOf(const ModelSequence* seq) {
+    auto* s = dynamic_cast<const StateSequence*>(seq);
+    DSINFER_CHECK(s != nullptr);
+    return s->state_.get();
+  }
+
+  int64_t length() const override { return state_->length(); }
+  Status Rollback(int64_t length) override { return state_->Rollback(length); }
+  void CopyFrom(const ModelSequence& other) override { state_->CopyFrom(*StateOf(&other)); }
+  size_t bytes() const override { return state_->bytes(); }
+
+ protected:
+  std::unique_ptr<State> state_;
+};
+
+// The ModelInfo of a family's config (Config: vocab_size, bos_token_id, eos_token_id,
+// max_position_embeddings).
+template <typename Config>
+ModelInfo InfoFromConfig(io::ModelFamily family, const Config& c) {
+  ModelInfo info;
+  info.family = family;
+  info.vocab_size = c.vocab_size;
+  info.bos_token_id = c.bos_token_id;
+  info.eos_token_id = c.eos_token_id;
+  info.max_position_embeddings = c.max_position_embeddings;
+  return info;
+}
+
+// A request's tokens for one forward call: appended at positions seq->length() ...
+struct ModelChunk {
+  ModelSequence* seq = nullptr;
+  std::vector<int32_t> ids;
+  int64_t logits_tail = 1;  // logits of this many trailing rows (0: none)
+};
+
+struct ModelOutput {
+  std::vector<float> logits;   // [sum of the chunks' tails, vocab]
+  std::vector<float> streams;  // MTP: [rows, stream_width()] every row's streams, if asked
+};
+
+// MTP rows of one sequence (LanguageModel::ForwardMtp).
+struct MtpChunk {
+  ModelSequence* seq = nullptr;
+  std::vector<float> streams;     // [count, stream_width()] the main model's rows mtp_length() ...
+  std::vector<int32_t> next_ids;  // [count] the token after each row
+};
+
+struct LoadOptions {
+  int num_threads = 0;  // 0: all hardware threads
+};
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  // The layout of one sequence's state that can roll back its last `rollback_slack` tokens.
+  virtual cache::StateLayout StateLayoutFor(int rollback_slack) const = 0;
+  // A sequence whose rows live in `pages` (not owned), laid out as `layout` =
+  // StateLayoutFor(rollback_slack).
+  virtual std::unique_ptr<ModelSequence> NewSequence(int rollback_slack,
+                                                     const cache::StateLayout& layout,
+                                                     cache::StatePages* pages) const = 0;
+  // Runs the chunks (each sequence at most once) and advances their states; logits of each
+  // chunk's last logits_tail rows, in chunk order. A chunk's logits depend only on its own
+  // sequence (batch invariance) and not on how its tokens were chunked. keep_streams: also every
+  // row's MTP input streams. Bad token ids are refused before anything changes.
+  virtual StatusOr<ModelOutput> Forward(const std::vector<ModelChunk>& chunks,
+                                        bool keep_streams) = 0;
+
+  // Ok when the model can draft with an MTP layer, else why not.
+  virtual Status SupportsMtp() const = 0;
+  // Floats per row of the MTP input streams.
+  virtual int64_t stream_width() const { return 0; }
+  // The MTP layer on each chunk's rows: its logits at each chunk's last row.
+  virtual StatusOr<ModelOutput> ForwardMtp(const std::vector<MtpChunk>& chunks) {
+    (void)chunks;
+    return SupportsMtp().ok() ? Unimplemented("ForwardMtp") : SupportsMtp();
+  }
+};
+
+}  // namespace dsinfer::model
