@@ -143,6 +143,12 @@ struct EngineOptions {
   // buffer grows to max_batch_tokens rows of the vocabulary: 0.5 MB a row for V4's). The CPU
   // always can.
   bool prompt_logprobs = false;
+  // Structured output: a step's grammar masks are computed on CPU threads while its forward runs
+  // (each depends on the token drawn just before). A draw whose mask is not ready this many
+  // microseconds after the step's logits are (the forward done) sits out the step instead of
+  // stalling the batch: its row is run again by the next step, and its token is the same (drawn
+  // with the same seed, completion and position). 0: the step waits for every mask.
+  int64_t structured_mask_deadline_us = 2000;
 };
 
 struct ChatMessage {
@@ -268,6 +274,10 @@ struct EngineStats {
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Structured output: draws that sat out a step because their grammar mask was late
+  // (EngineOptions::structured_mask_deadline_us), and the engine thread's time waiting for masks.
+  int64_t structured_mask_late = 0;
+  double structured_mask_wait_s = 0;
   // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
   // tokens those restored instead of computing, states stored and evicted, states held now and
   // their bytes (not in state_bytes_used).

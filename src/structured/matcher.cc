@@ -9,6 +9,11 @@ Matcher::Matcher(std::shared_ptr<TokenAutomaton> automaton) : automaton_(std::mo
   ended_.push_back(0);
 }
 
+Matcher::Matcher(std::shared_ptr<TokenAutomaton> automaton, int32_t config, char ended)
+    : automaton_(std::move(automaton)), history_{config}, ended_{ended} {}
+
+Matcher Matcher::Snapshot() const { return Matcher(automaton_, history_.back(), ended_.back()); }
+
 Status Matcher::Advance(int32_t token) {
   if (ended_.back()) return InvalidArgument("the constraint ended at EOS; no token may follow");
   const int32_t next = automaton_->AdvanceToken(history_.back(), token);

@@ -30,8 +30,14 @@ class Matcher {
   bool IsCompleted() const;
   // The tokens allowed next: [vocab mask words]. After EOS, none.
   std::shared_ptr<const TokenMask> Mask() const;
+  // A matcher at this one's state without its history (it cannot roll back past here): a copy
+  // that another thread may advance and ask for masks while this one goes on (the engine's mask
+  // workers).
+  Matcher Snapshot() const;
 
  private:
+  Matcher(std::shared_ptr<TokenAutomaton> automaton, int32_t config, char ended);
+
   std::shared_ptr<TokenAutomaton> automaton_;
   std::vector<int32_t> history_;  // configuration after each token; [0] = initial
   std::vector<char> ended_;       // EOS accepted at that point

@@ -164,7 +164,8 @@ TEST(EngineCoreTest, PreemptionThenResumptionGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
   const Results alone = Alone(reqs);
   // The smallest budget (in steps of one page set) that still holds the longest request alone.
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(),
+                                                                testing::kEngineRollbackSlack);
   EngineOptions o = testing::SmallEngineOptions();
   o.max_running = 4;
   o.typical_length = 8;

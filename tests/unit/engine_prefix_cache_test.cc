@@ -130,7 +130,8 @@ void MemoryPressure(EngineOptions::Overlap overlap) {
   // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
   // alone: several running at once outgrow it, so cached states give way and requests are
   // preempted.
-  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  const auto layout = model::deepseek_v4::DeepseekV4StateLayout(testing::SmallConfig(),
+                                                                testing::kEngineRollbackSlack);
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;

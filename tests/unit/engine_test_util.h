@@ -19,6 +19,10 @@ inline const std::string& EngineModelDir() {
   return *dir;
 }
 
+// The rollback slack of the engine's CPU state layout with the default options: one token, which
+// a draw whose grammar mask is late rolls back (EngineOptions::structured_mask_deadline_us > 0).
+inline constexpr int kEngineRollbackSlack = 1;
+
 inline EngineOptions SmallEngineOptions() {
   EngineOptions o;
   o.model_dir = EngineModelDir();

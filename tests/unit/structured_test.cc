@@ -444,6 +444,33 @@ TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
   EXPECT_TRUE(m.IsAccepting());
 }
 
+TEST(StructuredMatcherTest, SnapshotHasTheStateButNotTheHistory) {
+  structured::ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  spec.choices = {"ab", "abc", "12"};
+  auto c = Compile(spec);
+  const int32_t eos = c->vocab().eos_id();
+  structured::Matcher m(c);
+  ASSERT_TRUE(m.Advance('a').ok());
+  ASSERT_TRUE(m.Advance('b').ok());
+  structured::Matcher s = m.Snapshot();
+  EXPECT_EQ(s.num_tokens(), 0);  // nothing to roll back
+  EXPECT_EQ(*s.Mask(), *m.Mask());
+  EXPECT_TRUE(s.IsAccepting());
+  EXPECT_FALSE(s.IsCompleted());
+  // Advancing the snapshot leaves the matcher where it was, and the other way round.
+  ASSERT_TRUE(s.Advance('c').ok());
+  EXPECT_TRUE(s.IsCompleted());
+  EXPECT_FALSE(m.IsCompleted());
+  ASSERT_TRUE(m.Advance(eos).ok());
+  EXPECT_TRUE(s.Advance(eos).ok());  // "abc" accepts EOS too
+  // A snapshot after EOS has ended: no token may follow, its mask is empty.
+  structured::Matcher ended = m.Snapshot();
+  EXPECT_FALSE(ended.Advance('a').ok());
+  EXPECT_FALSE(structured::MaskHas(ended.Mask()->data(), eos));
+  EXPECT_FALSE(structured::MaskHas(ended.Mask()->data(), 'c'));
+}
+
 TEST(StructuredGbnfTest, ArithmeticGrammar) {
   auto a = Compile(Spec(ConstraintKind::kGrammar, R"G(
     root ::= expr
