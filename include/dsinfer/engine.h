@@ -100,7 +100,8 @@ const char* SpeculativeMethodName(SpeculativeOptions::Method method);  // "none"
 struct EngineOptions {
   std::string model_dir;
   Device device = Device::kCpu;
-  std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists
+  std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists (with a
+                                       // random_preset: none)
   int num_threads = 0;                 // CPU threads of the model (0: all)
   // Budget for per-request model state; 0: 1 GiB on the CPU, and on a GPU what the model leaves
   // free up to gpu_memory_utilization of the device (vLLM's --gpu-memory-utilization).

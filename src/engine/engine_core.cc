@@ -84,8 +84,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   }
   if (codec) {
     core->codec_ = std::move(codec);
-  } else if (!o.random_preset.empty()) {
-    core->codec_ = NoTextCodec();  // a preset has no tokenizer: token ids only
+  } else if (!o.random_preset.empty() && o.tokenizer_path.empty()) {
+    core->codec_ = NoTextCodec();  // a preset has no tokenizer unless given one: token ids only
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
   }
