@@ -521,19 +521,26 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
   std::vector<const structured::TokenMask*> masks(live.size(), nullptr);
   std::vector<char> drops(live.size(), 0);
   for (const MaskGroup& g : groups) {
-    CompletionState& c = requests_.at(live[g.first].request).completions[live[g.first].index];
+    CompletionState* c = Live(live[g.first]);
+    if (!c) continue;  // finished by an earlier group's catch-up (dropped below)
     if (!g.masks->done()) {
       DSINFER_CHECK(g.last - g.first == 1);  // a verify chunk's rows waited for theirs
       SitOut(live[g.first]);
       drops[g.first] = 1;
       continue;
     }
+    // Tokens emitted while the automaton was busy: the job applied them; the constraint may
+    // have ended there, and then the completion's draw is not made.
+    if (g.masks->num_behind() > 0 &&
+        !CatchUp(requests_.at(live[g.first].request), *c, *g.masks, events)) {
+      continue;
+    }
     for (size_t k = g.first; k < g.last; ++k) masks[k] = g.masks->masks()[k - g.first].get();
-    if (c.mask_job == g.masks) c.mask_job.reset();  // used (the group keeps it for the call)
+    if (c->mask_job == g.masks) c->mask_job.reset();  // used (the group keeps it for the call)
   }
   size_t kept = 0;
   for (size_t i = 0; i < live.size(); ++i) {
-    if (drops[i]) continue;
+    if (drops[i] || !Live(live[i])) continue;
     live[kept] = live[i];
     masks[kept++] = masks[i];
   }
@@ -598,11 +605,12 @@ std::vector<EngineCore::MaskGroup> EngineCore::StartMasks(const std::vector<Draw
         drafts.assign(all.begin(), all.begin() + n);
       }
       if (!c->mask_job || c->mask_job->position() != j.position ||
-          c->mask_job->drafts() != drafts) {
+          c->mask_job->drafts() != drafts ||
+          c->mask_job->num_behind() != static_cast<int>(c->behind.size())) {
         if (!mask_workers_)
           mask_workers_ = std::make_unique<MaskWorkers>(2, think_end_id_, mask_hook_);
         c->mask_job = mask_workers_->Start({j.request, j.index, j.position, c->matcher->Snapshot(),
-                                            c->matcher_active, std::move(drafts)});
+                                            c->matcher_active, std::move(drafts), c->behind});
       }
       groups.push_back({i, end, c->mask_job});
     }
@@ -636,6 +644,36 @@ void EngineCore::WaitForMasks(const std::vector<MaskGroup>& groups) {
     if (!verify.empty()) mask_workers_->Wait(verify, std::nullopt);
   }
   stats_.structured_mask_wait_s += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool EngineCore::CatchUp(RequestState& r, CompletionState& c, const MaskJob& job,
+                         std::vector<StreamEvent>* events) {
+  const int k = job.num_behind();
+  DSINFER_CHECK(k == static_cast<int>(c.behind.size()));
+  c.behind.clear();
+  const Status& status = job.behind_status();
+  if (status.ok()) c.matcher->Append(job.after_behind(), k);
+  if (status.ok() && !job.completed()) return true;
+  // What Emit would have ended the completion with at the token (only the constraint could:
+  // see Emit), in an event of its own. (An error's token has had its text sent already.)
+  StreamEvent ev;
+  ev.request_id = r.id;
+  ev.index = c.index;
+  FinishReason reason = FinishReason::kStop;
+  if (!status.ok()) {
+    ev.error = status;
+    reason = FinishReason::kError;
+  } else if (c.decoder) {
+    ev.text = c.stops.Push(c.decoder->Finish()).text;
+    ev.text += c.stops.Finish();
+  }
+  Finish(r, c, reason, &ev);
+  events->push_back(std::move(ev));
+  if (r.open == 0) {
+    requests_.erase(r.id);
+    ++stats_.requests_finished;
+  }
+  return false;
 }
 
 void EngineCore::SitOut(const DrawJob& j) {
@@ -913,10 +951,33 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (c.generated++ == 0) c.first_token = Clock::now();
   ++stats_.generated_tokens;
   Status constraint_status;
+  std::optional<bool> completed;  // the constraint's, once the matcher has taken the token
   if (c.matcher && c.matcher_active) {
-    constraint_status = c.matcher->Advance(id);
+    DSINFER_CHECK(c.behind.empty());  // this token's mask job applied the earlier ones
+    // The automaton may be busy computing another completion's mask (milliseconds): the engine
+    // thread does not wait for it when nothing but the constraint could end the completion at
+    // this token — the next mask job applies the token instead and reports an error or the
+    // constraint's completion then (CatchUp). Not with speculation (drafts are checked against
+    // the matcher) or stop strings (their check would come before the constraint's).
+    const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated;
+    const bool other_finish =
+        !p.stop.empty() ||
+        std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end() ||
+        (id == runner_->config().eos_token_id && !p.ignore_eos) ||
+        c.generated >= r.req.max_new_tokens || length >= max_model_len_;
+    if (spec_.method == SpeculativeOptions::Method::kNone && !other_finish) {
+      completed = c.matcher->TryAdvance(id);
+      if (!completed) {
+        c.behind.push_back(id);
+        ++stats_.structured_deferred_advances;
+      }
+    } else {
+      constraint_status = c.matcher->Advance(id);
+      if (constraint_status.ok()) completed = c.matcher->IsCompleted();
+    }
   } else if (c.matcher && id == think_end_id_) {
     c.matcher_active = true;  // the reasoning ended: the answer is constrained from here
+    completed = c.matcher->IsCompleted();  // (a constraint of the empty answer only)
   }
 
   StreamEvent ev;
@@ -950,7 +1011,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
       finish = FinishReason::kStop;
       ev.stop = "id:" + std::to_string(id);
-    } else if (c.matcher && c.matcher_active && c.matcher->IsCompleted()) {
+    } else if (completed.value_or(false)) {
       finish =
           FinishReason::kStop;  // the constraint is complete (EOS included): nothing may follow
     } else if (id == runner_->config().eos_token_id && !p.ignore_eos) {

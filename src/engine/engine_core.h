@@ -118,8 +118,11 @@ class EngineCore {
     std::unique_ptr<structured::Matcher> matcher;  // with an output constraint
     bool matcher_active = false;                   // false while the reasoning runs
     std::shared_ptr<MaskJob> mask_job;             // masks of its next draw, until drawn
-    speculative::DraftLength draft_length;         // drafts per verify step
-    std::vector<int32_t> mtp_drafts;               // the MTP layer's drafts for the next step
+    // Emitted tokens the matcher has not taken yet (its automaton was busy computing a mask at
+    // the emit): the next mask job applies them (CatchUp).
+    std::vector<int32_t> behind;
+    speculative::DraftLength draft_length;  // drafts per verify step
+    std::vector<int32_t> mtp_drafts;        // the MTP layer's drafts for the next step
     int64_t draft_tokens = 0, accepted_tokens = 0;
   };
   struct RequestState {
@@ -198,6 +201,10 @@ class EngineCore {
   // not been scheduled (the pending token dropped, the row's token rolled back), so a later step
   // runs that row again and draws the same token.
   void SitOut(const DrawJob& job);
+  // Takes over the matcher states a done mask job computed for `c`'s behind tokens; a
+  // constraint that failed or completed there finishes the completion (returns false).
+  bool CatchUp(RequestState& r, CompletionState& c, const MaskJob& job,
+               std::vector<StreamEvent>* events);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
   // Speculative decoding: sets the drafts of every decoding completion for the next schedule.

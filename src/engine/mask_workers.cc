@@ -8,6 +8,15 @@ namespace dsinfer::engine {
 
 void MaskJob::Run(int32_t think_end_id) {
   structured::Matcher& m = request_.matcher;
+  if (!request_.behind.empty()) {
+    for (int32_t t : request_.behind) {
+      behind_status_ = m.Advance(t);
+      if (!behind_status_.ok()) return;
+    }
+    after_behind_ = m;
+    completed_ = m.IsCompleted();
+    if (completed_) return;
+  }
   bool active = request_.active;
   masks_.reserve(request_.drafts.size() + 1);
   for (size_t row = 0;; ++row) {
@@ -28,7 +37,10 @@ MaskWorkers::MaskWorkers(int num_threads, int32_t think_end_id, Hook hook)
 std::shared_ptr<MaskJob> MaskWorkers::Start(MaskRequest request) {
   auto job = std::make_shared<MaskJob>(std::move(request));
   queue_.Submit([this, job] {
-    if (hook_) hook_(job->request_.request, job->request_.index, job->request_.position);
+    if (hook_) {
+      const MaskRequest& r = job->request_;
+      r.matcher.automaton().RunExclusive([&] { hook_(r.request, r.index, r.position); });
+    }
     job->Run(think_end_id_);
     {
       std::lock_guard<std::mutex> lock(mu_);

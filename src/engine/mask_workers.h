@@ -3,7 +3,10 @@
 // cannot be made earlier (issue 24). A MaskJob is one completion's masks for one step, one per
 // row it draws at (its next token's and, in a speculative verify chunk, each draft's after the
 // drafts before it), computed from a snapshot of the completion's matcher, so the engine thread
-// goes on advancing the matcher itself meanwhile. The engine keeps a job until its masks are used:
+// goes on advancing the matcher itself meanwhile. A job may first apply emitted tokens that the
+// engine thread did not (the automaton was busy computing a mask when they were emitted): it then
+// reports the states and whether the constraint failed or completed there, and the engine takes
+// them over (Matcher::Append). The engine keeps a job until its masks are used:
 // a draw that sits out a step because its mask was late finds the same job (done, or still
 // running) when its row runs again. The engine thread starts jobs and waits for them; the workers
 // run them. Start and Wait are called from one thread (the engine's); MaskJob::done from any.
@@ -32,19 +35,28 @@ struct MaskRequest {
   structured::Matcher matcher;  // a snapshot at the first row's state (Matcher::Snapshot)
   bool active = true;           // false: reasoning; the constraint starts after </think>
   std::vector<int32_t> drafts;  // rows = drafts + 1; row k's mask is after drafts[0, k)
+  std::vector<int32_t> behind;  // emitted tokens to apply to `matcher` first
 };
 
 class MaskJob {
  public:
-  explicit MaskJob(MaskRequest request) : request_(std::move(request)) {}
+  explicit MaskJob(MaskRequest request)
+      : request_(std::move(request)), after_behind_(request_.matcher) {}
   MaskJob(const MaskJob&) = delete;
   MaskJob& operator=(const MaskJob&) = delete;
 
   int64_t position() const { return request_.position; }
   const std::vector<int32_t>& drafts() const { return request_.drafts; }
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // Once done(): a mask per row, null where the constraint is not active yet.
+  // Once done(): a mask per row, null where the constraint is not active yet; none when the
+  // `behind` tokens failed or completed the constraint.
   const std::vector<std::shared_ptr<const structured::TokenMask>>& masks() const { return masks_; }
+  // Once done(), for the `behind` tokens: their outcome (an error, or the constraint completed),
+  // and the matcher after them.
+  int num_behind() const { return static_cast<int>(request_.behind.size()); }
+  const Status& behind_status() const { return behind_status_; }
+  bool completed() const { return completed_; }
+  const structured::Matcher& after_behind() const { return after_behind_; }
 
  private:
   friend class MaskWorkers;
@@ -52,6 +64,9 @@ class MaskJob {
   void Run(int32_t think_end_id);
 
   MaskRequest request_;
+  structured::Matcher after_behind_;  // request_.matcher after the behind tokens
+  Status behind_status_;
+  bool completed_ = false;
   std::vector<std::shared_ptr<const structured::TokenMask>> masks_;
   std::atomic<bool> done_{false};
 };
@@ -59,8 +74,9 @@ class MaskJob {
 class MaskWorkers {
  public:
   using Clock = std::chrono::steady_clock;
-  // Tests: runs on the worker before a job's masks, with the job's completion and position (a
-  // test delays or blocks a job deterministically this way). Never set in production.
+  // Tests: runs on the worker before a job's masks, with the job's completion and position,
+  // holding the job's automaton as a mask computation does (a test delays or blocks a job
+  // deterministically this way, as a slow mask would). Never set in production.
   using Hook = std::function<void(uint64_t request, int index, int64_t position)>;
 
   // `think_end_id`: "</think>" (-1: none), which starts the constraint of a thinking chat.

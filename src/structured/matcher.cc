@@ -27,6 +27,25 @@ Status Matcher::Advance(int32_t token) {
   return Status::Ok();
 }
 
+std::optional<bool> Matcher::TryAdvance(int32_t token) {
+  if (ended_.back()) return std::nullopt;
+  const auto step = automaton_->TryAdvanceToken(history_.back(), token);
+  if (!step || step->config == Pda::kDead) return std::nullopt;
+  const bool eos = token == automaton_->vocab().eos_id();
+  history_.push_back(step->config);
+  ended_.push_back(eos);
+  return eos || step->completed;
+}
+
+void Matcher::Append(const Matcher& ahead, int k) {
+  DSINFER_CHECK(k >= 0 && k <= ahead.num_tokens() &&
+                ahead.history_[ahead.history_.size() - 1 - static_cast<size_t>(k)] ==
+                    history_.back() &&
+                !ended_.back());
+  history_.insert(history_.end(), ahead.history_.end() - k, ahead.history_.end());
+  ended_.insert(ended_.end(), ahead.ended_.end() - k, ahead.ended_.end());
+}
+
 void Matcher::Rollback(int k) {
   DSINFER_CHECK(k >= 0 && k <= num_tokens());
   history_.resize(history_.size() - static_cast<size_t>(k));

@@ -176,10 +176,11 @@ def main():
         print(proc.stdout, proc.stderr)
         return 1
     sat_out = read_results(late)
+    def outputs_of(d):
+        return [(c["ids"], c["text"], c["finish_reason"]) for c in d.get("choices", [])]
     for rid, d in results.items():
         o = sat_out.get(rid, {})
-        if [c["ids"] for c in d.get("choices", [])] != [c["ids"] for c in o.get("choices", [])] or \
-                ("error" in d) != ("error" in o):
+        if outputs_of(d) != outputs_of(o) or ("error" in d) != ("error" in o):
             failures.append(f"{rid}: different outputs when late masks sit out")
     with open(summary) as f:
         if json.load(f)["structured_mask_late"] < 1:
