@@ -192,6 +192,9 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const int64_t system_len, flags.GetInt("system-len", 512));
   if (conversations > 0) {
     if (turns < 1 || system_len < 0) return InvalidArgument("--chat-turns >= 1, --system-len >= 0");
+    if (constraint.active()) {
+      return InvalidArgument("--json-schema / --structured-regex: the offline workload only");
+    }
     if (o.max_model_len == 0) {
       o.max_model_len = system_len + turns * (std::max(prompt.fixed, prompt.max) +
                                               std::max(output.fixed, output.max));
