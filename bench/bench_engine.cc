@@ -10,13 +10,20 @@
 // at once, each turn's prompt is the previous turn's prompt, its answer and a new message of a
 // prompt length, and every conversation starts with the same --system-len tokens (the prefix
 // cache's workload: compare with --no-prefix-cache).
+// Structured output: --json-schema FILE or --structured-regex R constrains a share of the requests
+// (--structured-fraction, default all; they end when their constraint is complete, so outputs are
+// at most the drawn length), with the model dir's tokenizer or --tokenizer F (with a preset too:
+// flash-l8 has the V4 vocabulary); the line then counts the draws that sat out a step because their
+// grammar mask was late (structured_mask_late; --structured-mask-deadline-us).
 //   bench_engine --model DIR | --random-preset NAME [--device auto|cpu|cuda] [--requests N]
-//                [length flags] [--seed S] [engine flags of `dsinfer generate`]
+//                [length flags] [--seed S] [structured flags] [engine flags of `dsinfer generate`]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -144,8 +151,33 @@ Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int
   return done == conversations * turns ? Status::Ok() : Internal("some turns failed");
 }
 
+// --json-schema / --structured-regex: the constraint of the constrained requests (kNone: none).
+StatusOr<OutputConstraint> ReadConstraint(const cli::Flags& flags) {
+  OutputConstraint c;
+  if (flags.Has("json-schema") && flags.Has("structured-regex")) {
+    return InvalidArgument("give at most one of --json-schema and --structured-regex");
+  }
+  if (auto file = flags.Get("json-schema")) {
+    std::ifstream in(*file);
+    if (!in) return NotFound("--json-schema: cannot read " + *file);
+    std::stringstream text;
+    text << in.rdbuf();
+    c.kind = OutputConstraint::Kind::kJsonSchema;
+    c.text = text.str();
+  } else if (auto regex = flags.Get("structured-regex")) {
+    c.kind = OutputConstraint::Kind::kRegex;
+    c.text = *regex;
+  }
+  return c;
+}
+
 Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(EngineOptions o, cli::EngineOptionsFromFlags(flags));
+  DSINFER_ASSIGN_OR_RETURN(const OutputConstraint constraint, ReadConstraint(flags));
+  const double structured_fraction = std::stod(flags.GetOr("structured-fraction", "1"));
+  if (!(structured_fraction >= 0 && structured_fraction <= 1)) {
+    return InvalidArgument("--structured-fraction must be in [0, 1]");
+  }
   DSINFER_ASSIGN_OR_RETURN(const int64_t requests, flags.GetInt("requests", 16));
   DSINFER_ASSIGN_OR_RETURN(const Lengths prompt, ReadLengths(flags, "prompt", 128));
   DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
@@ -160,6 +192,9 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const int64_t system_len, flags.GetInt("system-len", 512));
   if (conversations > 0) {
     if (turns < 1 || system_len < 0) return InvalidArgument("--chat-turns >= 1, --system-len >= 0");
+    if (constraint.active()) {
+      return InvalidArgument("--json-schema / --structured-regex: the offline workload only");
+    }
     if (o.max_model_len == 0) {
       o.max_model_len = system_len + turns * (std::max(prompt.fixed, prompt.max) +
                                               std::max(output.fixed, output.max));
@@ -180,6 +215,9 @@ Status Run(const cli::Flags& flags) {
     r.params.ignore_eos = true;
     sampling.Apply(&r);
     r.params.seed = static_cast<uint64_t>(i);
+    // Constrained: request i when the count of constrained ones up to it grows (evenly spread).
+    const auto share = [&](int64_t k) { return static_cast<int64_t>(k * structured_fraction); };
+    if (constraint.active() && share(i + 1) > share(i)) r.params.structured_outputs = constraint;
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto results = engine->Generate(reqs);
@@ -206,6 +244,11 @@ Status Run(const cli::Flags& flags) {
                                                {"max", output.max}});
   j["max_batch_tokens"] = o.max_batch_tokens;
   j["max_running"] = o.max_running;
+  if (constraint.active()) {
+    j["structured"] = {{"kind", flags.Has("json-schema") ? "json_schema" : "regex"},
+                       {"fraction", structured_fraction},
+                       {"mask_deadline_us", o.structured_mask_deadline_us}};
+  }
   std::printf("%s\n", j.dump().c_str());
   return Status::Ok();
 }
@@ -232,7 +275,11 @@ int main(int argc, char** argv) {
                 {"top-p", "top-p (default 1: off)"},
                 {"chat-conversations", "multi-turn chat workload: conversations at once"},
                 {"chat-turns", "chat: turns per conversation (default 8)"},
-                {"system-len", "chat: tokens of the system prompt all share (default 512)"}});
+                {"system-len", "chat: tokens of the system prompt all share (default 512)"},
+                {"json-schema", "structured output: a file holding a JSON schema"},
+                {"structured-regex", "structured output: a regex"},
+                {"structured-fraction",
+                 "structured output: the share of requests constrained (default 1)"}});
   // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
   std::vector<char*> args(argv, argv + argc);
   args.insert(args.begin() + 1, argv[0]);

@@ -100,7 +100,8 @@ const char* SpeculativeMethodName(SpeculativeOptions::Method method);  // "none"
 struct EngineOptions {
   std::string model_dir;
   Device device = Device::kCpu;
-  std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists
+  std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists (with a
+                                       // random_preset: none)
   int num_threads = 0;                 // CPU threads of the model (0: all)
   // Budget for per-request model state; 0: 1 GiB on the CPU, and on a GPU what the model leaves
   // free up to gpu_memory_utilization of the device (vLLM's --gpu-memory-utilization).
@@ -143,6 +144,12 @@ struct EngineOptions {
   // buffer grows to max_batch_tokens rows of the vocabulary: 0.5 MB a row for V4's). The CPU
   // always can.
   bool prompt_logprobs = false;
+  // Structured output: a step's grammar masks are computed on CPU threads while its forward runs
+  // (each depends on the token drawn just before). A draw whose mask is not ready this many
+  // microseconds after the step's logits are (the forward done) sits out the step instead of
+  // stalling the batch: its row is run again by the next step, and its token is the same (drawn
+  // with the same seed, completion and position). 0: the step waits for every mask.
+  int64_t structured_mask_deadline_us = 2000;
 };
 
 struct ChatMessage {
@@ -272,6 +279,13 @@ struct EngineStats {
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Structured output: draws that sat out a step because their grammar mask was late
+  // (EngineOptions::structured_mask_deadline_us), the engine thread's time waiting for masks,
+  // and emitted tokens whose constraint state a mask worker computed (the automaton was busy with
+  // a mask at the emit, which the engine thread does not wait for).
+  int64_t structured_mask_late = 0;
+  double structured_mask_wait_s = 0;
+  int64_t structured_deferred_advances = 0;
   // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
   // tokens those restored instead of computing, states stored and evicted, states held now and
   // their bytes (not in state_bytes_used).

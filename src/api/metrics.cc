@@ -124,6 +124,9 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
           static_cast<double>(engine->prefix_cache_entries), &out);
     Gauge("dsinfer_prefix_cache_bytes", "gauge", "State memory of the cached prefix states.",
           static_cast<double>(engine->prefix_cache_bytes), &out);
+    Gauge("dsinfer_structured_mask_late_total", "counter",
+          "Structured-output draws that sat out a step because their grammar mask was late.",
+          static_cast<double>(engine->structured_mask_late), &out);
   }
   return out;
 }

@@ -57,6 +57,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"prefix-cache-entries",
        "prefix cache: states held at most, with memory set aside for them (default: up to "
        "--max-running, in the memory running requests leave free)"},
+      {"structured-mask-deadline-us",
+       "structured output: a draw whose grammar mask is not ready this many microseconds after "
+       "the step's logits sits out the step instead of stalling the batch (its token is the "
+       "same, a step later); 0: wait for every mask (default 2000)"},
   };
 }
 
@@ -141,6 +145,11 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
         "--prefix-cache-entries in [0, 100000]");
   }
   o.prefix_cache_entries = static_cast<int>(entries);
+  DSINFER_ASSIGN_OR_RETURN(o.structured_mask_deadline_us,
+                           flags.GetInt("structured-mask-deadline-us", 2000));
+  if (o.structured_mask_deadline_us < 0 || o.structured_mask_deadline_us > 10'000'000) {
+    return InvalidArgument("--structured-mask-deadline-us must be in [0, 10000000]");
+  }
   o.speculative.num_tokens = static_cast<int>(spec_tokens);
   o.speculative.ngram_max = static_cast<int>(ngram_size);
   o.speculative.adaptive = flags.Has("speculative-adaptive");

@@ -66,7 +66,14 @@ nlohmann::json RunSummary::ToJson() const {
       // wait for the device's tokens.
       {"host_ms_per_step",
        stats_.steps ? (stats_.step_s - stats_.wait_s) / stats_.steps * 1e3 : 0.0},
-      {"wait_ms_per_step", stats_.steps ? stats_.wait_s / stats_.steps * 1e3 : 0.0}};
+      {"wait_ms_per_step", stats_.steps ? stats_.wait_s / stats_.steps * 1e3 : 0.0},
+      // Structured output: draws that sat out a step (their grammar mask late), emitted tokens
+      // a mask worker applied (the automaton busy at the emit), and the engine thread's wait for
+      // masks.
+      {"structured_mask_late", stats_.structured_mask_late},
+      {"structured_deferred_advances", stats_.structured_deferred_advances},
+      {"structured_mask_wait_ms_per_step",
+       stats_.steps ? stats_.structured_mask_wait_s / stats_.steps * 1e3 : 0.0}};
   if (stats_.prefix_queries > 0) {
     const auto& st = stats_;
     out["prefix_cache"] = {{"queries", st.prefix_queries},

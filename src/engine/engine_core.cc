@@ -22,6 +22,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
         "engine options: max_batch_tokens and max_running must be >= 1, gpu_memory_utilization "
         "in (0, 1]");
   }
+  if (o.structured_mask_deadline_us < 0 || o.structured_mask_deadline_us > 10'000'000) {
+    return InvalidArgument("structured_mask_deadline_us must be in [0, 10000000] (0: wait), got " +
+                           std::to_string(o.structured_mask_deadline_us));
+  }
   const SpeculativeOptions& spec = o.speculative;
   const bool speculate = spec.method != SpeculativeOptions::Method::kNone;
   if (speculate && (spec.num_tokens < 1 || spec.num_tokens > 16)) {
@@ -55,12 +59,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
   ro.all_logits = o.prompt_logprobs;
+  // A draw that sits out a step (its grammar mask late) rolls its row's token back.
+  ro.max_rollback = o.structured_mask_deadline_us > 0 ? 1 : 0;
   // The model's family may have no CUDA path (DeepSeek-V4.1): auto then takes the CPU.
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device,
                            executor::ResolveRunnerDevice(wanted, ro));
   ro.device = device;
   core->device_ = device;
   core->prompt_logprobs_ = o.prompt_logprobs;
+  core->mask_deadline_ = std::chrono::microseconds(o.structured_mask_deadline_us);
   core->overlap_ =
       !speculate &&
       (o.overlap == EngineOptions::Overlap::kOn ||
@@ -80,7 +87,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   if (codec) {
     core->codec_ = std::move(codec);
   } else if (!o.random_preset.empty() && o.tokenizer_path.empty()) {
-    core->codec_ = NoTextCodec();  // a preset has no tokenizer: token ids only
+    core->codec_ = NoTextCodec();  // a preset has no tokenizer unless given one: token ids only
   } else {
     DSINFER_ASSIGN_OR_RETURN(core->codec_, LoadTextCodec(o.model_dir, o.tokenizer_path));
   }
@@ -508,7 +515,37 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
   for (const DrawJob& j : jobs) {
     if (Live(j)) live.push_back(j);
   }
-  const auto masks = ComputeMasks(live);
+  // Masks: those not started before the launch start now (with overlap, the previous step's
+  // tokens were emitted just now). A draw whose mask is late sits out the step.
+  const std::vector<MaskGroup> groups = StartMasks(live, /*known_only=*/false);
+  WaitForMasks(groups);
+  std::vector<const structured::TokenMask*> masks(live.size(), nullptr);
+  std::vector<char> drops(live.size(), 0);
+  for (const MaskGroup& g : groups) {
+    CompletionState* c = Live(live[g.first]);
+    if (!c) continue;  // finished by an earlier group's catch-up (dropped below)
+    if (!g.masks->done()) {
+      DSINFER_CHECK(g.last - g.first == 1);  // a verify chunk's rows waited for theirs
+      SitOut(live[g.first]);
+      drops[g.first] = 1;
+      continue;
+    }
+    // Tokens emitted while the automaton was busy: the job applied them; the constraint may
+    // have ended there, and then the completion's draw is not made.
+    if (g.masks->num_behind() > 0 &&
+        !CatchUp(requests_.at(live[g.first].request), *c, *g.masks, events)) {
+      continue;
+    }
+    for (size_t k = g.first; k < g.last; ++k) masks[k] = g.masks->masks()[k - g.first].get();
+    if (c->mask_job == g.masks) c->mask_job.reset();  // used (the group keeps it for the call)
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (drops[i] || !Live(live[i])) continue;
+    live[kept] = live[i];
+    masks[kept++] = masks[i];
+  }
+  live.resize(kept);
   std::vector<executor::RunDraw> draws(live.size());
   for (size_t i = 0; i < live.size(); ++i) {
     const DrawJob& j = live[i];
@@ -545,49 +582,108 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
   inflight_ = std::move(step);
 }
 
-std::vector<std::shared_ptr<const structured::TokenMask>> EngineCore::ComputeMasks(
-    const std::vector<DrawJob>& jobs) {
-  std::vector<std::shared_ptr<const structured::TokenMask>> masks(jobs.size());
-  // One task per constrained completion: its jobs are consecutive (a verify chunk's rows in
-  // order), and each row's mask is the matcher's after the drafts before it.
-  std::vector<std::pair<size_t, size_t>> groups;  // [begin, end) of jobs
+std::vector<EngineCore::MaskGroup> EngineCore::StartMasks(const std::vector<DrawJob>& jobs,
+                                                          bool known_only) {
+  std::vector<MaskGroup> groups;
   for (size_t i = 0; i < jobs.size();) {
     size_t end = i + 1;
     while (end < jobs.size() && jobs[end].request == jobs[i].request &&
            jobs[end].index == jobs[i].index && (jobs[end].forced < 0) == (jobs[i].forced < 0))
       ++end;
-    const CompletionState& c = requests_.at(jobs[i].request).completions[jobs[i].index];
-    if (c.matcher && jobs[i].forced < 0) groups.push_back({i, end});
+    const DrawJob& j = jobs[i];
+    CompletionState* c = j.forced < 0 ? Live(j) : nullptr;
+    const SeqId seq = SeqOf(j.request, j.index);
+    // An own draw's sequence ends with a pending token while the step in flight draws it (a
+    // sibling's first draw follows the prompt).
+    const auto known = [&] {
+      return !j.own || scheduler_->tokens(seq).back() != scheduler::kPendingToken;
+    };
+    if (c && c->matcher && (!known_only || known())) {
+      // Row k of a verify chunk's draws sees the chunk's first k drafts.
+      std::vector<int32_t> drafts;
+      if (const int n = jobs[end - 1].pending; n > 0) {
+        const std::vector<int32_t>& all = scheduler_->drafts(seq);
+        drafts.assign(all.begin(), all.begin() + n);
+      }
+      if (!c->mask_job || c->mask_job->position() != j.position ||
+          c->mask_job->drafts() != drafts ||
+          c->mask_job->num_behind() != static_cast<int>(c->behind.size())) {
+        if (!mask_workers_)
+          mask_workers_ = std::make_unique<MaskWorkers>(2, think_end_id_, mask_hook_);
+        c->mask_job = mask_workers_->Start({j.request, j.index, j.position, c->matcher->Snapshot(),
+                                            c->matcher_active, std::move(drafts), c->behind});
+      }
+      groups.push_back({i, end, c->mask_job});
+    }
     i = end;
   }
-  if (groups.empty()) return masks;
-  if (!mask_pool_) mask_pool_ = std::make_unique<ThreadPool>(2);
-  mask_pool_->ParallelFor(static_cast<int64_t>(groups.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) {
-      const auto [first, last] = groups[g];
-      const DrawJob& j0 = jobs[first];
-      CompletionState& c = requests_.at(j0.request).completions[j0.index];
-      const std::vector<int32_t>* drafts = j0.pending > 0 || last - first > 1
-                                               ? &scheduler_->drafts(SeqOf(j0.request, j0.index))
-                                               : nullptr;
-      bool active = c.matcher_active;
-      int advanced = 0, walked = 0;
-      for (size_t k = first; k < last; ++k) {
-        for (; walked < jobs[k].pending; ++walked) {
-          const int32_t t = (*drafts)[walked];
-          if (active) {
-            DSINFER_CHECK(c.matcher->Advance(t).ok());  // LimitDrafts kept only allowed drafts
-            ++advanced;
-          } else if (t == think_end_id_) {
-            active = true;
-          }
-        }
-        if (active) masks[k] = c.matcher->Mask();
-      }
-      c.matcher->Rollback(advanced);
+  return groups;
+}
+
+void EngineCore::WaitForMasks(const std::vector<MaskGroup>& groups) {
+  if (groups.empty()) return;
+  const Clock::time_point start = Clock::now();
+  std::vector<const MaskJob*> all, verify;
+  for (const MaskGroup& g : groups) {
+    all.push_back(g.masks.get());
+    if (g.last - g.first > 1) verify.push_back(g.masks.get());
+  }
+  if (mask_deadline_.count() == 0) {
+    mask_workers_->Wait(all, std::nullopt);
+  } else {
+    // The deadline counts from when the logits are ready: until then (a GPU still running the
+    // forward) no draw could be made anyway. The runner is polled while it runs.
+    constexpr std::chrono::microseconds kPoll{100};
+    std::optional<Clock::time_point> ready;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (!ready && runner_->LogitsReady()) ready = now;
+      const Clock::time_point until = ready ? *ready + mask_deadline_ : now + kPoll;
+      if (mask_workers_->Wait(all, until) || (ready && Clock::now() >= until)) break;
     }
-  });
-  return masks;
+    // A verify chunk's rows wait: sitting out would roll back its drafts too, beyond the slack.
+    if (!verify.empty()) mask_workers_->Wait(verify, std::nullopt);
+  }
+  stats_.structured_mask_wait_s += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool EngineCore::CatchUp(RequestState& r, CompletionState& c, const MaskJob& job,
+                         std::vector<StreamEvent>* events) {
+  const int k = job.num_behind();
+  DSINFER_CHECK(k == static_cast<int>(c.behind.size()));
+  c.behind.clear();
+  const Status& status = job.behind_status();
+  if (status.ok()) c.matcher->Append(job.after_behind(), k);
+  if (status.ok() && !job.completed()) return true;
+  // What Emit would have ended the completion with at the token (only the constraint could:
+  // see Emit), in an event of its own. (An error's token has had its text sent already.)
+  StreamEvent ev;
+  ev.request_id = r.id;
+  ev.index = c.index;
+  FinishReason reason = FinishReason::kStop;
+  if (!status.ok()) {
+    ev.error = status;
+    reason = FinishReason::kError;
+  } else if (c.decoder) {
+    ev.text = c.stops.Push(c.decoder->Finish()).text;
+    ev.text += c.stops.Finish();
+  }
+  Finish(r, c, reason, &ev);
+  events->push_back(std::move(ev));
+  if (r.open == 0) {
+    requests_.erase(r.id);
+    ++stats_.requests_finished;
+  }
+  return false;
+}
+
+void EngineCore::SitOut(const DrawJob& j) {
+  const SeqId seq = SeqOf(j.request, j.index);
+  if (const std::optional<int64_t> length = scheduler_->Retract(seq)) {
+    const Status rolled = runner_->Rollback(seq, *length);
+    DSINFER_CHECK(rolled.ok());  // one token: the slack the runner was created with
+  }
+  ++stats_.structured_mask_late;
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
@@ -606,6 +702,9 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
     if (inflight_) Complete(events);
   } else {
     std::vector<DrawJob> jobs = PlanDraws(plan);
+    // The masks of the draws whose earlier tokens are all known (every one without overlap)
+    // compute while the forward runs.
+    StartMasks(jobs, /*known_only=*/true);
     const Clock::time_point launched = Clock::now();
     if (const Status status = Launch(plan, jobs); !status.ok()) {
       if (inflight_) Complete(events);
@@ -867,10 +966,33 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (c.generated++ == 0) c.first_token = Clock::now();
   ++stats_.generated_tokens;
   Status constraint_status;
+  std::optional<bool> completed;  // the constraint's, once the matcher has taken the token
   if (c.matcher && c.matcher_active) {
-    constraint_status = c.matcher->Advance(id);
+    DSINFER_CHECK(c.behind.empty());  // this token's mask job applied the earlier ones
+    // The automaton may be busy computing another completion's mask (milliseconds): the engine
+    // thread does not wait for it when nothing but the constraint could end the completion at
+    // this token — the next mask job applies the token instead and reports an error or the
+    // constraint's completion then (CatchUp). Not with speculation (drafts are checked against
+    // the matcher) or stop strings (their check would come before the constraint's).
+    const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated;
+    const bool other_finish =
+        !p.stop.empty() ||
+        std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end() ||
+        (id == runner_->config().eos_token_id && !p.ignore_eos) ||
+        c.generated >= r.req.max_new_tokens || length >= max_model_len_;
+    if (spec_.method == SpeculativeOptions::Method::kNone && !other_finish) {
+      completed = c.matcher->TryAdvance(id);
+      if (!completed) {
+        c.behind.push_back(id);
+        ++stats_.structured_deferred_advances;
+      }
+    } else {
+      constraint_status = c.matcher->Advance(id);
+      if (constraint_status.ok()) completed = c.matcher->IsCompleted();
+    }
   } else if (c.matcher && id == think_end_id_) {
     c.matcher_active = true;  // the reasoning ended: the answer is constrained from here
+    completed = c.matcher->IsCompleted();  // (a constraint of the empty answer only)
   }
 
   StreamEvent ev;
@@ -904,7 +1026,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
       finish = FinishReason::kStop;
       ev.stop = "id:" + std::to_string(id);
-    } else if (c.matcher && c.matcher_active && c.matcher->IsCompleted()) {
+    } else if (completed.value_or(false)) {
       finish =
           FinishReason::kStop;  // the constraint is complete (EOS included): nothing may follow
     } else if (id == runner_->info().eos_token_id && !p.ignore_eos) {

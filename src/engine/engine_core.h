@@ -11,8 +11,12 @@
 // n > 1 prefills the prompt once: completion 0 runs it, and at its first sample the others are
 // forked from its state. With speculative decoding, decoding completions propose drafts before
 // the schedule, a verify chunk draws a token at each of its last drafts + 1 rows, the longest
-// prefix of drafts equal to the draws is accepted and the rest rolled back. Not thread-safe,
-// except Prepare(), which only reads immutable data.
+// prefix of drafts equal to the draws is accepted and the rest rolled back. Structured output:
+// a step's grammar masks are computed on mask workers while its forward runs; a draw whose mask
+// is late (EngineOptions::structured_mask_deadline_us after the logits are ready) sits out the
+// step — its row's token is rolled back and run again by a later step, where it draws with the
+// same (seed, completion, position), so the outputs do not change. Not thread-safe, except
+// Prepare(), which only reads immutable data.
 #pragma once
 
 #include <chrono>
@@ -25,10 +29,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "base/thread_pool.h"
+#include "base/check.h"
 #include "cache/prefix_index.h"
 #include "cache/state_cache.h"
 #include "dsinfer/engine.h"
+#include "engine/mask_workers.h"
 #include "engine/text_codec.h"
 #include "executor/model_runner.h"
 #include "io/model_family.h"
@@ -83,6 +88,13 @@ class EngineCore {
   void set_drafter(Drafter drafter) { drafter_ = std::move(drafter); }
   // Adaptive speculation's measured costs (tests preload observations to steer the draft length).
   speculative::StepCostModel& spec_cost() { return spec_cost_; }
+  // Tests: runs on a mask worker before the masks of each (request, completion index, position)
+  // are computed — a slow or blocked mask, deterministically. Set before the first Step; a
+  // blocked hook must be released before the core is destroyed.
+  void set_mask_hook(MaskWorkers::Hook hook) {
+    DSINFER_CHECK(!mask_workers_);
+    mask_hook_ = std::move(hook);
+  }
   EngineStats Stats() const;
   int64_t vocab_size() const { return runner_->info().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
@@ -110,9 +122,13 @@ class EngineCore {
     Clock::time_point first_token;
     std::unique_ptr<structured::Matcher> matcher;  // with an output constraint
     bool matcher_active = false;                   // false while the reasoning runs
-    speculative::DraftLength draft_length;         // drafts per verify step
-    speculative::NgramIndex ngram_index;           // n-gram drafts without rescanning
-    std::vector<int32_t> mtp_drafts;               // the MTP layer's drafts for the next step
+    std::shared_ptr<MaskJob> mask_job;             // masks of its next draw, until drawn
+    // Emitted tokens the matcher has not taken yet (its automaton was busy computing a mask at
+    // the emit): the next mask job applies them (CatchUp).
+    std::vector<int32_t> behind;
+    speculative::DraftLength draft_length;  // drafts per verify step
+    speculative::NgramIndex ngram_index;    // n-gram drafts without rescanning
+    std::vector<int32_t> mtp_drafts;        // the MTP layer's drafts for the next step
     int64_t draft_tokens = 0, accepted_tokens = 0;
   };
   struct RequestState {
@@ -175,11 +191,26 @@ class EngineCore {
   // The compiled constraint of `spec` (thread-safe: called from Prepare).
   StatusOr<std::shared_ptr<structured::TokenAutomaton>> Constraint(
       const structured::ConstraintSpec& spec) const;
-  // The token masks of this step's constrained draws (null where unconstrained), computed on the
-  // mask pool. They depend only on tokens already committed: the seam where the overlap of masks
-  // with the forward pass goes.
-  std::vector<std::shared_ptr<const structured::TokenMask>> ComputeMasks(
-      const std::vector<DrawJob>& jobs);
+  // One constrained completion's draws of a step, jobs [first, last), and its masks.
+  struct MaskGroup {
+    size_t first = 0, last = 0;
+    std::shared_ptr<MaskJob> masks;
+  };
+  // Starts the mask jobs of the constrained completions among `jobs` (each completion's draws
+  // consecutive) that have none for these draws yet: with `known_only`, only those whose earlier
+  // tokens are all emitted (not one still drawn by the step in flight). Returns the groups.
+  std::vector<MaskGroup> StartMasks(const std::vector<DrawJob>& jobs, bool known_only);
+  // Waits for the groups' masks: a verify chunk's until they are done; the others until they are
+  // done or the mask deadline has passed since the step's logits were ready (0: until done).
+  void WaitForMasks(const std::vector<MaskGroup>& groups);
+  // A draw whose mask was late: dropped, and its sequence put back as if its chunk's last row had
+  // not been scheduled (the pending token dropped, the row's token rolled back), so a later step
+  // runs that row again and draws the same token.
+  void SitOut(const DrawJob& job);
+  // Takes over the matcher states a done mask job computed for `c`'s behind tokens; a
+  // constraint that failed or completed there finishes the completion (returns false).
+  bool CatchUp(RequestState& r, CompletionState& c, const MaskJob& job,
+               std::vector<StreamEvent>* events);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
   // Speculative decoding: sets the drafts of every decoding completion for the next schedule.
@@ -215,7 +246,8 @@ class EngineCore {
   int32_t think_end_id_ = -1;  // "</think>" when the tokenizer has it
   mutable std::once_flag constraints_once_;
   mutable std::unique_ptr<structured::ConstraintCache> constraints_;
-  std::unique_ptr<ThreadPool> mask_pool_;  // created at the first constrained draw
+  std::chrono::microseconds mask_deadline_{0};  // EngineOptions::structured_mask_deadline_us
+  MaskWorkers::Hook mask_hook_;
   SpeculativeOptions spec_;
   speculative::StepCostModel spec_cost_;  // adaptive speculation's measured step and draft costs
   int64_t spec_batch_ = 1;                // sequences decoding in the last step (for its costs)
@@ -236,6 +268,9 @@ class EngineCore {
     scheduler::SeqId checkpoint = 0;
     std::vector<int32_t> tokens;
   } taken_;
+  // Created at the first constrained draw; last, so that its workers stop before anything else
+  // goes.
+  std::unique_ptr<MaskWorkers> mask_workers_;
 };
 
 }  // namespace dsinfer::engine

@@ -18,7 +18,7 @@ class CpuModelRunner final : public ModelRunner {
  public:
   CpuModelRunner(std::unique_ptr<model::LanguageModel> model, const RunnerOptions& options)
       : model_(std::move(model)),
-        slack_(options.max_draft_tokens),
+        slack_(std::max(options.max_draft_tokens, options.max_rollback)),
         mtp_(options.mtp),
         layout_(model_->StateLayoutFor(slack_)) {}
 

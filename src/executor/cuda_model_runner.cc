@@ -68,6 +68,7 @@ class CudaModelRunner final : public ModelRunner {
       for (size_t p = 0; p < pools; ++p) batch[i].pages.push_back(&cache_->PageTable(ch.seq, p));
     }
     DSINFER_ASSIGN_OR_RETURN(logits_, model_->ForwardPaged(batch, mdl::LogitsRows::kTail));
+    forward_done_.Record(model_->stream());
     counts_.clear();
     int64_t nrows = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
@@ -93,6 +94,8 @@ class CudaModelRunner final : public ModelRunner {
     last_draws_ = static_cast<int>(draws.size());
     return Status::Ok();
   }
+
+  bool LogitsReady() const override { return forward_done_.Query(); }
 
   StatusOr<RunOutput> Collect() override {
     RunOutput out;
@@ -149,6 +152,7 @@ class CudaModelRunner final : public ModelRunner {
   // The launched step's logits, its chunks' sizes and tails; the last Sample's draws.
   CudaModel::DeviceLogits logits_;
   std::vector<int64_t> counts_, tails_;
+  backend::cuda::Event forward_done_;  // recorded behind each launched forward
   int last_draws_ = 0;
 };
 
@@ -170,6 +174,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
                            ": the CUDA model's state keeps a rollback slack of " +
                            std::to_string(mdl::cuda::CudaModel::kMaxRollback) + " tokens");
   }
+  DSINFER_CHECK(o.max_rollback >= 0 && o.max_rollback <= mdl::cuda::CudaModel::kMaxRollback);
   if (o.mtp) {
     return Unimplemented(
         "MTP speculative decoding on the CUDA backend: the CUDA model has no MTP "
@@ -188,8 +193,8 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   const int64_t max_draws =
       int64_t{o.max_sequences} * std::max<int64_t>(128, 1 + o.max_draft_tokens) +
       (o.all_logits ? o.max_tokens : 0);
-  return std::unique_ptr<ModelRunner>(
-      new CudaModelRunner(std::move(model), o.max_draft_tokens, max_draws));
+  return std::unique_ptr<ModelRunner>(new CudaModelRunner(
+      std::move(model), std::max(o.max_draft_tokens, o.max_rollback), max_draws));
 }
 
 }  // namespace dsinfer::executor

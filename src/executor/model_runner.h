@@ -85,6 +85,9 @@ class ModelRunner {
   // Enqueues draws from the launched step's logits rows (RunDraw::chunk indexes its chunks). A
   // draw depends only on its row and input; the inputs' pointers are read during the call.
   virtual Status Sample(const std::vector<RunDraw>& draws) = 0;
+  // Whether the launched forward's logits are computed (a GPU may still be running it); never
+  // blocks. The engine's deadline for late grammar masks counts from then.
+  virtual bool LogitsReady() const { return true; }
   // Waits for the last Sample's tokens (one per draw, in draw order). Every Sample is collected
   // before the next Sample; the next Launch may come first (its feeds read this Sample's draws).
   virtual StatusOr<RunOutput> Collect() = 0;
@@ -94,8 +97,9 @@ class ModelRunner {
   // are enqueued behind them).
   // Drops a sequence's state (finished, aborted or preempted); unknown ids are ignored.
   virtual void Release(scheduler::SeqId seq) = 0;
-  // Returns a sequence's state to its first `length` tokens: the rejected tokens of a speculative
-  // verify chunk (at most RunnerOptions::max_draft_tokens of them), exactly (spec §3.4).
+  // Returns a sequence's state to its first `length` tokens, exactly (spec §3.4): the rejected
+  // tokens of a speculative verify chunk, or the last token of a row whose draw sat out the step
+  // (its grammar mask was late) — at most RunnerOptions::max_draft_tokens or max_rollback tokens.
   virtual Status Rollback(scheduler::SeqId seq, int64_t length) = 0;
   // MTP drafting (RunnerOptions::mtp, a model with an MTP layer; spec §2.11): for each request the
   // MTP layer first runs the sequence's rows it has not seen (row i pairs the main model's streams
@@ -140,6 +144,9 @@ struct RunnerOptions {
   // model's streams of the rows its layer has not yet seen).
   int max_draft_tokens = 0;
   bool mtp = false;
+  // Tokens a Rollback may remove besides the drafts (1: a draw that sits out a step because its
+  // grammar mask was late has its row's token rolled back). The rollback slack is the larger.
+  int max_rollback = 0;
   // CUDA: logits for every row of a step (prompt logprobs), not only each sequence's last 1 + k.
   bool all_logits = false;
   // CUDA: state slots (sequences held at once), tokens each slot holds, rows per step. The CUDA

@@ -65,6 +65,19 @@ void Scheduler::SetToken(SeqId id, int64_t index, int32_t token) {
   tokens[index] = token;
 }
 
+std::optional<int64_t> Scheduler::Retract(SeqId id) {
+  Seq& s = *seqs_.at(id);
+  DSINFER_CHECK(s.tokens.size() >= 2 && s.tokens.back() == kPendingToken);
+  s.tokens.pop_back();
+  s.held = false;
+  s.drafts.clear();
+  const auto known = static_cast<int64_t>(s.tokens.size());
+  if (!s.running || s.computed < known) return std::nullopt;
+  DSINFER_CHECK(s.computed == known);
+  s.computed = known - 1;
+  return s.computed;
+}
+
 const std::vector<int32_t>& Scheduler::tokens(SeqId id) const { return seqs_.at(id)->tokens; }
 int64_t Scheduler::computed(SeqId id) const { return seqs_.at(id)->computed; }
 

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cache/state_cache.h"
@@ -106,6 +107,13 @@ class Scheduler {
   // Overlap scheduling: the token at `index` of `id`, committed as kPendingToken while its draw was
   // in flight, is `token`. No-op for unknown ids (finished or aborted since).
   void SetToken(SeqId id, int64_t index, int32_t token);
+  // A draw committed as kPendingToken at the launch is dropped (it sat out the step: its grammar
+  // mask was late): `id`'s pending last token goes, and so does the state of the token before it,
+  // which the next step computes again for the draw — the sequence is as if its chunk's last row
+  // had not been scheduled. Returns the length its model state is to be rolled back to (by the
+  // caller), or nullopt when it holds no state of that token (a fork still waiting for memory).
+  // Clears a Hold (the dropped draw no longer finishes it).
+  std::optional<int64_t> Retract(SeqId id);
 
   bool Contains(SeqId id) const { return seqs_.count(id) > 0; }
   // Running with state for all its tokens but the last (its next step is a decode).

@@ -13,6 +13,25 @@ TokenAutomaton::TokenAutomaton(Grammar grammar, std::shared_ptr<const Vocabulary
 
 int32_t TokenAutomaton::AdvanceToken(int32_t config, int32_t token) {
   std::lock_guard<std::mutex> lock(mu_);
+  return AdvanceTokenLocked(config, token);
+}
+
+std::optional<TokenAutomaton::Step> TokenAutomaton::TryAdvanceToken(int32_t config, int32_t token) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  Step step;
+  step.config = AdvanceTokenLocked(config, token);
+  step.completed =
+      step.config != Pda::kDead && pda_.accepting(step.config) && !pda_.can_continue(step.config);
+  return step;
+}
+
+void TokenAutomaton::RunExclusive(const std::function<void()>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fn();
+}
+
+int32_t TokenAutomaton::AdvanceTokenLocked(int32_t config, int32_t token) {
   if (token == vocab_->eos_id()) return pda_.accepting(config) ? config : Pda::kDead;
   if (token < 0 || token >= vocab_->num_ids()) return Pda::kDead;
   const std::string& bytes = vocab_->bytes(token);

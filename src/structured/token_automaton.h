@@ -28,8 +28,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -54,6 +56,14 @@ class TokenAutomaton {
   // The configuration after `token`'s bytes, or Pda::kDead if the token is not allowed.
   // EOS leaves an accepting configuration unchanged and is dead elsewhere.
   int32_t AdvanceToken(int32_t config, int32_t token);
+  // AdvanceToken without waiting for another thread's use of the automaton (a mask being
+  // computed, which may take milliseconds): nullopt while it is busy. With the next
+  // configuration, whether it is completed().
+  struct Step {
+    int32_t config = Pda::kDead;
+    bool completed = false;
+  };
+  std::optional<Step> TryAdvanceToken(int32_t config, int32_t token);
   // The configuration after `bytes` (for tests and the choice/regex checks), kDead if rejected.
   int32_t AdvanceBytes(int32_t config, std::string_view bytes);
   bool accepting(int32_t config);
@@ -63,6 +73,8 @@ class TokenAutomaton {
   std::shared_ptr<const TokenMask> Mask(int32_t config);
   // Not OK once the automaton hit a limit (the request is then ended with this error).
   Status status();
+  // Runs `fn` holding the automaton as a mask computation does (tests: a slow mask).
+  void RunExclusive(const std::function<void()>& fn);
 
   const Vocabulary& vocab() const { return *vocab_; }
   struct Stats {
@@ -107,6 +119,8 @@ class TokenAutomaton {
     bool left_live = false;
   };
   std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
+  // AdvanceToken under mu_.
+  int32_t AdvanceTokenLocked(int32_t config, int32_t token);
   // Mask() under mu_; `counted`: a caller's request (in the stats), not a part of another mask.
   std::shared_ptr<const TokenMask> MaskOf(int32_t config, bool counted);
   // Sets the bits of the tokens of `trie` (up to `max_depth` bytes) accepted from `config`.

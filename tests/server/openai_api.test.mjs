@@ -268,6 +268,8 @@ describe('errors', () => {
     assert.ok(['x', 'y'].includes(parsed.alpha));
     // The schema's property order is the generation order.
     assert.ok(js.choices[0].message.content.indexOf('zeta') < js.choices[0].message.content.indexOf('alpha'));
+    // Draws that sat out a step because their mask was late (none need have).
+    assert.ok((await metric(server.url, 'dsinfer_structured_mask_late_total')) >= 0);
   });
   test('400: malformed JSON and invalid UTF-8 with its byte offset (raw bytes)', async () => {
     const send = (body) => rawRequest(server.port, Buffer.concat([Buffer.from(

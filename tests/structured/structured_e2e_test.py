@@ -5,7 +5,9 @@ completions each, regexes,
 choices, GBNF grammars). Every output that stops must satisfy its constraint, checked by
 independent validators (python3-jsonschema with its format checker, Python's re, hand-written
 grammar checkers), and at least 90% of the outputs must stop (the constraints are bounded, so a
-correct mask ends them). Bad constraints are per-request errors while the others run.
+correct mask ends them). Bad constraints are per-request errors while the others run. With
+overlap scheduling the outputs are the same; so they are with a mask deadline of 1 us, which makes
+most draws' masks late (they sit out a step and draw the same token the next).
 
 usage: structured_e2e_test.py DSINFER_BIN TOKENIZER_DIR SCRATCH_DIR
 """
@@ -163,6 +165,26 @@ def main():
         if [c["ids"] for c in d.get("choices", [])] != [c["ids"] for c in o.get("choices", [])] or \
                 ("error" in d) != ("error" in o):
             failures.append(f"{rid}: different outputs with --overlap")
+    # A deadline no mask meets (1 us after the logits; with overlap on the CPU a step's masks start
+    # after its forward): draws sit out steps, and every output is still the same.
+    late = os.path.join(scratch, "late.jsonl")
+    summary = os.path.join(scratch, "late_summary.json")
+    proc = subprocess.run([dsinfer, "generate", "--model", model, "--input", inp, "--output", late, "--quiet",
+                           "--threads", "2", "--overlap", "--structured-mask-deadline-us", "1",
+                           "--summary-json", summary], capture_output=True, text=True, timeout=900)
+    if proc.returncode not in (0, 1):
+        print(proc.stdout, proc.stderr)
+        return 1
+    sat_out = read_results(late)
+    def outputs_of(d):
+        return [(c["ids"], c["text"], c["finish_reason"]) for c in d.get("choices", [])]
+    for rid, d in results.items():
+        o = sat_out.get(rid, {})
+        if outputs_of(d) != outputs_of(o) or ("error" in d) != ("error" in o):
+            failures.append(f"{rid}: different outputs when late masks sit out")
+    with open(summary) as f:
+        if json.load(f)["structured_mask_late"] < 1:
+            failures.append("no draw sat out a step with a 1 us mask deadline")
     solo = read_results(alone + ".out")[requests[5]["id"]]
     if [c["ids"] for c in solo["choices"]] != [c["ids"] for c in results[requests[5]["id"]]["choices"]]:
         failures.append("a seeded constrained request gave different tokens alone and in the batch")

@@ -177,7 +177,7 @@ TEST_P(EngineFamilyTest, PreemptionThenResumptionGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
   const Results alone = Alone(reqs, Options());
   // The smallest budget (in steps of one page set) that still holds the longest request alone.
-  const auto layout = testing::SmallLayout(GetParam(), 0);
+  const auto layout = testing::SmallLayout(GetParam(), testing::kEngineRollbackSlack);
   EngineOptions o = Options();
   o.max_running = 4;
   o.typical_length = 8;

@@ -134,7 +134,7 @@ void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
   // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
   // alone: several running at once outgrow it, so cached states give way and requests are
   // preempted.
-  const auto layout = testing::SmallLayout(family, 0);
+  const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
   o.max_running = 4;
   o.typical_length = 8;
   o.state_page_tokens = 16;

@@ -106,7 +106,8 @@ TEST(PromptLogprobsTest, PreemptedRequestsScoreEachTokenOnce) {
     r.params.prompt_logprobs = i % 3;
     reqs.push_back(r);
   }
-  const auto layout = mdl::DeepseekV4StateLayout(testing::SmallConfig(), 0);
+  const auto layout =
+      mdl::DeepseekV4StateLayout(testing::SmallConfig(), testing::kEngineRollbackSlack);
   EngineOptions o = testing::SmallEngineOptions();
   o.max_running = 4;
   o.typical_length = 8;

@@ -41,6 +41,10 @@ inline cache::StateLayout SmallLayout(Family f, int rollback_slack = 0) {
              : model::deepseek_v41::DeepseekV41StateLayout(SmallV41Config(), rollback_slack);
 }
 
+// The rollback slack of the engine's CPU state layout with the default options: one token, which
+// a draw whose grammar mask is late rolls back (EngineOptions::structured_mask_deadline_us > 0).
+inline constexpr int kEngineRollbackSlack = 1;
+
 inline EngineOptions SmallEngineOptions(Family f = Family::kV4) {
   EngineOptions o;
   o.model_dir = EngineModelDir(f);

@@ -267,3 +267,43 @@ TEST(SchedulerTest, ForkRespectsMaxRunningWhenMemoryWouldAllowMore) {
 
 }  // namespace
 }  // namespace dsinfer::scheduler
+
+namespace dsinfer::scheduler {
+namespace {
+
+TEST(SchedulerTest, RetractDropsAPendingDrawAndRunsItsRowAgain) {
+  cache::StateCache cache(Plan(2, 100));
+  Scheduler s({.max_batch_tokens = 16, .max_running = 4}, &cache);
+  s.Add(1 << 8, {5, 6, 7}, 0);
+  BatchPlan p = s.Schedule();
+  s.Commit(p, {kPendingToken});  // launched; the draw of the prompt's end is in flight
+  s.Hold(1 << 8);
+  // Its draw sits out: the prompt's last token is computed again by the next step.
+  EXPECT_EQ(s.Retract(1 << 8), std::optional<int64_t>(2));
+  EXPECT_EQ(s.tokens(1 << 8), (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(s.computed(1 << 8), 2);
+  p = s.Schedule();  // the hold went with the draw
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].start, 2);
+  EXPECT_EQ(p.chunks[0].count, 1);
+  EXPECT_TRUE(p.chunks[0].samples);
+  s.Commit(p, {kPendingToken});
+  s.SetToken(1 << 8, 3, 9);
+  // A sibling forked with the state of the prompt, and one waiting for memory (the ring pool
+  // holds two sequences): both drop their pending first token; only the first holds state.
+  ASSERT_TRUE(s.Fork(1 << 8, (1 << 8) | 1, 3, kPendingToken));
+  ASSERT_FALSE(s.Fork(1 << 8, (1 << 8) | 2, 3, kPendingToken));
+  EXPECT_EQ(s.Retract((1 << 8) | 1), std::optional<int64_t>(2));
+  EXPECT_EQ(s.Retract((1 << 8) | 2), std::nullopt);
+  EXPECT_EQ(s.tokens((1 << 8) | 2), (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(s.computed((1 << 8) | 2), 0);
+  p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 2u);  // the parent's decode and the sibling's last prompt token
+  EXPECT_EQ(p.chunks[1].id, (1u << 8) | 1);
+  EXPECT_EQ(p.chunks[1].start, 2);
+  EXPECT_EQ(p.chunks[1].count, 1);
+  EXPECT_TRUE(p.chunks[1].samples);
+}
+
+}  // namespace
+}  // namespace dsinfer::scheduler

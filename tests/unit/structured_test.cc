@@ -3,8 +3,11 @@
 // rollback, EOS only where accepting).
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "structured/constraint_compiler.h"
 #include "structured/grammar.h"
@@ -442,6 +445,80 @@ TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
   EXPECT_FALSE(m.Advance('a').ok());
   m.Rollback(1);
   EXPECT_TRUE(m.IsAccepting());
+}
+
+TEST(StructuredMatcherTest, SnapshotHasTheStateButNotTheHistory) {
+  structured::ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  spec.choices = {"ab", "abc", "12"};
+  auto c = Compile(spec);
+  const int32_t eos = c->vocab().eos_id();
+  structured::Matcher m(c);
+  ASSERT_TRUE(m.Advance('a').ok());
+  ASSERT_TRUE(m.Advance('b').ok());
+  structured::Matcher s = m.Snapshot();
+  EXPECT_EQ(s.num_tokens(), 0);  // nothing to roll back
+  EXPECT_EQ(*s.Mask(), *m.Mask());
+  EXPECT_TRUE(s.IsAccepting());
+  EXPECT_FALSE(s.IsCompleted());
+  // Advancing the snapshot leaves the matcher where it was, and the other way round.
+  ASSERT_TRUE(s.Advance('c').ok());
+  EXPECT_TRUE(s.IsCompleted());
+  EXPECT_FALSE(m.IsCompleted());
+  ASSERT_TRUE(m.Advance(eos).ok());
+  EXPECT_TRUE(s.Advance(eos).ok());  // "abc" accepts EOS too
+  // A snapshot after EOS has ended: no token may follow, its mask is empty.
+  structured::Matcher ended = m.Snapshot();
+  EXPECT_FALSE(ended.Advance('a').ok());
+  EXPECT_FALSE(structured::MaskHas(ended.Mask()->data(), eos));
+  EXPECT_FALSE(structured::MaskHas(ended.Mask()->data(), 'c'));
+}
+
+TEST(StructuredMatcherTest, TryAdvanceDoesNotWaitForABusyAutomatonAndAppendCatchesUp) {
+  structured::ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  spec.choices = {"ab", "abc", "12"};
+  auto c = Compile(spec);
+  structured::Matcher m(c);
+  EXPECT_EQ(m.TryAdvance('a'), std::optional<bool>(false));
+  EXPECT_EQ(m.TryAdvance('x'), std::nullopt);  // not allowed: state unchanged
+  EXPECT_EQ(m.num_tokens(), 1);
+  // Another thread holds the automaton (a mask being computed): TryAdvance does not wait.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, release = false;
+  std::thread holder([&] {
+    c->RunExclusive([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      held = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+    });
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return held; });
+  }
+  EXPECT_EQ(m.TryAdvance('b'), std::nullopt);
+  EXPECT_EQ(m.num_tokens(), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  holder.join();
+  // A snapshot advanced elsewhere hands its states over.
+  structured::Matcher ahead = m.Snapshot();
+  ASSERT_TRUE(ahead.Advance('b').ok());
+  ASSERT_TRUE(ahead.Advance('c').ok());
+  m.Append(ahead, 2);
+  EXPECT_EQ(m.num_tokens(), 3);
+  EXPECT_TRUE(m.IsCompleted());
+  m.Rollback(1);  // the appended states are its own
+  EXPECT_TRUE(m.IsAccepting());
+  EXPECT_EQ(m.TryAdvance('c'), std::optional<bool>(true));  // "abc" completes the choice
+  EXPECT_EQ(m.TryAdvance(c->vocab().eos_id()), std::optional<bool>(true));  // accepting
+  EXPECT_EQ(m.TryAdvance('a'), std::nullopt);                               // ended at EOS
 }
 
 TEST(StructuredGbnfTest, ArithmeticGrammar) {

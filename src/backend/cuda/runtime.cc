@@ -198,6 +198,12 @@ void Event::Wait(StreamHandle s) const {
 void Event::Synchronize() const {
   CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
+bool Event::Query() const {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (e == cudaErrorNotReady) return false;
+  CUDA_CHECK(e);
+  return true;
+}
 
 Graph::~Graph() {
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));

@@ -128,6 +128,8 @@ class Event {
   void Wait(StreamHandle stream) const;
   // Blocks the host until the work recorded has run (at once when nothing was recorded).
   void Synchronize() const;
+  // Whether the work recorded has run (true when nothing was recorded); never blocks.
+  bool Query() const;
 
  private:
   void* event_ = nullptr;  // cudaEvent_t
