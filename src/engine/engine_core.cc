@@ -978,7 +978,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
     const bool other_finish =
         !p.stop.empty() ||
         std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end() ||
-        (id == runner_->config().eos_token_id && !p.ignore_eos) ||
+        (id == runner_->info().eos_token_id && !p.ignore_eos) ||
         c.generated >= r.req.max_new_tokens || length >= max_model_len_;
     if (spec_.method == SpeculativeOptions::Method::kNone && !other_finish) {
       completed = c.matcher->TryAdvance(id);
