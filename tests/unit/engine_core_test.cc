@@ -441,7 +441,7 @@ TEST_P(EngineSpeculativeFamilyTest, NgramAndMtpDraftersGiveTheSameOutputs) {
 TEST(EngineSpeculativeTest, CostModelChoosesTheDraftLengthWithTheSameOutputs) {
   auto reqs = MixedRequests();
   for (auto& r : reqs) {  // long enough for probes
-    r.params.max_tokens = 48;
+    r.params.max_tokens = 36;
     r.params.ignore_eos = true;
   }
   const Results alone = Alone(reqs);
