@@ -1,0 +1,93 @@
+// EngineCore's speculative drafting (engine_core.h): how many drafts each completion proposes
+// (the adaptive length and the request's limits and output constraint), from the n-gram index or
+// the runner's MTP layer.
+#include <algorithm>
+#include <chrono>
+
+#include "base/check.h"
+#include "engine/engine_core.h"
+#include "speculative/ngram.h"
+
+namespace dsinfer::engine {
+
+using scheduler::SeqId;
+
+void EngineCore::LimitDrafts(const RequestState& r, CompletionState& c,
+                             std::vector<int32_t>* drafts) const {
+  // The last draft's row draws token prompt + generated + drafts + 1, at most max_new_tokens.
+  const int64_t room = std::min<int64_t>(c.draft_length.Next(&spec_cost_, spec_batch_),
+                                         r.req.max_new_tokens - c.generated - 1);
+  if (static_cast<int64_t>(drafts->size()) > room)
+    drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+  if (!c.matcher) return;
+  bool active = c.matcher_active;
+  int advanced = 0;
+  size_t keep = 0;
+  for (; keep < drafts->size(); ++keep) {
+    const int32_t t = (*drafts)[keep];
+    if (active) {
+      if (c.matcher->IsCompleted() || !c.matcher->Advance(t).ok()) break;
+      ++advanced;
+    } else if (t == think_end_id_) {
+      active = true;
+    }
+  }
+  c.matcher->Rollback(advanced);
+  drafts->resize(keep);
+}
+
+void EngineCore::ProposeDrafts() {
+  const speculative::NgramOptions ngram{spec_.ngram_min, spec_.ngram_max};
+  for (auto& [id, r] : requests_) {
+    for (CompletionState& c : r.completions) {
+      const SeqId seq = SeqOf(id, c.index);
+      // Not before the first token: a prompt's last token is drawn from by n > 1 siblings too.
+      if (!c.started || c.finished || c.generated == 0 || !scheduler_->Decoding(seq)) continue;
+      std::vector<int32_t> drafts;
+      if (spec_.method == SpeculativeOptions::Method::kNgram) {
+        const int k = static_cast<int>(std::min<int64_t>(
+            c.draft_length.Next(&spec_cost_, spec_batch_), r.req.max_new_tokens - c.generated - 1));
+        drafts = drafter_ ? drafter_(id, c.index, scheduler_->tokens(seq), k)
+                          : c.ngram_index.Propose(scheduler_->tokens(seq), k, ngram);
+      } else {
+        drafts = c.mtp_drafts;
+      }
+      LimitDrafts(r, c, &drafts);
+      scheduler_->SetDrafts(seq, std::move(drafts));
+    }
+  }
+}
+
+void EngineCore::DraftWithMtp(const std::vector<Drawn>& drawn) {
+  std::vector<executor::MtpDraftRequest> asks;
+  std::vector<CompletionState*> owners;
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    // The last token drawn for a completion this step.
+    if (i + 1 < drawn.size() && drawn[i + 1].request == drawn[i].request &&
+        drawn[i + 1].index == drawn[i].index)
+      continue;
+    auto it = requests_.find(drawn[i].request);
+    if (it == requests_.end()) continue;
+    CompletionState& c = it->second.completions[drawn[i].index];
+    const SeqId seq = SeqOf(it->first, c.index);
+    c.mtp_drafts.clear();
+    if (c.finished || !scheduler_->Decoding(seq)) continue;
+    const int64_t k = std::min<int64_t>(c.draft_length.Next(&spec_cost_, spec_batch_),
+                                        it->second.req.max_new_tokens - c.generated - 1);
+    if (k < 1) continue;
+    asks.push_back({seq, scheduler_->tokens(seq).back(), static_cast<int>(k)});
+    owners.push_back(&c);
+  }
+  if (asks.empty()) return;
+  const Clock::time_point t0 = Clock::now();
+  auto drafts = runner_->DraftMtp(asks);
+  DSINFER_CHECK(drafts.ok());  // the runner checked its MTP layer at creation
+  if (spec_.adaptive) {
+    int64_t tokens = 0;
+    for (const auto& a : asks) tokens += a.count;
+    spec_cost_.ObserveDrafting(tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  for (size_t i = 0; i < owners.size(); ++i) owners[i]->mtp_drafts = std::move((*drafts)[i]);
+}
+
+}  // namespace dsinfer::engine
