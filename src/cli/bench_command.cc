@@ -59,7 +59,10 @@ std::string SwitchesSet(const Flags& flags) {
     if (!flags.Has(f.name)) continue;
     if (!s.empty()) s += ',';
     s += f.name;
-    if (f.takes_value) s += "=" + flags.GetOr(f.name, "");
+    if (f.takes_value) {
+      s += '=';
+      s += flags.GetOr(f.name, "");
+    }
   }
   return s;
 }
@@ -292,6 +295,23 @@ Status Run(const Flags& flags) {
                 "\"tflop\": %.2f, \"achieved_tflops\": %.2f, \"bound_s\": %.4f, \"ratio_to_bound\": %.1f}\n",
                 static_cast<long long>(prefill), best, prefill / best, flops / 1e12, flops / best / 1e12,
                 bound_s, best / bound_s);
+    std::fflush(stdout);
+    {  // where the time goes: one more forward, eager and serial, with device-time marks
+      m->FreeSequence(s);
+      DSINFER_ASSIGN_OR_RETURN(s, m->NewSequence());
+      char head[96];
+      std::snprintf(head, sizeof(head), "{\"bench\": \"prefill_profile_eager\", \"tokens\": %lld",
+                    static_cast<long long>(prefill));
+      std::string prof = head;
+      double total = 0;
+      for (const auto& [name, ms_op] : m->ProfileForward({{s, ids}})) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), ", \"%s_ms\": %.3f", name.c_str(), ms_op);
+        prof += buf;
+        total += ms_op;
+      }
+      std::printf("%s, \"total_ms\": %.3f}\n", prof.c_str(), total);
+    }
     m->FreeSequence(s);
   }
   return Status::Ok();

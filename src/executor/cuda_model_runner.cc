@@ -27,7 +27,7 @@ class CudaModelRunner final : public ModelRunner {
       : model_(std::move(model)),
         max_rollback_(max_rollback),
         sampler_(model_->config().vocab_size, max_draws),
-        layout_(CudaModel::StateLayoutFor(model_->config())),
+        layout_(CudaModel::StateLayoutFor(model_->config(), model_->has_mtp())),
         info_(mdl::InfoOf(model_->config())) {
     model_->SetFeedSource(sampler_.device_ids());
   }
@@ -137,6 +137,27 @@ class CudaModelRunner final : public ModelRunner {
     lengths_.insert(std::move(node));
   }
 
+  bool has_mtp() const override { return model_->has_mtp(); }
+
+  StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(
+      const std::vector<MtpDraftRequest>& requests) override {
+    if (!has_mtp()) return ModelRunner::DraftMtp(requests);
+    // Every forward ran the MTP layer up to each sequence's second-last row: what is left is the
+    // last row (with the drawn token) and the chained drafts.
+    const size_t pools = cache_->plan().pools.size();
+    std::vector<CudaModel::MtpDraft> drafts(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const MtpDraftRequest& r = requests[i];
+      auto it = lengths_.find(r.seq);
+      if (it == lengths_.end()) return NotFound("MTP drafting for a sequence without state");
+      drafts[i].length = it->second;
+      drafts[i].next_token = r.next_token;
+      drafts[i].count = r.count;
+      for (size_t p = 0; p < pools; ++p) drafts[i].pages.push_back(&cache_->PageTable(r.seq, p));
+    }
+    return model_->DraftMtp(drafts);
+  }
+
   size_t num_sequences() const override { return lengths_.size(); }
   int64_t graph_decode_steps() const override { return model_->graph_replays().decode; }
   int64_t graph_multi_token_steps() const override { return model_->graph_replays().multi_token; }
@@ -175,11 +196,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
                            std::to_string(mdl::cuda::CudaModel::kMaxRollback) + " tokens");
   }
   DSINFER_CHECK(o.max_rollback >= 0 && o.max_rollback <= mdl::cuda::CudaModel::kMaxRollback);
-  if (o.mtp) {
-    return Unimplemented(
-        "MTP speculative decoding on the CUDA backend: the CUDA model has no MTP "
-        "layer yet (use --speculative-method ngram, or --device cpu)");
-  }
+  opt.mtp = o.mtp;
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, opt));

@@ -80,6 +80,9 @@ void LayerStreams::Bind(StateStream stream, PagedRows rows, int64_t ring_rows) {
     case StateStream::kIndexKeys:
       index_entries = EntryList(rows);
       break;
+    case StateStream::kMtpStreams:
+      DSINFER_CHECK(false);  // the CUDA model's alone
+      break;
   }
 }
 

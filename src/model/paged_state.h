@@ -110,8 +110,17 @@ class EntryList {
 
 // The per-layer state streams of the DeepSeek-V4 family (StateMember::stream): the window K=V
 // ring, the compressor input ring(s) and the compressed-entry and index-key lists. A family binds
-// those its layout gives a layer; the others stay empty (no rows, zero bytes).
-enum class StateStream { kWindow, kCompressorRows, kIndexRows, kCompressed, kIndexKeys };
+// those its layout gives a layer; the others stay empty (no rows, zero bytes). kMtpStreams: the
+// main model's streams kept for the MTP layer, in the CUDA model's layout only (the CPU keeps them
+// on the host).
+enum class StateStream {
+  kWindow,
+  kCompressorRows,
+  kIndexRows,
+  kCompressed,
+  kIndexKeys,
+  kMtpStreams
+};
 
 struct LayerStreams {
   PositionRing window;      // [pos] -> K=V row

@@ -11,11 +11,13 @@
 #include <vector>
 
 #include "../unit/engine_mix.h"
+#include "../unit/model_test_util.h"
 #include "backend/cuda/runtime.h"
 #include "dsinfer/engine.h"
 #include "engine/engine_core.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
+#include "model/deepseek_v4/init_presets.h"
 
 namespace dsinfer {
 namespace {
@@ -164,14 +166,59 @@ TEST(GpuEngineTest, PromptLogprobsMatchTheCpuEngine) {
 }
 
 // Speculative decoding on the GPU: verify chunks draw at each of their last k + 1 rows on the
-// device and rejected drafts roll back by starting the next chunk at the kept length; MTP drafting
-// is refused with a clear error until the CUDA model has the MTP layer.
+// device and rejected drafts roll back by starting the next chunk at the kept length.
 TEST(GpuEngineTest, SpeculativeDecodingGivesTheSameIdsAndLogprobs) {
   if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
   testing::ExpectSpeculationExact(Device::kCuda);
-  EngineOptions o = Options(16, 256, int64_t{256} << 20);
-  o.speculative.method = SpeculativeOptions::Method::kMtp;
-  EXPECT_EQ(Engine::Create(o).status().code(), StatusCode::kUnimplemented);
+}
+
+// MTP drafting on the GPU (the CUDA model's MTP layer, run inside every forward one position
+// behind the main model and chained by DraftMtp): with every rollback its drafts cause, at a small
+// budget (verify steps beside prefill chunks, one-token prompts whose first step has no MTP row),
+// a large one, eagerly and under preemption, every request's ids and logprobs equal the run
+// without speculation. A model of the tiny preset (with its MTP layer) and 320 ids, for Mix().
+TEST(GpuEngineTest, MtpSpeculationGivesTheSameIdsAndLogprobs) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  static const std::string model = [] {
+    const std::string dir = testing::ScratchDir("model_gpu_mtp");
+    auto c = testing::SmallConfig();
+    c.vocab_size = 320;
+    auto st =
+        model::deepseek_v4::WriteRandomModel(c, dir, 5, model::deepseek_v4::WeightFormat::kF32);
+    if (!st.ok()) throw std::runtime_error(st.ToString());
+    return dir;
+  }();
+  const std::vector<GenerateRequest> reqs = Mix(32);
+  std::vector<RequestResult> want;
+  {
+    auto e = Engine::Create(testing::MixOptions(Device::kCuda, 16, 256, int64_t{256} << 20, model));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    want = (*e)->Generate(reqs);
+  }
+  struct Run {
+    int64_t budget;
+    bool eager;
+    int max_running;
+    int64_t state_bytes;
+  };
+  for (const Run& run :
+       {Run{24, false, 16, int64_t{256} << 20}, Run{256, false, 16, int64_t{256} << 20},
+        Run{24, true, 16, int64_t{256} << 20}, Run{64, false, 6, int64_t{3} << 20}}) {
+    EngineOptions o =
+        testing::MixOptions(Device::kCuda, run.max_running, run.budget, run.state_bytes, model);
+    o.speculative.method = SpeculativeOptions::Method::kMtp;
+    o.speculative.num_tokens = 3;
+    o.enforce_eager = run.eager;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const std::string what = "MTP k=3, budget " + std::to_string(run.budget) +
+                             (run.eager ? ", eager" : "") + ", state " +
+                             std::to_string(run.state_bytes >> 20) + " MiB";
+    ExpectSame(want, (*e)->Generate(reqs), what);
+    const EngineStats st = (*e)->Stats();
+    EXPECT_GT(st.spec_draft_tokens, 0) << what;
+    EXPECT_EQ(st.graph_multi_token_steps > 0, !run.eager) << what;
+  }
 }
 
 // The prefix cache on the GPU: requests sharing a 130-token prefix and a chat's next turn restore

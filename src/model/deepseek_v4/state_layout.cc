@@ -4,7 +4,8 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& c, int rollback_slack) {
+StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& c, int rollback_slack,
+                                  int64_t mtp_stream_rows) {
   model::StateLayoutBuilder layout;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer,
                  StateStream stream, int64_t width) {
@@ -24,6 +25,10 @@ StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& c, int rollback_sl
       add(StateKind::kCompressor, rows, 1, i, StateStream::kIndexRows, 2 * 2 * c.index_head_dim);
       add(StateKind::kIndexKeys, 0, rate, i, StateStream::kIndexKeys, c.index_head_dim);
     }
+  }
+  if (mtp_stream_rows > 0) {
+    add(StateKind::kWindow, mtp_stream_rows, 1, c.num_layers, StateStream::kMtpStreams,
+        c.hc_mult * c.hidden_size);
   }
   return layout.Build();
 }

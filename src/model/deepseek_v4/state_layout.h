@@ -24,7 +24,11 @@ using cache::StatePages;
 // Which per-layer stream of SequenceState a member is (StateMember::stream).
 using model::StateStream;
 
-// Layers 0..num_layers-1, and num_layers for the MTP layer.
-StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& config, int rollback_slack);
+// Layers 0..num_layers-1, and num_layers for the MTP layer. mtp_stream_rows > 0 (the CUDA model
+// with its MTP drafter): also a ring of that many rows of the main model's last streams [hc, D]
+// per position (StateStream::kMtpStreams of the MTP layer), which the MTP layer pairs with the
+// next token.
+StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& config, int rollback_slack,
+                                  int64_t mtp_stream_rows = 0);
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -245,7 +245,7 @@ void CudaModel::Impl::AllocateActivations() {
   route_done = Alloc<int32_t>(1);
   gpu::Memset(route_done, 0, 4, stream.get());
   active = Alloc<int32_t>(E);
-  num_active = Alloc<int32_t>(c.num_layers);
+  num_active = Alloc<int32_t>(c.num_layers + 1);  // the MTP layer's last
   offsets = Alloc<int32_t>(E + 1);
   pairs = Alloc<int32_t>(T * K);
   g = Alloc<float>(T * K * I);
@@ -286,6 +286,20 @@ void CudaModel::Impl::AllocateActivations() {
       gpu::PrepareIndexerTopK(c.index_n_heads, c.index_head_dim,
                               static_cast<int>(IndexCapacity(l)));
     }
+  }
+  if (MtpOn()) {
+    const int64_t S = std::max<int64_t>(opt.max_seqs, 1);
+    mtp_X = Alloc<float>(T * hc * D);
+    mtp_hin = Alloc<float>(T * hc * D);
+    mtp_e = Alloc<float>(T * D);
+    mtp_ep = Alloc<float>(T * D);
+    mtp_xs = Alloc<float>(S * hc * D);
+    mtp_hz = Alloc<float>(S * D);
+    mtp_logits = Alloc<float>(S * c.vocab_size);
+    mtp_meta_dev = Alloc<int32_t>(kMtpMetaArrays * T);
+    mtp_meta_host = gpu::PinnedBuffer(kMtpMetaArrays * T * sizeof(int32_t));
+    mtp_ids_dev = Alloc<int32_t>(S);
+    mtp_ids_host = gpu::PinnedBuffer(S * sizeof(int32_t));
   }
   RopeTables rope = RopeTables::Build(c);
   inv_main = UploadF32(rope.main);
@@ -382,12 +396,47 @@ int64_t CudaModel::Impl::HeadRows(const StepSeq& sq, LogitsRows rows) {
   return 0;
 }
 
-void CudaModel::Impl::Upload(int64_t table_rows, int64_t n) {
+void CudaModel::Impl::Upload(int64_t table_rows, int64_t n, int64_t n_mtp) {
   if (table_rows > 0) {
     gpu::CopyToDevice(table_dev, table_host.get(),
                       static_cast<size_t>(table_rows * table_cols) * sizeof(int32_t), stream.get());
   }
-  gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * n * sizeof(int32_t), stream.get());
+  if (n > 0) {
+    gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * n * sizeof(int32_t), stream.get());
+  }
+  if (n_mtp > 0) {
+    gpu::CopyToDevice(mtp_meta_dev, mtp_meta_host.get(), kMtpMetaArrays * n_mtp * sizeof(int32_t),
+                      stream.get());
+  }
+}
+
+int64_t CudaModel::Impl::FillMtpMeta(const std::vector<StepSeq>& seqs) {
+  int64_t T = 0;
+  for (const StepSeq& sq : seqs) {
+    const auto count = static_cast<int64_t>(sq.ids->size());
+    T += sq.start == 0 ? std::max<int64_t>(count - 1, 0) : count;
+  }
+  int32_t* h = mtp_meta_host.as<int32_t>();
+  int64_t r = 0, main_row = 0;
+  for (const StepSeq& sq : seqs) {
+    const auto count = static_cast<int64_t>(sq.ids->size());
+    const int64_t first = sq.start == 0 ? 1 : 0;  // position 0 has no streams before it
+    const int64_t begin = r, rows = count - first, start = sq.start - 1 + first;
+    for (int64_t j = first; j < count; ++j, ++r) {
+      h[r] = (*sq.ids)[j];
+      h[T + r] = static_cast<int32_t>(sq.start - 1 + j);
+      h[2 * T + r] = sq.row;
+      h[3 * T + r] = static_cast<int32_t>(begin);
+      h[4 * T + r] = static_cast<int32_t>(start);
+      h[5 * T + r] = static_cast<int32_t>(rows);
+      h[6 * T + r] = static_cast<int32_t>(r);
+      h[7 * T + r] = j + 1 == count ? sq.feed : -1;
+      // Row j pairs token j with the streams of the row before it: the ring's, for the first.
+      h[8 * T + r] = j == 0 ? -1 : static_cast<int32_t>(main_row + j - 1);
+    }
+    main_row += count;
+  }
+  return T;
 }
 
 void CudaModel::Impl::Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows) {
@@ -528,10 +577,113 @@ std::vector<std::pair<std::string, double>> CudaModel::ProfileDecodeStep(const s
   return out;
 }
 
+std::vector<std::pair<std::string, double>> CudaModel::ProfileForward(
+    const std::vector<Chunk>& chunks) {
+  gpu::EventLog log;
+  impl_->profile = &log;
+  auto r = ForwardToDevice(chunks, LogitsRows::kLast);
+  impl_->Mark("end");
+  impl_->stream.Synchronize();
+  impl_->profile = nullptr;
+  auto out = log.Collect();
+  if (!r.ok()) out.clear();
+  return out;
+}
+
 size_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
 size_t CudaModel::dense_weight_bytes_per_step() const { return impl_->dense_bytes; }
 size_t CudaModel::expert_bytes() const {
   return impl_->layers.empty() ? 0 : impl_->layers[0].experts.bytes_per_expert;
+}
+
+bool CudaModel::has_mtp() const { return impl_->MtpOn(); }
+
+StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
+    const std::vector<MtpDraft>& drafts) {
+  Impl& m = *impl_;
+  if (!m.MtpOn() || m.pools.empty()) {
+    return Internal("DraftMtp needs a paged CUDA model with its MTP layer (UsePagedState)");
+  }
+  const int64_t S = static_cast<int64_t>(drafts.size());
+  if (S > m.opt.max_seqs || S > m.opt.max_tokens) {
+    return OutOfRange(std::to_string(S) + " sequences to draft for; the CUDA model holds " +
+                      std::to_string(std::min<int64_t>(m.opt.max_seqs, m.opt.max_tokens)));
+  }
+  std::vector<std::vector<int32_t>> out(drafts.size());
+  if (S == 0) return out;
+  for (int64_t i = 0; i < S; ++i) {
+    const MtpDraft& d = drafts[i];
+    if (d.length < 1 || d.count < 1 || d.length - 1 + d.count > m.opt.max_len) {
+      return InvalidArgument("DraftMtp: a draft needs length >= 1, count >= 1 and room");
+    }
+    if (d.next_token < 0 || d.next_token >= m.c.vocab_size) {
+      return InvalidArgument("DraftMtp: token id " + std::to_string(d.next_token) +
+                             " is outside the vocabulary");
+    }
+  }
+  m.uploaded.Synchronize();  // the host buffers are refilled below
+  for (int64_t i = 0; i < S; ++i) {
+    DSINFER_RETURN_IF_ERROR(m.FillTableRow(i, drafts[i].pages, drafts[i].length));
+  }
+  // Level 0: every sequence's row at length - 1 (its kept streams, the drawn token); level l:
+  // the sequences that want more, their row at length - 1 + l on the last level's streams. The
+  // tokens are all on the host: no feed.
+  const int32_t* const feed = m.feed_source;
+  m.feed_source = nullptr;
+  std::vector<int64_t> active(static_cast<size_t>(S)), prev_row(static_cast<size_t>(S), -1);
+  for (int64_t i = 0; i < S; ++i) active[i] = i;
+  for (int level = 0; !active.empty(); ++level) {
+    const auto T = static_cast<int64_t>(active.size());
+    int32_t* h = m.mtp_meta_host.as<int32_t>();
+    for (int64_t r = 0; r < T; ++r) {
+      const int64_t i = active[r];
+      const int64_t pos = drafts[i].length - 1 + level;
+      h[r] = level == 0 ? drafts[i].next_token : out[i].back();
+      h[T + r] = static_cast<int32_t>(pos);
+      h[2 * T + r] = static_cast<int32_t>(i);
+      h[3 * T + r] = static_cast<int32_t>(r);
+      h[4 * T + r] = static_cast<int32_t>(pos);
+      h[5 * T + r] = 1;
+      h[6 * T + r] = static_cast<int32_t>(r);
+      h[7 * T + r] = -1;
+      h[8 * T + r] = static_cast<int32_t>(prev_row[i]);
+    }
+    m.Upload(level == 0 ? S : 0, 0, T);
+    m.MtpGather(T, level == 0 ? nullptr : m.mtp_X);
+    m.MtpRun(T, true, true);
+    gpu::SampleRowsParams sp;  // greedy: every row's argmax
+    sp.logits = m.mtp_logits;
+    sp.num_rows = T;
+    sp.vocab = m.c.vocab_size;
+    sp.out_id = m.mtp_ids_dev;
+    gpu::LaunchSampleRows(sp, m.stream.get());
+    gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, T * sizeof(int32_t), m.stream.get());
+    m.stream.Synchronize();
+    m.mtp_last_rows = T;
+    std::vector<int64_t> next;
+    for (int64_t r = 0; r < T; ++r) {
+      const int64_t i = active[r];
+      out[i].push_back(m.mtp_ids_host.as<int32_t>()[r]);
+      if (static_cast<int>(out[i].size()) < drafts[i].count) {
+        prev_row[i] = r;
+        next.push_back(i);
+      }
+    }
+    active = std::move(next);
+  }
+  m.feed_source = feed;
+  m.uploaded.Record(m.stream.get());
+  return out;
+}
+
+std::vector<float> CudaModel::LastMtpLogits(int rows) {
+  Impl& m = *impl_;
+  std::vector<float> v(
+      static_cast<size_t>(std::clamp<int64_t>(rows, 0, m.mtp_last_rows) * m.c.vocab_size));
+  if (v.empty()) return v;
+  gpu::CopyToHost(v.data(), m.mtp_logits, v.size() * 4, m.stream.get());
+  m.stream.Synchronize();
+  return v;
 }
 
 std::vector<float> CudaModel::LastDecodeLogits(int rows) {

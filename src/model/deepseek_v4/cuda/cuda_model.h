@@ -8,8 +8,9 @@
 // prefill/decode schedule of a request gives bit-identical logits on the GPU.
 // Speculative verification: a chunk's trailing rows' logits (LogitsRows::kTail); rolling back
 // rejected tokens is starting the next chunk at the kept length (the rings are indexed by position
-// with a slack of 16 rows, the entry lists' counts follow the length). Not covered yet: the MTP
-// layer (its weights are ignored).
+// with a slack of 16 rows, the entry lists' counts follow the length). The MTP layer (paged mode,
+// CudaModelOptions::mtp) runs inside every forward over the rows whose next token it knows and
+// drafts with DraftMtp.
 // One thread at a time (it owns a CUDA stream).
 #pragma once
 
@@ -49,6 +50,12 @@ struct CudaModelOptions {
   // The independent chains of a layer on branch streams (off: one stream, for A/B timing; the
   // same bits either way).
   bool branches = true;
+  // Paged mode: load the checkpoint's MTP layer (mtp.0.*; NotFound without one). Every forward
+  // then also runs it over its rows shifted by one position (row i of a chunk pairs the main
+  // streams of position start + i - 1 with token i; the first row's streams come from the
+  // sequence's streams ring, StateLayoutFor(config, true)), so that its state follows the main
+  // model's to one position short, and DraftMtp drafts from there.
+  bool mtp = false;
 };
 
 class CudaModel {
@@ -73,7 +80,8 @@ class CudaModel {
 
   // The layout of a sequence's state on the GPU (the rings keep a rollback slack of 16 rows): the
   // spec the engine's cache plans its pools over.
-  static cache::StateLayout StateLayoutFor(const io::DeepseekV4Config& config);
+  // mtp: with the MTP drafter's streams ring (CudaModelOptions::mtp).
+  static cache::StateLayout StateLayoutFor(const io::DeepseekV4Config& config, bool mtp = false);
   static constexpr int kMaxRollback = 16;  // the rings' rollback slack (speculative tokens)
 
   // Paged mode (CudaModelOptions::paged): allocates one device pool per pool of `plan`
@@ -107,6 +115,22 @@ class CudaModel {
   // Paged mode: the device ids that PagedChunk::feed indexes (a sampler's output, written by work
   // enqueued on stream() before the forward that reads it). Set once, before the first forward.
   void SetFeedSource(const int32_t* ids);
+  // MTP drafting (CudaModelOptions::mtp): per sequence, the MTP layer's row at length - 1 (the
+  // main streams kept there, paired with next_token), then count - 1 more rows chained on its own
+  // outputs; the drafts are each row's greedy token (ties to the smallest id), as
+  // ModelRunner::DraftMtp says. The chained rows' state is overwritten by the next forward, which
+  // runs the MTP layer from position length - 1 again. Eager launches; waits for the ids.
+  struct MtpDraft {
+    std::vector<const std::vector<int32_t>*> pages;  // per pool, as PagedChunk::pages
+    int64_t length = 0;                              // the sequence's length (>= 1)
+    int32_t next_token = 0;
+    int count = 1;
+  };
+  bool has_mtp() const;
+  StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(const std::vector<MtpDraft>& drafts);
+  // The fp32 logits [rows, vocab] of the last DraftMtp forward (its last chained level; copied
+  // back, synchronizes): tests compare them with the CPU's MTP logits.
+  std::vector<float> LastMtpLogits(int rows);
   // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
   void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
                  int64_t count);
@@ -146,6 +170,8 @@ class CudaModel {
   // One eager decode step with device-time marks: (op group, ms summed over layers).
   std::vector<std::pair<std::string, double>> ProfileDecodeStep(const std::vector<int>& slots,
                                                                 const std::vector<int32_t>& ids);
+  // One eager forward of the chunks (slot mode, the last row's logits) with the same marks.
+  std::vector<std::pair<std::string, double>> ProfileForward(const std::vector<Chunk>& chunks);
 
   // Benchmark support: fills the slot's state with random entries as if `length` tokens had been
   // processed (values are synthetic; shapes, bytes and visibility are those of a real request).

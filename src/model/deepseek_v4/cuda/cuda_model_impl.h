@@ -16,6 +16,7 @@
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
+#include "backend/cuda/mtp.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
@@ -83,6 +84,18 @@ struct BlockW {
   WeightRef sh_w1, sh_w3, sh_w2;
 };
 
+// The MTP layer (spec §2.11): its projections of the token's embedding and of the main streams,
+// their norms, its block (window-only, routed by bias) and its own hc_head + norm before the
+// shared head.
+struct MtpW {
+  WeightRef e_proj, h_proj;
+  float* enorm = nullptr;
+  float* hnorm = nullptr;
+  float* norm = nullptr;
+  HcW hc_head;
+  BlockW block;
+};
+
 struct LayerState {
   gpu::RingRef window;
   gpu::RingRef comp_rows;
@@ -94,6 +107,10 @@ struct LayerState {
 // ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
 // entry of a row's id, or -1); each of the step's n rows (Impl::Meta)
 inline constexpr int kMetaArrays = 8;
+// The MTP rows' metadata: the same arrays, then each row's streams source (MtpGatherParams::src).
+inline constexpr int kMtpMetaArrays = kMetaArrays + 1;
+// The streams ring keeps the rows a rollback can return to (the last row kept included).
+inline constexpr int64_t kMtpStreamRows = CudaModel::kMaxRollback + 1;
 inline constexpr int kRollbackSlack = CudaModel::kMaxRollback;
 static_assert(kRollbackSlack >= 1,
               "the window ring holds at least W entries (Attention's decode append)");
@@ -110,6 +127,8 @@ struct CudaModel::Impl {
   float* norm = nullptr;
   HcW hc_head;
   std::vector<BlockW> layers;
+  bool has_mtp = false;  // CudaModelOptions::mtp, loaded
+  MtpW mtp;
   float* inv_main = nullptr;
   float* inv_compress = nullptr;
 
@@ -130,9 +149,10 @@ struct CudaModel::Impl {
   int64_t table_cols = 0;
   int32_t* table_dev = nullptr;
   gpu::PinnedBuffer table_host;
-  std::vector<LayerState> state;
-  std::vector<int64_t> lengths;  // slot mode
-  std::vector<bool> used;        // slot mode
+  std::vector<LayerState> state;  // [num_layers + 1]: the MTP layer's last
+  gpu::RingRef mtp_streams;       // the main streams kept per position (has_mtp)
+  std::vector<int64_t> lengths;   // slot mode
+  std::vector<bool> used;         // slot mode
 
   gpu::Stream stream;  // the main stream: copies, graph capture, and everything not in a branch
   // Independent chains of a layer (the kv projection, the compressor, the indexer, the shared
@@ -234,6 +254,16 @@ struct CudaModel::Impl {
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
 
+  // The MTP layer's activations and metadata (has_mtp): its streams X [max_tokens, hc, D], its
+  // gathered input streams, the token embedding and its projection [max_tokens, D], the draft
+  // head's rows [max_seqs, ...] and logits, the drafted ids.
+  float *mtp_X = nullptr, *mtp_hin = nullptr, *mtp_e = nullptr, *mtp_ep = nullptr;
+  float *mtp_xs = nullptr, *mtp_hz = nullptr, *mtp_logits = nullptr;
+  int32_t* mtp_meta_dev = nullptr;
+  int32_t* mtp_ids_dev = nullptr;
+  gpu::PinnedBuffer mtp_meta_host, mtp_ids_host;
+  int64_t mtp_last_rows = 0;  // rows of the last DraftMtp forward's logits
+
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
   // ForwardPaged's graphed steps by (rows, one row per sequence): a step's kernels and their shapes
   // depend on nothing else (they read the uploaded metadata; the head runs over every row).
@@ -298,6 +328,7 @@ struct CudaModel::Impl {
                ? EntryCapacity(c.compress_ratios[l])
                : 0;
   }
+  bool MtpOn() const { return has_mtp && opt.paged; }
   void AllocateState();                            // slot mode
   void BuildPools(const cache::MemoryPlan& plan);  // pools, page table and the LayerState views
   void AllocateActivations();
@@ -320,9 +351,16 @@ struct CudaModel::Impl {
   // EnqueueStep's halves: the host metadata (returns the logits rows), then the upload (with the
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);
+  // The MTP rows of a step (MtpOn): each chunk's rows shifted back one position (a chunk at
+  // position 0 loses its first row), into mtp_meta_host; returns their count.
+  int64_t FillMtpMeta(const std::vector<StepSeq>& seqs);
+  // Paged mode: table_host row `row` lists `pages` (per pool), which must hold `end` tokens.
+  Status FillTableRow(int64_t row, const std::vector<const std::vector<int32_t>*>& pages,
+                      int64_t end);
   void Launch(int64_t n, int64_t nrows, bool one_per_seq, int64_t table_rows);
-  // Copies the metadata of a step of n rows and the page table's first table_rows rows.
-  void Upload(int64_t table_rows, int64_t n);
+  // Copies the metadata of a step of n rows (and n_mtp MTP rows) and the page table's first
+  // table_rows rows.
+  void Upload(int64_t table_rows, int64_t n, int64_t n_mtp = 0);
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
@@ -441,8 +479,73 @@ struct CudaModel::Impl {
     Mark("hc_post");
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);
   }
-  // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V].
-  void Run(int64_t n, int64_t rows, bool one_per_seq) {
+  // The MTP layer over the n rows of the uploaded MTP metadata (mtp_meta_dev), in two halves.
+  // MtpGather: their fed tokens, and their input streams gathered from src_x (or the streams
+  // ring) into mtp_hin. MtpRun: the embedding's projection added to the projected streams, the
+  // block, and with_head the draft logits of every row into mtp_logits. Both leave the main X
+  // and metadata as they were.
+  void MtpGather(int64_t n, const float* src_x) {
+    int32_t* const main_meta = meta_dev;
+    meta_dev = mtp_meta_dev;  // Meta(n), HeadRows(n): the MTP rows'
+    Mark("mtp");
+    if (feed_source != nullptr) {
+      gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed_source, n, cur_stream());
+    }
+    gpu::MtpGatherParams gp;
+    gp.meta = Meta(n);
+    gp.src = meta_dev + kMetaArrays * n;
+    gp.x = src_x;
+    gp.ring = mtp_streams;
+    gp.out = mtp_hin;
+    gpu::LaunchMtpGatherStreams(gp, cur_stream());
+    meta_dev = main_meta;
+  }
+  void MtpRun(int64_t n, bool one_per_seq, bool with_head) {
+    const int64_t D = c.hidden_size, hc = c.hc_mult;
+    int32_t* const main_meta = meta_dev;
+    float* const main_x = X;
+    meta_dev = mtp_meta_dev;
+    gpu::EmbedParams ep;  // e = enorm(embed[t]); ep = e_proj(e)
+    ep.table = embed.data;
+    ep.table_bf16 = embed.format == WeightFormat::kBf16;
+    ep.ids = Meta(n).ids;
+    ep.X = mtp_e;
+    ep.n = n;
+    ep.hc = 1;
+    ep.D = D;
+    gpu::LaunchEmbed(ep, cur_stream());
+    RmsNorm(mtp_e, D, mtp_e, D, n, D, mtp.enorm);
+    Linear(mtp.e_proj, mtp_e, D, n, mtp_ep, D);
+    RmsNorm(mtp_hin, D, mtp_hin, D, n * hc, D, mtp.hnorm);  // X = h_proj(hnorm(h)) + ep
+    X = mtp_X;
+    Linear(mtp.h_proj, mtp_hin, D, n * hc, X, D);
+    gpu::LaunchAddToStreams(X, mtp_ep, n, static_cast<int>(hc), D, cur_stream());
+    mix_ready = false;
+    Block(mtp.block, c.num_layers, n, one_per_seq);
+    if (with_head) {
+      gpu::LaunchGatherRows(X, HeadRows(n), n, hc * D, mtp_xs, cur_stream());
+      HcMix(mtp_xs, n, mtp.hc_head.fn);
+      gpu::HcHeadFinishParams hp;
+      hp.part = mix;
+      hp.rms_eps = static_cast<float>(c.rms_norm_eps);
+      hp.norm_w = mtp.norm;
+      hp.base = mtp.hc_head.base;
+      hp.scale = mtp.hc_head.scale;
+      hp.X = mtp_xs;
+      hp.out = mtp_hz;
+      hp.n = n;
+      hp.hc = static_cast<int>(hc);
+      hp.D = D;
+      hp.hc_eps = static_cast<float>(c.hc_eps);
+      gpu::LaunchHcHeadFinish(hp, cur_stream());
+      Linear(head, mtp_hz, D, n, mtp_logits, c.vocab_size);
+    }
+    X = main_x;
+    meta_dev = main_meta;
+  }
+  // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V]; then
+  // (n_mtp > 0) the MTP layer over the step's n_mtp MTP rows, after the step's streams are kept.
+  void Run(int64_t n, int64_t rows, bool one_per_seq, int64_t n_mtp = 0) {
     if (feed_source != nullptr) {
       gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed_source, n, cur_stream());
     }
@@ -461,6 +564,13 @@ struct CudaModel::Impl {
     hp.n = rows; hp.hc = static_cast<int>(hc); hp.D = D; hp.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcHeadFinish(hp, cur_stream());
     Linear(head, hz, D, rows, logits, c.vocab_size);
+    if (n_mtp > 0) {
+      // The MTP rows' input streams first: a chunk's first one is the ring's row of the position
+      // before it, which this step's rows may overwrite. Then this step's streams are kept.
+      MtpGather(n_mtp, X);
+      RingAppend(X, hc * D, mtp_streams, n);
+      MtpRun(n_mtp, one_per_seq, false);
+    }
   }
 };
 

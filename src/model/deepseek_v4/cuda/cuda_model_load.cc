@@ -204,6 +204,22 @@ class GpuLoader {
     return Status::Ok();
   }
 
+  // The MTP layer mtp.0.* (spec §2.11): NotFound when the checkpoint has none.
+  Status Mtp(MtpW* w) {
+    const auto& c = m_->c;
+    const std::string p = "mtp.0.";
+    if (c.num_mtp_layers < 1 || !ckpt_.Find(p + "e_proj.weight")) {
+      return NotFound("MTP drafting: the checkpoint has no MTP layer (mtp.0.*)");
+    }
+    DSINFER_ASSIGN_OR_RETURN(w->e_proj, Matrix(p + "e_proj"));
+    DSINFER_ASSIGN_OR_RETURN(w->h_proj, Matrix(p + "h_proj"));
+    DSINFER_ASSIGN_OR_RETURN(w->enorm, Vector(p + "enorm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(w->hnorm, Vector(p + "hnorm.weight"));
+    DSINFER_ASSIGN_OR_RETURN(w->norm, Vector(p + "norm.weight"));
+    DSINFER_RETURN_IF_ERROR(Hc(p + "hc_head", &w->hc_head));
+    return Block(p, c.mtp_compress_ratio, false, &w->block);
+  }
+
   Status Block(const std::string& prefix, int rate, bool hash, BlockW* b) {
     const auto& c = m_->c;
     const int64_t d = c.head_dim;
@@ -316,6 +332,11 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
     DSINFER_RETURN_IF_ERROR(ld.Block("layers." + std::to_string(l) + ".", c.compress_ratios[l],
                                      c.hash_layers[l], &impl->layers[l]));
   }
+  if (options.mtp) {
+    if (!options.paged) return InvalidArgument("the CUDA model's MTP layer runs in paged mode");
+    DSINFER_RETURN_IF_ERROR(ld.Mtp(&impl->mtp));
+    impl->has_mtp = true;
+  }
   if (!options.paged) impl->AllocateState();
   impl->AllocateActivations();
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
@@ -409,6 +430,16 @@ class RandomBuilder {
     h.scale = Vec(p + "_scale");
     return h;
   }
+  void Mtp(MtpW* w) {
+    const std::string p = "mtp.0.";
+    w->e_proj = Linear(p + "e_proj");
+    w->h_proj = Linear(p + "h_proj");
+    w->enorm = Vec(p + "enorm.weight");
+    w->hnorm = Vec(p + "hnorm.weight");
+    w->norm = Vec(p + "norm.weight");
+    w->hc_head = HcHead(p);
+    Block(m_->c.num_layers, &w->block);
+  }
   HcW HcHead(const std::string& p) {
     HcW h;
     h.fn = F32(p + "hc_head_fn");
@@ -431,11 +462,14 @@ class RandomBuilder {
     cw.norm = Vec(p + "norm.weight");
     return cw;
   }
+  // Layer `layer` (num_layers: the MTP layer's block, under the prefix "mtp.0.").
   void Block(int layer, BlockW* b) {
     const auto& c = m_->c;
     const int64_t d = c.head_dim;
     const int E = c.n_routed_experts;
-    const std::string p = "layers." + std::to_string(layer) + ".", a = p + "attn.", f = p + "ffn.";
+    const bool mtp = layer >= c.num_layers;
+    const std::string p = mtp ? "mtp.0." : "layers." + std::to_string(layer) + ".";
+    const std::string a = p + "attn.", f = p + "ffn.";
     b->attn_norm = Vec(p + "attn_norm.weight");
     b->ffn_norm = Vec(p + "ffn_norm.weight");
     b->hc_attn = Hc(p + "hc_attn");
@@ -448,7 +482,7 @@ class RandomBuilder {
     b->wo_a = Linear(a + "wo_a");
     b->wo_b = Linear(a + "wo_b");
     b->sink = Vec(a + "attn_sink");
-    const int rate = c.compress_ratios[layer];
+    const int rate = mtp ? c.mtp_compress_ratio : c.compress_ratios[layer];
     b->rate = rate;
     if (rate != 0) {
       const bool csa = rate == c.csa_rate;
@@ -462,7 +496,7 @@ class RandomBuilder {
       }
     }
     b->gate = Linear(f + "gate");
-    if (c.hash_layers[layer]) {
+    if (!mtp && c.hash_layers[layer]) {
       const TensorSpec& spec = schema_.Get(f + "gate.tid2eid");
       std::vector<int32_t> t(static_cast<size_t>(spec.shape[0] * spec.shape[1]));
       uint64_t s = seed_ + 77 + layer;
@@ -533,6 +567,14 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   impl->hc_head = rb.HcHead("");
   impl->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) rb.Block(l, &impl->layers[l]);
+  if (options.mtp) {
+    if (!options.paged) return InvalidArgument("the CUDA model's MTP layer runs in paged mode");
+    if (config.num_mtp_layers < 1) {
+      return NotFound("MTP drafting: the preset has no MTP layer (num_nextn_predict_layers 0)");
+    }
+    rb.Mtp(&impl->mtp);
+    impl->has_mtp = true;
+  }
   if (!options.paged) impl->AllocateState();
   impl->AllocateActivations();
   impl->stream.Synchronize();

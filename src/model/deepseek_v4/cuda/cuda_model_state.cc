@@ -5,8 +5,8 @@
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
-cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config) {
-  return DeepseekV4StateLayout(config, kRollbackSlack);
+cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config, bool mtp) {
+  return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0);
 }
 
 void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
@@ -33,12 +33,12 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
   std::memset(table_host.get(), 0, table_host.bytes());
   gpu::CopyToDevice(table_dev, table_host.get(), static_cast<size_t>(S * table_cols) * 4,
                     stream.get());
-  state.assign(c.num_layers, LayerState{});
+  state.assign(c.num_layers + 1, LayerState{});
   for (const Pool& pool : pools) {
     const cache::StateComponent& comp = pool.plan.component;
     const int64_t rpp = pool.plan.rows_per_page;
     for (const cache::StateMember& m : comp.members) {
-      if (m.layer >= c.num_layers) continue;  // the MTP layer's state (not run on CUDA yet)
+      if (m.layer >= c.num_layers && !MtpOn()) continue;  // the MTP layer's, unused
       LayerState& st = state[m.layer];
       gpu::RingRef ring;
       ring.pool = pool.data;
@@ -73,6 +73,9 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
           break;
         case StateStream::kIndexKeys:
           st.index_entries = list;
+          break;
+        case StateStream::kMtpStreams:
+          mtp_streams = ring;
           break;
       }
     }
@@ -112,7 +115,7 @@ Status CudaModel::UsePagedState(const cache::MemoryPlan& plan) {
   Impl& m = *impl_;
   if (!m.opt.paged) return Internal("UsePagedState needs CudaModelOptions::paged");
   if (!m.pools.empty()) return Internal("UsePagedState: the pools exist already");
-  const cache::StateLayout layout = StateLayoutFor(m.c);
+  const cache::StateLayout layout = StateLayoutFor(m.c, m.MtpOn());
   const auto& want = layout.components();
   if (plan.pools.size() != want.size()) {
     return InvalidArgument("the memory plan's pools do not follow the CUDA model's state layout");
@@ -138,6 +141,31 @@ Status CudaModel::UsePagedState(const cache::MemoryPlan& plan) {
   return Status::Ok();
 }
 
+Status CudaModel::Impl::FillTableRow(int64_t i,
+                                     const std::vector<const std::vector<int32_t>*>& pages_of,
+                                     int64_t end) {
+  if (pages_of.size() != pools.size()) return InvalidArgument("one page list per pool");
+  int32_t* t = table_host.as<int32_t>();
+  for (size_t p = 0; p < pools.size(); ++p) {
+    const Pool& pool = pools[p];
+    const std::vector<int32_t>& pages = *pages_of[p];
+    const int64_t need = pool.plan.PagesAt(end);
+    if (static_cast<int64_t>(pages.size()) < need ||
+        static_cast<int64_t>(pages.size()) > pool.per_seq) {
+      return Internal("pool " + pool.plan.component.name + " holds " +
+                      std::to_string(pages.size()) + " pages for " + std::to_string(end) +
+                      " tokens (needs " + std::to_string(need) + ")");
+    }
+    int32_t* row = t + i * table_cols + pool.table_offset;
+    for (int64_t k = 0; k < pool.per_seq; ++k) {
+      // Columns past the sequence's pages are never read; they repeat its first page.
+      row[k] = k < static_cast<int64_t>(pages.size()) ? pages[k] : (pages.empty() ? 0 : pages[0]);
+      DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<PagedChunk>& chunks,
                                                           LogitsRows rows) {
   Impl& m = *impl_;
@@ -150,7 +178,6 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   // scheduling, that step may still be running).
   m.uploaded.Synchronize();
   std::vector<Impl::StepSeq> seqs;
-  int32_t* t = m.table_host.as<int32_t>();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const PagedChunk& ch = chunks[i];
     const int64_t end = ch.start + static_cast<int64_t>(ch.ids.size());
@@ -158,34 +185,17 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
       return OutOfRange("sequence of " + std::to_string(end) + " tokens exceeds the CUDA model's " +
                         "context of " + std::to_string(m.opt.max_len));
     }
-    if (ch.pages.size() != m.pools.size())
-      return InvalidArgument("ForwardPaged: one page list per pool");
     if (ch.feed >= 0 && (m.feed_source == nullptr || ch.ids.empty()))
       return InvalidArgument("ForwardPaged: a fed id needs a feed source and a token");
-    for (size_t p = 0; p < m.pools.size(); ++p) {
-      const Impl::Pool& pool = m.pools[p];
-      const std::vector<int32_t>& pages = *ch.pages[p];
-      const int64_t need = pool.plan.PagesAt(end);
-      if (static_cast<int64_t>(pages.size()) < need ||
-          static_cast<int64_t>(pages.size()) > pool.per_seq) {
-        return Internal("ForwardPaged: pool " + pool.plan.component.name + " holds " +
-                        std::to_string(pages.size()) + " pages for " + std::to_string(end) +
-                        " tokens (needs " + std::to_string(need) + ")");
-      }
-      int32_t* row = t + static_cast<int64_t>(i) * m.table_cols + pool.table_offset;
-      for (int64_t k = 0; k < pool.per_seq; ++k) {
-        // Columns past the sequence's pages are never read; they repeat its first page.
-        row[k] = k < static_cast<int64_t>(pages.size()) ? pages[k] : (pages.empty() ? 0 : pages[0]);
-        DSINFER_CHECK(row[k] >= 0 && row[k] < pool.plan.num_pages);
-      }
-    }
+    DSINFER_RETURN_IF_ERROR(m.FillTableRow(static_cast<int64_t>(i), ch.pages, end));
     seqs.push_back({static_cast<int>(i), ch.start, &ch.ids, ch.logits_tail, ch.feed});
   }
   DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
   const int64_t nrows = m.FillMeta(seqs, rows);
+  const int64_t n_mtp = m.MtpOn() ? m.FillMtpMeta(seqs) : 0;
   int64_t n = 0;
   for (const PagedChunk& ch : chunks) n += static_cast<int64_t>(ch.ids.size());
-  m.Upload(static_cast<int64_t>(chunks.size()), n);
+  m.Upload(static_cast<int64_t>(chunks.size()), n, n_mtp);
   m.uploaded.Record(m.stream.get());
   m.Mark("embed");
   // A step of at most graph_tokens_per_seq tokens per sequence (decode: one; a speculative verify
@@ -193,8 +203,10 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
   // else: they read the uploaded metadata, and the head runs over all n rows (FillMeta names row 0
   // for the rows that draw nothing; nothing reads their logits), so a graph replays any step of n
   // rows whatever its chunks. Larger steps (prefill chunks) launch eagerly.
+  // With the MTP layer, a graph's MTP rows are its n rows: no chunk starts at position 0.
   bool small = !chunks.empty() && m.opt.graphs && n <= m.logits_rows &&
-               n <= int64_t{m.opt.max_seqs} * m.opt.graph_tokens_per_seq;
+               n <= int64_t{m.opt.max_seqs} * m.opt.graph_tokens_per_seq &&
+               (!m.MtpOn() || n_mtp == n);
   bool one_per_seq = true;
   for (const PagedChunk& ch : chunks) {
     const auto count = static_cast<int64_t>(ch.ids.size());
@@ -202,7 +214,7 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardPaged(const std::vector<Page
     one_per_seq = one_per_seq && count <= 1;
   }
   if (!small) {
-    m.Run(n, nrows, one_per_seq);
+    m.Run(n, nrows, one_per_seq, n_mtp);
     return DeviceLogits{m.logits, nrows};
   }
   m.ReplayPaged(n, one_per_seq);
@@ -214,7 +226,7 @@ void CudaModel::Impl::ReplayPaged(int64_t n, bool one_per_seq) {
   if (!graph) {
     graph = std::make_unique<gpu::Graph>();
     graph->BeginCapture(stream.get());
-    Run(n, n, one_per_seq);
+    Run(n, n, one_per_seq, MtpOn() ? n : 0);
     graph->EndCapture(stream.get());
   }
   graph->Launch(stream.get());
@@ -239,7 +251,7 @@ Status CudaModel::CaptureDecodeGraphs() {
       if (graph) continue;
       graph = std::make_unique<gpu::Graph>();
       graph->BeginCapture(m.stream.get());
-      m.Run(s * t, s * t, t == 1);
+      m.Run(s * t, s * t, t == 1, m.MtpOn() ? s * t : 0);
       graph->EndCapture(m.stream.get());
     }
   }
