@@ -14,7 +14,7 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qlinear-warps", "warps per FP8/FP4 block for few rows, 1..16 (default: by shape)"},
       {"qgemm-min-rows",
        "dense FP8 linears of at least this many rows take the tiled GEMM (the same bits; default "
-       "0: off until it is validated on a GPU)"},
+       "512; 0: off)"},
   };
 }
 
@@ -44,7 +44,8 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
     return InvalidArgument("--qlinear-warps must be 1..16, not " + std::to_string(warps));
   }
   k.qlinear_warps = static_cast<int>(warps);
-  DSINFER_ASSIGN_OR_RETURN(k.qgemm_min_rows, flags.GetInt("qgemm-min-rows", 0));
+  DSINFER_ASSIGN_OR_RETURN(k.qgemm_min_rows,
+                           flags.GetInt("qgemm-min-rows", backend::cuda::KernelOptions{}.qgemm_min_rows));
   if (k.qgemm_min_rows < 0) return InvalidArgument("--qgemm-min-rows must be >= 0");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");

@@ -1,7 +1,7 @@
 // main() of the GPU test binaries: gtest's flags, then the kernel-variant choices the variant runs
 // of tests/gpu/CMakeLists.txt set (backend/cuda/runtime.h KernelOptions; every choice must give
 // the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
-// --qgemm-min-rows=N (the tiled FP8 GEMM for N rows and more; off by default).
+// --qgemm-min-rows=N (the tiled FP8 GEMM for N rows and more; default 512).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -37,8 +37,10 @@ struct KernelOptions {
   bool gemv_dual = true;  // the fused SwiGLU pair in the decode GEMV (off: two GEMVs + SwiGLU)
   int qlinear_warps = 0;  // warps per FP8/FP4 block for few rows (1..16); 0: chosen by shape
   // Dense FP8 linears of at least this many rows take the tiled GEMM (qgemm_sm90.cu; the same
-  // bits as the decode kernel). 0: off — the default until the kernel has run on a GPU.
-  int64_t qgemm_min_rows = 0;
+  // bits as the decode kernel; 0: off). 512: measured on an H200 (docs/perf.md, issue 27), it
+  // gains 7% of a 512-token prefill and 15% of 2,048 and 8,192, while at 128 rows (decode batch
+  // 128) its 128 x 128 tiles leave most SMs idle and it is slower than the decode kernel.
+  int64_t qgemm_min_rows = 512;
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).
 void SetKernelOptions(const KernelOptions& options);

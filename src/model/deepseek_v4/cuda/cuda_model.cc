@@ -649,15 +649,31 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
       h[8 * T + r] = static_cast<int32_t>(prev_row[i]);
     }
     m.Upload(level == 0 ? S : 0, 0, T);
-    m.MtpGather(T, level == 0 ? nullptr : m.mtp_X);
-    m.MtpRun(T, true, true);
-    gpu::SampleRowsParams sp;  // greedy: every row's argmax
-    sp.logits = m.mtp_logits;
-    sp.num_rows = T;
-    sp.vocab = m.c.vocab_size;
-    sp.out_id = m.mtp_ids_dev;
-    gpu::LaunchSampleRows(sp, m.stream.get());
-    gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, T * sizeof(int32_t), m.stream.get());
+    // A level of T rows: the same kernels whatever its sequences and positions (they read the
+    // uploaded metadata; level 0's rows all take the ring's streams), so one graph per T.
+    const auto level_step = [&m, T] {
+      m.MtpGather(T, m.mtp_X);
+      m.MtpRun(T, true, true);
+      gpu::SampleRowsParams sp;  // greedy: every row's argmax
+      sp.logits = m.mtp_logits;
+      sp.num_rows = T;
+      sp.vocab = m.c.vocab_size;
+      sp.out_id = m.mtp_ids_dev;
+      gpu::LaunchSampleRows(sp, m.stream.get());
+      gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, T * sizeof(int32_t), m.stream.get());
+    };
+    if (m.opt.graphs) {
+      auto& graph = m.mtp_graphs[T];
+      if (!graph) {
+        graph = std::make_unique<gpu::Graph>();
+        graph->BeginCapture(m.stream.get());
+        level_step();
+        graph->EndCapture(m.stream.get());
+      }
+      graph->Launch(m.stream.get());
+    } else {
+      level_step();
+    }
     m.stream.Synchronize();
     m.mtp_last_rows = T;
     std::vector<int64_t> next;

@@ -119,7 +119,8 @@ class CudaModel {
   // main streams kept there, paired with next_token), then count - 1 more rows chained on its own
   // outputs; the drafts are each row's greedy token (ties to the smallest id), as
   // ModelRunner::DraftMtp says. The chained rows' state is overwritten by the next forward, which
-  // runs the MTP layer from position length - 1 again. Eager launches; waits for the ids.
+  // runs the MTP layer from position length - 1 again. Each level of the chain replays a graph
+  // per row count (CudaModelOptions::graphs); waits for the ids.
   struct MtpDraft {
     std::vector<const std::vector<int32_t>*> pages;  // per pool, as PagedChunk::pages
     int64_t length = 0;                              // the sequence's length (>= 1)

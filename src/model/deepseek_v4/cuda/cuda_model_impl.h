@@ -263,6 +263,8 @@ struct CudaModel::Impl {
   int32_t* mtp_ids_dev = nullptr;
   gpu::PinnedBuffer mtp_meta_host, mtp_ids_host;
   int64_t mtp_last_rows = 0;  // rows of the last DraftMtp forward's logits
+  // DraftMtp's levels by row count (CudaModelOptions::graphs): its MTP forward, argmax and ids.
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> mtp_graphs;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
   // ForwardPaged's graphed steps by (rows, one row per sequence): a step's kernels and their shapes
