@@ -44,8 +44,9 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
     return InvalidArgument("--qlinear-warps must be 1..16, not " + std::to_string(warps));
   }
   k.qlinear_warps = static_cast<int>(warps);
-  DSINFER_ASSIGN_OR_RETURN(k.qgemm_min_rows,
-                           flags.GetInt("qgemm-min-rows", backend::cuda::KernelOptions{}.qgemm_min_rows));
+  DSINFER_ASSIGN_OR_RETURN(
+      k.qgemm_min_rows,
+      flags.GetInt("qgemm-min-rows", backend::cuda::KernelOptions{}.qgemm_min_rows));
   if (k.qgemm_min_rows < 0) return InvalidArgument("--qgemm-min-rows must be >= 0");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
