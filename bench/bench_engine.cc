@@ -15,6 +15,10 @@
 // at most the drawn length), with the model dir's tokenizer or --tokenizer F (with a preset too:
 // flash-l8 has the V4 vocabulary); the line then counts the draws that sat out a step because their
 // grammar mask was late (structured_mask_late; --structured-mask-deadline-us).
+// --prompt-ids-file F: prompts cut from real token ids instead of random ones (a JSON list of id
+// lists, or an object whose "windows" is one, e.g. tests/data/demo_heldout_windows.json): request
+// i takes its drawn length from list i % L, at an offset that moves on with each pass over the
+// lists; greedy drafts need real text to be accepted.
 //   bench_engine --model DIR | --random-preset NAME [--device auto|cpu|cuda] [--requests N]
 //                [length flags] [--seed S] [structured flags] [engine flags of `dsinfer generate`]
 #include <algorithm>
@@ -205,12 +209,41 @@ Status Run(const cli::Flags& flags) {
   if (o.max_model_len == 0)
     o.max_model_len = std::max(prompt.fixed, prompt.max) + std::max(output.fixed, output.max);
   DSINFER_ASSIGN_OR_RETURN(auto engine, Engine::Create(o));
+  std::vector<std::vector<int32_t>> texts;
+  if (auto file = flags.Get("prompt-ids-file")) {
+    std::ifstream in(*file);
+    if (!in) return NotFound("--prompt-ids-file: cannot read " + *file);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json& lists = j.is_object() && j.contains("windows") ? j["windows"] : j;
+    if (!lists.is_array() || lists.empty())
+      return InvalidArgument("--prompt-ids-file: expected a JSON list of token id lists");
+    for (const auto& l : lists) {
+      if (!l.is_array() || l.empty())
+        return InvalidArgument("--prompt-ids-file: every entry must be a list of token ids");
+      std::vector<int32_t> ids;
+      for (const auto& id : l) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= engine->vocab_size())
+          return InvalidArgument("--prompt-ids-file: a token id outside the vocabulary");
+        ids.push_back(id.get<int32_t>());
+      }
+      texts.push_back(std::move(ids));
+    }
+  }
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
   std::vector<GenerateRequest> reqs(static_cast<size_t>(requests));
   for (int64_t i = 0; i < requests; ++i) {
     auto& r = reqs[i];
     r.prompt_ids.resize(static_cast<size_t>(Draw(prompt, rng)));
-    for (auto& id : r.prompt_ids) id = static_cast<int32_t>(rng() % engine->vocab_size());
+    if (texts.empty()) {
+      for (auto& id : r.prompt_ids) id = static_cast<int32_t>(rng() % engine->vocab_size());
+    } else {
+      const auto& t = texts[static_cast<size_t>(i) % texts.size()];
+      const auto len = std::min(r.prompt_ids.size(), t.size());
+      const size_t room = t.size() - len + 1;
+      const size_t at = (static_cast<size_t>(i) / texts.size() * (len / 2 + 1)) % room;
+      r.prompt_ids.assign(t.begin() + static_cast<std::ptrdiff_t>(at),
+                          t.begin() + static_cast<std::ptrdiff_t>(at + len));
+    }
     r.params.max_tokens = static_cast<int>(Draw(output, rng));
     r.params.ignore_eos = true;
     sampling.Apply(&r);
@@ -270,6 +303,7 @@ int main(int argc, char** argv) {
                 {"output-max", "longest output (default 4 x median)"},
                 {"sigma", "sigma of the lognormal lengths (default 1)"},
                 {"seed", "workload seed (default 1)"},
+                {"prompt-ids-file", "prompts cut from these token id lists (JSON) instead of random ids"},
                 {"temperature", "sampling temperature (default 1; 0: greedy)"},
                 {"top-k", "top-k (default 50; 0: off)"},
                 {"top-p", "top-p (default 1: off)"},
