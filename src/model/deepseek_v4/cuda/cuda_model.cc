@@ -296,10 +296,12 @@ void CudaModel::Impl::AllocateActivations() {
     mtp_xs = Alloc<float>(S * hc * D);
     mtp_hz = Alloc<float>(S * D);
     mtp_logits = Alloc<float>(S * c.vocab_size);
-    mtp_meta_dev = Alloc<int32_t>(kMtpMetaArrays * T);
-    mtp_meta_host = gpu::PinnedBuffer(kMtpMetaArrays * T * sizeof(int32_t));
-    mtp_ids_dev = Alloc<int32_t>(S);
-    mtp_ids_host = gpu::PinnedBuffer(S * sizeof(int32_t));
+    // A step's MTP rows, or a DraftMtp chain's levels (up to kMaxRollback) of up to S rows.
+    const int64_t meta_rows = std::max(T, S * CudaModel::kMaxRollback);
+    mtp_meta_dev = Alloc<int32_t>(kMtpMetaArrays * meta_rows);
+    mtp_meta_host = gpu::PinnedBuffer(kMtpMetaArrays * meta_rows * sizeof(int32_t));
+    mtp_ids_dev = Alloc<int32_t>(S * CudaModel::kMaxRollback);
+    mtp_ids_host = gpu::PinnedBuffer(S * CudaModel::kMaxRollback * sizeof(int32_t));
   }
   RopeTables rope = RopeTables::Build(c);
   inv_main = UploadF32(rope.main);
@@ -613,8 +615,10 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
   if (S == 0) return out;
   for (int64_t i = 0; i < S; ++i) {
     const MtpDraft& d = drafts[i];
-    if (d.length < 1 || d.count < 1 || d.length - 1 + d.count > m.opt.max_len) {
-      return InvalidArgument("DraftMtp: a draft needs length >= 1, count >= 1 and room");
+    if (d.length < 1 || d.count < 1 || d.count > kMaxRollback ||
+        d.length - 1 + d.count > m.opt.max_len) {
+      return InvalidArgument("DraftMtp: a draft needs length >= 1, 1 <= count <= " +
+                             std::to_string(kMaxRollback) + " and room");
     }
     if (d.next_token < 0 || d.next_token >= m.c.vocab_size) {
       return InvalidArgument("DraftMtp: token id " + std::to_string(d.next_token) +
@@ -626,60 +630,76 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
     DSINFER_RETURN_IF_ERROR(m.FillTableRow(i, drafts[i].pages, drafts[i].length));
   }
   // Level 0: every sequence's row at length - 1 (its kept streams, the drawn token); level l:
-  // the sequences that want more, their row at length - 1 + l on the last level's streams. The
-  // tokens are all on the host: no feed.
-  const int32_t* const feed = m.feed_source;
-  m.feed_source = nullptr;
+  // the sequences that want more, their row at length - 1 + l on the last level's streams and
+  // draft. When every sequence wants the same count, the levels chain on the device (each
+  // level's tokens fed from the last one's argmax) and the host waits once; otherwise level by
+  // level.
+  int chain = drafts[0].count;
+  for (const MtpDraft& d : drafts) chain = d.count == chain ? chain : 1;
   std::vector<int64_t> active(static_cast<size_t>(S)), prev_row(static_cast<size_t>(S), -1);
   for (int64_t i = 0; i < S; ++i) active[i] = i;
-  for (int level = 0; !active.empty(); ++level) {
+  for (int level = 0; !active.empty(); level += chain) {
     const auto T = static_cast<int64_t>(active.size());
-    int32_t* h = m.mtp_meta_host.as<int32_t>();
-    for (int64_t r = 0; r < T; ++r) {
-      const int64_t i = active[r];
-      const int64_t pos = drafts[i].length - 1 + level;
-      h[r] = level == 0 ? drafts[i].next_token : out[i].back();
-      h[T + r] = static_cast<int32_t>(pos);
-      h[2 * T + r] = static_cast<int32_t>(i);
-      h[3 * T + r] = static_cast<int32_t>(r);
-      h[4 * T + r] = static_cast<int32_t>(pos);
-      h[5 * T + r] = 1;
-      h[6 * T + r] = static_cast<int32_t>(r);
-      h[7 * T + r] = -1;
-      h[8 * T + r] = static_cast<int32_t>(prev_row[i]);
+    const int levels = chain;
+    // Level l's metadata at l * kMtpMetaArrays * T; its ids at mtp_ids_dev + l * T.
+    for (int l = 0; l < levels; ++l) {
+      int32_t* h = m.mtp_meta_host.as<int32_t>() + l * kMtpMetaArrays * T;
+      for (int64_t r = 0; r < T; ++r) {
+        const int64_t i = active[r];
+        const int64_t pos = drafts[i].length - 1 + level + l;
+        h[r] = level + l == 0 ? drafts[i].next_token : (l == 0 ? out[i].back() : 0);
+        h[T + r] = static_cast<int32_t>(pos);
+        h[2 * T + r] = static_cast<int32_t>(i);
+        h[3 * T + r] = static_cast<int32_t>(r);
+        h[4 * T + r] = static_cast<int32_t>(pos);
+        h[5 * T + r] = 1;
+        h[6 * T + r] = static_cast<int32_t>(r);
+        h[7 * T + r] = l == 0 ? -1 : static_cast<int32_t>(r);  // the last level's draft
+        h[8 * T + r] = static_cast<int32_t>(l == 0 ? prev_row[i] : r);
+      }
     }
-    m.Upload(level == 0 ? S : 0, 0, T);
-    // A level of T rows: the same kernels whatever its sequences and positions (they read the
-    // uploaded metadata; level 0's rows all take the ring's streams), so one graph per T.
-    const auto level_step = [&m, T] {
-      m.MtpGather(T, m.mtp_X);
-      m.MtpRun(T, true, true);
-      gpu::SampleRowsParams sp;  // greedy: every row's argmax
-      sp.logits = m.mtp_logits;
-      sp.num_rows = T;
-      sp.vocab = m.c.vocab_size;
-      sp.out_id = m.mtp_ids_dev;
-      gpu::LaunchSampleRows(sp, m.stream.get());
-      gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, T * sizeof(int32_t), m.stream.get());
+    if (level == 0) {
+      gpu::CopyToDevice(m.table_dev, m.table_host.get(),
+                        static_cast<size_t>(S * m.table_cols) * sizeof(int32_t), m.stream.get());
+    }
+    gpu::CopyToDevice(m.mtp_meta_dev, m.mtp_meta_host.get(),
+                      static_cast<size_t>(levels * kMtpMetaArrays * T) * sizeof(int32_t),
+                      m.stream.get());
+    // A chain of T rows and `levels` levels: the same kernels whatever its sequences and
+    // positions (they read the uploaded metadata), so one graph per (T, levels).
+    const auto run_chain = [&m, T, levels] {
+      for (int l = 0; l < levels; ++l) {
+        int32_t* meta = m.mtp_meta_dev + l * kMtpMetaArrays * T;
+        m.MtpGather(T, m.mtp_X, meta, l == 0 ? nullptr : m.mtp_ids_dev + (l - 1) * T);
+        m.MtpRun(T, true, true, meta);
+        gpu::SampleRowsParams sp;  // greedy: every row's argmax
+        sp.logits = m.mtp_logits;
+        sp.num_rows = T;
+        sp.vocab = m.c.vocab_size;
+        sp.out_id = m.mtp_ids_dev + l * T;
+        gpu::LaunchSampleRows(sp, m.stream.get());
+      }
+      gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, levels * T * sizeof(int32_t),
+                      m.stream.get());
     };
     if (m.opt.graphs) {
-      auto& graph = m.mtp_graphs[T];
+      auto& graph = m.mtp_graphs[{T, levels}];
       if (!graph) {
         graph = std::make_unique<gpu::Graph>();
         graph->BeginCapture(m.stream.get());
-        level_step();
+        run_chain();
         graph->EndCapture(m.stream.get());
       }
       graph->Launch(m.stream.get());
     } else {
-      level_step();
+      run_chain();
     }
     m.stream.Synchronize();
     m.mtp_last_rows = T;
     std::vector<int64_t> next;
     for (int64_t r = 0; r < T; ++r) {
       const int64_t i = active[r];
-      out[i].push_back(m.mtp_ids_host.as<int32_t>()[r]);
+      for (int l = 0; l < levels; ++l) out[i].push_back(m.mtp_ids_host.as<int32_t>()[l * T + r]);
       if (static_cast<int>(out[i].size()) < drafts[i].count) {
         prev_row[i] = r;
         next.push_back(i);
@@ -687,7 +707,6 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
     }
     active = std::move(next);
   }
-  m.feed_source = feed;
   m.uploaded.Record(m.stream.get());
   return out;
 }

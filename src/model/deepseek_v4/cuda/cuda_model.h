@@ -119,8 +119,9 @@ class CudaModel {
   // main streams kept there, paired with next_token), then count - 1 more rows chained on its own
   // outputs; the drafts are each row's greedy token (ties to the smallest id), as
   // ModelRunner::DraftMtp says. The chained rows' state is overwritten by the next forward, which
-  // runs the MTP layer from position length - 1 again. Each level of the chain replays a graph
-  // per row count (CudaModelOptions::graphs); waits for the ids.
+  // runs the MTP layer from position length - 1 again. When every sequence wants the same count
+  // the levels chain on the device (each level's tokens fed from the last one's argmax), as one
+  // graph per (rows, levels) (CudaModelOptions::graphs); the host waits once for the ids.
   struct MtpDraft {
     std::vector<const std::vector<int32_t>*> pages;  // per pool, as PagedChunk::pages
     int64_t length = 0;                              // the sequence's length (>= 1)

@@ -263,8 +263,9 @@ struct CudaModel::Impl {
   int32_t* mtp_ids_dev = nullptr;
   gpu::PinnedBuffer mtp_meta_host, mtp_ids_host;
   int64_t mtp_last_rows = 0;  // rows of the last DraftMtp forward's logits
-  // DraftMtp's levels by row count (CudaModelOptions::graphs): its MTP forward, argmax and ids.
-  std::map<int64_t, std::unique_ptr<gpu::Graph>> mtp_graphs;
+  // DraftMtp's chains by (rows, levels) (CudaModelOptions::graphs): each level's MTP forward
+  // and argmax, the next level's tokens fed from it on the device, then the ids.
+  std::map<std::pair<int64_t, int>, std::unique_ptr<gpu::Graph>> mtp_graphs;
 
   std::map<int64_t, std::unique_ptr<gpu::Graph>> graphs;  // DecodeStep's, by batch size
   // ForwardPaged's graphed steps by (rows, one row per sequence): a step's kernels and their shapes
@@ -481,18 +482,16 @@ struct CudaModel::Impl {
     Mark("hc_post");
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);
   }
-  // The MTP layer over the n rows of the uploaded MTP metadata (mtp_meta_dev), in two halves.
-  // MtpGather: their fed tokens, and their input streams gathered from src_x (or the streams
-  // ring) into mtp_hin. MtpRun: the embedding's projection added to the projected streams, the
-  // block, and with_head the draft logits of every row into mtp_logits. Both leave the main X
-  // and metadata as they were.
-  void MtpGather(int64_t n, const float* src_x) {
+  // The MTP layer over the n rows of uploaded MTP metadata at `meta` (kMtpMetaArrays arrays of
+  // n), in two halves. MtpGather: their fed tokens (entries of `feed`, when set), and their input
+  // streams gathered from src_x (or the streams ring) into mtp_hin. MtpRun: the embedding's
+  // projection added to the projected streams, the block, and with_head the draft logits of
+  // every row into mtp_logits. Both leave the main X and metadata as they were.
+  void MtpGather(int64_t n, const float* src_x, int32_t* meta, const int32_t* feed) {
     int32_t* const main_meta = meta_dev;
-    meta_dev = mtp_meta_dev;  // Meta(n), HeadRows(n): the MTP rows'
+    meta_dev = meta;  // Meta(n), HeadRows(n): the MTP rows'
     Mark("mtp");
-    if (feed_source != nullptr) {
-      gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed_source, n, cur_stream());
-    }
+    if (feed != nullptr) gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed, n, cur_stream());
     gpu::MtpGatherParams gp;
     gp.meta = Meta(n);
     gp.src = meta_dev + kMetaArrays * n;
@@ -502,11 +501,11 @@ struct CudaModel::Impl {
     gpu::LaunchMtpGatherStreams(gp, cur_stream());
     meta_dev = main_meta;
   }
-  void MtpRun(int64_t n, bool one_per_seq, bool with_head) {
+  void MtpRun(int64_t n, bool one_per_seq, bool with_head, int32_t* meta) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     int32_t* const main_meta = meta_dev;
     float* const main_x = X;
-    meta_dev = mtp_meta_dev;
+    meta_dev = meta;
     gpu::EmbedParams ep;  // e = enorm(embed[t]); ep = e_proj(e)
     ep.table = embed.data;
     ep.table_bf16 = embed.format == WeightFormat::kBf16;
@@ -569,9 +568,9 @@ struct CudaModel::Impl {
     if (n_mtp > 0) {
       // The MTP rows' input streams first: a chunk's first one is the ring's row of the position
       // before it, which this step's rows may overwrite. Then this step's streams are kept.
-      MtpGather(n_mtp, X);
+      MtpGather(n_mtp, X, mtp_meta_dev, feed_source);
       RingAppend(X, hc * D, mtp_streams, n);
-      MtpRun(n_mtp, one_per_seq, false);
+      MtpRun(n_mtp, one_per_seq, false, mtp_meta_dev);
     }
   }
 };
