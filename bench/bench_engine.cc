@@ -222,7 +222,8 @@ Status Run(const cli::Flags& flags) {
         return InvalidArgument("--prompt-ids-file: every entry must be a list of token ids");
       std::vector<int32_t> ids;
       for (const auto& id : l) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= engine->vocab_size())
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() >= engine->vocab_size())
           return InvalidArgument("--prompt-ids-file: a token id outside the vocabulary");
         ids.push_back(id.get<int32_t>());
       }
@@ -303,7 +304,7 @@ int main(int argc, char** argv) {
                 {"output-max", "longest output (default 4 x median)"},
                 {"sigma", "sigma of the lognormal lengths (default 1)"},
                 {"seed", "workload seed (default 1)"},
-                {"prompt-ids-file", "prompts cut from these token id lists (JSON) instead of random ids"},
+                {"prompt-ids-file", "prompts cut from the token id lists of this JSON file"},
                 {"temperature", "sampling temperature (default 1; 0: greedy)"},
                 {"top-k", "top-k (default 50; 0: off)"},
                 {"top-p", "top-p (default 1: off)"},
