@@ -9,7 +9,9 @@ correct mask ends them). Bad constraints are per-request errors while the others
 overlap scheduling the outputs are the same; so they are with a mask deadline of 1 us, which makes
 most draws' masks late (they sit out a step and draw the same token the next).
 
-usage: structured_e2e_test.py DSINFER_BIN TOKENIZER_DIR SCRATCH_DIR
+usage: structured_e2e_test.py DSINFER_BIN TOKENIZER_DIR SCRATCH_DIR [DEVICE]
+DEVICE (default cpu): cuda runs every generate on the GPU engine (masks applied by the device
+sampler; overlap is its default there), with the same checks.
 """
 import json
 import os
@@ -97,6 +99,8 @@ def read_results(path):
 
 def main():
     dsinfer, tok_dir, scratch = sys.argv[1:4]
+    device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
+    dev = ["--device", device]
     os.makedirs(scratch, exist_ok=True)
     model = os.path.join(scratch, "tiny")
     if not os.path.exists(os.path.join(model, "model.safetensors")):
@@ -139,7 +143,7 @@ def main():
         for r in requests:
             f.write(json.dumps(r) + "\n")
     proc = subprocess.run([dsinfer, "generate", "--model", model, "--input", inp, "--output", out, "--quiet",
-                           "--threads", "2"], capture_output=True, text=True, timeout=900)
+                           *dev, "--threads", "2"], capture_output=True, text=True, timeout=900)
     if proc.returncode not in (0, 1):
         print(proc.stdout, proc.stderr)
         return 1
@@ -149,13 +153,13 @@ def main():
     with open(alone, "w") as f:
         f.write(json.dumps(requests[5]) + "\n")
     subprocess.run([dsinfer, "generate", "--model", model, "--input", alone, "--output", alone + ".out", "--quiet",
-                    "--threads", "2"], check=True, capture_output=True, timeout=300)
+                    *dev, "--threads", "2"], check=True, capture_output=True, timeout=300)
     failures, outputs, stopped = [], 0, 0
     # Overlap scheduling (the GPU's default; --overlap on the CPU) computes each step's masks after
     # the previous step's tokens arrive, while the next forward runs: the same tokens.
     over = os.path.join(scratch, "overlap.jsonl")
     proc = subprocess.run([dsinfer, "generate", "--model", model, "--input", inp, "--output", over, "--quiet",
-                           "--threads", "2", "--overlap"], capture_output=True, text=True, timeout=900)
+                           *dev, "--threads", "2", "--overlap"], capture_output=True, text=True, timeout=900)
     if proc.returncode not in (0, 1):
         print(proc.stdout, proc.stderr)
         return 1
@@ -170,7 +174,7 @@ def main():
     late = os.path.join(scratch, "late.jsonl")
     summary = os.path.join(scratch, "late_summary.json")
     proc = subprocess.run([dsinfer, "generate", "--model", model, "--input", inp, "--output", late, "--quiet",
-                           "--threads", "2", "--overlap", "--structured-mask-deadline-us", "1",
+                           *dev, "--threads", "2", "--overlap", "--structured-mask-deadline-us", "1",
                            "--summary-json", summary], capture_output=True, text=True, timeout=900)
     if proc.returncode not in (0, 1):
         print(proc.stdout, proc.stderr)
