@@ -598,6 +598,40 @@ size_t CudaModel::expert_bytes() const {
   return impl_->layers.empty() ? 0 : impl_->layers[0].experts.bytes_per_expert;
 }
 
+void CudaModel::Impl::MtpChain(int64_t T, int levels) {
+  for (int l = 0; l < levels; ++l) {
+    int32_t* meta = mtp_meta_dev + l * kMtpMetaArrays * T;
+    MtpGather(T, mtp_X, meta, l == 0 ? nullptr : mtp_ids_dev + (l - 1) * T);
+    MtpRun(T, true, true, meta);
+    gpu::SampleRowsParams sp;  // greedy: every row's argmax
+    sp.logits = mtp_logits;
+    sp.num_rows = T;
+    sp.vocab = c.vocab_size;
+    sp.out_id = mtp_ids_dev + l * T;
+    gpu::LaunchSampleRows(sp, stream.get());
+  }
+  gpu::CopyToHost(mtp_ids_host.get(), mtp_ids_dev, levels * T * sizeof(int32_t), stream.get());
+}
+
+gpu::Graph& CudaModel::Impl::MtpChainGraph(int64_t T, int levels) {
+  auto& graph = mtp_graphs[{T, levels}];
+  if (!graph) {
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(stream.get());
+    MtpChain(T, levels);
+    graph->EndCapture(stream.get());
+  }
+  return *graph;
+}
+
+void CudaModel::Impl::ReplayMtpChain(int64_t T, int levels) {
+  if (opt.graphs) {
+    MtpChainGraph(T, levels).Launch(stream.get());
+  } else {
+    MtpChain(T, levels);
+  }
+}
+
 bool CudaModel::has_mtp() const { return impl_->MtpOn(); }
 
 StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
@@ -631,16 +665,14 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
   }
   // Level 0: every sequence's row at length - 1 (its kept streams, the drawn token); level l:
   // the sequences that want more, their row at length - 1 + l on the last level's streams and
-  // draft. When every sequence wants the same count, the levels chain on the device (each
-  // level's tokens fed from the last one's argmax) and the host waits once; otherwise level by
-  // level.
-  int chain = drafts[0].count;
-  for (const MtpDraft& d : drafts) chain = d.count == chain ? chain : 1;
+  // draft. The levels every active sequence still wants chain on the device (each level's
+  // tokens fed from the last one's argmax) with one host wait; then the longer ones go on.
   std::vector<int64_t> active(static_cast<size_t>(S)), prev_row(static_cast<size_t>(S), -1);
   for (int64_t i = 0; i < S; ++i) active[i] = i;
-  for (int level = 0; !active.empty(); level += chain) {
+  for (int level = 0; !active.empty();) {
     const auto T = static_cast<int64_t>(active.size());
-    const int levels = chain;
+    int levels = kMaxRollback;
+    for (int64_t i : active) levels = std::min(levels, drafts[i].count - level);
     // Level l's metadata at l * kMtpMetaArrays * T; its ids at mtp_ids_dev + l * T.
     for (int l = 0; l < levels; ++l) {
       int32_t* h = m.mtp_meta_host.as<int32_t>() + l * kMtpMetaArrays * T;
@@ -665,37 +697,8 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
     gpu::CopyToDevice(m.mtp_meta_dev, m.mtp_meta_host.get(),
                       static_cast<size_t>(levels * kMtpMetaArrays * T) * sizeof(int32_t),
                       m.stream.get());
-    // A chain of T rows and `levels` levels: the same kernels whatever its sequences and
-    // positions (they read the uploaded metadata), so one graph per (T, levels).
-    const auto run_chain = [&m, T, levels] {
-      for (int l = 0; l < levels; ++l) {
-        int32_t* meta = m.mtp_meta_dev + l * kMtpMetaArrays * T;
-        m.MtpGather(T, m.mtp_X, meta, l == 0 ? nullptr : m.mtp_ids_dev + (l - 1) * T);
-        m.MtpRun(T, true, true, meta);
-        gpu::SampleRowsParams sp;  // greedy: every row's argmax
-        sp.logits = m.mtp_logits;
-        sp.num_rows = T;
-        sp.vocab = m.c.vocab_size;
-        sp.out_id = m.mtp_ids_dev + l * T;
-        gpu::LaunchSampleRows(sp, m.stream.get());
-      }
-      gpu::CopyToHost(m.mtp_ids_host.get(), m.mtp_ids_dev, levels * T * sizeof(int32_t),
-                      m.stream.get());
-    };
-    if (m.opt.graphs) {
-      auto& graph = m.mtp_graphs[{T, levels}];
-      if (!graph) {
-        graph = std::make_unique<gpu::Graph>();
-        graph->BeginCapture(m.stream.get());
-        run_chain();
-        graph->EndCapture(m.stream.get());
-      }
-      graph->Launch(m.stream.get());
-    } else {
-      run_chain();
-    }
+    m.ReplayMtpChain(T, levels);
     m.stream.Synchronize();
-    m.mtp_last_rows = T;
     std::vector<int64_t> next;
     for (int64_t r = 0; r < T; ++r) {
       const int64_t i = active[r];
@@ -706,19 +709,10 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
       }
     }
     active = std::move(next);
+    level += levels;
   }
   m.uploaded.Record(m.stream.get());
   return out;
-}
-
-std::vector<float> CudaModel::LastMtpLogits(int rows) {
-  Impl& m = *impl_;
-  std::vector<float> v(
-      static_cast<size_t>(std::clamp<int64_t>(rows, 0, m.mtp_last_rows) * m.c.vocab_size));
-  if (v.empty()) return v;
-  gpu::CopyToHost(v.data(), m.mtp_logits, v.size() * 4, m.stream.get());
-  m.stream.Synchronize();
-  return v;
 }
 
 std::vector<float> CudaModel::LastDecodeLogits(int rows) {

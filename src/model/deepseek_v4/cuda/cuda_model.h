@@ -130,9 +130,6 @@ class CudaModel {
   };
   bool has_mtp() const;
   StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(const std::vector<MtpDraft>& drafts);
-  // The fp32 logits [rows, vocab] of the last DraftMtp forward (its last chained level; copied
-  // back, synchronizes): tests compare them with the CPU's MTP logits.
-  std::vector<float> LastMtpLogits(int rows);
   // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
   void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
                  int64_t count);

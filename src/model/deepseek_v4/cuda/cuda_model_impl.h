@@ -262,7 +262,12 @@ struct CudaModel::Impl {
   int32_t* mtp_meta_dev = nullptr;
   int32_t* mtp_ids_dev = nullptr;
   gpu::PinnedBuffer mtp_meta_host, mtp_ids_host;
-  int64_t mtp_last_rows = 0;  // rows of the last DraftMtp forward's logits
+  // DraftMtp's chain of `levels` levels of T rows over the uploaded metadata (level l's at
+  // mtp_meta_dev + l * kMtpMetaArrays * T; its argmax ids at mtp_ids_dev + l * T, then all of
+  // them copied to mtp_ids_host), its graph (captured if new), and either launched.
+  void MtpChain(int64_t T, int levels);
+  gpu::Graph& MtpChainGraph(int64_t T, int levels);
+  void ReplayMtpChain(int64_t T, int levels);
   // DraftMtp's chains by (rows, levels) (CudaModelOptions::graphs): each level's MTP forward
   // and argmax, the next level's tokens fed from it on the device, then the ids.
   std::map<std::pair<int64_t, int>, std::unique_ptr<gpu::Graph>> mtp_graphs;
@@ -523,26 +528,32 @@ struct CudaModel::Impl {
     gpu::LaunchAddToStreams(X, mtp_ep, n, static_cast<int>(hc), D, cur_stream());
     mix_ready = false;
     Block(mtp.block, c.num_layers, n, one_per_seq);
-    if (with_head) {
-      gpu::LaunchGatherRows(X, HeadRows(n), n, hc * D, mtp_xs, cur_stream());
-      HcMix(mtp_xs, n, mtp.hc_head.fn);
-      gpu::HcHeadFinishParams hp;
-      hp.part = mix;
-      hp.rms_eps = static_cast<float>(c.rms_norm_eps);
-      hp.norm_w = mtp.norm;
-      hp.base = mtp.hc_head.base;
-      hp.scale = mtp.hc_head.scale;
-      hp.X = mtp_xs;
-      hp.out = mtp_hz;
-      hp.n = n;
-      hp.hc = static_cast<int>(hc);
-      hp.D = D;
-      hp.hc_eps = static_cast<float>(c.hc_eps);
-      gpu::LaunchHcHeadFinish(hp, cur_stream());
-      Linear(head, mtp_hz, D, n, mtp_logits, c.vocab_size);
-    }
+    if (with_head) Head(mtp.hc_head, mtp.norm, n, n, mtp_xs, mtp_hz, mtp_logits);
     X = main_x;
     meta_dev = main_meta;
+  }
+  // hc_head + norm + the head over the first `rows` rows of X that HeadRows(n) names (a step of
+  // n rows): streams gathered into xs [rows, hc, D], mixed and normalized into hz [rows, D],
+  // logits [rows, V].
+  void Head(const HcW& hw, const float* norm_w, int64_t n, int64_t rows, float* xs_out,
+            float* hz_out, float* logits_out) {
+    const int64_t D = c.hidden_size, hc = c.hc_mult;
+    gpu::LaunchGatherRows(X, HeadRows(n), rows, hc * D, xs_out, cur_stream());
+    HcMix(xs_out, rows, hw.fn);
+    gpu::HcHeadFinishParams hp;
+    hp.part = mix;
+    hp.rms_eps = static_cast<float>(c.rms_norm_eps);
+    hp.norm_w = norm_w;
+    hp.base = hw.base;
+    hp.scale = hw.scale;
+    hp.X = xs_out;
+    hp.out = hz_out;
+    hp.n = rows;
+    hp.hc = static_cast<int>(hc);
+    hp.D = D;
+    hp.hc_eps = static_cast<float>(c.hc_eps);
+    gpu::LaunchHcHeadFinish(hp, cur_stream());
+    Linear(head, hz_out, D, rows, logits_out, c.vocab_size);
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V]; then
   // (n_mtp > 0) the MTP layer over the step's n_mtp MTP rows, after the step's streams are kept.
@@ -558,19 +569,14 @@ struct CudaModel::Impl {
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
-    gpu::LaunchGatherRows(X, HeadRows(n), rows, hc * D, xs, cur_stream());
-    HcMix(xs, rows, hc_head.fn);
-    gpu::HcHeadFinishParams hp;
-    hp.part = mix; hp.rms_eps = static_cast<float>(c.rms_norm_eps); hp.norm_w = norm; hp.base = hc_head.base; hp.scale = hc_head.scale; hp.X = xs; hp.out = hz;
-    hp.n = rows; hp.hc = static_cast<int>(hc); hp.D = D; hp.hc_eps = static_cast<float>(c.hc_eps);
-    gpu::LaunchHcHeadFinish(hp, cur_stream());
-    Linear(head, hz, D, rows, logits, c.vocab_size);
-    if (n_mtp > 0) {
+    Head(hc_head, norm, n, rows, xs, hz, logits);
+    if (MtpOn()) {
       // The MTP rows' input streams first: a chunk's first one is the ring's row of the position
-      // before it, which this step's rows may overwrite. Then this step's streams are kept.
-      MtpGather(n_mtp, X, mtp_meta_dev, feed_source);
+      // before it, which this step's rows may overwrite. Then this step's streams are kept (also
+      // when the step has no MTP row: a one-token prompt's streams are its first draft's).
+      if (n_mtp > 0) MtpGather(n_mtp, X, mtp_meta_dev, feed_source);
       RingAppend(X, hc * D, mtp_streams, n);
-      MtpRun(n_mtp, one_per_seq, false, mtp_meta_dev);
+      if (n_mtp > 0) MtpRun(n_mtp, one_per_seq, false, mtp_meta_dev);
     }
   }
 };

@@ -255,6 +255,15 @@ Status CudaModel::CaptureDecodeGraphs() {
       graph->EndCapture(m.stream.get());
     }
   }
+  // The MTP drafts' chains of one level and of k levels, for every batch size.
+  if (m.MtpOn()) {
+    const int k = static_cast<int>(
+        std::clamp<int64_t>(m.opt.graph_tokens_per_seq - 1, 1, CudaModel::kMaxRollback));
+    for (int64_t s = 1; s <= std::min<int64_t>(m.opt.max_seqs, m.opt.max_tokens); ++s) {
+      m.MtpChainGraph(s, 1);
+      m.MtpChainGraph(s, k);
+    }
+  }
   return Status::Ok();
 }
 
