@@ -367,13 +367,9 @@ int64_t CudaModel::Impl::FillMeta(const std::vector<StepSeq>& seqs, LogitsRows r
   for (const StepSeq& sq : seqs) {
     const int64_t begin = r, start = sq.start, count = static_cast<int64_t>(sq.ids->size());
     for (int64_t i = 0; i < count; ++i, ++r) {
-      h[r] = (*sq.ids)[i];
-      h[T + r] = static_cast<int32_t>(start + i);
-      h[2 * T + r] = sq.row;
-      h[3 * T + r] = static_cast<int32_t>(begin);
-      h[4 * T + r] = static_cast<int32_t>(start);
-      h[5 * T + r] = static_cast<int32_t>(count);
-      h[7 * T + r] = i + 1 == count ? sq.feed : -1;
+      const MetaRow m{h, T, r};
+      m.Set((*sq.ids)[i], start + i, sq.row, begin, start, count);
+      m.Feed(i + 1 == count ? sq.feed : -1);
     }
     const int64_t tail = HeadRows(sq, rows);
     for (int64_t i = count - tail; i < count; ++i)
@@ -425,16 +421,12 @@ int64_t CudaModel::Impl::FillMtpMeta(const std::vector<StepSeq>& seqs) {
     const int64_t first = sq.start == 0 ? 1 : 0;  // position 0 has no streams before it
     const int64_t begin = r, rows = count - first, start = sq.start - 1 + first;
     for (int64_t j = first; j < count; ++j, ++r) {
-      h[r] = (*sq.ids)[j];
-      h[T + r] = static_cast<int32_t>(sq.start - 1 + j);
-      h[2 * T + r] = sq.row;
-      h[3 * T + r] = static_cast<int32_t>(begin);
-      h[4 * T + r] = static_cast<int32_t>(start);
-      h[5 * T + r] = static_cast<int32_t>(rows);
-      h[6 * T + r] = static_cast<int32_t>(r);
-      h[7 * T + r] = j + 1 == count ? sq.feed : -1;
+      const MetaRow m{h, T, r};
+      m.Set((*sq.ids)[j], sq.start - 1 + j, sq.row, begin, start, rows);
+      m.HeadRow(r);
+      m.Feed(j + 1 == count ? sq.feed : -1);
       // Row j pairs token j with the streams of the row before it: the ring's, for the first.
-      h[8 * T + r] = j == 0 ? -1 : static_cast<int32_t>(main_row + j - 1);
+      m.StreamsSource(j == 0 ? -1 : main_row + j - 1);
     }
     main_row += count;
   }
@@ -679,15 +671,12 @@ StatusOr<std::vector<std::vector<int32_t>>> CudaModel::DraftMtp(
       for (int64_t r = 0; r < T; ++r) {
         const int64_t i = active[r];
         const int64_t pos = drafts[i].length - 1 + level + l;
-        h[r] = level + l == 0 ? drafts[i].next_token : (l == 0 ? out[i].back() : 0);
-        h[T + r] = static_cast<int32_t>(pos);
-        h[2 * T + r] = static_cast<int32_t>(i);
-        h[3 * T + r] = static_cast<int32_t>(r);
-        h[4 * T + r] = static_cast<int32_t>(pos);
-        h[5 * T + r] = 1;
-        h[6 * T + r] = static_cast<int32_t>(r);
-        h[7 * T + r] = l == 0 ? -1 : static_cast<int32_t>(r);  // the last level's draft
-        h[8 * T + r] = static_cast<int32_t>(l == 0 ? prev_row[i] : r);
+        const MetaRow mr{h, T, r};
+        mr.Set(level + l == 0 ? drafts[i].next_token : (l == 0 ? out[i].back() : 0), pos, i, r, pos,
+               1);
+        mr.HeadRow(r);
+        mr.Feed(l == 0 ? -1 : r);  // the last level's draft
+        mr.StreamsSource(l == 0 ? prev_row[i] : r);
       }
     }
     if (level == 0) {

@@ -109,6 +109,26 @@ struct LayerState {
 inline constexpr int kMetaArrays = 8;
 // The MTP rows' metadata: the same arrays, then each row's streams source (MtpGatherParams::src).
 inline constexpr int kMtpMetaArrays = kMetaArrays + 1;
+
+// Writes row r of a step's host metadata of T rows (the arrays above, each T long).
+struct MetaRow {
+  int32_t* h;
+  int64_t T, r;
+  // The row's token and position; its sequence's table row, first batch row, first position and
+  // rows in this call.
+  void Set(int32_t id, int64_t pos, int64_t slot, int64_t seg_begin, int64_t seg_start,
+           int64_t seg_count) const {
+    h[r] = id;
+    h[T + r] = static_cast<int32_t>(pos);
+    h[2 * T + r] = static_cast<int32_t>(slot);
+    h[3 * T + r] = static_cast<int32_t>(seg_begin);
+    h[4 * T + r] = static_cast<int32_t>(seg_start);
+    h[5 * T + r] = static_cast<int32_t>(seg_count);
+  }
+  void Feed(int64_t entry) const { h[7 * T + r] = static_cast<int32_t>(entry); }
+  void HeadRow(int64_t row) const { h[6 * T + r] = static_cast<int32_t>(row); }
+  void StreamsSource(int64_t row) const { h[8 * T + r] = static_cast<int32_t>(row); }  // MTP
+};
 // The streams ring keeps the rows a rollback can return to (the last row kept included).
 inline constexpr int64_t kMtpStreamRows = CudaModel::kMaxRollback + 1;
 inline constexpr int kRollbackSlack = CudaModel::kMaxRollback;
