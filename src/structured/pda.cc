@@ -339,16 +339,16 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
   FamilyKey f;
   f.chain = chain;
   f.r = left;
-  f.exit = exit;
+  f.key_exit = exit;
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
   std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
   // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
   // that left the repetition before: the same for every r).
   bool ok = true;
   for (size_t i = 0; i < ready.size() && ok; ++i) {
-    if (ready[i] == f.exit) continue;
+    if (ready[i] == exit) continue;
     int32_t n = ready[i];
-    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    while (n != 0 && parents_[n] != exit) n = parents_[n];
     if (n == 0) {
       f.has_others = true;
       continue;
@@ -359,8 +359,13 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
          g_.chain_of[alt] == f.chain && g_.chain_left[alt] == f.r;
     chain_node[i] = n;
   }
-  ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
+  ok = ok && !configs_[key].accept && exit > hole_;  // exit: a frame that reads a byte set
   ok = ok && PrefixFree(f.chain);
+  // The exit's frame alone, on the hole: the frames past it are the context (ExitContext).
+  if (ok) {
+    f.exit = Intern(frames_[exit], hole_);
+    ok = f.exit >= 0;
+  }
   if (ok) {
     const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
     f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
@@ -368,12 +373,12 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
     const int32_t r = f.r;
     f.r = std::min(f.r, f.top);
     f.canonical = key;
-    if (r != f.top || f.has_others) {
+    if (r != f.top || f.has_others || f.exit != exit) {
       // The in-chain stacks with `top` left, and the exit; not the others (Mask adds theirs).
       Config c;
       std::vector<int32_t> above;
       for (size_t i = 0; i < ready.size() && ok; ++i) {
-        if (ready[i] == f.exit) c.ready.push_back(f.exit);
+        if (ready[i] == exit) c.ready.push_back(f.exit);
         if (chain_node[i] < 0) continue;
         above.clear();
         for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
@@ -499,18 +504,29 @@ Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
   return f;
 }
 
+int32_t Pda::InConfig(int32_t config, int32_t key_node) {
+  if (Local(config) == config) return key_node;  // the key is the configuration itself
+  std::vector<int32_t> chain;
+  for (int32_t n = key_node; n != hole_; n = parents_[n]) chain.push_back(n);
+  int32_t node = local_[config].second;
+  for (size_t i = chain.size(); i-- > 0 && node >= 0;) node = Intern(frames_[chain[i]], node);
+  return node;
+}
+
+int32_t Pda::ExitContext(int32_t config, const FamilyKey& f) {
+  if (f.context_node >= 0) return ContextOf(f.context_node);
+  const int32_t parent = parents_[f.key_exit];
+  if (parent == hole_) return Context(config);
+  const int32_t node = InConfig(config, parent);
+  return node < 0 ? kDead : ContextOf(node);
+}
+
 int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
   if (!f.has_others) return kDead;
   auto it = others_.find(config);
   if (it != others_.end()) return it->second;
   // The key's exit with the hole replaced by the context Local cut off: the exit in `config`.
-  int32_t exit = f.exit;
-  if (Local(config) != config) {
-    std::vector<int32_t> chain;
-    for (int32_t n = f.exit; n != hole_; n = parents_[n]) chain.push_back(n);
-    exit = local_[config].second;
-    for (size_t i = chain.size(); i-- > 0 && exit >= 0;) exit = Intern(frames_[chain[i]], exit);
-  }
+  const int32_t exit = InConfig(config, f.key_exit);
   int32_t id = -1;
   if (exit >= 0) {
     Config c;
