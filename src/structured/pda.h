@@ -189,6 +189,15 @@ class Pda {
   // `key` as a position of chain `chain` with `left` iterations left, ending at node `exit` (see
   // Family); canonical < 0 when it is not one.
   FamilyKey FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit, int32_t max_top);
+  // The longest chain whose element is `chain`'s (Grammar::chains): a family's classes are
+  // those of its element, whatever the chain's length (a position with r left allows what a
+  // position of the longer chain with r left allows), so the bounded strings of a schema share
+  // one walk (the chains of one element: every bounded JSON string of the schema).
+  int32_t RepresentativeChain(int32_t chain);
+  // The exit's frame alone on the hole; when it is the last element of its alternative and a
+  // byte set, an alternative of that set alone, shared by every exit reading it (a bounded
+  // string's closing quote, whichever string). -1 at a limit.
+  int32_t CanonicalExit(int32_t exit);
   // The node of `config` that a node of its local key stands for (the key's hole replaced by the
   // context Local cut off); -1 at a limit.
   int32_t InConfig(int32_t config, int32_t key_node);
@@ -219,6 +228,8 @@ class Pda {
   std::unordered_map<int32_t, int32_t> others_;       // memo of FamilyOthers()
   std::unordered_map<int32_t, FamilyKey> mandatory_;  // memo of Mandatory()
   std::vector<int8_t> prefix_free_;                   // by chain: -1 unknown, 0, 1
+  std::vector<int32_t> representative_;               // by chain (RepresentativeChain)
+  std::unordered_map<int32_t, int32_t> exit_alts_;    // byte-set id -> its alternative alone
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;
