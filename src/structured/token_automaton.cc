@@ -415,19 +415,21 @@ void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,
                           uint64_t* bits) {
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
-  walk_states_[0] = config;
-  const std::vector<int32_t>& ids = trie.token_ids();
+  int32_t* states = walk_states_.data();
+  states[0] = config;
+  const int32_t* ids = trie.token_ids().data();
+  const TokenTrie::Node* nodes = trie.nodes();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {
-    const int32_t depth = trie.node_depth(i);
-    const int32_t s =
-        depth > max_depth ? Pda::kDead : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    const TokenTrie::Node& node = nodes[i];
+    const int32_t depth = node.depth;
+    const int32_t s = depth > max_depth ? Pda::kDead : pda_.Next(states[depth - 1], node.byte);
     if (s == Pda::kDead) {
-      i = trie.subtree_end(i);
+      i = node.end;
       continue;
     }
-    walk_states_[depth] = s;
-    for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+    states[depth] = s;
+    for (int32_t t = node.tok_begin; t < node.tok_end; ++t) {
       const int32_t id = ids[t];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
