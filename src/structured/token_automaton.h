@@ -12,10 +12,15 @@
 // * The positions of a bounded string (Pda::Family: a key per character left) share one walk
 //   from the family's canonical key that records, per token, the iterations (characters) it
 //   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
-//   plus the tokens that close the string after at most r characters and whose remaining bytes
-//   the context allows (checked from Pda::Context, a few hundred short suffixes), plus the mask
-//   of the position's parses that left the repetition before (Pda::FamilyOthers: e.g. a label
-//   that may have been the top-level domain), so the family does not depend on them.
+//   plus the tokens that go past the repetition's exit after at most r iterations: those that
+//   end there (a cumulative mask) and those whose remaining bytes the position's context allows
+//   (Pda::ExitContext; the trie subtrees past the exit by their first byte, checked once per
+//   context: ExitTokens), plus the mask of the position's parses that left the repetition
+//   before (Pda::FamilyOthers: e.g. a label that may have been the top-level domain), so the
+//   family does not depend on them. The canonical key holds no context (the exit's frame alone,
+//   on the hole) and is built on the longest chain of the repeated element
+//   (Pda::RepresentativeChain), so one walk serves every bounded string of a schema, in every
+//   context (the labels of a hostname, whichever label).
 // * The positions of a repetition's mandatory part (Pda::Mandatory: minLength) use the family of
 //   its optional part, the tokens that leave the repetition only past the mandatory iterations.
 // * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
@@ -23,7 +28,7 @@
 // Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
 // by every matcher of the same constraint; thread-safe (one mutex: different constraints run in
 // parallel). Memory: up to `max_cached_masks` masks and as many key classes, vocab/8 bytes each
-// (16 KB for V4), up to max_cached_masks / 16 families of 17 such masks, 1 KB per configuration.
+// (16 KB for V4), up to max_cached_masks / 16 families of 34 such masks, 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
