@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
                                          {"us", us},
                                          {"config_walks", after.config_walks - before.config_walks},
                                          {"key_walks", after.key_walks - before.key_walks},
+                                         {"family_walks", after.family_walks - before.family_walks},
                                          {"new_configs", after.configs - before.configs},
                                          {"text", tail}})
                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
                                         {"cache_misses", stats.mask_misses},
                                         {"config_walks", stats.config_walks},
                                         {"key_walks", stats.key_walks},
+                                        {"family_walks", stats.family_walks},
                                         {"completed_runs", stopped},
                                         {"runs", runs}})
                             .dump()

@@ -337,18 +337,18 @@ Pda::FamilyKey Pda::Family(int32_t key, int32_t max_top) {
 Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit,
                              int32_t max_top) {
   FamilyKey f;
-  f.chain = chain;
+  f.chain = chain;  // the representative chain once the key is known to be a position of `chain`
   f.r = left;
-  f.exit = exit;
+  f.key_exit = exit;
   const std::vector<int32_t> ready = configs_[key].ready;  // InternConfig may grow configs_
   std::vector<int32_t> chain_node(ready.size(), -1);       // each in-chain stack's chain frame
   // Every stack is the exit, on the exit through a chain frame with r left, or elsewhere (a parse
   // that left the repetition before: the same for every r).
   bool ok = true;
   for (size_t i = 0; i < ready.size() && ok; ++i) {
-    if (ready[i] == f.exit) continue;
+    if (ready[i] == exit) continue;
     int32_t n = ready[i];
-    while (n != 0 && parents_[n] != f.exit) n = parents_[n];
+    while (n != 0 && parents_[n] != exit) n = parents_[n];
     if (n == 0) {
       f.has_others = true;
       continue;
@@ -359,21 +359,27 @@ Pda::FamilyKey Pda::FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t e
          g_.chain_of[alt] == f.chain && g_.chain_left[alt] == f.r;
     chain_node[i] = n;
   }
-  ok = ok && !configs_[key].accept && f.exit > hole_;  // exit: a frame that reads a byte set
+  ok = ok && !configs_[key].accept && exit > hole_;  // exit: a frame that reads a byte set
   ok = ok && PrefixFree(f.chain);
+  // The exit's frame alone, on the hole: the frames past it are the context (ExitContext).
   if (ok) {
+    f.exit = CanonicalExit(exit);
+    ok = f.exit >= 0;
+  }
+  if (ok) {
+    f.chain = RepresentativeChain(chain);
     const std::vector<int32_t>& alts = g_.chains[f.chain].alts;
     f.top = std::min(static_cast<int32_t>(alts.size()), max_top);
     // Past `max_top` iterations no token can tell the difference.
     const int32_t r = f.r;
     f.r = std::min(f.r, f.top);
     f.canonical = key;
-    if (r != f.top || f.has_others) {
+    if (r != f.top || f.has_others || f.exit != exit || f.chain != chain) {
       // The in-chain stacks with `top` left, and the exit; not the others (Mask adds theirs).
       Config c;
       std::vector<int32_t> above;
       for (size_t i = 0; i < ready.size() && ok; ++i) {
-        if (ready[i] == f.exit) c.ready.push_back(f.exit);
+        if (ready[i] == exit) c.ready.push_back(f.exit);
         if (chain_node[i] < 0) continue;
         above.clear();
         for (int32_t n = ready[i]; n != chain_node[i]; n = parents_[n]) above.push_back(n);
@@ -447,19 +453,21 @@ Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
       ok = !e.is_rule;  // the exit reads a byte set
     }
     if (ok) {
-      f.top = std::min(static_cast<int32_t>(chain.alts.size()), max_top);
+      // The classes of the longest chain of this element (RepresentativeChain).
       const int32_t total = m + static_cast<int32_t>(chain.alts.size());
+      f.chain = RepresentativeChain(f.chain);
+      f.top = std::min(static_cast<int32_t>(g_.chains[f.chain].alts.size()), max_top);
       // Past top - 1 only when no token can need top iterations (see the header).
       ok = total < f.top || f.top == max_top;
       f.r = std::min(total, f.top - 1);
       f.min_exit = m;
       f.context_node = parents_[exit];
-      f.exit = Intern(frames_[exit], hole_);
+      f.exit = CanonicalExit(exit);
       ok = ok && f.exit >= 0;
     }
     if (ok) {
       // The canonical key: the element's frames on the chain's frame with top left.
-      const int32_t alt_top = chain.alts[f.top - 1];
+      const int32_t alt_top = g_.chains[f.chain].alts[f.top - 1];
       Config c;
       std::vector<int32_t> above;
       for (int32_t s : ready) {
@@ -499,18 +507,69 @@ Pda::FamilyKey Pda::Mandatory(int32_t config, int32_t max_top) {
   return f;
 }
 
+int32_t Pda::RepresentativeChain(int32_t chain) {
+  if (representative_.empty()) {
+    // The longest chain of each element (the first one among the longest).
+    representative_.resize(g_.chains.size());
+    std::unordered_map<uint64_t, int32_t> longest;  // element -> chain
+    for (size_t c = 0; c < g_.chains.size(); ++c) {
+      const Element e = g_.chains[c].e;
+      const uint64_t id = static_cast<uint64_t>(e.is_rule) << 32 | static_cast<uint32_t>(e.index);
+      auto [it, added] = longest.emplace(id, static_cast<int32_t>(c));
+      if (!added && g_.chains[c].alts.size() > g_.chains[it->second].alts.size()) {
+        it->second = static_cast<int32_t>(c);
+      }
+    }
+    for (size_t c = 0; c < g_.chains.size(); ++c) {
+      const Element e = g_.chains[c].e;
+      representative_[c] =
+          longest[static_cast<uint64_t>(e.is_rule) << 32 | static_cast<uint32_t>(e.index)];
+    }
+  }
+  return representative_[chain];
+}
+
+int32_t Pda::CanonicalExit(int32_t exit) {
+  const uint64_t f = frames_[exit];
+  const int32_t alt = static_cast<int32_t>(f >> 32);
+  const int32_t pos = static_cast<int32_t>(f & 0xffffffffu);
+  const Element e = g_.alts[alt][pos];
+  if (e.is_rule || pos + 1 != static_cast<int32_t>(g_.alts[alt].size())) {
+    return Intern(f, hole_);
+  }
+  // The last element of its alternative, a byte set: the same as an alternative of that set
+  // alone (no rule uses it), shared by every exit that reads the same set.
+  auto it = exit_alts_.find(e.index);
+  if (it == exit_alts_.end()) {
+    g_.alts.push_back({e});
+    it = exit_alts_.emplace(e.index, static_cast<int32_t>(g_.alts.size() - 1)).first;
+  }
+  return Intern(Frame(it->second, 0), hole_);
+}
+
+int32_t Pda::InConfig(int32_t config, int32_t key_node) {
+  if (Local(config) == config) return key_node;  // the key is the configuration itself
+  std::vector<int32_t> chain;
+  for (int32_t n = key_node; n != hole_; n = parents_[n]) chain.push_back(n);
+  int32_t node = local_[config].second;
+  for (size_t i = chain.size(); i-- > 0 && node >= 0;) node = Intern(frames_[chain[i]], node);
+  return node;
+}
+
+int32_t Pda::ExitContext(int32_t config, const FamilyKey& f) {
+  if (f.context_node >= 0) return ContextOf(f.context_node);
+  const int32_t parent = parents_[f.key_exit];
+  if (parent == hole_) return Context(config);
+  const int32_t node = InConfig(config, parent);
+  return node < 0 ? kDead : ContextOf(node);
+}
+
 int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
   if (!f.has_others) return kDead;
   auto it = others_.find(config);
   if (it != others_.end()) return it->second;
   // The key's exit with the hole replaced by the context Local cut off: the exit in `config`.
-  int32_t exit = f.exit;
-  if (Local(config) != config) {
-    std::vector<int32_t> chain;
-    for (int32_t n = f.exit; n != hole_; n = parents_[n]) chain.push_back(n);
-    exit = local_[config].second;
-    for (size_t i = chain.size(); i-- > 0 && exit >= 0;) exit = Intern(frames_[chain[i]], exit);
-  }
+  const int32_t exit = InConfig(config, f.key_exit);
   int32_t id = -1;
   if (exit >= 0) {
     Config c;

@@ -68,6 +68,10 @@ class Pda {
   // chain's length, at most `max_top`) and the exit, without the others: a configuration allows
   // the tokens that one of its stacks allows, so the others' tokens are added from their own
   // configuration (FamilyOthers), and the positions share `canonical` whatever the others are.
+  // The canonical key holds the exit's frame alone, on the hole (`exit`), whatever the key's
+  // frames past the exit (`key_exit`'s parents: e.g. which label of (\.label){0,3} this is, or
+  // where the string ends), so every context of the repetition shares one walk; a token that
+  // goes past the exit is checked from the context of its position (ExitContext).
   // A token does from the key's in-chain stacks and exit what it does from `canonical` as long as
   // it needs at most r iterations; when the element is prefix-free (an input splits into
   // iterations one way only), the iterations it needs are read off the configuration it reaches
@@ -79,10 +83,11 @@ class Pda {
     int32_t canonical = -1;
     int32_t r = 0;
     int32_t top = 0;
-    int32_t exit = -1;
+    int32_t exit = -1;      // the exit's frame on the hole (the canonical key's exit)
+    int32_t key_exit = -1;  // the exit node in the key's own frames (-1 for Mandatory)
     int32_t chain = -1;
     int32_t exit_config = -1;  // `exit` alone: where a parse goes on after leaving the chain
-    bool has_others = false;   // some stack of the key is not on `exit`
+    bool has_others = false;   // some stack of the key is not on `key_exit`
     // Mandatory (a position in e^min, see Mandatory): a parse may leave the repetition only
     // after this many iterations; the context is the closure of `context_node`.
     int32_t min_exit = 0;
@@ -107,6 +112,9 @@ class Pda {
   // The stacks of `config`, whose key is a family `f`, that are not on its exit, as a
   // configuration (not accepting): kDead when there are none, -1 at a limit. Memoized.
   int32_t FamilyOthers(int32_t config, const FamilyKey& f);
+  // Where a parse of `config` (whose key or configuration gave family `f`) goes on once it has
+  // read the exit's frame: the closure of the exit's parent in `config` (kDead at a limit).
+  int32_t ExitContext(int32_t config, const FamilyKey& f);
   // The fewest iterations left at which the parse inside the repetition that reached `config`
   // from `f.canonical` exists: its stacks on `exit` (r >= Need: the token is read inside the
   // chain, or ends where the repetition may end). The parses that left the repetition earlier
@@ -181,6 +189,18 @@ class Pda {
   // `key` as a position of chain `chain` with `left` iterations left, ending at node `exit` (see
   // Family); canonical < 0 when it is not one.
   FamilyKey FamilyOf(int32_t key, int32_t chain, int32_t left, int32_t exit, int32_t max_top);
+  // The longest chain whose element is `chain`'s (Grammar::chains): a family's classes are
+  // those of its element, whatever the chain's length (a position with r left allows what a
+  // position of the longer chain with r left allows), so the bounded strings of a schema share
+  // one walk (the chains of one element: every bounded JSON string of the schema).
+  int32_t RepresentativeChain(int32_t chain);
+  // The exit's frame alone on the hole; when it is the last element of its alternative and a
+  // byte set, an alternative of that set alone, shared by every exit reading it (a bounded
+  // string's closing quote, whichever string). -1 at a limit.
+  int32_t CanonicalExit(int32_t exit);
+  // The node of `config` that a node of its local key stands for (the key's hole replaced by the
+  // context Local cut off); -1 at a limit.
+  int32_t InConfig(int32_t config, int32_t key_node);
   // The lowest common ancestor of two stack nodes (their deepest shared frame).
   int32_t CommonNode(int32_t a, int32_t b) const;
   int32_t Compute(int32_t config, uint8_t b);
@@ -208,6 +228,8 @@ class Pda {
   std::unordered_map<int32_t, int32_t> others_;       // memo of FamilyOthers()
   std::unordered_map<int32_t, FamilyKey> mandatory_;  // memo of Mandatory()
   std::vector<int8_t> prefix_free_;                   // by chain: -1 unknown, 0, 1
+  std::vector<int32_t> representative_;               // by chain (RepresentativeChain)
+  std::unordered_map<int32_t, int32_t> exit_alts_;    // byte-set id -> its alternative alone
   // The hole: a node (1) whose frame reads from the empty byte set, on top of the empty stack.
   int32_t hole_ = -1;
   int32_t initial_ = kDead;

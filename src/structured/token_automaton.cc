@@ -113,18 +113,23 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
         if (need > r) break;
         bits[id >> 6] |= uint64_t{1} << (id & 63);
       }
-      if (!c->exits.empty()) {
-        const int32_t context =
-            family.context_node >= 0 ? pda_.ContextOf(family.context_node) : pda_.Context(config);
-        for (const auto& e : c->exits) {
-          if (e.need > r) break;
-          if (e.need < family.min_exit || MaskHas(bits, e.id)) continue;
-          int32_t s = context;
-          const std::string& b = v.bytes(e.id);
-          for (size_t k = static_cast<size_t>(e.depth); k < b.size() && s != Pda::kDead; ++k)
-            s = pda_.Next(s, static_cast<uint8_t>(b[k]));
-          if (s != Pda::kDead) bits[e.id >> 6] |= uint64_t{1} << (e.id & 63);
+      // The tokens that go past the exit: allowed where this position's context allows them.
+      const int32_t context =
+          c->end_list.empty() && c->after.empty() ? Pda::kDead : pda_.ExitContext(config, family);
+      if (context != Pda::kDead) {
+        auto add = [&](const std::vector<std::pair<int32_t, int32_t>>& list, int32_t from) {
+          auto e = std::lower_bound(list.begin(), list.end(), std::make_pair(from, -1));
+          for (; e != list.end() && e->first <= r; ++e)
+            bits[e->second >> 6] |= uint64_t{1} << (e->second & 63);
+        };
+        int32_t from = family.min_exit;
+        if (family.min_exit == 0 && !c->ends.empty()) {
+          const TokenMask& e = c->ends[std::min<size_t>(r, c->ends.size() - 1)];
+          for (size_t w = 0; w < e.size(); ++w) bits[w] |= e[w];
+          from = static_cast<int32_t>(c->ends.size());  // the needs below are in `e`
         }
+        add(c->end_list, from);
+        if (!c->after.empty()) add(*ExitTokens(*c, family.canonical, context), family.min_exit);
       }
       if (c->uncertain.num_nodes() > 1) Walk(c->uncertain, config, c->uncertain.max_depth(), bits);
       // The stacks that left the repetition before: their own configuration's tokens.
@@ -178,6 +183,7 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   const Vocabulary& v = *vocab_;
   const TokenTrie& trie = v.trie();
   ++stats_.key_walks;
+  ++stats_.family_walks;
   auto out = std::make_shared<FamilyClasses>();
   const int32_t buckets = std::min(f.top, FamilyClasses::kBuckets);
   out->needs.assign(static_cast<size_t>(buckets) + 1,
@@ -196,6 +202,8 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
   // The parses that left the repetition (at a boundary where `exit` was ready), followed from
   // exit_config: (configuration, the fewest iterations left at which that boundary is reached).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> left(depths);
+  std::vector<std::pair<int32_t, int32_t>> node_ends;  // (need, id) of the current node
+  std::vector<FamilyClasses::Subtree> node_after;
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {
@@ -212,9 +220,12 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
       // `exit` no longer count one parse's iterations; checked per configuration below.
       if (need_of(c) != -1) check = true;
       if (pda_.has_hole(c)) {
-        // Reached the context here: allowed where the context allows the rest of its bytes.
-        for (int32_t t = trie.token_begin(i); t < trie.token_begin(trie.subtree_end(i)); ++t)
-          out->exits.push_back({need, depth, ids[t]});
+        // Reached the context here: the tokens ending here are allowed, those below where the
+        // context allows the rest of their bytes.
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+          node_ends.push_back({need, ids[t]});
+        for (int32_t j = i + 1; j < trie.subtree_end(i); j = trie.subtree_end(j))
+          node_after.push_back({need, j});
       }
       if (!pda_.live_locally(c)) return;
       for (auto& [config, k] : cur) {
@@ -226,7 +237,8 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
       cur.push_back({c, need});
       out->left_live = true;
     };
-    const size_t first_exit = out->exits.size();
+    node_ends.clear();
+    node_after.clear();
     for (const auto& [c, need] : left[depth - 1]) follow(pda_.Next(c, byte), need);
     if (prev != Pda::kDead && pda_.HasReady(prev, f.exit)) {
       const int32_t need = need_of(prev);
@@ -236,9 +248,13 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
         check = true;  // not of the family's form
       }
     }
-    if (check) {
-      // The needs below are not one parse's: only the canonical key's (r = top) is certain.
-      for (size_t k = first_exit; k < out->exits.size(); ++k) out->exits[k].need = f.top;
+    // With `check`, the needs below are not one parse's: only the canonical key's (r = top) is
+    // certain.
+    for (auto& [need, id] : node_ends) out->end_list.push_back({check ? f.top : need, id});
+    for (FamilyClasses::Subtree e : node_after) {
+      if (check) e.need = f.top;
+      if (out->after.empty()) out->after.resize(256);
+      out->after[trie.node_byte(e.node)].push_back(e);
     }
     if (s == Pda::kDead && cur.empty()) {
       if (check) {
@@ -278,11 +294,64 @@ std::shared_ptr<const TokenAutomaton::FamilyClasses> TokenAutomaton::KeyFamilyCl
     for (size_t w = 0; w < out->needs[r].size(); ++w) out->needs[r][w] |= out->needs[r - 1][w];
   }
   std::sort(out->more.begin(), out->more.end());
-  std::stable_sort(out->exits.begin(), out->exits.end());
+  std::sort(out->end_list.begin(), out->end_list.end());
+  out->end_list.erase(std::unique(out->end_list.begin(), out->end_list.end()), out->end_list.end());
+  if (!out->end_list.empty() && out->end_list.front().first <= buckets) {
+    out->ends.assign(static_cast<size_t>(buckets) + 1,
+                     TokenMask(static_cast<size_t>(v.mask_words()), 0));
+    for (const auto& [need, id] : out->end_list) {
+      if (need > buckets) break;
+      out->ends[need][id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    for (size_t r = 1; r < out->ends.size(); ++r) {
+      for (size_t w = 0; w < out->ends[r].size(); ++w) out->ends[r][w] |= out->ends[r - 1][w];
+    }
+  }
+  for (auto& list : out->after) std::sort(list.begin(), list.end());
   if (!uncertain.empty()) out->uncertain = TokenTrie(v.all_bytes(), std::move(uncertain));
   std::shared_ptr<const FamilyClasses> result = std::move(out);
   Remember(&families_, &families_order_, std::max<size_t>(max_cached_masks_ / 16, 8), f.canonical,
            result);
+  return result;
+}
+
+std::shared_ptr<const TokenAutomaton::ExitList> TokenAutomaton::ExitTokens(const FamilyClasses& c,
+                                                                           int32_t canonical,
+                                                                           int32_t context) {
+  const int64_t id = int64_t{canonical} << 32 | static_cast<uint32_t>(context);
+  auto it = exit_tokens_.find(id);
+  if (it != exit_tokens_.end()) return it->second;
+  const TokenTrie& trie = vocab_->trie();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  auto out = std::make_shared<ExitList>();
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  const ByteSet first = pda_.first_bytes(context);  // a copy: Next() may grow the table
+  for (int b = 0; b < 256; ++b) {
+    if (c.after[b].empty() || !first.Has(static_cast<uint8_t>(b))) continue;
+    const int32_t start = pda_.Next(context, static_cast<uint8_t>(b));
+    if (start == Pda::kDead) continue;
+    for (const FamilyClasses::Subtree& e : c.after[b]) {
+      // The subtree of e.node, its own byte read from the context into `start`.
+      const int32_t base = trie.node_depth(e.node);
+      walk_states_[base] = start;
+      for (int32_t i = e.node, end = trie.subtree_end(e.node); i < end;) {
+        const int32_t depth = trie.node_depth(i);
+        const int32_t s =
+            i == e.node ? start : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+        if (s == Pda::kDead) {
+          i = trie.subtree_end(i);
+          continue;
+        }
+        walk_states_[depth] = s;
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+          out->push_back({e.need, ids[t]});
+        ++i;
+      }
+    }
+  }
+  std::sort(out->begin(), out->end());
+  std::shared_ptr<const ExitList> result = std::move(out);
+  Remember(&exit_tokens_, &exit_tokens_order_, max_cached_masks_, id, result);
   return result;
 }
 
@@ -346,19 +415,21 @@ void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,
                           uint64_t* bits) {
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
-  walk_states_[0] = config;
-  const std::vector<int32_t>& ids = trie.token_ids();
+  int32_t* states = walk_states_.data();
+  states[0] = config;
+  const int32_t* ids = trie.token_ids().data();
+  const TokenTrie::Node* nodes = trie.nodes();
   const int32_t n = trie.num_nodes();
   for (int32_t i = 1; i < n;) {
-    const int32_t depth = trie.node_depth(i);
-    const int32_t s =
-        depth > max_depth ? Pda::kDead : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    const TokenTrie::Node& node = nodes[i];
+    const int32_t depth = node.depth;
+    const int32_t s = depth > max_depth ? Pda::kDead : pda_.Next(states[depth - 1], node.byte);
     if (s == Pda::kDead) {
-      i = trie.subtree_end(i);
+      i = node.end;
       continue;
     }
-    walk_states_[depth] = s;
-    for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+    states[depth] = s;
+    for (int32_t t = node.tok_begin; t < node.tok_end; ++t) {
       const int32_t id = ids[t];
       bits[id >> 6] |= uint64_t{1} << (id & 63);
     }

@@ -12,10 +12,15 @@
 // * The positions of a bounded string (Pda::Family: a key per character left) share one walk
 //   from the family's canonical key that records, per token, the iterations (characters) it
 //   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
-//   plus the tokens that close the string after at most r characters and whose remaining bytes
-//   the context allows (checked from Pda::Context, a few hundred short suffixes), plus the mask
-//   of the position's parses that left the repetition before (Pda::FamilyOthers: e.g. a label
-//   that may have been the top-level domain), so the family does not depend on them.
+//   plus the tokens that go past the repetition's exit after at most r iterations: those that
+//   end there (a cumulative mask) and those whose remaining bytes the position's context allows
+//   (Pda::ExitContext; the trie subtrees past the exit by their first byte, checked once per
+//   context: ExitTokens), plus the mask of the position's parses that left the repetition
+//   before (Pda::FamilyOthers: e.g. a label that may have been the top-level domain), so the
+//   family does not depend on them. The canonical key holds no context (the exit's frame alone,
+//   on the hole) and is built on the longest chain of the repeated element
+//   (Pda::RepresentativeChain), so one walk serves every bounded string of a schema, in every
+//   context (the labels of a hostname, whichever label).
 // * The positions of a repetition's mandatory part (Pda::Mandatory: minLength) use the family of
 //   its optional part, the tokens that leave the repetition only past the mandatory iterations.
 // * Other counted repetitions: tokens of at most kCounterWindow bytes use the classes of the key
@@ -23,7 +28,7 @@
 // Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
 // by every matcher of the same constraint; thread-safe (one mutex: different constraints run in
 // parallel). Memory: up to `max_cached_masks` masks and as many key classes, vocab/8 bytes each
-// (16 KB for V4), up to max_cached_masks / 16 families of 17 such masks, 1 KB per configuration.
+// (16 KB for V4), up to max_cached_masks / 16 families of 34 such masks, 1 KB per configuration.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +89,7 @@ class TokenAutomaton {
     // and to classify a key or a bounded string's family (once, shared).
     int64_t config_walks = 0;
     int64_t key_walks = 0;
+    int64_t family_walks = 0;  // of key_walks: those of a bounded string's family
     int32_t configs = 0;
   };
   Stats stats();
@@ -103,22 +109,32 @@ class TokenAutomaton {
     // needs[r], r <= min(top, kBuckets): the tokens read inside the key's frames with r left.
     std::vector<TokenMask> needs;
     std::vector<std::pair<int32_t, int32_t>> more;  // (need, id), need > kBuckets, by need
-    // Tokens whose parse that left the repetition reaches the context after `depth` bytes
-    // (e.g. past a string's closing quote), possible with `need` iterations left: allowed where
-    // the context (Pda::Context) allows the rest of their bytes. Sorted by need.
-    struct Exit {
+    // Tokens whose parse that left the repetition reaches the context (past the exit's frame,
+    // e.g. a string's closing quote), possible with `need` iterations left:
+    // * at their last byte: allowed in every context. (need, id) by need, and cumulative masks
+    //   of those with need <= r <= kBuckets (`ends[r]`; empty when there are none).
+    std::vector<std::pair<int32_t, int32_t>> end_list;
+    std::vector<TokenMask> ends;
+    // * before their last byte: the tokens below trie node `node` (its byte is the first one
+    //   read in the context) are allowed where the context allows the rest of their bytes
+    //   (ExitTokens: once per context). By the node's byte, then need.
+    struct Subtree {
       int32_t need;
-      int32_t depth;
-      int32_t id;
-      bool operator<(const Exit& o) const { return need < o.need; }
+      int32_t node;
+      bool operator<(const Subtree& o) const { return need < o.need; }
     };
-    std::vector<Exit> exits;
+    std::vector<std::vector<Subtree>> after;  // [256] (empty: none)
     TokenTrie uncertain;  // checked from the configuration (the other ways to the context)
     // A parse that left the repetition was still inside the key's frames afterwards (its need
     // is the fewest iterations over such parses: no lower bound for Pda::Mandatory positions).
     bool left_live = false;
   };
   std::shared_ptr<const FamilyClasses> KeyFamilyClasses(const Pda::FamilyKey& f);
+  // The tokens of `c.after` (family `canonical`) that configuration `context` allows, as
+  // (need, id) sorted by need (cached per family and context).
+  using ExitList = std::vector<std::pair<int32_t, int32_t>>;
+  std::shared_ptr<const ExitList> ExitTokens(const FamilyClasses& c, int32_t canonical,
+                                             int32_t context);
   // AdvanceToken under mu_.
   int32_t AdvanceTokenLocked(int32_t config, int32_t token);
   // Mask() under mu_; `counted`: a caller's request (in the stats), not a part of another mask.
@@ -154,6 +170,9 @@ class TokenAutomaton {
   std::deque<int64_t> classes_order_;
   std::unordered_map<int32_t, std::shared_ptr<const FamilyClasses>> families_;  // by canonical
   std::deque<int32_t> families_order_;
+  std::unordered_map<int64_t, std::shared_ptr<const ExitList>>
+      exit_tokens_;  // (canonical, context)
+  std::deque<int64_t> exit_tokens_order_;
   std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
   std::vector<int32_t> walk_states_;       // [max_depth + 1] scratch of Walk() and Classify()
   std::vector<char> walk_touched_;         // [max_depth + 1] scratch of Classify()

@@ -13,6 +13,9 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<in
   });
   // Sorted strings -> preorder trie: keep the path of the previous string, pop to the common
   // prefix.
+  std::vector<uint8_t> byte_ = {0};
+  std::vector<uint16_t> depth_ = {0};
+  std::vector<int32_t> end_ = {1};
   std::vector<int32_t> owners;  // node of each entry of tok_ids_
   std::vector<int32_t> path = {0};
   const std::string* prev = nullptr;
@@ -43,9 +46,13 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, std::vector<in
   }
   // tok_ids_ is in preorder of its nodes already (sorted strings); index it per node.
   const int32_t n = static_cast<int32_t>(byte_.size());
-  tok_begin_.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t owner : owners) ++tok_begin_[owner + 1];
-  std::partial_sum(tok_begin_.begin(), tok_begin_.end(), tok_begin_.begin());
+  std::vector<int32_t> tok_begin(static_cast<size_t>(n) + 1, 0);
+  for (int32_t owner : owners) ++tok_begin[owner + 1];
+  std::partial_sum(tok_begin.begin(), tok_begin.end(), tok_begin.begin());
+  nodes_.resize(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    nodes_[i] = Node{byte_[i], depth_[i], end_[i], tok_begin[i], tok_begin[i + 1]};
+  }
 }
 
 std::shared_ptr<const Vocabulary> Vocabulary::Create(const std::vector<std::string>& token_bytes,

@@ -382,6 +382,68 @@ TEST(StructuredMaskTest, NestedRepetitionPositionsShareOneWalk) {
       << "misses " << stats.mask_misses - before.mask_misses;
 }
 
+// The bounded strings of a schema are chains of one element (a JSON character) of different
+// lengths, ending in the same closing quote: one family walk (Pda::RepresentativeChain,
+// Pda::CanonicalExit) serves all of them, minLength positions included; every mask checked
+// against advancing by every token.
+TEST(StructuredMaskTest, BoundedStringsOfDifferentLengthsShareOneWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema,
+           R"({"type":"object","properties":{"a":{"type":"string","maxLength":9},
+               "b":{"type":"string","maxLength":30},"c":{"type":"string","minLength":3,"maxLength":20},
+               "d":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":2}},
+               "required":["a","b","c","d"],"additionalProperties":false})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  const auto& v = a->vocab();
+  structured::Matcher m(a);
+  const std::string text =
+      R"({"a":"xxxxxxxxx","b":"xxαxxxxxxxxxxxxxxxxxxxxxxxxxx","c":"xxxxxxxxxxxxxxxxxxx","d":["xxxxxxxxxxxx","xx"]})";
+  for (size_t i = 0; i < text.size(); ++i) {
+    AllowedByBruteForce(m, v, "byte " + std::to_string(i));
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_TRUE(m.Advance(static_cast<uint8_t>(text[i])).ok()) << i;
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  EXPECT_EQ(a->stats().family_walks, 1);
+}
+
+// The labels of an email's domain are positions of one repetition in different contexts (which
+// label of (\.label){0,3} this is, whether a top-level domain parse is alive): the family's
+// canonical key holds the exit's frame alone (the context is checked per position), so every
+// label shares one walk per chain; every mask checked against advancing by every token.
+TEST(StructuredMaskTest, RepetitionPositionsInDifferentContextsShareOneWalk) {
+  auto compiled = structured::CompileConstraint(
+      Spec(ConstraintKind::kJsonSchema,
+           R"({"type":"array","items":{"type":"string","format":"email"},"maxItems":3})"),
+      RichVocabulary());
+  ASSERT_TRUE(compiled.ok());
+  auto a = *compiled;
+  const auto& v = a->vocab();
+  structured::Matcher m(a);
+  for (char c : std::string("[\"ab@")) ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+  int64_t walks = 0;
+  for (int item = 0; item < 3; ++item) {
+    const std::string domain = item == 0 ? "xxxxxxxxxx.x-xxxxxxxx.xxxxxxxxxx.abc"
+                                         : "xxx-xxxxxxxxx.xxxxxxxxxx.xxxxxxxxx.ab";
+    for (size_t i = 0; i < domain.size(); ++i) {
+      AllowedByBruteForce(m, v, "item " + std::to_string(item) + " byte " + std::to_string(i));
+      ASSERT_FALSE(::testing::Test::HasFailure());
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(domain[i])).ok());
+    }
+    const auto stats = a->stats();
+    if (item == 0) walks = stats.family_walks;
+    for (char c : std::string(item < 2 ? "\",\"ab@" : "\"]")) {
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(c)).ok());
+    }
+  }
+  EXPECT_TRUE(m.IsAccepting());
+  // The labels of the second and third addresses reuse the first one's walks.
+  EXPECT_EQ(a->stats().family_walks, walks);
+  EXPECT_LE(walks, 3);
+}
+
 // The positions of a string's mandatory part (minLength) use the classes of its optional part
 // (Pda::Mandatory: one walk), with closing quotes allowed only once minLength is reached; every
 // mask checked against advancing by every token.
