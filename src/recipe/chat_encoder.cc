@@ -221,8 +221,9 @@ Status RenderMessage(size_t index, const RenderContext& ctx, Prompt* p) {
       p->AddSpecial(thinking ? kThinkStart : kThinkEnd);
       p->AddSpecial(token);
     }
-  } else if (role == "user" || role == "developer" || (v41 && role == "system" && index > 0) ||
-             (v41 && is_last && (role == "system" || role == "assistant"))) {
+  } else if (role == "user" || role == "developer" || (v41 && role == "system" && index > 0)) {
+    // As in the reference, a last assistant turn (or a lone first system message) gets no
+    // generation prompt: a wo_eos assistant turn is a prefill the model continues.
     p->AddSpecial(kAssistant);
     const bool think = thinking && (!ctx.drop_thinking || static_cast<int>(index) >= ctx.last_user);
     p->AddSpecial(think ? kThinkStart : kThinkEnd);
