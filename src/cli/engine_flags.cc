@@ -57,6 +57,14 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"prefix-cache-entries",
        "prefix cache: states held at most, with memory set aside for them (default: up to "
        "--max-running, in the memory running requests leave free)"},
+      {"host-cache-gb",
+       "prefix cache: a host-memory tier of this many GiB (pinned on a GPU) that cached states "
+       "evicted from state memory move to, least recently used out first, and come back from on "
+       "a hit (default 0: off)"},
+      {"no-keep-preempted",
+       "prefix cache: a preempted request recomputes from the longest cached state of its "
+       "tokens instead of keeping its own state (for A/B measurements)",
+       false},
       {"structured-mask-deadline-us",
        "structured output: a draw whose grammar mask is not ready this many microseconds after "
        "the step's logits sits out the step instead of stalling the batch (its token is the "
@@ -145,6 +153,18 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
         "--prefix-cache-entries in [0, 100000]");
   }
   o.prefix_cache_entries = static_cast<int>(entries);
+  o.prefix_keep_preempted = !flags.Has("no-keep-preempted");
+  if (auto gb = flags.Get("host-cache-gb")) {
+    char* end = nullptr;
+    const double v = std::strtod(gb->c_str(), &end);
+    if (end == gb->c_str() || *end != '\0' || !(v >= 0) || v > 1e6) {
+      return InvalidArgument("--host-cache-gb must be a number of GiB >= 0, got '" + *gb + "'");
+    }
+    o.host_cache_bytes = static_cast<int64_t>(v * static_cast<double>(int64_t{1} << 30));
+    if (o.host_cache_bytes > 0 && !o.prefix_cache) {
+      return InvalidArgument("--host-cache-gb needs the prefix cache (drop --no-prefix-cache)");
+    }
+  }
   DSINFER_ASSIGN_OR_RETURN(o.structured_mask_deadline_us,
                            flags.GetInt("structured-mask-deadline-us", 2000));
   if (o.structured_mask_deadline_us < 0 || o.structured_mask_deadline_us > 10'000'000) {

@@ -43,6 +43,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
         "tokens, got " +
         std::to_string(o.prefix_checkpoint_interval));
   }
+  if (o.host_cache_bytes < 0 || (o.host_cache_bytes > 0 && !o.prefix_cache)) {
+    return InvalidArgument(
+        "the host cache tier needs the prefix cache, and its size must not be negative");
+  }
   std::unique_ptr<EngineCore> core(new EngineCore());
   core->spec_ = spec;
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
@@ -145,6 +149,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     core->prefix_ = std::make_unique<cache::PrefixIndex>(std::hash<std::string>{}(identity));
     core->checkpoint_interval_ = o.prefix_checkpoint_interval;
     core->max_checkpoints_ = static_cast<size_t>(checkpoints);
+    core->keep_preempted_ = o.prefix_keep_preempted;
+    if (o.host_cache_bytes > 0) core->host_ = std::make_unique<cache::HostTier>(o.host_cache_bytes);
     EngineCore* c = core.get();
     scheduler::SchedulerHooks hooks;
     hooks.probe = [c](SeqId id, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
@@ -161,15 +167,30 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
       return hit ? hit->length : 0;
     };
     hooks.restore = [c](SeqId id, int64_t length) {
-      DSINFER_CHECK(c->probed_ != 0);
-      c->runner_->Fork(c->probed_, id);
+      const SeqId from = c->probed_;
+      DSINFER_CHECK(from != 0);
+      if (auto it = c->host_states_.find(from); it != c->host_states_.end()) {
+        // From the host tier: a kept state moves (it is dropped there), a copy stays for more.
+        DSINFER_CHECK(it->second->length() == length);
+        const Status restored = c->runner_->Restore(*it->second, id);
+        DSINFER_CHECK_MSG(restored.ok(), restored.ToString().c_str());
+        ++c->stats_.host_cache_restores;
+        if (c->movable_.count(from)) {
+          c->DropCached(from);
+        } else {
+          c->host_->Touch(from);
+        }
+      } else {
+        c->runner_->Fork(from, id);
+      }
       c->probed_ = 0;
       ++c->stats_.prefix_hits;
       c->stats_.prefix_tokens_reused += length;
     };
     hooks.unprobe = [c] { c->probed_ = 0; };
     hooks.take = [c](SeqId id) {
-      if (c->probed_ == 0 || !c->movable_.count(c->probed_)) return false;
+      if (c->probed_ == 0 || !c->movable_.count(c->probed_) || c->host_states_.count(c->probed_))
+        return false;
       const SeqId from = c->probed_;
       c->taken_ = {from, c->prefix_->tokens(from)};
       c->prefix_->Erase(from);
@@ -191,6 +212,11 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
       c->stats_.prefix_tokens_reused -= static_cast<int64_t>(c->taken_.tokens.size());
     };
     hooks.reclaim = [c] { return c->EvictCheckpoint(); };
+    if (o.prefix_keep_preempted) {
+      hooks.preempt = [c](SeqId id, const std::vector<int32_t>&, int64_t computed) {
+        c->KeepPreempted(id, computed);
+      };
+    }
     core->scheduler_->set_hooks(std::move(hooks));
   }
   return core;
@@ -324,6 +350,12 @@ void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason
   if (prefix_ && c.started && (reason == FinishReason::kStop || reason == FinishReason::kLength) &&
       scheduler_->Decoding(seq)) {
     KeepFinished(seq, scheduler_->computed(seq));  // a chat's next turn starts with this one
+  }
+  if (auto kept = kept_preempted_.find(seq); kept != kept_preempted_.end()) {
+    // Its state kept at a preemption and still cached (it finished or was aborted before its
+    // readmission restored it): nothing will restore it now.
+    DropCached(kept->second);
+    kept_preempted_.erase(kept);
   }
   if (c.started) {
     scheduler_->Remove(SeqOf(r.id, c.index));
@@ -912,9 +944,17 @@ EngineStats EngineCore::Stats() const {
   s.requests_running = sched.running;
   s.preemptions = sched.preemptions;
   const auto cache = cache_->Stats();
+  s.preempted_readmissions = sched.readmissions;
+  s.preempted_resumed = sched.resumed;
+  s.preempted_tokens_recomputed = sched.recomputed_tokens;
   if (prefix_) {
     s.prefix_cache_entries = static_cast<int64_t>(prefix_->size());
     for (SeqId id : prefix_->Ids()) s.prefix_cache_bytes += cache_->BytesOf(id);
+  }
+  if (host_) {
+    s.host_cache_entries = static_cast<int64_t>(host_->size());
+    s.host_cache_bytes = host_->bytes_used();
+    s.host_cache_bytes_total = host_->budget_bytes();
   }
   s.state_bytes_used = cache.bytes_used - s.prefix_cache_bytes;
   s.state_bytes_total = cache.bytes_total;
