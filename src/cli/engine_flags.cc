@@ -19,6 +19,9 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
+      {"typical-length",
+       "the request length (tokens) the state memory plan assumes (default 2048): shorter "
+       "admits more requests at once, which longer ones then preempt"},
       {"enforce-eager",
        "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
        "(debugging, A/B timing; the same results)",
@@ -111,6 +114,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
   DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
   DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
+  DSINFER_ASSIGN_OR_RETURN(o.typical_length, flags.GetInt("typical-length", 2048));
+  if (o.typical_length < 1) return InvalidArgument("--typical-length must be positive");
   if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 ||
       running > 100000 || o.max_batch_tokens < 1 || o.max_model_len < 0) {
     return InvalidArgument(

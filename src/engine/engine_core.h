@@ -221,6 +221,8 @@ class EngineCore {
   void LimitDrafts(const RequestState& r, CompletionState& c, std::vector<int32_t>* drafts) const;
   // MTP: drafts for the next step of the completions that drew a token this step.
   void DraftWithMtp(const std::vector<Drawn>& drawn);
+  // Prefix cache: its index and host tier, and the scheduler's hooks into it (Create).
+  void StartPrefixCache(const EngineOptions& options, size_t max_checkpoints);
   // Prefix cache: stores a copy of `seq`'s state of its first `length` tokens (if not held yet and
   // memory allows, evicting older copies, and a finished completion's kept state only to the host
   // tier).

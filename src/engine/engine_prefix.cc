@@ -1,12 +1,91 @@
-// EngineCore's prefix cache (engine_core.h): the states it checkpoints after steps and keeps for
-// finished and preempted sequences, their eviction from state memory to the host tier (or out),
-// and clearing it.
+// EngineCore's prefix cache (engine_core.h): the scheduler's hooks into it (lookup, restore,
+// move, reclaim, preemption), the states it checkpoints after steps and keeps for finished and
+// preempted sequences, their eviction from state memory to the host tier (or out), and clearing
+// it.
 #include "base/check.h"
 #include "engine/engine_core.h"
 
 namespace dsinfer::engine {
 
 using scheduler::SeqId;
+
+void EngineCore::StartPrefixCache(const EngineOptions& o, size_t max_checkpoints) {
+  // The key's salt: the model (dir or preset) and the chat dialect.
+  const std::string identity =
+      (o.random_preset.empty() ? o.model_dir : "preset:" + o.random_preset) + "|" +
+      std::to_string(static_cast<int>(codec_->dialect()));
+  prefix_ = std::make_unique<cache::PrefixIndex>(std::hash<std::string>{}(identity));
+  checkpoint_interval_ = o.prefix_checkpoint_interval;
+  max_checkpoints_ = max_checkpoints;
+  if (o.host_cache_bytes > 0) host_ = std::make_unique<cache::HostTier>(o.host_cache_bytes);
+  EngineCore* c = this;
+  scheduler::SchedulerHooks hooks;
+  hooks.probe = [c](SeqId id, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
+    // A prompt still to be scored (prompt_logprobs) is computed in full.
+    if (auto it = c->requests_.find(id >> 8); it != c->requests_.end()) {
+      const RequestState& r = it->second;
+      if (r.req.params.prompt_logprobs >= 0 &&
+          r.scored + 1 < static_cast<int64_t>(r.req.prompt.size()))
+        return 0;
+    }
+    ++c->stats_.prefix_queries;
+    const auto hit = c->prefix_->Lookup(tokens, max_length);
+    c->probed_ = hit ? hit->id : 0;
+    return hit ? hit->length : 0;
+  };
+  hooks.restore = [c](SeqId id, int64_t length) {
+    const SeqId from = c->probed_;
+    DSINFER_CHECK(from != 0);
+    if (auto it = c->host_states_.find(from); it != c->host_states_.end()) {
+      // From the host tier: a kept state moves (it is dropped there), a copy stays for more.
+      DSINFER_CHECK(it->second->length() == length);
+      const Status restored = c->runner_->Restore(*it->second, id);
+      DSINFER_CHECK_MSG(restored.ok(), restored.ToString().c_str());
+      ++c->stats_.host_cache_restores;
+      if (c->movable_.count(from)) {
+        c->DropCached(from);
+      } else {
+        c->host_->Touch(from);
+      }
+    } else {
+      c->runner_->Fork(from, id);
+    }
+    c->probed_ = 0;
+    ++c->stats_.prefix_hits;
+    c->stats_.prefix_tokens_reused += length;
+  };
+  hooks.unprobe = [c] { c->probed_ = 0; };
+  hooks.take = [c](SeqId id) {
+    if (c->probed_ == 0 || !c->movable_.count(c->probed_) || c->host_states_.count(c->probed_))
+      return false;
+    const SeqId from = c->probed_;
+    c->taken_ = {from, c->prefix_->tokens(from)};
+    c->prefix_->Erase(from);
+    c->movable_.erase(from);
+    c->cache_->Rename(from, id);
+    c->runner_->Rename(from, id);
+    c->probed_ = 0;
+    ++c->stats_.prefix_hits;
+    c->stats_.prefix_tokens_reused += static_cast<int64_t>(c->taken_.tokens.size());
+    return true;
+  };
+  hooks.untake = [c](SeqId id) {
+    const SeqId back = c->taken_.checkpoint;
+    c->cache_->Rename(id, back);
+    c->runner_->Rename(id, back);
+    c->prefix_->Insert(back, c->taken_.tokens, static_cast<int64_t>(c->taken_.tokens.size()));
+    c->movable_.insert(back);
+    --c->stats_.prefix_hits;
+    c->stats_.prefix_tokens_reused -= static_cast<int64_t>(c->taken_.tokens.size());
+  };
+  hooks.reclaim = [c] { return c->EvictCheckpoint(); };
+  if (o.prefix_keep_preempted) {
+    hooks.preempt = [c](SeqId id, const std::vector<int32_t>&, int64_t computed) {
+      c->KeepPreempted(id, computed);
+    };
+  }
+  scheduler_->set_hooks(std::move(hooks));
+}
 
 void EngineCore::CheckpointStep(const scheduler::BatchPlan& plan, bool verified) {
   for (const auto& ch : plan.chunks) {
