@@ -284,6 +284,7 @@ TEST_P(PrefixCacheFamilyTest, HostTierKeepsEvictedStatesForLaterHits) {
     EngineOptions o = CacheOptions(family, true);
     o.max_running = 1;
     o.prefix_cache_entries = 1;  // one cached state in state memory, its rings set aside
+    o.state_page_tokens = 32;    // a state of several pages
     o.host_cache_bytes = host_bytes;
     auto core = NewCore(o);
     Results warm;
