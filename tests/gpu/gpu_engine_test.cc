@@ -268,6 +268,8 @@ TEST(GpuEngineTest, HostTierGivesTheSameOutputs) {
   for (const auto& r : prefixed) want.push_back((*cold)->Generate({r})[0]);
   EngineOptions o = Options(1, 64, int64_t{256} << 20);
   o.prefix_checkpoint_interval = 128;
+  o.prefix_cache_entries = 1;  // one cached state in state memory, its rings set aside
+  o.state_page_tokens = 32;    // a state of several pages
   o.host_cache_bytes = int64_t{256} << 20;
   auto e = Engine::Create(o);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
