@@ -281,7 +281,6 @@ class EngineCore {
   scheduler::SeqId probed_ = 0;  // the state the scheduler's last probe found (kept until restored)
   scheduler::SeqId next_checkpoint_ = 0;
   std::unordered_set<scheduler::SeqId> movable_;  // cached states restored by moving them
-  bool keep_preempted_ = false;                   // EngineOptions::prefix_keep_preempted
   // Sequences preempted with their state kept: the cached state's id (dropped if the sequence
   // finishes before it is restored).
   std::unordered_map<scheduler::SeqId, scheduler::SeqId> kept_preempted_;
