@@ -15,6 +15,7 @@ cmake --build --preset cpu-debug-asan -j"$jobs"
 # Under the sanitizers (5-20x slower) the longest engine mixes are left to the release pass above,
 # to keep CI near 25 minutes on 2 cores: the V4.1 golden mixes and the V4.1 instances of the
 # family-parameterized engine tests (the V4 instances and engine_v41_test's smaller runs cover the
-# same engine paths), and the prefix cache's memory-pressure mixes (its other tests stay).
+# same engine paths), and the prefix cache's memory-pressure mixes (its other tests stay; the
+# engine preemption mixes with the host tier cover kept preempted states under the sanitizers).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset cpu-debug-asan -L unit \
-  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|/V41|MemoryPressure' -j"$jobs"
+  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|/V41|MemoryPressure|PreemptedRequestsResume' -j"$jobs"

@@ -134,6 +134,13 @@ struct EngineOptions {
   // States held at most. 0: up to max_running, in the memory the running requests leave free
   // (no memory is set aside); N > 0: N, with their rings planned beside the running requests'.
   int prefix_cache_entries = 0;
+  // A preempted request's state is kept as a cached state of its tokens so far (prompt and
+  // output), so that its readmission restores it instead of recomputing (prefix cache only).
+  bool prefix_keep_preempted = true;
+  // The prefix cache's host-memory tier: cached states evicted from state memory are copied to
+  // host memory (pinned on a GPU) up to this many bytes, least recently used out first, and
+  // restored from there on a hit (0: off; evicted states are dropped).
+  int64_t host_cache_bytes = 0;
   // One-step overlap scheduling: the engine schedules step N+1 and emits step N-1 while the device
   // runs step N (outputs are the same either way). kAuto: on with CUDA, off on the CPU (whose
   // device is the engine's own cores). It is off while speculating: drafts need the previous
@@ -287,8 +294,9 @@ struct EngineStats {
   double structured_mask_wait_s = 0;
   int64_t structured_deferred_advances = 0;
   // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
-  // tokens those restored instead of computing, states stored and evicted, states held now and
-  // their bytes (not in state_bytes_used).
+  // tokens those restored instead of computing, states stored and evicted from state memory (to
+  // the host tier when it is on, else dropped), states held now (in either tier) and their bytes
+  // of state memory (not in state_bytes_used).
   int64_t prefix_queries = 0;
   int64_t prefix_hits = 0;
   int64_t prefix_tokens_reused = 0;
@@ -296,6 +304,23 @@ struct EngineStats {
   int64_t prefix_evictions = 0;
   int64_t prefix_cache_entries = 0;
   int64_t prefix_cache_bytes = 0;
+  // Preemption: sequences preempted whose state was kept as a cached state; readmissions of
+  // preempted sequences, those that restored at least the state they had, and the tokens the
+  // others computed again.
+  int64_t preempted_states_kept = 0;
+  int64_t preempted_readmissions = 0;
+  int64_t preempted_resumed = 0;
+  int64_t preempted_tokens_recomputed = 0;
+  // The host tier (EngineOptions::host_cache_bytes): states copied out of state memory into it,
+  // hits restored from it, states dropped from it (its least recently used), the states and
+  // bytes it holds now, and its budget. Its states count in prefix_cache_entries too, not in
+  // prefix_cache_bytes.
+  int64_t host_cache_offloads = 0;
+  int64_t host_cache_restores = 0;
+  int64_t host_cache_evictions = 0;
+  int64_t host_cache_entries = 0;
+  int64_t host_cache_bytes = 0;
+  int64_t host_cache_bytes_total = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
   int64_t state_bytes_total = 0;
 };

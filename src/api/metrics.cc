@@ -97,7 +97,8 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
           static_cast<double>(engine->state_bytes_used), &out);
     Gauge("dsinfer_state_memory_total_bytes", "gauge", "The state memory budget.",
           static_cast<double>(engine->state_bytes_total), &out);
-    Gauge("dsinfer_preemptions_total", "counter", "Sequences preempted (recomputed later).",
+    Gauge("dsinfer_preemptions_total", "counter",
+          "Sequences preempted (restored or recomputed later).",
           static_cast<double>(engine->preemptions), &out);
     Gauge("dsinfer_engine_steps_total", "counter", "Engine steps.",
           static_cast<double>(engine->steps), &out);
@@ -124,6 +125,30 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
           static_cast<double>(engine->prefix_cache_entries), &out);
     Gauge("dsinfer_prefix_cache_bytes", "gauge", "State memory of the cached prefix states.",
           static_cast<double>(engine->prefix_cache_bytes), &out);
+    Gauge("dsinfer_prefix_cache_host_offloads_total", "counter",
+          "Cached states moved from state memory to the host tier.",
+          static_cast<double>(engine->host_cache_offloads), &out);
+    Gauge("dsinfer_prefix_cache_host_restores_total", "counter",
+          "Prefix cache hits restored from the host tier.",
+          static_cast<double>(engine->host_cache_restores), &out);
+    Gauge("dsinfer_prefix_cache_host_evictions_total", "counter",
+          "Cached states dropped from the host tier.",
+          static_cast<double>(engine->host_cache_evictions), &out);
+    Gauge("dsinfer_prefix_cache_host_entries", "gauge", "Cached states in the host tier.",
+          static_cast<double>(engine->host_cache_entries), &out);
+    Gauge("dsinfer_prefix_cache_host_bytes", "gauge", "Host memory of the host tier's states.",
+          static_cast<double>(engine->host_cache_bytes), &out);
+    Gauge("dsinfer_prefix_cache_host_bytes_total", "gauge", "The host tier's budget.",
+          static_cast<double>(engine->host_cache_bytes_total), &out);
+    Gauge("dsinfer_preempted_states_kept_total", "counter",
+          "Preempted sequences whose state was kept as a cached state.",
+          static_cast<double>(engine->preempted_states_kept), &out);
+    Gauge("dsinfer_preempted_resumed_total", "counter",
+          "Readmissions of preempted sequences that restored the state they had.",
+          static_cast<double>(engine->preempted_resumed), &out);
+    Gauge("dsinfer_preempted_recomputed_tokens_total", "counter",
+          "Tokens readmitted preempted sequences computed again.",
+          static_cast<double>(engine->preempted_tokens_recomputed), &out);
     Gauge("dsinfer_structured_mask_late_total", "counter",
           "Structured-output draws that sat out a step because their grammar mask was late.",
           static_cast<double>(engine->structured_mask_late), &out);

@@ -42,6 +42,7 @@ class PrefixIndex {
   std::vector<uint64_t> Ids() const;
   // The tokens of checkpoint `id` (which must be held).
   const std::vector<int32_t>& tokens(uint64_t id) const { return entries_.at(id).tokens; }
+  bool Holds(uint64_t id) const { return entries_.count(id) > 0; }
   size_t size() const { return entries_.size(); }
 
  private:

@@ -19,6 +19,9 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"max-batch-tokens", "tokens per engine step (default 256)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
+      {"typical-length",
+       "the request length (tokens) the state memory plan assumes (default 2048): shorter "
+       "admits more requests at once, which longer ones then preempt"},
       {"enforce-eager",
        "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
        "(debugging, A/B timing; the same results)",
@@ -57,6 +60,14 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"prefix-cache-entries",
        "prefix cache: states held at most, with memory set aside for them (default: up to "
        "--max-running, in the memory running requests leave free)"},
+      {"host-cache-gb",
+       "prefix cache: a host-memory tier of this many GiB (pinned on a GPU) that cached states "
+       "evicted from state memory move to, least recently used out first, and come back from on "
+       "a hit (default 0: off)"},
+      {"no-keep-preempted",
+       "prefix cache: a preempted request recomputes from the longest cached state of its "
+       "tokens instead of keeping its own state (for A/B measurements)",
+       false},
       {"structured-mask-deadline-us",
        "structured output: a draw whose grammar mask is not ready this many microseconds after "
        "the step's logits sits out the step instead of stalling the batch (its token is the "
@@ -103,6 +114,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
   DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
   DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
+  DSINFER_ASSIGN_OR_RETURN(o.typical_length, flags.GetInt("typical-length", 2048));
+  if (o.typical_length < 1) return InvalidArgument("--typical-length must be positive");
   if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 ||
       running > 100000 || o.max_batch_tokens < 1 || o.max_model_len < 0) {
     return InvalidArgument(
@@ -145,6 +158,18 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
         "--prefix-cache-entries in [0, 100000]");
   }
   o.prefix_cache_entries = static_cast<int>(entries);
+  o.prefix_keep_preempted = !flags.Has("no-keep-preempted");
+  if (auto gb = flags.Get("host-cache-gb")) {
+    char* end = nullptr;
+    const double v = std::strtod(gb->c_str(), &end);
+    if (end == gb->c_str() || *end != '\0' || !(v >= 0) || v > 1e6) {
+      return InvalidArgument("--host-cache-gb must be a number of GiB >= 0, got '" + *gb + "'");
+    }
+    o.host_cache_bytes = static_cast<int64_t>(v * static_cast<double>(int64_t{1} << 30));
+    if (o.host_cache_bytes > 0 && !o.prefix_cache) {
+      return InvalidArgument("--host-cache-gb needs the prefix cache (drop --no-prefix-cache)");
+    }
+  }
   DSINFER_ASSIGN_OR_RETURN(o.structured_mask_deadline_us,
                            flags.GetInt("structured-mask-deadline-us", 2000));
   if (o.structured_mask_deadline_us < 0 || o.structured_mask_deadline_us > 10'000'000) {

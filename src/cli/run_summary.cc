@@ -84,6 +84,20 @@ nlohmann::json RunSummary::ToJson() const {
                            {"evictions", st.prefix_evictions},
                            {"entries", st.prefix_cache_entries},
                            {"bytes", st.prefix_cache_bytes}};
+    if (st.host_cache_bytes_total > 0) {
+      out["prefix_cache"]["host"] = {
+          {"offloads", st.host_cache_offloads},   {"restores", st.host_cache_restores},
+          {"evictions", st.host_cache_evictions}, {"entries", st.host_cache_entries},
+          {"bytes", st.host_cache_bytes},         {"bytes_total", st.host_cache_bytes_total}};
+    }
+  }
+  if (stats_.preemptions > 0) {
+    const auto& st = stats_;
+    out["preemption"] = {{"preemptions", st.preemptions},
+                         {"states_kept", st.preempted_states_kept},
+                         {"readmissions", st.preempted_readmissions},
+                         {"resumed", st.preempted_resumed},
+                         {"tokens_recomputed", st.preempted_tokens_recomputed}};
   }
   if (spec_.method != SpeculativeOptions::Method::kNone) {
     const auto& st = stats_;

@@ -43,6 +43,10 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
         "tokens, got " +
         std::to_string(o.prefix_checkpoint_interval));
   }
+  if (o.host_cache_bytes < 0 || (o.host_cache_bytes > 0 && !o.prefix_cache)) {
+    return InvalidArgument(
+        "the host cache tier needs the prefix cache, and its size must not be negative");
+  }
   std::unique_ptr<EngineCore> core(new EngineCore());
   core->spec_ = spec;
   const executor::Device wanted = o.device == Device::kCuda   ? executor::Device::kCuda
@@ -138,60 +142,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   if (o.prefix_cache) sc.checkpoint_interval = o.prefix_checkpoint_interval;
   core->scheduler_ = std::make_unique<scheduler::Scheduler>(sc, core->cache_.get());
   if (o.prefix_cache) {
-    // The key's salt: the model (dir or preset) and the chat dialect.
-    const std::string identity =
-        (o.random_preset.empty() ? o.model_dir : "preset:" + o.random_preset) + "|" +
-        std::to_string(static_cast<int>(core->codec_->dialect()));
-    core->prefix_ = std::make_unique<cache::PrefixIndex>(std::hash<std::string>{}(identity));
-    core->checkpoint_interval_ = o.prefix_checkpoint_interval;
-    core->max_checkpoints_ = static_cast<size_t>(checkpoints);
-    EngineCore* c = core.get();
-    scheduler::SchedulerHooks hooks;
-    hooks.probe = [c](SeqId id, const std::vector<int32_t>& tokens, int64_t max_length) -> int64_t {
-      // A prompt still to be scored (prompt_logprobs) is computed in full.
-      if (auto it = c->requests_.find(id >> 8); it != c->requests_.end()) {
-        const RequestState& r = it->second;
-        if (r.req.params.prompt_logprobs >= 0 &&
-            r.scored + 1 < static_cast<int64_t>(r.req.prompt.size()))
-          return 0;
-      }
-      ++c->stats_.prefix_queries;
-      const auto hit = c->prefix_->Lookup(tokens, max_length);
-      c->probed_ = hit ? hit->id : 0;
-      return hit ? hit->length : 0;
-    };
-    hooks.restore = [c](SeqId id, int64_t length) {
-      DSINFER_CHECK(c->probed_ != 0);
-      c->runner_->Fork(c->probed_, id);
-      c->probed_ = 0;
-      ++c->stats_.prefix_hits;
-      c->stats_.prefix_tokens_reused += length;
-    };
-    hooks.unprobe = [c] { c->probed_ = 0; };
-    hooks.take = [c](SeqId id) {
-      if (c->probed_ == 0 || !c->movable_.count(c->probed_)) return false;
-      const SeqId from = c->probed_;
-      c->taken_ = {from, c->prefix_->tokens(from)};
-      c->prefix_->Erase(from);
-      c->movable_.erase(from);
-      c->cache_->Rename(from, id);
-      c->runner_->Rename(from, id);
-      c->probed_ = 0;
-      ++c->stats_.prefix_hits;
-      c->stats_.prefix_tokens_reused += static_cast<int64_t>(c->taken_.tokens.size());
-      return true;
-    };
-    hooks.untake = [c](SeqId id) {
-      const SeqId back = c->taken_.checkpoint;
-      c->cache_->Rename(id, back);
-      c->runner_->Rename(id, back);
-      c->prefix_->Insert(back, c->taken_.tokens, static_cast<int64_t>(c->taken_.tokens.size()));
-      c->movable_.insert(back);
-      --c->stats_.prefix_hits;
-      c->stats_.prefix_tokens_reused -= static_cast<int64_t>(c->taken_.tokens.size());
-    };
-    hooks.reclaim = [c] { return c->EvictCheckpoint(); };
-    core->scheduler_->set_hooks(std::move(hooks));
+    core->StartPrefixCache(o, static_cast<size_t>(checkpoints));
   }
   return core;
 }
@@ -324,6 +275,12 @@ void EngineCore::Finish(RequestState& r, CompletionState& c, FinishReason reason
   if (prefix_ && c.started && (reason == FinishReason::kStop || reason == FinishReason::kLength) &&
       scheduler_->Decoding(seq)) {
     KeepFinished(seq, scheduler_->computed(seq));  // a chat's next turn starts with this one
+  }
+  if (auto kept = kept_preempted_.find(seq); kept != kept_preempted_.end()) {
+    // Its state kept at a preemption and still cached (it finished or was aborted before its
+    // readmission restored it): nothing will restore it now.
+    DropCached(kept->second);
+    kept_preempted_.erase(kept);
   }
   if (c.started) {
     scheduler_->Remove(SeqOf(r.id, c.index));
@@ -912,9 +869,17 @@ EngineStats EngineCore::Stats() const {
   s.requests_running = sched.running;
   s.preemptions = sched.preemptions;
   const auto cache = cache_->Stats();
+  s.preempted_readmissions = sched.readmissions;
+  s.preempted_resumed = sched.resumed;
+  s.preempted_tokens_recomputed = sched.recomputed_tokens;
   if (prefix_) {
     s.prefix_cache_entries = static_cast<int64_t>(prefix_->size());
     for (SeqId id : prefix_->Ids()) s.prefix_cache_bytes += cache_->BytesOf(id);
+  }
+  if (host_) {
+    s.host_cache_entries = static_cast<int64_t>(host_->size());
+    s.host_cache_bytes = host_->bytes_used();
+    s.host_cache_bytes_total = host_->budget_bytes();
   }
   s.state_bytes_used = cache.bytes_used - s.prefix_cache_bytes;
   s.state_bytes_total = cache.bytes_total;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "cache/host_tier.h"
 #include "cache/prefix_index.h"
 #include "cache/state_cache.h"
 #include "dsinfer/engine.h"
@@ -106,7 +107,7 @@ class EngineCore {
   scheduler::Scheduler& scheduler() { return *scheduler_; }
   // Sequences that hold model state (for tests: 0 once everything has finished); the prefix
   // cache's states are not counted.
-  size_t num_states() const { return runner_->num_sequences() - (prefix_ ? prefix_->size() : 0); }
+  size_t num_states() const { return runner_->num_sequences() - DeviceCheckpoints(); }
   // Drops every state of the prefix cache.
   void ClearPrefixCache();
 
@@ -220,14 +221,30 @@ class EngineCore {
   void LimitDrafts(const RequestState& r, CompletionState& c, std::vector<int32_t>* drafts) const;
   // MTP: drafts for the next step of the completions that drew a token this step.
   void DraftWithMtp(const std::vector<Drawn>& drawn);
+  // Prefix cache: its index and host tier, and the scheduler's hooks into it (Create).
+  void StartPrefixCache(const EngineOptions& options, size_t max_checkpoints);
   // Prefix cache: stores a copy of `seq`'s state of its first `length` tokens (if not held yet and
-  // memory allows, evicting older copies, never a finished completion's kept state); drops the
-  // least recently used state other than the probed one (copies_only: a copied one; false: none).
+  // memory allows, evicting older copies, and a finished completion's kept state only to the host
+  // tier).
   void Checkpoint(scheduler::SeqId seq, int64_t length);
   // A finished completion's state becomes a cached state as it is (renamed, no copy); restoring
   // it moves it into the next request (a chat's next turn) instead of copying it.
   void KeepFinished(scheduler::SeqId seq, int64_t length);
+  // A preempted sequence's state of its first `length` tokens becomes a cached state the same
+  // way (its readmission moves it back, from state memory or the host tier); it is dropped when
+  // the sequence finishes before that.
+  void KeepPreempted(scheduler::SeqId seq, int64_t length);
+  // The least recently used cached state in state memory (never the probed one; copies_only: a
+  // copied one, or a kept state that moves to the host tier) leaves it: to the host tier when
+  // there is one and it fits, else dropped. False when none is left.
   bool EvictCheckpoint(bool copies_only = false);
+  // Copies cached state `id` to the host tier (dropping the tier's least recently used states to
+  // make room, never the probed one); false when there is no tier or it does not fit.
+  bool OffloadCheckpoint(scheduler::SeqId id);
+  // Forgets cached state `id` in whichever tier holds it.
+  void DropCached(scheduler::SeqId id);
+  // Cached states in state memory (the prefix index holds the host tier's too).
+  size_t DeviceCheckpoints() const { return prefix_ ? prefix_->size() - host_states_.size() : 0; }
   // After a step's commit: the checkpoints its chunks reached (interval multiples, prompt ends);
   // the chunks with drafts (verified == true, committed once collected) or those without.
   void CheckpointStep(const scheduler::BatchPlan& plan, bool verified);
@@ -264,7 +281,14 @@ class EngineCore {
   scheduler::SeqId probed_ = 0;  // the state the scheduler's last probe found (kept until restored)
   scheduler::SeqId next_checkpoint_ = 0;
   std::unordered_set<scheduler::SeqId> movable_;  // cached states restored by moving them
-  struct Taken {                                  // a state moved into a sequence at admission
+  // Sequences preempted with their state kept: the cached state's id (dropped if the sequence
+  // finishes before it is restored).
+  std::unordered_map<scheduler::SeqId, scheduler::SeqId> kept_preempted_;
+  // The host tier (null when off): its accounting, and the states it holds (their ids stay in
+  // prefix_; their state memory and runner states are released).
+  std::unique_ptr<cache::HostTier> host_;
+  std::unordered_map<scheduler::SeqId, std::unique_ptr<executor::HostState>> host_states_;
+  struct Taken {  // a state moved into a sequence at admission
     scheduler::SeqId checkpoint = 0;
     std::vector<int32_t> tokens;
   } taken_;

@@ -2,9 +2,11 @@
 // or DeepSeek-V4.1, picked by the model dir's config), with per-sequence states bound to the state
 // cache's pages. With the MTP drafter on (a family with an MTP layer), it keeps each sequence's
 // main-model streams of the rows its MTP layer has not seen yet, and runs them when asked for
-// drafts.
+// drafts. The host tier's offloaded states are heap copies in the cache's page geometry.
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "base/check.h"
 #include "executor/model_runner.h"
@@ -13,6 +15,52 @@
 namespace dsinfer::executor {
 
 namespace {
+
+// An offloaded state's rows: the pages a state of `length` tokens holds in the cache's plan, in
+// the same geometry, in one heap allocation.
+class HostPages final : public cache::StatePages {
+ public:
+  HostPages(const cache::MemoryPlan& plan, int64_t length) {
+    int64_t floats = 0;
+    for (const cache::PoolPlan& pool : plan.pools) {
+      rows_per_page_.push_back(pool.rows_per_page);
+      pages_.push_back(pool.PagesAt(length));
+      page_floats_.push_back(pool.page_bytes() / static_cast<int64_t>(sizeof(float)));
+      offsets_.push_back(floats);
+      floats += pages_.back() * page_floats_.back();
+    }
+    floats_ = floats;
+    data_.reset(new float[static_cast<size_t>(floats)]);
+  }
+  int64_t rows_per_page(int component) const override { return rows_per_page_[component]; }
+  float* Page(int component, int64_t index) override {
+    DSINFER_CHECK_MSG(index < pages_[component], "row beyond the offloaded length");
+    return data_.get() + offsets_[component] + index * page_floats_[component];
+  }
+  int64_t bytes() const { return floats_ * static_cast<int64_t>(sizeof(float)); }
+
+ private:
+  std::vector<int64_t> rows_per_page_, pages_, page_floats_, offsets_;
+  int64_t floats_ = 0;
+  std::unique_ptr<float[]> data_;
+};
+
+// The CPU runner's offloaded state: a sequence of the model on HostPages (its rows and positions
+// copied by the family's CopyFrom) and its MTP layer's unseen rows.
+class CpuHostState final : public HostState {
+ public:
+  CpuHostState(const cache::MemoryPlan& plan, int64_t length) : pages(plan, length) {}
+  int64_t bytes() const override {
+    return pages.bytes() + static_cast<int64_t>(pending_streams.size() * sizeof(float) +
+                                                pending_tokens.size() * sizeof(int32_t));
+  }
+  int64_t length() const override { return state->length(); }
+
+  HostPages pages;
+  std::unique_ptr<model::ModelSequence> state;  // on `pages`
+  std::vector<float> pending_streams;
+  std::vector<int32_t> pending_tokens;
+};
 
 class CpuModelRunner final : public ModelRunner {
  public:
@@ -110,6 +158,30 @@ class CpuModelRunner final : public ModelRunner {
     DSINFER_CHECK(!node.empty() && !seqs_.count(to));
     node.key() = to;
     seqs_.insert(std::move(node));
+  }
+
+  StatusOr<std::unique_ptr<HostState>> Offload(scheduler::SeqId id) override {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return NotFound("offload of a sequence without state");
+    const Seq& seq = it->second;
+    auto host = std::make_unique<CpuHostState>(cache_->plan(), seq.state->length());
+    host->state = model_->NewSequence(slack_, layout_, &host->pages);
+    host->state->CopyFrom(*seq.state);
+    host->pending_streams = seq.pending_streams;
+    host->pending_tokens = seq.pending_tokens;
+    return std::unique_ptr<HostState>(std::move(host));
+  }
+
+  Status Restore(const HostState& state, scheduler::SeqId id) override {
+    const auto* host = dynamic_cast<const CpuHostState*>(&state);
+    DSINFER_CHECK(host != nullptr && !seqs_.count(id));
+    DSINFER_CHECK(cache_->reserved_length(id) >= host->length());
+    Seq& to = seqs_[id];
+    to.state = model_->NewSequence(slack_, layout_, cache_->Pages(id));
+    to.state->CopyFrom(*host->state);
+    to.pending_streams = host->pending_streams;
+    to.pending_tokens = host->pending_tokens;
+    return Status::Ok();
   }
 
   size_t num_sequences() const override { return seqs_.size(); }

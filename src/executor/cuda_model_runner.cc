@@ -3,9 +3,12 @@
 // (StateCache::PageTable): admission, preemption and forks are the cache's, as on the CPU. The
 // draws run on the device (CudaSampler) behind the forward: only sampled ids and logprobs come back
 // to the host, asynchronously (Collect waits for them), and a fed token is read by the next
-// forward straight from the sampler's device output. CUDA builds only.
+// forward straight from the sampler's device output. The host tier's offloaded states are pinned
+// copies of a sequence's pages (page copies enqueued on the model's stream). CUDA builds only.
 #include <algorithm>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/cuda/runtime.h"
 #include "base/check.h"
@@ -21,6 +24,42 @@ namespace {
 namespace mdl = model::deepseek_v4;
 using mdl::cuda::CudaModel;
 
+// Pinned memory whose last copy may still be running, and the event behind that copy.
+struct PendingHostCopy {
+  backend::cuda::PinnedBuffer memory;
+  std::unique_ptr<backend::cuda::Event> done;
+};
+using RetiredCopies = std::vector<PendingHostCopy>;
+
+// The CUDA runner's offloaded state: its pages of every pool, in pool order, in pinned host
+// memory, and its length. Destroyed while a copy to or from it is still queued (a kept state
+// restored just now), the memory goes to the runner's retired list, freed once the copy has run.
+class CudaHostState final : public HostState {
+ public:
+  CudaHostState(std::vector<int64_t> pages, int64_t page_bytes_total, int64_t length,
+                std::shared_ptr<RetiredCopies> retired)
+      : copy_{backend::cuda::PinnedBuffer(
+                  static_cast<size_t>(std::max<int64_t>(page_bytes_total, 4))),
+              std::make_unique<backend::cuda::Event>()},
+        pages_(std::move(pages)),
+        length_(length),
+        retired_(std::move(retired)) {}
+  ~CudaHostState() override {
+    if (!copy_.done->Query()) retired_->push_back(std::move(copy_));
+  }
+  int64_t bytes() const override { return static_cast<int64_t>(copy_.memory.bytes()); }
+  int64_t length() const override { return length_; }
+  float* data() const { return copy_.memory.as<float>(); }
+  const std::vector<int64_t>& pages() const { return pages_; }  // per pool
+  backend::cuda::Event& done() const { return *copy_.done; }
+
+ private:
+  PendingHostCopy copy_;
+  std::vector<int64_t> pages_;
+  int64_t length_ = 0;
+  std::shared_ptr<RetiredCopies> retired_;
+};
+
 class CudaModelRunner final : public ModelRunner {
  public:
   CudaModelRunner(std::unique_ptr<CudaModel> model, int max_rollback, int64_t max_draws)
@@ -30,6 +69,11 @@ class CudaModelRunner final : public ModelRunner {
         layout_(CudaModel::StateLayoutFor(model_->config(), model_->has_mtp())),
         info_(mdl::InfoOf(model_->config())) {
     model_->SetFeedSource(sampler_.device_ids());
+  }
+
+  // Pinned memory is not freed under a copy still queued.
+  ~CudaModelRunner() override {
+    for (const PendingHostCopy& c : *retired_) c.done->Synchronize();
   }
 
   const model::ModelInfo& info() const override { return info_; }
@@ -158,6 +202,49 @@ class CudaModelRunner final : public ModelRunner {
     return model_->DraftMtp(drafts);
   }
 
+  StatusOr<std::unique_ptr<HostState>> Offload(scheduler::SeqId seq) override {
+    FreeRetiredCopies();
+    auto it = lengths_.find(seq);
+    if (it == lengths_.end()) return NotFound("offload of a sequence without state");
+    // The pages a state of its length holds (a reservation may hold more), behind the forwards
+    // that write them.
+    const auto& plan = cache_->plan();
+    std::vector<int64_t> pages;
+    int64_t bytes = 0;
+    for (size_t p = 0; p < plan.pools.size(); ++p) {
+      pages.push_back(std::min<int64_t>(plan.pools[p].PagesAt(it->second),
+                                        static_cast<int64_t>(cache_->PageTable(seq, p).size())));
+      bytes += pages.back() * plan.pools[p].page_bytes();
+    }
+    auto host = std::make_unique<CudaHostState>(std::move(pages), bytes, it->second, retired_);
+    float* at = host->data();
+    for (size_t p = 0; p < plan.pools.size(); ++p) {
+      model_->CopyPagesToHost(p, cache_->PageTable(seq, p), host->pages()[p], at);
+      at += host->pages()[p] * (plan.pools[p].page_bytes() / 4);
+    }
+    host->done().Record(model_->stream());
+    return std::unique_ptr<HostState>(std::move(host));
+  }
+
+  Status Restore(const HostState& state, scheduler::SeqId seq) override {
+    FreeRetiredCopies();
+    const auto* host = dynamic_cast<const CudaHostState*>(&state);
+    DSINFER_CHECK(host != nullptr && !lengths_.count(seq));
+    const auto& plan = cache_->plan();
+    const float* at = host->data();
+    for (size_t p = 0; p < plan.pools.size(); ++p) {
+      const std::vector<int32_t>& to = cache_->PageTable(seq, p);
+      if (static_cast<int64_t>(to.size()) < host->pages()[p]) {
+        return Internal("restore into fewer pages than the offloaded state holds");
+      }
+      model_->CopyPagesFromHost(p, at, to, host->pages()[p]);
+      at += host->pages()[p] * (plan.pools[p].page_bytes() / 4);
+    }
+    host->done().Record(model_->stream());
+    lengths_[seq] = host->length();
+    return Status::Ok();
+  }
+
   size_t num_sequences() const override { return lengths_.size(); }
   int64_t graph_decode_steps() const override { return model_->graph_replays().decode; }
   int64_t graph_multi_token_steps() const override { return model_->graph_replays().multi_token; }
@@ -175,6 +262,11 @@ class CudaModelRunner final : public ModelRunner {
   std::vector<int64_t> counts_, tails_;
   backend::cuda::Event forward_done_;  // recorded behind each launched forward
   int last_draws_ = 0;
+  // Offloaded states' pinned memory dropped while a copy was still queued.
+  std::shared_ptr<RetiredCopies> retired_ = std::make_shared<RetiredCopies>();
+  void FreeRetiredCopies() {
+    std::erase_if(*retired_, [](const PendingHostCopy& c) { return c.done->Query(); });
+  }
 };
 
 }  // namespace

@@ -60,6 +60,17 @@ struct RunOutput {
   std::vector<sampler::SampledToken> tokens;  // one per draw, in draw order
 };
 
+// A sequence's state copied out of the state cache's pages into host memory (the prefix cache's
+// host tier, ModelRunner::Offload), opaque to the engine: the CPU runner's is a heap blob in the
+// cache's page geometry, the CUDA runner's pinned memory its pages were copied to. Destroying one
+// is always safe (a copy still running finishes first, without blocking the engine on a GPU).
+class HostState {
+ public:
+  virtual ~HostState() = default;
+  virtual int64_t bytes() const = 0;   // host memory held
+  virtual int64_t length() const = 0;  // tokens its state covers
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -117,6 +128,21 @@ class ModelRunner {
   virtual void Fork(scheduler::SeqId parent, scheduler::SeqId child) = 0;
   // `from`'s state becomes `to`'s (the cache renamed its pages the same way).
   virtual void Rename(scheduler::SeqId from, scheduler::SeqId to) = 0;
+  // The host tier: copies `seq`'s state (as the launched forwards leave it: on a GPU the copy is
+  // enqueued behind them) into host memory; `seq` keeps its state until Release. Unimplemented on
+  // a runner without one.
+  virtual StatusOr<std::unique_ptr<HostState>> Offload(scheduler::SeqId seq) {
+    (void)seq;
+    return Unimplemented("this model runner has no host-memory tier");
+  }
+  // `seq`, which holds no state yet and whose pages the cache has reserved for at least
+  // state.length() tokens, becomes a copy of an offloaded state (enqueued before the next
+  // forward). `state` stays as it is: it may be restored again.
+  virtual Status Restore(const HostState& state, scheduler::SeqId seq) {
+    (void)state;
+    (void)seq;
+    return Unimplemented("this model runner has no host-memory tier");
+  }
   // Sequences that hold state (for tests: 0 once everything has finished).
   virtual size_t num_sequences() const = 0;
   // Steps replayed from CUDA graphs so far: of one token per sequence, of several (speculative

@@ -25,7 +25,9 @@ struct ScheduledChunk {
 
 struct BatchPlan {
   std::vector<ScheduledChunk> chunks;  // each sequence at most once, in scheduling order
-  std::vector<SeqId> preempted;        // state dropped this step; they recompute when readmitted
+  // State given up this step (kept as a cached state, or dropped): restored or recomputed when
+  // they are readmitted.
+  std::vector<SeqId> preempted;
   int64_t num_tokens = 0;
   bool empty() const { return chunks.empty(); }
 };

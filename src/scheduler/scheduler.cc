@@ -122,6 +122,8 @@ void Scheduler::SetDrafts(SeqId id, std::vector<int32_t> drafts) {
 }
 
 void Scheduler::Preempt(Seq* s, BatchPlan* plan) {
+  if (hooks_.preempt && !s->held && s->computed > 0) hooks_.preempt(s->id, s->tokens, s->computed);
+  s->lost = s->computed;
   cache_->Free(s->id);
   s->drafts.clear();
   s->running = false;
@@ -218,6 +220,12 @@ BatchPlan Scheduler::Schedule() {
     const int64_t count = ChunkTokens(*s, from, budget);
     DSINFER_CHECK(cache_->Reserve(s->id, from + count).ok());
     if (from > 0 && !taken) hooks_.restore(s->id, from);
+    if (s->lost > 0) {
+      ++readmissions_;
+      if (from >= s->lost) ++resumed_;
+      recomputed_tokens_ += std::max<int64_t>(0, s->lost - from);
+      s->lost = 0;
+    }
     s->running = true;
     s->computed = from;
     ++num_running;
@@ -254,6 +262,9 @@ SchedulerStats Scheduler::Stats() const {
   SchedulerStats st;
   for (const auto& [id, s] : seqs_) (s->running ? st.running : st.waiting) += 1;
   st.preemptions = preemptions_;
+  st.readmissions = readmissions_;
+  st.resumed = resumed_;
+  st.recomputed_tokens = recomputed_tokens_;
   st.steps = step_;
   return st;
 }

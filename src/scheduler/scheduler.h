@@ -8,9 +8,10 @@
 //    level every `aging_steps` steps, so low priorities are not starved.
 //  * Memory: every chunk first reserves its state in the StateCache. When a running sequence
 //    cannot grow, the lowest-priority, latest running sequence that is not yet scheduled this step
-//    is preempted (its state freed; it recomputes its prompt and outputs when readmitted) —
-//    possibly the sequence itself. Cached prefix states are dropped first
-//    (SchedulerHooks::reclaim).
+//    is preempted — possibly the sequence itself. Its state may be kept as a cached state
+//    (SchedulerHooks::preempt) and restored when it is readmitted; else it recomputes its prompt
+//    and outputs from the longest cached state of its tokens. Cached prefix states are dropped
+//    first (SchedulerHooks::reclaim).
 //  * Prefix cache (SchedulerHooks): an admitted sequence starts from the longest cached state of
 //    its tokens (probe, restore) and prefills only the rest; prefill chunks end at checkpoint
 //    positions so that the engine can store the state there.
@@ -60,6 +61,10 @@ struct SchedulerHooks {
   std::function<void(SeqId id)> untake;
   // Memory is short: drop one cached state (never the probed one); false when none is left.
   std::function<bool()> reclaim;
+  // A running sequence is preempted: its state of tokens[0, computed) may be kept (moved out of
+  // `id`, e.g. renamed into a cached state) before the scheduler frees what `id` still holds.
+  // Not called for a held sequence (its last token in flight finishes it).
+  std::function<void(SeqId id, const std::vector<int32_t>& tokens, int64_t computed)> preempt;
 };
 
 struct SchedulerStats {
@@ -67,6 +72,12 @@ struct SchedulerStats {
   int64_t running = 0;
   int64_t preemptions = 0;  // since construction
   int64_t steps = 0;
+  // Readmissions of preempted sequences, those that started from at least the state they had
+  // (a kept state restored), and the tokens the others compute again (what they had computed,
+  // less what they restored).
+  int64_t readmissions = 0;
+  int64_t resumed = 0;
+  int64_t recomputed_tokens = 0;
 };
 
 class Scheduler {
@@ -133,6 +144,7 @@ class Scheduler {
     int64_t enqueued_step = 0;
     bool running = false;
     bool held = false;            // Hold: not scheduled again
+    int64_t lost = 0;             // tokens computed when it was last preempted (until readmitted)
     std::vector<int32_t> drafts;  // for the next step (SetDrafts)
   };
   int64_t EffectivePriority(const Seq& s) const;
@@ -153,6 +165,7 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   int64_t step_ = 0;
   int64_t preemptions_ = 0;
+  int64_t readmissions_ = 0, resumed_ = 0, recomputed_tokens_ = 0;
 };
 
 }  // namespace dsinfer::scheduler

@@ -265,6 +265,69 @@ TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
                 1);
 }
 
+// The prefix cache's host tier on the GPU (the CUDA runner's Offload / Restore: page copies to and
+// from pinned memory on the model's stream). Under a state budget that forces preemption, the
+// preempted requests' kept states move to the host tier and come back, and the outputs are those
+// of the requests alone; and prompts' checkpoints evicted from a one-state device cache are
+// restored from it by later requests with the same prefix.
+TEST(GpuEngineTest, HostTierGivesTheSameOutputs) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<GenerateRequest> reqs = Mix(24);
+  EngineOptions cold_options = Options(2, 4096, int64_t{256} << 20);
+  cold_options.prefix_cache = false;
+  auto cold = Engine::Create(cold_options);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  std::vector<RequestResult> alone;
+  for (const auto& r : reqs) alone.push_back((*cold)->Generate({r})[0]);
+  {
+    auto config = io::LoadDeepseekV4Config(kModel);
+    ASSERT_TRUE(config.ok());
+    const auto layout = model::deepseek_v4::cuda::CudaModel::StateLayoutFor(*config);
+    EngineOptions o = Options(8, 256, 0);
+    o.typical_length = 8;
+    o.state_page_tokens = 16;
+    o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+        o, reqs, 8 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
+    o.host_cache_bytes = int64_t{256} << 20;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ExpectSame(alone, (*e)->Generate(reqs), "host tier under preemption");
+    const EngineStats st = (*e)->Stats();
+    EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+    EXPECT_GT(st.preempted_states_kept, 0);
+    EXPECT_GT(st.host_cache_offloads, 0);
+    EXPECT_GT(st.host_cache_restores, 0);
+    EXPECT_GT(st.preempted_resumed, 0);
+  }
+  std::vector<GenerateRequest> prefixed;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      GenerateRequest r = reqs[static_cast<size_t>(i)];
+      r.prompt_ids.clear();
+      for (int t = 0; t < 150; ++t) r.prompt_ids.push_back(2 + (t * (31 + 2 * i) + i) % 290);
+      for (int t = 0; t < 5; ++t) r.prompt_ids.push_back(3 + t + 7 * round);
+      r.params.max_tokens = 4;
+      r.params.n = 1;
+      prefixed.push_back(r);
+    }
+  }
+  std::vector<RequestResult> want;
+  for (const auto& r : prefixed) want.push_back((*cold)->Generate({r})[0]);
+  EngineOptions o = Options(1, 64, int64_t{256} << 20);
+  o.prefix_checkpoint_interval = 128;
+  o.prefix_cache_entries = 1;  // one cached state in state memory, its rings set aside
+  o.state_page_tokens = 32;    // a state of several pages
+  o.host_cache_bytes = int64_t{256} << 20;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  std::vector<RequestResult> got;
+  for (const auto& r : prefixed) got.push_back((*e)->Generate({r})[0]);
+  ExpectSame(want, got, "host tier hits");
+  const EngineStats st = (*e)->Stats();
+  EXPECT_EQ(st.host_cache_restores, 4);
+  EXPECT_GE(st.prefix_tokens_reused, 4 * 128);
+}
+
 // Bad input on the GPU engine: per-request errors, the other requests still run.
 TEST(GpuEngineTest, BadRequestsFailAlone) {
   if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";

@@ -218,6 +218,9 @@ TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
            {"--prompt-ids 1,2 --gpu-memory-utilization 1.5", "got '1.5'"},
            {"--prompt-ids 1,2 --gpu-memory-utilization x", "got 'x'"},
            {"--prompt-ids 1,2 --state-memory-mb 0", "must be positive"},
+           {"--prompt-ids 1,2 --typical-length 0", "must be positive"},
+           {"--prompt-ids 1,2 --host-cache-gb -1", "got '-1'"},
+           {"--prompt-ids 1,2 --host-cache-gb 1 --no-prefix-cache", "needs the prefix cache"},
            {"--prompt-ids 1,2 --random-preset flash-l8",
             "exactly one of --model and --random-preset"}}) {
     const Result r = RunDsinfer(gen + args);

@@ -190,6 +190,16 @@ TEST_P(EngineFamilyTest, PreemptionThenResumptionGivesIdenticalOutput) {
   o.overlap = EngineOptions::Overlap::kOn;  // preempted with a token in flight
   EXPECT_EQ(Mixed(reqs, 5, o, &preemptions), alone);
   EXPECT_GT(preemptions, 0) << "the budget must force preemption";
+  // The preempted requests' kept states through the prefix cache's host tier and back.
+  o.host_cache_bytes = 64 << 20;
+  for (auto overlap : {EngineOptions::Overlap::kOn, EngineOptions::Overlap::kOff}) {
+    o.overlap = overlap;
+    EngineStats st;
+    EXPECT_EQ(Mixed(reqs, 5, o, &preemptions, nullptr, &st), alone);
+    EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+    EXPECT_GT(st.preempted_resumed, 0);
+    EXPECT_GT(st.host_cache_restores, 0);
+  }
 }
 
 TEST_P(EngineFamilyTest, NGreaterThanOneComputesThePromptOnce) {
@@ -398,14 +408,37 @@ TEST_P(EngineSpeculativeFamilyTest, PreemptionWithDraftsGivesIdenticalOutput) {
   const auto setup = [&](EngineCore& core) {
     core.set_drafter(OracleDrafter(reqs, alone, static_cast<int32_t>(core.vocab_size())));
   };
-  // A few arrival orders, so that some preempt whatever the family's page sizes.
-  int64_t total = 0;
-  for (uint32_t seed : {5u, 6u, 7u}) {
-    EXPECT_EQ(Mixed(reqs, seed, o, &preemptions, setup, &st), alone) << "seed " << seed;
-    EXPECT_GT(st.spec_accepted_tokens, 0);
-    total += preemptions;
+  // A few arrival orders, so that some preempt whatever the family's page sizes; then with the
+  // preempted requests' states kept in the host tier.
+  for (int64_t host : {0, 64 << 20}) {
+    o.host_cache_bytes = host;
+    int64_t total = 0, resumed = 0;
+    for (uint32_t seed : {5u, 6u, 7u}) {
+      EXPECT_EQ(Mixed(reqs, seed, o, &preemptions, setup, &st), alone) << "seed " << seed;
+      EXPECT_GT(st.spec_accepted_tokens, 0);
+      total += preemptions;
+      resumed += st.preempted_resumed;
+    }
+    EXPECT_GT(total, 0) << "the budget must force preemption";
+    if (host > 0) {
+      EXPECT_GT(resumed, 0);
+    }
   }
-  EXPECT_GT(total, 0) << "the budget must force preemption";
+  // The MTP drafter (DeepSeek-V4): its layer's unseen rows travel with the kept state.
+  if (GetParam() == Family::kV4) {
+    EngineOptions m = Speculative(SpeculativeOptions::Method::kMtp, k, false, Options());
+    m.max_running = o.max_running;
+    m.typical_length = o.typical_length;
+    m.state_page_tokens = o.state_page_tokens;
+    m.state_memory_bytes = o.state_memory_bytes;
+    m.host_cache_bytes = 64 << 20;
+    int64_t total = 0;
+    for (uint32_t seed : {5u, 6u, 7u}) {
+      EXPECT_EQ(Mixed(reqs, seed, m, &preemptions, nullptr, &st), alone) << "MTP, seed " << seed;
+      total += preemptions;
+    }
+    EXPECT_GT(total, 0) << "the budget must force preemption";
+  }
 }
 
 // The n-gram drafter on every family; the MTP drafter where the family has an MTP layer

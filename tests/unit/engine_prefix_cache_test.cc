@@ -2,8 +2,9 @@
 // next turn that repeats the previous turn and its answer) restore cached states and compute only
 // the rest, and every output (ids and logprobs) is bit-identical to a cold run of the request
 // alone; under memory pressure cached states give way (evictions) before running requests are
-// preempted, and the outputs are still those of cold runs. Both model families (DeepSeek-V4,
-// DeepSeek-V4.1).
+// preempted, and the outputs are still those of cold runs; a preempted request keeps its state and
+// resumes from it; the host tier keeps evicted states for later hits. Both model families
+// (DeepSeek-V4, DeepSeek-V4.1).
 #include <gtest/gtest.h>
 
 #include "engine_mix.h"
@@ -177,11 +178,152 @@ TEST_P(PrefixCacheFamilyTest, MemoryPressureWithOverlapSchedulingStillMatches) {
 INSTANTIATE_TEST_SUITE_P(Families, PrefixCacheFamilyTest,
                          ::testing::Values(Family::kV4, Family::kV41), testing::FamilyParamName);
 
+// Requests with distinct prompts and long outputs, all at once under a state budget that holds
+// each alone: decoding requests are preempted. A preempted request's state is kept (and, with the
+// host tier, moved to host memory as state memory is needed), so its readmission restores it and
+// computes at most the token it was about to run, where without keeping it recomputes from the
+// last checkpoint of its tokens. The outputs are those of cold runs either way.
+std::vector<GenerateRequest> LongOutputRequests() {
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 5; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = testing::RandomIds(20 + 37 * i, 90 + i);
+    auto& p = r.params;
+    p.max_tokens = 40 + 9 * i;
+    p.ignore_eos = true;
+    p.logprobs = true;
+    p.seed = 30 + i;
+    p.temperature = i % 2 ? 0.8f : 0.0f;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+EngineStats PreemptionRun(Family family, EngineOptions o, const Results& cold,
+                          const std::vector<GenerateRequest>& reqs) {
+  auto core = NewCore(o);
+  for (size_t i = 0; i < reqs.size(); ++i) core->Add(i + 1, *core->Prepare(reqs[i]));
+  std::mt19937 rng(9);
+  const Results warm =
+      Drain(*core, [&](int) { core->scheduler().set_max_batch_tokens(8 + rng() % 40); });
+  EXPECT_EQ(warm, cold) << testing::FamilyName(family);
+  const EngineStats st = core->Stats();
+  EXPECT_EQ(core->num_states(), 0u);
+  EXPECT_EQ(st.state_bytes_used, 0);
+  EXPECT_LE(st.host_cache_bytes, st.host_cache_bytes_total);
+  return st;
+}
+
+void PreemptedRequestsKeepTheirState(Family family, EngineOptions::Overlap overlap) {
+  const std::vector<GenerateRequest> reqs = LongOutputRequests();
+  const Results cold = Cold(family, reqs);
+  EngineOptions o = CacheOptions(family, true, overlap);
+  const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
+  o.max_running = 4;
+  o.typical_length = 8;
+  o.state_page_tokens = 16;
+  const int64_t page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+  const int64_t alone =
+      testing::SmallestBudgetHoldingEach(o, reqs, 4 * layout.FixedBytes(), page_set);
+  ASSERT_GT(alone, 0);
+  o.state_memory_bytes = alone + page_set;
+
+  o.prefix_keep_preempted = false;
+  const EngineStats dropped = PreemptionRun(family, o, cold, reqs);
+  ASSERT_GT(dropped.preemptions, 0) << "the budget must force preemption";
+  EXPECT_EQ(dropped.preempted_states_kept, 0);
+  EXPECT_GT(dropped.preempted_tokens_recomputed, 0);
+
+  // Kept in state memory only: they are the newest cached states, so what memory needs usually
+  // evicts them at once; the outputs still match.
+  o.prefix_keep_preempted = true;
+  const EngineStats kept = PreemptionRun(family, o, cold, reqs);
+  EXPECT_GT(kept.preempted_states_kept, 0);
+
+  // With the host tier they survive there and come back.
+  o.host_cache_bytes = 64 << 20;
+  const EngineStats host = PreemptionRun(family, o, cold, reqs);
+  ASSERT_GT(host.preemptions, 0);
+  EXPECT_GT(host.preempted_states_kept, 0);
+  EXPECT_GT(host.host_cache_offloads, 0);
+  EXPECT_GT(host.host_cache_restores, 0);
+  EXPECT_GT(host.preempted_resumed, 0);
+  EXPECT_EQ(host.preempted_resumed, host.preempted_readmissions);
+  EXPECT_EQ(host.preempted_tokens_recomputed, 0);
+  EXPECT_LT(host.forward_tokens, dropped.forward_tokens);
+}
+
+TEST_P(PrefixCacheFamilyTest, PreemptedRequestsResumeFromTheirKeptState) {
+  PreemptedRequestsKeepTheirState(GetParam(), EngineOptions::Overlap::kOff);
+}
+
+TEST_P(PrefixCacheFamilyTest, PreemptedRequestsResumeWithOverlapScheduling) {
+  PreemptedRequestsKeepTheirState(GetParam(), EngineOptions::Overlap::kOn);
+}
+
+// Four long prompts, each asked twice, one request at a time, with room for one cached state in
+// state memory: without the host tier the second round finds nothing; with it, each request of
+// the second round restores its prompt's checkpoint from host memory. A host tier too small for
+// all of them drops its least recently used states and still gives cold-run outputs.
+TEST_P(PrefixCacheFamilyTest, HostTierKeepsEvictedStatesForLaterHits) {
+  const Family family = GetParam();
+  std::vector<GenerateRequest> reqs;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      GenerateRequest r;
+      r.prompt_ids = Concat(testing::RandomIds(150, 40 + i), testing::RandomIds(5, 60 + round));
+      r.params.max_tokens = 4;
+      r.params.ignore_eos = true;
+      r.params.logprobs = true;
+      r.params.seed = 5 + i;
+      reqs.push_back(r);
+    }
+  }
+  const Results cold = Cold(family, reqs);
+  const auto run = [&](int64_t host_bytes) {
+    EngineOptions o = CacheOptions(family, true);
+    o.max_running = 1;
+    o.prefix_cache_entries = 1;  // one cached state in state memory, its rings set aside
+    o.state_page_tokens = 32;    // a state of several pages
+    o.host_cache_bytes = host_bytes;
+    auto core = NewCore(o);
+    Results warm;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      core->Add(i + 1, *core->Prepare(reqs[i]));
+      for (auto& [key, out] : Drain(*core, [](int) {})) warm[key] = out;
+    }
+    EXPECT_EQ(warm, cold) << "host tier of " << host_bytes << " bytes";
+    EXPECT_EQ(core->num_states(), 0u);
+    return core->Stats();
+  };
+  const EngineStats off = run(0);
+  EXPECT_EQ(off.prefix_hits, 0);
+  EXPECT_EQ(off.host_cache_offloads, 0);
+  const EngineStats on = run(64 << 20);
+  EXPECT_EQ(on.prefix_hits, 4);
+  EXPECT_EQ(on.host_cache_restores, 4);
+  EXPECT_GE(on.prefix_tokens_reused, 4 * 128);
+  EXPECT_GT(on.host_cache_offloads, 0);
+  EXPECT_EQ(on.host_cache_evictions, 0);
+  EXPECT_EQ(on.host_cache_entries + 1, on.prefix_cache_entries);
+  ASSERT_GT(on.host_cache_entries, 0);
+  // Room for about two of its states: the older ones go first, and the first round's checkpoints
+  // are gone by the second.
+  const int64_t per_state = on.host_cache_bytes / on.host_cache_entries;
+  const EngineStats small = run(per_state * 5 / 2);
+  EXPECT_GT(small.host_cache_evictions, 0);
+  EXPECT_LE(small.host_cache_bytes, per_state * 5 / 2);
+  EXPECT_LT(small.prefix_hits, on.prefix_hits);
+}
+
 TEST(PrefixCacheTest, BadOptionsAreRefused) {
   EngineOptions o = CacheOptions(Family::kV4, true);
   o.prefix_checkpoint_interval = 100;
   EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
   o.prefix_checkpoint_interval = 0;
+  EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = CacheOptions(Family::kV4, false);
+  o.host_cache_bytes = 1 << 20;  // a host tier without the prefix cache
   EXPECT_EQ(EngineCore::Create(o).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -117,6 +117,19 @@ TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
   EXPECT_EQ(Lines(alone.out).at(0)["choices"][0]["ids"], lines[0]["choices"][0]["ids"]);
 }
 
+// The host tier's and preemption's figures are in the summary when they apply.
+TEST_F(GenerateCliTest, SummaryHasTheHostTier) {
+  const std::string dir = testing::ScratchDir("generate_cli_host_tier");
+  const Result r =
+      Generate("--model " + *model_ + " --prompt-ids 1,2,3 --max-tokens 3 --seed 1 " +
+               "--quiet --threads 1 --host-cache-gb 0.5 --summary-json " + dir + "/summary.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = json::parse(testing::ReadFile(dir + "/summary.json"));
+  EXPECT_EQ(summary["prefix_cache"]["host"]["bytes_total"], int64_t{1} << 29);
+  EXPECT_EQ(summary["prefix_cache"]["host"]["restores"], 0);
+  EXPECT_FALSE(summary.contains("preemption"));  // nothing was preempted
+}
+
 // A line with a list of prompts (the /v1/completions schema) is one output line: choice p * n + j
 // is completion j of prompt p, exactly as prompt p alone with the same seed; prompt tokens summed.
 // A prompt the engine refuses makes the whole line an error naming the item.

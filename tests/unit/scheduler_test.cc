@@ -1,12 +1,13 @@
 // Scheduler with a fake executor: the "model" state of a sequence is the list of tokens it has
 // consumed, and the next token is a hash of that list. So outputs depend only on each sequence's
 // tokens, and any schedule (budgets, memory pressure, preemption) must give the same outputs.
+#include "scheduler/scheduler.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
-
-#include "scheduler/scheduler.h"
 
 namespace dsinfer::scheduler {
 namespace {
@@ -33,16 +34,45 @@ struct Spec {
 struct Trace {
   std::map<SeqId, std::vector<int32_t>> outputs;
   int64_t preemptions = 0;
+  SchedulerStats stats;
   int64_t steps = 0;
   std::vector<SeqId> finish_order;
 };
 
 // Drives the scheduler like the engine does, checking its invariants on every step.
+// With `keep`, a preempted sequence's state is kept (outside the cache, as the engine's host tier
+// would) and restored at its readmission through the hooks.
 Trace Drive(const std::vector<Spec>& specs, SchedulerConfig config, cache::MemoryPlan plan,
-          uint32_t budget_seed = 0) {
+            uint32_t budget_seed = 0, bool keep = false) {
   cache::StateCache cache(plan);
   Scheduler sched(config, &cache);
   std::map<SeqId, std::vector<int32_t>> consumed;  // the fake model state
+  std::map<SeqId, std::vector<int32_t>> kept;      // preempted sequences' states
+  SeqId probed = 0;
+  if (keep) {
+    SchedulerHooks hooks;
+    hooks.preempt = [&](SeqId id, const std::vector<int32_t>& tokens, int64_t computed) {
+      EXPECT_EQ(consumed[id], std::vector<int32_t>(tokens.begin(), tokens.begin() + computed));
+      kept[id] = consumed[id];
+    };
+    hooks.probe = [&](SeqId id, const std::vector<int32_t>& tokens, int64_t max_length) {
+      auto it = kept.find(id);
+      probed = 0;
+      if (it == kept.end() || static_cast<int64_t>(it->second.size()) > max_length)
+        return int64_t{0};
+      EXPECT_TRUE(std::equal(it->second.begin(), it->second.end(), tokens.begin()));
+      probed = id;
+      return static_cast<int64_t>(it->second.size());
+    };
+    hooks.restore = [&](SeqId id, int64_t length) {
+      EXPECT_EQ(probed, id);
+      EXPECT_EQ(static_cast<int64_t>(kept.at(id).size()), length);
+      consumed[id] = kept.at(id);
+      kept.erase(id);
+    };
+    hooks.unprobe = [&] { probed = 0; };
+    sched.set_hooks(std::move(hooks));
+  }
   std::map<SeqId, int> generated;
   Trace run;
   std::mt19937 rng(budget_seed);
@@ -90,6 +120,7 @@ Trace Drive(const std::vector<Spec>& specs, SchedulerConfig config, cache::Memor
   EXPECT_TRUE(sched.idle());
   EXPECT_EQ(cache.Stats().bytes_used, 0);
   run.preemptions = sched.Stats().preemptions;
+  run.stats = sched.Stats();
   return run;
 }
 
@@ -120,6 +151,22 @@ TEST(SchedulerTest, OutputsDoNotDependOnBudgetsOrMemoryPressure) {
   const Trace pressed = Drive(specs, tight, Plan(4, 13), 7);
   EXPECT_GT(pressed.preemptions, 0);
   EXPECT_EQ(pressed.outputs, base.outputs);
+}
+
+TEST(SchedulerTest, PreemptedSequencesResumeFromTheirKeptState) {
+  const auto specs = RandomSpecs(12, 1);
+  const Trace base = Drive(specs, SchedulerConfig{64, 16, 32}, Plan(16, 1000));
+  SchedulerConfig tight{16, 4, 32};
+  const Trace dropped = Drive(specs, tight, Plan(4, 13), 7);
+  EXPECT_GT(dropped.stats.recomputed_tokens, 0);
+  EXPECT_EQ(dropped.stats.resumed, 0);
+  const Trace kept = Drive(specs, tight, Plan(4, 13), 7, /*keep=*/true);
+  EXPECT_EQ(kept.outputs, base.outputs);
+  EXPECT_GT(kept.preemptions, 0);
+  // Every readmission restored what it had: nothing is computed twice.
+  EXPECT_EQ(kept.stats.readmissions, kept.preemptions);
+  EXPECT_EQ(kept.stats.resumed, kept.stats.readmissions);
+  EXPECT_EQ(kept.stats.recomputed_tokens, 0);
 }
 
 TEST(SchedulerTest, ChunkedPrefillRespectsTheBudget) {

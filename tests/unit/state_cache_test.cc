@@ -1,12 +1,14 @@
 // State cache: the layout's bytes equal the model's state bytes at every length and state in cache
 // pages computes what heap state does (both model families); the planner respects the budget;
-// reservations are all-or-nothing and Free returns everything.
+// reservations are all-or-nothing and Free returns everything; the prefix index and the host
+// tier's accounting (LRU within its byte budget).
 #include "cache/state_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "cache/host_tier.h"
 #include "cache/memory_planner.h"
 #include "cache/prefix_index.h"
 #include "model/deepseek_v4/state_layout.h"
@@ -263,6 +265,49 @@ TEST(PrefixIndexTest, LeastRecentlyUsedSkipsTheKeptOne) {
   EXPECT_EQ(index.Ids(), (std::vector<uint64_t>{1, 3}));
   EXPECT_EQ(index.Lookup(t, 299)->id, 3u);
   EXPECT_FALSE(PrefixIndex().LeastRecentlyUsed().has_value());
+}
+
+TEST(HostTierTest, LeastRecentlyUsedLeaveFirstWithinTheBudget) {
+  HostTier tier(100);
+  EXPECT_EQ(tier.Insert(1, 40), std::vector<uint64_t>{});
+  EXPECT_EQ(tier.Insert(2, 30), std::vector<uint64_t>{});
+  EXPECT_EQ(tier.Insert(3, 30), std::vector<uint64_t>{});
+  EXPECT_EQ(tier.bytes_used(), 100);
+  EXPECT_EQ(tier.Ids(), (std::vector<uint64_t>{1, 2, 3}));
+  // 1 used again: 2 is now the oldest, and 2 and 3 make room for 50 bytes.
+  tier.Touch(1);
+  EXPECT_EQ(tier.Ids(), (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(tier.Insert(4, 50), (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(tier.Ids(), (std::vector<uint64_t>{1, 4}));
+  EXPECT_EQ(tier.bytes_used(), 90);
+  EXPECT_FALSE(tier.Contains(2));
+  EXPECT_EQ(tier.BytesOf(4), 50);
+  EXPECT_EQ(tier.BytesOf(2), 0);
+  // The kept one is skipped: 4 goes instead of the older 1.
+  EXPECT_EQ(tier.Insert(5, 20, /*keep=*/1), std::vector<uint64_t>{4});
+  EXPECT_EQ(tier.Ids(), (std::vector<uint64_t>{1, 5}));
+  EXPECT_EQ(tier.bytes_used(), 60);
+  tier.Erase(1);
+  tier.Erase(1);  // no-op
+  EXPECT_EQ(tier.bytes_used(), 20);
+  EXPECT_EQ(tier.size(), 1u);
+}
+
+TEST(HostTierTest, WhatCannotFitChangesNothing) {
+  HostTier tier(100);
+  ASSERT_TRUE(tier.Insert(1, 60).has_value());
+  ASSERT_TRUE(tier.Insert(2, 30).has_value());
+  // Larger than the budget.
+  EXPECT_FALSE(tier.Insert(3, 101).has_value());
+  // Fits only by evicting the kept state: nothing is evicted.
+  EXPECT_FALSE(tier.Insert(3, 50, /*keep=*/1).has_value());
+  EXPECT_EQ(tier.Ids(), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(tier.bytes_used(), 90);
+  EXPECT_FALSE(tier.Contains(3));
+  // Exactly the budget, once the others go.
+  EXPECT_EQ(tier.Insert(3, 100), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(tier.bytes_used(), 100);
+  EXPECT_EQ(HostTier(0).Insert(1, 1), std::nullopt);
 }
 
 }  // namespace

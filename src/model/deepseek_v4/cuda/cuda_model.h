@@ -133,6 +133,12 @@ class CudaModel {
   // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
   void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
                  int64_t count);
+  // The prefix cache's host tier, enqueued on stream(): pages [0, count) of page list `pages` of
+  // pool `pool` to `host` (page-locked memory of count whole pages, in list order), and back.
+  // Runs of consecutive page ids go as one copy.
+  void CopyPagesToHost(size_t pool, const std::vector<int32_t>& pages, int64_t count, float* host);
+  void CopyPagesFromHost(size_t pool, const float* host, const std::vector<int32_t>& pages,
+                         int64_t count);
 
   // Slot mode. A free state slot (reset to length 0), or ResourceExhausted.
   StatusOr<int> NewSequence();

@@ -1,6 +1,7 @@
 // CudaModel's per-request state: the device pools and the step's page table (paged mode for the
-// engine, identity page ranges for the model's own slots), paged forwards and page copies, and
-// synthetic state for benchmarks. The forward itself is cuda_model.cc's.
+// engine, identity page ranges for the model's own slots), paged forwards and page copies (on the
+// device, and to and from the host tier's pinned memory), and synthetic state for benchmarks.
+// The forward itself is cuda_model.cc's.
 #include "model/deepseek_v4/cuda/cuda_model_impl.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
@@ -277,6 +278,36 @@ void CudaModel::CopyPages(size_t pool, const std::vector<int32_t>& from,
   for (int64_t k = 0; k < count; ++k) {
     gpu::CopyDeviceToDevice(p.data + to[k] * pf, p.data + from[k] * pf,
                             static_cast<size_t>(pf) * sizeof(float), m.stream.get());
+  }
+}
+
+void CudaModel::CopyPagesToHost(size_t pool, const std::vector<int32_t>& pages, int64_t count,
+                                float* host) {
+  Impl& m = *impl_;
+  DSINFER_CHECK(pool < m.pools.size() && count <= static_cast<int64_t>(pages.size()));
+  const Impl::Pool& p = m.pools[pool];
+  const int64_t pf = p.page_floats();
+  for (int64_t k = 0; k < count;) {
+    int64_t run = 1;  // pages k .. k + run - 1 are consecutive ids
+    while (k + run < count && pages[k + run] == pages[k] + run) ++run;
+    gpu::CopyToHost(host + k * pf, p.data + pages[k] * pf,
+                    static_cast<size_t>(run * pf) * sizeof(float), m.stream.get());
+    k += run;
+  }
+}
+
+void CudaModel::CopyPagesFromHost(size_t pool, const float* host, const std::vector<int32_t>& pages,
+                                  int64_t count) {
+  Impl& m = *impl_;
+  DSINFER_CHECK(pool < m.pools.size() && count <= static_cast<int64_t>(pages.size()));
+  const Impl::Pool& p = m.pools[pool];
+  const int64_t pf = p.page_floats();
+  for (int64_t k = 0; k < count;) {
+    int64_t run = 1;
+    while (k + run < count && pages[k + run] == pages[k] + run) ++run;
+    gpu::CopyToDevice(p.data + pages[k] * pf, host + k * pf,
+                      static_cast<size_t>(run * pf) * sizeof(float), m.stream.get());
+    k += run;
   }
 }
 
