@@ -97,7 +97,6 @@ class CudaModelRunner final : public ModelRunner {
 
   Status Launch(const std::vector<RunChunk>& chunks, const std::vector<int64_t>& tails) override {
     DSINFER_CHECK(cache_ != nullptr && tails.size() == chunks.size());
-    const size_t pools = cache_->plan().pools.size();
     std::vector<CudaModel::PagedChunk> batch(chunks.size());
     for (size_t i = 0; i < chunks.size(); ++i) {
       const RunChunk& ch = chunks[i];
@@ -109,7 +108,7 @@ class CudaModelRunner final : public ModelRunner {
       batch[i].ids = ch.tokens;
       batch[i].logits_tail = tails[i];
       batch[i].feed = ch.feed;
-      for (size_t p = 0; p < pools; ++p) batch[i].pages.push_back(&cache_->PageTable(ch.seq, p));
+      batch[i].pages = PagesOf(ch.seq);
     }
     DSINFER_ASSIGN_OR_RETURN(logits_, model_->ForwardPaged(batch, mdl::LogitsRows::kTail));
     forward_done_.Record(model_->stream());
@@ -188,7 +187,6 @@ class CudaModelRunner final : public ModelRunner {
     if (!has_mtp()) return ModelRunner::DraftMtp(requests);
     // Every forward ran the MTP layer up to each sequence's second-last row: what is left is the
     // last row (with the drawn token) and the chained drafts.
-    const size_t pools = cache_->plan().pools.size();
     std::vector<CudaModel::MtpDraft> drafts(requests.size());
     for (size_t i = 0; i < requests.size(); ++i) {
       const MtpDraftRequest& r = requests[i];
@@ -197,7 +195,7 @@ class CudaModelRunner final : public ModelRunner {
       drafts[i].length = it->second;
       drafts[i].next_token = r.next_token;
       drafts[i].count = r.count;
-      for (size_t p = 0; p < pools; ++p) drafts[i].pages.push_back(&cache_->PageTable(r.seq, p));
+      drafts[i].pages = PagesOf(r.seq);
     }
     return model_->DraftMtp(drafts);
   }
@@ -264,6 +262,13 @@ class CudaModelRunner final : public ModelRunner {
   int last_draws_ = 0;
   // Offloaded states' pinned memory dropped while a copy was still queued.
   std::shared_ptr<RetiredCopies> retired_ = std::make_shared<RetiredCopies>();
+  // The sequence's page list of every pool, as CudaModel's forwards take them.
+  std::vector<const std::vector<int32_t>*> PagesOf(scheduler::SeqId seq) const {
+    std::vector<const std::vector<int32_t>*> pages;
+    for (size_t p = 0; p < cache_->plan().pools.size(); ++p)
+      pages.push_back(&cache_->PageTable(seq, p));
+    return pages;
+  }
   void FreeRetiredCopies() {
     std::erase_if(*retired_, [](const PendingHostCopy& c) { return c.done->Query(); });
   }

@@ -356,8 +356,8 @@ struct CudaModel::Impl {
                ? EntryCapacity(c.compress_ratios[l])
                : 0;
   }
-  bool MtpOn() const { return has_mtp && opt.paged; }
-  void AllocateState();                            // slot mode
+  bool MtpOn() const { return has_mtp; }  // loaded in paged mode only (Load refuses slot mode)
+  void AllocateState();                   // slot mode
   void BuildPools(const cache::MemoryPlan& plan);  // pools, page table and the LayerState views
   void AllocateActivations();
   // One step's sequences: table row (slot mode: the slot; paged: the step index), the tokens'
