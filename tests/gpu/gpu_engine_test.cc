@@ -13,6 +13,7 @@
 #include "../unit/engine_mix.h"
 #include "../unit/model_test_util.h"
 #include "backend/cuda/runtime.h"
+#include "base/check.h"
 #include "dsinfer/engine.h"
 #include "engine/engine_core.h"
 #include "io/model_config.h"
@@ -28,6 +29,21 @@ EngineOptions Options(int max_running, int64_t batch_tokens, int64_t state_bytes
 
 using testing::ExpectSame;
 using testing::Mix;
+
+// Eight running, 16-token pages and rings planned for short requests, and the smallest state
+// budget (in steps of 16 tokens of four sequences, over the rings of the eight) that holds every
+// request of `reqs` alone: the running ones outgrow it, so requests are preempted.
+EngineOptions PreemptingOptions(const std::vector<GenerateRequest>& reqs) {
+  auto config = io::LoadDeepseekV4Config(testing::kGoldenModelA);
+  DSINFER_CHECK(config.ok());  // a committed golden model
+  const auto layout = model::deepseek_v4::cuda::CudaModel::StateLayoutFor(*config);
+  EngineOptions o = Options(8, 256, 0);
+  o.typical_length = 8;
+  o.state_page_tokens = 16;
+  o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+      o, reqs, 8 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
+  return o;
+}
 const std::string& kModel = testing::kGoldenModelA;
 
 TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
@@ -63,18 +79,9 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     EXPECT_FALSE((*e)->Stats().overlap);
     ExpectSame(alone, (*e)->Generate(reqs), "no overlap");
   }
-  // Preemption: as the CPU engine's test, the smallest budget (in steps of 16 tokens of four
-  // sequences, over the rings of the eight running ones) that holds every request alone, with
-  // 16-token pages and rings planned for short requests, so that the running ones outgrow it.
+  // Preemption, as the CPU engine's test (PreemptingOptions).
   {
-    auto config = io::LoadDeepseekV4Config(kModel);
-    ASSERT_TRUE(config.ok());
-    const auto layout = model::deepseek_v4::cuda::CudaModel::StateLayoutFor(*config);
-    EngineOptions o = Options(8, 256, 0);
-    o.typical_length = 8;
-    o.state_page_tokens = 16;
-    o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
-        o, reqs, 8 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
+    EngineOptions o = PreemptingOptions(reqs);
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     const auto mixed = (*e)->Generate(reqs);
@@ -280,14 +287,7 @@ TEST(GpuEngineTest, HostTierGivesTheSameOutputs) {
   std::vector<RequestResult> alone;
   for (const auto& r : reqs) alone.push_back((*cold)->Generate({r})[0]);
   {
-    auto config = io::LoadDeepseekV4Config(kModel);
-    ASSERT_TRUE(config.ok());
-    const auto layout = model::deepseek_v4::cuda::CudaModel::StateLayoutFor(*config);
-    EngineOptions o = Options(8, 256, 0);
-    o.typical_length = 8;
-    o.state_page_tokens = 16;
-    o.state_memory_bytes = testing::SmallestBudgetHoldingEach(
-        o, reqs, 8 * layout.FixedBytes(), 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4);
+    EngineOptions o = PreemptingOptions(reqs);
     o.host_cache_bytes = int64_t{256} << 20;
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
