@@ -128,23 +128,34 @@ TEST_P(PrefixCacheFamilyTest, OverlapSchedulingKeepsColdRunOutputs) {
   SharedPrefixesAndChatTurns(GetParam(), EngineOptions::Overlap::kOn);
 }
 
+// Four running, 16-token pages and rings planned for short requests (set in *o), and the smallest
+// budget, in steps of 16-token pages of four sequences, that holds every request of `reqs` alone:
+// several running at once outgrow it, so cached states give way and requests are preempted.
+struct PressureBudget {
+  int64_t alone = 0;     // that budget (0: none found)
+  int64_t page_set = 0;  // its step
+};
+PressureBudget SmallestPressureBudget(const cache::StateLayout& layout,
+                                      const std::vector<GenerateRequest>& reqs, EngineOptions* o) {
+  o->max_running = 4;
+  o->typical_length = 8;
+  o->state_page_tokens = 16;
+  PressureBudget b;
+  b.page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
+  b.alone = testing::SmallestBudgetHoldingEach(*o, reqs, 4 * layout.FixedBytes(), b.page_set);
+  return b;
+}
+
 void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
   const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
   const Results cold = Cold(family, reqs);
   EngineOptions o = CacheOptions(family, true, overlap);
-  // The smallest budget (in steps of 16-token pages of four sequences) that holds every request
-  // alone: several running at once outgrow it, so cached states give way and requests are
-  // preempted.
   const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
-  o.max_running = 4;
-  o.typical_length = 8;
-  o.state_page_tokens = 16;
+  const PressureBudget budget = SmallestPressureBudget(layout, reqs, &o);
+  ASSERT_GT(budget.alone, 0);
   // ... and half as much again: a second request runs beside the first at times.
-  const int64_t page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-  const int64_t alone =
-      testing::SmallestBudgetHoldingEach(o, reqs, 4 * layout.FixedBytes(), page_set);
-  ASSERT_GT(alone, 0);
-  o.state_memory_bytes = alone + (alone - 4 * layout.FixedBytes()) / page_set / 2 * page_set;
+  o.state_memory_bytes = budget.alone + (budget.alone - 4 * layout.FixedBytes()) / budget.page_set /
+                                            2 * budget.page_set;
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
@@ -219,14 +230,9 @@ void PreemptedRequestsKeepTheirState(Family family, EngineOptions::Overlap overl
   const Results cold = Cold(family, reqs);
   EngineOptions o = CacheOptions(family, true, overlap);
   const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
-  o.max_running = 4;
-  o.typical_length = 8;
-  o.state_page_tokens = 16;
-  const int64_t page_set = 16 * static_cast<int64_t>(layout.BytesPerToken()) * 4;
-  const int64_t alone =
-      testing::SmallestBudgetHoldingEach(o, reqs, 4 * layout.FixedBytes(), page_set);
-  ASSERT_GT(alone, 0);
-  o.state_memory_bytes = alone + page_set;
+  const PressureBudget budget = SmallestPressureBudget(layout, reqs, &o);
+  ASSERT_GT(budget.alone, 0);
+  o.state_memory_bytes = budget.alone + budget.page_set;
 
   o.prefix_keep_preempted = false;
   const EngineStats dropped = PreemptionRun(family, o, cold, reqs);
