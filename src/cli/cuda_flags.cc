@@ -15,6 +15,12 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qgemm-min-rows",
        "dense FP8 linears of at least this many rows take the tiled GEMM (the same bits; default "
        "512; 0: off)"},
+      {"qgemm-expert-min-rows",
+       "routed experts with at least this many rows per expert take the tiled GEMM (the same bits; "
+       "default 32; 0: off)"},
+      {"attention-heads-per-block",
+       "sparse attention heads per block, 1, 2 or 4 (the same bits; default: 4 from 64 rows, else "
+       "1)"},
   };
 }
 
@@ -48,6 +54,16 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       k.qgemm_min_rows,
       flags.GetInt("qgemm-min-rows", backend::cuda::KernelOptions{}.qgemm_min_rows));
   if (k.qgemm_min_rows < 0) return InvalidArgument("--qgemm-min-rows must be >= 0");
+  DSINFER_ASSIGN_OR_RETURN(
+      k.qgemm_expert_min_rows,
+      flags.GetInt("qgemm-expert-min-rows", backend::cuda::KernelOptions{}.qgemm_expert_min_rows));
+  if (k.qgemm_expert_min_rows < 0) return InvalidArgument("--qgemm-expert-min-rows must be >= 0");
+  DSINFER_ASSIGN_OR_RETURN(int64_t heads, flags.GetInt("attention-heads-per-block", 0));
+  if (heads != 0 && heads != 1 && heads != 2 && heads != 4) {
+    return InvalidArgument("--attention-heads-per-block must be 1, 2 or 4, not " +
+                           std::to_string(heads));
+  }
+  k.attention_heads_per_block = static_cast<int>(heads);
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   return Status::Ok();

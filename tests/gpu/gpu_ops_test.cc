@@ -274,6 +274,73 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   EXPECT_GT(amax, 1e-3f);
 }
 
+// Heads per block is a launch choice only: 1, 2 and 4 heads per block (and the default for the
+// rows) give the same bits for the output and its act_quant, on rows whose windows span several
+// rounds of the warps' key spans.
+TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  const int n = 150, heads = 8, dim = 512, rope = 64;
+  const int64_t width = static_cast<int64_t>(heads) * dim;
+  const int64_t ldq = QuantizedLd(width), lds = QuantizedScales(width);
+  std::vector<int32_t> ids(n), pos(n), slot(n, 0), begin(n, 0), start(n, 0), count(n, n);
+  for (int i = 0; i < n; ++i) {
+    ids[i] = 5 + i;
+    pos[i] = i;
+  }
+  auto q = testing::RandomVector(static_cast<size_t>(n * width), 81);
+  auto kv = testing::RandomVector(static_cast<size_t>(n * dim), 82);
+  auto sink = testing::RandomVector(heads, 83);
+  std::vector<float> inv(rope / 2);
+  for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
+  DeviceBuffer di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin),
+               dst = Upload(start), dc = Upload(count), dq = Upload(q), dkv = Upload(kv),
+               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4),
+               page0 = Upload(std::vector<int32_t>{0});
+  Stream s;
+  SparseAttentionParams p;
+  p.meta.ids = di.as<int32_t>();
+  p.meta.pos = dp.as<int32_t>();
+  p.meta.slot = ds.as<int32_t>();
+  p.meta.seg_begin = db.as<int32_t>();
+  p.meta.seg_start = dst.as<int32_t>();
+  p.meta.seg_count = dc.as<int32_t>();
+  p.meta.n = n;
+  p.q = dq.as<float>();
+  p.q_norm_eps = 1e-6f;
+  p.kv = dkv.as<float>();
+  p.window.pool = ring.as<float>();
+  p.window.cap = 128;
+  p.window.width = dim;
+  p.window.page_floats = 128 * dim;
+  p.window.pages = page0.as<int32_t>();
+  p.window.pages_stride = 1;
+  p.window_size = 128;
+  p.heads = heads;
+  p.dim = dim;
+  p.sink = dsink.as<float>();
+  p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  p.rope_dim = rope;
+  p.inv_freq = dinv.as<float>();
+  std::vector<QuantizedCopy> runs;
+  for (const int g : {1, 2, 4, 0}) {
+    DeviceBuffer o(n * width * 4), oq(n * ldq * 2), os(n * lds * 4);
+    Memset(oq.get(), 0, oq.bytes(), s.get());
+    p.out = o.as<float>();
+    p.out_q = oq.as<uint16_t>();
+    p.out_ldq = ldq;
+    p.out_s = os.as<float>();
+    p.out_lds = lds;
+    p.heads_per_block = g;
+    LaunchSparseAttention(p, s.get());
+    runs.push_back(Download(o, oq, os, s));
+  }
+  for (size_t i = 1; i < runs.size(); ++i)
+    ExpectSameBits(runs[0], runs[i], n, width, ldq, "heads per block run " + std::to_string(i));
+  float amax = 0.0f;
+  for (float v : runs[0].y) amax = std::max(amax, std::fabs(v));
+  EXPECT_GT(amax, 1e-3f);
+}
+
 // RMSNorm with quantized rows: y as without them and (q, s) exactly act_quant of y, in place and
 // not, with and without a weight, widths of each block size and a partial last 128 columns.
 TEST(RmsNormTest, QuantizedRowsEqualActQuantAfter) {
@@ -742,6 +809,75 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
                   ref.data() + gi * R, tc.n, nullptr);
       }
       EXPECT_LE(testing::RelativeError(got, ref), 1e-5) << name;
+    }
+  }
+}
+
+// Routed experts of many rows take the tiled GEMM (qgemm_sm90.cu, from --qgemm-expert-min-rows
+// rows per expert): FP4 and FP8, one weight and the fused SwiGLU pair, a skewed routing (expert 0
+// takes every token, so its slot loops over more token tiles than the grid has), n not a multiple
+// of the 128-row block, an odd number of 64-column pairs. Each pair's row must have the bits of
+// its token run alone through its expert as a dense linear (the decode kernel, quantized in the
+// kernel); and the launch must be the tiled one when the option asks for it.
+TEST(LinearTest, TiledExpertsEqualRowByRow) {
+  SKIP_WITHOUT_GPU();
+  for (const Case cs :
+       {Case{WeightFormat::kFp4, 0, 272, 1344}, Case{WeightFormat::kFp4, 0, 128, 4096},
+        Case{WeightFormat::kFp8, 0, 200, 1024}}) {
+    for (const bool dual : {false, true}) {
+      const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
+                               " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
+                               (dual ? " swiglu" : "");
+      const int E = 6, K = 2, T = 200, P = T * K;
+      // Token i: expert 0, and expert 1 + (i * 7 + i / 5) % (E - 1).
+      std::vector<std::vector<int32_t>> by_expert(E);
+      for (int i = 0; i < T; ++i) {
+        by_expert[0].push_back(i * K);
+        by_expert[1 + (i * 7 + i / 5) % (E - 1)].push_back(i * K + 1);
+      }
+      const TestExperts ex(cs, by_expert, P, 300);
+      auto x = testing::RandomVector(static_cast<size_t>(T * cs.k), 77);
+      for (int64_t i = 0; i < T * cs.k; ++i)  // act_quant scales that differ by row and block
+        x[i] = std::ldexp(x[i], static_cast<int>((5 * (i / cs.k) + 3 * (i % cs.k / 128)) % 9) - 4);
+      DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4), one(cs.n * 4), u1(cs.n * 4),
+                   qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+      Stream s;
+      ExpertLinearParams p = ex.Params(xd, K, yd.as<float>());
+      p.max_slots = E;  // rows per slot as the model's launches expect them: P / E
+      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
+                                s.get());
+      Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
+      const int64_t tiled_before = QGemmLaunches();
+      ex.Launch(p, dual, u, s.get());
+      const int64_t from = GetKernelOptions().qgemm_expert_min_rows;
+      if (from > 0 && P / E >= from) {
+        EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+      }
+      std::vector<float> got(P * cs.n), row(cs.n);
+      CopyToHost(got.data(), p.y, got.size() * 4, s.get());
+      s.Synchronize();
+      int64_t differ = 0;
+      for (int e = 0; e < E; ++e) {
+        for (const int32_t pr : by_expert[e]) {
+          const int tok = pr / K;
+          LinearParams d =
+              DenseParams(Case{cs.format, 1, cs.n, cs.k}, ex.hw[e], ex.wd[e], ex.sd[e], xd);
+          d.x = xd.as<float>() + tok * cs.k;
+          d.y = one.as<float>();
+          if (dual) {
+            WeightRef w3 = d.w;
+            w3.data = ex.wd[E + e].get();
+            w3.scale = ex.sd[E + e].get();
+            LaunchLinearSwiglu(d, w3, u1.as<float>(), 0.7f, s.get());
+          } else {
+            LaunchLinear(d, s.get());
+          }
+          CopyToHost(row.data(), one.get(), row.size() * 4, s.get());
+          s.Synchronize();
+          differ += std::memcmp(row.data(), got.data() + pr * cs.n, cs.n * 4) != 0;
+        }
+      }
+      EXPECT_EQ(differ, 0) << name << ": pairs whose bits differ from the token run alone";
     }
   }
 }

@@ -1,7 +1,9 @@
 // main() of the GPU test binaries: gtest's flags, then the kernel-variant choices the variant runs
 // of tests/gpu/CMakeLists.txt set (backend/cuda/runtime.h KernelOptions; every choice must give
 // the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
-// --qgemm-min-rows=N (the tiled FP8 GEMM for N rows and more; default 512).
+// --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 512),
+// --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
+// --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -19,6 +21,10 @@ int main(int argc, char** argv) {
       k.gemv_f32 = k.gemv_bf16 = false;
     } else if (a.rfind("--qgemm-min-rows=", 0) == 0) {
       k.qgemm_min_rows = std::atoll(a.c_str() + 17);
+    } else if (a.rfind("--qgemm-expert-min-rows=", 0) == 0) {
+      k.qgemm_expert_min_rows = std::atoll(a.c_str() + 24);
+    } else if (a.rfind("--attention-heads-per-block=", 0) == 0) {
+      k.attention_heads_per_block = std::atoi(a.c_str() + 28);
     } else if (a.rfind("--qlinear-warps=", 0) == 0) {
       k.qlinear_warps = std::atoi(a.c_str() + 16);
       if (k.qlinear_warps < 1 || k.qlinear_warps > 16) {

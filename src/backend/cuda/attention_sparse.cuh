@@ -5,9 +5,10 @@
 // with a per-head sink logit in the softmax denominator, then the inverse RoPE of the output's
 // trailing rope dims at the query position. fp32 logits, online softmax and accumulation. The
 // query's per-head RMSNorm and RoPE can be applied here (q_norm_eps >= 0) instead of by a kernel
-// of their own. Deterministic: each block owns one (row, head); its 16 warps take spans of 4 keys
+// of their own. Deterministic: each (row, head) is computed by 16 warps that take spans of 4 keys
 // round robin, and are combined in warp order, so results do not depend on the batch or the
-// schedule.
+// schedule; a block owns one row's 1, 2 or 4 heads (a launch choice that never changes a bit: its
+// warps run each head's spans in turn, loading each span's keys once for all of them).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,9 @@ struct SparseAttentionParams {
   int64_t out_ldq = 0;
   float* out_s = nullptr;
   int64_t out_lds = 0;
+  // Heads per block (1, 2 or 4; must divide heads, else halved): never changes a result. 0: the
+  // KernelOptions choice (attention_heads_per_block, else by rows).
+  int heads_per_block = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

@@ -14,12 +14,22 @@ constexpr int kWarps = 16;
 constexpr int kU = 4;          // keys per warp loaded together
 constexpr int kMaxPerLane = 16;  // dim <= 512
 
+// G heads per block (one token's heads h0 .. h0 + G - 1). Every (head, warp) pair runs the same
+// operations whatever G: warp w takes the key spans of warp w for each of the G heads in turn, so
+// a span's keys are loaded once for G heads (the key rows are what the kernel streams: G = 1
+// reads them once per head). G = 1 keeps the query and the output accumulator in registers; G > 1
+// keeps the G queries and each (warp, head)'s accumulator in shared memory (dyn, below).
+template <int G>
 __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAttentionParams p) {
   PdlTrigger();
-  // Constant weights before the wait (the launch contract allows them): the head's sink and the
+  const int groups = p.heads / G;
+  const int h0 = static_cast<int>(blockIdx.x % groups) * G;
+  // Constant weights before the wait (the launch contract allows them): the heads' sinks and the
   // RoPE frequencies this thread uses (the query's rope columns of its lane; the output's pair
   // threadIdx.x), which would otherwise each cost a memory round trip on the critical path.
-  const float sink = p.sink[blockIdx.x % p.heads];
+  float sink[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) sink[g] = p.sink[h0 + g];
   const int roff_c = p.dim - p.rope_dim;
   float q_freq[kMaxPerLane / 2];
 #pragma unroll
@@ -33,11 +43,15 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   const float out_freq =
       static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
   PdlWait();
-  __shared__ float part_m[kWarps], part_l[kWarps];
-  __shared__ __align__(16) float part_o[kWarps][512];
+  __shared__ float part_m[kWarps][G], part_l[kWarps][G];
   __shared__ __align__(16) float out_row[512];
-  const int64_t t = blockIdx.x / p.heads;
-  const int h = blockIdx.x % p.heads;
+  // G = 1: [kWarps][512] the warps' partial outputs. G > 1: [G][512] the queries, then
+  // [kWarps][G][512] the (warp, head) accumulators.
+  extern __shared__ __align__(16) float dyn[];
+  float* const qs = dyn;
+  float* const os = G == 1 ? dyn : dyn + G * 512;
+  auto part_o = [&](int w, int g) { return os + (w * G + g) * 512; };
+  const int64_t t = blockIdx.x / groups;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int pos = p.meta.pos[t], slot = p.meta.slot[t];
   const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
@@ -48,39 +62,69 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   const int n_keys = n_win + n_comp;
 
   // Lane l holds elements 4l + 128v + {0..3} (v < 4): one 16-byte load per v.
-  float q[kMaxPerLane], o[kMaxPerLane];
-  const float* qrow = p.q + (t * p.heads + h) * dim;
-#pragma unroll
-  for (int v = 0; v < kMaxPerLane / 4; ++v) {
-    const int c = 4 * lane + 128 * v;
-    const float4 a = c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
-    q[4 * v] = a.x; q[4 * v + 1] = a.y; q[4 * v + 2] = a.z; q[4 * v + 3] = a.w;
-  }
-  if (p.q_norm_eps >= 0.0f) {  // the query's per-head RMSNorm (no weight) and RoPE, per warp
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
-    const int roff = dim - p.rope_dim;
+  // The query of head h (its per-head RMSNorm (no weight) and RoPE applied here if asked).
+  auto load_q = [&](int h, float (&q)[kMaxPerLane]) {
+    const float* qrow = p.q + (t * p.heads + h) * dim;
 #pragma unroll
     for (int v = 0; v < kMaxPerLane / 4; ++v) {
+      const int c = 4 * lane + 128 * v;
+      const float4 a =
+          c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
+      q[4 * v] = a.x; q[4 * v + 1] = a.y; q[4 * v + 2] = a.z; q[4 * v + 3] = a.w;
+    }
+    if (p.q_norm_eps >= 0.0f) {
+      float ss = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 4; i += 2) {
-        const int c = 4 * lane + 128 * v + i;
-        if (c >= roff && c < dim) {
-          float cs, sn;
-          RopeCosSin(pos, q_freq[2 * v + i / 2], &cs, &sn);
-          RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
+      for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+      const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
+#pragma unroll
+      for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
+      const int roff = dim - p.rope_dim;
+#pragma unroll
+      for (int v = 0; v < kMaxPerLane / 4; ++v) {
+#pragma unroll
+        for (int i = 0; i < 4; i += 2) {
+          const int c = 4 * lane + 128 * v + i;
+          if (c >= roff && c < dim) {
+            float cs, sn;
+            RopeCosSin(pos, q_freq[2 * v + i / 2], &cs, &sn);
+            RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
+          }
         }
       }
     }
-  }
+  };
+  // The lane's 16 values of a 512-float shared row.
+  auto row_in = [&](const float* r, float (&x)[kMaxPerLane]) {
+#pragma unroll
+    for (int v = 0; v < kMaxPerLane / 4; ++v) {
+      const float4 a = *reinterpret_cast<const float4*>(r + 4 * lane + 128 * v);
+      x[4 * v] = a.x; x[4 * v + 1] = a.y; x[4 * v + 2] = a.z; x[4 * v + 3] = a.w;
+    }
+  };
+  auto row_out = [&](float* r, const float (&x)[kMaxPerLane]) {
+#pragma unroll
+    for (int v = 0; v < kMaxPerLane / 4; ++v)
+      *reinterpret_cast<float4*>(r + 4 * lane + 128 * v) =
+          make_float4(x[4 * v], x[4 * v + 1], x[4 * v + 2], x[4 * v + 3]);
+  };
+
+  float q[kMaxPerLane], o[kMaxPerLane];  // G = 1: the head's query and accumulator
 #pragma unroll
   for (int i = 0; i < kMaxPerLane; ++i) o[i] = 0.0f;
+  if constexpr (G == 1) {
+    load_q(h0, q);
+  } else {
+    if (warp < G) {  // warp g: head h0 + g's query (every warp of G = 1 computes these bits)
+      load_q(h0 + warp, q);
+      row_out(qs + warp * 512, q);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) row_out(part_o(warp, g), o);
+    __syncthreads();
+  }
   // Warp w takes keys [kU·w, kU·w + kU), then the same span kWarps·kU further on, ...: the kU keys
   // of a span are loaded together (kU loads in flight per lane), scored together, and folded into
   // the warp's online softmax in one step. The split depends only on the key index (not on the
@@ -95,7 +139,12 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
     return p.comp.Entry(slot, e);
   };
-  float m = -INFINITY, l = 0.0f;
+  float m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
   for (int j0 = warp * kU; j0 < n_keys; j0 += kWarps * kU) {
     float kr[kU][kMaxPerLane];
 #pragma unroll
@@ -110,82 +159,108 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
         kr[u][4 * v] = a.x; kr[u][4 * v + 1] = a.y; kr[u][4 * v + 2] = a.z; kr[u][4 * v + 3] = a.w;
       }
     }
-    // The span's kU scores together (their warp sums interleaved), then one online-softmax step
-    // for the span, its keys folded in key order.
-    float z[kU];
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      float dot = 0.0f;
+    for (int g = 0; g < G; ++g) {
+      if constexpr (G > 1) {
+        row_in(qs + g * 512, q);
+        row_in(part_o(warp, g), o);
+      }
+      // The span's kU scores together (their warp sums interleaved), then one online-softmax
+      // step for the span, its keys folded in key order.
+      float z[kU];
 #pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) dot = fmaf(q[i], kr[u][i], dot);
-      z[u] = dot;
+      for (int u = 0; u < kU; ++u) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kMaxPerLane; ++i) dot = fmaf(q[i], kr[u][i], dot);
+        z[u] = dot;
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+        for (int u = 0; u < kU; ++u) z[u] += __shfl_xor_sync(0xffffffffu, z[u], off);
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        z[u] = j0 + u < n_keys ? z[u] * p.scale : -INFINITY;
+        m_new = fmaxf(m_new, z[u]);
+      }
+      const float corr = expf(m[g] - m_new);  // m = -inf first: corr = 0
+      float e[kU];
+      l[g] *= corr;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        e[u] = expf(z[u] - m_new);  // a key past the end: 0
+        l[g] += e[u];
+      }
+#pragma unroll
+      for (int i = 0; i < kMaxPerLane; ++i) {
+        float acc = o[i] * corr;
+#pragma unroll
+        for (int u = 0; u < kU; ++u) acc = fmaf(e[u], kr[u][i], acc);
+        o[i] = acc;
+      }
+      m[g] = m_new;
+      if constexpr (G > 1) row_out(part_o(warp, g), o);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-      for (int u = 0; u < kU; ++u) z[u] += __shfl_xor_sync(0xffffffffu, z[u], off);
-    float m_new = m;
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      z[u] = j0 + u < n_keys ? z[u] * p.scale : -INFINITY;
-      m_new = fmaxf(m_new, z[u]);
-    }
-    const float corr = expf(m - m_new);  // m = -inf first: corr = 0
-    float e[kU];
-    l *= corr;
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      e[u] = expf(z[u] - m_new);  // a key past the end: 0
-      l += e[u];
-    }
-#pragma unroll
-    for (int i = 0; i < kMaxPerLane; ++i) {
-      float acc = o[i] * corr;
-#pragma unroll
-      for (int u = 0; u < kU; ++u) acc = fmaf(e[u], kr[u][i], acc);
-      o[i] = acc;
-    }
-    m = m_new;
   }
   if (lane == 0) {
-    part_m[warp] = m;
-    part_l[warp] = l;
-  }
 #pragma unroll
-  for (int v = 0; v < kMaxPerLane / 4; ++v) {
-    const int c = 4 * lane + 128 * v;
-    if (c < dim) *reinterpret_cast<float4*>(&part_o[warp][c]) = make_float4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
+    for (int g = 0; g < G; ++g) {
+      part_m[warp][g] = m[g];
+      part_l[warp][g] = l[g];
+    }
   }
-  __syncthreads();
-  float M = sink;
-  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, part_m[w]);
-  float den = expf(sink - M);
-  for (int w = 0; w < kWarps; ++w)
-    if (part_m[w] != -INFINITY) den += part_l[w] * expf(part_m[w] - M);
-  const float inv = 1.0f / den;
-  for (int c = threadIdx.x; c < dim; c += blockDim.x) {
-    float s = 0.0f;
-    for (int w = 0; w < kWarps; ++w)
-      if (part_m[w] != -INFINITY) s += part_o[w][c] * expf(part_m[w] - M);
-    out_row[c] = s * inv;
-  }
+  if constexpr (G == 1) row_out(part_o(warp, 0), o);
   __syncthreads();
   const int half = p.rope_dim / 2, off = dim - p.rope_dim;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {  // j < blockDim: out_freq is inv_freq[j]
-    RotatePair(out_row[off + 2 * j], out_row[off + 2 * j + 1], pos,
-               j == static_cast<int>(threadIdx.x) ? out_freq : p.inv_freq[j], true);
+#pragma unroll 1
+  for (int g = 0; g < G; ++g) {
+    const int h = h0 + g;
+    float M = sink[g];
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, part_m[w][g]);
+    float den = expf(sink[g] - M);
+    for (int w = 0; w < kWarps; ++w)
+      if (part_m[w][g] != -INFINITY) den += part_l[w][g] * expf(part_m[w][g] - M);
+    const float inv = 1.0f / den;
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+      float s = 0.0f;
+      for (int w = 0; w < kWarps; ++w)
+        if (part_m[w][g] != -INFINITY) s += part_o(w, g)[c] * expf(part_m[w][g] - M);
+      out_row[c] = s * inv;
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {  // j < blockDim: out_freq is inv_freq[j]
+      RotatePair(out_row[off + 2 * j], out_row[off + 2 * j + 1], pos,
+                 j == static_cast<int>(threadIdx.x) ? out_freq : p.inv_freq[j], true);
+    }
+    __syncthreads();
+    float* orow = p.out + (t * p.heads + h) * dim;
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) orow[c] = out_row[c];
+    if (p.out_q != nullptr && warp < dim / qcore::kQb) {  // warp b: act_quant block b of the head
+      const int c = warp * qcore::kQb + 4 * lane;
+      float sc;
+      const uint2 qv = qcore::QuantBlock(*reinterpret_cast<const float4*>(&out_row[c]), &sc);
+      const int64_t col = static_cast<int64_t>(h) * dim + c;
+      *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
+      if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = sc;
+    }
+    __syncthreads();  // out_row is the next head's
   }
-  __syncthreads();
-  float* orow = p.out + (t * p.heads + h) * dim;
-  for (int c = threadIdx.x; c < dim; c += blockDim.x) orow[c] = out_row[c];
-  if (p.out_q != nullptr && warp < dim / qcore::kQb) {  // warp b: act_quant block b of the head
-    const int c = warp * qcore::kQb + 4 * lane;
-    float sc;
-    const uint2 qv = qcore::QuantBlock(*reinterpret_cast<const float4*>(&out_row[c]), &sc);
-    const int64_t col = static_cast<int64_t>(h) * dim + c;
-    *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
-    if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = sc;
-  }
+}
+
+template <int G>
+void LaunchSparse(const SparseAttentionParams& p, StreamHandle stream) {
+  auto kernel = SparseAttentionKernel<G>;
+  constexpr size_t kSmem = (G == 1 ? kWarps * 512 : G * 512 + kWarps * G * 512) * sizeof(float);
+  static const bool attr_set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n * (p.heads / G))), dim3(kWarps * 32),
+               kSmem, stream, p);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -209,8 +284,18 @@ Status SparseAttentionParams::Validate() const {
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
-  LaunchKernel(SparseAttentionKernel, dim3(static_cast<unsigned>(p.meta.n * p.heads)), dim3(kWarps * 32), 0, stream, p);
-  CUDA_CHECK_LAUNCH();
+  // Heads per block: never a result. Many rows share each block's key loads among 4 heads; few
+  // rows keep a block per head (a decode step's few tokens need the blocks to fill the GPU).
+  int g = p.heads_per_block;
+  if (g == 0) g = GetKernelOptions().attention_heads_per_block;
+  if (g == 0) g = p.meta.n >= GetKernelOptions().attention_group_min_rows ? 4 : 1;
+  while (g > 1 && p.heads % g != 0) g /= 2;
+  if (g >= 4)
+    LaunchSparse<4>(p, stream);
+  else if (g == 2)
+    LaunchSparse<2>(p, stream);
+  else
+    LaunchSparse<1>(p, stream);
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -49,11 +49,14 @@ struct QLinearArgs {
   const int32_t* pairs = nullptr;
 };
 
-// The tiled FP8 GEMM for many rows (qgemm_sm90.cu): the same bits as QLinearKernel for every
-// row. Supports: dense FP8 weights, activations pre-quantized (xq/xs), grouped input whose groups
-// span whole 128-row blocks.
+// The tiled FP8/FP4 GEMM for many rows (qgemm_sm90.cu): the same bits as QLinearKernel for every
+// row. Supports: dense weights and routed experts (slots > 0: grid over the expert slots, rows
+// through the pair list, rows_hint the expected rows per slot), one weight or the fused SwiGLU
+// pair, activations pre-quantized (xq/xs), grouped dense input whose groups span whole 128-row
+// blocks.
 bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert);
-void LaunchQGemm(const QLinearArgs& a, bool dual, StreamHandle stream);
+void LaunchQGemm(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, int slots,
+                 StreamHandle stream);
 // Launches of the tiled GEMM so far in this process (tests check that it ran).
 int64_t QGemmLaunches();
 

@@ -102,6 +102,40 @@ __device__ __forceinline__ float Fp4GpuScale(uint32_t biased) {
   return __uint_as_float(biased << 23);
 }
 
+// A lane's A fragments (four m16n8k16 steps q, registers 0..3) of one 64-column pair of a 16-row
+// tile, as f16. FP8 (TileFp8ForMma): step q takes the 4 bytes of word q of the lane's 16 (lo: rows
+// g, hi: rows g+8), k 16t + 4q + 0..3. FP4 (TileFp4ForMma word quad w): step q = 2j + h takes k
+// 32j + 8t + 4h + 0..3 of words (w.x, w.y) for j = 0 and (w.z, w.w) for j = 1 (rows g, g+8):
+// reg0/reg1 the first two, reg2/reg3 the last two. Every kernel converts through these.
+__device__ __forceinline__ void Fp8Fragments(const uint4& lo, const uint4& hi,
+                                             uint32_t (&af)[4][4]) {
+  const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    af[q][0] = E4m3x2ToF16x2(wl[q]);
+    af[q][1] = E4m3x2ToF16x2(wh[q]);
+    af[q][2] = E4m3x2ToF16x2(wl[q] >> 16);
+    af[q][3] = E4m3x2ToF16x2(wh[q] >> 16);
+  }
+}
+__device__ __forceinline__ void Fp4Fragments(const uint4& w, uint32_t (&af)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t wg = j == 0 ? w.x : w.z, wh = j == 0 ? w.y : w.w;
+    const uint32_t eg = Fp4LowToF16Hi(wg), og = Fp4HighToF16Hi(wg);
+    const uint32_t eh = Fp4LowToF16Hi(wh), oh = Fp4HighToF16Hi(wh);
+    // Step 2j takes columns k0..k3 (a0/a1: k0, k1; a2/a3: k2, k3), step 2j + 1 k4..k7.
+    af[2 * j][0] = HiBytesToF16x2(eg, 0x1404u);
+    af[2 * j][1] = HiBytesToF16x2(eh, 0x1404u);
+    af[2 * j][2] = HiBytesToF16x2(eg, 0x3424u);
+    af[2 * j][3] = HiBytesToF16x2(eh, 0x3424u);
+    af[2 * j + 1][0] = HiBytesToF16x2(og, 0x1404u);
+    af[2 * j + 1][1] = HiBytesToF16x2(oh, 0x1404u);
+    af[2 * j + 1][2] = HiBytesToF16x2(og, 0x3424u);
+    af[2 * j + 1][3] = HiBytesToF16x2(oh, 0x3424u);
+  }
+}
+
 template <bool kFp4, int kD>
 struct QCfg {
   // k pairs per warp slice: 8 (512 columns) for one FP8 weight, else 4. Measured (bench_gemv,
@@ -139,43 +173,21 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
                                         const BSrc<kNT>& bs, int pp, int npairs,
                                         float (&acc)[kD][kNT][4], float (&blk)[kD][kNT][4]) {
   const int lane = threadIdx.x % 32, t = lane % 4;
-  // The pair's A fragments as f16, four m16n8k16 steps (q), once for all token tiles.
-  // FP8: step q takes the 4 bytes of word q of the lane's 16 (rows g and g+8), k 16t + 4q +
-  // 0..3. FP4: step q = 2j + h takes k 32j + 8t + 4h + 0..3 of word j: reg0/reg1 (rows g, g+8)
-  // the first two, reg2/reg3 the last two. sg/sh: weight scales of rows g and g+8 per
-  // 32-column step j.
+  // The pair's A fragments as f16 (Fp8Fragments / Fp4Fragments), once for all token tiles; sg/sh:
+  // the weight scales of rows g and g+8 per 32-column step j.
   uint32_t af[kD][4][4];
   float sg[kD][2], sh[kD][2];
 #pragma unroll
   for (int d = 0; d < kD; ++d) {
     if constexpr (kFp4) {
+      Fp4Fragments(a[d][0], af[d]);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const uint32_t wg = j == 0 ? a[d][0].x : a[d][0].z, wh = j == 0 ? a[d][0].y : a[d][0].w;
-        const uint32_t eg = Fp4LowToF16Hi(wg), og = Fp4HighToF16Hi(wg);
-        const uint32_t eh = Fp4LowToF16Hi(wh), oh = Fp4HighToF16Hi(wh);
-        // Step 2j takes columns k0..k3 (a0/a1: k0, k1; a2/a3: k2, k3), step 2j + 1 k4..k7.
-        af[d][2 * j][0] = HiBytesToF16x2(eg, 0x1404u);
-        af[d][2 * j][1] = HiBytesToF16x2(eh, 0x1404u);
-        af[d][2 * j][2] = HiBytesToF16x2(eg, 0x3424u);
-        af[d][2 * j][3] = HiBytesToF16x2(eh, 0x3424u);
-        af[d][2 * j + 1][0] = HiBytesToF16x2(og, 0x1404u);
-        af[d][2 * j + 1][1] = HiBytesToF16x2(oh, 0x1404u);
-        af[d][2 * j + 1][2] = HiBytesToF16x2(og, 0x3424u);
-        af[d][2 * j + 1][3] = HiBytesToF16x2(oh, 0x3424u);
         sg[d][j] = Fp4GpuScale((swb[d] >> (8 * j)) & 0xff);
         sh[d][j] = Fp4GpuScale((swb[d] >> (16 + 8 * j)) & 0xff);
       }
     } else {
-      const uint4 lo = a[d][0], hi = a[d][1];
-      const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        af[d][q][0] = E4m3x2ToF16x2(wl[q]);
-        af[d][q][1] = E4m3x2ToF16x2(wh[q]);
-        af[d][q][2] = E4m3x2ToF16x2(wl[q] >> 16);
-        af[d][q][3] = E4m3x2ToF16x2(wh[q] >> 16);
-      }
+      Fp8Fragments(a[d][0], a[d][1], af[d]);
       sg[d][0] = sh[d][0] = sg[d][1] = sh[d][1] = swf[d];
     }
   }

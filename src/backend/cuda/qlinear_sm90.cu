@@ -601,11 +601,13 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
     warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
-  // Many dense FP8 rows: the tiled GEMM (the same bits; weights and activations through shared
-  // memory instead of weight-stationary blocks that re-read every activation row).
-  const int64_t qgemm_rows = GetKernelOptions().qgemm_min_rows;
+  // Many rows: the tiled GEMM (the same bits; weights and activations through shared memory
+  // instead of weight-stationary blocks that re-read every activation row once per 16 weight
+  // rows). Routed experts from fewer rows per expert: their grid has a block row per expert.
+  const KernelOptions& ko = GetKernelOptions();
+  const int64_t qgemm_rows = expert ? ko.qgemm_expert_min_rows : ko.qgemm_min_rows;
   if (qgemm_rows > 0 && rows_hint >= qgemm_rows && QGemmSupports(a, fp4, expert)) {
-    LaunchQGemm(a, dual, stream);
+    LaunchQGemm(a, fp4, dual, rows_hint, slots, stream);
     return;
   }
   while (nt > 1 && SmemBytes(shape.k, fp4, dual, nt, warps, a.xq != nullptr) > 200 * 1024) nt /= 2;
