@@ -14,6 +14,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
@@ -878,6 +879,68 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
         }
       }
       EXPECT_EQ(differ, 0) << name << ": pairs whose bits differ from the token run alone";
+    }
+  }
+}
+
+// The tensor-core bf16 head (bf16_tc_linear): each row of a many-row launch (the 64-token tile)
+// and of a few-row launch (8 tokens) has the bits of the row run alone, and the result is
+// fp32-accurate against a double-precision reference (the split operands are exact), for k a
+// multiple of the 64-column stage and not, n not a multiple of the 128-row block.
+TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t k : {int64_t{4096}, int64_t{592}}) {
+    const int64_t n = 1000;
+    auto wf = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.2f);
+    std::vector<uint16_t> w(wf.size());
+    for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
+    for (const int64_t m : {int64_t{130}, int64_t{20}}) {
+      auto x = testing::RandomVector(static_cast<size_t>(m * k), 92 + static_cast<uint32_t>(m));
+      for (int64_t i = 0; i < m * k; ++i)  // magnitudes that need all three parts
+        x[i] = std::ldexp(x[i], static_cast<int>((5 * (i / k) + 3 * (i % k)) % 11) - 5);
+      DeviceBuffer wd = Upload(w), xd = Upload(x), yd(m * n * 4), one(n * 4),
+                   sp(Bf16SplitElements(m, k) * 2);
+      Stream s;
+      Bf16TcLinearParams p;
+      p.w = wd.as<uint16_t>();
+      p.n = n;
+      p.k = k;
+      p.x = xd.as<float>();
+      p.ldx = k;
+      p.m = m;
+      p.split = sp.as<uint16_t>();
+      p.y = yd.as<float>();
+      p.ldy = n;
+      ASSERT_TRUE(Bf16TcLinearSupports(n, k));
+      LaunchBf16TcLinear(p, s.get());
+      std::vector<float> got(m * n), row(n);
+      CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
+      s.Synchronize();
+      int64_t differ = 0;
+      double worst = 0.0;
+      for (int64_t r = 0; r < m; ++r) {
+        Bf16TcLinearParams a = p;
+        a.x = xd.as<float>() + r * k;
+        a.m = 1;
+        a.y = one.as<float>();
+        LaunchBf16TcLinear(a, s.get());
+        CopyToHost(row.data(), one.get(), row.size() * 4, s.get());
+        s.Synchronize();
+        differ += std::memcmp(row.data(), got.data() + r * n, n * 4) != 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = 0.0, mag = 0.0;
+          for (int64_t c = 0; c < k; ++c) {
+            const double prod = static_cast<double>(Bf16ToFloat(w[j * k + c])) * x[r * k + c];
+            ref += prod;
+            mag += std::fabs(prod);
+          }
+          worst = std::max(worst, std::fabs(got[r * n + j] - ref) / std::max(mag, 1e-30));
+        }
+      }
+      const std::string name = "k=" + std::to_string(k) + " m=" + std::to_string(m);
+      EXPECT_EQ(differ, 0) << name << ": rows whose bits differ from the row run alone";
+      std::printf("[bf16 tc] %s: worst error / sum|products| %.3g\n", name.c_str(), worst);
+      EXPECT_LE(worst, 1e-5) << name << ": error relative to the sum of |products|";
     }
   }
 }

@@ -49,6 +49,10 @@ struct KernelOptions {
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
   int attention_heads_per_block = 0;
+  // The bf16 head on the tensor cores (bf16_tc_linear.cuh: fp32-exact operands split into bf16
+  // parts, at every row count); off: the CUDA-core GEMV / linear. Different bits, either batch
+  // invariant.
+  bool tc_head = true;
   int64_t attention_group_min_rows = 64;
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).

@@ -277,6 +277,10 @@ void CudaModel::Impl::AllocateActivations() {
   xs = Alloc<float>(logits_rows * hc * D);
   hz = Alloc<float>(logits_rows * D);
   logits = Alloc<float>(logits_rows * c.vocab_size);
+  if (TcHead()) {
+    const int64_t head_rows = std::max(logits_rows, std::max<int64_t>(opt.max_seqs, 1));
+    head_split = Alloc<uint16_t>(gpu::Bf16SplitElements(head_rows, D));
+  }
   meta_dev = Alloc<int32_t>(kMetaArrays * T);
   meta_host = gpu::PinnedBuffer(kMetaArrays * T * sizeof(int32_t));
   sampled_dev = Alloc<int32_t>(T);

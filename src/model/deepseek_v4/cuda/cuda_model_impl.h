@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/compressor.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/indexer_topk.cuh"
@@ -194,6 +195,11 @@ struct CudaModel::Impl {
     return -1;
   }
   gpu::ActQuantScratch Aq() const { return aq_scratch[1 + CurBranch()]; }
+  // The head on the tensor cores (bf16 heads; KernelOptions::tc_head, a process setting).
+  bool TcHead() const {
+    return head.format == WeightFormat::kBf16 && gpu::GetKernelOptions().tc_head &&
+           gpu::Bf16TcLinearSupports(c.vocab_size, c.hidden_size);
+  }
   bool Concurrent() const { return opt.branches && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
   template <typename Fn>
@@ -240,6 +246,7 @@ struct CudaModel::Impl {
   int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
+  uint16_t* head_split = nullptr;  // the tensor-core head's split rows (bf16 heads)
   // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
   // token for up to kMoePrequantRows rows, instead of by every block of the expert linears.
   static constexpr int64_t kMoePrequantRows = 16;
@@ -573,7 +580,21 @@ struct CudaModel::Impl {
     hp.D = D;
     hp.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcHeadFinish(hp, cur_stream());
-    Linear(head, hz_out, D, rows, logits_out, c.vocab_size);
+    if (TcHead()) {  // every row count the same way: a row's logits never depend on the batch
+      gpu::Bf16TcLinearParams tp;
+      tp.w = static_cast<const uint16_t*>(head.data);
+      tp.n = c.vocab_size;
+      tp.k = D;
+      tp.x = hz_out;
+      tp.ldx = D;
+      tp.m = rows;
+      tp.split = head_split;
+      tp.y = logits_out;
+      tp.ldy = c.vocab_size;
+      gpu::LaunchBf16TcLinear(tp, cur_stream());
+    } else {
+      Linear(head, hz_out, D, rows, logits_out, c.vocab_size);
+    }
   }
   // Embedding, every block, and the head over `rows` selected rows -> logits [rows, V]; then
   // (n_mtp > 0) the MTP layer over the step's n_mtp MTP rows, after the step's streams are kept.

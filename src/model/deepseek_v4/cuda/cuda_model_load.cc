@@ -293,9 +293,24 @@ class GpuLoader {
 
 }  // namespace
 
+namespace {
+// Rows per forward call: several kernels put a forward's rows on a grid's y dimension (at most
+// 65,535 blocks); longer prompts are prefilled in chunks (the engine's chunked prefill).
+constexpr int64_t kMaxForwardRows = 65535;
+Status CheckOptions(const CudaModelOptions& o) {
+  if (o.max_tokens < 1 || o.max_tokens > kMaxForwardRows) {
+    return InvalidArgument("CUDA model: max_tokens (rows per forward call) must be 1.." +
+                           std::to_string(kMaxForwardRows) + ", not " +
+                           std::to_string(o.max_tokens) + "; prefill longer prompts in chunks");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_dir,
                                                      const CudaModelOptions& options) {
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
+  DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   auto impl = std::make_unique<Impl>();
   DSINFER_ASSIGN_OR_RETURN(impl->c, io::LoadDeepseekV4Config(model_dir));
   DSINFER_RETURN_IF_ERROR(CheckSupported(impl->c));
@@ -550,6 +565,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
                                                              uint64_t seed,
                                                              const CudaModelOptions& options) {
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
+  DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
   DSINFER_RETURN_IF_ERROR(CheckSupported(config));
   auto impl = std::make_unique<Impl>();

@@ -1,0 +1,221 @@
+// The bf16 tensor-core linear with split fp32 operands (bf16_tc_linear.cuh).
+//
+// Split pre-pass: x's rows -> three bf16 planes per row, split[(r * 3 + part) * kp + c] (kp: k
+// rounded up to 64, zero padded).
+// GEMM: a block owns 128 weight rows (8 row tiles of 16) and a token tile, streams 64-column
+// stages of W and of the token tile's three planes through shared memory (cp.async pipeline), and
+// per 16-column step q runs, for each (m tile, n tile) of its warps, mma(x3), mma(x2), mma(x1)
+// into the element's accumulator. Small m: 8 warps on one 8-token tile (each one row tile); many
+// rows: warps 4 (2 row tiles each) x 2 (4 n tiles each), a 64-token tile. The same chain per
+// element either way.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/bf16_tc_linear.cuh"
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kBM = 128;       // weight rows per block
+constexpr int kBK = 64;        // columns per stage
+constexpr int kPitch = 72;     // bf16 per shared row of a stage (64 + 8: conflict-free fragments)
+constexpr int kManyRows = 32;  // from this many rows: the 64-token tile
+
+__device__ __forceinline__ uint16_t ToBf16Bits(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ float FromBf16Bits(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+
+__global__ void __launch_bounds__(256) SplitKernel(const float* x, int64_t ldx, int64_t m,
+                                                   int64_t k, int64_t kp, uint16_t* split) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m * kp) return;
+  const int64_t r = i / kp, c = i % kp;
+  const float v = c < k ? x[r * ldx + c] : 0.0f;
+  const uint16_t b1 = ToBf16Bits(v);
+  const float r1 = v - FromBf16Bits(b1);  // exact
+  const uint16_t b2 = ToBf16Bits(r1);
+  const float r2 = r1 - FromBf16Bits(b2);  // exact, at most 8 significant bits: b3 == r2
+  const uint16_t b3 = ToBf16Bits(r2);
+  uint16_t* row = split + r * 3 * kp;
+  row[c] = b1;
+  row[kp + c] = b2;
+  row[2 * kp + c] = b3;
+}
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void MmaBf16(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                        float (&d)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// kMany: warps 4 (rows) x 2 (tokens), 2 row tiles x 4 n tiles each, 64 tokens; else 8 warps of
+// one row tile on 8 tokens.
+template <bool kMany>
+struct TcCfg {
+  static constexpr int kWarpsM = kMany ? 4 : 8;
+  static constexpr int kWM = kMany ? 2 : 1;
+  static constexpr int kWN = kMany ? 4 : 1;
+  static constexpr int kBN = (kMany ? 2 : 1) * kWN * 8;
+  static constexpr int kStages = kMany ? 3 : 4;
+  static constexpr int kWElems = kBM * kPitch;
+  static constexpr int kXElems = 3 * kBN * kPitch;
+  static constexpr int kStageBytes = (kWElems + kXElems) * 2;
+  static constexpr int kSmem = kStages * kStageBytes;
+};
+
+template <bool kMany>
+__global__ void __launch_bounds__(kThreads) Bf16TcKernel(Bf16TcLinearParams p, int64_t kp) {
+  using C = TcCfg<kMany>;
+  constexpr int kWM = C::kWM, kWN = C::kWN, kBN = C::kBN, kStages = C::kStages;
+  PdlTrigger();
+  extern __shared__ __align__(16) uint16_t tsm[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wm = warp % C::kWarpsM, wn = warp / C::kWarpsM;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBM;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const int64_t nstages = kp / kBK;
+  auto w_at = [&](int s) { return tsm + s * (C::kWElems + C::kXElems); };
+  auto x_at = [&](int s) { return tsm + s * (C::kWElems + C::kXElems) + C::kWElems; };
+  auto load = [&](int s, int64_t ks) {
+    const int64_t c0 = ks * kBK;
+    uint16_t* ws = w_at(s);
+    for (int c = threadIdx.x; c < kBM * 8; c += kThreads) {  // 8 chunks of 8 bf16 per row
+      const int r = c / 8, off = (c % 8) * 8;
+      const bool ok = row0 + r < p.n && c0 + off < p.k;
+      CpAsync16(ws + r * kPitch + off, ok ? p.w + (row0 + r) * p.k + c0 + off : p.w, ok);
+    }
+    uint16_t* xs = x_at(s);
+    for (int c = threadIdx.x; c < 3 * kBN * 8; c += kThreads) {
+      const int pr = c / 8, off = (c % 8) * 8;  // pr = part * kBN + token
+      const int part = pr / kBN, i = pr % kBN;
+      const bool ok = tok0 + i < p.m;
+      CpAsync16(xs + pr * kPitch + off,
+                ok ? p.split + ((tok0 + i) * 3 + part) * kp + c0 + off : p.split, ok);
+    }
+  };
+  float acc[kWM][kWN][4];
+#pragma unroll
+  for (int mi = 0; mi < kWM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kWN; ++ni)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
+  PdlWait();  // the split planes come from the pre-pass
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nstages) load(s, s);
+    CpAsyncCommit();
+  }
+  for (int64_t ks = 0; ks < nstages; ++ks) {
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (ks + kStages - 1 < nstages) load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
+    CpAsyncCommit();
+    const int s = static_cast<int>(ks % kStages);
+    const uint16_t* ws = w_at(s);
+    const uint16_t* xs = x_at(s);
+#pragma unroll
+    for (int q = 0; q < kBK / 16; ++q) {
+      uint32_t a[kWM][4];
+#pragma unroll
+      for (int mi = 0; mi < kWM; ++mi) {
+        const uint16_t* tr = ws + ((wm * kWM + mi) * 16 + g) * kPitch + 16 * q + 2 * t;
+        a[mi][0] = *reinterpret_cast<const uint32_t*>(tr);
+        a[mi][1] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch);
+        a[mi][2] = *reinterpret_cast<const uint32_t*>(tr + 8);
+        a[mi][3] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch + 8);
+      }
+#pragma unroll
+      for (int ni = 0; ni < kWN; ++ni) {
+        const int tl = (wn * kWN + ni) * 8 + g;  // the lane's B token in the block
+        uint32_t b[3][2];
+#pragma unroll
+        for (int part = 0; part < 3; ++part) {
+          const uint16_t* xr = xs + (part * kBN + tl) * kPitch + 16 * q + 2 * t;
+          b[part][0] = *reinterpret_cast<const uint32_t*>(xr);
+          b[part][1] = *reinterpret_cast<const uint32_t*>(xr + 8);
+        }
+#pragma unroll
+        for (int mi = 0; mi < kWM; ++mi) {
+          MmaBf16(a[mi], b[2][0], b[2][1], acc[mi][ni]);  // smallest part first
+          MmaBf16(a[mi], b[1][0], b[1][1], acc[mi][ni]);
+          MmaBf16(a[mi], b[0][0], b[0][1], acc[mi][ni]);
+        }
+      }
+    }
+  }
+  CpAsyncWait<0>();
+  // c0, c1: row g, tokens 2t, 2t + 1; c2, c3: row g + 8.
+#pragma unroll
+  for (int mi = 0; mi < kWM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kWN; ++ni)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row0 + (wm * kWM + mi) * 16 + g + 8 * (i / 2);
+        const int64_t tok = tok0 + (wn * kWN + ni) * 8 + 2 * t + (i % 2);
+        if (row < p.n && tok < p.m) p.y[tok * p.ldy + row] = acc[mi][ni][i];
+      }
+}
+
+int64_t PaddedK(int64_t k) { return (k + kBK - 1) / kBK * kBK; }
+
+template <bool kMany>
+void LaunchTc(const Bf16TcLinearParams& p, StreamHandle stream) {
+  using C = TcCfg<kMany>;
+  auto kernel = Bf16TcKernel<kMany>;
+  static const bool attr_set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(static_cast<unsigned>((p.n + kBM - 1) / kBM),
+                  static_cast<unsigned>((p.m + C::kBN - 1) / C::kBN));
+  LaunchKernel(kernel, grid, dim3(kThreads), C::kSmem, stream, p, PaddedK(p.k));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+int64_t Bf16SplitElements(int64_t m, int64_t k) { return m * 3 * PaddedK(k); }
+
+bool Bf16TcLinearSupports(int64_t n, int64_t k) { return n > 0 && k > 0 && k % 16 == 0; }
+
+void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
+  if (p.m <= 0) return;
+  const int64_t kp = PaddedK(p.k);
+  const int64_t elems = p.m * kp;
+  LaunchKernel(SplitKernel, dim3(static_cast<unsigned>((elems + 255) / 256)), dim3(256), 0, stream,
+               p.x, p.ldx, p.m, p.k, kp, p.split);
+  CUDA_CHECK_LAUNCH();
+  if (p.m >= kManyRows)
+    LaunchTc<true>(p, stream);
+  else
+    LaunchTc<false>(p, stream);
+}
+
+}  // namespace dsinfer::backend::cuda
