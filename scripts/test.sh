@@ -11,7 +11,9 @@ cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j"$jobs"
 ctest --preset cpu-release -j"$jobs"
 cmake --preset cpu-debug-asan >/dev/null
-cmake --build --preset cpu-debug-asan -j"$jobs"
+# Only the unit tests' binaries: the sanitizer pass runs label unit (the CLI, server, benches and
+# the other labels' tests are built and run in the release pass).
+cmake --build --preset cpu-debug-asan -j"$jobs" --target unit_tests
 # Under the sanitizers (5-20x slower) the longest engine mixes are left to the release pass above,
 # to keep CI near 25 minutes on 2 cores: the V4.1 golden mixes and the V4.1 instances of the
 # family-parameterized engine tests (the V4 instances and engine_v41_test's smaller runs cover the
