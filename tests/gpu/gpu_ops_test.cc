@@ -1163,6 +1163,59 @@ TEST(HcTest, PostComputesNextMix) {
   }
 }
 
+// The post with the next mix over many rows (kPostMixManyRows and more: several tokens per block)
+// gives each row the bits of the row run alone (one token per block): the new streams and the
+// mix partials.
+TEST(HcTest, PostMixManyRowsEqualRowAlone) {
+  SKIP_WITHOUT_GPU();
+  const int64_t D = 256, n = 600;
+  const int hc = 4, nout = (2 + hc) * hc;
+  const int64_t K = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
+  ASSERT_GT(slices, 0);
+  const auto w = RandomHcWeights(D, 25, {0.8f, 1.2f, 0.6f});
+  const auto X = testing::RandomVector(static_cast<size_t>(n * K), 27, 1.0f);
+  const auto y = testing::RandomVector(static_cast<size_t>(n * D), 28, 1.0f);
+  const auto post = testing::RandomVector(static_cast<size_t>(n * hc), 29, 1.0f);
+  const auto comb = testing::RandomVector(static_cast<size_t>(n * hc * hc), 30, 0.5f);
+  const DeviceHcWeights dw(w);
+  DeviceBuffer xd = Upload(X), x1 = Upload(X), yd = Upload(y), pd = Upload(post), cd = Upload(comb),
+               part(n * pw * 4), part1(pw * 4);
+  Stream s;
+  HcPostParams hp;
+  hp.y = yd.as<float>();
+  hp.post = pd.as<float>();
+  hp.comb = cd.as<float>();
+  hp.X = xd.as<float>();
+  hp.n = n;
+  hp.hc = hc;
+  hp.D = D;
+  hp.mix_fn = dw.fn.as<float>();
+  hp.mix_part = part.as<float>();
+  LaunchHcPost(hp, s.get());
+  std::vector<float> gX(X.size()), gp(n * pw), rX(K), rp(pw);
+  CopyToHost(gX.data(), xd.get(), gX.size() * 4, s.get());
+  CopyToHost(gp.data(), part.get(), gp.size() * 4, s.get());
+  s.Synchronize();
+  int64_t differ = 0;
+  for (const int64_t t : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{317},
+                          int64_t{598}, int64_t{599}}) {
+    HcPostParams one = hp;
+    one.y = yd.as<float>() + t * D;
+    one.post = pd.as<float>() + t * hc;
+    one.comb = cd.as<float>() + t * hc * hc;
+    one.X = x1.as<float>() + t * K;
+    one.n = 1;
+    one.mix_part = part1.as<float>();
+    LaunchHcPost(one, s.get());
+    CopyToHost(rX.data(), one.X, K * 4, s.get());
+    CopyToHost(rp.data(), part1.get(), pw * 4, s.get());
+    s.Synchronize();
+    differ += std::memcmp(rX.data(), gX.data() + t * K, K * 4) != 0;
+    differ += std::memcmp(rp.data(), gp.data() + t * pw, pw * 4) != 0;
+  }
+  EXPECT_EQ(differ, 0) << "rows (streams or mix partials) whose bits differ from the row alone";
+}
+
 // The grouping of routed pairs by expert, as the serial definition: active experts ascending,
 // offsets their prefix counts, each expert's pairs ascending.
 struct Grouping {

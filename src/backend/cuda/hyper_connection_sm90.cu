@@ -511,18 +511,23 @@ struct HcPostToken {
 };
 
 // HcPost that also computes the next HcPre's mix partials (HC = 4, one column per thread: grid
-// (D / kPostMixThreads, n)): block b writes part[(t * gridDim.x + b) * (nout + 1) + o], the sums
-// of fn[o] . X_new (and of X_new^2, o = nout) over its columns of the four streams, reduced in a
-// fixed order (warp butterflies, then the warps in order): HcPreFinish takes them as it takes
-// HcMix's (mix_slices = gridDim.x). Saves the mix launch of every HcPre but the first.
+// (D / kPostMixThreads, ceil(n / kTok))): for each of its kTok tokens t, block b writes
+// part[(t * gridDim.x + b) * (nout + 1) + o], the sums of fn[o] . X_new (and of X_new^2,
+// o = nout) over its columns of the four streams, reduced in a fixed order (warp butterflies,
+// then the warps in order): HcPreFinish takes them as it takes HcMix's (mix_slices = gridDim.x).
+// Saves the mix launch of every HcPre but the first. kTok (tokens per block, a launch choice that
+// never changes a bit): many rows share each block's load of its columns' mix weights.
 constexpr int kPostMixThreads = 64;
+constexpr int kPostMixTokens = 16;        // tokens per block for many rows
+constexpr int64_t kPostMixManyRows = 512;  // from this many rows
 
-template <int HC>
+template <int HC, int kTok>
 __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams p) {
   constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
-  __shared__ float red[kW][kOut + 1];
+  __shared__ float red[kTok][kW][kOut + 1];
   PdlTrigger();
-  const int64_t t = blockIdx.y, d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int64_t d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   // The next mix's weights of this column (constant data: before the wait).
   float fw[kOut][HC];
@@ -532,32 +537,38 @@ __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams 
 #pragma unroll
     for (int k = 0; k < HC; ++k) fw[o][k] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
-  float xn[HC];
-  HcPostToken<HC>(p, t).Column(p, t, d, xn);
-  auto reduce = [&](int o, float v) {
+  const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
+#pragma unroll 1
+  for (int i = 0; i < ntok; ++i) {
+    const int64_t t = t0 + i;
+    float xn[HC];
+    HcPostToken<HC>(p, t).Column(p, t, d, xn);
+    auto reduce = [&](int o, float v) {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0) red[warp][o] = v;
-  };
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) red[i][warp][o] = v;
+    };
 #pragma unroll
-  for (int o = 0; o < kOut; ++o) {
-    float v = 0.0f;
+    for (int o = 0; o < kOut; ++o) {
+      float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < HC; ++k) v = fmaf(fw[o][k], xn[k], v);
-    reduce(o, v);
-  }
-  {
-    float v = 0.0f;
+      for (int k = 0; k < HC; ++k) v = fmaf(fw[o][k], xn[k], v);
+      reduce(o, v);
+    }
+    {
+      float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < HC; ++k) v = fmaf(xn[k], xn[k], v);
-    reduce(kOut, v);
+      for (int k = 0; k < HC; ++k) v = fmaf(xn[k], xn[k], v);
+      reduce(kOut, v);
+    }
   }
   __syncthreads();
-  for (int o = threadIdx.x; o <= kOut; o += kPostMixThreads) {
-    float v = red[0][o];
+  for (int j = threadIdx.x; j < ntok * (kOut + 1); j += kPostMixThreads) {
+    const int i = j / (kOut + 1), o = j % (kOut + 1);
+    float v = red[i][0][o];
 #pragma unroll
-    for (int w = 1; w < kW; ++w) v += red[w][o];
-    p.mix_part[(t * gridDim.x + blockIdx.x) * (kOut + 1) + o] = v;
+    for (int w = 1; w < kW; ++w) v += red[i][w][o];
+    p.mix_part[((t0 + i) * gridDim.x + blockIdx.x) * (kOut + 1) + o] = v;
   }
 }
 
@@ -783,9 +794,16 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.mix_fn != nullptr) {
     const int64_t slices = HcPostMixSlices(p.hc, p.D);
     if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
-    LaunchKernel(HcPostMixKernel<4>,
-                 dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
-                 dim3(kPostMixThreads), 0, stream, p);
+    if (p.n >= kPostMixManyRows) {
+      LaunchKernel(HcPostMixKernel<4, kPostMixTokens>,
+                   dim3(static_cast<unsigned>(slices),
+                        static_cast<unsigned>((p.n + kPostMixTokens - 1) / kPostMixTokens)),
+                   dim3(kPostMixThreads), 0, stream, p);
+    } else {
+      LaunchKernel(HcPostMixKernel<4, 1>,
+                   dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
+                   dim3(kPostMixThreads), 0, stream, p);
+    }
     CUDA_CHECK_LAUNCH();
     return;
   }
