@@ -100,9 +100,7 @@ __global__ void __launch_bounds__(kThreads) Bf16TcKernel(Bf16TcLinearParams p, i
   const int64_t nstages = kp / kBK;
   auto w_at = [&](int s) { return tsm + s * (C::kWElems + C::kXElems); };
   auto x_at = [&](int s) { return tsm + s * (C::kWElems + C::kXElems) + C::kWElems; };
-  // Stage s's weights (constants) and its tokens' split rows, as separate halves: the first
-  // stages' weights are requested before the grid-dependency wait.
-  auto load_w = [&](int s, int64_t ks) {
+  auto load = [&](int s, int64_t ks) {
     const int64_t c0 = ks * kBK;
     uint16_t* ws = w_at(s);
     for (int c = threadIdx.x; c < kBM * 8; c += kThreads) {  // 8 chunks of 8 bf16 per row
@@ -110,9 +108,6 @@ __global__ void __launch_bounds__(kThreads) Bf16TcKernel(Bf16TcLinearParams p, i
       const bool ok = row0 + r < p.n && c0 + off < p.k;
       CpAsync16(ws + r * kPitch + off, ok ? p.w + (row0 + r) * p.k + c0 + off : p.w, ok);
     }
-  };
-  auto load_x = [&](int s, int64_t ks) {
-    const int64_t c0 = ks * kBK;
     uint16_t* xs = x_at(s);
     for (int c = threadIdx.x; c < 3 * kBN * 8; c += kThreads) {
       const int pr = c / 8, off = (c % 8) * 8;  // pr = part * kBN + token
@@ -129,25 +124,16 @@ __global__ void __launch_bounds__(kThreads) Bf16TcKernel(Bf16TcLinearParams p, i
     for (int ni = 0; ni < kWN; ++ni)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
-  // The first stages' weights join the first commit group (so every group s holds at least stage
-  // s's loads, as the waits below count them).
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < nstages) load_w(s, s);
-  PdlWait();  // the split rows come from the pre-pass
+  PdlWait();  // the split planes come from the pre-pass
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nstages) load_x(s, s);
+    if (s < nstages) load(s, s);
     CpAsyncCommit();
   }
   for (int64_t ks = 0; ks < nstages; ++ks) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();
-    if (ks + kStages - 1 < nstages) {
-      const int sn = static_cast<int>((ks + kStages - 1) % kStages);
-      load_w(sn, ks + kStages - 1);
-      load_x(sn, ks + kStages - 1);
-    }
+    if (ks + kStages - 1 < nstages) load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
     CpAsyncCommit();
     const int s = static_cast<int>(ks % kStages);
     const uint16_t* ws = w_at(s);
