@@ -533,20 +533,24 @@ struct CudaModel::Impl {
     gpu::LaunchMtpGatherStreams(gp, cur_stream());
     meta_dev = main_meta;
   }
+  // The embedding rows of the step's n ids into out [n, hc, D] (every stream a copy).
+  void Embed(float* out, int64_t n, int hc) {
+    gpu::EmbedParams ep;
+    ep.table = embed.data;
+    ep.table_bf16 = embed.format == WeightFormat::kBf16;
+    ep.ids = Meta(n).ids;
+    ep.X = out;
+    ep.n = n;
+    ep.hc = hc;
+    ep.D = c.hidden_size;
+    gpu::LaunchEmbed(ep, cur_stream());
+  }
   void MtpRun(int64_t n, bool one_per_seq, bool with_head, int32_t* meta) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     int32_t* const main_meta = meta_dev;
     float* const main_x = X;
     meta_dev = meta;
-    gpu::EmbedParams ep;  // e = enorm(embed[t]); ep = e_proj(e)
-    ep.table = embed.data;
-    ep.table_bf16 = embed.format == WeightFormat::kBf16;
-    ep.ids = Meta(n).ids;
-    ep.X = mtp_e;
-    ep.n = n;
-    ep.hc = 1;
-    ep.D = D;
-    gpu::LaunchEmbed(ep, cur_stream());
+    Embed(mtp_e, n, 1);  // e = enorm(embed[t]); ep = e_proj(e)
     RmsNorm(mtp_e, D, mtp_e, D, n, D, mtp.enorm);
     Linear(mtp.e_proj, mtp_e, D, n, mtp_ep, D);
     RmsNorm(mtp_hin, D, mtp_hin, D, n * hc, D, mtp.hnorm);  // X = h_proj(hnorm(h)) + ep
@@ -602,10 +606,7 @@ struct CudaModel::Impl {
     if (feed_source != nullptr) {
       gpu::LaunchFeedTokens(meta_dev, meta_dev + 7 * n, feed_source, n, cur_stream());
     }
-    gpu::EmbedParams ep;
-    ep.table = embed.data; ep.table_bf16 = embed.format == WeightFormat::kBf16; ep.ids = Meta(n).ids;
-    ep.X = X; ep.n = n; ep.hc = c.hc_mult; ep.D = c.hidden_size;
-    gpu::LaunchEmbed(ep, cur_stream());
+    Embed(X, n, c.hc_mult);
     mix_ready = false;
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
