@@ -15,7 +15,7 @@ if ! git cat-file -e "$base^{commit}" 2>/dev/null; then
   echo "check_format: the baseline commit $base is not in this clone's history" >&2
   exit 1
 fi
-out="$(git diff -U0 --no-color "$base" -- '*.cc' '*.h' '*.cu' '*.cuh' | "$fmt_diff" -p1 || true)"
+out="$(git diff -U0 --no-color "$base" -- '*.cc' '*.h' '*.cu' '*.cuh' | "$fmt_diff" -p1 -regex '.*\.(cc|h|cu|cuh)' || true)"
 if [ -n "$out" ]; then
   printf '%s\n' "$out"
   echo "check_format: the lines above differ from .clang-format (changed since $base)" >&2

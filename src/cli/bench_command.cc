@@ -277,9 +277,10 @@ Status Run(const Flags& flags) {
       }
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
     }
-    // Device memory in use after the prefill (weights, activations sized for the chunk, state).
-    const int64_t peak_used = static_cast<int64_t>(gpu::DeviceTotalBytes()) -
-                              static_cast<int64_t>(gpu::DeviceFreeBytes());
+    // Device memory in use after the prefill (the model's weights, activations sized for the chunk
+    // and state, all allocated up front; and whatever other processes hold).
+    const int64_t used_bytes = static_cast<int64_t>(gpu::DeviceTotalBytes()) -
+                               static_cast<int64_t>(gpu::DeviceFreeBytes());
     // FLOPs: 2 x (dense weights + K routed experts) per token, + attention core + indexer (spec §5).
     const double D = c.hidden_size, H = c.num_heads, d = c.head_dim, I = c.moe_intermediate_size;
     const double qlr = c.q_lora_rank, G = c.o_groups, olr = c.o_lora_rank;
@@ -308,10 +309,10 @@ Status Run(const Flags& flags) {
     std::printf(
         "{\"bench\": \"prefill\", \"tokens\": %lld, \"chunk\": %lld, \"seconds\": %.3f, "
         "\"tok_per_s\": %.0f, \"tflop\": %.2f, \"achieved_tflops\": %.2f, \"bound_s\": %.4f, "
-        "\"ratio_to_bound\": %.1f, \"device_peak_bytes\": %lld}\n",
+        "\"ratio_to_bound\": %.1f, \"device_used_bytes\": %lld}\n",
         static_cast<long long>(prefill), static_cast<long long>(chunk), best, prefill / best,
         flops / 1e12, flops / best / 1e12, bound_s, best / bound_s,
-        static_cast<long long>(peak_used));
+        static_cast<long long>(used_bytes));
     std::fflush(stdout);
     if (chunk == prefill) {  // where the time goes: one more forward, eager and serial, with marks
       m->FreeSequence(s);

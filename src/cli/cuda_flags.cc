@@ -18,7 +18,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qgemm-expert-min-rows",
        "routed experts with at least this many rows per expert take the tiled GEMM (the same bits; "
        "default 32; 0: off)"},
-      {"no-tc-head", "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores", false},
+      {"no-tc-head",
+       "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores (other logits bits)",
+       false},
       {"attention-heads-per-block",
        "sparse attention heads per block, 1, 2 or 4 (the same bits; default: 4 from 64 rows, else "
        "1)"},
@@ -29,7 +31,6 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   backend::cuda::KernelOptions k;
   k.pdl = !flags.Has("no-pdl");
   k.gemv_dual = !flags.Has("no-gemv-dual");
-  k.tc_head = !flags.Has("no-tc-head");
   if (auto g = flags.Get("gemv")) {
     k.gemv_f32 = k.gemv_bf16 = false;
     if (*g != "none") {
@@ -68,6 +69,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   k.attention_heads_per_block = static_cast<int>(heads);
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
+  options->tc_head = !flags.Has("no-tc-head");
   return Status::Ok();
 }
 

@@ -325,7 +325,11 @@ TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
   std::vector<QuantizedCopy> runs;
   for (const int g : {1, 2, 4, 0}) {
     DeviceBuffer o(n * width * 4), oq(n * ldq * 2), os(n * lds * 4);
-    Memset(oq.get(), 0, oq.bytes(), s.get());
+    // Poison: every value must be written by the launch (the previous run's buffers may come back
+    // from the allocator holding the same bits).
+    Memset(o.get(), 0xff, o.bytes(), s.get());
+    Memset(oq.get(), 0xff, oq.bytes(), s.get());
+    Memset(os.get(), 0xff, os.bytes(), s.get());
     p.out = o.as<float>();
     p.out_q = oq.as<uint16_t>();
     p.out_ldq = ldq;
@@ -894,7 +898,8 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
     auto wf = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.2f);
     std::vector<uint16_t> w(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
-    for (const int64_t m : {int64_t{130}, int64_t{20}}) {
+    // The 64-token tile (with a partial last tile) and the 8-token tile.
+    for (const int64_t m : {4 * kBf16TcManyRows + 2, kBf16TcManyRows - 12}) {
       auto x = testing::RandomVector(static_cast<size_t>(m * k), 92 + static_cast<uint32_t>(m));
       for (int64_t i = 0; i < m * k; ++i)  // magnitudes that need all three parts
         x[i] = std::ldexp(x[i], static_cast<int>((5 * (i / k) + 3 * (i % k)) % 11) - 5);
@@ -1168,7 +1173,7 @@ TEST(HcTest, PostComputesNextMix) {
 // mix partials.
 TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   SKIP_WITHOUT_GPU();
-  const int64_t D = 256, n = 600;
+  const int64_t D = 256, n = kHcPostMixManyRows + 88;  // the many-row launch
   const int hc = 4, nout = (2 + hc) * hc;
   const int64_t K = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
   ASSERT_GT(slices, 0);
@@ -1197,8 +1202,8 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   CopyToHost(gp.data(), part.get(), gp.size() * 4, s.get());
   s.Synchronize();
   int64_t differ = 0;
-  for (const int64_t t : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{317},
-                          int64_t{598}, int64_t{599}}) {
+  for (const int64_t t :
+       {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{317}, n - 2, n - 1}) {
     HcPostParams one = hp;
     one.y = yd.as<float>() + t * D;
     one.post = pd.as<float>() + t * hc;

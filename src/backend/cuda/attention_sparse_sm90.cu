@@ -63,14 +63,17 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 
   // Lane l holds elements 4l + 128v + {0..3} (v < 4): one 16-byte load per v.
   // The query of head h (its per-head RMSNorm (no weight) and RoPE applied here if asked).
-  auto load_q = [&](int h, float (&q)[kMaxPerLane]) {
+  auto load_q = [&](int h, float(&q)[kMaxPerLane]) {
     const float* qrow = p.q + (t * p.heads + h) * dim;
 #pragma unroll
     for (int v = 0; v < kMaxPerLane / 4; ++v) {
       const int c = 4 * lane + 128 * v;
       const float4 a =
           c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
-      q[4 * v] = a.x; q[4 * v + 1] = a.y; q[4 * v + 2] = a.z; q[4 * v + 3] = a.w;
+      q[4 * v] = a.x;
+      q[4 * v + 1] = a.y;
+      q[4 * v + 2] = a.z;
+      q[4 * v + 3] = a.w;
     }
     if (p.q_norm_eps >= 0.0f) {
       float ss = 0.0f;
@@ -97,14 +100,17 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     }
   };
   // The lane's 16 values of a 512-float shared row.
-  auto row_in = [&](const float* r, float (&x)[kMaxPerLane]) {
+  auto row_in = [&](const float* r, float(&x)[kMaxPerLane]) {
 #pragma unroll
     for (int v = 0; v < kMaxPerLane / 4; ++v) {
       const float4 a = *reinterpret_cast<const float4*>(r + 4 * lane + 128 * v);
-      x[4 * v] = a.x; x[4 * v + 1] = a.y; x[4 * v + 2] = a.z; x[4 * v + 3] = a.w;
+      x[4 * v] = a.x;
+      x[4 * v + 1] = a.y;
+      x[4 * v + 2] = a.z;
+      x[4 * v + 3] = a.w;
     }
   };
-  auto row_out = [&](float* r, const float (&x)[kMaxPerLane]) {
+  auto row_out = [&](float* r, const float(&x)[kMaxPerLane]) {
 #pragma unroll
     for (int v = 0; v < kMaxPerLane / 4; ++v)
       *reinterpret_cast<float4*>(r + 4 * lane + 128 * v) =

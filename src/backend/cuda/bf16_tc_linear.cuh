@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "base/status.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -27,7 +28,11 @@ struct Bf16TcLinearParams {
   uint16_t* split = nullptr;  // scratch: Bf16SplitElements(m, k) bf16 (x's three parts)
   float* y = nullptr;         // [m, ldy]
   int64_t ldy = 0;
+  // InvalidArgument naming what is wrong (null buffers, shapes, strides, alignment).
+  Status Validate() const;
 };
+// Rows from which a launch takes the 64-token tile (fewer: the 8-token tile); never a result.
+constexpr int64_t kBf16TcManyRows = 32;
 // Scratch elements for m rows of width k.
 int64_t Bf16SplitElements(int64_t m, int64_t k);
 // Whether the kernel takes this shape (k a multiple of 16, n > 0).

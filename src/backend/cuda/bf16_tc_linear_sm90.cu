@@ -11,9 +11,11 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -21,10 +23,9 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBM = 128;       // weight rows per block
-constexpr int kBK = 64;        // columns per stage
-constexpr int kPitch = 72;     // bf16 per shared row of a stage (64 + 8: conflict-free fragments)
-constexpr int kManyRows = 32;  // from this many rows: the 64-token tile
+constexpr int kBM = 128;    // weight rows per block
+constexpr int kBK = 64;     // columns per stage
+constexpr int kPitch = 72;  // bf16 per shared row of a stage (64 + 8: conflict-free fragments)
 
 __device__ __forceinline__ uint16_t ToBf16Bits(float v) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
@@ -33,8 +34,8 @@ __device__ __forceinline__ float FromBf16Bits(uint16_t b) {
   return __uint_as_float(static_cast<uint32_t>(b) << 16);
 }
 
-__global__ void __launch_bounds__(256) SplitKernel(const float* x, int64_t ldx, int64_t m,
-                                                   int64_t k, int64_t kp, uint16_t* split) {
+__global__ void __launch_bounds__(256)
+    SplitKernel(const float* x, int64_t ldx, int64_t m, int64_t k, int64_t kp, uint16_t* split) {
   PdlTrigger();
   PdlWait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -50,17 +51,6 @@ __global__ void __launch_bounds__(256) SplitKernel(const float* x, int64_t ldx, 
   row[c] = b1;
   row[kp + c] = b2;
   row[2 * kp + c] = b3;
-}
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 __device__ __forceinline__ void MmaBf16(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
@@ -133,7 +123,8 @@ __global__ void __launch_bounds__(kThreads) Bf16TcKernel(Bf16TcLinearParams p, i
   for (int64_t ks = 0; ks < nstages; ++ks) {
     CpAsyncWait<kStages - 2>();
     __syncthreads();
-    if (ks + kStages - 1 < nstages) load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
+    if (ks + kStages - 1 < nstages)
+      load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
     CpAsyncCommit();
     const int s = static_cast<int>(ks % kStages);
     const uint16_t* ws = w_at(s);
@@ -203,16 +194,31 @@ void LaunchTc(const Bf16TcLinearParams& p, StreamHandle stream) {
 
 int64_t Bf16SplitElements(int64_t m, int64_t k) { return m * 3 * PaddedK(k); }
 
+Status Bf16TcLinearParams::Validate() const {
+  auto aligned16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (w == nullptr || x == nullptr || split == nullptr || y == nullptr)
+    return InvalidArgument("bf16 tensor-core linear: a null weight, input, split or output");
+  if (!Bf16TcLinearSupports(n, k))
+    return InvalidArgument("bf16 tensor-core linear: k must be a positive multiple of 16, not " +
+                           std::to_string(k));
+  if (ldx < k || ldy < n) return InvalidArgument("bf16 tensor-core linear: strides below k / n");
+  if (!aligned16(w) || !aligned16(split))
+    return InvalidArgument(
+        "bf16 tensor-core linear: weights and split rows must be 16-byte aligned");
+  return Status::Ok();
+}
+
 bool Bf16TcLinearSupports(int64_t n, int64_t k) { return n > 0 && k > 0 && k % 16 == 0; }
 
 void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   if (p.m <= 0) return;
+  DSINFER_CHECK_PARAMS(p);
   const int64_t kp = PaddedK(p.k);
   const int64_t elems = p.m * kp;
   LaunchKernel(SplitKernel, dim3(static_cast<unsigned>((elems + 255) / 256)), dim3(256), 0, stream,
                p.x, p.ldx, p.m, p.k, kp, p.split);
   CUDA_CHECK_LAUNCH();
-  if (p.m >= kManyRows)
+  if (p.m >= kBf16TcManyRows)
     LaunchTc<true>(p, stream);
   else
     LaunchTc<false>(p, stream);

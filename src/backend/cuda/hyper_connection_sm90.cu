@@ -518,8 +518,7 @@ struct HcPostToken {
 // Saves the mix launch of every HcPre but the first. kTok (tokens per block, a launch choice that
 // never changes a bit): many rows share each block's load of its columns' mix weights.
 constexpr int kPostMixThreads = 64;
-constexpr int kPostMixTokens = 16;        // tokens per block for many rows
-constexpr int64_t kPostMixManyRows = 512;  // from this many rows
+constexpr int kPostMixTokens = 16;  // tokens per block from kHcPostMixManyRows rows
 
 template <int HC, int kTok>
 __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams p) {
@@ -794,7 +793,7 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.mix_fn != nullptr) {
     const int64_t slices = HcPostMixSlices(p.hc, p.D);
     if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
-    if (p.n >= kPostMixManyRows) {
+    if (p.n >= kHcPostMixManyRows) {
       LaunchKernel(HcPostMixKernel<4, kPostMixTokens>,
                    dim3(static_cast<unsigned>(slices),
                         static_cast<unsigned>((p.n + kPostMixTokens - 1) / kPostMixTokens)),

@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   __syncthreads();
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
     const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
-    *reinterpret_cast<float4*>(keys + e * ks + c) = *reinterpret_cast<const float4*>(entry_ptr[e] + c);
+    *reinterpret_cast<float4*>(keys + e * ks + c) =
+        *reinterpret_cast<const float4*>(entry_ptr[e] + c);
   }
   __syncthreads();
   if (half > 0) {  // RoPE of each head's trailing pairs, on the staged query

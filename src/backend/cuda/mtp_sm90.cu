@@ -26,7 +26,8 @@ __global__ void MtpGatherKernel(MtpGatherParams p) {
   const int64_t i = blockIdx.x;
   const int64_t width = p.ring.width;
   const int32_t r = p.src[i];
-  const float* s = r >= 0 ? p.x + static_cast<int64_t>(r) * width : p.ring.Row(p.meta.slot[i], p.meta.pos[i]);
+  const float* s =
+      r >= 0 ? p.x + static_cast<int64_t>(r) * width : p.ring.Row(p.meta.slot[i], p.meta.pos[i]);
   CopySlice(s, p.out + i * width, width);
 }
 
@@ -44,16 +45,16 @@ __global__ void AddToStreamsKernel(float* x, const float* add, int hc, int64_t D
 void LaunchMtpGatherStreams(const MtpGatherParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   const auto slices = static_cast<unsigned>((p.ring.width + kSlice - 1) / kSlice);
-  LaunchKernel(MtpGatherKernel, dim3(static_cast<unsigned>(p.meta.n), slices), dim3(256), 0,
-               stream, p);
+  LaunchKernel(MtpGatherKernel, dim3(static_cast<unsigned>(p.meta.n), slices), dim3(256), 0, stream,
+               p);
   CUDA_CHECK_LAUNCH();
 }
 
 void LaunchAddToStreams(float* x, const float* add, int64_t n, int hc, int64_t D,
                         StreamHandle stream) {
   if (n <= 0) return;
-  LaunchKernel(AddToStreamsKernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, stream, x, add,
-               hc, D);
+  LaunchKernel(AddToStreamsKernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, stream, x, add, hc,
+               D);
   CUDA_CHECK_LAUNCH();
 }
 

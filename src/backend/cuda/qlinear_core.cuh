@@ -161,6 +161,49 @@ struct BSrc {
   }
 };
 
+// One 16 x 8 output tile's arithmetic for one 64-column pair, given the lane's A fragments af,
+// B fragments b ([step q][register]), the weight scales of rows g / g+8 per 32-column group j (sg,
+// sh; FP8: one block scale in [0]) and the activation scales of the lane's two tokens (sx0, sx1;
+// FP8 only). FP8: the pair's 4 steps chained from zero, r scaled by s_w * s_x into acc. FP4: per
+// group j, its 2 steps from zero, r scaled by the rows' s_w into the 128-column block sum blk,
+// which meets s_x once per block (FlushBlock). Every kernel computes a pair through this function:
+// the bits are the same whatever kernel, tile or grid.
+template <bool kFp4>
+__device__ __forceinline__ void PairSteps(const uint32_t (&af)[4][4], const uint32_t (&b)[4][2],
+                                          const float (&sg)[2], const float (&sh)[2], float sx0,
+                                          float sx1, float (&acc)[4], float (&blk)[4]) {
+#pragma unroll
+  for (int j = 0; j < (kFp4 ? 2 : 1); ++j) {
+    float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
+      Hmma(af[q], b[q][0], b[q][1], r);
+    if constexpr (kFp4) {
+      blk[0] = fmaf(r[0], sg[j], blk[0]);
+      blk[1] = fmaf(r[1], sg[j], blk[1]);
+      blk[2] = fmaf(r[2], sh[j], blk[2]);
+      blk[3] = fmaf(r[3], sh[j], blk[3]);
+    } else {
+      acc[0] = fmaf(r[0], sg[j] * sx0, acc[0]);
+      acc[1] = fmaf(r[1], sg[j] * sx1, acc[1]);
+      acc[2] = fmaf(r[2], sh[j] * sx0, acc[2]);
+      acc[3] = fmaf(r[3], sh[j] * sx1, acc[3]);
+    }
+  }
+}
+// FP4: whether pair `pair` (of `npairs`, counted from a 128-column boundary) ends a 128-column
+// block, and the block's sums meeting the activation scales of the lane's two tokens.
+__device__ __forceinline__ bool BlockEnds(int64_t pair, int64_t npairs) {
+  return pair % 2 == 1 || pair + 1 == npairs;
+}
+__device__ __forceinline__ void FlushBlock(float (&blk)[4], float sx0, float sx1, float (&acc)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc[i] = fmaf(blk[i], i % 2 ? sx1 : sx0, acc[i]);
+    blk[i] = 0.0f;
+  }
+}
+
 // One 64-column pair pp (of npairs in the slice) of a warp's 16-row tile against every token
 // tile: the lane's A words (FP8: a[d][0] rows g, a[d][1] rows g+8, bytes 16t..16t+15 of the pair;
 // FP4: a[d][0], the TileFp4ForMma word quad), the weight scales (FP8: swf, the pair's block scale;
@@ -223,46 +266,22 @@ __device__ __forceinline__ void PairMma(const uint4 (&a)[kD][QCfg<kFp4, kD>::kAw
       b[3][0] = v1.z;
       b[3][1] = v1.w;
     }
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      // FP8: the pair's 4 steps chained in fp32, scaled by s_w * s_x (one block scale).
-      // FP4: 2 steps per scale group, scaled by the rows' s_w into the block sum (blk),
-      // which meets s_x once per 128-column block (below).
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        if (!kFp4 && j == 1) break;
-        float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
-          Hmma(af[d][q], b[q][0], b[q][1], r);
-        if constexpr (kFp4) {
-          blk[d][nt][0] = fmaf(r[0], sg[d][j], blk[d][nt][0]);
-          blk[d][nt][1] = fmaf(r[1], sg[d][j], blk[d][nt][1]);
-          blk[d][nt][2] = fmaf(r[2], sh[d][j], blk[d][nt][2]);
-          blk[d][nt][3] = fmaf(r[3], sh[d][j], blk[d][nt][3]);
-        } else {
-          const float sx0 = bs.act_scale(nt, 0, pp), sx1 = bs.act_scale(nt, 1, pp);
-          acc[d][nt][0] = fmaf(r[0], sg[d][j] * sx0, acc[d][nt][0]);
-          acc[d][nt][1] = fmaf(r[1], sg[d][j] * sx1, acc[d][nt][1]);
-          acc[d][nt][2] = fmaf(r[2], sh[d][j] * sx0, acc[d][nt][2]);
-          acc[d][nt][3] = fmaf(r[3], sh[d][j] * sx1, acc[d][nt][3]);
-        }
-      }
+    float sx0 = 0.0f, sx1 = 0.0f;  // FP8: the pair's activation scales (FP4: at the block's end)
+    if constexpr (!kFp4) {
+      sx0 = bs.act_scale(nt, 0, pp);
+      sx1 = bs.act_scale(nt, 1, pp);
     }
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+      PairSteps<kFp4>(af[d], b, sg[d], sh[d], sx0, sx1, acc[d][nt], blk[d][nt]);
   }
   if constexpr (kFp4) {
-    if (pp % 2 == 1 || pp + 1 == npairs) {  // the 128-column block is complete
+    if (BlockEnds(pp, npairs)) {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         const float sx0 = bs.act_scale(nt, 0, pp), sx1 = bs.act_scale(nt, 1, pp);
 #pragma unroll
-        for (int d = 0; d < kD; ++d) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc[d][nt][i] = fmaf(blk[d][nt][i], i % 2 ? sx1 : sx0, acc[d][nt][i]);
-            blk[d][nt][i] = 0.0f;
-          }
-        }
+        for (int d = 0; d < kD; ++d) FlushBlock(blk[d][nt], sx0, sx1, acc[d][nt]);
       }
     }
   }

@@ -42,17 +42,14 @@ struct KernelOptions {
   // 128) its 128 x 128 tiles leave most SMs idle and it is slower than the decode kernel.
   int64_t qgemm_min_rows = 512;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
-  // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): from 48 rows per expert it
-  // gains (2,048-token prefill experts 78.4 -> 73.3 ms, 8,192: 260 -> 227 ms).
+  // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): at 48 rows per expert it
+  // gains (2,048-token prefill experts 78.4 -> 73.3 ms; 8,192: 260 -> 227 ms); between 6 (decode
+  // at batch 256, where it is off) and 48 the crossover is not measured: 32 is a guess.
   int64_t qgemm_expert_min_rows = 32;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
   int attention_heads_per_block = 0;
-  // The bf16 head on the tensor cores (bf16_tc_linear.cuh: fp32-exact operands split into bf16
-  // parts, at every row count); off: the CUDA-core GEMV / linear. Different bits, either batch
-  // invariant.
-  bool tc_head = true;
   int64_t attention_group_min_rows = 64;
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).

@@ -19,25 +19,25 @@ constexpr int kMaxTopLogprobs = 20;
 
 // One draw (POD, uploaded per step).
 struct SampleRow {
-  int32_t logits_row = 0;      // which row of SampleRowsParams::logits
+  int32_t logits_row = 0;  // which row of SampleRowsParams::logits
   int32_t greedy = 0;
   float inv_temperature = 1.0f;
-  int32_t top_k = 0;           // 0: off (0 < top_k < vocab otherwise)
-  float top_p = 1.0f;          // 1: off
-  float min_p = 0.0f;          // 0: off
-  uint64_t uniform = 0;        // 53 random bits
-  int32_t edit_begin = 0;      // SampleRowsParams::edits[edit_begin, +edit_count), ids ascending
+  int32_t top_k = 0;       // 0: off (0 < top_k < vocab otherwise)
+  float top_p = 1.0f;      // 1: off
+  float min_p = 0.0f;      // 0: off
+  uint64_t uniform = 0;    // 53 random bits
+  int32_t edit_begin = 0;  // SampleRowsParams::edits[edit_begin, +edit_count), ids ascending
   int32_t edit_count = 0;
-  int64_t mask_word = -1;      // allowed-token bitmask at SampleRowsParams::masks + mask_word, or -1
-  int32_t logprobs = 0;        // 1: the chosen token's logprob (and top_logprobs alternatives)
-  int32_t top_logprobs = 0;    // [0, kMaxTopLogprobs]
-  int32_t forced = -1;         // >= 0: no draw, this token (scoring a prompt token); logprobs on
+  int64_t mask_word = -1;    // allowed-token bitmask at SampleRowsParams::masks + mask_word, or -1
+  int32_t logprobs = 0;      // 1: the chosen token's logprob (and top_logprobs alternatives)
+  int32_t top_logprobs = 0;  // [0, kMaxTopLogprobs]
+  int32_t forced = -1;       // >= 0: no draw, this token (scoring a prompt token); logprobs on
 };
 
 struct SampleRowsParams {
-  const float* logits = nullptr;      // [*, vocab] fp32
+  const float* logits = nullptr;  // [*, vocab] fp32
   int64_t vocab = 0;
-  int64_t num_rows = 0;               // draws
+  int64_t num_rows = 0;  // draws
   // Per-draw parameters [num_rows], or null: every draw r is greedy on logits row r, unedited.
   const SampleRow* rows = nullptr;
   const SampleEdit* edits = nullptr;  // [sum of edit_count]

@@ -282,18 +282,21 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     }
   }
   if (p.rows && row.logprobs) {  // of the raw logits (the model's distribution)
-    const float lm = BlockMax([&] {
-      float v = -INFINITY;
-      for (int64_t i = threadIdx.x; i < V; i += blockDim.x) v = fmaxf(v, src[i]);
-      return v;
-    }(), sh);
+    const float lm = BlockMax(
+        [&] {
+          float v = -INFINITY;
+          for (int64_t i = threadIdx.x; i < V; i += blockDim.x) v = fmaxf(v, src[i]);
+          return v;
+        }(),
+        sh);
     uint64_t part = 0;
     for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
       part += static_cast<uint64_t>(SampleFixed(SampleExp(src[i] - lm), shift));
     }
     const uint64_t sum = BlockSum(part, sh);
     const double lse = static_cast<double>(lm) + log(static_cast<double>(sum) * ldexp(1.0, -shift));
-    if (threadIdx.x == 0) p.out_logprob[r] = static_cast<float>(static_cast<double>(src[pick]) - lse);
+    if (threadIdx.x == 0)
+      p.out_logprob[r] = static_cast<float>(static_cast<double>(src[pick]) - lse);
     const int k = row.top_logprobs;
     if (k > 0) {
       const uint64_t kth = RadixSelect(
@@ -367,7 +370,8 @@ __global__ void __launch_bounds__(kGreedyThreads) GreedyRowsKernel(SampleRowsPar
     const float4* lg4 = reinterpret_cast<const float4*>(lg);
     const int64_t n4 = p.vocab / 4, per = (n4 + kGreedyBlocks - 1) / kGreedyBlocks;
     const int64_t lo = rank * per, hi = min(n4, lo + per);
-    for (int64_t b = lo + threadIdx.x; b < hi; b += static_cast<int64_t>(blockDim.x) * kGreedyLoads) {
+    for (int64_t b = lo + threadIdx.x; b < hi;
+         b += static_cast<int64_t>(blockDim.x) * kGreedyLoads) {
       float4 q[kGreedyLoads];
 #pragma unroll
       for (int u = 0; u < kGreedyLoads; ++u) {

@@ -58,7 +58,8 @@ struct ListRef {
   int64_t capacity = 0;  // entries a sequence can reach (the model's context / rate, + 1)
 #ifdef __CUDACC__
   __device__ __forceinline__ float* Entry(int slot, int64_t w) const {
-    return pool + static_cast<int64_t>(pages[slot * pages_stride + (w >> rows_shift)]) * page_floats +
+    return pool +
+           static_cast<int64_t>(pages[slot * pages_stride + (w >> rows_shift)]) * page_floats +
            member_offset + (w & ((int64_t{1} << rows_shift) - 1)) * width;
   }
 #endif

@@ -195,9 +195,9 @@ struct CudaModel::Impl {
     return -1;
   }
   gpu::ActQuantScratch Aq() const { return aq_scratch[1 + CurBranch()]; }
-  // The head on the tensor cores (bf16 heads; KernelOptions::tc_head, a process setting).
+  // The head on the tensor cores (bf16 heads; CudaModelOptions::tc_head).
   bool TcHead() const {
-    return head.format == WeightFormat::kBf16 && gpu::GetKernelOptions().tc_head &&
+    return head.format == WeightFormat::kBf16 && opt.tc_head &&
            gpu::Bf16TcLinearSupports(c.vocab_size, c.hidden_size);
   }
   bool Concurrent() const { return opt.branches && profile == nullptr; }
@@ -585,6 +585,7 @@ struct CudaModel::Impl {
     hp.hc_eps = static_cast<float>(c.hc_eps);
     gpu::LaunchHcHeadFinish(hp, cur_stream());
     if (TcHead()) {  // every row count the same way: a row's logits never depend on the batch
+      DSINFER_CHECK(head_split != nullptr);  // allocated after the head loads
       gpu::Bf16TcLinearParams tp;
       tp.w = static_cast<const uint16_t*>(head.data);
       tp.n = c.vocab_size;
