@@ -373,6 +373,13 @@ std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
   t["candidate_topk_blocks"] = c.candidate_topk_blocks;
   t["candidate_block_size"] = c.candidate_block_size;
   t["engram_layer_ids"] = c.engram_layer_ids;
+  t["engram_num_embeddings"] = c.engram_num_embeddings;
+  t["engram_vocab_size"] = c.engram_vocab_size;
+  t["engram_max_ngram_size"] = c.engram_max_ngram_size;
+  t["engram_n_heads"] = c.engram_n_heads;
+  t["engram_head_dim"] = c.engram_head_dim;
+  t["engram_pad_id"] = c.engram_pad_id;
+  t["engram_compressed_vocab_size"] = c.engram_compressed_vocab_size;
   t["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   json j;
   j["model_type"] = "deepseek_v41";
