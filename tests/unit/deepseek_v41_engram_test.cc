@@ -24,12 +24,25 @@
 namespace dsinfer::model::deepseek_v41 {
 namespace {
 
-TEST(DeepseekV41Engram, NumpyGeneratorMatchesItsPublishedTestVectors) {
-  // numpy/random/tests/data/pcg64-testset-1.csv: the first raw draws of PCG64(0xdeadbeaf) (seeded
-  // through SeedSequence, as default_rng(seed) is).
-  EXPECT_EQ(
-      NumpyPcg64Raw(0xdeadbeaf, 3),
-      (std::vector<uint64_t>{0xb174ddf3fe597da6ull, 0xfc217240c1e61e6full, 0x20279da26fec9cbfull}));
+TEST(DeepseekV41Engram, NumpyGeneratorMatchesItsDocumentedValues) {
+  // numpy's random quick start: default_rng(12345).integers(low=0, high=10, size=3) is [6, 2, 7]
+  // and default_rng(12345).random(3) [0.22733602, 0.31675834, 0.79736546]; default_rng(42) and
+  // default_rng(0) start their random() streams with 0.7739560485559633 and 0.6369616873214543.
+  // random() is (raw >> 11) * 2^-53.
+  EXPECT_EQ(NumpyIntegers(12345, 10, 3), (std::vector<uint64_t>{6, 2, 7}));
+  auto doubles = [](uint64_t seed, int n) {
+    std::vector<double> out;
+    for (uint64_t v : NumpyPcg64Raw(seed, n)) out.push_back(static_cast<double>(v >> 11) * 0x1p-53);
+    return out;
+  };
+  const auto a = doubles(12345, 3);
+  EXPECT_NEAR(a[0], 0.22733602, 5e-9);
+  EXPECT_NEAR(a[1], 0.31675834, 5e-9);
+  EXPECT_NEAR(a[2], 0.79736546, 5e-9);
+  EXPECT_EQ(doubles(42, 1)[0], 0.7739560485559633);
+  EXPECT_EQ(doubles(0, 1)[0], 0.6369616873214543);
+  // The 64-bit bounded draw (the multipliers' path) stays within its bound.
+  for (uint64_t v : NumpyIntegers(7, uint64_t{1} << 45, 16)) EXPECT_LT(v, uint64_t{1} << 45);
 }
 
 TEST(DeepseekV41Engram, MultipliersAreOddBoundedAndPerLayer) {
@@ -212,11 +225,14 @@ TEST_F(DeepseekV41EngramModel, RollbackForkAndStateBytes) {
     // A fork of the rolled-back state continues like the original.
     auto fork = model_->NewSequence(slack);
     fork->CopyFrom(*state);
+    // The replay in two chunks: the second one's look-back reaches back before the cut.
     for (SequenceState* s : {state.get(), fork.get()}) {
-      auto out = model_->Forward({{s, std::vector<int32_t>(ids.begin() + cut, ids.end())}},
-                                 LogitsRows::kAll);
-      ASSERT_TRUE(out.ok());
-      EXPECT_EQ(*out, std::vector<float>(whole.begin() + cut * V, whole.end())) << "cut " << cut;
+      auto one = model_->Forward({{s, {ids[cut]}}}, LogitsRows::kAll);
+      auto rest = model_->Forward({{s, std::vector<int32_t>(ids.begin() + cut + 1, ids.end())}},
+                                  LogitsRows::kAll);
+      ASSERT_TRUE(one.ok() && rest.ok());
+      one->insert(one->end(), rest->begin(), rest->end());
+      EXPECT_EQ(*one, std::vector<float>(whole.begin() + cut * V, whole.end())) << "cut " << cut;
     }
   }
 }

@@ -300,10 +300,10 @@ TEST_F(EngineV41EngramTest, EveryBudgetBatchAndPrefixCacheSettingGivesTheStandal
 }
 
 TEST_F(EngineV41EngramTest, PrefixCacheHitGivesTheColdRunsTokens) {
-  // A shared 70-token prefix past a 64-token checkpoint: later requests restore it (with its
+  // A shared 140-token prefix past a 128-token checkpoint: later requests restore it (with its
   // token ring) and prefill only the rest.
   std::mt19937 rng(5);
-  std::vector<int32_t> shared(70);
+  std::vector<int32_t> shared(140);
   for (auto& id : shared) id = 2 + static_cast<int32_t>(rng() % 300);
   std::vector<GenerateRequest> reqs;
   for (int i = 0; i < 3; ++i) {
@@ -322,7 +322,7 @@ TEST_F(EngineV41EngramTest, PrefixCacheHitGivesTheColdRunsTokens) {
   for (bool prefix : {false, true}) {
     EngineOptions o = Options(32);
     o.prefix_cache = prefix;
-    o.prefix_checkpoint_interval = 64;
+    o.prefix_checkpoint_interval = 128;
     auto e = Engine::Create(o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     std::vector<RequestResult> got;
@@ -331,7 +331,7 @@ TEST_F(EngineV41EngramTest, PrefixCacheHitGivesTheColdRunsTokens) {
     const EngineStats st = e.value()->Stats();
     if (prefix) {
       EXPECT_GE(st.prefix_hits, 2);
-      EXPECT_GE(st.prefix_tokens_reused, 2 * 64);
+      EXPECT_GE(st.prefix_tokens_reused, 2 * 128);
     } else {
       EXPECT_EQ(st.prefix_hits, 0);
     }

@@ -198,24 +198,31 @@ std::vector<int64_t> EngramRowsNeeded(const io::DeepseekV41Config& c) {
   return rows;
 }
 
+std::vector<uint64_t> NumpyIntegers(uint64_t seed, uint64_t high, int count) {
+  Pcg64 g(seed);
+  const uint64_t rng = high - 1;  // draws in [0, rng]
+  std::vector<uint64_t> out;
+  int bcnt = 0;
+  uint32_t buf = 0;
+  for (int i = 0; i < count; ++i) {
+    if (rng == 0) {
+      out.push_back(0);
+    } else if (rng <= 0xFFFFFFFFull) {
+      out.push_back(BoundedLemire32(g, static_cast<uint32_t>(rng), &bcnt, &buf));
+    } else {
+      out.push_back(BoundedLemire64(g, rng));
+    }
+  }
+  return out;
+}
+
 std::vector<int64_t> EngramHashMultipliers(int layer_id, int max_ngram,
                                            int64_t compressed_vocab_size) {
   const int64_t bound =
       std::max<int64_t>(1, (std::numeric_limits<int64_t>::max() / compressed_vocab_size) / 2);
-  Pcg64 g(10007ull * static_cast<uint64_t>(layer_id));
-  const uint64_t rng = static_cast<uint64_t>(bound - 1);
   std::vector<int64_t> out;
-  int bcnt = 0;
-  uint32_t buf = 0;
-  for (int i = 0; i < max_ngram; ++i) {
-    uint64_t v = 0;
-    if (rng == 0) {
-      v = 0;
-    } else if (rng <= 0xFFFFFFFFull) {
-      v = BoundedLemire32(g, static_cast<uint32_t>(rng), &bcnt, &buf);
-    } else {
-      v = BoundedLemire64(g, rng);
-    }
+  for (uint64_t v : NumpyIntegers(10007ull * static_cast<uint64_t>(layer_id),
+                                  static_cast<uint64_t>(bound), max_ngram)) {
     out.push_back(static_cast<int64_t>(v) * 2 + 1);
   }
   return out;

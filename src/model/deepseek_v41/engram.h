@@ -61,9 +61,11 @@ std::vector<int64_t> EngramRowsNeeded(const io::DeepseekV41Config& config);
 std::vector<int64_t> EngramHashMultipliers(int layer_id, int max_ngram,
                                            int64_t compressed_vocab_size);
 
-// The first `count` raw 64-bit draws of numpy's PCG64(seed) (SeedSequence-seeded): the generator
-// under EngramHashMultipliers, exposed for its tests against numpy's published test vectors.
+// numpy's generator under EngramHashMultipliers, exposed for its tests against numpy's documented
+// values: the first `count` raw 64-bit draws of default_rng(seed)'s PCG64 (SeedSequence-seeded),
+// and default_rng(seed).integers(0, high, count) (Lemire's bounded draws, 32- or 64-bit).
 std::vector<uint64_t> NumpyPcg64Raw(uint64_t seed, int count);
+std::vector<uint64_t> NumpyIntegers(uint64_t seed, uint64_t high, int count);
 
 // The compressed token map of a model dir: `engram_token_map.json`, {"compressed_vocab_size": C,
 // "token_map": [vocab ids in [0, C)]} (the reference derives it from the tokenizer when it binds

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
+#include "base/check.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
@@ -73,6 +74,7 @@ std::vector<int64_t> Model::EngramHashes(const TokenBatch& batch) const {
   std::vector<int32_t> back(static_cast<size_t>(h.max_ngram));
   for (const BatchSegment& seg : batch.segments) {
     SequenceState& st = *seg.state;
+    DSINFER_CHECK(st.tokens().end() == seg.start_pos);  // the ring follows the state's length
     for (int64_t i = 0; i < seg.count; ++i) {
       const int64_t p = seg.start_pos + i;
       for (int k = 0; k < h.max_ngram; ++k) {
