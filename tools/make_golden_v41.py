@@ -73,7 +73,8 @@ CONFIGS = {
 # Engram at two layers (the first and a Reuse layer) of a smaller model (hc 3, five layers, a
 # ratio-2 group with a Reindex layer, a ratio-1 group with the candidate source then a Reindex
 # layer): 4-grams (a 3-token look-back) over 2 hash heads, tables of a few hundred rows (primes
-# above engram_vocab_size = 30), 32 channels per row; about 0.8 MB of F32 weights. engram_num_embeddings (the sum of each
+# above engram_vocab_size = 30), 32 channels per row; 16 index heads (rare relu-sum ties, as in
+# A); about 0.9 MB of F32 weights. engram_num_embeddings (the sum of each
 # layer's primes) and engram_compressed_vocab_size (from the test tokenizer below) are filled in
 # by engram_spec().
 CONFIGS["E"] = dict(
@@ -84,7 +85,7 @@ CONFIGS["E"] = dict(
     compress_ratios=[0, 2, 2, 1, 1], kv_source_layer_ids=[1, 3],
     index_source_layer_ids=[1, 2, 3, 4], candidate_source_layer_id=3,
     candidate_topk_blocks=2, candidate_block_size=2,
-    index_n_heads=4, index_head_dim=32, index_topk=3, hc_mult=3, hc_sinkhorn_iters=10,
+    index_n_heads=16, index_head_dim=32, index_topk=3, hc_mult=3, hc_sinkhorn_iters=10,
     rope_theta=10000.0, compress_rope_theta=40000.0, yarn_factor=4.0, yarn_orig=64,
     engram_layer_ids=[0, 2], engram_vocab_size=30, engram_max_ngram_size=4, engram_n_heads=2,
     engram_head_dim=32, engram_pad_id=2,
