@@ -70,7 +70,7 @@ CONFIGS = {
         rope_theta=20000.0, compress_rope_theta=160000.0, yarn_factor=8.0, yarn_orig=32,
         seq_len=150),
 }
-# Engram at two layers (the first and a Reuse layer) of a smaller model (hc 3, five layers, a
+# Engram at two layers (the first, window-only, and a Reindex layer) of a smaller model (hc 3, a
 # ratio-2 group with a Reindex layer, a ratio-1 group with the candidate source then a Reindex
 # layer): 4-grams (a 3-token look-back) over 2 hash heads, tables of a few hundred rows (primes
 # above engram_vocab_size = 30), 32 channels per row; 16 index heads (rare relu-sum ties, as in
