@@ -298,6 +298,24 @@ Status DeepseekV41Config::Validate() const {
     if (e < 0 || e >= n)
       return bad("engram_layer_ids entry " + std::to_string(e) + " is out of range");
   }
+  if (!engram_layer_ids.empty()) {
+    // Bounds far above the release (4-grams, 8 heads, 256 channels, 16M buckets) that keep the
+    // hash layout's prime search and the per-row lookups small.
+    if (engram_max_ngram_size < 2 || engram_max_ngram_size > 16) {
+      return bad("engram_max_ngram_size must be in [2, 16]");
+    }
+    if (engram_n_heads < 1 || engram_n_heads > 256)
+      return bad("engram_n_heads must be in [1, 256]");
+    if (engram_head_dim < 1 || engram_head_dim > 65536) {
+      return bad("engram_head_dim must be in [1, 65536]");
+    }
+    if (engram_vocab_size < 1 || engram_vocab_size > (int64_t{1} << 40)) {
+      return bad("engram_vocab_size must be in [1, 2^40]");
+    }
+    if (engram_compressed_vocab_size < 1 || engram_compressed_vocab_size > (int64_t{1} << 31)) {
+      return bad("engram_compressed_vocab_size must be in [1, 2^31]");
+    }
+  }
   return Status::Ok();
 }
 

@@ -289,6 +289,18 @@ TEST_F(DeepseekV41EngramModel, Fp8TableGivesItsDequantizedTablesLogits) {
   EXPECT_NE(logits[0], Run(Ids(24, 6), {24}));  // the requantization did change the table
 }
 
+TEST(DeepseekV41Engram, OutOfRangeHashSettingsAreRefused) {
+  io::DeepseekV41Config c = testing::SmallV41EngramConfig();
+  c.engram_n_heads = 1000000;
+  auto parsed = io::ParseDeepseekV41Config(io::DeepseekV41ConfigToJson(c));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("engram_n_heads"), std::string::npos)
+      << parsed.status().message();
+  c = testing::SmallV41EngramConfig();
+  c.engram_max_ngram_size = 1;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
 TEST_F(DeepseekV41EngramModel, MissingOrInconsistentTokenMapsAreRefused) {
   const std::string d = testing::ScratchDir("v41_engram_map");
   std::filesystem::copy_file(*dir_ + "/model.safetensors", d + "/model.safetensors",
