@@ -14,7 +14,10 @@ parameter randomized. Per config it writes:
     <out>/<name>/ids.json             {"ids": [...]}
     <out>/<name>/logits.npy           float32 [T, vocab], the reference logits
     <out>/<name>/reference.json       the reference commit, torch / transformers versions, the
-                                      oracle fix applied (below) and per-config self-checks
+                                      oracle fix applied (below) and per-config self-checks;
+                                      with Engram, the hash state's constants and hash ids
+    <out>/<name>/engram_token_map.json  (Engram configs) the compressed token map the reference
+                                      derived from the test tokenizer (EngramTestTokenizer)
 
 Oracle fix (documented in docs/architecture.md "DeepSeek-V4.1"): without a cache the reference
 *appends* each KV source's compressed entries and index keys to the previous source's in its
@@ -25,6 +28,7 @@ layer starts. The script checks that this changes nothing on a config with a sin
 
 Usage (torch + transformers >= 5.17; no GPU needed):
     python3 tools/make_golden_v41.py OUTDIR                 # configs A and B
+    python3 tools/make_golden_v41.py OUTDIR --configs E     # Engram at two layers
     python3 tools/make_golden_v41.py OUTDIR --selftest      # load + one tiny forward, then stop
     python3 tools/make_golden_v41.py OUTDIR --reference DIR # modeling file elsewhere
 """
@@ -66,6 +70,26 @@ CONFIGS = {
         rope_theta=20000.0, compress_rope_theta=160000.0, yarn_factor=8.0, yarn_orig=32,
         seq_len=150),
 }
+# Engram at two layers (the first, window-only, and a Reindex layer) of a smaller model (hc 3, a
+# ratio-2 group with a Reindex layer, a ratio-1 group with the candidate source then a Reindex
+# layer): 4-grams (a 3-token look-back) over 2 hash heads, tables of a few hundred rows (primes
+# above engram_vocab_size = 30), 32 channels per row; 16 index heads (rare relu-sum ties, as in
+# A); about 0.9 MB of F32 weights. engram_num_embeddings (the sum of each
+# layer's primes) and engram_compressed_vocab_size (from the test tokenizer below) are filled in
+# by engram_spec().
+CONFIGS["E"] = dict(
+    vocab_size=200, hidden_size=32, num_hidden_layers=5, num_attention_heads=2, head_dim=64,
+    qk_rope_head_dim=16, q_lora_rank=24, o_groups=2, o_lora_rank=16, n_routed_experts=3,
+    num_experts_per_tok=2, moe_intermediate_size=16, routed_scaling_factor=1.5,
+    swiglu_limit=3.0, sliding_window=6,
+    compress_ratios=[0, 2, 2, 1, 1], kv_source_layer_ids=[1, 3],
+    index_source_layer_ids=[1, 2, 3, 4], candidate_source_layer_id=3,
+    candidate_topk_blocks=2, candidate_block_size=2,
+    index_n_heads=16, index_head_dim=32, index_topk=3, hc_mult=3, hc_sinkhorn_iters=10,
+    rope_theta=10000.0, compress_rope_theta=40000.0, yarn_factor=4.0, yarn_orig=64,
+    engram_layer_ids=[0, 2], engram_vocab_size=30, engram_max_ngram_size=4, engram_n_heads=2,
+    engram_head_dim=32, engram_pad_id=2,
+    seq_len=80)
 # A single-source config for the oracle-fix self-check (the fix must be a no-op there).
 SINGLE_SOURCE = dict(CONFIGS["A"], compress_ratios=[0, 2, 2, 2, 2, 2, 2, 2],
                      kv_source_layer_ids=[1], index_source_layer_ids=[1, 4],
@@ -124,7 +148,7 @@ def _shim_missing(torch):
         shims.append("cache_utils.DynamicSlidingWindowLayer")
     try:
         import sympy  # noqa: F401
-    except ImportError:  # only the Engram layout uses isprime (Engram is off in these configs)
+    except ImportError:  # only the Engram layout uses isprime
         mod = types.ModuleType("sympy")
         mod.isprime = lambda n: n > 1 and all(n % p for p in range(2, int(n ** 0.5) + 1))
         sys.modules["sympy"] = mod
@@ -250,6 +274,60 @@ def load_reference(ref_dir):
 # Configs, weights, the forward
 # --------------------------------------------------------------------------------------------
 
+class EngramTestTokenizer:
+    """The tokenizer the Engram hash state is bound to in config E (the reference derives its
+    compressed token map from a tokenizer's decoded tokens). Token i decodes to a word in one of
+    several spellings that the reference's normalizer collapses (case, accents, whitespace runs,
+    leading/trailing whitespace), plus a lone space, whitespace-only tokens and partial UTF-8
+    byte tokens (keyed by their raw form)."""
+
+    WORDS = ["the", "cat", "sat", "on", "mat", "naïve", "café", "über", "x", "déjà", "a", "of"]
+    FORMS = [lambda w: w, lambda w: " " + w, lambda w: w.upper(), lambda w: w.capitalize(),
+             lambda w: w + "\n", lambda w: "\t " + w, lambda w: "  " + w.upper() + " ",
+             lambda w: w + w]
+
+    def __init__(self, size):
+        texts = []
+        for i in range(size):
+            if i % 29 == 0:
+                texts.append(" ")
+            elif i % 31 == 0:
+                texts.append("\n\n")
+            elif i % 37 == 0:
+                texts.append("\ufffd")  # a partial byte token
+            else:
+                w = self.WORDS[i % len(self.WORDS)]
+                texts.append(self.FORMS[(i // len(self.WORDS)) % len(self.FORMS)](w))
+        self.texts = texts
+        outer = self
+
+        class Backend:
+            def decode(self, ids, skip_special_tokens=False):
+                return outer.texts[ids[0]]
+
+            def id_to_token(self, i):
+                return f"<0x{i:02X}>"
+        self.backend_tokenizer = Backend()
+
+    def __len__(self):
+        return len(self.texts)
+
+
+def engram_spec(mod, spec):
+    """Fills in engram_num_embeddings (each layer's table holds exactly its primes' buckets) and
+    engram_compressed_vocab_size (the test tokenizer's), as the reference derives them."""
+    if not spec.get("engram_layer_ids"):
+        return spec
+    spec = dict(spec)
+    probe = types.SimpleNamespace(**dict(full_spec(spec), engram_num_embeddings=[]))
+    layout = mod.EngramLayout.from_config(probe)
+    spec["engram_num_embeddings"] = [sum(p for per in layer for p in per)
+                                     for layer in layout.primes]
+    _, n = mod.build_compressed_token_map(EngramTestTokenizer(spec["vocab_size"]))
+    spec["engram_compressed_vocab_size"] = n
+    return spec
+
+
 def build_config(cfg_mod, spec):
     partial = spec["qk_rope_head_dim"] / spec["head_dim"]
     keys = [k for k in spec if k not in ("seq_len", "yarn_factor", "yarn_orig")]
@@ -280,7 +358,11 @@ def randomize(model, gen, torch):
         for name, p in model.named_parameters():
             leaf = name.split(".")[-1]
             n = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
-            if p.dim() == 1 and "norm" in name:
+            if ".engram.embed." in name and leaf == "scale":
+                p.fill_(1.0)  # the fp8 rows' scales: unused by a float table (the reference's init)
+            elif leaf in ("q_weight", "k_weight"):
+                p.copy_(1.0 + 0.3 * n(p.shape))
+            elif p.dim() == 1 and "norm" in name:
                 p.copy_(1.0 + 0.2 * n(p.shape))
             elif leaf == "attn_sink":
                 p.copy_(n(p.shape))
@@ -341,6 +423,8 @@ def make_model(mod, cfg_mod, spec, seed, torch):
     model = mod.DeepseekV41ForCausalLM(cfg).float().eval()
     gen = torch.Generator().manual_seed(seed)
     randomize(model, gen, torch)
+    if spec.get("engram_layer_ids"):
+        model.model.bind_tokenizer(EngramTestTokenizer(spec["vocab_size"]))
     ids = torch.randint(0, spec["vocab_size"], (1, spec["seq_len"]), generator=gen)
     return cfg, model, ids
 
@@ -354,7 +438,7 @@ def check_structure(model, spec):
         assert a.compress_ratio == spec["compress_ratios"][l], (l, a.compress_ratio)
         assert (a.compressor is not None) == (l in spec["kv_source_layer_ids"]), l
         assert (a.indexer is not None) == (l in spec["index_source_layer_ids"]), l
-        assert layer.engram is None, l
+        assert (layer.engram is not None) == (l in spec.get("engram_layer_ids", [])), l
         assert a.wq_b.weight.shape == (spec["num_attention_heads"] * spec["head_dim"],
                                        spec["q_lora_rank"])
     rot = model.model.rotary_emb
@@ -377,7 +461,8 @@ def write_model(out_dir, name, cfg, spec, model, ids, logits, meta, torch):
     text = {k: v for k, v in spec.items() if k not in ("seq_len", "yarn_factor", "yarn_orig")}
     text.update(model_type="deepseek_v41_text", num_key_value_heads=1, hidden_act="silu",
                 scoring_func="sqrtsoftplus", topk_method="noaux_tc", norm_topk_prob=True,
-                gate_temp=1.0, rms_norm_eps=1e-20, hc_eps=1e-6, engram_layer_ids=[],
+                gate_temp=1.0, rms_norm_eps=1e-20, hc_eps=1e-6,
+                engram_layer_ids=spec.get("engram_layer_ids", []),
                 num_nextn_predict_layers=0, tie_word_embeddings=False, bos_token_id=0,
                 eos_token_id=1, max_position_embeddings=cfg.max_position_embeddings,
                 rope_scaling={"rope_type": "yarn", "factor": spec["yarn_factor"],
@@ -389,6 +474,21 @@ def write_model(out_dir, name, cfg, spec, model, ids, logits, meta, torch):
     np.save(os.path.join(d, "logits.npy"), logits.numpy().astype(np.float32))
     with open(os.path.join(d, "ids.json"), "w") as f:
         json.dump({"ids": ids[0].tolist()}, f)
+    state = model.model.engram_hash_state
+    if state is not None:
+        # The compressed token map the reference derived from the test tokenizer: what a model
+        # dir carries for the engine (docs/architecture.md "DeepSeek-V4.1", Engram).
+        with open(os.path.join(d, "engram_token_map.json"), "w") as f:
+            json.dump({"compressed_vocab_size": int(spec["engram_compressed_vocab_size"]),
+                       "token_map": [int(v) for v in state.token_map.tolist()]}, f)
+        # The hash state's derived constants and the hash ids of the sequence, for the unit
+        # tests of the hasher.
+        fresh = type(state)(cfg, EngramTestTokenizer(spec["vocab_size"]))
+        hashes = fresh(ids, torch.arange(ids.shape[1]).unsqueeze(0), None)[0]
+        meta = dict(meta, engram={
+            "pad_id": int(fresh.pad_id), "primes": fresh.primes.tolist(),
+            "offsets": fresh.offsets.tolist(), "multipliers": fresh.multipliers.tolist(),
+            "hash_ids": hashes.tolist()})
     with open(os.path.join(d, "reference.json"), "w") as f:
         json.dump(meta, f, indent=2)
     return d
@@ -424,7 +524,7 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     for name in [c for c in args.configs.split(",") if c]:
-        spec = CONFIGS[name]
+        spec = engram_spec(mod, CONFIGS[name])
         seed = ord(name[0])
         cfg, model, ids = make_model(mod, cfg_mod, spec, seed, torch)
         check_structure(model, spec)

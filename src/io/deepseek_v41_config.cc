@@ -298,6 +298,24 @@ Status DeepseekV41Config::Validate() const {
     if (e < 0 || e >= n)
       return bad("engram_layer_ids entry " + std::to_string(e) + " is out of range");
   }
+  if (!engram_layer_ids.empty()) {
+    // Bounds far above the release (4-grams, 8 heads, 256 channels, 16M buckets) that keep the
+    // hash layout's prime search and the per-row lookups small.
+    if (engram_max_ngram_size < 2 || engram_max_ngram_size > 16) {
+      return bad("engram_max_ngram_size must be in [2, 16]");
+    }
+    if (engram_n_heads < 1 || engram_n_heads > 256)
+      return bad("engram_n_heads must be in [1, 256]");
+    if (engram_head_dim < 1 || engram_head_dim > 65536) {
+      return bad("engram_head_dim must be in [1, 65536]");
+    }
+    if (engram_vocab_size < 1 || engram_vocab_size > (int64_t{1} << 40)) {
+      return bad("engram_vocab_size must be in [1, 2^40]");
+    }
+    if (engram_compressed_vocab_size < 1 || engram_compressed_vocab_size > (int64_t{1} << 31)) {
+      return bad("engram_compressed_vocab_size must be in [1, 2^31]");
+    }
+  }
   return Status::Ok();
 }
 
@@ -373,6 +391,13 @@ std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
   t["candidate_topk_blocks"] = c.candidate_topk_blocks;
   t["candidate_block_size"] = c.candidate_block_size;
   t["engram_layer_ids"] = c.engram_layer_ids;
+  t["engram_num_embeddings"] = c.engram_num_embeddings;
+  t["engram_vocab_size"] = c.engram_vocab_size;
+  t["engram_max_ngram_size"] = c.engram_max_ngram_size;
+  t["engram_n_heads"] = c.engram_n_heads;
+  t["engram_head_dim"] = c.engram_head_dim;
+  t["engram_pad_id"] = c.engram_pad_id;
+  t["engram_compressed_vocab_size"] = c.engram_compressed_vocab_size;
   t["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
   json j;
   j["model_type"] = "deepseek_v41";

@@ -58,8 +58,8 @@ struct DeepseekV41Config {
   double hc_eps = 1e-6;
   double rms_norm_eps = 1e-20;
 
-  // Engram n-gram memory (parsed; the model refuses to load a config that enables it until the
-  // module is built).
+  // Engram n-gram memory (model/deepseek_v41/engram.h): the layers that add an n-gram lookup to
+  // their input streams, each one's table rows, the hash's bucket base, n-gram size and heads.
   std::vector<int> engram_layer_ids;
   std::vector<int64_t> engram_num_embeddings;
   int64_t engram_vocab_size = 16000000;

@@ -453,14 +453,18 @@ TEST(DeepseekV41Weights, UnbuiltPartsAreRefusedClearly) {
   EXPECT_NE(out.status().message().find("image"), std::string::npos) << out.status().message();
   EXPECT_TRUE((*m)->Forward({{s.get(), {1, 249, 3}}}, LogitsRows::kAll).ok());
 
-  // Engram layers: the config parses, the model refuses to load.
+  // Engram layers without their table sizes: refused naming the field (Engram itself runs:
+  // deepseek_v41_engram_test).
   io::DeepseekV41Config e = *c;
   e.engram_layer_ids = {1};
+  e.engram_head_dim = 32;
+  e.engram_n_heads = 2;
   const std::string edir = testing::ScratchDir("v41_engram");
   ASSERT_TRUE(WriteRandomModel(e, edir, 5).ok());
   auto em = Model::Load(edir);
-  EXPECT_EQ(em.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(em.status().message().find("Engram"), std::string::npos);
+  EXPECT_EQ(em.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(em.status().message().find("engram_num_embeddings"), std::string::npos)
+      << em.status().message();
 }
 
 }  // namespace

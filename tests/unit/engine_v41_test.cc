@@ -243,5 +243,118 @@ TEST_F(EngineV41Test, UnsupportedPathsAreRefusedClearly) {
   ASSERT_TRUE(any.ok()) << any.status().ToString();
 }
 
+// The Engram n-gram memory through the engine (v41-tiny-engram with a 320-id vocabulary, random
+// weights): its look-back lives in the sequence state's token ring, so every step budget and
+// batch, the prefix cache on and off (a hit restores a checkpoint's ring) and n-gram speculation
+// (the ring rolled back with the rejected drafts) give the standalone model's tokens.
+class EngineV41EngramTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::SmallV41EngramModelDir("engine_v41_engram"));
+    auto m = v41::Model::Load(*dir_, {2});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = m->release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete dir_;
+  }
+  static std::vector<GenerateRequest> Requests(int count) {
+    std::vector<GenerateRequest> reqs = testing::Mix(count);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (!reqs[i].params.seed) reqs[i].params.seed = 700 + i;
+    }
+    return reqs;
+  }
+  static std::vector<RequestResult> References(const std::vector<GenerateRequest>& reqs) {
+    std::vector<RequestResult> refs;
+    for (const auto& r : reqs) refs.push_back(Reference(*model_, r, *r.params.seed));
+    return refs;
+  }
+  static EngineOptions Options(int64_t batch_tokens, int max_running = 16) {
+    return testing::MixOptions(Device::kCpu, max_running, batch_tokens, int64_t{64} << 20, *dir_);
+  }
+
+  static std::string* dir_;
+  static v41::Model* model_;
+};
+std::string* EngineV41EngramTest::dir_ = nullptr;
+v41::Model* EngineV41EngramTest::model_ = nullptr;
+
+TEST_F(EngineV41EngramTest, EveryBudgetBatchAndPrefixCacheSettingGivesTheStandaloneModelsTokens) {
+  const auto reqs = Requests(10);
+  const auto want = References(reqs);
+  for (int64_t budget : {int64_t{3}, int64_t{17}, int64_t{256}}) {
+    for (bool prefix : {false, true}) {
+      EngineOptions o = Options(budget);
+      o.prefix_cache = prefix;
+      auto e = Engine::Create(o);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      testing::ExpectSame(want, e.value()->Generate(reqs),
+                          "budget " + std::to_string(budget) + (prefix ? " prefix cache" : ""));
+    }
+  }
+  auto e = Engine::Create(Options(64, /*max_running=*/1));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  testing::ExpectSame(want, e.value()->Generate(reqs), "one request at a time");
+}
+
+TEST_F(EngineV41EngramTest, PrefixCacheHitGivesTheColdRunsTokens) {
+  // A shared 140-token prefix past a 128-token checkpoint: later requests restore it (with its
+  // token ring) and prefill only the rest.
+  std::mt19937 rng(5);
+  std::vector<int32_t> shared(140);
+  for (auto& id : shared) id = 2 + static_cast<int32_t>(rng() % 300);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = shared;
+    for (int t = 0; t < 3 + 5 * i; ++t)
+      r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
+    r.params.max_tokens = 8;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    r.params.temperature = i % 2 ? 0.8f : 0.0f;
+    r.params.seed = 40 + i;
+    reqs.push_back(r);
+  }
+  const auto want = References(reqs);
+  for (bool prefix : {false, true}) {
+    EngineOptions o = Options(32);
+    o.prefix_cache = prefix;
+    o.prefix_checkpoint_interval = 128;
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::vector<RequestResult> got;
+    for (const auto& r : reqs) got.push_back(e.value()->Generate({r}).front());
+    testing::ExpectSame(want, got, prefix ? "prefix cache" : "no prefix cache");
+    const EngineStats st = e.value()->Stats();
+    if (prefix) {
+      EXPECT_GE(st.prefix_hits, 2);
+      EXPECT_GE(st.prefix_tokens_reused, 2 * 128);
+    } else {
+      EXPECT_EQ(st.prefix_hits, 0);
+    }
+  }
+}
+
+TEST_F(EngineV41EngramTest, SpeculativeDecodingGivesTheStandaloneModelsTokens) {
+  std::vector<GenerateRequest> reqs = Requests(6);
+  for (auto& r : reqs) {
+    const std::vector<int32_t> head(
+        r.prompt_ids.begin(), r.prompt_ids.begin() + std::min<size_t>(6, r.prompt_ids.size()));
+    for (int rep = 0; rep < 4; ++rep)
+      r.prompt_ids.insert(r.prompt_ids.end(), head.begin(), head.end());
+  }
+  const auto want = References(reqs);
+  EngineOptions o = Options(64);
+  o.speculative.method = SpeculativeOptions::Method::kNgram;
+  o.speculative.num_tokens = 3;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  testing::ExpectSame(want, e.value()->Generate(reqs), "n-gram k 3");
+  EXPECT_GT(e.value()->Stats().spec_draft_tokens, 0);
+}
+
 }  // namespace
 }  // namespace dsinfer

@@ -50,6 +50,22 @@ inline io::DeepseekV41Config SmallV41Config() {
   return c;
 }
 
+// v41-tiny-engram (Engram at layers 1 and 5) with a 320-id vocabulary (the engine mixes' ids) and
+// a 160-id compressed one (its stand-in token map sends i and i + 160 to one id).
+inline io::DeepseekV41Config SmallV41EngramConfig() {
+  auto c = *model::deepseek_v41::PresetConfig("v41-tiny-engram");
+  c.vocab_size = 320;
+  c.engram_compressed_vocab_size = 160;
+  return c;
+}
+
+inline std::string SmallV41EngramModelDir(const std::string& name, uint64_t seed = 13) {
+  const std::string dir = ScratchDir("model_" + name);
+  auto st = model::deepseek_v41::WriteRandomModel(SmallV41EngramConfig(), dir, seed);
+  if (!st.ok()) throw std::runtime_error(st.ToString());
+  return dir;
+}
+
 inline std::string SmallV41ModelDir(const std::string& name, uint64_t seed = 11) {
   const std::string dir = ScratchDir("model_" + name);
   auto st = model::deepseek_v41::WriteRandomModel(SmallV41Config(), dir, seed);

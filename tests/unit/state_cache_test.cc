@@ -19,13 +19,15 @@
 namespace dsinfer::cache {
 namespace {
 
-// Both model families, through the family seam: a V4 and a V4.1 small model dir.
+// Both model families, through the family seam: a V4 and a V4.1 small model dir, and a V4.1 one
+// with Engram layers (its token ring in the pages too).
 class FamilyStateTest : public ::testing::TestWithParam<std::string> {
  protected:
   static std::unique_ptr<model::LanguageModel> Load(const std::string& family, int threads) {
     const std::string dir =
         family == "V4" ? testing::SmallModelDir(model::deepseek_v4::WeightFormat::kF32, "state_v4")
-                       : testing::SmallV41ModelDir("state_v41");
+        : family == "V41" ? testing::SmallV41ModelDir("state_v41")
+                          : testing::SmallV41EngramModelDir("state_v41_engram");
     auto m = model::LoadLanguageModel(dir, {threads});
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return m.ok() ? std::move(m).value() : nullptr;
@@ -202,7 +204,7 @@ TEST_P(FamilyStateTest, ModelStateInCachePagesIsExact) {
   EXPECT_EQ(o3, oh);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyStateTest, ::testing::Values("V4", "V41"),
+INSTANTIATE_TEST_SUITE_P(Families, FamilyStateTest, ::testing::Values("V4", "V41", "V41Engram"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            return param.param;
                          });

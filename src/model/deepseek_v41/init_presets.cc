@@ -7,6 +7,7 @@
 
 #include "base/dtype.h"
 #include "io/safetensors.h"
+#include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/weight_schema.h"
 
 namespace dsinfer::model::deepseek_v41 {
@@ -38,10 +39,12 @@ std::vector<float> Values(uint64_t seed, const std::string& name, int64_t n, flo
 
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"v41-tiny"}; }
+std::vector<std::string> PresetNames() { return {"v41-tiny", "v41-tiny-engram"}; }
 
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
-  if (name != "v41-tiny") return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
+  if (name != "v41-tiny" && name != "v41-tiny-engram") {
+    return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
+  }
   io::DeepseekV41Config c;
   c.vocab_size = 129280;
   c.hidden_size = 64;
@@ -74,6 +77,16 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   c.hc_mult = 4;
   c.hc_sinkhorn_iters = 20;
   c.num_nextn_predict_layers = 0;
+  if (name == "v41-tiny-engram") {
+    c.engram_layer_ids = {1, 5};
+    c.engram_vocab_size = 1000;
+    c.engram_max_ngram_size = 4;
+    c.engram_n_heads = 2;
+    c.engram_head_dim = 32;
+    c.engram_pad_id = 2;
+    c.engram_compressed_vocab_size = c.vocab_size / 2;
+    c.engram_num_embeddings = EngramRowsNeeded(c);
+  }
   DSINFER_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -110,6 +123,13 @@ Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& 
   std::ofstream out(std::filesystem::path(dir) / "config.json");
   out << io::DeepseekV41ConfigToJson(config);
   if (!out) return Internal("cannot write config.json in " + dir);
+  if (!config.engram_layer_ids.empty()) {
+    // A stand-in for the tokenizer-derived map: token i -> i mod the compressed vocabulary.
+    std::vector<int32_t> map(static_cast<size_t>(config.vocab_size));
+    const int64_t cv = std::max<int64_t>(1, config.engram_compressed_vocab_size);
+    for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % cv);
+    DSINFER_RETURN_IF_ERROR(WriteEngramTokenMap(dir, cv, map));
+  }
   return Status::Ok();
 }
 

@@ -20,11 +20,14 @@ std::vector<std::string> PresetNames();
 // source) with a Reindex layer (7); two-level top-k with blocks of 2; window 8; hc 4; the
 // DeepSeek vocabulary (129,280 ids, so the V4 tokenizer files work with it) and a 4,096-token
 // context.
+// "v41-tiny-engram": v41-tiny with the Engram memory at layers 1 and 5 (4-grams over 2 hash heads,
+// 32 channels per row, tables of ~6,000 rows: primes above 1,000), its compressed token map a
+// stand-in (id mod 64,640).
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name);
 
-// Writes <dir>/config.json and <dir>/model.safetensors. Formats: kF32 (every tensor F32) or kBf16
-// (matrices and norms BF16; mHC, sinks and router biases F32, as the release); the others are
-// refused (Unimplemented).
+// Writes <dir>/config.json and <dir>/model.safetensors (and, with Engram, engram_token_map.json).
+// Formats: kF32 (every tensor F32) or kBf16 (matrices and norms BF16; mHC, sinks and router biases
+// F32, as the release); the others are refused (Unimplemented).
 Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& dir, uint64_t seed,
                         deepseek_v4::WeightFormat format = deepseek_v4::WeightFormat::kF32);
 

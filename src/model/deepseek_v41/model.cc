@@ -4,6 +4,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
+#include "base/check.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v4/moe.h"
@@ -40,12 +41,13 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
   std::unique_ptr<Model> m(new Model());
   DSINFER_ASSIGN_OR_RETURN(m->config_, io::LoadDeepseekV41Config(model_dir));
   if (!m->config_.engram_layer_ids.empty()) {
-    return Unimplemented(
-        "DeepSeek-V4.1: the Engram n-gram memory (engram_layer_ids) is not implemented yet");
+    DSINFER_ASSIGN_OR_RETURN(auto token_map, LoadEngramTokenMap(model_dir, m->config_));
+    DSINFER_ASSIGN_OR_RETURN(auto hasher, EngramHasher::Build(m->config_, std::move(token_map)));
+    m->engram_ = std::make_unique<EngramHasher>(std::move(hasher));
   }
   m->mixing_ = MixingConfig(m->config_);
-  DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
-  DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*ckpt, m->config_));
+  DSINFER_ASSIGN_OR_RETURN(m->ckpt_, io::Checkpoint::Open(model_dir));
+  DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->ckpt_, m->config_));
   m->rope_ = RopeTables::Build(m->config_);
   m->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   return m;
@@ -65,10 +67,40 @@ Status Model::CheckIds(const std::vector<int32_t>& ids) const {
 // One block with single-pass mHC: each site computes its (pre, post, comb) from its input streams,
 // but collapses with the previous site's pre (the attention with `pre_mix`, the FFN with the
 // attention site's pre); the FFN site's pre becomes the next block's `pre_mix`.
-void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix) {
+std::vector<int64_t> Model::EngramHashes(const TokenBatch& batch) const {
+  const EngramHasher& h = *engram_;
+  const int64_t width = int64_t{h.layers()} * h.cols();
+  std::vector<int64_t> out(static_cast<size_t>(batch.size() * width));
+  std::vector<int32_t> back(static_cast<size_t>(h.max_ngram));
+  for (const BatchSegment& seg : batch.segments) {
+    SequenceState& st = *seg.state;
+    DSINFER_CHECK(st.tokens().end() == seg.start_pos);  // the ring follows the state's length
+    for (int64_t i = 0; i < seg.count; ++i) {
+      const int64_t p = seg.start_pos + i;
+      for (int k = 0; k < h.max_ngram; ++k) {
+        const int64_t q = p - k;
+        back[k] = q < 0                ? -1
+                  : q >= seg.start_pos ? batch.ids[seg.begin + q - seg.start_pos]
+                                       : st.TokenAt(q);
+      }
+      h.Hash(back.data(), out.data() + (seg.begin + i) * width);
+    }
+    for (int64_t i = 0; i < seg.count; ++i) st.AppendToken(batch.ids[seg.begin + i]);
+  }
+  return out;
+}
+
+void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
+                  const std::vector<int64_t>& hash_ids) {
   const BlockWeights& w = weights_->layers[layer];
   const auto& m = mixing_;
   const int64_t n = batch.size(), D = config_.hidden_size, hc = config_.hc_mult;
+  if (w.engram != nullptr) {
+    // The n-gram lookup enters the streams before the block (before its mHC mixes).
+    const int64_t cols = engram_->cols();
+    EngramForward(*w.engram, config_, hash_ids.data() + engram_->IndexOf(layer) * cols,
+                  int64_t{engram_->layers()} * cols, n, X, pool_.get());
+  }
   const float eps = static_cast<float>(config_.rms_norm_eps);
   std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
   std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
@@ -121,7 +153,9 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   std::vector<float> X = HcEmbed(weights_->embed, batch.ids, hc, D);
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
-  for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix);
+  const std::vector<int64_t> hash_ids =
+      engram_ != nullptr ? EngramHashes(batch) : std::vector<int64_t>();
+  for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix, hash_ids);
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 
   // Final collapse with the last site's pre, norm, head.

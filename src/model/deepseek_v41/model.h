@@ -3,9 +3,10 @@
 // decoder blocks with single-pass mHC and CSA2 attention with KV sharing, the final collapse with
 // the last site's `pre` mix, norm and head. Forward runs one batch of token rows from any number of
 // requests and advances their SequenceStates; every prefill/decode schedule gives the same logits.
-// Not built yet (refused with a clear error): the Engram memory, the DSpark draft layers (their
-// tensors are skipped), the vision tower (image tokens are refused). The weights are immutable;
-// Forward must be called from one thread at a time (it uses the model's thread pool).
+// The Engram n-gram memory (engram.h) runs at its layers, hashing each row's n-gram with the
+// look-back the sequence state keeps. Not built yet (refused with a clear error): the DSpark draft
+// layers (their tensors are skipped), the vision tower (image tokens are refused). The weights are
+// immutable; Forward must be called from one thread at a time (it uses the model's thread pool).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/batch.h"
+#include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/rope.h"
 #include "model/deepseek_v41/state.h"
 #include "model/deepseek_v41/weights.h"
@@ -40,6 +42,8 @@ class Model {
                                                const ModelOptions& options = {});
 
   const io::DeepseekV41Config& config() const { return config_; }
+  // The Engram hash constants (nullptr without Engram layers).
+  const EngramHasher* engram() const { return engram_.get(); }
   // Heap-backed state that can roll back its last `rollback_slack` tokens.
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
     return std::make_unique<SequenceState>(config_, rollback_slack);
@@ -58,9 +62,16 @@ class Model {
 
  private:
   Model() = default;
-  void Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix);
+  // `hash_ids`: [rows, engram layers, cols] (Engram configs), else empty.
+  void Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
+             const std::vector<int64_t>& hash_ids);
   Status CheckIds(const std::vector<int32_t>& ids) const;
+  // Hashes every row's n-gram (its look-back from the chunk and the state's token ring) and
+  // appends the rows' tokens to their states' rings.
+  std::vector<int64_t> EngramHashes(const TokenBatch& batch) const;
 
+  std::unique_ptr<io::Checkpoint> ckpt_;  // kept mapped: the Engram tables are read from it
+  std::unique_ptr<EngramHasher> engram_;  // Engram configs
   io::DeepseekV41Config config_;
   io::DeepseekV4Config mixing_;  // the V4 view of the mHC / MoE fields (shared V4 code)
   std::unique_ptr<ModelWeights> weights_;

@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/state.h"
 
+#include <cstring>
+
 #include "base/check.h"
 
 namespace dsinfer::model::deepseek_v41 {
@@ -24,12 +26,31 @@ void SequenceState::Bind(const io::DeepseekV41Config& c, const cache::StateLayou
     layers_[l].ratio = c.compress_ratios[l];
     layers_[l].source = c.IsKvSource(l);
   }
-  BindLayerStreams(layout, pages, &layers_);
+  BindMembers(layout, pages, [&](const StateMember& m, PagedRows rows, int64_t ring_rows) {
+    if (m.stream == kTokenStream) {
+      tokens_ = PositionRing(rows, ring_rows);
+    } else {
+      layers_[m.layer].Bind(static_cast<StateStream>(m.stream), rows, ring_rows);
+    }
+  });
+}
+
+int32_t SequenceState::TokenAt(int64_t pos) const {
+  int32_t id;
+  std::memcpy(&id, tokens_.Row(pos), sizeof(id));
+  return id;
+}
+
+void SequenceState::AppendToken(int32_t id) {
+  float row;
+  std::memcpy(&row, &id, sizeof(id));
+  tokens_.Append(&row);
 }
 
 Status SequenceState::Rollback(int64_t new_length) {
   DSINFER_RETURN_IF_ERROR(CheckRollback(length_, new_length, rollback_slack_));
   for (LayerState& s : layers_) s.Truncate(new_length, s.source ? s.ratio : 0);
+  if (tokens_.capacity() > 0) tokens_.Truncate(new_length);
   length_ = new_length;
   return Status::Ok();
 }
@@ -37,12 +58,14 @@ Status SequenceState::Rollback(int64_t new_length) {
 void SequenceState::CopyFrom(const SequenceState& other) {
   DSINFER_CHECK(other.layers_.size() == layers_.size() && other.rollback_slack_ == rollback_slack_);
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i].CopyFrom(other.layers_[i]);
+  if (tokens_.capacity() > 0) tokens_.CopyFrom(other.tokens_);
   length_ = other.length_;
 }
 
 size_t SequenceState::bytes() const {
   size_t n = 0;
   for (const LayerState& s : layers_) n += s.bytes();
+  n += tokens_.bytes();
   return n;
 }
 

@@ -6,6 +6,7 @@
 //   KV source layer:  compressor input ring    [>= r+slack rows] (ratio r > 1: [kv | gate] fp32)
 //                     compressed KV entries    [floor(length/r)]  (FP4 rows, packed; the group's)
 //                     index-key entries        [floor(length/r)]  (FP4 rows, packed; the group's)
+//   Engram configs:   token ids by position    [N-1+slack rows]   (the n-gram look-back)
 // The other layers of a group (Reuse / Reindex) hold only their window: they read the source's
 // entries. Top-k picks and the candidate-block mask are per query token and live only for one
 // forward call (batch.h). Entry g of ratio r is emitted when position r·g + r − 1 is processed;
@@ -52,6 +53,13 @@ class SequenceState {
   int rollback_slack() const { return rollback_slack_; }
   LayerState& layer(int i) { return layers_[i]; }
   const LayerState& layer(int i) const { return layers_[i]; }
+  // Engram configs: [pos] -> the token id (int32 bits) of the last N-1+slack positions; an
+  // unbound ring (capacity 0) otherwise.
+  PositionRing& tokens() { return tokens_; }
+  const PositionRing& tokens() const { return tokens_; }
+  // The token at `pos` (within the ring).
+  int32_t TokenAt(int64_t pos) const;
+  void AppendToken(int32_t id);
 
   // Returns the state to what it was after its first `new_length` tokens; OutOfRange when more
   // than rollback_slack tokens would be removed.
@@ -69,6 +77,7 @@ class SequenceState {
   int rollback_slack_;
   std::unique_ptr<StatePages> own_pages_;  // heap pages when no external pages were given
   std::vector<LayerState> layers_;
+  PositionRing tokens_;
 };
 
 }  // namespace dsinfer::model::deepseek_v41

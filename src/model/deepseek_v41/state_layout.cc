@@ -36,6 +36,10 @@ cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& c, int ro
     add(StateKind::kCompressed, 0, r, l, StateStream::kCompressed, EntryFormat(c).row_floats());
     add(StateKind::kIndexKeys, 0, r, l, StateStream::kIndexKeys, IndexKeyFormat(c).row_floats());
   }
+  if (!c.engram_layer_ids.empty()) {
+    layout.Add(StateKind::kWindow, std::max(1, c.engram_max_ngram_size - 1) + rollback_slack, 1, 0,
+               kTokenStream, 1);
+  }
   return layout.Build();
 }
 

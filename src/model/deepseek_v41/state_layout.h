@@ -10,6 +10,8 @@
 //               channels: 288 bytes at head_dim 512)                                      (grows)
 //   index_keys  every source: floor(length/r) index keys, FP4 (e2m1 + a power-of-two scale per
 //               32 channels)                                                              (grows)
+//   tokens      Engram configs: a ring of N-1+slack token ids (N = engram_max_ngram_size), the
+//               n-gram look-back of the next chunk's first rows (one int32 per row) (fixed)
 // Rows whose length is not a multiple of the quantizer's block stay fp32 (the fake-quantizer
 // leaves them alone). ExactBytes(n) equals SequenceState::bytes() after n tokens.
 #pragma once
@@ -24,6 +26,8 @@ namespace dsinfer::model::deepseek_v41 {
 // Which per-layer stream of SequenceState a member is (cache::StateMember::stream; V4.1 has no
 // indexer compressor rows).
 using model::StateStream;
+// The stream number of the Engram token ring (a member of layer 0; not a per-layer stream).
+inline constexpr int kTokenStream = 100;
 
 // The storage of the three kinds of cache rows.
 KvFormat WindowFormat(const io::DeepseekV41Config& config);

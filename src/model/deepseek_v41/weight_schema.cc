@@ -30,6 +30,22 @@ class SchemaBuilder : public deepseek_v4::SchemaWriter {
         Norm(a + "indexer.k_norm.weight", c.index_head_dim);
       }
     }
+    const int e = EngramIndex(l);
+    if (e >= 0) {
+      // The Engram n-gram table (F8_E4M3 rows with a scale per 32 channels in the release; the
+      // scales are unused by a float table), its projection and the gate weights.
+      const std::string g = p + "engram.";
+      const int64_t hd = c.engram_head_dim;
+      const int64_t cols = int64_t{c.engram_max_ngram_size - 1} * c.engram_n_heads;
+      const int64_t rows = e < static_cast<int>(c.engram_num_embeddings.size())
+                               ? c.engram_num_embeddings[static_cast<size_t>(e)]
+                               : 0;
+      Linear(g + "embed", rows, hd, LinearClass::kPlain, 1.0f);
+      if (hd / 32 > 0) Fp32(g + "embed.scale", {rows, hd / 32}, 1.0f, 0.0f);
+      Linear(g + "wkv", (int64_t{c.hc_mult} + 1) * D, cols * hd, LinearClass::kPlain);
+      Fp32(g + "q_weight", {c.hc_mult, D}, 1.0f, 0.3f);
+      Fp32(g + "k_weight", {c.hc_mult, D}, 1.0f, 0.3f);
+    }
     const std::string f = p + "ffn.";
     Linear(f + "gate", c.n_routed_experts, D, LinearClass::kPlain);
     Fp32(f + "gate.bias", {c.n_routed_experts}, 0.0f, 0.3f);
@@ -48,6 +64,13 @@ class SchemaBuilder : public deepseek_v4::SchemaWriter {
   }
 
  private:
+  int EngramIndex(int l) const {
+    for (size_t i = 0; i < c_.engram_layer_ids.size(); ++i) {
+      if (c_.engram_layer_ids[i] == l) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   const io::DeepseekV41Config& c_;
 };
 

@@ -12,7 +12,9 @@ using deepseek_v4::TensorLoader;
 class Loader : public TensorLoader {
  public:
   Loader(const io::Checkpoint& ckpt, const io::DeepseekV41Config& config)
-      : TensorLoader(ckpt, WeightSchema(config), config.fp8_block_size), config_(config) {}
+      : TensorLoader(ckpt, WeightSchema(config), config.fp8_block_size),
+        ckpt_(ckpt),
+        config_(config) {}
 
   Status LoadBlock(int l, BlockWeights* b) const {
     const auto& c = config_;
@@ -43,6 +45,21 @@ class Loader : public TensorLoader {
       }
     }
 
+    for (size_t e = 0; e < c.engram_layer_ids.size(); ++e) {
+      if (c.engram_layer_ids[e] != l) continue;
+      const std::string g = p + "engram.";
+      b->engram = std::make_unique<EngramWeights>();
+      EngramWeights& w = *b->engram;
+      DSINFER_ASSIGN_OR_RETURN(
+          w.embed,
+          EngramTable::Open(ckpt_, g + "embed.", c.engram_num_embeddings[e], c.engram_head_dim));
+      DSINFER_ASSIGN_OR_RETURN(w.wkv, LoadMatrix(g + "wkv"));
+      DSINFER_ASSIGN_OR_RETURN(w.q_weight, LoadVector(g + "q_weight"));
+      DSINFER_ASSIGN_OR_RETURN(w.k_weight, LoadVector(g + "k_weight"));
+      w.qk_weight.resize(w.q_weight.size());
+      for (size_t i = 0; i < w.qk_weight.size(); ++i)
+        w.qk_weight[i] = w.q_weight[i] * w.k_weight[i];
+    }
     const std::string f = p + "ffn.";
     DSINFER_ASSIGN_OR_RETURN(b->ffn.gate, LoadMatrix(f + "gate"));
     DSINFER_ASSIGN_OR_RETURN(b->ffn.bias, LoadVector(f + "gate.bias"));
@@ -51,6 +68,7 @@ class Loader : public TensorLoader {
   }
 
  private:
+  const io::Checkpoint& ckpt_;
   const io::DeepseekV41Config& config_;
 };
 

@@ -11,6 +11,7 @@
 #include "io/deepseek_v41_config.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/weights.h"
+#include "model/deepseek_v41/engram.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
@@ -45,8 +46,9 @@ struct AttentionWeights : deepseek_v4::LatentAttentionWeights {
 
 struct BlockWeights : deepseek_v4::BlockSites {
   AttentionWeights attn;
-  MoeWeights ffn;                   // gate, bias (text tokens), experts, shared expert
-  std::vector<float> gate_bias_vl;  // [E] the router bias of image tokens (vision not built)
+  MoeWeights ffn;                         // gate, bias (text tokens), experts, shared expert
+  std::vector<float> gate_bias_vl;        // [E] the router bias of image tokens (vision not built)
+  std::unique_ptr<EngramWeights> engram;  // Engram layers (its table in the checkpoint's mapping)
 };
 
 struct ModelWeights {
@@ -56,7 +58,7 @@ struct ModelWeights {
   std::vector<BlockWeights> layers;
 
   // Loads every tensor the config calls for; a missing tensor, wrong shape or bad dtype is an
-  // error naming it.
+  // error naming it. The Engram tables stay in `ckpt`'s mapping: it must outlive the weights.
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const io::Checkpoint& ckpt,
                                                       const io::DeepseekV41Config& config);
 };
