@@ -137,6 +137,11 @@ struct EngineOptions {
   // A preempted request's state is kept as a cached state of its tokens so far (prompt and
   // output), so that its readmission restores it instead of recomputing (prefix cache only).
   bool prefix_keep_preempted = true;
+  // Copy-on-write state pages: a copy of a request's state (n > 1 completions forked after the
+  // prompt, a prefix cache state and a request restored from it) shares the original's pages of
+  // the append-only compressed-KV and index-key lists instead of copying them; only the rings and
+  // a partly filled last page are copied. false: every page is copied (for A/B measurements).
+  bool share_state_pages = true;
   // The prefix cache's host-memory tier: cached states evicted from state memory are copied to
   // host memory (pinned on a GPU) up to this many bytes, least recently used out first, and
   // restored from there on a hit (0: off; evicted states are dropped).
@@ -322,6 +327,13 @@ struct EngineStats {
   int64_t host_cache_bytes = 0;
   int64_t host_cache_bytes_total = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
+  // State memory that copy-on-write sharing saves now: the pages several requests or cached states
+  // hold, counted once per extra holder (in use, each counts once in the figures above).
+  int64_t state_bytes_shared = 0;
+  // Peaks over the steps so far (after each step): state memory in use (running requests and
+  // cached states, each page once) and state_bytes_shared.
+  int64_t state_bytes_peak = 0;
+  int64_t state_bytes_shared_peak = 0;
   int64_t state_bytes_total = 0;
 };
 

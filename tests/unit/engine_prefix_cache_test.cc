@@ -3,8 +3,9 @@
 // the rest, and every output (ids and logprobs) is bit-identical to a cold run of the request
 // alone; under memory pressure cached states give way (evictions) before running requests are
 // preempted, and the outputs are still those of cold runs; a preempted request keeps its state and
-// resumes from it; the host tier keeps evicted states for later hits. Both model families
-// (DeepSeek-V4, DeepSeek-V4.1).
+// resumes from it; the host tier keeps evicted states for later hits; copies of states share their
+// list pages copy-on-write (n > 1 forks, checkpoints, hits) and take less memory. Both model
+// families (DeepSeek-V4, DeepSeek-V4.1).
 #include <gtest/gtest.h>
 
 #include "engine_mix.h"
@@ -146,16 +147,22 @@ PressureBudget SmallestPressureBudget(const cache::StateLayout& layout,
   return b;
 }
 
-void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
+// Copying every page (`share` false), the budget forces preemption too. With copy-on-write
+// sharing, requests restored from the common prefix's states share its list pages and fit beside
+// each other even in the smallest budget (no preemption: PreemptedRequests* below have it with
+// sharing), but cached states still give way.
+void MemoryPressure(Family family, EngineOptions::Overlap overlap, bool share,
+                    const Results& cold) {
   const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
-  const Results cold = Cold(family, reqs);
   EngineOptions o = CacheOptions(family, true, overlap);
+  o.share_state_pages = share;
   const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
   const PressureBudget budget = SmallestPressureBudget(layout, reqs, &o);
   ASSERT_GT(budget.alone, 0);
   // ... and half as much again: a second request runs beside the first at times.
   o.state_memory_bytes = budget.alone + (budget.alone - 4 * layout.FixedBytes()) / budget.page_set /
                                             2 * budget.page_set;
+  if (share) o.state_memory_bytes = budget.alone;
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
@@ -171,19 +178,26 @@ void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
         core->scheduler().set_max_batch_tokens(1 + rng() % 48);
       },
       /*min_steps=*/8 * static_cast<int>(reqs.size()));
-  EXPECT_EQ(warm, cold);
+  EXPECT_EQ(warm, cold) << "sharing " << share;
   const EngineStats st = core->Stats();
-  EXPECT_GT(st.prefix_evictions, 0);
-  EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+  EXPECT_GT(st.prefix_evictions, 0) << "sharing " << share;
+  if (!share) {
+    EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+  }
   EXPECT_EQ(st.state_bytes_used, 0);
+  EXPECT_EQ(st.state_bytes_shared_peak > 0, share);
 }
 
 TEST_P(PrefixCacheFamilyTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
-  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff);
+  const Results cold = Cold(GetParam(), SharedPrefixRequests());
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff, /*share=*/false, cold);
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff, /*share=*/true, cold);
 }
 
 TEST_P(PrefixCacheFamilyTest, MemoryPressureWithOverlapSchedulingStillMatches) {
-  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn);
+  const Results cold = Cold(GetParam(), SharedPrefixRequests());
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn, /*share=*/false, cold);
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn, /*share=*/true, cold);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PrefixCacheFamilyTest,
@@ -320,6 +334,72 @@ TEST_P(PrefixCacheFamilyTest, HostTierKeepsEvictedStatesForLaterHits) {
   EXPECT_GT(small.host_cache_evictions, 0);
   EXPECT_LE(small.host_cache_bytes, per_state * 5 / 2);
   EXPECT_LT(small.prefix_hits, on.prefix_hits);
+}
+
+// Copy-on-write state pages: the n > 1 siblings forked after a long prompt, the prompt's
+// checkpoints and later requests restored from them share the prompt's list pages instead of
+// copying them. The outputs are those of cold runs with sharing on and off (with and without the
+// prefix cache: forks alone), and with sharing pages are shared and the state memory in use at
+// its peak is smaller.
+TEST_P(PrefixCacheFamilyTest, SharedStatePagesKeepOutputsAndTakeLessMemory) {
+  const Family family = GetParam();
+  const auto base = testing::RandomIds(300, 21);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = Concat(base, testing::RandomIds(5 + 7 * i, 22 + i));
+    r.params.max_tokens = 5;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    r.params.seed = 40 + i;
+    r.params.temperature = 0.9f;
+    r.params.n = i == 0 ? 4 : 2;
+    reqs.push_back(r);
+  }
+  const Results cold = Cold(family, reqs);
+  struct Run {
+    EngineStats stats;
+    int64_t peak_used = 0;    // state memory in use, at its peak over the steps
+    int64_t peak_shared = 0;  // what sharing saved, at its peak
+  };
+  const auto run = [&](bool prefix_cache, bool share) {
+    EngineOptions o = CacheOptions(family, prefix_cache);
+    o.share_state_pages = share;
+    auto core = NewCore(o);
+    Run r;
+    Results warm;
+    // One request after the other: the later ones restore the first one's checkpoints.
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      core->Add(i + 1, *core->Prepare(reqs[i]));
+      const auto measure = [&](int) {
+        const cache::CacheStats st = core->cache().Stats();
+        r.peak_used = std::max(r.peak_used, st.bytes_used);
+        r.peak_shared = std::max(r.peak_shared, st.bytes_referenced - st.bytes_used);
+        EXPECT_EQ(core->Stats().state_bytes_shared, st.bytes_referenced - st.bytes_used);
+      };
+      for (auto& [key, out] : Drain(*core, measure)) warm[key] = out;
+    }
+    EXPECT_EQ(warm, cold) << "prefix cache " << prefix_cache << ", sharing " << share;
+    r.stats = core->Stats();
+    EXPECT_EQ(r.stats.state_bytes_used, 0);
+    EXPECT_EQ(core->num_states(), 0u);
+    core->ClearPrefixCache();
+    EXPECT_EQ(core->cache().Stats().bytes_used, 0);
+    return r;
+  };
+  // n > 1 forks alone.
+  const Run forks_copied = run(false, false), forks_shared = run(false, true);
+  EXPECT_EQ(forks_copied.peak_shared, 0);
+  EXPECT_GT(forks_shared.peak_shared, 0);
+  EXPECT_LT(forks_shared.peak_used, forks_copied.peak_used);
+  // With the prefix cache: checkpoints and hits too.
+  const Run copied = run(true, false), shared = run(true, true);
+  EXPECT_EQ(copied.peak_shared, 0);
+  EXPECT_GT(shared.peak_shared, forks_shared.peak_shared);
+  EXPECT_LT(shared.peak_used, copied.peak_used);
+  EXPECT_GT(shared.stats.prefix_hits, 0);
+  EXPECT_EQ(shared.stats.prefix_hits, copied.stats.prefix_hits);
+  EXPECT_EQ(shared.stats.prefix_tokens_reused, copied.stats.prefix_tokens_reused);
 }
 
 TEST(PrefixCacheTest, BadOptionsAreRefused) {
