@@ -8,8 +8,10 @@
 // families (DeepSeek-V4, DeepSeek-V4.1).
 #include <gtest/gtest.h>
 
+#include "cache/memory_planner.h"
 #include "engine_mix.h"
 #include "engine_test_util.h"
+#include "executor/model_runner.h"
 
 namespace dsinfer::engine {
 namespace {
@@ -400,6 +402,92 @@ TEST_P(PrefixCacheFamilyTest, SharedStatePagesKeepOutputsAndTakeLessMemory) {
   EXPECT_GT(shared.stats.prefix_hits, 0);
   EXPECT_EQ(shared.stats.prefix_hits, copied.stats.prefix_hits);
   EXPECT_EQ(shared.stats.prefix_tokens_reused, copied.stats.prefix_tokens_reused);
+}
+
+// The CPU runner's copy-on-write on a rollback: a forked state that shares its parent's list pages
+// up to its whole length (more than the engine shares: it leaves out what a rollback may rewrite)
+// and then rolls back past them copies the pages it is about to rewrite (StateCache::Unshare)
+// before writing, so both go on exactly as states computed on their own do.
+TEST_P(PrefixCacheFamilyTest, RunnerRollbackPastSharedRowsCopiesThePages) {
+  executor::RunnerOptions ro;
+  ro.model_dir = testing::EngineModelDir(GetParam());
+  ro.num_threads = 1;
+  ro.max_rollback = 4;
+  ro.device = executor::Device::kCpu;
+  sampler::SamplingParams params;
+  params.temperature = 0;
+  params.logprobs = true;
+  params.top_logprobs = 8;
+  const std::vector<int32_t> prompt = testing::RandomIds(128, 31);
+  const std::vector<int32_t> x = testing::RandomIds(5, 32), y = testing::RandomIds(3, 33);
+  struct Runner {
+    std::unique_ptr<executor::ModelRunner> runner;
+    std::unique_ptr<cache::StateCache> cache;
+  };
+  const auto start = [&] {
+    Runner r;
+    auto runner = executor::CreateCpuModelRunner(ro);
+    EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+    r.runner = std::move(runner).value();
+    cache::PlanOptions po;
+    po.budget_bytes = 64 << 20;
+    po.max_sequences = 4;
+    po.typical_length = 256;
+    po.rows_per_page = 2;  // many pages: a rate-4 list's page is 8 tokens
+    auto plan = cache::PlanMemory(r.runner->state_layout(), po);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    r.cache = std::make_unique<cache::StateCache>(*plan);
+    EXPECT_TRUE(r.runner->BindCache(r.cache.get()).ok());
+    return r;
+  };
+  // Runs one chunk of `seq` (reserved first) and draws from its last row: the ids and logprobs.
+  const auto run = [&](Runner& r, uint64_t seq, int64_t at, const std::vector<int32_t>& tokens) {
+    EXPECT_TRUE(r.cache->Reserve(seq, at + static_cast<int64_t>(tokens.size())).ok());
+    executor::RunDraw d;
+    d.input.params = &params;
+    d.input.position = at + static_cast<int64_t>(tokens.size());
+    auto out = r.runner->Run({{seq, at, tokens}}, {d});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> got;
+    if (!out.ok()) return got;
+    for (const auto& t : out->tokens) {
+      got.push_back(static_cast<float>(t.id));
+      got.push_back(t.logprob);
+      for (const auto& alt : t.top)
+        got.insert(got.end(), {static_cast<float>(alt.id), alt.logprob});
+    }
+    return got;
+  };
+  const auto shared_pages = [](const cache::StateCache& c) {
+    int64_t n = 0;
+    for (const auto& pool : c.Stats().pools) n += pool.pages_shared;
+    return n;
+  };
+
+  Runner a = start();
+  run(a, 1, 0, prompt);
+  a.cache->Share(1, 2, 128);
+  ASSERT_TRUE(a.cache->Reserve(2, 128).ok());
+  a.runner->Fork(1, 2);
+  const int64_t shared = shared_pages(*a.cache);
+  ASSERT_GT(shared, 0);
+  ASSERT_TRUE(a.runner->Rollback(2, 124).ok());
+  EXPECT_LT(shared_pages(*a.cache), shared) << "the page of the rows 124.. rewrite is copied";
+  EXPECT_GT(shared_pages(*a.cache), 0) << "the pages below stay shared";
+  const std::vector<float> forked = run(a, 2, 124, x), parent = run(a, 1, 128, y);
+
+  Runner b = start();
+  std::vector<int32_t> alone = prompt;
+  alone.insert(alone.end(), y.begin(), y.end());
+  EXPECT_EQ(parent, run(b, 1, 0, alone));
+  alone.assign(prompt.begin(), prompt.begin() + 124);
+  alone.insert(alone.end(), x.begin(), x.end());
+  EXPECT_EQ(forked, run(b, 2, 0, alone));
+  a.runner->Release(1);
+  a.cache->Free(1);
+  a.runner->Release(2);
+  a.cache->Free(2);
+  EXPECT_EQ(a.cache->Stats().bytes_used, 0);
 }
 
 TEST(PrefixCacheTest, BadOptionsAreRefused) {
