@@ -10,9 +10,10 @@
 // from the original instead of new ones (Share): a page then has several holders, counted in its
 // pool, and is freed with its last one. Only the rings (window, compressor buffers) and a list's
 // partly filled last page are copied. A shared page is never written: the caller shares only rows
-// that neither holder writes again (ModelRunner::ShareableLength leaves out what a rollback may
-// rewrite), and a write below that anyway unshares first (Unshare: the page is copied). Memory
-// counts each page once: a holder's BytesOf is what it references, bytes_used what is in use.
+// that neither holder writes again (the engine: ModelRunner::ShareableLength less what a rollback
+// may rewrite), and a rollback below that anyway unshares first (Unshare: the page is copied).
+// Memory counts each page once: a holder's BytesOf is what it references, bytes_used what is in
+// use.
 #pragma once
 
 #include <cstdint>
