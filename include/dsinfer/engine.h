@@ -301,7 +301,8 @@ struct EngineStats {
   // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
   // tokens those restored instead of computing, states stored and evicted from state memory (to
   // the host tier when it is on, else dropped), states held now (in either tier) and their bytes
-  // of state memory (not in state_bytes_used).
+  // of state memory (each page once; a page they share with a running request counts here, not
+  // in state_bytes_used).
   int64_t prefix_queries = 0;
   int64_t prefix_hits = 0;
   int64_t prefix_tokens_reused = 0;
