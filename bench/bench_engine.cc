@@ -19,6 +19,8 @@
 // lists, or an object whose "windows" is one, e.g. tests/data/demo_heldout_windows.json): request
 // i takes its drawn length from list i % L, at an offset that moves on with each pass over the
 // lists; greedy drafts need real text to be accepted.
+// --completions N: every request of the offline workload asks for N completions (n > 1 siblings
+// share the prompt's state; the line's state_memory shows its peak, and what sharing saved).
 //   bench_engine --model DIR | --random-preset NAME [--device auto|cpu|cuda] [--requests N]
 //                [length flags] [--seed S] [structured flags] [engine flags of `dsinfer generate`]
 #include <algorithm>
@@ -187,6 +189,9 @@ Status Run(const cli::Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(const Lengths output, ReadLengths(flags, "output", 32));
   DSINFER_ASSIGN_OR_RETURN(const int64_t seed, flags.GetInt("seed", 1));
   if (requests < 1) return InvalidArgument("--requests must be >= 1");
+  DSINFER_ASSIGN_OR_RETURN(const int64_t completions, flags.GetInt("completions", 1));
+  if (completions < 1 || completions > 128)
+    return InvalidArgument("--completions must be in [1, 128]");
   DSINFER_ASSIGN_OR_RETURN(const int64_t top_k, flags.GetInt("top-k", 50));
   sampling.top_k = static_cast<int>(top_k);
   sampling.temperature = std::stof(flags.GetOr("temperature", "1"));
@@ -249,6 +254,7 @@ Status Run(const cli::Flags& flags) {
     r.params.ignore_eos = true;
     sampling.Apply(&r);
     r.params.seed = static_cast<uint64_t>(i);
+    r.params.n = static_cast<int>(completions);
     // Constrained: request i when the count of constrained ones up to it grows (evenly spread).
     const auto share = [&](int64_t k) { return static_cast<int64_t>(k * structured_fraction); };
     if (constraint.active() && share(i + 1) > share(i)) r.params.structured_outputs = constraint;
@@ -263,6 +269,7 @@ Status Run(const cli::Flags& flags) {
   summary.set_speculative(o.speculative);
   auto j = summary.ToJson();
   j["bench"] = "engine_offline";
+  j["completions"] = completions;
   j["model"] = o.random_preset.empty() ? o.model_dir : o.random_preset;
   j["device"] = engine->device();
   j["threads"] = o.num_threads;
@@ -291,30 +298,32 @@ Status Run(const cli::Flags& flags) {
 
 int main(int argc, char** argv) {
   std::vector<cli::FlagSpec> specs = cli::EngineFlagSpecs();
-  specs.insert(specs.end(),
-               {{"model", "model dir"},
-                {"requests", "requests, all submitted at once (default 16)"},
-                {"prompt-len", "every prompt this long (default 128)"},
-                {"prompt-median", "lognormal prompt lengths with this median"},
-                {"prompt-min", "shortest prompt (default 1)"},
-                {"prompt-max", "longest prompt (default 4 x median)"},
-                {"output-len", "every output this long (default 32)"},
-                {"output-median", "lognormal output lengths with this median"},
-                {"output-min", "shortest output (default 1)"},
-                {"output-max", "longest output (default 4 x median)"},
-                {"sigma", "sigma of the lognormal lengths (default 1)"},
-                {"seed", "workload seed (default 1)"},
-                {"prompt-ids-file", "prompts cut from the token id lists of this JSON file"},
-                {"temperature", "sampling temperature (default 1; 0: greedy)"},
-                {"top-k", "top-k (default 50; 0: off)"},
-                {"top-p", "top-p (default 1: off)"},
-                {"chat-conversations", "multi-turn chat workload: conversations at once"},
-                {"chat-turns", "chat: turns per conversation (default 8)"},
-                {"system-len", "chat: tokens of the system prompt all share (default 512)"},
-                {"json-schema", "structured output: a file holding a JSON schema"},
-                {"structured-regex", "structured output: a regex"},
-                {"structured-fraction",
-                 "structured output: the share of requests constrained (default 1)"}});
+  specs.insert(
+      specs.end(),
+      {{"model", "model dir"},
+       {"requests", "requests, all submitted at once (default 16)"},
+       {"completions", "completions per request (n, default 1): n > 1 forks the prompt's state"},
+       {"prompt-len", "every prompt this long (default 128)"},
+       {"prompt-median", "lognormal prompt lengths with this median"},
+       {"prompt-min", "shortest prompt (default 1)"},
+       {"prompt-max", "longest prompt (default 4 x median)"},
+       {"output-len", "every output this long (default 32)"},
+       {"output-median", "lognormal output lengths with this median"},
+       {"output-min", "shortest output (default 1)"},
+       {"output-max", "longest output (default 4 x median)"},
+       {"sigma", "sigma of the lognormal lengths (default 1)"},
+       {"seed", "workload seed (default 1)"},
+       {"prompt-ids-file", "prompts cut from the token id lists of this JSON file"},
+       {"temperature", "sampling temperature (default 1; 0: greedy)"},
+       {"top-k", "top-k (default 50; 0: off)"},
+       {"top-p", "top-p (default 1: off)"},
+       {"chat-conversations", "multi-turn chat workload: conversations at once"},
+       {"chat-turns", "chat: turns per conversation (default 8)"},
+       {"system-len", "chat: tokens of the system prompt all share (default 512)"},
+       {"json-schema", "structured output: a file holding a JSON schema"},
+       {"structured-regex", "structured output: a regex"},
+       {"structured-fraction",
+        "structured output: the share of requests constrained (default 1)"}});
   // RunSubcommand reads flags from argv[2] on (after `dsinfer <command>`).
   std::vector<char*> args(argv, argv + argc);
   args.insert(args.begin() + 1, argv[0]);

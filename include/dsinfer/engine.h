@@ -137,6 +137,11 @@ struct EngineOptions {
   // A preempted request's state is kept as a cached state of its tokens so far (prompt and
   // output), so that its readmission restores it instead of recomputing (prefix cache only).
   bool prefix_keep_preempted = true;
+  // Copy-on-write state pages: a copy of a request's state (n > 1 completions forked after the
+  // prompt, a prefix cache state and a request restored from it) shares the original's pages of
+  // the append-only compressed-KV and index-key lists instead of copying them; only the rings and
+  // a partly filled last page are copied. false: every page is copied (for A/B measurements).
+  bool share_state_pages = true;
   // The prefix cache's host-memory tier: cached states evicted from state memory are copied to
   // host memory (pinned on a GPU) up to this many bytes, least recently used out first, and
   // restored from there on a hit (0: off; evicted states are dropped).
@@ -296,7 +301,8 @@ struct EngineStats {
   // Prefix cache: admissions that looked up a cached state, those that found one, the prompt
   // tokens those restored instead of computing, states stored and evicted from state memory (to
   // the host tier when it is on, else dropped), states held now (in either tier) and their bytes
-  // of state memory (not in state_bytes_used).
+  // of state memory (each page once; a page they share with a running request counts here, not
+  // in state_bytes_used).
   int64_t prefix_queries = 0;
   int64_t prefix_hits = 0;
   int64_t prefix_tokens_reused = 0;
@@ -322,6 +328,13 @@ struct EngineStats {
   int64_t host_cache_bytes = 0;
   int64_t host_cache_bytes_total = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
+  // State memory that copy-on-write sharing saves now: the pages several requests or cached states
+  // hold, counted once per extra holder (in use, each counts once in the figures above).
+  int64_t state_bytes_shared = 0;
+  // Peaks over the steps so far (after each step): state memory in use (running requests and
+  // cached states, each page once) and state_bytes_shared.
+  int64_t state_bytes_peak = 0;
+  int64_t state_bytes_shared_peak = 0;
   int64_t state_bytes_total = 0;
 };
 

@@ -97,6 +97,9 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
           static_cast<double>(engine->state_bytes_used), &out);
     Gauge("dsinfer_state_memory_total_bytes", "gauge", "The state memory budget.",
           static_cast<double>(engine->state_bytes_total), &out);
+    Gauge("dsinfer_state_memory_shared_bytes", "gauge",
+          "State memory copy-on-write sharing saves now (pages held by several states).",
+          static_cast<double>(engine->state_bytes_shared), &out);
     Gauge("dsinfer_preemptions_total", "counter",
           "Sequences preempted (restored or recomputed later).",
           static_cast<double>(engine->preemptions), &out);

@@ -68,6 +68,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "prefix cache: a preempted request recomputes from the longest cached state of its "
        "tokens instead of keeping its own state (for A/B measurements)",
        false},
+      {"no-share-state-pages",
+       "copy every page of a copied state (n > 1 completions, prefix cache states) instead of "
+       "sharing the append-only list pages copy-on-write (for A/B measurements)",
+       false},
       {"structured-mask-deadline-us",
        "structured output: a draw whose grammar mask is not ready this many microseconds after "
        "the step's logits sits out the step instead of stalling the batch (its token is the "
@@ -159,6 +163,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   }
   o.prefix_cache_entries = static_cast<int>(entries);
   o.prefix_keep_preempted = !flags.Has("no-keep-preempted");
+  o.share_state_pages = !flags.Has("no-share-state-pages");
   if (auto gb = flags.Get("host-cache-gb")) {
     char* end = nullptr;
     const double v = std::strtod(gb->c_str(), &end);

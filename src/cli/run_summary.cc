@@ -74,6 +74,11 @@ nlohmann::json RunSummary::ToJson() const {
       {"structured_deferred_advances", stats_.structured_deferred_advances},
       {"structured_mask_wait_ms_per_step",
        stats_.steps ? stats_.structured_mask_wait_s / stats_.steps * 1e3 : 0.0}};
+  // State memory: its peak in use over the steps (each page once, however many requests or
+  // cached states share it) and what copy-on-write sharing saved at its peak.
+  out["state_memory"] = {{"bytes_total", stats_.state_bytes_total},
+                         {"bytes_peak", stats_.state_bytes_peak},
+                         {"bytes_shared_peak", stats_.state_bytes_shared_peak}};
   if (stats_.prefix_queries > 0) {
     const auto& st = stats_;
     out["prefix_cache"] = {{"queries", st.prefix_queries},

@@ -70,6 +70,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.device = device;
   core->device_ = device;
   core->prompt_logprobs_ = o.prompt_logprobs;
+  core->share_pages_ = o.share_state_pages;
   core->mask_deadline_ = std::chrono::microseconds(o.structured_mask_deadline_us);
   core->overlap_ =
       !speculate &&
@@ -432,7 +433,8 @@ void EngineCore::CommitLaunched(const scheduler::BatchPlan& plan,
     if (j.own || j.forced >= 0) continue;
     const SeqId parent = SeqOf(r.id, 0), child = SeqOf(r.id, j.index);
     const int64_t prefix = static_cast<int64_t>(r.req.prompt.size());
-    if (scheduler_->Fork(parent, child, prefix, scheduler::kPendingToken))
+    if (scheduler_->Fork(parent, child, prefix, scheduler::kPendingToken,
+                         share_pages_ ? runner_->ShareableLength(parent, prefix) : 0))
       runner_->Fork(parent, child);
     r.completions[j.index].started = true;
   }
@@ -674,6 +676,11 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
       if (!overlap_ && inflight_) Complete(events);
     }
   }
+  // State memory at its peak (after the step's reservations, forks and checkpoints).
+  const cache::CacheStats cache = cache_->Stats();
+  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, cache.bytes_used);
+  stats_.state_bytes_shared_peak =
+      std::max(stats_.state_bytes_shared_peak, cache.bytes_referenced - cache.bytes_used);
   stats_.step_s += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -874,7 +881,8 @@ EngineStats EngineCore::Stats() const {
   s.preempted_tokens_recomputed = sched.recomputed_tokens;
   if (prefix_) {
     s.prefix_cache_entries = static_cast<int64_t>(prefix_->size());
-    for (SeqId id : prefix_->Ids()) s.prefix_cache_bytes += cache_->BytesOf(id);
+    // A page a cached state shares with a running request counts here (once).
+    s.prefix_cache_bytes = cache_->BytesOf(prefix_->Ids());
   }
   if (host_) {
     s.host_cache_entries = static_cast<int64_t>(host_->size());
@@ -883,6 +891,7 @@ EngineStats EngineCore::Stats() const {
   }
   s.state_bytes_used = cache.bytes_used - s.prefix_cache_bytes;
   s.state_bytes_total = cache.bytes_total;
+  s.state_bytes_shared = cache.bytes_referenced - cache.bytes_used;
   return s;
 }
 

@@ -238,6 +238,8 @@ class EngineCore {
   // copied one, or a kept state that moves to the host tier) leaves it: to the host tier when
   // there is one and it fits, else dropped. False when none is left.
   bool EvictCheckpoint(bool copies_only = false);
+  // Tokens of `seq`'s state of its first `length` whose list pages a copy shares (0: sharing off).
+  int64_t SharedLength(scheduler::SeqId seq, int64_t length) const;
   // Copies cached state `id` to the host tier (dropping the tier's least recently used states to
   // make room, never the probed one); false when there is no tier or it does not fit.
   bool OffloadCheckpoint(scheduler::SeqId id);
@@ -270,6 +272,7 @@ class EngineCore {
   int64_t spec_batch_ = 1;                // sequences decoding in the last step (for its costs)
   Drafter drafter_;
   bool overlap_ = false;
+  bool share_pages_ = true;       // EngineOptions::share_state_pages
   bool prompt_logprobs_ = false;  // CUDA: the runner keeps every row's logits
   std::optional<Launched> inflight_;
   // Prefix cache (null when off): its index; states live in the state cache and the runner under

@@ -39,6 +39,7 @@ void EngineCore::StartPrefixCache(const EngineOptions& o, size_t max_checkpoints
     if (auto it = c->host_states_.find(from); it != c->host_states_.end()) {
       // From the host tier: a kept state moves (it is dropped there), a copy stays for more.
       DSINFER_CHECK(it->second->length() == length);
+      DSINFER_CHECK(c->cache_->Reserve(id, length).ok());  // admission counted it
       const Status restored = c->runner_->Restore(*it->second, id);
       DSINFER_CHECK_MSG(restored.ok(), restored.ToString().c_str());
       ++c->stats_.host_cache_restores;
@@ -48,11 +49,20 @@ void EngineCore::StartPrefixCache(const EngineOptions& o, size_t max_checkpoints
         c->host_->Touch(from);
       }
     } else {
+      // A state in state memory: its final list pages are shared, the rest copied.
+      const int64_t shared = c->SharedLength(from, length);
+      if (shared > 0) c->cache_->Share(from, id, shared);
+      DSINFER_CHECK(c->cache_->Reserve(id, length).ok());  // admission counted it
       c->runner_->Fork(from, id);
     }
     c->probed_ = 0;
     ++c->stats_.prefix_hits;
     c->stats_.prefix_tokens_reused += length;
+  };
+  hooks.shares = [c]() -> std::pair<uint64_t, int64_t> {
+    const SeqId from = c->probed_;
+    if (from == 0 || c->host_states_.count(from)) return {0, 0};
+    return {from, c->SharedLength(from, static_cast<int64_t>(c->prefix_->tokens(from).size()))};
   };
   hooks.unprobe = [c] { c->probed_ = 0; };
   hooks.take = [c](SeqId id) {
@@ -107,10 +117,13 @@ void EngineCore::Checkpoint(SeqId seq, int64_t length) {
   const SeqId id = kCheckpointBit | ++next_checkpoint_;
   // Room from older copies only: a copy is never stored at the cost of a running request or of a
   // finished completion's state (a chat's next turn wants that one), which may only move to the
-  // host tier.
-  while (!cache_->Reserve(id, length).ok()) {
+  // host tier. Its final list pages are the sequence's own (shared); the rest is copied.
+  const int64_t shared = SharedLength(seq, length);
+  while (!cache_->CanReserve(id, length, seq, shared)) {
     if (!EvictCheckpoint(/*copies_only=*/true)) return;
   }
+  if (shared > 0) cache_->Share(seq, id, shared);
+  DSINFER_CHECK(cache_->Reserve(id, length).ok());
   runner_->Fork(seq, id);
   prefix_->Insert(id, tokens, length);
   ++stats_.prefix_checkpoints;
@@ -151,6 +164,22 @@ void EngineCore::KeepPreempted(SeqId seq, int64_t length) {
   movable_.insert(id);
   kept_preempted_[seq] = id;
   ++stats_.preempted_states_kept;
+}
+
+int64_t EngineCore::SharedLength(SeqId seq, int64_t length) const {
+  if (!share_pages_) return 0;
+  // Below its committed length a sequence rolls back only when a late grammar mask makes its draw
+  // sit out: one token (SitOut; a verify chunk's rollback stays above the chunk's start). A cached
+  // state never does, nor a sequence restored from one below the length it restored.
+  int64_t rollback = 0;
+  if ((seq & kCheckpointBit) == 0 && mask_deadline_.count() > 0) {
+    auto it = requests_.find(seq >> 8);
+    const size_t index = seq & 0xff;
+    if (it != requests_.end() && index < it->second.completions.size() &&
+        it->second.completions[index].matcher)
+      rollback = 1;
+  }
+  return std::max<int64_t>(0, runner_->ShareableLength(seq, length) - rollback);
 }
 
 bool EngineCore::EvictCheckpoint(bool copies_only) {

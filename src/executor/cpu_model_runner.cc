@@ -4,6 +4,7 @@
 // main-model streams of the rows its MTP layer has not seen yet, and runs them when asked for
 // drafts. The host tier's offloaded states are heap copies in the cache's page geometry.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -139,6 +140,8 @@ class CpuModelRunner final : public ModelRunner {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return NotFound("rollback of a sequence without state");
     Seq& seq = it->second;
+    DSINFER_RETURN_IF_ERROR(
+        Unshare(id, has_mtp() ? std::min(length, seq.state->mtp_length()) : length));
     DSINFER_RETURN_IF_ERROR(seq.state->Rollback(length));
     seq.TrimPending(length);
     return Status::Ok();
@@ -148,9 +151,19 @@ class CpuModelRunner final : public ModelRunner {
     const Seq& from = seqs_.at(parent);
     Seq& to = seqs_[child];
     to.state = model_->NewSequence(slack_, layout_, cache_->Pages(child));
-    to.state->CopyFrom(*from.state);
+    to.state->CopyFrom(*from.state);  // a row on a shared page is where it is: not copied
     to.pending_streams = from.pending_streams;
     to.pending_tokens = from.pending_tokens;
+  }
+
+  int64_t ShareableLength(scheduler::SeqId id, int64_t length) const override {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return 0;
+    const model::ModelSequence& state = *it->second.state;
+    // The MTP layer writes its rows from its own length on (its unseen rows).
+    int64_t final_length = std::min(length, state.length());
+    if (has_mtp()) final_length = std::min(final_length, state.mtp_length());
+    return std::max<int64_t>(0, final_length);
   }
 
   void Rename(scheduler::SeqId from, scheduler::SeqId to) override {
@@ -245,6 +258,18 @@ class CpuModelRunner final : public ModelRunner {
   }
 
  private:
+  // Copy-on-write before `id` rewrites its rows from `length` tokens on: its shared pages there
+  // become its own copies.
+  Status Unshare(scheduler::SeqId id, int64_t length) {
+    DSINFER_ASSIGN_OR_RETURN(const std::vector<cache::PageCopy> copies,
+                             cache_->Unshare(id, length));
+    for (const cache::PageCopy& c : copies) {
+      std::memcpy(cache_->PageData(c.pool, c.to), cache_->PageData(c.pool, c.from),
+                  static_cast<size_t>(cache_->plan().pools[c.pool].page_bytes()));
+    }
+    return Status::Ok();
+  }
+
   struct Seq {
     std::unique_ptr<model::ModelSequence> state;
     // MTP: the main streams [rows, hc, D] and tokens of the rows [mtp_length, length).

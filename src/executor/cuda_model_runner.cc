@@ -4,7 +4,9 @@
 // draws run on the device (CudaSampler) behind the forward: only sampled ids and logprobs come back
 // to the host, asynchronously (Collect waits for them), and a fed token is read by the next
 // forward straight from the sampler's device output. The host tier's offloaded states are pinned
-// copies of a sequence's pages (page copies enqueued on the model's stream). CUDA builds only.
+// copies of a sequence's pages (page copies enqueued on the model's stream); when the OS refuses
+// to pin more, the offload is refused (the engine drops the state). Forks and prefix cache copies
+// copy only the pages they do not share (StateCache::Share). CUDA builds only.
 #include <algorithm>
 #include <memory>
 #include <unordered_map>
@@ -36,16 +38,15 @@ using RetiredCopies = std::vector<PendingHostCopy>;
 // restored just now), the memory goes to the runner's retired list, freed once the copy has run.
 class CudaHostState final : public HostState {
  public:
-  CudaHostState(std::vector<int64_t> pages, int64_t page_bytes_total, int64_t length,
+  // `memory`: pinned, of at least page_bytes_total bytes (see Offload).
+  CudaHostState(backend::cuda::PinnedBuffer memory, std::vector<int64_t> pages, int64_t length,
                 std::shared_ptr<RetiredCopies> retired)
-      : copy_{backend::cuda::PinnedBuffer(
-                  static_cast<size_t>(std::max<int64_t>(page_bytes_total, 4))),
-              std::make_unique<backend::cuda::Event>()},
+      : copy_{std::move(memory), std::make_unique<backend::cuda::Event>()},
         pages_(std::move(pages)),
         length_(length),
         retired_(std::move(retired)) {}
   ~CudaHostState() override {
-    if (!copy_.done->Query()) retired_->push_back(std::move(copy_));
+    if (copy_.done && !copy_.done->Query()) retired_->push_back(std::move(copy_));
   }
   int64_t bytes() const override { return static_cast<int64_t>(copy_.memory.bytes()); }
   int64_t length() const override { return length_; }
@@ -158,19 +159,46 @@ class CudaModelRunner final : public ModelRunner {
                         std::to_string(length) + " tokens exceeds the slack of " +
                         std::to_string(max_rollback_));
     }
+    // Copy-on-write: a shared page of rows the next chunks rewrite becomes the sequence's own
+    // (the MTP layer's rows run one behind). ShareableLength keeps this from happening.
+    DSINFER_ASSIGN_OR_RETURN(const std::vector<cache::PageCopy> copies,
+                             cache_->Unshare(seq, std::max<int64_t>(0, length - MtpLag())));
+    for (const cache::PageCopy& c : copies) model_->CopyPages(c.pool, {c.from}, {c.to}, 1);
     it->second = length;
     return Status::Ok();
   }
 
   void Fork(scheduler::SeqId parent, scheduler::SeqId child) override {
     // The parent's state as it is (its rings whole, its lists' pages so far) into the child's
-    // pages.
+    // pages; a page both share (StateCache::Share) is left where it is.
     for (size_t p = 0; p < cache_->plan().pools.size(); ++p) {
       const std::vector<int32_t>& from = cache_->PageTable(parent, p);
       const std::vector<int32_t>& to = cache_->PageTable(child, p);
-      model_->CopyPages(p, from, to, static_cast<int64_t>(std::min(from.size(), to.size())));
+      const size_t count = std::min(from.size(), to.size());
+      for (size_t k = 0; k < count;) {
+        if (from[k] == to[k]) {
+          ++k;
+          continue;
+        }
+        size_t end = k + 1;  // a run of unshared pages: one CopyPages
+        while (end < count && from[end] != to[end]) ++end;
+        const std::vector<int32_t> src(from.begin() + static_cast<std::ptrdiff_t>(k),
+                                       from.begin() + static_cast<std::ptrdiff_t>(end));
+        const std::vector<int32_t> dst(to.begin() + static_cast<std::ptrdiff_t>(k),
+                                       to.begin() + static_cast<std::ptrdiff_t>(end));
+        model_->CopyPages(p, src, dst, static_cast<int64_t>(end - k));
+        k = end;
+      }
     }
     lengths_[child] = lengths_.at(parent);
+  }
+
+  int64_t ShareableLength(scheduler::SeqId seq, int64_t length) const override {
+    // A list row is written once, by the forward whose chunk holds its last position (the MTP
+    // layer's a row later).
+    auto it = lengths_.find(seq);
+    if (it == lengths_.end()) return 0;
+    return std::max<int64_t>(0, std::min(length, it->second) - MtpLag());
   }
 
   void Rename(scheduler::SeqId from, scheduler::SeqId to) override {
@@ -214,7 +242,16 @@ class CudaModelRunner final : public ModelRunner {
                                         static_cast<int64_t>(cache_->PageTable(seq, p).size())));
       bytes += pages.back() * plan.pools[p].page_bytes();
     }
-    auto host = std::make_unique<CudaHostState>(std::move(pages), bytes, it->second, retired_);
+    // Pinned memory the OS refuses (the host's locked-memory limit) refuses the offload: the
+    // engine then drops the state instead (a later hit recomputes it), never aborts.
+    backend::cuda::PinnedBuffer memory =
+        backend::cuda::PinnedBuffer::TryAllocate(static_cast<size_t>(std::max<int64_t>(bytes, 4)));
+    if (memory.get() == nullptr) {
+      return ResourceExhausted("host tier: cannot pin " + std::to_string(bytes) +
+                               " bytes of host memory for an offloaded state");
+    }
+    auto host =
+        std::make_unique<CudaHostState>(std::move(memory), std::move(pages), it->second, retired_);
     float* at = host->data();
     for (size_t p = 0; p < plan.pools.size(); ++p) {
       model_->CopyPagesToHost(p, cache_->PageTable(seq, p), host->pages()[p], at);
@@ -269,6 +306,8 @@ class CudaModelRunner final : public ModelRunner {
       pages.push_back(&cache_->PageTable(seq, p));
     return pages;
   }
+  // Tokens the MTP layer's state runs behind the main model's (it sees a row with the next token).
+  int64_t MtpLag() const { return model_->has_mtp() ? 1 : 0; }
   void FreeRetiredCopies() {
     std::erase_if(*retired_, [](const PendingHostCopy& c) { return c.done->Query(); });
   }

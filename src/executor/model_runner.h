@@ -111,6 +111,8 @@ class ModelRunner {
   // Returns a sequence's state to its first `length` tokens, exactly (spec §3.4): the rejected
   // tokens of a speculative verify chunk, or the last token of a row whose draw sat out the step
   // (its grammar mask was late) — at most RunnerOptions::max_draft_tokens or max_rollback tokens.
+  // A page of rows to be rewritten that the sequence shares is first copied (StateCache::Unshare;
+  // ShareableLength keeps this from happening in the engine).
   virtual Status Rollback(scheduler::SeqId seq, int64_t length) = 0;
   // MTP drafting (RunnerOptions::mtp, a model with an MTP layer; spec §2.11): for each request the
   // MTP layer first runs the sequence's rows it has not seen (row i pairs the main model's streams
@@ -124,8 +126,20 @@ class ModelRunner {
     return Unimplemented("this model runner has no MTP drafter");
   }
   // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,
-  // which the cache has reserved (n > 1 completions share the prompt's prefill).
+  // which the cache has reserved (n > 1 completions share the prompt's prefill). Pages the child
+  // shares with the parent (StateCache::Share) are not copied.
   virtual void Fork(scheduler::SeqId parent, scheduler::SeqId child) = 0;
+  // Copy-on-write (StateCache::Share): of `seq`'s state of its first `length` tokens (at most its
+  // length), the tokens whose list rows are written and that going on from `length` (appending;
+  // the MTP layer's rows from its own length) never writes again, so that they may be shared. A
+  // rollback below it is the caller's to leave out (a verify chunk's never goes below the chunk's
+  // start; a late mask's goes one token back); else Rollback copies what it would rewrite.
+  // 0: nothing (a runner whose states cannot share pages).
+  virtual int64_t ShareableLength(scheduler::SeqId seq, int64_t length) const {
+    (void)seq;
+    (void)length;
+    return 0;
+  }
   // `from`'s state becomes `to`'s (the cache renamed its pages the same way).
   virtual void Rename(scheduler::SeqId from, scheduler::SeqId to) = 0;
   // The host tier: copies `seq`'s state (as the launched forwards leave it: on a GPU the copy is

@@ -58,7 +58,9 @@ void EntryList::Append(const float* row) {
 void EntryList::CopyFrom(const EntryList& other) {
   DSINFER_CHECK(other.width() == width());
   for (int64_t i = 0; i < other.count_; ++i) {
-    std::memcpy(rows_.Row(i), other.rows_.Row(i), width() * sizeof(float));
+    float* to = rows_.Row(i);
+    const float* from = other.rows_.Row(i);
+    if (to != from) std::memcpy(to, from, width() * sizeof(float));  // a shared page's row is both
   }
   count_ = other.count_;
 }

@@ -100,6 +100,7 @@ class EntryList {
   const float* Row(int64_t i) const { return rows_.Row(i); }
   void Append(const float* row);
   void Truncate(int64_t n) { count_ = n; }
+  // Copies the first count() rows of `other`; a row already in place (a page both share) stays.
   void CopyFrom(const EntryList& other);
   size_t bytes() const { return static_cast<size_t>(count_ * width()) * sizeof(float); }
 

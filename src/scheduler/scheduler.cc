@@ -24,7 +24,8 @@ void Scheduler::Add(SeqId id, std::vector<int32_t> prompt, int priority) {
   seqs_[id] = std::move(s);
 }
 
-bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token) {
+bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token,
+                     int64_t shared) {
   const Seq& p = *seqs_.at(parent);
   DSINFER_CHECK(!seqs_.count(child) && prefix <= static_cast<int64_t>(p.tokens.size()));
   auto s = std::make_unique<Seq>();
@@ -37,8 +38,10 @@ bool Scheduler::Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_tok
   int64_t running = 0;
   for (const auto& [id, q] : seqs_) running += q->running ? 1 : 0;
   const bool shares = p.running && p.computed >= prefix && running < config_.max_running &&
-                      cache_->Reserve(child, prefix).ok();
+                      cache_->CanReserve(child, prefix, parent, shared);
   if (shares) {
+    if (shared > 0) cache_->Share(parent, child, shared);
+    DSINFER_CHECK(cache_->Reserve(child, prefix).ok());
     s->running = true;
     s->computed = prefix;
   }
@@ -99,7 +102,11 @@ bool Scheduler::ReserveReclaiming(SeqId id, int64_t length) {
 }
 
 bool Scheduler::CanReserveReclaiming(SeqId id, int64_t length) {
-  while (!cache_->CanReserve(id, length)) {
+  const auto sharing = [this] {
+    return hooks_.shares ? hooks_.shares() : std::pair<uint64_t, int64_t>{0, 0};
+  };
+  for (auto share = sharing(); !cache_->CanReserve(id, length, share.first, share.second);
+       share = sharing()) {
     if (!hooks_.reclaim || !hooks_.reclaim()) return false;
   }
   return true;
@@ -218,8 +225,8 @@ BatchPlan Scheduler::Schedule() {
       if (!CanReserveReclaiming(s->id, total + 1)) break;
     }
     const int64_t count = ChunkTokens(*s, from, budget);
-    DSINFER_CHECK(cache_->Reserve(s->id, from + count).ok());
     if (from > 0 && !taken) hooks_.restore(s->id, from);
+    DSINFER_CHECK(cache_->Reserve(s->id, from + count).ok());
     if (s->lost > 0) {
       ++readmissions_;
       if (from >= s->lost) ++resumed_;

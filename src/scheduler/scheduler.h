@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cache/state_cache.h"
@@ -49,8 +50,12 @@ struct SchedulerHooks {
   // At admission: how many of `tokens`' first tokens (at most max_length) have a cached state.
   // The state stays held until `restore` or the next probe.
   std::function<int64_t(SeqId id, const std::vector<int32_t>& tokens, int64_t max_length)> probe;
-  // At admission, after reserving: copy the probed state of `length` tokens into `id`'s pages.
+  // At admission, before reserving: copy the probed state of `length` tokens into `id`'s pages
+  // (the hook reserves, or shares, what the copy needs; the scheduler then reserves the rest).
   std::function<void(SeqId id, int64_t length)> restore;
+  // While a state is probed: the cache id whose pages its restore shares and the tokens shared
+  // (StateCache::Share), so that admission counts only the pages not shared; {0, 0}: none.
+  std::function<std::pair<uint64_t, int64_t>()> shares;
   // The probed state is not restored after all (the sequence does not fit): it is held no more.
   std::function<void()> unprobe;
   // Before reserving: move the probed state into `id` instead of copying it later (a state no
@@ -93,8 +98,10 @@ class Scheduler {
   void Add(SeqId id, std::vector<int32_t> prompt, int priority);
   // A new sequence `child` that shares `parent`'s first `prefix` tokens and then `next_token`. If
   // the cache can hold it, it starts running with `prefix` tokens of state (the caller copies the
-  // parent's state) and Fork returns true; otherwise it waits and recomputes, and Fork returns false.
-  bool Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token);
+  // parent's state) and Fork returns true; otherwise it waits and recomputes, and Fork returns
+  // false. The child's pages of the parent's first `shared` tokens are the parent's
+  // (StateCache::Share).
+  bool Fork(SeqId parent, SeqId child, int64_t prefix, int32_t next_token, int64_t shared = 0);
   // Forgets a sequence (finished or aborted) and frees its state. No-op for unknown ids.
   void Remove(SeqId id);
   // Overlap scheduling: `id` (running) is not scheduled again — its last token in flight is known
@@ -153,6 +160,7 @@ class Scheduler {
   int64_t ChunkTokens(const Seq& s, int64_t start, int64_t budget) const;
   // Reserve / CanReserve that first drop cached states (hooks_.reclaim) while memory is short.
   bool ReserveReclaiming(SeqId id, int64_t length);
+  // (with the probed state's sharing, hooks_.shares, when there is one).
   bool CanReserveReclaiming(SeqId id, int64_t length);
   void Preempt(Seq* s, BatchPlan* plan);
   // Running sequences in scheduling order.

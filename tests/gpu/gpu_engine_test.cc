@@ -229,8 +229,8 @@ TEST(GpuEngineTest, MtpSpeculationGivesTheSameIdsAndLogprobs) {
 }
 
 // The prefix cache on the GPU: requests sharing a 130-token prefix and a chat's next turn restore
-// cached states (page copies on the device) and compute the rest; every output equals the run
-// with the cache off.
+// cached states (page copies on the device, of the pages not shared copy-on-write) and compute the
+// rest; every output equals the run with the cache off, and with every page copied.
 TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
   if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
   std::vector<GenerateRequest> reqs = Mix(8);  // the golden model's context is 256 tokens
@@ -270,6 +270,17 @@ TEST(GpuEngineTest, PrefixCacheGivesColdRunOutputs) {
             7 * 128 +
                 static_cast<int64_t>(reqs[0].prompt_ids.size() + first.completions[0].ids.size()) -
                 1);
+  // The cached states share the common prefix's list pages (copy-on-write: the runner copies only
+  // the pages it does not share); copying every page instead gives the same outputs.
+  EXPECT_GT(st.state_bytes_shared, 0);
+  on.share_state_pages = false;
+  auto copying = Engine::Create(on);
+  ASSERT_TRUE(copying.ok()) << copying.status().ToString();
+  std::vector<RequestResult> copied;
+  for (const auto& r : reqs) copied.push_back((*copying)->Generate({r})[0]);
+  ExpectSame(want, copied, "prefix cache, pages copied");
+  EXPECT_EQ((*copying)->Stats().state_bytes_shared, 0);
+  EXPECT_GT((*copying)->Stats().prefix_cache_bytes, st.prefix_cache_bytes);
 }
 
 // The prefix cache's host tier on the GPU (the CUDA runner's Offload / Restore: page copies to and

@@ -3,12 +3,15 @@
 // the rest, and every output (ids and logprobs) is bit-identical to a cold run of the request
 // alone; under memory pressure cached states give way (evictions) before running requests are
 // preempted, and the outputs are still those of cold runs; a preempted request keeps its state and
-// resumes from it; the host tier keeps evicted states for later hits. Both model families
-// (DeepSeek-V4, DeepSeek-V4.1).
+// resumes from it; the host tier keeps evicted states for later hits; copies of states share their
+// list pages copy-on-write (n > 1 forks, checkpoints, hits) and take less memory. Both model
+// families (DeepSeek-V4, DeepSeek-V4.1).
 #include <gtest/gtest.h>
 
+#include "cache/memory_planner.h"
 #include "engine_mix.h"
 #include "engine_test_util.h"
+#include "executor/model_runner.h"
 
 namespace dsinfer::engine {
 namespace {
@@ -146,16 +149,22 @@ PressureBudget SmallestPressureBudget(const cache::StateLayout& layout,
   return b;
 }
 
-void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
+// Copying every page (`share` false), the budget forces preemption too. With copy-on-write
+// sharing, requests restored from the common prefix's states share its list pages and fit beside
+// each other even in the smallest budget (no preemption: PreemptedRequests* below have it with
+// sharing), but cached states still give way.
+void MemoryPressure(Family family, EngineOptions::Overlap overlap, bool share,
+                    const Results& cold) {
   const std::vector<GenerateRequest> reqs = SharedPrefixRequests();
-  const Results cold = Cold(family, reqs);
   EngineOptions o = CacheOptions(family, true, overlap);
+  o.share_state_pages = share;
   const auto layout = testing::SmallLayout(family, testing::kEngineRollbackSlack);
   const PressureBudget budget = SmallestPressureBudget(layout, reqs, &o);
   ASSERT_GT(budget.alone, 0);
   // ... and half as much again: a second request runs beside the first at times.
   o.state_memory_bytes = budget.alone + (budget.alone - 4 * layout.FixedBytes()) / budget.page_set /
                                             2 * budget.page_set;
+  if (share) o.state_memory_bytes = budget.alone;
   auto core = NewCore(o);
   std::mt19937 rng(5);
   // Staggered arrivals (one every 8 steps), so later requests find the earlier ones' states.
@@ -171,19 +180,26 @@ void MemoryPressure(Family family, EngineOptions::Overlap overlap) {
         core->scheduler().set_max_batch_tokens(1 + rng() % 48);
       },
       /*min_steps=*/8 * static_cast<int>(reqs.size()));
-  EXPECT_EQ(warm, cold);
+  EXPECT_EQ(warm, cold) << "sharing " << share;
   const EngineStats st = core->Stats();
-  EXPECT_GT(st.prefix_evictions, 0);
-  EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+  EXPECT_GT(st.prefix_evictions, 0) << "sharing " << share;
+  if (!share) {
+    EXPECT_GT(st.preemptions, 0) << "the budget must force preemption";
+  }
   EXPECT_EQ(st.state_bytes_used, 0);
+  EXPECT_EQ(st.state_bytes_shared_peak > 0, share);
 }
 
 TEST_P(PrefixCacheFamilyTest, MemoryPressureEvictsStatesAndOutputsStillMatch) {
-  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff);
+  const Results cold = Cold(GetParam(), SharedPrefixRequests());
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff, /*share=*/false, cold);
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOff, /*share=*/true, cold);
 }
 
 TEST_P(PrefixCacheFamilyTest, MemoryPressureWithOverlapSchedulingStillMatches) {
-  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn);
+  const Results cold = Cold(GetParam(), SharedPrefixRequests());
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn, /*share=*/false, cold);
+  MemoryPressure(GetParam(), EngineOptions::Overlap::kOn, /*share=*/true, cold);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PrefixCacheFamilyTest,
@@ -320,6 +336,158 @@ TEST_P(PrefixCacheFamilyTest, HostTierKeepsEvictedStatesForLaterHits) {
   EXPECT_GT(small.host_cache_evictions, 0);
   EXPECT_LE(small.host_cache_bytes, per_state * 5 / 2);
   EXPECT_LT(small.prefix_hits, on.prefix_hits);
+}
+
+// Copy-on-write state pages: the n > 1 siblings forked after a long prompt, the prompt's
+// checkpoints and later requests restored from them share the prompt's list pages instead of
+// copying them. The outputs are those of cold runs with sharing on and off (with and without the
+// prefix cache: forks alone), and with sharing pages are shared and the state memory in use at
+// its peak is smaller.
+TEST_P(PrefixCacheFamilyTest, SharedStatePagesKeepOutputsAndTakeLessMemory) {
+  const Family family = GetParam();
+  const auto base = testing::RandomIds(300, 21);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = Concat(base, testing::RandomIds(5 + 7 * i, 22 + i));
+    r.params.max_tokens = 5;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    r.params.seed = 40 + i;
+    r.params.temperature = 0.9f;
+    r.params.n = i == 0 ? 4 : 2;
+    reqs.push_back(r);
+  }
+  const Results cold = Cold(family, reqs);
+  struct Run {
+    EngineStats stats;
+    int64_t peak_used = 0;    // state memory in use, at its peak over the steps
+    int64_t peak_shared = 0;  // what sharing saved, at its peak
+  };
+  const auto run = [&](bool prefix_cache, bool share) {
+    EngineOptions o = CacheOptions(family, prefix_cache);
+    o.share_state_pages = share;
+    auto core = NewCore(o);
+    Run r;
+    Results warm;
+    // One request after the other: the later ones restore the first one's checkpoints.
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      core->Add(i + 1, *core->Prepare(reqs[i]));
+      const auto measure = [&](int) {
+        const cache::CacheStats st = core->cache().Stats();
+        r.peak_used = std::max(r.peak_used, st.bytes_used);
+        r.peak_shared = std::max(r.peak_shared, st.bytes_referenced - st.bytes_used);
+        EXPECT_EQ(core->Stats().state_bytes_shared, st.bytes_referenced - st.bytes_used);
+      };
+      for (auto& [key, out] : Drain(*core, measure)) warm[key] = out;
+    }
+    EXPECT_EQ(warm, cold) << "prefix cache " << prefix_cache << ", sharing " << share;
+    r.stats = core->Stats();
+    EXPECT_EQ(r.stats.state_bytes_used, 0);
+    EXPECT_EQ(core->num_states(), 0u);
+    core->ClearPrefixCache();
+    EXPECT_EQ(core->cache().Stats().bytes_used, 0);
+    return r;
+  };
+  // n > 1 forks alone.
+  const Run forks_copied = run(false, false), forks_shared = run(false, true);
+  EXPECT_EQ(forks_copied.peak_shared, 0);
+  EXPECT_GT(forks_shared.peak_shared, 0);
+  EXPECT_LT(forks_shared.peak_used, forks_copied.peak_used);
+  // With the prefix cache: checkpoints and hits too.
+  const Run copied = run(true, false), shared = run(true, true);
+  EXPECT_EQ(copied.peak_shared, 0);
+  EXPECT_GT(shared.peak_shared, forks_shared.peak_shared);
+  EXPECT_LT(shared.peak_used, copied.peak_used);
+  EXPECT_GT(shared.stats.prefix_hits, 0);
+  EXPECT_EQ(shared.stats.prefix_hits, copied.stats.prefix_hits);
+  EXPECT_EQ(shared.stats.prefix_tokens_reused, copied.stats.prefix_tokens_reused);
+}
+
+// The CPU runner's copy-on-write on a rollback: a forked state that shares its parent's list pages
+// up to its whole length (more than the engine shares: it leaves out what a rollback may rewrite)
+// and then rolls back past them copies the pages it is about to rewrite (StateCache::Unshare)
+// before writing, so both go on exactly as states computed on their own do.
+TEST_P(PrefixCacheFamilyTest, RunnerRollbackPastSharedRowsCopiesThePages) {
+  executor::RunnerOptions ro;
+  ro.model_dir = testing::EngineModelDir(GetParam());
+  ro.num_threads = 1;
+  ro.max_rollback = 4;
+  ro.device = executor::Device::kCpu;
+  sampler::SamplingParams params;
+  params.temperature = 0;
+  params.logprobs = true;
+  params.top_logprobs = 8;
+  const std::vector<int32_t> prompt = testing::RandomIds(128, 31);
+  const std::vector<int32_t> x = testing::RandomIds(5, 32), y = testing::RandomIds(3, 33);
+  struct Runner {
+    std::unique_ptr<executor::ModelRunner> runner;
+    std::unique_ptr<cache::StateCache> cache;
+  };
+  const auto start = [&] {
+    Runner r;
+    auto runner = executor::CreateCpuModelRunner(ro);
+    EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+    r.runner = std::move(runner).value();
+    cache::PlanOptions po;
+    po.budget_bytes = 64 << 20;
+    po.max_sequences = 4;
+    po.typical_length = 256;
+    po.rows_per_page = 2;  // many pages: a rate-4 list's page is 8 tokens
+    auto plan = cache::PlanMemory(r.runner->state_layout(), po);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    r.cache = std::make_unique<cache::StateCache>(*plan);
+    EXPECT_TRUE(r.runner->BindCache(r.cache.get()).ok());
+    return r;
+  };
+  // Runs one chunk of `seq` (reserved first) and draws from its last row: the ids and logprobs.
+  const auto run = [&](Runner& r, uint64_t seq, int64_t at, const std::vector<int32_t>& tokens) {
+    EXPECT_TRUE(r.cache->Reserve(seq, at + static_cast<int64_t>(tokens.size())).ok());
+    executor::RunDraw d;
+    d.input.params = &params;
+    d.input.position = at + static_cast<int64_t>(tokens.size());
+    auto out = r.runner->Run({{seq, at, tokens}}, {d});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    std::vector<float> got;
+    if (!out.ok()) return got;
+    for (const auto& t : out->tokens) {
+      got.push_back(static_cast<float>(t.id));
+      got.push_back(t.logprob);
+      for (const auto& alt : t.top)
+        got.insert(got.end(), {static_cast<float>(alt.id), alt.logprob});
+    }
+    return got;
+  };
+  const auto shared_pages = [](const cache::StateCache& c) {
+    int64_t n = 0;
+    for (const auto& pool : c.Stats().pools) n += pool.pages_shared;
+    return n;
+  };
+
+  Runner a = start();
+  run(a, 1, 0, prompt);
+  a.cache->Share(1, 2, 128);
+  ASSERT_TRUE(a.cache->Reserve(2, 128).ok());
+  a.runner->Fork(1, 2);
+  const int64_t shared = shared_pages(*a.cache);
+  ASSERT_GT(shared, 0);
+  ASSERT_TRUE(a.runner->Rollback(2, 124).ok());
+  EXPECT_LT(shared_pages(*a.cache), shared) << "the page of the rows 124.. rewrite is copied";
+  EXPECT_GT(shared_pages(*a.cache), 0) << "the pages below stay shared";
+  const std::vector<float> forked = run(a, 2, 124, x), parent = run(a, 1, 128, y);
+
+  Runner b = start();
+  std::vector<int32_t> alone = prompt;
+  alone.insert(alone.end(), y.begin(), y.end());
+  EXPECT_EQ(parent, run(b, 1, 0, alone));
+  alone.assign(prompt.begin(), prompt.begin() + 124);
+  alone.insert(alone.end(), x.begin(), x.end());
+  EXPECT_EQ(forked, run(b, 2, 0, alone));
+  a.runner->Release(1);
+  a.cache->Free(1);
+  a.runner->Release(2);
+  a.cache->Free(2);
+  EXPECT_EQ(a.cache->Stats().bytes_used, 0);
 }
 
 TEST(PrefixCacheTest, BadOptionsAreRefused) {

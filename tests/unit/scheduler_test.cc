@@ -249,6 +249,33 @@ TEST(SchedulerTest, ForkSharesTheParentsStateWhenItFits) {
   EXPECT_EQ(p.chunks.size(), 2u);
 }
 
+// A fork that shares the parent's whole list pages (copy-on-write) needs only what it does not
+// share: it runs where a copy would not fit, and the shared pages count once.
+TEST(SchedulerTest, ForkSharingPagesNeedsOnlyTheRest) {
+  cache::StateCache cache(Plan(4, 6));
+  Scheduler sched({16, 4, 32}, &cache);
+  std::vector<int32_t> prompt(16);
+  for (int i = 0; i < 16; ++i) prompt[static_cast<size_t>(i)] = i + 1;
+  sched.Add(256, prompt, 0);
+  BatchPlan p = sched.Schedule();
+  sched.Commit(p, {9});
+  ASSERT_EQ(cache.Stats().pools[1].pages_used, 4);
+  EXPECT_FALSE(sched.Fork(256, 257, 16, 8)) << "a copy of 4 pages does not fit in the 2 left";
+  EXPECT_TRUE(sched.Fork(256, 258, 16, 7, /*shared=*/16));
+  EXPECT_EQ(sched.computed(258), 16);
+  EXPECT_TRUE(sched.Fork(256, 259, 16, 6, /*shared=*/12)) << "3 pages shared, 1 new";
+  cache::CacheStats st = cache.Stats();
+  EXPECT_EQ(st.pools[1].pages_used, 5);
+  EXPECT_EQ(st.pools[1].pages_shared, 4);
+  EXPECT_EQ(st.pools[1].page_refs, 12);
+  sched.Remove(256);
+  sched.Remove(258);
+  EXPECT_EQ(cache.Stats().pools[1].pages_used, 4) << "259's pages, the 3 shared ones among them";
+  sched.Remove(257);
+  sched.Remove(259);
+  EXPECT_EQ(cache.Stats().bytes_used, 0);
+}
+
 }  // namespace
 }  // namespace dsinfer::scheduler
 

@@ -1,11 +1,15 @@
 // State cache: the layout's bytes equal the model's state bytes at every length and state in cache
 // pages computes what heap state does (both model families); the planner respects the budget;
-// reservations are all-or-nothing and Free returns everything; the prefix index and the host
-// tier's accounting (LRU within its byte budget).
+// reservations are all-or-nothing and Free returns everything; copy-on-write sharing of the list
+// pages (each page counted once, freed with its last holder in either order, a partly filled page
+// never shared, a rollback past the shared rows unshares, and forks sharing pages compute exactly);
+// the prefix index and the host tier's accounting (LRU within its byte budget).
 #include "cache/state_cache.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
 #include <random>
 
 #include "cache/host_tier.h"
@@ -143,6 +147,131 @@ TEST(StateCacheTest, ReserveIsAllOrNothingAndFreeReturnsEverything) {
   for (const auto& pool : after.pools) EXPECT_EQ(pool.pages_used, 0) << pool.name;
 }
 
+// A plan by hand: a window ring (one 4-row page per request, 4 pages) and a compressed list and
+// an index-key list of one row per 4 tokens, 2 rows (8 tokens) per page, `list_pages` pages each.
+MemoryPlan SharingPlan(int64_t list_pages) {
+  const auto component = [](const char* name, StateKind kind, int64_t ring_rows) {
+    StateComponent c;
+    c.name = name;
+    c.kind = kind;
+    c.bytes_per_row = 16;
+    c.ring_rows = ring_rows;
+    c.tokens_per_row = ring_rows > 0 ? 1 : 4;
+    c.members.push_back({0, 0, 4, 0});
+    return c;
+  };
+  MemoryPlan plan;
+  plan.pools.push_back({component("window", StateKind::kWindow, 4), 4, 4});
+  plan.pools.push_back({component("compressed", StateKind::kCompressed, 0), 2, list_pages});
+  plan.pools.push_back({component("index", StateKind::kIndexKeys, 0), 2, list_pages});
+  return plan;
+}
+
+TEST(StateCacheSharingTest, SharedPagesCountOnceAndLeaveWithTheLastHolder) {
+  for (bool parent_first : {true, false}) {
+    StateCache cache(SharingPlan(8));
+    ASSERT_TRUE(cache.Reserve(1, 30).ok());  // 7 list rows: 4 pages, the last half full
+    EXPECT_EQ(cache.SharedPages(0, 30), 0) << "a ring is never shared";
+    EXPECT_EQ(cache.SharedPages(1, 30), 3) << "whole pages below 7 rows";
+    EXPECT_EQ(cache.SharedPages(1, 32), 4);
+    EXPECT_EQ(cache.SharedPages(1, 0), 0);
+    // Admission counts the pages not shared: 4 free list pages, a full copy needs 4, a copy
+    // sharing 3 needs 1.
+    ASSERT_TRUE(cache.Reserve(9, 8).ok());  // another request: 1 page per list, 3 left free
+    EXPECT_FALSE(cache.CanReserve(2, 30));
+    EXPECT_TRUE(cache.CanReserve(2, 30, 1, 30));
+    EXPECT_TRUE(cache.CanReserve(2, 30, 1, 8));   // shares 1, needs 3
+    EXPECT_FALSE(cache.CanReserve(2, 30, 1, 7));  // shares none
+    cache.Share(1, 2, 30);
+    ASSERT_TRUE(cache.Reserve(2, 30).ok());
+    for (size_t pool : {size_t{1}, size_t{2}}) {
+      const auto& a = cache.PageTable(1, pool);
+      const auto& b = cache.PageTable(2, pool);
+      ASSERT_EQ(a.size(), 4u);
+      ASSERT_EQ(b.size(), 4u);
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(a[k], b[k]) << "page " << k;
+        EXPECT_TRUE(cache.IsShared(1, pool, k));
+      }
+      EXPECT_NE(a[3], b[3]) << "the partly filled last page is each one's own";
+      EXPECT_FALSE(cache.IsShared(2, pool, 3));
+    }
+    EXPECT_NE(cache.PageTable(1, 0), cache.PageTable(2, 0)) << "rings are copied";
+    const CacheStats st = cache.Stats();
+    EXPECT_EQ(st.pools[1].pages_used, 4 + 1 + 1);
+    EXPECT_EQ(st.pools[1].pages_shared, 3);
+    EXPECT_EQ(st.pools[1].page_refs, 4 + 4 + 1);
+    EXPECT_EQ(st.pools[0].pages_shared, 0);
+    EXPECT_EQ(st.bytes_referenced, cache.BytesOf(1) + cache.BytesOf(2) + cache.BytesOf(9));
+    EXPECT_EQ(st.bytes_used, cache.BytesOf(std::vector<uint64_t>{1, 2, 9}));
+    EXPECT_EQ(st.bytes_referenced - st.bytes_used, 2 * 3 * 32) << "3 pages of 32 bytes per list";
+    EXPECT_EQ(cache.BytesOf(std::vector<uint64_t>{1, 2}), cache.BytesOf(1) + 4 * 16 + 2 * 32);
+    // Either holder may go first: the other keeps every page it holds.
+    const uint64_t first = parent_first ? 1 : 2, second = parent_first ? 2 : 1;
+    const std::vector<int32_t> kept = cache.PageTable(second, 1);
+    cache.Free(first);
+    const CacheStats half = cache.Stats();
+    EXPECT_EQ(half.pools[1].pages_shared, 0);
+    EXPECT_EQ(half.pools[1].pages_used, 4 + 1);
+    EXPECT_EQ(half.bytes_used, half.bytes_referenced);
+    EXPECT_EQ(cache.PageTable(second, 1), kept);
+    // A page freed with its last holder is free again: the freed partial page is reused first.
+    ASSERT_TRUE(cache.Reserve(3, 8).ok());
+    cache.Free(3);
+    cache.Free(second);
+    cache.Free(9);
+    const CacheStats none = cache.Stats();
+    EXPECT_EQ(none.bytes_used, 0);
+    for (const auto& pool : none.pools) {
+      EXPECT_EQ(pool.pages_used, 0) << pool.name;
+      EXPECT_EQ(pool.page_refs, 0) << pool.name;
+    }
+  }
+}
+
+TEST(StateCacheSharingTest, ARollbackPastTheSharedRowsUnsharesTheirPages) {
+  StateCache cache(SharingPlan(8));
+  ASSERT_TRUE(cache.Reserve(1, 32).ok());  // 8 rows: 4 whole pages
+  cache.Share(1, 2, 32);
+  ASSERT_TRUE(cache.Reserve(2, 32).ok());
+  EXPECT_EQ(cache.Stats().pools[1].pages_shared, 4);
+  const std::vector<int32_t> parent = cache.PageTable(1, 1);
+  // Nothing from 32 tokens on is shared: no copy.
+  auto none = cache.Unshare(2, 32);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  // Back to 20 tokens: rows 5.. are rewritten, in pages 2 and 3 of each list.
+  auto copies = cache.Unshare(2, 20);
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  ASSERT_EQ(copies->size(), 4u);
+  for (const PageCopy& c : *copies) {
+    const auto& table = cache.PageTable(2, c.pool);
+    EXPECT_TRUE(c.from == parent[2] || c.from == parent[3]);
+    EXPECT_TRUE(c.to == table[2] || c.to == table[3]);
+  }
+  for (size_t pool : {size_t{1}, size_t{2}}) {
+    EXPECT_TRUE(cache.IsShared(2, pool, 1));
+    EXPECT_FALSE(cache.IsShared(2, pool, 2));
+    EXPECT_FALSE(cache.IsShared(2, pool, 3));
+  }
+  EXPECT_EQ(cache.PageTable(1, 1), parent) << "the other holder keeps its pages";
+  EXPECT_EQ(cache.Stats().pools[1].pages_shared, 2);
+  EXPECT_EQ(cache.Stats().pools[1].pages_used, 6);
+  // No free page for a copy: refused, nothing changed.
+  ASSERT_TRUE(cache.Reserve(3, 8).ok());  // 1 page per list: 1 left
+  ASSERT_TRUE(cache.Reserve(4, 8).ok());  // none left
+  const CacheStats before = cache.Stats();
+  EXPECT_EQ(cache.Unshare(1, 0).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.Stats().pools[1].pages_shared, before.pools[1].pages_shared);
+  EXPECT_EQ(cache.Stats().bytes_used, before.bytes_used);
+  cache.Free(4);
+  cache.Free(3);
+  auto rest = cache.Unshare(1, 0);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->size(), 4u);
+  EXPECT_EQ(cache.Stats().pools[1].pages_shared, 0);
+  EXPECT_EQ(cache.Stats().bytes_used, cache.Stats().bytes_referenced);
+}
 
 // The model's state really lives in the pools: two requests whose rows are pages of one cache
 // (interleaved page ids) compute exactly what private heap state computes, and a fork copied into
@@ -202,6 +331,83 @@ TEST_P(FamilyStateTest, ModelStateInCachePagesIsExact) {
   const auto oh = Forward(model, {{heap_b.get(), {17}}});
   EXPECT_EQ(o2, oh);
   EXPECT_EQ(o3, oh);
+}
+
+// Copy-on-write with the model: a request's state is copied into a second request that shares
+// its whole list pages; both go on (the copy after a rollback past the shared rows, which
+// unshares the pages it rewrites, as the runners do) and compute exactly what private copies
+// compute, and the shared pages stay as they were.
+TEST_P(FamilyStateTest, StatesSharingPagesComputeExactly) {
+  auto loaded = Load(GetParam(), 2);
+  ASSERT_NE(loaded, nullptr);
+  model::LanguageModel& model = *loaded;
+  const int slack = 4;
+  const auto layout = model.StateLayoutFor(slack);
+  PlanOptions o;
+  o.max_sequences = 4;
+  o.rows_per_page = 2;
+  o.typical_length = 128;
+  o.budget_bytes = 4 * (layout.FixedBytes() + static_cast<int64_t>(layout.BytesPerToken() * 1024));
+  auto plan = PlanMemory(layout, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  StateCache cache(*plan);
+
+  const std::vector<int32_t> prompt = testing::RandomIds(72, 8);
+  model::HeapStatePages heap1(layout), heap2(layout);
+  auto h1 = model.NewSequence(slack, layout, &heap1);
+  auto h2 = model.NewSequence(slack, layout, &heap2);
+  Forward(model, {{h1.get(), prompt}});
+  h2->CopyFrom(*h1);
+  ASSERT_TRUE(cache.Reserve(1, 72).ok());
+  auto s1 = model.NewSequence(slack, layout, cache.Pages(1));
+  Forward(model, {{s1.get(), prompt}});
+
+  cache.Share(1, 2, 72);
+  ASSERT_TRUE(cache.Reserve(2, 72).ok());
+  auto s2 = model.NewSequence(slack, layout, cache.Pages(2));
+  s2->CopyFrom(*s1);
+  int64_t shared = 0;
+  for (const auto& pool : cache.Stats().pools) shared += pool.pages_shared;
+  ASSERT_GT(shared, 0) << "the small model has compressed lists of whole pages at 72 tokens";
+  // The shared pages' bytes now.
+  const auto shared_pages = [&] {
+    std::map<std::pair<size_t, int32_t>, std::vector<float>> pages;
+    for (size_t p = 0; p < plan->pools.size(); ++p) {
+      const auto& table = cache.PageTable(1, p);
+      for (size_t k = 0; k < table.size(); ++k) {
+        if (!cache.IsShared(1, p, static_cast<int64_t>(k))) continue;
+        const float* d = cache.PageData(p, table[k]);
+        pages[{p, table[k]}].assign(d, d + plan->pools[p].page_bytes() / 4);
+      }
+    }
+    return pages;
+  };
+  const auto before = shared_pages();
+
+  // The copy rolls back 4 tokens (past the shared rows) and goes on with other tokens.
+  auto copies = cache.Unshare(2, 68);
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  EXPECT_FALSE(copies->empty()) << "72 tokens fill a list page that 68 do not";
+  for (const PageCopy& c : *copies) {
+    std::memcpy(cache.PageData(c.pool, c.to), cache.PageData(c.pool, c.from),
+                static_cast<size_t>(plan->pools[c.pool].page_bytes()));
+  }
+  ASSERT_TRUE(s2->Rollback(68).ok());
+  ASSERT_TRUE(h2->Rollback(68).ok());
+  const std::vector<int32_t> other = testing::RandomIds(20, 9), more = testing::RandomIds(9, 10);
+  ASSERT_TRUE(cache.Reserve(2, 88).ok());
+  EXPECT_EQ(Forward(model, {{s2.get(), other}}), Forward(model, {{h2.get(), other}}));
+  ASSERT_TRUE(cache.Reserve(1, 81).ok());
+  EXPECT_EQ(Forward(model, {{s1.get(), more}}), Forward(model, {{h1.get(), more}}));
+
+  // The pages still shared are among those shared before, unchanged.
+  const auto after = shared_pages();
+  ASSERT_FALSE(after.empty());
+  for (const auto& [page, data] : after) {
+    ASSERT_TRUE(before.count(page));
+    EXPECT_EQ(std::memcmp(data.data(), before.at(page).data(), data.size() * sizeof(float)), 0)
+        << "pool " << page.first << " page " << page.second;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyStateTest, ::testing::Values("V4", "V41", "V41Engram"),

@@ -119,6 +119,25 @@ Buffer<K>::Buffer(size_t bytes) : bytes_(bytes) {
 }
 
 template <MemoryKind K>
+Buffer<K> Buffer<K>::TryAllocate(size_t bytes) {
+  Buffer b;
+  if (bytes == 0) return b;
+  cudaError_t err;
+  if constexpr (K == MemoryKind::kDevice) {
+    err = cudaMalloc(&b.ptr_, bytes);
+  } else {
+    err = cudaMallocHost(&b.ptr_, bytes);
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky: clear it
+    b.ptr_ = nullptr;
+    return b;
+  }
+  b.bytes_ = bytes;
+  return b;
+}
+
+template <MemoryKind K>
 void Buffer<K>::Release() {
   if (!ptr_) return;
   if constexpr (K == MemoryKind::kDevice) {

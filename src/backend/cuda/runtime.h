@@ -70,7 +70,10 @@ template <MemoryKind K>
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes);
+  explicit Buffer(size_t bytes);  // aborts when the memory cannot be had
+  // The same, or an empty buffer (get() == nullptr) when the memory cannot be had (a pinned host
+  // allocation the OS refuses): for callers that can do without.
+  static Buffer TryAllocate(size_t bytes);
   ~Buffer() { Release(); }
   Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
   Buffer& operator=(Buffer&& o) noexcept {
