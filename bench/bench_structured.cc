@@ -3,9 +3,10 @@
 // pick uniformly among the allowed tokens (EOS once accepting, with probability 1/4); every
 // Matcher::Mask() call is timed. The first run starts with an empty mask cache (cold); the others
 // share the compiled constraint, as requests with the same schema do in the engine.
-//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy]
+//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N]
 // Compile time includes TokenAutomaton::Precompute (the families classified before the first
-// mask), which `lazy` turns off (the A/B of that change: each family's first mask walks then).
+// mask), which `lazy` turns off (the A/B of that change: each family's first mask walks then);
+// `configs=N` bounds it (CompileOptions::precompute_configs).
 // Prints one JSON line per schema and one for all of them; with `misses`, also one line per
 // cache miss to stderr (schema, run, step, µs, whole-trie walks, new configurations, the text's
 // last 40 bytes): the generations are the same in every run of one build (masks are exact), so
@@ -94,20 +95,25 @@ const Case kCases[] = {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy]\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] [configs=N]\n");
     return 2;
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 120;
   bool trace_misses = false, lazy = false;
+  int32_t precompute_configs = structured::CompileOptions{}.precompute_configs;
   for (int i = 4; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "misses") {
       trace_misses = true;
     } else if (flag == "lazy") {
       lazy = true;
+    } else if (flag.rfind("configs=", 0) == 0) {
+      precompute_configs = std::atoi(flag.c_str() + 8);
     } else {
-      std::fprintf(stderr, "unknown flag %s (misses, lazy)\n", argv[i]);
+      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N)\n", argv[i]);
       return 2;
     }
   }
@@ -140,6 +146,7 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     structured::CompileOptions options;
     if (lazy) options.precompute_us = 0;
+    options.precompute_configs = precompute_configs;
     auto automaton = structured::CompileConstraint(spec, vocab, options);
     const double compile_ms = Us(Clock::now() - t0) / 1e3;
     if (!automaton.ok()) {
