@@ -496,7 +496,7 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
       // the tokens stay those without speculation. With none ready it sits out like a plain draw.
       const size_t rows =
           g.masks->num_behind() > 0 ? 0 : static_cast<size_t>(g.masks->rows_ready());
-      ++stats_.structured_mask_late;
+      if (rows < g.last - g.first) ++stats_.structured_mask_late;  // (else: done meanwhile)
       if (rows == 0) {
         if (g.last - g.first == 1) {
           SitOut(live[g.first]);
