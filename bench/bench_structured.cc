@@ -3,7 +3,10 @@
 // pick uniformly among the allowed tokens (EOS once accepting, with probability 1/4); every
 // Matcher::Mask() call is timed. The first run starts with an empty mask cache (cold); the others
 // share the compiled constraint, as requests with the same schema do in the engine.
-//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses]
+//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N]
+// Compile time includes TokenAutomaton::Precompute (the families classified before the first
+// mask), which `lazy` turns off (the A/B of that change: each family's first mask walks then);
+// `configs=N` bounds it (CompileOptions::precompute_configs).
 // Prints one JSON line per schema and one for all of them; with `misses`, also one line per
 // cache miss to stderr (schema, run, step, µs, whole-trie walks, new configurations, the text's
 // last 40 bytes): the generations are the same in every run of one build (masks are exact), so
@@ -92,12 +95,28 @@ const Case kCases[] = {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_structured TOKENIZER_JSON [runs] [steps]\n");
+    std::fprintf(
+        stderr,
+        "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] [configs=N]\n");
     return 2;
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 120;
-  const bool trace_misses = argc > 4 && std::string(argv[4]) == "misses";
+  bool trace_misses = false, lazy = false;
+  int32_t precompute_configs = structured::CompileOptions{}.precompute_configs;
+  for (int i = 4; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "misses") {
+      trace_misses = true;
+    } else if (flag == "lazy") {
+      lazy = true;
+    } else if (flag.rfind("configs=", 0) == 0) {
+      precompute_configs = std::atoi(flag.c_str() + 8);
+    } else {
+      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N)\n", argv[i]);
+      return 2;
+    }
+  }
   auto tok = tokenizer::Tokenizer::Load(argv[1]);
   if (!tok.ok()) {
     std::fprintf(stderr, "%s\n", tok.status().ToString().c_str());
@@ -125,12 +144,16 @@ int main(int argc, char** argv) {
     spec.kind = c.kind;
     spec.text = c.text;
     t0 = Clock::now();
-    auto automaton = structured::CompileConstraint(spec, vocab);
+    structured::CompileOptions options;
+    if (lazy) options.precompute_us = 0;
+    options.precompute_configs = precompute_configs;
+    auto automaton = structured::CompileConstraint(spec, vocab, options);
     const double compile_ms = Us(Clock::now() - t0) / 1e3;
     if (!automaton.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.name, automaton.status().ToString().c_str());
       return 1;
     }
+    const int64_t compile_family_walks = (*automaton)->stats().family_walks;
     std::vector<double> times, warm;
     int stopped = 0;
     for (int run = 0; run < runs; ++run) {
@@ -186,6 +209,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", nlohmann::json({{"bench", "structured_mask"},
                                         {"schema", c.name},
                                         {"compile_ms", compile_ms},
+                                        {"compile_family_walks", compile_family_walks},
                                         {"masks", times.size()},
                                         {"p50_us", Percentile(times, 0.5)},
                                         {"p99_us", Percentile(times, 0.99)},

@@ -292,9 +292,10 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   // Structured output: draws that sat out a step because their grammar mask was late
-  // (EngineOptions::structured_mask_deadline_us), the engine thread's time waiting for masks,
-  // and emitted tokens whose constraint state a mask worker computed (the automaton was busy with
-  // a mask at the emit, which the engine thread does not wait for).
+  // (EngineOptions::structured_mask_deadline_us; a speculative verify chunk counts once, whether
+  // it sat out or drew at the rows whose masks were ready), the engine thread's time waiting for
+  // masks, and emitted tokens whose constraint state a mask worker computed (the automaton was busy
+  // with a mask at the emit, which the engine thread does not wait for).
   int64_t structured_mask_late = 0;
   double structured_mask_wait_s = 0;
   int64_t structured_deferred_advances = 0;

@@ -13,6 +13,11 @@ namespace dsinfer::engine {
 
 using scheduler::SeqId;
 
+namespace {
+// The most draft tokens of a verify chunk (the CUDA model's rollback slack).
+constexpr int kMaxSpeculativeTokens = 16;
+}  // namespace
+
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                          std::unique_ptr<TextCodec> codec) {
   if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0 ||
@@ -27,7 +32,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   }
   const SpeculativeOptions& spec = o.speculative;
   const bool speculate = spec.method != SpeculativeOptions::Method::kNone;
-  if (speculate && (spec.num_tokens < 1 || spec.num_tokens > 16)) {
+  if (speculate && (spec.num_tokens < 1 || spec.num_tokens > kMaxSpeculativeTokens)) {
     return InvalidArgument("speculative decoding: num_speculative_tokens must be in [1, 16], got " +
                            std::to_string(spec.num_tokens));
   }
@@ -62,8 +67,13 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
   ro.all_logits = o.prompt_logprobs;
-  // A draw that sits out a step (its grammar mask late) rolls its row's token back.
-  ro.max_rollback = o.structured_mask_deadline_us > 0 ? 1 : 0;
+  // A draw that sits out a step (its grammar mask late) rolls its row's token back; a verify
+  // chunk that sits out, its known token and its drafts (LimitDrafts keeps a constrained
+  // completion's drafts within this slack, at most kMaxSpeculativeTokens).
+  ro.max_rollback = o.structured_mask_deadline_us > 0
+                        ? std::min(kMaxSpeculativeTokens, speculate ? spec.num_tokens + 1 : 1)
+                        : 0;
+  core->sit_out_slack_ = ro.max_rollback;
   // The model's family may have no CUDA path (DeepSeek-V4.1): auto then takes the CPU.
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device,
                            executor::ResolveRunnerDevice(wanted, ro));
@@ -483,9 +493,30 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
     CompletionState* c = Live(live[g.first]);
     if (!c) continue;  // finished by an earlier group's catch-up (dropped below)
     if (!g.masks->done()) {
-      DSINFER_CHECK(g.last - g.first == 1);  // a verify chunk's rows waited for theirs
-      SitOut(live[g.first]);
-      drops[g.first] = 1;
+      // A verify chunk draws at the rows whose masks are ready (read once: the worker may add
+      // more meanwhile), the first r: it verifies r - 1 drafts, as if it had drafted no more, so
+      // the tokens stay those without speculation. With none ready it sits out like a plain draw.
+      const size_t rows =
+          g.masks->num_behind() > 0 ? 0 : static_cast<size_t>(g.masks->rows_ready());
+      if (rows < g.last - g.first) ++stats_.structured_mask_late;  // (else: done meanwhile)
+      if (rows == 0) {
+        if (g.last - g.first == 1) {
+          SitOut(live[g.first]);
+        } else {
+          SitOutVerify(live[g.first], plan.chunks[live[g.first].chunk]);
+        }
+        for (size_t k = g.first; k < g.last; ++k) drops[k] = 1;
+        continue;
+      }
+      for (size_t k = g.first; k < g.last; ++k) {
+        if (k - g.first < rows) {
+          masks[k] = g.masks->masks()[k - g.first].get();
+        } else {
+          drops[k] = 1;
+        }
+      }
+      g.masks->Cancel();  // the rest are not needed
+      if (c->mask_job == g.masks) c->mask_job.reset();
       continue;
     }
     // Tokens emitted while the automaton was busy: the job applied them; the constraint may
@@ -581,11 +612,8 @@ std::vector<EngineCore::MaskGroup> EngineCore::StartMasks(const std::vector<Draw
 void EngineCore::WaitForMasks(const std::vector<MaskGroup>& groups) {
   if (groups.empty()) return;
   const Clock::time_point start = Clock::now();
-  std::vector<const MaskJob*> all, verify;
-  for (const MaskGroup& g : groups) {
-    all.push_back(g.masks.get());
-    if (g.last - g.first > 1) verify.push_back(g.masks.get());
-  }
+  std::vector<const MaskJob*> all;
+  for (const MaskGroup& g : groups) all.push_back(g.masks.get());
   if (mask_deadline_.count() == 0) {
     mask_workers_->Wait(all, std::nullopt);
   } else {
@@ -599,8 +627,6 @@ void EngineCore::WaitForMasks(const std::vector<MaskGroup>& groups) {
       const Clock::time_point until = ready ? *ready + mask_deadline_ : now + kPoll;
       if (mask_workers_->Wait(all, until) || (ready && Clock::now() >= until)) break;
     }
-    // A verify chunk's rows wait: sitting out would roll back its drafts too, beyond the slack.
-    if (!verify.empty()) mask_workers_->Wait(verify, std::nullopt);
   }
   stats_.structured_mask_wait_s += std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -613,6 +639,12 @@ bool EngineCore::CatchUp(RequestState& r, CompletionState& c, const MaskJob& job
   const Status& status = job.behind_status();
   if (status.ok()) c.matcher->Append(job.after_behind(), k);
   if (status.ok() && !job.completed()) return true;
+  EndAtConstraint(r, c, status, events);
+  return false;
+}
+
+void EngineCore::EndAtConstraint(RequestState& r, CompletionState& c, const Status& status,
+                                 std::vector<StreamEvent>* events) {
   // What Emit would have ended the completion with at the token (only the constraint could:
   // see Emit), in an event of its own. (An error's token has had its text sent already.)
   StreamEvent ev;
@@ -632,7 +664,6 @@ bool EngineCore::CatchUp(RequestState& r, CompletionState& c, const MaskJob& job
     requests_.erase(r.id);
     ++stats_.requests_finished;
   }
-  return false;
 }
 
 void EngineCore::SitOut(const DrawJob& j) {
@@ -641,7 +672,14 @@ void EngineCore::SitOut(const DrawJob& j) {
     const Status rolled = runner_->Rollback(seq, *length);
     DSINFER_CHECK(rolled.ok());  // one token: the slack the runner was created with
   }
-  ++stats_.structured_mask_late;
+}
+
+void EngineCore::SitOutVerify(const DrawJob& j, const scheduler::ScheduledChunk& ch) {
+  // Its chunk was not committed at the launch (Complete commits what it accepts): the scheduler
+  // still has it to run; the runner drops the rows it ran (1 + drafts: within the slack
+  // LimitDrafts keeps for a constrained completion).
+  const Status rolled = runner_->Rollback(SeqOf(j.request, j.index), ch.start);
+  DSINFER_CHECK(rolled.ok());
 }
 
 void EngineCore::Step(std::vector<StreamEvent>* events) {
@@ -740,29 +778,39 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
       ++i;
       continue;
     }
-    // Speculation is serial: nothing finished between the launch and now, so all of the chunk's
-    // drafts + 1 draws are here.
-    DSINFER_CHECK(i + static_cast<size_t>(ch.drafts) < f.jobs.size());
+    // Speculation is serial: nothing finished between the launch and now, so the chunk's draws
+    // are here: drafts + 1, or fewer when the later rows' grammar masks were late (then the
+    // drafts past the last drawn row count as rejected: the chunk verified `tried` of them).
+    size_t rows = 1;
+    while (i + rows < f.jobs.size() && f.jobs[i + rows].chunk == j.chunk && f.jobs[i + rows].own &&
+           f.jobs[i + rows].forced < 0)
+      ++rows;
+    DSINFER_CHECK(rows <= static_cast<size_t>(ch.drafts) + 1);
+    const int64_t tried = static_cast<int64_t>(rows) - 1;
     const auto& drafts = scheduler_->drafts(ch.id);
     int64_t m = 0;
-    while (m < ch.drafts && out->tokens[i + m].id == drafts[m]) ++m;
+    while (m < tried && out->tokens[i + m].id == drafts[m]) ++m;
     for (int64_t t = 0; t <= m; ++t)
       drawn.push_back({j.request, j.index, std::move(out->tokens[i + t])});
     verified.chunks.push_back(ch);
     next.push_back(drawn.back().token.id);
     accepted.push_back(m);
     CompletionState& c = requests_.at(j.request).completions[j.index];
-    c.draft_tokens += ch.drafts;
+    c.draft_tokens += tried;
     c.accepted_tokens += m;
-    c.draft_length.Observe(static_cast<int>(ch.drafts), static_cast<int>(m));
+    if (tried > 0) {
+      c.draft_length.Observe(static_cast<int>(tried), static_cast<int>(m));
+    } else {
+      c.draft_length.Skipped();
+    }
     ++stats_.spec_verify_rows;
-    stats_.spec_draft_tokens += ch.drafts;
+    stats_.spec_draft_tokens += tried;
     stats_.spec_accepted_tokens += m;
     if (m < ch.drafts) {
       const Status rolled = runner_->Rollback(ch.id, ch.start + ch.count - (ch.drafts - m));
       DSINFER_CHECK(rolled.ok());  // within the slack the runner was created with
     }
-    i += static_cast<size_t>(ch.drafts + 1);
+    i += rows;
   }
   if (!verified.empty()) {
     scheduler_->Commit(verified, next, accepted);
@@ -780,26 +828,44 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
   if (c.finished) return;  // tokens drawn after its last one (a verify chunk's) are dropped
   const sampler::SamplingParams& p = r.req.params;
   const int32_t id = d.token.id;
+  // Something besides the constraint could end the completion at this token.
+  const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated + 1;
+  const bool other_finish =
+      !p.stop.empty() ||
+      std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end() ||
+      (id == runner_->info().eos_token_id && !p.ignore_eos) ||
+      c.generated + 1 >= r.req.max_new_tokens || length >= max_model_len_;
+  if (c.matcher && c.matcher_active && other_finish && !c.behind.empty()) {
+    // The tokens left behind first (see below; this waits for the automaton): the constraint may
+    // have ended at one of them, and then this token is not emitted.
+    Status status;
+    for (int32_t t : c.behind) {
+      status = c.matcher->Advance(t);
+      if (!status.ok() || c.matcher->IsCompleted()) break;
+    }
+    c.behind.clear();
+    if (!status.ok() || c.matcher->IsCompleted()) {
+      EndAtConstraint(r, c, status, events);
+      return;
+    }
+  }
   c.history.AddOutput(id);
   if (c.generated++ == 0) c.first_token = Clock::now();
   ++stats_.generated_tokens;
   Status constraint_status;
   std::optional<bool> completed;  // the constraint's, once the matcher has taken the token
   if (c.matcher && c.matcher_active) {
-    DSINFER_CHECK(c.behind.empty());  // this token's mask job applied the earlier ones
-    // The automaton may be busy computing another completion's mask (milliseconds): the engine
-    // thread does not wait for it when nothing but the constraint could end the completion at
-    // this token — the next mask job applies the token instead and reports an error or the
-    // constraint's completion then (CatchUp). Not with speculation (drafts are checked against
-    // the matcher) or stop strings (their check would come before the constraint's).
-    const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated;
-    const bool other_finish =
-        !p.stop.empty() ||
-        std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end() ||
-        (id == runner_->info().eos_token_id && !p.ignore_eos) ||
-        c.generated >= r.req.max_new_tokens || length >= max_model_len_;
-    if (spec_.method == SpeculativeOptions::Method::kNone && !other_finish) {
-      completed = c.matcher->TryAdvance(id);
+    // The automaton may be busy computing another completion's mask (milliseconds), or a verify
+    // chunk's later rows: the engine thread does not wait for it when nothing but the constraint
+    // could end the completion at this token — the token is left to the completion's next mask
+    // job, which applies it and reports an error or the constraint's completion then (CatchUp);
+    // so are the tokens after it (a verify chunk emits several). Not with stop strings (their
+    // check would come before the constraint's). Speculation drafts nothing while tokens are left
+    // (LimitDrafts), and a verify chunk's drafts never go past the constraint's completion, so
+    // only its last token — EOS, forced by the mask of a completed constraint — may follow one
+    // (the tokens left behind are applied above, before such a token).
+    if (!other_finish) {
+      if (c.behind.empty()) completed = c.matcher->TryAdvance(id);
       if (!completed) {
         c.behind.push_back(id);
         ++stats_.structured_deferred_advances;
@@ -839,8 +905,7 @@ void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {
       if (p.include_stop_str_in_output) ev.text += ev.stop;
     }
   }
-  if (finish == FinishReason::kNone) {
-    const int64_t length = static_cast<int64_t>(r.req.prompt.size()) + c.generated;
+  if (finish == FinishReason::kNone) {  // (`length` counts this token: c.generated does now)
     if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end()) {
       finish = FinishReason::kStop;
       ev.stop = "id:" + std::to_string(id);

@@ -15,8 +15,9 @@
 // a step's grammar masks are computed on mask workers while its forward runs; a draw whose mask
 // is late (EngineOptions::structured_mask_deadline_us after the logits are ready) sits out the
 // step — its row's token is rolled back and run again by a later step, where it draws with the
-// same (seed, completion, position), so the outputs do not change. Not thread-safe, except
-// Prepare(), which only reads immutable data.
+// same (seed, completion, position), so the outputs do not change; a verify chunk draws at the
+// rows whose masks are ready (fewer drafts verified) or, with none, sits out. Not thread-safe,
+// except Prepare(), which only reads immutable data.
 #pragma once
 
 #include <chrono>
@@ -201,17 +202,24 @@ class EngineCore {
   // consecutive) that have none for these draws yet: with `known_only`, only those whose earlier
   // tokens are all emitted (not one still drawn by the step in flight). Returns the groups.
   std::vector<MaskGroup> StartMasks(const std::vector<DrawJob>& jobs, bool known_only);
-  // Waits for the groups' masks: a verify chunk's until they are done; the others until they are
-  // done or the mask deadline has passed since the step's logits were ready (0: until done).
+  // Waits for the groups' masks until they are done or the mask deadline has passed since the
+  // step's logits were ready (0: until done).
   void WaitForMasks(const std::vector<MaskGroup>& groups);
   // A draw whose mask was late: dropped, and its sequence put back as if its chunk's last row had
   // not been scheduled (the pending token dropped, the row's token rolled back), so a later step
   // runs that row again and draws the same token.
   void SitOut(const DrawJob& job);
+  // A verify chunk whose first row's mask was late: all its draws dropped and its rows rolled
+  // back (the known token's too, as SitOut does), so a later step runs the chunk again.
+  void SitOutVerify(const DrawJob& job, const scheduler::ScheduledChunk& chunk);
   // Takes over the matcher states a done mask job computed for `c`'s behind tokens; a
   // constraint that failed or completed there finishes the completion (returns false).
   bool CatchUp(RequestState& r, CompletionState& c, const MaskJob& job,
                std::vector<StreamEvent>* events);
+  // Ends `c` where its constraint failed (`status`) or completed at a token already emitted, in
+  // an event of its own (the finish that token's emit would have given).
+  void EndAtConstraint(RequestState& r, CompletionState& c, const Status& status,
+                       std::vector<StreamEvent>* events);
   // Applies one drawn token to its completion: stop checks, text, event; frees it when finished.
   void Emit(const Drawn& d, std::vector<StreamEvent>* events);
   // Speculative decoding: sets the drafts of every decoding completion for the next schedule.
@@ -266,6 +274,7 @@ class EngineCore {
   mutable std::once_flag constraints_once_;
   mutable std::unique_ptr<structured::ConstraintCache> constraints_;
   std::chrono::microseconds mask_deadline_{0};  // EngineOptions::structured_mask_deadline_us
+  int sit_out_slack_ = 0;  // rows a sit-out may roll back (RunnerOptions::max_rollback)
   MaskWorkers::Hook mask_hook_;
   SpeculativeOptions spec_;
   speculative::StepCostModel spec_cost_;  // adaptive speculation's measured step and draft costs

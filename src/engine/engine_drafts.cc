@@ -20,13 +20,24 @@ void EngineCore::LimitDrafts(const RequestState& r, CompletionState& c,
   if (static_cast<int64_t>(drafts->size()) > room)
     drafts->resize(static_cast<size_t>(std::max<int64_t>(0, room)));
   if (!c.matcher) return;
+  // A constrained verify chunk may sit out (its first row's grammar mask late), which rolls back
+  // its known token and its drafts.
+  if (sit_out_slack_ > 0 && static_cast<int>(drafts->size()) >= sit_out_slack_)
+    drafts->resize(static_cast<size_t>(sit_out_slack_ - 1));
+  // Emitted tokens the matcher has not taken yet (its automaton was busy): no drafts until the
+  // next mask job applies them. The engine thread does not wait for a busy automaton here either
+  // (TryAdvance): the drafts end where it is busy.
+  if (!c.behind.empty()) drafts->clear();
   bool active = c.matcher_active;
   int advanced = 0;
   size_t keep = 0;
-  for (; keep < drafts->size(); ++keep) {
+  bool completed = false;  // (the matcher is not completed here: Emit would have ended it)
+  for (; keep < drafts->size() && !completed; ++keep) {
     const int32_t t = (*drafts)[keep];
     if (active) {
-      if (c.matcher->IsCompleted() || !c.matcher->Advance(t).ok()) break;
+      const std::optional<bool> step = c.matcher->TryAdvance(t);
+      if (!step) break;
+      completed = *step;
       ++advanced;
     } else if (t == think_end_id_) {
       active = true;

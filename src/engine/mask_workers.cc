@@ -6,7 +6,7 @@
 
 namespace dsinfer::engine {
 
-void MaskJob::Run(int32_t think_end_id) {
+void MaskJob::Run(int32_t think_end_id, const std::function<void(int row)>& before_row) {
   structured::Matcher& m = request_.matcher;
   if (!request_.behind.empty()) {
     for (int32_t t : request_.behind) {
@@ -18,9 +18,12 @@ void MaskJob::Run(int32_t think_end_id) {
     if (completed_) return;
   }
   bool active = request_.active;
-  masks_.reserve(request_.drafts.size() + 1);
+  masks_.resize(request_.drafts.size() + 1);
   for (size_t row = 0;; ++row) {
-    masks_.push_back(active ? m.Mask() : nullptr);
+    if (row > 0 && cancelled_.load(std::memory_order_relaxed)) return;
+    if (before_row) before_row(static_cast<int>(row));
+    if (active) masks_[row] = m.Mask();
+    rows_ready_.store(static_cast<int>(row) + 1, std::memory_order_release);
     if (row == request_.drafts.size()) break;
     const int32_t t = request_.drafts[row];
     if (active) {
@@ -37,11 +40,14 @@ MaskWorkers::MaskWorkers(int num_threads, int32_t think_end_id, Hook hook)
 std::shared_ptr<MaskJob> MaskWorkers::Start(MaskRequest request) {
   auto job = std::make_shared<MaskJob>(std::move(request));
   queue_.Submit([this, job] {
+    std::function<void(int)> before_row;
     if (hook_) {
-      const MaskRequest& r = job->request_;
-      r.matcher.automaton().RunExclusive([&] { hook_(r.request, r.index, r.position); });
+      before_row = [this, &job](int row) {
+        const MaskRequest& r = job->request_;
+        r.matcher.automaton().RunExclusive([&] { hook_(r.request, r.index, r.position + row); });
+      };
     }
-    job->Run(think_end_id_);
+    job->Run(think_end_id_, before_row);
     {
       std::lock_guard<std::mutex> lock(mu_);
       job->done_.store(true, std::memory_order_release);

@@ -8,8 +8,10 @@
 // reports the states and whether the constraint failed or completed there, and the engine takes
 // them over (Matcher::Append). The engine keeps a job until its masks are used:
 // a draw that sits out a step because its mask was late finds the same job (done, or still
-// running) when its row runs again. The engine thread starts jobs and waits for them; the workers
-// run them. Start and Wait are called from one thread (the engine's); MaskJob::done from any.
+// running) when its row runs again. A job publishes its rows' masks one by one (rows_ready), so a
+// verify chunk whose later rows are late can still draw at the rows that are ready. The engine
+// thread starts jobs and waits for them; the workers run them. Start and Wait are called from one
+// thread (the engine's); MaskJob::done, rows_ready and Cancel from any.
 #pragma once
 
 #include <atomic>
@@ -47,10 +49,17 @@ class MaskJob {
 
   int64_t position() const { return request_.position; }
   const std::vector<int32_t>& drafts() const { return request_.drafts; }
+  int rows() const { return static_cast<int>(request_.drafts.size()) + 1; }
   bool done() const { return done_.load(std::memory_order_acquire); }
+  // The rows whose masks are computed: masks()[0, rows_ready()) may be read before done() (the
+  // `behind` tokens, if any, were applied without error and did not complete the constraint).
+  int rows_ready() const { return rows_ready_.load(std::memory_order_acquire); }
   // Once done(): a mask per row, null where the constraint is not active yet; none when the
-  // `behind` tokens failed or completed the constraint.
+  // `behind` tokens failed or completed the constraint. (Before: see rows_ready.)
   const std::vector<std::shared_ptr<const structured::TokenMask>>& masks() const { return masks_; }
+  // Its remaining rows are not needed (a verify chunk drew without them): the worker stops before
+  // the next row, so the automaton is free for other jobs sooner. done() still comes.
+  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
   // Once done(), for the `behind` tokens: their outcome (an error, or the constraint completed),
   // and the matcher after them.
   int num_behind() const { return static_cast<int>(request_.behind.size()); }
@@ -60,23 +69,27 @@ class MaskJob {
 
  private:
   friend class MaskWorkers;
-  // Computes the masks (on a worker). `think_end_id`: the token that activates the constraint.
-  void Run(int32_t think_end_id);
+  // Computes the masks (on a worker). `think_end_id`: the token that activates the constraint;
+  // `before_row(row)`: the test hook, run before each row's mask holding the automaton.
+  void Run(int32_t think_end_id, const std::function<void(int row)>& before_row);
 
   MaskRequest request_;
   structured::Matcher after_behind_;  // request_.matcher after the behind tokens
   Status behind_status_;
   bool completed_ = false;
-  std::vector<std::shared_ptr<const structured::TokenMask>> masks_;
+  std::vector<std::shared_ptr<const structured::TokenMask>> masks_;  // [rows()] once running
+  std::atomic<int> rows_ready_{0};
+  std::atomic<bool> cancelled_{false};
   std::atomic<bool> done_{false};
 };
 
 class MaskWorkers {
  public:
   using Clock = std::chrono::steady_clock;
-  // Tests: runs on the worker before a job's masks, with the job's completion and position,
-  // holding the job's automaton as a mask computation does (a test delays or blocks a job
-  // deterministically this way, as a slow mask would). Never set in production.
+  // Tests: runs on the worker before each row's mask, with the job's completion and the row's
+  // position (a verify chunk's job: one call per row), holding the job's automaton as a mask
+  // computation does (a test delays or blocks a mask deterministically this way, as a slow mask
+  // would). Never set in production.
   using Hook = std::function<void(uint64_t request, int index, int64_t position)>;
 
   // `think_end_id`: "</think>" (-1: none), which starts the constraint of a thinking chat.

@@ -1,5 +1,8 @@
 #include "structured/constraint_compiler.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "structured/gbnf_compiler.h"
 #include "structured/regex_compiler.h"
 #include "structured/tool_call_grammar.h"
@@ -61,6 +64,12 @@ StatusOr<std::shared_ptr<TokenAutomaton>> CompileConstraint(const ConstraintSpec
   DSINFER_RETURN_IF_ERROR(a->status());
   const int32_t init = a->initial();
   if (init == Pda::kDead) return InvalidArgument("the constraint matches no output at all");
+  if (options.precompute_us > 0) {
+    // Well within the automaton's own bound: what the generations would not reach stays unmade.
+    a->Precompute(std::min(options.precompute_configs, options.pda.max_configs / 4),
+                  std::chrono::microseconds(options.precompute_us));
+    DSINFER_RETURN_IF_ERROR(a->status());
+  }
   return a;
 }
 

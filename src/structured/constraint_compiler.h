@@ -21,6 +21,12 @@ struct CompileOptions {
   int64_t max_elements = 1 << 20;  // grammar size bound (compile time and memory follow it)
   JsonSchemaOptions json;
   PdaLimits pda;
+  // TokenAutomaton::Precompute at compile time: the bounded-string families (and shared keys) of
+  // the configurations reachable within these bounds are classified before the first mask
+  // (precompute_us = 0: none, each family's first mask walks the vocabulary). The configurations
+  // bound the work (tens of ms); the time is a backstop on a loaded machine.
+  int32_t precompute_configs = 4096;
+  int64_t precompute_us = 200'000;
 };
 
 StatusOr<Grammar> CompileToGrammar(const ConstraintSpec& spec, const CompileOptions& options = {});

@@ -587,6 +587,16 @@ int32_t Pda::FamilyOthers(int32_t config, const FamilyKey& f) {
   return id;
 }
 
+int32_t Pda::StackConfig(int32_t config, int32_t i) {
+  const Config& whole = configs_[config];
+  if (whole.ready.size() == 1 && !whole.accept) return config;
+  Config c;
+  const int32_t m = whole.ready[static_cast<size_t>(i)];
+  c.ready.push_back(m);
+  c.first = g_.sets[ElementAt(m).index];
+  return InternConfig(std::move(c));
+}
+
 int32_t Pda::Need(const FamilyKey& f, int32_t config) const {
   const Config& c = configs_[config];
   bool at_exit = false;

@@ -112,6 +112,16 @@ class Pda {
   // The stacks of `config`, whose key is a family `f`, that are not on its exit, as a
   // configuration (not accepting): kDead when there are none, -1 at a limit. Memoized.
   int32_t FamilyOthers(int32_t config, const FamilyKey& f);
+  // The ready stacks of `config`, and the configuration of its i-th stack alone (not accepting;
+  // kDead at a limit). A configuration allows the tokens that one of its stacks allows, so
+  // FamilyOthers' mask is the union of its stacks' own: a stack that left a repetition (a
+  // hostname's top-level domain beside its labels) is then one configuration, and one mask,
+  // whichever iteration it left at, where the stacks together were one configuration per
+  // iteration.
+  int32_t num_stacks(int32_t config) const {
+    return static_cast<int32_t>(configs_[config].ready.size());
+  }
+  int32_t StackConfig(int32_t config, int32_t i);
   // Where a parse of `config` (whose key or configuration gave family `f`) goes on once it has
   // read the exit's frame: the closure of the exit's parent in `config` (kDead at a limit).
   int32_t ExitContext(int32_t config, const FamilyKey& f);

@@ -31,6 +31,93 @@ void TokenAutomaton::RunExclusive(const std::function<void()>& fn) {
   fn();
 }
 
+TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
+                                                       std::chrono::microseconds budget) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  Precomputed out;
+  if (!pda_.has_chains()) {
+    out.complete = true;  // no families
+    return out;
+  }
+  const int32_t max_top = vocab_->trie().max_depth() + 1;
+  std::vector<char> seen(static_cast<size_t>(pda_.num_configs()), 0);
+  std::vector<int32_t> queue = {initial_};
+  seen[static_cast<size_t>(initial_)] = 1;
+  std::unordered_map<int32_t, int32_t> key_configs;  // local key -> configurations met with it
+  // Then the local keys of several configurations: classified now, where a mask would walk the
+  // vocabulary at the first one's and classify at the second one's. The most shared first.
+  const auto classify_keys = [&] {
+    std::vector<std::pair<int32_t, int32_t>> keys;
+    for (const auto& [key, n] : key_configs) {
+      if (n >= 2) keys.push_back({-n, key});
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const auto& [n, key] : keys) {
+      if (!pda_.status().ok() || std::chrono::steady_clock::now() > deadline ||
+          out.keys == kPrecomputedKeys) {
+        return false;
+      }
+      if (classes_.count(int64_t{key} * 4)) continue;
+      KeyClasses(key, Part::kAll);
+      ++out.keys;
+    }
+    return true;
+  };
+  for (size_t head = 0; head < queue.size(); ++head) {
+    if (pda_.num_configs() > max_configs || !pda_.status().ok() ||
+        std::chrono::steady_clock::now() > deadline) {
+      classify_keys();
+      return out;
+    }
+    const int32_t config = queue[head];
+    ++out.configs;
+    if (!pda_.can_continue(config)) continue;
+    // As MaskOf finds a configuration's family, or its local key.
+    const int32_t key = pda_.Local(config);
+    Pda::FamilyKey family = pda_.Family(key, max_top);
+    if (family.canonical < 0) family = pda_.Mandatory(config, max_top);
+    if (family.canonical >= 0) {
+      if (!families_.count(family.canonical)) ++out.families;
+      const std::shared_ptr<const FamilyClasses> c = KeyFamilyClasses(family);
+      // The tokens past the repetition's exit that this position's context allows (a walk of
+      // the trie below the exit's bytes per context: for a long string's closing quote, ms).
+      if (!c->after.empty()) {
+        const int32_t context = pda_.ExitContext(config, family);
+        if (context != Pda::kDead) ExitTokens(*c, family.canonical, context);
+      }
+    }
+    if (family.canonical >= 0 && family.has_others) {
+      // The masks of the stacks that left the repetition (shared by the positions that hold
+      // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
+      const int32_t others = pda_.FamilyOthers(config, family);
+      for (int32_t k = 0, n = others > 0 ? pda_.num_stacks(others) : 0; k < n; ++k) {
+        const int32_t part = pda_.StackConfig(others, k);
+        if (part != Pda::kDead && !masks_.count(part) && out.masks < kPrecomputedMasks) {
+          MaskOf(part, /*counted=*/false);
+          ++out.masks;
+        }
+      }
+    }
+    if (family.canonical < 0 && key != config &&
+        (!pda_.has_counters() || pda_.Canonical(key) == key)) {
+      ++key_configs[key];
+    }
+    const ByteSet first = pda_.first_bytes(config);  // a copy: Next() may grow the table
+    for (int b = 0; b < 256; ++b) {
+      if (!first.Has(static_cast<uint8_t>(b))) continue;
+      const int32_t next = pda_.Next(config, static_cast<uint8_t>(b));
+      if (next == Pda::kDead) continue;
+      if (static_cast<size_t>(next) >= seen.size()) seen.resize(pda_.num_configs(), 0);
+      if (seen[static_cast<size_t>(next)]) continue;
+      seen[static_cast<size_t>(next)] = 1;
+      queue.push_back(next);
+    }
+  }
+  out.complete = classify_keys();
+  return out;
+}
+
 int32_t TokenAutomaton::AdvanceTokenLocked(int32_t config, int32_t token) {
   if (token == vocab_->eos_id()) return pda_.accepting(config) ? config : Pda::kDead;
   if (token < 0 || token >= vocab_->num_ids()) return Pda::kDead;
@@ -138,8 +225,15 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
         ++stats_.config_walks;
         Walk(v.trie(), config, v.trie().max_depth(), bits);
       } else if (others != Pda::kDead) {
-        const auto add = MaskOf(others, /*counted=*/false);
-        for (size_t w = 0; w < add->size(); ++w) bits[w] |= (*add)[w];
+        // Stack by stack (Pda::StackConfig): each stack's mask is shared by the positions whose
+        // others hold it.
+        for (int32_t k = 0, n = pda_.num_stacks(others); k < n; ++k) {
+          int32_t part = pda_.StackConfig(others, k);
+          if (part == Pda::kDead) part = others;  // at a limit: all of them at once
+          const auto add = MaskOf(part, /*counted=*/false);
+          for (size_t w = 0; w < add->size(); ++w) bits[w] |= (*add)[w];
+          if (part == others) break;
+        }
       }
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the

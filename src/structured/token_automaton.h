@@ -31,6 +31,7 @@
 // (16 KB for V4), up to max_cached_masks / 16 families of 34 such masks, 1 KB per configuration.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -80,6 +81,26 @@ class TokenAutomaton {
   Status status();
   // Runs `fn` holding the automaton as a mask computation does (tests: a slow mask).
   void RunExclusive(const std::function<void()>& fn);
+  // Compile time: follows the configurations reachable from the initial one (breadth first, a
+  // transition per byte class) and computes the token classes of each bounded-string family it
+  // meets — a family's first mask is otherwise a walk of the whole vocabulary (milliseconds: the
+  // slowest masks by far, and the ones a mask deadline would miss) — with the tokens past the
+  // exit that each context allows (ExitTokens) and the masks of the stacks beside them
+  // (Pda::FamilyOthers, stack by stack), and then of each local key
+  // that two or more of them have (their first masks would walk and classify it), until
+  // `max_configs` configurations exist or `budget` has passed (then `complete` is false).
+  struct Precomputed {
+    int32_t configs = 0;   // configurations met
+    int32_t families = 0;  // families classified
+    int32_t keys = 0;      // local keys classified (those of two or more configurations met)
+    int32_t masks = 0;     // masks of the stacks beside a family's (Pda::FamilyOthers)
+    bool complete = false;
+  };
+  Precomputed Precompute(int32_t max_configs, std::chrono::microseconds budget);
+  // At most this many keys classified and stack masks made by Precompute (a whole-vocabulary walk
+  // each: about 0.1-0.3 ms).
+  static constexpr int32_t kPrecomputedKeys = 64;
+  static constexpr int32_t kPrecomputedMasks = 64;
 
   const Vocabulary& vocab() const { return *vocab_; }
   struct Stats {

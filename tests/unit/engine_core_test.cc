@@ -396,7 +396,7 @@ TEST_P(EngineSpeculativeFamilyTest, PreemptionWithDraftsGivesIdenticalOutput) {
   const auto reqs = MixedRequests();
   const Results alone = Alone(reqs, Options());
   const int k = 4;
-  const auto layout = testing::SmallLayout(GetParam(), k);
+  const auto layout = testing::SmallLayout(GetParam(), testing::EngineRollbackSlack(k));
   EngineOptions o = Speculative(SpeculativeOptions::Method::kNgram, k, false, Options());
   o.max_running = 4;
   o.typical_length = 8;

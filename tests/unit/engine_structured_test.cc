@@ -5,8 +5,9 @@
 // wall-clock race decides what the test checks: while it is blocked, the free requests advance a
 // token a step and the blocked completion draws nothing; afterwards every completion's tokens and
 // logprobs equal those of a run that waits for every mask, with overlap scheduling on and off.
-// With the deadline at 0 a slow mask stalls the step as before. The engine thread does not wait
-// for a busy automaton when it emits a token either: the next mask job takes the token over.
+// With the deadline at 0 a slow mask stalls the step as before. Speculative verify chunks draw at
+// the rows whose masks are ready, or sit out. The engine thread does not wait for a busy automaton
+// when it emits a token either: the next mask job takes the token over.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -288,7 +289,7 @@ TEST(EngineStructuredTest, DeadlineZeroWaitsForASlowMask) {
 }
 
 // With speculative decoding a completion's plain draws (here its first, which never has drafts)
-// may sit out too; verify chunks wait for their masks. The outputs stay those without drafts.
+// may sit out too. The outputs stay those without drafts.
 TEST(EngineStructuredTest, ALateFirstDrawSitsOutWithSpeculation) {
   EngineOptions o = Options(false, 2000);
   o.speculative.method = SpeculativeOptions::Method::kNgram;
@@ -313,6 +314,65 @@ TEST(EngineStructuredTest, ALateFirstDrawSitsOutWithSpeculation) {
   EXPECT_GE(run.stats.structured_mask_late, 2);
   EXPECT_GT(run.stats.spec_draft_tokens, 0);
   EXPECT_EQ(run.results, Reference(false).results);
+}
+
+// Speculative verify chunks do not wait for their masks either. Request 5 (its automaton to
+// itself) drafts the reference's next tokens (all correct, so each step verifies 3 drafts); one of
+// its masks is blocked: row 0 of its first verify chunk (no row's mask is ready: the chunk sits
+// out, its 4 rows rolled back), or row 1 (the chunk draws at row 0 only, verifying no draft, and
+// its emitted token is left to the next mask job: the automaton is held). While it is blocked the
+// free requests advance, request 5 draws nothing more, and the engine never waits for the mask;
+// the outputs are those without speculation, bit for bit.
+TEST(EngineStructuredTest, AVerifyChunkDoesNotWaitForItsMasks) {
+  const Results& reference = Reference(false).results;
+  const std::vector<GenerateRequest> reqs = Requests();
+  for (int row : {0, 1}) {
+    SCOPED_TRACE("blocked row " + std::to_string(row));
+    // A deadline no mask misses unless blocked (row 0's is then ready however loaded the machine).
+    EngineOptions o = Options(false, 100'000);
+    o.speculative.method = SpeculativeOptions::Method::kNgram;
+    o.speculative.num_tokens = 3;
+    auto core = NewCore(o);
+    core->set_drafter([&](uint64_t id, int index, const std::vector<int32_t>& tokens, int k) {
+      const auto& ref = reference.at({id, index}).ids;
+      const auto done = static_cast<int64_t>(tokens.size() - reqs[id - 1].prompt_ids.size());
+      std::vector<int32_t> d;
+      for (int64_t i = done; i < std::min<int64_t>(done + k, static_cast<int64_t>(ref.size())); ++i)
+        d.push_back(ref[i]);
+      return d;
+    });
+    ReleaseOnExit guard;
+    // The first draw (position = the prompt's length) has no drafts; the next step verifies.
+    core->set_mask_hook(guard.gate.Hook({5, 0, kPromptLen[5] + 1 + row}));
+    int watched = -1;
+    int before = 0;  // request 5's tokens when the mask blocked
+    int total5 = 0;
+    const Trace run = Drive(*core, reqs, [&](int, const std::map<Key, int>& now) {
+      total5 += Tokens(now, {5, 0});
+      if (watched < 0) {
+        if (guard.gate.entered()) {
+          watched = 0;
+          before = total5;
+        }
+        return;
+      }
+      if (watched == 2) return;
+      EXPECT_EQ(Tokens(now, {5, 0}), 0) << "drew without its mask";
+      EXPECT_GE(Tokens(now, {2, 0}), 1);
+      EXPECT_GE(Tokens(now, {3, 0}), 1);
+      if (++watched == 2) guard.gate.Release();
+    });
+    EXPECT_EQ(watched, 2);
+    EXPECT_FALSE(guard.gate.gave_up()) << "the engine waited for the blocked mask";
+    // Blocked at row 1, the chunk still drew its row 0's token; at row 0, nothing.
+    EXPECT_EQ(before, 1 + row);
+    EXPECT_GE(run.stats.structured_mask_late, 2);
+    EXPECT_GT(run.stats.spec_accepted_tokens, 0);
+    if (row == 1) {
+      EXPECT_GE(run.stats.structured_deferred_advances, 1);
+    }
+    EXPECT_EQ(run.results, reference);
+  }
 }
 
 // Holds an automaton from another thread (as a worker computing a slow mask would) until released.

@@ -44,6 +44,9 @@ inline cache::StateLayout SmallLayout(Family f, int rollback_slack = 0) {
 // The rollback slack of the engine's CPU state layout with the default options: one token, which
 // a draw whose grammar mask is late rolls back (EngineOptions::structured_mask_deadline_us > 0).
 inline constexpr int kEngineRollbackSlack = 1;
+// With k speculative tokens: a constrained verify chunk whose first row's mask is late rolls back
+// its known token and its drafts, so the slack is k + 1 (at most 16).
+inline constexpr int EngineRollbackSlack(int k) { return k + 1 < 16 ? k + 1 : 16; }
 
 inline EngineOptions SmallEngineOptions(Family f = Family::kV4) {
   EngineOptions o;

@@ -222,6 +222,14 @@ std::shared_ptr<const structured::Vocabulary> RichVocabulary() {
 // apply (ambiguous or non-prefix-free repetitions, minLength, nested and recursive contexts),
 // every step's mask checked against advancing by every token. One automaton per constraint
 // across the walks, so classes computed in one context serve the others.
+// No compile-time precomputation (TokenAutomaton::Precompute): the tests that count walks see
+// each one happen where a mask first needs it.
+structured::CompileOptions Lazy() {
+  structured::CompileOptions o;
+  o.precompute_us = 0;
+  return o;
+}
+
 TEST(StructuredMaskTest, SharedTokenClassesEqualBruteForceOnRandomWalks) {
   struct Case {
     ConstraintKind kind;
@@ -306,7 +314,7 @@ TEST(StructuredMaskTest, BoundedStringPositionsShareOneWalk) {
       Spec(
           ConstraintKind::kJsonSchema,
           R"({"type":"array","items":{"type":"string","maxLength":30},"minItems":3,"maxItems":3})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   const int32_t a_id = 'a';
@@ -339,7 +347,7 @@ TEST(StructuredMaskTest, CharacterClassRepetitionPositionsShareOneWalk) {
   auto compiled = structured::CompileConstraint(
       Spec(ConstraintKind::kJsonSchema,
            R"({"type":"string","pattern":"^[a-z0-9._+-]{0,30}[a-z0-9]@x$"})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   structured::Matcher m(a);
@@ -363,7 +371,7 @@ TEST(StructuredMaskTest, CharacterClassRepetitionPositionsShareOneWalk) {
 TEST(StructuredMaskTest, NestedRepetitionPositionsShareOneWalk) {
   auto compiled = structured::CompileConstraint(
       Spec(ConstraintKind::kJsonSchema, R"({"type":"string","format":"hostname"})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   structured::Matcher m(a);
@@ -393,7 +401,7 @@ TEST(StructuredMaskTest, BoundedStringsOfDifferentLengthsShareOneWalk) {
                "b":{"type":"string","maxLength":30},"c":{"type":"string","minLength":3,"maxLength":20},
                "d":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":2}},
                "required":["a","b","c","d"],"additionalProperties":false})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   const auto& v = a->vocab();
@@ -417,7 +425,7 @@ TEST(StructuredMaskTest, RepetitionPositionsInDifferentContextsShareOneWalk) {
   auto compiled = structured::CompileConstraint(
       Spec(ConstraintKind::kJsonSchema,
            R"({"type":"array","items":{"type":"string","format":"email"},"maxItems":3})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   const auto& v = a->vocab();
@@ -452,7 +460,7 @@ TEST(StructuredMaskTest, MandatoryPartPositionsShareTheChainsWalk) {
       Spec(
           ConstraintKind::kJsonSchema,
           R"({"type":"array","items":{"type":"string","minLength":12,"maxLength":40},"maxItems":3})"),
-      RichVocabulary());
+      RichVocabulary(), Lazy());
   ASSERT_TRUE(compiled.ok());
   auto a = *compiled;
   const auto& v = a->vocab();
@@ -476,6 +484,46 @@ TEST(StructuredMaskTest, MandatoryPartPositionsShareTheChainsWalk) {
   EXPECT_TRUE(m.IsAccepting());
   const auto stats = a->stats();
   EXPECT_LE(stats.config_walks + stats.key_walks, 8) << "misses " << stats.mask_misses;
+}
+
+// Compile time classifies the bounded-string families the automaton can reach (a family's first
+// mask is otherwise a whole-vocabulary walk): generating an email and a list of strings then
+// walks no family, and every mask is still exact (checked against advancing by every token; the
+// domain's labels have the top-level domain's parses beside them, masked stack by stack:
+// Pda::StackConfig).
+TEST(StructuredMaskTest, PrecomputedFamiliesLeaveNoFamilyWalkToTheMasks) {
+  const std::string schema =
+      R"({"type":"object","properties":{"e":{"type":"string","format":"email"},
+          "t":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":3}},
+          "required":["e","t"],"additionalProperties":false})";
+  const std::string text =
+      R"({"e":"ab.c@xxxxxxxxxx.x-xxxxxxxx.xxxxxxxxxx.abc","t":["xxαxxxxxxxx","x"]})";
+  int64_t lazy_walks = 0;
+  for (bool precompute : {false, true}) {
+    SCOPED_TRACE(precompute ? "precomputed" : "lazy");
+    auto compiled =
+        structured::CompileConstraint(Spec(ConstraintKind::kJsonSchema, schema), RichVocabulary(),
+                                      precompute ? structured::CompileOptions{} : Lazy());
+    ASSERT_TRUE(compiled.ok());
+    auto a = *compiled;
+    const int64_t compiled_walks = a->stats().family_walks;
+    structured::Matcher m(a);
+    for (size_t i = 0; i < text.size(); ++i) {
+      AllowedByBruteForce(m, a->vocab(), "byte " + std::to_string(i));
+      ASSERT_FALSE(::testing::Test::HasFailure());
+      ASSERT_TRUE(m.Advance(static_cast<uint8_t>(text[i])).ok()) << i;
+    }
+    EXPECT_TRUE(m.IsAccepting());
+    const int64_t mask_walks = a->stats().family_walks - compiled_walks;
+    if (!precompute) {
+      EXPECT_EQ(compiled_walks, 0);
+      lazy_walks = mask_walks;
+    } else {
+      EXPECT_GE(compiled_walks, lazy_walks);
+      EXPECT_EQ(mask_walks, 0);
+    }
+  }
+  EXPECT_GE(lazy_walks, 3);  // the strings, the email's local part, its labels
 }
 
 TEST(StructuredMatcherTest, RollbackRestoresMasksAndEosOnlyWhenAccepting) {
