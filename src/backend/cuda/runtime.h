@@ -42,9 +42,9 @@ struct KernelOptions {
   // 128) its 128 x 128 tiles leave most SMs idle and it is slower than the decode kernel.
   int64_t qgemm_min_rows = 512;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
-  // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): at 48 rows per expert it
-  // gains (2,048-token prefill experts 78.4 -> 73.3 ms; 8,192: 260 -> 227 ms); between 6 (decode
-  // at batch 256, where it is off) and 48 the crossover is not measured: 32 is a guess.
+  // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
+  // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows
+  // 78.4 -> 73.3, 192 rows (8,192 tokens) 260 -> 227.
   int64_t qgemm_expert_min_rows = 32;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
