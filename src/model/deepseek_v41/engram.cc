@@ -472,6 +472,8 @@ void EngramForward(const EngramWeights& w, const io::DeepseekV41Config& c, const
         const float d = static_cast<float>(dot) * rstd * inv_sqrt_d;
         const float mag = std::sqrt(std::max(std::fabs(d), 1e-6f));
         const float gate = 1.0f / (1.0f + std::exp(-std::copysign(mag, d)));
+        // Two roundings, as the reference's `h + gate * value` (this file is built with
+        // -ffp-contract=off: a fused multiply-add rounds once and moves the stream by an ulp).
         for (int64_t i = 0; i < D; ++i) h[i] += gate * value[i];
       }
     }
