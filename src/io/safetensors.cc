@@ -233,7 +233,7 @@ void SafetensorsWriter::Add(const std::string& name, DType dtype, std::vector<in
 void SafetensorsWriter::AddF32(const std::string& name, std::vector<int64_t> shape,
                                const std::vector<float>& v) {
   std::vector<uint8_t> bytes(v.size() * 4);
-  std::memcpy(bytes.data(), v.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());  // (null when empty)
   Add(name, DType::kF32, std::move(shape), std::move(bytes));
 }
 
