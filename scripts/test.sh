@@ -17,11 +17,12 @@ cmake --build --preset cpu-debug-asan -j"$jobs" --target unit_tests
 # Under the sanitizers (5-20x slower) the longest engine mixes are left to the release pass above,
 # to keep CI near 25 minutes on 2 cores: the V4.1 golden mixes and the V4.1 instances of the
 # family-parameterized engine tests (the V4 instances and engine_v41_test's smaller runs cover the
-# same engine paths), and the prefix cache's memory-pressure mixes (its other tests stay; the
-# engine preemption mixes with the host tier cover kept preempted states under the sanitizers),
+# same engine paths), the V4.1 Engram engine mix (its prefix-hit and speculative tests stay), and
+# the prefix cache's memory-pressure mixes (its other tests stay; the engine preemption mixes with
+# the host tier cover kept preempted states under the sanitizers),
 # and four mixes of 50-75 s there whose paths smaller tests cover under the sanitizers too: the
 # host tier's later-hits mix (its unit tests and the preemption mixes with the tier), the overlap
 # on/off golden mix (the overlap engine tests), the cost model's mix and the speculative golden mix
 # (the verified-drafts family test).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset cpu-debug-asan -L unit \
-  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|/V41|MemoryPressure|PreemptedRequestsResume|HostTierKeepsEvictedStatesForLaterHits|GoldenMixIsTheSameWithOverlapOnAndOff|CostModelChoosesTheDraftLength|EngineSpeculativeTest.GoldenMixGives' -j"$jobs"
+  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|EngineV41EngramTest.EveryBudget|/V41|MemoryPressure|PreemptedRequestsResume|HostTierKeepsEvictedStatesForLaterHits|GoldenMixIsTheSameWithOverlapOnAndOff|CostModelChoosesTheDraftLength|EngineSpeculativeTest.GoldenMixGives' -j"$jobs"
