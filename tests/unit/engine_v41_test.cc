@@ -24,6 +24,30 @@ namespace {
 namespace v41 = model::deepseek_v41;
 using testing::kGoldenV41ModelA;
 
+// `count` requests sharing a 140-token prefix (past a 128-token checkpoint), request i with
+// first_extra + extra_step * i tokens of its own after it; temperature 0 and 0.8 alternating,
+// seeds seed0 + i, logprobs on, `max_tokens` each (ignore_eos). Ids drawn from rng(rng_seed).
+std::vector<GenerateRequest> SharedPrefixRequests(uint32_t rng_seed, int count, int first_extra,
+                                                  int extra_step, int max_tokens, uint64_t seed0) {
+  std::mt19937 rng(rng_seed);
+  std::vector<int32_t> shared(140);
+  for (auto& id : shared) id = 2 + static_cast<int32_t>(rng() % 300);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < count; ++i) {
+    GenerateRequest r;
+    r.prompt_ids = shared;
+    for (int t = 0; t < first_extra + extra_step * i; ++t)
+      r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.logprobs = true;
+    r.params.temperature = i % 2 ? 0.8f : 0.0f;
+    r.params.seed = seed0 + i;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
 // The golden path for each completion of `r`, the draws keyed by `seed` (the engine's seed for the
 // request: r.params.seed when set).
 RequestResult Reference(v41::Model& model, const GenerateRequest& r, uint64_t seed) {
@@ -168,23 +192,8 @@ TEST_F(EngineV41Test, PreemptionAndRecomputationGiveTheStandaloneModelsTokens) {
 TEST_F(EngineV41Test, PrefixCacheHitGivesTheColdRunsTokens) {
   // Requests sharing a 140-token prefix (past the 128-token checkpoint), one after the other: the
   // later ones restore the first one's checkpoint and prefill only the rest.
-  std::mt19937 rng(3);
-  std::vector<int32_t> shared(140);
-  for (auto& id : shared) id = 2 + static_cast<int32_t>(rng() % 300);
-  std::vector<GenerateRequest> reqs;
-  for (int i = 0; i < 4; ++i) {
-    GenerateRequest r;
-    r.prompt_ids = shared;
-    for (int t = 0; t < 5 + 7 * i; ++t)
-      r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
-    r.params.max_tokens = 12;
-    r.params.ignore_eos = true;
-    r.params.logprobs = true;
-    r.params.temperature = i % 2 ? 0.8f : 0.0f;
-    r.params.seed = 90 + i;
-    r.params.n = i == 3 ? 2 : 1;
-    reqs.push_back(r);
-  }
+  std::vector<GenerateRequest> reqs = SharedPrefixRequests(3, 4, 5, 7, 12, 90);
+  reqs[3].params.n = 2;
   const auto want = References(reqs);
   EngineOptions o = Options(48);
   o.prefix_cache = true;
@@ -302,22 +311,7 @@ TEST_F(EngineV41EngramTest, EveryBudgetBatchAndPrefixCacheSettingGivesTheStandal
 TEST_F(EngineV41EngramTest, PrefixCacheHitGivesTheColdRunsTokens) {
   // A shared 140-token prefix past a 128-token checkpoint: later requests restore it (with its
   // token ring) and prefill only the rest.
-  std::mt19937 rng(5);
-  std::vector<int32_t> shared(140);
-  for (auto& id : shared) id = 2 + static_cast<int32_t>(rng() % 300);
-  std::vector<GenerateRequest> reqs;
-  for (int i = 0; i < 3; ++i) {
-    GenerateRequest r;
-    r.prompt_ids = shared;
-    for (int t = 0; t < 3 + 5 * i; ++t)
-      r.prompt_ids.push_back(2 + static_cast<int32_t>(rng() % 300));
-    r.params.max_tokens = 8;
-    r.params.ignore_eos = true;
-    r.params.logprobs = true;
-    r.params.temperature = i % 2 ? 0.8f : 0.0f;
-    r.params.seed = 40 + i;
-    reqs.push_back(r);
-  }
+  const std::vector<GenerateRequest> reqs = SharedPrefixRequests(5, 3, 3, 5, 8, 40);
   const auto want = References(reqs);
   for (bool prefix : {false, true}) {
     EngineOptions o = Options(32);
