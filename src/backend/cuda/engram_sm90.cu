@@ -66,8 +66,8 @@ __global__ void EngramGatherKernel(EngramGatherParams p) {
       v = static_cast<const float*>(p.table)[r * p.dim + j];
       break;
     case 1:
-      v = __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p.table)[r * p.dim + j])
-                          << 16);
+      v = __uint_as_float(
+          static_cast<uint32_t>(static_cast<const uint16_t*>(p.table)[r * p.dim + j]) << 16);
       break;
     default:
       v = __fmul_rn(FqE4m3ToFloat(static_cast<const uint8_t*>(p.table)[r * p.dim + j]),
@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(kGateThreads) EngramGateKernel(EngramGateParam
   const float d = __fmul_rn(__fmul_rn(static_cast<float>(dot), rstd), inv_sqrt_d);
   const float mag = __fsqrt_rn(fmaxf(fabsf(d), 1e-6f));
   const float gate = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-copysignf(mag, d))));
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) h[i] = __fadd_rn(h[i], __fmul_rn(gate, value[i]));
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    h[i] = __fadd_rn(h[i], __fmul_rn(gate, value[i]));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 //   kFp4E4m3 (compressed KV, block 16): s = e4m3_rne(max(amax, 6*2^-9) / 6)
 //   kFp4Pow2 (index keys / queries, block 32):
 //                                      s = Pow2Ceil(max(amax, 6*2^-126) * (1/6))
-//   then (both FP4) x = e2m1(clamp(x / s, +-6)) * s, ties to the even code (0.25, 1.25, 2.5, 5 round
-//   down; 0.75, 1.75, 3.5 round up).
+//   then (both FP4) x = e2m1(clamp(x / s, +-6)) * s, ties to the even code (0.25, 1.25, 2.5, 5
+//   round down; 0.75, 1.75, 3.5 round up).
 // Pow2Ceil(v) = 2^(exponent(v) - 127 + (mantissa(v) != 0)) by the bits (clamped to 2^-127 ..
 // 2^128); e4m3_rne as base/dtype's FloatToE4M3 (saturating at 448, subnormals in units of 2^-9).
 // x / s is a true division (__fdiv_rn) and every product rounds once (__fmul_rn), as on the CPU.
@@ -125,7 +125,8 @@ __device__ __forceinline__ void FqBlockSerial(float* x, int block, FakeQuant kin
 // (the row written) and after (the row read by other threads).
 __device__ __forceinline__ void FqRowByBlock(float* x, int dim, int block, FakeQuant kind) {
   if (block <= 0 || dim % block != 0) return;
-  for (int b = threadIdx.x; b < dim / block; b += blockDim.x) FqBlockSerial(x + b * block, block, kind);
+  for (int b = threadIdx.x; b < dim / block; b += blockDim.x)
+    FqBlockSerial(x + b * block, block, kind);
 }
 
 // Warp-cooperative: each lane holds one value; lanes [g * block, g * block + block) form a block
