@@ -31,10 +31,41 @@ struct CompressEmitParams {
   float eps = 1e-6f;
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2] (compress table)
+  // DeepSeek-V4.1 (both off for V4):
+  //   latent_out: set: the pooled + RMSNormed entry before its RoPE is also written to
+  //     latent_out[t * dim ..] for every row t that closes a window (other rows untouched);
+  //   entry_fp4_block > 0: the stored entry (after RoPE) is fake-quantized kFp4E4m3 in blocks of
+  //     that size (fake_quant.cuh; V4.1: 16) before it is stored (dim % block != 0: stored as is).
+  // V4.1's ratio 1 runs through the same pooling: proj's gate half must be finite (zeros: a
+  // softmax over one row weighs it exactly 1, the entry is the kv row itself); no ring is read at
+  // ratio 1 (`rows` may be empty).
+  float* latent_out = nullptr;
+  int entry_fp4_block = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };
 void LaunchCompressEmit(const CompressEmitParams& p, StreamHandle stream);
+
+// DeepSeek-V4.1's index keys (reference: model/deepseek_v41/compressor.cc): for every row t at
+// position p with (p + 1) % rate == 0, k = RMSNorm(keys[t]) * norm (the sum of squares in double,
+// a fixed-order block reduction), RoPE of its trailing rope_dim values at the entry's first
+// position p + 1 - rate (RopeCosSin / RotateWith, as every GPU RoPE), fake-quantized kFp4Pow2 in
+// blocks of fp4_block (0: not quantized), stored as entry (p + 1) / rate - 1.
+struct IndexKeyEmitParams {
+  TokenMeta meta;
+  const float* keys = nullptr;  // [n, dim] wk · latent of this call's rows (rows that close a
+                                // window are valid; others are not read)
+  ListRef entries;              // out: entry w of the slot (width dim)
+  int rate = 0;
+  int dim = 0;
+  const float* norm = nullptr;  // [dim] k_norm
+  float eps = 1e-6f;
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;  // [rope_dim / 2] (compress table)
+  int fp4_block = 32;               // kFp4Pow2
+  Status Validate() const;
+};
+void LaunchIndexKeyEmit(const IndexKeyEmitParams& p, StreamHandle stream);
 
 struct RingAppendParams {
   TokenMeta meta;

@@ -3,6 +3,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/compressor.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -33,10 +34,9 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
   const int slot = p.meta.slot[t];
   const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
   const int64_t width = p.overlap ? 2 * p.dim : p.dim;
-  const float* ring = p.rows.Base(slot);  // the sequence's ring of projected rows
-  auto row = [&](int q) -> const float* {
+  auto row = [&](int q) -> const float* {  // (the ring only for rows before this call)
     return q >= seg_start ? p.proj + (static_cast<int64_t>(seg_begin) + q - seg_start) * 2 * width
-                          : ring + (q % p.rows.cap) * p.rows.width;
+                          : p.rows.Base(slot) + (q % p.rows.cap) * p.rows.width;
   };
   // Slot list: value pointer; the score is at value + width.
   int n_slots = 0;
@@ -74,14 +74,58 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
   ss = BlockSum(ss, scratch);
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(p.dim) + p.eps);
   for (int c = threadIdx.x; c < p.dim; c += blockDim.x) entry[c] = p.norm[c] * (entry[c] * scale);
+  if (p.latent_out != nullptr) {  // V4.1: the pre-RoPE latent (each thread its own channels)
+    for (int c = threadIdx.x; c < p.dim; c += blockDim.x) p.latent_out[t * p.dim + c] = entry[c];
+  }
   __syncthreads();
   const int half = p.rope_dim / 2, off = p.dim - p.rope_dim;
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     RotatePair(entry[off + 2 * j], entry[off + 2 * j + 1], win * p.rate, p.inv_freq[j], false);
   }
   __syncthreads();
+  if (p.entry_fp4_block > 0) {  // V4.1: onto the FP4 grid of the stored entries
+    FqRowByBlock(entry, p.dim, p.entry_fp4_block, FakeQuant::kFp4E4m3);
+    __syncthreads();
+  }
   float* out = p.entries.Entry(slot, win);
   for (int c = threadIdx.x; c < p.dim; c += blockDim.x) out[c] = entry[c];
+}
+
+// One block per row; the entry in shared memory [dim].
+__global__ void IndexKeyEmitKernel(IndexKeyEmitParams p) {
+  PdlTrigger();
+  PdlWait();
+  extern __shared__ float key[];  // [dim]
+  __shared__ double scratch[32];
+  const int64_t t = blockIdx.x;
+  const int pos = p.meta.pos[t];
+  if ((pos + 1) % p.rate != 0) return;
+  const int w = (pos + 1) / p.rate - 1;
+  const float* src = p.keys + t * p.dim;
+  double ss = 0.0;
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) {
+    const float v = src[c];
+    key[c] = v;
+    ss += static_cast<double>(v) * v;
+  }
+  ss = BlockSumDouble(ss, scratch);
+  // As the CPU's RmsNorm: 1 / sqrt(float(ss / dim) + eps), then weight * (x * scale).
+  const float scale = __fdiv_rn(
+      1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(p.dim)), p.eps)));
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x)
+    key[c] = __fmul_rn(p.norm[c], __fmul_rn(key[c], scale));
+  __syncthreads();
+  const int half = p.rope_dim / 2, off = p.dim - p.rope_dim;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    RotatePair(key[off + 2 * j], key[off + 2 * j + 1], w * p.rate, p.inv_freq[j], false);
+  }
+  __syncthreads();
+  if (p.fp4_block > 0) {
+    FqRowByBlock(key, p.dim, p.fp4_block, FakeQuant::kFp4Pow2);
+    __syncthreads();
+  }
+  float* out = p.entries.Entry(p.meta.slot[t], w);
+  for (int c = threadIdx.x; c < p.dim; c += blockDim.x) out[c] = key[c];
 }
 
 __global__ void RingAppendKernel(RingAppendParams p) {
@@ -104,6 +148,23 @@ Status CompressEmitParams::Validate() const {
                          std::to_string(kMaxSlots) + " rows per entry");
   }
   return Status::Ok();
+}
+
+Status IndexKeyEmitParams::Validate() const {
+  if (rate < 1 || dim < 1 || rope_dim < 0 || rope_dim % 2 != 0 || rope_dim > dim || fp4_block < 0) {
+    return InvalidArgument("index keys: rate " + std::to_string(rate) + ", dim " +
+                           std::to_string(dim) + ", rope_dim " + std::to_string(rope_dim) +
+                           ", fp4_block " + std::to_string(fp4_block));
+  }
+  return Status::Ok();
+}
+
+void LaunchIndexKeyEmit(const IndexKeyEmitParams& p, StreamHandle stream) {
+  if (p.meta.n <= 0) return;
+  DSINFER_CHECK_PARAMS(p);
+  LaunchKernel(IndexKeyEmitKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(128),
+               p.dim * sizeof(float), stream, p);
+  CUDA_CHECK_LAUNCH();
 }
 
 void LaunchAddApe(float* proj, int64_t n, int64_t width, const float* ape, int rate,

@@ -50,6 +50,28 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return t;
 }
 
+// Block sum of doubles in a fixed order (warp butterflies, then warp 0 over the warp sums); every
+// thread returns the total. `scratch` holds >= 32 doubles.
+// blockDim.x multiple of 32.
+__device__ __forceinline__ double BlockSumDouble(double v, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double s = lane < nw ? scratch[lane] : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) scratch[0] = s;
+  }
+  __syncthreads();
+  const double total = scratch[0];
+  __syncthreads();
+  return total;
+}
+
 // RoPE's (cos, sin) at `pos` for one frequency, as the CPU reference: fp32 angle, cos/sin in double.
 __device__ __forceinline__ void RopeCosSin(int pos, float inv_freq, float* c, float* s) {
   const float angle = static_cast<float>(pos) * inv_freq;

@@ -1,6 +1,7 @@
 #include <string>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/engram.cuh"
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/launch.cuh"
@@ -77,27 +78,6 @@ __global__ void EngramGatherKernel(EngramGatherParams p) {
 }
 
 constexpr int kGateThreads = 256;
-
-// Block sum of doubles in a fixed order (warp butterflies, then warp 0 over the warp sums); every
-// thread returns the total. scratch >= 32 doubles.
-__device__ __forceinline__ double BlockSumDouble(double v, double* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    double s = lane < nw ? scratch[lane] : 0.0;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) scratch[0] = s;
-  }
-  __syncthreads();
-  const double total = scratch[0];
-  __syncthreads();
-  return total;
-}
 
 // Block (s, t): stream s of row t.
 __global__ void __launch_bounds__(kGateThreads) EngramGateKernel(EngramGateParams p) {
