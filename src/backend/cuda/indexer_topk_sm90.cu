@@ -2,6 +2,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/launch.cuh"
 
@@ -30,6 +31,12 @@ size_t ScoreSmemBytes(int heads, int head_dim, int entries) {
          sizeof(float);
 }
 
+// Whether row t's candidate blocks need its scores (more visible blocks than are kept).
+__device__ __forceinline__ bool ScoresCandidateBlocks(const IndexerTopKParams& p, int visible) {
+  if (p.candidates_out == nullptr || p.candidate_block_size <= 0) return false;
+  return (visible + p.candidate_block_size - 1) / p.candidate_block_size > p.candidate_topk_blocks;
+}
+
 // Block (tile, t): scores of entries [tile*kE, tile*kE+kE) of token t. Thread (group g, e): entry
 // e = tid % kE against heads [g*kHpt, g*kHpt+kHpt), g = tid / kE.
 template <int kE, int kHpt>
@@ -44,7 +51,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   const int visible = (pos + 1) / p.rate;
   const int k = min(p.topk, visible);
   const int w0 = blockIdx.x * kE;
-  if (k == visible || w0 >= visible) return;
+  if ((k == visible && !ScoresCandidateBlocks(p, visible)) || w0 >= visible) return;
   const int H = p.heads, Dh = p.head_dim, ks = Dh + 4;
   float* q = smem;                          // [H, Dh]
   float* wts = q + H * Dh;                  // [kMaxHeads]
@@ -77,6 +84,12 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
       float* v = q + h * Dh + (Dh - p.rope_dim) + 2 * j;
       RotateWith(v[0], v[1], cs[j][0], cs[j][1], false);
     }
+    __syncthreads();
+  }
+  if (p.query_fp4_block > 0 && Dh % p.query_fp4_block == 0) {  // V4.1: FP4-simulated query
+    const int qb = p.query_fp4_block, nb = Dh / qb;
+    for (int i = threadIdx.x; i < H * nb; i += blockDim.x)
+      FqBlockSerial(q + (i / nb) * Dh + (i % nb) * qb, qb, FakeQuant::kFp4Pow2);
     __syncthreads();
   }
   const int e = threadIdx.x % kE, g = threadIdx.x / kE;
@@ -149,34 +162,17 @@ __device__ __forceinline__ int BlockExclusiveScan(int v, int* scratch) {
   return before;
 }
 
-// The top k of the visible entries under the reference order (score descending, index ascending
-// on ties), written in ascending index order. A radix select finds the k-th key (four 8-bit
-// digits, a shared histogram each), then entries above it, and the lowest-index ones equal to it,
-// are compacted in index order. The same set as sorting by that order, in a few
-// barriers instead of ~100.
-__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int64_t cap) {
-  PdlTrigger();
-  PdlWait();
-  extern __shared__ float smem[];
-  __shared__ int hist[256];
-  __shared__ int scan_scratch[33];
-  __shared__ uint32_t s_prefix;
-  __shared__ int s_kk;
-  const int64_t t = blockIdx.x;
-  const int pos = p.meta.pos[t];
-  const int visible = (pos + 1) / p.rate;
-  const int k = min(p.topk, visible);
-  int32_t* sel = p.sel + t * p.topk;
-  if (threadIdx.x == 0) p.sel_count[t] = k;
-  if (k == visible) {  // every visible entry is selected; scores cannot change that
-    for (int i = threadIdx.x; i < k; i += blockDim.x) sel[i] = i;
-    return;
-  }
-  uint32_t* key = reinterpret_cast<uint32_t*>(smem);  // [visible]
-  for (int w = threadIdx.x; w < visible; w += blockDim.x) key[w] = ScoreKey(p.scores[t * cap + w]);
+// Radix select over the keys key[w], w < count, for which eligible(w) holds: the kk-th largest
+// (four 8-bit digits, a shared histogram each). Leaves the k-th key in *s_prefix and how many keys
+// equal to it are selected (the lowest-index ones) in *s_kk. kk <= eligible keys. Every thread
+// calls it.
+template <typename Eligible>
+__device__ __forceinline__ void RadixSelect(const uint32_t* key, int count, int kk0,
+                                            Eligible eligible, int* hist, uint32_t* s_prefix,
+                                            int* s_kk) {
   if (threadIdx.x == 0) {
-    s_prefix = 0;
-    s_kk = k;
+    *s_prefix = 0;
+    *s_kk = kk0;
   }
   __syncthreads();
   const int lane = threadIdx.x % 32;
@@ -184,15 +180,15 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
-    const uint32_t prefix = s_prefix;
-    for (int w = threadIdx.x; w < visible; w += blockDim.x) {
+    const uint32_t prefix = *s_prefix;
+    for (int w = threadIdx.x; w < count; w += blockDim.x) {
       const uint32_t kv = key[w];
-      if ((kv & mask) == prefix) atomicAdd(&hist[(kv >> shift) & 255u], 1);
+      if ((kv & mask) == prefix && eligible(w)) atomicAdd(&hist[(kv >> shift) & 255u], 1);
     }
     __syncthreads();
     if (threadIdx.x < 32) {
       // Lane l owns bins 255 - 8l down to 248 - 8l (descending); find the bin holding the kk-th.
-      const int kk = s_kk;
+      const int kk = *s_kk;
       int own = 0;
 #pragma unroll
       for (int b = 0; b < 8; ++b) own += hist[255 - 8 * lane - b];
@@ -209,8 +205,8 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
         for (int b = 0; b < 8; ++b) {
           const int bin = 255 - 8 * lane - b;
           if (above + hist[bin] >= kk) {
-            s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
-            s_kk = kk - above;
+            *s_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
+            *s_kk = kk - above;
             break;
           }
           above += hist[bin];
@@ -220,27 +216,113 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
     mask |= 255u << shift;
     __syncthreads();
   }
-  const uint32_t kth = s_prefix;
-  const int take_equal = s_kk;  // entries equal to the k-th key that are selected (lowest indices)
-  // Each thread scans a contiguous span of indices, so block scans in thread order are index order.
-  const int span = (visible + blockDim.x - 1) / blockDim.x;
-  const int w0 = min(visible, static_cast<int>(threadIdx.x) * span), w1 = min(visible, w0 + span);
+}
+
+// Calls emit(rank, w) for the selected indices w < count in ascending order (rank 0, 1, ...):
+// cls(w) 1 = selected, 2 = selected if among the first `take_equal` such indices (the ties at the
+// k-th key), 0 = not. Each thread scans a contiguous span of indices, so block scans in thread
+// order are index order. Every thread calls it.
+template <typename Cls, typename Emit>
+__device__ __forceinline__ void CompactInOrder(int count, Cls cls, int take_equal,
+                                               int* scan_scratch, Emit emit) {
+  const int span = (count + blockDim.x - 1) / blockDim.x;
+  const int w0 = min(count, static_cast<int>(threadIdx.x) * span), w1 = min(count, w0 + span);
   int eq = 0;
-  for (int w = w0; w < w1; ++w) eq += key[w] == kth;
+  for (int w = w0; w < w1; ++w) eq += cls(w) == 2;
   int eq_rank = BlockExclusiveScan(eq, scan_scratch);
   int mine = 0;
   for (int w = w0, r = eq_rank; w < w1; ++w) {
-    const uint32_t kv = key[w];
-    if (kv > kth) ++mine;
-    else if (kv == kth) mine += r++ < take_equal;
+    const int c = cls(w);
+    if (c == 1)
+      ++mine;
+    else if (c == 2)
+      mine += r++ < take_equal;
   }
   int out = BlockExclusiveScan(mine, scan_scratch);
   for (int w = w0; w < w1; ++w) {
-    const uint32_t kv = key[w];
-    bool take = kv > kth;
-    if (kv == kth) take = eq_rank++ < take_equal;
-    if (take) sel[out++] = w;
+    const int c = cls(w);
+    bool take = c == 1;
+    if (c == 2) take = eq_rank++ < take_equal;
+    if (take) emit(out++, w);
   }
+}
+
+// The top k of the visible entries under the reference order (score descending, index ascending
+// on ties), written in ascending index order: a radix select finds the k-th key, then entries
+// above it, and the lowest-index ones equal to it, are compacted in index order. The same set as
+// sorting by that order, in a few barriers instead of ~100. V4.1: first the candidate blocks
+// (candidates_out, the same select over the block scores), then the top-k restricted to the
+// blocks marked in candidates_in.
+__global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams p, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
+  extern __shared__ float smem[];
+  __shared__ int hist[256];
+  __shared__ int scan_scratch[33];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_kk, s_count;
+  const int64_t t = blockIdx.x;
+  const int pos = p.meta.pos[t];
+  const int visible = (pos + 1) / p.rate;
+  const int k = min(p.topk, visible);
+  int32_t* sel = p.sel + t * p.topk;
+  const float* scores = p.scores + t * cap;
+  uint32_t* key = reinterpret_cast<uint32_t*>(smem);  // [visible] (first [blocks] in level one)
+  const int bs = p.candidate_block_size;
+  if (p.candidates_out != nullptr && bs > 0) {
+    uint8_t* mark = p.candidates_out + t * p.candidate_stride;
+    const int blocks = (visible + bs - 1) / bs;
+    if (blocks <= p.candidate_topk_blocks) {
+      for (int b = threadIdx.x; b < p.candidate_stride; b += blockDim.x) mark[b] = b < blocks;
+    } else {
+      for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+        float m = -INFINITY;
+        for (int e = b * bs; e < min(visible, b * bs + bs); ++e) m = fmaxf(m, scores[e]);
+        key[b] = ScoreKey(b == blocks - 1 ? INFINITY : m);
+      }
+      for (int b = threadIdx.x; b < p.candidate_stride; b += blockDim.x) mark[b] = 0;
+      __syncthreads();
+      RadixSelect(
+          key, blocks, p.candidate_topk_blocks, [](int) { return true; }, hist, &s_prefix, &s_kk);
+      const uint32_t kth = s_prefix;
+      CompactInOrder(
+          blocks, [&](int b) { return key[b] > kth ? 1 : (key[b] == kth ? 2 : 0); }, s_kk,
+          scan_scratch, [&](int, int b) { mark[b] = 1; });
+    }
+    __syncthreads();  // the marks (candidates_in may be the same array) and key[] free again
+  }
+  const uint8_t* marked =
+      p.candidates_in != nullptr && bs > 0 ? p.candidates_in + t * p.candidate_stride : nullptr;
+  auto eligible = [&](int w) { return marked == nullptr || marked[w / bs] != 0; };
+  int kk = k;
+  if (marked != nullptr) {  // k = min(topk, entries in marked blocks)
+    if (threadIdx.x == 0) s_count = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int w = threadIdx.x; w < visible; w += blockDim.x) mine += eligible(w);
+    atomicAdd(&s_count, mine);
+    __syncthreads();
+    kk = min(k, s_count);
+  }
+  if (threadIdx.x == 0) p.sel_count[t] = kk;
+  if (kk == visible) {  // every visible entry is selected; scores cannot change that
+    for (int i = threadIdx.x; i < kk; i += blockDim.x) sel[i] = i;
+    return;
+  }
+  if (marked != nullptr && kk == s_count) {  // every marked entry is selected
+    CompactInOrder(
+        visible, [&](int w) { return eligible(w) ? 1 : 0; }, 0, scan_scratch,
+        [&](int r, int w) { sel[r] = w; });
+    return;
+  }
+  for (int w = threadIdx.x; w < visible; w += blockDim.x) key[w] = ScoreKey(scores[w]);
+  __syncthreads();
+  RadixSelect(key, visible, kk, eligible, hist, &s_prefix, &s_kk);
+  const uint32_t kth = s_prefix;
+  CompactInOrder(
+      visible,
+      [&](int w) { return !eligible(w) ? 0 : (key[w] > kth ? 1 : (key[w] == kth ? 2 : 0)); }, s_kk,
+      scan_scratch, [&](int r, int w) { sel[r] = w; });
 }
 
 // The top-k kernel keeps one 32-bit key per entry in shared memory.
@@ -261,6 +343,18 @@ Status IndexerTopKParams::Validate() const {
     return Unimplemented("indexer: rope_dim " + std::to_string(rope_dim) +
                          " must be even, at most " + std::to_string(2 * kMaxRopeHalf) +
                          " and at most index_head_dim");
+  }
+  if (query_fp4_block < 0) return InvalidArgument("indexer: query_fp4_block < 0");
+  if (candidates_out != nullptr || candidates_in != nullptr) {
+    if (candidate_block_size < 1 ||
+        candidate_stride < (max_entries + candidate_block_size - 1) / candidate_block_size ||
+        (candidates_out != nullptr && candidate_topk_blocks < 1)) {
+      return InvalidArgument("indexer: candidate blocks of " +
+                             std::to_string(candidate_block_size) + " entries, stride " +
+                             std::to_string(candidate_stride) + " for " +
+                             std::to_string(max_entries) + " entries, top " +
+                             std::to_string(candidate_topk_blocks) + " blocks");
+    }
   }
   return Status::Ok();
 }
@@ -300,6 +394,8 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
     q.weights += c0 * p.heads;
     q.sel += c0 * p.topk;
     q.sel_count += c0;
+    if (q.candidates_out != nullptr) q.candidates_out += c0 * p.candidate_stride;
+    if (q.candidates_in != nullptr) q.candidates_in += c0 * p.candidate_stride;
     // A few tokens: 8-entry tiles (decode: ~4x the blocks); else 32-entry tiles.
     auto score = [&](auto kernel, int entries, int threads) {
       const int64_t tiles = (p.max_entries + entries - 1) / entries;
