@@ -23,6 +23,7 @@
 #include "cli/flags.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/init_presets.h"
+#include "model/deepseek_v41/init_presets.h"
 
 namespace dsinfer::cli {
 
@@ -35,7 +36,8 @@ using model::deepseek_v4::cuda::CudaModelOptions;
 std::vector<FlagSpec> Specs() {
   std::vector<FlagSpec> specs = {
       {"model", "model dir (else --preset with device-random weights)"},
-      {"preset", "preset for device-random weights (default flash-l8)"},
+      {"preset",
+       "preset for device-random weights (default flash-l8; v41-flash-l8: DeepSeek-V4.1)"},
       {"batches", "decode batch sizes (default 1,8,32,128,256)"},
       {"context", "decode context length (default 4096)"},
       {"prefill", "prefill prompt length (default 8192; 0: skip)"},
@@ -139,6 +141,55 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
   return Status::Ok();
 }
 
+// What a layer reads per decode token and computes per prefill token, for either family.
+struct LayerCost {
+  int rate = 0;               // one compressed entry per `rate` tokens (0: window only)
+  bool selects = false;       // attends to the indexer's top-k of its entries (else all visible)
+  bool scores = false;        // scores index keys (an indexer of its own)
+  double score_limit = 0;     // > 0: keys scored at most (V4.1's candidate blocks)
+  double extra_params = 0;    // compressor, indexer, Engram weights beyond the shared block
+  double window_row = 0, entry_row = 0, key_row = 0;  // bytes of a compact cache row (spec §2.12)
+};
+
+std::vector<LayerCost> LayerCosts(const CudaModel& m) {
+  const auto& c = m.config();
+  const double D = c.hidden_size, d = c.head_dim, Id = c.index_head_dim;
+  const double qlr = c.q_lora_rank, IH = c.index_n_heads;
+  std::vector<LayerCost> out(static_cast<size_t>(c.num_layers));
+  if (const io::DeepseekV41Config* v = m.v41_config()) {
+    for (int l = 0; l < c.num_layers; ++l) {
+      LayerCost& k = out[static_cast<size_t>(l)];
+      k.rate = v->compress_ratios[l];
+      k.selects = k.rate > 0;
+      k.scores = v->IsIndexSource(l);
+      if (k.scores && v->candidate_source_layer_id >= 0 && v->candidate_source_layer_id < l)
+        k.score_limit = static_cast<double>(v->candidate_topk_blocks) * v->candidate_block_size;
+      if (v->IsKvSource(l)) k.extra_params += (k.rate > 1 ? 2 : 1) * d * D + d * Id;
+      if (k.scores) k.extra_params += qlr * IH * Id + IH * D;
+      for (int e : v->engram_layer_ids) {
+        if (e == l) {
+          k.extra_params += static_cast<double>(v->engram_max_ngram_size - 1) * v->engram_n_heads *
+                            v->engram_head_dim * (c.hc_mult + 1) * D;
+        }
+      }
+      k.window_row = d + d / 32;  // FP8 + a scale byte per 32
+      k.entry_row = d / 2 + d / 16;  // FP4 + an e4m3 scale per 16 (288 B at 512)
+      k.key_row = Id / 2 + Id / 32;  // FP4 + a scale byte per 32
+    }
+    return out;
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerCost& k = out[static_cast<size_t>(l)];
+    k.rate = c.compress_ratios[l];
+    k.selects = k.scores = k.rate == c.csa_rate;
+    if (k.selects) k.extra_params = 2 * 2 * d * D + 2 * 2 * Id * D + qlr * IH * Id + IH * D;
+    else if (k.rate != 0) k.extra_params = 2 * d * D;
+    k.window_row = k.entry_row = 584;  // fp8_ds_mla
+    k.key_row = 68;                    // e2m1 index keys
+  }
+  return out;
+}
+
 Status Run(const Flags& flags) {
   if (!gpu::DeviceAvailable()) return Unimplemented("dsinfer bench needs a CUDA device");
   const auto batches = ParseList(flags.GetOr("batches", "1,8,32,128,256"));
@@ -167,10 +218,14 @@ Status Run(const Flags& flags) {
   const auto t0 = std::chrono::steady_clock::now();
   if (auto dir = flags.Get("model")) {
     DSINFER_ASSIGN_OR_RETURN(m, CudaModel::Load(*dir, opt));
+  } else if (preset.rfind("v41-", 0) == 0) {
+    DSINFER_ASSIGN_OR_RETURN(auto cfg, model::deepseek_v41::PresetConfig(preset));
+    DSINFER_ASSIGN_OR_RETURN(m, CudaModel::CreateRandomV41(cfg, 1, opt));
   } else {
     DSINFER_ASSIGN_OR_RETURN(auto cfg, model::deepseek_v4::PresetConfig(preset));
     DSINFER_ASSIGN_OR_RETURN(m, CudaModel::CreateRandom(cfg, 1, opt));
   }
+  const std::vector<LayerCost> costs = LayerCosts(*m);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& c = m->config();
   const double bw = MeasureCopyGBs();
@@ -216,19 +271,16 @@ Status Run(const Flags& flags) {
     const double L = static_cast<double>(context + 3 + steps / 2);
     double state = 0, state_compact = 0;
     const double d = c.head_dim, Id = c.index_head_dim;
-    for (int l = 0; l < c.num_layers; ++l) {
+    for (const LayerCost& k : costs) {
       const double win = std::min<double>(c.sliding_window, L);
-      double kv_rows = win, idx_rows = 0;
-      const int rate = c.compress_ratios[l];
-      if (rate == c.csa_rate) {
-        const double vis = std::floor(L / rate);
-        kv_rows += std::min<double>(c.index_topk, vis);
-        idx_rows = vis;
-      } else if (rate != 0) {
-        kv_rows += std::floor(L / rate);
+      double entry_rows = 0, idx_rows = 0;
+      if (k.rate != 0) {
+        const double vis = std::floor(L / k.rate);
+        entry_rows = k.selects ? std::min<double>(c.index_topk, vis) : vis;
+        if (k.scores) idx_rows = k.score_limit > 0 ? std::min(vis, k.score_limit) : vis;
       }
-      state += B * (kv_rows * d * 4 + idx_rows * Id * 4);
-      state_compact += B * (kv_rows * 584 + idx_rows * 68);  // fp8_ds_mla / e2m1 index keys (spec §2.12)
+      state += B * ((win + entry_rows) * d * 4 + idx_rows * Id * 4);  // fp32 rows on the GPU
+      state_compact += B * (win * k.window_row + entry_rows * k.entry_row + idx_rows * k.key_row);
     }
     const double weights = static_cast<double>(m->dense_weight_bytes_per_step()) +
                            experts_used * static_cast<double>(m->expert_bytes()) + B * c.hidden_size * 2.0;
@@ -285,20 +337,20 @@ Status Run(const Flags& flags) {
     const double D = c.hidden_size, H = c.num_heads, d = c.head_dim, I = c.moe_intermediate_size;
     const double qlr = c.q_lora_rank, G = c.o_groups, olr = c.o_lora_rank;
     double per_token = 0, attn = 0;
-    for (int l = 0; l < c.num_layers; ++l) {
+    for (const LayerCost& k : costs) {
       double params = D * qlr + qlr * H * d + D * d + H * d * olr + G * olr * D;  // attention
       params += 3 * D * I * (c.num_experts_per_tok + c.n_shared_experts) + c.n_routed_experts * D;
-      const int rate = c.compress_ratios[l];
-      if (rate == c.csa_rate) params += 2 * 2 * d * D + 2 * 2 * c.index_head_dim * D + qlr * c.index_n_heads * c.index_head_dim + c.index_n_heads * D;
-      else if (rate != 0) params += 2 * d * D;
+      params += k.extra_params;
       per_token += 2 * params;
       for (int64_t t = 0; t < prefill; ++t) {
         double keys = std::min<double>(c.sliding_window, t + 1);
-        if (rate == c.csa_rate) {
-          keys += std::min<double>(c.index_topk, (t + 1) / rate);
-          attn += 2.0 * c.index_n_heads * c.index_head_dim * ((t + 1) / rate);
-        } else if (rate != 0) {
-          keys += (t + 1) / rate;
+        if (k.rate != 0) {
+          const double vis = static_cast<double>((t + 1) / k.rate);
+          keys += k.selects ? std::min<double>(c.index_topk, vis) : vis;
+          if (k.scores) {
+            const double scored = k.score_limit > 0 ? std::min(vis, k.score_limit) : vis;
+            attn += 2.0 * c.index_n_heads * c.index_head_dim * scored;
+          }
         }
         attn += 4 * H * d * keys;
       }

@@ -109,13 +109,9 @@ Status Run(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
   if (backend == "cuda") {
-    DSINFER_ASSIGN_OR_RETURN(const io::ModelFamily family,
-                             io::DetectModelFamily(*flags.Get("model")));
-    if (family != io::ModelFamily::kDeepseekV4) {
-      return Unimplemented(std::string("--device cuda: ") + io::ModelFamilyName(family) +
-                           " runs on the CPU backend only (its CUDA path is not built yet)");
-    }
 #ifdef DSINFER_HAVE_CUDA
+    // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
+    DSINFER_RETURN_IF_ERROR(io::DetectModelFamily(*flags.Get("model")).status());
     model::deepseek_v4::cuda::CudaModelOptions opt;
     DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
     opt.max_seqs = 1;

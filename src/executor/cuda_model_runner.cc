@@ -67,8 +67,8 @@ class CudaModelRunner final : public ModelRunner {
       : model_(std::move(model)),
         max_rollback_(max_rollback),
         sampler_(model_->config().vocab_size, max_draws),
-        layout_(CudaModel::StateLayoutFor(model_->config(), model_->has_mtp())),
-        info_(mdl::InfoOf(model_->config())) {
+        layout_(model_->state_layout()),
+        info_(model_->info()) {
     model_->SetFeedSource(sampler_.device_ids());
   }
 

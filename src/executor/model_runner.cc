@@ -109,19 +109,7 @@ StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
 }
 
 StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options) {
-  io::ModelFamily family = io::ModelFamily::kDeepseekV4;
-  if (options.random_preset.empty()) {
-    // A dir without a config fails later, when the runner loads it, with the loader's error.
-    if (auto f = io::DetectModelFamily(options.model_dir); f.ok()) family = *f;
-  }
-  if (family == io::ModelFamily::kDeepseekV41) {
-    if (device == Device::kCuda) {
-      return Unimplemented(std::string("--device cuda: ") + io::ModelFamilyName(family) +
-                           " runs on the CPU backend only (its CUDA path is not built yet); use "
-                           "--device cpu");
-    }
-    return Device::kCpu;
-  }
+  (void)options;  // every family runs on both backends
   return ResolveDevice(device);
 }
 

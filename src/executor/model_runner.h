@@ -210,8 +210,8 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& op
 StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options);
 // The DeepSeek-V4 config of the model the runner will run (the CUDA backend's model).
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
-// ResolveDevice for the model of `options` (RunnerOptions::device is ignored): a family without a
-// CUDA path (DeepSeek-V4.1) runs on the CPU under kAuto and is refused under kCuda.
+// ResolveDevice for the model of `options` (RunnerOptions::device is ignored): every family
+// (DeepSeek-V4, DeepSeek-V4.1) runs on both backends.
 StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options);
 
 // The CPU backend: the exact reference model of the model dir's family (model/deepseek_v4,

@@ -100,8 +100,7 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
 // The GPU engine (paged device state, device sampler) against the CPU engine, the reference, on the
 // fp32 golden model: the same greedy ids, and logprobs within float rounding of the two backends'
 // logits (~1e-6 relative), for prompts that span several state pages and n > 1 forks.
-TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
-  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+void ExpectCpuEngineIds(const std::string& model) {
   std::vector<GenerateRequest> reqs = Mix(24);
   for (auto& r : reqs) {
     r.params.temperature = 0;
@@ -110,11 +109,11 @@ TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
   }
   reqs[0].prompt_ids.assign(200, 7);  // many pages of every list pool
   reqs[1].params.n = 3;               // forked siblings (greedy: all three equal)
-  EngineOptions cpu = Options(8, 256, int64_t{64} << 20);
-  cpu.device = Device::kCpu;
+  EngineOptions cpu = testing::MixOptions(Device::kCpu, 8, 256, int64_t{64} << 20, model);
   auto ec = Engine::Create(cpu);
-  auto eg = Engine::Create(Options(8, 256, int64_t{64} << 20));
-  ASSERT_TRUE(ec.ok() && eg.ok());
+  auto eg = Engine::Create(testing::MixOptions(Device::kCuda, 8, 256, int64_t{64} << 20, model));
+  ASSERT_TRUE(ec.ok()) << ec.status().ToString();
+  ASSERT_TRUE(eg.ok()) << eg.status().ToString();
   const auto want = (*ec)->Generate(reqs), got = (*eg)->Generate(reqs);
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_TRUE(want[i].status.ok() && got[i].status.ok()) << i;
@@ -127,6 +126,51 @@ TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
       }
     }
   }
+}
+
+TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  ExpectCpuEngineIds(kModel);
+}
+
+// DeepSeek-V4.1 on the GPU engine: its golden model A (CSA2, KV sharing, the two-level indexer)
+// and the v41-tiny-engram model (Engram: the look-back ring in the paged state; random fp32
+// weights, the Mix's 320 ids) give the CPU engine's greedy ids, a request the same bits alone and
+// in any mix, and speculation (oracle and n-gram drafts) changes nothing.
+const std::string& V41EngramModel() {
+  static const std::string dir = testing::SmallV41EngramModelDir("gpu_engine_v41_engram");
+  return dir;
+}
+
+TEST(GpuEngineTest, V41GreedyIdsMatchTheCpuEngine) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  ExpectCpuEngineIds(testing::kGoldenV41ModelA);
+  ExpectCpuEngineIds(V41EngramModel());
+}
+
+TEST(GpuEngineTest, V41RequestsAreTheSameAloneAndInAnyMix) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  for (const std::string& model : {testing::kGoldenV41ModelA, V41EngramModel()}) {
+    const std::vector<GenerateRequest> reqs = Mix(32);
+    std::vector<RequestResult> alone;
+    {
+      auto e = Engine::Create(testing::MixOptions(Device::kCuda, 2, 4096, int64_t{256} << 20, model));
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      for (const auto& r : reqs) alone.push_back((*e)->Generate({r})[0]);
+    }
+    for (int64_t budget : {int64_t{7}, int64_t{4096}}) {
+      auto e = Engine::Create(testing::MixOptions(Device::kCuda, 32, budget, int64_t{256} << 20, model));
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      ExpectSame(alone, (*e)->Generate(reqs), model + " budget " + std::to_string(budget));
+      EXPECT_GT((*e)->Stats().graph_decode_steps, 0);
+    }
+  }
+}
+
+TEST(GpuEngineTest, V41SpeculationIsExact) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  testing::ExpectSpeculationExact(Device::kCuda, testing::kGoldenV41ModelA);
+  testing::ExpectSpeculationExact(Device::kCuda, V41EngramModel());
 }
 
 // Overlap scheduling on the GPU (the default): fed tokens read from the device sampler's output,

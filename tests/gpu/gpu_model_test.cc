@@ -1,10 +1,11 @@
 // The CUDA model against the CPU model and the transformers reference: golden configs A and B
-// (fp32 checkpoints written by save_pretrained) and the tiny preset in the official formats (FP8
-// dense + FP4 experts). On the GPU every schedule (whole prompt, odd chunks, token by token, decode
+// (fp32 checkpoints written by save_pretrained), DeepSeek-V4.1's A and E, and the tiny preset in
+// the official formats (FP8 dense + FP4 experts). On the GPU every schedule (whole prompt, odd chunks, token by token, decode
 // steps under a CUDA graph, batched with another request) must give bit-identical logits.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/model.h"
 #include "test_util.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
@@ -69,10 +71,17 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 // summation order only); FP8/FP4 weights quantize each linear's input to e4m3 (spec §2.12), where a
 // ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
 // side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1 100%).
+// cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model).
 void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, const std::vector<float>* reference,
-                   const std::string& name, double tol_cpu = 1e-4) {
-  auto cpu = Model::Load(dir, {2});
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+                   const std::string& name, double tol_cpu = 1e-4,
+                   std::function<std::vector<float>()> cpu = nullptr) {
+  if (!cpu) {
+    cpu = [&] {
+      auto m = Model::Load(dir, {2});
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      return m.ok() ? RunCpu(**m, ids) : std::vector<float>();
+    };
+  }
   CudaModelOptions opt;
   opt.max_seqs = 4;
   opt.max_len = static_cast<int64_t>(ids.size()) + 8;
@@ -83,7 +92,7 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
   const int64_t V = g.config().vocab_size, n = static_cast<int64_t>(ids.size());
 
   const auto whole = RunGpu(g, ids, {static_cast<int>(n)});
-  const auto cpu_logits = RunCpu(**cpu, ids);
+  const auto cpu_logits = cpu();
   const double err_cpu = testing::RelativeError(whole, cpu_logits);
   const double top1_cpu = Top1(whole, cpu_logits, V);
   std::printf("%s: GPU vs CPU rel err %.3e, top-1 %.4f\n", name.c_str(), err_cpu, top1_cpu);
@@ -154,6 +163,34 @@ TEST(GpuModelTest, GoldenB) {
   auto ref = io::ReadNpyF32(dir + "/logits.npy");
   ASSERT_TRUE(ref.ok());
   CheckModelDir(dir, Ids(dir), &ref->data, "B");
+}
+
+// DeepSeek-V4.1 (its CSA2 attention with KV sharing and the two-level indexer; E: Engram at two
+// layers) against its CPU model and the transformers reference.
+void CheckV41Golden(const std::string& config) {
+  const std::string dir = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/" + config;
+  auto ref = io::ReadNpyF32(dir + "/logits.npy");
+  ASSERT_TRUE(ref.ok());
+  const std::vector<int32_t> ids = Ids(dir);
+  CheckModelDir(dir, ids, &ref->data, "v41-" + config, 1e-4, [&] {
+    auto m = deepseek_v41::Model::Load(dir, {2});
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return std::vector<float>();
+    auto st = (*m)->NewSequence();
+    auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? *out : std::vector<float>();
+  });
+}
+
+TEST(GpuModelTest, GoldenV41A) {
+  SKIP_WITHOUT_GPU();
+  CheckV41Golden("A");
+}
+
+TEST(GpuModelTest, GoldenV41Engram) {
+  SKIP_WITHOUT_GPU();
+  CheckV41Golden("E");
 }
 
 TEST(GpuModelTest, TinyOfficialFormats) {

@@ -57,6 +57,10 @@ struct HcPreFinishParams {
   // When the split finish lets the next kernels launch (PDL): 0 at its start, 1 after its wait, 2
   // after its stores (their weight preloads then do not overlap the kernels before it).
   int trigger = 0;
+  // Single-pass mHC (DeepSeek-V4.1): pre_out [n, hc] receives the site's own collapse weights, and
+  // the collapse uses pre_in [n, hc] (the previous site's) instead. Both optional, not aliased.
+  const float* pre_in = nullptr;
+  float* pre_out = nullptr;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };
@@ -96,6 +100,9 @@ struct HcHeadFinishParams {
   int hc = 0;
   int64_t D = 0;
   float hc_eps = 1e-6f;
+  // Single-pass mHC (DeepSeek-V4.1): collapse with these weights [n, hc] (the last site's pre);
+  // part, base and scale are then unused.
+  const float* pre_in = nullptr;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

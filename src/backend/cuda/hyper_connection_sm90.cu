@@ -345,9 +345,12 @@ __global__ void __launch_bounds__(kSplitThreads)
     if (threadIdx.x < 32) SinkhornWarp<HC>(p, t, mixv, pre);
     return;
   }
-  if (threadIdx.x < HC)
-    pre[threadIdx.x] =
+  if (threadIdx.x < HC) {
+    const float w =
         HcPreWeightOf(mixv[threadIdx.x], HcMixRs<HC>(p, mixv), pre_scale, pre_base, p.hc_eps);
+    if (p.pre_out != nullptr && rank == 0) p.pre_out[t * HC + threadIdx.x] = w;
+    pre[threadIdx.x] = p.pre_in != nullptr ? p.pre_in[t * HC + threadIdx.x] : w;
+  }
   __syncthreads();
   float pw[HC];
 #pragma unroll
@@ -470,6 +473,13 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
     for (int j = 0; j < hc * hc; ++j) p.comb[t * hc * hc + j] = C[j];
   }
   __syncthreads();
+  if (p.pre_out != nullptr || p.pre_in != nullptr) {  // single-pass mHC: keep ours, use the last
+    if (threadIdx.x < hc) {
+      if (p.pre_out != nullptr) p.pre_out[t * hc + threadIdx.x] = pre[threadIdx.x];
+      if (p.pre_in != nullptr) pre[threadIdx.x] = p.pre_in[t * hc + threadIdx.x];
+    }
+    __syncthreads();
+  }
   if constexpr (HC > 0) {
     if (x_in_regs) {
       CollapseNormHcRegs<HC>(xv, pre, p.D, p.xn + t * p.D, p.norm_w, p.rms_eps, scratch);
@@ -622,12 +632,16 @@ __global__ void HcHeadFinishKernel(HcHeadFinishParams p, int64_t slices) {
   if constexpr (HC > 0) {
     if (x_in_regs) CollapseLoadHc<HC>(p.X + t * HC * p.D, p.D, xv);
   }
-  ReducePartials(p.part, t, slices, p.hc, mixv);
-  __syncthreads();
-  if (threadIdx.x < p.hc) {
-    const int i = threadIdx.x;
-    const float rs = 1.0f / sqrtf(mixv[p.hc] / static_cast<float>(p.hc * p.D) + p.rms_eps);
-    pre[i] = SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
+  if (p.pre_in != nullptr) {  // single-pass mHC: the last site's weights
+    if (threadIdx.x < p.hc) pre[threadIdx.x] = p.pre_in[t * p.hc + threadIdx.x];
+  } else {
+    ReducePartials(p.part, t, slices, p.hc, mixv);
+    __syncthreads();
+    if (threadIdx.x < p.hc) {
+      const int i = threadIdx.x;
+      const float rs = 1.0f / sqrtf(mixv[p.hc] / static_cast<float>(p.hc * p.D) + p.rms_eps);
+      pre[i] = SigmoidF(mixv[i] * rs * p.scale[0] + p.base[i]) + p.hc_eps;
+    }
   }
   __syncthreads();
   if constexpr (HC > 0) {
@@ -741,6 +755,8 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
       q.xn = p.xn + t0 * p.D;
       q.post = p.post + t0 * p.hc;
       q.comb = p.comb + t0 * p.hc * p.hc;
+      if (p.pre_in != nullptr) q.pre_in = p.pre_in + t0 * p.hc;
+      if (p.pre_out != nullptr) q.pre_out = p.pre_out + t0 * p.hc;
       if (p.xq != nullptr) {
         q.xq = p.xq + t0 * p.ldq;
         q.xs = p.xs + t0 * p.lds;

@@ -39,9 +39,29 @@ std::vector<float> Values(uint64_t seed, const std::string& name, int64_t n, flo
 
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"v41-tiny", "v41-tiny-engram"}; }
+std::vector<std::string> PresetNames() { return {"v41-tiny", "v41-tiny-engram", "v41-flash-l8"}; }
 
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
+  if (name == "v41-flash-l8") {
+    // V4.1-Flash real dimensions (the config's defaults: hidden 5120, 64 heads x 512, 384 experts
+    // top-6, indexer 32 x 128 top-512, candidates 2,048 blocks x 8, SWA 128), 8 layers with its
+    // schedule's parts: 2 window-only, a ratio-2 group (source 2, Reuse 3, 4), a ratio-1 group
+    // (source 5, the candidate source; Reuse 6; Reindex 7), Engram at layer 1 with tables cut to
+    // ~1.5 GB (engram_vocab_size 250,000 instead of 16M: 24 columns of ~250k rows x 256 B).
+    io::DeepseekV41Config c;
+    c.num_layers = 8;
+    c.compress_ratios = {0, 0, 2, 2, 2, 1, 1, 1};
+    c.kv_source_layer_ids = {2, 5};
+    c.index_source_layer_ids = {2, 5, 7};
+    c.candidate_source_layer_id = 5;
+    c.compress_yarn = {true, 16.0, 65536.0, 32.0, 1.0, true};
+    c.max_position_embeddings = 1048576;
+    c.engram_layer_ids = {1};
+    c.engram_vocab_size = 250000;
+    c.engram_num_embeddings = EngramRowsNeeded(c);
+    DSINFER_RETURN_IF_ERROR(c.Validate());
+    return c;
+  }
   if (name != "v41-tiny" && name != "v41-tiny-engram") {
     return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
   }

@@ -317,6 +317,15 @@ CudaModel::~CudaModel() = default;
 
 const io::DeepseekV4Config& CudaModel::config() const { return impl_->c; }
 
+const io::DeepseekV41Config* CudaModel::v41_config() const {
+  return impl_->v41 ? &impl_->v41->c : nullptr;
+}
+
+model::ModelInfo CudaModel::info() const {
+  return impl_->v41 ? InfoFromConfig(io::ModelFamily::kDeepseekV41, impl_->v41->c)
+                    : InfoFromConfig(io::ModelFamily::kDeepseekV4, impl_->c);
+}
+
 StatusOr<int> CudaModel::NewSequence() {
   if (impl_->opt.paged) return Internal("a paged CUDA model has no slots of its own");
   for (int s = 0; s < impl_->opt.max_seqs; ++s) {
@@ -464,6 +473,11 @@ Status CudaModel::Impl::CheckStep(const std::vector<StepSeq>& seqs, LogitsRows r
         return InvalidArgument("token id " + std::to_string(id) +
                                " is outside the vocabulary [0, " + std::to_string(m.c.vocab_size) +
                                ")");
+      }
+      if (m.v41 && m.v41->c.has_vision && id == m.v41->c.image_token_id) {
+        return InvalidArgument("image inputs are not supported: token id " + std::to_string(id) +
+                               " is the image token and the DeepSeek-V4.1 vision tower is not "
+                               "built");
       }
     }
     n += static_cast<int64_t>(sq.ids->size());

@@ -25,8 +25,10 @@
 #include "base/status.h"
 #include "cache/memory_planner.h"
 #include "cache/state_layout.h"
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/model.h"
+#include "model/language_model.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
@@ -72,9 +74,21 @@ class CudaModel {
   static StatusOr<std::unique_ptr<CudaModel>> CreateRandom(const io::DeepseekV4Config& config,
                                                            uint64_t seed,
                                                            const CudaModelOptions& options);
+  // DeepSeek-V4.1 with device-random weights in the release formats (the benchmark path).
+  static StatusOr<std::unique_ptr<CudaModel>> CreateRandomV41(const io::DeepseekV41Config& config,
+                                                              uint64_t seed,
+                                                              const CudaModelOptions& options);
   ~CudaModel();
+  // The DeepSeek-V4.1 config of a V4.1 model, else null.
+  const io::DeepseekV41Config* v41_config() const;
 
+  // The V4 config, or for a DeepSeek-V4.1 model the V4 view of its shared parts (dims, mHC, MoE).
   const io::DeepseekV4Config& config() const;
+  // What the engine needs of the model, whatever its family.
+  model::ModelInfo info() const;
+  // The layout of a sequence's state (StateLayoutFor for V4, with the MTP streams when loaded;
+  // DeepSeek-V4.1's own streams in fp32 rows).
+  cache::StateLayout state_layout() const;
 
   // Logits left on the device by a forward.
   struct DeviceLogits {

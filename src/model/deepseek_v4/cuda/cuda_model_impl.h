@@ -13,6 +13,8 @@
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/compressor.cuh"
+#include "backend/cuda/engram.cuh"
+#include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/linear.cuh"
@@ -25,6 +27,7 @@
 #include "base/check.h"
 #include "cache/memory_planner.h"
 #include "io/quant.h"
+#include "io/deepseek_v41_config.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/rope_table.h"
@@ -97,6 +100,46 @@ struct MtpW {
   BlockW block;
 };
 
+// DeepSeek-V4.1 (cuda_model_v41.cc, cuda_model_load_v41.cc): what its layers have beyond the
+// V4 block's shared parts (BlockW: the mHC sites, the q / kv / output projections, the MoE).
+struct V41LayerW {
+  int ratio = 0;             // compress ratio, 0: window only
+  int source = -1;           // ratio > 0: the KV source whose entries (and index keys) it reads
+  bool kv_source = false;    // owns the compressor and the index keys
+  bool index_source = false; // computes its own top-k (a KV source, or a Reindex layer)
+  WeightRef comp_wkv, comp_wgate, comp_kv_gate;  // kv_gate: both in one matrix when stored so
+  float* comp_norm = nullptr;
+  WeightRef idx_wq_b, idx_weights_proj;
+  WeightRef idx_wk;  // KV sources
+  float* idx_k_norm = nullptr;
+  int engram = -1;   // index among the Engram layers, -1: none
+  const void* engram_table = nullptr;  // [rows, engram_head_dim] in engram_format
+  int engram_format = 0;               // EngramGatherParams::table_format
+  float* engram_scale = nullptr;       // fp32 scales (e4m3 tables)
+  WeightRef engram_wkv;
+  float* engram_qk = nullptr;  // [hc, D] q_weight * k_weight
+};
+
+struct V41Parts {
+  io::DeepseekV41Config c;
+  std::vector<V41LayerW> layers;
+  // The Engram hash constants on the device (EngramHashParams).
+  int32_t* token_map = nullptr;
+  int64_t *multipliers = nullptr, *primes = nullptr, *offsets = nullptr;
+  // Activations [max_tokens, ...]: the single-pass mHC's collapse weights (the attention site's,
+  // the FFN site's = the next block's, the first site's one-hot stream 0, the head rows'), the
+  // compressor's pre-RoPE latents and their index keys, the proj of ratio-1 compressors (its gate
+  // half stays zero: a softmax over one row weighs it exactly 1), the candidate-block masks, the
+  // Engram hash ids, gathered rows and projections.
+  float *pre_attn = nullptr, *pre_mix = nullptr, *pre_first = nullptr, *pre_head = nullptr;
+  float *latent = nullptr, *ikeys = nullptr, *proj1 = nullptr;
+  uint8_t* candidates = nullptr;
+  int candidate_stride = 0;
+  int64_t* hash_ids = nullptr;
+  float *erows = nullptr, *ekv = nullptr;
+  gpu::RingRef tokens;  // the Engram look-back: token ids by position (int32 bits)
+};
+
 struct LayerState {
   gpu::RingRef window;
   gpu::RingRef comp_rows;
@@ -143,6 +186,7 @@ struct CudaModel::Impl {
   size_t weight_bytes = 0;
   size_t dense_bytes = 0;
 
+  std::unique_ptr<V41Parts> v41;  // DeepSeek-V4.1 models (c is then its V4 view: V41View)
   WeightRef embed;  // bf16 or f32 [V, D]
   WeightRef head;
   float* norm = nullptr;
@@ -359,11 +403,16 @@ struct CudaModel::Impl {
   // (0 for layers without an indexer).
   int64_t EntryCapacity(int64_t rate) const { return opt.max_len / rate + 1; }
   int64_t IndexCapacity(int l) const {
+    if (v41) {
+      const V41LayerW& x = v41->layers[l];
+      return x.index_source && x.ratio > 0 ? EntryCapacity(x.ratio) : 0;
+    }
     return c.compress_ratios[l] == c.csa_rate && c.compress_ratios[l] > 0
                ? EntryCapacity(c.compress_ratios[l])
                : 0;
   }
   bool MtpOn() const { return has_mtp; }  // loaded in paged mode only (Load refuses slot mode)
+  cache::StateLayout Layout() const;      // the family's (CudaModel::state_layout)
   void AllocateState();                   // slot mode
   void BuildPools(const cache::MemoryPlan& plan);  // pools, page table and the LayerState views
   void AllocateActivations();
@@ -437,7 +486,9 @@ struct CudaModel::Impl {
   // The mix partials of X for the next HcPre are in `mix` already (written by HcPost).
   bool mix_ready = false;
   // quant: xn also act_quant'ed into XnQuant() (n <= kMoePrequantRows).
-  void HcPre(const HcW& w, int64_t n, const float* norm_w, bool quant = false, int trigger = 0) {
+  // pre_in / pre_out: single-pass mHC (HcPreFinishParams).
+  void HcPre(const HcW& w, int64_t n, const float* norm_w, bool quant = false, int trigger = 0,
+             const float* pre_in = nullptr, float* pre_out = nullptr) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     if (!mix_ready) HcMix(X, n, w.fn);
     gpu::HcPreFinishParams p;
@@ -448,6 +499,8 @@ struct CudaModel::Impl {
     p.n = n; p.hc = static_cast<int>(hc); p.D = D; p.sinkhorn_iters = c.hc_sinkhorn_iters;
     p.hc_eps = static_cast<float>(c.hc_eps);
     p.trigger = trigger;
+    p.pre_in = pre_in;
+    p.pre_out = pre_out;
     if (quant) {
       p.xq = xq_buf; p.ldq = gpu::QuantizedLd(D); p.xs = xs_buf; p.lds = gpu::QuantizedScales(D);
     }
@@ -500,7 +553,20 @@ struct CudaModel::Impl {
   void Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq,
                  const gpu::QuantizedRows& xnq);
   gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
+  // DeepSeek-V4.1 (cuda_model_v41.cc): the block (single-pass mHC, Engram before it), its CSA2
+  // attention with KV sharing and the two-level indexer, the Engram lookup, and the hash of the
+  // step's rows (before the first block).
+  void BlockV41(const BlockW& w, int layer, int64_t n, bool one_per_seq);
+  void AttentionV41(const BlockW& w, int layer, int64_t n, bool one_per_seq,
+                    const gpu::QuantizedRows& xnq);
+  void EngramV41(int layer, int64_t n);
+  void EngramHashV41(int64_t n);
+  void AllocateV41();  // its activations and RoPE tables (after AllocateActivations)
   void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
+    if (v41) {
+      BlockV41(w, layer, n, one_per_seq);
+      return;
+    }
     const bool attn_q = n <= kMoePrequantRows &&
                         (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
     Mark("hc_pre+norm");
@@ -566,12 +632,18 @@ struct CudaModel::Impl {
   // hc_head + norm + the head over the first `rows` rows of X that HeadRows(n) names (a step of
   // n rows): streams gathered into xs [rows, hc, D], mixed and normalized into hz [rows, D],
   // logits [rows, V].
+  // pre (single-pass mHC): the last site's collapse weights [n, hc] instead of hw's mix.
   void Head(const HcW& hw, const float* norm_w, int64_t n, int64_t rows, float* xs_out,
-            float* hz_out, float* logits_out) {
+            float* hz_out, float* logits_out, const float* pre = nullptr) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     gpu::LaunchGatherRows(X, HeadRows(n), rows, hc * D, xs_out, cur_stream());
-    HcMix(xs_out, rows, hw.fn);
     gpu::HcHeadFinishParams hp;
+    if (pre != nullptr) {
+      gpu::LaunchGatherRows(pre, HeadRows(n), rows, hc, v41->pre_head, cur_stream());
+      hp.pre_in = v41->pre_head;
+    } else {
+      HcMix(xs_out, rows, hw.fn);
+    }
     hp.part = mix;
     hp.rms_eps = static_cast<float>(c.rms_norm_eps);
     hp.norm_w = norm_w;
@@ -609,10 +681,11 @@ struct CudaModel::Impl {
     }
     Embed(X, n, c.hc_mult);
     mix_ready = false;
+    if (v41) EngramHashV41(n);
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
-    Head(hc_head, norm, n, rows, xs, hz, logits);
+    Head(hc_head, norm, n, rows, xs, hz, logits, v41 ? v41->pre_mix : nullptr);
     if (MtpOn()) {
       // The MTP rows' input streams first: a chunk's first one is the ring's row of the position
       // before it, which this step's rows may overwrite. Then this step's streams are kept (also

@@ -3,12 +3,49 @@
 // device, and to and from the host tier's pinned memory), and synthetic state for benchmarks.
 // The forward itself is cuda_model.cc's.
 #include "model/deepseek_v4/cuda/cuda_model_impl.h"
+#include "model/deepseek_v41/state_layout.h"
+#include "model/paged_state.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
 cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config, bool mtp) {
   return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0);
 }
+
+// DeepSeek-V4.1's state on the GPU: the CPU's streams (deepseek_v41/state_layout.h) with fp32 rows
+// (values on their FP8 / FP4 grids): every layer's window ring, each KV source's compressor ring
+// (ratio > 1), compressed entries and index keys, and the Engram token ring.
+cache::StateLayout V41GpuStateLayout(const io::DeepseekV41Config& c) {
+  model::StateLayoutBuilder layout;
+  using cache::StateKind;
+  auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer, int stream,
+                 int64_t width) { layout.Add(kind, ring_rows, tokens_per_row, layer, stream, width); };
+  const int64_t d = c.head_dim;
+  for (int l = 0; l < c.num_layers; ++l) {
+    add(StateKind::kWindow, c.sliding_window - 1 + kRollbackSlack, 1, l,
+        static_cast<int>(StateStream::kWindow), d);
+    if (!c.IsKvSource(l)) continue;
+    const int r = c.compress_ratios[l];
+    if (r > 1) {
+      add(StateKind::kCompressor, r + kRollbackSlack, 1, l,
+          static_cast<int>(StateStream::kCompressorRows), 2 * d);
+    }
+    add(StateKind::kCompressed, 0, r, l, static_cast<int>(StateStream::kCompressed), d);
+    add(StateKind::kIndexKeys, 0, r, l, static_cast<int>(StateStream::kIndexKeys),
+        c.index_head_dim);
+  }
+  if (!c.engram_layer_ids.empty()) {
+    add(StateKind::kWindow, c.engram_max_ngram_size - 1 + kRollbackSlack, 1, 0,
+        deepseek_v41::kTokenStream, 1);
+  }
+  return layout.Build();
+}
+
+cache::StateLayout CudaModel::Impl::Layout() const {
+  return v41 ? V41GpuStateLayout(v41->c) : StateLayoutFor(c, MtpOn());
+}
+
+cache::StateLayout CudaModel::state_layout() const { return impl_->Layout(); }
 
 void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
   const int S = opt.max_seqs;
@@ -41,6 +78,7 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
     for (const cache::StateMember& m : comp.members) {
       if (m.layer >= c.num_layers && !MtpOn()) continue;  // the MTP layer's, unused
       LayerState& st = state[m.layer];
+      const bool tokens = v41 && m.stream == deepseek_v41::kTokenStream;
       gpu::RingRef ring;
       ring.pool = pool.data;
       ring.cap = comp.ring_rows;
@@ -59,6 +97,10 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
       list.pages = table_dev + pool.table_offset;
       list.pages_stride = table_cols;
       list.capacity = EntryCapacity(comp.tokens_per_row);
+      if (tokens) {
+        v41->tokens = ring;
+        continue;
+      }
       switch (static_cast<StateStream>(m.stream)) {
         case StateStream::kWindow:
           st.window = ring;
@@ -87,7 +129,7 @@ void CudaModel::Impl::AllocateState() {
   const int S = opt.max_seqs;
   cache::MemoryPlan plan;
   plan.max_sequences = S;
-  const cache::StateLayout layout = StateLayoutFor(c);
+  const cache::StateLayout layout = Layout();
   for (const cache::StateComponent& comp : layout.components()) {
     cache::PoolPlan pp;
     pp.component = comp;
@@ -116,7 +158,7 @@ Status CudaModel::UsePagedState(const cache::MemoryPlan& plan) {
   Impl& m = *impl_;
   if (!m.opt.paged) return Internal("UsePagedState needs CudaModelOptions::paged");
   if (!m.pools.empty()) return Internal("UsePagedState: the pools exist already");
-  const cache::StateLayout layout = StateLayoutFor(m.c, m.MtpOn());
+  const cache::StateLayout layout = m.Layout();
   const auto& want = layout.components();
   if (plan.pools.size() != want.size()) {
     return InvalidArgument("the memory plan's pools do not follow the CUDA model's state layout");
@@ -320,6 +362,13 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   uint64_t k = seed * 7919 + static_cast<uint64_t>(slot) * 104729;
   for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
     const int64_t span = pool.per_seq * pool.page_floats();
+    const auto& members = pool.plan.component.members;
+    if (m.v41 && !members.empty() && members[0].stream == deepseek_v41::kTokenStream) {
+      // The Engram look-back holds token ids: token 0 (random floats are no ids).
+      gpu::Memset(pool.data + slot * span, 0, static_cast<size_t>(span) * sizeof(float),
+                  m.stream.get());
+      continue;
+    }
     gpu::RandomFillParams f;
     f.data = pool.data + slot * span;
     f.count = span;
