@@ -191,6 +191,13 @@ StatusOr<PreparedRequest> EngineCore::Prepare(const GenerateRequest& request) co
     DSINFER_ASSIGN_OR_RETURN(p.prompt, codec_->RenderChat(request.messages, request.chat));
   }
   if (p.prompt.empty()) return InvalidArgument("the prompt encodes to no tokens");
+  for (int32_t refused : runner_->info().refused_ids) {
+    if (std::find(p.prompt.begin(), p.prompt.end(), refused) != p.prompt.end()) {
+      return InvalidArgument("image inputs are not supported: the prompt holds token id " +
+                             std::to_string(refused) +
+                             ", the image token, and this model's vision tower is not built");
+    }
+  }
   for (size_t i = 0; i < p.params.stop.size(); ++i) {
     if (const size_t bad = tokenizer::FindInvalidUtf8(p.params.stop[i]); bad != std::string::npos) {
       return InvalidArgument("stop string " + std::to_string(i) +
@@ -552,6 +559,7 @@ void EngineCore::SampleLaunched(scheduler::BatchPlan plan, std::vector<DrawJob> 
     in.sample_index = static_cast<uint32_t>(j.index);
     in.position = j.position;
     in.eos_id = static_cast<int32_t>(runner_->info().eos_token_id);
+    in.refused = &runner_->info().refused_ids;
     in.allowed = masks[i] ? masks[i]->data() : nullptr;
     in.forced = j.forced;
     in.forced_top = std::max(0, r.req.params.prompt_logprobs);

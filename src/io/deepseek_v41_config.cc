@@ -403,6 +403,7 @@ std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
   j["model_type"] = "deepseek_v41";
   j["architectures"] = {"DeepseekV41ForCausalLM"};
   j["text_config"] = t;
+  if (c.has_vision) j["vision_config"] = json::object();  // the tower's fields are not kept
   if (c.image_token_id >= 0) j["image_token_id"] = c.image_token_id;
   return j.dump(2) + "\n";
 }

@@ -27,6 +27,9 @@ struct ModelInfo {
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   int64_t max_position_embeddings = 0;
+  // Token ids the model cannot take (DeepSeek-V4.1's image token while its vision tower is not
+  // built): the engine refuses prompts holding one and never samples one.
+  std::vector<int32_t> refused_ids;
 };
 
 // One request's state (its tokens so far), in the pages it was created on.

@@ -48,6 +48,11 @@ RowDraw MakeRowDraw(const SampleInput& in, int64_t vocab) {
   for (const auto& [id, bias] : p.logit_bias) {
     if (in_vocab(id)) e.push_back({.id = id, .bias = bias});
   }
+  if (in.refused != nullptr) {
+    for (int32_t id : *in.refused) {
+      if (in_vocab(id)) e.push_back({.id = id, .mask = 1});
+    }
+  }
   const int generated = (in.history ? in.history->num_output() : 0) + in.num_pending;
   if (generated < p.min_tokens) {
     if (in_vocab(in.eos_id)) e.push_back({.id = in.eos_id, .mask = 1});

@@ -44,6 +44,8 @@ struct SampleInput {
   uint32_t sample_index = 0;              // which of the n completions
   int64_t position = 0;                   // absolute position of the token being drawn
   int32_t eos_id = -1;
+  // Ids the model cannot take back as input (ModelInfo::refused_ids): never drawn.
+  const std::vector<int32_t>* refused = nullptr;
   // >= 0: no draw: this token (a prompt token being scored) with its logprob and `forced_top`
   // alternatives under the model's distribution.
   int32_t forced = -1;

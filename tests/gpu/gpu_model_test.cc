@@ -14,7 +14,9 @@
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/init_presets.h"
 #include "model/deepseek_v41/model.h"
+#include "model_test_util.h"
 #include "test_util.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
@@ -181,6 +183,50 @@ void CheckV41Golden(const std::string& config) {
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     return out.ok() ? *out : std::vector<float>();
   });
+}
+
+// Each V4.1 layer mode alone on small random fp32 models (4 layers, the v41-tiny dims): window
+// only; a ratio-2 and a ratio-1 KV group (source + Reuse); a Reindex layer; the two-level top-k;
+// and the Engram preset: GPU against CPU under every schedule.
+TEST(GpuModelTest, V41LayerModes) {
+  SKIP_WITHOUT_GPU();
+  struct Mode {
+    const char* name;
+    std::vector<int> ratios, kv, index;
+    int candidate;
+  };
+  const std::vector<Mode> modes = {
+      {"window", {0, 0, 0, 0}, {}, {}, -1},
+      {"ratio2", {0, 2, 2, 0}, {1}, {1}, -1},
+      {"ratio1", {0, 1, 1, 0}, {1}, {1}, -1},
+      {"reindex", {0, 1, 1, 1}, {1}, {1, 3}, -1},
+      {"candidates", {0, 1, 1, 1}, {1}, {1, 3}, 1},
+  };
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % 300);
+  auto check = [&](const io::DeepseekV41Config& c, const std::string& name) {
+    const std::string dir = testing::ScratchDir("gpu_v41_" + name);
+    ASSERT_TRUE(deepseek_v41::WriteRandomModel(c, dir, 9).ok());
+    CheckModelDir(dir, ids, nullptr, "v41-" + name, 1e-4, [&] {
+      auto m = deepseek_v41::Model::Load(dir, {2});
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (!m.ok()) return std::vector<float>();
+      auto st = (*m)->NewSequence();
+      auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
+      return out.ok() ? *out : std::vector<float>();
+    });
+  };
+  for (const Mode& mode : modes) {
+    io::DeepseekV41Config c = testing::SmallV41Config();
+    c.num_layers = 4;
+    c.compress_ratios = mode.ratios;
+    c.kv_source_layer_ids = mode.kv;
+    c.index_source_layer_ids = mode.index;
+    c.candidate_source_layer_id = mode.candidate;
+    ASSERT_TRUE(c.Validate().ok()) << mode.name << ": " << c.Validate().ToString();
+    check(c, mode.name);
+  }
+  check(testing::SmallV41EngramConfig(), "engram");
 }
 
 TEST(GpuModelTest, GoldenV41A) {

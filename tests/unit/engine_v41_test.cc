@@ -8,12 +8,15 @@
 // standalone logits match the transformers reference (golden_v41_test).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "engine/public_types.h"
 #include "engine_mix.h"
 #include "engine_test_util.h"
+#include "model_test_util.h"
 #include "io/deepseek_v41_config.h"
+#include "model/deepseek_v41/init_presets.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/state_layout.h"
 #include "sampler/sampler.h"
@@ -244,6 +247,41 @@ TEST_F(EngineV41Test, UnsupportedPathsAreRefusedClearly) {
   o.device = Device::kAuto;
   auto any = Engine::Create(o);
   ASSERT_TRUE(any.ok()) << any.status().ToString();
+}
+
+// A V4.1 model with a vision config (its tower not built): a prompt holding the image token is
+// refused at admission (the other requests of the batch run), and the token is never drawn, even
+// with a logit bias of +100 on it (it would otherwise be every greedy draw).
+TEST(EngineV41VisionTest, ImageTokensAreRefusedAtAdmissionAndNeverDrawn) {
+  io::DeepseekV41Config c = testing::SmallV41Config();
+  c.has_vision = true;
+  c.image_token_id = 299;
+  const std::string dir = testing::ScratchDir("model_v41_vision");
+  ASSERT_TRUE(v41::WriteRandomModel(c, dir, 5).ok());
+  auto e = Engine::Create(testing::MixOptions(Device::kCpu, 4, 64, int64_t{64} << 20, dir));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  GenerateRequest image;
+  image.prompt_ids = {5, 299, 7};
+  image.params.max_tokens = 4;
+  GenerateRequest biased;
+  biased.prompt_ids = {5, 6, 7};
+  biased.params.max_tokens = 12;
+  biased.params.temperature = 0;
+  biased.params.ignore_eos = true;
+  biased.params.logit_bias[299] = 100.0f;
+  GenerateRequest sampled = biased;
+  sampled.params.temperature = 1.0f;
+  sampled.params.seed = 3;
+  const auto out = (*e)->Generate({image, biased, sampled});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out[0].status.message().find("image"), std::string::npos) << out[0].status.message();
+  for (int i : {1, 2}) {
+    ASSERT_TRUE(out[i].status.ok()) << out[i].status.ToString();
+    const auto& ids = out[i].completions[0].ids;
+    EXPECT_EQ(ids.size(), 12u);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 299), 0) << "request " << i;
+  }
 }
 
 // The Engram n-gram memory through the engine (v41-tiny-engram with a 320-id vocabulary, random

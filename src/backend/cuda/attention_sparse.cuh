@@ -23,6 +23,7 @@ struct SparseAttentionParams {
   TokenMeta meta;
   const float* q = nullptr;       // [n, heads, dim] (per-head RMSNorm + RoPE applied, unless
   float q_norm_eps = -1.0f;       //  q_norm_eps >= 0: then applied here, RMSNorm eps q_norm_eps)
+  bool q_rope = false;            // q_norm_eps < 0: the RoPE alone applied here (DeepSeek-V4.1)
   const float* kv = nullptr;      // [n, dim] this call's K=V rows (RMSNorm + RoPE applied)
   RingRef window;                 // earlier K=V rows by position (width dim)
   ListRef comp;                   // compressed entries (width dim); data null for window-only layers

@@ -38,7 +38,9 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
     for (int i = 0; i < 4; i += 2) {
       const int c = 4 * (threadIdx.x % 32) + 128 * v + i;
       q_freq[2 * v + i / 2] =
-          p.q_norm_eps >= 0.0f && c >= roff_c && c < p.dim ? p.inv_freq[(c - roff_c) / 2] : 0.0f;
+          (p.q_norm_eps >= 0.0f || p.q_rope) && c >= roff_c && c < p.dim
+              ? p.inv_freq[(c - roff_c) / 2]
+              : 0.0f;
     }
   const float out_freq =
       static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
@@ -84,6 +86,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
       const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
+    }
+    if (p.q_norm_eps >= 0.0f || p.q_rope) {
       const int roff = dim - p.rope_dim;
 #pragma unroll
       for (int v = 0; v < kMaxPerLane / 4; ++v) {

@@ -48,7 +48,11 @@ class V41LanguageModel final : public LanguageModel {
 }  // namespace
 
 ModelInfo InfoOf(const io::DeepseekV41Config& c) {
-  return InfoFromConfig(io::ModelFamily::kDeepseekV41, c);
+  ModelInfo info = InfoFromConfig(io::ModelFamily::kDeepseekV41, c);
+  if (c.has_vision && c.image_token_id >= 0 && c.image_token_id < c.vocab_size) {
+    info.refused_ids.push_back(static_cast<int32_t>(c.image_token_id));
+  }
+  return info;
 }
 
 std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {

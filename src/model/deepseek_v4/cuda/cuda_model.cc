@@ -2,6 +2,7 @@
 // CudaModel::Impl (cuda_model_impl.h); loading lives in cuda_model_load.cc, the state pools and
 // paged forwards in cuda_model_state.cc.
 #include "model/deepseek_v4/cuda/cuda_model_impl.h"
+#include "model/deepseek_v41/language_model.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
@@ -322,7 +323,7 @@ const io::DeepseekV41Config* CudaModel::v41_config() const {
 }
 
 model::ModelInfo CudaModel::info() const {
-  return impl_->v41 ? InfoFromConfig(io::ModelFamily::kDeepseekV41, impl_->v41->c)
+  return impl_->v41 ? deepseek_v41::InfoOf(impl_->v41->c)
                     : InfoFromConfig(io::ModelFamily::kDeepseekV4, impl_->c);
 }
 

@@ -117,7 +117,7 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     gpu::LaunchIndexerTopK(ip, cur_stream());
   }
   Mark("attn_q_kv_proj");
-  Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its per-head RMSNorm + RoPE: in the attention
+  Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its RoPE (no per-head norm): in the attention
   Mark("attention");
   gpu::SparseAttentionParams ap;
   ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;
@@ -132,7 +132,7 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   ap.heads = static_cast<int>(H); ap.dim = static_cast<int>(d);
   ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
   ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
-  ap.q_norm_eps = eps;
+  ap.q_rope = true;  // V4.1's query has no per-head RMSNorm (ProjectLatentInputs)
   gpu::QuantizedRows oq;
   if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
     ap.out_q = o_q; ap.out_ldq = gpu::QuantizedLd(H * d);
