@@ -724,6 +724,7 @@ TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {
         const std::vector<float> cpu_scores =
             v41::IndexScores(qt.data(), wt.data(), H, Dh, key_rows[m->slot[t]].data(), visible);
         std::vector<float> scores = cpu_scores;
+        bool row_off = false;  // this row's GPU scores beyond the tolerance (see below)
         if (computed) {
           std::vector<float> gs(g.scores.begin() + t * max_entries,
                                 g.scores.begin() + t * max_entries + visible);
@@ -736,6 +737,7 @@ TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {
             // A query value an ulp from an FP4 rounding boundary after RoPE (the GPU's rotation
             // may fuse its multiply-add) moves a whole row's scores: tolerated once per case.
             ++bad_score_rows;
+            row_off = true;
             std::printf("[ scores ] layer %d row %lld: max error %.3g of %.3g\n", l,
                         static_cast<long long>(t), err, ref);
           }
@@ -764,7 +766,7 @@ TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {
         // The picked entries' CPU scores against the CPU's own top scores (same selection rule).
         const std::vector<int32_t> cpu_pick =
             v41::SelectTopK(cpu_scores, ic.topk, l == 0 ? nullptr : &mask, ic.block_size);
-        if (cpu_pick.size() == want.size() && !want.empty()) {
+        if (!row_off && cpu_pick.size() == want.size() && !want.empty()) {
           std::vector<float> a, b;
           for (int32_t e : want) a.push_back(cpu_scores[e]);
           for (int32_t e : cpu_pick) b.push_back(cpu_scores[e]);

@@ -147,6 +147,7 @@ Status CompressEmitParams::Validate() const {
                          (overlap ? " (overlapping)" : "") + ": the kernel takes up to " +
                          std::to_string(kMaxSlots) + " rows per entry");
   }
+  if (entry_fp4_block < 0) return InvalidArgument("compressor: entry_fp4_block < 0");
   return Status::Ok();
 }
 
