@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <utility>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,25 @@ std::vector<int32_t> Ids(const std::string& dir) {
   std::ifstream in(dir + "/ids.json");
   auto j = nlohmann::json::parse(in);
   return j["ids"].get<std::vector<int32_t>>();
+}
+
+// Where two logits runs part: the first row whose largest difference exceeds 1e-5 of the largest
+// |b|, and how many rows do (-1, 0: none). One FP8 / FP4 rounding flip shows as rows from its
+// position on; an error in a step shows from the first row that step touches.
+std::pair<int64_t, int64_t> FirstDivergingRow(const std::vector<float>& a, const std::vector<float>& b,
+                                              int64_t V) {
+  double ref = 0;
+  for (float v : b) ref = std::max(ref, std::abs(static_cast<double>(v)));
+  int64_t first = -1, count = 0;
+  for (int64_t t = 0; t < static_cast<int64_t>(b.size()) / V; ++t) {
+    double diff = 0;
+    for (int64_t i = t * V; i < (t + 1) * V; ++i) diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    if (diff > 1e-5 * ref) {
+      if (first < 0) first = t;
+      ++count;
+    }
+  }
+  return {first, count};
 }
 
 double Top1(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
@@ -97,12 +118,17 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
   const auto cpu_logits = cpu();
   const double err_cpu = testing::RelativeError(whole, cpu_logits);
   const double top1_cpu = Top1(whole, cpu_logits, V);
-  std::printf("%s: GPU vs CPU rel err %.3e, top-1 %.4f\n", name.c_str(), err_cpu, top1_cpu);
+  const auto [first_row, rows_apart] = FirstDivergingRow(whole, cpu_logits, V);
+  std::printf("%s: GPU vs CPU rel err %.3e, top-1 %.4f, rows apart %lld from row %lld of %lld\n",
+              name.c_str(), err_cpu, top1_cpu, static_cast<long long>(rows_apart),
+              static_cast<long long>(first_row), static_cast<long long>(n));
   EXPECT_LE(err_cpu, tol_cpu) << name;
   EXPECT_GE(top1_cpu, 0.995) << name;
   if (reference) {
     const double err_ref = testing::RelativeError(whole, *reference);
-    std::printf("%s: GPU vs transformers rel err %.3e, top-1 %.4f\n", name.c_str(), err_ref, Top1(whole, *reference, V));
+    std::printf("%s: GPU vs transformers rel err %.3e, top-1 %.4f; CPU vs transformers %.3e\n",
+                name.c_str(), err_ref, Top1(whole, *reference, V),
+                testing::RelativeError(cpu_logits, *reference));
     EXPECT_LE(err_ref, 1e-4) << name;
   }
 
