@@ -94,10 +94,11 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 // summation order only); FP8/FP4 weights quantize each linear's input to e4m3 (spec §2.12), where a
 // ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
 // side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1 100%).
-// cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model).
+// cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model); tol_ref: GPU vs the
+// transformers reference.
 void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, const std::vector<float>* reference,
                    const std::string& name, double tol_cpu = 1e-4,
-                   std::function<std::vector<float>()> cpu = nullptr) {
+                   std::function<std::vector<float>()> cpu = nullptr, double tol_ref = 1e-4) {
   if (!cpu) {
     cpu = [&] {
       auto m = Model::Load(dir, {2});
@@ -129,7 +130,7 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, cons
     std::printf("%s: GPU vs transformers rel err %.3e, top-1 %.4f; CPU vs transformers %.3e\n",
                 name.c_str(), err_ref, Top1(whole, *reference, V),
                 testing::RelativeError(cpu_logits, *reference));
-    EXPECT_LE(err_ref, 1e-4) << name;
+    EXPECT_LE(err_ref, tol_ref) << name;
   }
 
   // Schedules: bit-identical on the GPU.
@@ -194,26 +195,35 @@ TEST(GpuModelTest, GoldenB) {
 }
 
 // DeepSeek-V4.1 (its CSA2 attention with KV sharing and the two-level indexer; E: Engram at two
-// layers) against its CPU model and the transformers reference.
-void CheckV41Golden(const std::string& config) {
+// layers) against its CPU model and the transformers reference. tol_ref: E's reference holds a
+// layer-1 window-KV value within an ulp of an e4m3 rounding tie (docs/architecture.md, Engram):
+// the CPU lands on the reference's side on the CI machine (2.4e-6) but not on the GPU machine,
+// whose libm differs (2.2e-4, the GPU with it: 6e-7 from that CPU).
+void CheckV41Golden(const std::string& config, double tol_ref) {
   const std::string dir = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/" + config;
   auto ref = io::ReadNpyF32(dir + "/logits.npy");
   ASSERT_TRUE(ref.ok());
   const std::vector<int32_t> ids = Ids(dir);
-  CheckModelDir(dir, ids, &ref->data, "v41-" + config, 1e-4, [&] {
-    auto m = deepseek_v41::Model::Load(dir, {2});
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    if (!m.ok()) return std::vector<float>();
-    auto st = (*m)->NewSequence();
-    auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return out.ok() ? *out : std::vector<float>();
-  });
+  CheckModelDir(
+      dir, ids, &ref->data, "v41-" + config, 1e-4,
+      [&] {
+        auto m = deepseek_v41::Model::Load(dir, {2});
+        EXPECT_TRUE(m.ok()) << m.status().ToString();
+        if (!m.ok()) return std::vector<float>();
+        auto st = (*m)->NewSequence();
+        auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
+        EXPECT_TRUE(out.ok()) << out.status().ToString();
+        return out.ok() ? *out : std::vector<float>();
+      },
+      tol_ref);
 }
 
 // Each V4.1 layer mode alone on small random fp32 models (4 layers, the v41-tiny dims): window
 // only; a ratio-2 and a ratio-1 KV group (source + Reuse); a Reindex layer; the two-level top-k;
-// and the Engram preset: GPU against CPU under every schedule.
+// and the Engram preset: GPU against CPU under every schedule. GPU vs CPU within 1e-3: the QAT
+// fake-quantizers put the KV rows on FP8 / FP4 grids, and an ulp of difference in a value at a
+// rounding boundary moves it a whole step (FP8 6-12%, FP4 up to a third) from that row on (the
+// engram model: 5.0e-4 from row 20 of 40, printed as "rows apart"); every other mode 4-5e-7.
 TEST(GpuModelTest, V41LayerModes) {
   SKIP_WITHOUT_GPU();
   struct Mode {
@@ -233,7 +243,7 @@ TEST(GpuModelTest, V41LayerModes) {
   auto check = [&](const io::DeepseekV41Config& c, const std::string& name) {
     const std::string dir = testing::ScratchDir("gpu_v41_" + name);
     ASSERT_TRUE(deepseek_v41::WriteRandomModel(c, dir, 9).ok());
-    CheckModelDir(dir, ids, nullptr, "v41-" + name, 1e-4, [&] {
+    CheckModelDir(dir, ids, nullptr, "v41-" + name, 1e-3, [&] {
       auto m = deepseek_v41::Model::Load(dir, {2});
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       if (!m.ok()) return std::vector<float>();
@@ -257,12 +267,12 @@ TEST(GpuModelTest, V41LayerModes) {
 
 TEST(GpuModelTest, GoldenV41A) {
   SKIP_WITHOUT_GPU();
-  CheckV41Golden("A");
+  CheckV41Golden("A", 1e-4);
 }
 
 TEST(GpuModelTest, GoldenV41Engram) {
   SKIP_WITHOUT_GPU();
-  CheckV41Golden("E");
+  CheckV41Golden("E", 5e-4);
 }
 
 TEST(GpuModelTest, TinyOfficialFormats) {
