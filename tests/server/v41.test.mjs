@@ -1,8 +1,10 @@
 // `dsinfer serve` end to end on a DeepSeek-V4.1 model (the v41-tiny-engram preset: KV sharing,
-// the two-level indexer and the Engram n-gram memory, on the CPU backend) with the V4 tokenizer,
-// driven by the official openai npm client: chat (streamed text == unstreamed text at
-// temperature 0), completions with n = 2 and logprobs, seeded sampling reproducible, a JSON schema
-// followed, a forced tool call, the tokenizer's ids inside the model's vocabulary; n-gram
+// the two-level indexer and the Engram n-gram memory, on the CPU backend) with the V4 tokenizer
+// given V4.1's `<｜System｜>` (prepare_model.sh), so the V4.1 chat dialect, driven by the official
+// openai npm client: the V4.1 rendering (`<｜System｜>`, numeric reasoning effort), chat (streamed
+// text == unstreamed text at temperature 0), completions with n = 2 and logprobs, seeded sampling
+// reproducible, a JSON schema followed, a forced tool call in V4.1's DSML (`<｜DSML｜ invoke`),
+// the tokenizer's ids inside the model's vocabulary; n-gram
 // speculation and the prefix cache giving the same choices as a server with neither; MTP
 // speculation refused at start-up naming DSpark (V4.1's drafter, not built).
 //
@@ -56,6 +58,27 @@ describe('DeepSeek-V4.1 (Engram) through the openai client', () => {
     assert.equal(top.usage.completion_tokens, 2);
     await assert.rejects(c.completions.create({ prompt: [129280], max_tokens: 2 }),
       (e) => e.status === 400 && /outside the vocabulary \[0, 129280\)/.test(e.message));
+  });
+
+  test('chats render in the V4.1 dialect: <｜System｜>, numeric reasoning effort', async () => {
+    const post = async (path, body) => (await fetch(plain.url + path, { method: 'POST', body: JSON.stringify(body) })).json();
+    const render = async (body) => (await post('/detokenize', { tokens: (await post('/tokenize', body)).tokens })).prompt;
+    // vLLM's V4.1 encoder's rendering (tests/data/recipe_v41_goldens.json, "system_user_chat").
+    assert.equal(await render({ messages: [{ role: 'system', content: 'You are a helpful assistant.' }, ...user('Hello')] }),
+      '<｜begin▁of▁sentence｜><｜System｜>You are a helpful assistant.<｜User｜>Hello<｜Assistant｜></think>');
+    const tok = await post('/tokenize', { messages: [{ role: 'system', content: 'Be brief.' }, ...user('Hi')] });
+    assert.deepEqual(tok.tokens.slice(0, 2), [0, 128799]);
+    const thinking = { messages: user('Hi'), chat_template_kwargs: { thinking: true }, reasoning_effort: '37' };
+    assert.equal(await render(thinking), '<｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 37 (range 1-100, ' +
+      'the higher the value, the more thorough the reasoning)\n\n<｜User｜>Hi<｜Assistant｜><think>');
+    const c = clientOf(plain);
+    const r = await c.chat.completions.create({ ...thinking, max_tokens: 12, seed: 2, ignore_eos: true });
+    // A random model rarely closes </think>: what it wrote is reasoning.
+    const m = r.choices[0].message;
+    assert.equal((m.reasoning_content ?? '').length > 0, r.usage.completion_tokens_details.reasoning_tokens > 0);
+    assert.ok(r.usage.completion_tokens_details.reasoning_tokens > 0 || m.content.length > 0);
+    await assert.rejects(c.chat.completions.create({ ...thinking, reasoning_effort: 'bogus', max_tokens: 2 }),
+      (e) => e.status === 400 && /not low, high, xhigh, max or 1-100 \(dialect v4\.1\)/.test(e.message));
   });
 
   test('chat: streamed text equals the unstreamed text at temperature 0', async () => {
@@ -164,7 +187,7 @@ describe('DeepSeek-V4.1 (Engram) through the openai client', () => {
     ];
     // A DSML tool-call block is ~80 tokens with the V4 tokenizer: this request needs more than 24.
     const r = await c.chat.completions.create({ messages: user('Weather in Paris?'), tools, temperature: 1,
-      seed: 1, max_tokens: 160, parallel_tool_calls: false,
+      seed: 1, max_tokens: 160, parallel_tool_calls: false, logprobs: true,
       tool_choice: { type: 'function', function: { name: 'get_weather' } } });
     const choice = r.choices[0];
     assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
@@ -180,6 +203,10 @@ describe('DeepSeek-V4.1 (Engram) through the openai client', () => {
     assert.equal(typeof args.city, 'string');
     assert.ok([...args.city].length <= 8, args.city);
     assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, String(args.days));
+    // The block the model wrote is V4.1's DSML (tags with a leading space).
+    const wrote = choice.logprobs.content.map((e) => e.token).join('');
+    assert.match(wrote, /<｜DSML｜ calls>\s*<｜DSML｜ invoke name="get_weather">/);
+    assert.ok(wrote.includes('</｜DSML｜ calls>'), wrote);
   });
 });
 
