@@ -14,8 +14,10 @@
 // config), a prompt holding the image token passes admission and is refused only inside the
 // forward pass (deepseek_v41 Model::CheckIds), so the request gets a 500 "generation failed:
 // forward failed: INVALID_ARGUMENT: image inputs are not supported ..." instead of a 400, and so
-// does every other request in the same batch (engine_core FailBatch). Add the case (a 400, and a
-// concurrent request unharmed) once admission checks the image token.
+// does every other request in the same batch (engine_core FailBatch). A sampled image token (e.g.
+// forced by logit_bias {"129279": 100}, max_tokens 4) fails the same way when it is fed back. Add
+// the cases (a 400 at admission, the token never sampled, a concurrent request unharmed) once the
+// engine refuses or masks the image token before the forward pass.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
