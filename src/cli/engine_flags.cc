@@ -133,8 +133,9 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     } else if (*method == "mtp") {
       o.speculative.method = Method::kMtp;
     } else if (*method == "dspark") {
-      return InvalidArgument(
-          "--speculative-method dspark: the DSpark drafter comes with V4.1 models");
+      return Unimplemented(
+          "--speculative-method dspark: DeepSeek-V4.1's DSpark drafter is not built yet (its "
+          "draft layers are skipped at load); use --speculative-method ngram");
     } else if (*method != "none") {
       return InvalidArgument("--speculative-method must be ngram or mtp, not '" + *method + "'");
     }

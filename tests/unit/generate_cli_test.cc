@@ -213,6 +213,9 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   const Result mtp = Generate(args + " --speculative-method mtp");
   EXPECT_EQ(mtp.exit_code, 1);
   EXPECT_NE(mtp.err.find("DSpark"), std::string::npos) << mtp.err;
+  const Result dspark = Generate(args + " --speculative-method dspark");
+  EXPECT_EQ(dspark.exit_code, 1);
+  EXPECT_NE(dspark.err.find("not built"), std::string::npos) << dspark.err;
 
   testing::WriteFile(dir + "/ids.json", R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7]})");
   std::vector<std::vector<float>> logits;
