@@ -143,11 +143,11 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
 
 // What a layer reads per decode token and computes per prefill token, for either family.
 struct LayerCost {
-  int rate = 0;               // one compressed entry per `rate` tokens (0: window only)
-  bool selects = false;       // attends to the indexer's top-k of its entries (else all visible)
-  bool scores = false;        // scores index keys (an indexer of its own)
-  double score_limit = 0;     // > 0: keys scored at most (V4.1's candidate blocks)
-  double extra_params = 0;    // compressor, indexer, Engram weights beyond the shared block
+  int rate = 0;             // one compressed entry per `rate` tokens (0: window only)
+  bool selects = false;     // attends to the indexer's top-k of its entries (else all visible)
+  bool scores = false;      // scores index keys (an indexer of its own)
+  double score_limit = 0;   // > 0: keys scored at most (V4.1's candidate blocks)
+  double extra_params = 0;  // compressor, indexer, Engram weights beyond the shared block
   double window_row = 0, entry_row = 0, key_row = 0;  // bytes of a compact cache row (spec §2.12)
 };
 
@@ -172,7 +172,7 @@ std::vector<LayerCost> LayerCosts(const CudaModel& m) {
                             v->engram_head_dim * (c.hc_mult + 1) * D;
         }
       }
-      k.window_row = d + d / 32;  // FP8 + a scale byte per 32
+      k.window_row = d + d / 32;     // FP8 + a scale byte per 32
       k.entry_row = d / 2 + d / 16;  // FP4 + an e4m3 scale per 16 (288 B at 512)
       k.key_row = Id / 2 + Id / 32;  // FP4 + a scale byte per 32
     }
@@ -182,8 +182,10 @@ std::vector<LayerCost> LayerCosts(const CudaModel& m) {
     LayerCost& k = out[static_cast<size_t>(l)];
     k.rate = c.compress_ratios[l];
     k.selects = k.scores = k.rate == c.csa_rate;
-    if (k.selects) k.extra_params = 2 * 2 * d * D + 2 * 2 * Id * D + qlr * IH * Id + IH * D;
-    else if (k.rate != 0) k.extra_params = 2 * d * D;
+    if (k.selects)
+      k.extra_params = 2 * 2 * d * D + 2 * 2 * Id * D + qlr * IH * Id + IH * D;
+    else if (k.rate != 0)
+      k.extra_params = 2 * d * D;
     k.window_row = k.entry_row = 584;  // fp8_ds_mla
     k.key_row = 68;                    // e2m1 index keys
   }

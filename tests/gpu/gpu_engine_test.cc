@@ -169,12 +169,14 @@ TEST(GpuEngineTest, V41RequestsAreTheSameAloneAndInAnyMix) {
     const std::vector<GenerateRequest> reqs = Mix(32);
     std::vector<RequestResult> alone;
     {
-      auto e = Engine::Create(testing::MixOptions(Device::kCuda, 2, 4096, int64_t{256} << 20, model));
+      auto e =
+          Engine::Create(testing::MixOptions(Device::kCuda, 2, 4096, int64_t{256} << 20, model));
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       for (const auto& r : reqs) alone.push_back((*e)->Generate({r})[0]);
     }
     for (int64_t budget : {int64_t{7}, int64_t{4096}}) {
-      auto e = Engine::Create(testing::MixOptions(Device::kCuda, 32, budget, int64_t{256} << 20, model));
+      auto e =
+          Engine::Create(testing::MixOptions(Device::kCuda, 32, budget, int64_t{256} << 20, model));
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       ExpectSame(alone, (*e)->Generate(reqs), model + " budget " + std::to_string(budget));
       EXPECT_GT((*e)->Stats().graph_decode_steps, 0);

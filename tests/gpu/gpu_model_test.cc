@@ -1,15 +1,16 @@
 // The CUDA model against the CPU model and the transformers reference: golden configs A and B
 // (fp32 checkpoints written by save_pretrained), DeepSeek-V4.1's A and E, and the tiny preset in
-// the official formats (FP8 dense + FP4 experts). On the GPU every schedule (whole prompt, odd chunks, token by token, decode
-// steps under a CUDA graph, batched with another request) must give bit-identical logits.
+// the official formats (FP8 dense + FP4 experts). On the GPU every schedule (whole prompt, odd
+// chunks, token by token, decode steps under a CUDA graph, batched with another request) must give
+// bit-identical logits.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <cmath>
-#include <functional>
-#include <utility>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "backend/cuda/runtime.h"
 #include "io/npy.h"
@@ -36,14 +37,15 @@ std::vector<int32_t> Ids(const std::string& dir) {
 // Where two logits runs part: the first row whose largest difference exceeds 1e-5 of the largest
 // |b|, and how many rows do (-1, 0: none). One FP8 / FP4 rounding flip shows as rows from its
 // position on; an error in a step shows from the first row that step touches.
-std::pair<int64_t, int64_t> FirstDivergingRow(const std::vector<float>& a, const std::vector<float>& b,
-                                              int64_t V) {
+std::pair<int64_t, int64_t> FirstDivergingRow(const std::vector<float>& a,
+                                              const std::vector<float>& b, int64_t V) {
   double ref = 0;
   for (float v : b) ref = std::max(ref, std::abs(static_cast<double>(v)));
   int64_t first = -1, count = 0;
   for (int64_t t = 0; t < static_cast<int64_t>(b.size()) / V; ++t) {
     double diff = 0;
-    for (int64_t i = t * V; i < (t + 1) * V; ++i) diff = std::max(diff, std::abs(double(a[i]) - b[i]));
+    for (int64_t i = t * V; i < (t + 1) * V; ++i)
+      diff = std::max(diff, std::abs(double(a[i]) - b[i]));
     if (diff > 1e-5 * ref) {
       if (first < 0) first = t;
       ++count;
@@ -93,12 +95,13 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 // tol_cpu: GPU vs CPU relative error bound. 1e-4 for fp32/bf16 weights (the two differ in fp32
 // summation order only); FP8/FP4 weights quantize each linear's input to e4m3 (spec §2.12), where a
 // ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
-// side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1 100%).
-// cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model); tol_ref: GPU vs the
-// transformers reference.
-void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids, const std::vector<float>* reference,
-                   const std::string& name, double tol_cpu = 1e-4,
-                   std::function<std::vector<float>()> cpu = nullptr, double tol_ref = 1e-4) {
+// side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1
+// 100%). cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model); tol_ref: GPU vs
+// the transformers reference.
+void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
+                   const std::vector<float>* reference, const std::string& name,
+                   double tol_cpu = 1e-4, std::function<std::vector<float>()> cpu = nullptr,
+                   double tol_ref = 1e-4) {
   if (!cpu) {
     cpu = [&] {
       auto m = Model::Load(dir, {2});
@@ -232,10 +235,8 @@ TEST(GpuModelTest, V41LayerModes) {
     int candidate;
   };
   const std::vector<Mode> modes = {
-      {"window", {0, 0, 0, 0}, {}, {}, -1},
-      {"ratio2", {0, 2, 2, 0}, {1}, {1}, -1},
-      {"ratio1", {0, 1, 1, 0}, {1}, {1}, -1},
-      {"reindex", {0, 1, 1, 1}, {1}, {1, 3}, -1},
+      {"window", {0, 0, 0, 0}, {}, {}, -1},         {"ratio2", {0, 2, 2, 0}, {1}, {1}, -1},
+      {"ratio1", {0, 1, 1, 0}, {1}, {1}, -1},       {"reindex", {0, 1, 1, 1}, {1}, {1, 3}, -1},
       {"candidates", {0, 1, 1, 1}, {1}, {1, 3}, 1},
   };
   std::vector<int32_t> ids;

@@ -14,11 +14,11 @@
 #include "engine/public_types.h"
 #include "engine_mix.h"
 #include "engine_test_util.h"
-#include "model_test_util.h"
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/init_presets.h"
 #include "model/deepseek_v41/model.h"
 #include "model/deepseek_v41/state_layout.h"
+#include "model_test_util.h"
 #include "sampler/sampler.h"
 
 namespace dsinfer {

@@ -37,10 +37,9 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 #pragma unroll
     for (int i = 0; i < 4; i += 2) {
       const int c = 4 * (threadIdx.x % 32) + 128 * v + i;
-      q_freq[2 * v + i / 2] =
-          (p.q_norm_eps >= 0.0f || p.q_rope) && c >= roff_c && c < p.dim
-              ? p.inv_freq[(c - roff_c) / 2]
-              : 0.0f;
+      q_freq[2 * v + i / 2] = (p.q_norm_eps >= 0.0f || p.q_rope) && c >= roff_c && c < p.dim
+                                  ? p.inv_freq[(c - roff_c) / 2]
+                                  : 0.0f;
     }
   const float out_freq =
       static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;

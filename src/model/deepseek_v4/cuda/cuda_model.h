@@ -42,9 +42,10 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
-  // The bf16 head on the tensor cores (backend/cuda/bf16_tc_linear.cuh: fp32-exact operands split
-  // into bf16 parts, at every row count); false: the CUDA-core GEMV / linear. A numerics choice,
-  // not a kernel variant: the logits' bits differ between the two (each batch invariant).
+  // The bf16 head (and DeepSeek-V4.1's bf16 Engram projection) on the tensor cores
+  // (backend/cuda/bf16_tc_linear.cuh: fp32-exact operands split into bf16 parts, at every row
+  // count); false: the CUDA-core GEMV / linear. A numerics choice, not a kernel variant: the
+  // logits' bits differ between the two (each batch invariant).
   bool tc_head = true;
   // Paged mode: decode steps (one token per sequence) and steps of at most graph_tokens_per_seq
   // tokens per sequence (speculative verify steps) replay CUDA graphs captured per step size (off:

@@ -26,8 +26,8 @@
 #include "backend/cuda/sample.cuh"
 #include "base/check.h"
 #include "cache/memory_planner.h"
-#include "io/quant.h"
 #include "io/deepseek_v41_config.h"
+#include "io/quant.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/rope_table.h"
@@ -103,16 +103,16 @@ struct MtpW {
 // DeepSeek-V4.1 (cuda_model_v41.cc, cuda_model_load_v41.cc): what its layers have beyond the
 // V4 block's shared parts (BlockW: the mHC sites, the q / kv / output projections, the MoE).
 struct V41LayerW {
-  int ratio = 0;             // compress ratio, 0: window only
-  int source = -1;           // ratio > 0: the KV source whose entries (and index keys) it reads
-  bool kv_source = false;    // owns the compressor and the index keys
-  bool index_source = false; // computes its own top-k (a KV source, or a Reindex layer)
+  int ratio = 0;              // compress ratio, 0: window only
+  int source = -1;            // ratio > 0: the KV source whose entries (and index keys) it reads
+  bool kv_source = false;     // owns the compressor and the index keys
+  bool index_source = false;  // computes its own top-k (a KV source, or a Reindex layer)
   WeightRef comp_wkv, comp_wgate, comp_kv_gate;  // kv_gate: both in one matrix when stored so
   float* comp_norm = nullptr;
   WeightRef idx_wq_b, idx_weights_proj;
   WeightRef idx_wk;  // KV sources
   float* idx_k_norm = nullptr;
-  int engram = -1;   // index among the Engram layers, -1: none
+  int engram = -1;                     // index among the Engram layers, -1: none
   const void* engram_table = nullptr;  // [rows, engram_head_dim] in engram_format
   int engram_format = 0;               // EngramGatherParams::table_format
   float* engram_scale = nullptr;       // fp32 scales (e4m3 tables)
@@ -137,7 +137,8 @@ struct V41Parts {
   int candidate_stride = 0;
   int64_t* hash_ids = nullptr;
   float *erows = nullptr, *ekv = nullptr;
-  gpu::RingRef tokens;  // the Engram look-back: token ids by position (int32 bits)
+  uint16_t* engram_split = nullptr;  // the bf16 projection's split rows (CudaModelOptions::tc_head)
+  gpu::RingRef tokens;               // the Engram look-back: token ids by position (int32 bits)
 };
 
 struct LayerState {

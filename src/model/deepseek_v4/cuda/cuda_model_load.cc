@@ -389,7 +389,8 @@ Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* 
       const int64_t half = int64_t{c.head_dim} * c.hidden_size * elem;
       uint8_t* both = joint ? m->Alloc<uint8_t>(2 * half) : nullptr;
       DSINFER_ASSIGN_OR_RETURN(x.comp_wkv, ld.Matrix(cp + "wkv", both));
-      DSINFER_ASSIGN_OR_RETURN(x.comp_wgate, ld.Matrix(cp + "wgate", joint ? both + half : nullptr));
+      DSINFER_ASSIGN_OR_RETURN(x.comp_wgate,
+                               ld.Matrix(cp + "wgate", joint ? both + half : nullptr));
       if (joint) {
         x.comp_kv_gate = x.comp_wkv;
         x.comp_kv_gate.n = 2 * c.head_dim;
@@ -819,8 +820,9 @@ void RandomV41Layer(RandomBuilder& rb, CudaModel::Impl* m, int l) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(
-    const io::DeepseekV41Config& config, uint64_t seed, const CudaModelOptions& options) {
+StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::DeepseekV41Config& config,
+                                                                uint64_t seed,
+                                                                const CudaModelOptions& options) {
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
@@ -839,7 +841,8 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(
       token_map[static_cast<size_t>(i)] =
           static_cast<int32_t>(i % config.engram_compressed_vocab_size);
     }
-    DSINFER_ASSIGN_OR_RETURN(auto h, deepseek_v41::EngramHasher::Build(config, std::move(token_map)));
+    DSINFER_ASSIGN_OR_RETURN(auto h,
+                             deepseek_v41::EngramHasher::Build(config, std::move(token_map)));
     UploadEngramHasher(h, impl.get());
   }
   RandomBuilder rb(impl.get(), seed, deepseek_v41::WeightSchema(config));

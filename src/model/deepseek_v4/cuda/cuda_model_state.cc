@@ -19,7 +19,9 @@ cache::StateLayout V41GpuStateLayout(const io::DeepseekV41Config& c) {
   model::StateLayoutBuilder layout;
   using cache::StateKind;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer, int stream,
-                 int64_t width) { layout.Add(kind, ring_rows, tokens_per_row, layer, stream, width); };
+                 int64_t width) {
+    layout.Add(kind, ring_rows, tokens_per_row, layer, stream, width);
+  };
   const int64_t d = c.head_dim;
   for (int l = 0; l < c.num_layers; ++l) {
     add(StateKind::kWindow, c.sliding_window - 1 + kRollbackSlack, 1, l,

@@ -15,12 +15,12 @@ void CudaModel::Impl::BlockV41(const BlockW& w, int layer, int64_t n, bool one_p
     EngramV41(layer, n);  // the streams change before the block's mixes: no fused mix here
     mix_ready = false;
   }
-  const bool attn_q = n <= kMoePrequantRows &&
-                      (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
+  const bool attn_q =
+      n <= kMoePrequantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
   Mark("hc_pre+norm");
   // The attention collapses with the previous site's pre (the first site: stream 0).
-  HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn,
-        layer == 0 ? v.pre_first : v.pre_mix, v.pre_attn);
+  HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn, layer == 0 ? v.pre_first : v.pre_mix,
+        v.pre_attn);
   AttentionV41(w, layer, n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
   Mark("hc_post");
   HcPost(n, nullptr, &w.hc_ffn.fn);
@@ -65,17 +65,33 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
       Linear(x.comp_wgate, xn, D, n, pr + d, 2 * d, xnq);
     }
     gpu::CompressEmitParams cp;
-    cp.meta = Meta(n); cp.proj = pr; cp.rows = st.comp_rows; cp.entries = st.comp_entries;
-    cp.rate = x.ratio; cp.dim = static_cast<int>(d); cp.overlap = false; cp.norm = x.comp_norm;
-    cp.eps = eps; cp.rope_dim = c.rope_head_dim; cp.inv_freq = inv_compress;
-    cp.latent_out = v.latent; cp.entry_fp4_block = 16;
+    cp.meta = Meta(n);
+    cp.proj = pr;
+    cp.rows = st.comp_rows;
+    cp.entries = st.comp_entries;
+    cp.rate = x.ratio;
+    cp.dim = static_cast<int>(d);
+    cp.overlap = false;
+    cp.norm = x.comp_norm;
+    cp.eps = eps;
+    cp.rope_dim = c.rope_head_dim;
+    cp.inv_freq = inv_compress;
+    cp.latent_out = v.latent;
+    cp.entry_fp4_block = 16;
     gpu::LaunchCompressEmit(cp, cur_stream());
     if (x.ratio > 1) RingAppend(pr, 2 * d, st.comp_rows, n);
     Linear(x.idx_wk, v.latent, d, n, v.ikeys, Id);
     gpu::IndexKeyEmitParams kp;
-    kp.meta = Meta(n); kp.keys = v.ikeys; kp.entries = st.index_entries; kp.rate = x.ratio;
-    kp.dim = static_cast<int>(Id); kp.norm = x.idx_k_norm; kp.eps = eps;
-    kp.rope_dim = c.rope_head_dim; kp.inv_freq = inv_compress; kp.fp4_block = 32;
+    kp.meta = Meta(n);
+    kp.keys = v.ikeys;
+    kp.entries = st.index_entries;
+    kp.rate = x.ratio;
+    kp.dim = static_cast<int>(Id);
+    kp.norm = x.idx_k_norm;
+    kp.eps = eps;
+    kp.rope_dim = c.rope_head_dim;
+    kp.inv_freq = inv_compress;
+    kp.fp4_block = 32;
     gpu::LaunchIndexKeyEmit(kp, cur_stream());
   }
 
@@ -85,7 +101,10 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   if (n <= kNormQuantRows && qlr % 4 == 0 &&
       (gpu::IsQuantized(w.wq_b.format) ||
        (x.index_source && gpu::IsQuantized(x.idx_wq_b.format)))) {
-    cqq.q = cq_q; cqq.ldq = gpu::QuantizedLd(qlr); cqq.s = cq_s; cqq.lds = gpu::QuantizedScales(qlr);
+    cqq.q = cq_q;
+    cqq.ldq = gpu::QuantizedLd(qlr);
+    cqq.s = cq_s;
+    cqq.lds = gpu::QuantizedScales(qlr);
   }
   RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm, cqq.q ? cq_q : nullptr, cq_s);
   if (x.index_source) {
@@ -96,13 +115,23 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     Linear(x.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);   // RoPE + FP4: in the scoring kernel
     const V41Parts& vc = v;
     gpu::IndexerTopKParams ip;
-    ip.meta = Meta(n); ip.q = qi; ip.weights = wi; ip.keys = group->index_entries;
-    ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = x.ratio;
+    ip.meta = Meta(n);
+    ip.q = qi;
+    ip.weights = wi;
+    ip.keys = group->index_entries;
+    ip.heads = static_cast<int>(IH);
+    ip.head_dim = static_cast<int>(Id);
+    ip.rate = x.ratio;
     ip.topk = vc.c.index_topk;
     ip.max_entries = static_cast<int>(group->index_entries.capacity);
     ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
-    ip.rope_dim = c.rope_head_dim; ip.inv_freq = inv_compress; ip.query_fp4_block = 32;
-    ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
+    ip.rope_dim = c.rope_head_dim;
+    ip.inv_freq = inv_compress;
+    ip.query_fp4_block = 32;
+    ip.sel = sel;
+    ip.sel_count = sel_count;
+    ip.scores = iscores;
+    ip.score_rows = iscore_rows;
     const int cand = vc.c.candidate_source_layer_id;
     if (cand >= 0) {
       ip.candidate_block_size = vc.c.candidate_block_size;
@@ -120,7 +149,10 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its RoPE (no per-head norm): in the attention
   Mark("attention");
   gpu::SparseAttentionParams ap;
-  ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;
+  ap.meta = Meta(n);
+  ap.q = q;
+  ap.kv = kv;
+  ap.window = st.window;
   if (group != nullptr) {
     ap.comp = group->comp_entries;
     ap.sel = sel;
@@ -129,15 +161,24 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   }
   ap.sel_stride = c.index_topk;
   ap.window_size = c.sliding_window;
-  ap.heads = static_cast<int>(H); ap.dim = static_cast<int>(d);
-  ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
+  ap.heads = static_cast<int>(H);
+  ap.dim = static_cast<int>(d);
+  ap.sink = w.sink;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  ap.rope_dim = c.rope_head_dim;
+  ap.inv_freq = inv;
+  ap.out = o;
   ap.q_rope = true;  // V4.1's query has no per-head RMSNorm (ProjectLatentInputs)
   gpu::QuantizedRows oq;
   if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
-    ap.out_q = o_q; ap.out_ldq = gpu::QuantizedLd(H * d);
-    ap.out_s = o_s; ap.out_lds = gpu::QuantizedScales(H * d);
-    oq.q = o_q; oq.ldq = ap.out_ldq; oq.s = o_s; oq.lds = ap.out_lds;
+    ap.out_q = o_q;
+    ap.out_ldq = gpu::QuantizedLd(H * d);
+    ap.out_s = o_s;
+    ap.out_lds = gpu::QuantizedScales(H * d);
+    oq.q = o_q;
+    oq.ldq = ap.out_ldq;
+    oq.s = o_s;
+    oq.lds = ap.out_lds;
   }
   gpu::LaunchSparseAttention(ap, cur_stream());
   if (!one_per_seq) RingAppend(kv, d, st.window, n);
@@ -185,7 +226,22 @@ void CudaModel::Impl::EngramV41(int layer, int64_t n) {
   gp.n = n;
   gp.out = v.erows;
   gpu::LaunchEngramGather(gp, cur_stream());
-  Linear(x.engram_wkv, v.erows, cols * hd, n, v.ekv, (hc + 1) * D);
+  if (v.engram_split != nullptr && x.engram_wkv.format == WeightFormat::kBf16) {
+    // On the tensor cores at every row count, as the head (CudaModelOptions::tc_head).
+    gpu::Bf16TcLinearParams tp;
+    tp.w = static_cast<const uint16_t*>(x.engram_wkv.data);
+    tp.n = (hc + 1) * D;
+    tp.k = cols * hd;
+    tp.x = v.erows;
+    tp.ldx = cols * hd;
+    tp.m = n;
+    tp.split = v.engram_split;
+    tp.y = v.ekv;
+    tp.ldy = (hc + 1) * D;
+    gpu::LaunchBf16TcLinear(tp, cur_stream());
+  } else {
+    Linear(x.engram_wkv, v.erows, cols * hd, n, v.ekv, (hc + 1) * D);
+  }
   gpu::EngramGateParams ep;
   ep.kv = v.ekv;
   ep.qk_weight = x.engram_qk;
@@ -213,8 +269,8 @@ void CudaModel::Impl::AllocateV41() {
   v.proj1 = Alloc<float>(T * 2 * d);
   gpu::Memset(v.proj1, 0, static_cast<size_t>(T * 2 * d) * sizeof(float), stream.get());
   if (v.c.candidate_source_layer_id >= 0) {
-    const int64_t blocks = (EntryCapacity(1) + v.c.candidate_block_size - 1) /
-                           v.c.candidate_block_size;
+    const int64_t blocks =
+        (EntryCapacity(1) + v.c.candidate_block_size - 1) / v.c.candidate_block_size;
     v.candidate_stride = static_cast<int>(blocks);
     v.candidates = Alloc<uint8_t>(T * blocks);
   }
@@ -224,6 +280,9 @@ void CudaModel::Impl::AllocateV41() {
     v.hash_ids = Alloc<int64_t>(T * L * cols);
     v.erows = Alloc<float>(T * cols * v.c.engram_head_dim);
     v.ekv = Alloc<float>(T * (hc + 1) * D);
+    if (opt.tc_head && gpu::Bf16TcLinearSupports((hc + 1) * D, cols * v.c.engram_head_dim)) {
+      v.engram_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, cols * v.c.engram_head_dim));
+    }
   }
   const deepseek_v41::RopeTables rope = deepseek_v41::RopeTables::Build(v.c);
   inv_main = UploadF32(rope.main);
