@@ -197,6 +197,17 @@ TEST(GpuModelTest, GoldenB) {
   CheckModelDir(dir, Ids(dir), &ref->data, "B");
 }
 
+// DeepSeek-V4.1's CPU model: the logits of every row of ids.
+std::vector<float> V41CpuLogits(const std::string& dir, const std::vector<int32_t>& ids) {
+  auto m = deepseek_v41::Model::Load(dir, {2});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  auto st = (*m)->NewSequence();
+  auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : std::vector<float>();
+}
+
 // DeepSeek-V4.1 (its CSA2 attention with KV sharing and the two-level indexer; E: Engram at two
 // layers) against its CPU model and the transformers reference. tol_ref: E's reference holds a
 // layer-1 window-KV value within an ulp of an e4m3 rounding tie (docs/architecture.md, Engram):
@@ -208,17 +219,7 @@ void CheckV41Golden(const std::string& config, double tol_ref) {
   ASSERT_TRUE(ref.ok());
   const std::vector<int32_t> ids = Ids(dir);
   CheckModelDir(
-      dir, ids, &ref->data, "v41-" + config, 1e-4,
-      [&] {
-        auto m = deepseek_v41::Model::Load(dir, {2});
-        EXPECT_TRUE(m.ok()) << m.status().ToString();
-        if (!m.ok()) return std::vector<float>();
-        auto st = (*m)->NewSequence();
-        auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
-        EXPECT_TRUE(out.ok()) << out.status().ToString();
-        return out.ok() ? *out : std::vector<float>();
-      },
-      tol_ref);
+      dir, ids, &ref->data, "v41-" + config, 1e-4, [&] { return V41CpuLogits(dir, ids); }, tol_ref);
 }
 
 // Each V4.1 layer mode alone on small random fp32 models (4 layers, the v41-tiny dims): window
@@ -244,14 +245,7 @@ TEST(GpuModelTest, V41LayerModes) {
   auto check = [&](const io::DeepseekV41Config& c, const std::string& name) {
     const std::string dir = testing::ScratchDir("gpu_v41_" + name);
     ASSERT_TRUE(deepseek_v41::WriteRandomModel(c, dir, 9).ok());
-    CheckModelDir(dir, ids, nullptr, "v41-" + name, 1e-3, [&] {
-      auto m = deepseek_v41::Model::Load(dir, {2});
-      EXPECT_TRUE(m.ok()) << m.status().ToString();
-      if (!m.ok()) return std::vector<float>();
-      auto st = (*m)->NewSequence();
-      auto out = (*m)->Forward({{st.get(), ids, 1}}, LogitsRows::kAll);
-      return out.ok() ? *out : std::vector<float>();
-    });
+    CheckModelDir(dir, ids, nullptr, "v41-" + name, 1e-3, [&] { return V41CpuLogits(dir, ids); });
   };
   for (const Mode& mode : modes) {
     io::DeepseekV41Config c = testing::SmallV41Config();

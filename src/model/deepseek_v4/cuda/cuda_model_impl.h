@@ -118,6 +118,19 @@ struct V41LayerW {
   float* engram_scale = nullptr;       // fp32 scales (e4m3 tables)
   WeightRef engram_wkv;
   float* engram_qk = nullptr;  // [hc, D] q_weight * k_weight
+
+  // Layer l's mode by the config (no weights yet).
+  static V41LayerW ModeOf(const io::DeepseekV41Config& c, int l) {
+    V41LayerW x;
+    x.ratio = c.compress_ratios[l];
+    x.source = x.ratio > 0 ? c.KvSourceOf(l) : -1;
+    x.kv_source = c.IsKvSource(l);
+    x.index_source = c.IsIndexSource(l);
+    for (size_t e = 0; e < c.engram_layer_ids.size(); ++e) {
+      if (c.engram_layer_ids[e] == l) x.engram = static_cast<int>(e);
+    }
+    return x;
+  }
 };
 
 struct V41Parts {

@@ -369,15 +369,11 @@ Status CheckSupportedV41(const io::DeepseekV41Config& c) {
 }
 
 // The V4.1 extras of layer l (the V4 block's shared parts are loaded by GpuLoader::Block).
-Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* m, int l,
-                    const deepseek_v41::EngramHasher* hasher) {
+Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* m, int l) {
   const io::DeepseekV41Config& c = m->v41->c;
   V41LayerW& x = m->v41->layers[l];
   const std::string p = "layers." + std::to_string(l) + ".", a = p + "attn.";
-  x.ratio = c.compress_ratios[l];
-  x.source = x.ratio > 0 ? c.KvSourceOf(l) : -1;
-  x.kv_source = c.IsKvSource(l);
-  x.index_source = c.IsIndexSource(l);
+  x = V41LayerW::ModeOf(c, l);
   if (x.kv_source) {
     const std::string cp = a + "compressor.";
     if (x.ratio > 1) {  // both bf16 (or both fp32): one matrix, wgate's rows after wkv's
@@ -408,7 +404,6 @@ Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* 
       DSINFER_ASSIGN_OR_RETURN(x.idx_k_norm, ld.Vector(a + "indexer.k_norm.weight"));
     }
   }
-  x.engram = hasher != nullptr ? hasher->IndexOf(l) : -1;
   if (x.engram >= 0) {
     // The table in its checkpoint format (rows gathered per lookup), e4m3 scales as fp32.
     const std::string g = p + "engram.";
@@ -506,7 +501,7 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   for (int l = 0; l < c.num_layers; ++l) {
     // The shared parts as a window-only V4 block routed by bias, then V4.1's own.
     DSINFER_RETURN_IF_ERROR(ld.Block("layers." + std::to_string(l) + ".", 0, false, &m->layers[l]));
-    DSINFER_RETURN_IF_ERROR(LoadV41Layer(ld, *ckpt, m, l, hasher.get()));
+    DSINFER_RETURN_IF_ERROR(LoadV41Layer(ld, *ckpt, m, l));
   }
   if (hasher) UploadEngramHasher(*hasher, m);
   if (!options.paged) m->AllocateState();
@@ -783,10 +778,7 @@ void RandomV41Layer(RandomBuilder& rb, CudaModel::Impl* m, int l) {
   const io::DeepseekV41Config& c = m->v41->c;
   V41LayerW& x = m->v41->layers[l];
   const std::string p = "layers." + std::to_string(l) + ".", a = p + "attn.";
-  x.ratio = c.compress_ratios[l];
-  x.source = x.ratio > 0 ? c.KvSourceOf(l) : -1;
-  x.kv_source = c.IsKvSource(l);
-  x.index_source = c.IsIndexSource(l);
+  x = V41LayerW::ModeOf(c, l);
   if (x.kv_source) {
     x.comp_wkv = rb.Linear(a + "compressor.wkv");
     if (x.ratio > 1) x.comp_wgate = rb.Linear(a + "compressor.wgate");
@@ -800,11 +792,10 @@ void RandomV41Layer(RandomBuilder& rb, CudaModel::Impl* m, int l) {
       x.idx_k_norm = rb.Vec(a + "indexer.k_norm.weight");
     }
   }
-  for (size_t e = 0; e < c.engram_layer_ids.size(); ++e) {
-    if (c.engram_layer_ids[e] != l) continue;
-    x.engram = static_cast<int>(e);
+  if (x.engram >= 0) {
     const std::string g = p + "engram.";
-    const int64_t rows = c.engram_num_embeddings[e], hd = c.engram_head_dim;
+    const int64_t rows = c.engram_num_embeddings[static_cast<size_t>(x.engram)];
+    const int64_t hd = c.engram_head_dim;
     void* table = m->Alloc<uint8_t>(rows * hd);
     rb.Fill(table, rows * hd, gpu::RandomKind::kFp8, 0, 64.0f);
     float* scale = m->Alloc<float>(rows * hd / 32);
