@@ -39,7 +39,7 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "tests)",
        false},
       {"random-preset",
-       "instead of --model: a preset of init-model (e.g. flash-l8) with weights "
+       "instead of --model: a preset of init-model (e.g. flash-l8, v41-flash-l8) with weights "
        "generated on the GPU (--device cuda; token ids only; for benchmarks)"},
       {"tokenizer",
        "tokenizer.json (or a dir holding one): with --random-preset, text in and out (e.g. "

@@ -18,12 +18,14 @@
 #include "executor/model_runner.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #include "model/deepseek_v4/language_model.h"
+#include "model/deepseek_v41/init_presets.h"
 
 namespace dsinfer::executor {
 
 namespace {
 
 namespace mdl = model::deepseek_v4;
+namespace mdl41 = model::deepseek_v41;
 using mdl::cuda::CudaModel;
 
 // Pinned memory whose last copy may still be running, and the event behind that copy.
@@ -336,6 +338,9 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, opt));
+  } else if (IsV41Preset(o.random_preset)) {
+    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV41Config cfg, mdl41::PresetConfig(o.random_preset));
+    DSINFER_ASSIGN_OR_RETURN(model, CudaModel::CreateRandomV41(cfg, o.random_seed, opt));
   } else {
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config cfg, LoadRunnerConfig(o));
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::CreateRandom(cfg, o.random_seed, opt));

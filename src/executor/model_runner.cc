@@ -5,6 +5,8 @@
 #include "base/check.h"
 #include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v4/language_model.h"
+#include "model/deepseek_v41/init_presets.h"
+#include "model/deepseek_v41/language_model.h"
 #include "model/model_loader.h"
 
 #ifdef DSINFER_HAVE_CUDA
@@ -94,6 +96,8 @@ StatusOr<RunOutput> ModelRunner::Run(const std::vector<RunChunk>& chunks,
   return Collect();
 }
 
+bool IsV41Preset(const std::string& preset) { return preset.rfind("v41-", 0) == 0; }
+
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
   if (!options.random_preset.empty())
     return model::deepseek_v4::PresetConfig(options.random_preset);
@@ -101,6 +105,11 @@ StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options) {
 }
 
 StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
+  if (IsV41Preset(options.random_preset)) {
+    DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV41Config c,
+                             model::deepseek_v41::PresetConfig(options.random_preset));
+    return model::deepseek_v41::InfoOf(c);
+  }
   if (!options.random_preset.empty()) {
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config c, LoadRunnerConfig(options));
     return model::deepseek_v4::InfoOf(c);

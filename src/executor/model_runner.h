@@ -210,6 +210,8 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& op
 StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options);
 // The DeepSeek-V4 config of the model the runner will run (the CUDA backend's model).
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
+// Whether a --random-preset names a DeepSeek-V4.1 preset ("v41-..."; deepseek_v41/init_presets.h).
+bool IsV41Preset(const std::string& preset);
 // ResolveDevice for the model of `options` (RunnerOptions::device is ignored): every family
 // (DeepSeek-V4, DeepSeek-V4.1) runs on both backends.
 StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options);
