@@ -3,10 +3,10 @@
 // pick uniformly among the allowed tokens (EOS once accepting, with probability 1/4); every
 // Matcher::Mask() call is timed. The first run starts with an empty mask cache (cold); the others
 // share the compiled constraint, as requests with the same schema do in the engine.
-//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N]
+//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N] [only=NAME]
 // Compile time includes TokenAutomaton::Precompute (the families classified before the first
 // mask), which `lazy` turns off (the A/B of that change: each family's first mask walks then);
-// `configs=N` bounds it (CompileOptions::precompute_configs).
+// `configs=N` bounds it (CompileOptions::precompute_configs); `only=NAME` runs one schema.
 // Prints one JSON line per schema and one for all of them; with `misses`, also one line per
 // cache miss to stderr (schema, run, step, µs, whole-trie walks, new configurations, the text's
 // last 40 bytes): the generations are the same in every run of one build (masks are exact), so
@@ -95,14 +95,15 @@ const Case kCases[] = {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] [configs=N]\n");
+    std::fprintf(stderr,
+                 "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] "
+                 "[configs=N] [only=NAME]\n");
     return 2;
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 120;
   bool trace_misses = false, lazy = false;
+  std::string only;  // one schema by name (profiling)
   int32_t precompute_configs = structured::CompileOptions{}.precompute_configs;
   for (int i = 4; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -112,8 +113,10 @@ int main(int argc, char** argv) {
       lazy = true;
     } else if (flag.rfind("configs=", 0) == 0) {
       precompute_configs = std::atoi(flag.c_str() + 8);
+    } else if (flag.rfind("only=", 0) == 0) {
+      only = flag.substr(5);
     } else {
-      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N)\n", argv[i]);
+      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N, only=NAME)\n", argv[i]);
       return 2;
     }
   }
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
   const double clock_overhead = Percentile(empty, 0.5);
   std::vector<double> all, all_warm;
   for (const Case& c : kCases) {
+    if (!only.empty() && only != c.name) continue;
     structured::ConstraintSpec spec;
     spec.kind = c.kind;
     spec.text = c.text;

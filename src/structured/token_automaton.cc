@@ -36,85 +36,89 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
   std::lock_guard<std::mutex> lock(mu_);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   Precomputed out;
-  if (!pda_.has_chains()) {
-    out.complete = true;  // no families
-    return out;
-  }
   const int32_t max_top = vocab_->trie().max_depth() + 1;
+  // What a mask computes once per class of configurations is computed here once per class met;
+  // the configurations of a class that was expanded before are not expanded again: their
+  // transitions inside the class's frames lead to the classes met from the first one, so only
+  // their context is followed (Pda::Context: the configuration after the class's frames).
+  // Classes: a family (its canonical key), a counted key's canonical key, a local key.
+  std::unordered_set<int64_t> expanded;
   std::vector<char> seen(static_cast<size_t>(pda_.num_configs()), 0);
   std::vector<int32_t> queue = {initial_};
   seen[static_cast<size_t>(initial_)] = 1;
-  std::unordered_map<int32_t, int32_t> key_configs;  // local key -> configurations met with it
-  // Then the local keys of several configurations: classified now, where a mask would walk the
-  // vocabulary at the first one's and classify at the second one's. The most shared first.
-  const auto classify_keys = [&] {
-    std::vector<std::pair<int32_t, int32_t>> keys;
-    for (const auto& [key, n] : key_configs) {
-      if (n >= 2) keys.push_back({-n, key});
-    }
-    std::sort(keys.begin(), keys.end());
-    for (const auto& [n, key] : keys) {
-      if (!pda_.status().ok() || std::chrono::steady_clock::now() > deadline ||
-          out.keys == kPrecomputedKeys) {
-        return false;
-      }
-      if (classes_.count(int64_t{key} * 4)) continue;
-      KeyClasses(key, Part::kAll);
-      ++out.keys;
-    }
-    return true;
+  const auto push = [&](int32_t next) {
+    if (next == Pda::kDead) return;
+    if (static_cast<size_t>(next) >= seen.size()) seen.resize(pda_.num_configs(), 0);
+    if (seen[static_cast<size_t>(next)]) return;
+    seen[static_cast<size_t>(next)] = 1;
+    queue.push_back(next);
   };
+  const size_t max_classes = std::min<size_t>(max_cached_masks_, kPrecomputedKeys);
   for (size_t head = 0; head < queue.size(); ++head) {
     if (pda_.num_configs() > max_configs || !pda_.status().ok() ||
         std::chrono::steady_clock::now() > deadline) {
-      classify_keys();
-      return out;
+      break;
     }
     const int32_t config = queue[head];
     ++out.configs;
     if (!pda_.can_continue(config)) continue;
     // As MaskOf finds a configuration's family, or its local key.
     const int32_t key = pda_.Local(config);
-    Pda::FamilyKey family = pda_.Family(key, max_top);
-    if (family.canonical < 0) family = pda_.Mandatory(config, max_top);
+    Pda::FamilyKey family = pda_.has_chains() ? pda_.Family(key, max_top) : Pda::FamilyKey{};
+    if (family.canonical < 0 && pda_.has_chains()) family = pda_.Mandatory(config, max_top);
+    std::shared_ptr<const FamilyClasses> c;
     if (family.canonical >= 0) {
       if (!families_.count(family.canonical)) ++out.families;
-      const std::shared_ptr<const FamilyClasses> c = KeyFamilyClasses(family);
+      c = KeyFamilyClasses(family);
+      if (family.min_exit > 0 && c->left_live) family.canonical = -1;  // as MaskOf
+    }
+    int64_t cls = -1;  // the class to expand once (-1: the configuration itself)
+    if (family.canonical >= 0) {
       // The tokens past the repetition's exit that this position's context allows (a walk of
       // the trie below the exit's bytes per context: for a long string's closing quote, ms).
       if (!c->after.empty()) {
         const int32_t context = pda_.ExitContext(config, family);
         if (context != Pda::kDead) ExitTokens(*c, family.canonical, context);
       }
-    }
-    if (family.canonical >= 0 && family.has_others) {
-      // The masks of the stacks that left the repetition (shared by the positions that hold
-      // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
-      const int32_t others = pda_.FamilyOthers(config, family);
-      for (int32_t k = 0, n = others > 0 ? pda_.num_stacks(others) : 0; k < n; ++k) {
-        const int32_t part = pda_.StackConfig(others, k);
-        if (part != Pda::kDead && !masks_.count(part) && out.masks < kPrecomputedMasks) {
-          MaskOf(part, /*counted=*/false);
-          ++out.masks;
+      if (family.has_others) {
+        // The masks of the stacks that left the repetition (shared by the positions that hold
+        // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
+        const int32_t others = pda_.FamilyOthers(config, family);
+        for (int32_t k = 0, n = others > 0 ? pda_.num_stacks(others) : 0; k < n; ++k) {
+          const int32_t part = pda_.StackConfig(others, k);
+          if (part != Pda::kDead && !masks_.count(part) && out.masks < kPrecomputedMasks) {
+            MaskOf(part, /*counted=*/false);
+            ++out.masks;
+          }
         }
       }
+      cls = int64_t{family.canonical} * 4 + 3;
+    } else if (key != config) {
+      const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
+      const Part part = canonical != key ? Part::kShort : Part::kAll;
+      if (!classes_.count(int64_t{canonical} * 4 + static_cast<int64_t>(part)) &&
+          classes_.size() < max_classes) {
+        KeyClasses(canonical, part);
+        ++out.keys;
+      }
+      cls = int64_t{canonical} * 4 + static_cast<int64_t>(part);
+    } else if (!masks_.count(config) && out.masks < kPrecomputedMasks) {
+      MaskOf(config, /*counted=*/false);  // no context: its own mask
+      ++out.masks;
     }
-    if (family.canonical < 0 && key != config &&
-        (!pda_.has_counters() || pda_.Canonical(key) == key)) {
-      ++key_configs[key];
+    if (cls >= 0 && !expanded.insert(cls).second) {
+      push(pda_.Context(config));
+      continue;
     }
     const ByteSet first = pda_.first_bytes(config);  // a copy: Next() may grow the table
     for (int b = 0; b < 256; ++b) {
-      if (!first.Has(static_cast<uint8_t>(b))) continue;
-      const int32_t next = pda_.Next(config, static_cast<uint8_t>(b));
-      if (next == Pda::kDead) continue;
-      if (static_cast<size_t>(next) >= seen.size()) seen.resize(pda_.num_configs(), 0);
-      if (seen[static_cast<size_t>(next)]) continue;
-      seen[static_cast<size_t>(next)] = 1;
-      queue.push_back(next);
+      if (first.Has(static_cast<uint8_t>(b))) push(pda_.Next(config, static_cast<uint8_t>(b)));
     }
   }
-  out.complete = classify_keys();
+  out.complete = queue.size() == static_cast<size_t>(out.configs) && pda_.status().ok();
+  // The configurations that masks will add (one per context of a class) without moving the
+  // transition table's rows at a mask (a copy of megabytes).
+  pda_.Reserve(std::min(pda_.num_configs() * 4, pda_.max_configs()));
   return out;
 }
 

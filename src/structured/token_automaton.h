@@ -99,7 +99,7 @@ class TokenAutomaton {
   Precomputed Precompute(int32_t max_configs, std::chrono::microseconds budget);
   // At most this many keys classified and stack masks made by Precompute (a whole-vocabulary walk
   // each: about 0.1-0.3 ms).
-  static constexpr int32_t kPrecomputedKeys = 64;
+  static constexpr int32_t kPrecomputedKeys = 768;
   static constexpr int32_t kPrecomputedMasks = 64;
 
   const Vocabulary& vocab() const { return *vocab_; }
