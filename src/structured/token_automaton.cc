@@ -92,16 +92,26 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
           }
         }
       }
-      cls = int64_t{family.canonical} * 4 + 3;
+      // A mandatory position (minLength) is a class of its own: the positions inside a character
+      // met from it have families of their own.
+      cls = int64_t{family.canonical} * 4 + 3 + (int64_t{family.min_exit} << 40);
     } else if (key != config) {
       const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
       const Part part = canonical != key ? Part::kShort : Part::kAll;
-      if (!classes_.count(int64_t{canonical} * 4 + static_cast<int64_t>(part)) &&
-          classes_.size() < max_classes) {
-        KeyClasses(canonical, part);
+      cls = int64_t{canonical} * 4 + static_cast<int64_t>(part);
+      auto known = classes_.find(cls);
+      std::shared_ptr<const Classes> classes;
+      if (known != classes_.end()) {
+        classes = known->second;
+      } else if (classes_.size() < max_classes) {
+        classes = KeyClasses(canonical, part);
         ++out.keys;
       }
-      cls = int64_t{canonical} * 4 + static_cast<int64_t>(part);
+      // The tokens past the key's frames that this configuration's context allows.
+      if (classes && !classes->after.empty()) {
+        const int32_t context = pda_.Context(config);
+        if (context != Pda::kDead) KeyExitTokens(*classes, cls, context);
+      }
     } else if (!masks_.count(config) && out.masks < kPrecomputedMasks) {
       MaskOf(config, /*counted=*/false);  // no context: its own mask
       ++out.masks;
@@ -242,12 +252,13 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
-      AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
+      AddClasses(*KeyClasses(canonical, Part::kShort),
+                 int64_t{canonical} * 4 + static_cast<int64_t>(Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
     } else if (key != config &&
                (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
       // A key met before (another context of the same string, item or object): its classes.
-      AddClasses(*KeyClasses(key, Part::kAll), config, bits);
+      AddClasses(*KeyClasses(key, Part::kAll), int64_t{key} * 4, config, bits);
     } else {
       // A key met for the first time (most are never met again): one walk, as classifying it
       // would cost as much.
@@ -460,54 +471,94 @@ TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t 
   out.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
   out.max_depth = max_depth;
   uint64_t* bits = out.accepted.data();
-  std::vector<int32_t> uncertain;
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
-  walk_touched_.assign(walk_states_.size(), 0);
   walk_states_[0] = key;
-  walk_touched_[0] = pda_.has_hole(key);
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
+  // Below a node whose bytes took a parse to the hole, every child starts what the context reads.
+  const auto after = [&](int32_t node) {
+    if (trie.node_depth(node) >= max_depth) return;
+    if (out.after.empty()) out.after.resize(256);
+    for (int32_t j = node + 1, end = trie.subtree_end(node); j < end; j = trie.subtree_end(j))
+      out.after[trie.node_byte(j)].push_back(j);
+  };
+  if (pda_.has_hole(key)) after(0);
   for (int32_t i = 1; i < n;) {
     const int32_t depth = trie.node_depth(i);
-    if (depth > max_depth) {
+    const int32_t s =
+        depth > max_depth ? Pda::kDead : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    if (s == Pda::kDead) {
+      // Dead inside the key's frames: a parse that reached the hole above is in `after`.
       i = trie.subtree_end(i);
       continue;
     }
-    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
-    if (s == Pda::kDead) {
-      // Dead inside the key's frames; a parse that reached the context may still go on.
-      const int32_t end = trie.subtree_end(i);
-      if (walk_touched_[depth - 1]) {
-        for (int32_t j = i; j < end; ++j) {
-          if (trie.node_depth(j) > max_depth) continue;
-          for (int32_t t = trie.token_begin(j); t < trie.token_begin(j + 1); ++t)
-            uncertain.push_back(ids[t]);
-        }
-      }
-      i = end;
-      continue;
-    }
     walk_states_[depth] = s;
-    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
-    if (pda_.live_locally(s)) {
-      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
-        const int32_t id = ids[t];
-        bits[id >> 6] |= uint64_t{1} << (id & 63);
-      }
-    } else {
-      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
-        uncertain.push_back(ids[t]);
+    // Live inside the key, or at the context's start (a context always reads on, or accepts).
+    for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+      const int32_t id = ids[t];
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
+    if (pda_.has_hole(s)) after(i);
     ++i;
   }
-  if (!uncertain.empty()) out.uncertain = TokenTrie(vocab_->all_bytes(), std::move(uncertain));
   return out;
 }
 
-void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits) {
+void TokenAutomaton::AddClasses(const Classes& c, int64_t id, int32_t config, uint64_t* bits) {
   const size_t words = c.accepted.size();
   for (size_t w = 0; w < words; ++w) bits[w] |= c.accepted[w];
-  if (c.uncertain.num_nodes() > 1) Walk(c.uncertain, config, c.max_depth, bits);
+  if (c.after.empty()) return;
+  const int32_t context = pda_.Context(config);
+  if (context == Pda::kDead) return;
+  const std::shared_ptr<const KeyExit> exit = KeyExitTokens(c, id, context);
+  for (int32_t t : exit->ids) bits[t >> 6] |= uint64_t{1} << (t & 63);
+  for (size_t w = 0; w < exit->mask.size(); ++w) bits[w] |= exit->mask[w];
+}
+
+std::shared_ptr<const TokenAutomaton::KeyExit> TokenAutomaton::KeyExitTokens(const Classes& c,
+                                                                             int64_t id,
+                                                                             int32_t context) {
+  const int64_t cache_id = id << 32 | static_cast<uint32_t>(context);
+  auto it = key_exit_tokens_.find(cache_id);
+  if (it != key_exit_tokens_.end()) return it->second;
+  const TokenTrie& trie = vocab_->trie();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  auto result = std::make_shared<KeyExit>();
+  std::vector<int32_t>* out = &result->ids;
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  const ByteSet first = pda_.first_bytes(context);  // a copy: Next() may grow the table
+  for (int b = 0; b < 256; ++b) {
+    if (c.after[b].empty() || !first.Has(static_cast<uint8_t>(b))) continue;
+    const int32_t start = pda_.Next(context, static_cast<uint8_t>(b));
+    if (start == Pda::kDead) continue;
+    for (const int32_t root : c.after[b]) {
+      // The subtree of `root`, its own byte read from the context into `start`.
+      walk_states_[trie.node_depth(root)] = start;
+      for (int32_t i = root, end = trie.subtree_end(root); i < end;) {
+        const int32_t depth = trie.node_depth(i);
+        const int32_t s = i == root ? start
+                          : depth > c.max_depth
+                              ? Pda::kDead
+                              : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+        if (s == Pda::kDead) {
+          i = trie.subtree_end(i);
+          continue;
+        }
+        walk_states_[depth] = s;
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+          out->push_back(ids[t]);
+        ++i;
+      }
+    }
+  }
+  if (static_cast<int64_t>(out->size()) > vocab_->mask_words() * 2) {
+    result->mask.assign(static_cast<size_t>(vocab_->mask_words()), 0);
+    for (int32_t t : *out) result->mask[t >> 6] |= uint64_t{1} << (t & 63);
+    std::vector<int32_t>().swap(*out);
+  }
+  std::shared_ptr<const KeyExit> shared = std::move(result);
+  Remember(&key_exit_tokens_, &key_exit_tokens_order_, max_cached_masks_, cache_id, shared);
+  return shared;
 }
 
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,
