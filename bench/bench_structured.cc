@@ -13,6 +13,7 @@
 // the per-miss minimum over a few runs takes the machine's noise out of a profile. Mask times are
 // the thread's CPU time (CLOCK_THREAD_CPUTIME_ID: robust to a shared, loaded machine) minus the
 // median cost of an empty pair of clock reads (a system call on this VM, ~1-2 us), measured first.
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -38,6 +39,14 @@ double ThreadCpuUs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
+// Peak resident memory of the process: the vocabulary and the largest automaton (each schema's
+// is freed after its runs).
+double MaxRssMb() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -157,7 +166,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s\n", c.name, automaton.status().ToString().c_str());
       return 1;
     }
-    const int64_t compile_family_walks = (*automaton)->stats().family_walks;
+    const auto compiled = (*automaton)->stats();
     std::vector<double> times, warm;
     int stopped = 0;
     for (int run = 0; run < runs; ++run) {
@@ -213,7 +222,9 @@ int main(int argc, char** argv) {
     std::printf("%s\n", nlohmann::json({{"bench", "structured_mask"},
                                         {"schema", c.name},
                                         {"compile_ms", compile_ms},
-                                        {"compile_family_walks", compile_family_walks},
+                                        {"compile_family_walks", compiled.family_walks},
+                                        {"compile_key_walks", compiled.key_walks},
+                                        {"compile_configs", compiled.configs},
                                         {"masks", times.size()},
                                         {"p50_us", Percentile(times, 0.5)},
                                         {"p99_us", Percentile(times, 0.99)},
@@ -241,7 +252,8 @@ int main(int argc, char** argv) {
                                       {"p99_us", Percentile(all, 0.99)},
                                       {"mean_us", mean},
                                       {"warm_p50_us", Percentile(all_warm, 0.5)},
-                                      {"warm_p99_us", Percentile(all_warm, 0.99)}})
+                                      {"warm_p99_us", Percentile(all_warm, 0.99)},
+                                      {"max_rss_mb", MaxRssMb()}})
                           .dump()
                           .c_str());
   return 0;

@@ -1,6 +1,8 @@
 #include "structured/token_automaton.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 namespace dsinfer::structured {
 
@@ -41,8 +43,11 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
   // the configurations of a class that was expanded before are not expanded again: their
   // transitions inside the class's frames lead to the classes met from the first one, so only
   // their context is followed (Pda::Context: the configuration after the class's frames).
-  // Classes: a family (its canonical key), a counted key's canonical key, a local key.
-  std::unordered_set<int64_t> expanded;
+  // Classes: a family (its canonical key) in one context (a position of each string expanded:
+  // the positions inside a character met from it have families of their own, and their tokens
+  // past the exit depend on the context), a counted key's canonical key, a local key.
+  // (kind, canonical key, a mandatory position's iterations, context)
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t>> expanded;
   std::vector<char> seen(static_cast<size_t>(pda_.num_configs()), 0);
   std::vector<int32_t> queue = {initial_};
   seen[static_cast<size_t>(initial_)] = 1;
@@ -72,14 +77,13 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
       c = KeyFamilyClasses(family);
       if (family.min_exit > 0 && c->left_live) family.canonical = -1;  // as MaskOf
     }
-    int64_t cls = -1;  // the class to expand once (-1: the configuration itself)
+    std::tuple<int32_t, int32_t, int32_t, int32_t> cls = {-1, 0, 0, 0};  // -1: no class
     if (family.canonical >= 0) {
       // The tokens past the repetition's exit that this position's context allows (a walk of
       // the trie below the exit's bytes per context: for a long string's closing quote, ms).
-      if (!c->after.empty()) {
-        const int32_t context = pda_.ExitContext(config, family);
-        if (context != Pda::kDead) ExitTokens(*c, family.canonical, context);
-      }
+      const int32_t context =
+          c->after.empty() && c->end_list.empty() ? Pda::kDead : pda_.ExitContext(config, family);
+      if (context != Pda::kDead && !c->after.empty()) ExitTokens(*c, family.canonical, context);
       if (family.has_others) {
         // The masks of the stacks that left the repetition (shared by the positions that hold
         // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
@@ -92,14 +96,13 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
           }
         }
       }
-      // A mandatory position (minLength) is a class of its own: the positions inside a character
-      // met from it have families of their own.
-      cls = int64_t{family.canonical} * 4 + 3 + (int64_t{family.min_exit} << 40);
+      cls = {0, family.canonical, family.min_exit, context};
     } else if (key != config) {
       const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
       const Part part = canonical != key ? Part::kShort : Part::kAll;
-      cls = int64_t{canonical} * 4 + static_cast<int64_t>(part);
-      auto known = classes_.find(cls);
+      const int64_t id = int64_t{canonical} * 4 + static_cast<int64_t>(part);
+      cls = {1, canonical, static_cast<int32_t>(part), 0};
+      auto known = classes_.find(id);
       std::shared_ptr<const Classes> classes;
       if (known != classes_.end()) {
         classes = known->second;
@@ -110,13 +113,13 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
       // The tokens past the key's frames that this configuration's context allows.
       if (classes && !classes->after.empty()) {
         const int32_t context = pda_.Context(config);
-        if (context != Pda::kDead) KeyExitTokens(*classes, cls, context);
+        if (context != Pda::kDead) KeyExitTokens(*classes, id, context);
       }
     } else if (!masks_.count(config) && out.masks < kPrecomputedMasks) {
       MaskOf(config, /*counted=*/false);  // no context: its own mask
       ++out.masks;
     }
-    if (cls >= 0 && !expanded.insert(cls).second) {
+    if (std::get<0>(cls) >= 0 && !expanded.insert(cls).second) {
       push(pda_.Context(config));
       continue;
     }
