@@ -106,9 +106,12 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
       std::shared_ptr<const Classes> classes;
       if (known != classes_.end()) {
         classes = known->second;
-      } else if (classes_.size() < max_classes) {
+      } else if (classes_.size() < max_classes && out.bytes < kPrecomputedBytes) {
         classes = KeyClasses(canonical, part);
         ++out.keys;
+        out.bytes += static_cast<int64_t>(classes->accepted.size() * sizeof(uint64_t));
+        for (const auto& list : classes->after)
+          out.bytes += static_cast<int64_t>(list.size() * sizeof(int32_t));
       }
       // The tokens past the key's frames that this configuration's context allows.
       if (classes && !classes->after.empty()) {

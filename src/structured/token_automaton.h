@@ -104,12 +104,15 @@ class TokenAutomaton {
     int32_t families = 0;  // families classified
     int32_t keys = 0;      // local keys classified
     int32_t masks = 0;     // masks of stacks beside a family's, of configurations without context
+    int64_t bytes = 0;     // of the local keys' classes
     bool complete = false;
   };
   Precomputed Precompute(int32_t max_configs, std::chrono::microseconds budget);
   // At most this many keys classified (a walk from the key each: 10-300 us; 16 KB and the
-  // subtree lists each) and masks made by Precompute.
+  // subtree lists each: up to ~1 MB for a key reaching its context after a few characters), while
+  // their classes hold less than kPrecomputedBytes, and masks made by Precompute.
   static constexpr int32_t kPrecomputedKeys = 768;
+  static constexpr int64_t kPrecomputedBytes = int64_t{64} << 20;
   static constexpr int32_t kPrecomputedMasks = 64;
 
   const Vocabulary& vocab() const { return *vocab_; }
