@@ -59,6 +59,7 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
     queue.push_back(next);
   };
   const size_t max_classes = std::min<size_t>(max_cached_masks_, kPrecomputedKeys);
+  bool capped = false;  // a key or mask left out by the bounds above
   for (size_t head = 0; head < queue.size(); ++head) {
     if (pda_.num_configs() > max_configs || !pda_.status().ok() ||
         std::chrono::steady_clock::now() > deadline) {
@@ -106,7 +107,9 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
       std::shared_ptr<const Classes> classes;
       if (known != classes_.end()) {
         classes = known->second;
-      } else if (classes_.size() < max_classes && out.bytes < kPrecomputedBytes) {
+      } else if (classes_.size() >= max_classes || out.bytes >= kPrecomputedBytes) {
+        capped = true;  // its first masks walk and classify it
+      } else {
         classes = KeyClasses(canonical, part);
         ++out.keys;
         out.bytes += static_cast<int64_t>(classes->accepted.size() * sizeof(uint64_t));
@@ -118,9 +121,13 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
         const int32_t context = pda_.Context(config);
         if (context != Pda::kDead) KeyExitTokens(*classes, id, context);
       }
-    } else if (!masks_.count(config) && out.masks < kPrecomputedMasks) {
-      MaskOf(config, /*counted=*/false);  // no context: its own mask
-      ++out.masks;
+    } else if (!masks_.count(config)) {
+      if (out.masks < kPrecomputedMasks) {
+        MaskOf(config, /*counted=*/false);  // no context: its own mask
+        ++out.masks;
+      } else {
+        capped = true;
+      }
     }
     if (std::get<0>(cls) >= 0 && !expanded.insert(cls).second) {
       push(pda_.Context(config));
@@ -131,10 +138,11 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
       if (first.Has(static_cast<uint8_t>(b))) push(pda_.Next(config, static_cast<uint8_t>(b)));
     }
   }
-  out.complete = queue.size() == static_cast<size_t>(out.configs) && pda_.status().ok();
+  out.complete = queue.size() == static_cast<size_t>(out.configs) && !capped && pda_.status().ok();
   // The configurations that masks will add (one per context of a class) without moving the
   // transition table's rows at a mask (a copy of megabytes).
-  pda_.Reserve(std::min(pda_.num_configs() * 4, pda_.max_configs()));
+  pda_.Reserve(
+      static_cast<int32_t>(std::min<int64_t>(int64_t{pda_.num_configs()} * 4, pda_.max_configs())));
   return out;
 }
 

@@ -97,8 +97,9 @@ class TokenAutomaton {
   // their context (Pda::Context: their transitions inside the class lead to the classes met from
   // the first one), so the pass visits each class and context, not every configuration
   // (address_book: 1,399 configurations exist after it, of 20,619 reachable). Until
-  // `max_configs` configurations exist or `budget` has passed (then `complete` is false); then
-  // reserves room for four times the configurations (Pda::Reserve).
+  // `max_configs` configurations exist or `budget` has passed (then `complete` is false, as when
+  // a key or mask was left out by the bounds below); then reserves room for four times the
+  // configurations (Pda::Reserve).
   struct Precomputed {
     int32_t configs = 0;   // configurations met
     int32_t families = 0;  // families classified
