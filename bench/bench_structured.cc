@@ -3,16 +3,17 @@
 // pick uniformly among the allowed tokens (EOS once accepting, with probability 1/4); every
 // Matcher::Mask() call is timed. The first run starts with an empty mask cache (cold); the others
 // share the compiled constraint, as requests with the same schema do in the engine.
-//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N]
+//   bench_structured TOKENIZER_JSON [runs=20] [steps=120] [misses] [lazy] [configs=N] [only=NAME]
 // Compile time includes TokenAutomaton::Precompute (the families classified before the first
 // mask), which `lazy` turns off (the A/B of that change: each family's first mask walks then);
-// `configs=N` bounds it (CompileOptions::precompute_configs).
+// `configs=N` bounds it (CompileOptions::precompute_configs); `only=NAME` runs one schema.
 // Prints one JSON line per schema and one for all of them; with `misses`, also one line per
 // cache miss to stderr (schema, run, step, µs, whole-trie walks, new configurations, the text's
 // last 40 bytes): the generations are the same in every run of one build (masks are exact), so
 // the per-miss minimum over a few runs takes the machine's noise out of a profile. Mask times are
 // the thread's CPU time (CLOCK_THREAD_CPUTIME_ID: robust to a shared, loaded machine) minus the
 // median cost of an empty pair of clock reads (a system call on this VM, ~1-2 us), measured first.
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -38,6 +39,14 @@ double ThreadCpuUs() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
+// Peak resident memory of the process: the vocabulary and the largest automaton (each schema's
+// is freed after its runs).
+double MaxRssMb() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -95,14 +104,15 @@ const Case kCases[] = {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] [configs=N]\n");
+    std::fprintf(stderr,
+                 "usage: bench_structured TOKENIZER_JSON [runs] [steps] [misses] [lazy] "
+                 "[configs=N] [only=NAME]\n");
     return 2;
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 20;
   const int steps = argc > 3 ? std::atoi(argv[3]) : 120;
   bool trace_misses = false, lazy = false;
+  std::string only;  // one schema by name (profiling)
   int32_t precompute_configs = structured::CompileOptions{}.precompute_configs;
   for (int i = 4; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -112,8 +122,10 @@ int main(int argc, char** argv) {
       lazy = true;
     } else if (flag.rfind("configs=", 0) == 0) {
       precompute_configs = std::atoi(flag.c_str() + 8);
+    } else if (flag.rfind("only=", 0) == 0) {
+      only = flag.substr(5);
     } else {
-      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N)\n", argv[i]);
+      std::fprintf(stderr, "unknown flag %s (misses, lazy, configs=N, only=NAME)\n", argv[i]);
       return 2;
     }
   }
@@ -140,6 +152,7 @@ int main(int argc, char** argv) {
   const double clock_overhead = Percentile(empty, 0.5);
   std::vector<double> all, all_warm;
   for (const Case& c : kCases) {
+    if (!only.empty() && only != c.name) continue;
     structured::ConstraintSpec spec;
     spec.kind = c.kind;
     spec.text = c.text;
@@ -153,7 +166,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s\n", c.name, automaton.status().ToString().c_str());
       return 1;
     }
-    const int64_t compile_family_walks = (*automaton)->stats().family_walks;
+    const auto compiled = (*automaton)->stats();
     std::vector<double> times, warm;
     int stopped = 0;
     for (int run = 0; run < runs; ++run) {
@@ -209,7 +222,9 @@ int main(int argc, char** argv) {
     std::printf("%s\n", nlohmann::json({{"bench", "structured_mask"},
                                         {"schema", c.name},
                                         {"compile_ms", compile_ms},
-                                        {"compile_family_walks", compile_family_walks},
+                                        {"compile_family_walks", compiled.family_walks},
+                                        {"compile_key_walks", compiled.key_walks},
+                                        {"compile_configs", compiled.configs},
                                         {"masks", times.size()},
                                         {"p50_us", Percentile(times, 0.5)},
                                         {"p99_us", Percentile(times, 0.99)},
@@ -237,7 +252,8 @@ int main(int argc, char** argv) {
                                       {"p99_us", Percentile(all, 0.99)},
                                       {"mean_us", mean},
                                       {"warm_p50_us", Percentile(all_warm, 0.5)},
-                                      {"warm_p99_us", Percentile(all_warm, 0.99)}})
+                                      {"warm_p99_us", Percentile(all_warm, 0.99)},
+                                      {"max_rss_mb", MaxRssMb()}})
                           .dump()
                           .c_str());
   return 0;

@@ -48,6 +48,14 @@ class Pda {
   bool can_continue(int32_t config) const { return !configs_[config].ready.empty(); }
   const ByteSet& first_bytes(int32_t config) const { return configs_[config].first; }
   int32_t num_configs() const { return static_cast<int32_t>(configs_.size()); }
+  int32_t max_configs() const { return limits_.max_configs; }
+  // Room for `configs` configurations, so that adding one never moves the transition table (a
+  // copy of megabytes in the middle of a mask); the rows are written as configurations come.
+  void Reserve(int32_t configs) {
+    next_.reserve(static_cast<size_t>(configs) * 256);
+    configs_.reserve(static_cast<size_t>(configs));
+    config_hashes_.reserve(static_cast<size_t>(configs));
+  }
   // A configuration that accepts the same tokens of at most kCounterWindow bytes as `config`:
   // counted-repetition frames with more than the window left are moved to the window's edge
   // (grammar.h), so the positions of a long bounded string share one such configuration.

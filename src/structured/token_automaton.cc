@@ -1,6 +1,8 @@
 #include "structured/token_automaton.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 namespace dsinfer::structured {
 
@@ -36,85 +38,111 @@ TokenAutomaton::Precomputed TokenAutomaton::Precompute(int32_t max_configs,
   std::lock_guard<std::mutex> lock(mu_);
   const auto deadline = std::chrono::steady_clock::now() + budget;
   Precomputed out;
-  if (!pda_.has_chains()) {
-    out.complete = true;  // no families
-    return out;
-  }
   const int32_t max_top = vocab_->trie().max_depth() + 1;
+  // What a mask computes once per class of configurations is computed here once per class met;
+  // the configurations of a class that was expanded before are not expanded again: their
+  // transitions inside the class's frames lead to the classes met from the first one, so only
+  // their context is followed (Pda::Context: the configuration after the class's frames).
+  // Classes: a family (its canonical key) in one context (a position of each string expanded:
+  // the positions inside a character met from it have families of their own, and their tokens
+  // past the exit depend on the context), a counted key's canonical key, a local key.
+  // (kind, canonical key, a mandatory position's iterations, context)
+  std::set<std::tuple<int32_t, int32_t, int32_t, int32_t>> expanded;
   std::vector<char> seen(static_cast<size_t>(pda_.num_configs()), 0);
   std::vector<int32_t> queue = {initial_};
   seen[static_cast<size_t>(initial_)] = 1;
-  std::unordered_map<int32_t, int32_t> key_configs;  // local key -> configurations met with it
-  // Then the local keys of several configurations: classified now, where a mask would walk the
-  // vocabulary at the first one's and classify at the second one's. The most shared first.
-  const auto classify_keys = [&] {
-    std::vector<std::pair<int32_t, int32_t>> keys;
-    for (const auto& [key, n] : key_configs) {
-      if (n >= 2) keys.push_back({-n, key});
-    }
-    std::sort(keys.begin(), keys.end());
-    for (const auto& [n, key] : keys) {
-      if (!pda_.status().ok() || std::chrono::steady_clock::now() > deadline ||
-          out.keys == kPrecomputedKeys) {
-        return false;
-      }
-      if (classes_.count(int64_t{key} * 4)) continue;
-      KeyClasses(key, Part::kAll);
-      ++out.keys;
-    }
-    return true;
+  const auto push = [&](int32_t next) {
+    if (next == Pda::kDead) return;
+    if (static_cast<size_t>(next) >= seen.size()) seen.resize(pda_.num_configs(), 0);
+    if (seen[static_cast<size_t>(next)]) return;
+    seen[static_cast<size_t>(next)] = 1;
+    queue.push_back(next);
   };
+  const size_t max_classes = std::min<size_t>(max_cached_masks_, kPrecomputedKeys);
+  bool capped = false;  // a key or mask left out by the bounds above
   for (size_t head = 0; head < queue.size(); ++head) {
     if (pda_.num_configs() > max_configs || !pda_.status().ok() ||
         std::chrono::steady_clock::now() > deadline) {
-      classify_keys();
-      return out;
+      break;
     }
     const int32_t config = queue[head];
     ++out.configs;
     if (!pda_.can_continue(config)) continue;
     // As MaskOf finds a configuration's family, or its local key.
     const int32_t key = pda_.Local(config);
-    Pda::FamilyKey family = pda_.Family(key, max_top);
-    if (family.canonical < 0) family = pda_.Mandatory(config, max_top);
+    Pda::FamilyKey family = pda_.has_chains() ? pda_.Family(key, max_top) : Pda::FamilyKey{};
+    if (family.canonical < 0 && pda_.has_chains()) family = pda_.Mandatory(config, max_top);
+    std::shared_ptr<const FamilyClasses> c;
     if (family.canonical >= 0) {
       if (!families_.count(family.canonical)) ++out.families;
-      const std::shared_ptr<const FamilyClasses> c = KeyFamilyClasses(family);
+      c = KeyFamilyClasses(family);
+      if (family.min_exit > 0 && c->left_live) family.canonical = -1;  // as MaskOf
+    }
+    std::tuple<int32_t, int32_t, int32_t, int32_t> cls = {-1, 0, 0, 0};  // -1: no class
+    if (family.canonical >= 0) {
       // The tokens past the repetition's exit that this position's context allows (a walk of
       // the trie below the exit's bytes per context: for a long string's closing quote, ms).
-      if (!c->after.empty()) {
-        const int32_t context = pda_.ExitContext(config, family);
-        if (context != Pda::kDead) ExitTokens(*c, family.canonical, context);
-      }
-    }
-    if (family.canonical >= 0 && family.has_others) {
-      // The masks of the stacks that left the repetition (shared by the positions that hold
-      // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
-      const int32_t others = pda_.FamilyOthers(config, family);
-      for (int32_t k = 0, n = others > 0 ? pda_.num_stacks(others) : 0; k < n; ++k) {
-        const int32_t part = pda_.StackConfig(others, k);
-        if (part != Pda::kDead && !masks_.count(part) && out.masks < kPrecomputedMasks) {
-          MaskOf(part, /*counted=*/false);
-          ++out.masks;
+      const int32_t context =
+          c->after.empty() && c->end_list.empty() ? Pda::kDead : pda_.ExitContext(config, family);
+      if (context != Pda::kDead && !c->after.empty()) ExitTokens(*c, family.canonical, context);
+      if (family.has_others) {
+        // The masks of the stacks that left the repetition (shared by the positions that hold
+        // them: the top-level domain's parses beside a hostname's labels), each a walk otherwise.
+        const int32_t others = pda_.FamilyOthers(config, family);
+        for (int32_t k = 0, n = others > 0 ? pda_.num_stacks(others) : 0; k < n; ++k) {
+          const int32_t part = pda_.StackConfig(others, k);
+          if (part != Pda::kDead && !masks_.count(part) && out.masks < kPrecomputedMasks) {
+            MaskOf(part, /*counted=*/false);
+            ++out.masks;
+          }
         }
       }
+      cls = {0, family.canonical, family.min_exit, context};
+    } else if (key != config) {
+      const int32_t canonical = pda_.has_counters() ? pda_.Canonical(key) : key;
+      const Part part = canonical != key ? Part::kShort : Part::kAll;
+      const int64_t id = int64_t{canonical} * 4 + static_cast<int64_t>(part);
+      cls = {1, canonical, static_cast<int32_t>(part), 0};
+      auto known = classes_.find(id);
+      std::shared_ptr<const Classes> classes;
+      if (known != classes_.end()) {
+        classes = known->second;
+      } else if (classes_.size() >= max_classes || out.bytes >= kPrecomputedBytes) {
+        capped = true;  // its first masks walk and classify it
+      } else {
+        classes = KeyClasses(canonical, part);
+        ++out.keys;
+        out.bytes += static_cast<int64_t>(classes->accepted.size() * sizeof(uint64_t));
+        for (const auto& list : classes->after)
+          out.bytes += static_cast<int64_t>(list.size() * sizeof(int32_t));
+      }
+      // The tokens past the key's frames that this configuration's context allows.
+      if (classes && !classes->after.empty()) {
+        const int32_t context = pda_.Context(config);
+        if (context != Pda::kDead) KeyExitTokens(*classes, id, context);
+      }
+    } else if (!masks_.count(config)) {
+      if (out.masks < kPrecomputedMasks) {
+        MaskOf(config, /*counted=*/false);  // no context: its own mask
+        ++out.masks;
+      } else {
+        capped = true;
+      }
     }
-    if (family.canonical < 0 && key != config &&
-        (!pda_.has_counters() || pda_.Canonical(key) == key)) {
-      ++key_configs[key];
+    if (std::get<0>(cls) >= 0 && !expanded.insert(cls).second) {
+      push(pda_.Context(config));
+      continue;
     }
     const ByteSet first = pda_.first_bytes(config);  // a copy: Next() may grow the table
     for (int b = 0; b < 256; ++b) {
-      if (!first.Has(static_cast<uint8_t>(b))) continue;
-      const int32_t next = pda_.Next(config, static_cast<uint8_t>(b));
-      if (next == Pda::kDead) continue;
-      if (static_cast<size_t>(next) >= seen.size()) seen.resize(pda_.num_configs(), 0);
-      if (seen[static_cast<size_t>(next)]) continue;
-      seen[static_cast<size_t>(next)] = 1;
-      queue.push_back(next);
+      if (first.Has(static_cast<uint8_t>(b))) push(pda_.Next(config, static_cast<uint8_t>(b)));
     }
   }
-  out.complete = classify_keys();
+  out.complete = queue.size() == static_cast<size_t>(out.configs) && !capped && pda_.status().ok();
+  // The configurations that masks will add (one per context of a class) without moving the
+  // transition table's rows at a mask (a copy of megabytes).
+  pda_.Reserve(
+      static_cast<int32_t>(std::min<int64_t>(int64_t{pda_.num_configs()} * 4, pda_.max_configs())));
   return out;
 }
 
@@ -238,12 +266,13 @@ std::shared_ptr<const TokenMask> TokenAutomaton::MaskOf(int32_t config, bool cou
     } else if (canonical != key) {
       // Tokens of at most kCounterWindow bytes: the canonical key's classes (shared by the
       // positions of a long bounded repetition); the few longer ones: walked from here.
-      AddClasses(*KeyClasses(canonical, Part::kShort), config, bits);
+      AddClasses(*KeyClasses(canonical, Part::kShort),
+                 int64_t{canonical} * 4 + static_cast<int64_t>(Part::kShort), config, bits);
       Walk(v.long_trie(), config, v.long_trie().max_depth(), bits);
     } else if (key != config &&
                (classes_.count(int64_t{key} * 4) || !seen_keys_.insert(key).second)) {
       // A key met before (another context of the same string, item or object): its classes.
-      AddClasses(*KeyClasses(key, Part::kAll), config, bits);
+      AddClasses(*KeyClasses(key, Part::kAll), int64_t{key} * 4, config, bits);
     } else {
       // A key met for the first time (most are never met again): one walk, as classifying it
       // would cost as much.
@@ -456,54 +485,94 @@ TokenAutomaton::Classes TokenAutomaton::Classify(const TokenTrie& trie, int32_t 
   out.accepted.assign(static_cast<size_t>(vocab_->mask_words()), 0);
   out.max_depth = max_depth;
   uint64_t* bits = out.accepted.data();
-  std::vector<int32_t> uncertain;
   walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
-  walk_touched_.assign(walk_states_.size(), 0);
   walk_states_[0] = key;
-  walk_touched_[0] = pda_.has_hole(key);
   const std::vector<int32_t>& ids = trie.token_ids();
   const int32_t n = trie.num_nodes();
+  // Below a node whose bytes took a parse to the hole, every child starts what the context reads.
+  const auto after = [&](int32_t node) {
+    if (trie.node_depth(node) >= max_depth) return;
+    if (out.after.empty()) out.after.resize(256);
+    for (int32_t j = node + 1, end = trie.subtree_end(node); j < end; j = trie.subtree_end(j))
+      out.after[trie.node_byte(j)].push_back(j);
+  };
+  if (pda_.has_hole(key)) after(0);
   for (int32_t i = 1; i < n;) {
     const int32_t depth = trie.node_depth(i);
-    if (depth > max_depth) {
+    const int32_t s =
+        depth > max_depth ? Pda::kDead : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+    if (s == Pda::kDead) {
+      // Dead inside the key's frames: a parse that reached the hole above is in `after`.
       i = trie.subtree_end(i);
       continue;
     }
-    const int32_t s = pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
-    if (s == Pda::kDead) {
-      // Dead inside the key's frames; a parse that reached the context may still go on.
-      const int32_t end = trie.subtree_end(i);
-      if (walk_touched_[depth - 1]) {
-        for (int32_t j = i; j < end; ++j) {
-          if (trie.node_depth(j) > max_depth) continue;
-          for (int32_t t = trie.token_begin(j); t < trie.token_begin(j + 1); ++t)
-            uncertain.push_back(ids[t]);
-        }
-      }
-      i = end;
-      continue;
-    }
     walk_states_[depth] = s;
-    walk_touched_[depth] = walk_touched_[depth - 1] || pda_.has_hole(s);
-    if (pda_.live_locally(s)) {
-      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
-        const int32_t id = ids[t];
-        bits[id >> 6] |= uint64_t{1} << (id & 63);
-      }
-    } else {
-      for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
-        uncertain.push_back(ids[t]);
+    // Live inside the key, or at the context's start (a context always reads on, or accepts).
+    for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t) {
+      const int32_t id = ids[t];
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
     }
+    if (pda_.has_hole(s)) after(i);
     ++i;
   }
-  if (!uncertain.empty()) out.uncertain = TokenTrie(vocab_->all_bytes(), std::move(uncertain));
   return out;
 }
 
-void TokenAutomaton::AddClasses(const Classes& c, int32_t config, uint64_t* bits) {
+void TokenAutomaton::AddClasses(const Classes& c, int64_t id, int32_t config, uint64_t* bits) {
   const size_t words = c.accepted.size();
   for (size_t w = 0; w < words; ++w) bits[w] |= c.accepted[w];
-  if (c.uncertain.num_nodes() > 1) Walk(c.uncertain, config, c.max_depth, bits);
+  if (c.after.empty()) return;
+  const int32_t context = pda_.Context(config);
+  if (context == Pda::kDead) return;
+  const std::shared_ptr<const KeyExit> exit = KeyExitTokens(c, id, context);
+  for (int32_t t : exit->ids) bits[t >> 6] |= uint64_t{1} << (t & 63);
+  for (size_t w = 0; w < exit->mask.size(); ++w) bits[w] |= exit->mask[w];
+}
+
+std::shared_ptr<const TokenAutomaton::KeyExit> TokenAutomaton::KeyExitTokens(const Classes& c,
+                                                                             int64_t id,
+                                                                             int32_t context) {
+  const int64_t cache_id = id << 32 | static_cast<uint32_t>(context);
+  auto it = key_exit_tokens_.find(cache_id);
+  if (it != key_exit_tokens_.end()) return it->second;
+  const TokenTrie& trie = vocab_->trie();
+  const std::vector<int32_t>& ids = trie.token_ids();
+  auto result = std::make_shared<KeyExit>();
+  std::vector<int32_t>* out = &result->ids;
+  walk_states_.assign(static_cast<size_t>(trie.max_depth()) + 1, Pda::kDead);
+  const ByteSet first = pda_.first_bytes(context);  // a copy: Next() may grow the table
+  for (int b = 0; b < 256; ++b) {
+    if (c.after[b].empty() || !first.Has(static_cast<uint8_t>(b))) continue;
+    const int32_t start = pda_.Next(context, static_cast<uint8_t>(b));
+    if (start == Pda::kDead) continue;
+    for (const int32_t root : c.after[b]) {
+      // The subtree of `root`, its own byte read from the context into `start`.
+      walk_states_[trie.node_depth(root)] = start;
+      for (int32_t i = root, end = trie.subtree_end(root); i < end;) {
+        const int32_t depth = trie.node_depth(i);
+        const int32_t s = i == root ? start
+                          : depth > c.max_depth
+                              ? Pda::kDead
+                              : pda_.Next(walk_states_[depth - 1], trie.node_byte(i));
+        if (s == Pda::kDead) {
+          i = trie.subtree_end(i);
+          continue;
+        }
+        walk_states_[depth] = s;
+        for (int32_t t = trie.token_begin(i); t < trie.token_begin(i + 1); ++t)
+          out->push_back(ids[t]);
+        ++i;
+      }
+    }
+  }
+  if (static_cast<int64_t>(out->size()) > vocab_->mask_words() * 2) {
+    result->mask.assign(static_cast<size_t>(vocab_->mask_words()), 0);
+    for (int32_t t : *out) result->mask[t >> 6] |= uint64_t{1} << (t & 63);
+    std::vector<int32_t>().swap(*out);
+  }
+  std::shared_ptr<const KeyExit> shared = std::move(result);
+  Remember(&key_exit_tokens_, &key_exit_tokens_order_, max_cached_masks_, cache_id, shared);
+  return shared;
 }
 
 void TokenAutomaton::Walk(const TokenTrie& trie, int32_t config, int32_t max_depth,

@@ -5,10 +5,13 @@
 // where its tokens were classified before, for another configuration:
 // * Local keys (Pda::Local: the stacks with their shared context cut off) shared by several
 //   configurations (the interior of one kind of string at any property, array item or nesting
-//   depth) get token classes from one walk: accepted (read inside the key's own frames: allowed
-//   in every context), uncertain (reach the context: a small trie walked from the configuration),
-//   the rest rejected. The first configuration of a key walks the trie itself (most keys are
-//   met once), the second classifies the key.
+//   depth) get token classes from one walk: accepted (read inside the key's own frames, or ending
+//   where a parse reached the context: allowed in every context), and the trie subtrees below the
+//   points where a parse reached the context, by their first byte: the tokens there are allowed
+//   where the configuration's context allows the rest of their bytes (KeyExitTokens: the
+//   subtrees of the bytes the context allows, walked once per context), the rest rejected.
+//   Precompute classifies the keys it meets at compile time; at a mask, the first configuration
+//   of a key not classified yet walks the trie itself, the second classifies the key.
 // * The positions of a bounded string (Pda::Family: a key per character left) share one walk
 //   from the family's canonical key that records, per token, the iterations (characters) it
 //   needs: a position with r left allows those needing at most r (a copy of a cumulative mask),
@@ -28,7 +31,8 @@
 // Masks stay exact (tests: every mask of random walks equals advancing by every token). Shared
 // by every matcher of the same constraint; thread-safe (one mutex: different constraints run in
 // parallel). Memory: up to `max_cached_masks` masks and as many key classes, vocab/8 bytes each
-// (16 KB for V4), up to max_cached_masks / 16 families of 34 such masks, 1 KB per configuration.
+// (16 KB for V4) plus a key's subtree lists (4 bytes a subtree), up to max_cached_masks / 16
+// families of 34 such masks, 1 KB per configuration.
 #pragma once
 
 #include <chrono>
@@ -82,24 +86,34 @@ class TokenAutomaton {
   // Runs `fn` holding the automaton as a mask computation does (tests: a slow mask).
   void RunExclusive(const std::function<void()>& fn);
   // Compile time: follows the configurations reachable from the initial one (breadth first, a
-  // transition per byte class) and computes the token classes of each bounded-string family it
-  // meets — a family's first mask is otherwise a walk of the whole vocabulary (milliseconds: the
-  // slowest masks by far, and the ones a mask deadline would miss) — with the tokens past the
-  // exit that each context allows (ExitTokens) and the masks of the stacks beside them
-  // (Pda::FamilyOthers, stack by stack), and then of each local key
-  // that two or more of them have (their first masks would walk and classify it), until
-  // `max_configs` configurations exist or `budget` has passed (then `complete` is false).
+  // transition per byte class) and computes what their first masks would: the token classes of
+  // each bounded-string family (a family's first mask is otherwise a walk of the whole
+  // vocabulary: milliseconds) with the tokens past the exit that each context allows
+  // (ExitTokens) and the masks of the stacks beside them (Pda::FamilyOthers, stack by stack);
+  // the classes of each local key (or counted key's canonical key) with the tokens past its
+  // frames that each context allows (KeyExitTokens); the mask of a configuration without a
+  // context. A class (a local key; a family in one context, with a mandatory position's
+  // iterations) is expanded from the first of its configurations met: the others only lead to
+  // their context (Pda::Context: their transitions inside the class lead to the classes met from
+  // the first one), so the pass visits each class and context, not every configuration
+  // (address_book: 1,399 configurations exist after it, of 20,619 reachable). Until
+  // `max_configs` configurations exist or `budget` has passed (then `complete` is false, as when
+  // a key or mask was left out by the bounds below); then reserves room for four times the
+  // configurations (Pda::Reserve).
   struct Precomputed {
     int32_t configs = 0;   // configurations met
     int32_t families = 0;  // families classified
-    int32_t keys = 0;      // local keys classified (those of two or more configurations met)
-    int32_t masks = 0;     // masks of the stacks beside a family's (Pda::FamilyOthers)
+    int32_t keys = 0;      // local keys classified
+    int32_t masks = 0;     // masks of stacks beside a family's, of configurations without context
+    int64_t bytes = 0;     // of the local keys' classes
     bool complete = false;
   };
   Precomputed Precompute(int32_t max_configs, std::chrono::microseconds budget);
-  // At most this many keys classified and stack masks made by Precompute (a whole-vocabulary walk
-  // each: about 0.1-0.3 ms).
-  static constexpr int32_t kPrecomputedKeys = 64;
+  // At most this many keys classified (a walk from the key each: 10-300 us; 16 KB and the
+  // subtree lists each: up to ~1 MB for a key reaching its context after a few characters), while
+  // their classes hold less than kPrecomputedBytes, and masks made by Precompute.
+  static constexpr int32_t kPrecomputedKeys = 768;
+  static constexpr int64_t kPrecomputedBytes = int64_t{64} << 20;
   static constexpr int32_t kPrecomputedMasks = 64;
 
   const Vocabulary& vocab() const { return *vocab_; }
@@ -116,11 +130,17 @@ class TokenAutomaton {
   Stats stats();
 
  private:
-  // Token classes of a local key (see the top of this file) over the tokens of one trie.
+  // Token classes of a local key (see the top of this file) over the tokens of one trie (up to
+  // max_depth bytes).
   struct Classes {
+    // Read inside the key's frames, or ending where a parse reached the hole: allowed in every
+    // context.
     TokenMask accepted;
-    TokenTrie uncertain;
-    int32_t max_depth = 0;  // uncertain tokens longer than this are not in the trie's range
+    // The trie nodes whose parent's bytes took a parse to the hole, by their byte (the first one
+    // the context reads): the tokens below are allowed where the context allows the rest of
+    // their bytes (KeyExitTokens: once per context). Empty: none.
+    std::vector<std::vector<int32_t>> after;  // [256]
+    int32_t max_depth = 0;
   };
   enum class Part { kAll, kShort };  // all tokens, those of <= kCounterWindow bytes
   // Token classes of a family of keys (Pda::Family: the positions of a bounded string), by the
@@ -165,8 +185,17 @@ class TokenAutomaton {
   // The classes of `key` over `part` (cached).
   std::shared_ptr<const Classes> KeyClasses(int32_t key, Part part);
   Classes Classify(const TokenTrie& trie, int32_t key, int32_t max_depth);
-  // Adds the tokens of `c` allowed from `config` (which has the key of `c`) to `bits`.
-  void AddClasses(const Classes& c, int32_t config, uint64_t* bits);
+  // Adds the tokens of `c` (the classes of class id `id`: key * 4 + part) allowed from `config`
+  // (which has that key) to `bits`.
+  void AddClasses(const Classes& c, int64_t id, int32_t config, uint64_t* bits);
+  // The tokens of `c.after` that configuration `context` allows (cached per class and context):
+  // their ids, or a mask when there are more than a mask's bits / 32 of them (a context that
+  // allows nearly everything: a mask is then smaller).
+  struct KeyExit {
+    std::vector<int32_t> ids;
+    TokenMask mask;
+  };
+  std::shared_ptr<const KeyExit> KeyExitTokens(const Classes& c, int64_t id, int32_t context);
   // Insert with first-in-first-out eviction.
   template <typename K, typename V>
   static void Remember(std::unordered_map<K, V>* cache, std::deque<K>* order, size_t cap, K key,
@@ -194,6 +223,8 @@ class TokenAutomaton {
   std::unordered_map<int64_t, std::shared_ptr<const ExitList>>
       exit_tokens_;  // (canonical, context)
   std::deque<int64_t> exit_tokens_order_;
+  std::unordered_map<int64_t, std::shared_ptr<const KeyExit>> key_exit_tokens_;  // (class, context)
+  std::deque<int64_t> key_exit_tokens_order_;
   std::unordered_set<int32_t> seen_keys_;  // keys met once (classified when met again)
   std::vector<int32_t> walk_states_;       // [max_depth + 1] scratch of Walk() and Classify()
   std::vector<char> walk_touched_;         // [max_depth + 1] scratch of Classify()
