@@ -24,7 +24,9 @@ struct EngramHashParams {
   RingRef tokens;  // earlier token ids by position (int32 bits stored in the float ring, width 1;
                    // must hold positions >= seg_start - (max_ngram - 1) of each request)
   const int32_t* token_map = nullptr;  // [vocab] compressed id of each token id
-  int64_t pad_id = 0;                  // the compressed id before the sequence start
+  int64_t vocab = 0;   // token_map's size: an id outside [0, vocab) (a corrupt ring row) hashes
+                       // as the pad id instead of reading past the map
+  int64_t pad_id = 0;  // the compressed id before the sequence start
   int max_ngram = 0, n_heads = 0, layers = 0;
   const int64_t* multipliers = nullptr;  // [layers, max_ngram]
   const int64_t* primes = nullptr;       // [layers, cols]

@@ -30,7 +30,7 @@ __global__ void EngramHashKernel(EngramHashParams p) {
     }
     const int32_t id = q >= seg_start ? p.meta.ids[seg_begin + q - seg_start]
                                       : __float_as_int(*p.tokens.Row(p.meta.slot[t], q));
-    tokens[k] = p.token_map[id];
+    tokens[k] = id >= 0 && id < p.vocab ? p.token_map[id] : p.pad_id;
   }
   const int C = (p.max_ngram - 1) * p.n_heads;
   const int64_t* mult = p.multipliers + static_cast<int64_t>(l) * p.max_ngram;
@@ -116,6 +116,7 @@ __global__ void __launch_bounds__(kGateThreads) EngramGateKernel(EngramGateParam
 }  // namespace
 
 Status EngramHashParams::Validate() const {
+  if (vocab < 1) return InvalidArgument("engram hash: vocab must be > 0");
   if (max_ngram < 2 || max_ngram > kMaxNgram || n_heads < 1 || layers < 1) {
     return Unimplemented("engram hash: max_ngram " + std::to_string(max_ngram) + " (2.." +
                          std::to_string(kMaxNgram) + "), n_heads " + std::to_string(n_heads) +

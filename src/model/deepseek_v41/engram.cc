@@ -395,6 +395,29 @@ StatusOr<EngramTable> EngramTable::Open(const io::Checkpoint& ckpt, const std::s
   return t;
 }
 
+float EngramTable::ScaleAt(int64_t i) const {
+  float scale = 0.0f;
+  switch (scale_->dtype) {
+    case DType::kF32:
+      std::memcpy(&scale, scale_->data + i * 4, 4);
+      return scale;
+    case DType::kF8E8M0:
+      return E8M0ToFloat(scale_->data[i]);
+    default: {  // BF16 (Open refuses the rest)
+      uint16_t v;
+      std::memcpy(&v, scale_->data + i * 2, 2);
+      return Bf16ToFloat(v);
+    }
+  }
+}
+
+std::vector<float> EngramTable::ScalesF32() const {
+  if (scale_ == nullptr) return {};
+  std::vector<float> out(static_cast<size_t>(rows_ * (dim_ / 32)));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = ScaleAt(static_cast<int64_t>(i));
+  return out;
+}
+
 void EngramTable::Row(int64_t r, float* out) const {
   const uint8_t* base = weight_->data;
   switch (weight_->dtype) {
@@ -411,21 +434,7 @@ void EngramTable::Row(int64_t r, float* out) const {
     case DType::kF8E4M3: {
       const int64_t blocks = dim_ / 32;
       for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t si = r * blocks + b;
-        float scale = 0.0f;
-        switch (scale_->dtype) {
-          case DType::kF32:
-            std::memcpy(&scale, scale_->data + si * 4, 4);
-            break;
-          case DType::kF8E8M0:
-            scale = E8M0ToFloat(scale_->data[si]);
-            break;
-          default: {  // BF16
-            uint16_t v;
-            std::memcpy(&v, scale_->data + si * 2, 2);
-            scale = Bf16ToFloat(v);
-          }
-        }
+        const float scale = ScaleAt(r * blocks + b);
         for (int64_t i = 0; i < 32; ++i) {
           out[b * 32 + i] = E4M3ToFloat(base[r * dim_ + b * 32 + i]) * scale;
         }

@@ -85,8 +85,12 @@ class EngramTable {
   int64_t rows() const { return rows_; }
   int64_t dim() const { return dim_; }
   void Row(int64_t r, float* out) const;
+  // F8_E4M3 tables: every row's scales [rows, dim / 32] as fp32 (empty for F32 / BF16 tables).
+  std::vector<float> ScalesF32() const;
+  const io::TensorView& weight() const { return *weight_; }
 
  private:
+  float ScaleAt(int64_t i) const;  // scale i of the F8_E4M3 rows, as fp32
   const io::TensorView* weight_ = nullptr;
   const io::TensorView* scale_ = nullptr;  // F8_E4M3 rows only
   int64_t rows_ = 0, dim_ = 0;

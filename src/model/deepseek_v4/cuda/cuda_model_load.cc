@@ -411,18 +411,13 @@ Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* 
     const int64_t hd = c.engram_head_dim;
     DSINFER_ASSIGN_OR_RETURN(deepseek_v41::EngramTable table,
                              deepseek_v41::EngramTable::Open(ckpt, g + "embed.", rows, hd));
-    (void)table;  // Open checks the shapes and dtypes
-    const io::TensorView* w = ckpt.Find(g + "embed.weight");
+    const io::TensorView* w = &table.weight();  // its shape and dtype checked by Open
     void* dev = m->Alloc<uint8_t>(static_cast<int64_t>(w->nbytes));
     gpu::CopyToDeviceSync(dev, w->data, w->nbytes);
     m->weight_bytes += w->nbytes;
     x.engram_table = dev;
     x.engram_format = w->dtype == DType::kF32 ? 0 : w->dtype == DType::kBF16 ? 1 : 2;
-    if (x.engram_format == 2) {
-      const io::TensorView* sc = ckpt.Find(g + "embed.scale");
-      DSINFER_ASSIGN_OR_RETURN(auto s, io::DequantizeToF32(*sc, nullptr, sc->shape, 128));
-      x.engram_scale = m->UploadF32(s);
-    }
+    if (x.engram_format == 2) x.engram_scale = m->UploadF32(table.ScalesF32());  // F32/E8M0/BF16
     DSINFER_ASSIGN_OR_RETURN(x.engram_wkv, ld.Matrix(g + "wkv"));
     const int64_t hcD = int64_t{c.hc_mult} * c.hidden_size;
     DSINFER_ASSIGN_OR_RETURN(const io::TensorView* qv,

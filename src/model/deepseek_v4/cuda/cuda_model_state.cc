@@ -364,13 +364,6 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
   uint64_t k = seed * 7919 + static_cast<uint64_t>(slot) * 104729;
   for (const Impl::Pool& pool : m.pools) {  // the slot's pages of every pool
     const int64_t span = pool.per_seq * pool.page_floats();
-    const auto& members = pool.plan.component.members;
-    if (m.v41 && !members.empty() && members[0].stream == deepseek_v41::kTokenStream) {
-      // The Engram look-back holds token ids: token 0 (random floats are no ids).
-      gpu::Memset(pool.data + slot * span, 0, static_cast<size_t>(span) * sizeof(float),
-                  m.stream.get());
-      continue;
-    }
     gpu::RandomFillParams f;
     f.data = pool.data + slot * span;
     f.count = span;
@@ -379,6 +372,13 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
     f.mean = 0;
     f.std = 1;
     gpu::LaunchRandomFill(f, m.stream.get());
+    const gpu::RingRef tokens = m.v41 ? m.v41->tokens : gpu::RingRef{};
+    if (tokens.pool == pool.data) {
+      // The Engram look-back holds token ids (width-1 rows, wherever its member sits in the
+      // pool's pages): token 0, as random floats are no ids.
+      gpu::Memset(pool.data + slot * span + tokens.member_offset, 0,
+                  static_cast<size_t>(tokens.cap) * sizeof(float), m.stream.get());
+    }
   }
   m.stream.Synchronize();
   m.lengths[slot] = length;

@@ -113,7 +113,6 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     Mark("indexer_topk");
     Linear(x.idx_weights_proj, xn, D, n, wi, IH, xnq);  // heads^-0.5: in the scoring kernel
     Linear(x.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);   // RoPE + FP4: in the scoring kernel
-    const V41Parts& vc = v;
     gpu::IndexerTopKParams ip;
     ip.meta = Meta(n);
     ip.q = qi;
@@ -122,7 +121,7 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     ip.heads = static_cast<int>(IH);
     ip.head_dim = static_cast<int>(Id);
     ip.rate = x.ratio;
-    ip.topk = vc.c.index_topk;
+    ip.topk = c.index_topk;  // = sel's stride, as the attention reads it
     ip.max_entries = static_cast<int>(group->index_entries.capacity);
     ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
     ip.rope_dim = c.rope_head_dim;
@@ -132,15 +131,15 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     ip.sel_count = sel_count;
     ip.scores = iscores;
     ip.score_rows = iscore_rows;
-    const int cand = vc.c.candidate_source_layer_id;
+    const int cand = v.c.candidate_source_layer_id;
     if (cand >= 0) {
-      ip.candidate_block_size = vc.c.candidate_block_size;
-      ip.candidate_stride = vc.candidate_stride;
+      ip.candidate_block_size = v.c.candidate_block_size;
+      ip.candidate_stride = v.candidate_stride;
       if (layer == cand) {
-        ip.candidates_out = vc.candidates;
-        ip.candidate_topk_blocks = vc.c.candidate_topk_blocks;
+        ip.candidates_out = v.candidates;
+        ip.candidate_topk_blocks = v.c.candidate_topk_blocks;
       } else if (cand < layer) {
-        ip.candidates_in = vc.candidates;
+        ip.candidates_in = v.candidates;
       }
     }
     gpu::LaunchIndexerTopK(ip, cur_stream());
@@ -196,6 +195,7 @@ void CudaModel::Impl::EngramHashV41(int64_t n) {
   hp.meta = Meta(n);
   hp.tokens = v.tokens;
   hp.token_map = v.token_map;
+  hp.vocab = v.c.vocab_size;
   hp.pad_id = v.c.engram_pad_id;
   hp.max_ngram = v.c.engram_max_ngram_size;
   hp.n_heads = v.c.engram_n_heads;
@@ -264,7 +264,8 @@ void CudaModel::Impl::AllocateV41() {
     for (int64_t t = 0; t < T; ++t) first[static_cast<size_t>(t * hc)] = 1.0f;
     v.pre_first = UploadF32(first);
   }
-  v.latent = Alloc<float>(T * d);
+  v.latent = Alloc<float>(T * d);  // rows that close no window keep what they held: zeros first
+  gpu::Memset(v.latent, 0, static_cast<size_t>(T * d) * sizeof(float), stream.get());
   v.ikeys = Alloc<float>(T * c.index_head_dim);
   v.proj1 = Alloc<float>(T * 2 * d);
   gpu::Memset(v.proj1, 0, static_cast<size_t>(T * 2 * d) * sizeof(float), stream.get());
