@@ -100,8 +100,8 @@ struct MtpW {
   BlockW block;
 };
 
-// DeepSeek-V4.1 (cuda_model_v41.cc, cuda_model_load_v41.cc): what its layers have beyond the
-// V4 block's shared parts (BlockW: the mHC sites, the q / kv / output projections, the MoE).
+// DeepSeek-V4.1 (cuda_model_v41.cc; its loading in cuda_model_load.cc): what its layers have beyond
+// the V4 block's shared parts (BlockW: the mHC sites, the q / kv / output projections, the MoE).
 struct V41LayerW {
   int ratio = 0;              // compress ratio, 0: window only
   int source = -1;            // ratio > 0: the KV source whose entries (and index keys) it reads
