@@ -849,6 +849,7 @@ TEST(V41EngramTest, HashEqualsCpuAcrossChunksAndTheRing) {
       p.meta = m->meta;
       p.tokens = ring.ref;
       p.token_map = d_map.as<int32_t>();
+      p.vocab = static_cast<int64_t>(h.token_map.size());
       p.pad_id = h.pad_id;
       p.max_ngram = N;
       p.n_heads = h.n_heads;
