@@ -21,6 +21,10 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"no-tc-head",
        "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores (other logits bits)",
        false},
+      {"engram-host-tables",
+       "DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup (the "
+       "release's tables do not fit a GPU; the same bits)",
+       false},
       {"attention-heads-per-block",
        "sparse attention heads per block, 1, 2 or 4 (the same bits; default: 4 from 64 rows, else "
        "1)"},
@@ -70,6 +74,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_head = !flags.Has("no-tc-head");
+  options->engram_host_tables = flags.Has("engram-host-tables");
   return Status::Ok();
 }
 

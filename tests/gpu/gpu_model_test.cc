@@ -270,6 +270,31 @@ TEST(GpuModelTest, GoldenV41Engram) {
   CheckV41Golden("E", 5e-4);
 }
 
+// The Engram tables in pinned host memory (read over PCIe by the gather) give the device tables'
+// bits, whole prompt and token by token.
+TEST(GpuModelTest, V41EngramHostTablesGiveTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/E";
+  const std::vector<int32_t> ids = Ids(dir);
+  const int n = static_cast<int>(ids.size());
+  std::vector<std::vector<float>> runs;
+  for (bool host : {false, true}) {
+    CudaModelOptions opt;
+    opt.max_seqs = 2;
+    opt.max_len = n + 8;
+    opt.max_tokens = n;
+    opt.engram_host_tables = host;
+    auto gm = CudaModel::Load(dir, opt);
+    ASSERT_TRUE(gm.ok()) << gm.status().ToString();
+    runs.push_back(RunGpu(**gm, ids, {n}));
+    EXPECT_TRUE(
+        BitEqual(RunGpu(**gm, ids, std::vector<int>(static_cast<size_t>(n), 1)), runs.back()))
+        << (host ? "host" : "device") << " tables, token by token";
+  }
+  EXPECT_FALSE(runs[0].empty());
+  EXPECT_TRUE(BitEqual(runs[0], runs[1]));
+}
+
 TEST(GpuModelTest, TinyOfficialFormats) {
   SKIP_WITHOUT_GPU();
   const std::string dir = testing::ScratchDir("gpu_tiny_official");

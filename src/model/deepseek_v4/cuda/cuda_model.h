@@ -47,6 +47,10 @@ struct CudaModelOptions {
   // count); false: the CUDA-core GEMV / linear. A numerics choice, not a kernel variant: the
   // logits' bits differ between the two (each batch invariant).
   bool tc_head = true;
+  // DeepSeek-V4.1: the Engram tables in pinned host memory, each lookup's rows read by the gather
+  // kernel over PCIe (a step reads ~6 KB a token), instead of device memory: the release's two
+  // ~98 GB FP8 tables fit no GPU. The same bits either way.
+  bool engram_host_tables = false;
   // Paged mode: decode steps (one token per sequence) and steps of at most graph_tokens_per_seq
   // tokens per sequence (speculative verify steps) replay CUDA graphs captured per step size (off:
   // every step launches eagerly; the same bits either way).

@@ -197,6 +197,7 @@ struct CudaModel::Impl {
   io::DeepseekV4Config c;
   CudaModelOptions opt;
   std::vector<gpu::DeviceBuffer> owned;  // every device allocation of weights and state
+  std::vector<gpu::PinnedBuffer> host_owned;  // weights kept in host memory (Engram tables)
   size_t weight_bytes = 0;
   size_t dense_bytes = 0;
 

@@ -412,9 +412,21 @@ Status LoadV41Layer(GpuLoader& ld, const io::Checkpoint& ckpt, CudaModel::Impl* 
     DSINFER_ASSIGN_OR_RETURN(deepseek_v41::EngramTable table,
                              deepseek_v41::EngramTable::Open(ckpt, g + "embed.", rows, hd));
     const io::TensorView* w = &table.weight();  // its shape and dtype checked by Open
-    void* dev = m->Alloc<uint8_t>(static_cast<int64_t>(w->nbytes));
-    gpu::CopyToDeviceSync(dev, w->data, w->nbytes);
-    m->weight_bytes += w->nbytes;
+    void* dev = nullptr;
+    if (m->opt.engram_host_tables) {  // pinned host memory, which the device reads directly
+      gpu::PinnedBuffer host = gpu::PinnedBuffer::TryAllocate(w->nbytes);
+      if (host.get() == nullptr) {
+        return ResourceExhausted("--engram-host-tables: " + std::to_string(w->nbytes >> 20) +
+                                 " MiB of pinned host memory for " + g + "embed cannot be had");
+      }
+      std::memcpy(host.get(), w->data, w->nbytes);
+      dev = host.get();
+      m->host_owned.push_back(std::move(host));
+    } else {
+      dev = m->Alloc<uint8_t>(static_cast<int64_t>(w->nbytes));
+      gpu::CopyToDeviceSync(dev, w->data, w->nbytes);
+      m->weight_bytes += w->nbytes;
+    }
     x.engram_table = dev;
     x.engram_format = w->dtype == DType::kF32 ? 0 : w->dtype == DType::kBF16 ? 1 : 2;
     if (x.engram_format == 2) x.engram_scale = m->UploadF32(table.ScalesF32());  // F32/E8M0/BF16
@@ -471,7 +483,11 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   int64_t bytes = 0;
   for (const auto& [name, view] : ckpt->tensors()) {
-    if (!deepseek_v41::IsSkippedTensor(name)) bytes += static_cast<int64_t>(view->nbytes);
+    const bool host_table =
+        options.engram_host_tables && name.find(".engram.embed.weight") != std::string::npos;
+    if (!deepseek_v41::IsSkippedTensor(name) && !host_table) {
+      bytes += static_cast<int64_t>(view->nbytes);
+    }
   }
   const int64_t free = static_cast<int64_t>(gpu::DeviceFreeBytes());
   if (bytes > free) {
@@ -791,11 +807,18 @@ void RandomV41Layer(RandomBuilder& rb, CudaModel::Impl* m, int l) {
     const std::string g = p + "engram.";
     const int64_t rows = c.engram_num_embeddings[static_cast<size_t>(x.engram)];
     const int64_t hd = c.engram_head_dim;
-    void* table = m->Alloc<uint8_t>(rows * hd);
+    void* table = nullptr;
+    if (m->opt.engram_host_tables) {  // filled by the device through its mapping
+      m->host_owned.emplace_back(static_cast<size_t>(rows * hd));
+      table = m->host_owned.back().get();
+    } else {
+      table = m->Alloc<uint8_t>(rows * hd);
+    }
     rb.Fill(table, rows * hd, gpu::RandomKind::kFp8, 0, 64.0f);
     float* scale = m->Alloc<float>(rows * hd / 32);
     rb.Fill(scale, rows * hd / 32, gpu::RandomKind::kF32Normal, 1.0f / 64.0f, 0.0f);
-    m->weight_bytes += static_cast<size_t>(rows * hd + rows * hd / 32 * 4);
+    m->weight_bytes +=
+        static_cast<size_t>((m->opt.engram_host_tables ? 0 : rows * hd) + rows * hd / 32 * 4);
     x.engram_table = table;
     x.engram_format = 2;
     x.engram_scale = scale;
