@@ -134,6 +134,23 @@ class GpuLoader {
     return r;
   }
 
+  // The embedding (BF16 or F32), the head (the embedding's matrix when tied) and the final norm,
+  // either family's.
+  Status EmbedHeadNorm(bool tie_word_embeddings) {
+    DSINFER_ASSIGN_OR_RETURN(m_->embed, Matrix("embed"));
+    if (m_->embed.format != WeightFormat::kBf16 && m_->embed.format != WeightFormat::kF32) {
+      return Unimplemented("CUDA backend: the embedding must be BF16 or F32");
+    }
+    if (tie_word_embeddings) {
+      m_->head = m_->embed;  // the head reads the embedding matrix (every step: dense bytes)
+      m_->dense_bytes += m_->embed.bytes();
+    } else {
+      DSINFER_ASSIGN_OR_RETURN(m_->head, Matrix("head"));
+    }
+    DSINFER_ASSIGN_OR_RETURN(m_->norm, Vector("norm.weight"));
+    return Status::Ok();
+  }
+
   // A plain tensor of the schema, uploaded as fp32.
   StatusOr<float*> Vector(const std::string& name) {
     const TensorSpec& spec = schema_.Get(name);
@@ -497,17 +514,7 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   }
   CudaModel::Impl* m = impl;
   GpuLoader ld(*ckpt, m, deepseek_v41::WeightSchema(c));
-  DSINFER_ASSIGN_OR_RETURN(m->embed, ld.Matrix("embed"));
-  if (m->embed.format != WeightFormat::kBf16 && m->embed.format != WeightFormat::kF32) {
-    return Unimplemented("CUDA backend: the embedding must be BF16 or F32");
-  }
-  if (c.tie_word_embeddings) {
-    m->head = m->embed;
-    m->dense_bytes += m->embed.bytes();
-  } else {
-    DSINFER_ASSIGN_OR_RETURN(m->head, ld.Matrix("head"));
-  }
-  DSINFER_ASSIGN_OR_RETURN(m->norm, ld.Vector("norm.weight"));
+  DSINFER_RETURN_IF_ERROR(ld.EmbedHeadNorm(c.tie_word_embeddings));
   m->layers.resize(static_cast<size_t>(c.num_layers));
   for (int l = 0; l < c.num_layers; ++l) {
     // The shared parts as a window-only V4 block routed by bias, then V4.1's own.
@@ -549,17 +556,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   }
   const auto& c = impl->c;
   GpuLoader ld(*ckpt, impl.get());
-  DSINFER_ASSIGN_OR_RETURN(impl->embed, ld.Matrix("embed"));
-  if (c.tie_word_embeddings) {
-    impl->head = impl->embed;  // the head reads the embedding matrix (every step: dense bytes)
-    impl->dense_bytes += impl->embed.bytes();
-  } else {
-    DSINFER_ASSIGN_OR_RETURN(impl->head, ld.Matrix("head"));
-  }
-  if ((impl->embed.format != WeightFormat::kBf16 && impl->embed.format != WeightFormat::kF32)) {
-    return Unimplemented("CUDA backend: the embedding must be BF16 or F32");
-  }
-  DSINFER_ASSIGN_OR_RETURN(impl->norm, ld.Vector("norm.weight"));
+  DSINFER_RETURN_IF_ERROR(ld.EmbedHeadNorm(c.tie_word_embeddings));
   DSINFER_ASSIGN_OR_RETURN(impl->hc_head.fn, ld.F32Matrix("hc_head_fn"));
   DSINFER_ASSIGN_OR_RETURN(impl->hc_head.base, ld.Vector("hc_head_base"));
   DSINFER_ASSIGN_OR_RETURN(impl->hc_head.scale, ld.Vector("hc_head_scale"));
@@ -642,6 +639,17 @@ class RandomBuilder {
                                                       : Bf16(n, k, t.std);
     Count(t, r.bytes());
     return r;
+  }
+  // The embedding, the head (the embedding's matrix when tied) and the final norm.
+  void EmbedHeadNorm(bool tie_word_embeddings) {
+    m_->embed = Linear("embed");
+    if (tie_word_embeddings) {
+      m_->head = m_->embed;
+      m_->dense_bytes += m_->embed.bytes();
+    } else {
+      m_->head = Linear("head");
+    }
+    m_->norm = Vec("norm.weight");
   }
   // A plain tensor of the schema as fp32.
   float* Vec(const std::string& name) {
@@ -855,14 +863,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
     UploadEngramHasher(h, impl.get());
   }
   RandomBuilder rb(impl.get(), seed, deepseek_v41::WeightSchema(config));
-  impl->embed = rb.Linear("embed");
-  if (config.tie_word_embeddings) {
-    impl->head = impl->embed;
-    impl->dense_bytes += impl->embed.bytes();
-  } else {
-    impl->head = rb.Linear("head");
-  }
-  impl->norm = rb.Vec("norm.weight");
+  rb.EmbedHeadNorm(config.tie_word_embeddings);
   impl->layers.resize(static_cast<size_t>(config.num_layers));
   for (int l = 0; l < config.num_layers; ++l) {
     rb.Block(l, &impl->layers[l]);
@@ -886,14 +887,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   impl->c = config;
   impl->opt = options;
   RandomBuilder rb(impl.get(), seed);
-  impl->embed = rb.Linear("embed");
-  if (config.tie_word_embeddings) {
-    impl->head = impl->embed;
-    impl->dense_bytes += impl->embed.bytes();
-  } else {
-    impl->head = rb.Linear("head");
-  }
-  impl->norm = rb.Vec("norm.weight");
+  rb.EmbedHeadNorm(config.tie_word_embeddings);
   impl->hc_head = rb.HcHead("");
   impl->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) rb.Block(l, &impl->layers[l]);
