@@ -110,6 +110,9 @@ struct EngineOptions {
   // CUDA: decode steps launch every kernel instead of replaying a graph captured per batch size
   // (vLLM's --enforce-eager; for debugging and A/B timing: the same bits either way).
   bool enforce_eager = false;
+  // CUDA, DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup
+  // (the release's tables fit no GPU; the same bits as device tables). Ignored by other models.
+  bool engram_host_tables = false;
   // CUDA: called (on the creating thread) as the weights reach the device: bytes so far, and the
   // checkpoint's tensor bytes (the CLI draws a progress line on a terminal).
   std::function<void(int64_t done_bytes, int64_t total_bytes)> load_progress;

@@ -26,6 +26,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "CUDA: launch every decode step's kernels instead of replaying CUDA graphs "
        "(debugging, A/B timing; the same results)",
        false},
+      {"engram-host-tables",
+       "CUDA, DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the "
+       "lookup (the release's tables fit no GPU; the same results)",
+       false},
       {"no-overlap",
        "run steps serially instead of scheduling step N+1 while the GPU runs step N (debugging, "
        "A/B timing; the same results)",
@@ -45,8 +49,8 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "tokenizer.json (or a dir holding one): with --random-preset, text in and out (e.g. "
        "models/demo/tokenizer.json for the DeepSeek vocabulary); default: the model dir's"},
       {"speculative-method",
-       "speculative decoding: ngram (prompt lookup) or mtp (the model's MTP layer; CPU for "
-       "now); outputs are identical with it on and off (default: off)"},
+       "speculative decoding: ngram (prompt lookup) or mtp (the model's MTP layer); "
+       "outputs are identical with it on and off (default: off)"},
       {"num-speculative-tokens", "drafts verified per step, 1..16 (default 3)"},
       {"speculative-adaptive",
        "each request drafts the number of tokens (0..K) with the least expected time per token, "
@@ -87,6 +91,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   if (!o.tokenizer_path.empty() && std::filesystem::is_directory(o.tokenizer_path))
     o.tokenizer_path += "/tokenizer.json";
   o.enforce_eager = flags.Has("enforce-eager");
+  o.engram_host_tables = flags.Has("engram-host-tables");
   if (flags.Has("no-overlap") && flags.Has("overlap"))
     return InvalidArgument("give at most one of --overlap and --no-overlap");
   if (flags.Has("no-overlap")) o.overlap = EngineOptions::Overlap::kOff;

@@ -62,6 +62,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.random_preset = o.random_preset;
   ro.random_seed = o.random_seed;
   ro.cuda_graphs = !o.enforce_eager;
+  ro.engram_host_tables = o.engram_host_tables;
   ro.load_progress = o.load_progress;
   ro.num_threads = o.num_threads;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
@@ -74,9 +75,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                         ? std::min(kMaxSpeculativeTokens, speculate ? spec.num_tokens + 1 : 1)
                         : 0;
   core->sit_out_slack_ = ro.max_rollback;
-  // The model's family may have no CUDA path (DeepSeek-V4.1): auto then takes the CPU.
-  DSINFER_ASSIGN_OR_RETURN(const executor::Device device,
-                           executor::ResolveRunnerDevice(wanted, ro));
+  DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   ro.device = device;
   core->device_ = device;
   core->prompt_logprobs_ = o.prompt_logprobs;

@@ -321,6 +321,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   mdl::cuda::CudaModelOptions opt;
   opt.paged = true;
   opt.graphs = o.cuda_graphs;
+  opt.engram_host_tables = o.engram_host_tables;
   opt.on_load_progress = o.load_progress;
   opt.max_seqs = o.max_sequences;
   opt.max_len = o.max_len;

@@ -117,13 +117,8 @@ StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
   return model::ReadModelInfo(options.model_dir);
 }
 
-StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options) {
-  (void)options;  // every family runs on both backends
-  return ResolveDevice(device);
-}
-
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(Device device, ResolveRunnerDevice(options.device, options));
+  DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
   if (device == Device::kCuda) return CreateCudaModelRunner(options);
   if (!options.random_preset.empty()) {
     return Unimplemented("device-random presets (" + options.random_preset +

@@ -176,6 +176,8 @@ struct RunnerOptions {
   std::string random_preset;  // else: this preset with device-random weights (CUDA only)
   uint64_t random_seed = 1;
   bool cuda_graphs = true;  // CUDA: decode steps replay graphs (EngineOptions::enforce_eager)
+  // CUDA, DeepSeek-V4.1: the Engram tables in pinned host memory (EngineOptions).
+  bool engram_host_tables = false;
   std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
   Device device = Device::kCpu;                         // resolved (not kAuto)
   int num_threads = 0;                                  // CPU: model threads (0: all)
@@ -212,9 +214,6 @@ StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options);
 StatusOr<io::DeepseekV4Config> LoadRunnerConfig(const RunnerOptions& options);
 // Whether a --random-preset names a DeepSeek-V4.1 preset ("v41-..."; deepseek_v41/init_presets.h).
 bool IsV41Preset(const std::string& preset);
-// ResolveDevice for the model of `options` (RunnerOptions::device is ignored): every family
-// (DeepSeek-V4, DeepSeek-V4.1) runs on both backends.
-StatusOr<Device> ResolveRunnerDevice(Device device, const RunnerOptions& options);
 
 // The CPU backend: the exact reference model of the model dir's family (model/deepseek_v4,
 // model/deepseek_v41) on `num_threads` threads (0: all).

@@ -146,7 +146,8 @@ TEST(GpuEngineTest, GreedyIdsAndLogprobsMatchTheCpuEngine) {
 // DeepSeek-V4.1 on the GPU engine: its golden model A (CSA2, KV sharing, the two-level indexer)
 // and the v41-tiny-engram model (Engram: the look-back ring in the paged state; random fp32
 // weights, the Mix's 320 ids) give the CPU engine's greedy ids, a request the same bits alone and
-// in any mix, and speculation (oracle and n-gram drafts) changes nothing.
+// in any mix (the Engram tables in device or host memory), and speculation (oracle and n-gram
+// drafts) changes nothing.
 const std::string& V41EngramModel() {
   static const std::string dir = testing::SmallV41EngramModelDir("gpu_engine_v41_engram");
   return dir;
@@ -175,8 +176,9 @@ TEST(GpuEngineTest, V41RequestsAreTheSameAloneAndInAnyMix) {
       for (const auto& r : reqs) alone.push_back((*e)->Generate({r})[0]);
     }
     for (int64_t budget : {int64_t{7}, int64_t{4096}}) {
-      auto e =
-          Engine::Create(testing::MixOptions(Device::kCuda, 32, budget, int64_t{256} << 20, model));
+      EngineOptions o = testing::MixOptions(Device::kCuda, 32, budget, int64_t{256} << 20, model);
+      o.engram_host_tables = budget == 7;  // the Engram tables in host memory: the same bits
+      auto e = Engine::Create(o);
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       ExpectSame(alone, (*e)->Generate(reqs), model + " budget " + std::to_string(budget));
       EXPECT_GT((*e)->Stats().graph_decode_steps, 0);
