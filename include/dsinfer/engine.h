@@ -87,7 +87,11 @@ struct SpeculativeOptions {
   enum class Method {
     kNone,
     kNgram,  // prompt lookup: what followed the latest earlier occurrence of the last n tokens
-    kMtp,    // the model's MTP layer, chained for more than one draft (CPU backend for now)
+    kMtp,    // the model's MTP layer, chained for more than one draft
+    // DeepSeek-V4.1's DSpark drafter: a block of drafts in one pass, with each draft's acceptance
+    // probability (its confidence head), which sets the drafts verified with `adaptive` (CPU
+    // backend for now)
+    kDSpark,
   };
   Method method = Method::kNone;
   int num_tokens = 3;     // drafts per verify step, 1..16
@@ -95,7 +99,8 @@ struct SpeculativeOptions {
   int ngram_min = 1;      // n-gram: shortest and longest suffix matched
   int ngram_max = 4;
 };
-const char* SpeculativeMethodName(SpeculativeOptions::Method method);  // "none", "ngram", "mtp"
+// "none", "ngram", "mtp", "dspark"
+const char* SpeculativeMethodName(SpeculativeOptions::Method method);
 
 struct EngineOptions {
   std::string model_dir;

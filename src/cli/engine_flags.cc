@@ -49,9 +49,11 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "tokenizer.json (or a dir holding one): with --random-preset, text in and out (e.g. "
        "models/demo/tokenizer.json for the DeepSeek vocabulary); default: the model dir's"},
       {"speculative-method",
-       "speculative decoding: ngram (prompt lookup) or mtp (the model's MTP layer); "
-       "outputs are identical with it on and off (default: off)"},
-      {"num-speculative-tokens", "drafts verified per step, 1..16 (default 3)"},
+       "speculative decoding: ngram (prompt lookup), mtp (DeepSeek-V4's MTP layer) or dspark "
+       "(DeepSeek-V4.1's block drafter; CPU for now); outputs are identical with it on and off "
+       "(default: off)"},
+      {"num-speculative-tokens",
+       "drafts verified per step, 1..16 (default 3; dspark: 5, the release's block)"},
       {"speculative-adaptive",
        "each request drafts the number of tokens (0..K) with the least expected time per token, "
        "from its acceptance and the engine's measured step and drafting costs",
@@ -138,11 +140,10 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     } else if (*method == "mtp") {
       o.speculative.method = Method::kMtp;
     } else if (*method == "dspark") {
-      return Unimplemented(
-          "--speculative-method dspark: DeepSeek-V4.1's DSpark drafter is not built yet (its "
-          "draft layers are skipped at load); use --speculative-method ngram");
+      o.speculative.method = Method::kDSpark;
     } else if (*method != "none") {
-      return InvalidArgument("--speculative-method must be ngram or mtp, not '" + *method + "'");
+      return InvalidArgument("--speculative-method must be ngram, mtp or dspark, not '" + *method +
+                             "'");
     }
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t spec_tokens, flags.GetInt("num-speculative-tokens", 3));
@@ -187,6 +188,11 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--structured-mask-deadline-us must be in [0, 10000000]");
   }
   o.speculative.num_tokens = static_cast<int>(spec_tokens);
+  // DSpark drafts a whole block (the release's: 5) at once: verify all of it by default.
+  if (o.speculative.method == SpeculativeOptions::Method::kDSpark &&
+      !flags.Has("num-speculative-tokens")) {
+    o.speculative.num_tokens = 5;
+  }
   o.speculative.ngram_max = static_cast<int>(ngram_size);
   o.speculative.adaptive = flags.Has("speculative-adaptive");
   o.num_threads = static_cast<int>(threads);

@@ -15,7 +15,8 @@ namespace {
 
 const std::vector<FlagSpec> kSpecs = {
     {"preset",
-     "tiny (tests) or mid / flash-l8 (benchmarks); v41-tiny, v41-tiny-engram: DeepSeek-V4.1 (f32 "
+     "tiny (tests) or mid / flash-l8 (benchmarks); v41-tiny, v41-tiny-engram, v41-tiny-dspark: "
+     "DeepSeek-V4.1 (f32 "
      "or bf16 weights)"},
     {"from", "instead of --preset: convert this model dir's weights to --weights"},
     {"out", "output model dir"},

@@ -14,6 +14,8 @@ const char* SpeculativeMethodName(SpeculativeOptions::Method method) {
       return "ngram";
     case SpeculativeOptions::Method::kMtp:
       return "mtp";
+    case SpeculativeOptions::Method::kDSpark:
+      return "dspark";
   }
   return "?";
 }

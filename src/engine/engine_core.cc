@@ -67,6 +67,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.num_threads = o.num_threads;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
+  ro.dspark = spec.method == SpeculativeOptions::Method::kDSpark;
   ro.all_logits = o.prompt_logprobs;
   // A draw that sits out a step (its grammar mask late) rolls its row's token back; a verify
   // chunk that sits out, its known token and its drafts (LimitDrafts keeps a constrained
@@ -96,6 +97,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   DSINFER_ASSIGN_OR_RETURN(core->runner_, executor::CreateModelRunner(ro));
   if (ro.mtp && !core->runner_->has_mtp()) {
     return InvalidArgument("MTP speculative decoding: this model runner has no MTP drafter");
+  }
+  if (ro.dspark && !core->runner_->has_dspark()) {
+    return InvalidArgument("DSpark speculative decoding: this model runner has no DSpark drafter");
   }
   if (codec) {
     core->codec_ = std::move(codec);
@@ -699,7 +703,7 @@ void EngineCore::Step(std::vector<StreamEvent>* events) {
   for (SeqId id : plan.preempted) {
     runner_->Release(id);
     auto it = requests_.find(id >> 8);
-    if (it != requests_.end()) it->second.completions[id & 0xff].mtp_drafts.clear();
+    if (it != requests_.end()) it->second.completions[id & 0xff].model_drafts.clear();
   }
   if (plan.empty()) {
     if (inflight_) Complete(events);
@@ -824,7 +828,10 @@ void EngineCore::Complete(std::vector<StreamEvent>* events) {
     if (prefix_) CheckpointStep(verified, /*verified=*/true);
   }
   for (const auto& d : drawn) Emit(d, events);
-  if (spec_.method == SpeculativeOptions::Method::kMtp) DraftWithMtp(drawn);
+  if (spec_.method == SpeculativeOptions::Method::kMtp ||
+      spec_.method == SpeculativeOptions::Method::kDSpark) {
+    DraftWithModel(drawn);
+  }
 }
 
 void EngineCore::Emit(const Drawn& d, std::vector<StreamEvent>* events) {

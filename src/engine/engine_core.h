@@ -130,7 +130,7 @@ class EngineCore {
     std::vector<int32_t> behind;
     speculative::DraftLength draft_length;  // drafts per verify step
     speculative::NgramIndex ngram_index;    // n-gram drafts without rescanning
-    std::vector<int32_t> mtp_drafts;        // the MTP layer's drafts for the next step
+    std::vector<int32_t> model_drafts;      // the MTP layer's or DSpark's drafts for the next step
     int64_t draft_tokens = 0, accepted_tokens = 0;
   };
   struct RequestState {
@@ -227,8 +227,8 @@ class EngineCore {
   // `drafts` cut to what the completion can still use: its token limit and its output constraint
   // (a draft the constraint rejects, and everything after it, is dropped).
   void LimitDrafts(const RequestState& r, CompletionState& c, std::vector<int32_t>* drafts) const;
-  // MTP: drafts for the next step of the completions that drew a token this step.
-  void DraftWithMtp(const std::vector<Drawn>& drawn);
+  // MTP / DSpark: drafts for the next step of the completions that drew a token this step.
+  void DraftWithModel(const std::vector<Drawn>& drawn);
   // Prefix cache: its index and host tier, and the scheduler's hooks into it (Create).
   void StartPrefixCache(const EngineOptions& options, size_t max_checkpoints);
   // Prefix cache: stores a copy of `seq`'s state of its first `length` tokens (if not held yet and

@@ -200,6 +200,17 @@ class CpuModelRunner final : public ModelRunner {
   size_t num_sequences() const override { return seqs_.size(); }
 
   bool has_mtp() const override { return mtp_ && model_->SupportsMtp().ok(); }
+  bool has_dspark() const override { return model_->SupportsDSpark().ok(); }
+
+  StatusOr<std::vector<model::BlockDraft>> DraftDSpark(
+      const std::vector<MtpDraftRequest>& requests) override {
+    if (!has_dspark()) return ModelRunner::DraftDSpark(requests);
+    std::vector<model::DSparkChunk> batch;
+    batch.reserve(requests.size());
+    for (const MtpDraftRequest& r : requests)
+      batch.push_back({seqs_.at(r.seq).state.get(), r.next_token});
+    return model_->DraftDSpark(batch);
+  }
 
   StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(
       const std::vector<MtpDraftRequest>& requests) override {
@@ -332,12 +343,14 @@ class CpuModelRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(auto model,
-                           model::LoadLanguageModel(options.model_dir, {options.num_threads}));
-  if (options.mtp) {
-    if (Status st = model->SupportsMtp(); !st.ok()) {
-      return Status(st.code(), st.message() + " (model: " + options.model_dir + ")");
-    }
+  DSINFER_ASSIGN_OR_RETURN(
+      auto model,
+      model::LoadLanguageModel(options.model_dir, {options.num_threads, options.dspark}));
+  if (Status st = options.mtp      ? model->SupportsMtp()
+                  : options.dspark ? model->SupportsDSpark()
+                                   : Status::Ok();
+      !st.ok()) {
+    return Status(st.code(), st.message() + " (model: " + options.model_dir + ")");
   }
   return std::unique_ptr<ModelRunner>(new CpuModelRunner(std::move(model), options));
 }

@@ -336,6 +336,11 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   }
   DSINFER_CHECK(o.max_rollback >= 0 && o.max_rollback <= mdl::cuda::CudaModel::kMaxRollback);
   opt.mtp = o.mtp;
+  if (o.dspark) {
+    return Unimplemented(
+        "--speculative-method dspark: the DSpark drafter runs on the CPU backend only for now "
+        "(--device cpu); on the GPU use --speculative-method ngram");
+  }
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, opt));

@@ -49,7 +49,7 @@ struct RunDraw {
   sampler::SampleInput input;  // its pointers stay valid for the call
 };
 
-// MTP drafting for one sequence (ModelRunner::DraftMtp).
+// Model drafting for one sequence (ModelRunner::DraftMtp, DraftDSpark).
 struct MtpDraftRequest {
   scheduler::SeqId seq = 0;
   int32_t next_token = 0;  // the token drawn after the sequence's last row (not yet run)
@@ -125,6 +125,17 @@ class ModelRunner {
     (void)requests;
     return Unimplemented("this model runner has no MTP drafter");
   }
+  // DSpark drafting (RunnerOptions::dspark, DeepSeek-V4.1's drafter): for each request the
+  // drafter's whole block after the sequence's last row, anchored on next_token (`count` is not
+  // read: a block costs the same at any length), with each draft's acceptance probability from the
+  // confidence head. The sequences' states do not change (the drafter's context rings are part of
+  // the state, written by every forward).
+  virtual bool has_dspark() const { return false; }
+  virtual StatusOr<std::vector<model::BlockDraft>> DraftDSpark(
+      const std::vector<MtpDraftRequest>& requests) {
+    (void)requests;
+    return Unimplemented("this model runner has no DSpark drafter");
+  }
   // Copies `parent`'s state as it is (the prompt, right after its prefill) into `child`'s pages,
   // which the cache has reserved (n > 1 completions share the prompt's prefill). Pages the child
   // shares with the parent (StateCache::Share) are not copied.
@@ -186,6 +197,7 @@ struct RunnerOptions {
   // model's streams of the rows its layer has not yet seen).
   int max_draft_tokens = 0;
   bool mtp = false;
+  bool dspark = false;  // DeepSeek-V4.1's DSpark drafter runs (its context rings in the state)
   // Tokens a Rollback may remove besides the drafts (1: a draw that sits out a step because its
   // grammar mask was late has its row's token rolled back). The rollback slack is the larger.
   int max_rollback = 0;

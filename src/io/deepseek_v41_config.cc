@@ -86,6 +86,22 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
   c.num_nextn_predict_layers = 3;  // the reference default
   DSINFER_RETURN_IF_ERROR(
       ReadKey(t, {"num_nextn_predict_layers"}, &c.num_nextn_predict_layers, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"dspark_block_size"}, &c.dspark_block_size, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"dspark_noise_token_id"}, &c.dspark_noise_token_id, false));
+  bool have_targets = false;
+  DSINFER_RETURN_IF_ERROR(
+      ReadList(t, "dspark_target_layer_ids", &c.dspark_target_layer_ids, &have_targets));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"dspark_markov_rank"}, &c.dspark_markov_rank, false));
+  DSINFER_RETURN_IF_ERROR(
+      ReadKey(t, {"dspark_n_routed_experts"}, &c.dspark_n_routed_experts, false));
+  DSINFER_RETURN_IF_ERROR(ReadKey(t, {"dspark_num_experts_per_tok", "dspark_n_activated_experts"},
+                                  &c.dspark_num_experts_per_tok, false));
+  if (!have_targets || c.dspark_target_layer_ids.empty()) {
+    // The release's taps are its last three layers (37, 38, 39 of 40).
+    c.dspark_target_layer_ids.clear();
+    for (int l = std::max(0, c.num_layers - 3); l < c.num_layers; ++l)
+      c.dspark_target_layer_ids.push_back(l);
+  }
   DSINFER_RETURN_IF_ERROR(ReadKey(t, {"bos_token_id"}, &c.bos_token_id, false));
   if (t.contains("eos_token_id") && t["eos_token_id"].is_array()) {
     if (t["eos_token_id"].empty() || !t["eos_token_id"][0].is_number_integer()) {
@@ -159,6 +175,14 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
     return InvalidArgument("config.json: compress_ratios has " + std::to_string(total) +
                            " entries but num_hidden_layers + num_nextn_predict_layers = " +
                            std::to_string(n + c.num_nextn_predict_layers));
+  }
+  for (int i = n; i < total; ++i) {
+    if (c.compress_ratios[i] != 0) {
+      return Unimplemented("config.json: compress_ratios gives DSpark draft layer " +
+                           std::to_string(i - n) + " ratio " +
+                           std::to_string(c.compress_ratios[i]) +
+                           " (draft layers are sliding-window only: 0)");
+    }
   }
   c.compress_ratios.resize(n);
   for (int r : c.compress_ratios) {
@@ -316,6 +340,27 @@ Status DeepseekV41Config::Validate() const {
       return bad("engram_compressed_vocab_size must be in [1, 2^31]");
     }
   }
+  if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 16) {
+    return bad("num_nextn_predict_layers must be in [0, 16]");
+  }
+  if (has_dspark()) {
+    if (dspark_block_size < 1 || dspark_block_size > 16)
+      return bad("dspark_block_size must be in [1, 16]");
+    if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
+      return bad("dspark_noise_token_id must be a token id of the vocabulary");
+    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+      const int l = dspark_target_layer_ids[i];
+      if (l < 0 || l >= n || (i > 0 && l <= dspark_target_layer_ids[i - 1])) {
+        return bad("dspark_target_layer_ids must be increasing backbone layers, not " +
+                   std::to_string(l));
+      }
+    }
+    if (dspark_markov_rank < 0) return bad("dspark_markov_rank must be >= 0");
+    if (dspark_n_routed_experts <= 0 || dspark_num_experts_per_tok <= 0 ||
+        dspark_num_experts_per_tok > dspark_n_routed_experts) {
+      return bad("bad DSpark MoE sizes (dspark_n_routed_experts, dspark_num_experts_per_tok)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -399,6 +444,12 @@ std::string DeepseekV41ConfigToJson(const DeepseekV41Config& c) {
   t["engram_pad_id"] = c.engram_pad_id;
   t["engram_compressed_vocab_size"] = c.engram_compressed_vocab_size;
   t["num_nextn_predict_layers"] = c.num_nextn_predict_layers;
+  t["dspark_block_size"] = c.dspark_block_size;
+  t["dspark_noise_token_id"] = c.dspark_noise_token_id;
+  t["dspark_target_layer_ids"] = c.dspark_target_layer_ids;
+  t["dspark_markov_rank"] = c.dspark_markov_rank;
+  t["dspark_n_routed_experts"] = c.dspark_n_routed_experts;
+  t["dspark_num_experts_per_tok"] = c.dspark_num_experts_per_tok;
   json j;
   j["model_type"] = "deepseek_v41";
   j["architectures"] = {"DeepseekV41ForCausalLM"};

@@ -69,14 +69,26 @@ struct DeepseekV41Config {
   int64_t engram_pad_id = 2;
   int64_t engram_compressed_vocab_size = 99092;
 
-  int num_nextn_predict_layers = 0;  // DSpark draft layers in the checkpoint (not run)
-  bool has_vision = false;           // a vision_config is present (the tower is not built)
-  int64_t image_token_id = -1;       // >= 0 when the config names one
+  // The DSpark drafter (model/deepseek_v41/dspark.h): num_nextn_predict_layers draft stages
+  // (`mtp.{s}.*`, window-only V4.1 blocks with their own MoE sizes) that draft a block of
+  // dspark_block_size tokens at once from the inputs of the dspark_target_layer_ids layers; block
+  // slots after the first hold dspark_noise_token_id; a rank-dspark_markov_rank bigram head and a
+  // confidence head follow.
+  int num_nextn_predict_layers = 0;
+  int dspark_block_size = 5;
+  int64_t dspark_noise_token_id = 128799;
+  std::vector<int> dspark_target_layer_ids;  // default: the last three backbone layers
+  int dspark_markov_rank = 256;
+  int dspark_n_routed_experts = 128;
+  int dspark_num_experts_per_tok = 3;
+  bool has_vision = false;      // a vision_config is present (the tower is not built)
+  int64_t image_token_id = -1;  // >= 0 when the config names one
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   int fp8_block_size = 128;  // quantization_config.weight_block_size
   bool tie_word_embeddings = false;
 
+  bool has_dspark() const { return num_nextn_predict_layers > 0; }
   bool IsKvSource(int layer) const;
   bool IsIndexSource(int layer) const;
   // The KV source whose compressed entries `layer` reads (the last one at or before it), or -1.

@@ -108,8 +108,21 @@ struct MtpChunk {
   std::vector<int32_t> next_ids;  // [count] the token after each row
 };
 
+// One sequence's block draft (LanguageModel::DraftDSpark): the drafts after `anchor`, the token
+// drawn after the sequence's last row (not yet run).
+struct DSparkChunk {
+  ModelSequence* seq = nullptr;
+  int32_t anchor = 0;
+};
+struct BlockDraft {
+  std::vector<int32_t> ids;        // [block] the drafts
+  std::vector<float> accept_prob;  // [block] each draft's acceptance probability, given the
+                                   // ones before it were accepted (the confidence head)
+};
+
 struct LoadOptions {
   int num_threads = 0;  // 0: all hardware threads
+  bool dspark = false;  // load and run the model's DSpark drafter (DeepSeek-V4.1)
 };
 
 class LanguageModel {
@@ -139,6 +152,16 @@ class LanguageModel {
   virtual StatusOr<ModelOutput> ForwardMtp(const std::vector<MtpChunk>& chunks) {
     (void)chunks;
     return SupportsMtp().ok() ? Unimplemented("ForwardMtp") : SupportsMtp();
+  }
+
+  // Ok when the model was loaded with a DSpark drafter (LoadOptions::dspark), else why not.
+  virtual Status SupportsDSpark() const {
+    return InvalidArgument("DSpark speculative decoding: the model has no DSpark drafter");
+  }
+  // The drafter's block after each chunk's sequence (its state does not change).
+  virtual StatusOr<std::vector<BlockDraft>> DraftDSpark(const std::vector<DSparkChunk>& chunks) {
+    (void)chunks;
+    return SupportsDSpark();
   }
 };
 

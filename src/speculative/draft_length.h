@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "speculative/step_cost.h"
 
@@ -25,6 +26,14 @@ class DraftLength {
 
   // Drafts to propose for the next step (0 <= result <= max), for a step of `batch` sequences.
   int Next(const StepCostModel* cost = nullptr, int64_t batch = 1) const;
+  // A drafter that scores its own drafts (DSpark's confidence head): accept_prob[j] is draft j's
+  // acceptance probability given the ones before it, so draft j pays with the survival
+  // S_j = accept_prob[0] · ... · accept_prob[j], and k drafts yield 1 + S_0 + ... + S_{k-1}. The
+  // drafts are already paid for; with a fitted cost model the k in [0, min(max, drafts)] with the
+  // least expected time per token; before it, the drafts while S_j >= min_gain, at least one.
+  // Not adaptive: min(max, drafts).
+  int FromSurvival(const std::vector<float>& accept_prob, const StepCostModel* cost = nullptr,
+                   int64_t batch = 1) const;
   // A verify step proposed `drafted` and accepted `accepted` of them.
   void Observe(int drafted, int accepted);
   // A step drew this sequence's token without drafts.

@@ -424,44 +424,60 @@ TEST_P(EngineSpeculativeFamilyTest, PreemptionWithDraftsGivesIdenticalOutput) {
       EXPECT_GT(resumed, 0);
     }
   }
-  // The MTP drafter (DeepSeek-V4): its layer's unseen rows travel with the kept state.
-  if (GetParam() == Family::kV4) {
-    EngineOptions m = Speculative(SpeculativeOptions::Method::kMtp, k, false, Options());
+  // The family's model drafter: DeepSeek-V4's MTP layer (its unseen rows travel with the kept
+  // state), DeepSeek-V4.1's DSpark (its context rings are part of the state).
+  {
+    EngineOptions m = Speculative(GetParam() == Family::kV4 ? SpeculativeOptions::Method::kMtp
+                                                            : SpeculativeOptions::Method::kDSpark,
+                                  k, false, Options());
     m.max_running = o.max_running;
     m.typical_length = o.typical_length;
     m.state_page_tokens = o.state_page_tokens;
-    m.state_memory_bytes = o.state_memory_bytes;
+    // (DSpark's rings make the fixed state larger: the budget that forces preemption grows.)
+    const auto model_layout =
+        testing::SmallLayout(GetParam(), testing::EngineRollbackSlack(k), /*drafter=*/true);
+    m.state_memory_bytes = testing::SmallestBudgetHoldingEach(
+        m, reqs, 4 * model_layout.FixedBytes(),
+        16 * static_cast<int64_t>(model_layout.BytesPerToken()) * 4);
     m.host_cache_bytes = 64 << 20;
     int64_t total = 0;
     for (uint32_t seed : {5u, 6u, 7u}) {
-      EXPECT_EQ(Mixed(reqs, seed, m, &preemptions, nullptr, &st), alone) << "MTP, seed " << seed;
+      EXPECT_EQ(Mixed(reqs, seed, m, &preemptions, nullptr, &st), alone)
+          << SpeculativeMethodName(m.speculative.method) << ", seed " << seed;
+      EXPECT_GT(st.spec_draft_tokens, 0);
       total += preemptions;
     }
     EXPECT_GT(total, 0) << "the budget must force preemption";
   }
 }
 
-// The n-gram drafter on every family; the MTP drafter where the family has an MTP layer
-// (DeepSeek-V4): DeepSeek-V4.1's drafter (DSpark) is not built, so MTP is refused clearly.
-TEST_P(EngineSpeculativeFamilyTest, NgramAndMtpDraftersGiveTheSameOutputs) {
+// The n-gram drafter on every family, and the family's model drafter: DeepSeek-V4's MTP layer,
+// DeepSeek-V4.1's DSpark (fixed and confidence-chosen lengths). The other family's drafter is
+// refused clearly.
+TEST_P(EngineSpeculativeFamilyTest, NgramAndModelDraftersGiveTheSameOutputs) {
+  using Method = SpeculativeOptions::Method;
   const auto reqs = MixedRequests();
   const Results alone = Alone(reqs, Options());
-  for (auto method : {SpeculativeOptions::Method::kNgram, SpeculativeOptions::Method::kMtp}) {
-    if (method == SpeculativeOptions::Method::kMtp && GetParam() == Family::kV41) {
-      const auto refused = EngineCore::Create(Speculative(method, 2, false, Options()));
-      ASSERT_FALSE(refused.ok());
-      EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
-      EXPECT_NE(refused.status().message().find("DSpark"), std::string::npos)
-          << refused.status().message();
-      continue;
-    }
-    for (int k : {1, 3}) {
-      EngineStats st;
-      EXPECT_EQ(Mixed(reqs, 3, Speculative(method, k, false, Options()), nullptr, nullptr, &st),
-                alone)
-          << SpeculativeMethodName(method) << " k " << k;
-      if (method == SpeculativeOptions::Method::kMtp) {
-        EXPECT_GT(st.spec_draft_tokens, 0);
+  const Method model = GetParam() == Family::kV4 ? Method::kMtp : Method::kDSpark;
+  const Method other = GetParam() == Family::kV4 ? Method::kDSpark : Method::kMtp;
+  const auto refused = EngineCore::Create(Speculative(other, 2, false, Options()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(GetParam() == Family::kV4 ? "DSpark" : "dspark"),
+            std::string::npos)
+      << refused.status().message();
+  for (auto method : {Method::kNgram, model}) {
+    for (int k : {1, 3, 5}) {
+      for (bool adaptive : {false, true}) {
+        if (method == Method::kNgram && (k == 5 || adaptive)) continue;
+        EngineStats st;
+        EXPECT_EQ(
+            Mixed(reqs, 3, Speculative(method, k, adaptive, Options()), nullptr, nullptr, &st),
+            alone)
+            << SpeculativeMethodName(method) << " k " << k << " adaptive " << adaptive;
+        if (method != Method::kNgram) {
+          EXPECT_GT(st.spec_draft_tokens, 0);
+        }
       }
     }
   }

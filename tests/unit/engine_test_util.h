@@ -34,11 +34,12 @@ inline const std::string& EngineModelDir(Family f = Family::kV4) {
   return f == Family::kV4 ? *v4 : *v41;
 }
 
-// The state layout the engine plans for the family's small model with `rollback_slack`.
-inline cache::StateLayout SmallLayout(Family f, int rollback_slack = 0) {
-  return f == Family::kV4
-             ? model::deepseek_v4::DeepseekV4StateLayout(SmallConfig(), rollback_slack)
-             : model::deepseek_v41::DeepseekV41StateLayout(SmallV41Config(), rollback_slack);
+// The state layout the engine plans for the family's small model with `rollback_slack` (with
+// `drafter`: DeepSeek-V4.1's DSpark rings; DeepSeek-V4's MTP ring is always there).
+inline cache::StateLayout SmallLayout(Family f, int rollback_slack = 0, bool drafter = false) {
+  return f == Family::kV4 ? model::deepseek_v4::DeepseekV4StateLayout(SmallConfig(), rollback_slack)
+                          : model::deepseek_v41::DeepseekV41StateLayout(SmallV41Config(),
+                                                                        rollback_slack, drafter);
 }
 
 // The rollback slack of the engine's CPU state layout with the default options: one token, which

@@ -187,17 +187,17 @@ TEST_F(GenerateCliTest, UsageErrorsAndUnknownModel) {
   EXPECT_EQ(Lines(too_long.out).at(0)["error"]["code"], "OUT_OF_RANGE");
 }
 
-// A DeepSeek-V4.1 model dir from `init-model --preset v41-tiny` runs through the same commands:
-// generate (seeded output reproducible, n-gram speculation giving the same output, MTP refused
-// naming DSpark) and logits (every schedule the same logits).
+// A DeepSeek-V4.1 model dir from `init-model --preset v41-tiny-dspark` runs through the same
+// commands: generate (seeded output reproducible, n-gram and DSpark speculation giving the same
+// output, MTP refused naming DSpark) and logits (every schedule the same logits).
 TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
   const std::string dir = testing::ScratchDir("generate_cli_v41");
-  ASSERT_EQ(
-      std::system(("timeout 120 " + bin + " init-model --preset v41-tiny --weights bf16 --out " +
-                   dir + "/model > /dev/null")
-                      .c_str()),
-      0);
+  ASSERT_EQ(std::system(("timeout 120 " + bin +
+                         " init-model --preset v41-tiny-dspark --weights bf16 --out " + dir +
+                         "/model > /dev/null")
+                            .c_str()),
+            0);
   const std::string model = dir + "/model";
   const std::string args = "--model " + model +
                            " --prompt-ids 5,17,300,9,5,17,300,9,5,17 --max-tokens 8 --seed 4 "
@@ -211,11 +211,12 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   ASSERT_EQ(spec.exit_code, 0) << spec.err;
   EXPECT_EQ(Lines(spec.out).at(0)["choices"][0]["ids"], ids);
   const Result mtp = Generate(args + " --speculative-method mtp");
-  EXPECT_EQ(mtp.exit_code, 1);
+  EXPECT_EQ(mtp.exit_code, 2) << "a usage error: the model has no MTP layer";
   EXPECT_NE(mtp.err.find("DSpark"), std::string::npos) << mtp.err;
-  const Result dspark = Generate(args + " --speculative-method dspark");
-  EXPECT_EQ(dspark.exit_code, 1);
-  EXPECT_NE(dspark.err.find("not built"), std::string::npos) << dspark.err;
+  const Result dspark = Generate(args + " --speculative-method dspark --speculative-adaptive");
+  ASSERT_EQ(dspark.exit_code, 0) << dspark.err;
+  EXPECT_EQ(Lines(dspark.out).at(0)["choices"][0]["ids"], ids);
+  EXPECT_GT(Lines(dspark.out).at(0)["choices"][0]["speculative"]["draft_tokens"].get<int>(), 0);
 
   testing::WriteFile(dir + "/ids.json", R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7]})");
   std::vector<std::vector<float>> logits;

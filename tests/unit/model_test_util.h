@@ -42,11 +42,13 @@ inline std::string SmallModelDir(model::deepseek_v4::WeightFormat format, const 
   return dir;
 }
 
-// The v41-tiny preset with a 300-token vocabulary: window-only layers, two ratio-2 KV groups, a
-// ratio-1 group with a Reuse and a Reindex layer, the two-level top-k; windows of 8.
+// The v41-tiny-dspark preset with a 300-token vocabulary: window-only layers, two ratio-2 KV
+// groups, a ratio-1 group with a Reuse and a Reindex layer, the two-level top-k; windows of 8; a
+// DSpark drafter of 3 stages (blocks of 5; loaded only when asked for).
 inline io::DeepseekV41Config SmallV41Config() {
-  auto c = *model::deepseek_v41::PresetConfig("v41-tiny");
+  auto c = *model::deepseek_v41::PresetConfig("v41-tiny-dspark");
   c.vocab_size = 300;
+  c.dspark_noise_token_id = 299;
   return c;
 }
 

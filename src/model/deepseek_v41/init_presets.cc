@@ -39,7 +39,9 @@ std::vector<float> Values(uint64_t seed, const std::string& name, int64_t n, flo
 
 }  // namespace
 
-std::vector<std::string> PresetNames() { return {"v41-tiny", "v41-tiny-engram", "v41-flash-l8"}; }
+std::vector<std::string> PresetNames() {
+  return {"v41-tiny", "v41-tiny-engram", "v41-tiny-dspark", "v41-flash-l8"};
+}
 
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   if (name == "v41-flash-l8") {
@@ -62,7 +64,7 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
     DSINFER_RETURN_IF_ERROR(c.Validate());
     return c;
   }
-  if (name != "v41-tiny" && name != "v41-tiny-engram") {
+  if (name != "v41-tiny" && name != "v41-tiny-engram" && name != "v41-tiny-dspark") {
     return NotFound("no DeepSeek-V4.1 preset named '" + name + "'");
   }
   io::DeepseekV41Config c;
@@ -107,6 +109,15 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
     c.engram_compressed_vocab_size = c.vocab_size / 2;
     c.engram_num_embeddings = EngramRowsNeeded(c);
   }
+  if (name == "v41-tiny-dspark") {
+    c.num_nextn_predict_layers = 3;
+    c.dspark_block_size = 5;
+    c.dspark_noise_token_id = 128799;  // the release's
+    c.dspark_target_layer_ids = {5, 6, 7};
+    c.dspark_markov_rank = 16;
+    c.dspark_n_routed_experts = 4;
+    c.dspark_num_experts_per_tok = 2;
+  }
   DSINFER_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -122,7 +133,9 @@ Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& 
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   io::SafetensorsWriter writer;
-  for (const TensorSpec& spec : WeightSchema(config)) {
+  std::vector<TensorSpec> schema = WeightSchema(config);
+  for (TensorSpec& spec : DSparkWeightSchema(config)) schema.push_back(std::move(spec));
+  for (const TensorSpec& spec : schema) {
     int64_t n = 1;
     for (int64_t s : spec.shape) n *= s;
     const std::string name = spec.kind == TensorKind::kLinear ? spec.name + ".weight" : spec.name;

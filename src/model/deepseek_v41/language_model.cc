@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/language_model.h"
 
+#include <cmath>
+
 #include "base/check.h"
 #include "model/deepseek_v41/state_layout.h"
 
@@ -16,7 +18,7 @@ class V41LanguageModel final : public LanguageModel {
 
   const ModelInfo& info() const override { return info_; }
   cache::StateLayout StateLayoutFor(int rollback_slack) const override {
-    return DeepseekV41StateLayout(model_->config(), rollback_slack);
+    return DeepseekV41StateLayout(model_->config(), rollback_slack, model_->has_dspark());
   }
   std::unique_ptr<ModelSequence> NewSequence(int rollback_slack, const cache::StateLayout& layout,
                                              cache::StatePages* pages) const override {
@@ -35,9 +37,32 @@ class V41LanguageModel final : public LanguageModel {
   }
 
   Status SupportsMtp() const override {
-    return Unimplemented(
-        "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer (its drafter is DSpark, which "
-        "is not built yet); use --speculative-method ngram");
+    return InvalidArgument(
+        "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
+        "(--speculative-method dspark)");
+  }
+  Status SupportsDSpark() const override {
+    if (model_->has_dspark()) return Status::Ok();
+    if (!model_->config().has_dspark()) {
+      return InvalidArgument(
+          "DSpark speculative decoding: the model has no DSpark draft layers "
+          "(num_nextn_predict_layers is 0)");
+    }
+    return InvalidArgument("DSpark speculative decoding: the model was loaded without its drafter");
+  }
+  StatusOr<std::vector<BlockDraft>> DraftDSpark(const std::vector<DSparkChunk>& chunks) override {
+    DSINFER_RETURN_IF_ERROR(SupportsDSpark());
+    std::vector<DSparkRequest> batch;
+    batch.reserve(chunks.size());
+    for (const DSparkChunk& ch : chunks) batch.push_back({Sequence::StateOf(ch.seq), ch.anchor});
+    DSINFER_ASSIGN_OR_RETURN(std::vector<DSparkDraft> drafts, model_->DraftDSpark(batch));
+    std::vector<BlockDraft> out(drafts.size());
+    for (size_t i = 0; i < drafts.size(); ++i) {
+      out[i].ids = std::move(drafts[i].ids);
+      for (float z : drafts[i].confidence)
+        out[i].accept_prob.push_back(1.0f / (1.0f + std::exp(-z)));
+    }
+    return out;
   }
 
  private:
@@ -61,7 +86,8 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, {options.num_threads}));
+  DSINFER_ASSIGN_OR_RETURN(auto model,
+                           Model::Load(model_dir, {options.num_threads, options.dspark}));
   return AsLanguageModel(std::move(model));
 }
 

@@ -48,6 +48,14 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
   m->mixing_ = MixingConfig(m->config_);
   DSINFER_ASSIGN_OR_RETURN(m->ckpt_, io::Checkpoint::Open(model_dir));
   DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->ckpt_, m->config_));
+  if (options.dspark) {
+    DSINFER_ASSIGN_OR_RETURN(m->dspark_, DSparkWeights::Load(*m->ckpt_, m->config_));
+    m->draft_mixing_ = m->mixing_;
+    m->draft_mixing_.n_routed_experts = m->config_.dspark_n_routed_experts;
+    m->draft_mixing_.num_experts_per_tok = m->config_.dspark_num_experts_per_tok;
+    m->draft_mixing_.norm_topk_prob =
+        m->config_.norm_topk_prob && m->config_.dspark_num_experts_per_tok > 1;
+  }
   m->rope_ = RopeTables::Build(m->config_);
   m->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   return m;
@@ -91,7 +99,7 @@ std::vector<int64_t> Model::EngramHashes(const TokenBatch& batch) const {
 }
 
 void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
-                  const std::vector<int64_t>& hash_ids) {
+                  const std::vector<int64_t>& hash_ids, float* taps) {
   const BlockWeights& w = weights_->layers[layer];
   const auto& m = mixing_;
   const int64_t n = batch.size(), D = config_.hidden_size, hc = config_.hc_mult;
@@ -100,6 +108,22 @@ void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pr
     const int64_t cols = engram_->cols();
     EngramForward(*w.engram, config_, hash_ids.data() + engram_->IndexOf(layer) * cols,
                   int64_t{engram_->layers()} * cols, n, X, pool_.get());
+  }
+  if (taps != nullptr) {
+    // DSpark's tap: the mean of the streams entering the layer (after its Engram lookup).
+    const auto& targets = config_.dspark_target_layer_ids;
+    const auto it = std::find(targets.begin(), targets.end(), layer);
+    if (it != targets.end()) {
+      const int64_t j = it - targets.begin(), T = static_cast<int64_t>(targets.size());
+      for (int64_t t = 0; t < n; ++t) {
+        float* out = taps + (t * T + j) * D;
+        for (int64_t k = 0; k < D; ++k) {
+          float sum = 0.0f;
+          for (int64_t h = 0; h < hc; ++h) sum += X[(t * hc + h) * D + k];
+          out[k] = sum / static_cast<float>(hc);
+        }
+      }
+    }
   }
   const float eps = static_cast<float>(config_.rms_norm_eps);
   std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
@@ -125,6 +149,9 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   TokenBatch batch;
   for (const auto& ch : chunks) {
     if (ch.state == nullptr) return InvalidArgument("a chunk has no sequence state");
+    if (ch.state->draft_stages() != (dspark_ ? c.num_nextn_predict_layers : 0)) {
+      return InvalidArgument("a sequence state's DSpark rings do not match the model's drafter");
+    }
     DSINFER_RETURN_IF_ERROR(CheckIds(ch.ids));
     for (const auto& seg : batch.segments) {
       if (seg.state == ch.state)
@@ -155,7 +182,11 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
   const std::vector<int64_t> hash_ids =
       engram_ != nullptr ? EngramHashes(batch) : std::vector<int64_t>();
-  for (int l = 0; l < c.num_layers; ++l) Block(l, batch, X.data(), &pre_mix, hash_ids);
+  std::vector<float> taps;
+  if (dspark_) taps.resize(static_cast<size_t>(n * c.dspark_target_layer_ids.size() * D));
+  for (int l = 0; l < c.num_layers; ++l)
+    Block(l, batch, X.data(), &pre_mix, hash_ids, dspark_ ? taps.data() : nullptr);
+  if (dspark_) WriteDraftContext(batch, taps);
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 
   // Final collapse with the last site's pre, norm, head.

@@ -4,9 +4,12 @@
 // the last site's `pre` mix, norm and head. Forward runs one batch of token rows from any number of
 // requests and advances their SequenceStates; every prefill/decode schedule gives the same logits.
 // The Engram n-gram memory (engram.h) runs at its layers, hashing each row's n-gram with the
-// look-back the sequence state keeps. Not built yet (refused with a clear error): the DSpark draft
-// layers (their tensors are skipped), the vision tower (image tokens are refused). The weights are
-// immutable; Forward must be called from one thread at a time (it uses the model's thread pool).
+// look-back the sequence state keeps. With ModelOptions::dspark the DSpark drafter (its `mtp.*`
+// stages) runs too: every Forward writes each row's context (the target layers' taps, projected
+// per stage) into the sequence's draft rings, and DraftDSpark drafts a block of tokens after a
+// sequence in one pass (docs/architecture.md "DSpark"). Not built yet: the vision tower (image
+// tokens are refused with a clear error). The weights are immutable; Forward and DraftDSpark must
+// be called from one thread at a time (they use the model's thread pool).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,23 @@
 namespace dsinfer::model::deepseek_v41 {
 
 using deepseek_v4::LogitsRows;
-using deepseek_v4::ModelOptions;
+
+struct ModelOptions {
+  int num_threads = 0;  // 0: all hardware threads
+  bool dspark = false;  // load and run the DSpark drafter (the config must have draft layers)
+};
+
+// One sequence's DSpark draft (Model::DraftDSpark).
+struct DSparkRequest {
+  SequenceState* state = nullptr;
+  int32_t anchor = 0;  // the token after the state's last one (drawn, not yet run)
+};
+struct DSparkDraft {
+  std::vector<int32_t> ids;       // [block] the drafts: the tokens after the anchor
+  std::vector<float> logits;      // [block, vocab] the Markov-corrected logits (if asked)
+  std::vector<float> base;        // [block, vocab] the head's logits before the Markov term
+  std::vector<float> confidence;  // [block] the confidence head's logits (raw)
+};
 
 // A request's tokens for one forward call.
 struct SequenceChunk {
@@ -44,12 +63,13 @@ class Model {
   const io::DeepseekV41Config& config() const { return config_; }
   // The Engram hash constants (nullptr without Engram layers).
   const EngramHasher* engram() const { return engram_.get(); }
+  bool has_dspark() const { return dspark_ != nullptr; }
   // Heap-backed state that can roll back its last `rollback_slack` tokens.
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack = 16) const {
-    return std::make_unique<SequenceState>(config_, rollback_slack);
+    return std::make_unique<SequenceState>(config_, rollback_slack, has_dspark());
   }
   // A state whose rows live in `pages` (e.g. the engine's state cache), laid out as `layout`
-  // (= DeepseekV41StateLayout(config(), rollback_slack)).
+  // (= DeepseekV41StateLayout(config(), rollback_slack, has_dspark())).
   std::unique_ptr<SequenceState> NewSequence(int rollback_slack, const cache::StateLayout& layout,
                                              StatePages* pages) const {
     return std::make_unique<SequenceState>(config_, rollback_slack, layout, pages);
@@ -60,11 +80,23 @@ class Model {
   // tokens) before anything changes.
   StatusOr<std::vector<float>> Forward(const std::vector<SequenceChunk>& chunks, LogitsRows rows);
 
+  // DSpark (has_dspark()): for each request, the block [anchor, noise, ...] at positions
+  // length() ... runs through the draft stages, attending the sequence's last sliding_window
+  // context rows and the whole block; the head's logits plus the Markov term of the previous
+  // token (the anchor, then each draft) give the greedy drafts (ties to the smallest id) and the
+  // confidence head each one's acceptance logit. The states do not change. `logits`: also return
+  // the logits rows (tests).
+  StatusOr<std::vector<DSparkDraft>> DraftDSpark(const std::vector<DSparkRequest>& requests,
+                                                 bool logits = false);
+
  private:
   Model() = default;
-  // `hash_ids`: [rows, engram layers, cols] (Engram configs), else empty.
+  // `hash_ids`: [rows, engram layers, cols] (Engram configs), else empty. `taps` (DSpark):
+  // [rows, target layers, D], where a target layer's input streams' mean is written.
   void Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
-             const std::vector<int64_t>& hash_ids);
+             const std::vector<int64_t>& hash_ids, float* taps);
+  // DSpark: the rows' context K=V of every stage from their taps, appended to the draft rings.
+  void WriteDraftContext(const TokenBatch& batch, const std::vector<float>& taps);
   Status CheckIds(const std::vector<int32_t>& ids) const;
   // Hashes every row's n-gram (its look-back from the chunk and the state's token ring) and
   // appends the rows' tokens to their states' rings.
@@ -75,6 +107,8 @@ class Model {
   io::DeepseekV41Config config_;
   io::DeepseekV4Config mixing_;  // the V4 view of the mHC / MoE fields (shared V4 code)
   std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<DSparkWeights> dspark_;  // with ModelOptions::dspark
+  io::DeepseekV4Config draft_mixing_;      // the draft stages' MoE sizes
   RopeTables rope_;
   std::unique_ptr<ThreadPool> pool_;
 };

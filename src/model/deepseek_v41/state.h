@@ -7,6 +7,7 @@
 //                     compressed KV entries    [floor(length/r)]  (FP4 rows, packed; the group's)
 //                     index-key entries        [floor(length/r)]  (FP4 rows, packed; the group's)
 //   Engram configs:   token ids by position    [N-1+slack rows]   (the n-gram look-back)
+//   DSpark drafter:   per stage a context ring [W+slack rows]     (FP8 rows, packed)
 // The other layers of a group (Reuse / Reindex) hold only their window: they read the source's
 // entries. Top-k picks and the candidate-block mask are per query token and live only for one
 // forward call (batch.h). Entry g of ratio r is emitted when position r·g + r − 1 is processed;
@@ -38,10 +39,12 @@ struct LayerState : model::LayerStreams {
 
 class SequenceState {
  public:
-  // Heap-backed state. `rollback_slack`: how many trailing tokens Rollback may remove.
-  explicit SequenceState(const io::DeepseekV41Config& config, int rollback_slack = 16);
+  // Heap-backed state. `rollback_slack`: how many trailing tokens Rollback may remove; `dspark`:
+  // with the DSpark drafter's context rings.
+  explicit SequenceState(const io::DeepseekV41Config& config, int rollback_slack = 16,
+                         bool dspark = false);
   // State in `pages` (not owned; must outlive this), laid out as `layout`, which must be
-  // DeepseekV41StateLayout(config, rollback_slack).
+  // DeepseekV41StateLayout(config, rollback_slack[, dspark]).
   SequenceState(const io::DeepseekV41Config& config, int rollback_slack,
                 const cache::StateLayout& layout, StatePages* pages);
   SequenceState(const SequenceState&) = delete;
@@ -57,6 +60,11 @@ class SequenceState {
   // unbound ring (capacity 0) otherwise.
   PositionRing& tokens() { return tokens_; }
   const PositionRing& tokens() const { return tokens_; }
+  // The DSpark drafter's context ring of stage s ([pos] -> packed K=V row, WindowFormat); none
+  // without the drafter.
+  int draft_stages() const { return static_cast<int>(draft_.size()); }
+  PositionRing& draft(int s) { return draft_[static_cast<size_t>(s)]; }
+  const PositionRing& draft(int s) const { return draft_[static_cast<size_t>(s)]; }
   // The token at `pos` (within the ring).
   int32_t TokenAt(int64_t pos) const;
   void AppendToken(int32_t id);
@@ -78,6 +86,7 @@ class SequenceState {
   std::unique_ptr<StatePages> own_pages_;  // heap pages when no external pages were given
   std::vector<LayerState> layers_;
   PositionRing tokens_;
+  std::vector<PositionRing> draft_;
 };
 
 }  // namespace dsinfer::model::deepseek_v41

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/check.h"
 #include "model/paged_state.h"
 
 namespace dsinfer::model::deepseek_v41 {
@@ -18,7 +19,8 @@ KvFormat IndexKeyFormat(const io::DeepseekV41Config& c) {
   return KvFormat(KvQuant::kFp4Pow2, c.index_head_dim, 32);
 }
 
-cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& c, int rollback_slack) {
+cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& c, int rollback_slack,
+                                          bool dspark) {
   model::StateLayoutBuilder layout;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer,
                  StateStream stream, int64_t width) {
@@ -39,6 +41,14 @@ cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& c, int ro
   if (!c.engram_layer_ids.empty()) {
     layout.Add(StateKind::kWindow, std::max(1, c.engram_max_ngram_size - 1) + rollback_slack, 1, 0,
                kTokenStream, 1);
+  }
+  if (dspark) {
+    DSINFER_CHECK(c.has_dspark());
+    // The drafter reads the W positions before its block, after a rollback of up to the slack.
+    for (int s = 0; s < c.num_nextn_predict_layers; ++s) {
+      layout.Add(StateKind::kWindow, c.sliding_window + int64_t{rollback_slack}, 1, s, kDraftStream,
+                 WindowFormat(c).row_floats());
+    }
   }
   return layout.Build();
 }

@@ -12,6 +12,9 @@
 //               32 channels)                                                              (grows)
 //   tokens      Engram configs: a ring of N-1+slack token ids (N = engram_max_ngram_size), the
 //               n-gram look-back of the next chunk's first rows (one int32 per row) (fixed)
+//   dspark      with the DSpark drafter: per draft stage a ring of W+slack context K=V rows, FP8 as
+//               the window (the stage's projection of the target layers' taps at each position)
+//                                                                              (fixed per request)
 // Rows whose length is not a multiple of the quantizer's block stay fp32 (the fake-quantizer
 // leaves them alone). ExactBytes(n) equals SequenceState::bytes() after n tokens.
 #pragma once
@@ -28,12 +31,16 @@ namespace dsinfer::model::deepseek_v41 {
 using model::StateStream;
 // The stream number of the Engram token ring (a member of layer 0; not a per-layer stream).
 inline constexpr int kTokenStream = 100;
+// The stream number of a DSpark stage's context ring (member layer = the stage).
+inline constexpr int kDraftStream = 101;
 
 // The storage of the three kinds of cache rows.
 KvFormat WindowFormat(const io::DeepseekV41Config& config);
 KvFormat EntryFormat(const io::DeepseekV41Config& config);
 KvFormat IndexKeyFormat(const io::DeepseekV41Config& config);
 
-cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& config, int rollback_slack);
+// `dspark`: with the DSpark drafter's context rings (the config must have draft layers).
+cache::StateLayout DeepseekV41StateLayout(const io::DeepseekV41Config& config, int rollback_slack,
+                                          bool dspark = false);
 
 }  // namespace dsinfer::model::deepseek_v41

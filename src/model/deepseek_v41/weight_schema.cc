@@ -53,6 +53,39 @@ class SchemaBuilder : public deepseek_v4::SchemaWriter {
     Experts(f, c, /*shared=*/true);
   }
 
+  // The DSpark draft stages `mtp.{s}.` (docs/architecture.md "DSpark"): window-only blocks with
+  // their own MoE sizes; stage 0 also projects the taps, the last stage holds the final norm, the
+  // Markov head and the confidence head. The trunk's embed and head are shared.
+  std::vector<TensorSpec> BuildDSpark() {
+    io::DeepseekV41Config c = c_;
+    c.n_routed_experts = c_.dspark_n_routed_experts;
+    const int64_t V = c.vocab_size, D = c.hidden_size, r = c.dspark_markov_rank;
+    const int stages = c.num_nextn_predict_layers;
+    for (int s = 0; s < stages; ++s) {
+      set_layer(c.num_layers + s);
+      const std::string p = "mtp." + std::to_string(s) + ".";
+      if (s == 0) {
+        const int64_t taps = static_cast<int64_t>(c.dspark_target_layer_ids.size());
+        Linear(p + "main_proj", D, taps * D, LinearClass::kQuantized);
+        Norm(p + "main_norm.weight", D);
+      }
+      BlockSites(p, c);
+      LatentAttention(p + "attn.", c);
+      Linear(p + "ffn.gate", c.n_routed_experts, D, LinearClass::kPlain);
+      Fp32(p + "ffn.gate.bias", {c.n_routed_experts}, 0.0f, 0.3f);
+      Experts(p + "ffn.", c, /*shared=*/true);
+      if (s == stages - 1) {
+        Norm(p + "norm.weight", D);
+        if (r > 0) {
+          Linear(p + "markov_head.embed", V, r, LinearClass::kPlain, 1.0f);
+          Linear(p + "markov_head.head", V, r, LinearClass::kPlain);
+        }
+        Linear(p + "confidence_head.proj", 1, D + r, LinearClass::kPlain);
+      }
+    }
+    return Take();
+  }
+
   std::vector<TensorSpec> Build() {
     const int64_t V = c_.vocab_size, D = c_.hidden_size;
     set_layer(-1);
@@ -78,6 +111,10 @@ class SchemaBuilder : public deepseek_v4::SchemaWriter {
 
 std::vector<TensorSpec> WeightSchema(const io::DeepseekV41Config& config) {
   return SchemaBuilder(config).Build();
+}
+
+std::vector<TensorSpec> DSparkWeightSchema(const io::DeepseekV41Config& config) {
+  return SchemaBuilder(config).BuildDSpark();
 }
 
 bool IsSkippedTensor(const std::string& name) {

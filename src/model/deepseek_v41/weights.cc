@@ -92,4 +92,37 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   return w;
 }
 
+StatusOr<std::unique_ptr<DSparkWeights>> DSparkWeights::Load(const io::Checkpoint& ckpt,
+                                                             const io::DeepseekV41Config& config) {
+  if (!config.has_dspark()) {
+    return InvalidArgument("the model has no DSpark draft layers (num_nextn_predict_layers is 0)");
+  }
+  const TensorLoader loader(ckpt, DSparkWeightSchema(config), config.fp8_block_size);
+  auto w = std::make_unique<DSparkWeights>();
+  const int stages = config.num_nextn_predict_layers;
+  DSINFER_ASSIGN_OR_RETURN(w->main_proj, loader.LoadMatrix("mtp.0.main_proj"));
+  DSINFER_ASSIGN_OR_RETURN(w->main_norm, loader.LoadVector("mtp.0.main_norm.weight"));
+  w->stages.resize(static_cast<size_t>(stages));
+  for (int s = 0; s < stages; ++s) {
+    DSparkStageWeights& st = w->stages[static_cast<size_t>(s)];
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    DSINFER_RETURN_IF_ERROR(loader.LoadBlockSites(p, &st));
+    DSINFER_RETURN_IF_ERROR(loader.LoadLatentAttention(p + "attn.", &st.attn));
+    DSINFER_ASSIGN_OR_RETURN(st.ffn.gate, loader.LoadMatrix(p + "ffn.gate"));
+    DSINFER_ASSIGN_OR_RETURN(st.ffn.bias, loader.LoadVector(p + "ffn.gate.bias"));
+    DSINFER_RETURN_IF_ERROR(
+        loader.LoadExperts(p + "ffn.", config.dspark_n_routed_experts, /*shared=*/true, &st.ffn));
+  }
+  const std::string last = "mtp." + std::to_string(stages - 1) + ".";
+  DSINFER_ASSIGN_OR_RETURN(w->norm, loader.LoadVector(last + "norm.weight"));
+  if (config.dspark_markov_rank > 0) {
+    DSINFER_ASSIGN_OR_RETURN(w->markov_embed, loader.LoadMatrix(last + "markov_head.embed"));
+    DSINFER_ASSIGN_OR_RETURN(w->markov_head, loader.LoadMatrix(last + "markov_head.head"));
+  }
+  DSINFER_ASSIGN_OR_RETURN(Matrix proj, loader.LoadMatrix(last + "confidence_head.proj"));
+  w->confidence.resize(static_cast<size_t>(proj.cols));
+  proj.CopyRow(0, w->confidence.data());
+  return w;
+}
+
 }  // namespace dsinfer::model::deepseek_v41

@@ -51,6 +51,28 @@ struct BlockWeights : deepseek_v4::BlockSites {
   std::unique_ptr<EngramWeights> engram;  // Engram layers (its table in the checkpoint's mapping)
 };
 
+// A DSpark draft stage: a window-only V4.1 block (its MoE with the dspark_* expert counts).
+struct DSparkStageWeights : deepseek_v4::BlockSites {
+  deepseek_v4::LatentAttentionWeights attn;
+  MoeWeights ffn;  // gate, bias, experts, shared expert
+};
+
+// The DSpark drafter's own weights (`mtp.*`); it shares the trunk's embed and head.
+struct DSparkWeights {
+  Matrix main_proj;              // [D, taps * D]
+  std::vector<float> main_norm;  // [D]
+  std::vector<DSparkStageWeights> stages;
+  std::vector<float> norm;        // [D] before the head
+  Matrix markov_embed;            // [V, r] (r = dspark_markov_rank; empty when 0)
+  Matrix markov_head;             // [V, r]
+  std::vector<float> confidence;  // [D + r]
+
+  // Loads DSparkWeightSchema(config): a missing tensor (a checkpoint without draft layers), wrong
+  // shape or bad dtype is an error naming it.
+  static StatusOr<std::unique_ptr<DSparkWeights>> Load(const io::Checkpoint& ckpt,
+                                                       const io::DeepseekV41Config& config);
+};
+
 struct ModelWeights {
   Matrix embed;             // [V, D]
   Matrix head;              // [V, D] (the embedding when tied)
