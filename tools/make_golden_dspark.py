@@ -19,6 +19,18 @@ Call sequence (T = prompt length, S = draft steps, W = sliding window, B = block
                                                                    # stage, drafts anchors[s] at p+1
     logits[S] = Transformer.forward(anchors[S-1], start_pos=T+S-1)
 
+Oracle fix (the one change to the reference's behaviour, like make_golden_v41.py's): in a decode
+step in which a ratio>1 KV source's current group is still incomplete (its compressor returns None),
+the reference's Indexer of that layer skips publishing `shared_attn.index_k` but still reads it, so
+it scores against the index keys of whichever KV source published last (here layer 6's ratio-1 keys
+of the previous step) instead of its own; its prefill path always publishes its own. With more than
+one KV source the reference's decode rows then disagree with its own prefill (by up to ~1.7 in the
+logits here). The script points `shared_attn.index_k` at the owner's own key cache before each
+owner's indexer runs (the prefill path's semantics), checks that this is a no-op on a
+single-KV-source config, and checks that with it every decode row equals the reference's own
+prefill of the same tokens. reference.json reports what the fix changed; debug.npz keeps the
+reference's unfixed outputs too (`*_as_is`).
+
 So for an engine that drafts right after its prefill, the same data reads: prefill the T prompt
 tokens (logits[0] is the last prompt row); then for each step s draft with anchor anchors[s] at
 position T+s (context: positions <= T+s-1), and commit anchors[s] at T+s (logits[1+s]). The
@@ -45,6 +57,11 @@ Usage (torch with the float8_e8m0fnu / float4_e2m1fn_x2 dtypes, numpy, safetenso
     python3 tools/make_golden_dspark.py OUTDIR
     python3 tools/make_golden_dspark.py OUTDIR --reference DIR   # reference files elsewhere
     python3 tools/make_golden_dspark.py OUTDIR --selftest        # checks + one sequence, no files
+    python3 tools/make_golden_dspark.py OUTDIR --hf-reference tools/reference_v41
+        # also the backbone through transformers (needs transformers; tools/reference_v41/README.md)
+    python3 tools/make_golden_dspark.py OUTDIR --emulate-fp8-cast --compare-run OTHER/D
+        # a torch without the float8 dtypes (e.g. Debian's 1.13): kernel_cpu's e4m3 cast emulated
+        # (checked against a brute-force rounding); OTHER/D: an earlier run to compare with
 """
 import argparse
 import importlib
@@ -127,6 +144,50 @@ def _stub_missing_modules():
     return shims
 
 
+FP8_DTYPES = ("float8_e4m3fn", "float8_e8m0fnu", "float4_e2m1fn_x2")
+
+
+def e4m3_round(x, torch):
+    """float32 -> the nearest float8_e4m3fn value as float32: round to nearest, ties to even,
+    saturating at +-448 (kernel_cpu._to_e4m3_satfinite's result, for a torch without the dtype).
+    3 mantissa bits; binades below 2^-6 share the subnormal step 2^-9."""
+    x = x.float().clamp(-448.0, 448.0)
+    e = torch.floor(torch.log2(x.abs().clamp_min(2.0 ** -6)))
+    step = torch.pow(2.0, e - 3)
+    return torch.round(x / step) * step  # torch.round: half to even
+
+
+def check_e4m3_round(torch, gen):
+    """The emulation against a brute-force search of all finite e4m3 values (ties to the even
+    code), on random values, every exact midpoint, and out-of-range ones."""
+    mags = [m * 2.0 ** -9 for m in range(8)]
+    mags += [(1 + m / 8) * 2.0 ** (e - 7) for e in range(1, 16) for m in range(8)][:-1]
+    grid = torch.tensor(mags, dtype=torch.float64)  # codes 0..126, 448 last
+    mids = (grid[1:] + grid[:-1]) / 2
+    x = torch.cat([torch.randn(20000, generator=gen, dtype=torch.float64) * s
+                   for s in (1e-3, 0.05, 1.0, 30.0, 300.0)] + [mids, grid, -mids,
+                  torch.tensor([500.0, -1e4, 0.0, 2.0 ** -12])]).float()
+    a = x.double().abs().clamp(max=448.0)
+    d = (a.unsqueeze(-1) - grid).abs()
+    best = d.min(-1, keepdim=True).values
+    cand = (d == best)
+    code = torch.where(cand.sum(-1) > 1,
+                       torch.where(cand, torch.arange(len(mags)) % 2 == 0, False).int().argmax(-1),
+                       cand.int().argmax(-1))
+    want = (grid[code] * torch.sign(x.double())).float()
+    got = e4m3_round(x, torch)
+    assert torch.equal(got, want), "e4m3 emulation differs from the brute-force rounding"
+    return int(x.numel())
+
+
+def install_fp8_emulation(torch):
+    """Placeholders for the dtypes model.py names (never a weight's dtype here: every weight is
+    float32, so the fp8 / fp4 GEMM branches are not taken; checked by the call counts)."""
+    for name, stand_in in zip(FP8_DTYPES, (torch.qint8, torch.quint8, torch.qint32)):
+        assert not hasattr(torch, name)
+        setattr(torch, name, stand_in)
+
+
 def load_reference(ref_dir):
     for name, (_, chars) in REFERENCE["files"].items():
         path = os.path.join(ref_dir, name)
@@ -144,6 +205,69 @@ def load_reference(ref_dir):
     ref = importlib.import_module(PKG + ".model")
     kernel = importlib.import_module(PKG + ".kernel_cpu")
     return ref, kernel, shims
+
+
+def save_safetensors(tensors, path, torch):
+    """The safetensors library's file when it is installed; else the same bytes written here
+    (float32 only: compact JSON header, keys in name order, space-padded to 8 bytes)."""
+    try:
+        import safetensors
+        from safetensors.torch import save_file
+    except ImportError:
+        save_file = None
+    if save_file is not None:
+        save_file(tensors, path)
+        return f"safetensors {safetensors.__version__}"
+    import struct
+    header, blobs, off = {}, [], 0
+    for k in sorted(tensors):
+        t = tensors[k]
+        assert t.dtype == torch.float32, (k, t.dtype)
+        b = t.contiguous().numpy().astype("<f4").tobytes()
+        header[k] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    return "built-in writer (safetensors not installed)"
+
+
+def read_safetensors_f32(path):
+    import struct
+    import numpy as np
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], "<f4")
+            .reshape(v["shape"]) for k, v in header.items()}
+
+
+def compare_run(other_dir, res, res_raw, tensors):
+    """This run against an earlier run's D dir (another machine or torch): the weights, and the
+    results with or without the oracle fix, whichever that run made."""
+    import numpy as np
+    with open(os.path.join(other_dir, "reference.json")) as f:
+        other = json.load(f)
+    mine = res if "oracle_fix" in other else res_raw
+    out = {"torch": other.get("torch"), "fp8_cast": other.get("fp8_cast", "torch float8"),
+           "had_oracle_fix": "oracle_fix" in other}
+    w = read_safetensors_f32(os.path.join(other_dir, "model.safetensors"))
+    assert sorted(w) == sorted(tensors), "the other run has other tensors"
+    out["weights_bit_equal"] = all(np.array_equal(w[k], tensors[k].numpy()) for k in w)
+    for name in ("logits", "draft_logits", "draft_base_logits", "confidence"):
+        theirs = np.load(os.path.join(other_dir, name + ".npy"))
+        out[name + "_max_abs_diff"] = float(np.abs(theirs - mine[name]).max())
+    theirs = np.load(os.path.join(other_dir, "draft_ids.npy"))
+    out["draft_ids_equal"] = bool(np.array_equal(theirs, mine["draft_ids"]))
+    out["its_cross_check_transformers_backbone"] = other.get("cross_check_transformers_backbone")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,6 +531,48 @@ def check_structure(model, spec, ref):
 # Driving the reference
 # --------------------------------------------------------------------------------------------
 
+class IndexKeyFix:
+    """The oracle fix (module docstring): each index-key owner reads its own key cache."""
+
+    def __init__(self, ref):
+        self.ref, self.orig = ref, ref.Indexer.forward
+
+    def install(self):
+        ref, orig = self.ref, self.orig
+
+        def forward(ix, x, qr, latent, start_pos, offset):
+            if ix.owns_k:
+                ref.shared_attn.index_k = ix.k_cache
+            return orig(ix, x, qr, latent, start_pos, offset)
+        ref.Indexer.forward = forward
+
+    def remove(self):
+        self.ref.Indexer.forward = self.orig
+
+
+def make_ids(spec, gen, torch):
+    pool = [i for i in range(spec["vocab_size"]) if i != spec["dspark_noise_token_id"]]
+    pick = torch.randint(0, len(pool), (PROMPT_LEN + DRAFT_STEPS,), generator=gen).tolist()
+    return [pool[i] for i in pick[:PROMPT_LEN]], [pool[i] for i in pick[PROMPT_LEN:]]
+
+
+def decode_vs_prefill(model, prompt, anchors, res, torch):
+    """Each decode row of the sequence against a prefill (start_pos 0) of the same tokens: the
+    last row's logits (rows 0..S) and taps (rows 0..S-1). Returns the per-row max |diff| and the
+    prefill of the T prompt tokens (last row's logits and taps)."""
+    import numpy as np
+    seq, T = prompt + anchors, len(prompt)
+    d_logits, d_taps, first = [], [], None
+    for n in range(T, T + len(anchors) + 1):
+        _, logits, hidden = model(torch.tensor([seq[:n]], dtype=torch.long), 0)
+        lg, tp = logits[0].float().numpy(), hidden[0, -1].float().view(3, -1).numpy()
+        first = first or (lg, tp)
+        d_logits.append(float(np.abs(lg - res["logits"][n - T]).max()))
+        if n - T < len(anchors):
+            d_taps.append(float(np.abs(tp - res["taps"][n - T]).max()))
+    return d_logits, d_taps, first
+
+
 class Taps:
     """Forward hooks that record the drafter's intermediates during forward_spec."""
 
@@ -497,12 +663,6 @@ def run_sequence(model, prompt, anchors, torch):
     return {k: np.stack([t.numpy() for t in v]) for k, v in out.items()}
 
 
-def full_prefill(model, prompt, torch):
-    """One prefill of all T tokens (start_pos 0): the last row's logits and taps."""
-    _, logits, hidden = model(torch.tensor([prompt], dtype=torch.long), 0)
-    return logits[0].float().numpy(), hidden[0, -1].float().view(3, -1).numpy()
-
-
 def self_checks(res, model, spec, torch):
     """Assertions on one run's results; returns the figures for reference.json."""
     import numpy as np
@@ -580,16 +740,62 @@ def config_json(spec):
             "text_config": text}
 
 
+def hf_cross_check(hf_dir, tensors, prompt, anchors, torch):
+    """The same backbone weights through transformers' deepseek_v41 (the oracle of
+    make_golden_v41.py, which our engine matches on configs A and E), single-shot over prompt +
+    anchors with make_golden_v41's oracle fix: the rows T-1..T-1+S against logits.npy. Reported,
+    not asserted: the golden data is the official reference's."""
+    import numpy as np
+    sys.path.insert(0, HERE)
+    import make_golden_v41 as g
+    mod, cfg_mod, shims = g.load_reference(hf_dir)
+    n = SPEC["num_hidden_layers"]
+    spec = {k: v for k, v in SPEC.items() if not k.startswith("dspark_")}
+    spec.update(num_nextn_predict_layers=0, compress_ratios=SPEC["compress_ratios"][:n],
+                seq_len=len(prompt) + len(anchors))
+    cfg = g.build_config(cfg_mod, spec)
+    model = mod.DeepseekV41ForCausalLM(cfg).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(tensors[g.official_name(name)])
+    undo = g.install_oracle_fix(mod)
+    logits = g.forward_logits(model, torch.tensor([prompt + anchors]), spec["sliding_window"],
+                              torch)
+    undo()
+    return logits[len(prompt) - 1:].numpy().astype(np.float32), shims
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--reference", default=os.path.join(HERE, "reference_v41_official"))
     ap.add_argument("--selftest", action="store_true", help="checks and one sequence, no files")
+    ap.add_argument("--emulate-fp8-cast", action="store_true",
+                    help="for a torch without the float8 dtypes: emulate kernel_cpu's e4m3 cast")
+    ap.add_argument("--compare-run", default=None,
+                    help="an earlier run's D dir to compare with (reported in reference.json)")
+    ap.add_argument("--hf-reference", default=None,
+                    help="also run the backbone through transformers' modeling file in this dir "
+                         "(tools/reference_v41) and report the difference in reference.json")
     args = ap.parse_args()
     import numpy as np
     import torch
     torch.set_default_dtype(torch.float32)
+    missing = [n for n in FP8_DTYPES if not hasattr(torch, n)]
+    fp8_cast = f"torch.float8_e4m3fn (torch {torch.__version__})"
+    if missing:
+        if not args.emulate_fp8_cast:
+            die(f"torch {torch.__version__} lacks {missing}: use a newer torch, or "
+                f"--emulate-fp8-cast")
+        install_fp8_emulation(torch)
     ref, kernel, shims = load_reference(args.reference)
+    if missing:
+        n_checked = check_e4m3_round(torch, torch.Generator().manual_seed(11))
+        kernel._to_e4m3_satfinite = lambda x: e4m3_round(x, torch)
+        fp8_cast = (f"emulated (torch {torch.__version__} lacks {missing}): "
+                    f"kernel_cpu._to_e4m3_satfinite replaced by e4m3_round, checked against a "
+                    f"brute-force e4m3 rounding on {n_checked} values")
+        shims.append("fp8 dtypes: " + fp8_cast)
     k32 = Float32Kernels(ref, kernel, torch)
     kernel_checks = k32.check(torch.Generator().manual_seed(7))
     k32.install()
@@ -597,13 +803,32 @@ def main():
           f"kernel twins: {kernel_checks}", flush=True)
 
     spec = SPEC
-    V, B = spec["vocab_size"], spec["dspark_block_size"]
+    fix = IndexKeyFix(ref)
+
+    # The oracle fix is a no-op with a single KV source (no other layer's keys to read).
+    single = dict(SPEC, compress_ratios=[0, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0],
+                  kv_source_layer_ids=[1], index_source_layer_ids=[1, 4],
+                  candidate_source_layer_id=1)
+    single_res = []
+    for installed in (False, True):
+        fix.install() if installed else fix.remove()
+        _, m1, g1 = make_model(ref, single, SEED, torch)
+        check_structure(m1, single, ref)
+        single_res.append(run_sequence(m1, *make_ids(single, g1, torch), torch))
+    for k in single_res[0]:
+        assert np.array_equal(single_res[0][k], single_res[1][k]), f"fix changed single-source {k}"
+
+    # Config D as the reference is (kept for the record), then with the fix (the golden data).
+    fix.remove()
+    _, model_raw, gen_raw = make_model(ref, spec, SEED, torch)
+    prompt, anchors = make_ids(spec, gen_raw, torch)
+    res_raw = run_sequence(model_raw, prompt, anchors, torch)
+    raw_logits_vs_prefill, raw_taps_vs_prefill, _ = decode_vs_prefill(
+        model_raw, prompt, anchors, res_raw, torch)
+    fix.install()
     margs, model, gen = make_model(ref, spec, SEED, torch)
     check_structure(model, spec, ref)
-    pool = [i for i in range(V) if i != spec["dspark_noise_token_id"]]
-    pick = torch.randint(0, len(pool), (PROMPT_LEN + DRAFT_STEPS,), generator=gen).tolist()
-    prompt = [pool[i] for i in pick[:PROMPT_LEN]]
-    anchors = [pool[i] for i in pick[PROMPT_LEN:]]
+    assert make_ids(spec, gen, torch) == (prompt, anchors)
 
     res = run_sequence(model, prompt, anchors, torch)
     emb, mhead, conf_w = self_checks(res, model, spec, torch)
@@ -612,28 +837,57 @@ def main():
     assert k32.calls["fp4_gemm"] == 0 and k32.calls["fp4_act_quant_other"] == 0
     assert k32.calls["act_quant_inplace"] > 0 and k32.calls["fp4_act_quant_inplace"] > 0
 
-    # The prefill of T-1 tokens plus one decode step against one prefill of all T tokens.
-    full_logits, full_taps = full_prefill(model, prompt, torch)
-    d_logits = float(np.abs(full_logits - res["logits"][0]).max())
-    d_taps = float(np.abs(full_taps - res["taps"][0]).max())
-    assert d_logits < 1e-3 and d_taps < 1e-3, (d_logits, d_taps)
+    # Every decode row against the reference's own prefill of the same tokens (row 0: the
+    # prefill of T-1 tokens plus one decode step against one prefill of all T tokens).
+    fixed_logits_vs_prefill, fixed_taps_vs_prefill, (full_logits, full_taps) = decode_vs_prefill(
+        model, prompt, anchors, res, torch)
+    assert max(fixed_logits_vs_prefill) < 1e-3, fixed_logits_vs_prefill
+    assert max(fixed_taps_vs_prefill) < 1e-3, fixed_taps_vs_prefill
     assert int(full_logits.argmax()) == int(res["logits"][0].argmax())
+    fix_effect = {
+        "single_source_no_op_bit_equal": True,
+        "as_is_decode_vs_own_prefill_logits_max_abs_diff_per_row": raw_logits_vs_prefill,
+        "as_is_decode_vs_own_prefill_taps_max_abs_diff_per_row": raw_taps_vs_prefill,
+        "fixed_decode_vs_own_prefill_logits_max_abs_diff_per_row": fixed_logits_vs_prefill,
+        "fixed_decode_vs_own_prefill_taps_max_abs_diff_per_row": fixed_taps_vs_prefill,
+        "fix_changed_logits_max_abs_per_row":
+            np.abs(res["logits"] - res_raw["logits"]).max(axis=-1).tolist(),
+        "as_is_draft_ids": res_raw["draft_ids"].tolist(),
+        "fix_changed_draft_ids": not np.array_equal(res["draft_ids"], res_raw["draft_ids"]),
+    }
+    d_logits, d_taps = fixed_logits_vs_prefill[0], fixed_taps_vs_prefill[0]
 
     # Determinism: a fresh model from the same seed, the same sequence, the same bits.
     _, model2, _ = make_model(ref, spec, SEED, torch)
     res2 = run_sequence(model2, prompt, anchors, torch)
     for k in res:
         assert np.array_equal(res[k], res2[k]), f"second run differs in {k}"
-    print(f"self-checks passed: drafts {res['draft_ids'].tolist()}; prefill-vs-decode "
-          f"logits {d_logits:.2e} taps {d_taps:.2e}; {figures}", flush=True)
+    print(f"self-checks passed: drafts {res['draft_ids'].tolist()} (as is: "
+          f"{res_raw['draft_ids'].tolist()}); decode vs own prefill, logits per row: fixed "
+          f"{[f'{v:.1e}' for v in fixed_logits_vs_prefill]}, as is "
+          f"{[f'{v:.1e}' for v in raw_logits_vs_prefill]}; {figures}", flush=True)
     if args.selftest:
         return
 
     d = os.path.join(args.out, "D")
     os.makedirs(d, exist_ok=True)
-    from safetensors.torch import save_file
     tensors = tensors_to_save(model, spec, torch)
-    save_file(tensors, os.path.join(d, "model.safetensors"))
+    writer = save_safetensors(tensors, os.path.join(d, "model.safetensors"), torch)
+    compared = compare_run(args.compare_run, res, res_raw, tensors) if args.compare_run else None
+    if compared:
+        print(f"compared with {args.compare_run}: {compared}", flush=True)
+    cross = None
+    if args.hf_reference:
+        import transformers
+        hf_rows, hf_shims = hf_cross_check(args.hf_reference, tensors, prompt, anchors, torch)
+        diff = np.abs(hf_rows - res["logits"]).max(axis=-1)
+        cross = {"oracle": "transformers deepseek_v41 (tools/reference_v41), single shot over "
+                           "prompt + anchors, make_golden_v41's oracle fix",
+                 "transformers": transformers.__version__, "shims": hf_shims,
+                 "logits_rows_max_abs_diff": diff.tolist(),
+                 "argmax_agree": (hf_rows.argmax(-1) == res["logits"].argmax(-1)).tolist()}
+        print(f"transformers backbone vs official reference: max|diff| per row "
+              f"{[f'{v:.2e}' for v in diff]}", flush=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(config_json(spec), f, indent=2)
     T = PROMPT_LEN
@@ -657,8 +911,14 @@ def main():
         "ring": res["ring"],                         # [S, stages, W, head_dim]
         "full_prefill_last_logits": full_logits,     # [V]
         "full_prefill_taps_last": full_taps,         # [3, D]
+        "logits_as_is": res_raw["logits"],           # [1+S, V] without the oracle fix
+        "draft_ids_as_is": res_raw["draft_ids"],     # [S, B]
+        "draft_logits_as_is": res_raw["draft_logits"],  # [S, B, V]
+        "confidence_as_is": res_raw["confidence"],   # [S, B]
     }
-    np.savez(os.path.join(d, "debug.npz"), **{k: v.astype(np.float32) for k, v in debug.items()})
+    np.savez(os.path.join(d, "debug.npz"),
+             **{k: v.astype(np.float32 if v.dtype.kind == "f" else np.int32)
+                for k, v in debug.items()})
     mtp = {k: list(v.shape) for k, v in tensors.items() if k.startswith("mtp.")}
 
     def margin(x):  # how far the argmax is from a tie, for a port's tolerance
@@ -703,6 +963,10 @@ def main():
                 "model.float() before randomizing",
             ],
         },
+        "oracle_fix": "Indexer.forward of an index-key owner first points shared_attn.index_k "
+                      "at its own k_cache (as is, a ratio>1 owner whose group is incomplete in a "
+                      "decode step reads the keys of the KV source that published last)",
+        "oracle_fix_checks": fix_effect,
         "kernel_call_counts": k32.calls,
         "shims": shims,
         "extra_tensors": f"'*.{EXTRA_TENSORS}' for every layer and stage (random, unused: the "
@@ -719,6 +983,10 @@ def main():
             prefill_T_minus_1_plus_decode_vs_full_prefill_logits_max_abs_diff=d_logits,
             prefill_T_minus_1_plus_decode_vs_full_prefill_taps_max_abs_diff=d_taps),
         "debug_npz": {k: list(v.shape) for k, v in debug.items()},
+        "cross_check_transformers_backbone": cross,
+        "compared_with_run": compared,
+        "fp8_cast": fp8_cast,
+        "safetensors_writer": writer,
         "figures": {"max_abs_logit": float(np.abs(res["logits"]).max()),
                     "max_abs_draft_logit": float(np.abs(res["draft_logits"]).max()),
                     "max_abs_markov_bias": float(np.abs(res["markov_bias"]).max()),
