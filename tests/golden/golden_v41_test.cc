@@ -11,7 +11,11 @@
 // docs/architecture.md "DeepSeek-V4.1".
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "io/npy.h"
@@ -127,6 +131,107 @@ TEST_P(GoldenV41Test, HalfPrefillThenDecode) {
 // window-KV value of its golden sits within an ulp of an e4m3 rounding tie, so E also checks that
 // Engram's residual add rounds as the reference's (engram.cc is built without FMA contraction).
 INSTANTIATE_TEST_SUITE_P(Configs, GoldenV41Test, ::testing::Values("A", "E"));
+
+// Config D: the DSpark drafter against DeepSeek's own V4.1 inference code (tools/
+// make_golden_dspark.py, float32, with its decode-path index-key fix: reference.json). The prompt
+// of 40 tokens is prefilled (in `sizes`), then six times: draft after the anchor (the block's
+// corrected and base logits, drafts, raw confidences), then commit the anchor (the target's
+// logits). Logits within 1e-4 of the reference's largest, the same top-1 everywhere (the drafts
+// are the corrected logits' argmax), confidences within 1e-4; every prefill schedule the same bits.
+class GoldenDSparkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = Dir("D");
+    auto m = Model::Load(dir_, {2, /*dspark=*/true});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(*m);
+    std::ifstream in(dir_ + "/ids.json");
+    const auto j = nlohmann::json::parse(in);
+    prompt_ = j["prompt"].get<std::vector<int32_t>>();
+    anchors_ = j["anchors"].get<std::vector<int32_t>>();
+    for (const char* name : {"logits", "draft_logits", "draft_base_logits", "confidence"}) {
+      auto a = io::ReadNpyF32(dir_ + "/" + name + ".npy");
+      ASSERT_TRUE(a.ok()) << name << ": " << a.status().ToString();
+      ref_[name] = a->data;
+    }
+  }
+
+  struct Run {
+    std::vector<float> logits, drafts, base, confidence;
+    std::vector<int32_t> ids;
+  };
+  Run Drive(const std::vector<int>& sizes) {
+    Run r;
+    auto s = model_->NewSequence(8);
+    size_t at = 0;
+    for (int n : sizes) {
+      std::vector<int32_t> chunk(prompt_.begin() + at, prompt_.begin() + at + n);
+      at += n;
+      auto out = model_->Forward({{s.get(), chunk, 1}}, LogitsRows::kTail);
+      EXPECT_TRUE(out.ok());
+      if (at == prompt_.size()) r.logits = *out;
+    }
+    for (int32_t anchor : anchors_) {
+      auto d = model_->DraftDSpark({{s.get(), anchor}}, /*logits=*/true);
+      EXPECT_TRUE(d.ok()) << d.status().ToString();
+      const DSparkDraft& x = d->at(0);
+      r.drafts.insert(r.drafts.end(), x.logits.begin(), x.logits.end());
+      r.base.insert(r.base.end(), x.base.begin(), x.base.end());
+      r.confidence.insert(r.confidence.end(), x.confidence.begin(), x.confidence.end());
+      r.ids.insert(r.ids.end(), x.ids.begin(), x.ids.end());
+      auto out = model_->Forward({{s.get(), {anchor}, 1}}, LogitsRows::kTail);
+      EXPECT_TRUE(out.ok());
+      r.logits.insert(r.logits.end(), out->begin(), out->end());
+    }
+    return r;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> prompt_, anchors_;
+  std::map<std::string, std::vector<float>> ref_;
+};
+
+TEST_F(GoldenDSparkTest, DraftsAndLogitsMatchTheOfficialReference) {
+  const int64_t V = model_->config().vocab_size, B = model_->config().dspark_block_size;
+  const int64_t S = static_cast<int64_t>(anchors_.size());
+  const Run got = Drive({static_cast<int>(prompt_.size())});
+  ASSERT_EQ(got.logits.size(), ref_["logits"].size());
+  ASSERT_EQ(got.drafts.size(), ref_["draft_logits"].size());
+  ASSERT_EQ(got.drafts.size(), static_cast<size_t>(S * B * V));
+  const double target = testing::RelativeError(got.logits, ref_["logits"]);
+  const double drafts = testing::RelativeError(got.drafts, ref_["draft_logits"]);
+  const double base = testing::RelativeError(got.base, ref_["draft_base_logits"]);
+  double conf = 0;
+  for (size_t i = 0; i < got.confidence.size(); ++i) {
+    conf = std::max(conf, std::abs(double{got.confidence[i]} - ref_["confidence"][i]) /
+                              std::max(1.0, std::abs(double{ref_["confidence"][i]})));
+  }
+  std::printf(
+      "DSpark vs the reference: target logits %.2e, draft logits %.2e (base %.2e), "
+      "confidence %.2e\n",
+      target, drafts, base, conf);
+  EXPECT_LE(target, 1e-4);
+  EXPECT_LE(drafts, 1e-4);
+  EXPECT_LE(base, 1e-4);
+  EXPECT_LE(conf, 1e-4);
+  EXPECT_EQ(testing::ArgmaxRows(got.logits, V), testing::ArgmaxRows(ref_["logits"], V));
+  const auto want_ids = testing::ArgmaxRows(ref_["draft_logits"], V);
+  ASSERT_EQ(got.ids.size(), want_ids.size());
+  for (size_t i = 0; i < want_ids.size(); ++i) {
+    EXPECT_EQ(got.ids[i], want_ids[i]) << "step " << i / B << " slot " << i % B;
+  }
+}
+
+TEST_F(GoldenDSparkTest, EveryPrefillScheduleGivesTheSameBits) {
+  const Run whole = Drive({static_cast<int>(prompt_.size())});
+  for (const auto& [name, sizes] : testing::Schedules(static_cast<int>(prompt_.size()), 11)) {
+    const Run r = Drive(sizes);
+    EXPECT_EQ(r.logits, whole.logits) << name;
+    EXPECT_EQ(r.drafts, whole.drafts) << name;
+    EXPECT_EQ(r.confidence, whole.confidence) << name;
+  }
+}
 
 }  // namespace
 }  // namespace dsinfer::model::deepseek_v41
