@@ -176,14 +176,7 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
                            " entries but num_hidden_layers + num_nextn_predict_layers = " +
                            std::to_string(n + c.num_nextn_predict_layers));
   }
-  for (int i = n; i < total; ++i) {
-    if (c.compress_ratios[i] != 0) {
-      return Unimplemented("config.json: compress_ratios gives DSpark draft layer " +
-                           std::to_string(i - n) + " ratio " +
-                           std::to_string(c.compress_ratios[i]) +
-                           " (draft layers are sliding-window only: 0)");
-    }
-  }
+  c.dspark_compress_ratios.assign(c.compress_ratios.begin() + n, c.compress_ratios.end());
   c.compress_ratios.resize(n);
   for (int r : c.compress_ratios) {
     if (r < 0) return InvalidArgument("config.json: compress_ratios has a negative entry");
@@ -343,22 +336,35 @@ Status DeepseekV41Config::Validate() const {
   if (num_nextn_predict_layers < 0 || num_nextn_predict_layers > 16) {
     return bad("num_nextn_predict_layers must be in [0, 16]");
   }
-  if (has_dspark()) {
-    if (dspark_block_size < 1 || dspark_block_size > 16)
-      return bad("dspark_block_size must be in [1, 16]");
-    if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
-      return bad("dspark_noise_token_id must be a token id of the vocabulary");
-    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
-      const int l = dspark_target_layer_ids[i];
-      if (l < 0 || l >= n || (i > 0 && l <= dspark_target_layer_ids[i - 1])) {
-        return bad("dspark_target_layer_ids must be increasing backbone layers, not " +
-                   std::to_string(l));
-      }
+  return Status::Ok();
+}
+
+Status DeepseekV41Config::ValidateDSpark() const {
+  auto bad = [](const std::string& what) { return InvalidArgument("config.json: " + what); };
+  if (!has_dspark()) {
+    return InvalidArgument("the model has no DSpark draft layers (num_nextn_predict_layers is 0)");
+  }
+  if (dspark_block_size < 1 || dspark_block_size > 16)
+    return bad("dspark_block_size must be in [1, 16]");
+  if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
+    return bad("dspark_noise_token_id must be a token id of the vocabulary");
+  for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+    const int l = dspark_target_layer_ids[i];
+    if (l < 0 || l >= num_layers || (i > 0 && l <= dspark_target_layer_ids[i - 1])) {
+      return bad("dspark_target_layer_ids must be increasing backbone layers, not " +
+                 std::to_string(l));
     }
-    if (dspark_markov_rank < 0) return bad("dspark_markov_rank must be >= 0");
-    if (dspark_n_routed_experts <= 0 || dspark_num_experts_per_tok <= 0 ||
-        dspark_num_experts_per_tok > dspark_n_routed_experts) {
-      return bad("bad DSpark MoE sizes (dspark_n_routed_experts, dspark_num_experts_per_tok)");
+  }
+  if (dspark_markov_rank < 0) return bad("dspark_markov_rank must be >= 0");
+  if (dspark_n_routed_experts <= 0 || dspark_num_experts_per_tok <= 0 ||
+      dspark_num_experts_per_tok > dspark_n_routed_experts) {
+    return bad("bad DSpark MoE sizes (dspark_n_routed_experts, dspark_num_experts_per_tok)");
+  }
+  for (size_t s = 0; s < dspark_compress_ratios.size(); ++s) {
+    if (dspark_compress_ratios[s] != 0) {
+      return Unimplemented(
+          "config.json: compress_ratios gives DSpark draft layer " + std::to_string(s) + " ratio " +
+          std::to_string(dspark_compress_ratios[s]) + " (draft layers are sliding-window only: 0)");
     }
   }
   return Status::Ok();

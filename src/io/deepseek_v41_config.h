@@ -81,8 +81,9 @@ struct DeepseekV41Config {
   int dspark_markov_rank = 256;
   int dspark_n_routed_experts = 128;
   int dspark_num_experts_per_tok = 3;
-  bool has_vision = false;      // a vision_config is present (the tower is not built)
-  int64_t image_token_id = -1;  // >= 0 when the config names one
+  std::vector<int> dspark_compress_ratios;  // compress_ratios' draft-layer entries (must be 0)
+  bool has_vision = false;                  // a vision_config is present (the tower is not built)
+  int64_t image_token_id = -1;              // >= 0 when the config names one
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   int fp8_block_size = 128;  // quantization_config.weight_block_size
@@ -95,8 +96,10 @@ struct DeepseekV41Config {
   int KvSourceOf(int layer) const;
 
   // Checks the reference's constraints plus the ones this engine needs; InvalidArgument /
-  // Unimplemented naming the field otherwise.
+  // Unimplemented naming the field otherwise. The DSpark fields are checked apart, when the
+  // drafter is loaded (ValidateDSpark), so that a config's unused draft keys never refuse a model.
   Status Validate() const;
+  Status ValidateDSpark() const;
 };
 
 // Parses config.json text (composite with `text_config`, or a flat text config).

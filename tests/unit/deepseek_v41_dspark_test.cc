@@ -2,7 +2,7 @@
 // loading, and that a draft depends only on the sequence's tokens and the anchor — not on how the
 // tokens were chunked, not on drafts verified and rolled back before, not on the other sequences
 // drafted with it — and leaves the sequence's state as it was. The golden comparison against
-// DeepSeek's reference is tests/golden/golden_v41_test.cc (config D).
+// DeepSeek's reference is tests/golden/golden_v41_test.cc (GoldenDSparkTest, config D).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,11 +47,17 @@ TEST(DSparkConfigTest, KeysDefaultsAndValidation) {
   EXPECT_EQ(again->dspark_noise_token_id, 7);
   EXPECT_EQ(again->dspark_num_experts_per_tok, 3);
 
-  // Defaults: the taps are the last three layers (the release's 37-39 of 40).
-  auto d = io::ParseDeepseekV41Config(TextConfig(R"(, "dspark_noise_token_id": 9)"));
+  EXPECT_TRUE(c->ValidateDSpark().ok());
+
+  // Defaults: 3 draft layers (the reference's), the taps the last three layers (the release's
+  // 37-39 of 40). The release's noise id is outside this vocabulary: the model loads all the same,
+  // only its drafter is refused.
+  auto d = io::ParseDeepseekV41Config(TextConfig(""));
   ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->num_nextn_predict_layers, 3);
   EXPECT_EQ(d->dspark_target_layer_ids, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(d->dspark_block_size, 5);
+  EXPECT_NE(d->ValidateDSpark().message().find("dspark_noise_token_id"), std::string::npos);
 
   for (const char* bad : {
            R"(, "dspark_noise_token_id": 300)",
@@ -64,12 +70,14 @@ TEST(DSparkConfigTest, KeysDefaultsAndValidation) {
            R"(, "dspark_noise_token_id": 9, "compress_ratios": [0, 0, 0, 0, 0, 2, 0])",
        }) {
     auto r = io::ParseDeepseekV41Config(TextConfig(bad));
-    EXPECT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find(std::string(bad).find("compress") != std::string::npos
-                                            ? "compress_ratios"
-                                            : "dspark"),
-              std::string::npos)
-        << r.status().message();
+    ASSERT_TRUE(r.ok()) << bad << ": the text model loads; " << r.status().ToString();
+    const Status st = r->ValidateDSpark();
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(
+        st.message().find(std::string(bad).find("compress") != std::string::npos ? "compress_ratios"
+                                                                                 : "dspark"),
+        std::string::npos)
+        << st.message();
   }
 }
 
@@ -155,12 +163,16 @@ TEST_F(DSparkModelTest, DraftDependsOnlyOnTheTokens) {
     auto s = Fed(ids, sizes);
     ExpectSame(Draft(s.get(), 5), want, name);
   }
-  // Drafts verified then rolled back (a verify chunk of 1 + 4 rows, 3 rejected).
+  // Drafts verified then rolled back (a chunk of 5 rows, the last 2 rolled back).
   auto s = Fed(std::vector<int32_t>(ids.begin(), ids.begin() + 26), {26});
   ASSERT_TRUE(
       model_->Forward({{s.get(), {ids[26], ids[27], ids[28], 3, 4}, 5}}, LogitsRows::kTail).ok());
   ASSERT_TRUE(s->Rollback(29).ok());
   ExpectSame(Draft(s.get(), 5), want, "after a rollback");
+  // A rollback of the whole slack (8) after the rings wrapped.
+  ASSERT_TRUE(model_->Forward({{s.get(), {1, 2, 3, 4, 5, 6, 7, 8}, 1}}, LogitsRows::kTail).ok());
+  ASSERT_TRUE(s->Rollback(29).ok());
+  ExpectSame(Draft(s.get(), 5), want, "after a rollback of the whole slack");
   // Drafted in a batch with other sequences.
   auto other = Fed(Ids(11, 3), {11});
   auto copy = Fed(ids, {29});

@@ -141,5 +141,41 @@ TEST(DraftLengthTest, CostModelPicksTheCheapestLengthPerToken) {
   EXPECT_EQ(DraftLength(4, false).Next(&dear, 1), 4);
 }
 
+// DSpark's confidence head: the verified length from the drafts' own acceptance probabilities.
+TEST(DraftLengthTest, SurvivalOfScoredDraftsSetsTheLength) {
+  const std::vector<float> p = {0.9f, 0.8f, 0.5f, 0.2f, 0.9f};  // survival .9 .72 .36 .072 .065
+  EXPECT_EQ(DraftLength(5, false).FromSurvival(p), 5) << "not adaptive: every draft";
+  EXPECT_EQ(DraftLength(3, false).FromSurvival(p), 3) << "at most the maximum";
+  EXPECT_EQ(DraftLength(8, false).FromSurvival(p), 5) << "at most the drafts";
+  // Before the cost model: the drafts while their survival is at least 0.3, at least one.
+  EXPECT_EQ(DraftLength(5, true).FromSurvival(p), 3);
+  EXPECT_EQ(DraftLength(5, true).FromSurvival({0.1f, 0.9f}), 1);
+  EXPECT_EQ(DraftLength(5, true).FromSurvival({}), 0);
+  // With it: the k with the least expected time per token, the drafting itself already paid.
+  StepCostModel m;
+  for (int i = 0; i < 16; ++i) m.ObserveStep(1 + i % 8, 0.01 + 1e-3 * (1 + i % 8));
+  m.ObserveDrafting(5, 5.0);  // dear drafting changes nothing: it is sunk
+  for (int64_t batch : {int64_t{1}, int64_t{64}}) {
+    int want = 0;
+    const double base = m.SequenceCost(0, batch);
+    double best = base, tokens = 1, survival = 1;
+    for (int k = 1; k <= 5; ++k) {
+      survival *= p[k - 1];
+      tokens += survival;
+      const double cost = (base + m.per_row() * k) / tokens;
+      if (cost < best) {
+        best = cost;
+        want = k;
+      }
+    }
+    EXPECT_EQ(DraftLength(5, true).FromSurvival(p, &m, batch), want) << "batch " << batch;
+    EXPECT_GT(want, 0);
+  }
+  // Rows as dear as steps and drafts the head doubts: none.
+  StepCostModel rows;
+  for (int i = 0; i < 16; ++i) rows.ObserveStep(1 + i % 8, 0.01 * (1 + i % 8));
+  EXPECT_EQ(DraftLength(5, true).FromSurvival({0.05f, 0.05f}, &rows, 1), 0);
+}
+
 }  // namespace
 }  // namespace dsinfer::speculative

@@ -45,6 +45,11 @@ class V4LanguageModel final : public LanguageModel {
         "MTP speculative decoding: the model has no MTP layer "
         "(num_nextn_predict_layers is 0)");
   }
+  Status SupportsDSpark() const override {
+    return InvalidArgument(
+        "DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter; its drafter is the MTP "
+        "layer (--speculative-method mtp)");
+  }
   int64_t stream_width() const override {
     return int64_t{model_->config().hc_mult} * model_->config().hidden_size;
   }

@@ -13,6 +13,7 @@
 #include "model/deepseek_v4/latent_attention.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v41/model.h"
+#include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/state_layout.h"
 
 namespace dsinfer::model::deepseek_v41 {
@@ -31,7 +32,8 @@ void Model::WriteDraftContext(const TokenBatch& batch, const std::vector<float>&
   const int64_t n = batch.size(), D = c.hidden_size, d = c.head_dim;
   const int64_t T = static_cast<int64_t>(c.dspark_target_layer_ids.size());
   const float eps = static_cast<float>(c.rms_norm_eps);
-  std::vector<float> main_x(static_cast<size_t>(n * D)), kv(static_cast<size_t>(n * d));
+  std::vector<float> main_x(static_cast<size_t>(n * D));  // [n, D]
+  std::vector<float> kv(static_cast<size_t>(n * d));      // [n, d] one stage's K=V
   cpu::Linear(taps.data(), n, T * D, w.main_proj.view(), D, main_x.data(), pool_.get());
   cpu::RmsNorm(main_x.data(), n, D, w.main_norm.data(), eps);
   const KvFormat format = WindowFormat(c);
@@ -61,6 +63,7 @@ StatusOr<std::vector<DSparkDraft>> Model::DraftDSpark(const std::vector<DSparkRe
   const int64_t n = R * B, D = c.hidden_size, hc = c.hc_mult, H = c.num_heads, d = c.head_dim;
   const int64_t V = c.vocab_size, r = c.dspark_markov_rank, W = c.sliding_window;
   const float eps = static_cast<float>(c.rms_norm_eps);
+  // The R blocks' rows, request-major: ids and positions [R * B].
   std::vector<int32_t> ids(static_cast<size_t>(n), static_cast<int32_t>(c.dspark_noise_token_id));
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t q = 0; q < R; ++q) {
@@ -75,13 +78,13 @@ StatusOr<std::vector<DSparkDraft>> Model::DraftDSpark(const std::vector<DSparkRe
   }
 
   // The block on every stream; the first site collapses stream 0 (the stages chain their mixes).
-  std::vector<float> X = HcEmbed(weights_->embed, ids, hc, D);
-  std::vector<float> pre(static_cast<size_t>(n * hc), 0.0f);
+  std::vector<float> X = HcEmbed(weights_->embed, ids, hc, D);  // [n, hc, D]
+  std::vector<float> pre(static_cast<size_t>(n * hc), 0.0f);    // [n, hc] the incoming pre
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
-  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
+  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));  // [n, D]
   std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
-  std::vector<float> comb(static_cast<size_t>(n * hc * hc));
-  std::vector<float> o(static_cast<size_t>(n * H * d));
+  std::vector<float> comb(static_cast<size_t>(n * hc * hc));  // [n, hc, hc]
+  std::vector<float> o(static_cast<size_t>(n * H * d));       // [n, H, d] attention output
   const deepseek_v4::LatentDims dims = deepseek_v4::LatentDims::Of(c);
   const KvFormat format = WindowFormat(c);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -97,12 +100,12 @@ StatusOr<std::vector<DSparkDraft>> Model::DraftDSpark(const std::vector<DSparkRe
         deepseek_v4::ProjectLatentInputs(st.attn, dims, u.data(), n, pool_.get());
     RopeRows(in.q.data(), n, H, d, c.rope_head_dim, rope_.main, pos.data(), false);
     RopeRows(in.kv.data(), n, 1, d, c.rope_head_dim, rope_.main, pos.data(), false);
-    std::vector<float> row(static_cast<size_t>(format.row_floats()));
-    for (int64_t t = 0; t < n; ++t) format.Pack(in.kv.data() + t * d, row.data());
+    // The block's K=V onto the FP8 grid, as the context rows (not stored).
+    for (int64_t t = 0; t < n; ++t) Fp8BlockSim(in.kv.data() + t * d, d, 32);
     for (int64_t q = 0; q < R; ++q) {
       const PositionRing& ring = requests[static_cast<size_t>(q)].state->draft(s);
       const int64_t end = ring.end(), first = std::max<int64_t>(0, end - W);
-      std::vector<float> context(static_cast<size_t>((end - first) * d));
+      std::vector<float> context(static_cast<size_t>((end - first) * d));  // [rows, d]
       for (int64_t p = first; p < end; ++p)
         format.Unpack(ring.Row(p), context.data() + (p - first) * d);
       std::vector<const float*> keys;
@@ -130,17 +133,17 @@ StatusOr<std::vector<DSparkDraft>> Model::DraftDSpark(const std::vector<DSparkRe
   }
 
   // Head: the collapse with the last site's pre (xh, pre-norm), norm, the trunk's head.
-  std::vector<float> xh(static_cast<size_t>(n * D));
+  std::vector<float> xh(static_cast<size_t>(n * D));  // [n, D] before the norm
   HcCollapse(draft_mixing_, X.data(), pre.data(), n, xh.data());
   u = xh;
   cpu::RmsNorm(u.data(), n, D, w.norm.data(), eps);
-  std::vector<float> base(static_cast<size_t>(n * V));
+  std::vector<float> base(static_cast<size_t>(n * V));  // [n, V]
   cpu::Linear(u.data(), n, D, weights_->head.view(), V, base.data(), pool_.get());
 
   // The Markov term of the previous token and the confidence, slot by slot.
   std::vector<DSparkDraft> out(static_cast<size_t>(R));
-  std::vector<float> e(static_cast<size_t>(r)), bias(static_cast<size_t>(V)),
-      row(static_cast<size_t>(V));
+  std::vector<float> e(static_cast<size_t>(r));  // [r] the previous token's Markov embedding
+  std::vector<float> bias(static_cast<size_t>(V)), row(static_cast<size_t>(V));  // [V]
   for (int64_t q = 0; q < R; ++q) {
     DSparkDraft& dr = out[static_cast<size_t>(q)];
     int32_t prev = requests[static_cast<size_t>(q)].anchor;

@@ -129,6 +129,7 @@ Status WriteRandomModel(const io::DeepseekV41Config& config, const std::string& 
     return Unimplemented("DeepSeek-V4.1 presets are written with f32 or bf16 weights");
   }
   DSINFER_RETURN_IF_ERROR(config.Validate());
+  if (config.has_dspark()) DSINFER_RETURN_IF_ERROR(config.ValidateDSpark());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());

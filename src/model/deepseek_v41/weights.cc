@@ -94,9 +94,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
 
 StatusOr<std::unique_ptr<DSparkWeights>> DSparkWeights::Load(const io::Checkpoint& ckpt,
                                                              const io::DeepseekV41Config& config) {
-  if (!config.has_dspark()) {
-    return InvalidArgument("the model has no DSpark draft layers (num_nextn_predict_layers is 0)");
-  }
+  DSINFER_RETURN_IF_ERROR(config.ValidateDSpark());
   const TensorLoader loader(ckpt, DSparkWeightSchema(config), config.fp8_block_size);
   auto w = std::make_unique<DSparkWeights>();
   const int stages = config.num_nextn_predict_layers;
