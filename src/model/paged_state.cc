@@ -41,6 +41,11 @@ void PositionRing::Truncate(int64_t new_end) {
   end_ = new_end;
 }
 
+void PositionRing::Restart(int64_t pos) {
+  DSINFER_CHECK(pos >= end_);
+  end_ = oldest_ = pos;
+}
+
 void PositionRing::CopyFrom(const PositionRing& other) {
   DSINFER_CHECK(other.capacity_ == capacity_ && other.width() == width());
   for (int64_t slot = 0; slot < capacity_; ++slot) {

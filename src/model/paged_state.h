@@ -78,6 +78,9 @@ class PositionRing {
   void Append(const float* row);
   // Forgets positions >= new_end; rows below it stay readable.
   void Truncate(int64_t new_end);
+  // Empties the ring and moves it on to `pos` (>= end()): the next Append is position pos (the
+  // positions skipped would have left the ring before the rows appended next are read).
+  void Restart(int64_t pos);
   // Copies every slot and the positions of `other` (same geometry).
   void CopyFrom(const PositionRing& other);
   size_t bytes() const { return static_cast<size_t>(capacity_ * width()) * sizeof(float); }

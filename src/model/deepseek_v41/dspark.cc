@@ -24,12 +24,26 @@ using deepseek_v4::HcEmbed;
 using deepseek_v4::HcMixes;
 using deepseek_v4::HcPost;
 
+std::vector<int64_t> Model::DraftContextRows(const TokenBatch& batch) const {
+  std::vector<int64_t> rows;
+  for (const BatchSegment& seg : batch.segments) {
+    const int64_t keep = std::min(seg.count, seg.state->draft(0).capacity());
+    for (int64_t i = seg.count - keep; i < seg.count; ++i) rows.push_back(seg.begin + i);
+  }
+  return rows;
+}
+
 // The context of a row: main_x = main_norm(main_proj(taps)); per stage s its K=V
 // fp8_sim(RoPE(kv_norm_s(wkv_s(main_x)))) at the row's position, as the stage's window rows.
-void Model::WriteDraftContext(const TokenBatch& batch, const std::vector<float>& taps) {
+// Only the rows the rings keep are computed (a long prefill chunk's earlier rows would leave the
+// rings before they are read).
+void Model::WriteDraftContext(const TokenBatch& batch, const std::vector<int64_t>& tap_rows,
+                              const std::vector<float>& taps) {
   const auto& c = config_;
   const DSparkWeights& w = *dspark_;
-  const int64_t n = batch.size(), D = c.hidden_size, d = c.head_dim;
+  const int64_t n = static_cast<int64_t>(tap_rows.size()), D = c.hidden_size, d = c.head_dim;
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[i] = batch.positions[tap_rows[i]];
   const int64_t T = static_cast<int64_t>(c.dspark_target_layer_ids.size());
   const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> main_x(static_cast<size_t>(n * D));  // [n, D]
@@ -42,12 +56,15 @@ void Model::WriteDraftContext(const TokenBatch& batch, const std::vector<float>&
     const auto& a = w.stages[static_cast<size_t>(s)].attn;
     cpu::Linear(main_x.data(), n, D, a.wkv.view(), d, kv.data(), pool_.get());
     cpu::RmsNorm(kv.data(), n, d, a.kv_norm.data(), eps);
-    RopeRows(kv.data(), n, 1, d, c.rope_head_dim, rope_.main, batch.positions.data(), false);
+    RopeRows(kv.data(), n, 1, d, c.rope_head_dim, rope_.main, positions.data(), false);
+    int64_t i = 0;  // the segments' kept rows, in order
     for (const BatchSegment& seg : batch.segments) {
       PositionRing& ring = seg.state->draft(s);
       DSINFER_CHECK(ring.end() == seg.start_pos);
-      for (int64_t i = 0; i < seg.count; ++i) {
-        format.Pack(kv.data() + (seg.begin + i) * d, row.data());
+      const int64_t keep = std::min(seg.count, ring.capacity());
+      if (keep < seg.count) ring.Restart(seg.start_pos + seg.count - keep);
+      for (int64_t k = 0; k < keep; ++k, ++i) {
+        format.Pack(kv.data() + i * d, row.data());
         ring.Append(row.data());
       }
     }

@@ -99,7 +99,8 @@ std::vector<int64_t> Model::EngramHashes(const TokenBatch& batch) const {
 }
 
 void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
-                  const std::vector<int64_t>& hash_ids, float* taps) {
+                  const std::vector<int64_t>& hash_ids, const std::vector<int64_t>* tap_rows,
+                  float* taps) {
   const BlockWeights& w = weights_->layers[layer];
   const auto& m = mixing_;
   const int64_t n = batch.size(), D = config_.hidden_size, hc = config_.hc_mult;
@@ -115,14 +116,17 @@ void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pr
     const auto it = std::find(targets.begin(), targets.end(), layer);
     if (it != targets.end()) {
       const int64_t j = it - targets.begin(), T = static_cast<int64_t>(targets.size());
-      for (int64_t t = 0; t < n; ++t) {
-        float* out = taps + (t * T + j) * D;
-        for (int64_t k = 0; k < D; ++k) {
-          float sum = 0.0f;
-          for (int64_t h = 0; h < hc; ++h) sum += X[(t * hc + h) * D + k];
-          out[k] = sum / static_cast<float>(hc);
+      pool_->ParallelFor(static_cast<int64_t>(tap_rows->size()), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t t = (*tap_rows)[i];
+          float* out = taps + (i * T + j) * D;
+          for (int64_t k = 0; k < D; ++k) {
+            float sum = 0.0f;
+            for (int64_t h = 0; h < hc; ++h) sum += X[(t * hc + h) * D + k];
+            out[k] = sum / static_cast<float>(hc);
+          }
         }
-      }
+      });
     }
   }
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -182,11 +186,16 @@ StatusOr<std::vector<float>> Model::Forward(const std::vector<SequenceChunk>& ch
   for (int64_t t = 0; t < n; ++t) pre_mix[t * hc] = 1.0f;
   const std::vector<int64_t> hash_ids =
       engram_ != nullptr ? EngramHashes(batch) : std::vector<int64_t>();
-  std::vector<float> taps;
-  if (dspark_) taps.resize(static_cast<size_t>(n * c.dspark_target_layer_ids.size() * D));
-  for (int l = 0; l < c.num_layers; ++l)
-    Block(l, batch, X.data(), &pre_mix, hash_ids, dspark_ ? taps.data() : nullptr);
-  if (dspark_) WriteDraftContext(batch, taps);
+  std::vector<int64_t> tap_rows;
+  std::vector<float> taps;  // [tap_rows, target layers, D]
+  if (dspark_) {
+    tap_rows = DraftContextRows(batch);
+    taps.resize(tap_rows.size() * c.dspark_target_layer_ids.size() * static_cast<size_t>(D));
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    Block(l, batch, X.data(), &pre_mix, hash_ids, dspark_ ? &tap_rows : nullptr, taps.data());
+  }
+  if (dspark_) WriteDraftContext(batch, tap_rows, taps);
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 
   // Final collapse with the last site's pre, norm, head.

@@ -91,12 +91,17 @@ class Model {
 
  private:
   Model() = default;
-  // `hash_ids`: [rows, engram layers, cols] (Engram configs), else empty. `taps` (DSpark):
-  // [rows, target layers, D], where a target layer's input streams' mean is written.
+  // `hash_ids`: [rows, engram layers, cols] (Engram configs), else empty. DSpark: `taps`
+  // [tap_rows, target layers, D], where a target layer's input streams' mean is written for the
+  // batch rows `tap_rows` (null: none).
   void Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pre_mix,
-             const std::vector<int64_t>& hash_ids, float* taps);
-  // DSpark: the rows' context K=V of every stage from their taps, appended to the draft rings.
-  void WriteDraftContext(const TokenBatch& batch, const std::vector<float>& taps);
+             const std::vector<int64_t>& hash_ids, const std::vector<int64_t>* tap_rows,
+             float* taps);
+  // DSpark: the batch rows whose context the draft rings keep (each segment's last ring-capacity
+  // rows), and their context K=V of every stage from their taps, appended to the rings.
+  std::vector<int64_t> DraftContextRows(const TokenBatch& batch) const;
+  void WriteDraftContext(const TokenBatch& batch, const std::vector<int64_t>& tap_rows,
+                         const std::vector<float>& taps);
   Status CheckIds(const std::vector<int32_t>& ids) const;
   // Hashes every row's n-gram (its look-back from the chunk and the state's token ring) and
   // appends the rows' tokens to their states' rings.
