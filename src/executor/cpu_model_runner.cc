@@ -343,9 +343,13 @@ class CpuModelRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(
-      auto model,
-      model::LoadLanguageModel(options.model_dir, {options.num_threads, options.dspark}));
+  auto loaded = model::LoadLanguageModel(options.model_dir, {options.num_threads, options.dspark});
+  if (!loaded.ok() && options.dspark) {
+    return Status(loaded.status().code(),
+                  "DSpark speculative decoding: " + loaded.status().message() +
+                      " (model: " + options.model_dir + ")");
+  }
+  DSINFER_ASSIGN_OR_RETURN(auto model, std::move(loaded));
   if (Status st = options.mtp      ? model->SupportsMtp()
                   : options.dspark ? model->SupportsDSpark()
                                    : Status::Ok();

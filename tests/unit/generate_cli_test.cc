@@ -217,6 +217,12 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   ASSERT_EQ(dspark.exit_code, 0) << dspark.err;
   EXPECT_EQ(Lines(dspark.out).at(0)["choices"][0]["ids"], ids);
   EXPECT_GT(Lines(dspark.out).at(0)["choices"][0]["speculative"]["draft_tokens"].get<int>(), 0);
+  // A V4.1 model without draft layers: DSpark refused as a usage error, naming why.
+  const Result none = Generate("--model " + std::string(DSINFER_SOURCE_DIR) +
+                               "/tests/data/golden_v41/A --prompt-ids 1,2,3 --max-tokens 2 "
+                               "--speculative-method dspark --quiet");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("no DSpark draft layers"), std::string::npos) << none.err;
 
   testing::WriteFile(dir + "/ids.json", R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7]})");
   std::vector<std::vector<float>> logits;
