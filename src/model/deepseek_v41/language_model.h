@@ -1,6 +1,7 @@
 // DeepSeek-V4.1 behind the model-family seam (model/language_model.h): Model and SequenceState
 // (state_layout.h: shared KV across layers, FP8 / FP4 cache rows) as a LanguageModel and its
-// ModelSequences. No MTP: V4.1's drafter is DSpark, which is not built (SupportsMtp says so).
+// ModelSequences. Its drafter is DSpark (SupportsDSpark / DraftDSpark, with LoadOptions::dspark);
+// there is no MTP layer (SupportsMtp says so).
 #pragma once
 
 #include <memory>
