@@ -4,8 +4,8 @@
 // openai npm client: the V4.1 rendering (`<｜System｜>`, numeric reasoning effort), chat (streamed
 // text == unstreamed text at temperature 0), completions with n = 2 and logprobs, seeded sampling
 // reproducible, a JSON schema followed, a forced tool call in V4.1's DSML (`<｜DSML｜ invoke`),
-// the tokenizer's ids inside the model's vocabulary; n-gram
-// speculation and the prefix cache giving the same choices as a server with neither; MTP
+// the tokenizer's ids inside the model's vocabulary; n-gram speculation and the prefix cache, and
+// DSpark speculation (the preset's drafter), giving the same choices as a server with neither; MTP
 // speculation refused at start-up naming DSpark (V4.1's drafter).
 //
 // Not covered: image inputs. The preset has no vision_config (so no image_token_id: the
@@ -23,20 +23,22 @@ import { after, before, describe, test } from 'node:test';
 
 import { MODEL, OpenAI, killAll, metric, spawnServer, startServer, stopServer } from './server_util.mjs';
 
-let plain;  // neither speculation nor the prefix cache
-let fast;   // n-gram speculation (3 drafts) and the prefix cache
+let plain;    // neither speculation nor the prefix cache
+let fast;     // n-gram speculation (3 drafts) and the prefix cache
+let dspark;   // DSpark speculation (blocks of 5, the confidence head choosing the length)
 
 before(async () => {
-  [plain, fast] = await Promise.all([
+  [plain, fast, dspark] = await Promise.all([
     startServer(['--no-prefix-cache', '--served-model-name', 'v41']),
     startServer(['--speculative-method', 'ngram', '--num-speculative-tokens', '3',
                  '--prefix-checkpoint-interval', '128', '--served-model-name', 'v41']),
+    startServer(['--speculative-method', 'dspark', '--speculative-adaptive', '--served-model-name', 'v41']),
   ]);
 });
 
 after(async () => {
   try {
-    for (const s of [plain, fast]) assert.equal((await stopServer(s)).code, 0, s.log());
+    for (const s of [plain, fast, dspark]) assert.equal((await stopServer(s)).code, 0, s.log());
   } finally {
     killAll();
   }
@@ -212,7 +214,7 @@ describe('DeepSeek-V4.1 (Engram) through the openai client', () => {
   });
 });
 
-test('n-gram speculation and the prefix cache give the same choices as a server with neither', async () => {
+test('n-gram speculation with the prefix cache, and DSpark speculation, give the same choices as a server with neither', async () => {
   // A random model's text never repeats, so nothing would be drafted: a logit bias on three tokens
   // makes the replies draw mostly those (which of them depends on the context), so the drafter
   // proposes continuations of earlier occurrences and the verifier accepts some and rejects some
@@ -232,23 +234,26 @@ test('n-gram speculation and the prefix cache give the same choices as a server 
       logit_bias: bias(9), logprobs: 1 }),
   ];
   const results = [];
-  for (const s of [fast, plain]) {
+  for (const s of [plain, fast, dspark]) {
     const c = clientOf(s);
     const out = [];
     for (const send of requests) out.push(await send(c));
     results.push(out);
   }
-  const [a, b] = results;
-  for (let i = 0; i < a.length; ++i) {
-    assert.equal(a[i].choices.length, b[i].choices.length);
-    for (let j = 0; j < a[i].choices.length; ++j) {
-      const x = a[i].choices[j], y = b[i].choices[j];
-      assert.deepEqual(x.message ?? x.text, y.message ?? y.text, `request ${i} choice ${j}`);
-      assert.deepEqual(x.logprobs, y.logprobs, `request ${i} choice ${j} logprobs`);
-      assert.equal(x.finish_reason, y.finish_reason);
+  const [b] = results;
+  for (const [name, a] of [['n-gram', results[1]], ['DSpark', results[2]]]) {
+    for (let i = 0; i < a.length; ++i) {
+      assert.equal(a[i].choices.length, b[i].choices.length);
+      for (let j = 0; j < a[i].choices.length; ++j) {
+        const x = a[i].choices[j], y = b[i].choices[j];
+        assert.deepEqual(x.message ?? x.text, y.message ?? y.text, `${name}: request ${i} choice ${j}`);
+        assert.deepEqual(x.logprobs, y.logprobs, `${name}: request ${i} choice ${j} logprobs`);
+        assert.equal(x.finish_reason, y.finish_reason);
+      }
+      assert.deepEqual(a[i].usage, b[i].usage);
     }
-    assert.deepEqual(a[i].usage, b[i].usage);
   }
+  assert.ok(await metric(dspark.url, 'dsinfer_spec_decode_num_draft_tokens_total') > 0, 'DSpark drafted');
   const drafted = await metric(fast.url, 'dsinfer_spec_decode_num_draft_tokens_total');
   const accepted = await metric(fast.url, 'dsinfer_spec_decode_num_accepted_tokens_total');
   assert.ok(accepted > 0, `drafts accepted: ${accepted} of ${drafted}`);

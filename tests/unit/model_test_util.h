@@ -57,6 +57,7 @@ inline io::DeepseekV41Config SmallV41Config() {
 inline io::DeepseekV41Config SmallV41EngramConfig() {
   auto c = *model::deepseek_v41::PresetConfig("v41-tiny-engram");
   c.vocab_size = 320;
+  c.dspark_noise_token_id = 319;
   c.engram_compressed_vocab_size = 160;
   return c;
 }

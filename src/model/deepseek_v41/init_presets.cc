@@ -109,7 +109,7 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
     c.engram_compressed_vocab_size = c.vocab_size / 2;
     c.engram_num_embeddings = EngramRowsNeeded(c);
   }
-  if (name == "v41-tiny-dspark") {
+  if (name == "v41-tiny-dspark" || name == "v41-tiny-engram") {
     c.num_nextn_predict_layers = 3;
     c.dspark_block_size = 5;
     c.dspark_noise_token_id = 128799;  // the release's

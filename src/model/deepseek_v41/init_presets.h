@@ -22,7 +22,7 @@ std::vector<std::string> PresetNames();
 // context.
 // "v41-tiny-engram": v41-tiny with the Engram memory at layers 1 and 5 (4-grams over 2 hash heads,
 // 32 channels per row, tables of ~6,000 rows: primes above 1,000), its compressed token map a
-// stand-in (id mod 64,640).
+// stand-in (id mod 64,640), and the DSpark drafter of v41-tiny-dspark.
 // "v41-tiny-dspark": v41-tiny with a DSpark drafter of 3 stages (blocks of 5, taps of layers 5-7,
 // a rank-16 Markov head, 4 experts top-2).
 StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name);
