@@ -250,6 +250,7 @@ TEST(GpuModelTest, V41LayerModes) {
   for (const Mode& mode : modes) {
     io::DeepseekV41Config c = testing::SmallV41Config();
     c.num_layers = 4;
+    c.dspark_target_layer_ids = {1, 2, 3};  // the draft layers' taps (not run on the GPU)
     c.compress_ratios = mode.ratios;
     c.kv_source_layer_ids = mode.kv;
     c.index_source_layer_ids = mode.index;
