@@ -15,10 +15,7 @@ namespace {
 // live with the kernels): Unimplemented naming the limit, before any weight is read.
 Status CheckSupported(const io::DeepseekV4Config& c) {
   const int hc = static_cast<int>(c.hc_mult);
-  gpu::SparseAttentionParams ap;
-  ap.dim = static_cast<int>(c.head_dim);
-  ap.rope_dim = static_cast<int>(c.rope_head_dim);
-  DSINFER_RETURN_IF_ERROR(ap.Validate());
+  DSINFER_RETURN_IF_ERROR(AttentionShape(c).Validate());
   for (int64_t i = 0; i <= c.num_layers; ++i) {
     const int64_t rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
     if (rate == 0) continue;
