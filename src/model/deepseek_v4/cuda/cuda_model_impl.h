@@ -1,6 +1,7 @@
 // Internal to the CUDA executor: the device weight/state structs and CudaModel::Impl, shared by
-// cuda_model.cc (the forward pass and sequence API) and cuda_model_load.cc (loading a checkpoint
-// or building device-random weights). Not part of the public API.
+// cuda_model.cc (the forward pass and sequence API), cuda_model_state.cc, cuda_model_v41.cc and
+// cuda_model_load.cc / cuda_model_load_v41.cc (loading a checkpoint or building device-random
+// weights). Not part of the public API.
 #pragma once
 
 #include <algorithm>
@@ -210,7 +211,7 @@ static_assert(kRollbackSlack >= 1,
 struct CudaModel::Impl {
   io::DeepseekV4Config c;
   CudaModelOptions opt;
-  std::vector<gpu::DeviceBuffer> owned;  // every device allocation of weights and state
+  std::vector<gpu::DeviceBuffer> owned;       // every device allocation of weights and state
   std::vector<gpu::PinnedBuffer> host_owned;  // weights kept in host memory (Engram tables)
   size_t weight_bytes = 0;
   size_t dense_bytes = 0;
