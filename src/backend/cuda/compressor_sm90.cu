@@ -108,7 +108,7 @@ __global__ void IndexKeyEmitKernel(IndexKeyEmitParams p) {
     key[c] = v;
     ss += static_cast<double>(v) * v;
   }
-  ss = BlockSumDouble(ss, scratch);
+  ss = BlockSum(ss, scratch);
   // As the CPU's RmsNorm: 1 / sqrt(float(ss / dim) + eps), then weight * (x * scale).
   const float scale = __fdiv_rn(
       1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(ss / static_cast<double>(p.dim)), p.eps)));

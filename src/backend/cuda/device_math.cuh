@@ -28,32 +28,10 @@ __device__ __forceinline__ float LdgWeight(const float* p) {
   return v;
 }
 
-// Block-wide fp32 sum in a fixed order (warp butterflies, then warp 0 over the warp sums).
-// Every thread returns the total. `scratch` holds >= 32 floats. blockDim.x multiple of 32.
-__device__ __forceinline__ float BlockSum(float v, float* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float t = 0.0f;
-  if (warp == 0) {
-    t = lane < nw ? scratch[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (lane == 0) scratch[0] = t;
-  }
-  __syncthreads();
-  t = scratch[0];
-  __syncthreads();
-  return t;
-}
-
-// Block sum of doubles in a fixed order (warp butterflies, then warp 0 over the warp sums); every
-// thread returns the total. `scratch` holds >= 32 doubles.
-// blockDim.x multiple of 32.
-__device__ __forceinline__ double BlockSumDouble(double v, double* scratch) {
+// Block-wide sum (float or double) in a fixed order (warp butterflies, then warp 0 over the warp
+// sums). Every thread returns the total. `scratch` holds >= 32 T. blockDim.x multiple of 32.
+template <typename T>
+__device__ __forceinline__ T BlockSum(T v, T* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -61,13 +39,13 @@ __device__ __forceinline__ double BlockSumDouble(double v, double* scratch) {
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    double s = lane < nw ? scratch[lane] : 0.0;
+    T s = lane < nw ? scratch[lane] : T(0);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) scratch[0] = s;
   }
   __syncthreads();
-  const double total = scratch[0];
+  const T total = scratch[0];
   __syncthreads();
   return total;
 }

@@ -98,9 +98,9 @@ __global__ void __launch_bounds__(kGateThreads) EngramGateKernel(EngramGateParam
     kk += static_cast<double>(kv) * kv;
     dot += static_cast<double>(__fmul_rn(__fmul_rn(hv, wq[i]), kv));
   }
-  hh = BlockSumDouble(hh, scratch);
-  kk = BlockSumDouble(kk, scratch);
-  dot = BlockSumDouble(dot, scratch);
+  hh = BlockSum(hh, scratch);
+  kk = BlockSum(kk, scratch);
+  dot = BlockSum(dot, scratch);
   const double Dd = static_cast<double>(D);
   const float rstd =
       __fmul_rn(__fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(static_cast<float>(hh / Dd), p.eps))),

@@ -6,6 +6,44 @@
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
+gpu::SparseAttentionParams CudaModel::Impl::AttentionParams(const BlockW& w,
+                                                            const gpu::RingRef& window, int64_t n,
+                                                            const float* inv,
+                                                            gpu::QuantizedRows* oq) {
+  const int64_t H = c.num_heads, d = c.head_dim;
+  gpu::SparseAttentionParams ap = AttentionShape(c);
+  ap.meta = Meta(n);
+  ap.q = q;
+  ap.kv = kv;
+  ap.window = window;
+  ap.sink = w.sink;
+  ap.inv_freq = inv;
+  ap.out = o;
+  if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
+    ap.out_q = o_q;
+    ap.out_ldq = gpu::QuantizedLd(H * d);
+    ap.out_s = o_s;
+    ap.out_lds = gpu::QuantizedScales(H * d);
+    oq->q = o_q;
+    oq->ldq = ap.out_ldq;
+    oq->s = o_s;
+    oq->lds = ap.out_lds;
+  }
+  return ap;
+}
+
+void CudaModel::Impl::AttendAndProject(const BlockW& w, const gpu::SparseAttentionParams& ap,
+                                       const gpu::QuantizedRows& oq, const gpu::RingRef& window,
+                                       int64_t n, bool one_per_seq) {
+  const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
+  gpu::LaunchSparseAttention(ap, cur_stream());
+  if (!one_per_seq) RingAppend(kv, d, window, n);
+  Mark("attn_out_proj");
+  const int64_t G = c.o_groups, olr = c.o_lora_rank;
+  Linear(w.wo_a, o, H * d, n, z, G * olr, oq, olr, H * d / G);
+  Linear(w.wo_b, z, G * olr, n, y, D);
+}
+
 void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n,
                                 bool one_per_seq, const gpu::QuantizedRows& xnq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
@@ -80,32 +118,14 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_comp) Join(1);
   if (w.has_idx) Join(2);  // it waited for branch 3
   Mark("attention");
-  gpu::SparseAttentionParams ap;
-  ap.meta = Meta(n); ap.q = q; ap.kv = kv; ap.window = st.window;
+  gpu::QuantizedRows oq;
+  gpu::SparseAttentionParams ap = AttentionParams(w, st.window, n, inv, &oq);
   ap.comp = st.comp_entries;
   ap.sel = w.has_idx ? sel : nullptr;
   ap.sel_count = w.has_idx ? sel_count : nullptr;
-  ap.sel_stride = c.index_topk;
   ap.rate = w.has_comp ? w.rate : 0;
-  ap.window_size = c.sliding_window;
-  ap.heads = static_cast<int>(H); ap.dim = static_cast<int>(d);
-  ap.sink = w.sink; ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ap.rope_dim = c.rope_head_dim; ap.inv_freq = inv; ap.out = o;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
-  // Few rows: the attention output also act_quant'ed by the attention kernel for an FP8/FP4 wo_a
-  // (the bits wo_a's blocks would compute each from o).
-  gpu::QuantizedRows oq;
-  if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
-    ap.out_q = o_q; ap.out_ldq = gpu::QuantizedLd(H * d);
-    ap.out_s = o_s; ap.out_lds = gpu::QuantizedScales(H * d);
-    oq.q = o_q; oq.ldq = ap.out_ldq; oq.s = o_s; oq.lds = ap.out_lds;
-  }
-  gpu::LaunchSparseAttention(ap, cur_stream());
-  if (!one_per_seq) RingAppend(kv, d, st.window, n);
-  Mark("attn_out_proj");
-  const int64_t G = c.o_groups, olr = c.o_lora_rank;
-  Linear(w.wo_a, o, H * d, n, z, G * olr, oq, olr, H * d / G);
-  Linear(w.wo_b, z, G * olr, n, y, D);
+  AttendAndProject(w, ap, oq, st.window, n, one_per_seq);
 }
 
 gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {

@@ -1,6 +1,7 @@
 // Internal to the CUDA executor: the device weight/state structs and CudaModel::Impl, shared by
-// cuda_model.cc (the forward pass and sequence API) and cuda_model_load.cc (loading a checkpoint
-// or building device-random weights). Not part of the public API.
+// cuda_model.cc (the forward pass and sequence API), cuda_model_state.cc, cuda_model_v41.cc and
+// cuda_model_load.cc / cuda_model_load_v41.cc (loading a checkpoint or building device-random
+// weights). Not part of the public API.
 #pragma once
 
 #include <algorithm>
@@ -162,6 +163,20 @@ struct LayerState {
   gpu::ListRef index_entries;
 };
 
+// The sparse attention's shape from the config (heads, head_dim, RoPE dims, window, the top-k
+// stride of a selection, the softmax scale): what the kernel's Validate() checks at load, and
+// what every layer's attention (V4 and V4.1) starts from.
+inline gpu::SparseAttentionParams AttentionShape(const io::DeepseekV4Config& c) {
+  gpu::SparseAttentionParams ap;
+  ap.heads = static_cast<int>(c.num_heads);
+  ap.dim = static_cast<int>(c.head_dim);
+  ap.rope_dim = static_cast<int>(c.rope_head_dim);
+  ap.window_size = c.sliding_window;
+  ap.sel_stride = c.index_topk;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return ap;
+}
+
 // ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
 // entry of a row's id, or -1); each of the step's n rows (Impl::Meta)
 inline constexpr int kMetaArrays = 8;
@@ -196,7 +211,7 @@ static_assert(kRollbackSlack >= 1,
 struct CudaModel::Impl {
   io::DeepseekV4Config c;
   CudaModelOptions opt;
-  std::vector<gpu::DeviceBuffer> owned;  // every device allocation of weights and state
+  std::vector<gpu::DeviceBuffer> owned;       // every device allocation of weights and state
   std::vector<gpu::PinnedBuffer> host_owned;  // weights kept in host memory (Engram tables)
   size_t weight_bytes = 0;
   size_t dense_bytes = 0;
@@ -567,6 +582,20 @@ struct CudaModel::Impl {
   // (optional).
   void Attention(const BlockW& w, const LayerState& st, int64_t n, bool one_per_seq,
                  const gpu::QuantizedRows& xnq);
+  // The attention's fields V4 and V4.1 share (AttentionShape, then this step's n query rows q
+  // and K=V rows kv, the window ring, the layer's sink, the inverse RoPE `inv` and the output o):
+  // the caller adds the compressed entries, the selection and the query's norm / RoPE. Few rows
+  // and a quantized wo_a: the output is also act_quant'ed by the attention kernel (the bits
+  // wo_a's blocks would compute each from o), *oq then naming those rows for wo_a (else left as
+  // it is).
+  gpu::SparseAttentionParams AttentionParams(const BlockW& w, const gpu::RingRef& window, int64_t n,
+                                             const float* inv, gpu::QuantizedRows* oq);
+  // Then the attention itself, the window-ring append of this call's K=V rows when it must follow
+  // the attention (several rows per sequence: see Attention), and the output projection
+  // (wo_a, wo_b) into y.
+  void AttendAndProject(const BlockW& w, const gpu::SparseAttentionParams& ap,
+                        const gpu::QuantizedRows& oq, const gpu::RingRef& window, int64_t n,
+                        bool one_per_seq);
   gpu::MoeCombineParams Moe(const BlockW& w, int layer, int64_t n);  // all but the combine
   // DeepSeek-V4.1 (cuda_model_v41.cc): the block (single-pass mHC, Engram before it), its CSA2
   // attention with KV sharing and the two-level indexer, the Engram lookup, and the hash of the

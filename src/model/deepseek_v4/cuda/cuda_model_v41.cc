@@ -147,44 +147,16 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   Mark("attn_q_kv_proj");
   Linear(w.wq_b, cq, qlr, n, q, H * d, cqq);  // its RoPE (no per-head norm): in the attention
   Mark("attention");
-  gpu::SparseAttentionParams ap;
-  ap.meta = Meta(n);
-  ap.q = q;
-  ap.kv = kv;
-  ap.window = st.window;
+  gpu::QuantizedRows oq;
+  gpu::SparseAttentionParams ap = AttentionParams(w, st.window, n, inv, &oq);
   if (group != nullptr) {
     ap.comp = group->comp_entries;
     ap.sel = sel;
     ap.sel_count = sel_count;
     ap.rate = x.ratio;
   }
-  ap.sel_stride = c.index_topk;
-  ap.window_size = c.sliding_window;
-  ap.heads = static_cast<int>(H);
-  ap.dim = static_cast<int>(d);
-  ap.sink = w.sink;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ap.rope_dim = c.rope_head_dim;
-  ap.inv_freq = inv;
-  ap.out = o;
   ap.q_rope = true;  // V4.1's query has no per-head RMSNorm (ProjectLatentInputs)
-  gpu::QuantizedRows oq;
-  if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
-    ap.out_q = o_q;
-    ap.out_ldq = gpu::QuantizedLd(H * d);
-    ap.out_s = o_s;
-    ap.out_lds = gpu::QuantizedScales(H * d);
-    oq.q = o_q;
-    oq.ldq = ap.out_ldq;
-    oq.s = o_s;
-    oq.lds = ap.out_lds;
-  }
-  gpu::LaunchSparseAttention(ap, cur_stream());
-  if (!one_per_seq) RingAppend(kv, d, st.window, n);
-  Mark("attn_out_proj");
-  const int64_t G = c.o_groups, olr = c.o_lora_rank;
-  Linear(w.wo_a, o, H * d, n, z, G * olr, oq, olr, H * d / G);
-  Linear(w.wo_b, z, G * olr, n, y, D);
+  AttendAndProject(w, ap, oq, st.window, n, one_per_seq);
 }
 
 void CudaModel::Impl::EngramHashV41(int64_t n) {
