@@ -1,0 +1,226 @@
+// DeepSeek-V4.1 DSpark's device ops against the CPU reference's arithmetic
+// (model/deepseek_v41/dspark.cc, model.cc): the taps' stream mean bit for bit; the block attention
+// (context rows + the whole block, the sink, the inverse RoPE) against backend/cpu's AttendHead and
+// RopeRows within 1e-5; the Markov step (term, greedy id, confidence) within 1e-5 and the same ids.
+// Every request's results must not depend on the other requests in the call.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
+#include "backend/cuda/dspark.cuh"
+#include "backend/cuda/runtime.h"
+#include "base/dtype.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (!DeviceAvailable()) GTEST_SKIP() << "no CUDA device"
+
+template <typename T>
+DeviceBuffer Upload(const std::vector<T>& v) {
+  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
+  if (!v.empty()) CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceBuffer& b, size_t count, const Stream& s) {
+  std::vector<T> v(count);
+  s.Synchronize();
+  if (count > 0) CopyToHost(v.data(), b.get(), count * sizeof(T), s.get());
+  s.Synchronize();
+  return v;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double MaxRelative(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, top = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(double{a[i]} - b[i]));
+    top = std::max(top, std::abs(double{b[i]}));
+  }
+  return err / std::max(top, 1e-30);
+}
+
+TEST(DSparkOpsTest, StreamMeanIsTheCpusBits) {
+  SKIP_WITHOUT_GPU();
+  for (int hc : {3, 4}) {
+    const int64_t n = 5, D = 300, ld = 2 * D;
+    const auto x = Random(static_cast<size_t>(n * hc * D), 1 + hc);
+    DeviceBuffer dx = Upload(x), dout(static_cast<size_t>(n * ld) * sizeof(float));
+    Stream stream;
+    StreamMeanParams p;
+    p.x = static_cast<const float*>(dx.get());
+    p.n = n;
+    p.hc = hc;
+    p.dim = D;
+    p.out = static_cast<float*>(dout.get()) + D;  // the second tap of each row
+    p.ld = ld;
+    LaunchStreamMean(p, stream.get());
+    const auto got = Download<float>(dout, static_cast<size_t>(n * ld), stream);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t k = 0; k < D; ++k) {
+        float sum = 0.0f;
+        for (int h = 0; h < hc; ++h) sum += x[(t * hc + h) * D + k];
+        ASSERT_EQ(FloatToBits(got[t * ld + D + k]), FloatToBits(sum / static_cast<float>(hc)))
+            << "hc " << hc << " row " << t << " channel " << k;
+      }
+    }
+  }
+}
+
+TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const int R = 3, B = 5, H = 4, d = 64, rope = 16, W = 8;
+  const int64_t n = R * B;
+  const std::vector<int32_t> ctx_len = {8, 3, 1};  // a full window, a short one, a single row
+  const auto q = Random(static_cast<size_t>(n * H * d), 11);
+  const auto block = Random(static_cast<size_t>(n * d), 12);
+  const auto ctx = Random(static_cast<size_t>(R * W * d), 13);
+  const auto sink = Random(H, 14);
+  std::vector<float> inv(rope / 2);
+  for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
+  std::vector<int64_t> pos(static_cast<size_t>(n));
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < B; ++k) pos[r * B + k] = 100 * r + ctx_len[r] + k;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  DeviceBuffer dq = Upload(q), db = Upload(block), dc = Upload(ctx), dl = Upload(ctx_len),
+               ds = Upload(sink), di = Upload(inv), dp = Upload(pos),
+               dout(static_cast<size_t>(n * H * d) * sizeof(float));
+  Stream stream;
+  DSparkAttentionParams p;
+  p.q = static_cast<const float*>(dq.get());
+  p.block = static_cast<const float*>(db.get());
+  p.ctx = static_cast<const float*>(dc.get());
+  p.ctx_len = static_cast<const int32_t*>(dl.get());
+  p.ctx_stride = W;
+  p.requests = R;
+  p.block_size = B;
+  p.heads = H;
+  p.dim = d;
+  p.sink = static_cast<const float*>(ds.get());
+  p.scale = scale;
+  p.rope_dim = rope;
+  p.inv_freq = static_cast<const float*>(di.get());
+  p.positions = static_cast<const int64_t*>(dp.get());
+  p.out = static_cast<float*>(dout.get());
+  LaunchDSparkAttention(p, stream.get());
+  const auto got = Download<float>(dout, static_cast<size_t>(n * H * d), stream);
+
+  std::vector<float> want(static_cast<size_t>(n * H * d)), logits(W + B);
+  for (int r = 0; r < R; ++r) {
+    std::vector<const float*> keys;
+    for (int j = 0; j < ctx_len[r]; ++j) keys.push_back(ctx.data() + (r * W + j) * d);
+    for (int k = 0; k < B; ++k) keys.push_back(block.data() + (r * B + k) * d);
+    for (int k = 0; k < B; ++k) {
+      for (int h = 0; h < H; ++h) {
+        const int64_t t = r * B + k;
+        cpu::AttendHead(q.data() + (t * H + h) * d, keys, d, scale, sink[h], logits.data(),
+                        want.data() + (t * H + h) * d);
+      }
+    }
+  }
+  cpu::RopeRows(want.data(), n, H, d, rope, inv, pos.data(), /*inverse=*/true);
+  EXPECT_LE(MaxRelative(got, want), 1e-5);
+
+  // A request alone gives the same bits.
+  DSparkAttentionParams one = p;
+  one.requests = 1;
+  one.q += B * H * d;
+  one.block += B * d;
+  one.ctx += W * d;
+  one.ctx_len += 1;
+  one.positions += B;
+  DeviceBuffer dout1(static_cast<size_t>(B * H * d) * sizeof(float));
+  one.out = static_cast<float*>(dout1.get());
+  LaunchDSparkAttention(one, stream.get());
+  const auto alone = Download<float>(dout1, static_cast<size_t>(B * H * d), stream);
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), got.begin() + B * H * d));
+}
+
+TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (bool bf16 : {false, true}) {
+    const int R = 3, r = 16;
+    const int64_t V = 1000, D = 64, ld = V + 7;
+    auto embed = Random(static_cast<size_t>(V * r), 21, 1.0f);
+    auto head = Random(static_cast<size_t>(V * r), 22, 0.5f);
+    if (bf16) {  // values the bf16 storage holds exactly
+      for (float& v : embed) v = Bf16ToFloat(FloatToBf16(v));
+      for (float& v : head) v = Bf16ToFloat(FloatToBf16(v));
+    }
+    auto to_bf16 = [](const std::vector<float>& v) {
+      std::vector<uint16_t> b(v.size());
+      for (size_t i = 0; i < v.size(); ++i) b[i] = FloatToBf16(v[i]);
+      return b;
+    };
+    const auto logits = Random(static_cast<size_t>(R * ld), 23, 2.0f);
+    const auto xh = Random(static_cast<size_t>(R * D), 24);
+    const auto w = Random(static_cast<size_t>(D + r), 25, 0.1f);
+    const std::vector<int32_t> prev = {5, 999, 0};
+    DeviceBuffer de = bf16 ? Upload(to_bf16(embed)) : Upload(embed);
+    DeviceBuffer dh = bf16 ? Upload(to_bf16(head)) : Upload(head);
+    DeviceBuffer dl = Upload(logits), dx = Upload(xh), dw = Upload(w), dp = Upload(prev),
+                 dc(R * sizeof(float)), di(R * sizeof(int32_t));
+    Stream stream;
+    MarkovStepParams p;
+    p.logits = static_cast<float*>(dl.get());
+    p.ld_logits = ld;
+    p.requests = R;
+    p.vocab = V;
+    p.rank = r;
+    p.embed = de.get();
+    p.head = dh.get();
+    p.bf16 = bf16;
+    p.prev = static_cast<int32_t*>(dp.get());
+    p.xh = static_cast<const float*>(dx.get());
+    p.ld_xh = D;
+    p.hidden = D;
+    p.confidence_w = static_cast<const float*>(dw.get());
+    p.confidence = static_cast<float*>(dc.get());
+    p.ids = static_cast<int32_t*>(di.get());
+    LaunchMarkovStep(p, stream.get());
+    const auto got_logits = Download<float>(dl, static_cast<size_t>(R * ld), stream);
+    const auto got_conf = Download<float>(dc, R, stream);
+    const auto got_ids = Download<int32_t>(di, R, stream);
+    const auto got_prev = Download<int32_t>(dp, R, stream);
+    for (int q = 0; q < R; ++q) {
+      std::vector<float> row(logits.begin() + q * ld, logits.begin() + q * ld + V);
+      for (int64_t v = 0; v < V; ++v) {
+        double bias = 0;
+        for (int j = 0; j < r; ++j) bias += double{head[v * r + j]} * embed[prev[q] * r + j];
+        row[v] += static_cast<float>(bias);
+      }
+      const std::vector<float> got_row(got_logits.begin() + q * ld,
+                                       got_logits.begin() + q * ld + V);
+      EXPECT_LE(MaxRelative(got_row, row), 1e-5) << "bf16 " << bf16 << " request " << q;
+      const int32_t want =
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      EXPECT_EQ(got_ids[q], want) << "request " << q;
+      EXPECT_EQ(got_prev[q], want);
+      double conf = 0;
+      for (int64_t k = 0; k < D; ++k) conf += double{w[k]} * xh[q * D + k];
+      for (int j = 0; j < r; ++j) conf += double{w[D + j]} * embed[prev[q] * r + j];
+      EXPECT_NEAR(got_conf[q], conf, 1e-5 * std::max(1.0, std::abs(conf)));
+      // The other logits rows' padding is untouched.
+      for (int64_t v = V; v < ld; ++v) EXPECT_EQ(got_logits[q * ld + v], logits[q * ld + v]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cuda
