@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kMarkovThreads) MarkovStepKernel(MarkovStepPar
     c += static_cast<double>(p.confidence_w[k]) * xh[k];
   for (int j = threadIdx.x; j < p.rank; j += blockDim.x)
     c += static_cast<double>(p.confidence_w[p.hidden + j]) * e[j];
-  c = BlockSumDouble(c, dscratch);  // (its barriers also publish best_v / best_i)
+  c = BlockSum(c, dscratch);  // (its barriers also publish best_v / best_i)
   if (threadIdx.x == 0) {
     float v = best_v[0];
     int id = best_i[0];

@@ -207,7 +207,9 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   const io::DeepseekV41Config& c = v->c;
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(c));
   if (options.mtp) {
-    return Unimplemented("DeepSeek-V4.1 drafts with DSpark, which is not built: no MTP drafting");
+    return InvalidArgument(
+        "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
+        "(--speculative-method dspark, on the CPU for now)");
   }
   std::unique_ptr<deepseek_v41::EngramHasher> hasher;
   if (!c.engram_layer_ids.empty()) {
@@ -257,7 +259,11 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(config));
-  if (options.mtp) return Unimplemented("DeepSeek-V4.1 drafts with DSpark, which is not built");
+  if (options.mtp) {
+    return InvalidArgument(
+        "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
+        "(--speculative-method dspark, on the CPU for now)");
+  }
   auto impl = std::make_unique<Impl>();
   impl->c = V41View(config);
   impl->opt = options;
