@@ -21,8 +21,6 @@ namespace dsinfer::model::deepseek_v41 {
 namespace cpu = backend::cpu;
 using deepseek_v4::HcCollapse;
 using deepseek_v4::HcEmbed;
-using deepseek_v4::HcMixes;
-using deepseek_v4::HcPost;
 
 std::vector<int64_t> Model::DraftContextRows(const TokenBatch& batch) const {
   std::vector<int64_t> rows;
@@ -98,61 +96,51 @@ StatusOr<std::vector<DSparkDraft>> Model::DraftDSpark(const std::vector<DSparkRe
   std::vector<float> X = HcEmbed(weights_->embed, ids, hc, D);  // [n, hc, D]
   std::vector<float> pre(static_cast<size_t>(n * hc), 0.0f);    // [n, hc] the incoming pre
   for (int64_t t = 0; t < n; ++t) pre[t * hc] = 1.0f;
-  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));  // [n, D]
-  std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
-  std::vector<float> comb(static_cast<size_t>(n * hc * hc));  // [n, hc, hc]
-  std::vector<float> o(static_cast<size_t>(n * H * d));       // [n, H, d] attention output
+  std::vector<float> o(static_cast<size_t>(n * H * d));  // [n, H, d] attention output
   const deepseek_v4::LatentDims dims = deepseek_v4::LatentDims::Of(c);
   const KvFormat format = WindowFormat(c);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   for (int s = 0; s < c.num_nextn_predict_layers; ++s) {
     const DSparkStageWeights& st = w.stages[static_cast<size_t>(s)];
-    HcMixes(st.hc_attn, draft_mixing_, X.data(), n, attn_pre.data(), post.data(), comb.data(),
-            pool_.get());
-    HcCollapse(draft_mixing_, X.data(), pre.data(), n, u.data());
-    cpu::RmsNorm(u.data(), n, D, st.attn_norm.data(), eps);
-
     // Attention: each slot's queries against the last W context rows and the whole block.
-    deepseek_v4::LatentInputs in =
-        deepseek_v4::ProjectLatentInputs(st.attn, dims, u.data(), n, pool_.get());
-    RopeRows(in.q.data(), n, H, d, c.rope_head_dim, rope_.main, pos.data(), false);
-    RopeRows(in.kv.data(), n, 1, d, c.rope_head_dim, rope_.main, pos.data(), false);
-    // The block's K=V onto the FP8 grid, as the context rows (not stored).
-    for (int64_t t = 0; t < n; ++t) Fp8BlockSim(in.kv.data() + t * d, d, 32);
-    for (int64_t q = 0; q < R; ++q) {
-      const PositionRing& ring = requests[static_cast<size_t>(q)].state->draft(s);
-      const int64_t end = ring.end(), first = std::max<int64_t>(0, end - W);
-      std::vector<float> context(static_cast<size_t>((end - first) * d));  // [rows, d]
-      for (int64_t p = first; p < end; ++p)
-        format.Unpack(ring.Row(p), context.data() + (p - first) * d);
-      std::vector<const float*> keys;
-      for (int64_t p = first; p < end; ++p) keys.push_back(context.data() + (p - first) * d);
-      for (int64_t k = 0; k < B; ++k) keys.push_back(in.kv.data() + (q * B + k) * d);
-      pool_->ParallelFor(B * H, [&](int64_t b, int64_t e) {
-        std::vector<float> scores(keys.size());
-        for (int64_t i = b; i < e; ++i) {
-          const int64_t t = q * B + i / H, h = i % H;
-          cpu::AttendHead(in.q.data() + (t * H + h) * d, keys, d, scale, st.attn.attn_sink[h],
-                          scores.data(), o.data() + (t * H + h) * d);
-        }
-      });
-    }
-    deepseek_v4::ProjectLatentOutput(st.attn, dims, rope_.main, pos.data(), o.data(), n, y.data(),
-                                     pool_.get());
-    HcPost(draft_mixing_, y.data(), post.data(), comb.data(), n, X.data());
-
-    HcMixes(st.hc_ffn, draft_mixing_, X.data(), n, pre.data(), post.data(), comb.data(),
-            pool_.get());
-    HcCollapse(draft_mixing_, X.data(), attn_pre.data(), n, u.data());
-    cpu::RmsNorm(u.data(), n, D, st.ffn_norm.data(), eps);
-    deepseek_v4::MoeForward(st.ffn, draft_mixing_, u.data(), ids.data(), n, y.data(), pool_.get());
-    HcPost(draft_mixing_, y.data(), post.data(), comb.data(), n, X.data());
+    const auto attention = [&](const float* u, float* y) {
+      deepseek_v4::LatentInputs in =
+          deepseek_v4::ProjectLatentInputs(st.attn, dims, u, n, pool_.get());
+      RopeRows(in.q.data(), n, H, d, c.rope_head_dim, rope_.main, pos.data(), false);
+      RopeRows(in.kv.data(), n, 1, d, c.rope_head_dim, rope_.main, pos.data(), false);
+      // The block's K=V onto the FP8 grid, as the context rows (not stored).
+      for (int64_t t = 0; t < n; ++t) Fp8BlockSim(in.kv.data() + t * d, d, 32);
+      for (int64_t q = 0; q < R; ++q) {
+        const PositionRing& ring = requests[static_cast<size_t>(q)].state->draft(s);
+        const int64_t end = ring.end(), first = std::max<int64_t>(0, end - W);
+        std::vector<float> context(static_cast<size_t>((end - first) * d));  // [rows, d]
+        for (int64_t p = first; p < end; ++p)
+          format.Unpack(ring.Row(p), context.data() + (p - first) * d);
+        std::vector<const float*> keys;
+        for (int64_t p = first; p < end; ++p) keys.push_back(context.data() + (p - first) * d);
+        for (int64_t k = 0; k < B; ++k) keys.push_back(in.kv.data() + (q * B + k) * d);
+        pool_->ParallelFor(B * H, [&](int64_t b, int64_t e) {
+          std::vector<float> scores(keys.size());
+          for (int64_t i = b; i < e; ++i) {
+            const int64_t t = q * B + i / H, h = i % H;
+            cpu::AttendHead(in.q.data() + (t * H + h) * d, keys, d, scale, st.attn.attn_sink[h],
+                            scores.data(), o.data() + (t * H + h) * d);
+          }
+        });
+      }
+      deepseek_v4::ProjectLatentOutput(st.attn, dims, rope_.main, pos.data(), o.data(), n, y,
+                                       pool_.get());
+    };
+    const auto ffn = [&](const float* u, float* y) {
+      deepseek_v4::MoeForward(st.ffn, draft_mixing_, u, ids.data(), n, y, pool_.get());
+    };
+    RunSites(st, draft_mixing_, X.data(), pre.data(), n, attention, ffn, pool_.get());
   }
 
   // Head: the collapse with the last site's pre (xh, pre-norm), norm, the trunk's head.
   std::vector<float> xh(static_cast<size_t>(n * D));  // [n, D] before the norm
   HcCollapse(draft_mixing_, X.data(), pre.data(), n, xh.data());
-  u = xh;
+  std::vector<float> u = xh;  // [n, D] normed
   cpu::RmsNorm(u.data(), n, D, w.norm.data(), eps);
   std::vector<float> base(static_cast<size_t>(n * V));  // [n, V]
   cpu::Linear(u.data(), n, D, weights_->head.view(), V, base.data(), pool_.get());

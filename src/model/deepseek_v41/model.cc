@@ -129,21 +129,36 @@ void Model::Block(int layer, TokenBatch& batch, float* X, std::vector<float>* pr
       });
     }
   }
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));
-  std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
-  std::vector<float> comb(static_cast<size_t>(n * hc * hc));
+  RunSites(
+      w, m, X, pre_mix->data(), n,
+      [&](const float* u, float* y) {
+        AttentionForward(w.attn, config_, rope_, layer, batch, u, y, pool_.get());
+      },
+      [&](const float* u, float* y) {
+        deepseek_v4::MoeForward(w.ffn, m, u, batch.ids.data(), n, y, pool_.get());
+      },
+      pool_.get());
+}
 
-  HcMixes(w.hc_attn, m, X, n, attn_pre.data(), post.data(), comb.data(), pool_.get());
-  HcCollapse(m, X, pre_mix->data(), n, u.data());
+void RunSites(const deepseek_v4::BlockSites& w, const io::DeepseekV4Config& m, float* X,
+              float* pre_mix, int64_t n, const SublayerFn& attention, const SublayerFn& ffn,
+              ThreadPool* pool) {
+  const int64_t D = m.hidden_size, hc = m.hc_mult;
+  const float eps = static_cast<float>(m.rms_norm_eps);
+  std::vector<float> u(static_cast<size_t>(n * D)), y(static_cast<size_t>(n * D));  // [n, D]
+  std::vector<float> attn_pre(static_cast<size_t>(n * hc)), post(static_cast<size_t>(n * hc));
+  std::vector<float> comb(static_cast<size_t>(n * hc * hc));  // [n, hc, hc]
+
+  HcMixes(w.hc_attn, m, X, n, attn_pre.data(), post.data(), comb.data(), pool);
+  HcCollapse(m, X, pre_mix, n, u.data());
   cpu::RmsNorm(u.data(), n, D, w.attn_norm.data(), eps);
-  AttentionForward(w.attn, config_, rope_, layer, batch, u.data(), y.data(), pool_.get());
+  attention(u.data(), y.data());
   HcPost(m, y.data(), post.data(), comb.data(), n, X);
 
-  HcMixes(w.hc_ffn, m, X, n, pre_mix->data(), post.data(), comb.data(), pool_.get());
+  HcMixes(w.hc_ffn, m, X, n, pre_mix, post.data(), comb.data(), pool);
   HcCollapse(m, X, attn_pre.data(), n, u.data());
   cpu::RmsNorm(u.data(), n, D, w.ffn_norm.data(), eps);
-  deepseek_v4::MoeForward(w.ffn, m, u.data(), batch.ids.data(), n, y.data(), pool_.get());
+  ffn(u.data(), y.data());
   HcPost(m, y.data(), post.data(), comb.data(), n, X);
 }
 

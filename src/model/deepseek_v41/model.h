@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,6 +118,17 @@ class Model {
   RopeTables rope_;
   std::unique_ptr<ThreadPool> pool_;
 };
+
+// A sublayer: the normed collapse u [n, D] -> its output y [n, D].
+using SublayerFn = std::function<void(const float* u, float* y)>;
+// One block's two sites with single-pass mHC (the backbone's blocks and DSpark's stages): each
+// site computes its (pre, post, comb) from its input streams X [n, hc, D] but collapses with the
+// previous site's pre — the attention site with `pre_mix` [n, hc], the FFN site with the attention
+// site's — and the FFN site's pre becomes `pre_mix` for the next block. `m`: the mixing config
+// (hidden_size, hc_mult, rms_norm_eps, the mHC settings).
+void RunSites(const deepseek_v4::BlockSites& w, const io::DeepseekV4Config& m, float* X,
+              float* pre_mix, int64_t n, const SublayerFn& attention, const SublayerFn& ffn,
+              ThreadPool* pool);
 
 // The fields of `c` that the V4 mHC and MoE code reads, as a V4 config. With one routed expert per
 // token the reference does not normalize the routing weight, so neither does this view.
