@@ -15,28 +15,10 @@
 #include "backend/cuda/dspark.cuh"
 #include "backend/cuda/runtime.h"
 #include "base/dtype.h"
+#include "gpu_test_util.h"
 
 namespace dsinfer::backend::cuda {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!DeviceAvailable()) GTEST_SKIP() << "no CUDA device"
-
-template <typename T>
-DeviceBuffer Upload(const std::vector<T>& v) {
-  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <typename T>
-std::vector<T> Download(const DeviceBuffer& b, size_t count, const Stream& s) {
-  std::vector<T> v(count);
-  s.Synchronize();
-  if (count > 0) CopyToHost(v.data(), b.get(), count * sizeof(T), s.get());
-  s.Synchronize();
-  return v;
-}
 
 std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);

@@ -20,6 +20,7 @@
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/runtime.h"
 #include "base/dtype.h"
+#include "gpu_test_util.h"
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/indexer.h"
@@ -30,25 +31,6 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 namespace v41 = model::deepseek_v41;
-
-#define SKIP_WITHOUT_GPU() \
-  if (!DeviceAvailable()) GTEST_SKIP() << "no CUDA device"
-
-template <typename T>
-DeviceBuffer Upload(const std::vector<T>& v) {
-  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <typename T>
-std::vector<T> Download(const DeviceBuffer& b, size_t count, const Stream& s) {
-  std::vector<T> v(count);
-  s.Synchronize();
-  if (count > 0) CopyToHost(v.data(), b.get(), count * sizeof(T), s.get());
-  s.Synchronize();
-  return v;
-}
 
 bool SameBits(float a, float b) { return FloatToBits(a) == FloatToBits(b); }
 
