@@ -8,6 +8,7 @@
 // to pin more, the offload is refused (the engine drops the state). Forks and prefix cache copies
 // copy only the pages they do not share (StateCache::Share). CUDA builds only.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -230,6 +231,34 @@ class CudaModelRunner final : public ModelRunner {
     return model_->DraftMtp(drafts);
   }
 
+  bool has_dspark() const override { return model_->has_dspark(); }
+
+  StatusOr<std::vector<model::BlockDraft>> DraftDSpark(
+      const std::vector<MtpDraftRequest>& requests) override {
+    if (!has_dspark()) return ModelRunner::DraftDSpark(requests);
+    // Every forward wrote the drafter's context rows into the sequence's rings: the block reads
+    // the last W of them.
+    std::vector<CudaModel::DSparkRequest> batch(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const MtpDraftRequest& r = requests[i];
+      auto it = lengths_.find(r.seq);
+      if (it == lengths_.end()) return NotFound("DSpark drafting for a sequence without state");
+      batch[i].length = it->second;
+      batch[i].anchor = r.next_token;
+      batch[i].pages = PagesOf(r.seq);
+    }
+    DSINFER_ASSIGN_OR_RETURN(std::vector<CudaModel::DSparkBlock> blocks,
+                             model_->DraftDSpark(batch));
+    std::vector<model::BlockDraft> out(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      out[i].ids = std::move(blocks[i].ids);
+      for (const float z : blocks[i].confidence) {
+        out[i].accept_prob.push_back(1.0f / (1.0f + std::exp(-z)));  // as the CPU model's
+      }
+    }
+    return out;
+  }
+
   StatusOr<std::unique_ptr<HostState>> Offload(scheduler::SeqId seq) override {
     FreeRetiredCopies();
     auto it = lengths_.find(seq);
@@ -336,14 +365,16 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   }
   DSINFER_CHECK(o.max_rollback >= 0 && o.max_rollback <= mdl::cuda::CudaModel::kMaxRollback);
   opt.mtp = o.mtp;
-  if (o.dspark) {
-    return Unimplemented(
-        "--speculative-method dspark: the DSpark drafter runs on the CPU backend only for now "
-        "(--device cpu); on the GPU use --speculative-method ngram");
-  }
+  opt.dspark = o.dspark;
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
-    DSINFER_ASSIGN_OR_RETURN(model, CudaModel::Load(o.model_dir, opt));
+    auto loaded = CudaModel::Load(o.model_dir, opt);
+    if (!loaded.ok() && o.dspark) {
+      return Status(loaded.status().code(),
+                    "DSpark speculative decoding: " + loaded.status().message() +
+                        " (model: " + o.model_dir + ")");
+    }
+    DSINFER_ASSIGN_OR_RETURN(model, std::move(loaded));
   } else if (IsV41Preset(o.random_preset)) {
     DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV41Config cfg, mdl41::PresetConfig(o.random_preset));
     DSINFER_ASSIGN_OR_RETURN(model, CudaModel::CreateRandomV41(cfg, o.random_seed, opt));

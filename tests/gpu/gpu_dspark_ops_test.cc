@@ -75,9 +75,10 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
   const auto sink = Random(H, 14);
   std::vector<float> inv(rope / 2);
   for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
-  std::vector<int64_t> pos(static_cast<size_t>(n));
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::vector<int64_t> pos64(static_cast<size_t>(n));
   for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < B; ++k) pos[r * B + k] = 100 * r + ctx_len[r] + k;
+    for (int k = 0; k < B; ++k) pos64[r * B + k] = pos[r * B + k] = 100 * r + ctx_len[r] + k;
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   DeviceBuffer dq = Upload(q), db = Upload(block), dc = Upload(ctx), dl = Upload(ctx_len),
@@ -98,7 +99,7 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
   p.scale = scale;
   p.rope_dim = rope;
   p.inv_freq = static_cast<const float*>(di.get());
-  p.positions = static_cast<const int64_t*>(dp.get());
+  p.positions = static_cast<const int32_t*>(dp.get());
   p.out = static_cast<float*>(dout.get());
   LaunchDSparkAttention(p, stream.get());
   const auto got = Download<float>(dout, static_cast<size_t>(n * H * d), stream);
@@ -116,7 +117,7 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
       }
     }
   }
-  cpu::RopeRows(want.data(), n, H, d, rope, inv, pos.data(), /*inverse=*/true);
+  cpu::RopeRows(want.data(), n, H, d, rope, inv, pos64.data(), /*inverse=*/true);
   EXPECT_LE(MaxRelative(got, want), 1e-5);
 
   // A request alone gives the same bits.

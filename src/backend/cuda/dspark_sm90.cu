@@ -16,6 +16,8 @@ constexpr int kAttnThreads = 256;
 constexpr int kMaxKeys = 512;  // context rows + block rows per slot
 constexpr int kMarkovThreads = 512;
 constexpr int kMaxRank = 1024;
+constexpr int kMaxDim = 1024;  // the attention's head dim with q_rope (its query in shared memory)
+constexpr int kGatherThreads = 128;
 
 // Block (t): row t's streams summed in order, then divided by hc (the CPU: sum / float(hc)).
 __global__ void __launch_bounds__(kMeanThreads) StreamMeanKernel(StreamMeanParams p) {
@@ -42,6 +44,20 @@ __global__ void __launch_bounds__(kAttnThreads) DSparkAttentionKernel(DSparkAtte
   const int d = p.dim, lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
   const int ctx = p.ctx_len[r], keys = ctx + p.block_size;
   const float* q = p.q + (t * p.heads + h) * d;
+  __shared__ float qs[kMaxDim];
+  if (p.q_rope) {  // the query with its RoPE at the slot's position, as the backbone's
+    for (int i = threadIdx.x; i < d; i += blockDim.x) qs[i] = q[i];
+    __syncthreads();
+    const int half = p.rope_dim / 2, base = d - p.rope_dim;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      float a = qs[base + 2 * i], b = qs[base + 2 * i + 1];
+      RotatePair(a, b, static_cast<int>(p.positions[t]), p.inv_freq[i], /*inverse=*/false);
+      qs[base + 2 * i] = a;
+      qs[base + 2 * i + 1] = b;
+    }
+    __syncthreads();
+    q = qs;
+  }
   auto key = [&](int j) -> const float* {
     return j < ctx ? p.ctx + (r * p.ctx_stride + j) * d
                    : p.block + (r * p.block_size + (j - ctx)) * d;
@@ -80,6 +96,36 @@ __global__ void __launch_bounds__(kAttnThreads) DSparkAttentionKernel(DSparkAtte
     o[base + 2 * i] = a;
     o[base + 2 * i + 1] = b;
   }
+}
+
+// Block (t): sum_i pre_i X_i of row t, in stream order (the mHC head's CollapseNorm before its
+// norm, and the CPU's HcCollapse).
+__global__ void __launch_bounds__(kMeanThreads) DSparkCollapseKernel(DSparkCollapseParams p) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t t = blockIdx.x;
+  const float* x = p.x + t * p.hc * p.dim;
+  const float* pre = p.pre + t * p.hc;
+  for (int64_t k = threadIdx.x; k < p.dim; k += blockDim.x) {
+    float s = 0;
+    for (int i = 0; i < p.hc; ++i) s += pre[i] * x[i * p.dim + k];
+    p.out[t * p.dim + k] = s;
+  }
+}
+
+// Block (row j, request r): context row first + j of the request's ring, first = max(0, L - W).
+__global__ void __launch_bounds__(kGatherThreads) DSparkGatherKernel(DSparkGatherParams p) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t j = blockIdx.x, r = blockIdx.y;
+  const int slot = p.slot[r * p.stride];
+  const int64_t end = p.start[r * p.stride];
+  const int64_t first = end > p.window ? end - p.window : 0;
+  if (j == 0 && threadIdx.x == 0) p.len[r] = static_cast<int32_t>(end - first);
+  if (first + j >= end) return;
+  const float* src = p.ring.Row(slot, first + j);
+  float* dst = p.out + (r * p.window + j) * p.dim;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) dst[i] = src[i];
 }
 
 __device__ __forceinline__ float LoadAs(const void* base, bool bf16, int64_t i) {
@@ -165,11 +211,44 @@ Status DSparkAttentionParams::Validate() const {
       rope_dim % 2 != 0) {
     return InvalidArgument("dspark attention: bad block, heads, dim or rope_dim");
   }
+  if (q_rope && dim > kMaxDim) {
+    return Unimplemented("dspark attention: q_rope with head dim " + std::to_string(dim) +
+                         " (at most " + std::to_string(kMaxDim) + ")");
+  }
   if (ctx_stride + block_size > kMaxKeys) {
     return Unimplemented("dspark attention: " + std::to_string(ctx_stride + block_size) +
                          " keys per slot (at most " + std::to_string(kMaxKeys) + ")");
   }
   return Status::Ok();
+}
+
+Status DSparkCollapseParams::Validate() const {
+  if (hc < 1 || dim < 1) return InvalidArgument("dspark collapse: bad hc or dim");
+  return Status::Ok();
+}
+
+void LaunchDSparkCollapse(const DSparkCollapseParams& p, StreamHandle stream) {
+  if (p.n <= 0) return;
+  DSINFER_CHECK_PARAMS(p);
+  LaunchKernel(DSparkCollapseKernel, dim3(static_cast<unsigned>(p.n)), dim3(kMeanThreads), 0,
+               stream, p);
+  CUDA_CHECK_LAUNCH();
+}
+
+Status DSparkGatherParams::Validate() const {
+  if (window < 1 || dim < 1 || ring.width != dim || ring.cap < window) {
+    return InvalidArgument("dspark gather: bad window, dim or ring");
+  }
+  return Status::Ok();
+}
+
+void LaunchDSparkGatherContext(const DSparkGatherParams& p, StreamHandle stream) {
+  if (p.requests <= 0) return;
+  DSINFER_CHECK_PARAMS(p);
+  LaunchKernel(DSparkGatherKernel,
+               dim3(static_cast<unsigned>(p.window), static_cast<unsigned>(p.requests)),
+               dim3(kGatherThreads), 0, stream, p);
+  CUDA_CHECK_LAUNCH();
 }
 
 Status MarkovStepParams::Validate() const {

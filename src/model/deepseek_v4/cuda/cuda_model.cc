@@ -129,7 +129,9 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
 }
 
 gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n) {
-  const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const int64_t D = c.hidden_size;
+  const int64_t E = w.moe_experts > 0 ? w.moe_experts : c.n_routed_experts;
+  const int64_t K = w.moe_topk > 0 ? w.moe_topk : c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
   const float lim = static_cast<float>(c.swiglu_limit);
   // Decode sizes: the FP8/FP4 expert linears take their inputs quantized once per token (the
@@ -167,7 +169,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   rp.scoring = c.scoring_func == "sqrtsoftplus" ? gpu::ScoringFunc::kSqrtSoftplus
              : c.scoring_func == "softmax"      ? gpu::ScoringFunc::kSoftmax
                                                 : gpu::ScoringFunc::kSigmoid;
-  rp.norm_topk_prob = c.norm_topk_prob;
+  rp.norm_topk_prob = w.moe_norm_topk >= 0 ? w.moe_norm_topk != 0 : c.norm_topk_prob;
   rp.routed_scaling_factor = static_cast<float>(c.routed_scaling_factor);
   rp.sel = rsel;
   rp.weight = rwt;
@@ -210,7 +212,12 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
 
 void CudaModel::Impl::AllocateActivations() {
   const int64_t T = opt.max_tokens, D = c.hidden_size, hc = c.hc_mult, H = c.num_heads;
-  const int64_t d = c.head_dim, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const int64_t d = c.head_dim;
+  int64_t E = c.n_routed_experts, K = c.num_experts_per_tok;
+  if (v41 && v41->ds) {  // the DSpark stages' MoE runs in the same buffers
+    E = std::max<int64_t>(E, v41->c.dspark_n_routed_experts);
+    K = std::max<int64_t>(K, v41->c.dspark_num_experts_per_tok);
+  }
   const int64_t I = c.moe_intermediate_size, IH = c.index_n_heads, Id = c.index_head_dim;
   X = Alloc<float>(T * hc * D);
   mix = Alloc<float>(

@@ -67,6 +67,11 @@ struct CudaModelOptions {
   // sequence's streams ring, StateLayoutFor(config, true)), so that its state follows the main
   // model's to one position short, and DraftMtp drafts from there.
   bool mtp = false;
+  // DeepSeek-V4.1: load the DSpark drafter (mtp.*; InvalidArgument for a config without draft
+  // layers, NotFound for a checkpoint without them). Every forward then also writes the stages'
+  // context rows (the taps of the target layers' inputs, main_proj, main_norm, each stage's K=V)
+  // into the rings of the state layout, and DraftDSpark drafts a block after a sequence.
+  bool dspark = false;
 };
 
 class CudaModel {
@@ -153,6 +158,25 @@ class CudaModel {
   };
   bool has_mtp() const;
   StatusOr<std::vector<std::vector<int32_t>>> DraftMtp(const std::vector<MtpDraft>& drafts);
+  // DSpark drafting (CudaModelOptions::dspark): per request the drafter's block after the
+  // sequence (its B = dspark_block_size slots at positions length .. length + B - 1, the first
+  // the anchor, the rest the noise token), as the CPU model's Model::DraftDSpark: each slot's
+  // greedy draft (the Markov term of the previous token added; ties to the smallest id) and the
+  // confidence head's logit. The state does not change. One host wait.
+  struct DSparkRequest {
+    // Paged mode: per pool the sequence's pages (as PagedChunk::pages) and its length; slot mode:
+    // the slot (its length is the slot's).
+    std::vector<const std::vector<int32_t>*> pages;
+    int64_t length = 0;
+    int slot = -1;
+    int32_t anchor = 0;
+  };
+  struct DSparkBlock {
+    std::vector<int32_t> ids;       // [B]
+    std::vector<float> confidence;  // [B] logits (the acceptance probability is their sigmoid)
+  };
+  bool has_dspark() const;
+  StatusOr<std::vector<DSparkBlock>> DraftDSpark(const std::vector<DSparkRequest>& requests);
   // Copies pages [0, count) of one page list of pool `pool` onto another (n > 1 forks), enqueued.
   void CopyPages(size_t pool, const std::vector<int32_t>& from, const std::vector<int32_t>& to,
                  int64_t count);

@@ -14,6 +14,7 @@
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/compressor.cuh"
+#include "backend/cuda/dspark.cuh"
 #include "backend/cuda/engram.cuh"
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/hyper_connection.cuh"
@@ -87,6 +88,9 @@ struct BlockW {
   ExpertsW experts;
   bool has_shared = false;
   WeightRef sh_w1, sh_w3, sh_w2;
+  // The MoE's sizes when they are not the config's (DeepSeek-V4.1's DSpark stages): routed
+  // experts, experts per token (0: the config's), norm_topk_prob (-1: the config's).
+  int moe_experts = 0, moe_topk = 0, moe_norm_topk = -1;
 };
 
 // The MTP layer (spec §2.11): its projections of the token's embedding and of the main streams,
@@ -134,6 +138,38 @@ struct V41LayerW {
   }
 };
 
+// DeepSeek-V4.1's DSpark drafter (CudaModelOptions::dspark; cuda_model_dspark.cc): its weights
+// (mtp.*), its context rings in the state, and its activations.
+struct DSparkParts {
+  WeightRef main_proj;  // [D, taps * D]
+  float* main_norm = nullptr;
+  std::vector<BlockW> stages;           // window-only blocks, their MoE of the dspark_* sizes
+  float* norm = nullptr;                // the last stage's, before the trunk's head
+  WeightRef markov_embed, markov_head;  // [V, r] (r = 0: unset), both bf16 or both fp32
+  float* confidence = nullptr;          // [D + r]
+  std::vector<gpu::RingRef> rings;      // per stage: the context K=V rows by position
+  // The forward's: the taps [max_tokens, taps * D], main_x [max_tokens, D], a stage's K=V rows
+  // [max_tokens, d]. A draft's (R requests of B slots): the gathered context [max_seqs, W, d] and
+  // its rows [max_seqs], xh [max_seqs * B, D], the logits [max_seqs * B, V], the previous token
+  // [max_seqs], the ids and confidences [B, max_seqs] (device and pinned host).
+  float *taps = nullptr, *main_x = nullptr, *ctx_kv = nullptr;
+  float* ctx = nullptr;
+  int32_t* ctx_len = nullptr;
+  float *xh = nullptr, *hn = nullptr, *logits = nullptr;
+  int32_t *prev = nullptr, *ids = nullptr;
+  float* conf = nullptr;
+  uint16_t* head_split = nullptr;  // the tensor-core head's split rows [max_seqs * B] (tc_head)
+  // [B, max_seqs] ids, then [B, max_seqs] confidences, then [max_seqs] the anchors.
+  gpu::PinnedBuffer out_host;
+  // The index of layer l among the taps, -1: none.
+  int TapOf(const io::DeepseekV41Config& c, int l) const {
+    for (size_t j = 0; j < c.dspark_target_layer_ids.size(); ++j) {
+      if (c.dspark_target_layer_ids[j] == l) return static_cast<int>(j);
+    }
+    return -1;
+  }
+};
+
 struct V41Parts {
   io::DeepseekV41Config c;
   std::vector<V41LayerW> layers;
@@ -153,6 +189,7 @@ struct V41Parts {
   float *erows = nullptr, *ekv = nullptr;
   uint16_t* engram_split = nullptr;  // the bf16 projection's split rows (CudaModelOptions::tc_head)
   gpu::RingRef tokens;               // the Engram look-back: token ids by position (int32 bits)
+  std::unique_ptr<DSparkParts> ds;   // CudaModelOptions::dspark
 };
 
 struct LayerState {
@@ -606,6 +643,14 @@ struct CudaModel::Impl {
   void EngramV41(int layer, int64_t n);
   void EngramHashV41(int64_t n);
   void AllocateV41();  // its activations and RoPE tables (after AllocateActivations)
+  // DSpark (cuda_model_dspark.cc): layer l's tap of the streams entering it (a target layer);
+  // after the layers, the context rows of the step's n rows into the stages' rings; a draft's
+  // pass over the R blocks of the uploaded metadata (n = R * B rows), its ids and confidences
+  // copied to ds->out_host; the activations.
+  void DSparkTap(int layer, int64_t n);
+  void DSparkContext(int64_t n);
+  void DSparkDraft(int64_t R);
+  void AllocateDSpark();
   void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
     if (v41) {
       BlockV41(w, layer, n, one_per_seq);
@@ -727,6 +772,7 @@ struct CudaModel::Impl {
     mix_ready = false;
     if (v41) EngramHashV41(n);
     for (int l = 0; l < c.num_layers; ++l) Block(layers[l], l, n, one_per_seq);
+    if (v41 && v41->ds) DSparkContext(n);
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     Mark("hc_head+head");
     Head(hc_head, norm, n, rows, xs, hz, logits, v41 ? v41->pre_mix : nullptr);

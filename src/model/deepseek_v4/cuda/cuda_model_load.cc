@@ -71,6 +71,9 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
     DSINFER_RETURN_IF_ERROR(LoadV41(model_dir, options, impl.get()));
     return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
   }
+  if (options.dspark) {
+    return InvalidArgument("the model has no DSpark drafter (DeepSeek-V4.1's)");
+  }
   DSINFER_ASSIGN_OR_RETURN(impl->c, io::LoadDeepseekV4Config(model_dir));
   DSINFER_RETURN_IF_ERROR(CheckSupported(impl->c));
   impl->opt = options;
@@ -113,6 +116,9 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
   DSINFER_RETURN_IF_ERROR(CheckSupported(config));
+  if (options.dspark) {
+    return InvalidArgument("the model has no DSpark drafter (DeepSeek-V4.1's)");
+  }
   auto impl = std::make_unique<Impl>();
   impl->c = config;
   impl->opt = options;

@@ -167,9 +167,10 @@ class GpuLoader {
   }
 
   // Routed experts: each matrix kind packed into one buffer (expert e at e * stride).
-  Status Experts(const std::string& p, ExpertsW* ex) {
+  // experts: their count when not the config's (DeepSeek-V4.1's DSpark stages).
+  Status Experts(const std::string& p, ExpertsW* ex, int experts = 0) {
     const auto& c = m_->c;
-    const int E = c.n_routed_experts;
+    const int E = experts > 0 ? experts : c.n_routed_experts;
     std::vector<const void*> tables[6];
     for (int e = 0; e < E; ++e) {
       const std::string ep = p + "experts." + std::to_string(e) + ".";
@@ -212,7 +213,8 @@ class GpuLoader {
     return Block(p, c.mtp_compress_ratio, false, &w->block);
   }
 
-  Status Block(const std::string& prefix, int rate, bool hash, BlockW* b) {
+  // experts: the routed experts' count when not the config's (Experts).
+  Status Block(const std::string& prefix, int rate, bool hash, BlockW* b, int experts = 0) {
     const auto& c = m_->c;
     const int64_t d = c.head_dim;
     DSINFER_ASSIGN_OR_RETURN(b->attn_norm, Vector(prefix + "attn_norm.weight"));
@@ -254,7 +256,7 @@ class GpuLoader {
     } else {
       DSINFER_ASSIGN_OR_RETURN(b->gate_bias, Vector(fp + "gate.bias"));
     }
-    DSINFER_RETURN_IF_ERROR(Experts(fp, &b->experts));
+    DSINFER_RETURN_IF_ERROR(Experts(fp, &b->experts, experts));
     if (c.n_shared_experts > 0) {
       b->has_shared = true;
       DSINFER_ASSIGN_OR_RETURN(b->sh_w1, Matrix(fp + "shared_experts.w1"));
@@ -433,13 +435,17 @@ class RandomBuilder {
     cw.norm = Vec(p + "norm.weight");
     return cw;
   }
-  // Layer `layer` (num_layers: the MTP layer's block, under the prefix "mtp.0.").
-  void Block(int layer, BlockW* b) {
+  // Layer `layer` (num_layers: the MTP layer's block, under the prefix "mtp.0."). With a prefix:
+  // a window-only block under it (DeepSeek-V4.1's DSpark stages, layer num_layers) of `experts`
+  // routed experts.
+  void Block(int layer, BlockW* b, const std::string& prefix = "", int experts = 0) {
     const auto& c = m_->c;
     const int64_t d = c.head_dim;
-    const int E = c.n_routed_experts;
+    const int E = experts > 0 ? experts : c.n_routed_experts;
     const bool mtp = layer >= c.num_layers;
-    const std::string p = mtp ? "mtp.0." : "layers." + std::to_string(layer) + ".";
+    const std::string p = !prefix.empty() ? prefix
+                          : mtp           ? "mtp.0."
+                                          : "layers." + std::to_string(layer) + ".";
     const std::string a = p + "attn.", f = p + "ffn.";
     b->attn_norm = Vec(p + "attn_norm.weight");
     b->ffn_norm = Vec(p + "ffn_norm.weight");
@@ -453,7 +459,7 @@ class RandomBuilder {
     b->wo_a = Linear(a + "wo_a");
     b->wo_b = Linear(a + "wo_b");
     b->sink = Vec(a + "attn_sink");
-    const int rate = mtp ? c.mtp_compress_ratio : c.compress_ratios[layer];
+    const int rate = !prefix.empty() ? 0 : mtp ? c.mtp_compress_ratio : c.compress_ratios[layer];
     b->rate = rate;
     if (rate != 0) {
       const bool csa = rate == c.csa_rate;

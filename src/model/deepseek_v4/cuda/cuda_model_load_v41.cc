@@ -198,6 +198,101 @@ void RandomV41Layer(RandomBuilder& rb, CudaModel::Impl* m, int l) {
   }
 }
 
+// What the device ops of the DSpark drafter take (dspark.cuh), checked before loading.
+Status CheckSupportedDSpark(const io::DeepseekV41Config& c, const CudaModelOptions& o) {
+  DSINFER_RETURN_IF_ERROR(c.ValidateDSpark());
+  gpu::DSparkAttentionParams ap;
+  ap.block_size = c.dspark_block_size;
+  ap.heads = c.num_heads;
+  ap.dim = c.head_dim;
+  ap.rope_dim = c.rope_head_dim;
+  ap.ctx_stride = c.sliding_window;
+  ap.q_rope = true;
+  DSINFER_RETURN_IF_ERROR(ap.Validate());
+  gpu::MarkovStepParams mp;
+  mp.vocab = c.vocab_size;
+  mp.hidden = c.hidden_size;
+  mp.rank = c.dspark_markov_rank;
+  DSINFER_RETURN_IF_ERROR(mp.Validate());
+  if (int64_t{o.max_seqs} * c.dspark_block_size > o.max_tokens) {
+    return InvalidArgument("DSpark on the GPU: max_tokens " + std::to_string(o.max_tokens) +
+                           " holds fewer rows than max_seqs x dspark_block_size (" +
+                           std::to_string(o.max_seqs) + " x " +
+                           std::to_string(c.dspark_block_size) + ")");
+  }
+  return Status::Ok();
+}
+
+// A stage's MoE sizes: the dspark_* counts (norm_topk_prob only with more than one expert, as
+// the CPU's draft mixing).
+void SetDraftMoe(const io::DeepseekV41Config& c, BlockW* b) {
+  b->moe_experts = c.dspark_n_routed_experts;
+  b->moe_topk = c.dspark_num_experts_per_tok;
+  b->moe_norm_topk = c.norm_topk_prob && c.dspark_num_experts_per_tok > 1 ? 1 : 0;
+}
+
+// The DSpark drafter's weights (mtp.*, DSparkWeightSchema) onto the device.
+Status LoadDSpark(const io::Checkpoint& ckpt, CudaModel::Impl* m) {
+  const io::DeepseekV41Config& c = m->v41->c;
+  auto ds = std::make_unique<DSparkParts>();
+  GpuLoader ld(ckpt, m, deepseek_v41::DSparkWeightSchema(c));
+  DSINFER_ASSIGN_OR_RETURN(ds->main_proj, ld.Matrix("mtp.0.main_proj"));
+  DSINFER_ASSIGN_OR_RETURN(ds->main_norm, ld.Vector("mtp.0.main_norm.weight"));
+  const int S = c.num_nextn_predict_layers;
+  ds->stages.resize(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s) {
+    BlockW& b = ds->stages[static_cast<size_t>(s)];
+    DSINFER_RETURN_IF_ERROR(
+        ld.Block("mtp." + std::to_string(s) + ".", 0, false, &b, c.dspark_n_routed_experts));
+    SetDraftMoe(c, &b);
+  }
+  const std::string last = "mtp." + std::to_string(S - 1) + ".";
+  DSINFER_ASSIGN_OR_RETURN(ds->norm, ld.Vector(last + "norm.weight"));
+  const int64_t D = c.hidden_size, r = c.dspark_markov_rank;
+  if (r > 0) {
+    DSINFER_ASSIGN_OR_RETURN(ds->markov_embed, ld.Matrix(last + "markov_head.embed"));
+    DSINFER_ASSIGN_OR_RETURN(ds->markov_head, ld.Matrix(last + "markov_head.head"));
+    const WeightFormat e = ds->markov_embed.format, h = ds->markov_head.format;
+    if (e != h || (e != WeightFormat::kBf16 && e != WeightFormat::kF32)) {
+      return Unimplemented("DSpark on the GPU: " + last +
+                           "markov_head.embed and .head must both be BF16 or both F32");
+    }
+  }
+  DSINFER_ASSIGN_OR_RETURN(const io::TensorView* proj,
+                           ckpt.GetChecked(last + "confidence_head.proj.weight", {1, D + r}));
+  DSINFER_ASSIGN_OR_RETURN(auto conf, io::DequantizeToF32(*proj, nullptr, proj->shape, 128));
+  ds->confidence = m->UploadF32(conf);
+  m->weight_bytes += conf.size() * 4;
+  ds->rings.resize(static_cast<size_t>(S));
+  m->v41->ds = std::move(ds);
+  return Status::Ok();
+}
+
+// The DSpark drafter with device-random weights in the release formats.
+void RandomDSpark(CudaModel::Impl* m, uint64_t seed) {
+  const io::DeepseekV41Config& c = m->v41->c;
+  auto ds = std::make_unique<DSparkParts>();
+  RandomBuilder rb(m, seed * 31 + 7, deepseek_v41::DSparkWeightSchema(c));
+  ds->main_proj = rb.Linear("mtp.0.main_proj");
+  ds->main_norm = rb.Vec("mtp.0.main_norm.weight");
+  const int S = c.num_nextn_predict_layers;
+  ds->stages.resize(static_cast<size_t>(S));
+  for (int s = 0; s < S; ++s) {
+    BlockW& b = ds->stages[static_cast<size_t>(s)];
+    rb.Block(c.num_layers, &b, "mtp." + std::to_string(s) + ".", c.dspark_n_routed_experts);
+    SetDraftMoe(c, &b);
+  }
+  const std::string last = "mtp." + std::to_string(S - 1) + ".";
+  ds->norm = rb.Vec(last + "norm.weight");
+  if (c.dspark_markov_rank > 0) {
+    ds->markov_embed = rb.Linear(last + "markov_head.embed");
+    ds->markov_head = rb.Linear(last + "markov_head.head");
+  }
+  ds->confidence = rb.Vec(last + "confidence_head.proj");
+  ds->rings.resize(static_cast<size_t>(S));
+  m->v41->ds = std::move(ds);
+}
+
 }  // namespace
 
 Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
@@ -211,6 +306,7 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
         "(--speculative-method dspark, on the CPU for now)");
   }
+  if (options.dspark) DSINFER_RETURN_IF_ERROR(CheckSupportedDSpark(c, options));
   std::unique_ptr<deepseek_v41::EngramHasher> hasher;
   if (!c.engram_layer_ids.empty()) {
     DSINFER_ASSIGN_OR_RETURN(auto token_map, deepseek_v41::LoadEngramTokenMap(model_dir, c));
@@ -226,7 +322,8 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   for (const auto& [name, view] : ckpt->tensors()) {
     const bool host_table =
         options.engram_host_tables && name.find(".engram.embed.weight") != std::string::npos;
-    if (!deepseek_v41::IsSkippedTensor(name) && !host_table) {
+    const bool draft = options.dspark && name.rfind("mtp.", 0) == 0;
+    if ((!deepseek_v41::IsSkippedTensor(name) || draft) && !host_table) {
       bytes += static_cast<int64_t>(view->nbytes);
     }
   }
@@ -246,9 +343,11 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
     DSINFER_RETURN_IF_ERROR(LoadV41Layer(ld, *ckpt, m, l));
   }
   if (hasher) UploadEngramHasher(*hasher, m);
+  if (options.dspark) DSINFER_RETURN_IF_ERROR(LoadDSpark(*ckpt, m));
   if (!options.paged) m->AllocateState();
   m->AllocateActivations();
   m->AllocateV41();
+  if (options.dspark) m->AllocateDSpark();
   return Status::Ok();
 }
 
@@ -264,6 +363,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
         "(--speculative-method dspark, on the CPU for now)");
   }
+  if (options.dspark) DSINFER_RETURN_IF_ERROR(CheckSupportedDSpark(config, options));
   auto impl = std::make_unique<Impl>();
   impl->c = V41View(config);
   impl->opt = options;
@@ -288,9 +388,11 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
     rb.Block(l, &impl->layers[l]);
     RandomV41Layer(rb, impl.get(), l);
   }
+  if (options.dspark) RandomDSpark(impl.get(), seed);
   if (!options.paged) impl->AllocateState();
   impl->AllocateActivations();
   impl->AllocateV41();
+  if (options.dspark) impl->AllocateDSpark();
   impl->stream.Synchronize();
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
 }

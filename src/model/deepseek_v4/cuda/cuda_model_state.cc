@@ -15,7 +15,9 @@ cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config,
 // DeepSeek-V4.1's state on the GPU: the CPU's streams (deepseek_v41/state_layout.h) with fp32 rows
 // (values on their FP8 / FP4 grids): every layer's window ring, each KV source's compressor ring
 // (ratio > 1), compressed entries and index keys, and the Engram token ring.
-cache::StateLayout V41GpuStateLayout(const io::DeepseekV41Config& c) {
+// With the DSpark drafter, each stage's context ring (W + slack rows of head_dim values on the
+// FP8 grid, the CPU's kDraftStream rings).
+cache::StateLayout V41GpuStateLayout(const io::DeepseekV41Config& c, bool dspark) {
   model::StateLayoutBuilder layout;
   using cache::StateKind;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer, int stream,
@@ -40,11 +42,17 @@ cache::StateLayout V41GpuStateLayout(const io::DeepseekV41Config& c) {
     add(StateKind::kWindow, c.engram_max_ngram_size - 1 + kRollbackSlack, 1, 0,
         deepseek_v41::kTokenStream, 1);
   }
+  if (dspark) {  // the drafter reads the W positions before its block, after a rollback
+    for (int s = 0; s < c.num_nextn_predict_layers; ++s) {
+      add(StateKind::kWindow, c.sliding_window + kRollbackSlack, 1, s, deepseek_v41::kDraftStream,
+          d);
+    }
+  }
   return layout.Build();
 }
 
 cache::StateLayout CudaModel::Impl::Layout() const {
-  return v41 ? V41GpuStateLayout(v41->c) : StateLayoutFor(c, MtpOn());
+  return v41 ? V41GpuStateLayout(v41->c, v41->ds != nullptr) : StateLayoutFor(c, MtpOn());
 }
 
 cache::StateLayout CudaModel::state_layout() const { return impl_->Layout(); }
@@ -78,8 +86,9 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
     const cache::StateComponent& comp = pool.plan.component;
     const int64_t rpp = pool.plan.rows_per_page;
     for (const cache::StateMember& m : comp.members) {
-      if (m.layer >= c.num_layers && !MtpOn()) continue;  // the MTP layer's, unused
-      LayerState& st = state[m.layer];
+      const bool draft = v41 && m.stream == deepseek_v41::kDraftStream;
+      if (m.layer >= c.num_layers && !MtpOn() && !draft) continue;  // the MTP layer's, unused
+      LayerState& st = state[draft ? 0 : m.layer];
       const bool tokens = v41 && m.stream == deepseek_v41::kTokenStream;
       gpu::RingRef ring;
       ring.pool = pool.data;
@@ -101,6 +110,11 @@ void CudaModel::Impl::BuildPools(const cache::MemoryPlan& plan) {
       list.capacity = EntryCapacity(comp.tokens_per_row);
       if (tokens) {
         v41->tokens = ring;
+        continue;
+      }
+      if (draft) {
+        DSINFER_CHECK(v41->ds != nullptr && m.layer < static_cast<int>(v41->ds->rings.size()));
+        v41->ds->rings[static_cast<size_t>(m.layer)] = ring;
         continue;
       }
       switch (static_cast<StateStream>(m.stream)) {

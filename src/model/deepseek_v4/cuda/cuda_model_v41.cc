@@ -15,6 +15,7 @@ void CudaModel::Impl::BlockV41(const BlockW& w, int layer, int64_t n, bool one_p
     EngramV41(layer, n);  // the streams change before the block's mixes: no fused mix here
     mix_ready = false;
   }
+  if (v.ds) DSparkTap(layer, n);  // the streams entering the layer, after its Engram lookup
   const bool attn_q =
       n <= kMoePrequantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
   Mark("hc_pre+norm");
