@@ -135,6 +135,125 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
   EXPECT_TRUE(std::equal(alone.begin(), alone.end(), got.begin() + B * H * d));
 }
 
+// q_rope: the query's RoPE applied by the kernel equals the CPU's RopeRows before it.
+TEST(DSparkOpsTest, BlockAttentionAppliesTheQueryRope) {
+  SKIP_WITHOUT_GPU();
+  const int R = 2, B = 3, H = 2, d = 64, rope = 16, W = 4;
+  const int64_t n = R * B;
+  const std::vector<int32_t> ctx_len = {4, 2};
+  const auto q = Random(static_cast<size_t>(n * H * d), 31);
+  const auto block = Random(static_cast<size_t>(n * d), 32);
+  const auto ctx = Random(static_cast<size_t>(R * W * d), 33);
+  const auto sink = Random(H, 34);
+  std::vector<float> inv(rope / 2);
+  for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::vector<int64_t> pos64(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos64[t] = pos[t] = static_cast<int32_t>(37 * t + 5);
+  std::vector<float> q_roped = q;
+  cpu::RopeRows(q_roped.data(), n, H, d, rope, inv, pos64.data(), /*inverse=*/false);
+  DeviceBuffer dq = Upload(q), dqr = Upload(q_roped), db = Upload(block), dc = Upload(ctx),
+               dl = Upload(ctx_len), ds = Upload(sink), di = Upload(inv), dp = Upload(pos),
+               d1(static_cast<size_t>(n * H * d) * sizeof(float)),
+               d2(static_cast<size_t>(n * H * d) * sizeof(float));
+  Stream stream;
+  DSparkAttentionParams p;
+  p.block = static_cast<const float*>(db.get());
+  p.ctx = static_cast<const float*>(dc.get());
+  p.ctx_len = static_cast<const int32_t*>(dl.get());
+  p.ctx_stride = W;
+  p.requests = R;
+  p.block_size = B;
+  p.heads = H;
+  p.dim = d;
+  p.sink = static_cast<const float*>(ds.get());
+  p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  p.rope_dim = rope;
+  p.inv_freq = static_cast<const float*>(di.get());
+  p.positions = static_cast<const int32_t*>(dp.get());
+  p.q = static_cast<const float*>(dqr.get());
+  p.out = static_cast<float*>(d1.get());
+  LaunchDSparkAttention(p, stream.get());
+  p.q = static_cast<const float*>(dq.get());
+  p.q_rope = true;
+  p.out = static_cast<float*>(d2.get());
+  LaunchDSparkAttention(p, stream.get());
+  const auto want = Download<float>(d1, static_cast<size_t>(n * H * d), stream);
+  const auto got = Download<float>(d2, static_cast<size_t>(n * H * d), stream);
+  EXPECT_LE(MaxRelative(got, want), 1e-5);
+}
+
+// The context gather: each request's rows max(0, L - W) .. L - 1 of its ring, by position.
+TEST(DSparkOpsTest, GatherContextReadsTheLastWindowOfTheRing) {
+  SKIP_WITHOUT_GPU();
+  const int64_t W = 4, cap = W + 2, dim = 8, slots = 3;
+  const auto pool = Random(static_cast<size_t>(slots * cap * dim), 41);
+  const std::vector<int32_t> pages = {2, 0, 1};  // table row r -> its page
+  // Two requests (stride 2 in the metadata): table rows 0 and 2, lengths 3 and 23.
+  const std::vector<int32_t> slot = {0, -1, 2, -1}, start = {3, -1, 23, -1};
+  DeviceBuffer dpool = Upload(pool), dpages = Upload(pages), dslot = Upload(slot),
+               dstart = Upload(start), dout(static_cast<size_t>(2 * W * dim) * sizeof(float)),
+               dlen(2 * sizeof(int32_t));
+  Stream stream;
+  DSparkGatherParams p;
+  p.ring.pool = static_cast<float*>(dpool.get());
+  p.ring.cap = cap;
+  p.ring.width = dim;
+  p.ring.page_floats = cap * dim;
+  p.ring.pages = static_cast<const int32_t*>(dpages.get());
+  p.ring.pages_stride = 1;
+  p.slot = static_cast<const int32_t*>(dslot.get());
+  p.start = static_cast<const int32_t*>(dstart.get());
+  p.stride = 2;
+  p.requests = 2;
+  p.window = W;
+  p.dim = dim;
+  p.out = static_cast<float*>(dout.get());
+  p.len = static_cast<int32_t*>(dlen.get());
+  LaunchDSparkGatherContext(p, stream.get());
+  const auto got = Download<float>(dout, static_cast<size_t>(2 * W * dim), stream);
+  const auto len = Download<int32_t>(dlen, 2, stream);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t L = start[2 * r], first = std::max<int64_t>(0, L - W);
+    ASSERT_EQ(len[r], L - first);
+    const int64_t page = pages[slot[2 * r]];
+    for (int64_t j = 0; j < L - first; ++j) {
+      for (int64_t i = 0; i < dim; ++i) {
+        EXPECT_EQ(got[(r * W + j) * dim + i], pool[(page * cap + (first + j) % cap) * dim + i])
+            << "request " << r << " row " << j;
+      }
+    }
+  }
+}
+
+// The head's collapse: sum_i pre_i X_i in stream order.
+TEST(DSparkOpsTest, CollapseMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 3, hc = 4, D = 300;
+  const auto x = Random(static_cast<size_t>(n * hc * D), 51);
+  const auto pre = Random(static_cast<size_t>(n * hc), 52);
+  DeviceBuffer dx = Upload(x), dpre = Upload(pre), dout(static_cast<size_t>(n * D) * 4);
+  Stream stream;
+  DSparkCollapseParams p;
+  p.x = static_cast<const float*>(dx.get());
+  p.pre = static_cast<const float*>(dpre.get());
+  p.n = n;
+  p.hc = static_cast<int>(hc);
+  p.dim = D;
+  p.out = static_cast<float*>(dout.get());
+  LaunchDSparkCollapse(p, stream.get());
+  const auto got = Download<float>(dout, static_cast<size_t>(n * D), stream);
+  std::vector<float> want(static_cast<size_t>(n * D));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t k = 0; k < D; ++k) {
+      double s = 0;
+      for (int64_t i = 0; i < hc; ++i) s += double{pre[t * hc + i]} * x[(t * hc + i) * D + k];
+      want[t * D + k] = static_cast<float>(s);
+    }
+  }
+  EXPECT_LE(MaxRelative(got, want), 1e-6);
+}
+
 TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   for (bool bf16 : {false, true}) {

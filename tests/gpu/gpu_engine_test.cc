@@ -192,6 +192,51 @@ TEST(GpuEngineTest, V41SpeculationIsExact) {
   testing::ExpectSpeculationExact(Device::kCuda, V41EngramModel());
 }
 
+// DSpark speculative decoding on the GPU (the CUDA model's drafter: its context rings in the
+// paged state, written by every forward, decode and verify steps replayed from graphs): every
+// request's ids and logprobs equal the run without speculation, at a small budget (verify steps
+// beside prefill chunks), a large one with the confidence-chosen lengths, and eagerly; on the
+// Engram preset (which carries a drafter) and the golden config D.
+TEST(GpuEngineTest, V41DSparkIsExact) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string golden_d = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/D";
+  for (const std::string& model : {V41EngramModel(), golden_d}) {
+    const std::vector<GenerateRequest> reqs = Mix(32);
+    std::vector<RequestResult> want;
+    {
+      auto e =
+          Engine::Create(testing::MixOptions(Device::kCuda, 16, 256, int64_t{256} << 20, model));
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      want = (*e)->Generate(reqs);
+    }
+    struct Run {
+      int64_t budget;
+      bool adaptive, eager;
+    };
+    for (const Run& run : {Run{24, false, false}, Run{256, true, false}, Run{24, false, true}}) {
+      EngineOptions o =
+          testing::MixOptions(Device::kCuda, 16, run.budget, int64_t{256} << 20, model);
+      o.speculative.method = SpeculativeOptions::Method::kDSpark;
+      o.speculative.num_tokens = 5;
+      o.speculative.adaptive = run.adaptive;
+      o.enforce_eager = run.eager;
+      auto e = Engine::Create(o);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      const std::string what = model + ", budget " + std::to_string(run.budget) +
+                               (run.adaptive ? ", adaptive" : "") + (run.eager ? ", eager" : "");
+      ExpectSame(want, (*e)->Generate(reqs), what);
+      const EngineStats st = (*e)->Stats();
+      EXPECT_GT(st.spec_draft_tokens, 0) << what;
+      std::printf("%s: %lld of %lld drafts accepted\n", what.c_str(),
+                  static_cast<long long>(st.spec_accepted_tokens),
+                  static_cast<long long>(st.spec_draft_tokens));
+      if (!run.eager) {
+        EXPECT_GT(st.graph_multi_token_steps, 0) << what;
+      }
+    }
+  }
+}
+
 // Overlap scheduling on the GPU (the default): fed tokens read from the device sampler's output,
 // stop strings and ids, n > 1 forks and aborts give the outputs of the serial loop.
 TEST(GpuEngineTest, OverlapSchedulingGivesTheSameIdsAndLogprobs) {

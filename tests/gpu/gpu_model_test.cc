@@ -5,6 +5,7 @@
 // bit-identical logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -269,6 +270,107 @@ TEST(GpuModelTest, GoldenV41A) {
 TEST(GpuModelTest, GoldenV41Engram) {
   SKIP_WITHOUT_GPU();
   CheckV41Golden("E", 5e-4);
+}
+
+// DeepSeek-V4.1's DSpark drafter on the GPU (CudaModelOptions::dspark) against the CPU model's
+// Model::DraftDSpark: the same drafts and confidence logits within 1e-4 (of max(1, |c|)) after
+// prefills of every schedule, after each draft's verify chunk rolled back to its anchor, and in a
+// batch of requests (each as alone). The rings are written by every forward (decode steps too).
+void CheckDSpark(const std::string& dir, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& anchors, const std::string& name) {
+  auto cm = deepseek_v41::Model::Load(dir, {2, /*dspark=*/true});
+  ASSERT_TRUE(cm.ok()) << cm.status().ToString();
+  deepseek_v41::Model& cpu = **cm;
+  const int n = static_cast<int>(prompt.size());
+  CudaModelOptions opt;
+  opt.max_seqs = 4;
+  opt.max_len = n + 64;
+  opt.max_tokens = 64;
+  opt.dspark = true;
+  auto gm = CudaModel::Load(dir, opt);
+  ASSERT_TRUE(gm.ok()) << gm.status().ToString();
+  CudaModel& g = **gm;
+  ASSERT_TRUE(g.has_dspark());
+  double worst = 0;
+  auto expect_same = [&](const deepseek_v41::DSparkDraft& want, const CudaModel::DSparkBlock& got,
+                         const std::string& what) {
+    EXPECT_EQ(got.ids, want.ids) << name << ": " << what;
+    ASSERT_EQ(got.confidence.size(), want.confidence.size()) << name << ": " << what;
+    for (size_t k = 0; k < got.confidence.size(); ++k) {
+      const double err = std::abs(double(got.confidence[k]) - want.confidence[k]) /
+                         std::max(1.0, std::abs(double(want.confidence[k])));
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 1e-4) << name << ": " << what << ", slot " << k;
+    }
+  };
+  auto fed = [&](const std::vector<int32_t>& ids, const std::vector<int>& sizes,
+                 std::unique_ptr<deepseek_v41::SequenceState>* s, int* slot) {
+    *s = cpu.NewSequence(CudaModel::kMaxRollback);
+    auto got = g.NewSequence();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    *slot = *got;
+    size_t at = 0;
+    for (int k : sizes) {
+      std::vector<int32_t> chunk(ids.begin() + at, ids.begin() + at + k);
+      at += k;
+      ASSERT_TRUE(cpu.Forward({{s->get(), chunk, 1}}, LogitsRows::kTail).ok());
+      ASSERT_TRUE(g.Forward({{*slot, chunk}}, LogitsRows::kLast).ok());
+    }
+  };
+  for (const auto& [sched, sizes] : testing::Schedules(n, 13)) {
+    std::unique_ptr<deepseek_v41::SequenceState> s;
+    int slot = -1;
+    fed(prompt, sizes, &s, &slot);
+    if (::testing::Test::HasFatalFailure()) return;
+    for (size_t a = 0; a < anchors.size(); ++a) {
+      const std::string what = sched + ", anchor " + std::to_string(a);
+      auto want = cpu.DraftDSpark({{s.get(), anchors[a]}}, /*logits=*/false);
+      auto got = g.DraftDSpark({{{}, 0, slot, anchors[a]}});
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      expect_same(want->at(0), got->at(0), what);
+      // The verify chunk [anchor, drafts], rolled back to the anchor: committed as a decode step.
+      std::vector<int32_t> verify = {anchors[a]};
+      verify.insert(verify.end(), want->at(0).ids.begin(), want->at(0).ids.end());
+      const int64_t keep = s->length() + 1;
+      ASSERT_TRUE(cpu.Forward({{s.get(), verify, 1}}, LogitsRows::kTail).ok());
+      ASSERT_TRUE(g.Forward({{slot, verify}}, LogitsRows::kLast).ok());
+      ASSERT_TRUE(s->Rollback(keep).ok());
+      ASSERT_TRUE(g.Rollback(slot, keep).ok()) << what;
+    }
+    g.FreeSequence(slot);
+  }
+  // A batch: each request's block as alone.
+  std::vector<int32_t> other(prompt.begin(), prompt.begin() + n / 2);
+  std::reverse(other.begin(), other.end());
+  std::unique_ptr<deepseek_v41::SequenceState> s1, s2;
+  int g1 = -1, g2 = -1;
+  fed(prompt, {n}, &s1, &g1);
+  fed(other, {static_cast<int>(other.size())}, &s2, &g2);
+  if (::testing::Test::HasFatalFailure()) return;
+  auto want = cpu.DraftDSpark({{s1.get(), anchors[0]}, {s2.get(), anchors.back()}}, false);
+  auto got = g.DraftDSpark({{{}, 0, g2, anchors.back()}, {{}, 0, g1, anchors[0]}});
+  ASSERT_TRUE(want.ok() && got.ok());
+  expect_same(want->at(0), got->at(1), "batch, first");
+  expect_same(want->at(1), got->at(0), "batch, second");
+  std::printf("%s: DSpark GPU vs CPU confidence rel err %.3e\n", name.c_str(), worst);
+}
+
+TEST(GpuModelTest, V41DSparkDraftsAsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  {  // the golden config D: its prompt and anchors
+    const std::string dir = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/D";
+    std::ifstream in(dir + "/ids.json");
+    const auto j = nlohmann::json::parse(in);
+    CheckDSpark(dir, j["prompt"].get<std::vector<int32_t>>(),
+                j["anchors"].get<std::vector<int32_t>>(), "v41-D");
+  }
+  {  // SmallV41Config (v41-tiny-dspark: KV groups of ratio 2 and 1, Reuse and Reindex layers)
+    const std::string dir = testing::SmallV41ModelDir("gpu_v41_dspark");
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % 299);
+    CheckDSpark(dir, ids, {17, 5, 298, 0}, "v41-tiny-dspark");
+  }
 }
 
 // The Engram tables in pinned host memory (read over PCIe by the gather) give the device tables'
