@@ -188,58 +188,66 @@ StatusOr<std::vector<CudaModel::DSparkBlock>> CudaModel::DraftDSpark(
   if (m.pools.empty()) return Internal("DraftDSpark before the state exists (UsePagedState)");
   const io::DeepseekV41Config& vc = m.v41->c;
   const auto R = static_cast<int64_t>(requests.size());
-  const int64_t B = vc.dspark_block_size, n = R * B, S = m.opt.max_seqs;
+  const int64_t B = vc.dspark_block_size, S = m.opt.max_seqs;
   if (R > S) {
     return OutOfRange(std::to_string(R) + " sequences to draft for; the CUDA model holds " +
                       std::to_string(S));
   }
   std::vector<DSparkBlock> out(requests.size());
-  if (R == 0) return out;
-  m.uploaded.Synchronize();  // the host buffers are refilled below
-  int32_t* h = m.meta_host.as<int32_t>();
-  int32_t* anchors = m.v41->ds->out_host.as<int32_t>() + 2 * B * S;
-  for (int64_t q = 0; q < R; ++q) {
-    const DSparkRequest& req = requests[static_cast<size_t>(q)];
-    int64_t length = 0;
-    int row = 0;
-    if (m.opt.paged) {
-      length = req.length;
-      row = static_cast<int>(q);
-      if (length >= 1) DSINFER_RETURN_IF_ERROR(m.FillTableRow(q, req.pages, length));
-    } else {
-      if (req.slot < 0 || req.slot >= S || !m.used[req.slot]) {
-        return InvalidArgument("DraftDSpark: bad CUDA state slot");
-      }
-      length = m.lengths[req.slot];
-      row = req.slot;
-    }
-    if (length < 1) return InvalidArgument("DSpark drafts after a sequence with state");
+  for (const DSparkRequest& req : requests) {
     if (req.anchor < 0 || req.anchor >= m.c.vocab_size) {
       return InvalidArgument("DraftDSpark: token id " + std::to_string(req.anchor) +
                              " is outside the vocabulary");
     }
-    for (int64_t k = 0; k < B; ++k) {
-      const MetaRow mr{h, n, q * B + k};
-      mr.Set(k == 0 ? req.anchor : static_cast<int32_t>(vc.dspark_noise_token_id), length + k, row,
-             q * B, length, B);
-      mr.HeadRow(q * B + k);
-      mr.Feed(-1);
+    if (!m.opt.paged && (req.slot < 0 || req.slot >= S || !m.used[req.slot])) {
+      return InvalidArgument("DraftDSpark: bad CUDA state slot");
     }
-    anchors[q] = req.anchor;
+    if ((m.opt.paged ? req.length : m.lengths[req.slot]) < 1) {
+      return InvalidArgument("DSpark drafts after a sequence with state");
+    }
   }
-  m.Upload(m.opt.paged ? R : 0, n);
-  gpu::CopyToDevice(m.v41->ds->prev, anchors, static_cast<size_t>(R) * sizeof(int32_t),
-                    m.stream.get());
-  m.DSparkDraft(R);
-  m.stream.Synchronize();
-  m.uploaded.Record(m.stream.get());
-  const int32_t* ids = m.v41->ds->out_host.as<int32_t>();
-  const float* conf = m.v41->ds->out_host.as<float>() + B * S;
-  for (int64_t q = 0; q < R; ++q) {
-    DSparkBlock& b = out[static_cast<size_t>(q)];
-    for (int64_t k = 0; k < B; ++k) {
-      b.ids.push_back(ids[k * R + q]);
-      b.confidence.push_back(conf[k * R + q]);
+  // Passes of at most max_tokens / B requests (the forward's activations hold max_tokens rows).
+  const int64_t per_pass = std::max<int64_t>(1, m.opt.max_tokens / B);
+  for (int64_t first = 0; first < R; first += per_pass) {
+    const int64_t P = std::min(per_pass, R - first), n = P * B;
+    m.uploaded.Synchronize();  // the host buffers are refilled below
+    int32_t* h = m.meta_host.as<int32_t>();
+    int32_t* anchors = m.v41->ds->out_host.as<int32_t>() + 2 * B * S;
+    for (int64_t q = 0; q < P; ++q) {
+      const DSparkRequest& req = requests[static_cast<size_t>(first + q)];
+      int64_t length = 0;
+      int row = 0;
+      if (m.opt.paged) {
+        length = req.length;
+        row = static_cast<int>(q);
+        DSINFER_RETURN_IF_ERROR(m.FillTableRow(q, req.pages, length));
+      } else {
+        length = m.lengths[req.slot];
+        row = req.slot;
+      }
+      for (int64_t k = 0; k < B; ++k) {
+        const MetaRow mr{h, n, q * B + k};
+        mr.Set(k == 0 ? req.anchor : static_cast<int32_t>(vc.dspark_noise_token_id), length + k,
+               row, q * B, length, B);
+        mr.HeadRow(q * B + k);
+        mr.Feed(-1);
+      }
+      anchors[q] = req.anchor;
+    }
+    m.Upload(m.opt.paged ? P : 0, n);
+    gpu::CopyToDevice(m.v41->ds->prev, anchors, static_cast<size_t>(P) * sizeof(int32_t),
+                      m.stream.get());
+    m.DSparkDraft(P);
+    m.stream.Synchronize();
+    m.uploaded.Record(m.stream.get());
+    const int32_t* ids = m.v41->ds->out_host.as<int32_t>();
+    const float* conf = m.v41->ds->out_host.as<float>() + B * S;
+    for (int64_t q = 0; q < P; ++q) {
+      DSparkBlock& b = out[static_cast<size_t>(first + q)];
+      for (int64_t k = 0; k < B; ++k) {
+        b.ids.push_back(ids[k * P + q]);
+        b.confidence.push_back(conf[k * P + q]);
+      }
     }
   }
   return out;

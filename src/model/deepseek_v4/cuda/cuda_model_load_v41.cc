@@ -214,10 +214,9 @@ Status CheckSupportedDSpark(const io::DeepseekV41Config& c, const CudaModelOptio
   mp.hidden = c.hidden_size;
   mp.rank = c.dspark_markov_rank;
   DSINFER_RETURN_IF_ERROR(mp.Validate());
-  if (int64_t{o.max_seqs} * c.dspark_block_size > o.max_tokens) {
+  if (c.dspark_block_size > o.max_tokens) {
     return InvalidArgument("DSpark on the GPU: max_tokens " + std::to_string(o.max_tokens) +
-                           " holds fewer rows than max_seqs x dspark_block_size (" +
-                           std::to_string(o.max_seqs) + " x " +
+                           " holds fewer rows than a block (dspark_block_size " +
                            std::to_string(c.dspark_block_size) + ")");
   }
   return Status::Ok();
@@ -304,7 +303,7 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
-        "(--speculative-method dspark, on the CPU for now)");
+        "(--speculative-method dspark)");
   }
   if (options.dspark) DSINFER_RETURN_IF_ERROR(CheckSupportedDSpark(c, options));
   std::unique_ptr<deepseek_v41::EngramHasher> hasher;
@@ -361,7 +360,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
-        "(--speculative-method dspark, on the CPU for now)");
+        "(--speculative-method dspark)");
   }
   if (options.dspark) DSINFER_RETURN_IF_ERROR(CheckSupportedDSpark(config, options));
   auto impl = std::make_unique<Impl>();
