@@ -285,9 +285,11 @@ struct EngineStats {
   double decode_run_s = 0;
   double run_s = 0;  // the same for every step
   // Steps replayed from CUDA graphs: decode steps, and steps of several tokens per sequence
-  // (speculative verify steps). 0 on the CPU or with enforce_eager.
+  // (speculative verify steps); the drafter's passes (DSpark) replayed as graphs. 0 on the CPU or
+  // with enforce_eager.
   int64_t graph_decode_steps = 0;
   int64_t graph_multi_token_steps = 0;
+  int64_t graph_draft_passes = 0;
   // The engine thread's time in steps, and the part of it spent waiting for the device's tokens
   // (step_s - wait_s is the host's own work: scheduling, launching, masks, emitting). With
   // overlap scheduling a step's run (launch to collect) spans the next step's host work, so

@@ -51,6 +51,10 @@ std::vector<FlagSpec> Specs() {
       {"verify",
        "speculative verify steps of k drafts per sequence to time after each batch's decode, "
        "e.g. 1,2,3,4,5 (eager forwards of k + 1 tokens, then rolled back)"},
+      {"dspark",
+       "DeepSeek-V4.1: time DSpark's draft pass (a block per sequence) after each batch's decode "
+       "(a v41 preset gets V4.1-Flash's 3 draft stages)",
+       false},
   };
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
   return specs;
@@ -141,6 +145,33 @@ Status BenchVerify(CudaModel& m, const std::vector<int>& slots, const std::vecto
   return Status::Ok();
 }
 
+// DSpark's draft pass at the slots' context: one block of dspark_block_size slots per sequence
+// (CudaModel::DraftDSpark, graph-replayed unless --no-graph), against a plain decode step.
+Status BenchDSpark(CudaModel& m, const std::vector<int>& slots, int64_t steps, double decode_ms) {
+  std::vector<CudaModel::DSparkRequest> reqs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    reqs.push_back({{}, 0, slots[i], static_cast<int32_t>((i * 131 + 7) % m.config().vocab_size)});
+  }
+  std::vector<double> ms;
+  for (int64_t s = 0; s < steps + 2; ++s) {  // the first two: warm-up (and graph capture)
+    const auto a = std::chrono::steady_clock::now();
+    DSINFER_ASSIGN_OR_RETURN(auto blocks, m.DraftDSpark(reqs));
+    (void)blocks;
+    if (s >= 2)
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  std::printf(
+      "{\"bench\": \"dspark_draft\", \"batch\": %zu, \"block\": %d, \"stages\": %d, "
+      "\"draft_ms\": %.3f, \"decode_ms\": %.3f, \"ratio_to_decode\": %.2f}\n",
+      slots.size(), m.v41_config()->dspark_block_size, m.v41_config()->num_nextn_predict_layers,
+      med, decode_ms, med / decode_ms);
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
 // What a layer reads per decode token and computes per prefill token, for either family.
 struct LayerCost {
   int rate = 0;             // one compressed entry per `rate` tokens (0: window only)
@@ -215,6 +246,12 @@ Status Run(const Flags& flags) {
     opt.max_tokens = std::max(opt.max_tokens, max_batch * CudaModel::kMaxRollback);
     opt.logits_per_seq = CudaModel::kMaxRollback;
   }
+  const bool dspark = flags.Has("dspark");
+  if (dspark) {  // a block of at most kMaxRollback slots per sequence
+    opt.dspark = true;
+    opt.max_tokens = std::max(opt.max_tokens, max_batch * CudaModel::kMaxRollback);
+  }
+  opt.graphs = graph;
   const std::string preset = flags.GetOr("preset", "flash-l8");
   std::unique_ptr<CudaModel> m;
   const auto t0 = std::chrono::steady_clock::now();
@@ -222,6 +259,7 @@ Status Run(const Flags& flags) {
     DSINFER_ASSIGN_OR_RETURN(m, CudaModel::Load(*dir, opt));
   } else if (preset.rfind("v41-", 0) == 0) {
     DSINFER_ASSIGN_OR_RETURN(auto cfg, model::deepseek_v41::PresetConfig(preset));
+    if (dspark && cfg.num_nextn_predict_layers == 0) cfg.num_nextn_predict_layers = 3;
     DSINFER_ASSIGN_OR_RETURN(m, CudaModel::CreateRandomV41(cfg, 1, opt));
   } else {
     DSINFER_ASSIGN_OR_RETURN(auto cfg, model::deepseek_v4::PresetConfig(preset));
@@ -310,6 +348,7 @@ Status Run(const Flags& flags) {
     if (auto list = flags.Get("verify")) {
       DSINFER_RETURN_IF_ERROR(BenchVerify(*m, slots, ParseList(*list), steps, med));
     }
+    if (dspark) DSINFER_RETURN_IF_ERROR(BenchDSpark(*m, slots, steps, med));
     for (int s : slots) m->FreeSequence(s);
   }
 

@@ -60,6 +60,7 @@ nlohmann::json RunSummary::ToJson() const {
       {"run_s", stats_.run_s},
       {"graph_decode_steps", stats_.graph_decode_steps},
       {"graph_multi_token_steps", stats_.graph_multi_token_steps},
+      {"graph_draft_passes", stats_.graph_draft_passes},
       {"overlap", stats_.overlap},
       {"steps_per_s", stats_.steps / wall},
       // The engine thread's own work per step (scheduling, launching, masks, emitting), and its

@@ -950,6 +950,7 @@ EngineStats EngineCore::Stats() const {
   s.overlap = overlap_;
   s.graph_decode_steps = runner_->graph_decode_steps();
   s.graph_multi_token_steps = runner_->graph_multi_token_steps();
+  s.graph_draft_passes = runner_->graph_draft_passes();
   const auto sched = scheduler_->Stats();
   s.requests_waiting = sched.waiting;
   s.requests_running = sched.running;

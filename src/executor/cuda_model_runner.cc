@@ -314,6 +314,7 @@ class CudaModelRunner final : public ModelRunner {
   size_t num_sequences() const override { return lengths_.size(); }
   int64_t graph_decode_steps() const override { return model_->graph_replays().decode; }
   int64_t graph_multi_token_steps() const override { return model_->graph_replays().multi_token; }
+  int64_t graph_draft_passes() const override { return model_->graph_replays().dspark; }
 
  private:
   std::unique_ptr<CudaModel> model_;

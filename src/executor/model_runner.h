@@ -171,9 +171,10 @@ class ModelRunner {
   // Sequences that hold state (for tests: 0 once everything has finished).
   virtual size_t num_sequences() const = 0;
   // Steps replayed from CUDA graphs so far: of one token per sequence, of several (speculative
-  // verify steps). None on runners without graphs.
+  // verify steps); the drafter's passes (DSpark). None on runners without graphs.
   virtual int64_t graph_decode_steps() const { return 0; }
   virtual int64_t graph_multi_token_steps() const { return 0; }
+  virtual int64_t graph_draft_passes() const { return 0; }
 };
 
 enum class Device { kAuto, kCpu, kCuda };

@@ -232,6 +232,9 @@ TEST(GpuEngineTest, V41DSparkIsExact) {
                   static_cast<long long>(st.spec_draft_tokens));
       if (!run.eager) {
         EXPECT_GT(st.graph_multi_token_steps, 0) << what;
+        EXPECT_GT(st.graph_draft_passes, 0) << what;
+      } else {
+        EXPECT_EQ(st.graph_draft_passes, 0) << what;
       }
     }
   }

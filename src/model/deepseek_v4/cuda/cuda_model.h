@@ -138,6 +138,7 @@ class CudaModel {
   struct GraphReplays {
     int64_t decode = 0;
     int64_t multi_token = 0;
+    int64_t dspark = 0;  // DraftDSpark's passes replayed as a graph
   };
   GraphReplays graph_replays() const;
   // Paged mode: the device ids that PagedChunk::feed indexes (a sampler's output, written by work

@@ -157,6 +157,28 @@ void CudaModel::Impl::DSparkDraft(int64_t R) {
                   static_cast<size_t>(B * R) * sizeof(float), stream.get());
 }
 
+// The pass's kernels and shapes depend only on R: they read the uploaded metadata (Meta(R * B)),
+// the anchors in ds->prev and the rings, and write ds->out_host.
+gpu::Graph& CudaModel::Impl::DSparkGraph(int64_t R) {
+  auto& graph = dspark_graphs[R];
+  if (!graph) {
+    graph = std::make_unique<gpu::Graph>();
+    graph->BeginCapture(stream.get());
+    DSparkDraft(R);
+    graph->EndCapture(stream.get());
+  }
+  return *graph;
+}
+
+void CudaModel::Impl::ReplayDSpark(int64_t R) {
+  if (!opt.graphs) {
+    DSparkDraft(R);
+    return;
+  }
+  DSparkGraph(R).Launch(stream.get());
+  ++replays.dspark;
+}
+
 void CudaModel::Impl::AllocateDSpark() {
   DSparkParts& ds = *v41->ds;
   const io::DeepseekV41Config& vc = v41->c;
@@ -237,7 +259,7 @@ StatusOr<std::vector<CudaModel::DSparkBlock>> CudaModel::DraftDSpark(
     m.Upload(m.opt.paged ? P : 0, n);
     gpu::CopyToDevice(m.v41->ds->prev, anchors, static_cast<size_t>(P) * sizeof(int32_t),
                       m.stream.get());
-    m.DSparkDraft(P);
+    m.ReplayDSpark(P);
     m.stream.Synchronize();
     m.uploaded.Record(m.stream.get());
     const int32_t* ids = m.v41->ds->out_host.as<int32_t>();

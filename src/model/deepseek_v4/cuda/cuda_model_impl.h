@@ -650,6 +650,11 @@ struct CudaModel::Impl {
   void DSparkTap(int layer, int64_t n);
   void DSparkContext(int64_t n);
   void DSparkDraft(int64_t R);
+  // DSparkDraft(R)'s graph (captured if new), and DSparkDraft(R) launched as it
+  // (CudaModelOptions::graphs) or eager.
+  gpu::Graph& DSparkGraph(int64_t R);
+  void ReplayDSpark(int64_t R);
+  std::map<int64_t, std::unique_ptr<gpu::Graph>> dspark_graphs;  // by requests per pass
   void AllocateDSpark();
   void Block(const BlockW& w, int layer, int64_t n, bool one_per_seq) {
     if (v41) {

@@ -323,6 +323,11 @@ Status CudaModel::CaptureDecodeGraphs() {
       m.MtpChainGraph(s, k);
     }
   }
+  // DSpark's draft passes, for every number of requests a pass holds.
+  if (m.v41 && m.v41->ds) {
+    const int64_t per_pass = std::max<int64_t>(1, m.opt.max_tokens / m.v41->c.dspark_block_size);
+    for (int64_t r = 1; r <= std::min<int64_t>(m.opt.max_seqs, per_pass); ++r) m.DSparkGraph(r);
+  }
   return Status::Ok();
 }
 
