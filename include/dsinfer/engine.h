@@ -89,12 +89,11 @@ struct SpeculativeOptions {
     kNgram,  // prompt lookup: what followed the latest earlier occurrence of the last n tokens
     kMtp,    // the model's MTP layer, chained for more than one draft
     // DeepSeek-V4.1's DSpark drafter: a block of drafts in one pass, with each draft's acceptance
-    // probability (its confidence head), which sets the drafts verified with `adaptive` (CPU
-    // backend for now)
+    // probability (its confidence head), which sets the drafts verified with `adaptive`
     kDSpark,
   };
   Method method = Method::kNone;
-  int num_tokens = 3;     // drafts per verify step, 1..16
+  int num_tokens = 3;     // drafts per verify step, 1..16 (DSpark: 0, its block: all it drafts)
   bool adaptive = false;  // each request drafts fewer when its recent drafts were rejected
   int ngram_min = 1;      // n-gram: shortest and longest suffix matched
   int ngram_max = 4;
@@ -297,7 +296,10 @@ struct EngineStats {
   double step_s = 0;
   double wait_s = 0;
   bool overlap = false;  // overlap scheduling is on (EngineOptions::overlap, resolved)
-  // Speculative decoding: sequence steps that verified drafts, drafts verified, drafts accepted.
+  // Speculative decoding: the drafts a verify step takes at most (SpeculativeOptions::num_tokens,
+  // resolved: DSpark's 0 is its block), sequence steps that verified drafts, drafts verified,
+  // drafts accepted.
+  int spec_num_tokens = 0;
   int64_t spec_verify_rows = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;

@@ -53,7 +53,8 @@ std::vector<FlagSpec> EngineFlagSpecs() {
        "(DeepSeek-V4.1's block drafter; CPU for now); outputs are identical with it on and off "
        "(default: off)"},
       {"num-speculative-tokens",
-       "drafts verified per step, 1..16 (default 3; dspark: 5, the release's block)"},
+       "drafts verified per step, 1..16 (default 3; dspark: the model's block, "
+       "dspark_block_size)"},
       {"speculative-adaptive",
        "each request drafts the number of tokens (0..K) with the least expected time per token, "
        "from its acceptance and the engine's measured step and drafting costs",
@@ -188,10 +189,10 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--structured-mask-deadline-us must be in [0, 10000000]");
   }
   o.speculative.num_tokens = static_cast<int>(spec_tokens);
-  // DSpark drafts a whole block (the release's: 5) at once: verify all of it by default.
+  // DSpark drafts a whole block at once: verify all of it by default (0: the model's block).
   if (o.speculative.method == SpeculativeOptions::Method::kDSpark &&
       !flags.Has("num-speculative-tokens")) {
-    o.speculative.num_tokens = 5;
+    o.speculative.num_tokens = 0;
   }
   o.speculative.ngram_max = static_cast<int>(ngram_size);
   o.speculative.adaptive = flags.Has("speculative-adaptive");

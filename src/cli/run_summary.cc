@@ -109,7 +109,7 @@ nlohmann::json RunSummary::ToJson() const {
     const auto& st = stats_;
     out["speculative"] = {
         {"method", SpeculativeMethodName(spec_.method)},
-        {"num_speculative_tokens", spec_.num_tokens},
+        {"num_speculative_tokens", st.spec_num_tokens},
         {"adaptive", spec_.adaptive},
         {"verify_steps", st.spec_verify_rows},
         {"draft_tokens", st.spec_draft_tokens},
@@ -154,7 +154,7 @@ std::string RunSummary::ToText() const {
         buf, sizeof(buf),
         "speculative (%s, %d tokens%s): %lld drafts, %lld accepted (%.1f%%), %.2f tokens per "
         "verify step\n",
-        SpeculativeMethodName(spec_.method), spec_.num_tokens, spec_.adaptive ? ", adaptive" : "",
+        SpeculativeMethodName(spec_.method), st.spec_num_tokens, spec_.adaptive ? ", adaptive" : "",
         static_cast<long long>(st.spec_draft_tokens),
         static_cast<long long>(st.spec_accepted_tokens),
         st.spec_draft_tokens ? 100.0 * st.spec_accepted_tokens / st.spec_draft_tokens : 0.0,

@@ -30,8 +30,22 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     return InvalidArgument("structured_mask_deadline_us must be in [0, 10000000] (0: wait), got " +
                            std::to_string(o.structured_mask_deadline_us));
   }
-  const SpeculativeOptions& spec = o.speculative;
+  SpeculativeOptions spec = o.speculative;
   const bool speculate = spec.method != SpeculativeOptions::Method::kNone;
+  if (spec.method == SpeculativeOptions::Method::kDSpark && spec.num_tokens == 0) {
+    // DSpark's block: every draft it makes is worth verifying (its confidence head cuts them
+    // with `adaptive`).
+    executor::RunnerOptions ro;
+    ro.model_dir = o.model_dir;
+    ro.random_preset = o.random_preset;
+    DSINFER_ASSIGN_OR_RETURN(const model::ModelInfo info, executor::LoadRunnerInfo(ro));
+    if (info.draft_block_size == 0) {
+      return InvalidArgument(
+          "DSpark speculative decoding: the model has no DSpark draft layers "
+          "(num_nextn_predict_layers is 0)");
+    }
+    spec.num_tokens = std::min(info.draft_block_size, kMaxSpeculativeTokens);
+  }
   if (speculate && (spec.num_tokens < 1 || spec.num_tokens > kMaxSpeculativeTokens)) {
     return InvalidArgument("speculative decoding: num_speculative_tokens must be in [1, 16], got " +
                            std::to_string(spec.num_tokens));
@@ -951,6 +965,7 @@ EngineStats EngineCore::Stats() const {
   s.graph_decode_steps = runner_->graph_decode_steps();
   s.graph_multi_token_steps = runner_->graph_multi_token_steps();
   s.graph_draft_passes = runner_->graph_draft_passes();
+  s.spec_num_tokens = spec_.method == SpeculativeOptions::Method::kNone ? 0 : spec_.num_tokens;
   const auto sched = scheduler_->Stats();
   s.requests_waiting = sched.waiting;
   s.requests_running = sched.running;

@@ -30,6 +30,9 @@ struct ModelInfo {
   // Token ids the model cannot take (DeepSeek-V4.1's image token while its vision tower is not
   // built): the engine refuses prompts holding one and never samples one.
   std::vector<int32_t> refused_ids;
+  // The tokens DeepSeek-V4.1's DSpark drafter drafts at once (dspark_block_size; 0: the config has
+  // no draft layers).
+  int draft_block_size = 0;
 };
 
 // One request's state (its tokens so far), in the pages it was created on.

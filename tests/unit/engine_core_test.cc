@@ -467,14 +467,17 @@ TEST_P(EngineSpeculativeFamilyTest, NgramAndModelDraftersGiveTheSameOutputs) {
             std::string::npos)
       << refused.status().message();
   for (auto method : {Method::kNgram, model}) {
-    for (int k : {1, 3, 5}) {
+    // (DSpark's k = 0: its block, dspark_block_size.)
+    for (int k : {0, 1, 3, 5}) {
       for (bool adaptive : {false, true}) {
         if (method == Method::kNgram && (k == 5 || adaptive)) continue;
+        if (k == 0 && method != Method::kDSpark) continue;
         EngineStats st;
         EXPECT_EQ(
             Mixed(reqs, 3, Speculative(method, k, adaptive, Options()), nullptr, nullptr, &st),
             alone)
             << SpeculativeMethodName(method) << " k " << k << " adaptive " << adaptive;
+        EXPECT_EQ(st.spec_num_tokens, k > 0 ? k : testing::SmallV41Config().dspark_block_size);
         if (method != Method::kNgram) {
           EXPECT_GT(st.spec_draft_tokens, 0);
         }

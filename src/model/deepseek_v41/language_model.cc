@@ -77,6 +77,7 @@ ModelInfo InfoOf(const io::DeepseekV41Config& c) {
   if (c.has_vision && c.image_token_id >= 0 && c.image_token_id < c.vocab_size) {
     info.refused_ids.push_back(static_cast<int32_t>(c.image_token_id));
   }
+  if (c.has_dspark()) info.draft_block_size = c.dspark_block_size;
   return info;
 }
 
