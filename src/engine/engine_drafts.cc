@@ -124,10 +124,6 @@ void EngineCore::DraftWithModel(const std::vector<Drawn>& drawn) {
     if (dspark) {
       const int64_t k = std::min<int64_t>(
           owners[i]->draft_length.FromSurvival(accept[i], &spec_cost_, spec_batch_), rooms[i]);
-      // The head doubts even the first draft: counted as a rejection, so that a completion whose
-      // drafts the head keeps doubting stops drafting (but for the probes) instead of paying for
-      // blocks it never verifies.
-      if (k == 0) owners[i]->draft_length.Observe(1, 0);
       if (static_cast<int64_t>(d.size()) > k)
         d.resize(static_cast<size_t>(std::max<int64_t>(k, 0)));
     }

@@ -48,12 +48,14 @@ int DraftLength::Next(const StepCostModel* cost, int64_t batch) const {
 }
 
 int DraftLength::FromSurvival(const std::vector<float>& accept_prob, const StepCostModel* cost,
-                              int64_t batch) const {
+                              int64_t batch) {
   const int n = std::min(max_, static_cast<int>(accept_prob.size()));
   if (!adaptive_ || n < 1) return n;
   const std::vector<double> p(accept_prob.begin(), accept_prob.end());
-  if (cost != nullptr && cost->ready()) return CheapestLength(p, n, *cost, batch, /*paid=*/true);
-  return ThresholdLength(p, n, min_gain_);
+  const int k = cost != nullptr && cost->ready() ? CheapestLength(p, n, *cost, batch, /*paid=*/true)
+                                                 : ThresholdLength(p, n, min_gain_);
+  if (k == 0) Observe(1, 0);  // a block doubted from its first draft: a rejection
+  return k;
 }
 
 void DraftLength::Observe(int drafted, int accepted) {

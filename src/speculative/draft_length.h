@@ -31,9 +31,11 @@ class DraftLength {
   // S_j = accept_prob[0] · ... · accept_prob[j], and k drafts yield 1 + S_0 + ... + S_{k-1}. The
   // drafts are already paid for; with a fitted cost model the k in [0, min(max, drafts)] with the
   // least expected time per token; before it, the drafts while S_j >= min_gain, at least one.
-  // Not adaptive: min(max, drafts).
+  // A block worth none of its drafts counts as a rejection (Observe(1, 0)): a sequence whose
+  // blocks the head keeps doubting stops drafting (but for the probes) instead of paying for
+  // blocks it never verifies. Not adaptive: min(max, drafts).
   int FromSurvival(const std::vector<float>& accept_prob, const StepCostModel* cost = nullptr,
-                   int64_t batch = 1) const;
+                   int64_t batch = 1);
   // A verify step proposed `drafted` and accepted `accepted` of them.
   void Observe(int drafted, int accepted);
   // A step drew this sequence's token without drafts.

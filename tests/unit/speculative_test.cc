@@ -175,6 +175,17 @@ TEST(DraftLengthTest, SurvivalOfScoredDraftsSetsTheLength) {
   StepCostModel rows;
   for (int i = 0; i < 16; ++i) rows.ObserveStep(1 + i % 8, 0.01 * (1 + i % 8));
   EXPECT_EQ(DraftLength(5, true).FromSurvival({0.05f, 0.05f}, &rows, 1), 0);
+  // Such blocks count as rejections: the acceptance falls until the sequence stops drafting (but
+  // for a probe every kProbeEvery steps); a block worth verifying counts nothing by itself.
+  DraftLength doubted(5, true);
+  const double before = doubted.acceptance();
+  EXPECT_EQ(doubted.FromSurvival({0.9f, 0.9f}, &rows, 1), 0);
+  EXPECT_LT(doubted.acceptance(), before);
+  for (int i = 0; i < 20; ++i) doubted.FromSurvival({0.05f}, &rows, 1);
+  EXPECT_EQ(doubted.Next(&rows, 1), 0);
+  DraftLength trusted(5, true);
+  EXPECT_GT(trusted.FromSurvival({0.99f, 0.99f, 0.99f}), 0);
+  EXPECT_EQ(trusted.acceptance(), before);
 }
 
 }  // namespace
