@@ -28,6 +28,10 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"attention-heads-per-block",
        "sparse attention heads per block, 1, 2 or 4 (the same bits; default: 4 from 64 rows, else "
        "1)"},
+      {"attention-tc",
+       "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
+       "other bits than the default CUDA-core kernel)",
+       false},
   };
 }
 
@@ -71,6 +75,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
                            std::to_string(heads));
   }
   k.attention_heads_per_block = static_cast<int>(heads);
+  k.attention_tc = flags.Has("attention-tc");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_head = !flags.Has("no-tc-head");

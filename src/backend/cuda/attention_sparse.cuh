@@ -49,9 +49,23 @@ struct SparseAttentionParams {
   // Heads per block (1, 2 or 4; must divide heads, else halved): never changes a result. 0: the
   // KernelOptions choice (attention_heads_per_block, else by rows).
   int heads_per_block = 0;
+  // The tensor-core variant (LaunchSparseAttentionTc; other bits, as batch-invariant): 1 on (where
+  // SparseAttentionTcSupports, else the CUDA-core kernel), -1 off, 0: KernelOptions::attention_tc.
+  int tensor_cores = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
+
+// The same attention on the tensor cores (attention_sparse_tc_sm90.cu; issue 27). Per row, a block
+// per 16 heads computes S = Q K^T and O = P V with mma.sync m16n8k16 bf16 on fp32 values split
+// exactly into three bf16 parts (x = x1 + x2 + x3), keeping the six partial products of order
+// <= 2 (i + j <= 4 of parts 1..3): every kept product is exact in fp32 and the dropped ones are
+// below 2^-23 |x||y|. Keys in fixed chunks of 64 with the online softmax per chunk; each output's
+// operation sequence is a function of (heads, dim, the row's key list) only, so a row has the
+// same bits alone or in any batch. Not the CUDA-core kernel's bits (an opt-in: --attention-tc).
+// Takes head_dim % 64 == 0 (<= 512) and any head count (a last partial tile of 16 is padded).
+bool SparseAttentionTcSupports(const SparseAttentionParams& p);
+void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -293,6 +293,11 @@ Status SparseAttentionParams::Validate() const {
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
+  const bool tc = p.tensor_cores != 0 ? p.tensor_cores > 0 : GetKernelOptions().attention_tc;
+  if (tc && SparseAttentionTcSupports(p)) {  // else the CUDA-core kernel (e.g. head_dim 32)
+    LaunchSparseAttentionTc(p, stream);
+    return;
+  }
   // Heads per block: never a result. Many rows share each block's key loads among 4 heads; few
   // rows keep a block per head (a decode step's few tokens need the blocks to fill the GPU).
   int g = p.heads_per_block;

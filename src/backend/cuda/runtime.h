@@ -26,10 +26,10 @@ int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
 // Kernel-variant choices of the process, none of which changes a result (every choice gives the
-// same bits; the GPU tests check it): A/B timing and tests. They are set once at the edge (the
-// CLI's flags, the bench and test mains) before the first launch, and read by the launchers: a
-// process setting of this runtime like cudaSetDeviceFlags, not state that changes while kernels
-// run. The defaults are the measured best (docs/perf.md).
+// same bits; the GPU tests check it) except the opt-in attention_tc: A/B timing and tests. They are
+// set once at the edge (the CLI's flags, the bench and test mains) before the first launch, and
+// read by the launchers: a process setting of this runtime like cudaSetDeviceFlags, not state that
+// changes while kernels run. The defaults are the measured best (docs/perf.md).
 struct KernelOptions {
   bool pdl = true;        // programmatic dependent launch (launch.cuh); off: plain stream order
   bool gemv_f32 = true;   // the decode GEMV for fp32 weights (off: the general kernel)
@@ -51,6 +51,10 @@ struct KernelOptions {
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
   int attention_heads_per_block = 0;
   int64_t attention_group_min_rows = 64;
+  // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
+  // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
+  // scale apart), so an opt-in (--attention-tc), unlike the choices above.
+  bool attention_tc = false;
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).
 void SetKernelOptions(const KernelOptions& options);

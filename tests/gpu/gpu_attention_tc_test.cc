@@ -1,0 +1,367 @@
+// The tensor-core sparse attention (LaunchSparseAttentionTc, issue 27) against the CUDA-core
+// kernel and a double-precision host reference over flash and tiny shapes (window only, window +
+// compressed entries with and without a selection list, the query's RMSNorm + RoPE or RoPE alone
+// applied in the kernel, a partial head tile, rows whose window reaches into the ring), and its
+// batch invariance: every row of a 300-row launch has the bits of that row launched alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/runtime.h"
+#include "gpu_test_util.h"
+#include "test_util.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+struct Shape {
+  std::string name;
+  int heads, dim, rope;
+  int window;   // W (the ring holds W rows)
+  int rate;     // 0: window only
+  bool select;  // CSA: a selection list of up to max_sel entries per row; else HCA (all)
+  int max_sel;
+  float q_norm_eps;  // >= 0: RMSNorm + RoPE in the kernel
+  bool q_rope;       // RoPE alone in the kernel
+  bool quant;        // act_quant'ed output too
+  int first_pos;     // the rows' positions: first_pos .. first_pos + n - 1 (earlier: the ring)
+  float sink_scale;
+};
+
+// One sequence (slot 0) of n rows at positions first_pos .. : its kv rows, a ring of the W earlier
+// positions, compressed entries for every position, per-row selections; host copies for the
+// reference and device copies for the kernels.
+struct Case {
+  Shape s;
+  int n = 0;
+  int64_t entries = 0, ldq = 0, lds = 0;
+  static constexpr int kRowsShift = 4;  // 16 entries a page
+  std::vector<int32_t> ids, pos, slot, begin, start, count, sel, sel_count, list_pages;
+  std::vector<float> q, kv, ring, comp, sink, inv;
+  DeviceBuffer di, dp, ds, db, dst, dc, dsel, dselc, dlp, dq, dkv, dring, dcomp, dsink, dinv, page0;
+
+  Case(const Shape& shape, int rows, uint32_t seed) : s(shape), n(rows) {
+    const int d = s.dim;
+    std::mt19937 rng(seed);
+    for (int i = 0; i < n; ++i) {
+      ids.push_back(5 + i);
+      pos.push_back(s.first_pos + i);
+      slot.push_back(0);
+      begin.push_back(0);
+      start.push_back(s.first_pos);
+      count.push_back(n);
+    }
+    q = testing::RandomVector(static_cast<size_t>(n) * s.heads * d, seed + 1);
+    kv = testing::RandomVector(static_cast<size_t>(n) * d, seed + 2);
+    ring = testing::RandomVector(static_cast<size_t>(s.window) * d, seed + 3);
+    sink = testing::RandomVector(s.heads, seed + 4, s.sink_scale);
+    inv.resize(s.rope / 2);
+    for (int j = 0; j < s.rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / s.rope);
+    const int last = s.first_pos + n - 1;
+    entries = s.rate > 0 ? (last + 1) / s.rate + 1 : 1;
+    const int64_t pages = (entries + (1 << kRowsShift) - 1) >> kRowsShift;
+    entries = pages << kRowsShift;
+    comp = testing::RandomVector(static_cast<size_t>(entries) * d, seed + 5);
+    for (int64_t i = 0; i < pages; ++i) list_pages.push_back(static_cast<int32_t>(i));
+    sel_count.assign(n, 0);
+    if (s.rate > 0 && s.select) {
+      sel.assign(static_cast<size_t>(n) * s.max_sel, -1);
+      for (int i = 0; i < n; ++i) {
+        const int visible = (pos[i] + 1) / s.rate;
+        // Some rows select nothing, most a random count up to max_sel, the first the maximum.
+        int c = std::min(visible, s.max_sel);
+        if (i > 0) c = static_cast<int>(rng() % (c + 1));
+        sel_count[i] = c;
+        for (int k = 0; k < c; ++k) sel[static_cast<size_t>(i) * s.max_sel + k] = rng() % visible;
+      }
+    }
+    ldq = QuantizedLd(static_cast<int64_t>(s.heads) * d);
+    lds = QuantizedScales(static_cast<int64_t>(s.heads) * d);
+    di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin), dst = Upload(start),
+    dc = Upload(count), dsel = Upload(sel), dselc = Upload(sel_count), dlp = Upload(list_pages),
+    dq = Upload(q), dkv = Upload(kv), dring = Upload(ring), dcomp = Upload(comp),
+    dsink = Upload(sink), dinv = Upload(inv), page0 = Upload(std::vector<int32_t>{0});
+  }
+
+  // The params of rows [r0, r0 + rows) (a launch of those rows alone: the same keys).
+  SparseAttentionParams Params(int r0, int rows) const {
+    SparseAttentionParams p;
+    p.meta.ids = di.as<int32_t>() + r0;
+    p.meta.pos = dp.as<int32_t>() + r0;
+    p.meta.slot = ds.as<int32_t>() + r0;
+    p.meta.seg_begin = db.as<int32_t>() + r0;
+    p.meta.seg_start = dst.as<int32_t>() + r0;
+    p.meta.seg_count = dc.as<int32_t>() + r0;
+    p.meta.n = rows;
+    p.q = dq.as<float>() + static_cast<int64_t>(r0) * s.heads * s.dim;
+    p.q_norm_eps = s.q_norm_eps;
+    p.q_rope = s.q_rope;
+    p.kv = dkv.as<float>();
+    p.window.pool = dring.as<float>();
+    p.window.cap = s.window;
+    p.window.width = s.dim;
+    p.window.page_floats = static_cast<int64_t>(s.window) * s.dim;
+    p.window.pages = page0.as<int32_t>();
+    p.window.pages_stride = 1;
+    if (s.rate > 0) {
+      p.comp.pool = dcomp.as<float>();
+      p.comp.width = s.dim;
+      p.comp.page_floats = (int64_t{1} << kRowsShift) * s.dim;
+      p.comp.rows_shift = kRowsShift;
+      p.comp.pages = dlp.as<int32_t>();
+      p.comp.pages_stride = static_cast<int64_t>(list_pages.size());
+      p.comp.capacity = entries;
+      p.rate = s.rate;
+      if (s.select) {
+        p.sel = dsel.as<int32_t>() + static_cast<int64_t>(r0) * s.max_sel;
+        p.sel_count = dselc.as<int32_t>() + r0;
+        p.sel_stride = s.max_sel;
+      }
+    }
+    p.window_size = s.window;
+    p.heads = s.heads;
+    p.dim = s.dim;
+    p.sink = dsink.as<float>();
+    p.scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
+    p.rope_dim = s.rope;
+    p.inv_freq = dinv.as<float>();
+    return p;
+  }
+
+  // The double-precision reference of every row: [n, heads, dim].
+  std::vector<float> Reference() const {
+    const int d = s.dim, roff = d - s.rope;
+    std::vector<float> out(static_cast<size_t>(n) * s.heads * d);
+    for (int t = 0; t < n; ++t) {
+      const int p = pos[t];
+      std::vector<const float*> keys;
+      const int n_win = std::min(s.window, p + 1);
+      for (int j = 0; j < n_win; ++j) {
+        const int sp = p - n_win + 1 + j;
+        keys.push_back(sp >= start[t]
+                           ? kv.data() + static_cast<size_t>(begin[t] + sp - start[t]) * d
+                           : ring.data() + static_cast<size_t>(sp % s.window) * d);
+      }
+      if (s.rate > 0) {
+        const int n_comp = s.select ? sel_count[t] : (p + 1) / s.rate;
+        for (int k = 0; k < n_comp; ++k) {
+          const int e = s.select ? sel[static_cast<size_t>(t) * s.max_sel + k] : k;
+          keys.push_back(comp.data() + static_cast<size_t>(e) * d);
+        }
+      }
+      for (int h = 0; h < s.heads; ++h) {
+        std::vector<double> qv(d);
+        const float* qr = q.data() + (static_cast<size_t>(t) * s.heads + h) * d;
+        for (int c = 0; c < d; ++c) qv[c] = qr[c];
+        if (s.q_norm_eps >= 0.0f) {
+          double ss = 0;
+          for (double v : qv) ss += v * v;
+          const double sc = 1.0 / std::sqrt(ss / d + s.q_norm_eps);
+          for (double& v : qv) v *= sc;
+        }
+        auto rotate = [&](std::vector<double>& x, bool inverse) {
+          for (int j = 0; j < s.rope / 2; ++j) {
+            const double a = static_cast<double>(static_cast<float>(p) * inv[j]);
+            const double c = std::cos(a), sn = inverse ? -std::sin(a) : std::sin(a);
+            const double x0 = x[roff + 2 * j], x1 = x[roff + 2 * j + 1];
+            x[roff + 2 * j] = x0 * c - x1 * sn;
+            x[roff + 2 * j + 1] = x0 * sn + x1 * c;
+          }
+        };
+        if (s.q_norm_eps >= 0.0f || s.q_rope) rotate(qv, false);
+        std::vector<double> z(keys.size());
+        double m = sink[h];
+        for (size_t j = 0; j < keys.size(); ++j) {
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += qv[c] * keys[j][c];
+          z[j] = dot / std::sqrt(static_cast<double>(d));
+          m = std::max(m, z[j]);
+        }
+        double den = std::exp(sink[h] - m);
+        std::vector<double> o(d, 0.0);
+        for (size_t j = 0; j < keys.size(); ++j) {
+          const double e = std::exp(z[j] - m);
+          den += e;
+          for (int c = 0; c < d; ++c) o[c] += e * keys[j][c];
+        }
+        for (double& v : o) v /= den;
+        rotate(o, true);
+        float* orow = out.data() + (static_cast<size_t>(t) * s.heads + h) * d;
+        for (int c = 0; c < d; ++c) orow[c] = static_cast<float>(o[c]);
+      }
+    }
+    return out;
+  }
+};
+
+struct Result {
+  std::vector<float> y, s;
+  std::vector<uint16_t> q;
+};
+
+// One launch of rows [r0, r0 + rows) (tensor_cores: 1 the TC kernel through the dispatch, -1 the
+// CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first.
+Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st) {
+  const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
+  DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
+  Memset(o.get(), 0xff, o.bytes(), st.get());
+  Memset(oq.get(), 0xff, oq.bytes(), st.get());
+  Memset(os.get(), 0xff, os.bytes(), st.get());
+  SparseAttentionParams p = c.Params(r0, rows);
+  p.out = o.as<float>();
+  if (c.s.quant) {
+    p.out_q = oq.as<uint16_t>();
+    p.out_ldq = c.ldq;
+    p.out_s = os.as<float>();
+    p.out_lds = c.lds;
+  }
+  if (tensor_cores == 2) {
+    LaunchSparseAttentionTc(p, st.get());
+  } else {
+    p.tensor_cores = tensor_cores;
+    LaunchSparseAttention(p, st.get());
+  }
+  Result r;
+  r.y = Download<float>(o, static_cast<size_t>(rows * width), st);
+  if (c.s.quant) {
+    r.q = Download<uint16_t>(oq, static_cast<size_t>(rows * c.ldq), st);
+    r.s = Download<float>(os, static_cast<size_t>(rows * c.lds), st);
+  }
+  return r;
+}
+
+const Shape kFlashCsa = {"flash CSA, selection, RMSNorm+RoPE, act_quant",
+                         64,
+                         512,
+                         64,
+                         128,
+                         4,
+                         true,
+                         512,
+                         1e-6f,
+                         false,
+                         true,
+                         700,
+                         1.0f};
+
+// The TC kernel within 1e-5 of the output's scale of the double reference, as the CUDA-core kernel
+// (both printed); and the dispatch's choice: tensor_cores = 1 gives LaunchSparseAttentionTc's
+// bits where supported, the CUDA-core kernel's elsewhere.
+TEST(SparseAttentionTcTest, MatchesReferenceAndCudaCoreKernel) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Shape> shapes = {
+      kFlashCsa,
+      {"flash window only, RoPE alone (V4.1)", 64, 512, 64, 128, 0, false, 0, -1.0f, true, true,
+       300, 1.0f},
+      {"flash HCA (all entries), pre-applied query", 64, 512, 64, 128, 128, false, 0, -1.0f, false,
+       false, 9000, 1.0f},
+      {"flash CSA, 1,024 selected (V4.1 counts), big sinks", 64, 512, 64, 128, 4, true, 1024, 1e-6f,
+       false, true, 5000, 6.0f},
+      {"flash first positions (window inside the call)", 64, 512, 64, 128, 4, true, 512, 1e-6f,
+       false, false, 0, 1.0f},
+      {"tiny: 4 heads, dim 64, CSA", 4, 64, 16, 16, 4, true, 8, 1e-6f, false, false, 40, 1.0f},
+      {"tiny: 8 heads, dim 128, HCA, act_quant", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true,
+       90, 1.0f},
+      {"20 heads (a partial tile), dim 192, window only", 20, 192, 64, 64, 0, false, 0, 1e-6f,
+       false, false, 100, 1.0f},
+      {"head_dim 32: the CUDA-core kernel (fallback)", 4, 32, 16, 16, 4, true, 8, 1e-6f, false,
+       false, 40, 1.0f},
+  };
+  Stream st;
+  uint32_t seed = 100;
+  for (const Shape& s : shapes) {
+    const int n = 6;
+    Case c(s, n, seed += 10);
+    const auto ref = c.Reference();
+    const Result cuda_core = Launch(c, 0, n, -1, st);
+    const Result tc = Launch(c, 0, n, 1, st);
+    const double e_tc = testing::RelativeError(tc.y, ref);
+    const double e_cc = testing::RelativeError(cuda_core.y, ref);
+    const double e_pair = testing::RelativeError(tc.y, cuda_core.y);
+    std::printf(
+        "[ error ] %s: TC vs double %.3g, CUDA cores vs double %.3g, TC vs CUDA cores %.3g\n",
+        s.name.c_str(), e_tc, e_cc, e_pair);
+    EXPECT_LE(e_tc, 1e-5) << s.name;
+    EXPECT_LE(e_cc, 1e-5) << s.name;
+    EXPECT_LE(e_pair, 2e-5) << s.name;
+    float amax = 0.0f;  // not trivially zero
+    for (float v : tc.y) amax = std::max(amax, std::fabs(v));
+    EXPECT_GT(amax, 1e-3f) << s.name;
+    const SparseAttentionParams p = c.Params(0, n);
+    if (SparseAttentionTcSupports(p)) {
+      const Result direct = Launch(c, 0, n, 2, st);
+      EXPECT_EQ(0, std::memcmp(direct.y.data(), tc.y.data(), tc.y.size() * 4)) << s.name;
+      if (s.quant) {
+        // The act_quant of the output: as the CUDA-core kernel's of its own output, a function of
+        // the output alone; check (q, s) against a second TC launch and that scales are set.
+        EXPECT_EQ(0, std::memcmp(direct.q.data(), tc.q.data(), tc.q.size() * 2)) << s.name;
+        EXPECT_EQ(0, std::memcmp(direct.s.data(), tc.s.data(), tc.s.size() * 4)) << s.name;
+        for (float v : tc.s) EXPECT_TRUE(std::isfinite(v) && v > 0.0f) << s.name;
+      }
+    } else {
+      EXPECT_EQ(0, std::memcmp(cuda_core.y.data(), tc.y.data(), tc.y.size() * 4)) << s.name;
+    }
+  }
+}
+
+// The quantized output is act_quant of the TC kernel's own output: the output of a launch with
+// out_q equals that of one without, and (q, s) equal the CUDA-core kernel's act_quant run on it
+// (LaunchActQuantRows).
+TEST(SparseAttentionTcTest, QuantizedOutputEqualsActQuantAfter) {
+  SKIP_WITHOUT_GPU();
+  Shape s = kFlashCsa;
+  const int n = 5;
+  Case c(s, n, 7);
+  Stream st;
+  const Result with_q = Launch(c, 0, n, 1, st);
+  s.quant = false;
+  Case c2(s, n, 7);
+  const Result without = Launch(c2, 0, n, 1, st);
+  ASSERT_EQ(with_q.y.size(), without.y.size());
+  EXPECT_EQ(0, std::memcmp(with_q.y.data(), without.y.data(), with_q.y.size() * 4));
+  const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+  DeviceBuffer y = Upload(with_q.y), q(n * c.ldq * 2), sc(n * c.lds * 4);
+  LaunchActQuantRows(y.as<float>(), width, n, width, q.as<uint16_t>(), sc.as<float>(), st.get());
+  const auto q_ref = Download<uint16_t>(q, static_cast<size_t>(n * c.ldq), st);
+  const auto s_ref = Download<float>(sc, static_cast<size_t>(n * c.lds), st);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(0, std::memcmp(q_ref.data() + r * c.ldq, with_q.q.data() + r * c.ldq, width * 2))
+        << "row " << r;
+  EXPECT_EQ(0, std::memcmp(s_ref.data(), with_q.s.data(), s_ref.size() * 4));
+}
+
+// Batch invariance: each row of a 300-row launch (1,200 blocks at 64 heads) has exactly the bits
+// of the row launched alone (4 blocks), output and act_quant, at flash and tiny shapes.
+TEST(SparseAttentionTcTest, RowsOfManyEqualRowAlone) {
+  SKIP_WITHOUT_GPU();
+  const Shape tiny = {"tiny", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true, 50, 1.0f};
+  Stream st;
+  for (const Shape& s : {kFlashCsa, tiny}) {
+    const int n = 300;
+    Case c(s, n, 900);
+    const Result all = Launch(c, 0, n, 2, st);
+    const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+    int differing = 0;
+    for (int r = 0; r < n; ++r) {
+      const Result one = Launch(c, r, 1, 2, st);
+      bool same = std::memcmp(one.y.data(), all.y.data() + r * width, width * 4) == 0;
+      if (s.quant) {
+        same = same && std::memcmp(one.q.data(), all.q.data() + r * c.ldq, width * 2) == 0 &&
+               std::memcmp(one.s.data(), all.s.data() + r * c.lds, (width / 128) * 4) == 0;
+      }
+      if (!same && differing++ < 5) ADD_FAILURE() << s.name << ": row " << r << " differs alone";
+    }
+    EXPECT_EQ(differing, 0) << s.name;
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cuda
