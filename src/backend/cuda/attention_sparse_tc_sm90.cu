@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
       q[4 * v + 2] = a.z;
       q[4 * v + 3] = a.w;
     }
-    if (p.q_norm_eps >= 0.0f) {
+    if (p.q_norm_eps >= 0.0f && h < p.heads) {  // (a padded head stays 0, also at eps 0)
       float ss = 0.0f;
 #pragma unroll
       for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
