@@ -48,7 +48,8 @@ struct Case {
   std::vector<float> q, kv, ring, comp, sink, inv;
   DeviceBuffer di, dp, ds, db, dst, dc, dsel, dselc, dlp, dq, dkv, dring, dcomp, dsink, dinv, page0;
 
-  Case(const Shape& shape, int rows, uint32_t seed) : s(shape), n(rows) {
+  // upload false: the host copies alone (no device needed).
+  Case(const Shape& shape, int rows, uint32_t seed, bool upload = true) : s(shape), n(rows) {
     const int d = s.dim;
     std::mt19937 rng(seed);
     for (int i = 0; i < n; ++i) {
@@ -85,6 +86,7 @@ struct Case {
     }
     ldq = QuantizedLd(static_cast<int64_t>(s.heads) * d);
     lds = QuantizedScales(static_cast<int64_t>(s.heads) * d);
+    if (!upload) return;
     di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin), dst = Upload(start),
     dc = Upload(count), dsel = Upload(sel), dselc = Upload(sel_count), dlp = Upload(list_pages),
     dq = Upload(q), dkv = Upload(kv), dring = Upload(ring), dcomp = Upload(comp),
