@@ -4,6 +4,7 @@
 // with zero queries whose outputs are not written). The row's keys (window, then compressed
 // entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 64:
 //   S  = Q[16 x dim] K^T[dim x 64]: warp w the chunk's keys 8w .. 8w + 7 (one n tile), all of dim
+//        (two mma chains, even and odd k steps, added at the end)
 //   softmax: warp w heads w and w + 8, an online step per chunk (max, correction, exp, sum)
 //   O += P[16 x 64] V[64 x dim] (V = K): warp w the output columns [w dim / 8, (w + 1) dim / 8)
 // then O / den (the sink in the denominator), the inverse RoPE of the trailing rope dims, the
@@ -229,24 +230,30 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
     // S: warp w's n tile, keys 8w .. 8w + 7 of the chunk; lane (g, q) holds key 8w + g's columns.
     {
       const float* krow = kpb[warp * 8 + g];
-      float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-      for (int s = 0; s < dim / 16; ++s) {
-        const float4 k4 = krow != nullptr
-                              ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
-                              : make_float4(0, 0, 0, 0);
-        uint32_t b0[3], b1[3];
-        SplitPair(k4.x, k4.y, b0);
-        SplitPair(k4.z, k4.w, b1);
-        const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
-                            qf[(s * 3 + 2) * 32 + lane]};
-        Mma6(a, b0, b1, s4);
+      // Two accumulator chains, even and odd k steps (two mma chains in flight per warp), summed
+      // once at the end: a fixed order like the rest.
+      float s4[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll 2
+      for (int s2 = 0; s2 < dim / 16; s2 += 2) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int s = s2 + u;
+          const float4 k4 = krow != nullptr
+                                ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
+                                : make_float4(0, 0, 0, 0);
+          uint32_t b0[3], b1[3];
+          SplitPair(k4.x, k4.y, b0);
+          SplitPair(k4.z, k4.w, b1);
+          const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
+                              qf[(s * 3 + 2) * 32 + lane]};
+          Mma6(a, b0, b1, s4[u]);
+        }
       }
       // c0, c1: head row g, keys 8w + 2q, +1; c2, c3: row g + 8.
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int key = warp * 8 + 2 * qd + (i & 1), row = g + 8 * (i >> 1);
-        sc[row][key] = c0 + key < n_keys ? s4[i] * p.scale : -INFINITY;
+        sc[row][key] = c0 + key < n_keys ? (s4[0][i] + s4[1][i]) * p.scale : -INFINITY;
       }
     }
     __syncthreads();
