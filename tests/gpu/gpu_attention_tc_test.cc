@@ -294,9 +294,14 @@ TEST(SparseAttentionTcTest, MatchesReferenceAndCudaCoreKernel) {
     EXPECT_LE(e_tc, 1e-5) << s.name;
     EXPECT_LE(e_cc, 1e-5) << s.name;
     EXPECT_LE(e_pair, 2e-5) << s.name;
-    float amax = 0.0f;  // not trivially zero
-    for (float v : tc.y) amax = std::max(amax, std::fabs(v));
+    float amax = 0.0f;  // not trivially zero, and every value written (the buffers are poisoned
+    int bad = 0;        // with NaNs, which RelativeError's max would pass over)
+    for (float v : tc.y) {
+      amax = std::max(amax, std::fabs(v));
+      bad += std::isfinite(v) ? 0 : 1;
+    }
     EXPECT_GT(amax, 1e-3f) << s.name;
+    EXPECT_EQ(bad, 0) << s.name << ": non-finite outputs";
     const SparseAttentionParams p = c.Params(0, n);
     if (SparseAttentionTcSupports(p)) {
       const Result direct = Launch(c, 0, n, 2, st);
