@@ -49,8 +49,9 @@ struct SparseAttentionParams {
   // Heads per block (1, 2 or 4; must divide heads, else halved): never changes a result. 0: the
   // KernelOptions choice (attention_heads_per_block, else by rows).
   int heads_per_block = 0;
-  // The tensor-core variant (LaunchSparseAttentionTc; other bits, as batch-invariant): 1 on (where
-  // SparseAttentionTcSupports, else the CUDA-core kernel), -1 off, 0: KernelOptions::attention_tc.
+  // The tensor-core variant (LaunchSparseAttentionTc: as batch-invariant, other bits than the
+  // CUDA-core kernel): 1 on where SparseAttentionTcSupports (else the CUDA-core kernel), -1 off,
+  // 0: KernelOptions::attention_tc.
   int tensor_cores = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
