@@ -59,6 +59,18 @@ TEST(DSparkConfigTest, KeysDefaultsAndValidation) {
   EXPECT_EQ(d->dspark_block_size, 5);
   EXPECT_NE(d->ValidateDSpark().message().find("dspark_noise_token_id"), std::string::npos);
 
+  // The real-dimension preset with the release's 3 draft layers added (`bench --dspark`) is a
+  // drafter the model takes: its taps are the last three layers.
+  io::DeepseekV41Config flash = *PresetConfig("v41-flash-l8");
+  flash.num_nextn_predict_layers = 3;
+  EXPECT_TRUE(flash.ValidateDSpark().ok()) << flash.ValidateDSpark().message();
+  EXPECT_EQ(flash.dspark_target_layer_ids, (std::vector<int>{5, 6, 7}));
+
+  // A config built in code with draft layers but no taps (a file's empty list takes the default).
+  io::DeepseekV41Config no_taps = *c;
+  no_taps.dspark_target_layer_ids.clear();
+  EXPECT_NE(no_taps.ValidateDSpark().message().find("dspark_target_layer_ids"), std::string::npos);
+
   for (const char* bad : {
            R"(, "dspark_noise_token_id": 300)",
            R"(, "dspark_noise_token_id": 9, "dspark_block_size": 0)",

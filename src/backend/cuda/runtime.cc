@@ -68,17 +68,20 @@ void AutoCarveout(const void* kernel, unsigned threads, size_t dyn_smem) {
   // (else a shape launched after a smaller one would be sized by the smaller one's split).
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   int blocks = 0;
-  if (threads > static_cast<unsigned>(fa.maxThreadsPerBlock) ||
-      dyn_smem > static_cast<size_t>(fa.maxDynamicSharedSizeBytes)) {
-    // A launch the kernel cannot take (the occupancy query would only say "invalid argument").
+  const cudaError_t occ = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, kernel, static_cast<int>(threads), dyn_smem);
+  if (occ != cudaSuccess) {
+    // A launch the kernel cannot take: name it (the query itself only says "invalid argument").
+    const char* name = nullptr;
+    if (cudaFuncGetName(&name, kernel) != cudaSuccess || name == nullptr) name = "?";
     std::fprintf(stderr,
-                 "kernel launch of %u threads and %zu bytes of dynamic shared memory: the kernel "
-                 "takes at most %d threads and %d bytes (static %zu, %d registers)\n",
-                 threads, dyn_smem, fa.maxThreadsPerBlock, fa.maxDynamicSharedSizeBytes,
-                 fa.sharedSizeBytes, fa.numRegs);
+                 "kernel %s: a launch of %u threads and %zu bytes of dynamic shared memory failed "
+                 "its occupancy query (%s); the kernel takes at most %d threads and %d bytes "
+                 "(static %zu, %d registers)\n",
+                 name, threads, dyn_smem, cudaGetErrorString(occ), fa.maxThreadsPerBlock,
+                 fa.maxDynamicSharedSizeBytes, fa.sharedSizeBytes, fa.numRegs);
+    std::abort();
   }
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, static_cast<int>(threads),
-                                                           dyn_smem));
   // The SM's shared memory and the per-block reservation (H200: 228 KB, 1 KB).
   static const int sm_smem =
       std::max(CurrentDeviceAttr(cudaDevAttrMaxSharedMemoryPerMultiprocessor), 1);

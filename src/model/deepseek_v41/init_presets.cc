@@ -61,6 +61,10 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
     c.engram_layer_ids = {1};
     c.engram_vocab_size = 250000;
     c.engram_num_embeddings = EngramRowsNeeded(c);
+    // No draft layers (the release has 3; `bench --dspark` adds them): the drafter's other keys are
+    // the release's, its taps the last three layers, as the release's 37-39 of 40.
+    c.num_nextn_predict_layers = 0;
+    c.dspark_target_layer_ids = {5, 6, 7};
     DSINFER_RETURN_IF_ERROR(c.Validate());
     return c;
   }
