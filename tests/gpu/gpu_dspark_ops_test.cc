@@ -256,9 +256,18 @@ TEST(DSparkOpsTest, CollapseMatchesTheCpu) {
 
 TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
+  struct Shape {
+    int R, r;
+    int64_t V;
+  };
+  // Requests within one group of the bias kernel and over two (a partial last group); a rank of
+  // 8-value loads and one of single loads; a vocab of whole tiles and a partial last tile.
+  for (const Shape& sh : {Shape{3, 16, 1000}, Shape{11, 20, 2500}, Shape{17, 64, 512}})
   for (bool bf16 : {false, true}) {
-    const int R = 3, r = 16;
-    const int64_t V = 1000, D = 64, ld = V + 7;
+    SCOPED_TRACE("R " + std::to_string(sh.R) + " rank " + std::to_string(sh.r) + " vocab " +
+                 std::to_string(sh.V));
+    const int R = sh.R, r = sh.r;
+    const int64_t V = sh.V, D = 64, ld = V + 7;
     auto embed = Random(static_cast<size_t>(V * r), 21, 1.0f);
     auto head = Random(static_cast<size_t>(V * r), 22, 0.5f);
     if (bf16) {  // values the bf16 storage holds exactly
@@ -273,11 +282,15 @@ TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
     const auto logits = Random(static_cast<size_t>(R * ld), 23, 2.0f);
     const auto xh = Random(static_cast<size_t>(R * D), 24);
     const auto w = Random(static_cast<size_t>(D + r), 25, 0.1f);
-    const std::vector<int32_t> prev = {5, 999, 0};
+    std::vector<int32_t> prev(static_cast<size_t>(R));
+    for (int q = 0; q < R; ++q) prev[q] = static_cast<int32_t>((q * 997 + 5) % V);
+    prev[R - 1] = static_cast<int32_t>(V - 1);
     DeviceBuffer de = bf16 ? Upload(to_bf16(embed)) : Upload(embed);
     DeviceBuffer dh = bf16 ? Upload(to_bf16(head)) : Upload(head);
     DeviceBuffer dl = Upload(logits), dx = Upload(xh), dw = Upload(w), dp = Upload(prev),
-                 dc(R * sizeof(float)), di(R * sizeof(int32_t));
+                 dc(R * sizeof(float)), di(R * sizeof(int32_t)),
+                 dbv(R * MarkovStepTiles(V) * sizeof(float)),
+                 dbi(R * MarkovStepTiles(V) * sizeof(int32_t));
     Stream stream;
     MarkovStepParams p;
     p.logits = static_cast<float*>(dl.get());
@@ -295,6 +308,8 @@ TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
     p.confidence_w = static_cast<const float*>(dw.get());
     p.confidence = static_cast<float*>(dc.get());
     p.ids = static_cast<int32_t*>(di.get());
+    p.best_v = static_cast<float*>(dbv.get());
+    p.best_i = static_cast<int32_t*>(dbi.get());
     LaunchMarkovStep(p, stream.get());
     const auto got_logits = Download<float>(dl, static_cast<size_t>(R * ld), stream);
     const auto got_conf = Download<float>(dc, R, stream);
@@ -313,6 +328,8 @@ TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
       const int32_t want =
           static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
       EXPECT_EQ(got_ids[q], want) << "request " << q;
+      // The pick is the first maximum of the row the kernel wrote (ties to the smallest id).
+      EXPECT_EQ(got_ids[q], std::max_element(got_row.begin(), got_row.end()) - got_row.begin());
       EXPECT_EQ(got_prev[q], want);
       double conf = 0;
       for (int64_t k = 0; k < D; ++k) conf += double{w[k]} * xh[q * D + k];

@@ -14,7 +14,10 @@
 //   LaunchMarkovStep:      one slot of every request: the Markov term head_r · embed_r[prev] added
 //                          to the slot's logits row, its greedy id (ties to the smallest id), the
 //                          confidence logit proj · [xh ; embed_r[prev]] (sums in double); the id
-//                          becomes the request's prev for the next slot.
+//                          becomes the request's prev for the next slot. Two kernels: the term
+//                          over vocab tiles (a head row read once per 8 requests; each logit's
+//                          fma chain over the rank is fixed), then the pick and the confidence
+//                          per request.
 #pragma once
 
 #include <cstdint>
@@ -100,8 +103,12 @@ struct MarkovStepParams {
   const float* confidence_w = nullptr;  // [hidden + rank]
   float* confidence = nullptr;          // [requests] out: the confidence logit
   int32_t* ids = nullptr;               // [requests] out: this slot's draft (also in prev)
+  // Scratch [requests, MarkovStepTiles(vocab)]: each vocab tile's best (value, id) per request.
+  float* best_v = nullptr;
+  int32_t* best_i = nullptr;
   Status Validate() const;
 };
+int64_t MarkovStepTiles(int64_t vocab);
 void LaunchMarkovStep(const MarkovStepParams& p, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -15,6 +15,8 @@ constexpr int kMeanThreads = 256;
 constexpr int kAttnThreads = 256;
 constexpr int kMaxKeys = 512;  // context rows + block rows per slot
 constexpr int kMarkovThreads = 512;
+constexpr int kBiasThreads = 256;  // vocab rows per Markov bias block
+constexpr int kMarkovGroup = 8;    // requests per Markov bias block (the head row read once)
 constexpr int kMaxRank = 1024;
 constexpr int kMaxDim = 1024;  // the attention's head dim with q_rope (its query in shared memory)
 constexpr int kGatherThreads = 128;
@@ -133,9 +135,119 @@ __device__ __forceinline__ float LoadAs(const void* base, bool bf16, int64_t i) 
               : static_cast<const float*>(base)[i];
 }
 
-// Block (request): the Markov term of prev into the slot's logits row, the greedy id (ties to the
-// smallest id) and the confidence logit.
-__global__ void __launch_bounds__(kMarkovThreads) MarkovStepKernel(MarkovStepParams p) {
+// The ordering of the greedy pick: the larger value, then the smaller id (a total order, so any
+// reduction order gives the same pick; NaN never wins).
+__device__ __forceinline__ void BetterOf(float ov, int oi, float& bv, int& bi) {
+  if (ov > bv || (ov == bv && oi < bi)) {
+    bv = ov;
+    bi = oi;
+  }
+}
+
+__device__ __forceinline__ void WarpBest(float& bv, int& bi) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    BetterOf(ov, oi, bv, bi);
+  }
+}
+
+// Block (vocab tile, group of kMarkovGroup requests): thread v's Markov term head_r[v] · e for
+// each request of the group (one fma chain over j = 0 .. rank - 1 per request, so a request's bits
+// depend on neither the group nor the tile), added into the logits; then each request's best
+// (value, id) of the tile into the scratch. The head row is read once for the group.
+template <bool kBf16>
+__global__ void __launch_bounds__(kBiasThreads) MarkovBiasKernel(MarkovStepParams p) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float e[kMarkovGroup][kMaxRank];
+  __shared__ float wv[kMarkovGroup][kBiasThreads / 32];
+  __shared__ int wi[kMarkovGroup][kBiasThreads / 32];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kMarkovGroup;
+  const int nr = static_cast<int>(p.requests - r0 < kMarkovGroup ? p.requests - r0 : kMarkovGroup);
+  const int rank = p.rank;
+  for (int i = threadIdx.x; i < nr * rank; i += blockDim.x) {
+    const int q = i / rank, j = i % rank;
+    e[q][j] = LoadAs(p.embed, kBf16, static_cast<int64_t>(p.prev[r0 + q]) * rank + j);
+  }
+  __syncthreads();
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * kBiasThreads + threadIdx.x;
+  float bias[kMarkovGroup];
+#pragma unroll
+  for (int q = 0; q < kMarkovGroup; ++q) bias[q] = 0.0f;
+  if (v < p.vocab && rank > 0) {
+    const int64_t base = v * rank;
+    if (rank % 8 == 0) {  // 8 values per load (a 16-byte aligned row piece)
+      for (int j0 = 0; j0 < rank; j0 += 8) {
+        float h[8];
+        if constexpr (kBf16) {
+          const uint4 w = *reinterpret_cast<const uint4*>(
+              static_cast<const __nv_bfloat16*>(p.head) + base + j0);
+          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            h[2 * u] = __uint_as_float(ws[u] << 16);
+            h[2 * u + 1] = __uint_as_float(ws[u] & 0xffff0000u);
+          }
+        } else {
+          const float* hp = static_cast<const float*>(p.head) + base + j0;
+          const float4 a = *reinterpret_cast<const float4*>(hp);
+          const float4 b = *reinterpret_cast<const float4*>(hp + 4);
+          h[0] = a.x; h[1] = a.y; h[2] = a.z; h[3] = a.w;
+          h[4] = b.x; h[5] = b.y; h[6] = b.z; h[7] = b.w;
+        }
+#pragma unroll
+        for (int q = 0; q < kMarkovGroup; ++q) {
+          if (q < nr) {
+#pragma unroll
+            for (int u = 0; u < 8; ++u) bias[q] = fmaf(h[u], e[q][j0 + u], bias[q]);
+          }
+        }
+      }
+    } else {
+      for (int j = 0; j < rank; ++j) {
+        const float h = LoadAs(p.head, kBf16, base + j);
+#pragma unroll
+        for (int q = 0; q < kMarkovGroup; ++q)
+          if (q < nr) bias[q] = fmaf(h, e[q][j], bias[q]);
+      }
+    }
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int q = 0; q < kMarkovGroup; ++q) {
+    if (q >= nr) break;
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    if (v < p.vocab) {
+      float* row = p.logits + (r0 + q) * p.ld_logits;
+      const float x = row[v] + bias[q];
+      row[v] = x;
+      BetterOf(x, static_cast<int>(v), bv, bi);
+    }
+    WarpBest(bv, bi);
+    if (lane == 0) {
+      wv[q][warp] = bv;
+      wi[q][warp] = bi;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < nr) {
+    const int q = threadIdx.x;
+    float bv = wv[q][0];
+    int bi = wi[q][0];
+    for (int w = 1; w < kBiasThreads / 32; ++w) BetterOf(wv[q][w], wi[q][w], bv, bi);
+    const int64_t at = (r0 + q) * gridDim.x + blockIdx.x;
+    p.best_v[at] = bv;
+    p.best_i[at] = bi;
+  }
+}
+
+// Block (request): the greedy id over the tiles' bests and the confidence logit
+// proj · [xh ; e] in double; the id becomes the request's prev.
+__global__ void __launch_bounds__(kMarkovThreads) MarkovFinishKernel(MarkovStepParams p,
+                                                                      int tiles) {
   PdlTrigger();
   PdlWait();
   __shared__ float e[kMaxRank];
@@ -146,37 +258,17 @@ __global__ void __launch_bounds__(kMarkovThreads) MarkovStepKernel(MarkovStepPar
   const int prev = p.prev[r];
   for (int j = threadIdx.x; j < p.rank; j += blockDim.x)
     e[j] = LoadAs(p.embed, p.bf16, static_cast<int64_t>(prev) * p.rank + j);
-  __syncthreads();
-  float* row = p.logits + r * p.ld_logits;
   float bv = -INFINITY;
   int bi = 0x7fffffff;
-  for (int64_t v = threadIdx.x; v < p.vocab; v += blockDim.x) {
-    float bias = 0.0f;
-    for (int j = 0; j < p.rank; ++j)
-      bias = fmaf(LoadAs(p.head, p.bf16, v * p.rank + j), e[j], bias);
-    const float x = row[v] + bias;
-    row[v] = x;
-    if (x > bv) {  // v grows within a thread: the first maximum is the smallest id
-      bv = x;
-      bi = static_cast<int>(v);
-    }
-  }
-  // Block argmax: the larger value, then the smaller id.
+  for (int i = threadIdx.x; i < tiles; i += blockDim.x)
+    BetterOf(p.best_v[r * tiles + i], p.best_i[r * tiles + i], bv, bi);
+  WarpBest(bv, bi);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
   if (lane == 0) {
     best_v[warp] = bv;
     best_i[warp] = bi;
   }
-  // The confidence: proj · [xh ; e] in double.
+  __syncthreads();  // e
   const float* xh = p.xh + r * p.ld_xh;
   double c = 0.0;
   for (int64_t k = threadIdx.x; k < p.hidden; k += blockDim.x)
@@ -187,12 +279,7 @@ __global__ void __launch_bounds__(kMarkovThreads) MarkovStepKernel(MarkovStepPar
   if (threadIdx.x == 0) {
     float v = best_v[0];
     int id = best_i[0];
-    for (int w = 1; w < nw; ++w) {
-      if (best_v[w] > v || (best_v[w] == v && best_i[w] < id)) {
-        v = best_v[w];
-        id = best_i[w];
-      }
-    }
+    for (int w = 1; w < nw; ++w) BetterOf(best_v[w], best_i[w], v, id);
     p.ids[r] = id;
     p.prev[r] = id;
     p.confidence[r] = static_cast<float>(c);
@@ -252,7 +339,8 @@ void LaunchDSparkGatherContext(const DSparkGatherParams& p, StreamHandle stream)
 }
 
 Status MarkovStepParams::Validate() const {
-  if (vocab < 1 || hidden < 1 || rank < 0 || rank > kMaxRank) {
+  if (vocab < 1 || vocab > (int64_t{1} << 31) - kBiasThreads || hidden < 1 || rank < 0 ||
+      rank > kMaxRank) {
     return InvalidArgument("markov step: bad vocab, hidden or rank (at most " +
                            std::to_string(kMaxRank) + ")");
   }
@@ -277,11 +365,21 @@ void LaunchDSparkAttention(const DSparkAttentionParams& p, StreamHandle stream) 
   CUDA_CHECK_LAUNCH();
 }
 
+int64_t MarkovStepTiles(int64_t vocab) { return (vocab + kBiasThreads - 1) / kBiasThreads; }
+
 void LaunchMarkovStep(const MarkovStepParams& p, StreamHandle stream) {
   if (p.requests <= 0) return;
   DSINFER_CHECK_PARAMS(p);
-  LaunchKernel(MarkovStepKernel, dim3(static_cast<unsigned>(p.requests)), dim3(kMarkovThreads), 0,
-               stream, p);
+  const int64_t tiles = MarkovStepTiles(p.vocab);
+  const dim3 grid(static_cast<unsigned>(tiles),
+                  static_cast<unsigned>((p.requests + kMarkovGroup - 1) / kMarkovGroup));
+  if (p.bf16)
+    LaunchKernel(MarkovBiasKernel<true>, grid, dim3(kBiasThreads), 0, stream, p);
+  else
+    LaunchKernel(MarkovBiasKernel<false>, grid, dim3(kBiasThreads), 0, stream, p);
+  CUDA_CHECK_LAUNCH();
+  LaunchKernel(MarkovFinishKernel, dim3(static_cast<unsigned>(p.requests)), dim3(kMarkovThreads),
+               0, stream, p, static_cast<int>(tiles));
   CUDA_CHECK_LAUNCH();
 }
 

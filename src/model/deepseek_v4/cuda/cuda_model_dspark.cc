@@ -149,6 +149,8 @@ void CudaModel::Impl::DSparkDraft(int64_t R) {
     mp.confidence_w = ds.confidence;
     mp.confidence = ds.conf + k * R;
     mp.ids = ds.ids + k * R;
+    mp.best_v = ds.markov_best_v;
+    mp.best_i = ds.markov_best_i;
     gpu::LaunchMarkovStep(mp, cur_stream());
   }
   gpu::CopyToHost(ds.out_host.get(), ds.ids, static_cast<size_t>(B * R) * sizeof(int32_t),
@@ -196,6 +198,8 @@ void CudaModel::Impl::AllocateDSpark() {
   ds.prev = Alloc<int32_t>(S);
   ds.ids = Alloc<int32_t>(S * B);
   ds.conf = Alloc<float>(S * B);
+  ds.markov_best_v = Alloc<float>(S * gpu::MarkovStepTiles(V));
+  ds.markov_best_i = Alloc<int32_t>(S * gpu::MarkovStepTiles(V));
   ds.out_host = gpu::PinnedBuffer(static_cast<size_t>(2 * S * B + S) * 4);
   if (TcHead()) ds.head_split = Alloc<uint16_t>(gpu::Bf16SplitElements(S * B, D));
   stream.Synchronize();

@@ -158,6 +158,8 @@ struct DSparkParts {
   float *xh = nullptr, *hn = nullptr, *logits = nullptr;
   int32_t *prev = nullptr, *ids = nullptr;
   float* conf = nullptr;
+  float* markov_best_v = nullptr;  // the Markov step's scratch [max_seqs, MarkovStepTiles(V)]
+  int32_t* markov_best_i = nullptr;
   uint16_t* head_split = nullptr;  // the tensor-core head's split rows [max_seqs * B] (tc_head)
   // [B, max_seqs] ids, then [B, max_seqs] confidences, then [max_seqs] the anchors.
   gpu::PinnedBuffer out_host;
