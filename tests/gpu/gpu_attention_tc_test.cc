@@ -207,11 +207,15 @@ struct Case {
 struct Result {
   std::vector<float> y, s;
   std::vector<uint16_t> q;
+  bool split_ran = false;  // the split workspace was written (the launch split)
 };
 
 // One launch of rows [r0, r0 + rows) (tensor_cores: 1 the TC kernel through the dispatch, -1 the
-// CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first.
-Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st) {
+// CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first. split: the TC
+// kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
+// tile, 0: by rows), with a workspace that holds the split (poisoned too).
+Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st,
+              int split = 0) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());
@@ -225,6 +229,12 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
     p.out_s = os.as<float>();
     p.out_lds = c.lds;
   }
+  const int64_t ws_floats = SparseAttentionTcSplitFloats(p);
+  DeviceBuffer ws(ws_floats * 4 + 16);
+  Memset(ws.get(), 0xff, ws.bytes(), st.get());
+  p.tc_split = split;
+  p.tc_workspace = ws.as<float>();
+  p.tc_workspace_floats = ws_floats;
   if (tensor_cores == 2) {
     LaunchSparseAttentionTc(p, st.get());
   } else {
@@ -233,6 +243,8 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   }
   Result r;
   r.y = Download<float>(o, static_cast<size_t>(rows * width), st);
+  const auto w = Download<uint32_t>(ws, static_cast<size_t>(ws_floats), st);
+  r.split_ran = std::any_of(w.begin(), w.end(), [](uint32_t v) { return v != 0xffffffffu; });
   if (c.s.quant) {
     r.q = Download<uint16_t>(oq, static_cast<size_t>(rows * c.ldq), st);
     r.s = Download<float>(os, static_cast<size_t>(rows * c.lds), st);
@@ -284,7 +296,7 @@ TEST(SparseAttentionTcTest, MatchesReferenceAndCudaCoreKernel) {
     Case c(s, n, seed += 10);
     const auto ref = c.Reference();
     const Result cuda_core = Launch(c, 0, n, -1, st);
-    const Result tc = Launch(c, 0, n, 1, st);
+    const Result tc = Launch(c, 0, n, 1, st);  // (6 rows: split where the kernel takes it)
     const double e_tc = testing::RelativeError(tc.y, ref);
     const double e_cc = testing::RelativeError(cuda_core.y, ref);
     const double e_pair = testing::RelativeError(tc.y, cuda_core.y);
@@ -306,6 +318,16 @@ TEST(SparseAttentionTcTest, MatchesReferenceAndCudaCoreKernel) {
     if (SparseAttentionTcSupports(p)) {
       const Result direct = Launch(c, 0, n, 2, st);
       EXPECT_EQ(0, std::memcmp(direct.y.data(), tc.y.data(), tc.y.size() * 4)) << s.name;
+      // The rows' chunks split over blocks and combined, or folded by one block: the same bits.
+      const Result split = Launch(c, 0, n, 2, st, 1), whole = Launch(c, 0, n, 2, st, -1);
+      EXPECT_EQ(0, std::memcmp(split.y.data(), whole.y.data(), tc.y.size() * 4)) << s.name;
+      EXPECT_EQ(0, std::memcmp(split.y.data(), tc.y.data(), tc.y.size() * 4)) << s.name;
+      EXPECT_EQ(split.split_ran, SparseAttentionTcMaxChunks(p) > 1) << s.name;
+      EXPECT_FALSE(whole.split_ran) << s.name;
+      if (s.quant) {
+        EXPECT_EQ(0, std::memcmp(split.q.data(), whole.q.data(), tc.q.size() * 2)) << s.name;
+        EXPECT_EQ(0, std::memcmp(split.s.data(), whole.s.data(), tc.s.size() * 4)) << s.name;
+      }
       if (s.quant) {
         // The act_quant of the output: as the CUDA-core kernel's of its own output, a function of
         // the output alone; check (q, s) against a second TC launch and that scales are set.
@@ -345,8 +367,9 @@ TEST(SparseAttentionTcTest, QuantizedOutputEqualsActQuantAfter) {
   EXPECT_EQ(0, std::memcmp(s_ref.data(), with_q.s.data(), s_ref.size() * 4));
 }
 
-// Batch invariance: each row of a 300-row launch (1,200 blocks at 64 heads) has exactly the bits
-// of the row launched alone (4 blocks), output and act_quant, at flash and tiny shapes.
+// Batch invariance: each row of a 300-row launch (1,200 blocks at 64 heads, each folding its
+// row's chunks) has exactly the bits of the row launched alone (its chunks split over blocks and
+// combined, as a decode step's), output and act_quant, at flash and tiny shapes.
 TEST(SparseAttentionTcTest, RowsOfManyEqualRowAlone) {
   SKIP_WITHOUT_GPU();
   const Shape tiny = {"tiny", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true, 50, 1.0f};
@@ -354,11 +377,11 @@ TEST(SparseAttentionTcTest, RowsOfManyEqualRowAlone) {
   for (const Shape& s : {kFlashCsa, tiny}) {
     const int n = 300;
     Case c(s, n, 900);
-    const Result all = Launch(c, 0, n, 2, st);
+    const Result all = Launch(c, 0, n, 2, st, -1);
     const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
     int differing = 0;
     for (int r = 0; r < n; ++r) {
-      const Result one = Launch(c, r, 1, 2, st);
+      const Result one = Launch(c, r, 1, 2, st, 1);
       bool same = std::memcmp(one.y.data(), all.y.data() + r * width, width * 4) == 0;
       if (s.quant) {
         same = same && std::memcmp(one.q.data(), all.q.data() + r * c.ldq, width * 2) == 0 &&

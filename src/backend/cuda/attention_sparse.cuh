@@ -53,6 +53,14 @@ struct SparseAttentionParams {
   // CUDA-core kernel): 1 on where SparseAttentionTcSupports (else the CUDA-core kernel), -1 off,
   // 0: KernelOptions::attention_tc.
   int tensor_cores = 0;
+  // The tensor-core kernel's split of a row's key chunks over blocks (each chunk's partial softmax
+  // into tc_workspace, then a combine kernel folding them in chunk order): the same bits as one
+  // block folding them in turn, so a pure launch choice. 0: when the rows' blocks fill less than
+  // a wave (decode), 1: always, -1: never; either way only where tc_workspace holds
+  // SparseAttentionTcSplitFloats(*this) floats.
+  int tc_split = 0;
+  float* tc_workspace = nullptr;
+  int64_t tc_workspace_floats = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };
@@ -62,11 +70,17 @@ void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 // per 16 heads computes S = Q K^T and O = P V with mma.sync m16n8k16 bf16 on fp32 values split
 // exactly into three bf16 parts (x = x1 + x2 + x3), keeping the six partial products of order
 // <= 2 (i + j <= 4 of parts 1..3): every kept product is exact in fp32 and the dropped ones are
-// below 2^-23 |x||y|. Keys in fixed chunks of 64 with the online softmax per chunk; each output's
-// operation sequence is a function of (heads, dim, the row's key list) only, so a row has the
-// same bits alone or in any batch. Not the CUDA-core kernel's bits (an opt-in: --attention-tc).
-// Takes head_dim % 64 == 0 (<= 512) and any head count (a last partial tile of 16 is padded).
+// below 2^-23 |x||y|. Keys in fixed chunks of 64, each chunk's softmax partial (its max, sum and
+// P V) folded into the row's running one in chunk order, by the same block or (tc_split) by a
+// combine kernel over per-chunk blocks; each output's operation sequence is a function of
+// (heads, dim, the row's key list) only, so a row has the same bits alone or in any batch, split
+// or not. Not the CUDA-core kernel's bits (an opt-in: --attention-tc). Takes head_dim % 64 == 0
+// (<= 512) and any head count (a last partial tile of 16 is padded).
 bool SparseAttentionTcSupports(const SparseAttentionParams& p);
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream);
+// The most key chunks a row of these params can reach (window + selection stride or the list's
+// capacity), and the workspace floats a split launch of its rows needs.
+int64_t SparseAttentionTcMaxChunks(const SparseAttentionParams& p);
+int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p);
 
 }  // namespace dsinfer::backend::cuda

@@ -107,12 +107,84 @@ __device__ __forceinline__ int Off(int s, int q) {
   return 32 * (s >> 1) + 8 * (s & 1) + 16 * (q >> 1) + 4 * (q & 1);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAttentionParams p) {
+// The fold of one chunk's partial softmax (its own max mc, its sum of exp(z - mc), its P V) into a
+// running one (max M, sum L, output O): M' = max(M, mc), X' = X · exp(M - M') + x · exp(mc - M').
+// The in-block chunk loop and the combine kernel both call these, on the same values in the same
+// chunk order, so a row's chunks give the same bits in one block or in one block each.
+__device__ __forceinline__ void FoldScales(float m_run, float mc, float* m_new, float* a,
+                                           float* b) {
+  *m_new = fmaxf(m_run, mc);
+  *a = expf(m_run - *m_new);  // nothing yet (-inf): 0
+  *b = expf(mc - *m_new);
+}
+__device__ __forceinline__ float Fold(float run, float part, float a, float b) {
+  return __fmaf_rn(part, b, __fmul_rn(run, a));
+}
+// The output's factor for a head: its weight over the softmax denominator with the sink.
+__device__ __forceinline__ float OutFactor(float m_run, float l_run, float sink) {
+  const float M = fmaxf(m_run, sink);
+  const float w = m_run == -INFINITY ? 0.0f : expf(m_run - M);  // no keys: 0
+  return w / (l_run * w + expf(sink - M));
+}
+
+// Row t's key count (its window, then its compressed entries), as the CUDA-core kernel lists them.
+__device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t, int pos) {
+  const int n_win = min(p.window_size, pos + 1);
+  int n_comp = 0;
+  if (p.rate > 0) n_comp = p.sel ? p.sel_count[t] : (pos + 1) / p.rate;
+  return n_win + n_comp;
+}
+
+// Floats of one chunk's partial in the split workspace: P V [kTile][dim], then max and sum [kTile].
+__host__ __device__ constexpr int64_t PartFloats(int dim) {
+  return static_cast<int64_t>(kTile) * dim + 2 * kTile;
+}
+
+// The epilogue on the output tile in `stage` ([kTile][dim], already scaled by OutFactor): the
+// inverse RoPE of the trailing rope dims, the output rows and their optional act_quant.
+__device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int64_t t,
+                                           int h0, int pos) {
+  const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
+  for (int i = threadIdx.x; i < kTile * half; i += kThreads) {
+    const int row = i / half, j = i % half;
+    float* r = stage + row * dim + roff + 2 * j;
+    RotatePair(r[0], r[1], pos, p.inv_freq[j], true);
+  }
+  __syncthreads();
+  const int rows = min(kTile, p.heads - h0);
+  for (int i = threadIdx.x; i < rows * (dim / 4); i += kThreads) {
+    const int row = i / (dim / 4), c = 4 * (i % (dim / 4));
+    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c) =
+        *reinterpret_cast<const float4*>(stage + row * dim + c);
+  }
+  if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
+    const int blocks = dim / qcore::kQb;
+    for (int task = warp; task < rows * blocks; task += kWarps) {
+      const int row = task / blocks, b = task % blocks;
+      const int c = b * qcore::kQb + 4 * lane;
+      float s;
+      const uint2 qv =
+          qcore::QuantBlock(*reinterpret_cast<const float4*>(stage + row * dim + c), &s);
+      const int64_t col = static_cast<int64_t>(h0 + row) * dim + c;
+      *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
+      if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = s;
+    }
+  }
+}
+
+// kSplit false: block (row, tile) folds all of the row's chunks and writes the output.
+// kSplit true: block (row, tile; chunk blockIdx.y) writes its chunk's partial to ws
+// ([row][tile][max_chunks] partials); the combine kernel folds them.
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads, 2)
+    SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
   PdlTrigger();
   PdlWait();
   __shared__ __align__(16) float sc[kTile][kSPitch];  // a chunk's scores, then its weights P
-  __shared__ float corr[kTile], fac[kTile];           // per head: the chunk's correction; 1 / den
-  __shared__ const float* kp[2][kChunk];              // the chunk's key rows (null past the end)
+  __shared__ __align__(16) uint4 pf[kChunk / 16][3][32];  // P's split fragments per k step
+  __shared__ float fa[kTile], fb[kTile];  // per head: the chunk's fold factors; then 1 / den
+  __shared__ const float* kp[2][kChunk];  // the chunk's key rows (null past the end)
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim;
   uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [dim / 16][3][32]
@@ -126,9 +198,14 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
   const int pos = p.meta.pos[t], slot = p.meta.slot[t];
   const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
   const int n_win = min(p.window_size, pos + 1);
-  int n_comp = 0;
-  if (p.rate > 0) n_comp = p.sel ? p.sel_count[t] : (pos + 1) / p.rate;
-  const int n_keys = n_win + n_comp;
+  const int n_keys = RowKeys(p, t, pos);
+  const int n_chunks = (n_keys + kChunk - 1) / kChunk;
+  int c_begin = 0, c_end = n_chunks;
+  if constexpr (kSplit) {
+    c_begin = static_cast<int>(blockIdx.y);
+    c_end = c_begin + 1;
+    if (c_begin >= n_chunks) return;  // (uniform over the block; after the wait)
+  }
 
   // Prologue: warp w loads heads h0 + w and h0 + w + 8 (zeros past the last head), with the
   // per-head RMSNorm and RoPE as the CUDA-core kernel computes them (the same operations), into
@@ -212,15 +289,19 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
 
   const int nt = dim / (8 * kWarps);  // output n tiles per warp
   const int dbase = warp * (dim / kWarps);
-  float acc[kMaxNt][4];
+  float acc[kMaxNt][4];  // the running output (kSplit: the chunk's P V)
 #pragma unroll
   for (int i = 0; i < kMaxNt; ++i)
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // heads warp, warp + 8
+  float* const part = kSplit ? ws + ((t * tiles + blockIdx.x % tiles) * max_chunks + c_begin) *
+                                        PartFloats(dim)
+                             : nullptr;
 
 #pragma unroll 1
-  for (int c0 = 0, it = 0; c0 < n_keys; c0 += kChunk, ++it) {
+  for (int ci = c_begin, it = 0; ci < c_end; ++ci, ++it) {
+    const int c0 = ci * kChunk;
     const float** const kpb = kp[it & 1];  // double-buffered: the previous chunk's P V may run
     if (threadIdx.x < kChunk)
       kpb[threadIdx.x] = c0 + static_cast<int>(threadIdx.x) < n_keys
@@ -257,8 +338,9 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
       }
     }
     __syncthreads();
-    // Online softmax: warp w heads w and w + 8, lane the chunk's keys lane and lane + 32. The
-    // chunk's first key exists, so m_new is finite; keys past the end weigh exp(-inf) = 0.
+    // The chunk's softmax: warp w heads w and w + 8, lane the chunk's keys lane and lane + 32;
+    // its own max (finite: the chunk's first key exists; keys past the end weigh exp(-inf) = 0)
+    // and sum; then the fold factors of the running sums (kSplit: the partial's max and sum).
 #pragma unroll
     for (int r2 = 0; r2 < 2; ++r2) {
       const int row = warp + 8 * r2;
@@ -266,51 +348,68 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
       float mc = fmaxf(z0, z1);
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
-      const float m_new = fmaxf(m_run[r2], mc);
-      const float cr = expf(m_run[r2] - m_new);  // m = -inf first: 0
-      const float e0 = expf(z0 - m_new), e1 = expf(z1 - m_new);
+      const float e0 = expf(z0 - mc), e1 = expf(z1 - mc);
       float sum = e0 + e1;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      l_run[r2] = l_run[r2] * cr + sum;
-      m_run[r2] = m_new;
       __syncwarp();
       sc[row][lane] = e0;
       sc[row][lane + 32] = e1;
-      if (lane == 0) corr[row] = cr;
+      if constexpr (kSplit) {
+        if (lane == 0) {
+          part[kTile * dim + row] = mc;
+          part[kTile * dim + kTile + row] = sum;
+        }
+      } else {
+        float m_new, a, b;
+        FoldScales(m_run[r2], mc, &m_new, &a, &b);
+        l_run[r2] = Fold(l_run[r2], sum, a, b);
+        m_run[r2] = m_new;
+        if (lane == 0) {
+          fa[row] = a;
+          fb[row] = b;
+        }
+      }
     }
     __syncthreads();
-    // O = O corr + P V: warp w's n tiles; k step s takes keys 16s + 4q .. +3 of the chunk.
-    {
-      const float cg = corr[g], cg8 = corr[g + 8];
+    // P's split fragments, once per chunk: (k step s, lane l) rows l / 4 and l / 4 + 8, keys
+    // 16s + 4 (l % 4) .. +3.
+    if (threadIdx.x < (kChunk / 16) * 32) {
+      const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + 4 * (l % 4);
+      const float4 pa = *reinterpret_cast<const float4*>(&sc[l / 4][k0]);
+      const float4 pb = *reinterpret_cast<const float4*>(&sc[l / 4 + 8][k0]);
+      uint32_t a0[3], a1[3], a2[3], a3[3];
+      SplitPair(pa.x, pa.y, a0);
+      SplitPair(pb.x, pb.y, a1);
+      SplitPair(pa.z, pa.w, a2);
+      SplitPair(pb.z, pb.w, a3);
 #pragma unroll
-      for (int i = 0; i < kMaxNt; ++i) {
-        acc[i][0] *= cg;
-        acc[i][1] *= cg;
-        acc[i][2] *= cg8;
-        acc[i][3] *= cg8;
+      for (int part_i = 0; part_i < 3; ++part_i)
+        pf[s][part_i][l] = make_uint4(a0[part_i], a1[part_i], a2[part_i], a3[part_i]);
+    }
+    __syncthreads();
+    // The chunk's P V (warp w's n tiles, each its own chain from zero over the chunk's 4 k steps;
+    // k step s takes keys 16s + 4q .. +3), folded into the running output (kSplit: kept).
+    {
+      float a_g = 0.0f, b_g = 0.0f, a_g8 = 0.0f, b_g8 = 0.0f;
+      if constexpr (!kSplit) {
+        a_g = fa[g];
+        b_g = fb[g];
+        a_g8 = fa[g + 8];
+        b_g8 = fb[g + 8];
       }
 #pragma unroll
-      for (int s = 0; s < kChunk / 16; ++s) {
-        const int k0 = 16 * s + 4 * qd;
-        const float4 pa = *reinterpret_cast<const float4*>(&sc[g][k0]);
-        const float4 pb = *reinterpret_cast<const float4*>(&sc[g + 8][k0]);
-        uint32_t a0[3], a1[3], a2[3], a3[3];
-        SplitPair(pa.x, pa.y, a0);
-        SplitPair(pb.x, pb.y, a1);
-        SplitPair(pa.z, pa.w, a2);
-        SplitPair(pb.z, pb.w, a3);
-        const uint4 a[3] = {make_uint4(a0[0], a1[0], a2[0], a3[0]),
-                            make_uint4(a0[1], a1[1], a2[1], a3[1]),
-                            make_uint4(a0[2], a1[2], a2[2], a3[2])};
-        const float* v0 = kpb[k0];
-        const float* v1 = kpb[k0 + 1];
-        const float* v2 = kpb[k0 + 2];
-        const float* v3 = kpb[k0 + 3];
+      for (int i = 0; i < kMaxNt; ++i) {
+        if (i < nt) {
+          const int d = dbase + 8 * i + g;  // the lane's B column
+          float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int i = 0; i < kMaxNt; ++i) {
-          if (i < nt) {
-            const int d = dbase + 8 * i + g;  // the lane's B column
+          for (int s = 0; s < kChunk / 16; ++s) {
+            const int k0 = 16 * s + 4 * qd;
+            const float* v0 = kpb[k0];
+            const float* v1 = kpb[k0 + 1];
+            const float* v2 = kpb[k0 + 2];
+            const float* v3 = kpb[k0 + 3];
             const float x0 = v0 != nullptr ? __ldg(v0 + d) : 0.0f;
             const float x1 = v1 != nullptr ? __ldg(v1 + d) : 0.0f;
             const float x2 = v2 != nullptr ? __ldg(v2 + d) : 0.0f;
@@ -318,67 +417,104 @@ __global__ void __launch_bounds__(kThreads, 2) SparseAttentionTcKernel(SparseAtt
             uint32_t b0[3], b1[3];
             SplitPair(x0, x1, b0);
             SplitPair(x2, x3, b1);
-            Mma6(a, b0, b1, acc[i]);
+            const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
+            Mma6(a, b0, b1, pv);
+          }
+          if constexpr (kSplit) {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[i][c] = pv[c];
+          } else {
+            acc[i][0] = Fold(acc[i][0], pv[0], a_g, b_g);
+            acc[i][1] = Fold(acc[i][1], pv[1], a_g, b_g);
+            acc[i][2] = Fold(acc[i][2], pv[2], a_g8, b_g8);
+            acc[i][3] = Fold(acc[i][3], pv[3], a_g8, b_g8);
           }
         }
       }
     }
   }
 
-  // Epilogue: 1 / den per head (the sink in the denominator), the output rows into the staging
-  // area, the inverse RoPE, then the output and its act_quant.
-  if (lane == 0) {
+  // c0, c1: head row g, output columns dbase + 8i + 2q, +1; c2, c3: row g + 8.
+  if constexpr (kSplit) {
 #pragma unroll
-    for (int r2 = 0; r2 < 2; ++r2) {
-      const int row = warp + 8 * r2;
-      const float sink = h0 + row < p.heads ? p.sink[h0 + row] : 0.0f;
-      const float M = fmaxf(m_run[r2], sink);
-      const float w = m_run[r2] == -INFINITY ? 0.0f : expf(m_run[r2] - M);  // no keys: 0
-      const float den = l_run[r2] * w + expf(sink - M);
-      fac[row] = w / den;
+    for (int i = 0; i < kMaxNt; ++i) {
+      if (i < nt) {
+        const int c = dbase + 8 * i + 2 * qd;
+        *reinterpret_cast<float2*>(part + g * dim + c) = make_float2(acc[i][0], acc[i][1]);
+        *reinterpret_cast<float2*>(part + (g + 8) * dim + c) = make_float2(acc[i][2], acc[i][3]);
+      }
     }
-  }
-  __syncthreads();
-  {
-    const float fg = fac[g], fg8 = fac[g + 8];
+    return;
+  } else {
+    // Epilogue: the output factor per head (the sink in the denominator), the scaled output rows
+    // into the staging area, then FinishTile.
+    if (lane == 0) {
+#pragma unroll
+      for (int r2 = 0; r2 < 2; ++r2) {
+        const int row = warp + 8 * r2;
+        const float sink = h0 + row < p.heads ? p.sink[h0 + row] : 0.0f;
+        fa[row] = OutFactor(m_run[r2], l_run[r2], sink);
+      }
+    }
+    __syncthreads();
+    const float fg = fa[g], fg8 = fa[g + 8];
 #pragma unroll
     for (int i = 0; i < kMaxNt; ++i) {
       if (i < nt) {
         const int c = dbase + 8 * i + 2 * qd;
         *reinterpret_cast<float2*>(stage + g * dim + c) =
-            make_float2(acc[i][0] * fg, acc[i][1] * fg);
+            make_float2(__fmul_rn(acc[i][0], fg), __fmul_rn(acc[i][1], fg));
         *reinterpret_cast<float2*>(stage + (g + 8) * dim + c) =
-            make_float2(acc[i][2] * fg8, acc[i][3] * fg8);
+            make_float2(__fmul_rn(acc[i][2], fg8), __fmul_rn(acc[i][3], fg8));
       }
     }
+    __syncthreads();
+    FinishTile(p, stage, t, h0, pos);
   }
-  __syncthreads();
-  const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
-  for (int i = threadIdx.x; i < kTile * half; i += kThreads) {
-    const int row = i / half, j = i % half;
-    float* r = stage + row * dim + roff + 2 * j;
-    RotatePair(r[0], r[1], pos, p.inv_freq[j], true);
-  }
-  __syncthreads();
-  const int rows = min(kTile, p.heads - h0);
-  for (int i = threadIdx.x; i < rows * (dim / 4); i += kThreads) {
-    const int row = i / (dim / 4), c = 4 * (i % (dim / 4));
-    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c) =
-        *reinterpret_cast<const float4*>(stage + row * dim + c);
-  }
-  if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
-    const int blocks = dim / qcore::kQb;
-    for (int task = warp; task < rows * blocks; task += kWarps) {
-      const int row = task / blocks, b = task % blocks;
-      const int c = b * qcore::kQb + 4 * lane;
-      float s;
-      const uint2 qv =
-          qcore::QuantBlock(*reinterpret_cast<const float4*>(stage + row * dim + c), &s);
-      const int64_t col = static_cast<int64_t>(h0 + row) * dim + c;
-      *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
-      if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = s;
+}
+
+// Block (row, tile): the row's chunk partials folded in chunk order (the in-block loop's
+// operations on the same values), the output factor, then FinishTile.
+__global__ void __launch_bounds__(kThreads)
+    SparseAttentionTcCombineKernel(SparseAttentionParams p, const float* ws, int max_chunks) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float fac[kTile];
+  extern __shared__ __align__(16) float stage_c[];  // [kTile][dim]
+  const int dim = p.dim;
+  const int tiles = (p.heads + kTile - 1) / kTile;
+  const int64_t t = blockIdx.x / tiles;
+  const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
+  const int pos = p.meta.pos[t];
+  const int n_chunks = (RowKeys(p, t, pos) + kChunk - 1) / kChunk;
+  const int64_t pf_n = PartFloats(dim);
+  const float* base = ws + static_cast<int64_t>(blockIdx.x) * max_chunks * pf_n;
+  if (threadIdx.x < kTile) {
+    const int row = threadIdx.x;
+    float m_run = -INFINITY, l_run = 0.0f;
+    for (int c = 0; c < n_chunks; ++c) {
+      float m_new, a, b;
+      FoldScales(m_run, base[c * pf_n + kTile * dim + row], &m_new, &a, &b);
+      l_run = Fold(l_run, base[c * pf_n + kTile * dim + kTile + row], a, b);
+      m_run = m_new;
     }
+    const float sink = h0 + row < p.heads ? p.sink[h0 + row] : 0.0f;
+    fac[row] = OutFactor(m_run, l_run, sink);
   }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTile * dim; e += kThreads) {
+    const int row = e / dim;
+    float m_run = -INFINITY, o = 0.0f;
+    for (int c = 0; c < n_chunks; ++c) {
+      float m_new, a, b;
+      FoldScales(m_run, base[c * pf_n + kTile * dim + row], &m_new, &a, &b);
+      o = Fold(o, base[c * pf_n + e], a, b);
+      m_run = m_new;
+    }
+    stage_c[e] = __fmul_rn(o, fac[row]);
+  }
+  __syncthreads();
+  FinishTile(p, stage_c, t, h0, pos);
 }
 
 }  // namespace
@@ -388,20 +524,51 @@ bool SparseAttentionTcSupports(const SparseAttentionParams& p) {
          p.Validate().ok();
 }
 
+int64_t SparseAttentionTcMaxChunks(const SparseAttentionParams& p) {
+  int64_t keys = p.window_size;
+  if (p.rate > 0) keys += p.sel != nullptr ? p.sel_stride : p.comp.capacity;
+  return (keys + kChunk - 1) / kChunk;
+}
+
+int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
+  const int64_t tiles = (p.heads + kTile - 1) / kTile;
+  return p.meta.n * tiles * SparseAttentionTcMaxChunks(p) * PartFloats(p.dim);
+}
+
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
   DSINFER_CHECK(SparseAttentionTcSupports(p));  // callers dispatch on it (LaunchSparseAttention)
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcKernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(DynSmem(kMaxDim))));
+    for (auto* k : {SparseAttentionTcKernel<false>, SparseAttentionTcKernel<true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(DynSmem(kMaxDim))));
+    }
     return true;
   }();
   (void)attr_set;
-  const int64_t tiles = (p.heads + kTile - 1) / kTile;
-  LaunchKernel(SparseAttentionTcKernel, dim3(static_cast<unsigned>(p.meta.n * tiles)),
-               dim3(kThreads), DynSmem(p.dim), stream, p);
+  const int64_t tiles = (p.heads + kTile - 1) / kTile, blocks = p.meta.n * tiles;
+  // Split when asked, or when the rows' tiles fill less than one wave of two blocks an SM (a
+  // decode step's few rows); only where the workspace holds every chunk the rows can reach (the
+  // HCA entries up to the list's capacity) and the grid does. Never a result.
+  const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
+  const bool want = p.tc_split > 0 || (p.tc_split == 0 && blocks < 2 * int64_t{SmCount()});
+  const bool bounded = p.rate == 0 || p.sel != nullptr || p.comp.capacity > 0;
+  if (want && bounded && max_chunks > 1 && max_chunks <= 65535 && p.tc_workspace != nullptr &&
+      SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats) {
+    LaunchKernel(SparseAttentionTcKernel<true>,
+                 dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
+                 dim3(kThreads), DynSmem(p.dim), stream, p, p.tc_workspace,
+                 static_cast<int>(max_chunks));
+    CUDA_CHECK_LAUNCH();
+    LaunchKernel(SparseAttentionTcCombineKernel, dim3(static_cast<unsigned>(blocks)),
+                 dim3(kThreads), static_cast<size_t>(kTile) * p.dim * sizeof(float), stream, p,
+                 static_cast<const float*>(p.tc_workspace), static_cast<int>(max_chunks));
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  LaunchKernel(SparseAttentionTcKernel<false>, dim3(static_cast<unsigned>(blocks)),
+               dim3(kThreads), DynSmem(p.dim), stream, p, static_cast<float*>(nullptr), 0);
   CUDA_CHECK_LAUNCH();
 }
 

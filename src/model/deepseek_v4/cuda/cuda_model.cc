@@ -19,6 +19,8 @@ gpu::SparseAttentionParams CudaModel::Impl::AttentionParams(const BlockW& w,
   ap.sink = w.sink;
   ap.inv_freq = inv;
   ap.out = o;
+  ap.tc_workspace = attn_split;
+  ap.tc_workspace_floats = attn_split != nullptr ? kAttnSplitFloats : 0;
   if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
     ap.out_q = o_q;
     ap.out_ldq = gpu::QuantizedLd(H * d);
@@ -287,6 +289,7 @@ void CudaModel::Impl::AllocateActivations() {
     o_q = Alloc<uint16_t>(R * gpu::QuantizedLd(HD));
     o_s = Alloc<float>(R * gpu::QuantizedScales(HD));
   }
+  if (gpu::GetKernelOptions().attention_tc) attn_split = Alloc<float>(kAttnSplitFloats);
   {
     const int64_t R = std::min(T, kMoePrequantRows);
     xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));

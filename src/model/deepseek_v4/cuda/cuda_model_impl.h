@@ -393,6 +393,11 @@ struct CudaModel::Impl {
   static constexpr int64_t kAttnOutQuantRows = 16;
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
+  // The tensor-core attention's split workspace (KernelOptions::attention_tc; null without it):
+  // kAttnSplitFloats (64 MB), which holds a decode step's chunk partials up to ~50 rows of CSA at 64
+  // heads (a launch that needs more runs unsplit, the same bits).
+  static constexpr int64_t kAttnSplitFloats = int64_t{16} << 20;
+  float* attn_split = nullptr;
 
   // The MTP layer's activations and metadata (has_mtp): its streams X [max_tokens, hc, D], its
   // gathered input streams, the token embedding and its projection [max_tokens, D], the draft
