@@ -1,5 +1,6 @@
 #include <string>
 
+#include "backend/cuda/attention_query.cuh"
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -12,7 +13,7 @@ namespace {
 
 constexpr int kWarps = 16;
 constexpr int kU = 4;          // keys per warp loaded together
-constexpr int kMaxPerLane = 16;  // dim <= 512
+constexpr int kMaxPerLane = kQueryPerLane;  // dim <= 512
 
 // G heads per block (one token's heads h0 .. h0 + G - 1). Every (head, warp) pair runs the same
 // operations whatever G: warp w takes the key spans of warp w for each of the G heads in turn, so
@@ -30,17 +31,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   float sink[G];
 #pragma unroll
   for (int g = 0; g < G; ++g) sink[g] = p.sink[h0 + g];
-  const int roff_c = p.dim - p.rope_dim;
-  float q_freq[kMaxPerLane / 2];
-#pragma unroll
-  for (int v = 0; v < kMaxPerLane / 4; ++v)
-#pragma unroll
-    for (int i = 0; i < 4; i += 2) {
-      const int c = 4 * (threadIdx.x % 32) + 128 * v + i;
-      q_freq[2 * v + i / 2] = (p.q_norm_eps >= 0.0f || p.q_rope) && c >= roff_c && c < p.dim
-                                  ? p.inv_freq[(c - roff_c) / 2]
-                                  : 0.0f;
-    }
+  float q_freq[kQueryPerLane / 2];
+  QueryRopeFreqs(p, q_freq);
   const float out_freq =
       static_cast<int>(threadIdx.x) < p.rope_dim / 2 ? p.inv_freq[threadIdx.x] : 0.0f;
   PdlWait();
@@ -65,42 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   // Lane l holds elements 4l + 128v + {0..3} (v < 4): one 16-byte load per v.
   // The query of head h (its per-head RMSNorm (no weight) and RoPE applied here if asked).
   auto load_q = [&](int h, float(&q)[kMaxPerLane]) {
-    const float* qrow = p.q + (t * p.heads + h) * dim;
-#pragma unroll
-    for (int v = 0; v < kMaxPerLane / 4; ++v) {
-      const int c = 4 * lane + 128 * v;
-      const float4 a =
-          c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
-      q[4 * v] = a.x;
-      q[4 * v + 1] = a.y;
-      q[4 * v + 2] = a.z;
-      q[4 * v + 3] = a.w;
-    }
-    if (p.q_norm_eps >= 0.0f) {
-      float ss = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
-#pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
-    }
-    if (p.q_norm_eps >= 0.0f || p.q_rope) {
-      const int roff = dim - p.rope_dim;
-#pragma unroll
-      for (int v = 0; v < kMaxPerLane / 4; ++v) {
-#pragma unroll
-        for (int i = 0; i < 4; i += 2) {
-          const int c = 4 * lane + 128 * v + i;
-          if (c >= roff && c < dim) {
-            float cs, sn;
-            RopeCosSin(pos, q_freq[2 * v + i / 2], &cs, &sn);
-            RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
-          }
-        }
-      }
-    }
+    LoadQuery(p, p.q + (t * p.heads + h) * dim, true, pos, q_freq, q);
   };
   // The lane's 16 values of a 512-float shared row.
   auto row_in = [&](const float* r, float(&x)[kMaxPerLane]) {

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/attention_query.cuh"
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -57,7 +58,6 @@ constexpr int kChunk = 8 * kWarps;    // keys per step: one 8-key n tile per war
 constexpr int kSPitch = kChunk + 16;  // floats per score row (float4 fragment loads conflict-free)
 constexpr int kMaxDim = 512;
 constexpr int kMaxNt = kMaxDim / (8 * kWarps);  // output n tiles per warp (dim 512: 8)
-constexpr int kMaxPerLane = 16;                 // query values per lane in the prologue (dim 512)
 
 // Shared memory beyond the static arrays: the queries' split fragments [dim / 16][3][32] uint4 and
 // a [kTile][dim] fp32 staging area (the queries in the prologue, the output in the epilogue).
@@ -210,48 +210,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Prologue: warp w loads heads h0 + w and h0 + w + 8 (zeros past the last head), with the
   // per-head RMSNorm and RoPE as the CUDA-core kernel computes them (the same operations), into
   // the staging area; then the queries' split fragments.
+  float q_freq[kQueryPerLane / 2];
+  QueryRopeFreqs(p, q_freq);
 #pragma unroll 1
   for (int r2 = 0; r2 < 2; ++r2) {
     const int row = warp + 8 * r2, h = h0 + row;
-    float q[kMaxPerLane];
-    const float* qrow = p.q + (t * p.heads + h) * dim;
+    float q[kQueryPerLane];
+    LoadQuery(p, p.q + (t * p.heads + h) * dim, h < p.heads, pos, q_freq, q);
 #pragma unroll
-    for (int v = 0; v < kMaxPerLane / 4; ++v) {
-      const int c = 4 * lane + 128 * v;
-      const float4 a = h < p.heads && c < dim ? *reinterpret_cast<const float4*>(qrow + c)
-                                              : make_float4(0, 0, 0, 0);
-      q[4 * v] = a.x;
-      q[4 * v + 1] = a.y;
-      q[4 * v + 2] = a.z;
-      q[4 * v + 3] = a.w;
-    }
-    if (p.q_norm_eps >= 0.0f && h < p.heads) {  // (a padded head stays 0, also at eps 0)
-      float ss = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) ss = fmaf(q[i], q[i], ss);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-      const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
-#pragma unroll
-      for (int i = 0; i < kMaxPerLane; ++i) q[i] *= scale;
-    }
-    if (p.q_norm_eps >= 0.0f || p.q_rope) {
-      const int roff = dim - p.rope_dim;
-#pragma unroll
-      for (int v = 0; v < kMaxPerLane / 4; ++v) {
-#pragma unroll
-        for (int i = 0; i < 4; i += 2) {
-          const int c = 4 * lane + 128 * v + i;
-          if (c >= roff && c < dim) {
-            float cs, sn;
-            RopeCosSin(pos, p.inv_freq[(c - roff) / 2], &cs, &sn);
-            RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int v = 0; v < kMaxPerLane / 4; ++v) {
+    for (int v = 0; v < kQueryPerLane / 4; ++v) {
       const int c = 4 * lane + 128 * v;
       if (c < dim)
         *reinterpret_cast<float4*>(stage + row * dim + c) =

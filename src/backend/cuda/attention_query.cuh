@@ -1,0 +1,74 @@
+// The sparse attention kernels' query load (attention_sparse_sm90.cu, attention_sparse_tc_sm90.cu):
+// one head's query row spread over a warp, lane l holding elements 4l + 128v + {0..3} (v < 4), with
+// the per-head RMSNorm (no weight) and RoPE applied when the params ask for them. One function so
+// that both kernels compute the same query bits.
+#pragma once
+
+#include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/device_math.cuh"
+
+namespace dsinfer::backend::cuda {
+
+inline constexpr int kQueryPerLane = 16;  // dim <= 512
+
+// The RoPE frequencies of the lane's query elements (0 for elements without RoPE): constant
+// weights, so a kernel may load them before its grid-dependency wait.
+__device__ __forceinline__ void QueryRopeFreqs(const SparseAttentionParams& p,
+                                               float (&freq)[kQueryPerLane / 2]) {
+  const int lane = threadIdx.x % 32, roff = p.dim - p.rope_dim;
+#pragma unroll
+  for (int v = 0; v < kQueryPerLane / 4; ++v)
+#pragma unroll
+    for (int i = 0; i < 4; i += 2) {
+      const int c = 4 * lane + 128 * v + i;
+      freq[2 * v + i / 2] = (p.q_norm_eps >= 0.0f || p.q_rope) && c >= roff && c < p.dim
+                                ? p.inv_freq[(c - roff) / 2]
+                                : 0.0f;
+    }
+}
+
+// Row `qrow` of the query at position pos into q (zeros past dim). present false: a padding head
+// (zeros, no norm).
+__device__ __forceinline__ void LoadQuery(const SparseAttentionParams& p, const float* qrow,
+                                          bool present, int pos,
+                                          const float (&freq)[kQueryPerLane / 2],
+                                          float (&q)[kQueryPerLane]) {
+  const int lane = threadIdx.x % 32, dim = p.dim;
+#pragma unroll
+  for (int v = 0; v < kQueryPerLane / 4; ++v) {
+    const int c = 4 * lane + 128 * v;
+    const float4 a = present && c < dim ? *reinterpret_cast<const float4*>(qrow + c)
+                                        : make_float4(0, 0, 0, 0);
+    q[4 * v] = a.x;
+    q[4 * v + 1] = a.y;
+    q[4 * v + 2] = a.z;
+    q[4 * v + 3] = a.w;
+  }
+  if (p.q_norm_eps >= 0.0f && present) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kQueryPerLane; ++i) ss = fmaf(q[i], q[i], ss);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + p.q_norm_eps);
+#pragma unroll
+    for (int i = 0; i < kQueryPerLane; ++i) q[i] *= scale;
+  }
+  if (p.q_norm_eps >= 0.0f || p.q_rope) {
+    const int roff = dim - p.rope_dim;
+#pragma unroll
+    for (int v = 0; v < kQueryPerLane / 4; ++v) {
+#pragma unroll
+      for (int i = 0; i < 4; i += 2) {
+        const int c = 4 * lane + 128 * v + i;
+        if (c >= roff && c < dim) {
+          float cs, sn;
+          RopeCosSin(pos, freq[2 * v + i / 2], &cs, &sn);
+          RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dsinfer::backend::cuda
