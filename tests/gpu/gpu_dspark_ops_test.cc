@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/attention.h"
@@ -64,42 +65,68 @@ TEST(DSparkOpsTest, StreamMeanIsTheCpusBits) {
   }
 }
 
+// R requests of B block slots, H heads of dim d (rope trailing dims), each request's context rows
+// (ctx_len[r] of at most W): random inputs on host and device, positions pos[t], and the params of
+// the attention over them (q and out left to the test).
+struct BlockAttentionCase {
+  int R, B, H, d, rope, W;
+  int64_t n;
+  std::vector<int32_t> ctx_len, pos;
+  std::vector<int64_t> pos64;
+  std::vector<float> q, block, ctx, sink, inv;
+  DeviceBuffer dq, db, dc, dl, ds, di, dp;
+
+  BlockAttentionCase(int R_, int B_, int H_, int d_, int rope_, int W_,
+                     std::vector<int32_t> lens, uint32_t seed, std::vector<int32_t> positions)
+      : R(R_), B(B_), H(H_), d(d_), rope(rope_), W(W_), n(int64_t{R_} * B_),
+        ctx_len(std::move(lens)), pos(std::move(positions)) {
+    q = Random(static_cast<size_t>(n * H * d), seed);
+    block = Random(static_cast<size_t>(n * d), seed + 1);
+    ctx = Random(static_cast<size_t>(R * W * d), seed + 2);
+    sink = Random(H, seed + 3);
+    inv.resize(rope / 2);
+    for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
+    pos64.assign(pos.begin(), pos.end());
+    dq = Upload(q);
+    db = Upload(block);
+    dc = Upload(ctx);
+    dl = Upload(ctx_len);
+    ds = Upload(sink);
+    di = Upload(inv);
+    dp = Upload(pos);
+  }
+  DSparkAttentionParams Params() const {
+    DSparkAttentionParams p;
+    p.q = static_cast<const float*>(dq.get());
+    p.block = static_cast<const float*>(db.get());
+    p.ctx = static_cast<const float*>(dc.get());
+    p.ctx_len = static_cast<const int32_t*>(dl.get());
+    p.ctx_stride = W;
+    p.requests = R;
+    p.block_size = B;
+    p.heads = H;
+    p.dim = d;
+    p.sink = static_cast<const float*>(ds.get());
+    p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    p.rope_dim = rope;
+    p.inv_freq = static_cast<const float*>(di.get());
+    p.positions = static_cast<const int32_t*>(dp.get());
+    return p;
+  }
+};
+
 TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  const int R = 3, B = 5, H = 4, d = 64, rope = 16, W = 8;
-  const int64_t n = R * B;
+  const int R = 3, B = 5, H = 4, d = 64, W = 8;
   const std::vector<int32_t> ctx_len = {8, 3, 1};  // a full window, a short one, a single row
-  const auto q = Random(static_cast<size_t>(n * H * d), 11);
-  const auto block = Random(static_cast<size_t>(n * d), 12);
-  const auto ctx = Random(static_cast<size_t>(R * W * d), 13);
-  const auto sink = Random(H, 14);
-  std::vector<float> inv(rope / 2);
-  for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  std::vector<int64_t> pos64(static_cast<size_t>(n));
-  for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < B; ++k) pos64[r * B + k] = pos[r * B + k] = 100 * r + ctx_len[r] + k;
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  DeviceBuffer dq = Upload(q), db = Upload(block), dc = Upload(ctx), dl = Upload(ctx_len),
-               ds = Upload(sink), di = Upload(inv), dp = Upload(pos),
-               dout(static_cast<size_t>(n * H * d) * sizeof(float));
+  std::vector<int32_t> pos;
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < B; ++k) pos.push_back(100 * r + ctx_len[r] + k);
+  const BlockAttentionCase c(R, B, H, d, 16, W, ctx_len, 11, pos);
+  const int64_t n = c.n;
+  DeviceBuffer dout(static_cast<size_t>(n * H * d) * sizeof(float));
   Stream stream;
-  DSparkAttentionParams p;
-  p.q = static_cast<const float*>(dq.get());
-  p.block = static_cast<const float*>(db.get());
-  p.ctx = static_cast<const float*>(dc.get());
-  p.ctx_len = static_cast<const int32_t*>(dl.get());
-  p.ctx_stride = W;
-  p.requests = R;
-  p.block_size = B;
-  p.heads = H;
-  p.dim = d;
-  p.sink = static_cast<const float*>(ds.get());
-  p.scale = scale;
-  p.rope_dim = rope;
-  p.inv_freq = static_cast<const float*>(di.get());
-  p.positions = static_cast<const int32_t*>(dp.get());
+  DSparkAttentionParams p = c.Params();
   p.out = static_cast<float*>(dout.get());
   LaunchDSparkAttention(p, stream.get());
   const auto got = Download<float>(dout, static_cast<size_t>(n * H * d), stream);
@@ -107,17 +134,17 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
   std::vector<float> want(static_cast<size_t>(n * H * d)), logits(W + B);
   for (int r = 0; r < R; ++r) {
     std::vector<const float*> keys;
-    for (int j = 0; j < ctx_len[r]; ++j) keys.push_back(ctx.data() + (r * W + j) * d);
-    for (int k = 0; k < B; ++k) keys.push_back(block.data() + (r * B + k) * d);
+    for (int j = 0; j < ctx_len[r]; ++j) keys.push_back(c.ctx.data() + (r * W + j) * d);
+    for (int k = 0; k < B; ++k) keys.push_back(c.block.data() + (r * B + k) * d);
     for (int k = 0; k < B; ++k) {
       for (int h = 0; h < H; ++h) {
         const int64_t t = r * B + k;
-        cpu::AttendHead(q.data() + (t * H + h) * d, keys, d, scale, sink[h], logits.data(),
+        cpu::AttendHead(c.q.data() + (t * H + h) * d, keys, d, p.scale, c.sink[h], logits.data(),
                         want.data() + (t * H + h) * d);
       }
     }
   }
-  cpu::RopeRows(want.data(), n, H, d, rope, inv, pos64.data(), /*inverse=*/true);
+  cpu::RopeRows(want.data(), n, H, d, c.rope, c.inv, c.pos64.data(), /*inverse=*/true);
   EXPECT_LE(MaxRelative(got, want), 1e-5);
 
   // A request alone gives the same bits.
@@ -138,43 +165,21 @@ TEST(DSparkOpsTest, BlockAttentionMatchesTheCpu) {
 // q_rope: the query's RoPE applied by the kernel equals the CPU's RopeRows before it.
 TEST(DSparkOpsTest, BlockAttentionAppliesTheQueryRope) {
   SKIP_WITHOUT_GPU();
-  const int R = 2, B = 3, H = 2, d = 64, rope = 16, W = 4;
-  const int64_t n = R * B;
-  const std::vector<int32_t> ctx_len = {4, 2};
-  const auto q = Random(static_cast<size_t>(n * H * d), 31);
-  const auto block = Random(static_cast<size_t>(n * d), 32);
-  const auto ctx = Random(static_cast<size_t>(R * W * d), 33);
-  const auto sink = Random(H, 34);
-  std::vector<float> inv(rope / 2);
-  for (int i = 0; i < rope / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / rope);
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  std::vector<int64_t> pos64(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) pos64[t] = pos[t] = static_cast<int32_t>(37 * t + 5);
-  std::vector<float> q_roped = q;
-  cpu::RopeRows(q_roped.data(), n, H, d, rope, inv, pos64.data(), /*inverse=*/false);
-  DeviceBuffer dq = Upload(q), dqr = Upload(q_roped), db = Upload(block), dc = Upload(ctx),
-               dl = Upload(ctx_len), ds = Upload(sink), di = Upload(inv), dp = Upload(pos),
-               d1(static_cast<size_t>(n * H * d) * sizeof(float)),
+  const int R = 2, B = 3, H = 2, d = 64;
+  std::vector<int32_t> pos;
+  for (int t = 0; t < R * B; ++t) pos.push_back(37 * t + 5);
+  const BlockAttentionCase c(R, B, H, d, 16, 4, {4, 2}, 31, pos);
+  const int64_t n = c.n;
+  std::vector<float> q_roped = c.q;
+  cpu::RopeRows(q_roped.data(), n, H, d, c.rope, c.inv, c.pos64.data(), /*inverse=*/false);
+  DeviceBuffer dqr = Upload(q_roped), d1(static_cast<size_t>(n * H * d) * sizeof(float)),
                d2(static_cast<size_t>(n * H * d) * sizeof(float));
   Stream stream;
-  DSparkAttentionParams p;
-  p.block = static_cast<const float*>(db.get());
-  p.ctx = static_cast<const float*>(dc.get());
-  p.ctx_len = static_cast<const int32_t*>(dl.get());
-  p.ctx_stride = W;
-  p.requests = R;
-  p.block_size = B;
-  p.heads = H;
-  p.dim = d;
-  p.sink = static_cast<const float*>(ds.get());
-  p.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  p.rope_dim = rope;
-  p.inv_freq = static_cast<const float*>(di.get());
-  p.positions = static_cast<const int32_t*>(dp.get());
+  DSparkAttentionParams p = c.Params();
   p.q = static_cast<const float*>(dqr.get());
   p.out = static_cast<float*>(d1.get());
   LaunchDSparkAttention(p, stream.get());
-  p.q = static_cast<const float*>(dq.get());
+  p.q = static_cast<const float*>(c.dq.get());
   p.q_rope = true;
   p.out = static_cast<float*>(d2.get());
   LaunchDSparkAttention(p, stream.get());
