@@ -82,5 +82,8 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
 // capacity), and the workspace floats a split launch of its rows needs.
 int64_t SparseAttentionTcMaxChunks(const SparseAttentionParams& p);
 int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p);
+// Whether LaunchSparseAttentionTc splits these rows' chunks over blocks (tc_split, the rows, the
+// workspace): a launch choice, never a result.
+bool SparseAttentionTcWillSplit(const SparseAttentionParams& p);
 
 }  // namespace dsinfer::backend::cuda

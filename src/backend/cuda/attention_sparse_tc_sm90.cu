@@ -502,6 +502,18 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
   return p.meta.n * tiles * SparseAttentionTcMaxChunks(p) * PartFloats(p.dim);
 }
 
+// Split when asked, or when the rows' tiles fill less than one wave of two blocks an SM (a decode
+// step's few rows); only where the workspace holds every chunk the rows can reach (the HCA
+// entries up to the list's capacity) and the grid does. Never a result.
+bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
+  const int64_t blocks = p.meta.n * ((p.heads + kTile - 1) / kTile);
+  const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
+  const bool want = p.tc_split > 0 || (p.tc_split == 0 && blocks < 2 * int64_t{SmCount()});
+  const bool bounded = p.rate == 0 || p.sel != nullptr || p.comp.capacity > 0;
+  return want && bounded && max_chunks > 1 && max_chunks <= 65535 && p.tc_workspace != nullptr &&
+         SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats;
+}
+
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
@@ -515,14 +527,8 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   }();
   (void)attr_set;
   const int64_t tiles = (p.heads + kTile - 1) / kTile, blocks = p.meta.n * tiles;
-  // Split when asked, or when the rows' tiles fill less than one wave of two blocks an SM (a
-  // decode step's few rows); only where the workspace holds every chunk the rows can reach (the
-  // HCA entries up to the list's capacity) and the grid does. Never a result.
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
-  const bool want = p.tc_split > 0 || (p.tc_split == 0 && blocks < 2 * int64_t{SmCount()});
-  const bool bounded = p.rate == 0 || p.sel != nullptr || p.comp.capacity > 0;
-  if (want && bounded && max_chunks > 1 && max_chunks <= 65535 && p.tc_workspace != nullptr &&
-      SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats) {
+  if (SparseAttentionTcWillSplit(p)) {
     LaunchKernel(SparseAttentionTcKernel<true>,
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
                  dim3(kThreads), DynSmem(p.dim), stream, p, p.tc_workspace,

@@ -1,0 +1,256 @@
+// The sparse attention at V4-Flash dimensions (64 heads x 512, rope 64, SWA 128) on the GPU, one
+// launch shape at a time: the CUDA-core kernel and the tensor-core kernel (its chunks split over
+// blocks where the launcher chooses, and never split), for the three layer kinds — SWA (window
+// only), CSA (ratio 4, 512 selected entries) and HCA (ratio 128, every entry) — at decode rows
+// (each its own sequence at context --context) and at a prefill of --prefill tokens of one
+// sequence. Device time per launch: the median of 7 timed launches after 2 warm-ups.
+//
+// Bounds: flop_bound_us = the useful FLOPs (4 * heads * dim per row and key) at 989 TFLOP/s (the
+// H100/H200 dense bf16 peak); mem_bound_us = the bytes that must move (the query and output rows,
+// each distinct key row once) at the measured device copy bandwidth; ratio = time / the larger.
+// The tensor-core kernel issues six bf16 products per fp32 product (the exact three-part split),
+// so its own compute floor is 6x flop_bound_us.
+//   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/random_fill.cuh"
+#include "backend/cuda/runtime.h"
+
+namespace gpu = dsinfer::backend::cuda;
+
+namespace {
+
+constexpr int kHeads = 64, kDim = 512, kRope = 64, kWindow = 128, kTopk = 512;
+constexpr int kRowsShift = 4;  // 16 compressed entries a page
+constexpr double kPeakFlops = 989e12;
+
+struct Kind {
+  std::string name;
+  int rate;     // 0: window only
+  bool select;  // CSA: kTopk selected entries per row (fewer while fewer are visible)
+};
+
+gpu::DeviceBuffer RandomFloats(int64_t count, uint64_t seed, gpu::StreamHandle st) {
+  gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float));
+  gpu::RandomFillParams f;
+  f.data = b.get();
+  f.count = count;
+  f.kind = gpu::RandomKind::kF32Normal;
+  f.std = 1.0f;
+  f.seed = seed;
+  gpu::LaunchRandomFill(f, st);
+  return b;
+}
+
+template <typename T>
+gpu::DeviceBuffer Upload(const std::vector<T>& v) {
+  gpu::DeviceBuffer b(std::max<size_t>(v.size(), 1) * sizeof(T));
+  if (!v.empty()) gpu::CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+// One launch shape: `rows` query rows, either one sequence each at position context - 1 (decode)
+// or one sequence at positions 0 .. rows - 1 (prefill, its window rows inside the call).
+struct Setup {
+  int64_t rows = 0, key_rows = 0, flops_keys = 0;  // distinct key rows; sum of keys over rows
+  std::vector<gpu::DeviceBuffer> bufs;
+  gpu::SparseAttentionParams p;
+
+  Setup(const Kind& k, int64_t n, bool prefill, int context, gpu::StreamHandle st) : rows(n) {
+    const int64_t seqs = prefill ? 1 : n;
+    const int last = prefill ? static_cast<int>(n) - 1 : context - 1;
+    std::vector<int32_t> ids(n, 5), pos(n), slot(n), begin(n), start(n), count(n);
+    for (int64_t i = 0; i < n; ++i) {
+      pos[i] = prefill ? static_cast<int32_t>(i) : last;
+      slot[i] = prefill ? 0 : static_cast<int32_t>(i);
+      begin[i] = prefill ? 0 : static_cast<int32_t>(i);
+      start[i] = pos[i] - (prefill ? static_cast<int32_t>(i) : 0);
+      count[i] = prefill ? static_cast<int32_t>(n) : 1;
+    }
+    const int64_t entries = k.rate > 0 ? (last + 1) / k.rate + 1 : 1;
+    const int64_t pages = (entries + (1 << kRowsShift) - 1) >> kRowsShift;
+    std::vector<int32_t> list_pages, ring_pages, sel, sel_count(n, 0);
+    for (int64_t s = 0; s < seqs; ++s) {
+      ring_pages.push_back(static_cast<int32_t>(s));
+      for (int64_t i = 0; i < pages; ++i) list_pages.push_back(static_cast<int32_t>(s * pages + i));
+    }
+    std::mt19937 rng(7);
+    if (k.select) sel.assign(static_cast<size_t>(n) * kTopk, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int visible = k.rate > 0 ? (pos[i] + 1) / k.rate : 0;
+      int comp = k.rate == 0 ? 0 : k.select ? std::min(visible, kTopk) : visible;
+      if (k.select) {
+        sel_count[i] = comp;
+        for (int j = 0; j < comp; ++j) sel[i * kTopk + j] = static_cast<int32_t>(rng() % visible);
+      }
+      flops_keys += std::min(kWindow, pos[i] + 1) + comp;
+    }
+    // Distinct key rows: decode, each sequence's window and its visible entries (all of HCA's;
+    // CSA's 512 of 1,024 are counted as read); prefill, the call's rows and the entries.
+    key_rows = prefill ? n + (k.rate > 0 ? entries : 0)
+                       : seqs * (kWindow + (k.rate == 0 ? 0 : k.select ? kTopk : entries - 1));
+    auto keep = [&](gpu::DeviceBuffer b) {
+      bufs.push_back(std::move(b));
+      return bufs.back().get();
+    };
+    p.meta.ids = static_cast<const int32_t*>(keep(Upload(ids)));
+    p.meta.pos = static_cast<const int32_t*>(keep(Upload(pos)));
+    p.meta.slot = static_cast<const int32_t*>(keep(Upload(slot)));
+    p.meta.seg_begin = static_cast<const int32_t*>(keep(Upload(begin)));
+    p.meta.seg_start = static_cast<const int32_t*>(keep(Upload(start)));
+    p.meta.seg_count = static_cast<const int32_t*>(keep(Upload(count)));
+    p.meta.n = n;
+    p.q = static_cast<const float*>(keep(RandomFloats(n * kHeads * kDim, 1, st)));
+    p.q_norm_eps = 1e-6f;
+    p.kv = static_cast<const float*>(keep(RandomFloats(n * kDim, 2, st)));
+    p.window.pool = static_cast<float*>(keep(RandomFloats(seqs * kWindow * kDim, 3, st)));
+    p.window.cap = kWindow;
+    p.window.width = kDim;
+    p.window.page_floats = int64_t{kWindow} * kDim;
+    p.window.pages = static_cast<const int32_t*>(keep(Upload(ring_pages)));
+    p.window.pages_stride = 1;
+    if (k.rate > 0) {
+      p.comp.pool = static_cast<float*>(keep(RandomFloats(seqs * pages * (1 << kRowsShift) * kDim, 4, st)));
+      p.comp.width = kDim;
+      p.comp.page_floats = (int64_t{1} << kRowsShift) * kDim;
+      p.comp.rows_shift = kRowsShift;
+      p.comp.pages = static_cast<const int32_t*>(keep(Upload(list_pages)));
+      p.comp.pages_stride = pages;
+      p.comp.capacity = pages << kRowsShift;
+      p.rate = k.rate;
+      if (k.select) {
+        p.sel = static_cast<const int32_t*>(keep(Upload(sel)));
+        p.sel_count = static_cast<const int32_t*>(keep(Upload(sel_count)));
+        p.sel_stride = kTopk;
+      }
+    }
+    p.window_size = kWindow;
+    p.heads = kHeads;
+    p.dim = kDim;
+    std::vector<float> sink(kHeads, 0.5f), inv(kRope / 2);
+    for (int j = 0; j < kRope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / kRope);
+    p.sink = static_cast<const float*>(keep(Upload(sink)));
+    p.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+    p.rope_dim = kRope;
+    p.inv_freq = static_cast<const float*>(keep(Upload(inv)));
+    p.out = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<size_t>(n) * kHeads * kDim * 4)));
+  }
+};
+
+double MedianUs(const gpu::SparseAttentionParams& p, gpu::StreamHandle st) {
+  for (int i = 0; i < 2; ++i) gpu::LaunchSparseAttention(p, st);
+  std::vector<double> t;
+  for (int i = 0; i < 7; ++i) {
+    gpu::EventTimer timer;
+    timer.Start(st);
+    gpu::LaunchSparseAttention(p, st);
+    t.push_back(timer.StopMs(st) * 1e3);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double CopyGBs(gpu::StreamHandle st) {
+  const size_t bytes = size_t{1} << 30;
+  gpu::DeviceBuffer a(bytes), b(bytes);
+  std::vector<float> ms;
+  for (int i = 0; i < 8; ++i) {
+    gpu::EventTimer t;
+    t.Start(st);
+    gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, st);
+    ms.push_back(t.StopMs(st));
+  }
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::atoll(x.c_str()));
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!gpu::DeviceAvailable()) {
+    std::fprintf(stderr, "bench_attention: no CUDA device\n");
+    return 1;
+  }
+  std::vector<int64_t> rows = {1, 32, 128};
+  int64_t prefill = 8192;
+  int context = 4096;
+  std::string kinds = "swa,csa,hca";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool v = i + 1 < argc;
+    if (a == "--rows" && v) {
+      rows = ParseList(argv[++i]);
+    } else if (a == "--prefill" && v) {
+      prefill = std::atoll(argv[++i]);
+    } else if (a == "--context" && v) {
+      context = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--kinds" && v) {
+      kinds = argv[++i];
+    } else {
+      std::fprintf(stderr, "bench_attention: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  gpu::Stream stream;
+  const gpu::StreamHandle st = stream.get();
+  const double gbs = CopyGBs(st);
+  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"copy_GBps\": %.0f}\n",
+              gpu::DeviceDescription().c_str(), gbs);
+  std::vector<Kind> ks;
+  for (const Kind& k : {Kind{"swa", 0, false}, Kind{"csa", 4, true}, Kind{"hca", 128, false}})
+    if (kinds.find(k.name) != std::string::npos) ks.push_back(k);
+  // The model's split workspace (CudaModel::Impl::kAttnSplitFloats).
+  gpu::DeviceBuffer ws(size_t{64} << 20);
+  struct Case {
+    int64_t n;
+    bool prefill;
+  };
+  std::vector<Case> cases;
+  for (int64_t r : rows) cases.push_back({r, false});
+  if (prefill > 0) cases.push_back({prefill, true});
+  for (const Kind& k : ks) {
+    for (const Case& c : cases) {
+      Setup s(k, c.n, c.prefill, context, st);
+      const double flops = 4.0 * kHeads * kDim * static_cast<double>(s.flops_keys);
+      const double bytes = (2.0 * c.n * kHeads * kDim + static_cast<double>(s.key_rows) * kDim) * 4;
+      const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
+      struct Variant {
+        const char* name;
+        int tc, split;
+      };
+      for (const Variant& v : {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0},
+                               Variant{"tc_unsplit", 1, -1}}) {
+        gpu::SparseAttentionParams p = s.p;
+        p.tensor_cores = v.tc;
+        p.tc_split = v.split;
+        p.tc_workspace = static_cast<float*>(ws.get());
+        p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
+        const double us = MedianUs(p, st);
+        const bool split = v.tc > 0 && gpu::SparseAttentionTcWillSplit(p);
+        std::printf(
+            "{\"bench\": \"attention\", \"kind\": \"%s\", \"rows\": %lld, \"prefill\": %s, "
+            "\"kernel\": \"%s\", \"split\": %s, \"us\": %.1f, \"tflops\": %.1f, \"GB\": %.3f, "
+            "\"flop_bound_us\": %.1f, \"mem_bound_us\": %.1f, \"ratio_to_bound\": %.2f}\n",
+            k.name.c_str(), static_cast<long long>(c.n), c.prefill ? "true" : "false", v.name,
+            split ? "true" : "false", us, flops / (us * 1e-6) / 1e12, bytes / 1e9, flop_us,
+            mem_us, us / std::max(flop_us, mem_us));
+      }
+    }
+  }
+  return 0;
+}
