@@ -96,7 +96,9 @@ struct Setup {
     // Distinct key rows: decode, each sequence's window and its visible entries (all of HCA's;
     // CSA's 512 of 1,024 are counted as read); prefill, the call's rows and the entries.
     key_rows = prefill ? n + (k.rate > 0 ? entries : 0)
-                       : seqs * (kWindow + (k.rate == 0 ? 0 : k.select ? kTopk : entries - 1));
+                       : seqs * (kWindow + (k.rate == 0 ? 0
+                                            : k.select  ? kTopk
+                                                        : entries - 1));
     auto keep = [&](gpu::DeviceBuffer b) {
       bufs.push_back(std::move(b));
       return bufs.back().get();
@@ -118,7 +120,8 @@ struct Setup {
     p.window.pages = static_cast<const int32_t*>(keep(Upload(ring_pages)));
     p.window.pages_stride = 1;
     if (k.rate > 0) {
-      p.comp.pool = static_cast<float*>(keep(RandomFloats(seqs * pages * (1 << kRowsShift) * kDim, 4, st)));
+      p.comp.pool =
+          static_cast<float*>(keep(RandomFloats(seqs * pages * (1 << kRowsShift) * kDim, 4, st)));
       p.comp.width = kDim;
       p.comp.page_floats = (int64_t{1} << kRowsShift) * kDim;
       p.comp.rows_shift = kRowsShift;
@@ -141,7 +144,8 @@ struct Setup {
     p.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
     p.rope_dim = kRope;
     p.inv_freq = static_cast<const float*>(keep(Upload(inv)));
-    p.out = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<size_t>(n) * kHeads * kDim * 4)));
+    p.out =
+        static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<size_t>(n) * kHeads * kDim * 4)));
   }
 };
 
@@ -233,8 +237,8 @@ int main(int argc, char** argv) {
         const char* name;
         int tc, split;
       };
-      for (const Variant& v : {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0},
-                               Variant{"tc_unsplit", 1, -1}}) {
+      for (const Variant& v :
+           {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0}, Variant{"tc_unsplit", 1, -1}}) {
         gpu::SparseAttentionParams p = s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;
@@ -247,8 +251,8 @@ int main(int argc, char** argv) {
             "\"kernel\": \"%s\", \"split\": %s, \"us\": %.1f, \"tflops\": %.1f, \"GB\": %.3f, "
             "\"flop_bound_us\": %.1f, \"mem_bound_us\": %.1f, \"ratio_to_bound\": %.2f}\n",
             k.name.c_str(), static_cast<long long>(c.n), c.prefill ? "true" : "false", v.name,
-            split ? "true" : "false", us, flops / (us * 1e-6) / 1e12, bytes / 1e9, flop_us,
-            mem_us, us / std::max(flop_us, mem_us));
+            split ? "true" : "false", us, flops / (us * 1e-6) / 1e12, bytes / 1e9, flop_us, mem_us,
+            us / std::max(flop_us, mem_us));
       }
     }
   }

@@ -349,7 +349,8 @@ Status DeepseekV41Config::ValidateDSpark() const {
   if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
     return bad("dspark_noise_token_id must be a token id of the vocabulary");
   // The draft's input projection reads one hidden row per tap: no taps is no input (an empty
-  // list from a config file takes the default taps when parsed; this catches a config built in code).
+  // list from a config file takes the default taps when parsed; this catches a config built in
+  // code).
   if (dspark_target_layer_ids.empty())
     return bad("dspark_target_layer_ids must name at least one backbone layer");
   for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {

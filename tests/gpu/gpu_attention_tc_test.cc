@@ -214,8 +214,7 @@ struct Result {
 // CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first. split: the TC
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too).
-Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st,
-              int split = 0) {
+Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());

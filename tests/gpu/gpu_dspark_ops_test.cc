@@ -76,10 +76,17 @@ struct BlockAttentionCase {
   std::vector<float> q, block, ctx, sink, inv;
   DeviceBuffer dq, db, dc, dl, ds, di, dp;
 
-  BlockAttentionCase(int R_, int B_, int H_, int d_, int rope_, int W_,
-                     std::vector<int32_t> lens, uint32_t seed, std::vector<int32_t> positions)
-      : R(R_), B(B_), H(H_), d(d_), rope(rope_), W(W_), n(int64_t{R_} * B_),
-        ctx_len(std::move(lens)), pos(std::move(positions)) {
+  BlockAttentionCase(int R_, int B_, int H_, int d_, int rope_, int W_, std::vector<int32_t> lens,
+                     uint32_t seed, std::vector<int32_t> positions)
+      : R(R_),
+        B(B_),
+        H(H_),
+        d(d_),
+        rope(rope_),
+        W(W_),
+        n(int64_t{R_} * B_),
+        ctx_len(std::move(lens)),
+        pos(std::move(positions)) {
     q = Random(static_cast<size_t>(n * H * d), seed);
     block = Random(static_cast<size_t>(n * d), seed + 1);
     ctx = Random(static_cast<size_t>(R * W * d), seed + 2);
@@ -268,82 +275,82 @@ TEST(DSparkOpsTest, MarkovStepMatchesTheCpu) {
   // Requests within one group of the bias kernel and over two (a partial last group); a rank of
   // 8-value loads and one of single loads; a vocab of whole tiles and a partial last tile.
   for (const Shape& sh : {Shape{3, 16, 1000}, Shape{11, 20, 2500}, Shape{17, 64, 512}})
-  for (bool bf16 : {false, true}) {
-    SCOPED_TRACE("R " + std::to_string(sh.R) + " rank " + std::to_string(sh.r) + " vocab " +
-                 std::to_string(sh.V));
-    const int R = sh.R, r = sh.r;
-    const int64_t V = sh.V, D = 64, ld = V + 7;
-    auto embed = Random(static_cast<size_t>(V * r), 21, 1.0f);
-    auto head = Random(static_cast<size_t>(V * r), 22, 0.5f);
-    if (bf16) {  // values the bf16 storage holds exactly
-      for (float& v : embed) v = Bf16ToFloat(FloatToBf16(v));
-      for (float& v : head) v = Bf16ToFloat(FloatToBf16(v));
-    }
-    auto to_bf16 = [](const std::vector<float>& v) {
-      std::vector<uint16_t> b(v.size());
-      for (size_t i = 0; i < v.size(); ++i) b[i] = FloatToBf16(v[i]);
-      return b;
-    };
-    const auto logits = Random(static_cast<size_t>(R * ld), 23, 2.0f);
-    const auto xh = Random(static_cast<size_t>(R * D), 24);
-    const auto w = Random(static_cast<size_t>(D + r), 25, 0.1f);
-    std::vector<int32_t> prev(static_cast<size_t>(R));
-    for (int q = 0; q < R; ++q) prev[q] = static_cast<int32_t>((q * 997 + 5) % V);
-    prev[R - 1] = static_cast<int32_t>(V - 1);
-    DeviceBuffer de = bf16 ? Upload(to_bf16(embed)) : Upload(embed);
-    DeviceBuffer dh = bf16 ? Upload(to_bf16(head)) : Upload(head);
-    DeviceBuffer dl = Upload(logits), dx = Upload(xh), dw = Upload(w), dp = Upload(prev),
-                 dc(R * sizeof(float)), di(R * sizeof(int32_t)),
-                 dbv(R * MarkovStepTiles(V) * sizeof(float)),
-                 dbi(R * MarkovStepTiles(V) * sizeof(int32_t));
-    Stream stream;
-    MarkovStepParams p;
-    p.logits = static_cast<float*>(dl.get());
-    p.ld_logits = ld;
-    p.requests = R;
-    p.vocab = V;
-    p.rank = r;
-    p.embed = de.get();
-    p.head = dh.get();
-    p.bf16 = bf16;
-    p.prev = static_cast<int32_t*>(dp.get());
-    p.xh = static_cast<const float*>(dx.get());
-    p.ld_xh = D;
-    p.hidden = D;
-    p.confidence_w = static_cast<const float*>(dw.get());
-    p.confidence = static_cast<float*>(dc.get());
-    p.ids = static_cast<int32_t*>(di.get());
-    p.best_v = static_cast<float*>(dbv.get());
-    p.best_i = static_cast<int32_t*>(dbi.get());
-    LaunchMarkovStep(p, stream.get());
-    const auto got_logits = Download<float>(dl, static_cast<size_t>(R * ld), stream);
-    const auto got_conf = Download<float>(dc, R, stream);
-    const auto got_ids = Download<int32_t>(di, R, stream);
-    const auto got_prev = Download<int32_t>(dp, R, stream);
-    for (int q = 0; q < R; ++q) {
-      std::vector<float> row(logits.begin() + q * ld, logits.begin() + q * ld + V);
-      for (int64_t v = 0; v < V; ++v) {
-        double bias = 0;
-        for (int j = 0; j < r; ++j) bias += double{head[v * r + j]} * embed[prev[q] * r + j];
-        row[v] += static_cast<float>(bias);
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE("R " + std::to_string(sh.R) + " rank " + std::to_string(sh.r) + " vocab " +
+                   std::to_string(sh.V));
+      const int R = sh.R, r = sh.r;
+      const int64_t V = sh.V, D = 64, ld = V + 7;
+      auto embed = Random(static_cast<size_t>(V * r), 21, 1.0f);
+      auto head = Random(static_cast<size_t>(V * r), 22, 0.5f);
+      if (bf16) {  // values the bf16 storage holds exactly
+        for (float& v : embed) v = Bf16ToFloat(FloatToBf16(v));
+        for (float& v : head) v = Bf16ToFloat(FloatToBf16(v));
       }
-      const std::vector<float> got_row(got_logits.begin() + q * ld,
-                                       got_logits.begin() + q * ld + V);
-      EXPECT_LE(MaxRelative(got_row, row), 1e-5) << "bf16 " << bf16 << " request " << q;
-      const int32_t want =
-          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-      EXPECT_EQ(got_ids[q], want) << "request " << q;
-      // The pick is the first maximum of the row the kernel wrote (ties to the smallest id).
-      EXPECT_EQ(got_ids[q], std::max_element(got_row.begin(), got_row.end()) - got_row.begin());
-      EXPECT_EQ(got_prev[q], want);
-      double conf = 0;
-      for (int64_t k = 0; k < D; ++k) conf += double{w[k]} * xh[q * D + k];
-      for (int j = 0; j < r; ++j) conf += double{w[D + j]} * embed[prev[q] * r + j];
-      EXPECT_NEAR(got_conf[q], conf, 1e-5 * std::max(1.0, std::abs(conf)));
-      // The other logits rows' padding is untouched.
-      for (int64_t v = V; v < ld; ++v) EXPECT_EQ(got_logits[q * ld + v], logits[q * ld + v]);
+      auto to_bf16 = [](const std::vector<float>& v) {
+        std::vector<uint16_t> b(v.size());
+        for (size_t i = 0; i < v.size(); ++i) b[i] = FloatToBf16(v[i]);
+        return b;
+      };
+      const auto logits = Random(static_cast<size_t>(R * ld), 23, 2.0f);
+      const auto xh = Random(static_cast<size_t>(R * D), 24);
+      const auto w = Random(static_cast<size_t>(D + r), 25, 0.1f);
+      std::vector<int32_t> prev(static_cast<size_t>(R));
+      for (int q = 0; q < R; ++q) prev[q] = static_cast<int32_t>((q * 997 + 5) % V);
+      prev[R - 1] = static_cast<int32_t>(V - 1);
+      DeviceBuffer de = bf16 ? Upload(to_bf16(embed)) : Upload(embed);
+      DeviceBuffer dh = bf16 ? Upload(to_bf16(head)) : Upload(head);
+      DeviceBuffer dl = Upload(logits), dx = Upload(xh), dw = Upload(w), dp = Upload(prev),
+                   dc(R * sizeof(float)), di(R * sizeof(int32_t)),
+                   dbv(R * MarkovStepTiles(V) * sizeof(float)),
+                   dbi(R * MarkovStepTiles(V) * sizeof(int32_t));
+      Stream stream;
+      MarkovStepParams p;
+      p.logits = static_cast<float*>(dl.get());
+      p.ld_logits = ld;
+      p.requests = R;
+      p.vocab = V;
+      p.rank = r;
+      p.embed = de.get();
+      p.head = dh.get();
+      p.bf16 = bf16;
+      p.prev = static_cast<int32_t*>(dp.get());
+      p.xh = static_cast<const float*>(dx.get());
+      p.ld_xh = D;
+      p.hidden = D;
+      p.confidence_w = static_cast<const float*>(dw.get());
+      p.confidence = static_cast<float*>(dc.get());
+      p.ids = static_cast<int32_t*>(di.get());
+      p.best_v = static_cast<float*>(dbv.get());
+      p.best_i = static_cast<int32_t*>(dbi.get());
+      LaunchMarkovStep(p, stream.get());
+      const auto got_logits = Download<float>(dl, static_cast<size_t>(R * ld), stream);
+      const auto got_conf = Download<float>(dc, R, stream);
+      const auto got_ids = Download<int32_t>(di, R, stream);
+      const auto got_prev = Download<int32_t>(dp, R, stream);
+      for (int q = 0; q < R; ++q) {
+        std::vector<float> row(logits.begin() + q * ld, logits.begin() + q * ld + V);
+        for (int64_t v = 0; v < V; ++v) {
+          double bias = 0;
+          for (int j = 0; j < r; ++j) bias += double{head[v * r + j]} * embed[prev[q] * r + j];
+          row[v] += static_cast<float>(bias);
+        }
+        const std::vector<float> got_row(got_logits.begin() + q * ld,
+                                         got_logits.begin() + q * ld + V);
+        EXPECT_LE(MaxRelative(got_row, row), 1e-5) << "bf16 " << bf16 << " request " << q;
+        const int32_t want =
+            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        EXPECT_EQ(got_ids[q], want) << "request " << q;
+        // The pick is the first maximum of the row the kernel wrote (ties to the smallest id).
+        EXPECT_EQ(got_ids[q], std::max_element(got_row.begin(), got_row.end()) - got_row.begin());
+        EXPECT_EQ(got_prev[q], want);
+        double conf = 0;
+        for (int64_t k = 0; k < D; ++k) conf += double{w[k]} * xh[q * D + k];
+        for (int j = 0; j < r; ++j) conf += double{w[D + j]} * embed[prev[q] * r + j];
+        EXPECT_NEAR(got_conf[q], conf, 1e-5 * std::max(1.0, std::abs(conf)));
+        // The other logits rows' padding is untouched.
+        for (int64_t v = V; v < ld; ++v) EXPECT_EQ(got_logits[q * ld + v], logits[q * ld + v]);
+      }
     }
-  }
 }
 
 }  // namespace

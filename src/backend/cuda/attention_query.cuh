@@ -37,8 +37,8 @@ __device__ __forceinline__ void LoadQuery(const SparseAttentionParams& p, const 
 #pragma unroll
   for (int v = 0; v < kQueryPerLane / 4; ++v) {
     const int c = 4 * lane + 128 * v;
-    const float4 a = present && c < dim ? *reinterpret_cast<const float4*>(qrow + c)
-                                        : make_float4(0, 0, 0, 0);
+    const float4 a =
+        present && c < dim ? *reinterpret_cast<const float4*>(qrow + c) : make_float4(0, 0, 0, 0);
     q[4 * v] = a.x;
     q[4 * v + 1] = a.y;
     q[4 * v + 2] = a.z;

@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
   PdlTrigger();
   PdlWait();
-  __shared__ __align__(16) float sc[kTile][kSPitch];  // a chunk's scores, then its weights P
+  __shared__ __align__(16) float sc[kTile][kSPitch];      // a chunk's scores, then its weights P
   __shared__ __align__(16) uint4 pf[kChunk / 16][3][32];  // P's split fragments per k step
   __shared__ float fa[kTile], fb[kTile];  // per head: the chunk's fold factors; then 1 / den
   __shared__ const float* kp[2][kChunk];  // the chunk's key rows (null past the end)
@@ -262,9 +262,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // heads warp, warp + 8
-  float* const part = kSplit ? ws + ((t * tiles + blockIdx.x % tiles) * max_chunks + c_begin) *
-                                        PartFloats(dim)
-                             : nullptr;
+  float* const part =
+      kSplit ? ws + ((t * tiles + blockIdx.x % tiles) * max_chunks + c_begin) * PartFloats(dim)
+             : nullptr;
 
 #pragma unroll 1
   for (int ci = c_begin, it = 0; ci < c_end; ++ci, ++it) {
@@ -540,8 +540,8 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
     CUDA_CHECK_LAUNCH();
     return;
   }
-  LaunchKernel(SparseAttentionTcKernel<false>, dim3(static_cast<unsigned>(blocks)),
-               dim3(kThreads), DynSmem(p.dim), stream, p, static_cast<float*>(nullptr), 0);
+  LaunchKernel(SparseAttentionTcKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+               DynSmem(p.dim), stream, p, static_cast<float*>(nullptr), 0);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -194,8 +194,14 @@ __global__ void __launch_bounds__(kBiasThreads) MarkovBiasKernel(MarkovStepParam
           const float* hp = static_cast<const float*>(p.head) + base + j0;
           const float4 a = *reinterpret_cast<const float4*>(hp);
           const float4 b = *reinterpret_cast<const float4*>(hp + 4);
-          h[0] = a.x; h[1] = a.y; h[2] = a.z; h[3] = a.w;
-          h[4] = b.x; h[5] = b.y; h[6] = b.z; h[7] = b.w;
+          h[0] = a.x;
+          h[1] = a.y;
+          h[2] = a.z;
+          h[3] = a.w;
+          h[4] = b.x;
+          h[5] = b.y;
+          h[6] = b.z;
+          h[7] = b.w;
         }
 #pragma unroll
         for (int q = 0; q < kMarkovGroup; ++q) {
@@ -246,8 +252,8 @@ __global__ void __launch_bounds__(kBiasThreads) MarkovBiasKernel(MarkovStepParam
 
 // Block (request): the greedy id over the tiles' bests and the confidence logit
 // proj · [xh ; e] in double; the id becomes the request's prev.
-__global__ void __launch_bounds__(kMarkovThreads) MarkovFinishKernel(MarkovStepParams p,
-                                                                      int tiles) {
+__global__ void __launch_bounds__(kMarkovThreads)
+    MarkovFinishKernel(MarkovStepParams p, int tiles) {
   PdlTrigger();
   PdlWait();
   __shared__ float e[kMaxRank];
@@ -378,8 +384,8 @@ void LaunchMarkovStep(const MarkovStepParams& p, StreamHandle stream) {
   else
     LaunchKernel(MarkovBiasKernel<false>, grid, dim3(kBiasThreads), 0, stream, p);
   CUDA_CHECK_LAUNCH();
-  LaunchKernel(MarkovFinishKernel, dim3(static_cast<unsigned>(p.requests)), dim3(kMarkovThreads),
-               0, stream, p, static_cast<int>(tiles));
+  LaunchKernel(MarkovFinishKernel, dim3(static_cast<unsigned>(p.requests)), dim3(kMarkovThreads), 0,
+               stream, p, static_cast<int>(tiles));
   CUDA_CHECK_LAUNCH();
 }
 
