@@ -279,9 +279,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     {
       const float* krow = kpb[warp * 8 + g];
       // Two accumulator chains, even and odd k steps (two mma chains in flight per warp), summed
-      // once at the end: a fixed order like the rest.
+      // once at the end: a fixed order like the rest. Unrolled 4 (8 key loads in flight per lane;
+      // unrolled 2: CSA decode at 32 rows 195 -> 169 us, 8K prefill 22.5 -> 21.8 ms,
+      // bench_attention).
       float s4[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll 2
+#pragma unroll 4
       for (int s2 = 0; s2 < dim / 16; s2 += 2) {
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
@@ -502,13 +504,17 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
   return p.meta.n * tiles * SparseAttentionTcMaxChunks(p) * PartFloats(p.dim);
 }
 
-// Split when asked, or when the rows' tiles fill less than one wave of two blocks an SM (a decode
-// step's few rows); only where the workspace holds every chunk the rows can reach (the HCA
-// entries up to the list's capacity) and the grid does. Never a result.
+// Split when asked, or when the rows' tiles are at most an eighth of the SMs and a row can reach
+// 4 chunks or more (bench_attention, H200: CSA's 10 chunks at 1 row 151 -> 77 us split; at 32 rows
+// the split is slower, 195 -> 248 us, as are SWA's 2 chunks at 1 row, 41 -> 48 us: the partials'
+// round trip and the combine cost more than the parallelism gains); only where the workspace
+// holds every chunk the rows can reach (the HCA entries up to the list's capacity) and the grid
+// does. Never a result.
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
   const int64_t blocks = p.meta.n * ((p.heads + kTile - 1) / kTile);
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
-  const bool want = p.tc_split > 0 || (p.tc_split == 0 && blocks < 2 * int64_t{SmCount()});
+  const bool want =
+      p.tc_split > 0 || (p.tc_split == 0 && 8 * blocks <= int64_t{SmCount()} && max_chunks >= 4);
   const bool bounded = p.rate == 0 || p.sel != nullptr || p.comp.capacity > 0;
   return want && bounded && max_chunks > 1 && max_chunks <= 65535 && p.tc_workspace != nullptr &&
          SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats;
