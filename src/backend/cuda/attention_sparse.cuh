@@ -21,24 +21,24 @@ namespace dsinfer::backend::cuda {
 
 struct SparseAttentionParams {
   TokenMeta meta;
-  const float* q = nullptr;       // [n, heads, dim] (per-head RMSNorm + RoPE applied, unless
-  float q_norm_eps = -1.0f;       //  q_norm_eps >= 0: then applied here, RMSNorm eps q_norm_eps)
-  bool q_rope = false;            // q_norm_eps < 0: the RoPE alone applied here (DeepSeek-V4.1)
-  const float* kv = nullptr;      // [n, dim] this call's K=V rows (RMSNorm + RoPE applied)
-  RingRef window;                 // earlier K=V rows by position (width dim)
-  ListRef comp;                   // compressed entries (width dim); data null for window-only layers
-  const int32_t* sel = nullptr;   // CSA: [n, sel_stride] selected entries; null: all visible (HCA)
+  const float* q = nullptr;      // [n, heads, dim] (per-head RMSNorm + RoPE applied, unless
+  float q_norm_eps = -1.0f;      //  q_norm_eps >= 0: then applied here, RMSNorm eps q_norm_eps)
+  bool q_rope = false;           // q_norm_eps < 0: the RoPE alone applied here (DeepSeek-V4.1)
+  const float* kv = nullptr;     // [n, dim] this call's K=V rows (RMSNorm + RoPE applied)
+  RingRef window;                // earlier K=V rows by position (width dim)
+  ListRef comp;                  // compressed entries (width dim); data null for window-only layers
+  const int32_t* sel = nullptr;  // CSA: [n, sel_stride] selected entries; null: all visible (HCA)
   const int32_t* sel_count = nullptr;  // CSA: [n]
   int sel_stride = 0;
-  int rate = 0;                   // 0: window only
-  int window_size = 0;            // W
+  int rate = 0;         // 0: window only
+  int window_size = 0;  // W
   int heads = 0;
-  int dim = 0;                    // <= 512
-  const float* sink = nullptr;    // [heads]
-  float scale = 0;                // dim^-0.5
+  int dim = 0;                  // <= 512
+  const float* sink = nullptr;  // [heads]
+  float scale = 0;              // dim^-0.5
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2] for the inverse RoPE of the output
-  float* out = nullptr;           // [n, heads, dim]
+  float* out = nullptr;             // [n, heads, dim]
   // Optional: out's rows also act_quant'ed (the FP8/FP4 linears' input quantization: e4m3 as f16,
   // one power-of-two scale per 128 columns of a token's heads * dim; dim % 128 == 0), for the
   // output projection: out_q [n, out_ldq], out_s [n, out_lds].
@@ -56,8 +56,8 @@ struct SparseAttentionParams {
   // The tensor-core kernel's split of a row's key chunks over blocks (each chunk's partial softmax
   // into tc_workspace, then a combine kernel folding them in chunk order): the same bits as one
   // block folding them in turn, so a pure launch choice. 0: for a few rows with many chunks
-  // (SparseAttentionTcWillSplit: batch-1 CSA decode), 1: always, -1: never; either way only where tc_workspace holds
-  // SparseAttentionTcSplitFloats(*this) floats.
+  // (SparseAttentionTcWillSplit: batch-1 CSA decode), 1: always, -1: never; either way only where
+  // tc_workspace holds SparseAttentionTcSplitFloats(*this) floats.
   int tc_split = 0;
   float* tc_workspace = nullptr;
   int64_t tc_workspace_floats = 0;
