@@ -28,6 +28,16 @@ __device__ __forceinline__ float LdgWeight(const float* p) {
   return v;
 }
 
+// Eight bf16 values (one 16-byte load, the lower address in each word's low half) as floats: v[8].
+__device__ __forceinline__ void Bf16x8ToFloat(uint4 q, float* v) {
+  const uint32_t u[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(u[i] << 16);
+    v[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
 // Block-wide sum (float or double) in a fixed order (warp butterflies, then warp 0 over the warp
 // sums). Every thread returns the total. `scratch` holds >= 32 T. blockDim.x multiple of 32.
 template <typename T>
@@ -50,7 +60,8 @@ __device__ __forceinline__ T BlockSum(T v, T* scratch) {
   return total;
 }
 
-// RoPE's (cos, sin) at `pos` for one frequency, as the CPU reference: fp32 angle, cos/sin in double.
+// RoPE's (cos, sin) at `pos` for one frequency, as the CPU reference: fp32 angle, cos/sin in
+// double.
 __device__ __forceinline__ void RopeCosSin(int pos, float inv_freq, float* c, float* s) {
   const float angle = static_cast<float>(pos) * inv_freq;
   double sd, cd;
@@ -68,7 +79,8 @@ __device__ __forceinline__ void RotateWith(float& a, float& b, float c, float s,
 }
 
 // RoPE of one pair at `pos` (RopeCosSin, then RotateWith).
-__device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float inv_freq, bool inverse) {
+__device__ __forceinline__ void RotatePair(float& a, float& b, int pos, float inv_freq,
+                                           bool inverse) {
   float c, s;
   RopeCosSin(pos, inv_freq, &c, &s);
   RotateWith(a, b, c, s, inverse);

@@ -182,14 +182,9 @@ __global__ void __launch_bounds__(kBiasThreads) MarkovBiasKernel(MarkovStepParam
       for (int j0 = 0; j0 < rank; j0 += 8) {
         float h[8];
         if constexpr (kBf16) {
-          const uint4 w = *reinterpret_cast<const uint4*>(
-              static_cast<const __nv_bfloat16*>(p.head) + base + j0);
-          const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            h[2 * u] = __uint_as_float(ws[u] << 16);
-            h[2 * u + 1] = __uint_as_float(ws[u] & 0xffff0000u);
-          }
+          Bf16x8ToFloat(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.head) +
+                                                        base + j0),
+                        h);
         } else {
           const float* hp = static_cast<const float*>(p.head) + base + j0;
           const float4 a = *reinterpret_cast<const float4*>(hp);

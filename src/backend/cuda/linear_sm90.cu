@@ -59,13 +59,7 @@ __device__ __forceinline__ void LoadW(const WeightRef& w, const void* data, int6
     static_assert(F == WeightFormat::kBf16, "LoadW: f32 or bf16");
     const uint16_t* p = static_cast<const uint16_t*>(data) + row * w.k + c * kCh;
     if constexpr (kVec) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
-      const uint32_t u[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[2 * i] = __uint_as_float(u[i] << 16);
-        v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
-      }
+      Bf16x8ToFloat(__ldg(reinterpret_cast<const uint4*>(p)), v);
     } else {
       v[0] = __uint_as_float(static_cast<uint32_t>(__ldg(p)) << 16);
     }
