@@ -96,12 +96,8 @@ StatusOr<DeepseekV41Config> ParseText(const json& t) {
       ReadKey(t, {"dspark_n_routed_experts"}, &c.dspark_n_routed_experts, false));
   DSINFER_RETURN_IF_ERROR(ReadKey(t, {"dspark_num_experts_per_tok", "dspark_n_activated_experts"},
                                   &c.dspark_num_experts_per_tok, false));
-  if (!have_targets || c.dspark_target_layer_ids.empty()) {
-    // The release's taps are its last three layers (37, 38, 39 of 40).
-    c.dspark_target_layer_ids.clear();
-    for (int l = std::max(0, c.num_layers - 3); l < c.num_layers; ++l)
-      c.dspark_target_layer_ids.push_back(l);
-  }
+  if (!have_targets || c.dspark_target_layer_ids.empty())
+    c.dspark_target_layer_ids = c.DefaultDSparkTargets();
   DSINFER_RETURN_IF_ERROR(ReadKey(t, {"bos_token_id"}, &c.bos_token_id, false));
   if (t.contains("eos_token_id") && t["eos_token_id"].is_array()) {
     if (t["eos_token_id"].empty() || !t["eos_token_id"][0].is_number_integer()) {
@@ -337,6 +333,12 @@ Status DeepseekV41Config::Validate() const {
     return bad("num_nextn_predict_layers must be in [0, 16]");
   }
   return Status::Ok();
+}
+
+std::vector<int> DeepseekV41Config::DefaultDSparkTargets() const {
+  std::vector<int> taps;
+  for (int l = std::max(0, num_layers - 3); l < num_layers; ++l) taps.push_back(l);
+  return taps;
 }
 
 Status DeepseekV41Config::ValidateDSpark() const {

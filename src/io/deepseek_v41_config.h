@@ -90,6 +90,8 @@ struct DeepseekV41Config {
   bool tie_word_embeddings = false;
 
   bool has_dspark() const { return num_nextn_predict_layers > 0; }
+  // The default taps: the last three backbone layers (the release's 37, 38, 39 of 40).
+  std::vector<int> DefaultDSparkTargets() const;
   bool IsKvSource(int layer) const;
   bool IsIndexSource(int layer) const;
   // The KV source whose compressed entries `layer` reads (the last one at or before it), or -1.

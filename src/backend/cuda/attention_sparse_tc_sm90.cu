@@ -135,6 +135,9 @@ __device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t
   return n_win + n_comp;
 }
 
+// Blocks per query row: tiles of 16 heads, the last one padded.
+__host__ __device__ constexpr int HeadTiles(int heads) { return (heads + kTile - 1) / kTile; }
+
 // Floats of one chunk's partial in the split workspace: P V [kTile][dim], then max and sum [kTile].
 __host__ __device__ constexpr int64_t PartFloats(int dim) {
   return static_cast<int64_t>(kTile) * dim + 2 * kTile;
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* const stage =
       reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16);
 
-  const int tiles = (p.heads + kTile - 1) / kTile;
+  const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
   const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
@@ -451,7 +454,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float fac[kTile];
   extern __shared__ __align__(16) float stage_c[];  // [kTile][dim]
   const int dim = p.dim;
-  const int tiles = (p.heads + kTile - 1) / kTile;
+  const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
   const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
   const int pos = p.meta.pos[t];
@@ -500,7 +503,7 @@ int64_t SparseAttentionTcMaxChunks(const SparseAttentionParams& p) {
 }
 
 int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
-  const int64_t tiles = (p.heads + kTile - 1) / kTile;
+  const int64_t tiles = HeadTiles(p.heads);
   return p.meta.n * tiles * SparseAttentionTcMaxChunks(p) * PartFloats(p.dim);
 }
 
@@ -511,7 +514,7 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
 // holds every chunk the rows can reach (the HCA entries up to the list's capacity) and the grid
 // does. Never a result.
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
-  const int64_t blocks = p.meta.n * ((p.heads + kTile - 1) / kTile);
+  const int64_t blocks = p.meta.n * HeadTiles(p.heads);
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
   const bool want =
       p.tc_split > 0 || (p.tc_split == 0 && 8 * blocks <= int64_t{SmCount()} && max_chunks >= 4);
@@ -532,7 +535,7 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
     return true;
   }();
   (void)attr_set;
-  const int64_t tiles = (p.heads + kTile - 1) / kTile, blocks = p.meta.n * tiles;
+  const int64_t tiles = HeadTiles(p.heads), blocks = p.meta.n * tiles;
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
   if (SparseAttentionTcWillSplit(p)) {
     LaunchKernel(SparseAttentionTcKernel<true>,

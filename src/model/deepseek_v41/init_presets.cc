@@ -61,10 +61,9 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
     c.engram_layer_ids = {1};
     c.engram_vocab_size = 250000;
     c.engram_num_embeddings = EngramRowsNeeded(c);
-    // No draft layers (the release has 3; `bench --dspark` adds them): the drafter's other keys are
-    // the release's, its taps the last three layers, as the release's 37-39 of 40.
-    c.num_nextn_predict_layers = 0;
-    c.dspark_target_layer_ids = {5, 6, 7};
+    // No draft layers (the release has 3; `bench --dspark` adds them); the drafter's other keys
+    // are the release's, its taps the default ones.
+    c.dspark_target_layer_ids = c.DefaultDSparkTargets();
     DSINFER_RETURN_IF_ERROR(c.Validate());
     return c;
   }
@@ -116,8 +115,8 @@ StatusOr<io::DeepseekV41Config> PresetConfig(const std::string& name) {
   if (name == "v41-tiny-dspark" || name == "v41-tiny-engram") {
     c.num_nextn_predict_layers = 3;
     c.dspark_block_size = 5;
-    c.dspark_noise_token_id = 128799;  // the release's
-    c.dspark_target_layer_ids = {5, 6, 7};
+    c.dspark_noise_token_id = 128799;                      // the release's
+    c.dspark_target_layer_ids = c.DefaultDSparkTargets();  // layers 5, 6, 7
     c.dspark_markov_rank = 16;
     c.dspark_n_routed_experts = 4;
     c.dspark_num_experts_per_tok = 2;
