@@ -1,0 +1,638 @@
+// Probe: does Hopper's warpgroup MMA (wgmma.mma_async m64nNk16 .f32.f16.f16 / .f32.bf16.bf16, A
+// from registers, B from shared memory) give, per k16 step, the same fp32 bits as the warp MMA
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (and .bf16) on the same operands and the same
+// fp32 accumulator input?
+//
+// Why: the FP8 / FP4 GEMM's bits (qgemm_sm90.cu, top comment; QLinearKernel's) are defined by
+// chains of mma.sync m16n8k16 steps: per 64-column FP8 pair four chained k16 steps from a zero
+// accumulator, per 32-column FP4 scale group two, each chain's result then taken by fp32 fmaf with
+// the scales. A wgmma kernel can reproduce those bits only if wgmma rounds each k16 step (and each
+// chained step onto its own result) exactly as mma.sync does.
+//
+// What runs: per operand class, 2000 random problems D = A (64 x 16S) * B (16S x N) + C (64 x N),
+// one launch, one warpgroup per problem, S chained k16 steps (S = 1, 2, 4), N = 8, 32, 64. Each
+// problem is computed three ways: mma.sync (warp w: rows 16w..16w+15, one m16n8k16 per n8 tile and
+// step, chained on its own accumulator from C); wgmma from C (scale-d = 1 every step, the steps
+// issued back to back onto one accumulator); wgmma with scale-d = 0 on the first step (D = A * B,
+// C ignored). The A fragments are the same registers for both (wgmma's A register fragment of warp
+// w is mma.sync's m16k16 fragment of rows 16w..); B is read by mma.sync from global memory and by
+// wgmma from shared memory through a matrix descriptor (no swizzle, K-major, canonical core
+// matrices: 8 n x 16 bytes of k each, 128 contiguous bytes; LBO = the byte step between the two k
+// halves' core matrices, SBO = the step between n8 groups).
+// Classes: exact (small integers, every result exact: checks the fragment and descriptor layouts
+// against a host double sum, by value, f16 and bf16); fp4xe4m3 (A e2m1 values, B e4m3 values, C
+// zero); fp4s14xe4m3 (A = e2m1 * 2^-14, the f16 values QLinearKernel actually feeds the mma, f16
+// subnormals included; B e4m3; C zero); fp8xe4m3 (A and B e4m3, C zero); random_f16 / random_bf16
+// (sign, exponent in [-10, 10] and mantissa uniform; C per element zero, in 2^-20..2^20 like the
+// products, in 2^21..2^40, or minus the first step's sum to within a few ulps).
+//
+// Output: one JSON line per class, type, variant (shape and steps) and comparison — "wgmma_vs_mma"
+// (bits), "wgmma_d0_vs_mma" (bits, zero-C classes: is scale-d = 0 the same as a zeroed
+// accumulator?), and for the exact class "mma_vs_exact" / "wgmma_vs_exact" / "wgmma_d0_vs_exact"
+// (values), and for the other classes at one step "mma_vs_double" (information only: how often
+// the tensor cores do not give the double sum rounded to fp32, i.e. how much rounding the
+// comparisons exercise) — with the mismatch count and the largest ulp distance, after up to 3
+// example mismatches. Exit 0 when the exact class matches (the layouts are right) whatever the
+// other results (findings, not failures); 1 when it does not; 2 without an sm_90 device.
+//   build-cuda/bin/probe_wgmma_bits [--problems N]   (default 2000)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define PROBE_CUDA_CHECK(expr)                                                      \
+  do {                                                                              \
+    cudaError_t probe_err_ = (expr);                                                \
+    if (probe_err_ != cudaSuccess) {                                                \
+      std::fprintf(stderr, "%s:%d: CUDA error %s: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(probe_err_));                                 \
+      std::exit(2);                                                                 \
+    }                                                                               \
+  } while (0)
+
+namespace {
+
+constexpr int kM = 64;         // wgmma rows (4 warps x 16)
+constexpr int kThreads = 128;  // one warpgroup
+
+// ---------------------------------------------------------------------------------------------
+// Device side.
+
+// d (16 x 8 fp32) += A (16 x 16, row) * B (16 x 8, col): a0/a1 rows g/g+8 k 2t..2t+1, a2/a3 the
+// same rows k 2t+8..; b0 k 2t..2t+1 of column g, b1 k 2t+8..; d0/d1 row g cols 2t/2t+1, d2/d3
+// row g+8 (g = lane / 4, t = lane % 4; low half of a register = the lower k).
+template <bool kBf16>
+__device__ __forceinline__ void MmaSync(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  if constexpr (kBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// wgmma.mma_async m64nNk16, A from registers (trans-b 0: B K-major), scale-d from a register
+// (0: D = A * B, else D = A * B + D). d: N / 2 floats per thread, d[4j + 0..3] the mma.sync C
+// fragment of n8 tile j of the warp's 16 rows.
+#define PROBE_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define PROBE_F16(i) PROBE_F4(i), PROBE_F4(i + 4), PROBE_F4(i + 8), PROBE_F4(i + 12)
+
+#define PROBE_WGMMA_N8(TY)                                   \
+  asm volatile(                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"            \
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY \
+      " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"  \
+      : PROBE_F4(0)                                          \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
+#define PROBE_WGMMA_N32(TY)                                       \
+  asm volatile(                                                   \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY     \
+      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}," \
+      " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"                 \
+      : PROBE_F16(0)                                              \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
+#define PROBE_WGMMA_N64(TY)                                               \
+  asm volatile(                                                           \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                        \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY             \
+      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"          \
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}," \
+      " {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                         \
+      : PROBE_F16(0), PROBE_F16(16)                                       \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
+
+template <bool kBf16, int kN>
+__device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                      int scale_d) {
+  static_assert(kN == 8 || kN == 32 || kN == 64);
+  if constexpr (kN == 8) {
+    if constexpr (kBf16) {
+      PROBE_WGMMA_N8("bf16");
+    } else {
+      PROBE_WGMMA_N8("f16");
+    }
+  } else if constexpr (kN == 32) {
+    if constexpr (kBf16) {
+      PROBE_WGMMA_N32("bf16");
+    } else {
+      PROBE_WGMMA_N32("f16");
+    }
+  } else {
+    if constexpr (kBf16) {
+      PROBE_WGMMA_N64("bf16");
+    } else {
+      PROBE_WGMMA_N64("f16");
+    }
+  }
+}
+
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommitAndWait() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+// B of one k16 step in shared memory, K-major, no swizzle: core matrix (k half kh, n group nb) =
+// 8 n rows x 8 k (16 bytes) each, 128 contiguous bytes, at (kh * N / 8 + nb) * 128 bytes. So the
+// leading byte offset (between the core matrices adjacent in K) is N * 16 bytes and the stride
+// byte offset (between those adjacent in N) 128 bytes. Element index (2-byte units):
+__host__ __device__ constexpr int SmemBIndex(int n_total, int n, int k) {
+  return ((k / 8) * (n_total / 8) + n / 8) * 64 + (n % 8) * 8 + k % 8;
+}
+
+// The wgmma shared memory matrix descriptor: start address >> 4 (bits 0-13), leading byte offset
+// >> 4 (16-29), stride byte offset >> 4 (32-45), base offset 0 (49-51), layout 0 = no swizzle
+// (62-63).
+__device__ __forceinline__ uint64_t SmemDesc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) |
+         (static_cast<uint64_t>((lbo >> 4) & 0x3fffu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3fffu) << 32);
+}
+
+__device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+// One warpgroup per problem p: a (64 x 16S, row-major), bt (N x 16S: B column n's k contiguous),
+// c (64 x N) -> d_mma, d_wg, d_wg0 (64 x N each).
+template <bool kBf16, int kN, int kSteps>
+__global__ void __launch_bounds__(kThreads, 1)
+    ProbeKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ bt,
+                const float* __restrict__ c, float* __restrict__ d_mma, float* __restrict__ d_wg,
+                float* __restrict__ d_wg0) {
+  constexpr int kK = 16 * kSteps;
+  constexpr int kStepElems = kN * 16;
+  constexpr int kFrag = kN / 2;
+  __shared__ __align__(1024) uint16_t sb[kSteps * kStepElems];
+
+  const int p = blockIdx.x, tid = threadIdx.x;
+  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const uint16_t* pa = a + static_cast<size_t>(p) * kM * kK;
+  const uint16_t* pb = bt + static_cast<size_t>(p) * kN * kK;
+  const float* pc = c + static_cast<size_t>(p) * kM * kN;
+
+  for (int i = tid; i < kN * kK; i += kThreads) {
+    const int n = i / kK, k = i % kK;
+    sb[(k / 16) * kStepElems + SmemBIndex(kN, n, k % 16)] = pb[i];
+  }
+  // The generic-proxy stores above must be visible to wgmma (async proxy) reads.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  uint32_t af[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = 16 * s + 2 * t;
+    af[s][0] = Pack(pa[r0 * kK + k0], pa[r0 * kK + k0 + 1]);
+    af[s][1] = Pack(pa[r1 * kK + k0], pa[r1 * kK + k0 + 1]);
+    af[s][2] = Pack(pa[r0 * kK + k0 + 8], pa[r0 * kK + k0 + 9]);
+    af[s][3] = Pack(pa[r1 * kK + k0 + 8], pa[r1 * kK + k0 + 9]);
+  }
+  float cf[kFrag];
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = 8 * j + 2 * t;
+    cf[4 * j + 0] = pc[r0 * kN + col];
+    cf[4 * j + 1] = pc[r0 * kN + col + 1];
+    cf[4 * j + 2] = pc[r1 * kN + col];
+    cf[4 * j + 3] = pc[r1 * kN + col + 1];
+  }
+
+  // (i) mma.sync: per n8 tile, the steps chained on the tile's accumulator from C.
+  float dm[kFrag];
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    float acc[4] = {cf[4 * j], cf[4 * j + 1], cf[4 * j + 2], cf[4 * j + 3]};
+    const int n = 8 * j + g;
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int k0 = 16 * s + 2 * t;
+      const uint32_t b0 = Pack(pb[n * kK + k0], pb[n * kK + k0 + 1]);
+      const uint32_t b1 = Pack(pb[n * kK + k0 + 8], pb[n * kK + k0 + 9]);
+      MmaSync<kBf16>(acc, af[s], b0, b1);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dm[4 * j + e] = acc[e];
+  }
+
+  const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
+  constexpr uint32_t kLbo = kN * 16, kSbo = 128;
+  // (ii) wgmma from C, scale-d = 1 on every step.
+  float dw[kFrag];
+#pragma unroll
+  for (int e = 0; e < kFrag; ++e) dw[e] = cf[e];
+  WgmmaFence();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    Wgmma<kBf16, kN>(dw, af[s], SmemDesc(sb_addr + s * kStepElems * 2, kLbo, kSbo), 1);
+  }
+  WgmmaCommitAndWait();
+  // (iii) wgmma with scale-d = 0 on the first step (C not read).
+  float dw0[kFrag];
+#pragma unroll
+  for (int e = 0; e < kFrag; ++e) dw0[e] = 0.0f;
+  WgmmaFence();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    Wgmma<kBf16, kN>(dw0, af[s], SmemDesc(sb_addr + s * kStepElems * 2, kLbo, kSbo), s > 0);
+  }
+  WgmmaCommitAndWait();
+
+  const size_t base = static_cast<size_t>(p) * kM * kN;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = 8 * j + 2 * t;
+    const int idx[4] = {r0 * kN + col, r0 * kN + col + 1, r1 * kN + col, r1 * kN + col + 1};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      d_mma[base + idx[e]] = dm[4 * j + e];
+      d_wg[base + idx[e]] = dw[4 * j + e];
+      d_wg0[base + idx[e]] = dw0[4 * j + e];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+double DecodeF16(uint16_t h) {
+  const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return s ? -v : v;
+}
+double DecodeBf16(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+double DecodeE4m3(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return s ? -v : v;
+}
+double DecodeE2m1(uint8_t b) {
+  static const double kV[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (b & 8) ? -kV[b & 7] : kV[b & 7];
+}
+
+// Exact encodings (aborts if v is not representable): f16 (normal or subnormal) and bf16.
+uint16_t EncodeF16(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  if (a == 0.0) return sign;
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  uint32_t field, mant;
+  double q;
+  if (e - 1 >= -14) {
+    field = static_cast<uint32_t>(e - 1 + 15);
+    q = std::ldexp(a, -(e - 1)) * 1024.0 - 1024.0;
+  } else {
+    field = 0;
+    q = std::ldexp(a, 24);
+  }
+  mant = static_cast<uint32_t>(q);
+  if (field > 30 || q != static_cast<double>(mant) || mant >= 1024) {
+    std::fprintf(stderr, "EncodeF16: %.17g is not an f16 value\n", v);
+    std::exit(2);
+  }
+  return static_cast<uint16_t>(sign | (field << 10) | mant);
+}
+uint16_t EncodeBf16(double v) {
+  const float f = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (static_cast<double>(f) != v || (bits & 0xffffu) != 0) {
+    std::fprintf(stderr, "EncodeBf16: %.17g is not a bf16 value\n", v);
+    std::exit(2);
+  }
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float BitsFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+// Distance in ulps: the bit patterns on a line ordered like the values (-0 and +0 adjacent).
+int64_t UlpDistance(float x, float y) {
+  auto ordered = [](float f) {
+    const uint32_t b = FloatBits(f);
+    return (b & 0x80000000u) ? -static_cast<int64_t>(b & 0x7fffffffu) - 1 : static_cast<int64_t>(b);
+  };
+  const int64_t d = ordered(x) - ordered(y);
+  return d < 0 ? -d : d;
+}
+
+enum class Cls { kExact, kFp4, kFp4S14, kFp8, kRandom };
+
+struct ClassSpec {
+  const char* name;
+  Cls cls;
+  bool bf16;
+};
+
+struct Variant {
+  int n, steps;
+};
+
+struct Problems {
+  int count = 0, n = 0, steps = 0;
+  bool bf16 = false;
+  std::vector<uint16_t> a, bt;  // count x 64 x 16S, count x N x 16S
+  std::vector<float> c;         // count x 64 x N
+  double Val(uint16_t h) const { return bf16 ? DecodeBf16(h) : DecodeF16(h); }
+  int K() const { return 16 * steps; }
+  double A(int p, int m, int k) const {
+    return Val(a[(static_cast<size_t>(p) * kM + m) * K() + k]);
+  }
+  double B(int p, int k, int n_) const {
+    return Val(bt[(static_cast<size_t>(p) * n + n_) * K() + k]);
+  }
+};
+
+// The sum of a(m, k) * b(k, n) over k in [k0, k1) in double: exact for the exact class (its
+// reference); otherwise close (the cancelling C of the random classes, the example summaries).
+double DotRange(const Problems& pr, int p, int m, int n, int k0, int k1) {
+  double s = 0.0;
+  for (int k = k0; k < k1; ++k) s += pr.A(p, m, k) * pr.B(p, k, n);
+  return s;
+}
+
+uint16_t RandomE4m3Bits(std::mt19937& rng) {
+  for (;;) {
+    const uint8_t b = static_cast<uint8_t>(rng() & 0xffu);
+    if ((b & 0x7f) != 0x7f) return static_cast<uint8_t>(b);  // 0x7f / 0xff: NaN
+  }
+}
+
+Problems Generate(const ClassSpec& cs, const Variant& v, int count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problems pr;
+  pr.count = count;
+  pr.n = v.n;
+  pr.steps = v.steps;
+  pr.bf16 = cs.bf16;
+  const int k_total = pr.K();
+  pr.a.resize(static_cast<size_t>(count) * kM * k_total);
+  pr.bt.resize(static_cast<size_t>(count) * v.n * k_total);
+  pr.c.assign(static_cast<size_t>(count) * kM * v.n, 0.0f);
+  auto enc = [&](double x) { return cs.bf16 ? EncodeBf16(x) : EncodeF16(x); };
+  auto small_int = [&](int lim) {
+    return static_cast<int>(rng() % static_cast<uint32_t>(2 * lim + 1)) - lim;
+  };
+  auto random_bits = [&]() -> uint16_t {  // sign, exponent in [-10, 10], mantissa uniform
+    const uint32_t sign = rng() & 1u, e = rng() % 21u;
+    if (cs.bf16)
+      return static_cast<uint16_t>((sign << 15) | ((e - 10 + 127) << 7) | (rng() & 127u));
+    return static_cast<uint16_t>((sign << 15) | ((e - 10 + 15) << 10) | (rng() & 1023u));
+  };
+  auto operand = [&](bool is_a) -> uint16_t {
+    switch (cs.cls) {
+      case Cls::kExact:
+        return enc(small_int(4));
+      case Cls::kFp4:
+        return is_a ? enc(DecodeE2m1(rng() & 15u)) : enc(DecodeE4m3(RandomE4m3Bits(rng)));
+      case Cls::kFp4S14:
+        return is_a ? enc(std::ldexp(DecodeE2m1(rng() & 15u), -14))
+                    : enc(DecodeE4m3(RandomE4m3Bits(rng)));
+      case Cls::kFp8:
+        return enc(DecodeE4m3(RandomE4m3Bits(rng)));
+      case Cls::kRandom:
+        return random_bits();
+    }
+    return 0;
+  };
+  for (auto& x : pr.a) x = operand(true);
+  for (auto& x : pr.bt) x = operand(false);
+  if (cs.cls == Cls::kExact) {
+    for (auto& x : pr.c) x = static_cast<float>(small_int(64));
+  } else if (cs.cls == Cls::kRandom) {
+    for (int p = 0; p < count; ++p) {
+      for (int m = 0; m < kM; ++m) {
+        for (int n = 0; n < v.n; ++n) {
+          float& cv = pr.c[(static_cast<size_t>(p) * kM + m) * v.n + n];
+          const uint32_t mode = rng() % 4u, sign = (rng() & 1u) << 31, mant = rng() & 0x7fffffu;
+          if (mode == 0) {
+            cv = 0.0f;
+          } else if (mode == 1) {  // the products' magnitude: 2^-20..2^20
+            cv = BitsFloat(sign | ((127u + rng() % 41u - 20u) << 23) | mant);
+          } else if (mode == 2) {  // much larger: 2^21..2^40
+            cv = BitsFloat(sign | ((127u + 21u + rng() % 20u) << 23) | mant);
+          } else {  // cancels the first step's sum to within a few ulps
+            const float s = static_cast<float>(DotRange(pr, p, m, n, 0, 16));
+            const int64_t off = static_cast<int64_t>(rng() % 7u) - 3;
+            const uint32_t b = FloatBits(-s);
+            cv = (b & 0x7fffffffu) > 8 ? BitsFloat(static_cast<uint32_t>(b + off)) : -s;
+          }
+        }
+      }
+    }
+  }
+  return pr;
+}
+
+struct Outputs {
+  std::vector<float> mma, wg, wg0;
+};
+
+template <bool kBf16, int kN, int kSteps>
+Outputs RunKernel(const Problems& pr) {
+  const size_t out_n = static_cast<size_t>(pr.count) * kM * kN;
+  uint16_t *da, *db;
+  float *dc, *dm, *dw, *dw0;
+  PROBE_CUDA_CHECK(cudaMalloc(&da, pr.a.size() * 2));
+  PROBE_CUDA_CHECK(cudaMalloc(&db, pr.bt.size() * 2));
+  PROBE_CUDA_CHECK(cudaMalloc(&dc, pr.c.size() * 4));
+  PROBE_CUDA_CHECK(cudaMalloc(&dm, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMalloc(&dw, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMalloc(&dw0, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMemcpy(da, pr.a.data(), pr.a.size() * 2, cudaMemcpyHostToDevice));
+  PROBE_CUDA_CHECK(cudaMemcpy(db, pr.bt.data(), pr.bt.size() * 2, cudaMemcpyHostToDevice));
+  PROBE_CUDA_CHECK(cudaMemcpy(dc, pr.c.data(), pr.c.size() * 4, cudaMemcpyHostToDevice));
+  ProbeKernel<kBf16, kN, kSteps><<<pr.count, kThreads>>>(da, db, dc, dm, dw, dw0);
+  PROBE_CUDA_CHECK(cudaGetLastError());
+  PROBE_CUDA_CHECK(cudaDeviceSynchronize());
+  Outputs o;
+  o.mma.resize(out_n);
+  o.wg.resize(out_n);
+  o.wg0.resize(out_n);
+  PROBE_CUDA_CHECK(cudaMemcpy(o.mma.data(), dm, out_n * 4, cudaMemcpyDeviceToHost));
+  PROBE_CUDA_CHECK(cudaMemcpy(o.wg.data(), dw, out_n * 4, cudaMemcpyDeviceToHost));
+  PROBE_CUDA_CHECK(cudaMemcpy(o.wg0.data(), dw0, out_n * 4, cudaMemcpyDeviceToHost));
+  for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dc),
+                    static_cast<void*>(dm), static_cast<void*>(dw), static_cast<void*>(dw0)}) {
+    PROBE_CUDA_CHECK(cudaFree(ptr));
+  }
+  return o;
+}
+
+template <bool kBf16>
+Outputs Dispatch(const Problems& pr) {
+  const int n = pr.n, s = pr.steps;
+  if (n == 8 && s == 1) return RunKernel<kBf16, 8, 1>(pr);
+  if (n == 8 && s == 2) return RunKernel<kBf16, 8, 2>(pr);
+  if (n == 8 && s == 4) return RunKernel<kBf16, 8, 4>(pr);
+  if (n == 32 && s == 1) return RunKernel<kBf16, 32, 1>(pr);
+  if (n == 32 && s == 4) return RunKernel<kBf16, 32, 4>(pr);
+  if (n == 64 && s == 1) return RunKernel<kBf16, 64, 1>(pr);
+  if (n == 64 && s == 4) return RunKernel<kBf16, 64, 4>(pr);
+  std::fprintf(stderr, "no kernel for n %d steps %d\n", n, s);
+  std::exit(2);
+}
+
+// One comparison: got vs want element by element; by bits, or by value (the exact class: its
+// double reference has no sign of zero to match).
+struct Tally {
+  int64_t elements = 0, mismatches = 0, max_ulp = 0;
+};
+
+Tally Compare(const ClassSpec& cs, const Variant& v, const Problems& pr, const char* compare,
+              const char* got_name, const std::vector<float>& got, const char* want_name,
+              const std::vector<float>& want, bool by_value) {
+  Tally tl;
+  int shown = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ++tl.elements;
+    const bool same = by_value ? got[i] == want[i] : FloatBits(got[i]) == FloatBits(want[i]);
+    if (same) continue;
+    ++tl.mismatches;
+    tl.max_ulp = std::max(tl.max_ulp, UlpDistance(got[i], want[i]));
+    if (shown < 3) {
+      ++shown;
+      const int p = static_cast<int>(i / (kM * v.n)), m = static_cast<int>(i / v.n % kM),
+                n = static_cast<int>(i % v.n);
+      double pmax = 0.0, pmin = INFINITY;
+      int nonzero = 0;
+      for (int k = 0; k < pr.K(); ++k) {
+        const double q = std::fabs(pr.A(p, m, k) * pr.B(p, k, n));
+        if (q == 0.0) continue;
+        ++nonzero;
+        pmax = std::max(pmax, q);
+        pmin = std::min(pmin, q);
+      }
+      const float cv = pr.c[i];
+      std::printf(
+          "  %s %s m64n%dk16x%d %s: problem %d row %d col %d: %s %a (0x%08x) %s %a (0x%08x), "
+          "%lld ulp; C %a, exact sum of products %a (+C: %.17g), %d nonzero products in "
+          "[%a, %a]\n",
+          cs.name, cs.bf16 ? "bf16" : "f16", v.n, v.steps, compare, p, m, n, got_name, got[i],
+          FloatBits(got[i]), want_name, want[i], FloatBits(want[i]),
+          static_cast<long long>(UlpDistance(got[i], want[i])), cv,
+          DotRange(pr, p, m, n, 0, pr.K()), DotRange(pr, p, m, n, 0, pr.K()) + cv, nonzero,
+          nonzero ? pmin : 0.0, pmax);
+    }
+  }
+  std::printf(
+      "{\"probe\": \"wgmma_bits\", \"class\": \"%s\", \"type\": \"%s\", \"variant\": "
+      "\"m64n%dk16x%d\", \"compare\": \"%s\", \"n\": %d, \"elements\": %lld, \"mismatches\": "
+      "%lld, \"max_ulp\": %lld}\n",
+      cs.name, cs.bf16 ? "bf16" : "f16", v.n, v.steps, compare, pr.count,
+      static_cast<long long>(tl.elements), static_cast<long long>(tl.mismatches),
+      static_cast<long long>(tl.max_ulp));
+  std::fflush(stdout);
+  return tl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int count = 2000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--problems" && i + 1 < argc) {
+      count = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: probe_wgmma_bits [--problems N]\n");
+      return 2;
+    }
+  }
+  int dev_count = 0;
+  if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
+    std::fprintf(stderr, "probe_wgmma_bits: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  PROBE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9) {
+    std::fprintf(stderr, "probe_wgmma_bits: needs sm_90 (wgmma), device is sm_%d%d\n", prop.major,
+                 prop.minor);
+    return 2;
+  }
+  std::printf("# probe_wgmma_bits on %s, %d problems per class and variant\n", prop.name, count);
+
+  const ClassSpec classes[] = {
+      {"exact", Cls::kExact, false},       {"exact", Cls::kExact, true},
+      {"fp4xe4m3", Cls::kFp4, false},      {"fp4s14xe4m3", Cls::kFp4S14, false},
+      {"fp8xe4m3", Cls::kFp8, false},      {"random_f16", Cls::kRandom, false},
+      {"random_bf16", Cls::kRandom, true},
+  };
+  const Variant variants[] = {{8, 1}, {8, 2}, {8, 4}, {32, 1}, {32, 4}, {64, 1}, {64, 4}};
+
+  bool exact_ok = true;
+  uint32_t seed = 20261203u;
+  for (const ClassSpec& cs : classes) {
+    const bool zero_c = cs.cls != Cls::kExact && cs.cls != Cls::kRandom;
+    for (const Variant& v : variants) {
+      const Problems pr = Generate(cs, v, count, seed++);
+      const Outputs o = cs.bf16 ? Dispatch<true>(pr) : Dispatch<false>(pr);
+      if (cs.cls == Cls::kExact) {
+        std::vector<float> ref(o.mma.size()), ref_no_c(o.mma.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const int p = static_cast<int>(i / (kM * v.n)), m = static_cast<int>(i / v.n % kM),
+                    n = static_cast<int>(i % v.n);
+          const double dot = DotRange(pr, p, m, n, 0, pr.K());
+          ref_no_c[i] = static_cast<float>(dot);
+          ref[i] = static_cast<float>(dot + pr.c[i]);
+        }
+        exact_ok &=
+            Compare(cs, v, pr, "mma_vs_exact", "mma", o.mma, "exact", ref, true).mismatches == 0;
+        exact_ok &=
+            Compare(cs, v, pr, "wgmma_vs_exact", "wgmma", o.wg, "exact", ref, true).mismatches == 0;
+        exact_ok &=
+            Compare(cs, v, pr, "wgmma_d0_vs_exact", "wgmma_d0", o.wg0, "exact", ref_no_c, true)
+                .mismatches == 0;
+      } else if (v.steps == 1) {
+        // Sensitivity (information only): how often the tensor cores' result is not the double
+        // sum rounded to fp32 — where they differ, a wgmma that matches mma.sync matches its
+        // rounding, not just the exact value.
+        std::vector<float> rn(o.mma.size());
+        for (size_t i = 0; i < rn.size(); ++i) {
+          const int p = static_cast<int>(i / (kM * v.n)), m = static_cast<int>(i / v.n % kM),
+                    n = static_cast<int>(i % v.n);
+          rn[i] = static_cast<float>(DotRange(pr, p, m, n, 0, 16) + pr.c[i]);
+        }
+        Compare(cs, v, pr, "mma_vs_double", "mma", o.mma, "double", rn, true);
+      }
+      Compare(cs, v, pr, "wgmma_vs_mma", "wgmma", o.wg, "mma", o.mma, false);
+      if (zero_c) Compare(cs, v, pr, "wgmma_d0_vs_mma", "wgmma_d0", o.wg0, "mma", o.mma, false);
+    }
+  }
+  std::printf("# exact class (layouts): %s\n", exact_ok ? "pass" : "FAIL");
+  return exact_ok ? 0 : 1;
+}
