@@ -237,8 +237,8 @@ int main(int argc, char** argv) {
         const char* name;
         int tc, split;
       };
-      for (const Variant& v :
-           {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0}, Variant{"tc_unsplit", 1, -1}}) {
+      for (const Variant& v : {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0},
+                               Variant{"tc_split", 1, 1}, Variant{"tc_unsplit", 1, -1}}) {
         gpu::SparseAttentionParams p = s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;

@@ -18,6 +18,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qgemm-expert-min-rows",
        "routed experts with at least this many rows per expert take the tiled GEMM (the same bits; "
        "default 32; 0: off)"},
+      {"qgemm-mma",
+       "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
+       "same bits either way (default: wgmma)"},
       {"no-tc-head",
        "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores (other logits bits)",
        false},
@@ -69,6 +72,11 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       k.qgemm_expert_min_rows,
       flags.GetInt("qgemm-expert-min-rows", backend::cuda::KernelOptions{}.qgemm_expert_min_rows));
   if (k.qgemm_expert_min_rows < 0) return InvalidArgument("--qgemm-expert-min-rows must be >= 0");
+  if (auto m = flags.Get("qgemm-mma")) {
+    if (*m != "wgmma" && *m != "sync")
+      return InvalidArgument("--qgemm-mma takes wgmma or sync, not \"" + *m + "\"");
+    k.qgemm_wgmma = *m == "wgmma";
+  }
   DSINFER_ASSIGN_OR_RETURN(int64_t heads, flags.GetInt("attention-heads-per-block", 0));
   if (heads != 0 && heads != 1 && heads != 2 && heads != 4) {
     return InvalidArgument("--attention-heads-per-block must be 1, 2 or 4, not " +

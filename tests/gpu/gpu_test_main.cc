@@ -3,6 +3,7 @@
 // the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
 // --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 512),
 // --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
+// --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; the same bits),
 // --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows),
 // --attention-tc (sparse attention on the tensor cores: other bits than the CUDA-core kernel, but
 // batch-invariant, so the tests' prefill = decode checks hold with it as well).
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
       k.qgemm_expert_min_rows = std::atoll(a.c_str() + 24);
     } else if (a.rfind("--attention-heads-per-block=", 0) == 0) {
       k.attention_heads_per_block = std::atoi(a.c_str() + 28);
+    } else if (a == "--qgemm-mma=wgmma" || a == "--qgemm-mma=sync") {
+      k.qgemm_wgmma = a == "--qgemm-mma=wgmma";
     } else if (a == "--attention-tc") {
       k.attention_tc = true;
     } else if (a.rfind("--qlinear-warps=", 0) == 0) {

@@ -70,7 +70,7 @@ void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 // per 16 heads computes S = Q K^T and O = P V with mma.sync m16n8k16 bf16 on fp32 values split
 // exactly into three bf16 parts (x = x1 + x2 + x3), keeping the six partial products of order
 // <= 2 (i + j <= 4 of parts 1..3): every kept product is exact in fp32 and the dropped ones are
-// below 2^-23 |x||y|. Keys in fixed chunks of 64, each chunk's softmax partial (its max, sum and
+// below 2^-23 |x||y|. Keys in fixed chunks of 32, each chunk's softmax partial (its max, sum and
 // P V) folded into the row's running one in chunk order, by the same block or (tc_split) by a
 // combine kernel over per-chunk blocks; each output's operation sequence is a function of
 // (heads, dim, the row's key list) only, so a row has the same bits alone or in any batch, split

@@ -2,13 +2,19 @@
 //
 // A block owns one query row's tile of 16 heads (one mma m tile; a last partial tile is padded
 // with zero queries whose outputs are not written). The row's keys (window, then compressed
-// entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 64:
-//   S  = Q[16 x dim] K^T[dim x 64]: warp w the chunk's keys 8w .. 8w + 7 (one n tile), all of dim
-//        (two mma chains, even and odd k steps, added at the end)
+// entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 32:
+//   S  = Q[16 x dim] K^T[dim x 32]: warp w the chunk's keys 8 (w % 4) .. + 7 (one n tile) over
+//        dim half w / 4 (two mma chains, even and odd k steps, added at the end; S = half 0 +
+//        half 1)
 //   softmax: warp w heads w and w + 8, an online step per chunk (max, correction, exp, sum)
-//   O += P[16 x 64] V[64 x dim] (V = K): warp w the output columns [w dim / 8, (w + 1) dim / 8)
+//   O += P[16 x 32] V[32 x dim] (V = K): warp w the output columns [w dim / 8, (w + 1) dim / 8)
 // then O / den (the sink in the denominator), the inverse RoPE of the trailing rope dims, the
-// output and its optional act_quant, as the CUDA-core kernel.
+// output and its optional act_quant, as the CUDA-core kernel. Each chunk's softmax partial (its
+// max, sum and P V) is folded into the running one by one fixed function (Fold), so the chunks
+// may run in one block (prefill, many rows: keys read from L2 as the steps need them) or one
+// block each (few rows: the chunk's keys staged in shared memory by every thread with cp.async
+// while the queries are prepared), a combine kernel folding the partials in chunk order with the
+// same operations — the same bits.
 //
 // Precision. mma.sync m16n8k16 bf16 (fp32 accumulate) rather than m16n8k8 tf32: tf32 keeps 11
 // significant bits, so 3xTF32 (big·big + big·small + small·big) drops small·small terms and the
@@ -29,12 +35,12 @@
 // on nothing else: not on the rows of the launch, the grid or which SM runs the block. A row run
 // alone (decode) has the bits it has inside an 8,192-row prefill.
 //
-// Fragment orders. Within a k16 step any bijection between mma k indices and the data's columns
-// gives the same sum as long as A and B agree; lane (g = lane / 4, q = lane % 4) holds k indices
-// {2q, 2q+1} (a0/a1, b0) and {2q+8, 2q+9} (a2/a3, b1), so both take one float4 of 4 consecutive
-// columns: S's k (dim) step s reads columns Off(s, q) .. +3 (pairs of steps cover 32 columns: rows
-// of K that two lanes of a 128-bit phase read hit distinct banks), P V's k (key) step reads keys
-// 16s + 4q .. +3. The queries' split fragments are built once per block in shared memory.
+// Fragment orders (fixed: part of the operation sequence). Lane (g = lane / 4, q = lane % 4) holds
+// k indices {2q, 2q+1} (a0/a1, b0) and {2q+8, 2q+9} (a2/a3, b1). S's k (dim) step s gives them the
+// columns Off(s, q) .. +3, one float4 (pairs of steps cover 32 columns; staged key rows are
+// KeyPitch apart, so the two rows a 128-bit phase reads hit distinct banks); P V's k (key) step s
+// the keys 16s + q, +4, +8, +12 (the 32 lanes' V loads of one offset on 32 distinct banks). The
+// queries' split fragments are built once per block in shared memory.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -43,6 +49,7 @@
 #include "backend/cuda/attention_query.cuh"
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear_core.cuh"
@@ -53,16 +60,26 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16;             // heads per block: one mma m tile
-constexpr int kChunk = 8 * kWarps;    // keys per step: one 8-key n tile per warp
-constexpr int kSPitch = kChunk + 16;  // floats per score row (float4 fragment loads conflict-free)
+constexpr int kTile = 16;            // heads per block: one mma m tile
+constexpr int kChunk = 32;           // keys per step: 4 n tiles of 8, each over 2 dim halves
+constexpr int kSPitch = kChunk + 4;  // floats per score row
 constexpr int kMaxDim = 512;
 constexpr int kMaxNt = kMaxDim / (8 * kWarps);  // output n tiles per warp (dim 512: 8)
+// The split's combine: a block per (row, tile, group of kCombineCols output columns), the fold
+// factors of at most kMaxSplitChunks chunks in its shared memory.
+constexpr int kCombineCols = 128;
+constexpr int kMaxSplitChunks = 512;
 
-// Shared memory beyond the static arrays: the queries' split fragments [dim / 16][3][32] uint4 and
-// a [kTile][dim] fp32 staging area (the queries in the prologue, the output in the epilogue).
-constexpr size_t DynSmem(int dim) {
-  return static_cast<size_t>(dim / 16) * 3 * 32 * 16 + static_cast<size_t>(kTile) * dim * 4;
+// A staged chunk's key rows in shared memory: dim + 8 floats apart, so rows one apart start 8
+// banks apart (S's float4 fragment loads and P V's scalar loads are conflict-free).
+__host__ __device__ constexpr int KeyPitch(int dim) { return dim + 8; }
+
+// Shared memory beyond the static arrays: the queries' split fragments [dim / 16][3][32] uint4, a
+// [kTile][dim] fp32 staging area (the queries in the prologue, the output in the epilogue) and,
+// staged (the split's blocks), the chunk's keys [kChunk][KeyPitch(dim)].
+constexpr size_t DynSmem(int dim, bool staged) {
+  return static_cast<size_t>(dim / 16) * 3 * 32 * 16 + static_cast<size_t>(kTile) * dim * 4 +
+         (staged ? static_cast<size_t>(kChunk) * KeyPitch(dim) * 4 : 0);
 }
 
 __device__ __forceinline__ uint32_t Bf16Bits(float v) {
@@ -143,56 +160,61 @@ __host__ __device__ constexpr int64_t PartFloats(int dim) {
   return static_cast<int64_t>(kTile) * dim + 2 * kTile;
 }
 
-// The epilogue on the output tile in `stage` ([kTile][dim], already scaled by OutFactor): the
-// inverse RoPE of the trailing rope dims, the output rows and their optional act_quant.
-__device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int64_t t,
-                                           int h0, int pos) {
+// The epilogue on output columns [c0, c0 + cols) of the tile, in `stage` ([kTile][cols], already
+// scaled by OutFactor): the inverse RoPE of the trailing rope dims, the output rows and their
+// optional act_quant (cols a multiple of 128 or the whole dim: whole act_quant blocks).
+__device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int c0,
+                                           int cols, int64_t t, int h0, int pos) {
   const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
   for (int i = threadIdx.x; i < kTile * half; i += kThreads) {
-    const int row = i / half, j = i % half;
-    float* r = stage + row * dim + roff + 2 * j;
-    RotatePair(r[0], r[1], pos, p.inv_freq[j], true);
+    const int row = i / half, col = roff + 2 * (i % half);
+    if (col >= c0 && col < c0 + cols) {
+      float* r = stage + row * cols + col - c0;
+      RotatePair(r[0], r[1], pos, p.inv_freq[i % half], true);
+    }
   }
   __syncthreads();
   const int rows = min(kTile, p.heads - h0);
-  for (int i = threadIdx.x; i < rows * (dim / 4); i += kThreads) {
-    const int row = i / (dim / 4), c = 4 * (i % (dim / 4));
-    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c) =
-        *reinterpret_cast<const float4*>(stage + row * dim + c);
+  for (int i = threadIdx.x; i < rows * (cols / 4); i += kThreads) {
+    const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
+    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =
+        *reinterpret_cast<const float4*>(stage + row * cols + c);
   }
   if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
-    const int blocks = dim / qcore::kQb;
+    const int blocks = cols / qcore::kQb;
     for (int task = warp; task < rows * blocks; task += kWarps) {
-      const int row = task / blocks, b = task % blocks;
-      const int c = b * qcore::kQb + 4 * lane;
+      const int row = task / blocks, c = (task % blocks) * qcore::kQb + 4 * lane;
       float s;
       const uint2 qv =
-          qcore::QuantBlock(*reinterpret_cast<const float4*>(stage + row * dim + c), &s);
-      const int64_t col = static_cast<int64_t>(h0 + row) * dim + c;
+          qcore::QuantBlock(*reinterpret_cast<const float4*>(stage + row * cols + c), &s);
+      const int64_t col = static_cast<int64_t>(h0 + row) * dim + c0 + c;
       *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
       if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = s;
     }
   }
 }
 
-// kSplit false: block (row, tile) folds all of the row's chunks and writes the output.
-// kSplit true: block (row, tile; chunk blockIdx.y) writes its chunk's partial to ws
-// ([row][tile][max_chunks] partials); the combine kernel folds them.
+// kSplit false: block (row, tile) folds all of the row's chunks and writes the output; its keys
+// come from L2 as the mma steps need them. kSplit true: block (row, tile; chunk blockIdx.y) writes
+// its chunk's partial to ws ([row][tile][max_chunks] partials) for the combine kernel; it stages
+// the chunk's keys in shared memory first (cp.async, every thread, while the queries are
+// prepared). The same values reach the same mma steps either way.
 template <bool kSplit>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
   PdlTrigger();
   PdlWait();
-  __shared__ __align__(16) float sc[kTile][kSPitch];      // a chunk's scores, then its weights P
+  __shared__ __align__(16) float sc[2][kTile][kSPitch];   // S per dim half, then the weights P
   __shared__ __align__(16) uint4 pf[kChunk / 16][3][32];  // P's split fragments per k step
   __shared__ float fa[kTile], fb[kTile];  // per head: the chunk's fold factors; then 1 / den
   __shared__ const float* kp[2][kChunk];  // the chunk's key rows (null past the end)
   extern __shared__ __align__(16) unsigned char dyn_raw[];
-  const int dim = p.dim;
+  const int dim = p.dim, kpitch = KeyPitch(dim);
   uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [dim / 16][3][32]
   float* const stage =
       reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16);
+  float* const keys = stage + kTile * dim;  // kSplit: [kChunk][kpitch]
 
   const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
@@ -208,6 +230,35 @@ __global__ void __launch_bounds__(kThreads, 2)
     c_begin = static_cast<int>(blockIdx.y);
     c_end = c_begin + 1;
     if (c_begin >= n_chunks) return;  // (uniform over the block; after the wait)
+  }
+
+  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
+  auto key_ptr = [&](int j) -> const float* {
+    if (j < n_win) {
+      const int s = pos - n_win + 1 + j;
+      return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
+                            : window + (s % p.window.cap) * p.window.width;
+    }
+    const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
+    return p.comp.Entry(slot, e);
+  };
+  // The chunk's key rows (null past the row's keys) into kp[buf].
+  auto set_keys = [&](int c0, int buf) {
+    if (threadIdx.x < kChunk)
+      kp[buf][threadIdx.x] = c0 + static_cast<int>(threadIdx.x) < n_keys
+                                 ? key_ptr(c0 + static_cast<int>(threadIdx.x))
+                                 : nullptr;
+  };
+  if constexpr (kSplit) {  // the one chunk's keys in flight during the prologue (zeros past the
+                           // end)
+    set_keys(c_begin * kChunk, 0);
+    __syncthreads();
+    for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
+      const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
+      const float* src = kp[0][key];
+      CpAsync16(keys + key * kpitch + off, src != nullptr ? src + off : p.kv, src != nullptr);
+    }
+    CpAsyncCommit();
   }
 
   // Prologue: warp w loads heads h0 + w and h0 + w + 8 (zeros past the last head), with the
@@ -244,22 +295,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int part = 0; part < 3; ++part)
       qf[(s * 3 + part) * 32 + l] = make_uint4(a0[part], a1[part], a2[part], a3[part]);
   }
+  if constexpr (kSplit) CpAsyncWait<0>();
   // (The loop's first __syncthreads orders these writes before the reads.)
-
-  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
-  auto key_ptr = [&](int j) -> const float* {
-    if (j < n_win) {
-      const int s = pos - n_win + 1 + j;
-      return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                            : window + (s % p.window.cap) * p.window.width;
-    }
-    const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
-    return p.comp.Entry(slot, e);
-  };
 
   const int nt = dim / (8 * kWarps);  // output n tiles per warp
   const int dbase = warp * (dim / kWarps);
-  float acc[kMaxNt][4];  // the running output (kSplit: the chunk's P V)
+  const int steps_half = dim / 32;  // S's k steps per dim half
+  float acc[kMaxNt][4];             // the running output (kSplit: the chunk's P V)
 #pragma unroll
   for (int i = 0; i < kMaxNt; ++i)
 #pragma unroll
@@ -272,28 +314,31 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll 1
   for (int ci = c_begin, it = 0; ci < c_end; ++ci, ++it) {
     const int c0 = ci * kChunk;
-    const float** const kpb = kp[it & 1];  // double-buffered: the previous chunk's P V may run
-    if (threadIdx.x < kChunk)
-      kpb[threadIdx.x] = c0 + static_cast<int>(threadIdx.x) < n_keys
-                             ? key_ptr(c0 + static_cast<int>(threadIdx.x))
-                             : nullptr;
+    const float** const kpb = kp[kSplit ? 0 : it & 1];  // double-buffered: the previous P V
+    if constexpr (!kSplit) set_keys(c0, it & 1);
     __syncthreads();
-    // S: warp w's n tile, keys 8w .. 8w + 7 of the chunk; lane (g, q) holds key 8w + g's columns.
+    // S: warp w the n tile w % 4 (the chunk's keys 8 (w % 4) .. +7) over dim half w / 4; lane
+    // (g, q) holds key 8 (w % 4) + g's columns.
     {
-      const float* krow = kpb[warp * 8 + g];
+      const int key = (warp % 4) * 8 + g, hf = warp / 4;
+      const float* krow = kSplit ? keys + key * kpitch : kpb[key];
       // Two accumulator chains, even and odd k steps (two mma chains in flight per warp), summed
       // once at the end: a fixed order like the rest. Unrolled 4 (8 key loads in flight per lane;
       // unrolled 2: CSA decode at 32 rows 195 -> 169 us, 8K prefill 22.5 -> 21.8 ms,
-      // bench_attention).
+      // bench_attention, 64-key chunks).
       float s4[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll 4
-      for (int s2 = 0; s2 < dim / 16; s2 += 2) {
+      for (int s2 = 0; s2 < steps_half; s2 += 2) {
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
-          const int s = s2 + u;
-          const float4 k4 = krow != nullptr
-                                ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
-                                : make_float4(0, 0, 0, 0);
+          const int s = hf * steps_half + s2 + u;
+          float4 k4;
+          if constexpr (kSplit) {
+            k4 = *reinterpret_cast<const float4*>(krow + Off(s, qd));
+          } else {
+            k4 = krow != nullptr ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
+                                 : make_float4(0, 0, 0, 0);
+          }
           uint32_t b0[3], b1[3];
           SplitPair(k4.x, k4.y, b0);
           SplitPair(k4.z, k4.w, b1);
@@ -302,31 +347,31 @@ __global__ void __launch_bounds__(kThreads, 2)
           Mma6(a, b0, b1, s4[u]);
         }
       }
-      // c0, c1: head row g, keys 8w + 2q, +1; c2, c3: row g + 8.
+      // c0, c1: head row g, keys 8 (w % 4) + 2q, +1; c2, c3: row g + 8.
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int key = warp * 8 + 2 * qd + (i & 1), row = g + 8 * (i >> 1);
-        sc[row][key] = c0 + key < n_keys ? (s4[0][i] + s4[1][i]) * p.scale : -INFINITY;
+        const int kc = (warp % 4) * 8 + 2 * qd + (i & 1), row = g + 8 * (i >> 1);
+        sc[hf][row][kc] = s4[0][i] + s4[1][i];
       }
     }
     __syncthreads();
-    // The chunk's softmax: warp w heads w and w + 8, lane the chunk's keys lane and lane + 32;
-    // its own max (finite: the chunk's first key exists; keys past the end weigh exp(-inf) = 0)
-    // and sum; then the fold factors of the running sums (kSplit: the partial's max and sum).
+    // The chunk's softmax: warp w heads w and w + 8, lane the chunk's key lane: the score is
+    // (half 0 + half 1) * scale; its own max (finite: the chunk's first key exists; keys past the
+    // end weigh exp(-inf) = 0) and sum; then the fold factors of the running sums (kSplit: the
+    // partial's max and sum).
 #pragma unroll
     for (int r2 = 0; r2 < 2; ++r2) {
       const int row = warp + 8 * r2;
-      const float z0 = sc[row][lane], z1 = sc[row][lane + 32];
-      float mc = fmaxf(z0, z1);
+      const float z =
+          c0 + lane < n_keys ? (sc[0][row][lane] + sc[1][row][lane]) * p.scale : -INFINITY;
+      float mc = z;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
-      const float e0 = expf(z0 - mc), e1 = expf(z1 - mc);
-      float sum = e0 + e1;
+      const float e = expf(z - mc);
+      float sum = e;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      __syncwarp();
-      sc[row][lane] = e0;
-      sc[row][lane + 32] = e1;
+      sc[0][row][lane] = e;
       if constexpr (kSplit) {
         if (lane == 0) {
           part[kTile * dim + row] = mc;
@@ -344,24 +389,23 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     __syncthreads();
-    // P's split fragments, once per chunk: (k step s, lane l) rows l / 4 and l / 4 + 8, keys
-    // 16s + 4 (l % 4) .. +3.
+    // P's split fragments, once per chunk. k step s, lane (g, q): mma k indices 2q, 2q + 1,
+    // 2q + 8, 2q + 9 are the keys 16s + q, +4, +8, +12 (rows g and g + 8), so the lanes' V loads
+    // of one key offset fall on 32 distinct banks of the staged keys.
     if (threadIdx.x < (kChunk / 16) * 32) {
-      const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + 4 * (l % 4);
-      const float4 pa = *reinterpret_cast<const float4*>(&sc[l / 4][k0]);
-      const float4 pb = *reinterpret_cast<const float4*>(&sc[l / 4 + 8][k0]);
+      const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + l % 4, r = l / 4;
       uint32_t a0[3], a1[3], a2[3], a3[3];
-      SplitPair(pa.x, pa.y, a0);
-      SplitPair(pb.x, pb.y, a1);
-      SplitPair(pa.z, pa.w, a2);
-      SplitPair(pb.z, pb.w, a3);
+      SplitPair(sc[0][r][k0], sc[0][r][k0 + 4], a0);
+      SplitPair(sc[0][r + 8][k0], sc[0][r + 8][k0 + 4], a1);
+      SplitPair(sc[0][r][k0 + 8], sc[0][r][k0 + 12], a2);
+      SplitPair(sc[0][r + 8][k0 + 8], sc[0][r + 8][k0 + 12], a3);
 #pragma unroll
       for (int part_i = 0; part_i < 3; ++part_i)
         pf[s][part_i][l] = make_uint4(a0[part_i], a1[part_i], a2[part_i], a3[part_i]);
     }
     __syncthreads();
-    // The chunk's P V (warp w's n tiles, each its own chain from zero over the chunk's 4 k steps;
-    // k step s takes keys 16s + 4q .. +3), folded into the running output (kSplit: kept).
+    // The chunk's P V (warp w's n tiles, each its own chain from zero over the chunk's 2 k steps),
+    // folded into the running output (kSplit: kept).
     {
       float a_g = 0.0f, b_g = 0.0f, a_g8 = 0.0f, b_g8 = 0.0f;
       if constexpr (!kSplit) {
@@ -377,18 +421,19 @@ __global__ void __launch_bounds__(kThreads, 2)
           float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int s = 0; s < kChunk / 16; ++s) {
-            const int k0 = 16 * s + 4 * qd;
-            const float* v0 = kpb[k0];
-            const float* v1 = kpb[k0 + 1];
-            const float* v2 = kpb[k0 + 2];
-            const float* v3 = kpb[k0 + 3];
-            const float x0 = v0 != nullptr ? __ldg(v0 + d) : 0.0f;
-            const float x1 = v1 != nullptr ? __ldg(v1 + d) : 0.0f;
-            const float x2 = v2 != nullptr ? __ldg(v2 + d) : 0.0f;
-            const float x3 = v3 != nullptr ? __ldg(v3 + d) : 0.0f;
+            float x[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const int kc = 16 * s + qd + 4 * j;
+              if constexpr (kSplit) {
+                x[j] = keys[kc * kpitch + d];
+              } else {
+                x[j] = kpb[kc] != nullptr ? __ldg(kpb[kc] + d) : 0.0f;
+              }
+            }
             uint32_t b0[3], b1[3];
-            SplitPair(x0, x1, b0);
-            SplitPair(x2, x3, b1);
+            SplitPair(x[0], x[1], b0);
+            SplitPair(x[2], x[3], b1);
             const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
             Mma6(a, b0, b1, pv);
           }
@@ -441,19 +486,37 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     __syncthreads();
-    FinishTile(p, stage, t, h0, pos);
+    FinishTile(p, stage, 0, dim, t, h0, pos);
   }
 }
 
-// Block (row, tile): the row's chunk partials folded in chunk order (the in-block loop's
-// operations on the same values), the output factor, then FinishTile.
+// Output column groups of the combine: kCombineCols each where they divide dim (whole act_quant
+// blocks, the rope dims in the last group), else one.
+__host__ __device__ constexpr int CombineGroups(int dim) {
+  return dim % kCombineCols == 0 ? dim / kCombineCols : 1;
+}
+
+// The combine's dynamic shared memory: a group's output tile and two floats per head and chunk.
+constexpr size_t CombineSmem(int dim, int max_chunks) {
+  return (static_cast<size_t>(kTile) * (dim / CombineGroups(dim)) +
+          2 * static_cast<size_t>(max_chunks) * kTile) *
+         sizeof(float);
+}
+
+// Block (row, tile; column group blockIdx.y): the row's chunk partials folded in chunk order (the
+// in-block loop's operations on the same values: the fold factors once per head and chunk, then
+// per output element), the output factor, then FinishTile on the group's columns.
 __global__ void __launch_bounds__(kThreads)
     SparseAttentionTcCombineKernel(SparseAttentionParams p, const float* ws, int max_chunks) {
   PdlTrigger();
   PdlWait();
   __shared__ float fac[kTile];
-  extern __shared__ __align__(16) float stage_c[];  // [kTile][dim]
-  const int dim = p.dim;
+  extern __shared__ __align__(16) float dyn_c[];
+  const int dim = p.dim, cols = dim / static_cast<int>(gridDim.y);
+  const int c0 = static_cast<int>(blockIdx.y) * cols;
+  float* const stage_c = dyn_c;                   // [kTile][cols]
+  float* const fa_c = dyn_c + kTile * cols;       // [max_chunks][kTile]: the chunks' max, then a
+  float* const fb_c = fa_c + max_chunks * kTile;  // the chunks' sum, then b
   const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
   const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
@@ -461,32 +524,38 @@ __global__ void __launch_bounds__(kThreads)
   const int n_chunks = (RowKeys(p, t, pos) + kChunk - 1) / kChunk;
   const int64_t pf_n = PartFloats(dim);
   const float* base = ws + static_cast<int64_t>(blockIdx.x) * max_chunks * pf_n;
+  for (int i = threadIdx.x; i < n_chunks * kTile; i += kThreads) {
+    const float* pm = base + (i / kTile) * pf_n + kTile * dim + i % kTile;
+    fa_c[i] = pm[0];
+    fb_c[i] = pm[kTile];
+  }
+  __syncthreads();
   if (threadIdx.x < kTile) {
     const int row = threadIdx.x;
     float m_run = -INFINITY, l_run = 0.0f;
     for (int c = 0; c < n_chunks; ++c) {
       float m_new, a, b;
-      FoldScales(m_run, base[c * pf_n + kTile * dim + row], &m_new, &a, &b);
-      l_run = Fold(l_run, base[c * pf_n + kTile * dim + kTile + row], a, b);
+      FoldScales(m_run, fa_c[c * kTile + row], &m_new, &a, &b);
+      l_run = Fold(l_run, fb_c[c * kTile + row], a, b);
       m_run = m_new;
+      fa_c[c * kTile + row] = a;
+      fb_c[c * kTile + row] = b;
     }
     const float sink = h0 + row < p.heads ? p.sink[h0 + row] : 0.0f;
     fac[row] = OutFactor(m_run, l_run, sink);
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < kTile * dim; e += kThreads) {
-    const int row = e / dim;
-    float m_run = -INFINITY, o = 0.0f;
-    for (int c = 0; c < n_chunks; ++c) {
-      float m_new, a, b;
-      FoldScales(m_run, base[c * pf_n + kTile * dim + row], &m_new, &a, &b);
-      o = Fold(o, base[c * pf_n + e], a, b);
-      m_run = m_new;
-    }
+  for (int e = threadIdx.x; e < kTile * cols; e += kThreads) {
+    const int row = e / cols;
+    const float* src = base + row * dim + c0 + e % cols;
+    float o = 0.0f;
+#pragma unroll 4
+    for (int c = 0; c < n_chunks; ++c)
+      o = Fold(o, src[c * pf_n], fa_c[c * kTile + row], fb_c[c * kTile + row]);
     stage_c[e] = __fmul_rn(o, fac[row]);
   }
   __syncthreads();
-  FinishTile(p, stage_c, t, h0, pos);
+  FinishTile(p, stage_c, c0, cols, t, h0, pos);
 }
 
 }  // namespace
@@ -517,10 +586,10 @@ bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
   const int64_t blocks = p.meta.n * HeadTiles(p.heads);
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
   const bool want =
-      p.tc_split > 0 || (p.tc_split == 0 && 8 * blocks <= int64_t{SmCount()} && max_chunks >= 4);
+      p.tc_split > 0 || (p.tc_split == 0 && 4 * blocks <= int64_t{SmCount()} && max_chunks >= 4);
   const bool bounded = p.rate == 0 || p.sel != nullptr || p.comp.capacity > 0;
-  return want && bounded && max_chunks > 1 && max_chunks <= 65535 && p.tc_workspace != nullptr &&
-         SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats;
+  return want && bounded && max_chunks > 1 && max_chunks <= kMaxSplitChunks &&
+         p.tc_workspace != nullptr && SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats;
 }
 
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
@@ -528,10 +597,14 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   DSINFER_CHECK_PARAMS(p);
   DSINFER_CHECK(SparseAttentionTcSupports(p));  // callers dispatch on it (LaunchSparseAttention)
   static const bool attr_set = [] {
-    for (auto* k : {SparseAttentionTcKernel<false>, SparseAttentionTcKernel<true>}) {
+    for (bool split : {false, true}) {
+      auto* k = split ? SparseAttentionTcKernel<true> : SparseAttentionTcKernel<false>;
       CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(DynSmem(kMaxDim))));
+                                      static_cast<int>(DynSmem(kMaxDim, split))));
     }
+    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(CombineSmem(kMaxDim, kMaxSplitChunks))));
     return true;
   }();
   (void)attr_set;
@@ -540,17 +613,18 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   if (SparseAttentionTcWillSplit(p)) {
     LaunchKernel(SparseAttentionTcKernel<true>,
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
-                 dim3(kThreads), DynSmem(p.dim), stream, p, p.tc_workspace,
+                 dim3(kThreads), DynSmem(p.dim, true), stream, p, p.tc_workspace,
                  static_cast<int>(max_chunks));
     CUDA_CHECK_LAUNCH();
-    LaunchKernel(SparseAttentionTcCombineKernel, dim3(static_cast<unsigned>(blocks)),
-                 dim3(kThreads), static_cast<size_t>(kTile) * p.dim * sizeof(float), stream, p,
+    LaunchKernel(SparseAttentionTcCombineKernel,
+                 dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(CombineGroups(p.dim))),
+                 dim3(kThreads), CombineSmem(p.dim, static_cast<int>(max_chunks)), stream, p,
                  static_cast<const float*>(p.tc_workspace), static_cast<int>(max_chunks));
     CUDA_CHECK_LAUNCH();
     return;
   }
   LaunchKernel(SparseAttentionTcKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-               DynSmem(p.dim), stream, p, static_cast<float*>(nullptr), 0);
+               DynSmem(p.dim, false), stream, p, static_cast<float*>(nullptr), 0);
   CUDA_CHECK_LAUNCH();
 }
 

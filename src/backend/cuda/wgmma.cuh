@@ -1,0 +1,79 @@
+// Warpgroup MMA (wgmma.mma_async, sm_90a), internal to backend/cuda: f16 inputs, fp32
+// accumulators, A from registers, B from shared memory through a matrix descriptor. A's register
+// fragment of warp w of the warpgroup is mma.sync m16n8k16's A fragment of rows 16w .. 16w + 15,
+// and the accumulator d[4j + 0..3] is mma.sync's C fragment of n8 tile j of those rows. Each k16
+// step rounds as mma.sync m16n8k16 does, bit for bit (bench/probe_wgmma_bits.cu, H200: 0
+// mismatches), so a kernel built on these keeps the bits of the mma.sync kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace dsinfer::backend::cuda {
+
+// B of one k16 step in shared memory, K-major, no swizzle: core matrix (k half kh, n group nb) =
+// 8 n rows x 8 k (16 bytes each), 128 contiguous bytes, at (kh * N / 8 + nb) * 128 bytes: the
+// leading byte offset (k halves) N * 16, the stride byte offset (n groups) 128. So token n's 8 k
+// values of half kh sit at byte kh * N * 16 + n * 16.
+template <int kN>
+__device__ __forceinline__ uint64_t WgmmaDescB(uint32_t smem_addr) {
+  constexpr uint32_t kLbo = kN * 16, kSbo = 128;
+  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) |
+         (static_cast<uint64_t>((kLbo >> 4) & 0x3fffu) << 16) |
+         (static_cast<uint64_t>((kSbo >> 4) & 0x3fffu) << 32);
+}
+
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most N committed groups are pending.
+template <int N>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accesses of an accumulator across the asynchronous MMA.
+template <int kF>
+__device__ __forceinline__ void WgmmaFenceOperand(float (&d)[kF]) {
+#pragma unroll
+  for (int i = 0; i < kF; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Generic-proxy writes of shared memory (cp.async, stores) made visible to wgmma's reads.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#define DSINFER_WG_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define DSINFER_WG_F16(i) \
+  DSINFER_WG_F4(i), DSINFER_WG_F4(i + 4), DSINFER_WG_F4(i + 8), DSINFER_WG_F4(i + 12)
+
+// d = A (64 x 16) * B (16 x kN) + (scale_d ? d : 0), f16 x f16 -> fp32.
+template <int kN>
+__device__ __forceinline__ void WgmmaF16(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                         int scale_d) {
+  static_assert(kN == 32 || kN == 64);
+  if constexpr (kN == 32) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16"
+        " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+        " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        : DSINFER_WG_F16(0)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"
+        " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+        " {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : DSINFER_WG_F16(0), DSINFER_WG_F16(16)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  }
+}
+
+#undef DSINFER_WG_F16
+#undef DSINFER_WG_F4
+
+}  // namespace dsinfer::backend::cuda
