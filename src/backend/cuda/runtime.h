@@ -48,7 +48,7 @@ struct KernelOptions {
   int64_t qgemm_expert_min_rows = 32;
   // The tiled GEMM on warpgroup MMA (wgmma) instead of mma.sync: the same bits (each k16 step
   // rounds alike, bench/probe_wgmma_bits.cu), another instruction and tiling (issue 27).
-  bool qgemm_wgmma = true;
+  bool qgemm_wgmma = false;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
