@@ -1,7 +1,8 @@
-// The sparse attention kernels' query load (attention_sparse_sm90.cu, attention_sparse_tc_sm90.cu):
-// one head's query row spread over a warp, lane l holding elements 4l + 128v + {0..3} (v < 4), with
-// the per-head RMSNorm (no weight) and RoPE applied when the params ask for them. One function so
-// that both kernels compute the same query bits.
+// What the sparse attention kernels (attention_sparse_sm90.cu, attention_sparse_tc_sm90.cu) share:
+// the query load — one head's query row spread over a warp, lane l holding elements
+// 4l + 128v + {0..3} (v < 4), with the per-head RMSNorm (no weight) and RoPE applied when the
+// params ask for them — and a row's key list, so that both kernels read the same query bits and
+// the same keys in the same order.
 #pragma once
 
 #include "backend/cuda/attention_sparse.cuh"
@@ -10,6 +11,21 @@
 namespace dsinfer::backend::cuda {
 
 inline constexpr int kQueryPerLane = 16;  // dim <= 512
+
+// Key j of query row t, as both kernels list a row's keys: its window (n_win positions ending at
+// pos: this call's rows from seg_start on, earlier ones in the sequence's ring `window`), then its
+// compressed entries (the indexer's selection, or every entry in order).
+__device__ __forceinline__ const float* KeyRowPtr(const SparseAttentionParams& p, int64_t t, int j,
+                                                  int pos, int n_win, int slot, int seg_start,
+                                                  int seg_begin, const float* window) {
+  if (j < n_win) {
+    const int s = pos - n_win + 1 + j;
+    return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * p.dim
+                          : window + (s % p.window.cap) * p.window.width;
+  }
+  const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
+  return p.comp.Entry(slot, e);
+}
 
 // The RoPE frequencies of the lane's query elements (0 for elements without RoPE): constant
 // weights, so a kernel may load them before its grid-dependency wait.

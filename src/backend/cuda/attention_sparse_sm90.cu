@@ -12,7 +12,7 @@ namespace dsinfer::backend::cuda {
 namespace {
 
 constexpr int kWarps = 16;
-constexpr int kU = 4;          // keys per warp loaded together
+constexpr int kU = 4;                       // keys per warp loaded together
 constexpr int kMaxPerLane = kQueryPerLane;  // dim <= 512
 
 // G heads per block (one token's heads h0 .. h0 + G - 1). Every (head, warp) pair runs the same
@@ -96,14 +96,8 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
   // the warp's online softmax in one step. The split depends only on the key index (not on the
   // batch).
   const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
-  auto key_ptr = [&](int j) -> const float* {
-    if (j < n_win) {
-      const int s = pos - n_win + 1 + j;
-      return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                            : window + (s % p.window.cap) * p.window.width;
-    }
-    const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
-    return p.comp.Entry(slot, e);
+  auto key_ptr = [&](int j) {
+    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
   };
   float m[G], l[G];
 #pragma unroll
@@ -122,7 +116,10 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
         const int c = 4 * lane + 128 * v;
         const float4 a =
             ok && c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
-        kr[u][4 * v] = a.x; kr[u][4 * v + 1] = a.y; kr[u][4 * v + 2] = a.z; kr[u][4 * v + 3] = a.w;
+        kr[u][4 * v] = a.x;
+        kr[u][4 * v + 1] = a.y;
+        kr[u][4 * v + 2] = a.z;
+        kr[u][4 * v + 3] = a.w;
       }
     }
 #pragma unroll

@@ -233,14 +233,8 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   }
 
   const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
-  auto key_ptr = [&](int j) -> const float* {
-    if (j < n_win) {
-      const int s = pos - n_win + 1 + j;
-      return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * dim
-                            : window + (s % p.window.cap) * p.window.width;
-    }
-    const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
-    return p.comp.Entry(slot, e);
+  auto key_ptr = [&](int j) {
+    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
   };
   // The chunk's key rows (null past the row's keys) into kp[buf].
   auto set_keys = [&](int c0, int buf) {
