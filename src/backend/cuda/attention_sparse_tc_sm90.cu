@@ -539,14 +539,31 @@ __global__ void __launch_bounds__(kThreads)
     fac[row] = OutFactor(m_run, l_run, sink);
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < kTile * cols; e += kThreads) {
-    const int row = e / cols;
-    const float* src = base + row * dim + c0 + e % cols;
-    float o = 0.0f;
-#pragma unroll 4
-    for (int c = 0; c < n_chunks; ++c)
-      o = Fold(o, src[c * pf_n], fa_c[c * kTile + row], fb_c[c * kTile + row]);
-    stage_c[e] = __fmul_rn(o, fac[row]);
+  // Each thread's elements 8 at a time, the chunk loop outside: a chunk's 8 loads are in flight
+  // together (one element after another waited on each round trip: 14 us at one row, ncu).
+  constexpr int kBatch = 8;
+  for (int e0 = threadIdx.x; e0 < kTile * cols; e0 += kBatch * kThreads) {
+    float o[kBatch];
+    const float* src[kBatch];
+    int row[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int e = min(e0 + k * kThreads, kTile * cols - 1);  // (past the end: computed, unused)
+      row[k] = e / cols;
+      src[k] = base + row[k] * dim + c0 + e % cols;
+      o[k] = 0.0f;
+    }
+#pragma unroll 2
+    for (int c = 0; c < n_chunks; ++c) {
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k)
+        o[k] = Fold(o[k], src[k][c * pf_n], fa_c[c * kTile + row[k]], fb_c[c * kTile + row[k]]);
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int e = e0 + k * kThreads;
+      if (e < kTile * cols) stage_c[e] = __fmul_rn(o[k], fac[row[k]]);
+    }
   }
   __syncthreads();
   FinishTile(p, stage_c, c0, cols, t, h0, pos);
