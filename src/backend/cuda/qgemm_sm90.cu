@@ -16,13 +16,20 @@
 // rows (QLinearKernel re-reads every activation row once per 16 weight rows: its design point is
 // decode).
 //
+// The instruction: mma.sync by default; with KernelOptions::qgemm_wgmma (`--qgemm-mma wgmma`)
+// warpgroup MMA, which rounds each k16 step as mma.sync does (bench/probe_wgmma_bits.cu), so the
+// same bits: two warpgroups of 64 weight rows x 64 / kD tokens, the activations staged word by
+// word into each k16 step's shared-memory core matrices in the k order mma.sync's B registers give
+// the columns. Slower than mma.sync today (docs/perf.md, session 23: tiny m64 x n32/64 x k16
+// chains from zero, each waited for before the scale fmaf); kept as the base of the next design.
+//
 // Scope: dense weights and routed experts (slots: rows through the router's pair list), one
 // weight or the fused w1/w3 pair, activations pre-quantized (act_quant pre-pass: e4m3 values as
 // f16, one scale per 128 columns), grouped dense input when each group spans whole 128-row blocks.
 // Everything else takes QLinearKernel (LaunchQLinear decides). On from KernelOptions::
 // qgemm_min_rows dense rows (`--qgemm-min-rows`, default 512) and qgemm_expert_min_rows rows per
 // expert (default 32); tests/gpu's qgemm variants check its bits from 17 / 128 dense rows and one
-// row per expert (passed on an H200, 2026-12-02).
+// row per expert (passed on an H200, 2026-12-02; the wgmma variants 2026-12-03).
 #include <cuda_fp8.h>
 
 #include <algorithm>
