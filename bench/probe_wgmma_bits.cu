@@ -34,6 +34,8 @@
 // comparisons exercise) — with the mismatch count and the largest ulp distance, after up to 3
 // example mismatches. Exit 0 when the exact class matches (the layouts are right) whatever the
 // other results (findings, not failures); 1 when it does not; 2 without an sm_90 device.
+// The wgmma side runs backend/cuda/wgmma.cuh's wrappers (Wgmma, WgmmaDescB, the fences): the
+// ones the tiled GEMM's wgmma path calls.
 //   build-cuda/bin/probe_wgmma_bits [--problems N]   (default 2000)
 #include <cuda_runtime.h>
 
@@ -47,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/wgmma.cuh"
+
 #define PROBE_CUDA_CHECK(expr)                                                      \
   do {                                                                              \
     cudaError_t probe_err_ = (expr);                                                \
@@ -58,6 +62,13 @@
   } while (0)
 
 namespace {
+
+using dsinfer::backend::cuda::FenceProxyAsync;
+using dsinfer::backend::cuda::Wgmma;
+using dsinfer::backend::cuda::WgmmaCommit;
+using dsinfer::backend::cuda::WgmmaDescB;
+using dsinfer::backend::cuda::WgmmaFence;
+using dsinfer::backend::cuda::WgmmaWait;
 
 constexpr int kM = 64;         // wgmma rows (4 warps x 16)
 constexpr int kThreads = 128;  // one warpgroup
@@ -86,85 +97,12 @@ __device__ __forceinline__ void MmaSync(float (&d)[4], const uint32_t (&a)[4], u
   }
 }
 
-// wgmma.mma_async m64nNk16, A from registers (trans-b 0: B K-major), scale-d from a register
-// (0: D = A * B, else D = A * B + D). d: N / 2 floats per thread, d[4j + 0..3] the mma.sync C
-// fragment of n8 tile j of the warp's 16 rows.
-#define PROBE_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define PROBE_F16(i) PROBE_F4(i), PROBE_F4(i + 4), PROBE_F4(i + 8), PROBE_F4(i + 12)
-
-#define PROBE_WGMMA_N8(TY)                                   \
-  asm volatile(                                              \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"            \
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY \
-      " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"  \
-      : PROBE_F4(0)                                          \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-#define PROBE_WGMMA_N32(TY)                                       \
-  asm volatile(                                                   \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY     \
-      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}," \
-      " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"                 \
-      : PROBE_F16(0)                                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-#define PROBE_WGMMA_N64(TY)                                               \
-  asm volatile(                                                           \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY             \
-      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"          \
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}," \
-      " {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                         \
-      : PROBE_F16(0), PROBE_F16(16)                                       \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-
-template <bool kBf16, int kN>
-__device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d) {
-  static_assert(kN == 8 || kN == 32 || kN == 64);
-  if constexpr (kN == 8) {
-    if constexpr (kBf16) {
-      PROBE_WGMMA_N8("bf16");
-    } else {
-      PROBE_WGMMA_N8("f16");
-    }
-  } else if constexpr (kN == 32) {
-    if constexpr (kBf16) {
-      PROBE_WGMMA_N32("bf16");
-    } else {
-      PROBE_WGMMA_N32("f16");
-    }
-  } else {
-    if constexpr (kBf16) {
-      PROBE_WGMMA_N64("bf16");
-    } else {
-      PROBE_WGMMA_N64("f16");
-    }
-  }
-}
-
-__device__ __forceinline__ void WgmmaFence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void WgmmaCommitAndWait() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-
 // B of one k16 step in shared memory, K-major, no swizzle: core matrix (k half kh, n group nb) =
 // 8 n rows x 8 k (16 bytes) each, 128 contiguous bytes, at (kh * N / 8 + nb) * 128 bytes. So the
 // leading byte offset (between the core matrices adjacent in K) is N * 16 bytes and the stride
 // byte offset (between those adjacent in N) 128 bytes. Element index (2-byte units):
 __host__ __device__ constexpr int SmemBIndex(int n_total, int n, int k) {
   return ((k / 8) * (n_total / 8) + n / 8) * 64 + (n % 8) * 8 + k % 8;
-}
-
-// The wgmma shared memory matrix descriptor: start address >> 4 (bits 0-13), leading byte offset
-// >> 4 (16-29), stride byte offset >> 4 (32-45), base offset 0 (49-51), layout 0 = no swizzle
-// (62-63).
-__device__ __forceinline__ uint64_t SmemDesc(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) |
-         (static_cast<uint64_t>((lbo >> 4) & 0x3fffu) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3fffu) << 32);
 }
 
 __device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
@@ -194,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     sb[(k / 16) * kStepElems + SmemBIndex(kN, n, k % 16)] = pb[i];
   }
   // The generic-proxy stores above must be visible to wgmma (async proxy) reads.
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  FenceProxyAsync();
   __syncthreads();
 
   const int r0 = 16 * w + g, r1 = r0 + 8;
@@ -235,7 +173,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
-  constexpr uint32_t kLbo = kN * 16, kSbo = 128;
   // (ii) wgmma from C, scale-d = 1 on every step.
   float dw[kFrag];
 #pragma unroll
@@ -243,9 +180,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   WgmmaFence();
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    Wgmma<kBf16, kN>(dw, af[s], SmemDesc(sb_addr + s * kStepElems * 2, kLbo, kSbo), 1);
+    Wgmma<kN, kBf16>(dw, af[s], WgmmaDescB<kN>(sb_addr + s * kStepElems * 2), 1);
   }
-  WgmmaCommitAndWait();
+  WgmmaCommit();
+  WgmmaWait<0>();
   // (iii) wgmma with scale-d = 0 on the first step (C not read).
   float dw0[kFrag];
 #pragma unroll
@@ -253,9 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   WgmmaFence();
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
-    Wgmma<kBf16, kN>(dw0, af[s], SmemDesc(sb_addr + s * kStepElems * 2, kLbo, kSbo), s > 0);
+    Wgmma<kN, kBf16>(dw0, af[s], WgmmaDescB<kN>(sb_addr + s * kStepElems * 2), s > 0);
   }
-  WgmmaCommitAndWait();
+  WgmmaCommit();
+  WgmmaWait<0>();
 
   const size_t base = static_cast<size_t>(p) * kM * kN;
 #pragma unroll

@@ -56,7 +56,7 @@ struct SparseAttentionParams {
   // The tensor-core kernel's split of a row's key chunks over blocks (each chunk's partial softmax
   // into tc_workspace, then a combine kernel folding them in chunk order): the same bits as one
   // block folding them in turn, so a pure launch choice. 0: for a few rows with many chunks
-  // (SparseAttentionTcWillSplit: batch-1 CSA decode), 1: always, -1: never; either way only where
+  // (SparseAttentionTcWillSplit: a few decode rows), 1: always, -1: never; either way only where
   // tc_workspace holds SparseAttentionTcSplitFloats(*this) floats.
   int tc_split = 0;
   float* tc_workspace = nullptr;

@@ -587,12 +587,13 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p) {
   return p.meta.n * tiles * SparseAttentionTcMaxChunks(p) * PartFloats(p.dim);
 }
 
-// Split when asked, or when the rows' tiles are at most an eighth of the SMs and a row can reach
-// 4 chunks or more (bench_attention, H200: CSA's 10 chunks at 1 row 151 -> 77 us split; at 32 rows
-// the split is slower, 195 -> 248 us, as are SWA's 2 chunks at 1 row, 41 -> 48 us: the partials'
-// round trip and the combine cost more than the parallelism gains); only where the workspace
-// holds every chunk the rows can reach (the HCA entries up to the list's capacity) and the grid
-// does. Never a result.
+// Split when asked, or when the rows' tiles are at most a quarter of the SMs and a row can reach
+// 4 chunks or more (bench_attention, H200, 32-key chunks: at 1 row split / unsplit SWA 25 / 43 us,
+// CSA 41 / 169, HCA 27 / 50; at 32 rows the split is slower, SWA 65 / 44, HCA 79 / 52: the
+// partials' round trip and the combine cost more than the parallelism gains; between 1 and 32
+// rows not measured); only where the workspace holds every chunk the rows can reach (the HCA
+// entries up to the list's capacity) and the combine's shared memory their fold factors. Never a
+// result.
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
   const int64_t blocks = p.meta.n * HeadTiles(p.heads);
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);

@@ -283,8 +283,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
           for (int j = 0; j < 2; ++j) {
 #pragma unroll
             for (int d = 0; d < kD; ++d) {
-              WgmmaF16<kBN>(r[j][d], af[d][0][2 * j], desc(2 * j), 0);
-              WgmmaF16<kBN>(r[j][d], af[d][0][2 * j + 1], desc(2 * j + 1), 1);
+              Wgmma<kBN>(r[j][d], af[d][0][2 * j], desc(2 * j), 0);
+              Wgmma<kBN>(r[j][d], af[d][0][2 * j + 1], desc(2 * j + 1), 1);
             }
             WgmmaCommit();
           }
@@ -299,13 +299,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
             for (int d = 0; d < kD; ++d) {
               WgmmaFenceOperand(r[j][d]);
 #pragma unroll
-              for (int ni = 0; ni < kWN; ++ni) {
-                float(&b4)[4] = blk[d][0][ni];
-                b4[0] = fmaf(r[j][d][4 * ni + 0], sg[d][0][j], b4[0]);
-                b4[1] = fmaf(r[j][d][4 * ni + 1], sg[d][0][j], b4[1]);
-                b4[2] = fmaf(r[j][d][4 * ni + 2], sh[d][0][j], b4[2]);
-                b4[3] = fmaf(r[j][d][4 * ni + 3], sh[d][0][j], b4[3]);
-              }
+              for (int ni = 0; ni < kWN; ++ni)
+                GroupIntoBlock(r[j][d] + 4 * ni, sg[d][0][j], sh[d][0][j], blk[d][0][ni]);
             }
           }
           if (BlockEnds(kp, npairs)) {
@@ -322,21 +317,16 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
 #pragma unroll
           for (int d = 0; d < kD; ++d)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) WgmmaF16<kBN>(r[d], af[d][0][q], desc(q), q > 0);
+            for (int q = 0; q < 4; ++q) Wgmma<kBN>(r[d], af[d][0][q], desc(q), q > 0);
           WgmmaCommit();
           WgmmaWait<0>();
 #pragma unroll
           for (int d = 0; d < kD; ++d) {
             WgmmaFenceOperand(r[d]);
 #pragma unroll
-            for (int ni = 0; ni < kWN; ++ni) {
-              const float sx0 = ss[ni * 8 + 2 * t], sx1 = ss[ni * 8 + 2 * t + 1];
-              float(&a4)[4] = acc[d][0][ni];
-              a4[0] = fmaf(r[d][4 * ni + 0], sg[d][0][0] * sx0, a4[0]);
-              a4[1] = fmaf(r[d][4 * ni + 1], sg[d][0][0] * sx1, a4[1]);
-              a4[2] = fmaf(r[d][4 * ni + 2], sh[d][0][0] * sx0, a4[2]);
-              a4[3] = fmaf(r[d][4 * ni + 3], sh[d][0][0] * sx1, a4[3]);
-            }
+            for (int ni = 0; ni < kWN; ++ni)
+              PairIntoAcc(r[d] + 4 * ni, sg[d][0][0], sh[d][0][0], ss[ni * 8 + 2 * t],
+                          ss[ni * 8 + 2 * t + 1], acc[d][0][ni]);
           }
         }
       } else {

@@ -161,6 +161,25 @@ struct BSrc {
   }
 };
 
+// The scale steps after an mma chain r (C fragment: r[0], r[1] row g, tokens 2t, 2t + 1; r[2],
+// r[3] row g + 8). FP4: a 32-column group's r times the rows' weight scales (sg row g, sh row
+// g + 8) into the 128-column block sum blk. FP8: a pair's r times s_w * s_x into acc. PairSteps and
+// the tiled GEMM's wgmma path both scale through these: one operation sequence.
+__device__ __forceinline__ void GroupIntoBlock(const float* r, float sg, float sh,
+                                               float (&blk)[4]) {
+  blk[0] = fmaf(r[0], sg, blk[0]);
+  blk[1] = fmaf(r[1], sg, blk[1]);
+  blk[2] = fmaf(r[2], sh, blk[2]);
+  blk[3] = fmaf(r[3], sh, blk[3]);
+}
+__device__ __forceinline__ void PairIntoAcc(const float* r, float sg, float sh, float sx0,
+                                            float sx1, float (&acc)[4]) {
+  acc[0] = fmaf(r[0], sg * sx0, acc[0]);
+  acc[1] = fmaf(r[1], sg * sx1, acc[1]);
+  acc[2] = fmaf(r[2], sh * sx0, acc[2]);
+  acc[3] = fmaf(r[3], sh * sx1, acc[3]);
+}
+
 // One 16 x 8 output tile's arithmetic for one 64-column pair, given the lane's A fragments af,
 // B fragments b ([step q][register]), the weight scales of rows g / g+8 per 32-column group j (sg,
 // sh; FP8: one block scale in [0]) and the activation scales of the lane's two tokens (sx0, sx1;
@@ -179,15 +198,9 @@ __device__ __forceinline__ void PairSteps(const uint32_t (&af)[4][4], const uint
     for (int q = kFp4 ? 2 * j : 0; q < (kFp4 ? 2 * j + 2 : 4); ++q)
       Hmma(af[q], b[q][0], b[q][1], r);
     if constexpr (kFp4) {
-      blk[0] = fmaf(r[0], sg[j], blk[0]);
-      blk[1] = fmaf(r[1], sg[j], blk[1]);
-      blk[2] = fmaf(r[2], sh[j], blk[2]);
-      blk[3] = fmaf(r[3], sh[j], blk[3]);
+      GroupIntoBlock(r, sg[j], sh[j], blk);
     } else {
-      acc[0] = fmaf(r[0], sg[j] * sx0, acc[0]);
-      acc[1] = fmaf(r[1], sg[j] * sx1, acc[1]);
-      acc[2] = fmaf(r[2], sh[j] * sx0, acc[2]);
-      acc[3] = fmaf(r[3], sh[j] * sx1, acc[3]);
+      PairIntoAcc(r, sg[j], sh[j], sx0, sx1, acc);
     }
   }
 }
