@@ -10,9 +10,9 @@
 // chained step onto its own result) exactly as mma.sync does.
 //
 // What runs: per operand class, 2000 random problems D = A (64 x 16S) * B (16S x N) + C (64 x N),
-// one launch, one warpgroup per problem, S chained k16 steps (S = 1, 2, 4), N = 8, 32, 64. Each
-// problem is computed three ways: mma.sync (warp w: rows 16w..16w+15, one m16n8k16 per n8 tile and
-// step, chained on its own accumulator from C); wgmma from C (scale-d = 1 every step, the steps
+// one launch, one warpgroup per problem, S chained k16 steps (S = 1, 2, 4), N = 8, 32, 64, 128.
+// Each problem is computed three ways: mma.sync (warp w: rows 16w..16w+15, one m16n8k16 per n8 tile
+// and step, chained on its own accumulator from C); wgmma from C (scale-d = 1 every step, the steps
 // issued back to back onto one accumulator); wgmma with scale-d = 0 on the first step (D = A * B,
 // C ignored). The A fragments are the same registers for both (wgmma's A register fragment of warp
 // w is mma.sync's m16k16 fragment of rows 16w..); B is read by mma.sync from global memory and by
@@ -441,6 +441,8 @@ Outputs Dispatch(const Problems& pr) {
   if (n == 32 && s == 4) return RunKernel<kBf16, 32, 4>(pr);
   if (n == 64 && s == 1) return RunKernel<kBf16, 64, 1>(pr);
   if (n == 64 && s == 4) return RunKernel<kBf16, 64, 4>(pr);
+  if (n == 128 && s == 2) return RunKernel<kBf16, 128, 2>(pr);
+  if (n == 128 && s == 4) return RunKernel<kBf16, 128, 4>(pr);
   std::fprintf(stderr, "no kernel for n %d steps %d\n", n, s);
   std::exit(2);
 }
@@ -531,7 +533,8 @@ int main(int argc, char** argv) {
       {"fp8xe4m3", Cls::kFp8, false},      {"random_f16", Cls::kRandom, false},
       {"random_bf16", Cls::kRandom, true},
   };
-  const Variant variants[] = {{8, 1}, {8, 2}, {8, 4}, {32, 1}, {32, 4}, {64, 1}, {64, 4}};
+  const Variant variants[] = {{8, 1},  {8, 2},  {8, 4},   {32, 1}, {32, 4},
+                              {64, 1}, {64, 4}, {128, 2}, {128, 4}};
 
   bool exact_ok = true;
   uint32_t seed = 20261203u;

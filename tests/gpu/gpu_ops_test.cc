@@ -784,11 +784,15 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
         LaunchLinear(q, s.get());
     };
     Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
-    const int64_t tiled_before = QGemmLaunches();
+    const int64_t tiled_before = QGemmLaunches(), wg_before = QGemmWgLaunches();
     run(p, ud.as<float>());
     const int64_t from = GetKernelOptions().qgemm_min_rows;
     if (from > 0 && tc.m >= from) {  // the tiled GEMM ran (the default from 512 rows; the variant)
-      EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+      if (GetKernelOptions().qgemm_wgmma) {
+        EXPECT_GT(QGemmWgLaunches(), wg_before) << name;
+      } else {
+        EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+      }
     }
     std::vector<float> got(tc.m * tc.n), row(tc.n);
     CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
@@ -823,16 +827,19 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
 // takes every token, so its slot loops over more token tiles than the grid has), n not a multiple
 // of the 128-row block, an odd number of 64-column pairs. Each pair's row must have the bits of
 // its token run alone through its expert as a dense linear (the decode kernel, quantized in the
-// kernel); and the launch must be the tiled one when the option asks for it.
+// kernel); and the launch must be the tiled one when the option asks for it. With pre-quantized
+// rows and the scratch given, the warpgroup-MMA GEMM takes them through a staged copy; without,
+// through the launcher's own pre-pass.
 TEST(LinearTest, TiledExpertsEqualRowByRow) {
   SKIP_WITHOUT_GPU();
   for (const Case cs :
        {Case{WeightFormat::kFp4, 0, 272, 1344}, Case{WeightFormat::kFp4, 0, 128, 4096},
         Case{WeightFormat::kFp8, 0, 200, 1024}}) {
-    for (const bool dual : {false, true}) {
+    for (const int variant : {0, 1, 2}) {
+      const bool dual = variant == 1, prequant = variant != 2;
       const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
                                " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
-                               (dual ? " swiglu" : "");
+                               (dual ? " swiglu" : "") + (prequant ? "" : " own pre-pass");
       const int E = 6, K = 2, T = 200, P = T * K;
       // Token i: expert 0, and expert 1 + (i * 7 + i / 5) % (E - 1).
       std::vector<std::vector<int32_t>> by_expert(E);
@@ -845,18 +852,29 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
       for (int64_t i = 0; i < T * cs.k; ++i)  // act_quant scales that differ by row and block
         x[i] = std::ldexp(x[i], static_cast<int>((5 * (i / cs.k) + 3 * (i % cs.k / 128)) % 9) - 4);
       DeviceBuffer xd = Upload(x), yd(P * cs.n * 4), u(P * cs.n * 4), one(cs.n * 4), u1(cs.n * 4),
-                   qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+                   qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4),
+                   aq(T * QuantizedLd(cs.k) * 2), as(T * QuantizedScales(cs.k) * 4);
       Stream s;
       ExpertLinearParams p = ex.Params(xd, K, yd.as<float>());
       p.max_slots = E;  // rows per slot as the model's launches expect them: P / E
-      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
-                                s.get());
+      if (prequant) {
+        p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
+                                  s.get());
+      }
+      p.aq.q = aq.as<uint8_t>();
+      p.aq.q_bytes = static_cast<int64_t>(aq.bytes());
+      p.aq.s = as.as<float>();
+      p.aq.s_count = static_cast<int64_t>(as.bytes() / 4);
       Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
-      const int64_t tiled_before = QGemmLaunches();
+      const int64_t tiled_before = QGemmLaunches(), wg_before = QGemmWgLaunches();
       ex.Launch(p, dual, u, s.get());
       const int64_t from = GetKernelOptions().qgemm_expert_min_rows;
       if (from > 0 && P / E >= from) {
-        EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+        if (GetKernelOptions().qgemm_wgmma) {
+          EXPECT_GT(QGemmWgLaunches(), wg_before) << name;
+        } else {
+          EXPECT_GT(QGemmLaunches(), tiled_before) << name;
+        }
       }
       std::vector<float> got(P * cs.n), row(cs.n);
       CopyToHost(got.data(), p.y, got.size() * 4, s.get());

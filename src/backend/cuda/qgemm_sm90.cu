@@ -16,12 +16,7 @@
 // rows (QLinearKernel re-reads every activation row once per 16 weight rows: its design point is
 // decode).
 //
-// The instruction: mma.sync by default; with KernelOptions::qgemm_wgmma (`--qgemm-mma wgmma`)
-// warpgroup MMA, which rounds each k16 step as mma.sync does (bench/probe_wgmma_bits.cu), so the
-// same bits: two warpgroups of 64 weight rows x 64 / kD tokens, the activations staged word by
-// word into each k16 step's shared-memory core matrices in the k order mma.sync's B registers give
-// the columns. Slower than mma.sync today (docs/perf.md, session 23: tiny m64 x n32/64 x k16
-// chains from zero, each waited for before the scale fmaf); kept as the base of the next design.
+// The same operations on warpgroup MMA: qgemm_wg_sm90.cu (KernelOptions::qgemm_wgmma).
 //
 // Scope: dense weights and routed experts (slots: rows through the router's pair list), one
 // weight or the fused w1/w3 pair, activations pre-quantized (act_quant pre-pass: e4m3 values as
@@ -29,7 +24,7 @@
 // Everything else takes QLinearKernel (LaunchQLinear decides). On from KernelOptions::
 // qgemm_min_rows dense rows (`--qgemm-min-rows`, default 512) and qgemm_expert_min_rows rows per
 // expert (default 32); tests/gpu's qgemm variants check its bits from 17 / 128 dense rows and one
-// row per expert (passed on an H200, 2026-12-02; the wgmma variants 2026-12-03).
+// row per expert (passed on an H200, 2026-12-02).
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -45,7 +40,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
-#include "backend/cuda/wgmma.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -58,57 +52,43 @@ constexpr int kStages = 4;
 constexpr int kBM = 128;             // weight rows per block (one 128-row scale block)
 constexpr int kRowTiles = kBM / 16;  // 16-row tiles per block
 
-// mma.sync (kWg false): warps 4 (rows) x 2 (tokens), each 32 weight rows (2 m16 tiles) x kWN n8
-// tiles. FP8: one weight 64 tokens per warp, the w1/w3 pair 32 (twice the accumulators); FP4 half
-// that (its 128-column block sums double the accumulators again). wgmma (kWg): two warpgroups of
-// 64 weight rows, each warp one m16 tile (its A fragments) x all the block's 64 / kD tokens.
-template <int kD, bool kFp4, bool kWg = false>
+// Warps 4 (rows) x 2 (tokens), each 32 weight rows (2 m16 tiles) x kWN n8 tiles. FP8: one weight
+// 64 tokens per warp, the w1/w3 pair 32 (twice the accumulators); FP4 half that (its 128-column
+// block sums double the accumulators again).
+template <int kD, bool kFp4>
 struct GCfg {
-  static constexpr int kWM = kWg ? 1 : 2;
-  static constexpr int kWN = kWg ? 8 / kD : (kD == 1 ? 8 : 4) / (kFp4 ? 2 : 1);
-  static constexpr int kBN = (kWg ? 1 : kWarpsN) * kWN * 8;  // tokens per block
-  static constexpr int kP = QCfg<kFp4, kD>::kP;              // pairs per slice (QLinearKernel's)
-  static constexpr int kPairBytes = kFp4 ? 512 : 1024;       // one row tile's 64-column pair
+  static constexpr int kWM = 2;
+  static constexpr int kWN = (kD == 1 ? 8 : 4) / (kFp4 ? 2 : 1);
+  static constexpr int kBN = kWarpsN * kWN * 8;         // tokens per block
+  static constexpr int kP = QCfg<kFp4, kD>::kP;         // pairs per slice (QLinearKernel's)
+  static constexpr int kPairBytes = kFp4 ? 512 : 1024;  // one row tile's 64-column pair
   static constexpr int kWBytes = kD * kRowTiles * kPairBytes;
   static constexpr int kSBytes = kFp4 ? kD * kRowTiles * 32 : 0;  // FP4: the pair's scale words
-  // mma.sync: bytes per token row of a pair in shared memory (128 + pad): the B loads of a quarter
-  // warp (two tokens' 4 lanes) hit distinct banks — FP8 lanes read 16 bytes at 32t, FP4 at 16t.
-  // wgmma: the pair's 4 k16 steps, each [2 k halves][kBN tokens][16 bytes] (WgmmaDescB).
+  // Bytes per token row of a pair in shared memory (128 + pad): the B loads of a quarter warp (two
+  // tokens' 4 lanes) hit distinct banks — FP8 lanes read 16 bytes at 32t, FP4 at 16t.
   static constexpr int kXPitch = kFp4 ? 192 : 144;
-  static constexpr int kXBytes = kWg ? kBN * 128 : kBN * kXPitch;
+  static constexpr int kXBytes = kBN * kXPitch;
   static constexpr int kStageBytes = kWBytes + kSBytes + kXBytes + kBN * 4;
   // The running totals over the finished slices: each thread's own floats (registers would spill).
   static constexpr int kTotals = kD * kWM * kWN * 4;
   static constexpr int kSmem = kStages * kStageBytes + kTotals * kThreads * 4 + kBN * 4;
 };
 
-// wgmma B staging: word u (columns 2u, 2u + 1) of a pair's 64 f16 activations -> its k16 step,
-// k half and slot (0..3) in the 16-byte row of that half: the k indices the mma.sync kernels give
-// those columns (PairMma's B registers: lane t's b0 / b1 of a step are k 2t, 2t + 1 / 2t + 8,
-// 2t + 9). FP8: lane t's columns 16t .. 16t + 15, two words per step; FP4: per 32-column group j,
-// lane t's columns 32j + 8t .. + 7.
-template <bool kFp4>
-__device__ __forceinline__ int WgStagedWord(int u, int bn) {
-  const int step = kFp4 ? 2 * (u / 16) + (u % 4) / 2 : (u % 8) / 2;
-  const int slot = kFp4 ? (u % 16) / 4 : u / 8;
-  return step * bn * 8 + (u % 2) * bn * 4 + slot;  // in 4-byte words; + token * 4
-}
-
 // Grid: dense (row blocks, token tiles, 1); routed experts (token tiles, row blocks, slots) —
 // an expert's blocks over its tiles run together, so its weights are read from HBM about once —
 // where each block loops over the slot's tiles tile, tile + grid tiles, ... (the slot's row count
 // is on the device).
-template <int kD, bool kFp4, bool kExpert, bool kWg>
+template <int kD, bool kFp4, bool kExpert>
 __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
-  using C = GCfg<kD, kFp4, kWg>;
+  using C = GCfg<kD, kFp4>;
   constexpr int kWM = C::kWM, kWN = C::kWN, kBN = C::kBN, kP = C::kP;
   constexpr int kPairBytes = C::kPairBytes, kXPitch = C::kXPitch;
   PdlTrigger();
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // The warp's first m16 tile and first token in the block.
-  const int rt0 = kWg ? warp : (warp % kWarpsM) * kWM;
-  const int tn0 = kWg ? 0 : (warp / kWarpsM) * kWN * 8;
+  const int rt0 = (warp % kWarpsM) * kWM;
+  const int tn0 = (warp / kWarpsM) * kWN * 8;
   const int64_t row0 = static_cast<int64_t>(kExpert ? blockIdx.y : blockIdx.x) * kBM;
   const int tile0 = kExpert ? blockIdx.x : blockIdx.y;
   const int ntiles = kExpert ? gridDim.x : gridDim.y;
@@ -177,27 +157,14 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
       }
     }
     uint8_t* xs = x_at(s);
-    if constexpr (kWg) {
-      // Activations: 32 words of 4 bytes per token, each to its k16 step's B (WgStagedWord).
-      for (int c = threadIdx.x; c < kBN * 32; c += kThreads) {
-        const int i = c / 32, u = c % 32;
-        const int32_t r = rows[i];
-        const bool ok = r >= 0;
-        const int64_t xr = ok ? (kExpert ? r / p.x_row_div : r) : 0;
-        const uint16_t* src = p.xq + (ok ? xr * p.ldq + goff + kp * 64 + 2 * u : 0);
-        CpAsync4(xs + 4 * (WgStagedWord<kFp4>(u, kBN) + 4 * i), src, ok);
-      }
-    } else {
-      // Activations: 8 chunks of 16 bytes per token (the pair's 64 f16 values).
-      for (int c = threadIdx.x; c < kBN * 8; c += kThreads) {
-        const int i = c / 8, off = (c % 8) * 16;
-        const int32_t r = rows[i];
-        const bool ok = r >= 0;
-        const int64_t xr = ok ? (kExpert ? r / p.x_row_div : r) : 0;
-        const uint16_t* src = p.xq + (ok ? xr * p.ldq + goff + kp * 64 : 0);
-        CpAsync16(xs + i * kXPitch + off, reinterpret_cast<const uint8_t*>(src) + (ok ? off : 0),
-                  ok);
-      }
+    // Activations: 8 chunks of 16 bytes per token (the pair's 64 f16 values).
+    for (int c = threadIdx.x; c < kBN * 8; c += kThreads) {
+      const int i = c / 8, off = (c % 8) * 16;
+      const int32_t r = rows[i];
+      const bool ok = r >= 0;
+      const int64_t xr = ok ? (kExpert ? r / p.x_row_div : r) : 0;
+      const uint16_t* src = p.xq + (ok ? xr * p.ldq + goff + kp * 64 : 0);
+      CpAsync16(xs + i * kXPitch + off, reinterpret_cast<const uint8_t*>(src) + (ok ? off : 0), ok);
     }
     // The tokens' act_quant scales of the pair's 128-column block.
     float* ss = sx_at(s);
@@ -234,8 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
     }
     for (int64_t kp = 0; kp < npairs; ++kp) {
       CpAsyncWait<kStages - 2>();
-      if constexpr (kWg) FenceProxyAsync();  // the copies, seen by wgmma's reads
-      __syncthreads();                       // stage kp is in; every warp is done with stage kp - 1
+      __syncthreads();  // stage kp is in; every warp is done with stage kp - 1
       if (kp + kStages - 1 < npairs)
         load(static_cast<int>((kp + kStages - 1) % kStages), kp + kStages - 1);
       CpAsyncCommit();
@@ -269,91 +235,28 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
           }
         }
       }
-      if constexpr (kWg) {
-        // The warpgroup's 64 rows x kBN tokens per k16 step: PairSteps' operations (FP4: per
-        // 32-column group its 2 steps from zero, then the rows' scale into blk; FP8: the pair's 4
-        // steps from zero, then s_w * s_x into acc) with wgmma in place of mma.sync.
-        const uint32_t xb = static_cast<uint32_t>(__cvta_generic_to_shared(xs));
-        auto desc = [&](int step) { return WgmmaDescB<kBN>(xb + step * kBN * 32); };
-        constexpr int kF = kBN / 2;
+#pragma unroll
+      for (int ni = 0; ni < kWN; ++ni) {
+        const int tl = tn0 + ni * 8;  // the n tile's first token in the block
+        // B: token tl + g, step q's register pair (PairMma's order). FP8: the lane's 16 values
+        // [16t, 16t + 16) of the pair; FP4: per step j, the 8 values [32j + 8t, +8).
+        const uint8_t* xr = xs + (tl + g) * kXPitch;
+        const uint4 v0 = *reinterpret_cast<const uint4*>(xr + (kFp4 ? 16 * t : 32 * t));
+        const uint4 v1 = *reinterpret_cast<const uint4*>(xr + (kFp4 ? 64 + 16 * t : 32 * t + 16));
+        const uint32_t b[4][2] = {{v0.x, v0.y}, {v0.z, v0.w}, {v1.x, v1.y}, {v1.z, v1.w}};
+        const float sx0 = ss[tl + 2 * t], sx1 = ss[tl + 2 * t + 1];
+#pragma unroll
+        for (int d = 0; d < kD; ++d)
+#pragma unroll
+          for (int mi = 0; mi < kWM; ++mi)
+            PairSteps<kFp4>(af[d][mi], b, sg[d][mi], sh[d][mi], sx0, sx1, acc[d][mi][ni],
+                            blk[d][mi][ni]);
         if constexpr (kFp4) {
-          float r[2][kD][kF];
-          WgmmaFence();
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-#pragma unroll
-            for (int d = 0; d < kD; ++d) {
-              Wgmma<kBN>(r[j][d], af[d][0][2 * j], desc(2 * j), 0);
-              Wgmma<kBN>(r[j][d], af[d][0][2 * j + 1], desc(2 * j + 1), 1);
-            }
-            WgmmaCommit();
-          }
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            if (j == 0) {
-              WgmmaWait<1>();
-            } else {
-              WgmmaWait<0>();
-            }
-#pragma unroll
-            for (int d = 0; d < kD; ++d) {
-              WgmmaFenceOperand(r[j][d]);
-#pragma unroll
-              for (int ni = 0; ni < kWN; ++ni)
-                GroupIntoBlock(r[j][d] + 4 * ni, sg[d][0][j], sh[d][0][j], blk[d][0][ni]);
-            }
-          }
           if (BlockEnds(kp, npairs)) {
 #pragma unroll
-            for (int ni = 0; ni < kWN; ++ni) {
-              const float sx0 = ss[ni * 8 + 2 * t], sx1 = ss[ni * 8 + 2 * t + 1];
+            for (int d = 0; d < kD; ++d)
 #pragma unroll
-              for (int d = 0; d < kD; ++d) FlushBlock(blk[d][0][ni], sx0, sx1, acc[d][0][ni]);
-            }
-          }
-        } else {
-          float r[kD][kF];
-          WgmmaFence();
-#pragma unroll
-          for (int d = 0; d < kD; ++d)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) Wgmma<kBN>(r[d], af[d][0][q], desc(q), q > 0);
-          WgmmaCommit();
-          WgmmaWait<0>();
-#pragma unroll
-          for (int d = 0; d < kD; ++d) {
-            WgmmaFenceOperand(r[d]);
-#pragma unroll
-            for (int ni = 0; ni < kWN; ++ni)
-              PairIntoAcc(r[d] + 4 * ni, sg[d][0][0], sh[d][0][0], ss[ni * 8 + 2 * t],
-                          ss[ni * 8 + 2 * t + 1], acc[d][0][ni]);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int ni = 0; ni < kWN; ++ni) {
-          const int tl = tn0 + ni * 8;  // the n tile's first token in the block
-          // B: token tl + g, step q's register pair (PairMma's order). FP8: the lane's 16 values
-          // [16t, 16t + 16) of the pair; FP4: per step j, the 8 values [32j + 8t, +8).
-          const uint8_t* xr = xs + (tl + g) * kXPitch;
-          const uint4 v0 = *reinterpret_cast<const uint4*>(xr + (kFp4 ? 16 * t : 32 * t));
-          const uint4 v1 = *reinterpret_cast<const uint4*>(xr + (kFp4 ? 64 + 16 * t : 32 * t + 16));
-          const uint32_t b[4][2] = {{v0.x, v0.y}, {v0.z, v0.w}, {v1.x, v1.y}, {v1.z, v1.w}};
-          const float sx0 = ss[tl + 2 * t], sx1 = ss[tl + 2 * t + 1];
-#pragma unroll
-          for (int d = 0; d < kD; ++d)
-#pragma unroll
-            for (int mi = 0; mi < kWM; ++mi)
-              PairSteps<kFp4>(af[d][mi], b, sg[d][mi], sh[d][mi], sx0, sx1, acc[d][mi][ni],
-                              blk[d][mi][ni]);
-          if constexpr (kFp4) {
-            if (BlockEnds(kp, npairs)) {
-#pragma unroll
-              for (int d = 0; d < kD; ++d)
-#pragma unroll
-                for (int mi = 0; mi < kWM; ++mi)
-                  FlushBlock(blk[d][mi][ni], sx0, sx1, acc[d][mi][ni]);
-            }
+              for (int mi = 0; mi < kWM; ++mi) FlushBlock(blk[d][mi][ni], sx0, sx1, acc[d][mi][ni]);
           }
         }
       }
@@ -396,10 +299,10 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
   }
 }
 
-template <int kD, bool kFp4, bool kExpert, bool kWg>
+template <int kD, bool kFp4, bool kExpert>
 void LaunchQGemm(const QLinearArgs& a, int64_t rows_hint, int slots, StreamHandle stream) {
-  using C = GCfg<kD, kFp4, kWg>;
-  auto kernel = QGemmKernel<kD, kFp4, kExpert, kWg>;
+  using C = GCfg<kD, kFp4>;
+  auto kernel = QGemmKernel<kD, kFp4, kExpert>;
   static const bool attr_set = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     return true;
@@ -438,8 +341,7 @@ bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert) {
     // start on a 128-column act_quant block (its scale index).
     if (a.group_rows > 0 && (a.group_rows % kBM != 0 || a.group_stride % kQb != 0)) return false;
     if (!aligned16(a.w[0]) || (a.w[1] != nullptr && !aligned16(a.w[1]))) return false;
-    if (a.m >= int64_t{65535} * std::min(GCfg<2, false>::kBN, GCfg<2, false, true>::kBN))
-      return false;
+    if (a.m >= int64_t{65535} * GCfg<2, false>::kBN) return false;
   }
   // 16-byte cp.async sources: row pitch and activations in whole 16-byte chunks.
   return a.ldq % 8 == 0 && aligned16(a.xq);
@@ -454,11 +356,10 @@ int64_t QGemmLaunches() { return g_launches.load(); }
 void LaunchQGemm(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, int slots,
                  StreamHandle stream) {
   ++g_launches;
-  auto go = [&](auto d_c, auto fp4_c, auto expert_c, auto wg_c) {
+  auto go = [&](auto d_c, auto fp4_c, auto expert_c) {
     constexpr bool kFp4 = decltype(fp4_c)::value, kExpert = decltype(expert_c)::value;
     if constexpr (kExpert || !kFp4) {  // dense FP4: not supported (QGemmSupports)
-      LaunchQGemm<decltype(d_c)::value ? 2 : 1, kFp4, kExpert, decltype(wg_c)::value>(
-          a, rows_hint, slots, stream);
+      LaunchQGemm<decltype(d_c)::value ? 2 : 1, kFp4, kExpert>(a, rows_hint, slots, stream);
     }
   };
   auto with = [](bool v, auto fn) {
@@ -467,12 +368,8 @@ void LaunchQGemm(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, i
     else
       fn(std::false_type{});
   };
-  with(dual, [&](auto d) {
-    with(fp4, [&](auto f) {
-      with(slots > 0,
-           [&](auto e) { with(GetKernelOptions().qgemm_wgmma, [&](auto w) { go(d, f, e, w); }); });
-    });
-  });
+  with(dual,
+       [&](auto d) { with(fp4, [&](auto f) { with(slots > 0, [&](auto e) { go(d, f, e); }); }); });
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -8,8 +8,15 @@
 
 namespace dsinfer::backend::cuda {
 
+// The column order of quantized activation rows within each 64-column pair. kNatural: column c
+// at c. kWgFp8 / kWgFp4: the staging order of the tiled GEMM on warpgroup MMA (qgemm_wg_sm90.cu)
+// for FP8 / FP4 weights: qcore::StagedPos, each (k16 step, k half) of the decode kernel's k order
+// as 16 contiguous bytes. Only that kernel reads the staged orders.
+enum class QOrder : int { kNatural = 0, kWgFp8 = 1, kWgFp4 = 2 };
+
 // act_quant of rows [0, rows) of x, columns [0, k): the e4m3 values as f16 (exact) q[r * ldq + c]
-// and scales s[r * lds + c / 128] (spec §2.12; the same bits as the in-kernel quantization).
+// (c placed by `order`) and scales s[r * lds + c / 128] (spec §2.12; the same bits as the
+// in-kernel quantization).
 struct ActQuantParams {
   const float* x = nullptr;
   int64_t ldx = 0;
@@ -19,6 +26,7 @@ struct ActQuantParams {
   int64_t ldq = 0;
   float* s = nullptr;
   int64_t lds = 0;
+  QOrder order = QOrder::kNatural;
 };
 void LaunchActQuant(const ActQuantParams& p, StreamHandle stream);
 
@@ -59,6 +67,20 @@ void LaunchQGemm(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, i
                  StreamHandle stream);
 // Launches of the tiled GEMM so far in this process (tests check that it ran).
 int64_t QGemmLaunches();
+
+// The same GEMM on warpgroup MMA (qgemm_wg_sm90.cu, KernelOptions::qgemm_wgmma): the same bits,
+// with a.xq in the staged order of WgOrder(fp4) (LaunchQLinear's pre-pass writes it, or
+// LaunchQRestage copies a caller's rows into it). QGemmWgSupports ignores a.xq.
+QOrder WgOrder(bool fp4);
+bool QGemmWgSupports(const QLinearArgs& a, bool fp4, bool dual, bool expert);
+void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, int slots,
+                   StreamHandle stream);
+// Launches of the warpgroup-MMA GEMM so far in this process (tests check that it ran).
+int64_t QGemmWgLaunches();
+// Quantized rows [0, rows) x columns [0, width) (a multiple of 64), natural order, into dst in
+// `order` (the same ld).
+void LaunchQRestage(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t width, int64_t ld,
+                    QOrder order, StreamHandle stream);
 
 // rows_hint: dense m, or expected pairs per expert slot (picks the token tile; never a result).
 // x_rows: rows of x the call reads (for the act_quant pre-pass). slots: expert grid size (0:

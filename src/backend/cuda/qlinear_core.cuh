@@ -136,6 +136,18 @@ __device__ __forceinline__ void Fp4Fragments(const uint4& w, uint32_t (&af)[4][4
   }
 }
 
+// The staged position of column c (0..63) of a 64-column pair (QOrder kWgFp8 / kWgFp4): step * 16
+// + half * 8 + 2 * t + e holds the column that PairMma's lane t gives B register `half` (k slots
+// 2t + e + 8 * half) of k16 step `step`. FP8: lane t's columns 16t .. 16t + 15, word w = 2 * step
+// + half; FP4: per 32-column group j, lane t's columns 32j + 8t .. + 7, word w = 2 * (step - 2j)
+// + half. So the (token, step, half) rows of wgmma's B core matrices are 16 contiguous bytes.
+__host__ __device__ constexpr int StagedPos(bool fp4, int c) {
+  const int u = c / 2;  // the f16x2 word
+  const int step = fp4 ? 2 * (u / 16) + (u % 4) / 2 : (u % 8) / 2;
+  const int t = fp4 ? (u % 16) / 4 : u / 8;
+  return step * 16 + (u % 2) * 8 + 2 * t + c % 2;
+}
+
 template <bool kFp4, int kD>
 struct QCfg {
   // k pairs per warp slice: 8 (512 columns) for one FP8 weight, else 4. Measured (bench_gemv,

@@ -48,8 +48,46 @@ __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   const int64_t r = item / nblk, b = item % nblk, col = b * kQb + 4 * lane;
   float s;
   const uint2 q = QuantBlock(LoadX4(p.x + r * p.ldx + col, col < p.k), &s);
-  if (col < p.k) *reinterpret_cast<uint2*>(p.q + r * p.ldq + col) = q;
+  if (col < p.k) {
+    uint16_t* row = p.q + r * p.ldq;
+    if (p.order == QOrder::kNatural) {
+      *reinterpret_cast<uint2*>(row + col) = q;
+    } else {  // the two f16x2 words to their staged places in the 64-column pair
+      const bool fp4 = p.order == QOrder::kWgFp4;
+      const int64_t base = col & ~int64_t{63};
+      const int c = static_cast<int>(col & 63);
+      *reinterpret_cast<uint32_t*>(row + base + StagedPos(fp4, c)) = q.x;
+      *reinterpret_cast<uint32_t*>(row + base + StagedPos(fp4, c + 2)) = q.y;
+    }
+  }
   if (lane == 0) p.s[r * p.lds + b] = s;
+}
+
+// One thread per (row, 64-column pair): the pair's 32 f16x2 words into their staged places.
+template <bool kFp4>
+__global__ void __launch_bounds__(256)
+    QRestageKernel(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t pairs, int64_t ld) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * pairs) return;
+  const int64_t off = (i / pairs) * ld + (i % pairs) * 64;
+  uint32_t in[32], out[32];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src + off + 8 * c);
+    in[4 * c] = v.x;
+    in[4 * c + 1] = v.y;
+    in[4 * c + 2] = v.z;
+    in[4 * c + 3] = v.w;
+  }
+#pragma unroll
+  for (int u = 0; u < 32; ++u) out[StagedPos(kFp4, 2 * u) / 2] = in[u];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    *reinterpret_cast<uint4*>(dst + off + 8 * c) =
+        make_uint4(out[4 * c], out[4 * c + 1], out[4 * c + 2], out[4 * c + 3]);
+  }
 }
 
 // One slice's weight registers: A fragments and the row scales.
@@ -311,7 +349,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
       else
         pairs(std::false_type{});
 
-      // The slices' partial sums, added in slice order.
+        // The slices' partial sums, added in slice order.
 #pragma unroll
       for (int d = 0; d < kD; ++d)
 #pragma unroll
@@ -548,6 +586,21 @@ void LaunchActQuant(const ActQuantParams& p, StreamHandle stream) {
   CUDA_CHECK_LAUNCH();
 }
 
+QOrder WgOrder(bool fp4) { return fp4 ? QOrder::kWgFp4 : QOrder::kWgFp8; }
+
+void LaunchQRestage(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t width, int64_t ld,
+                    QOrder order, StreamHandle stream) {
+  const int64_t items = rows * (width / 64);
+  if (items <= 0 || order == QOrder::kNatural) return;
+  const dim3 grid(static_cast<unsigned>((items + 255) / 256));
+  if (order == QOrder::kWgFp4) {
+    LaunchKernel(QRestageKernel<true>, grid, dim3(256), 0, stream, src, dst, rows, width / 64, ld);
+  } else {
+    LaunchKernel(QRestageKernel<false>, grid, dim3(256), 0, stream, src, dst, rows, width / 64, ld);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
 void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t rows_hint, int slots,
                    int64_t x_rows, const ActQuantScratch& scratch, StreamHandle stream) {
   std::string why;
@@ -570,10 +623,30 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
   const int64_t width =
       a.group_rows > 0 ? ((shape.n - 1) / a.group_rows) * a.group_stride + shape.k : shape.k;
   const int64_t ldq = (width + 15) / 16 * 16, lds = (width + kQb - 1) / kQb;
+  // Many rows: the tiled GEMM (the same bits; weights and activations through shared memory
+  // instead of weight-stationary blocks that re-read every activation row once per 16 weight
+  // rows). Routed experts from fewer rows per expert: their grid has a block row per expert. On
+  // warpgroup MMA (the option) it reads the activations in its staged order: the pre-pass below
+  // writes them so, or a caller's rows are copied so into the scratch.
+  const KernelOptions& ko = GetKernelOptions();
+  const int64_t qgemm_rows = expert ? ko.qgemm_expert_min_rows : ko.qgemm_min_rows;
+  const bool tiled = qgemm_rows > 0 && rows_hint >= qgemm_rows;
+  // (It addresses the quantized rows by 32-bit offsets.)
+  const bool wg = tiled && ko.qgemm_wgmma && QGemmWgSupports(a, fp4, dual, expert) &&
+                  x_rows * std::max(a.ldq, ldq) < (int64_t{1} << 31) &&
+                  x_rows * std::max(a.lds, lds) < (int64_t{1} << 31);
   int nt, warps;
   if (a.xq != nullptr) {  // the caller quantized the rows: the launch shape of their count
     if (a.xs == nullptr || a.ldq < width || a.lds < (width + kQb - 1) / kQb)
       Unsupported("pre-quantized rows narrower than the input", shape);
+    uint16_t* staged = reinterpret_cast<uint16_t*>(scratch.q);
+    if (wg && staged != nullptr && staged != a.xq && 2 * x_rows * a.ldq <= scratch.q_bytes &&
+        a.ldq % 8 == 0 && (reinterpret_cast<uintptr_t>(a.xq) & 15) == 0) {
+      LaunchQRestage(a.xq, staged, x_rows, width, a.ldq, WgOrder(fp4), stream);
+      a.xq = staged;
+      LaunchQGemmWg(a, fp4, dual, rows_hint, slots, stream);
+      return;
+    }
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
     warps = std::min(slices, rows_hint <= kInKernelMaxTile
                                  ? DecodeWarps(expert, dual, tiles_n, slices, nt == 1)
@@ -589,11 +662,16 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     q.ldq = ldq;
     q.s = scratch.s;
     q.lds = lds;
+    q.order = wg ? WgOrder(fp4) : QOrder::kNatural;
     LaunchActQuant(q, stream);
     a.xq = q.q;
     a.xs = scratch.s;
     a.ldq = ldq;
     a.lds = lds;
+    if (wg) {
+      LaunchQGemmWg(a, fp4, dual, rows_hint, slots, stream);
+      return;
+    }
     nt = 4;
     warps = std::min(slices, kMaxWarps);  // one slice per warp up to k = 4096: its weights stay in
                                           // registers for every token tile
@@ -601,12 +679,7 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     nt = rows_hint <= 8 || shape.k > 4096 ? 1 : 2;
     warps = std::min(slices, DecodeWarps(expert, dual, tiles_n, slices, nt == 1));
   }
-  // Many rows: the tiled GEMM (the same bits; weights and activations through shared memory
-  // instead of weight-stationary blocks that re-read every activation row once per 16 weight
-  // rows). Routed experts from fewer rows per expert: their grid has a block row per expert.
-  const KernelOptions& ko = GetKernelOptions();
-  const int64_t qgemm_rows = expert ? ko.qgemm_expert_min_rows : ko.qgemm_min_rows;
-  if (qgemm_rows > 0 && rows_hint >= qgemm_rows && QGemmSupports(a, fp4, expert)) {
+  if (tiled && QGemmSupports(a, fp4, expert)) {
     LaunchQGemm(a, fp4, dual, rows_hint, slots, stream);
     return;
   }

@@ -1,10 +1,10 @@
 // Warpgroup MMA (wgmma.mma_async, sm_90a), internal to backend/cuda (and bench/probe_wgmma_bits,
-// which checks these wrappers): f16 or bf16 inputs, fp32 accumulators, A from registers, B from
-// shared memory through a matrix descriptor. A's register fragment of warp w of the warpgroup is
-// mma.sync m16n8k16's A fragment of rows 16w .. 16w + 15, and the accumulator d[4j + 0..3] is
-// mma.sync's C fragment of n8 tile j of those rows. Each k16 step rounds as mma.sync m16n8k16 does,
-// bit for bit (bench/probe_wgmma_bits.cu, H200: 0 mismatches), so a kernel built on these keeps the
-// bits of the mma.sync kernels.
+// which checks these wrappers): f16 or bf16 inputs, fp32 accumulators (N 8, 32, 64 or 128), A from
+// registers, B from shared memory through a matrix descriptor. A's register fragment of warp w of
+// the warpgroup is mma.sync m16n8k16's A fragment of rows 16w .. 16w + 15, and the accumulator d[4j
+// + 0..3] is mma.sync's C fragment of n8 tile j of those rows. Each k16 step rounds as mma.sync
+// m16n8k16 does, bit for bit (bench/probe_wgmma_bits.cu, H200: 0 mismatches), so a kernel built on
+// these keeps the bits of the mma.sync kernels.
 #pragma once
 
 #include <cstdint>
@@ -72,12 +72,23 @@ __device__ __forceinline__ void FenceProxyAsync() {
       " {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                         \
       : DSINFER_WG_F16(0), DSINFER_WG_F16(16)                             \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
+#define DSINFER_WG_N128(TY)                                                           \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                    \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY                        \
+      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                      \
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"              \
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"              \
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"             \
+      " {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                     \
+      : DSINFER_WG_F16(0), DSINFER_WG_F16(16), DSINFER_WG_F16(32), DSINFER_WG_F16(48) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
 
 // d = A (64 x 16) * B (16 x kN) + (scale_d ? d : 0), f16 (or bf16) inputs, fp32 accumulators.
 template <int kN, bool kBf16 = false>
 __device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                       int scale_d) {
-  static_assert(kN == 8 || kN == 32 || kN == 64);
+  static_assert(kN == 8 || kN == 32 || kN == 64 || kN == 128);
   if constexpr (kN == 8) {
     if constexpr (kBf16) {
       DSINFER_WG_N8("bf16");
@@ -90,15 +101,22 @@ __device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4]
     } else {
       DSINFER_WG_N32("f16");
     }
-  } else {
+  } else if constexpr (kN == 64) {
     if constexpr (kBf16) {
       DSINFER_WG_N64("bf16");
     } else {
       DSINFER_WG_N64("f16");
     }
+  } else {
+    if constexpr (kBf16) {
+      DSINFER_WG_N128("bf16");
+    } else {
+      DSINFER_WG_N128("f16");
+    }
   }
 }
 
+#undef DSINFER_WG_N128
 #undef DSINFER_WG_N64
 #undef DSINFER_WG_N32
 #undef DSINFER_WG_N8

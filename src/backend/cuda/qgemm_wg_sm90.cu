@@ -1,0 +1,359 @@
+// The tiled FP8 / FP4 GEMM on warpgroup MMA (KernelOptions::qgemm_wgmma, `--qgemm-mma wgmma`):
+// the operations of QGemmKernel (qgemm_sm90.cu) and so of QLinearKernel — per output element,
+// per k slice from zero, per 64-column pair: FP8 r = four chained k16 steps from zero, acc =
+// fmaf(r, s_w * s_x, acc); FP4 per 32-column group r = two steps from zero, blk = fmaf(r, s_w,
+// blk), at each 128-column block's end acc = fmaf(blk, s_x, acc); the slices' sums added in slice
+// order — with wgmma in place of mma.sync (each k16 step rounds as mma.sync does:
+// bench/probe_wgmma_bits.cu), so a row's bits are those of the decode kernel.
+//
+// Data movement: a block of two warpgroups owns 128 tokens and 128 weight rows (one weight: a
+// warpgroup's 64 rows each) or 64 rows of both matrices of the fused SwiGLU pair (a warpgroup per
+// matrix); every k16 step is one m64n128k16 per warpgroup, A = the warp's m16 tile converted from
+// the pre-tiled weights (the decode kernel's fragments), B = the 128 tokens from shared memory.
+// The activations come in the staged order (QOrder kWgFp8 / kWgFp4, written by the act_quant
+// pre-pass), so each token's (k16 step, k half) is a 16-byte cp.async straight into its wgmma
+// core-matrix row. Weights, scales and activations stream through a 4-stage cp.async pipeline of
+// 64-column pairs; the slices' running totals sit in shared memory, each thread's own.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/dequant.cuh"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/qlinear.cuh"
+#include "backend/cuda/qlinear_core.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+using namespace qcore;
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kStages = 4;
+constexpr int kBN = 128;      // tokens per block: the wgmma's N
+constexpr int kF = kBN / 2;   // accumulator floats per thread
+constexpr int kNT = kBN / 8;  // n8 tiles of the accumulator (mma.sync's C fragments)
+
+template <int kD, bool kFp4>
+struct WgCfg {
+  static constexpr int kRows = 128 / kD;  // weight rows per block
+  static constexpr int kRowTiles = kRows / 16;
+  static constexpr int kTiles = kD * kRowTiles;  // m16 tiles per stage: one per warp
+  static constexpr int kP = QCfg<kFp4, kD>::kP;  // pairs per slice (QLinearKernel's)
+  static constexpr int kPairBytes = kFp4 ? 512 : 1024;
+  static constexpr int kWBytes = kTiles * kPairBytes;
+  static constexpr int kSBytes = kFp4 ? kTiles * 32 : 0;  // FP4: the pair's scale words
+  static constexpr int kXBytes = kBN * 128;  // [4 steps][2 halves][kBN tokens][16 bytes]
+  static constexpr int kStageBytes = kWBytes + kSBytes + kXBytes + kBN * 4;
+  static constexpr int kSmem = kStages * kStageBytes + kF * kThreads * 4 + kBN * 12;
+  static_assert(kTiles * 32 == kThreads, "one m16 tile per warp");
+};
+
+// Grid: dense (row blocks, token tiles, 1); routed experts (token tiles, row blocks, slots), a
+// block looping over its slot's tiles tile, tile + grid tiles, ... (QGemmKernel's grid).
+template <int kD, bool kFp4, bool kExpert>
+__global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
+  using C = WgCfg<kD, kFp4>;
+  constexpr int kP = C::kP, kPairBytes = C::kPairBytes;
+  PdlTrigger();
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // The warp's m16 tile: stage tile `warp` = (matrix d, row tile rt); one weight: warpgroup w
+  // takes row tiles 4w .. 4w + 3; the pair: warpgroup w takes matrix w.
+  const int d = warp / C::kRowTiles, rt = warp % C::kRowTiles;
+  const int64_t row0 = static_cast<int64_t>(kExpert ? blockIdx.y : blockIdx.x) * C::kRows;
+  const int tile0 = kExpert ? blockIdx.x : blockIdx.y;
+  const int ntiles = kExpert ? gridDim.x : gridDim.y;
+  const int64_t tiles_n = (p.n + 15) / 16, npairs = p.k / 64;
+  const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
+  const int64_t sblk = (row0 >> 7) * ((p.k + 127) >> 7);  // FP8: the row block's first scale
+
+  auto w_at = [&](int s) { return smem + s * C::kStageBytes; };
+  auto sw_at = [&](int s) { return smem + s * C::kStageBytes + C::kWBytes; };
+  auto x_at = [&](int s) { return smem + s * C::kStageBytes + C::kWBytes + C::kSBytes; };
+  auto sx_at = [&](int s) {
+    return reinterpret_cast<float*>(smem + s * C::kStageBytes + C::kWBytes + C::kSBytes +
+                                    C::kXBytes);
+  };
+  // total[j] of this thread at totals[j * kThreads] (j = 4 * n8 tile + C-fragment register).
+  float* totals = reinterpret_cast<float*>(smem + kStages * C::kStageBytes) + threadIdx.x;
+  // The tile's token rows: dense, the row itself; experts, the pair (x row: pair / x_row_div);
+  // -1: past the slot's rows. xoff / soff: their quantized row's and scale row's offsets
+  // (the group's columns included; the launcher keeps them below 2^31).
+  int32_t* rows = reinterpret_cast<int32_t*>(smem + kStages * C::kStageBytes + kF * kThreads * 4);
+  int32_t* xoff = rows + kBN;
+  int32_t* soff = xoff + kBN;
+
+  const uint8_t* W[kD];
+  const uint8_t* SW[kD];
+  int64_t begin = 0, count = p.m;
+  PdlWait();  // the activations, the act_quant pre-pass and the routing come from earlier kernels
+  if constexpr (kExpert) {
+    const int slot = blockIdx.z;  // < max_slots <= experts: the reads below stay in their arrays
+    const int nact = *p.num_active, e = p.active[slot];
+    begin = p.offsets[slot];
+    count = p.offsets[slot + 1] - begin;
+    if (slot >= nact) return;
+#pragma unroll
+    for (int i = 0; i < kD; ++i) {
+      W[i] = static_cast<const uint8_t*>(p.ew[i][e]);
+      SW[i] = static_cast<const uint8_t*>(p.es[i][e]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kD; ++i) {
+      W[i] = static_cast<const uint8_t*>(p.w[i]);
+      SW[i] = static_cast<const uint8_t*>(p.s[i]);
+    }
+  }
+  // Matrix i's pointers without a dynamic index into the arrays (registers, not local memory).
+  auto wsel = [&](int i) { return kD == 2 && i == 1 ? W[kD - 1] : W[0]; };
+  auto swsel = [&](int i) { return kD == 2 && i == 1 ? SW[kD - 1] : SW[0]; };
+  const uint8_t* const my_sw = swsel(d);
+
+  // Each thread's copies of a stage, in fixed counts (straight-line code).
+  constexpr int kWChunks = C::kTiles * (kPairBytes / 16);
+  static_assert(kWChunks % kThreads == 0 && kBN * 8 % kThreads == 0 && kBN <= kThreads);
+  auto load = [&](int s, int64_t kp) {
+    // Weights: 16-byte chunks c of (stage tile, pair); tiles past the matrix are zeros.
+    uint8_t* ws = w_at(s);
+#pragma unroll
+    for (int it = 0; it < kWChunks / kThreads; ++it) {
+      const int c = threadIdx.x + it * kThreads;
+      const int i = c / (kPairBytes / 16), off = (c % (kPairBytes / 16)) * 16;
+      const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
+      const bool ok = grt < tiles_n;
+      CpAsync16(ws + i * kPairBytes + off,
+                wsel(i / C::kRowTiles) + (ok ? (grt * npairs + kp) * kPairBytes + off : 0), ok);
+    }
+    if constexpr (kFp4) {  // TileFp4ScalesForMma: 32 bytes per (row tile, pair)
+      if (threadIdx.x < C::kTiles * 2) {
+        const int i = threadIdx.x / 2, off = (threadIdx.x % 2) * 16;
+        const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
+        const bool ok = grt < tiles_n;
+        CpAsync16(sw_at(s) + i * 32 + off,
+                  swsel(i / C::kRowTiles) + (ok ? (grt * npairs + kp) * 32 + off : 0), ok);
+      }
+    }
+    // Activations: the pair's 8 staged 16-byte chunks per token (chunk h = step h / 2, k half
+    // h % 2) to [h][token]; a warp takes 8 tokens x 4 chunks (full sectors, conflict-free rows),
+    // a thread one chunk h of 4 tokens.
+    uint8_t* xs = x_at(s);
+    const int h = (threadIdx.x / 8) % 8;
+#pragma unroll
+    for (int it = 0; it < kBN * 8 / kThreads; ++it) {
+      const int i = (threadIdx.x / 64 + it * (kThreads / 64)) * 8 + threadIdx.x % 8;
+      const int32_t o = xoff[i];
+      CpAsync16(xs + (h * kBN + i) * 16, p.xq + (o >= 0 ? o + kp * 64 + 8 * h : 0), o >= 0);
+    }
+    // The tokens' act_quant scales of the pair's 128-column block.
+    if (threadIdx.x < kBN) {
+      const int32_t o = soff[threadIdx.x];
+      CpAsync4(sx_at(s) + threadIdx.x, p.xs + (o >= 0 ? o + kp / 2 : 0), o >= 0);
+    }
+  };
+
+  for (int64_t m0 = static_cast<int64_t>(tile0) * kBN; m0 < count;
+       m0 += static_cast<int64_t>(ntiles) * kBN) {
+    __syncthreads();  // the previous tile's loads and epilogue are done with rows and totals
+    if (threadIdx.x < kBN) {
+      const int i = threadIdx.x;
+      const int32_t r =
+          m0 + i < count ? (kExpert ? p.pairs[begin + m0 + i] : static_cast<int32_t>(m0 + i)) : -1;
+      const int64_t xr = kExpert ? r / p.x_row_div : r;
+      rows[i] = r;
+      xoff[i] = r >= 0 ? static_cast<int32_t>(xr * p.ldq + goff) : -1;
+      soff[i] = r >= 0 ? static_cast<int32_t>(xr * p.lds + goff / kQb) : -1;
+    }
+    __syncthreads();
+
+    float acc[kNT][4], blk[kNT][4];
+#pragma unroll
+    for (int ni = 0; ni < kNT; ++ni)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[ni][i] = blk[ni][i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < npairs) load(s, s);
+      CpAsyncCommit();
+    }
+    for (int64_t kp = 0; kp < npairs; ++kp) {
+      CpAsyncWait<kStages - 2>();
+      FenceProxyAsync();  // this thread's copies, seen by wgmma's reads
+      __syncthreads();    // stage kp is in; both warpgroups are done with stage kp - 1
+      if (kp + kStages - 1 < npairs)
+        load(static_cast<int>((kp + kStages - 1) % kStages), kp + kStages - 1);
+      CpAsyncCommit();
+      const int s = static_cast<int>(kp % kStages);
+      const uint8_t* wt = w_at(s) + warp * kPairBytes + lane * 16;
+      const float* ss = sx_at(s);
+      const uint32_t xb = static_cast<uint32_t>(__cvta_generic_to_shared(x_at(s)));
+      auto desc = [&](int step) { return WgmmaDescB<kBN>(xb + step * kBN * 32); };
+      // The warp's A fragments (PairMma's conversions) and the scales of rows g / g + 8 per
+      // 32-column group j (FP8: the pair's one block scale).
+      uint32_t af[4][4];
+      float sg[2], sh[2];
+      if constexpr (kFp4) {
+        Fp4Fragments(*reinterpret_cast<const uint4*>(wt), af);
+        const uint32_t sb = *reinterpret_cast<const uint32_t*>(sw_at(s) + warp * 32 + 4 * g);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          sg[j] = Fp4GpuScale((sb >> (8 * j)) & 0xff);
+          sh[j] = Fp4GpuScale((sb >> (16 + 8 * j)) & 0xff);
+        }
+      } else {
+        Fp8Fragments(*reinterpret_cast<const uint4*>(wt), *reinterpret_cast<const uint4*>(wt + 512),
+                     af);
+        sg[0] = sh[0] = sg[1] = sh[1] = ScaleAt(my_sw, p.scale_format, sblk + kp / 2);
+      }
+      float r[kF];
+      if constexpr (kFp4) {
+        // Per group j: its 2 steps from zero, then the rows' scale into blk (GroupIntoBlock).
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          WgmmaFence();
+          Wgmma<kBN>(r, af[2 * j], desc(2 * j), 0);
+          Wgmma<kBN>(r, af[2 * j + 1], desc(2 * j + 1), 1);
+          WgmmaCommit();
+          WgmmaWait<0>();
+          WgmmaFenceOperand(r);
+#pragma unroll
+          for (int ni = 0; ni < kNT; ++ni) GroupIntoBlock(r + 4 * ni, sg[j], sh[j], blk[ni]);
+        }
+        if (BlockEnds(kp, npairs)) {
+#pragma unroll
+          for (int ni = 0; ni < kNT; ++ni) {
+            const float2 sx = *reinterpret_cast<const float2*>(ss + ni * 8 + 2 * t);
+            FlushBlock(blk[ni], sx.x, sx.y, acc[ni]);
+          }
+        }
+      } else {
+        // The pair's 4 steps from zero, then s_w * s_x into acc (PairIntoAcc).
+        WgmmaFence();
+#pragma unroll
+        for (int q = 0; q < 4; ++q) Wgmma<kBN>(r, af[q], desc(q), q > 0);
+        WgmmaCommit();
+        WgmmaWait<0>();
+        WgmmaFenceOperand(r);
+#pragma unroll
+        for (int ni = 0; ni < kNT; ++ni) {
+          const float2 sx = *reinterpret_cast<const float2*>(ss + ni * 8 + 2 * t);
+          PairIntoAcc(r + 4 * ni, sg[0], sh[0], sx.x, sx.y, acc[ni]);
+        }
+      }
+      // A slice ends: its sum joins the total in slice order (the first slice's as it is).
+      if ((kp + 1) % kP == 0 || kp + 1 == npairs) {
+        const bool first = kp < kP;
+#pragma unroll
+        for (int ni = 0; ni < kNT; ++ni)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float& tot = totals[(4 * ni + i) * kThreads];
+            tot = first ? acc[ni][i] : tot + acc[ni][i];
+            acc[ni][i] = 0.0f;
+          }
+      }
+    }
+    CpAsyncWait<0>();
+
+    // Epilogue: C fragment (n8 tile ni, register i): row g + 8 * (i / 2), token 8 ni + 2t + i % 2.
+    // The pair: warpgroup 0 finishes with warpgroup 1's total of the same element.
+    if constexpr (kD == 2) {
+      __syncthreads();
+      if (d != 0) continue;
+    }
+#pragma unroll
+    for (int ni = 0; ni < kNT; ++ni) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row0 + rt * 16 + g + 8 * (i / 2);
+        const int32_t yr = rows[ni * 8 + 2 * t + (i % 2)];
+        if (row < p.n && yr >= 0) {
+          const float v0 = totals[(4 * ni + i) * kThreads];
+          float v = v0;
+          if constexpr (kD == 2) v = SwigluF(v0, totals[(4 * ni + i) * kThreads + 128], p.limit);
+          p.y[static_cast<int64_t>(yr) * p.ldy + row] = v;
+        }
+      }
+    }
+  }
+}
+
+template <int kD, bool kFp4, bool kExpert>
+void Launch(const QLinearArgs& a, int64_t rows_hint, int slots, StreamHandle stream) {
+  using C = WgCfg<kD, kFp4>;
+  auto kernel = QGemmWgKernel<kD, kFp4, kExpert>;
+  static const bool attr_set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const unsigned row_blocks = static_cast<unsigned>((a.n + C::kRows - 1) / C::kRows);
+  if constexpr (kExpert) {
+    // Tiles per slot: those of the expected rows (a slot with more loops over them).
+    const int64_t tiles = std::min<int64_t>((rows_hint + kBN - 1) / kBN, 65535);
+    const dim3 grid(static_cast<unsigned>(std::max<int64_t>(tiles, 1)), row_blocks,
+                    static_cast<unsigned>(slots));
+    LaunchKernel(kernel, grid, dim3(kThreads), C::kSmem, stream, a);
+  } else {
+    const dim3 grid(row_blocks, static_cast<unsigned>((a.m + kBN - 1) / kBN));
+    LaunchKernel(kernel, grid, dim3(kThreads), C::kSmem, stream, a);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+std::atomic<int64_t> g_launches{0};
+
+}  // namespace
+
+bool QGemmWgSupports(const QLinearArgs& a, bool fp4, bool dual, bool expert) {
+  auto aligned16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
+  if (a.k % 64 != 0) return false;
+  if (expert) {
+    // Expert weights are whole device allocations (aligned); their rows index by pair.
+    return a.group_rows == 0 && a.pairs != nullptr && a.offsets != nullptr;
+  }
+  // Dense FP4 weights (none in the V4 family) are left to QLinearKernel.
+  if (fp4 || a.m <= 0 || a.m >= int64_t{65535} * kBN) return false;
+  // A group must span whole blocks of rows (the block's input columns are one group's) and
+  // start on a 128-column act_quant block.
+  const int64_t block_rows = dual ? 64 : 128;
+  if (a.group_rows > 0 && (a.group_rows % block_rows != 0 || a.group_stride % kQb != 0))
+    return false;
+  return aligned16(a.w[0]) && (a.w[1] == nullptr || aligned16(a.w[1]));
+}
+
+int64_t QGemmWgLaunches() { return g_launches.load(); }
+
+void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, int slots,
+                   StreamHandle stream) {
+  ++g_launches;
+  const bool expert = slots > 0;
+  if (dual) {
+    if (fp4) {
+      Launch<2, true, true>(a, rows_hint, slots, stream);  // dense FP4: QGemmWgSupports says no
+    } else if (expert) {
+      Launch<2, false, true>(a, rows_hint, slots, stream);
+    } else {
+      Launch<2, false, false>(a, rows_hint, slots, stream);
+    }
+  } else {
+    if (fp4) {
+      Launch<1, true, true>(a, rows_hint, slots, stream);
+    } else if (expert) {
+      Launch<1, false, true>(a, rows_hint, slots, stream);
+    } else {
+      Launch<1, false, false>(a, rows_hint, slots, stream);
+    }
+  }
+}
+
+}  // namespace dsinfer::backend::cuda
