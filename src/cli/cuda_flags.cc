@@ -20,7 +20,7 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "default 32; 0: off)"},
       {"qgemm-mma",
        "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
-       "same bits either way (default: sync)"},
+       "same bits either way (default: wgmma)"},
       {"no-tc-head",
        "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores (other logits bits)",
        false},

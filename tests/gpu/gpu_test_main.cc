@@ -3,7 +3,7 @@
 // the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
 // --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 512),
 // --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
-// --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; the same bits),
+// --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; default wgmma; the same bits),
 // --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows),
 // --attention-tc (sparse attention on the tensor cores: other bits than the CUDA-core kernel, but
 // batch-invariant, so the tests' prefill = decode checks hold with it as well).

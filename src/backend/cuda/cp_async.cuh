@@ -1,6 +1,7 @@
 // Asynchronous global -> shared copies (cp.async, sm_80+), internal to backend/cuda: the tiled
-// kernels' pipelines (qgemm_sm90.cu, bf16_tc_linear_sm90.cu). A copy with ok false fills its
-// bytes with zeros and reads nothing (src-size 0), so gmem must only be some valid address.
+// kernels' pipelines (qgemm_sm90.cu, qgemm_wg_sm90.cu, bf16_tc_linear_sm90.cu). A copy with ok
+// false fills its bytes with zeros and reads nothing (src-size 0), so gmem must only be some valid
+// address.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,34 @@ __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Shared-memory barriers (mbarrier, sm_80+) for pipelines whose stages are filled and released
+// without a block-wide barrier: a phase completes after `count` arrivals; a waiter names the
+// parity of the phase it waits for (0 for the first completion, then 1, 0, ...).
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)
+               : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+// One arrival once every cp.async this thread issued so far has landed (the arrival is counted
+// in the barrier's init count: noinc).
+__device__ __forceinline__ void CpAsyncMbarArrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nMBAR_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra MBAR_WAIT_%=;\n}\n" ::"r"(SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
 }
 
 }  // namespace dsinfer::backend::cuda

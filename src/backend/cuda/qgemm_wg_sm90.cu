@@ -1,4 +1,5 @@
-// The tiled FP8 / FP4 GEMM on warpgroup MMA (KernelOptions::qgemm_wgmma, `--qgemm-mma wgmma`):
+// The tiled FP8 / FP4 GEMM on warpgroup MMA (KernelOptions::qgemm_wgmma, the default; `--qgemm-mma
+// sync` takes qgemm_sm90.cu's mma.sync kernel instead):
 // the operations of QGemmKernel (qgemm_sm90.cu) and so of QLinearKernel — per output element,
 // per k slice from zero, per 64-column pair: FP8 r = four chained k16 steps from zero, acc =
 // fmaf(r, s_w * s_x, acc); FP4 per 32-column group r = two steps from zero, blk = fmaf(r, s_w,
@@ -13,7 +14,10 @@
 // The activations come in the staged order (QOrder kWgFp8 / kWgFp4, written by the act_quant
 // pre-pass), so each token's (k16 step, k half) is a 16-byte cp.async straight into its wgmma
 // core-matrix row. Weights, scales and activations stream through a 4-stage cp.async pipeline of
-// 64-column pairs; the slices' running totals sit in shared memory, each thread's own.
+// 64-column pairs whose stages are filled and released through mbarriers (no block-wide barrier
+// per pair: the warpgroups drift apart, so one's scale steps run while the other's wgmma does;
+// measured 1.43x on the routed experts, docs/perf.md); the slices' running totals sit in shared
+// memory, each thread's own.
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -52,7 +56,8 @@ struct WgCfg {
   static constexpr int kSBytes = kFp4 ? kTiles * 32 : 0;  // FP4: the pair's scale words
   static constexpr int kXBytes = kBN * 128;  // [4 steps][2 halves][kBN tokens][16 bytes]
   static constexpr int kStageBytes = kWBytes + kSBytes + kXBytes + kBN * 4;
-  static constexpr int kSmem = kStages * kStageBytes + kF * kThreads * 4 + kBN * 12;
+  static constexpr int kSmem =
+      kStages * kStageBytes + kF * kThreads * 4 + kBN * 12 + 2 * kStages * 8;
   static_assert(kTiles * 32 == kThreads, "one m16 tile per warp");
 };
 
@@ -90,6 +95,18 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
   int32_t* rows = reinterpret_cast<int32_t*>(smem + kStages * C::kStageBytes + kF * kThreads * 4);
   int32_t* xoff = rows + kBN;
   int32_t* soff = xoff + kBN;
+  // The pipeline's barriers: full[s] completes when every thread's copies into stage s have
+  // landed, empty[s] when every thread is done reading it. No block-wide barrier per pair, so
+  // one warpgroup's scale steps overlap the other's wgmma.
+  uint64_t* full = reinterpret_cast<uint64_t*>(soff + kBN);
+  uint64_t* empty = full + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(full + s, kThreads);
+      MbarInit(empty + s, kThreads);
+    }
+  }
+  __syncthreads();
 
   const uint8_t* W[kD];
   const uint8_t* SW[kD];
@@ -160,6 +177,17 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
     }
   };
 
+  // Fills and uses of the stages so far (the same count in every thread): fill f goes to stage
+  // f % kStages and waits for the use f - kStages to be released.
+  uint32_t fills = 0, uses = 0;
+  auto produce = [&](int64_t kp) {
+    const int s = static_cast<int>(fills % kStages);
+    if (fills >= kStages) MbarWait(empty + s, (fills / kStages - 1) & 1);
+    load(s, kp);
+    CpAsyncMbarArrive(full + s);
+    ++fills;
+  };
+
   for (int64_t m0 = static_cast<int64_t>(tile0) * kBN; m0 < count;
        m0 += static_cast<int64_t>(ntiles) * kBN) {
     __syncthreads();  // the previous tile's loads and epilogue are done with rows and totals
@@ -180,19 +208,11 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[ni][i] = blk[ni][i] = 0.0f;
 
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < npairs) load(s, s);
-      CpAsyncCommit();
-    }
+    for (int64_t kp = 0; kp < kStages - 1 && kp < npairs; ++kp) produce(kp);
     for (int64_t kp = 0; kp < npairs; ++kp) {
-      CpAsyncWait<kStages - 2>();
-      FenceProxyAsync();  // this thread's copies, seen by wgmma's reads
-      __syncthreads();    // stage kp is in; both warpgroups are done with stage kp - 1
-      if (kp + kStages - 1 < npairs)
-        load(static_cast<int>((kp + kStages - 1) % kStages), kp + kStages - 1);
-      CpAsyncCommit();
-      const int s = static_cast<int>(kp % kStages);
+      const int s = static_cast<int>(uses % kStages);
+      MbarWait(full + s, (uses / kStages) & 1);
+      FenceProxyAsync();  // the stage's copies (every thread's), seen by wgmma's reads
       const uint8_t* wt = w_at(s) + warp * kPairBytes + lane * 16;
       const float* ss = sx_at(s);
       const uint32_t xb = static_cast<uint32_t>(__cvta_generic_to_shared(x_at(s)));
@@ -214,6 +234,10 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
                      af);
         sg[0] = sh[0] = sg[1] = sh[1] = ScaleAt(my_sw, p.scale_format, sblk + kp / 2);
       }
+      // The next stage's copies go out while the first wgmma runs.
+      auto refill = [&] {
+        if (kp + kStages - 1 < npairs) produce(kp + kStages - 1);
+      };
       float r[kF];
       if constexpr (kFp4) {
         // Per group j: its 2 steps from zero, then the rows' scale into blk (GroupIntoBlock).
@@ -223,6 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
           Wgmma<kBN>(r, af[2 * j], desc(2 * j), 0);
           Wgmma<kBN>(r, af[2 * j + 1], desc(2 * j + 1), 1);
           WgmmaCommit();
+          if (j == 0) refill();
           WgmmaWait<0>();
           WgmmaFenceOperand(r);
 #pragma unroll
@@ -241,6 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
 #pragma unroll
         for (int q = 0; q < 4; ++q) Wgmma<kBN>(r, af[q], desc(q), q > 0);
         WgmmaCommit();
+        refill();
         WgmmaWait<0>();
         WgmmaFenceOperand(r);
 #pragma unroll
@@ -249,6 +275,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
           PairIntoAcc(r + 4 * ni, sg[0], sh[0], sx.x, sx.y, acc[ni]);
         }
       }
+      MbarArrive(empty + s);  // this thread is done with the stage (its wgmma reads included)
+      ++uses;
       // A slice ends: its sum joins the total in slice order (the first slice's as it is).
       if ((kp + 1) % kP == 0 || kp + 1 == npairs) {
         const bool first = kp < kP;
@@ -262,7 +290,6 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
           }
       }
     }
-    CpAsyncWait<0>();
 
     // Epilogue: C fragment (n8 tile ni, register i): row g + 8 * (i / 2), token 8 ni + 2t + i % 2.
     // The pair: warpgroup 0 finishes with warpgroup 1's total of the same element.

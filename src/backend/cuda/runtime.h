@@ -46,9 +46,11 @@ struct KernelOptions {
   // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows
   // 78.4 -> 73.3, 192 rows (8,192 tokens) 260 -> 227.
   int64_t qgemm_expert_min_rows = 32;
-  // The tiled GEMM on warpgroup MMA (wgmma) instead of mma.sync: the same bits (each k16 step
-  // rounds alike, bench/probe_wgmma_bits.cu), another instruction and tiling (issue 27).
-  bool qgemm_wgmma = false;
+  // The tiled GEMM on warpgroup MMA (wgmma; qgemm_wg_sm90.cu) instead of mma.sync (qgemm_sm90.cu):
+  // the same bits (each k16 step rounds alike, bench/probe_wgmma_bits.cu). Measured on an H200
+  // (docs/perf.md, session 24): 8,192-token prefill routed experts 223.6 -> 138.3 ms, the whole
+  // prefill 0.741 -> 0.634 s.
+  bool qgemm_wgmma = true;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
