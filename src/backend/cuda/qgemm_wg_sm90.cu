@@ -10,14 +10,15 @@
 // Data movement: a block of two warpgroups owns 128 tokens and 128 weight rows (one weight: a
 // warpgroup's 64 rows each) or 64 rows of both matrices of the fused SwiGLU pair (a warpgroup per
 // matrix); every k16 step is one m64n128k16 per warpgroup, A = the warp's m16 tile converted from
-// the pre-tiled weights (the decode kernel's fragments), B = the 128 tokens from shared memory.
+// the pre-tiled weights (the decode kernel's fragments), B = the 128 tokens from shared memory
+// (FP4: as two m64n64k16, the token halves in separate commit groups, so a warp scales one half
+// while the other's chain runs; an n8 tile's result does not depend on the instruction's N).
 // The activations come in the staged order (QOrder kWgFp8 / kWgFp4, written by the act_quant
 // pre-pass), so each token's (k16 step, k half) is a 16-byte cp.async straight into its wgmma
 // core-matrix row. Weights, scales and activations stream through a 4-stage cp.async pipeline of
 // 64-column pairs whose stages are filled and released through mbarriers (no block-wide barrier
 // per pair: the warpgroups drift apart, so one's scale steps run while the other's wgmma does;
-// measured 1.43x on the routed experts, docs/perf.md); the slices' running totals sit in shared
-// memory, each thread's own.
+// docs/perf.md); the slices' running totals sit in shared memory, each thread's own.
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -61,6 +62,10 @@ struct WgCfg {
   static_assert(kTiles * 32 == kThreads, "one m16 tile per warp");
 };
 
+__device__ __forceinline__ float Elem(const float4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
 // Grid: dense (row blocks, token tiles, 1); routed experts (token tiles, row blocks, slots), a
 // block looping over its slot's tiles tile, tile + grid tiles, ... (QGemmKernel's grid).
 template <int kD, bool kFp4, bool kExpert>
@@ -87,8 +92,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
     return reinterpret_cast<float*>(smem + s * C::kStageBytes + C::kWBytes + C::kSBytes +
                                     C::kXBytes);
   };
-  // total[j] of this thread at totals[j * kThreads] (j = 4 * n8 tile + C-fragment register).
-  float* totals = reinterpret_cast<float*>(smem + kStages * C::kStageBytes) + threadIdx.x;
+  // This thread's totals of n8 tile ni (its 4 C-fragment registers) at totals[ni * kThreads].
+  float4* totals = reinterpret_cast<float4*>(smem + kStages * C::kStageBytes) + threadIdx.x;
   // The tile's token rows: dense, the row itself; experts, the pair (x row: pair / x_row_div);
   // -1: past the slot's rows. xoff / soff: their quantized row's and scale row's offsets
   // (the group's columns included; the launcher keeps them below 2^31).
@@ -135,46 +140,62 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
   auto swsel = [&](int i) { return kD == 2 && i == 1 ? SW[kD - 1] : SW[0]; };
   const uint8_t* const my_sw = swsel(d);
 
-  // Each thread's copies of a stage, in fixed counts (straight-line code).
-  constexpr int kWChunks = C::kTiles * (kPairBytes / 16);
+  // Each thread's copies of a stage, in fixed counts (straight-line code), from sources set up
+  // once (weights: per kernel; activations: per token tile) and advanced by the pair.
+  constexpr int kWChunks = C::kTiles * (kPairBytes / 16), kWPer = kWChunks / kThreads;
+  constexpr int kXPer = kBN * 8 / kThreads;
   static_assert(kWChunks % kThreads == 0 && kBN * 8 % kThreads == 0 && kBN <= kThreads);
+  // Weights: thread chunk c = threadIdx.x + it * kThreads of (stage tile, pair) at byte c * 16 of
+  // the stage; tiles past the matrix are zeros (null source).
+  const uint8_t* wsrc[kWPer];
+#pragma unroll
+  for (int it = 0; it < kWPer; ++it) {
+    const int c = threadIdx.x + it * kThreads;
+    const int i = c / (kPairBytes / 16), off = (c % (kPairBytes / 16)) * 16;
+    const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
+    wsrc[it] = grt < tiles_n ? wsel(i / C::kRowTiles) + grt * npairs * kPairBytes + off : nullptr;
+  }
+  // FP4 scales (TileFp4ScalesForMma: 32 bytes per (row tile, pair)), threads < 2 * kTiles.
+  const uint8_t* swsrc = nullptr;
+  if constexpr (kFp4) {
+    if (threadIdx.x < C::kTiles * 2) {
+      const int i = threadIdx.x / 2;
+      const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
+      if (grt < tiles_n)
+        swsrc = swsel(i / C::kRowTiles) + grt * npairs * 32 + (threadIdx.x % 2) * 16;
+    }
+  }
+  // Activations: the pair's 8 staged 16-byte chunks per token (chunk h = step h / 2, k half
+  // h % 2) to [h][token]; a warp takes 8 tokens x 4 chunks (full sectors, conflict-free rows), a
+  // thread chunk h of the tokens xtok(it). xo / so: the tile's offsets (xoff, soff) of those.
+  const int xh = (threadIdx.x / 8) % 8;
+  auto xtok = [&](int it) {
+    return (threadIdx.x / 64 + it * (kThreads / 64)) * 8 + threadIdx.x % 8;
+  };
+  int32_t xo[kXPer], so = -1;
   auto load = [&](int s, int64_t kp) {
-    // Weights: 16-byte chunks c of (stage tile, pair); tiles past the matrix are zeros.
     uint8_t* ws = w_at(s);
 #pragma unroll
-    for (int it = 0; it < kWChunks / kThreads; ++it) {
-      const int c = threadIdx.x + it * kThreads;
-      const int i = c / (kPairBytes / 16), off = (c % (kPairBytes / 16)) * 16;
-      const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
-      const bool ok = grt < tiles_n;
-      CpAsync16(ws + i * kPairBytes + off,
-                wsel(i / C::kRowTiles) + (ok ? (grt * npairs + kp) * kPairBytes + off : 0), ok);
+    for (int it = 0; it < kWPer; ++it) {
+      const uint8_t* src = wsrc[it];
+      CpAsync16(ws + (threadIdx.x + it * kThreads) * 16,
+                src != nullptr ? src + kp * kPairBytes : W[0], src != nullptr);
     }
-    if constexpr (kFp4) {  // TileFp4ScalesForMma: 32 bytes per (row tile, pair)
-      if (threadIdx.x < C::kTiles * 2) {
-        const int i = threadIdx.x / 2, off = (threadIdx.x % 2) * 16;
-        const int64_t grt = (row0 >> 4) + i % C::kRowTiles;
-        const bool ok = grt < tiles_n;
-        CpAsync16(sw_at(s) + i * 32 + off,
-                  swsel(i / C::kRowTiles) + (ok ? (grt * npairs + kp) * 32 + off : 0), ok);
-      }
+    if constexpr (kFp4) {
+      if (threadIdx.x < C::kTiles * 2)
+        CpAsync16(sw_at(s) + threadIdx.x * 16, swsrc != nullptr ? swsrc + kp * 32 : W[0],
+                  swsrc != nullptr);
     }
-    // Activations: the pair's 8 staged 16-byte chunks per token (chunk h = step h / 2, k half
-    // h % 2) to [h][token]; a warp takes 8 tokens x 4 chunks (full sectors, conflict-free rows),
-    // a thread one chunk h of 4 tokens.
     uint8_t* xs = x_at(s);
-    const int h = (threadIdx.x / 8) % 8;
 #pragma unroll
-    for (int it = 0; it < kBN * 8 / kThreads; ++it) {
-      const int i = (threadIdx.x / 64 + it * (kThreads / 64)) * 8 + threadIdx.x % 8;
-      const int32_t o = xoff[i];
-      CpAsync16(xs + (h * kBN + i) * 16, p.xq + (o >= 0 ? o + kp * 64 + 8 * h : 0), o >= 0);
+    for (int it = 0; it < kXPer; ++it) {
+      const int32_t o = xo[it];
+      CpAsync16(xs + (xh * kBN + xtok(it)) * 16, p.xq + (o >= 0 ? o + kp * 64 + 8 * xh : 0),
+                o >= 0);
     }
     // The tokens' act_quant scales of the pair's 128-column block.
-    if (threadIdx.x < kBN) {
-      const int32_t o = soff[threadIdx.x];
-      CpAsync4(sx_at(s) + threadIdx.x, p.xs + (o >= 0 ? o + kp / 2 : 0), o >= 0);
-    }
+    if (threadIdx.x < kBN)
+      CpAsync4(sx_at(s) + threadIdx.x, p.xs + (so >= 0 ? so + kp / 2 : 0), so >= 0);
   };
 
   // Fills and uses of the stages so far (the same count in every thread): fill f goes to stage
@@ -201,6 +222,9 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
       soff[i] = r >= 0 ? static_cast<int32_t>(xr * p.lds + goff / kQb) : -1;
     }
     __syncthreads();
+#pragma unroll
+    for (int it = 0; it < kXPer; ++it) xo[it] = xoff[xtok(it)];
+    if (threadIdx.x < kBN) so = soff[threadIdx.x];
 
     float acc[kNT][4], blk[kNT][4];
 #pragma unroll
@@ -238,21 +262,41 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
       auto refill = [&] {
         if (kp + kStages - 1 < npairs) produce(kp + kStages - 1);
       };
-      float r[kF];
       if constexpr (kFp4) {
-        // Per group j: its 2 steps from zero, then the rows' scale into blk (GroupIntoBlock).
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        // FP4: each k16 step runs as two m64n64k16, tokens [0, 64) into ra and [64, 128) into rb
+        // (an n8 tile's result does not depend on the instruction's N: probe_wgmma_bits), so one
+        // half's scale steps run while the other half's chain is on the tensor cores.
+        constexpr int kH = kBN / 2, kHT = kNT / 2;
+        auto hdesc = [&](int step, int half) {
+          return WgmmaDescB<kBN>(xb + step * kBN * 32 + half * kH * 16);
+        };
+        auto chain = [&](float(&r)[kH / 2], int half, int q0, int nq) {
           WgmmaFence();
-          Wgmma<kBN>(r, af[2 * j], desc(2 * j), 0);
-          Wgmma<kBN>(r, af[2 * j + 1], desc(2 * j + 1), 1);
+#pragma unroll
+          for (int q = q0; q < q0 + nq; ++q) Wgmma<kH>(r, af[q], hdesc(q, half), q > q0);
           WgmmaCommit();
-          if (j == 0) refill();
-          WgmmaWait<0>();
+        };
+        float ra[kH / 2], rb[kH / 2];
+        // Per group j: its 2 steps from zero, then the rows' scale into blk (GroupIntoBlock).
+        auto group = [&](float(&r)[kH / 2], int half, int j) {
           WgmmaFenceOperand(r);
 #pragma unroll
-          for (int ni = 0; ni < kNT; ++ni) GroupIntoBlock(r + 4 * ni, sg[j], sh[j], blk[ni]);
-        }
+          for (int ni = 0; ni < kHT; ++ni)
+            GroupIntoBlock(r + 4 * ni, sg[j], sh[j], blk[half * kHT + ni]);
+        };
+        chain(ra, 0, 0, 2);
+        chain(rb, 1, 0, 2);
+        refill();
+        WgmmaWait<1>();
+        group(ra, 0, 0);
+        chain(ra, 0, 2, 2);
+        WgmmaWait<1>();
+        group(rb, 1, 0);
+        chain(rb, 1, 2, 2);
+        WgmmaWait<1>();
+        group(ra, 0, 1);
+        WgmmaWait<0>();
+        group(rb, 1, 1);
         if (BlockEnds(kp, npairs)) {
 #pragma unroll
           for (int ni = 0; ni < kNT; ++ni) {
@@ -261,10 +305,12 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
           }
         }
       } else {
-        // The pair's 4 steps from zero, then s_w * s_x into acc (PairIntoAcc).
+        // The pair's 4 steps from zero over all 128 tokens (split in halves it measured slower:
+        // docs/perf.md), then s_w * s_x into acc (PairIntoAcc).
+        float r[kF];
         WgmmaFence();
 #pragma unroll
-        for (int q = 0; q < 4; ++q) Wgmma<kBN>(r, af[q], desc(q), q > 0);
+        for (int q = 0; q < 4; ++q) Wgmma<kBN>(r, af[q], WgmmaDescB<kBN>(xb + q * kBN * 32), q > 0);
         WgmmaCommit();
         refill();
         WgmmaWait<0>();
@@ -281,13 +327,21 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
       if ((kp + 1) % kP == 0 || kp + 1 == npairs) {
         const bool first = kp < kP;
 #pragma unroll
-        for (int ni = 0; ni < kNT; ++ni)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float& tot = totals[(4 * ni + i) * kThreads];
-            tot = first ? acc[ni][i] : tot + acc[ni][i];
-            acc[ni][i] = 0.0f;
+        for (int ni = 0; ni < kNT; ++ni) {
+          float4 tot;
+          if (first) {
+            tot = make_float4(acc[ni][0], acc[ni][1], acc[ni][2], acc[ni][3]);
+          } else {
+            tot = totals[ni * kThreads];
+            tot.x += acc[ni][0];
+            tot.y += acc[ni][1];
+            tot.z += acc[ni][2];
+            tot.w += acc[ni][3];
           }
+          totals[ni * kThreads] = tot;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[ni][i] = 0.0f;
+        }
       }
     }
 
@@ -304,9 +358,9 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
         const int64_t row = row0 + rt * 16 + g + 8 * (i / 2);
         const int32_t yr = rows[ni * 8 + 2 * t + (i % 2)];
         if (row < p.n && yr >= 0) {
-          const float v0 = totals[(4 * ni + i) * kThreads];
+          const float v0 = Elem(totals[ni * kThreads], i);
           float v = v0;
-          if constexpr (kD == 2) v = SwigluF(v0, totals[(4 * ni + i) * kThreads + 128], p.limit);
+          if constexpr (kD == 2) v = SwigluF(v0, Elem(totals[ni * kThreads + 128], i), p.limit);
           p.y[static_cast<int64_t>(yr) * p.ldy + row] = v;
         }
       }

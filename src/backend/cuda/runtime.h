@@ -48,8 +48,8 @@ struct KernelOptions {
   int64_t qgemm_expert_min_rows = 32;
   // The tiled GEMM on warpgroup MMA (wgmma; qgemm_wg_sm90.cu) instead of mma.sync (qgemm_sm90.cu):
   // the same bits (each k16 step rounds alike, bench/probe_wgmma_bits.cu). Measured on an H200
-  // (docs/perf.md, session 24): 8,192-token prefill routed experts 223.6 -> 138.3 ms, the whole
-  // prefill 0.741 -> 0.634 s.
+  // (docs/perf.md, session 24): 8,192-token prefill routed experts 223.8 -> 119.1 ms, the whole
+  // prefill 0.739 -> 0.620 s.
   bool qgemm_wgmma = true;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
