@@ -38,6 +38,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/qgemm_source.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 
@@ -112,27 +113,16 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
   int32_t* rows =
       reinterpret_cast<int32_t*>(smem + kStages * C::kStageBytes + C::kTotals * kThreads * 4);
 
+  PdlWait();  // the activations, the act_quant pre-pass and the routing come from earlier kernels
+  QGemmSource<kD> source;
+  if (!ResolveQGemmSource<kD, kExpert>(p, &source)) return;
+  const int64_t begin = source.begin, count = source.count;
   const uint8_t* W[kD];
   const uint8_t* SW[kD];
-  int64_t begin = 0, count = p.m;
-  PdlWait();  // the activations, the act_quant pre-pass and the routing come from earlier kernels
-  if constexpr (kExpert) {
-    const int slot = blockIdx.z;  // < max_slots <= experts: the reads below stay in their arrays
-    const int nact = *p.num_active, e = p.active[slot];
-    begin = p.offsets[slot];
-    count = p.offsets[slot + 1] - begin;
-    if (slot >= nact) return;
 #pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      W[d] = static_cast<const uint8_t*>(p.ew[d][e]);
-      SW[d] = static_cast<const uint8_t*>(p.es[d][e]);
-    }
-  } else {
-#pragma unroll
-    for (int d = 0; d < kD; ++d) {
-      W[d] = static_cast<const uint8_t*>(p.w[d]);
-      SW[d] = static_cast<const uint8_t*>(p.s[d]);
-    }
+  for (int d = 0; d < kD; ++d) {
+    W[d] = source.w[d];
+    SW[d] = source.s[d];
   }
 
   auto load = [&](int s, int64_t kp) {

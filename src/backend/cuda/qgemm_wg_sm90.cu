@@ -30,6 +30,7 @@
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/qgemm_source.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
@@ -113,31 +114,13 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
   }
   __syncthreads();
 
-  const uint8_t* W[kD];
-  const uint8_t* SW[kD];
-  int64_t begin = 0, count = p.m;
   PdlWait();  // the activations, the act_quant pre-pass and the routing come from earlier kernels
-  if constexpr (kExpert) {
-    const int slot = blockIdx.z;  // < max_slots <= experts: the reads below stay in their arrays
-    const int nact = *p.num_active, e = p.active[slot];
-    begin = p.offsets[slot];
-    count = p.offsets[slot + 1] - begin;
-    if (slot >= nact) return;
-#pragma unroll
-    for (int i = 0; i < kD; ++i) {
-      W[i] = static_cast<const uint8_t*>(p.ew[i][e]);
-      SW[i] = static_cast<const uint8_t*>(p.es[i][e]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kD; ++i) {
-      W[i] = static_cast<const uint8_t*>(p.w[i]);
-      SW[i] = static_cast<const uint8_t*>(p.s[i]);
-    }
-  }
+  QGemmSource<kD> source;
+  if (!ResolveQGemmSource<kD, kExpert>(p, &source)) return;
+  const int64_t begin = source.begin, count = source.count;
   // Matrix i's pointers without a dynamic index into the arrays (registers, not local memory).
-  auto wsel = [&](int i) { return kD == 2 && i == 1 ? W[kD - 1] : W[0]; };
-  auto swsel = [&](int i) { return kD == 2 && i == 1 ? SW[kD - 1] : SW[0]; };
+  auto wsel = [&](int i) { return kD == 2 && i == 1 ? source.w[kD - 1] : source.w[0]; };
+  auto swsel = [&](int i) { return kD == 2 && i == 1 ? source.s[kD - 1] : source.s[0]; };
   const uint8_t* const my_sw = swsel(d);
 
   // Each thread's copies of a stage, in fixed counts (straight-line code), from sources set up
@@ -179,11 +162,11 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
     for (int it = 0; it < kWPer; ++it) {
       const uint8_t* src = wsrc[it];
       CpAsync16(ws + (threadIdx.x + it * kThreads) * 16,
-                src != nullptr ? src + kp * kPairBytes : W[0], src != nullptr);
+                src != nullptr ? src + kp * kPairBytes : wsel(0), src != nullptr);
     }
     if constexpr (kFp4) {
       if (threadIdx.x < C::kTiles * 2)
-        CpAsync16(sw_at(s) + threadIdx.x * 16, swsrc != nullptr ? swsrc + kp * 32 : W[0],
+        CpAsync16(sw_at(s) + threadIdx.x * 16, swsrc != nullptr ? swsrc + kp * 32 : wsel(0),
                   swsrc != nullptr);
     }
     uint8_t* xs = x_at(s);
