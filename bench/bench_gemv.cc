@@ -18,8 +18,10 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
+#include "graph_timer.h"
 
 namespace gpu = dsinfer::backend::cuda;
+using dsinfer::bench::MedianGraphUs;
 using gpu::WeightFormat;
 
 namespace {
@@ -36,26 +38,6 @@ struct Shape {
 struct Weights {
   std::vector<gpu::DeviceBuffer> data, scale;
 };
-
-// Device time per launch: `reps` calls of launch(rep) captured in one CUDA graph, replayed once
-// to warm up, then the median of five timed replays divided by reps.
-template <typename Fn>
-double MedianGraphUs(Fn&& launch, int reps, gpu::StreamHandle st) {
-  gpu::Graph g;
-  g.BeginCapture(st);
-  for (int r = 0; r < reps; ++r) launch(r);
-  g.EndCapture(st);
-  g.Launch(st);  // warm-up
-  std::vector<double> t;
-  for (int it = 0; it < 5; ++it) {
-    gpu::EventTimer timer;
-    timer.Start(st);
-    g.Launch(st);
-    t.push_back(timer.StopMs(st) * 1e3 / reps);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
   Weights w;
