@@ -422,6 +422,60 @@ TEST(ActQuantTest, MatchesCpuBitForBit) {
   EXPECT_EQ(bad, 0);
 }
 
+// The staged orders of the warpgroup-MMA GEMM (QOrder): within each 64-column pair, column c sits
+// where the decode kernel's lane t = c / 16 (FP8; FP4: per 32-column group, t = c % 32 / 8) gives
+// it as word w (FP8: c % 16 / 2; FP4: c % 8 / 2) -> k16 step w / 2 (FP4: + 2 * group), B register
+// w % 2: position step * 16 + register * 8 + 2t + c % 2. The pre-pass writing them and the restage
+// of natural rows give exactly that permutation of the natural values, with the same scales.
+TEST(ActQuantTest, StagedOrdersPermuteEachPair) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 5, k = 64 * 7, ldq = k, lds = (k + 127) / 128;
+  auto x = testing::RandomVector(static_cast<size_t>(rows * k), 57);
+  DeviceBuffer xd = Upload(x), nat(rows * ldq * 2), sn(rows * lds * 4), stg(rows * ldq * 2),
+               ss(rows * lds * 4), rst(rows * ldq * 2);
+  Stream s;
+  auto quantize = [&](QOrder order, DeviceBuffer& q, DeviceBuffer& sc) {
+    ActQuantParams p;
+    p.x = xd.as<float>();
+    p.ldx = k;
+    p.rows = rows;
+    p.k = k;
+    p.q = q.as<uint16_t>();
+    p.ldq = ldq;
+    p.s = sc.as<float>();
+    p.lds = lds;
+    p.order = order;
+    LaunchActQuant(p, s.get());
+  };
+  quantize(QOrder::kNatural, nat, sn);
+  std::vector<uint16_t> natural(rows * ldq), staged(rows * ldq), restaged(rows * ldq);
+  std::vector<float> scn(rows * lds), scs(rows * lds);
+  CopyToHost(natural.data(), nat.get(), natural.size() * 2, s.get());
+  CopyToHost(scn.data(), sn.get(), scn.size() * 4, s.get());
+  for (const bool fp4 : {false, true}) {
+    const QOrder order = fp4 ? QOrder::kWgFp4 : QOrder::kWgFp8;
+    quantize(order, stg, ss);
+    LaunchQRestage(nat.as<uint16_t>(), rst.as<uint16_t>(), rows, k, ldq, order, s.get());
+    CopyToHost(staged.data(), stg.get(), staged.size() * 2, s.get());
+    CopyToHost(restaged.data(), rst.get(), restaged.size() * 2, s.get());
+    CopyToHost(scs.data(), ss.get(), scs.size() * 4, s.get());
+    s.Synchronize();
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        const int64_t cp = c % 64, base = r * ldq + c - cp;
+        const int64_t t = fp4 ? cp % 32 / 8 : cp / 16, w = fp4 ? cp % 8 / 2 : cp % 16 / 2;
+        const int64_t step = w / 2 + (fp4 ? 2 * (cp / 32) : 0);
+        const int64_t pos = step * 16 + (w % 2) * 8 + 2 * t + c % 2;
+        bad += staged[base + pos] != natural[r * ldq + c];
+        bad += restaged[base + pos] != natural[r * ldq + c];
+      }
+    }
+    EXPECT_EQ(bad, 0) << (fp4 ? "FP4" : "FP8") << " order";
+    EXPECT_EQ(std::memcmp(scs.data(), scn.data(), scn.size() * 4), 0);
+  }
+}
+
 // Many rows: the act_quant pre-pass into scratch and token tiles of 32 give the same bits as the
 // in-kernel quantization (no scratch) and as rows quantized by the caller, and match the CPU.
 TEST(LinearTest, PrepassEqualsInKernelQuantization) {
