@@ -34,6 +34,7 @@
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
+#include "base/check.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -399,11 +400,15 @@ int64_t QGemmWgLaunches() { return g_launches.load(); }
 
 void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, int slots,
                    StreamHandle stream) {
-  ++g_launches;
   const bool expert = slots > 0;
+  // The launcher's contract (LaunchQLinear checks these first): staged rows given, a shape this
+  // kernel takes (so never dense FP4).
+  DSINFER_CHECK_MSG(a.xq != nullptr && a.xs != nullptr && QGemmWgSupports(a, fp4, dual, expert),
+                    "the wgmma GEMM called outside QGemmWgSupports");
+  ++g_launches;
   if (dual) {
     if (fp4) {
-      Launch<2, true, true>(a, rows_hint, slots, stream);  // dense FP4: QGemmWgSupports says no
+      Launch<2, true, true>(a, rows_hint, slots, stream);  // FP4: routed experts only
     } else if (expert) {
       Launch<2, false, true>(a, rows_hint, slots, stream);
     } else {
