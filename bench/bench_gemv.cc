@@ -18,7 +18,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
-#include "graph_timer.h"
+#include "gpu_bench.h"
 
 namespace gpu = dsinfer::backend::cuda;
 using dsinfer::bench::MedianGraphUs;
@@ -41,37 +41,12 @@ struct Weights {
 
 Weights MakeCopies(const Shape& s, int copies, gpu::StreamHandle st) {
   Weights w;
-  gpu::WeightRef ref;
-  ref.format = s.format;
-  ref.n = s.n;
-  ref.k = s.k;
-  ref.scale_format = gpu::ScaleFormat::kUe8m0;
+  const dsinfer::bench::WeightBytes b = dsinfer::bench::GpuWeightBytes(s.format, s.n, s.k);
   for (int c = 0; c < copies; ++c) {
-    const int64_t data_bytes = s.format == WeightFormat::kFp4    ? s.n * s.k / 2
-                               : s.format == WeightFormat::kFp8  ? gpu::Fp8TiledBytes(s.n, s.k)
-                               : s.format == WeightFormat::kBf16 ? s.n * s.k * 2
-                                                                 : s.n * s.k * 4;
-    const int64_t scale_bytes = s.format == WeightFormat::kFp4   ? s.n * (s.k / 32)
-                                : s.format == WeightFormat::kFp8 ? ((s.n + 127) / 128) * ((s.k + 127) / 128)
-                                                                 : 1;
-    w.data.emplace_back(static_cast<size_t>(data_bytes));
-    w.scale.emplace_back(static_cast<size_t>(scale_bytes));
-    gpu::RandomFillParams f;
-    f.data = w.data.back().get();
-    f.seed = 1000 + c;
-    switch (s.format) {
-      case WeightFormat::kFp4: f.kind = gpu::RandomKind::kFp4; f.count = data_bytes; break;
-      case WeightFormat::kFp8: f.kind = gpu::RandomKind::kFp8; f.count = data_bytes; break;
-      case WeightFormat::kBf16: f.kind = gpu::RandomKind::kBf16Normal; f.count = s.n * s.k; f.std = 0.02f; break;
-      case WeightFormat::kF32: f.kind = gpu::RandomKind::kF32Normal; f.count = s.n * s.k; f.std = 0.02f; break;
-    }
-    gpu::LaunchRandomFill(f, st);
-    gpu::RandomFillParams sf;
-    sf.data = w.scale.back().get();
-    sf.count = scale_bytes;
-    sf.kind = gpu::RandomKind::kByte;
-    sf.mean = s.format == WeightFormat::kFp4 ? gpu::Fp4GpuScaleByte(120) : 120;  // one value: any order
-    gpu::LaunchRandomFill(sf, st);
+    w.data.emplace_back(static_cast<size_t>(b.data));
+    w.scale.emplace_back(static_cast<size_t>(b.scale));
+    dsinfer::bench::FillRandomWeight(s.format, s.n, s.k, 1000 + c, w.data.back().get(),
+                                     w.scale.back().get(), st);
   }
   return w;
 }

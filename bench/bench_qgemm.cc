@@ -13,9 +13,8 @@
 
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/qlinear.cuh"
-#include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
-#include "graph_timer.h"
+#include "gpu_bench.h"
 
 namespace gpu = dsinfer::backend::cuda;
 using dsinfer::bench::MedianGraphUs;
@@ -40,23 +39,10 @@ struct Matrix {
 };
 
 Matrix RandomMatrix(WeightFormat f, int64_t n, int64_t k, uint32_t seed, gpu::StreamHandle st) {
-  const bool fp4 = f == WeightFormat::kFp4;
-  const int64_t data_bytes = fp4 ? n * k / 2 : gpu::Fp8TiledBytes(n, k);
-  const int64_t scale_bytes = fp4 ? n * (k / 32) : ((n + 127) / 128) * ((k + 127) / 128);
-  Matrix m{gpu::DeviceBuffer(static_cast<size_t>(data_bytes)),
-           gpu::DeviceBuffer(static_cast<size_t>(scale_bytes))};
-  gpu::RandomFillParams d;
-  d.data = m.data.get();
-  d.count = data_bytes;
-  d.seed = seed;
-  d.kind = fp4 ? gpu::RandomKind::kFp4 : gpu::RandomKind::kFp8;
-  gpu::LaunchRandomFill(d, st);
-  gpu::RandomFillParams s;
-  s.data = m.scale.get();
-  s.count = scale_bytes;
-  s.kind = gpu::RandomKind::kByte;
-  s.mean = fp4 ? gpu::Fp4GpuScaleByte(120) : 120;
-  gpu::LaunchRandomFill(s, st);
+  const dsinfer::bench::WeightBytes b = dsinfer::bench::GpuWeightBytes(f, n, k);
+  Matrix m{gpu::DeviceBuffer(static_cast<size_t>(b.data)),
+           gpu::DeviceBuffer(static_cast<size_t>(b.scale))};
+  dsinfer::bench::FillRandomWeight(f, n, k, seed, m.data.get(), m.scale.get(), st);
   return m;
 }
 

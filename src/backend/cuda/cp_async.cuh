@@ -8,13 +8,18 @@
 
 namespace dsinfer::backend::cuda {
 
+// A shared-memory pointer as the 32-bit address PTX takes.
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t s = SmemAddr(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
                "r"(ok ? 16 : 0));
 }
 __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t s = SmemAddr(smem);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem),
                "r"(ok ? 4 : 0));
 }
@@ -29,9 +34,6 @@ __device__ __forceinline__ void CpAsyncWait() {
 // Shared-memory barriers (mbarrier, sm_80+) for pipelines whose stages are filled and released
 // without a block-wide barrier: a phase completes after `count` arrivals; a waiter names the
 // parity of the phase it waits for (0 for the first completion, then 1, 0, ...).
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count)
                : "memory");

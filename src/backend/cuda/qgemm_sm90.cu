@@ -318,23 +318,10 @@ void LaunchQGemm(const QLinearArgs& a, int64_t rows_hint, int slots, StreamHandl
 // input in 16-row groups with 128-column offsets, pre-quantized rows at least as wide as the
 // input); these are the tiled kernel's own conditions on top.
 bool QGemmSupports(const QLinearArgs& a, bool fp4, bool expert) {
-  auto aligned16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
-  if (a.xq == nullptr || a.xs == nullptr || a.k % 64 != 0) return false;
-  if (expert) {
-    // Expert weights are whole device allocations (aligned); their rows index by pair.
-    if (a.group_rows > 0 || a.pairs == nullptr || a.offsets == nullptr) return false;
-  } else {
-    // Dense FP4 weights (none in the V4 family) are left to QLinearKernel: no test covers them
-    // here.
-    if (fp4 || a.m <= 0) return false;
-    // A group must span whole 128-row blocks (the block's input columns are one group's), and
-    // start on a 128-column act_quant block (its scale index).
-    if (a.group_rows > 0 && (a.group_rows % kBM != 0 || a.group_stride % kQb != 0)) return false;
-    if (!aligned16(a.w[0]) || (a.w[1] != nullptr && !aligned16(a.w[1]))) return false;
-    if (a.m >= int64_t{65535} * GCfg<2, false>::kBN) return false;
-  }
-  // 16-byte cp.async sources: row pitch and activations in whole 16-byte chunks.
-  return a.ldq % 8 == 0 && aligned16(a.xq);
+  // (The smaller token tile of the two: the pair's.) Then 16-byte cp.async sources: the
+  // pre-quantized rows' pitch and start in whole 16-byte chunks.
+  return QGemmShapeSupported(a, fp4, expert, kBM, GCfg<2, false>::kBN) && a.xq != nullptr &&
+         a.xs != nullptr && a.ldq % 8 == 0 && (reinterpret_cast<uintptr_t>(a.xq) & 15) == 0;
 }
 
 namespace {

@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
       FenceProxyAsync();  // the stage's copies (every thread's), seen by wgmma's reads
       const uint8_t* wt = w_at(s) + warp * kPairBytes + lane * 16;
       const float* ss = sx_at(s);
-      const uint32_t xb = static_cast<uint32_t>(__cvta_generic_to_shared(x_at(s)));
-      auto desc = [&](int step) { return WgmmaDescB<kBN>(xb + step * kBN * 32); };
+      // Step q's B: [2 k halves][kBN tokens][16 bytes] (WgmmaDescB) at byte q * kBN * 32.
+      const uint32_t xb = SmemAddr(x_at(s));
       // The warp's A fragments (PairMma's conversions) and the scales of rows g / g + 8 per
       // 32-column group j (FP8: the pair's one block scale).
       uint32_t af[4][4];
@@ -342,9 +342,8 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
         const int64_t row = row0 + rt * 16 + g + 8 * (i / 2);
         const int32_t yr = rows[ni * 8 + 2 * t + (i % 2)];
         if (row < p.n && yr >= 0) {
-          const float v0 = Elem(totals[ni * kThreads], i);
-          float v = v0;
-          if constexpr (kD == 2) v = SwigluF(v0, Elem(totals[ni * kThreads + 128], i), p.limit);
+          float v = Elem(totals[ni * kThreads], i);
+          if constexpr (kD == 2) v = SwigluF(v, Elem(totals[ni * kThreads + 128], i), p.limit);
           p.y[static_cast<int64_t>(yr) * p.ldy + row] = v;
         }
       }
@@ -380,20 +379,8 @@ std::atomic<int64_t> g_launches{0};
 }  // namespace
 
 bool QGemmWgSupports(const QLinearArgs& a, bool fp4, bool dual, bool expert) {
-  auto aligned16 = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; };
-  if (a.k % 64 != 0) return false;
-  if (expert) {
-    // Expert weights are whole device allocations (aligned); their rows index by pair.
-    return a.group_rows == 0 && a.pairs != nullptr && a.offsets != nullptr;
-  }
-  // Dense FP4 weights (none in the V4 family) are left to QLinearKernel.
-  if (fp4 || a.m <= 0 || a.m >= int64_t{65535} * kBN) return false;
-  // A group must span whole blocks of rows (the block's input columns are one group's) and
-  // start on a 128-column act_quant block.
-  const int64_t block_rows = dual ? 64 : 128;
-  if (a.group_rows > 0 && (a.group_rows % block_rows != 0 || a.group_stride % kQb != 0))
-    return false;
-  return aligned16(a.w[0]) && (a.w[1] == nullptr || aligned16(a.w[1]));
+  return dual ? QGemmShapeSupported(a, fp4, expert, WgCfg<2, false>::kRows, kBN)
+              : QGemmShapeSupported(a, fp4, expert, WgCfg<1, false>::kRows, kBN);
 }
 
 int64_t QGemmWgLaunches() { return g_launches.load(); }

@@ -1,0 +1,95 @@
+// Shared pieces of the GPU benchmarks (bench_gemv, bench_qgemm): device-random weights in the
+// GPU layouts and device time per launch by CUDA-graph replay.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/random_fill.cuh"
+#include "backend/cuda/runtime.h"
+
+namespace dsinfer::bench {
+
+// Bytes of an n x k weight's data and scales as the GPU stores them (FP8: TileFp8ForMma order and
+// one scale per 128 x 128 block; FP4: two values a byte and one scale per 32 columns; bf16 / f32:
+// no scales, 1 byte reserved).
+struct WeightBytes {
+  int64_t data = 0, scale = 0;
+};
+inline WeightBytes GpuWeightBytes(backend::cuda::WeightFormat f, int64_t n, int64_t k) {
+  using backend::cuda::WeightFormat;
+  switch (f) {
+    case WeightFormat::kFp4:
+      return {n * k / 2, n * (k / 32)};
+    case WeightFormat::kFp8:
+      return {backend::cuda::Fp8TiledBytes(n, k), ((n + 127) / 128) * ((k + 127) / 128)};
+    case WeightFormat::kBf16:
+      return {n * k * 2, 1};
+    case WeightFormat::kF32:
+      break;
+  }
+  return {n * k * 4, 1};
+}
+
+// Random values of an n x k weight into data / scale (GpuWeightBytes' sizes): random FP4 / FP8
+// codes with every scale byte the same (so any layout of them reads alike), or bf16 / f32 values
+// of standard deviation 0.02.
+inline void FillRandomWeight(backend::cuda::WeightFormat f, int64_t n, int64_t k, uint32_t seed,
+                             void* data, void* scale, backend::cuda::StreamHandle st) {
+  namespace gpu = backend::cuda;
+  const WeightBytes b = GpuWeightBytes(f, n, k);
+  gpu::RandomFillParams d;
+  d.data = data;
+  d.seed = seed;
+  switch (f) {
+    case gpu::WeightFormat::kFp4:
+      d.kind = gpu::RandomKind::kFp4;
+      d.count = b.data;
+      break;
+    case gpu::WeightFormat::kFp8:
+      d.kind = gpu::RandomKind::kFp8;
+      d.count = b.data;
+      break;
+    case gpu::WeightFormat::kBf16:
+      d.kind = gpu::RandomKind::kBf16Normal;
+      d.count = n * k;
+      d.std = 0.02f;
+      break;
+    case gpu::WeightFormat::kF32:
+      d.kind = gpu::RandomKind::kF32Normal;
+      d.count = n * k;
+      d.std = 0.02f;
+      break;
+  }
+  gpu::LaunchRandomFill(d, st);
+  gpu::RandomFillParams s;
+  s.data = scale;
+  s.count = b.scale;
+  s.kind = gpu::RandomKind::kByte;
+  s.mean = f == gpu::WeightFormat::kFp4 ? gpu::Fp4GpuScaleByte(120) : 120;
+  gpu::LaunchRandomFill(s, st);
+}
+
+// Device time per launch: `reps` calls of launch(rep) captured in one CUDA graph, replayed once
+// to warm up, then the median of five timed replays divided by reps.
+template <typename Fn>
+double MedianGraphUs(Fn&& launch, int reps, backend::cuda::StreamHandle st) {
+  backend::cuda::Graph g;
+  g.BeginCapture(st);
+  for (int r = 0; r < reps; ++r) launch(r);
+  g.EndCapture(st);
+  g.Launch(st);  // warm-up
+  std::vector<double> t;
+  for (int it = 0; it < 5; ++it) {
+    backend::cuda::EventTimer timer;
+    timer.Start(st);
+    g.Launch(st);
+    t.push_back(timer.StopMs(st) * 1e3 / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace dsinfer::bench
