@@ -1,16 +1,21 @@
-// The FP8 / FP4 linears of flash-l8 (V4-Flash dimensions) at prefill sizes on the GPU (issue 27):
-// the dense FP8 projections over M tokens and the routed experts' FP4 w1/w3 pair and w2 over
-// M x 6 pairs routed evenly over 256 experts (192 rows each at M = 8,192), each launched as the
-// model launches it (LaunchLinear / LaunchExpertLinear with the act_quant scratch: the pre-pass,
-// then the tiled GEMM). Device time per launch by CUDA-graph replay; TFLOP/s and the ratio to the
-// dense f16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma / mma.sync on
-// exact e4m3 / e2m1 values), and which kernel ran (the launch counters).
-//   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--only NAME]  ->  one JSON line per shape
+// The FP8 / FP4 / bf16 linears of flash-l8 (V4-Flash dimensions) at prefill sizes on the GPU
+// (issue 27): the dense FP8 projections over M tokens, the routed experts' FP4 w1/w3 pair and w2
+// over M x 6 pairs routed evenly over 256 experts (192 rows each at M = 8,192), each launched as
+// the model launches it (LaunchLinear / LaunchExpertLinear with the act_quant scratch: the
+// pre-pass, then the tiled GEMM), and the compressors' bf16 projections (CSA, HCA, the indexer's)
+// on the tensor cores (LaunchBf16TcLinear, its split pre-pass included) or, `--bf16 cuda`, on the
+// CUDA cores (LaunchLinear). Device time per launch by CUDA-graph replay; TFLOP/s and the ratio to
+// the dense f16 / bf16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma /
+// mma.sync on exact e4m3 / e2m1 values; the bf16 linear issues three mma per product, so its
+// ratio is to a third of it), and which kernel ran (the launch counters).
+//   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda] [--only NAME]
+//   ->  one JSON line per shape
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/bf16_tc_linear.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/runtime.h"
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
   }
   int64_t m = 8192;
   std::string only;
+  bool bf16_tc = true;
   gpu::KernelOptions ko;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -76,6 +82,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       ko.qgemm_wgmma = v == "wgmma";
+    } else if (a == "--bf16" && has_value) {
+      const std::string v = argv[++i];
+      if (v != "tc" && v != "cuda") {
+        std::fprintf(stderr, "bench_qgemm: --bf16 takes tc or cuda\n");
+        return 2;
+      }
+      bf16_tc = v == "tc";
     } else {
       std::fprintf(stderr, "bench_qgemm: unknown flag %s\n", a.c_str());
       return 2;
@@ -97,6 +110,9 @@ int main(int argc, char** argv) {
       {"shared_w2", WeightFormat::kFp8, 4096, 2048},
       {"experts_w13", WeightFormat::kFp4, 2048, 4096, 0, true, true},
       {"experts_w2", WeightFormat::kFp4, 4096, 2048, 0, false, true},
+      {"csa_compressor", WeightFormat::kBf16, 2048, 4096},  // wkv + wgate, overlapping windows
+      {"hca_compressor", WeightFormat::kBf16, 1024, 4096},
+      {"index_compressor", WeightFormat::kBf16, 512, 4096},
   };
   gpu::Stream st;
   std::printf(
@@ -137,7 +153,9 @@ int main(int argc, char** argv) {
     gpu::DeviceBuffer x(static_cast<size_t>(x_rows * xk * 4)),
         y(static_cast<size_t>(y_rows * s.n * 4)), u(static_cast<size_t>(y_rows * s.n * 4)),
         aq(static_cast<size_t>(x_rows * gpu::QuantizedLd(xk) * 2)),
-        as(static_cast<size_t>(x_rows * gpu::QuantizedScales(xk) * 4));
+        as(static_cast<size_t>(x_rows * gpu::QuantizedScales(xk) * 4)),
+        split(static_cast<size_t>(gpu::Bf16SplitElements(x_rows, xk) * 2));
+    const bool tc = s.format == WeightFormat::kBf16 && bf16_tc;
     {
       gpu::RandomFillParams f;
       f.data = x.get();
@@ -154,7 +172,8 @@ int main(int argc, char** argv) {
     ref.format = s.format;
     ref.n = s.n;
     ref.k = s.k;
-    ref.scale_format = gpu::ScaleFormat::kUe8m0;
+    ref.scale_format =
+        s.format == WeightFormat::kBf16 ? gpu::ScaleFormat::kNone : gpu::ScaleFormat::kUe8m0;
     // Expert tables: w1 (or w2) data / scale, w3 data / scale.
     std::vector<gpu::DeviceBuffer> tables;
     if (s.experts) {
@@ -168,6 +187,20 @@ int main(int argc, char** argv) {
       }
     }
     auto launch = [&](int) {
+      if (tc) {
+        gpu::Bf16TcLinearParams p;
+        p.w = w[0].data.as<uint16_t>();
+        p.n = s.n;
+        p.k = s.k;
+        p.x = x.as<float>();
+        p.ldx = xk;
+        p.m = m;
+        p.split = split.as<uint16_t>();
+        p.y = y.as<float>();
+        p.ldy = s.n;
+        gpu::LaunchBf16TcLinear(p, st.get());
+        return;
+      }
       if (s.experts) {
         gpu::ExpertLinearParams p;
         p.shape = ref;
@@ -219,19 +252,23 @@ int main(int argc, char** argv) {
     const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches();
     launch(0);
     st.Synchronize();
-    const char* kernel = gpu::QGemmWgLaunches() > wg_before   ? "wgmma"
+    const char* kernel = tc                                   ? "bf16_tc"
+                         : gpu::QGemmWgLaunches() > wg_before ? "wgmma"
                          : gpu::QGemmLaunches() > sync_before ? "sync"
+                         : s.format == WeightFormat::kBf16    ? "cuda_cores"
                                                               : "decode";
     const double us = MedianGraphUs(launch, 5, st.get());
     // FLOPs: 2 per multiply-add; each output row of a grouped input reads k columns.
     const double flop = 2.0 * static_cast<double>(y_rows) * s.n * s.k * (s.swiglu ? 2 : 1);
     const double tflops = flop / (us * 1e-6) / 1e12;
+    const double peak = kTensorPeakTflops / (tc ? 3.0 : 1.0);
     std::printf(
         "{\"bench\": \"qgemm\", \"shape\": \"%s\", \"rows\": %lld, \"n\": %lld, \"k\": "
         "%lld, \"kernel\": \"%s\", \"us\": %.1f, \"tflop\": %.3f, \"tflops\": %.1f, "
-        "\"ratio_to_peak\": %.2f}\n",
+        "\"ratio_to_peak\": %.2f, \"k_slices\": %d}\n",
         s.name, static_cast<long long>(y_rows), static_cast<long long>(s.n),
-        static_cast<long long>(s.k), kernel, us, flop / 1e12, tflops, kTensorPeakTflops / tflops);
+        static_cast<long long>(s.k), kernel, us, flop / 1e12, tflops, peak / tflops,
+        tc ? gpu::Bf16TcSlices(s.n, s.k) : 0);
     gpu::CheckLastError("bench_qgemm");
   }
   return 0;

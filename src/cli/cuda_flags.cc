@@ -21,8 +21,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qgemm-mma",
        "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
        "same bits either way (default: wgmma)"},
-      {"no-tc-head",
-       "the bf16 head on CUDA cores (the GEMV) instead of the tensor cores (other logits bits)",
+      {"no-tc-bf16",
+       "the bf16 linears (the head, the compressors, V4.1's Engram projection) on CUDA cores "
+       "instead of the tensor cores (other logits bits)",
        false},
       {"engram-host-tables",
        "DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup (the "
@@ -86,7 +87,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   k.attention_tc = flags.Has("attention-tc");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
-  options->tc_head = !flags.Has("no-tc-head");
+  options->tc_bf16 = !flags.Has("no-tc-bf16");
   options->engram_host_tables = flags.Has("engram-host-tables");
   return Status::Ok();
 }

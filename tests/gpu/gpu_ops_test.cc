@@ -959,14 +959,25 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
   }
 }
 
-// The tensor-core bf16 head (bf16_tc_linear): each row of a many-row launch (the 64-token tile)
-// and of a few-row launch (8 tokens) has the bits of the row run alone, and the result is
-// fp32-accurate against a double-precision reference (the split operands are exact), for k a
-// multiple of the 64-column stage and not, n not a multiple of the 128-row block.
+// The tensor-core bf16 linear (bf16_tc_linear): each row of a many-row launch (the 64-token tile)
+// and of a few-row launch (8 tokens) has the bits of the row run alone, a launch on rows split
+// beforehand (presplit) the bits of one that splits them, and the result is fp32-accurate against
+// a double-precision reference (the split operands are exact), for k a multiple of the 64-column
+// stage and not, n not a multiple of the block's rows, k in 8 slices (what n = 1,000 rows get), 2
+// and 1 (the head's).
 TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
   SKIP_WITHOUT_GPU();
-  for (const int64_t k : {int64_t{4096}, int64_t{592}}) {
-    const int64_t n = 1000;
+  EXPECT_EQ(Bf16TcSlices(1000, 4096), 8);
+  EXPECT_EQ(Bf16TcSlices(1000, 592), 2);  // 10 stages
+  EXPECT_EQ(Bf16TcSlices(129280, 4096), 1);
+  EXPECT_EQ(Bf16TcSlices(2048, 4096), 8);
+  EXPECT_EQ(Bf16TcSlices(4096, 4096), 4);
+  struct Case {
+    int64_t k;
+    int slices;  // 0: Bf16TcSlices
+  };
+  for (const Case cs : {Case{4096, 0}, Case{4096, 1}, Case{592, 0}}) {
+    const int64_t n = 1000, k = cs.k;
     auto wf = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.2f);
     std::vector<uint16_t> w(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
@@ -988,11 +999,24 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       p.split = sp.as<uint16_t>();
       p.y = yd.as<float>();
       p.ldy = n;
+      p.k_slices = cs.slices;
       ASSERT_TRUE(Bf16TcLinearSupports(n, k));
       LaunchBf16TcLinear(p, s.get());
-      std::vector<float> got(m * n), row(n);
+      std::vector<float> got(m * n), row(n), pre(m * n);
       CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
+      {  // the same rows split beforehand
+        DeviceBuffer yp(m * n * 4), sp2(Bf16SplitElements(m, k) * 2);
+        LaunchBf16Split(xd.as<float>(), k, m, k, sp2.as<uint16_t>(), s.get());
+        Bf16TcLinearParams a = p;
+        a.split = sp2.as<uint16_t>();
+        a.presplit = true;
+        a.y = yp.as<float>();
+        LaunchBf16TcLinear(a, s.get());
+        CopyToHost(pre.data(), yp.get(), pre.size() * 4, s.get());
+        s.Synchronize();
+      }
       s.Synchronize();
+      EXPECT_EQ(std::memcmp(pre.data(), got.data(), got.size() * 4), 0) << "presplit";
       int64_t differ = 0;
       double worst = 0.0;
       for (int64_t r = 0; r < m; ++r) {
@@ -1014,7 +1038,8 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
           worst = std::max(worst, std::fabs(got[r * n + j] - ref) / std::max(mag, 1e-30));
         }
       }
-      const std::string name = "k=" + std::to_string(k) + " m=" + std::to_string(m);
+      const std::string name = "k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                               " slices=" + std::to_string(cs.slices);
       EXPECT_EQ(differ, 0) << name << ": rows whose bits differ from the row run alone";
       std::printf("[bf16 tc] %s: worst error / sum|products| %.3g\n", name.c_str(), worst);
       EXPECT_LE(worst, 1e-5) << name << ": error relative to the sum of |products|";

@@ -4,10 +4,12 @@
 // the 24-bit mantissa), so every product w · x_i is exact in fp32 and the sum is fp32-accurate;
 // the accumulation is the tensor cores' (mma.sync m16n8k16 bf16, fp32 accumulate).
 //
-// Batch invariance: each output element is one fixed chain over k — per 16-column step, the
-// three parts in the order x3, x2, x1, each an mma into the element's one accumulator from zero —
-// whatever m, the token tile or the grid (small-m and many-row launches differ in warps per token
-// tile only), so a row's bits do not depend on the batch: prefill = decode.
+// Batch invariance: k is cut into `slices` equal runs (Bf16TcSlices(n, k): a function of the
+// shape only; 1 for wide matrices such as the head); each output element is, per slice, one fixed
+// chain — per 16-column step, the three parts in the order x3, x2, x1, each an mma into the
+// slice's accumulator from zero — and then the slices' results summed in slice order, whatever
+// m, the token tile or the grid (small-m and many-row launches differ in the warps' work only),
+// so a row's bits do not depend on the batch: prefill = decode.
 //
 // Header without CUDA types; the launcher allocates nothing.
 #pragma once
@@ -26,17 +28,34 @@ struct Bf16TcLinearParams {
   int64_t ldx = 0;
   int64_t m = 0;
   uint16_t* split = nullptr;  // scratch: Bf16SplitElements(m, k) bf16 (x's three parts)
-  float* y = nullptr;         // [m, ldy]
+  // split holds x's parts already (LaunchBf16Split of the same rows): no pre-pass. x is then
+  // not read, but must still be set.
+  bool presplit = false;
+  // k slices: 0 for Bf16TcSlices(n, k) (what the model uses); else a power of two up to
+  // kMaxBf16TcSlices dividing k's 64-column stages (tests).
+  int k_slices = 0;
+  float* y = nullptr;  // [m, ldy]
   int64_t ldy = 0;
   // InvalidArgument naming what is wrong (null buffers, shapes, strides, alignment).
   Status Validate() const;
 };
 // Rows from which a launch takes the 64-token tile (fewer: the 8-token tile); never a result.
 constexpr int64_t kBf16TcManyRows = 32;
+// The most k slices, and the weight rows under which a matrix takes more than one (so that the
+// few-row tile, 128 / slices rows a block, has n · slices / 128 >= 128 blocks).
+constexpr int kMaxBf16TcSlices = 8;
+constexpr int64_t kBf16TcSliceRows = 16384;
 // Scratch elements for m rows of width k.
 int64_t Bf16SplitElements(int64_t m, int64_t k);
 // Whether the kernel takes this shape (k a multiple of 16, n > 0).
 bool Bf16TcLinearSupports(int64_t n, int64_t k);
+// The k slices of an (n, k) matrix: doubled from 1 while n · slices < kBf16TcSliceRows, up to
+// kMaxBf16TcSlices, while the slices split k's 64-column stages evenly.
+int Bf16TcSlices(int64_t n, int64_t k);
+// x's m rows of width k into their three bf16 parts (split: Bf16SplitElements(m, k)), for
+// launches with presplit (several linears of the same rows).
+void LaunchBf16Split(const float* x, int64_t ldx, int64_t m, int64_t k, uint16_t* split,
+                     StreamHandle stream);
 void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -51,6 +51,14 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  // The compressors' bf16 projections on the tensor cores take xn's bf16 parts, split once here
+  // for both branches.
+  const uint16_t* xns = nullptr;
+  if (TcCompressors(w)) {
+    Mark("compressors");
+    gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
+    xns = xn_split;
+  }
   // Branch 0: the indexer's head weights (first: its top-k waits for them, the attention for the
   // rest), the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
   // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
@@ -74,14 +82,14 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_comp) {
     Branch(1, [&] {
       Mark("compressors");
-      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq);
+      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq, xns);
       RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
     });
   }
   if (w.has_idx) {
     Branch(3, [&] {
       Mark("compressors");
-      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq);
+      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq, xns);
       RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
     });
   }
@@ -311,6 +319,19 @@ void CudaModel::Impl::AllocateActivations() {
   if (TcHead()) {
     const int64_t head_rows = std::max(logits_rows, std::max<int64_t>(opt.max_seqs, 1));
     head_split = Alloc<uint16_t>(gpu::Bf16SplitElements(head_rows, D));
+  }
+  {  // xn's split rows, when some compressor projection takes the tensor cores
+    bool any = false;
+    auto block = [&](const BlockW& b) {
+      any = any || (b.has_comp && TcBf16(CompressorMatrix(b.comp))) ||
+            (b.has_idx && TcBf16(CompressorMatrix(b.idx_comp)));
+    };
+    for (const BlockW& b : layers) block(b);
+    if (has_mtp) block(mtp.block);
+    if (v41)
+      for (const V41LayerW& x : v41->layers)
+        any = any || (x.kv_source && (TcBf16(x.comp_kv_gate) || TcBf16(x.comp_wkv)));
+    if (any) xn_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
   }
   meta_dev = Alloc<int32_t>(kMetaArrays * T);
   meta_host = gpu::PinnedBuffer(kMetaArrays * T * sizeof(int32_t));

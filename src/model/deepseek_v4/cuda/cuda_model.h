@@ -42,11 +42,11 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
-  // The bf16 head (and DeepSeek-V4.1's bf16 Engram projection) on the tensor cores
-  // (backend/cuda/bf16_tc_linear.cuh: fp32-exact operands split into bf16 parts, at every row
-  // count); false: the CUDA-core GEMV / linear. A numerics choice, not a kernel variant: the
-  // logits' bits differ between the two (each batch invariant).
-  bool tc_head = true;
+  // The bf16 linears — the head, the compressors' projections, DeepSeek-V4.1's Engram
+  // projection — on the tensor cores (backend/cuda/bf16_tc_linear.cuh: fp32-exact operands split
+  // into bf16 parts, at every row count); false: the CUDA-core GEMV / linear. A numerics choice,
+  // not a kernel variant: the logits' bits differ between the two (each batch invariant).
+  bool tc_bf16 = true;
   // DeepSeek-V4.1: the Engram tables in pinned host memory, each lookup's rows read by the gather
   // kernel over PCIe (a step reads ~6 KB a token), instead of device memory: the release's two
   // ~98 GB FP8 tables fit no GPU. The same bits either way.

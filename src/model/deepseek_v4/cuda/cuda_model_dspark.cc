@@ -114,7 +114,7 @@ void CudaModel::Impl::DSparkDraft(int64_t R) {
   cp.out = ds.xh;
   gpu::LaunchDSparkCollapse(cp, cur_stream());
   RmsNorm(ds.xh, D, ds.hn, D, n, D, ds.norm);
-  if (ds.head_split != nullptr) {  // the tensor-core head, as the trunk's (tc_head)
+  if (ds.head_split != nullptr) {  // the tensor-core head, as the trunk's (tc_bf16)
     gpu::Bf16TcLinearParams tp;
     tp.w = static_cast<const uint16_t*>(head.data);
     tp.n = V;

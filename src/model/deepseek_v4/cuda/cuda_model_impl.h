@@ -160,7 +160,7 @@ struct DSparkParts {
   float* conf = nullptr;
   float* markov_best_v = nullptr;  // the Markov step's scratch [max_seqs, MarkovStepTiles(V)]
   int32_t* markov_best_i = nullptr;
-  uint16_t* head_split = nullptr;  // the tensor-core head's split rows [max_seqs * B] (tc_head)
+  uint16_t* head_split = nullptr;  // the tensor-core head's split rows [max_seqs * B] (tc_bf16)
   // [B, max_seqs] ids, then [B, max_seqs] confidences, then [max_seqs] the anchors.
   gpu::PinnedBuffer out_host;
   // The index of layer l among the taps, -1: none.
@@ -189,7 +189,7 @@ struct V41Parts {
   int candidate_stride = 0;
   int64_t* hash_ids = nullptr;
   float *erows = nullptr, *ekv = nullptr;
-  uint16_t* engram_split = nullptr;  // the bf16 projection's split rows (CudaModelOptions::tc_head)
+  uint16_t* engram_split = nullptr;  // the bf16 projection's split rows (CudaModelOptions::tc_bf16)
   gpu::RingRef tokens;               // the Engram look-back: token ids by position (int32 bits)
   std::unique_ptr<DSparkParts> ds;   // CudaModelOptions::dspark
 };
@@ -308,10 +308,24 @@ struct CudaModel::Impl {
     return -1;
   }
   gpu::ActQuantScratch Aq() const { return aq_scratch[1 + CurBranch()]; }
-  // The head on the tensor cores (bf16 heads; CudaModelOptions::tc_head).
+  // A bf16 linear on the tensor cores (CudaModelOptions::tc_bf16).
+  bool TcBf16(const WeightRef& w) const {
+    return w.data != nullptr && w.format == WeightFormat::kBf16 && opt.tc_bf16 &&
+           gpu::Bf16TcLinearSupports(w.n, w.k);
+  }
+  // The head on the tensor cores (bf16 heads).
   bool TcHead() const {
-    return head.format == WeightFormat::kBf16 && opt.tc_head &&
+    return head.format == WeightFormat::kBf16 && opt.tc_bf16 &&
            gpu::Bf16TcLinearSupports(c.vocab_size, c.hidden_size);
+  }
+  // A compressor's projection(s): both in one matrix, or wkv (wgate has its shape and format).
+  static const WeightRef& CompressorMatrix(const CompressorW& cw) {
+    return cw.kv_gate.data ? cw.kv_gate : cw.wkv;
+  }
+  // Whether block w's compressors read xn's split rows (xn_split: allocated when some block's do).
+  bool TcCompressors(const BlockW& w) const {
+    return xn_split != nullptr && ((w.has_comp && TcBf16(CompressorMatrix(w.comp))) ||
+                                   (w.has_idx && TcBf16(CompressorMatrix(w.idx_comp))));
   }
   bool Concurrent() const { return opt.branches && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
@@ -360,6 +374,8 @@ struct CudaModel::Impl {
   float *g, *gu, *ys, *sg, *su, *sy;
   float *xs, *hz, *logits;
   uint16_t* head_split = nullptr;  // the tensor-core head's split rows (bf16 heads)
+  // xn's split rows for the compressors' bf16 projections on the tensor cores (TcCompressors).
+  uint16_t* xn_split = nullptr;
   // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
   // token for up to kMoePrequantRows rows, instead of by every block of the expert linears.
   static constexpr int64_t kMoePrequantRows = 16;
@@ -600,15 +616,38 @@ struct CudaModel::Impl {
     }
     gpu::LaunchHcPost(p, cur_stream());
   }
-  // xq: x's rows quantized already (optional, for FP8/FP4 projections).
-  void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr, const gpu::RingRef& rows,
-                  const gpu::ListRef& entries, const gpu::QuantizedRows& xq) {
-    const int64_t D = c.hidden_size, width = cw.width();
+  // A linear of x's m rows (width w.k, ld w.k) whose bf16 parts xsplit holds already
+  // (LaunchBf16Split): on the tensor cores when TcBf16(w), else Linear (xq: as Linear's).
+  void SplitLinear(const WeightRef& w, const float* x, const uint16_t* xsplit, int64_t m,
+                   float* yout, int64_t ldy, const gpu::QuantizedRows& xq) {
+    if (xsplit == nullptr || !TcBf16(w)) {
+      Linear(w, x, w.k, m, yout, ldy, xq);
+      return;
+    }
+    gpu::Bf16TcLinearParams tp;
+    tp.w = static_cast<const uint16_t*>(w.data);
+    tp.n = w.n;
+    tp.k = w.k;
+    tp.x = x;
+    tp.ldx = w.k;
+    tp.m = m;
+    tp.y = yout;
+    tp.ldy = ldy;
+    tp.split = const_cast<uint16_t*>(xsplit);  // read only: presplit
+    tp.presplit = true;
+    gpu::LaunchBf16TcLinear(tp, cur_stream());
+  }
+  // xq: x's rows quantized already (optional, for FP8/FP4 projections); xsplit: their bf16 parts
+  // (optional, for bf16 projections on the tensor cores).
+  void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr,
+                  const gpu::RingRef& rows, const gpu::ListRef& entries,
+                  const gpu::QuantizedRows& xq, const uint16_t* xsplit) {
+    const int64_t width = cw.width();
     if (cw.kv_gate.data) {
-      Linear(cw.kv_gate, x, D, n, pr, 2 * width, xq);
+      SplitLinear(cw.kv_gate, x, xsplit, n, pr, 2 * width, xq);
     } else {
-      Linear(cw.wkv, x, D, n, pr, 2 * width, xq);
-      Linear(cw.wgate, x, D, n, pr + width, 2 * width, xq);
+      SplitLinear(cw.wkv, x, xsplit, n, pr, 2 * width, xq);
+      SplitLinear(cw.wgate, x, xsplit, n, pr + width, 2 * width, xq);
     }
     gpu::LaunchAddApe(pr, n, width, cw.ape, cw.rate, Meta(n).pos, cur_stream());
     gpu::CompressEmitParams p;

@@ -57,13 +57,20 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     // and their index keys from the pre-RoPE latents.
     Mark("compressors");
     float* pr = x.ratio == 1 ? v.proj1 : proj;  // [n, 2d]: [kv | gate]
+    // bf16 projections on the tensor cores: xn's bf16 parts, split once for both.
+    const bool joint = x.ratio > 1 && x.comp_kv_gate.data != nullptr;
+    const uint16_t* xns = nullptr;
+    if (xn_split != nullptr && TcBf16(joint ? x.comp_kv_gate : x.comp_wkv)) {
+      gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
+      xns = xn_split;
+    }
     if (x.ratio == 1) {
-      Linear(x.comp_wkv, xn, D, n, pr, 2 * d, xnq);
-    } else if (x.comp_kv_gate.data != nullptr) {
-      Linear(x.comp_kv_gate, xn, D, n, pr, 2 * d, xnq);
+      SplitLinear(x.comp_wkv, xn, xns, n, pr, 2 * d, xnq);
+    } else if (joint) {
+      SplitLinear(x.comp_kv_gate, xn, xns, n, pr, 2 * d, xnq);
     } else {
-      Linear(x.comp_wkv, xn, D, n, pr, 2 * d, xnq);
-      Linear(x.comp_wgate, xn, D, n, pr + d, 2 * d, xnq);
+      SplitLinear(x.comp_wkv, xn, xns, n, pr, 2 * d, xnq);
+      SplitLinear(x.comp_wgate, xn, xns, n, pr + d, 2 * d, xnq);
     }
     gpu::CompressEmitParams cp;
     cp.meta = Meta(n);
@@ -200,7 +207,7 @@ void CudaModel::Impl::EngramV41(int layer, int64_t n) {
   gp.out = v.erows;
   gpu::LaunchEngramGather(gp, cur_stream());
   if (v.engram_split != nullptr && x.engram_wkv.format == WeightFormat::kBf16) {
-    // On the tensor cores at every row count, as the head (CudaModelOptions::tc_head).
+    // On the tensor cores at every row count, as the head (CudaModelOptions::tc_bf16).
     gpu::Bf16TcLinearParams tp;
     tp.w = static_cast<const uint16_t*>(x.engram_wkv.data);
     tp.n = (hc + 1) * D;
@@ -254,7 +261,7 @@ void CudaModel::Impl::AllocateV41() {
     v.hash_ids = Alloc<int64_t>(T * L * cols);
     v.erows = Alloc<float>(T * cols * v.c.engram_head_dim);
     v.ekv = Alloc<float>(T * (hc + 1) * D);
-    if (opt.tc_head && gpu::Bf16TcLinearSupports((hc + 1) * D, cols * v.c.engram_head_dim)) {
+    if (opt.tc_bf16 && gpu::Bf16TcLinearSupports((hc + 1) * D, cols * v.c.engram_head_dim)) {
       v.engram_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, cols * v.c.engram_head_dim));
     }
   }
