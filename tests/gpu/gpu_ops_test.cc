@@ -972,11 +972,11 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
   EXPECT_EQ(Bf16TcSlices(129280, 4096), 1);
   EXPECT_EQ(Bf16TcSlices(2048, 4096), 8);
   EXPECT_EQ(Bf16TcSlices(4096, 4096), 4);
-  struct Case {
+  struct SliceCase {
     int64_t k;
     int slices;  // 0: Bf16TcSlices
   };
-  for (const Case cs : {Case{4096, 0}, Case{4096, 1}, Case{592, 0}}) {
+  for (const SliceCase cs : {SliceCase{4096, 0}, SliceCase{4096, 1}, SliceCase{592, 0}}) {
     const int64_t n = 1000, k = cs.k;
     auto wf = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.2f);
     std::vector<uint16_t> w(wf.size());
