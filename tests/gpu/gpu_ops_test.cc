@@ -959,12 +959,12 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
   }
 }
 
-// The tensor-core bf16 linear (bf16_tc_linear): each row of a many-row launch (the 64-token tile)
-// and of a few-row launch (8 tokens) has the bits of the row run alone, a launch on rows split
-// beforehand (presplit) the bits of one that splits them, and the result is fp32-accurate against
-// a double-precision reference (the split operands are exact), for k a multiple of the 64-column
-// stage and not, n not a multiple of the block's rows, k in 8 slices (what n = 1,000 rows get), 2
-// and 1 (the head's).
+// The tensor-core bf16 linear (bf16_tc_linear): each row of a 130-row launch and of a 20-row one
+// has the bits of the row run alone, a launch with the other token tile (8 or 64 tokens) and one on
+// rows split beforehand (presplit) the bits of the launch itself, and the result is fp32-accurate
+// against a double-precision reference (the split operands are exact), for k a multiple of the
+// 64-column stage and not, n not a multiple of the block's rows, k in 8 slices (what n = 1,000 rows
+// get), 2 and 1 (the head's).
 TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
   SKIP_WITHOUT_GPU();
   EXPECT_EQ(Bf16TcSlices(1000, 4096), 8);
@@ -1002,8 +1002,17 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       p.k_slices = cs.slices;
       ASSERT_TRUE(Bf16TcLinearSupports(n, k));
       LaunchBf16TcLinear(p, s.get());
-      std::vector<float> got(m * n), row(n), pre(m * n);
+      std::vector<float> got(m * n), row(n), pre(m * n), other(m * n);
       CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
+      {  // the other token tile than the one kAuto took
+        DeviceBuffer yo(m * n * 4);
+        Bf16TcLinearParams a = p;
+        a.tile = Bf16TcManyTile(n, m) ? Bf16TcTile::kFew : Bf16TcTile::kMany;
+        a.y = yo.as<float>();
+        LaunchBf16TcLinear(a, s.get());
+        CopyToHost(other.data(), yo.get(), other.size() * 4, s.get());
+        s.Synchronize();
+      }
       {  // the same rows split beforehand
         DeviceBuffer yp(m * n * 4), sp2(Bf16SplitElements(m, k) * 2);
         LaunchBf16Split(xd.as<float>(), k, m, k, sp2.as<uint16_t>(), s.get());
@@ -1017,6 +1026,7 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       }
       s.Synchronize();
       EXPECT_EQ(std::memcmp(pre.data(), got.data(), got.size() * 4), 0) << "presplit";
+      EXPECT_EQ(std::memcmp(other.data(), got.data(), got.size() * 4), 0) << "the other tile";
       int64_t differ = 0;
       double worst = 0.0;
       for (int64_t r = 0; r < m; ++r) {

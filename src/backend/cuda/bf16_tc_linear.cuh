@@ -21,6 +21,10 @@
 
 namespace dsinfer::backend::cuda {
 
+// The token tile: 8 tokens a block (128 / slices weight rows) or 64 (128 weight rows). Not a
+// numerics choice: every element's chains and sum are the same either way.
+enum class Bf16TcTile { kAuto, kFew, kMany };
+
 struct Bf16TcLinearParams {
   const uint16_t* w = nullptr;  // [n, k] bf16, row-major, 16-byte aligned rows (k % 8 == 0)
   int64_t n = 0, k = 0;
@@ -34,13 +38,18 @@ struct Bf16TcLinearParams {
   // k slices: 0 for Bf16TcSlices(n, k) (what the model uses); else a power of two up to
   // kMaxBf16TcSlices dividing k's 64-column stages (tests).
   int k_slices = 0;
-  float* y = nullptr;  // [m, ldy]
+  Bf16TcTile tile = Bf16TcTile::kAuto;  // kAuto: Bf16TcManyTile (tests force one)
+  float* y = nullptr;                   // [m, ldy]
   int64_t ldy = 0;
   // InvalidArgument naming what is wrong (null buffers, shapes, strides, alignment).
   Status Validate() const;
 };
-// Rows from which a launch takes the 64-token tile (fewer: the 8-token tile); never a result.
+// kAuto's choice: the 64-token tile from kBf16TcManyRows rows when it makes at least
+// kBf16TcManyBlocks blocks (else the 8-token tile: more blocks for few weight rows); never a
+// result.
 constexpr int64_t kBf16TcManyRows = 32;
+constexpr int64_t kBf16TcManyBlocks = 64;
+bool Bf16TcManyTile(int64_t n, int64_t m);
 // The most k slices, and the weight rows under which a matrix takes more than one (so that the
 // few-row tile, 128 / slices rows a block, has n · slices / 128 >= 128 blocks).
 constexpr int kMaxBf16TcSlices = 8;

@@ -286,6 +286,12 @@ Status Bf16TcLinearParams::Validate() const {
 
 bool Bf16TcLinearSupports(int64_t n, int64_t k) { return n > 0 && k > 0 && k % 16 == 0; }
 
+bool Bf16TcManyTile(int64_t n, int64_t m) {
+  using C = TcCfg<true>;
+  return m >= kBf16TcManyRows &&
+         (n + kBM - 1) / kBM * ((m + C::kBN - 1) / C::kBN) >= kBf16TcManyBlocks;
+}
+
 int Bf16TcSlices(int64_t n, int64_t k) {
   const int64_t stages = PaddedK(k) / kBK;
   int slices = 1;
@@ -306,7 +312,9 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   DSINFER_CHECK_PARAMS(p);
   const int slices = p.k_slices > 0 ? p.k_slices : Bf16TcSlices(p.n, p.k);
   if (!p.presplit) LaunchSplit(p.x, p.ldx, p.m, p.k, p.split, stream);
-  if (p.m >= kBf16TcManyRows)
+  const bool many =
+      p.tile == Bf16TcTile::kAuto ? Bf16TcManyTile(p.n, p.m) : p.tile == Bf16TcTile::kMany;
+  if (many)
     LaunchTc<true>(p, slices, stream);
   else
     LaunchTc<false>(p, slices, stream);
