@@ -8,7 +8,8 @@
 // the dense f16 / bf16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma /
 // mma.sync on exact e4m3 / e2m1 values; the bf16 linear issues three mma per product, so its
 // ratio is to a third of it), and which kernel ran (the launch counters).
-//   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda] [--only NAME]
+//   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
+//               [--bf16-tile auto|few|many] [--only NAME]
 //   ->  one JSON line per shape
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   int64_t m = 8192;
   std::string only;
   bool bf16_tc = true;
+  gpu::Bf16TcTile tile = gpu::Bf16TcTile::kAuto;
   gpu::KernelOptions ko;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -89,6 +91,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       bf16_tc = v == "tc";
+    } else if (a == "--bf16-tile" && has_value) {
+      const std::string v = argv[++i];
+      if (v != "auto" && v != "few" && v != "many") {
+        std::fprintf(stderr, "bench_qgemm: --bf16-tile takes auto, few or many\n");
+        return 2;
+      }
+      tile = v == "few"    ? gpu::Bf16TcTile::kFew
+             : v == "many" ? gpu::Bf16TcTile::kMany
+                           : gpu::Bf16TcTile::kAuto;
     } else {
       std::fprintf(stderr, "bench_qgemm: unknown flag %s\n", a.c_str());
       return 2;
@@ -198,6 +209,7 @@ int main(int argc, char** argv) {
         p.split = split.as<uint16_t>();
         p.y = y.as<float>();
         p.ldy = s.n;
+        p.tile = tile;
         gpu::LaunchBf16TcLinear(p, st.get());
         return;
       }
@@ -252,11 +264,13 @@ int main(int argc, char** argv) {
     const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches();
     launch(0);
     st.Synchronize();
-    const char* kernel = tc                                   ? "bf16_tc"
-                         : gpu::QGemmWgLaunches() > wg_before ? "wgmma"
-                         : gpu::QGemmLaunches() > sync_before ? "sync"
-                         : s.format == WeightFormat::kBf16    ? "cuda_cores"
-                                                              : "decode";
+    const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
+                                                     : tile == gpu::Bf16TcTile::kMany;
+    const char* dense = gpu::QGemmWgLaunches() > wg_before   ? "wgmma"
+                        : gpu::QGemmLaunches() > sync_before ? "sync"
+                        : s.format == WeightFormat::kBf16    ? "cuda_cores"
+                                                             : "decode";
+    const char* kernel = !tc ? dense : many ? "bf16_tc_many" : "bf16_tc_few";
     const double us = MedianGraphUs(launch, 5, st.get());
     // FLOPs: 2 per multiply-add; each output row of a grouped input reads k columns.
     const double flop = 2.0 * static_cast<double>(y_rows) * s.n * s.k * (s.swiglu ? 2 : 1);

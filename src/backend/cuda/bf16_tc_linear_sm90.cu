@@ -2,15 +2,17 @@
 //
 // Split pre-pass: x's rows -> three bf16 planes per row, split[(r * 3 + part) * kp + c] (kp: k
 // rounded up to 64, zero padded).
-// GEMM: a block owns weight rows and a token tile, streams 64-column stages of W and of the token
-// tile's three planes through shared memory (cp.async pipeline), and per 16-column step q runs,
-// for each (m tile, n tile) of its warps, mma(x3), mma(x2), mma(x1) into the element's
-// accumulator, one chain per k slice (Bf16TcSlices: few weight rows split k into up to 8 equal
-// slices, so that one token's launch still has blocks for every SM), the slices then summed in
-// order. Small m: 8 warps on one 8-token tile, (8 / slices) row tiles x the slices side by side,
-// 128 / slices rows a block; many rows: warps 4 (2 row tiles each) x 2 (4 n tiles each), 128 rows
-// and a 64-token tile, the slices one after another. The same chains and sum per element either
-// way.
+// GEMM: per 16-column step q of each k slice (Bf16TcSlices: matrices of few weight rows split k
+// into up to 8 equal slices, so that one token's launch still has blocks for every SM) the warps
+// run, for each (m tile, n tile) they own, mma(x3), mma(x2), mma(x1) into the slice's accumulator;
+// the slices are then summed in order. Two tiles, the same chains and sum per element:
+// * many rows (Bf16TcManyKernel): 128 weight rows x 64 tokens a block, warps 4 (2 row tiles each)
+//   x 2 (4 n tiles each); 64-column stages of W and of the tokens' three planes through shared
+//   memory (cp.async), the slices one after another;
+// * few rows (Bf16TcFewKernel, decode): 8 tokens, 8 warps = (8 / slices) row tiles x the slices
+//   side by side (128 / slices rows a block); W streamed through 8 stages of shared memory, the
+//   tokens' parts read by each lane from global memory; the slices' results summed through shared
+//   memory at the end.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -65,67 +67,55 @@ __device__ __forceinline__ void MmaBf16(const uint32_t (&a)[4], uint32_t b0, uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// kMany: warps 4 (rows) x 2 (tokens), 2 row tiles x 4 n tiles each, 64 tokens, the k slices
-// one after another; else 8 warps on 8 tokens: (8 / slices) row tiles x the slices side by side.
-template <bool kMany>
-struct TcCfg {
-  static constexpr int kWarpsM = kMany ? 4 : 8;
-  static constexpr int kWM = kMany ? 2 : 1;
-  static constexpr int kWN = kMany ? 4 : 1;
-  static constexpr int kBN = (kMany ? 2 : 1) * kWN * 8;
-  static constexpr int kStages = kMany ? 3 : 4;
-  static constexpr int kWElems = kBM * kPitch;
-  static constexpr int kXElems = 3 * kBN * kPitch;  // per slice staged side by side
-  // A stage's elements: the few-row tile stages 64 columns of each slice's x planes.
-  static __host__ __device__ int StageElems(int slices) {
-    return kWElems + (kMany ? 1 : slices) * kXElems;
-  }
-  static int Smem(int slices) { return kStages * StageElems(slices) * 2; }
-};
+// One 16-column step of an element chain: the three parts, smallest first, into acc.
+__device__ __forceinline__ void PartSteps(const uint32_t (&a)[4], const uint32_t (&b)[3][2],
+                                          float (&acc)[4]) {
+  MmaBf16(a, b[2][0], b[2][1], acc);
+  MmaBf16(a, b[1][0], b[1][1], acc);
+  MmaBf16(a, b[0][0], b[0][1], acc);
+}
+// A warp's A fragment of the 16 weight rows at tr (row g, column 2t of step q) in shared memory.
+__device__ __forceinline__ void LoadA(const uint16_t* tr, uint32_t (&a)[4]) {
+  a[0] = *reinterpret_cast<const uint32_t*>(tr);
+  a[1] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch);
+  a[2] = *reinterpret_cast<const uint32_t*>(tr + 8);
+  a[3] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch + 8);
+}
 
-// Each element: per k slice (`slices` equal runs of kp / slices columns, from the first), one
-// mma chain from zero — per 16-column step mma(x3), mma(x2), mma(x1) — then the slices' results
-// summed in slice order, t = s0, t += s1, ... (one slice: the chain alone). The same per element
-// in both tiles.
-template <bool kMany>
+// Every element, in both tiles: per k slice (`slices` equal runs of kp / slices columns, from the
+// first), one chain from zero of PartSteps per 16 columns; then the slices' results summed in
+// slice order, t = s0, t += s1, ... (one slice: the chain alone).
+
+// The 64-token tile: 128 weight rows, warps 4 (rows: 2 row tiles each) x 2 (tokens: 4 n tiles
+// each); W and the tokens' three planes staged per 64 columns, the slices one after another.
+constexpr int kManyBN = 64, kManyStages = 3;
+constexpr int kManyStageElems = kBM * kPitch + 3 * kManyBN * kPitch;
+constexpr int kManySmem = kManyStages * kManyStageElems * 2;
+
 __global__ void __launch_bounds__(kThreads)
-    Bf16TcKernel(Bf16TcLinearParams p, int64_t kp, int slices) {
-  using C = TcCfg<kMany>;
-  constexpr int kWM = C::kWM, kWN = C::kWN, kBN = C::kBN, kStages = C::kStages;
+    Bf16TcManyKernel(Bf16TcLinearParams p, int64_t kp, int slices) {
+  constexpr int kWM = 2, kWN = 4;
   PdlTrigger();
   extern __shared__ __align__(16) uint16_t tsm[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  // The few-row tile: block rows = 128 / slices, warp = (row tile, slice).
-  const int tiles = kMany ? kBM / 16 : (kBM / 16) / slices;  // row tiles per block
-  const int block_rows = kMany ? kBM : 16 * tiles;
-  const int wm = kMany ? warp % C::kWarpsM : warp % tiles;
-  const int wn = kMany ? warp / C::kWarpsM : 0;
-  const int wsl = kMany ? 0 : warp / tiles;  // the warp's slice (few rows)
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * kBN;
-  const int64_t kslice = kp / slices;
-  const int64_t per_slice = kslice / kBK;
-  // Pipeline steps: many rows walk all of k (the slices in turn); few rows take one stage of
-  // every slice per step.
-  const int64_t nsteps = kMany ? kp / kBK : per_slice;
-  const int stage = C::StageElems(slices);
-  auto w_at = [&](int s) { return tsm + s * stage; };
-  auto x_at = [&](int s) { return tsm + s * stage + C::kWElems; };
+  const int wm = warp % 4, wn = warp / 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBM;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * kManyBN;
+  const int64_t nsteps = kp / kBK, per_slice = nsteps / slices;
+  auto w_at = [&](int s) { return tsm + s * kManyStageElems; };
+  auto x_at = [&](int s) { return tsm + s * kManyStageElems + kBM * kPitch; };
   auto load = [&](int s, int64_t ks) {
+    const int64_t c0 = ks * kBK;
     uint16_t* ws = w_at(s);
     for (int c = threadIdx.x; c < kBM * 8; c += kThreads) {  // 8 chunks of 8 bf16 per row
       const int r = c / 8, off = (c % 8) * 8;
-      // Few rows: shared row r = slice * block_rows + block row.
-      const int sl = kMany ? 0 : r / block_rows, br = kMany ? r : r % block_rows;
-      const int64_t c0 = kMany ? ks * kBK : sl * kslice + ks * kBK;
-      const bool ok = row0 + br < p.n && c0 + off < p.k;
-      CpAsync16(ws + r * kPitch + off, ok ? p.w + (row0 + br) * p.k + c0 + off : p.w, ok);
+      const bool ok = row0 + r < p.n && c0 + off < p.k;
+      CpAsync16(ws + r * kPitch + off, ok ? p.w + (row0 + r) * p.k + c0 + off : p.w, ok);
     }
     uint16_t* xs = x_at(s);
-    for (int c = threadIdx.x; c < (kMany ? 1 : slices) * 3 * kBN * 8; c += kThreads) {
-      const int pr = c / 8, off = (c % 8) * 8;  // pr = (slice * 3 + part) * kBN + token
-      const int sl = pr / (3 * kBN), part = (pr / kBN) % 3, i = pr % kBN;
-      const int64_t c0 = kMany ? ks * kBK : sl * kslice + ks * kBK;
+    for (int c = threadIdx.x; c < 3 * kManyBN * 8; c += kThreads) {
+      const int pr = c / 8, off = (c % 8) * 8;  // pr = part * kManyBN + token
+      const int part = pr / kManyBN, i = pr % kManyBN;
       const bool ok = tok0 + i < p.m;
       CpAsync16(xs + pr * kPitch + off,
                 ok ? p.split + ((tok0 + i) * 3 + part) * kp + c0 + off : p.split, ok);
@@ -140,49 +130,40 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < 4; ++i) acc[mi][ni][i] = total[mi][ni][i] = 0.0f;
   PdlWait();  // the split planes come from the pre-pass
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kManyStages - 1; ++s) {
     if (s < nsteps) load(s, s);
     CpAsyncCommit();
   }
   for (int64_t ks = 0; ks < nsteps; ++ks) {
-    CpAsyncWait<kStages - 2>();
+    CpAsyncWait<kManyStages - 2>();
     __syncthreads();
-    if (ks + kStages - 1 < nsteps)
-      load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
+    if (ks + kManyStages - 1 < nsteps)
+      load(static_cast<int>((ks + kManyStages - 1) % kManyStages), ks + kManyStages - 1);
     CpAsyncCommit();
-    const int s = static_cast<int>(ks % kStages);
-    const uint16_t* ws = w_at(s) + wsl * block_rows * kPitch;
-    const uint16_t* xs = x_at(s) + wsl * 3 * kBN * kPitch;
+    const int s = static_cast<int>(ks % kManyStages);
+    const uint16_t* ws = w_at(s);
+    const uint16_t* xs = x_at(s);
 #pragma unroll
     for (int q = 0; q < kBK / 16; ++q) {
       uint32_t a[kWM][4];
 #pragma unroll
-      for (int mi = 0; mi < kWM; ++mi) {
-        const uint16_t* tr = ws + ((wm * kWM + mi) * 16 + g) * kPitch + 16 * q + 2 * t;
-        a[mi][0] = *reinterpret_cast<const uint32_t*>(tr);
-        a[mi][1] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch);
-        a[mi][2] = *reinterpret_cast<const uint32_t*>(tr + 8);
-        a[mi][3] = *reinterpret_cast<const uint32_t*>(tr + 8 * kPitch + 8);
-      }
+      for (int mi = 0; mi < kWM; ++mi)
+        LoadA(ws + ((wm * kWM + mi) * 16 + g) * kPitch + 16 * q + 2 * t, a[mi]);
 #pragma unroll
       for (int ni = 0; ni < kWN; ++ni) {
         const int tl = (wn * kWN + ni) * 8 + g;  // the lane's B token in the block
         uint32_t b[3][2];
 #pragma unroll
         for (int part = 0; part < 3; ++part) {
-          const uint16_t* xr = xs + (part * kBN + tl) * kPitch + 16 * q + 2 * t;
+          const uint16_t* xr = xs + (part * kManyBN + tl) * kPitch + 16 * q + 2 * t;
           b[part][0] = *reinterpret_cast<const uint32_t*>(xr);
           b[part][1] = *reinterpret_cast<const uint32_t*>(xr + 8);
         }
 #pragma unroll
-        for (int mi = 0; mi < kWM; ++mi) {
-          MmaBf16(a[mi], b[2][0], b[2][1], acc[mi][ni]);  // smallest part first
-          MmaBf16(a[mi], b[1][0], b[1][1], acc[mi][ni]);
-          MmaBf16(a[mi], b[0][0], b[0][1], acc[mi][ni]);
-        }
+        for (int mi = 0; mi < kWM; ++mi) PartSteps(a[mi], b, acc[mi][ni]);
       }
     }
-    if (kMany && slices > 1 && (ks + 1) % per_slice == 0) {  // a slice's chain ends: fold it in
+    if ((ks + 1) % per_slice == 0) {  // a slice's chain ends: fold it in
       const bool first = ks + 1 == per_slice;
 #pragma unroll
       for (int mi = 0; mi < kWM; ++mi)
@@ -196,27 +177,6 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   CpAsyncWait<0>();
-  if (!kMany && slices > 1) {  // few rows: the slices' chains, summed in slice order
-    __syncthreads();           // every warp is done with the stages: reuse them
-    float* part = reinterpret_cast<float*>(tsm);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) part[(warp * 32 + lane) * 4 + i] = acc[0][0][i];
-    __syncthreads();
-    if (wsl != 0) return;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v = acc[0][0][i];
-      for (int sl = 1; sl < slices; ++sl) v += part[((sl * tiles + wm) * 32 + lane) * 4 + i];
-      total[0][0][i] = v;
-    }
-  } else if (slices == 1) {
-#pragma unroll
-    for (int mi = 0; mi < kWM; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kWN; ++ni)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) total[mi][ni][i] = acc[mi][ni][i];
-  }
   // c0, c1: row g, tokens 2t, 2t + 1; c2, c3: row g + 8.
 #pragma unroll
   for (int mi = 0; mi < kWM; ++mi)
@@ -230,22 +190,107 @@ __global__ void __launch_bounds__(kThreads)
       }
 }
 
+// The 8-token tile, for few rows (decode): a weight stream. 8 warps = (8 / slices) row tiles x
+// the slices side by side (128 / slices weight rows a block); each stage holds 64 columns of every
+// slice of the block's rows (16 KB), kFewStages of them in flight so that one block per SM keeps
+// enough bytes on the way; the 8 tokens' parts are read from global memory (L2) by each lane.
+constexpr int kFewStages = 8;
+constexpr int kFewStageElems = kBM * kPitch;
+constexpr int kFewSmem = kFewStages * kFewStageElems * 2;
+constexpr int kFewChunks = kBM * 8 / kThreads;  // a thread's 16-byte copies per stage
+
+__global__ void __launch_bounds__(kThreads)
+    Bf16TcFewKernel(Bf16TcLinearParams p, int64_t kp, int slices) {
+  PdlTrigger();
+  extern __shared__ __align__(16) uint16_t tsm[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tiles = (kBM / 16) / slices, block_rows = 16 * tiles;
+  const int wm = warp % tiles, wsl = warp / tiles;  // the warp's row tile and slice
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
+  const int64_t tok = static_cast<int64_t>(blockIdx.y) * 8 + g;  // the lane's B token
+  const int64_t kslice = kp / slices, nsteps = kslice / kBK;
+  // The thread's chunks of a stage: shared row r = slice * block_rows + block row, 8 columns at
+  // off; their sources at step 0 (a step adds 64 columns).
+  const int off = (threadIdx.x % 8) * 8;
+  const uint16_t* src[kFewChunks];
+  int64_t col0[kFewChunks];
+  bool row_ok[kFewChunks];
+#pragma unroll
+  for (int i = 0; i < kFewChunks; ++i) {
+    const int r = threadIdx.x / 8 + i * (kThreads / 8);
+    const int sl = r / block_rows, br = r % block_rows;
+    col0[i] = sl * kslice + off;
+    row_ok[i] = row0 + br < p.n;
+    src[i] = p.w + (row_ok[i] ? (row0 + br) * p.k + col0[i] : 0);
+  }
+  auto load = [&](int s, int64_t ks) {
+    uint16_t* ws = tsm + s * kFewStageElems;
+#pragma unroll
+    for (int i = 0; i < kFewChunks; ++i) {
+      const int r = threadIdx.x / 8 + i * (kThreads / 8);
+      const bool ok = row_ok[i] && col0[i] + ks * kBK < p.k;
+      CpAsync16(ws + r * kPitch + off, ok ? src[i] + ks * kBK : p.w, ok);
+    }
+  };
+  // The lane's token's three parts at its slice's columns 2t (+ 16 q, + 8).
+  const bool tok_ok = tok < p.m;
+  const uint16_t* xrow = p.split + (tok_ok ? tok : 0) * 3 * kp + wsl * kslice + 2 * t;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  PdlWait();  // the split planes come from the pre-pass
+#pragma unroll
+  for (int s = 0; s < kFewStages - 1; ++s) {
+    if (s < nsteps) load(s, s);
+    CpAsyncCommit();
+  }
+  for (int64_t ks = 0; ks < nsteps; ++ks) {
+    uint32_t b[kBK / 16][3][2];  // the step's B fragments, loaded before waiting for W
+#pragma unroll
+    for (int q = 0; q < kBK / 16; ++q)
+#pragma unroll
+      for (int part = 0; part < 3; ++part) {
+        const uint16_t* xr = xrow + part * kp + ks * kBK + 16 * q;
+        b[q][part][0] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr) : 0u;
+        b[q][part][1] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr + 8) : 0u;
+      }
+    CpAsyncWait<kFewStages - 2>();
+    __syncthreads();
+    if (ks + kFewStages - 1 < nsteps)
+      load(static_cast<int>((ks + kFewStages - 1) % kFewStages), ks + kFewStages - 1);
+    CpAsyncCommit();
+    const uint16_t* ws = tsm + static_cast<int>(ks % kFewStages) * kFewStageElems +
+                         (wsl * block_rows + wm * 16 + g) * kPitch + 2 * t;
+#pragma unroll
+    for (int q = 0; q < kBK / 16; ++q) {
+      uint32_t a[4];
+      LoadA(ws + 16 * q, a);
+      PartSteps(a, b[q], acc);
+    }
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // every warp is done with the stages: their memory takes the slices' results
+  float* part = reinterpret_cast<float*>(tsm);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[(warp * 32 + lane) * 4 + i] = acc[i];
+  __syncthreads();
+  if (wsl != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v = acc[i];
+    for (int sl = 1; sl < slices; ++sl) v += part[((sl * tiles + wm) * 32 + lane) * 4 + i];
+    const int64_t row = row0 + wm * 16 + g + 8 * (i / 2);
+    const int64_t tk = static_cast<int64_t>(blockIdx.y) * 8 + 2 * t + (i % 2);
+    if (row < p.n && tk < p.m) p.y[tk * p.ldy + row] = v;
+  }
+}
+
 int64_t PaddedK(int64_t k) { return (k + kBK - 1) / kBK * kBK; }
 
-template <bool kMany>
-void LaunchTc(const Bf16TcLinearParams& p, int slices, StreamHandle stream) {
-  using C = TcCfg<kMany>;
-  auto kernel = Bf16TcKernel<kMany>;
-  static const bool attr_set = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    C::Smem(kMaxBf16TcSlices)));
-    return true;
-  }();
-  (void)attr_set;
-  const int64_t block_rows = kMany ? kBM : kBM / slices;
+template <typename Kernel>
+void LaunchTc(Kernel kernel, int smem, int64_t block_rows, int64_t tokens,
+              const Bf16TcLinearParams& p, int slices, StreamHandle stream) {
   const dim3 grid(static_cast<unsigned>((p.n + block_rows - 1) / block_rows),
-                  static_cast<unsigned>((p.m + C::kBN - 1) / C::kBN));
-  LaunchKernel(kernel, grid, dim3(kThreads), C::Smem(slices), stream, p, PaddedK(p.k), slices);
+                  static_cast<unsigned>((p.m + tokens - 1) / tokens));
+  LaunchKernel(kernel, grid, dim3(kThreads), smem, stream, p, PaddedK(p.k), slices);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -287,9 +332,8 @@ Status Bf16TcLinearParams::Validate() const {
 bool Bf16TcLinearSupports(int64_t n, int64_t k) { return n > 0 && k > 0 && k % 16 == 0; }
 
 bool Bf16TcManyTile(int64_t n, int64_t m) {
-  using C = TcCfg<true>;
   return m >= kBf16TcManyRows &&
-         (n + kBM - 1) / kBM * ((m + C::kBN - 1) / C::kBN) >= kBf16TcManyBlocks;
+         (n + kBM - 1) / kBM * ((m + kManyBN - 1) / kManyBN) >= kBf16TcManyBlocks;
 }
 
 int Bf16TcSlices(int64_t n, int64_t k) {
@@ -314,10 +358,18 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   if (!p.presplit) LaunchSplit(p.x, p.ldx, p.m, p.k, p.split, stream);
   const bool many =
       p.tile == Bf16TcTile::kAuto ? Bf16TcManyTile(p.n, p.m) : p.tile == Bf16TcTile::kMany;
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcManyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kManySmem));
+    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kFewSmem));
+    return true;
+  }();
+  (void)attr_set;
   if (many)
-    LaunchTc<true>(p, slices, stream);
+    LaunchTc(Bf16TcManyKernel, kManySmem, kBM, kManyBN, p, slices, stream);
   else
-    LaunchTc<false>(p, slices, stream);
+    LaunchTc(Bf16TcFewKernel, kFewSmem, kBM / slices, 8, p, slices, stream);
 }
 
 }  // namespace dsinfer::backend::cuda
