@@ -48,7 +48,7 @@ struct Bf16TcLinearParams {
 // kBf16TcManyBlocks blocks (else the 8-token tile: more blocks for few weight rows); never a
 // result.
 constexpr int64_t kBf16TcManyRows = 32;
-constexpr int64_t kBf16TcManyBlocks = 64;
+constexpr int64_t kBf16TcManyBlocks = 32;
 bool Bf16TcManyTile(int64_t n, int64_t m);
 // The most k slices, and the weight rows under which a matrix takes more than one (so that the
 // few-row tile, 128 / slices rows a block, has n · slices / 128 >= 128 blocks).
