@@ -373,11 +373,9 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(Bf16TcManyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kManySmem));
-    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<8>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     FewSmem<8>(kMaxBf16TcSlices, 2)));
-    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<4>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     FewSmem<4>(kMaxBf16TcSlices, 8)));
     return true;
   }();
