@@ -51,14 +51,9 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
-  // The compressors' bf16 projections on the tensor cores take xn's bf16 parts, split once here
-  // for both branches.
-  const uint16_t* xns = nullptr;
-  if (TcCompressors(w)) {
-    Mark("compressors");
-    gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
-    xns = xn_split;
-  }
+  // The compressors' bf16 projections on the tensor cores take xn's bf16 parts, split once, on
+  // branch 1 (branch 3 waits for them there), off the query's path.
+  const uint16_t* xns = TcCompressors(w) ? xn_split : nullptr;
   // Branch 0: the indexer's head weights (first: its top-k waits for them, the attention for the
   // rest), the kv projection (and, one row per sequence, its window-ring append). Branch 1: the
   // compressor and its ring. Branch 3: the indexer's compressor and ring. Branch 2 (after the
@@ -82,6 +77,10 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_comp) {
     Branch(1, [&] {
       Mark("compressors");
+      if (xns) {
+        gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
+        Checkpoint(1);
+      }
       Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq, xns);
       RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
     });
@@ -89,6 +88,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   if (w.has_idx) {
     Branch(3, [&] {
       Mark("compressors");
+      if (xns && w.has_comp) WaitCheckpoint(1, cur_stream());
+      if (xns && !w.has_comp) gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
       Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq, xns);
       RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
     });
