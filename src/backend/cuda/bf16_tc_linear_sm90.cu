@@ -10,12 +10,11 @@
 //   x 2 (4 n tiles each); 64-column stages of W and of the tokens' three planes through shared
 //   memory (cp.async), the slices one after another;
 // * few rows (Bf16TcFewKernel, decode): 8 tokens, 8 warps = (8 / slices) row tiles x the slices
-//   side by side (128 / slices rows a block); W and the tile's tokens' parts streamed through 8
-//   stages of shared memory (4 from 3 tokens); the slices' results summed through shared memory
-//   at the end.
+//   side by side (128 / slices rows a block); W streamed through 8 stages of shared memory, the
+//   tokens' parts read by each lane from global memory; the slices' results summed through shared
+//   memory at the end.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -193,31 +192,25 @@ __global__ void __launch_bounds__(kThreads)
 
 // The 8-token tile, for few rows (decode): a weight stream. 8 warps = (8 / slices) row tiles x
 // the slices side by side (128 / slices weight rows a block); each stage holds 64 columns of every
-// slice of the block's rows (16 KB) and of the tile's `tt` = min(8, m) tokens' three parts, 8
-// stages in flight for one or two tokens (one block per SM keeps enough bytes on the way), else 4.
-constexpr int kFewChunks = kBM * 8 / kThreads;  // a thread's 16-byte weight copies per stage
-__host__ __device__ constexpr int FewStageElems(int slices, int tt) {
-  return kBM * kPitch + slices * 3 * tt * kPitch;
-}
-template <int kStages>
-constexpr int FewSmem(int slices, int tt) {
-  return kStages * FewStageElems(slices, tt) * 2;
-}
+// slice of the block's rows (16 KB), kFewStages of them in flight so that one block per SM keeps
+// enough bytes on the way; the 8 tokens' parts are read from global memory (L2) by each lane.
+constexpr int kFewStages = 8;
+constexpr int kFewStageElems = kBM * kPitch;
+constexpr int kFewSmem = kFewStages * kFewStageElems * 2;
+constexpr int kFewChunks = kBM * 8 / kThreads;  // a thread's 16-byte copies per stage
 
-template <int kStages>
 __global__ void __launch_bounds__(kThreads)
-    Bf16TcFewKernel(Bf16TcLinearParams p, int64_t kp, int slices, int tt) {
+    Bf16TcFewKernel(Bf16TcLinearParams p, int64_t kp, int slices) {
   PdlTrigger();
   extern __shared__ __align__(16) uint16_t tsm[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tiles = (kBM / 16) / slices, block_rows = 16 * tiles;
   const int wm = warp % tiles, wsl = warp / tiles;  // the warp's row tile and slice
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.y) * 8;
+  const int64_t tok = static_cast<int64_t>(blockIdx.y) * 8 + g;  // the lane's B token
   const int64_t kslice = kp / slices, nsteps = kslice / kBK;
-  const int stage = FewStageElems(slices, tt);
-  // The thread's weight chunks of a stage: shared row r = slice * block_rows + block row, 8
-  // columns at off; their sources at step 0 (a step adds 64 columns).
+  // The thread's chunks of a stage: shared row r = slice * block_rows + block row, 8 columns at
+  // off; their sources at step 0 (a step adds 64 columns).
   const int off = (threadIdx.x % 8) * 8;
   const uint16_t* src[kFewChunks];
   int64_t col0[kFewChunks];
@@ -231,51 +224,46 @@ __global__ void __launch_bounds__(kThreads)
     src[i] = p.w + (row_ok[i] ? (row0 + br) * p.k + col0[i] : 0);
   }
   auto load = [&](int s, int64_t ks) {
-    uint16_t* ws = tsm + s * stage;
+    uint16_t* ws = tsm + s * kFewStageElems;
 #pragma unroll
     for (int i = 0; i < kFewChunks; ++i) {
       const int r = threadIdx.x / 8 + i * (kThreads / 8);
       const bool ok = row_ok[i] && col0[i] + ks * kBK < p.k;
       CpAsync16(ws + r * kPitch + off, ok ? src[i] + ks * kBK : p.w, ok);
     }
-    uint16_t* xs = ws + kBM * kPitch;  // rows (slice * 3 + part) * tt + token
-    for (int c = threadIdx.x; c < slices * 3 * tt * 8; c += kThreads) {
-      const int pr = c / 8, o = (c % 8) * 8;
-      const int sl = pr / (3 * tt), part = (pr / tt) % 3, i = pr % tt;
-      const bool ok = tok0 + i < p.m;
-      CpAsync16(xs + pr * kPitch + o,
-                ok ? p.split + ((tok0 + i) * 3 + part) * kp + sl * kslice + ks * kBK + o : p.split,
-                ok);
-    }
   };
-  const bool tok_ok = g < tt;  // the lane's B token has staged rows (else its B is zero)
+  // The lane's token's three parts at its slice's columns 2t (+ 16 q, + 8).
+  const bool tok_ok = tok < p.m;
+  const uint16_t* xrow = p.split + (tok_ok ? tok : 0) * 3 * kp + wsl * kslice + 2 * t;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   PdlWait();  // the split planes come from the pre-pass
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
+  for (int s = 0; s < kFewStages - 1; ++s) {
     if (s < nsteps) load(s, s);
     CpAsyncCommit();
   }
   for (int64_t ks = 0; ks < nsteps; ++ks) {
-    CpAsyncWait<kStages - 2>();
-    __syncthreads();
-    if (ks + kStages - 1 < nsteps)
-      load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
-    CpAsyncCommit();
-    const uint16_t* ws = tsm + static_cast<int>(ks % kStages) * stage;
-    const uint16_t* wr = ws + (wsl * block_rows + wm * 16 + g) * kPitch + 2 * t;
-    const uint16_t* xr = ws + kBM * kPitch + (wsl * 3 * tt + (tok_ok ? g : 0)) * kPitch + 2 * t;
+    uint32_t b[kBK / 16][3][2];  // the step's B fragments, loaded before waiting for W
 #pragma unroll
-    for (int q = 0; q < kBK / 16; ++q) {
-      uint32_t a[4], b[3][2];
-      LoadA(wr + 16 * q, a);
+    for (int q = 0; q < kBK / 16; ++q)
 #pragma unroll
       for (int part = 0; part < 3; ++part) {
-        const uint16_t* x = xr + part * tt * kPitch + 16 * q;
-        b[part][0] = tok_ok ? *reinterpret_cast<const uint32_t*>(x) : 0u;
-        b[part][1] = tok_ok ? *reinterpret_cast<const uint32_t*>(x + 8) : 0u;
+        const uint16_t* xr = xrow + part * kp + ks * kBK + 16 * q;
+        b[q][part][0] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr) : 0u;
+        b[q][part][1] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr + 8) : 0u;
       }
-      PartSteps(a, b, acc);
+    CpAsyncWait<kFewStages - 2>();
+    __syncthreads();
+    if (ks + kFewStages - 1 < nsteps)
+      load(static_cast<int>((ks + kFewStages - 1) % kFewStages), ks + kFewStages - 1);
+    CpAsyncCommit();
+    const uint16_t* ws = tsm + static_cast<int>(ks % kFewStages) * kFewStageElems +
+                         (wsl * block_rows + wm * 16 + g) * kPitch + 2 * t;
+#pragma unroll
+    for (int q = 0; q < kBK / 16; ++q) {
+      uint32_t a[4];
+      LoadA(ws + 16 * q, a);
+      PartSteps(a, b[q], acc);
     }
   }
   CpAsyncWait<0>();
@@ -290,19 +278,19 @@ __global__ void __launch_bounds__(kThreads)
     float v = acc[i];
     for (int sl = 1; sl < slices; ++sl) v += part[((sl * tiles + wm) * 32 + lane) * 4 + i];
     const int64_t row = row0 + wm * 16 + g + 8 * (i / 2);
-    const int64_t tk = tok0 + 2 * t + (i % 2);
+    const int64_t tk = static_cast<int64_t>(blockIdx.y) * 8 + 2 * t + (i % 2);
     if (row < p.n && tk < p.m) p.y[tk * p.ldy + row] = v;
   }
 }
 
 int64_t PaddedK(int64_t k) { return (k + kBK - 1) / kBK * kBK; }
 
-template <typename Kernel, typename... Extra>
+template <typename Kernel>
 void LaunchTc(Kernel kernel, int smem, int64_t block_rows, int64_t tokens,
-              const Bf16TcLinearParams& p, int slices, StreamHandle stream, Extra... extra) {
+              const Bf16TcLinearParams& p, int slices, StreamHandle stream) {
   const dim3 grid(static_cast<unsigned>((p.n + block_rows - 1) / block_rows),
                   static_cast<unsigned>((p.m + tokens - 1) / tokens));
-  LaunchKernel(kernel, grid, dim3(kThreads), smem, stream, p, PaddedK(p.k), slices, extra...);
+  LaunchKernel(kernel, grid, dim3(kThreads), smem, stream, p, PaddedK(p.k), slices);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -373,22 +361,15 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(Bf16TcManyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kManySmem));
-    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    FewSmem<8>(kMaxBf16TcSlices, 2)));
-    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    FewSmem<4>(kMaxBf16TcSlices, 8)));
+    CUDA_CHECK(cudaFuncSetAttribute(Bf16TcFewKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kFewSmem));
     return true;
   }();
   (void)attr_set;
-  if (many) {
+  if (many)
     LaunchTc(Bf16TcManyKernel, kManySmem, kBM, kManyBN, p, slices, stream);
-    return;
-  }
-  const int tt = static_cast<int>(std::min<int64_t>(8, p.m));
-  if (tt <= 2)
-    LaunchTc(Bf16TcFewKernel<8>, FewSmem<8>(slices, tt), kBM / slices, 8, p, slices, stream, tt);
   else
-    LaunchTc(Bf16TcFewKernel<4>, FewSmem<4>(slices, tt), kBM / slices, 8, p, slices, stream, tt);
+    LaunchTc(Bf16TcFewKernel, kFewSmem, kBM / slices, 8, p, slices, stream);
 }
 
 }  // namespace dsinfer::backend::cuda
