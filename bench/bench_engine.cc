@@ -151,7 +151,7 @@ Status RunChat(const EngineOptions& o, int64_t conversations, int64_t turns, int
   j["turns_done"] = done;
   j["system_len"] = system_len;
   j["prefix_cache_on"] = o.prefix_cache;
-  j["max_batch_tokens"] = o.max_batch_tokens;
+  j["max_batch_tokens"] = engine->max_batch_tokens();
   j["max_running"] = o.max_running;
   std::printf("%s\n", j.dump().c_str());
   return done == conversations * turns ? Status::Ok() : Internal("some turns failed");
@@ -283,7 +283,7 @@ Status Run(const cli::Flags& flags) {
                                                {"sigma", output.sigma},
                                                {"min", output.min},
                                                {"max", output.max}});
-  j["max_batch_tokens"] = o.max_batch_tokens;
+  j["max_batch_tokens"] = engine->max_batch_tokens();
   j["max_running"] = o.max_running;
   if (constraint.active()) {
     j["structured"] = {{"kind", flags.Has("json-schema") ? "json_schema" : "regex"},

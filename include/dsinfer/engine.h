@@ -120,7 +120,11 @@ struct EngineOptions {
   // CUDA: called (on the creating thread) as the weights reach the device: bytes so far, and the
   // checkpoint's tensor bytes (the CLI draws a progress line on a terminal).
   std::function<void(int64_t done_bytes, int64_t total_bytes)> load_progress;
-  int64_t max_batch_tokens = 256;      // tokens per step (prefill chunks + decodes)
+  // Tokens per step (prefill chunks + decodes); 0: kCpuBatchTokens on the CPU, kCudaBatchTokens
+  // with CUDA (where the tiled tensor-core GEMMs need many rows: docs/perf.md, "GPU engine").
+  int64_t max_batch_tokens = 0;
+  static constexpr int64_t kCpuBatchTokens = 256;
+  static constexpr int64_t kCudaBatchTokens = 2048;
   int max_running = 64;                // sequences in flight
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings (CUDA: at most
                                        // 4096 by default: its state slots hold this many tokens)
@@ -401,6 +405,8 @@ class Engine {
   std::string MemoryPlanDescription() const;
   // "cpu" or "cuda": where the model runs.
   std::string device() const;
+  // Tokens per step (EngineOptions::max_batch_tokens, 0 resolved for the device).
+  int64_t max_batch_tokens() const;
   // The model family: "DeepSeek-V4" or "DeepSeek-V4.1".
   std::string model_family() const;
 

@@ -16,7 +16,7 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"gpu-memory-utilization",
        "share of the GPU's memory the engine may use: weights, "
        "activations and the state pools (default 0.9)"},
-      {"max-batch-tokens", "tokens per engine step (default 256)"},
+      {"max-batch-tokens", "tokens per engine step (default 256 on the CPU, 2048 with CUDA)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
       {"typical-length",
@@ -123,13 +123,14 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
       return InvalidArgument("--gpu-memory-utilization must be in (0, 1], got '" + *util + "'");
     }
   }
-  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 256));
+  DSINFER_ASSIGN_OR_RETURN(o.max_batch_tokens, flags.GetInt("max-batch-tokens", 0));
   DSINFER_ASSIGN_OR_RETURN(int64_t running, flags.GetInt("max-running", 64));
   DSINFER_ASSIGN_OR_RETURN(o.max_model_len, flags.GetInt("max-model-len", 0));
   DSINFER_ASSIGN_OR_RETURN(o.typical_length, flags.GetInt("typical-length", 2048));
   if (o.typical_length < 1) return InvalidArgument("--typical-length must be positive");
   if (threads < 0 || mem_mb < 0 || (flags.Has("state-memory-mb") && mem_mb < 1) || running < 1 ||
-      running > 100000 || o.max_batch_tokens < 1 || o.max_model_len < 0) {
+      running > 100000 || o.max_batch_tokens < 0 ||
+      (flags.Has("max-batch-tokens") && o.max_batch_tokens < 1) || o.max_model_len < 0) {
     return InvalidArgument(
         "--threads, --state-memory-mb, --max-running, --max-batch-tokens and "
         "--max-model-len must be positive");

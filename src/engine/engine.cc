@@ -56,6 +56,7 @@ StatusOr<ChatReply> Engine::ParseChatReply(const std::vector<int32_t>& ids,
   return loop_->core().codec().ParseChat(ids, chat);
 }
 std::string Engine::device() const { return loop_->core().device(); }
+int64_t Engine::max_batch_tokens() const { return loop_->core().max_batch_tokens(); }
 std::string Engine::model_family() const { return loop_->core().model_family(); }
 std::string Engine::MemoryPlanDescription() const { return loop_->core().cache().plan().Describe(); }
 

@@ -20,11 +20,11 @@ constexpr int kMaxSpeculativeTokens = 16;
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                                                          std::unique_ptr<TextCodec> codec) {
-  if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_model_len < 0 ||
+  if (o.max_batch_tokens < 0 || o.max_running < 1 || o.max_model_len < 0 ||
       o.state_page_tokens < 1 || !(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1)) {
     return InvalidArgument(
-        "engine options: max_batch_tokens and max_running must be >= 1, gpu_memory_utilization "
-        "in (0, 1]");
+        "engine options: max_batch_tokens must be >= 0 (0: the device's default), max_running "
+        ">= 1, gpu_memory_utilization in (0, 1]");
   }
   if (o.structured_mask_deadline_us < 0 || o.structured_mask_deadline_us > 10'000'000) {
     return InvalidArgument("structured_mask_deadline_us must be in [0, 10000000] (0: wait), got " +
@@ -93,6 +93,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   ro.device = device;
   core->device_ = device;
+  core->max_batch_tokens_ = o.max_batch_tokens > 0              ? o.max_batch_tokens
+                            : device == executor::Device::kCuda ? EngineOptions::kCudaBatchTokens
+                                                                : EngineOptions::kCpuBatchTokens;
   core->prompt_logprobs_ = o.prompt_logprobs;
   core->share_pages_ = o.share_state_pages;
   core->mask_deadline_ = std::chrono::microseconds(o.structured_mask_deadline_us);
@@ -106,7 +109,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
     ro.max_len = std::min<int64_t>(o.max_model_len > 0 ? o.max_model_len : 4096,
                                    info.max_position_embeddings);
     ro.max_sequences = o.max_running;
-    ro.max_tokens = o.max_batch_tokens;
+    ro.max_tokens = core->max_batch_tokens_;
   }
   DSINFER_ASSIGN_OR_RETURN(core->runner_, executor::CreateModelRunner(ro));
   if (ro.mtp && !core->runner_->has_mtp()) {
@@ -165,7 +168,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   }
 
   scheduler::SchedulerConfig sc;
-  sc.max_batch_tokens = o.max_batch_tokens;
+  sc.max_batch_tokens = core->max_batch_tokens_;
   sc.max_running = std::min(o.max_running, core->cache_->plan().max_sequences);
   if (o.prefix_cache) sc.checkpoint_interval = o.prefix_checkpoint_interval;
   core->scheduler_ = std::make_unique<scheduler::Scheduler>(sc, core->cache_.get());

@@ -101,6 +101,7 @@ class EngineCore {
   int64_t vocab_size() const { return runner_->info().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   const char* device() const { return executor::DeviceName(device_); }
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
   const char* model_family() const { return io::ModelFamilyName(runner_->info().family); }
   bool has_tokenizer() const { return codec_->has_text(); }
   const TextCodec& codec() const { return *codec_; }
@@ -263,6 +264,7 @@ class EngineCore {
 
   std::unique_ptr<executor::ModelRunner> runner_;  // the model on its backend, and its states
   executor::Device device_ = executor::Device::kCpu;
+  int64_t max_batch_tokens_ = 0;  // EngineOptions::max_batch_tokens resolved for device_
   std::unique_ptr<TextCodec> codec_;
   std::unique_ptr<cache::StateCache> cache_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;

@@ -54,6 +54,24 @@ TEST(EngineApiTest, ManyConcurrentSubmittersGetTheSequentialOutputs) {
   EXPECT_EQ(stats.state_bytes_used, 0);
 }
 
+// max_batch_tokens 0 takes the device's default (the CPU's 256); a given value is kept; a
+// negative one is refused.
+TEST(EngineApiTest, BatchTokensDefaultPerDevice) {
+  EngineOptions o = testing::SmallEngineOptions();
+  o.max_batch_tokens = 0;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->device(), "cpu");
+  EXPECT_EQ((*engine)->max_batch_tokens(), EngineOptions::kCpuBatchTokens);
+  const auto given = Engine::Create(testing::SmallEngineOptions());
+  ASSERT_TRUE(given.ok());
+  EXPECT_EQ((*given)->max_batch_tokens(), 64);
+  o.max_batch_tokens = -1;
+  const auto bad = Engine::Create(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("max_batch_tokens"), std::string::npos);
+}
+
 TEST(EngineApiTest, AbortFromAnotherThreadEndsTheStream) {
   auto engine = Engine::Create(testing::SmallEngineOptions());
   ASSERT_TRUE(engine.ok());
