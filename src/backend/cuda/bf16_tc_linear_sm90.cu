@@ -129,18 +129,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mi][ni][i] = total[mi][ni][i] = 0.0f;
   PdlWait();  // the split planes come from the pre-pass
-#pragma unroll
-  for (int s = 0; s < kManyStages - 1; ++s) {
-    if (s < nsteps) load(s, s);
-    CpAsyncCommit();
-  }
+  PipelineFill<kManyStages>(nsteps, load);
   for (int64_t ks = 0; ks < nsteps; ++ks) {
-    CpAsyncWait<kManyStages - 2>();
-    __syncthreads();
-    if (ks + kManyStages - 1 < nsteps)
-      load(static_cast<int>((ks + kManyStages - 1) % kManyStages), ks + kManyStages - 1);
-    CpAsyncCommit();
-    const int s = static_cast<int>(ks % kManyStages);
+    const int s = PipelineAdvance<kManyStages>(ks, nsteps, load);
     const uint16_t* ws = w_at(s);
     const uint16_t* xs = x_at(s);
 #pragma unroll
@@ -237,11 +228,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint16_t* xrow = p.split + (tok_ok ? tok : 0) * 3 * kp + wsl * kslice + 2 * t;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   PdlWait();  // the split planes come from the pre-pass
-#pragma unroll
-  for (int s = 0; s < kFewStages - 1; ++s) {
-    if (s < nsteps) load(s, s);
-    CpAsyncCommit();
-  }
+  PipelineFill<kFewStages>(nsteps, load);
   for (int64_t ks = 0; ks < nsteps; ++ks) {
     uint32_t b[kBK / 16][3][2];  // the step's B fragments, loaded before waiting for W
 #pragma unroll
@@ -252,12 +239,7 @@ __global__ void __launch_bounds__(kThreads)
         b[q][part][0] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr) : 0u;
         b[q][part][1] = tok_ok ? *reinterpret_cast<const uint32_t*>(xr + 8) : 0u;
       }
-    CpAsyncWait<kFewStages - 2>();
-    __syncthreads();
-    if (ks + kFewStages - 1 < nsteps)
-      load(static_cast<int>((ks + kFewStages - 1) % kFewStages), ks + kFewStages - 1);
-    CpAsyncCommit();
-    const uint16_t* ws = tsm + static_cast<int>(ks % kFewStages) * kFewStageElems +
+    const uint16_t* ws = tsm + PipelineAdvance<kFewStages>(ks, nsteps, load) * kFewStageElems +
                          (wsl * block_rows + wm * 16 + g) * kPitch + 2 * t;
 #pragma unroll
     for (int q = 0; q < kBK / 16; ++q) {

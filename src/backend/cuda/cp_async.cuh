@@ -31,6 +31,29 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// A block's cp.async pipeline of kStages shared-memory stages over nsteps steps, load(stage,
+// step) issuing one step's copies into a stage (the tiled kernels' pipelines). Fill: the first
+// kStages - 1 steps, one commit group each (empty past the last step).
+template <int kStages, typename Load>
+__device__ __forceinline__ void PipelineFill(int64_t nsteps, Load&& load) {
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nsteps) load(s, s);
+    CpAsyncCommit();
+  }
+}
+// Before step ks computes: waits until its stage is in and every thread is done with step
+// ks - 1's, then refills that stage with step ks + kStages - 1. Returns step ks's stage.
+template <int kStages, typename Load>
+__device__ __forceinline__ int PipelineAdvance(int64_t ks, int64_t nsteps, Load&& load) {
+  CpAsyncWait<kStages - 2>();
+  __syncthreads();
+  if (ks + kStages - 1 < nsteps)
+    load(static_cast<int>((ks + kStages - 1) % kStages), ks + kStages - 1);
+  CpAsyncCommit();
+  return static_cast<int>(ks % kStages);
+}
+
 // Shared-memory barriers (mbarrier, sm_80+) for pipelines whose stages are filled and released
 // without a block-wide barrier: a phase completes after `count` arrivals; a waiter names the
 // parity of the phase it waits for (0 for the first completion, then 1, 0, ...).

@@ -184,18 +184,10 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmKernel(QLinearArgs p) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[d][mi][ni][i] = blk[d][mi][ni][i] = 0.0f;
 
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < npairs) load(s, s);
-      CpAsyncCommit();
-    }
+    PipelineFill<kStages>(npairs, load);
     for (int64_t kp = 0; kp < npairs; ++kp) {
-      CpAsyncWait<kStages - 2>();
-      __syncthreads();  // stage kp is in; every warp is done with stage kp - 1
-      if (kp + kStages - 1 < npairs)
-        load(static_cast<int>((kp + kStages - 1) % kStages), kp + kStages - 1);
-      CpAsyncCommit();
-      const int s = static_cast<int>(kp % kStages);
+      // Stage kp is in; every warp is done with stage kp - 1.
+      const int s = PipelineAdvance<kStages>(kp, npairs, load);
       const uint8_t* ws = w_at(s);
       const uint8_t* xs = x_at(s);
       const float* ss = sx_at(s);

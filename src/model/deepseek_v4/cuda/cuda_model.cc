@@ -322,16 +322,11 @@ void CudaModel::Impl::AllocateActivations() {
     head_split = Alloc<uint16_t>(gpu::Bf16SplitElements(head_rows, D));
   }
   {  // xn's split rows, when some compressor projection takes the tensor cores
-    bool any = false;
-    auto block = [&](const BlockW& b) {
-      any = any || (b.has_comp && TcBf16(CompressorMatrix(b.comp))) ||
-            (b.has_idx && TcBf16(CompressorMatrix(b.idx_comp)));
-    };
-    for (const BlockW& b : layers) block(b);
-    if (has_mtp) block(mtp.block);
+    bool any = has_mtp && HasTcCompressor(mtp.block);
+    for (const BlockW& b : layers) any = any || HasTcCompressor(b);
     if (v41)
       for (const V41LayerW& x : v41->layers)
-        any = any || (x.kv_source && (TcBf16(x.comp_kv_gate) || TcBf16(x.comp_wkv)));
+        any = any || (x.kv_source && TcBf16(V41CompressorMatrix(x)));
     if (any) xn_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
   }
   meta_dev = Alloc<int32_t>(kMetaArrays * T);

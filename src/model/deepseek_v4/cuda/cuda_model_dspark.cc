@@ -115,17 +115,7 @@ void CudaModel::Impl::DSparkDraft(int64_t R) {
   gpu::LaunchDSparkCollapse(cp, cur_stream());
   RmsNorm(ds.xh, D, ds.hn, D, n, D, ds.norm);
   if (ds.head_split != nullptr) {  // the tensor-core head, as the trunk's (tc_bf16)
-    gpu::Bf16TcLinearParams tp;
-    tp.w = static_cast<const uint16_t*>(head.data);
-    tp.n = V;
-    tp.k = D;
-    tp.x = ds.hn;
-    tp.ldx = D;
-    tp.m = n;
-    tp.split = ds.head_split;
-    tp.y = ds.logits;
-    tp.ldy = V;
-    gpu::LaunchBf16TcLinear(tp, cur_stream());
+    TcLinear(head, ds.hn, D, n, ds.logits, V, ds.head_split);
   } else {
     Linear(head, ds.hn, D, n, ds.logits, V);
   }

@@ -322,11 +322,18 @@ struct CudaModel::Impl {
   static const WeightRef& CompressorMatrix(const CompressorW& cw) {
     return cw.kv_gate.data ? cw.kv_gate : cw.wkv;
   }
-  // Whether block w's compressors read xn's split rows (xn_split: allocated when some block's do).
-  bool TcCompressors(const BlockW& w) const {
-    return xn_split != nullptr && ((w.has_comp && TcBf16(CompressorMatrix(w.comp))) ||
-                                   (w.has_idx && TcBf16(CompressorMatrix(w.idx_comp))));
+  // Whether some compressor projection of block w takes the tensor cores.
+  bool HasTcCompressor(const BlockW& w) const {
+    return (w.has_comp && TcBf16(CompressorMatrix(w.comp))) ||
+           (w.has_idx && TcBf16(CompressorMatrix(w.idx_comp)));
   }
+  // DeepSeek-V4.1: a KV source's compressor projection(s), both in one matrix when stored so
+  // (ratio > 1) or wkv.
+  static const WeightRef& V41CompressorMatrix(const V41LayerW& x) {
+    return x.ratio > 1 && x.comp_kv_gate.data != nullptr ? x.comp_kv_gate : x.comp_wkv;
+  }
+  // Whether block w's compressors read xn's split rows (xn_split: allocated when some block's do).
+  bool TcCompressors(const BlockW& w) const { return xn_split != nullptr && HasTcCompressor(w); }
   bool Concurrent() const { return opt.branches && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
   template <typename Fn>
@@ -616,6 +623,23 @@ struct CudaModel::Impl {
     }
     gpu::LaunchHcPost(p, cur_stream());
   }
+  // The bf16 linear w on the tensor cores (bf16_tc_linear): x's m rows into y, through `split`
+  // (Bf16SplitElements(m, w.k)), which holds x's bf16 parts already when presplit.
+  void TcLinear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout,
+                int64_t ldy, uint16_t* split, bool presplit = false) {
+    gpu::Bf16TcLinearParams tp;
+    tp.w = static_cast<const uint16_t*>(w.data);
+    tp.n = w.n;
+    tp.k = w.k;
+    tp.x = x;
+    tp.ldx = ldx;
+    tp.m = m;
+    tp.y = yout;
+    tp.ldy = ldy;
+    tp.split = split;
+    tp.presplit = presplit;
+    gpu::LaunchBf16TcLinear(tp, cur_stream());
+  }
   // A linear of x's m rows (width w.k, ld w.k) whose bf16 parts xsplit holds already
   // (LaunchBf16Split): on the tensor cores when TcBf16(w), else Linear (xq: as Linear's).
   void SplitLinear(const WeightRef& w, const float* x, const uint16_t* xsplit, int64_t m,
@@ -624,18 +648,7 @@ struct CudaModel::Impl {
       Linear(w, x, w.k, m, yout, ldy, xq);
       return;
     }
-    gpu::Bf16TcLinearParams tp;
-    tp.w = static_cast<const uint16_t*>(w.data);
-    tp.n = w.n;
-    tp.k = w.k;
-    tp.x = x;
-    tp.ldx = w.k;
-    tp.m = m;
-    tp.y = yout;
-    tp.ldy = ldy;
-    tp.split = const_cast<uint16_t*>(xsplit);  // read only: presplit
-    tp.presplit = true;
-    gpu::LaunchBf16TcLinear(tp, cur_stream());
+    TcLinear(w, x, w.k, m, yout, ldy, const_cast<uint16_t*>(xsplit), true);  // read only
   }
   // xq: x's rows quantized already (optional, for FP8/FP4 projections); xsplit: their bf16 parts
   // (optional, for bf16 projections on the tensor cores).
@@ -798,17 +811,7 @@ struct CudaModel::Impl {
     gpu::LaunchHcHeadFinish(hp, cur_stream());
     if (TcHead()) {  // every row count the same way: a row's logits never depend on the batch
       DSINFER_CHECK(head_split != nullptr);  // allocated after the head loads
-      gpu::Bf16TcLinearParams tp;
-      tp.w = static_cast<const uint16_t*>(head.data);
-      tp.n = c.vocab_size;
-      tp.k = D;
-      tp.x = hz_out;
-      tp.ldx = D;
-      tp.m = rows;
-      tp.split = head_split;
-      tp.y = logits_out;
-      tp.ldy = c.vocab_size;
-      gpu::LaunchBf16TcLinear(tp, cur_stream());
+      TcLinear(head, hz_out, D, rows, logits_out, c.vocab_size, head_split);
     } else {
       Linear(head, hz_out, D, rows, logits_out, c.vocab_size);
     }

@@ -60,7 +60,7 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     // bf16 projections on the tensor cores: xn's bf16 parts, split once for both.
     const bool joint = x.ratio > 1 && x.comp_kv_gate.data != nullptr;
     const uint16_t* xns = nullptr;
-    if (xn_split != nullptr && TcBf16(joint ? x.comp_kv_gate : x.comp_wkv)) {
+    if (xn_split != nullptr && TcBf16(V41CompressorMatrix(x))) {
       gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
       xns = xn_split;
     }
@@ -208,17 +208,7 @@ void CudaModel::Impl::EngramV41(int layer, int64_t n) {
   gpu::LaunchEngramGather(gp, cur_stream());
   if (v.engram_split != nullptr && x.engram_wkv.format == WeightFormat::kBf16) {
     // On the tensor cores at every row count, as the head (CudaModelOptions::tc_bf16).
-    gpu::Bf16TcLinearParams tp;
-    tp.w = static_cast<const uint16_t*>(x.engram_wkv.data);
-    tp.n = (hc + 1) * D;
-    tp.k = cols * hd;
-    tp.x = v.erows;
-    tp.ldx = cols * hd;
-    tp.m = n;
-    tp.split = v.engram_split;
-    tp.y = v.ekv;
-    tp.ldy = (hc + 1) * D;
-    gpu::LaunchBf16TcLinear(tp, cur_stream());
+    TcLinear(x.engram_wkv, v.erows, cols * hd, n, v.ekv, (hc + 1) * D, v.engram_split);
   } else {
     Linear(x.engram_wkv, v.erows, cols * hd, n, v.ekv, (hc + 1) * D);
   }
