@@ -117,6 +117,11 @@ struct EngineOptions {
   // CUDA, DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup
   // (the release's tables fit no GPU; the same bits as device tables). Ignored by other models.
   bool engram_host_tables = false;
+  // The attention state's rounding and storage (vLLM's --kv-cache-dtype): "float32" (the values
+  // as computed: transformers' forward), "fp8" (the official forward's cache: FP8 K=V rows with
+  // bf16 RoPE dims, FP4 index keys, rounded as the official forward rounds them; 4x less state
+  // memory), "auto" (float32 for DeepSeek-V4; DeepSeek-V4.1 is always fp8).
+  std::string kv_cache_dtype = "auto";
   // CUDA: called (on the creating thread) as the weights reach the device: bytes so far, and the
   // checkpoint's tensor bytes (the CLI draws a progress line on a terminal).
   std::function<void(int64_t done_bytes, int64_t total_bytes)> load_progress;

@@ -16,6 +16,10 @@ std::vector<FlagSpec> EngineFlagSpecs() {
       {"gpu-memory-utilization",
        "share of the GPU's memory the engine may use: weights, "
        "activations and the state pools (default 0.9)"},
+      {"kv-cache-dtype",
+       "the attention state: float32 (the computed values; transformers' forward) or fp8 (the "
+       "official forward's FP8 K=V / FP4 index-key cache, rounded as it rounds; DeepSeek-V4.1 "
+       "always); default auto: float32 for DeepSeek-V4"},
       {"max-batch-tokens", "tokens per engine step (default 256 on the CPU, 2048 with CUDA)"},
       {"max-running", "sequences in flight (default 64)"},
       {"max-model-len", "context limit (default: the model's; CUDA: at most 4096)"},
@@ -94,6 +98,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   if (!o.tokenizer_path.empty() && std::filesystem::is_directory(o.tokenizer_path))
     o.tokenizer_path += "/tokenizer.json";
   o.enforce_eager = flags.Has("enforce-eager");
+  o.kv_cache_dtype = flags.GetOr("kv-cache-dtype", "auto");
   o.engram_host_tables = flags.Has("engram-host-tables");
   if (flags.Has("no-overlap") && flags.Has("overlap"))
     return InvalidArgument("give at most one of --overlap and --no-overlap");

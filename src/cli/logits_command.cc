@@ -32,6 +32,9 @@ std::vector<FlagSpec> Specs() {
       {"device", "cpu (default) or cuda"},
       {"backend", "alias of --device"},
       {"threads", "CPU threads (default: all)"},
+      {"kv-cache-dtype",
+       "float32 (default for DeepSeek-V4: transformers' forward) or fp8 (the official forward's "
+       "FP8 / FP4 cache and its rounding)"},
   };
 #ifdef DSINFER_HAVE_CUDA
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
@@ -108,6 +111,8 @@ Status Run(const Flags& flags) {
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--device must be cpu or cuda");
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
+  DSINFER_ASSIGN_OR_RETURN(const io::KvCacheDtype kv_dtype,
+                           io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
@@ -115,6 +120,7 @@ Status Run(const Flags& flags) {
     model::deepseek_v4::cuda::CudaModelOptions opt;
     DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
     opt.max_seqs = 1;
+    opt.kv_cache_dtype = kv_dtype;
     opt.max_len = static_cast<int64_t>(ids.size());
     opt.max_tokens = *std::max_element(sizes.begin(), sizes.end());
     DSINFER_ASSIGN_OR_RETURN(auto cm, model::deepseek_v4::cuda::CudaModel::Load(*flags.Get("model"), opt));
@@ -138,7 +144,8 @@ Status Run(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
   // Any family, through the family seam (model/language_model.h), its state on heap pages.
   DSINFER_ASSIGN_OR_RETURN(
-      auto model, model::LoadLanguageModel(*flags.Get("model"), {static_cast<int>(threads)}));
+      auto model,
+      model::LoadLanguageModel(*flags.Get("model"), {static_cast<int>(threads), false, kv_dtype}));
   const int64_t V = model->info().vocab_size;
   for (int32_t id : ids) {
     if (id >= V) {

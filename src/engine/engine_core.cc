@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "engine/public_types.h"
+#include "io/model_config.h"
 #include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -77,6 +78,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   ro.random_seed = o.random_seed;
   ro.cuda_graphs = !o.enforce_eager;
   ro.engram_host_tables = o.engram_host_tables;
+  DSINFER_ASSIGN_OR_RETURN(ro.kv_cache_dtype, io::ParseKvCacheDtype(o.kv_cache_dtype));
   ro.load_progress = o.load_progress;
   ro.num_threads = o.num_threads;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;

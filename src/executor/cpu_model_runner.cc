@@ -343,7 +343,8 @@ class CpuModelRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
-  auto loaded = model::LoadLanguageModel(options.model_dir, {options.num_threads, options.dspark});
+  auto loaded = model::LoadLanguageModel(
+      options.model_dir, {options.num_threads, options.dspark, options.kv_cache_dtype});
   if (!loaded.ok() && options.dspark) {
     return Status(loaded.status().code(),
                   "DSpark speculative decoding: " + loaded.status().message() +

@@ -367,6 +367,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const RunnerOptions
   DSINFER_CHECK(o.max_rollback >= 0 && o.max_rollback <= mdl::cuda::CudaModel::kMaxRollback);
   opt.mtp = o.mtp;
   opt.dspark = o.dspark;
+  opt.kv_cache_dtype = o.kv_cache_dtype;
   std::unique_ptr<CudaModel> model;
   if (o.random_preset.empty()) {
     auto loaded = CudaModel::Load(o.model_dir, opt);

@@ -193,6 +193,8 @@ struct RunnerOptions {
   std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
   Device device = Device::kCpu;                         // resolved (not kAuto)
   int num_threads = 0;                                  // CPU: model threads (0: all)
+  // EngineOptions::kv_cache_dtype.
+  io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
   // Speculative decoding: the most draft tokens of one verify chunk (the state rings keep this
   // much rollback slack; CUDA: at most 16), and whether the MTP drafter runs (it keeps the main
   // model's streams of the rows its layer has not yet seen).

@@ -257,6 +257,25 @@ StatusOr<DeepseekV4Config> Parse(const json& j) {
 
 }  // namespace
 
+StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& name) {
+  if (name == "auto") return KvCacheDtype::kAuto;
+  if (name == "float32" || name == "fp32") return KvCacheDtype::kFloat32;
+  if (name == "fp8") return KvCacheDtype::kFp8;
+  return InvalidArgument("kv cache dtype '" + name + "': expected auto, float32 or fp8");
+}
+
+const char* KvCacheDtypeName(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kAuto:
+      return "auto";
+    case KvCacheDtype::kFloat32:
+      return "float32";
+    case KvCacheDtype::kFp8:
+      return "fp8";
+  }
+  return "?";
+}
+
 Status DeepseekV4Config::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgument("config.json: " + what); };
   if (vocab_size <= 0 || hidden_size <= 0 || num_layers <= 0 || num_heads <= 0 || head_dim <= 0) {

@@ -12,6 +12,21 @@
 
 namespace dsinfer::io {
 
+// How a DeepSeek-V4 model's attention state is computed and stored: a load option (LoadOptions /
+// CudaModelOptions::kv_cache_dtype, the CLI's --kv-cache-dtype), not a config.json key.
+enum class KvCacheDtype {
+  kAuto,     // as an option: kFloat32 for DeepSeek-V4 (the config never holds kAuto)
+  kFloat32,  // fp32 rows as computed: transformers' forward, which leaves out the QAT rounding
+  // The official forward's cache (spec §2.12, §3.1): K=V rows (window and compressed) with their
+  // nope dims fp8_sim'd in blocks of 64 and their RoPE dims rounded to bf16, stored as
+  // `fp8_ds_mla` (584 bytes at head_dim 512); the indexer's queries and keys rotated by the
+  // Hadamard matrix and fp4_sim'd in blocks of 32, keys stored as e2m1 + ue8m0 (68 bytes at 128).
+  kFp8,
+};
+// "auto", "float32" / "fp32", "fp8"; InvalidArgument naming the choices otherwise.
+StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& name);
+const char* KvCacheDtypeName(KvCacheDtype dtype);
+
 // YaRN parameters of the "compress" RoPE table (applied only to CSA/HCA layers).
 struct YarnParams {
   bool enabled = false;
@@ -63,6 +78,7 @@ struct DeepseekV4Config {
   int64_t eos_token_id = 1;
   int fp8_block_size = 128;         // quantization_config.weight_block_size
   bool tie_word_embeddings = false;  // the head reads the embedding matrix (no head tensor)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // set at load (see above), never kAuto
 
   bool IsCsa(int layer) const { return compress_ratios[layer] == csa_rate; }
   bool IsHca(int layer) const { return compress_ratios[layer] != 0 && !IsCsa(layer); }

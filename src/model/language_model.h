@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "cache/state_layout.h"
 #include "cache/state_pages.h"
+#include "io/model_config.h"
 #include "io/model_family.h"
 
 namespace dsinfer::model {
@@ -126,6 +127,9 @@ struct BlockDraft {
 struct LoadOptions {
   int num_threads = 0;  // 0: all hardware threads
   bool dspark = false;  // load and run the model's DSpark drafter (DeepSeek-V4.1)
+  // DeepSeek-V4: the attention state's rounding and storage (io::KvCacheDtype). DeepSeek-V4.1
+  // always rounds and stores its cache in FP8/FP4 (its reference does): kFloat32 is refused.
+  io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
 };
 
 class LanguageModel {

@@ -99,14 +99,14 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 // ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
 // side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1
 // 100%). cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model); tol_ref: GPU vs
-// the transformers reference.
+// the transformers reference; kv: both models' cache dtype.
 void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
                    const std::vector<float>* reference, const std::string& name,
                    double tol_cpu = 1e-4, std::function<std::vector<float>()> cpu = nullptr,
-                   double tol_ref = 1e-4) {
+                   double tol_ref = 1e-4, io::KvCacheDtype kv = io::KvCacheDtype::kAuto) {
   if (!cpu) {
     cpu = [&] {
-      auto m = Model::Load(dir, {2});
+      auto m = Model::Load(dir, {2, kv});
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       return m.ok() ? RunCpu(**m, ids) : std::vector<float>();
     };
@@ -115,6 +115,7 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
   opt.max_seqs = 4;
   opt.max_len = static_cast<int64_t>(ids.size()) + 8;
   opt.max_tokens = static_cast<int64_t>(ids.size()) * 2;
+  opt.kv_cache_dtype = kv;
   auto gm = CudaModel::Load(dir, opt);
   ASSERT_TRUE(gm.ok()) << gm.status().ToString();
   CudaModel& g = **gm;
@@ -498,6 +499,19 @@ TEST(GpuModelTest, TinyOfficialFormats) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % static_cast<int>(cfg->vocab_size));
   CheckModelDir(dir, ids, nullptr, "tiny-official", 6e-2);
+}
+
+// DeepSeek-V4 with the FP8 cache (fp8_sim'd K=V with bf16 RoPE dims, the indexer's Hadamard +
+// fp4_sim): the GPU rounds as the CPU does, so the two agree as the V4.1 models with their
+// fake-quantizers do (an ulp of fp32 difference at a rounding boundary moves a value a whole FP8
+// step), and every schedule and batch gives the same bits.
+TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = testing::ScratchDir("gpu_fp8_cache");
+  ASSERT_TRUE(WriteRandomModel(testing::SmallFp8CacheConfig(), dir, 17, WeightFormat::kF32).ok());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 70; ++i) ids.push_back((i * 7919 + 5) % 300);
+  CheckModelDir(dir, ids, nullptr, "tiny-fp8-cache", 1e-3, nullptr, 1e-4, io::KvCacheDtype::kFp8);
 }
 
 TEST(GpuModelTest, RejectsBadInput) {

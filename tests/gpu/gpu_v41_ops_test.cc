@@ -24,7 +24,7 @@
 #include "io/deepseek_v41_config.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/indexer.h"
-#include "model/deepseek_v41/quant_sim.h"
+#include "model/quant_sim.h"
 #include "test_util.h"
 
 namespace dsinfer::backend::cuda {
@@ -259,7 +259,8 @@ TEST(V41FakeQuantTest, RowsMatchCpuBitForBit) {
   };
   const QCase cases[] = {{FakeQuant::kFp8Pow2, 32, 128}, {FakeQuant::kFp4E4m3, 16, 64},
                          {FakeQuant::kFp4Pow2, 32, 128}, {FakeQuant::kFp4Pow2, 16, 48},
-                         {FakeQuant::kFp4E4m3, 16, 512}, {FakeQuant::kFp8Pow2, 32, 40}};
+                         {FakeQuant::kFp4E4m3, 16, 512}, {FakeQuant::kFp8Pow2, 32, 40},
+                         {FakeQuant::kFp8Pow2, 64, 448}, {FakeQuant::kBf16, 64, 64}};
   for (const QCase& qc : cases) {
     const int rows = 63, ld = qc.dim + 3;
     const std::vector<float> src = QuantRows(qc.kind, qc.block, rows, qc.dim, 7u + qc.dim);
@@ -272,9 +273,11 @@ TEST(V41FakeQuantTest, RowsMatchCpuBitForBit) {
     for (int r = 0; r < rows; ++r) {
       std::vector<float> ref(src.begin() + r * qc.dim, src.begin() + (r + 1) * qc.dim);
       if (qc.kind == FakeQuant::kFp8Pow2) {
-        v41::Fp8BlockSim(ref.data(), qc.dim, qc.block);
+        model::Fp8BlockSim(ref.data(), qc.dim, qc.block);
+      } else if (qc.kind == FakeQuant::kBf16) {
+        for (float& v : ref) v = RoundToBf16(v);
       } else {
-        v41::Fp4BlockSim(ref.data(), qc.dim, qc.block, qc.kind == FakeQuant::kFp4E4m3);
+        model::Fp4BlockSim(ref.data(), qc.dim, qc.block, qc.kind == FakeQuant::kFp4E4m3);
       }
       for (int i = 0; i < ld; ++i) {
         const float want = i < qc.dim ? ref[i] : 42.0f;
@@ -297,7 +300,7 @@ TEST(V41FakeQuantTest, RowsNotAMultipleOfTheBlockAreLeftAsIs) {
   LaunchFakeQuantRows(d.as<float>(), 5, 40, 40, FakeQuant::kFp4Pow2, 32, stream.get());
   std::vector<float> got = Download<float>(d, x.size(), stream);
   std::vector<float> ref = x;
-  for (int r = 0; r < 5; ++r) v41::Fp4BlockSim(ref.data() + r * 40, 40, 32, false);
+  for (int r = 0; r < 5; ++r) model::Fp4BlockSim(ref.data() + r * 40, 40, 32, false);
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_TRUE(SameBits(got[i], ref[i]) && SameBits(got[i], x[i]));
 }
@@ -309,7 +312,7 @@ float CpuBlockScale(const float* x, int block, bool e4m3) {
   float amax = 0.0f;
   for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[i]));
   if (e4m3) return E4M3ToFloat(FloatToE4M3(std::max(amax, 6.0f * 0x1p-9f) / 6.0f));
-  return v41::Pow2CeilScale(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / 6.0f));
+  return model::Pow2CeilScale(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / 6.0f));
 }
 
 // FP4 rows against the CPU's: equal, except values where the CPU's pre-quantization value sits
@@ -383,7 +386,8 @@ CompressResult RunCompressor(const std::vector<std::vector<Seg>>& calls,
     p.rope_dim = rope_dim;
     p.inv_freq = d_freq.as<float>();
     p.latent_out = d_latent.as<float>();
-    p.entry_fp4_block = 16;
+    p.entry_quant = FakeQuant::kFp4E4m3;
+    p.entry_block = 16;
     LaunchCompressEmit(p, stream.get());
     RingAppendParams a;
     a.meta = m->meta;
@@ -465,7 +469,7 @@ TEST(V41CompressorTest, LatentAndFp4EntriesMatchCpuAndChunkingGivesTheSameBits) 
         for (int g = 0; g < G; ++g) pos[g] = int64_t{g} * rate;
         cpu::RopeRows(entry.data(), G, 1, dim, rope_dim, inv_freq, pos.data(), false);
         const std::vector<float> pre = entry;
-        for (int g = 0; g < G; ++g) v41::Fp4BlockSim(entry.data() + g * dim, dim, 16, true);
+        for (int g = 0; g < G; ++g) model::Fp4BlockSim(entry.data() + g * dim, dim, 16, true);
 
         EXPECT_LE(testing::RelativeError(chunked.latent[s], latent), 1e-5)
             << "rate " << rate << " dim " << dim << " seq " << s;
@@ -557,7 +561,7 @@ TEST(V41IndexKeyTest, MatchesCpuAndChunkingGivesTheSameBits) {
         for (int g = 0; g < G; ++g) pos[g] = int64_t{g} * rate;
         cpu::RopeRows(k.data(), G, 1, dim, rope_dim, inv_freq, pos.data(), false);
         const std::vector<float> pre = k;
-        for (int g = 0; g < G; ++g) v41::Fp4BlockSim(k.data() + g * dim, dim, 32, false);
+        for (int g = 0; g < G; ++g) model::Fp4BlockSim(k.data() + g * dim, dim, 32, false);
         ExpectFp4Close(chunked[s], k, pre, dim, 32, false, "index keys");
         ASSERT_EQ(chunked[s].size(), rows[s].size());
         for (size_t i = 0; i < k.size(); ++i) {
@@ -643,7 +647,7 @@ TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {
     for (int s = 0; s < seqs; ++s) {
       key_rows[s] = testing::RandomVector(static_cast<size_t>(max_entries) * ic.head_dim, 600 + s);
       for (int e = 0; e < max_entries; ++e)
-        v41::Fp4BlockSim(key_rows[s].data() + e * ic.head_dim, ic.head_dim, 32, false);
+        model::Fp4BlockSim(key_rows[s].data() + e * ic.head_dim, ic.head_dim, 32, false);
     }
     ListPool keys(seqs, max_entries, ic.head_dim);
     keys.Set(key_rows);
@@ -699,7 +703,7 @@ TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {
         std::vector<float> qt(q[l].begin() + t * H * Dh, q[l].begin() + (t + 1) * H * Dh);
         const int64_t p64 = pos;
         cpu::RopeRows(qt.data(), 1, H, Dh, ic.rope_dim, InvFreq(ic.rope_dim), &p64, false);
-        for (int h = 0; h < H; ++h) v41::Fp4BlockSim(qt.data() + h * Dh, Dh, 32, false);
+        for (int h = 0; h < H; ++h) model::Fp4BlockSim(qt.data() + h * Dh, Dh, 32, false);
         std::vector<float> wt(w[l].begin() + t * H, w[l].begin() + (t + 1) * H);
         const float head_scale = 1.0f / std::sqrt(static_cast<float>(H));
         for (float& v : wt) v *= head_scale;

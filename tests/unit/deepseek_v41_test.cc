@@ -16,9 +16,9 @@
 #include "model/deepseek_v41/indexer.h"
 #include "model/deepseek_v41/init_presets.h"
 #include "model/deepseek_v41/model.h"
-#include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/state_layout.h"
 #include "model/deepseek_v41/weight_schema.h"
+#include "model/quant_sim.h"
 #include "model_test_util.h"
 
 namespace dsinfer::model::deepseek_v41 {

@@ -26,6 +26,16 @@ inline io::DeepseekV4Config SmallConfig() {
   return c;
 }
 
+// SmallConfig with nope dims of two FP8 blocks (head_dim 192, RoPE 64) and index heads of two FP4
+// blocks (64), so that every rounding of the FP8 cache (io::KvCacheDtype::kFp8) applies.
+inline io::DeepseekV4Config SmallFp8CacheConfig() {
+  io::DeepseekV4Config c = SmallConfig();
+  c.head_dim = 192;
+  c.rope_head_dim = 64;
+  c.index_head_dim = 64;
+  return c;
+}
+
 // n token ids below SmallConfig().vocab_size, a pure function of the seed.
 inline std::vector<int32_t> RandomIds(int n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/token_meta.cuh"
 #include "base/status.h"
@@ -31,16 +32,22 @@ struct CompressEmitParams {
   float eps = 1e-6f;
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2] (compress table)
-  // DeepSeek-V4.1 (both off for V4):
-  //   latent_out: set: the pooled + RMSNormed entry before its RoPE is also written to
-  //     latent_out[t * dim ..] for every row t that closes a window (other rows untouched);
-  //   entry_fp4_block > 0: the stored entry (after RoPE) is fake-quantized kFp4E4m3 in blocks of
-  //     that size (fake_quant.cuh; V4.1: 16) before it is stored (dim % block != 0: stored as is).
+  // DeepSeek-V4.1 (off for V4): latent_out set: the pooled + RMSNormed entry before its RoPE is
+  //   also written to latent_out[t * dim ..] for every row t that closes a window (other rows
+  //   untouched).
+  // The stored entry's rounding (fake_quant.cuh), after its RoPE: entry_hadamard: first rotated
+  //   (V4's index keys with the FP8 cache); entry_block > 0: its first dim - entry_bf16_tail
+  //   values fake-quantized `entry_quant` in blocks of entry_block (not a multiple: left as is),
+  //   the tail rounded to bf16. V4.1's KV entries: kFp4E4m3 / 16; V4 with the FP8 cache: KV
+  //   entries kFp8Pow2 / 64 with the RoPE dims as the tail, index keys kFp4Pow2 / 32.
   // V4.1's ratio 1 runs through the same pooling: proj's gate half must be finite (zeros: a
   // softmax over one row weighs it exactly 1, the entry is the kv row itself); no ring is read at
   // ratio 1 (`rows` may be empty).
   float* latent_out = nullptr;
-  int entry_fp4_block = 0;
+  bool entry_hadamard = false;
+  FakeQuant entry_quant = FakeQuant::kFp4E4m3;
+  int entry_block = 0;
+  int entry_bf16_tail = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

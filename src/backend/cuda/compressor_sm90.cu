@@ -83,8 +83,11 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
     RotatePair(entry[off + 2 * j], entry[off + 2 * j + 1], win * p.rate, p.inv_freq[j], false);
   }
   __syncthreads();
-  if (p.entry_fp4_block > 0) {  // V4.1: onto the FP4 grid of the stored entries
-    FqRowByBlock(entry, p.dim, p.entry_fp4_block, FakeQuant::kFp4E4m3);
+  if (p.entry_hadamard) FqHadamardRows(entry, 1, p.dim);  // (synchronizes)
+  if (p.entry_block > 0) {                                // onto the grid of the stored entries
+    const int q = p.dim - p.entry_bf16_tail;
+    FqRowByBlock(entry, q, p.entry_block, p.entry_quant);
+    for (int c = q + threadIdx.x; c < p.dim; c += blockDim.x) entry[c] = FqRoundBf16(entry[c]);
     __syncthreads();
   }
   float* out = p.entries.Entry(slot, win);
@@ -147,7 +150,9 @@ Status CompressEmitParams::Validate() const {
                          (overlap ? " (overlapping)" : "") + ": the kernel takes up to " +
                          std::to_string(kMaxSlots) + " rows per entry");
   }
-  if (entry_fp4_block < 0) return InvalidArgument("compressor: entry_fp4_block < 0");
+  if (entry_block < 0 || entry_bf16_tail < 0 || entry_bf16_tail > dim) {
+    return InvalidArgument("compressor: entry_block < 0 or entry_bf16_tail outside [0, dim]");
+  }
   return Status::Ok();
 }
 

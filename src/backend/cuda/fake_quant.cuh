@@ -1,13 +1,19 @@
-// The QAT fake-quantizers of DeepSeek-V4.1 on the device, bit-exact with the CPU's
-// (model/deepseek_v41/quant_sim.{h,cc}: Fp8BlockSim / Fp4BlockSim, which the layering keeps out
-// of reach of this folder, so the formulas are restated here):
-//   kFp8Pow2 (window KV, block 32):    s = Pow2Ceil(max(amax, 1e-4) * (1/448)),
+// The QAT fake-quantizers of DeepSeek-V4.1, and of DeepSeek-V4 with the FP8 cache, on the device,
+// bit-exact with the CPU's (model/quant_sim.{h,cc}: Fp8BlockSim / Fp4BlockSim / HadamardRotate /
+// KvFormat's bf16 tail, which the layering keeps out of reach of this folder, so the formulas are
+// restated here):
+//   kFp8Pow2 (window KV, block 32; V4: 64): s = Pow2Ceil(max(amax, 1e-4) * (1/448)),
 //                                      x = e4m3_rne(clamp(x / s, +-448)) * s
 //   kFp4E4m3 (compressed KV, block 16): s = e4m3_rne(max(amax, 6*2^-9) / 6)
 //   kFp4Pow2 (index keys / queries, block 32):
 //                                      s = Pow2Ceil(max(amax, 6*2^-126) * (1/6))
 //   then (both FP4) x = e2m1(clamp(x / s, +-6)) * s, ties to the even code (0.25, 1.25, 2.5, 5
 //   round down; 0.75, 1.75, 3.5 round up).
+//   kBf16 (V4's RoPE dims with the FP8 cache): each value rounded to bf16, to nearest even
+//   (base/dtype's FloatToBf16: NaN stays NaN); no scale.
+//   Hadamard (V4's indexer queries / keys with the FP8 cache, before kFp4Pow2): the fast
+//   transform's butterflies (stage h = 1, 2, 4, ...: (a, b) -> (a + b, a - b)), then one
+//   multiply per value by the float 1 / sqrt(n).
 // Pow2Ceil(v) = 2^(exponent(v) - 127 + (mantissa(v) != 0)) by the bits (clamped to 2^-127 ..
 // 2^128); e4m3_rne as base/dtype's FloatToE4M3 (saturating at 448, subnormals in units of 2^-9).
 // x / s is a true division (__fdiv_rn) and every product rounds once (__fmul_rn), as on the CPU.
@@ -20,7 +26,7 @@
 
 namespace dsinfer::backend::cuda {
 
-enum class FakeQuant { kFp8Pow2, kFp4E4m3, kFp4Pow2 };
+enum class FakeQuant { kFp8Pow2, kFp4E4m3, kFp4Pow2, kBf16 };
 
 // In place: every row's first `dim` values (rows at x + r * ld), in blocks of `block`
 // (dim % block != 0 or block <= 0: rows left as is, as the CPU does). One thread per block.
@@ -91,9 +97,18 @@ __device__ __forceinline__ float FqRoundE2m1(float v) {
   return code != 0 && signbit(v) ? -mag : mag;
 }
 
+// base/dtype's RoundToBf16: to nearest even by the bits (NaN: quieted, as FloatToBf16).
+__device__ __forceinline__ float FqRoundBf16(float v) {
+  const uint32_t bits = __float_as_uint(v);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((bits >> 16) | 0x40u) << 16);
+  return __uint_as_float(((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16) << 16);
+}
+
 // The block scale s of a block with absolute maximum `amax` (>= 0).
 __device__ __forceinline__ float FqScale(FakeQuant kind, float amax) {
   switch (kind) {
+    case FakeQuant::kBf16:
+      return 1.0f;
     case FakeQuant::kFp8Pow2:
       return FqPow2CeilScale(__fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f));
     case FakeQuant::kFp4E4m3:
@@ -105,6 +120,7 @@ __device__ __forceinline__ float FqScale(FakeQuant kind, float amax) {
 
 // One value of a block with scale s, fake-quantized.
 __device__ __forceinline__ float FqValue(FakeQuant kind, float x, float s) {
+  if (kind == FakeQuant::kBf16) return FqRoundBf16(x);
   const float q = __fdiv_rn(x, s);
   if (kind == FakeQuant::kFp8Pow2) {
     return __fmul_rn(FqE4m3ToFloat(FqFloatToE4m3(FqClamp(q, -448.0f, 448.0f))), s);
@@ -114,6 +130,10 @@ __device__ __forceinline__ float FqValue(FakeQuant kind, float x, float s) {
 
 // One block of `block` values at x (stride 1), by one thread.
 __device__ __forceinline__ void FqBlockSerial(float* x, int block, FakeQuant kind) {
+  if (kind == FakeQuant::kBf16) {
+    for (int i = 0; i < block; ++i) x[i] = FqRoundBf16(x[i]);
+    return;
+  }
   float amax = 0.0f;
   for (int i = 0; i < block; ++i) amax = fmaxf(amax, fabsf(x[i]));
   const float s = FqScale(kind, amax);
@@ -136,6 +156,27 @@ __device__ __forceinline__ float FqWarpBlock(float v, int block, FakeQuant kind)
   float amax = fabsf(v);
   for (int o = block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   return FqValue(kind, v, FqScale(kind, amax));
+}
+
+// HadamardRotate of the CPU on `rows` rows of n values (n a power of two; else left as is) in
+// shared or global memory, by the threads of a block (every thread must call it; it
+// synchronizes between stages and at the end; the caller synchronizes before).
+__device__ __forceinline__ void FqHadamardRows(float* x, int rows, int n) {
+  if (n <= 0 || (n & (n - 1)) != 0) return;
+  const int half = n / 2;
+  for (int h = 1; h < n; h *= 2) {
+    for (int i = threadIdx.x; i < rows * half; i += blockDim.x) {
+      const int r = i / half, k = i % half;
+      float* v = x + r * n + (k / h) * 2 * h + k % h;
+      const float a = v[0], b = v[h];
+      v[0] = __fadd_rn(a, b);
+      v[h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+  const float scale = __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(n)));
+  for (int i = threadIdx.x; i < rows * n; i += blockDim.x) x[i] = __fmul_rn(x[i], scale);
+  __syncthreads();
 }
 
 #endif  // __CUDACC__

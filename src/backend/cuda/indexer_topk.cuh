@@ -36,10 +36,12 @@ struct IndexerTopKParams {
   int32_t* sel_count = nullptr;    // [n] out
   float* scores = nullptr;         // scratch [score_rows, max_entries]
   int64_t score_rows = 0;          // tokens per chunk (>= 1)
+  // query_hadamard (V4 with the FP8 cache): after the query's RoPE, each head's query is rotated
+  //   (fake_quant.cuh's FqHadamardRows) on the staged copy.
+  // query_fp4_block > 0 (V4.1, and V4 with the FP8 cache): then each head's query is
+  //   fake-quantized kFp4Pow2 (fake_quant.cuh) in blocks of this size (32) on the staged copy,
+  //   before scoring (head_dim % block != 0: left as is, as the CPU).
   // DeepSeek-V4.1 (all off for V4):
-  //   query_fp4_block > 0: after the query's RoPE, each head's query is fake-quantized kFp4Pow2
-  //     (fake_quant.cuh) in blocks of this size (V4.1: 32) on the staged copy, before scoring
-  //     (head_dim % block != 0: left as is, as the CPU).
   //   candidates_out (candidate-source layer): per row, block b of candidate_block_size entries
   //     scores the max of its visible entries' scores, the newest (last visible) block pinned to
   //     +inf; the top candidate_topk_blocks blocks (ties: lower block first) are marked 1 in
@@ -49,6 +51,7 @@ struct IndexerTopKParams {
   //     candidates_in[t * candidate_stride + b] (sel_count: min(topk, entries in marked blocks)).
   //   Both may be set in one launch (the same array too: the row's new mask then restricts its
   //   own top-k); the block scores always come from the unmasked scores.
+  bool query_hadamard = false;
   int query_fp4_block = 0;
   int candidate_block_size = 0;
   uint8_t* candidates_out = nullptr;

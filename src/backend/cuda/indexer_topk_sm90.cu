@@ -86,7 +86,8 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
     }
     __syncthreads();
   }
-  if (p.query_fp4_block > 0 && Dh % p.query_fp4_block == 0) {  // V4.1: FP4-simulated query
+  if (p.query_hadamard) FqHadamardRows(q, H, Dh);              // (synchronizes)
+  if (p.query_fp4_block > 0 && Dh % p.query_fp4_block == 0) {  // FP4-simulated query
     const int qb = p.query_fp4_block, nb = Dh / qb;
     for (int i = threadIdx.x; i < H * nb; i += blockDim.x)
       FqBlockSerial(q + (i / nb) * Dh + (i % nb) * qb, qb, FakeQuant::kFp4Pow2);

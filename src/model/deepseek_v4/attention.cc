@@ -37,6 +37,13 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   cpu::RmsNorm(q.data(), n * H, d, nullptr, eps);
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
+  // The FP8 cache (c.kv_cache_dtype): K=V rounded as the ring stores it (fp8_ds_mla), the chunk's
+  // own rows read as rounded.
+  const KvFormat kv_format = WindowFormat(c), key_format = IndexKeyFormat(c);
+  const bool fp8 = c.kv_cache_dtype == io::KvCacheDtype::kFp8;
+  const int64_t kvf = kv_format.row_floats();
+  std::vector<float> kv_rows(static_cast<size_t>(n * kvf));  // [N, ring row]
+  for (int64_t t = 0; t < n; ++t) kv_format.Pack(kv.data() + t * d, kv_rows.data() + t * kvf);
 
   // ---- compressor and indexer projections ----
   std::vector<float> proj, iproj, qi, wi;
@@ -56,6 +63,12 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
     qi.resize(static_cast<size_t>(n * IH * Id));  // [N, IH, Id]
     cpu::Linear(cq.data(), n, c.q_lora_rank, idx->wq_b.view(), IH * Id, qi.data(), pool);
     RopeRows(qi.data(), n, IH, Id, rd, rope.compress, pos, false);
+    if (fp8) {  // the keys' rotation and FP4 grid (spec §2.7)
+      for (int64_t r = 0; r < n * IH; ++r) {
+        HadamardRotate(qi.data() + r * Id, Id);
+        Fp4BlockSim(qi.data() + r * Id, Id, 32, false);
+      }
+    }
     wi.resize(static_cast<size_t>(n * IH));  // [N, IH]
     cpu::Linear(x, n, D, idx->weights_proj.view(), IH, wi.data(), pool);
     const float head_scale = 1.0f / std::sqrt(static_cast<float>(IH));
@@ -65,25 +78,57 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   // ---- per request: emit compressed entries, pick entries, attend ----
   std::vector<float> o(static_cast<size_t>(n * H * d));  // [N, H, d]
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Rows of packed lists, unpacked once per segment (unquantized rows are read in place).
+  std::vector<float> before, entries, keys_unpacked;
+  auto rows_of = [](const EntryList& list, const KvFormat& f, std::vector<float>* buf) {
+    const int64_t count = list.count(), width = f.values();
+    std::vector<const float*> rows(static_cast<size_t>(count));
+    if (f.packed()) buf->resize(static_cast<size_t>(count * width));
+    for (int64_t e = 0; e < count; ++e) {
+      if (!f.packed()) {
+        rows[e] = list.Row(e);
+        continue;
+      }
+      f.Unpack(list.Row(e), buf->data() + e * width);
+      rows[e] = buf->data() + e * width;
+    }
+    return rows;
+  };
   for (const BatchSegment& seg : batch.segments) {
     LayerState& st = seg.state->layer(layer);
     if (comp) {
       CompressSegment(*comp, proj.data() + seg.begin * comp->wkv_wgate.rows, seg.start_pos,
-                      seg.count, rope.compress, rd, eps, &st.comp_rows, &st.comp_entries);
+                      seg.count, rope.compress, rd, eps, kv_format, false, &st.comp_rows,
+                      &st.comp_entries);
     }
+    std::vector<const float*> entry_rows, key_rows;
     if (idx) {
       const CompressorWeights& ic = idx->compressor;
       CompressSegment(ic, iproj.data() + seg.begin * ic.wkv_wgate.rows, seg.start_pos, seg.count,
-                      rope.compress, rd, eps, &st.index_rows, &st.index_entries);
+                      rope.compress, rd, eps, key_format, fp8, &st.index_rows, &st.index_entries);
+      key_rows = rows_of(st.index_entries, key_format, &keys_unpacked);
+      if (!key_format.packed()) {  // IndexerTopK takes contiguous rows
+        keys_unpacked.resize(key_rows.size() * static_cast<size_t>(Id));
+        for (size_t e = 0; e < key_rows.size(); ++e)
+          std::copy_n(key_rows[e], Id, keys_unpacked.data() + e * Id);
+      }
+    }
+    if (comp) entry_rows = rows_of(st.comp_entries, kv_format, &entries);
+    // Window rows before the chunk come from the ring, the chunk's from kv (rounded as stored).
+    const int64_t start = seg.start_pos;
+    const int64_t first = std::max<int64_t>(0, start - c.sliding_window + 1);
+    before.resize(static_cast<size_t>((start - first) * d));  // [start - first, d]
+    for (int64_t p = first; p < start; ++p) {
+      kv_format.Unpack(st.window.Row(p), before.data() + (p - first) * d);
     }
     auto window_row = [&](int64_t p) -> const float* {
-      return p >= seg.start_pos ? kv.data() + (seg.begin + p - seg.start_pos) * d : st.window.Row(p);
+      return p >= start ? kv.data() + (seg.begin + p - start) * d : before.data() + (p - first) * d;
     };
     pool->ParallelFor(seg.count, [&](int64_t b, int64_t e) {
       std::vector<const float*> keys;
       std::vector<float> logits;
       for (int64_t i = b; i < e; ++i) {
-        const int64_t t = seg.begin + i, p = seg.start_pos + i;
+        const int64_t t = seg.begin + i, p = start + i;
         keys.clear();
         for (int64_t s = std::max<int64_t>(0, p - c.sliding_window + 1); s <= p; ++s) {
           keys.push_back(window_row(s));
@@ -91,13 +136,13 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
         if (comp) {
           const int64_t visible = (p + 1) / comp->rate;
           if (idx) {
-            for (int32_t ent : IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH,
-                                           static_cast<int>(IH), static_cast<int>(Id),
-                                           st.index_entries, visible, c.index_topk)) {
-              keys.push_back(st.comp_entries.Row(ent));
+            for (int32_t ent :
+                 IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH, static_cast<int>(IH),
+                             static_cast<int>(Id), keys_unpacked.data(), visible, c.index_topk)) {
+              keys.push_back(entry_rows[ent]);
             }
           } else {
-            for (int64_t ent = 0; ent < visible; ++ent) keys.push_back(st.comp_entries.Row(ent));
+            for (int64_t ent = 0; ent < visible; ++ent) keys.push_back(entry_rows[ent]);
           }
         }
         logits.resize(keys.size());
@@ -107,7 +152,8 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
         }
       }
     });
-    for (int64_t i = 0; i < seg.count; ++i) st.window.Append(kv.data() + (seg.begin + i) * d);
+    for (int64_t i = 0; i < seg.count; ++i)
+      st.window.Append(kv_rows.data() + (seg.begin + i) * kvf);
   }
 
   // ---- de-rotate at the query position, grouped output projection ----

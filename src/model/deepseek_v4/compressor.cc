@@ -17,16 +17,17 @@ void AddPositionBias(const CompressorWeights& w, const int64_t* positions, int64
   }
 }
 
-void CompressSegment(const CompressorWeights& w, const float* proj, int64_t start_pos, int64_t count,
-                     const std::vector<float>& inv_freq, int rope_dim, float norm_eps,
-                     PositionRing* rows, EntryList* entries) {
+void CompressSegment(const CompressorWeights& w, const float* proj, int64_t start_pos,
+                     int64_t count, const std::vector<float>& inv_freq, int rope_dim,
+                     float norm_eps, const KvFormat& format, bool hadamard, PositionRing* rows,
+                     EntryList* entries) {
   const int64_t width = w.width(), dim = w.dim, rate = w.rate;
   auto row = [&](int64_t pos) -> const float* {
     return pos >= start_pos ? proj + (pos - start_pos) * 2 * width : rows->Row(pos);
   };
   const int64_t slots = w.overlap ? 2 * rate : rate;
   std::vector<const float*> value(slots), score(slots);
-  std::vector<float> entry(dim), weights(slots);
+  std::vector<float> entry(dim), weights(slots), packed(static_cast<size_t>(format.row_floats()));
   for (int64_t p = start_pos; p < start_pos + count; ++p) {
     if ((p + 1) % rate != 0) continue;
     const int64_t win = p / rate;
@@ -61,7 +62,9 @@ void CompressSegment(const CompressorWeights& w, const float* proj, int64_t star
     }
     cpu::RmsNorm(entry.data(), 1, dim, w.norm.data(), norm_eps);
     cpu::Rope(entry.data() + dim - rope_dim, rope_dim / 2, inv_freq.data(), win * rate, false);
-    entries->Append(entry.data());
+    if (hadamard) HadamardRotate(entry.data(), dim);
+    format.Pack(entry.data(), packed.data());
+    entries->Append(packed.data());
   }
   for (int64_t t = 0; t < count; ++t) rows->Append(proj + t * 2 * width);
 }

@@ -11,8 +11,9 @@
 namespace dsinfer::model::deepseek_v4 {
 
 // q: [n_heads, head_dim] (RoPE applied), head_weights: [n_heads] (already scaled by n_heads^-0.5),
-// keys: the index-key list; visible: number of leading entries the query may see.
-std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads, int head_dim,
-                                 const EntryList& keys, int64_t visible, int top_k);
+// keys: [>= visible, head_dim] the index keys (unpacked); visible: number of leading entries the
+// query may see.
+std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads,
+                                 int head_dim, const float* keys, int64_t visible, int top_k);
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -79,7 +79,8 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, {options.num_threads}));
+  DSINFER_ASSIGN_OR_RETURN(auto model,
+                           Model::Load(model_dir, {options.num_threads, options.kv_cache_dtype}));
   return AsLanguageModel(std::move(model));
 }
 

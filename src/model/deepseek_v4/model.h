@@ -21,6 +21,9 @@ namespace dsinfer::model::deepseek_v4 {
 
 struct ModelOptions {
   int num_threads = 0;  // 0: all hardware threads
+  // The attention state's rounding and storage (io::KvCacheDtype; kAuto: kFloat32), set into
+  // config().kv_cache_dtype.
+  io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
 };
 
 // A request's tokens for one forward call.

@@ -4,6 +4,8 @@
 //   compressor   CSA main + indexer rows (2*rate+slack), HCA rows (rate+slack)  (fixed per request)
 //   compressed   CSA/HCA compressed KV entries: floor(length/rate) rows         (grows)
 //   index_keys   CSA indexer keys: floor(length/rate) rows                      (grows)
+// K=V rows (window, compressed) and index keys are stored as WindowFormat / IndexKeyFormat say:
+// fp32 with KvCacheDtype::kFloat32, packed (fp8_ds_mla, e2m1 + ue8m0) with kFp8.
 // ExactBytes(n) equals SequenceState::bytes() after n tokens.
 #pragma once
 
@@ -11,6 +13,7 @@
 #include "cache/state_pages.h"
 #include "io/model_config.h"
 #include "model/paged_state.h"
+#include "model/quant_sim.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -24,11 +27,18 @@ using cache::StatePages;
 // Which per-layer stream of SequenceState a member is (StateMember::stream).
 using model::StateStream;
 
+// How a K=V row (window ring, compressed entries) and an index key are stored: unquantized fp32
+// (KvQuant::kNone) with KvCacheDtype::kFloat32; with kFp8 kFp8BfTail (nope dims block 64, RoPE
+// dims bf16) and kFp4Pow2 (block 32), whose Pack also applies the official rounding.
+KvFormat WindowFormat(const io::DeepseekV4Config& config);
+KvFormat IndexKeyFormat(const io::DeepseekV4Config& config);
+
 // Layers 0..num_layers-1, and num_layers for the MTP layer. mtp_stream_rows > 0 (the CUDA model
 // with its MTP drafter): also a ring of that many rows of the main model's last streams [hc, D]
 // per position (StateStream::kMtpStreams of the MTP layer), which the MTP layer pairs with the
-// next token.
+// next token. `packed` false: K=V rows and index keys as fp32 even with the FP8 cache (the CUDA
+// model, which keeps the rounded values unpacked).
 StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& config, int rollback_slack,
-                                  int64_t mtp_stream_rows = 0);
+                                  int64_t mtp_stream_rows = 0, bool packed = true);
 
 }  // namespace dsinfer::model::deepseek_v4

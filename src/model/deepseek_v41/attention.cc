@@ -11,8 +11,8 @@
 #include "model/deepseek_v4/latent_attention.h"
 #include "model/deepseek_v41/compressor.h"
 #include "model/deepseek_v41/indexer.h"
-#include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/state_layout.h"
+#include "model/quant_sim.h"
 
 namespace dsinfer::model::deepseek_v41 {
 

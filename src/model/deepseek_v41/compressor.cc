@@ -6,8 +6,8 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
-#include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/state_layout.h"
+#include "model/quant_sim.h"
 
 namespace dsinfer::model::deepseek_v41 {
 

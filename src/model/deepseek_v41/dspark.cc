@@ -13,8 +13,8 @@
 #include "model/deepseek_v4/latent_attention.h"
 #include "model/deepseek_v4/moe.h"
 #include "model/deepseek_v41/model.h"
-#include "model/deepseek_v41/quant_sim.h"
 #include "model/deepseek_v41/state_layout.h"
+#include "model/quant_sim.h"
 
 namespace dsinfer::model::deepseek_v41 {
 

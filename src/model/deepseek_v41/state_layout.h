@@ -21,8 +21,8 @@
 
 #include "cache/state_layout.h"
 #include "io/deepseek_v41_config.h"
-#include "model/deepseek_v41/quant_sim.h"
 #include "model/paged_state.h"
+#include "model/quant_sim.h"
 
 namespace dsinfer::model::deepseek_v41 {
 

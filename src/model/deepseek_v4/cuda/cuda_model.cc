@@ -68,6 +68,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d, xnq);
     RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
+    if (Fp8Cache()) KvCacheRound(kv, n);
     // With one row per sequence the append can precede the attention: row p goes to slot
     // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
     // attention reads from the ring (row p itself it reads from kv). Several rows per sequence
@@ -81,7 +82,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
         gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
         Checkpoint(1);
       }
-      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq, xns);
+      Compressor(w.comp, xn, n, proj, st.comp_rows, st.comp_entries, xnq, xns, false);
       RingAppend(proj, 2 * w.comp.width(), st.comp_rows, n);
     });
   }
@@ -90,7 +91,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       Mark("compressors");
       if (xns && w.has_comp) WaitCheckpoint(1, cur_stream());
       if (xns && !w.has_comp) gpu::LaunchBf16Split(xn, D, n, D, xn_split, cur_stream());
-      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq, xns);
+      Compressor(w.idx_comp, xn, n, iproj, st.index_rows, st.index_entries, xnq, xns, true);
       RingAppend(iproj, 2 * w.idx_comp.width(), st.index_rows, n);
     });
   }
@@ -119,6 +120,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.rope_dim = c.rope_head_dim;
       ip.inv_freq = inv_compress;
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
+      ip.query_hadamard = Fp8Cache();
+      ip.query_fp4_block = Fp8Cache() ? 32 : 0;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
   }

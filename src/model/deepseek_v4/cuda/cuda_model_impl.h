@@ -652,9 +652,11 @@ struct CudaModel::Impl {
   }
   // xq: x's rows quantized already (optional, for FP8/FP4 projections); xsplit: their bf16 parts
   // (optional, for bf16 projections on the tensor cores).
+  // With the FP8 cache the emitted entries are rounded as the CPU stores them (model/deepseek_v4/
+  // state_layout.h's WindowFormat, or with `index_keys` the Hadamard + IndexKeyFormat).
   void Compressor(const CompressorW& cw, const float* x, int64_t n, float* pr,
                   const gpu::RingRef& rows, const gpu::ListRef& entries,
-                  const gpu::QuantizedRows& xq, const uint16_t* xsplit) {
+                  const gpu::QuantizedRows& xq, const uint16_t* xsplit, bool index_keys) {
     const int64_t width = cw.width();
     if (cw.kv_gate.data) {
       SplitLinear(cw.kv_gate, x, xsplit, n, pr, 2 * width, xq);
@@ -667,7 +669,23 @@ struct CudaModel::Impl {
     p.meta = Meta(n); p.proj = pr; p.rows = rows; p.entries = entries; p.rate = cw.rate;
     p.dim = cw.dim; p.overlap = cw.overlap; p.norm = cw.norm; p.eps = static_cast<float>(c.rms_norm_eps);
     p.rope_dim = c.rope_head_dim; p.inv_freq = inv_compress;
+    if (Fp8Cache()) {
+      p.entry_hadamard = index_keys;
+      p.entry_quant = index_keys ? gpu::FakeQuant::kFp4Pow2 : gpu::FakeQuant::kFp8Pow2;
+      p.entry_block = index_keys ? 32 : 64;
+      p.entry_bf16_tail = index_keys ? 0 : c.rope_head_dim;
+    }
     gpu::LaunchCompressEmit(p, cur_stream());
+  }
+  // DeepSeek-V4 with the FP8 cache (io::KvCacheDtype::kFp8).
+  bool Fp8Cache() const { return c.kv_cache_dtype == io::KvCacheDtype::kFp8; }
+  // K=V rows [n, d] rounded as the FP8 cache stores them: the nope dims fp8_sim'd in blocks of 64,
+  // the RoPE dims to bf16 (the CPU's WindowFormat().Pack).
+  void KvCacheRound(float* rows, int64_t n) {
+    const int64_t d = c.head_dim, rd = c.rope_head_dim;
+    gpu::LaunchFakeQuantRows(rows, n, d, d - rd, gpu::FakeQuant::kFp8Pow2, 64, cur_stream());
+    gpu::LaunchFakeQuantRows(rows + (d - rd), n, d, rd, gpu::FakeQuant::kBf16, static_cast<int>(rd),
+                             cur_stream());
   }
   void RingAppend(const float* src, int64_t ld, const gpu::RingRef& ring, int64_t n) {
     gpu::RingAppendParams p;

@@ -9,7 +9,8 @@
 namespace dsinfer::model::deepseek_v4::cuda {
 
 cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config, bool mtp) {
-  return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0);
+  // The FP8 cache's rounded values unpacked in fp32 rows (the kernels read fp32 state).
+  return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0, false);
 }
 
 // DeepSeek-V4.1's state on the GPU: the CPU's streams (deepseek_v41/state_layout.h) with fp32 rows

@@ -85,7 +85,8 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
     cp.rope_dim = c.rope_head_dim;
     cp.inv_freq = inv_compress;
     cp.latent_out = v.latent;
-    cp.entry_fp4_block = 16;
+    cp.entry_quant = gpu::FakeQuant::kFp4E4m3;
+    cp.entry_block = 16;
     gpu::LaunchCompressEmit(cp, cur_stream());
     if (x.ratio > 1) RingAppend(pr, 2 * d, st.comp_rows, n);
     Linear(x.idx_wk, v.latent, d, n, v.ikeys, Id);

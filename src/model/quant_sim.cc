@@ -1,4 +1,4 @@
-#include "model/deepseek_v41/quant_sim.h"
+#include "model/quant_sim.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "base/dtype.h"
 
-namespace dsinfer::model::deepseek_v41 {
+namespace dsinfer::model {
 
 namespace {
 
@@ -60,7 +60,10 @@ uint8_t QuantizeBlock(KvQuant quant, float* x, int64_t block, uint8_t* codes) {
   uint8_t scale_byte = 0;
   float s = 0.0f;
   switch (quant) {
+    case KvQuant::kNone:  // never packed
+      return 0;
     case KvQuant::kFp8Pow2:
+    case KvQuant::kFp8BfTail:
       scale_byte = Pow2ScaleByte(std::max(amax, 1e-4f) * (1.0f / kFp8Max));
       s = Pow2ScaleOf(scale_byte);
       for (int64_t i = 0; i < block; ++i) {
@@ -84,7 +87,9 @@ uint8_t QuantizeBlock(KvQuant quant, float* x, int64_t block, uint8_t* codes) {
   return scale_byte;
 }
 
-bool IsFp8(KvQuant quant) { return quant == KvQuant::kFp8Pow2; }
+bool IsFp8(KvQuant quant) { return quant == KvQuant::kFp8Pow2 || quant == KvQuant::kFp8BfTail; }
+
+bool IsPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
@@ -106,16 +111,38 @@ void Fp4BlockSim(float* x, int64_t n, int64_t block, bool e4m3_scales) {
   for (int64_t b = 0; b < n; b += block) QuantizeBlock(quant, x + b, block, codes.data());
 }
 
-KvFormat::KvFormat(KvQuant quant, int64_t n, int64_t block)
-    : quant_(quant), n_(n), block_(block), packed_(block > 0 && n % block == 0) {}
+void HadamardRotate(float* x, int64_t n) {
+  if (!IsPowerOfTwo(n)) return;
+  for (int64_t h = 1; h < n; h *= 2) {
+    for (int64_t i = 0; i < n; i += 2 * h) {
+      for (int64_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+KvFormat::KvFormat(KvQuant quant, int64_t n, int64_t block, int64_t tail)
+    : quant_(quant),
+      n_(n),
+      block_(block),
+      tail_(quant == KvQuant::kFp8BfTail ? tail : 0),
+      packed_(quant != KvQuant::kNone && block > 0 && n - tail_ > 0 && (n - tail_) % block == 0) {}
 
 int64_t KvFormat::row_floats() const {
   if (!packed_) return n_;
-  const int64_t bytes = (IsFp8(quant_) ? n_ : n_ / 2) + n_ / block_;
+  const int64_t q = quantized();
+  const int64_t bytes = (IsFp8(quant_) ? q : q / 2) + q / block_ + 2 * tail_;
   return (bytes + static_cast<int64_t>(sizeof(float)) - 1) / static_cast<int64_t>(sizeof(float));
 }
 
 void KvFormat::Pack(float* x, float* row) const {
+  const int64_t q = quantized();
+  for (int64_t i = q; i < n_; ++i) x[i] = RoundToBf16(x[i]);  // kFp8BfTail's tail (else none)
   if (!packed_) {
     std::copy_n(x, n_, row);
     return;
@@ -123,9 +150,14 @@ void KvFormat::Pack(float* x, float* row) const {
   auto* out = reinterpret_cast<uint8_t*>(row);
   std::memset(out, 0, static_cast<size_t>(row_floats()) * sizeof(float));
   const bool fp8 = IsFp8(quant_);
-  uint8_t* scales = out + (fp8 ? n_ : n_ / 2);
+  uint8_t* scales = out + (fp8 ? q : q / 2);
+  uint8_t* tail = scales + q / block_;
+  for (int64_t i = 0; i < tail_; ++i) {
+    const uint16_t bits = FloatToBf16(x[q + i]);
+    std::memcpy(tail + 2 * i, &bits, sizeof(bits));
+  }
   std::vector<uint8_t> codes(static_cast<size_t>(block_));
-  for (int64_t b = 0; b < n_; b += block_) {
+  for (int64_t b = 0; b < q; b += block_) {
     scales[b / block_] = QuantizeBlock(quant_, x + b, block_, codes.data());
     for (int64_t i = 0; i < block_; ++i) {
       const int64_t e = b + i;
@@ -145,8 +177,15 @@ void KvFormat::Unpack(const float* row, float* x) const {
   }
   const auto* in = reinterpret_cast<const uint8_t*>(row);
   const bool fp8 = IsFp8(quant_);
-  const uint8_t* scales = in + (fp8 ? n_ : n_ / 2);
-  for (int64_t b = 0; b < n_; b += block_) {
+  const int64_t q = quantized();
+  const uint8_t* scales = in + (fp8 ? q : q / 2);
+  const uint8_t* tail = scales + q / block_;
+  for (int64_t i = 0; i < tail_; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, tail + 2 * i, sizeof(bits));
+    x[q + i] = Bf16ToFloat(bits);
+  }
+  for (int64_t b = 0; b < q; b += block_) {
     const uint8_t sb = scales[b / block_];
     const float s = quant_ == KvQuant::kFp4E4m3 ? E4M3ToFloat(sb) : Pow2ScaleOf(sb);
     for (int64_t e = b; e < b + block_; ++e) {
@@ -160,4 +199,4 @@ void KvFormat::Unpack(const float* row, float* x) const {
   }
 }
 
-}  // namespace dsinfer::model::deepseek_v41
+}  // namespace dsinfer::model

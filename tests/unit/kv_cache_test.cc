@@ -1,0 +1,194 @@
+// DeepSeek-V4's FP8 cache (io::KvCacheDtype::kFp8, spec §2.12): the rounding primitives against
+// their definitions, the packed rows, and the model with it — every schedule and batch gives the
+// same bits, the state takes the packed sizes, and the logits stay near the float32 forward's.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "base/dtype.h"
+#include "model/deepseek_v4/model.h"
+#include "model/quant_sim.h"
+#include "model_test_util.h"
+
+namespace dsinfer::model {
+namespace {
+
+std::vector<float> RandomValues(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  // Magnitudes spread over blocks (1e-3 .. 1e2), so blocks take different scales.
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = normal(rng) * std::pow(10.0f, static_cast<float>((i / 32) % 6) - 3);
+  return x;
+}
+
+TEST(QuantSimTest, HadamardRotateIsTheScaledSylvesterMatrix) {
+  for (int64_t n : {1, 2, 16, 128}) {
+    const std::vector<float> x = RandomValues(n, 3);
+    std::vector<float> y = x;
+    HadamardRotate(y.data(), n);
+    double abs_sum = 0;
+    for (float v : x) abs_sum += std::fabs(v);
+    for (int64_t i = 0; i < n; ++i) {
+      double ref = 0;  // H[i][j] = (-1)^popcount(i & j)
+      for (int64_t j = 0; j < n; ++j) {
+        ref += (std::popcount(static_cast<uint64_t>(i & j)) % 2 ? -1.0 : 1.0) * x[j];
+      }
+      ref /= std::sqrt(static_cast<double>(n));
+      EXPECT_NEAR(y[i], ref, 1e-6 * abs_sum) << "n " << n << " i " << i;
+    }
+    HadamardRotate(y.data(), n);  // orthogonal and symmetric: twice is the identity
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y[i], x[i], 1e-6 * abs_sum) << "n " << n;
+  }
+  std::vector<float> odd = RandomValues(24, 4), before = odd;
+  HadamardRotate(odd.data(), 24);  // not a power of two: left as is
+  EXPECT_EQ(odd, before);
+}
+
+TEST(QuantSimTest, Fp8BfTailRowsPackLosslessly) {
+  // V4's fp8_ds_mla row: 448 e4m3 + 7 scale bytes + 64 bf16 = 583 bytes, 146 floats.
+  const KvFormat f(KvQuant::kFp8BfTail, 512, 64, 64);
+  ASSERT_TRUE(f.packed());
+  EXPECT_EQ(f.row_floats(), 146);
+  const std::vector<float> x = RandomValues(512, 5);
+  std::vector<float> y = x, row(146), back(512);
+  f.Pack(y.data(), row.data());
+  std::vector<float> want = x;
+  Fp8BlockSim(want.data(), 448, 64);
+  for (int i = 448; i < 512; ++i) want[i] = RoundToBf16(x[i]);
+  for (int i = 0; i < 512; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << i;
+    // Every stored value is a bf16 value (what a bf16 tensor-core operand takes exactly).
+    EXPECT_EQ(RoundToBf16(y[i]), y[i]) << i;
+  }
+  EXPECT_NE(y, x);  // the rounding did something
+  f.Unpack(row.data(), back.data());
+  EXPECT_EQ(back, y);
+
+  // Nope dims not a multiple of the block: left as is, stored as floats; the tail still bf16.
+  const KvFormat partial(KvQuant::kFp8BfTail, 64, 64, 16);
+  EXPECT_FALSE(partial.packed());
+  EXPECT_EQ(partial.row_floats(), 64);
+  std::vector<float> p = RandomValues(64, 6), p_row(64), p_back(64);
+  const std::vector<float> p0 = p;
+  partial.Pack(p.data(), p_row.data());
+  for (int i = 0; i < 48; ++i) EXPECT_EQ(p[i], p0[i]);
+  for (int i = 48; i < 64; ++i) EXPECT_EQ(p[i], RoundToBf16(p0[i]));
+  partial.Unpack(p_row.data(), p_back.data());
+  EXPECT_EQ(p_back, p);
+
+  // Unquantized rows: as given.
+  const KvFormat none(KvQuant::kNone, 40, 0);
+  EXPECT_FALSE(none.packed());
+  std::vector<float> z = RandomValues(40, 7), z_row(40);
+  const std::vector<float> z0 = z;
+  none.Pack(z.data(), z_row.data());
+  EXPECT_EQ(z, z0);
+  EXPECT_EQ(z_row, z0);
+}
+
+}  // namespace
+
+namespace deepseek_v4 {
+namespace {
+
+class KvCacheFp8Test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::ScratchDir("model_kv_fp8"));
+    ASSERT_TRUE(
+        WriteRandomModel(testing::SmallFp8CacheConfig(), *dir_, 17, WeightFormat::kF32).ok());
+    auto fp8 = Model::Load(*dir_, {2, io::KvCacheDtype::kFp8});
+    ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
+    fp8_ = fp8->release();
+    auto f32 = Model::Load(*dir_, {2});
+    ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+    f32_ = f32->release();
+  }
+  static void TearDownTestSuite() {
+    delete fp8_;
+    delete f32_;
+    delete dir_;
+  }
+  static std::vector<float> Run(Model& m, const std::vector<int32_t>& ids,
+                                const std::vector<int>& sizes) {
+    return testing::ChunkedLogits(m, ids, sizes, LogitsRows::kAll);
+  }
+
+  static std::string* dir_;
+  static Model* fp8_;
+  static Model* f32_;
+};
+std::string* KvCacheFp8Test::dir_ = nullptr;
+Model* KvCacheFp8Test::fp8_ = nullptr;
+Model* KvCacheFp8Test::f32_ = nullptr;
+
+TEST_F(KvCacheFp8Test, ConfigCarriesTheDtype) {
+  EXPECT_EQ(fp8_->config().kv_cache_dtype, io::KvCacheDtype::kFp8);
+  EXPECT_EQ(f32_->config().kv_cache_dtype, io::KvCacheDtype::kFloat32);
+  EXPECT_FALSE(io::ParseKvCacheDtype("fp16").ok());
+  EXPECT_EQ(*io::ParseKvCacheDtype("fp32"), io::KvCacheDtype::kFloat32);
+}
+
+TEST_F(KvCacheFp8Test, AllSchedulesGiveIdenticalLogits) {
+  const auto ids = testing::RandomIds(70, 1);  // HCA windows, CSA entries > top-k, window 16
+  const auto whole = Run(*fp8_, ids, {70});
+  ASSERT_EQ(whole.size(), 70u * 300u);
+  for (const auto& [name, sizes] : testing::Schedules(70, 20, 2)) {
+    EXPECT_EQ(Run(*fp8_, ids, sizes), whole) << name;
+  }
+}
+
+TEST_F(KvCacheFp8Test, BatchCompositionDoesNotChangeLogits) {
+  const auto a = testing::RandomIds(40, 2), b = testing::RandomIds(25, 3);
+  const auto alone_a = Run(*fp8_, a, {40}), alone_b = Run(*fp8_, b, {25});
+  auto sa = fp8_->NewSequence(), sb = fp8_->NewSequence();
+  auto out = fp8_->Forward({{sa.get(), a}, {sb.get(), b}}, LogitsRows::kAll);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(std::vector<float>(out->logits.begin(), out->logits.begin() + 40 * 300), alone_a);
+  EXPECT_EQ(std::vector<float>(out->logits.begin() + 40 * 300, out->logits.end()), alone_b);
+}
+
+TEST_F(KvCacheFp8Test, StateIsPackedAndLogitsStayNearFloat32) {
+  const auto ids = testing::RandomIds(70, 8);
+  auto s8 = fp8_->NewSequence(), s32 = f32_->NewSequence();
+  auto o8 = fp8_->Forward({{s8.get(), ids}}, LogitsRows::kAll);
+  auto o32 = f32_->Forward({{s32.get(), ids}}, LogitsRows::kAll);
+  ASSERT_TRUE(o8.ok() && o32.ok());
+  // K=V rows: 128 e4m3 + 2 scale bytes + 64 bf16 = 258 bytes, 65 floats (192 unpacked); index
+  // keys: 32 bytes of e2m1 + 2 scale bytes, 9 floats (64).
+  const io::DeepseekV4Config c = fp8_->config();
+  EXPECT_EQ(WindowFormat(c).row_floats(), 65);
+  EXPECT_EQ(IndexKeyFormat(c).row_floats(), 9);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  EXPECT_EQ(static_cast<int64_t>(s8->bytes()), DeepseekV4StateLayout(c, 16).ExactBytes(n));
+  EXPECT_EQ(static_cast<int64_t>(s32->bytes()),
+            DeepseekV4StateLayout(f32_->config(), 16).ExactBytes(n));
+  EXPECT_LT(s8->bytes(), s32->bytes());
+  // Near, not equal: the official rounding moves the logits a little per row (e4m3 keeps 3
+  // mantissa bits), and with random weights an MoE routing or indexer top-k decision that flips
+  // moves a row a lot, so the bound is on the median row (measured: about 4e-2; row 0, which
+  // attends to itself alone, 2.4e-2).
+  std::vector<double> row_err;
+  for (int64_t r = 0; r < n; ++r) {
+    const auto at = [r](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + r * 300, v.begin() + (r + 1) * 300);
+    };
+    row_err.push_back(testing::RelativeError(at(o8->logits), at(o32->logits)));
+  }
+  const double first = row_err[0];
+  std::nth_element(row_err.begin(), row_err.begin() + n / 2, row_err.end());
+  const double median = row_err[n / 2];
+  std::printf("fp8 cache vs float32, max|d|/max|ref| per row: median %.3e, row 0 %.3e\n", median,
+              first);
+  EXPECT_GT(first, 0.0);
+  EXPECT_LT(first, 5e-2);
+  EXPECT_LT(median, 1e-1);
+}
+
+}  // namespace
+}  // namespace deepseek_v4
+}  // namespace dsinfer::model
