@@ -55,6 +55,9 @@ std::vector<FlagSpec> Specs() {
        "DeepSeek-V4.1: time DSpark's draft pass (a block per sequence) after each batch's decode "
        "(a v41 preset gets V4.1-Flash's 3 draft stages)",
        false},
+      {"kv-cache-dtype",
+       "the attention state: float32 (default) or fp8 (the official forward's rounding: "
+       "docs/architecture.md)"},
   };
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
   return specs;
@@ -64,6 +67,7 @@ std::vector<FlagSpec> Specs() {
 // what it ran.
 std::string SwitchesSet(const Flags& flags) {
   std::string s;
+  if (flags.Has("kv-cache-dtype")) s = "kv-cache-dtype=" + flags.GetOr("kv-cache-dtype", "");
   for (const FlagSpec& f : CudaFlagSpecs()) {
     if (!flags.Has(f.name)) continue;
     if (!s.empty()) s += ',';
@@ -238,6 +242,8 @@ Status Run(const Flags& flags) {
 
   CudaModelOptions opt;
   DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
+  DSINFER_ASSIGN_OR_RETURN(opt.kv_cache_dtype,
+                           io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   opt.max_seqs = static_cast<int>(std::max<int64_t>(max_batch, 1));
   opt.max_len = std::max(context + steps + 8, prefill) + 8 + CudaModel::kMaxRollback;
   opt.max_tokens = std::max(max_batch, chunk);

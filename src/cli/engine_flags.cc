@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "io/model_config.h"
+
 namespace dsinfer::cli {
 
 std::vector<FlagSpec> EngineFlagSpecs() {
@@ -99,6 +101,7 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     o.tokenizer_path += "/tokenizer.json";
   o.enforce_eager = flags.Has("enforce-eager");
   o.kv_cache_dtype = flags.GetOr("kv-cache-dtype", "auto");
+  DSINFER_RETURN_IF_ERROR(io::ParseKvCacheDtype(o.kv_cache_dtype).status());  // a usage error
   o.engram_host_tables = flags.Has("engram-host-tables");
   if (flags.Has("no-overlap") && flags.Has("overlap"))
     return InvalidArgument("give at most one of --overlap and --no-overlap");

@@ -220,6 +220,7 @@ TEST_F(CliErrorsTest, GenerateRefusesBadFlagsAndInputs) {
            {"--prompt-ids 1,2 --state-memory-mb 0", "must be positive"},
            {"--prompt-ids 1,2 --max-batch-tokens 0", "must be positive"},
            {"--prompt-ids 1,2 --max-batch-tokens -4", "must be positive"},
+           {"--prompt-ids 1,2 --kv-cache-dtype fp16", "expected auto, float32 or fp8"},
            {"--prompt-ids 1,2 --typical-length 0", "must be positive"},
            {"--prompt-ids 1,2 --host-cache-gb -1", "got '-1'"},
            {"--prompt-ids 1,2 --host-cache-gb 1 --no-prefix-cache", "needs the prefix cache"},

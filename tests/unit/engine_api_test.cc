@@ -72,6 +72,41 @@ TEST(EngineApiTest, BatchTokensDefaultPerDevice) {
   EXPECT_NE(bad.status().ToString().find("max_batch_tokens"), std::string::npos);
 }
 
+// --kv-cache-dtype fp8 (the FP8 K=V / FP4 index-key cache, packed in the engine's state pages):
+// the same completions under other step sizes (other chunkings and batches); a bad name and
+// DeepSeek-V4.1 with float32 are refused.
+TEST(EngineApiTest, Fp8KvCacheIsScheduleInvariantAndBadDtypesAreRefused) {
+  const auto reqs = SeededRequests(12);
+  std::vector<std::vector<int32_t>> first;
+  for (int64_t step_tokens : {64, 7}) {
+    EngineOptions o = testing::SmallEngineOptions();
+    o.kv_cache_dtype = "fp8";
+    o.max_batch_tokens = step_tokens;
+    auto engine = Engine::Create(o);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    const auto results = (*engine)->Generate(reqs);
+    for (size_t i = 0; i < results.size(); ++i) {
+      ASSERT_TRUE(results[i].status.ok()) << results[i].status.ToString();
+      if (first.size() < results.size()) {
+        first.push_back(results[i].completions[0].ids);
+        EXPECT_FALSE(first.back().empty());
+      } else {
+        EXPECT_EQ(results[i].completions[0].ids, first[i]) << "request " << i;
+      }
+    }
+  }
+  EngineOptions bad = testing::SmallEngineOptions();
+  bad.kv_cache_dtype = "int4";
+  const auto refused = Engine::Create(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("kv cache dtype"), std::string::npos);
+  EngineOptions v41 = testing::SmallEngineOptions(testing::Family::kV41);
+  v41.kv_cache_dtype = "float32";
+  const auto v41_refused = Engine::Create(v41);
+  ASSERT_FALSE(v41_refused.ok());
+  EXPECT_NE(v41_refused.status().ToString().find("DeepSeek-V4.1"), std::string::npos);
+}
+
 TEST(EngineApiTest, AbortFromAnotherThreadEndsTheStream) {
   auto engine = Engine::Create(testing::SmallEngineOptions());
   ASSERT_TRUE(engine.ok());
