@@ -233,15 +233,21 @@ int main(int argc, char** argv) {
       const double flops = 4.0 * kHeads * kDim * static_cast<double>(s.flops_keys);
       const double bytes = (2.0 * c.n * kHeads * kDim + static_cast<double>(s.key_rows) * kDim) * 4;
       const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
+      // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
+      // products instead of 6; timing only: these random values are not bf16 values).
       struct Variant {
         const char* name;
         int tc, split;
+        bool kv_bf16;
       };
-      for (const Variant& v : {Variant{"cuda_cores", -1, 0}, Variant{"tc", 1, 0},
-                               Variant{"tc_split", 1, 1}, Variant{"tc_unsplit", 1, -1}}) {
+      for (const Variant& v :
+           {Variant{"cuda_cores", -1, 0, false}, Variant{"tc", 1, 0, false},
+            Variant{"tc_split", 1, 1, false}, Variant{"tc_unsplit", 1, -1, false},
+            Variant{"tc_bf16kv", 1, 0, true}}) {
         gpu::SparseAttentionParams p = s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;
+        p.kv_bf16 = v.kv_bf16;
         p.tc_workspace = static_cast<float*>(ws.get());
         p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
         const double us = MedianUs(p, st);

@@ -16,6 +16,7 @@
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/runtime.h"
+#include "base/dtype.h"
 #include "gpu_test_util.h"
 #include "test_util.h"
 
@@ -48,8 +49,10 @@ struct Case {
   std::vector<float> q, kv, ring, comp, sink, inv;
   DeviceBuffer di, dp, ds, db, dst, dc, dsel, dselc, dlp, dq, dkv, dring, dcomp, dsink, dinv, page0;
 
-  // upload false: the host copies alone (no device needed).
-  Case(const Shape& shape, int rows, uint32_t seed, bool upload = true) : s(shape), n(rows) {
+  // upload false: the host copies alone (no device needed). bf16_kv: every K=V value rounded to
+  // bf16 (as DeepSeek-V4's FP8 cache leaves them).
+  Case(const Shape& shape, int rows, uint32_t seed, bool upload = true, bool bf16_kv = false)
+      : s(shape), n(rows) {
     const int d = s.dim;
     std::mt19937 rng(seed);
     for (int i = 0; i < n; ++i) {
@@ -72,6 +75,11 @@ struct Case {
     entries = pages << kRowsShift;
     comp = testing::RandomVector(static_cast<size_t>(entries) * d, seed + 5);
     for (int64_t i = 0; i < pages; ++i) list_pages.push_back(static_cast<int32_t>(i));
+    if (bf16_kv) {
+      for (std::vector<float>* v : {&kv, &ring, &comp}) {
+        for (float& x : *v) x = RoundToBf16(x);
+      }
+    }
     sel_count.assign(n, 0);
     if (s.rate > 0 && s.select) {
       sel.assign(static_cast<size_t>(n) * s.max_sel, -1);
@@ -214,7 +222,8 @@ struct Result {
 // CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first. split: the TC
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too).
-Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0) {
+Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
+              bool kv_bf16 = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());
@@ -232,6 +241,7 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   DeviceBuffer ws(ws_floats * 4 + 16);
   Memset(ws.get(), 0xff, ws.bytes(), st.get());
   p.tc_split = split;
+  p.kv_bf16 = kv_bf16;
   p.tc_workspace = ws.as<float>();
   p.tc_workspace_floats = ws_floats;
   if (tensor_cores == 2) {
@@ -389,6 +399,33 @@ TEST(SparseAttentionTcTest, RowsOfManyEqualRowAlone) {
       if (!same && differing++ < 5) ADD_FAILURE() << s.name << ": row " << r << " differs alone";
     }
     EXPECT_EQ(differing, 0) << s.name;
+  }
+}
+
+// K=V values that are bf16 values (the FP8 cache's): kv_bf16 skips the part products of their
+// zero parts, and the bits stay those of the full six products, split or not.
+TEST(SparseAttentionTcTest, Bf16KvSkipsZeroPartsWithTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  const Shape tiny = {"tiny", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true, 50, 1.0f};
+  Stream st;
+  for (const Shape& s : {kFlashCsa, tiny}) {
+    const int n = 40;
+    Case c(s, n, 901, true, true);
+    const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+    for (int split : {-1, 1}) {
+      const Result full = Launch(c, 0, n, 2, st, split);
+      const Result skip = Launch(c, 0, n, 2, st, split, true);
+      EXPECT_EQ(std::memcmp(full.y.data(), skip.y.data(), n * width * 4), 0)
+          << s.name << " split " << split;
+    }
+    // Against the double reference as well (the skipped products are zeros, not approximations).
+    const Result skip = Launch(c, 0, n, 2, st, -1, true);
+    const std::vector<float> ref = c.Reference();
+    double scale = 0, err = 0;
+    for (float v : ref) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    for (size_t i = 0; i < ref.size(); ++i)
+      err = std::max(err, std::fabs(static_cast<double>(skip.y[i]) - ref[i]));
+    EXPECT_LE(err, 1e-5 * scale) << s.name;
   }
 }
 

@@ -59,6 +59,11 @@ struct SparseAttentionParams {
   // (SparseAttentionTcWillSplit: a few decode rows), 1: always, -1: never; either way only where
   // tc_workspace holds SparseAttentionTcSplitFloats(*this) floats.
   int tc_split = 0;
+  // Every K=V value this call reads (kv, the window ring, the compressed entries) is a bf16 value
+  // (DeepSeek-V4's FP8 cache rounds them so): the tensor-core kernel then skips the part products
+  // of the keys' / values' parts 2 and 3, exact zeros, for the same bits in half the mma steps
+  // (gpu_attention_tc_test checks the bits). False for values that are not.
+  bool kv_bf16 = false;
   float* tc_workspace = nullptr;
   int64_t tc_workspace_floats = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.

@@ -119,6 +119,22 @@ __device__ __forceinline__ void Mma6(const uint4 (&a)[3], const uint32_t (&b0)[3
   Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
 }
 
+// The same when every B value is a bf16 value (kBf16Kv: the FP8 cache's K=V rows): B's parts 2
+// and 3 are exact zeros, so the three products with them are zeros (a zero product added to the
+// chain's accumulator leaves its bits: the chain starts at +0 and never holds -0), and the other
+// three run in Mma6's order.
+template <bool kBf16Kv>
+__device__ __forceinline__ void MmaParts(const uint4 (&a)[3], const uint32_t (&b0)[3],
+                                         const uint32_t (&b1)[3], float (&d)[4]) {
+  if constexpr (kBf16Kv) {
+    Mma(a[2].x, a[2].y, a[2].z, a[2].w, b0[0], b1[0], d);
+    Mma(a[1].x, a[1].y, a[1].z, a[1].w, b0[0], b1[0], d);
+    Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
+  } else {
+    Mma6(a, b0, b1, d);
+  }
+}
+
 // The first of the 4 columns lane quad q takes in S's k step s (pairs of steps cover 32 columns).
 __device__ __forceinline__ int Off(int s, int q) {
   return 32 * (s >> 1) + 8 * (s & 1) + 16 * (q >> 1) + 4 * (q & 1);
@@ -200,7 +216,7 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
 // its chunk's partial to ws ([row][tile][max_chunks] partials) for the combine kernel; it stages
 // the chunk's keys in shared memory first (cp.async, every thread, while the queries are
 // prepared). The same values reach the same mma steps either way.
-template <bool kSplit>
+template <bool kSplit, bool kBf16Kv>
 __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
   PdlTrigger();
@@ -338,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
           SplitPair(k4.z, k4.w, b1);
           const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
                               qf[(s * 3 + 2) * 32 + lane]};
-          Mma6(a, b0, b1, s4[u]);
+          MmaParts<kBf16Kv>(a, b0, b1, s4[u]);
         }
       }
       // c0, c1: head row g, keys 8 (w % 4) + 2q, +1; c2, c3: row g + 8.
@@ -429,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
             SplitPair(x[0], x[1], b0);
             SplitPair(x[2], x[3], b1);
             const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
-            Mma6(a, b0, b1, pv);
+            MmaParts<kBf16Kv>(a, b0, b1, pv);
           }
           if constexpr (kSplit) {
 #pragma unroll
@@ -604,15 +620,29 @@ bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
          p.tc_workspace != nullptr && SparseAttentionTcSplitFloats(p) <= p.tc_workspace_floats;
 }
 
+namespace {
+
+using TcKernelFn = void (*)(SparseAttentionParams, float*, int);
+TcKernelFn TcKernel(bool split, bool bf16_kv) {
+  if (split) {
+    return bf16_kv ? SparseAttentionTcKernel<true, true> : SparseAttentionTcKernel<true, false>;
+  }
+  return bf16_kv ? SparseAttentionTcKernel<false, true> : SparseAttentionTcKernel<false, false>;
+}
+
+}  // namespace
+
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
   DSINFER_CHECK(SparseAttentionTcSupports(p));  // callers dispatch on it (LaunchSparseAttention)
   static const bool attr_set = [] {
     for (bool split : {false, true}) {
-      auto* k = split ? SparseAttentionTcKernel<true> : SparseAttentionTcKernel<false>;
-      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(DynSmem(kMaxDim, split))));
+      for (bool bf16_kv : {false, true}) {
+        CUDA_CHECK(cudaFuncSetAttribute(TcKernel(split, bf16_kv),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(DynSmem(kMaxDim, split))));
+      }
     }
     CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -623,7 +653,7 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   const int64_t tiles = HeadTiles(p.heads), blocks = p.meta.n * tiles;
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
   if (SparseAttentionTcWillSplit(p)) {
-    LaunchKernel(SparseAttentionTcKernel<true>,
+    LaunchKernel(TcKernel(true, p.kv_bf16),
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
                  dim3(kThreads), DynSmem(p.dim, true), stream, p, p.tc_workspace,
                  static_cast<int>(max_chunks));
@@ -635,7 +665,7 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
     CUDA_CHECK_LAUNCH();
     return;
   }
-  LaunchKernel(SparseAttentionTcKernel<false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+  LaunchKernel(TcKernel(false, p.kv_bf16), dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
                DynSmem(p.dim, false), stream, p, static_cast<float*>(nullptr), 0);
   CUDA_CHECK_LAUNCH();
 }

@@ -139,6 +139,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.sel_count = w.has_idx ? sel_count : nullptr;
   ap.rate = w.has_comp ? w.rate : 0;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
+  ap.kv_bf16 = Fp8Cache();  // K=V rounded to fp8 / bf16 values (KvCacheRound, the compressor)
   AttendAndProject(w, ap, oq, st.window, n, one_per_seq);
 }
 
