@@ -18,6 +18,7 @@
 #include "backend/cuda/engram.cuh"
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/indexer_topk.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/runtime.h"
 #include "base/dtype.h"
 #include "gpu_test_util.h"
@@ -335,6 +336,97 @@ void ExpectFp4Close(const std::vector<float>& got, const std::vector<float>& wan
   std::printf("[ fp4 ] %s: %lld of %zu values one grid step off the CPU's\n", what,
               static_cast<long long>(differ), got.size());
   EXPECT_LE(differ, std::max<int64_t>(2, static_cast<int64_t>(got.size()) / 200)) << what;
+}
+
+// DeepSeek-V4's FP8 cache on the device against the CPU's model/quant_sim: the indexer's queries
+// (RoPE, Hadamard, FP4 per head: LaunchIndexQueryRound) and the K=V rows (RMSNorm + RoPE, then
+// fp8 nope dims in blocks of 64 and bf16 RoPE dims: RmsNormRope's kv_fp8_block), over several
+// shapes. The RoPE's cos / sin differ from the CPU's in the last bits, so a value next to a
+// rounding boundary may land one grid step over (ExpectFp4Close; FP8: within one e4m3 step).
+TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Stream stream;
+  struct QShape {
+    int heads, dim, rope;
+  };
+  for (const QShape& qs : {QShape{64, 128, 64}, QShape{4, 64, 64}, QShape{12, 32, 16}}) {
+    const int n = 9;
+    const std::vector<float> q = testing::RandomVector(static_cast<size_t>(n) * qs.heads * qs.dim, 31);
+    std::vector<int32_t> pos(n);
+    for (int t = 0; t < n; ++t) pos[t] = 3 + 97 * t;
+    const std::vector<float> inv = InvFreq(qs.rope);
+    DeviceBuffer dq = Upload(q), dpos = Upload(pos), dinv = Upload(inv);
+    IndexQueryRoundParams p;
+    p.q = dq.as<float>();
+    p.n = n;
+    p.heads = qs.heads;
+    p.head_dim = qs.dim;
+    p.rope_dim = qs.rope;
+    p.inv_freq = dinv.as<float>();
+    p.pos = dpos.as<int32_t>();
+    LaunchIndexQueryRound(p, stream.get());
+    const std::vector<float> got = Download<float>(dq, q.size(), stream);
+    std::vector<float> pre = q, want;
+    for (int t = 0; t < n; ++t) {
+      const int64_t p64 = pos[t];
+      float* row = pre.data() + static_cast<int64_t>(t) * qs.heads * qs.dim;
+      cpu::RopeRows(row, 1, qs.heads, qs.dim, qs.rope, inv, &p64, false);
+      for (int h = 0; h < qs.heads; ++h) model::HadamardRotate(row + h * qs.dim, qs.dim);
+    }
+    want = pre;
+    for (int r = 0; r < n * qs.heads; ++r) model::Fp4BlockSim(want.data() + r * qs.dim, qs.dim, 32, false);
+    ExpectFp4Close(got, want, pre, qs.dim, 32, false, "index queries");
+  }
+  for (int dim : {512, 192}) {
+    const int rope = 64, n = 7;
+    const std::vector<float> x = testing::RandomVector(static_cast<size_t>(n) * dim, 41, 3.0f);
+    std::vector<float> w = testing::RandomVector(dim, 42, 0.2f);
+    for (float& v : w) v += 1.0f;
+    std::vector<int32_t> pos(n);
+    for (int t = 0; t < n; ++t) pos[t] = 11 * t;
+    const std::vector<float> inv = InvFreq(rope);
+    DeviceBuffer dx = Upload(x), dw = Upload(w), dpos = Upload(pos), dinv = Upload(inv);
+    RmsNormRopeParams p;
+    p.norm.x = dx.as<float>();
+    p.norm.ldx = dim;
+    p.norm.y = dx.as<float>();
+    p.norm.ldy = dim;
+    p.norm.rows = n;
+    p.norm.dim = dim;
+    p.norm.weight = dw.as<float>();
+    p.norm.eps = 1e-6f;
+    p.heads = 1;
+    p.rope_dim = rope;
+    p.inv_freq = dinv.as<float>();
+    p.pos = dpos.as<int32_t>();
+    p.kv_fp8_block = 64;
+    LaunchRmsNormRope(p, stream.get());
+    const std::vector<float> got = Download<float>(dx, x.size(), stream);
+    std::vector<float> pre = x;
+    std::vector<int64_t> pos64(pos.begin(), pos.end());
+    cpu::RmsNorm(pre.data(), n, dim, w.data(), 1e-6f);
+    cpu::RopeRows(pre.data(), n, 1, dim, rope, inv, pos64.data(), false);
+    const model::KvFormat f(model::KvQuant::kFp8BfTail, dim, 64, rope);
+    std::vector<float> want = pre, packed(static_cast<size_t>(f.row_floats()));
+    for (int t = 0; t < n; ++t) f.Pack(want.data() + t * dim, packed.data());
+    int off_step = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (SameBits(got[i], want[i])) continue;
+      ++off_step;  // within one e4m3 step (1/8 of the value; subnormal: 2^-9 of the scale) or
+                   // one bf16 step
+      const size_t b0 = i / 64 * 64;
+      float amax = 0.0f;
+      for (size_t k = b0; k < b0 + 64 && k % dim < static_cast<size_t>(dim - rope); ++k)
+        amax = std::max(amax, std::fabs(pre[k]));
+      const float sub_step = model::Pow2CeilScale(std::max(amax, 1e-4f) / 448.0f) * 0x1p-9f;
+      EXPECT_LE(std::fabs(got[i] - want[i]),
+                std::max(0.13f * std::max(std::fabs(want[i]), std::fabs(got[i])), 1.01f * sub_step))
+          << "dim " << dim << " value " << i << ": gpu " << got[i] << " cpu " << want[i];
+    }
+    std::printf("[ fp8 ] K=V rows, dim %d: %d of %zu values one step off the CPU's\n", dim,
+                off_step, got.size());
+    EXPECT_LE(off_step, std::max<int>(2, static_cast<int>(got.size()) / 200)) << dim;
+  }
 }
 
 struct CompressResult {

@@ -36,12 +36,10 @@ struct IndexerTopKParams {
   int32_t* sel_count = nullptr;    // [n] out
   float* scores = nullptr;         // scratch [score_rows, max_entries]
   int64_t score_rows = 0;          // tokens per chunk (>= 1)
-  // query_hadamard (V4 with the FP8 cache): after the query's RoPE, each head's query is rotated
-  //   (fake_quant.cuh's FqHadamardRows) on the staged copy.
-  // query_fp4_block > 0 (V4.1, and V4 with the FP8 cache): then each head's query is
-  //   fake-quantized kFp4Pow2 (fake_quant.cuh) in blocks of this size (32) on the staged copy,
-  //   before scoring (head_dim % block != 0: left as is, as the CPU).
   // DeepSeek-V4.1 (all off for V4):
+  //   query_fp4_block > 0: after the query's RoPE, each head's query is fake-quantized kFp4Pow2
+  //     (fake_quant.cuh) in blocks of this size (V4.1: 32) on the staged copy, before scoring
+  //     (head_dim % block != 0: left as is, as the CPU).
   //   candidates_out (candidate-source layer): per row, block b of candidate_block_size entries
   //     scores the max of its visible entries' scores, the newest (last visible) block pinned to
   //     +inf; the top candidate_topk_blocks blocks (ties: lower block first) are marked 1 in
@@ -51,7 +49,6 @@ struct IndexerTopKParams {
   //     candidates_in[t * candidate_stride + b] (sel_count: min(topk, entries in marked blocks)).
   //   Both may be set in one launch (the same array too: the row's new mask then restricts its
   //   own top-k); the block scores always come from the unmasked scores.
-  bool query_hadamard = false;
   int query_fp4_block = 0;
   int candidate_block_size = 0;
   uint8_t* candidates_out = nullptr;
@@ -62,6 +59,24 @@ struct IndexerTopKParams {
   Status Validate() const;
 };
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
+
+// DeepSeek-V4 with the FP8 cache: the indexer's queries rounded as the CPU's (model/deepseek_v4/
+// attention.cc), once per token, in place: each head's RoPE of its trailing rope_dim values at the
+// token's position (RopeCosSin + RotateWith, as the scoring kernel's), the Hadamard rotation
+// (fake_quant.cuh's FqHadamardRows) and kFp4Pow2 in blocks of fp4_block; the scoring then takes
+// them with rope_dim 0. A block per token.
+struct IndexQueryRoundParams {
+  float* q = nullptr;  // [n, heads, head_dim]
+  int64_t n = 0;
+  int heads = 0;
+  int head_dim = 0;  // a power of two (else not rotated, as the CPU), heads * head_dim <= 16,384
+  int rope_dim = 0;
+  const float* inv_freq = nullptr;  // [rope_dim / 2]
+  const int32_t* pos = nullptr;     // [n]
+  int fp4_block = 32;
+  Status Validate() const;
+};
+void LaunchIndexQueryRound(const IndexQueryRoundParams& p, StreamHandle stream);
 // Raises the kernel's shared-memory limit for these sizes; call once before capturing a graph.
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries);
 

@@ -86,8 +86,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
     }
     __syncthreads();
   }
-  if (p.query_hadamard) FqHadamardRows(q, H, Dh);              // (synchronizes)
-  if (p.query_fp4_block > 0 && Dh % p.query_fp4_block == 0) {  // FP4-simulated query
+  if (p.query_fp4_block > 0 && Dh % p.query_fp4_block == 0) {  // V4.1: FP4-simulated query
     const int qb = p.query_fp4_block, nb = Dh / qb;
     for (int i = threadIdx.x; i < H * nb; i += blockDim.x)
       FqBlockSerial(q + (i / nb) * Dh + (i % nb) * qb, qb, FakeQuant::kFp4Pow2);
@@ -329,7 +328,63 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
 // The top-k kernel keeps one 32-bit key per entry in shared memory.
 size_t KeySmemBytes(int max_entries) { return static_cast<size_t>(std::max(max_entries, 1)) * sizeof(uint32_t); }
 
+// Block t: token t's queries staged in shared memory [heads, head_dim], RoPE'd, rotated and put on
+// the FP4 grid, written back.
+__global__ void IndexQueryRoundKernel(IndexQueryRoundParams p) {
+  PdlTrigger();
+  PdlWait();
+  extern __shared__ __align__(16) float qs[];
+  __shared__ float cs[kMaxRopeHalf][2];
+  const int64_t t = blockIdx.x;
+  const int H = p.heads, Dh = p.head_dim, half = p.rope_dim / 2;
+  float* q = p.q + t * H * Dh;
+  for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) qs[i] = q[i];
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    RopeCosSin(p.pos[t], p.inv_freq[j], &cs[j][0], &cs[j][1]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
+    const int h = i / half, j = i % half;
+    float* v = qs + h * Dh + (Dh - p.rope_dim) + 2 * j;
+    RotateWith(v[0], v[1], cs[j][0], cs[j][1], false);
+  }
+  __syncthreads();
+  FqHadamardRows(qs, H, Dh);  // (synchronizes)
+  if (p.fp4_block > 0 && Dh % p.fp4_block == 0) {
+    const int nb = Dh / p.fp4_block;
+    for (int i = threadIdx.x; i < H * nb; i += blockDim.x)
+      FqBlockSerial(qs + (i / nb) * Dh + (i % nb) * p.fp4_block, p.fp4_block, FakeQuant::kFp4Pow2);
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) q[i] = qs[i];
+}
+
 }  // namespace
+
+Status IndexQueryRoundParams::Validate() const {
+  if (heads < 1 || head_dim < 1 || int64_t{heads} * head_dim > 16384 || rope_dim % 2 != 0 ||
+      rope_dim > head_dim || rope_dim / 2 > kMaxRopeHalf || fp4_block < 0) {
+    return Unimplemented("indexer query rounding: " + std::to_string(heads) + " heads of " +
+                         std::to_string(head_dim) + ", rope_dim " + std::to_string(rope_dim) +
+                         " (at most 16,384 values a token, rope_dim even and at most " +
+                         std::to_string(2 * kMaxRopeHalf) + ")");
+  }
+  return Status::Ok();
+}
+
+void LaunchIndexQueryRound(const IndexQueryRoundParams& p, StreamHandle stream) {
+  if (p.n <= 0) return;
+  DSINFER_CHECK_PARAMS(p);
+  const size_t smem = static_cast<size_t>(p.heads) * p.head_dim * sizeof(float);
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(IndexQueryRoundKernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
+    return true;
+  }();
+  (void)attr_set;
+  LaunchKernel(IndexQueryRoundKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), smem, stream,
+               p);
+  CUDA_CHECK_LAUNCH();
+}
 
 Status IndexerTopKParams::Validate() const {
   if (heads < 1 || heads > kMaxHeads) {

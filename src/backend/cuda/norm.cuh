@@ -43,6 +43,11 @@ struct RmsNormRopeParams {
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2]
   const int32_t* pos = nullptr;     // [tokens]
+  // > 0: then each row rounded as DeepSeek-V4's FP8 cache stores it (fake_quant.cuh, the CPU's
+  // WindowFormat().Pack): its first dim - rope_dim values kFp8Pow2 in blocks of kv_fp8_block (a
+  // multiple of 32, at most 256; each block by one warp; not a multiple of the block: left as
+  // is), its RoPE values rounded to bf16.
+  int kv_fp8_block = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

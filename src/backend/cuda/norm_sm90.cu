@@ -4,6 +4,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear_core.cuh"
@@ -41,11 +42,33 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   };
   const int64_t off = p.dim - q.rope_dim;
   for (int64_t i = threadIdx.x; i < off; i += blockDim.x) y[i] = norm(i);
+  const bool kv_round = q.kv_fp8_block > 0;
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     float a = norm(off + 2 * j), b = norm(off + 2 * j + 1);
     RotateWith(a, b, cs[j][0], cs[j][1], false);
-    y[off + 2 * j] = a;
-    y[off + 2 * j + 1] = b;
+    y[off + 2 * j] = kv_round ? FqRoundBf16(a) : a;
+    y[off + 2 * j + 1] = kv_round ? FqRoundBf16(b) : b;
+  }
+  if (!kv_round || off % q.kv_fp8_block != 0) return;
+  __syncthreads();  // the row's nope values written
+  constexpr int kMaxPerLane = 8;
+  const int per_lane = q.kv_fp8_block / 32, lane = threadIdx.x % 32;
+  for (int64_t b = threadIdx.x / 32; b * q.kv_fp8_block < off; b += blockDim.x / 32) {
+    float* blk = y + b * q.kv_fp8_block;
+    float v[kMaxPerLane];
+    float amax = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      if (k < per_lane) {
+        v[k] = blk[lane + 32 * k];
+        amax = fmaxf(amax, fabsf(v[k]));
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = FqScale(FakeQuant::kFp8Pow2, amax);
+#pragma unroll
+    for (int k = 0; k < kMaxPerLane; ++k)
+      if (k < per_lane) blk[lane + 32 * k] = FqValue(FakeQuant::kFp8Pow2, v[k], s);
   }
 }
 
@@ -122,6 +145,10 @@ Status RmsNormRopeParams::Validate() const {
   }
   if (norm.q != nullptr)
     return Unimplemented("rms_norm + rope: quantized rows (LaunchRmsNorm only)");
+  if (kv_fp8_block < 0 || kv_fp8_block % 32 != 0 || kv_fp8_block > 256) {
+    return Unimplemented("rms_norm + rope: kv_fp8_block " + std::to_string(kv_fp8_block) +
+                         " must be a multiple of 32, at most 256");
+  }
   return Status::Ok();
 }
 

@@ -67,8 +67,9 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     }
     Mark("attn_q_kv_proj");
     Linear(w.wkv, xn, D, n, kv, d, xnq);
-    RmsNormRope(kv, n, 1, d, w.kv_norm, inv);
-    if (Fp8Cache()) KvCacheRound(kv, n);
+    // The FP8 cache: rounded as the CPU's WindowFormat stores K=V rows (nope dims fp8 in blocks
+    // of 64, RoPE dims bf16), in the same kernel.
+    RmsNormRope(kv, n, 1, d, w.kv_norm, inv, Fp8Cache() ? 64 : 0);
     // With one row per sequence the append can precede the attention: row p goes to slot
     // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
     // attention reads from the ring (row p itself it reads from kv). Several rows per sequence
@@ -109,6 +110,12 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     Branch(2, [&] {
       Mark("compressors");
       Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);  // its RoPE: in the scoring kernel
+      if (Fp8Cache()) {  // or here, with the FP8 cache's Hadamard + FP4 rounding after it
+        gpu::IndexQueryRoundParams qr;
+        qr.q = qi; qr.n = n; qr.heads = static_cast<int>(IH); qr.head_dim = static_cast<int>(Id);
+        qr.rope_dim = c.rope_head_dim; qr.inv_freq = inv_compress; qr.pos = Meta(n).pos;
+        gpu::LaunchIndexQueryRound(qr, cur_stream());
+      }
       WaitCheckpoint(0, cur_stream());                   // the head weights
       JoinIntoCurrent(3);                                // the index entries
       Mark("indexer_topk");
@@ -117,11 +124,9 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.heads = static_cast<int>(IH); ip.head_dim = static_cast<int>(Id); ip.rate = w.rate;
       ip.topk = c.index_topk; ip.max_entries = static_cast<int>(st.index_entries.capacity);
       ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
-      ip.rope_dim = c.rope_head_dim;
+      ip.rope_dim = Fp8Cache() ? 0 : c.rope_head_dim;  // (the FP8 cache: applied above)
       ip.inv_freq = inv_compress;
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
-      ip.query_hadamard = Fp8Cache();
-      ip.query_fp4_block = Fp8Cache() ? 32 : 0;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
   }
@@ -139,7 +144,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.sel_count = w.has_idx ? sel_count : nullptr;
   ap.rate = w.has_comp ? w.rate : 0;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
-  ap.kv_bf16 = Fp8Cache();  // K=V rounded to fp8 / bf16 values (KvCacheRound, the compressor)
+  ap.kv_bf16 = Fp8Cache();  // K=V rounded to fp8 / bf16 values (RmsNormRope, the compressor)
   AttendAndProject(w, ap, oq, st.window, n, one_per_seq);
 }
 

@@ -566,11 +566,14 @@ struct CudaModel::Impl {
     gpu::LaunchRmsNorm(p, cur_stream());
   }
   // RMSNorm of each head row of x [n, heads, dim] in place, then RoPE of its trailing rope dims.
-  void RmsNormRope(float* x, int64_t n, int64_t heads, int64_t dim, const float* weight, const float* inv) {
+  // kv_fp8_block > 0: the rows then rounded as the FP8 cache stores K=V rows (64).
+  void RmsNormRope(float* x, int64_t n, int64_t heads, int64_t dim, const float* weight,
+                   const float* inv, int kv_fp8_block = 0) {
     gpu::RmsNormRopeParams p;
     p.norm.x = x; p.norm.ldx = dim; p.norm.y = x; p.norm.ldy = dim; p.norm.rows = n * heads;
     p.norm.dim = dim; p.norm.weight = weight; p.norm.eps = static_cast<float>(c.rms_norm_eps);
     p.heads = heads; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
+    p.kv_fp8_block = kv_fp8_block;
     gpu::LaunchRmsNormRope(p, cur_stream());
   }
   // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
@@ -679,14 +682,6 @@ struct CudaModel::Impl {
   }
   // DeepSeek-V4 with the FP8 cache (io::KvCacheDtype::kFp8).
   bool Fp8Cache() const { return c.kv_cache_dtype == io::KvCacheDtype::kFp8; }
-  // K=V rows [n, d] rounded as the FP8 cache stores them: the nope dims fp8_sim'd in blocks of 64,
-  // the RoPE dims to bf16 (the CPU's WindowFormat().Pack).
-  void KvCacheRound(float* rows, int64_t n) {
-    const int64_t d = c.head_dim, rd = c.rope_head_dim;
-    gpu::LaunchFakeQuantRows(rows, n, d, d - rd, gpu::FakeQuant::kFp8Pow2, 64, cur_stream());
-    gpu::LaunchFakeQuantRows(rows + (d - rd), n, d, rd, gpu::FakeQuant::kBf16, static_cast<int>(rd),
-                             cur_stream());
-  }
   void RingAppend(const float* src, int64_t ld, const gpu::RingRef& ring, int64_t n) {
     gpu::RingAppendParams p;
     p.meta = Meta(n); p.src = src; p.ld = ld; p.ring = ring;
