@@ -64,12 +64,12 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
 // attention.cc), once per token, in place: each head's RoPE of its trailing rope_dim values at the
 // token's position (RopeCosSin + RotateWith, as the scoring kernel's), the Hadamard rotation
 // (fake_quant.cuh's FqHadamardRows) and kFp4Pow2 in blocks of fp4_block; the scoring then takes
-// them with rope_dim 0. A block per token.
+// them with rope_dim 0. A block per token and 4 heads.
 struct IndexQueryRoundParams {
   float* q = nullptr;  // [n, heads, head_dim]
   int64_t n = 0;
   int heads = 0;
-  int head_dim = 0;  // a power of two (else not rotated, as the CPU), heads * head_dim <= 16,384
+  int head_dim = 0;  // a power of two (else not rotated, as the CPU), at most 2,048
   int rope_dim = 0;
   const float* inv_freq = nullptr;  // [rope_dim / 2]
   const int32_t* pos = nullptr;     // [n]

@@ -328,16 +328,21 @@ __global__ void __launch_bounds__(kThreads) IndexerTopKKernel(IndexerTopKParams 
 // The top-k kernel keeps one 32-bit key per entry in shared memory.
 size_t KeySmemBytes(int max_entries) { return static_cast<size_t>(std::max(max_entries, 1)) * sizeof(uint32_t); }
 
-// Block t: token t's queries staged in shared memory [heads, head_dim], RoPE'd, rotated and put on
-// the FP4 grid, written back.
-__global__ void IndexQueryRoundKernel(IndexQueryRoundParams p) {
+// Block (t, g): heads [g * kRoundHeads, ...) of token t staged in shared memory, RoPE'd, rotated
+// and put on the FP4 grid (a warp per block of 32: FqWarpBlock, the serial block's bits), written
+// back. Several blocks a token, so that one token's queries spread over SMs (decode).
+constexpr int kRoundHeads = 4;
+constexpr int kRoundThreads = 128;
+
+__global__ void __launch_bounds__(kRoundThreads) IndexQueryRoundKernel(IndexQueryRoundParams p) {
   PdlTrigger();
   PdlWait();
   extern __shared__ __align__(16) float qs[];
   __shared__ float cs[kMaxRopeHalf][2];
   const int64_t t = blockIdx.x;
-  const int H = p.heads, Dh = p.head_dim, half = p.rope_dim / 2;
-  float* q = p.q + t * H * Dh;
+  const int h0 = blockIdx.y * kRoundHeads;
+  const int H = min(kRoundHeads, p.heads - h0), Dh = p.head_dim, half = p.rope_dim / 2;
+  float* q = p.q + (t * p.heads + h0) * Dh;
   for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) qs[i] = q[i];
   for (int j = threadIdx.x; j < half; j += blockDim.x)
     RopeCosSin(p.pos[t], p.inv_freq[j], &cs[j][0], &cs[j][1]);
@@ -349,7 +354,14 @@ __global__ void IndexQueryRoundKernel(IndexQueryRoundParams p) {
   }
   __syncthreads();
   FqHadamardRows(qs, H, Dh);  // (synchronizes)
-  if (p.fp4_block > 0 && Dh % p.fp4_block == 0) {
+  if (p.fp4_block == 32 && Dh % 32 == 0) {  // a warp per block, each lane one value
+    const int lane = threadIdx.x % 32;
+    for (int b = threadIdx.x / 32; b * 32 < H * Dh; b += blockDim.x / 32) {
+      float* v = qs + b * 32 + lane;
+      *v = FqWarpBlock(*v, 32, FakeQuant::kFp4Pow2);
+    }
+    __syncthreads();
+  } else if (p.fp4_block > 0 && Dh % p.fp4_block == 0) {
     const int nb = Dh / p.fp4_block;
     for (int i = threadIdx.x; i < H * nb; i += blockDim.x)
       FqBlockSerial(qs + (i / nb) * Dh + (i % nb) * p.fp4_block, p.fp4_block, FakeQuant::kFp4Pow2);
@@ -361,11 +373,11 @@ __global__ void IndexQueryRoundKernel(IndexQueryRoundParams p) {
 }  // namespace
 
 Status IndexQueryRoundParams::Validate() const {
-  if (heads < 1 || head_dim < 1 || int64_t{heads} * head_dim > 16384 || rope_dim % 2 != 0 ||
+  if (heads < 1 || head_dim < 1 || head_dim > 2048 || rope_dim % 2 != 0 ||
       rope_dim > head_dim || rope_dim / 2 > kMaxRopeHalf || fp4_block < 0) {
     return Unimplemented("indexer query rounding: " + std::to_string(heads) + " heads of " +
                          std::to_string(head_dim) + ", rope_dim " + std::to_string(rope_dim) +
-                         " (at most 16,384 values a token, rope_dim even and at most " +
+                         " (head_dim at most 2,048, rope_dim even and at most " +
                          std::to_string(2 * kMaxRopeHalf) + ")");
   }
   return Status::Ok();
@@ -374,15 +386,10 @@ Status IndexQueryRoundParams::Validate() const {
 void LaunchIndexQueryRound(const IndexQueryRoundParams& p, StreamHandle stream) {
   if (p.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
-  const size_t smem = static_cast<size_t>(p.heads) * p.head_dim * sizeof(float);
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(IndexQueryRoundKernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 4));
-    return true;
-  }();
-  (void)attr_set;
-  LaunchKernel(IndexQueryRoundKernel, dim3(static_cast<unsigned>(p.n)), dim3(256), smem, stream,
-               p);
+  const size_t smem = static_cast<size_t>(std::min(p.heads, kRoundHeads)) * p.head_dim * 4;
+  const unsigned groups = static_cast<unsigned>((p.heads + kRoundHeads - 1) / kRoundHeads);
+  LaunchKernel(IndexQueryRoundKernel, dim3(static_cast<unsigned>(p.n), groups),
+               dim3(kRoundThreads), smem, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
