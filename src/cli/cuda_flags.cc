@@ -34,7 +34,10 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "1)"},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
-       "other bits than the default CUDA-core kernel)",
+       "other bits than the CUDA-core kernel; the default with --kv-cache-dtype fp8)",
+       false},
+      {"no-attention-tc",
+       "sparse attention on the CUDA cores with --kv-cache-dtype fp8 too (A/B timing; other bits)",
        false},
   };
 }
@@ -84,7 +87,12 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
                            std::to_string(heads));
   }
   k.attention_heads_per_block = static_cast<int>(heads);
-  k.attention_tc = flags.Has("attention-tc");
+  if (flags.Has("attention-tc") && flags.Has("no-attention-tc"))
+    return InvalidArgument("give at most one of --attention-tc and --no-attention-tc");
+  using AttentionTc = backend::cuda::KernelOptions::AttentionTc;
+  k.attention_tc = flags.Has("attention-tc")      ? AttentionTc::kOn
+                   : flags.Has("no-attention-tc") ? AttentionTc::kOff
+                                                  : AttentionTc::kAuto;
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     } else if (a == "--qgemm-mma=wgmma" || a == "--qgemm-mma=sync") {
       k.qgemm_wgmma = a == "--qgemm-mma=wgmma";
     } else if (a == "--attention-tc") {
-      k.attention_tc = true;
+      k.attention_tc = dsinfer::backend::cuda::KernelOptions::AttentionTc::kOn;
     } else if (a.rfind("--qlinear-warps=", 0) == 0) {
       k.qlinear_warps = std::atoi(a.c_str() + 16);
       if (k.qlinear_warps < 1 || k.qlinear_warps > 16) {

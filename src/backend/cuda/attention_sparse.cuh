@@ -51,7 +51,7 @@ struct SparseAttentionParams {
   int heads_per_block = 0;
   // The tensor-core variant (LaunchSparseAttentionTc: as batch-invariant, other bits than the
   // CUDA-core kernel): 1 on where SparseAttentionTcSupports (else the CUDA-core kernel), -1 off,
-  // 0: KernelOptions::attention_tc.
+  // 0: KernelOptions::AttentionTcFor(kv_bf16).
   int tensor_cores = 0;
   // The tensor-core kernel's split of a row's key chunks over blocks (each chunk's partial softmax
   // into tc_workspace, then a combine kernel folding them in chunk order): the same bits as one

@@ -247,7 +247,8 @@ Status SparseAttentionParams::Validate() const {
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
-  const bool tc = p.tensor_cores != 0 ? p.tensor_cores > 0 : GetKernelOptions().attention_tc;
+  const bool tc =
+      p.tensor_cores != 0 ? p.tensor_cores > 0 : GetKernelOptions().AttentionTcFor(p.kv_bf16);
   if (tc && SparseAttentionTcSupports(p)) {  // else the CUDA-core kernel (e.g. head_dim 32)
     LaunchSparseAttentionTc(p, stream);
     return;

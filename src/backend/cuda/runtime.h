@@ -26,7 +26,7 @@ int SmCount();
 // "NVIDIA H200, 132 SMs, CC 9.0" (empty without a device).
 std::string DeviceDescription();
 // Kernel-variant choices of the process, none of which changes a result (every choice gives the
-// same bits; the GPU tests check it) except the opt-in attention_tc: A/B timing and tests. They are
+// same bits; the GPU tests check it) except attention_tc: A/B timing and tests. They are
 // set once at the edge (the CLI's flags, the bench and test mains) before the first launch, and
 // read by the launchers: a process setting of this runtime like cudaSetDeviceFlags, not state that
 // changes while kernels run. The defaults are the measured best (docs/perf.md).
@@ -58,8 +58,16 @@ struct KernelOptions {
   int64_t attention_group_min_rows = 64;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
-  // scale apart), so an opt-in (--attention-tc), unlike the choices above.
-  bool attention_tc = false;
+  // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16
+  // values (SparseAttentionParams::kv_bf16: DeepSeek-V4's FP8 cache, a numerics mode of its own,
+  // where the kernel runs 3 mma per step instead of 6: measured in docs/perf.md, session 26),
+  // else off; kOn (--attention-tc) / kOff (--no-attention-tc): everywhere.
+  enum class AttentionTc { kAuto, kOn, kOff };
+  AttentionTc attention_tc = AttentionTc::kAuto;
+  // Whether the tensor-core attention runs for a call whose K=V values are (kv_bf16) bf16 values.
+  bool AttentionTcFor(bool kv_bf16) const {
+    return attention_tc == AttentionTc::kOn || (attention_tc == AttentionTc::kAuto && kv_bf16);
+  }
 };
 // Before the first launch (DSINFER_CHECKs that none has happened yet).
 void SetKernelOptions(const KernelOptions& options);

@@ -307,7 +307,7 @@ void CudaModel::Impl::AllocateActivations() {
     o_q = Alloc<uint16_t>(R * gpu::QuantizedLd(HD));
     o_s = Alloc<float>(R * gpu::QuantizedScales(HD));
   }
-  if (gpu::GetKernelOptions().attention_tc) attn_split = Alloc<float>(kAttnSplitFloats);
+  if (gpu::GetKernelOptions().AttentionTcFor(Fp8Cache())) attn_split = Alloc<float>(kAttnSplitFloats);
   {
     const int64_t R = std::min(T, kMoePrequantRows);
     xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));

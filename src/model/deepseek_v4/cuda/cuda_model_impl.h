@@ -416,7 +416,7 @@ struct CudaModel::Impl {
   static constexpr int64_t kAttnOutQuantRows = 16;
   uint16_t* o_q = nullptr;
   float* o_s = nullptr;
-  // The tensor-core attention's split workspace (KernelOptions::attention_tc; null without it):
+  // The tensor-core attention's split workspace (KernelOptions::AttentionTcFor; null without it):
   // kAttnSplitFloats (64 MB), which holds a decode step's chunk partials up to ~50 rows of CSA at
   // 64 heads (a launch that needs more runs unsplit, the same bits).
   static constexpr int64_t kAttnSplitFloats = int64_t{16} << 20;
