@@ -504,7 +504,8 @@ TEST(GpuModelTest, TinyOfficialFormats) {
 // DeepSeek-V4 with the FP8 cache (fp8_sim'd K=V with bf16 RoPE dims, the indexer's Hadamard +
 // fp4_sim): the GPU rounds as the CPU does, so the two agree as the V4.1 models with their
 // fake-quantizers do (an ulp of fp32 difference at a rounding boundary moves a value a whole FP8
-// step), and every schedule and batch gives the same bits.
+// step: measured 5.0e-5 with the CUDA-core attention, 2.3e-4 with the tensor-core one, the
+// default with this cache), and every schedule and batch gives the same bits.
 TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
   SKIP_WITHOUT_GPU();
   const std::string dir = testing::ScratchDir("gpu_fp8_cache");

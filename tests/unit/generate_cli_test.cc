@@ -190,6 +190,45 @@ TEST_F(GenerateCliTest, UsageErrorsAndUnknownModel) {
 // A DeepSeek-V4.1 model dir from `init-model --preset v41-tiny-dspark` runs through the same
 // commands: generate (seeded output reproducible, n-gram and DSpark speculation giving the same
 // output, MTP refused naming DSpark) and logits (every schedule the same logits).
+// --kv-cache-dtype fp8 end to end on the CPU: generate runs (the packed state in the engine's
+// pages), MTP speculation (rollback over packed rows) gives the same ids, and `logits` under two
+// schedules the same bits; the float32 ids come from another forward (they may differ).
+TEST_F(GenerateCliTest, Fp8KvCacheGeneratesAndLogitsAreScheduleInvariant) {
+  const std::string args = "--model " + *model_ +
+                           " --prompt-ids 5,17,200,9,5,17,200,9,5,17,33 --max-tokens 12 --seed 4 "
+                           "--temperature 0.8 --threads 2 --quiet --kv-cache-dtype fp8";
+  const Result a = Generate(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto ids = Lines(a.out).at(0)["choices"][0]["ids"];
+  EXPECT_EQ(ids.size(), 12u);
+  const Result mtp = Generate(args + " --speculative-method mtp --num-speculative-tokens 2");
+  ASSERT_EQ(mtp.exit_code, 0) << mtp.err;
+  EXPECT_EQ(Lines(mtp.out).at(0)["choices"][0]["ids"], ids);
+
+  const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
+  const std::string dir = testing::ScratchDir("generate_cli_fp8");
+  testing::WriteFile(dir + "/ids.json",
+                     R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]})");
+  std::vector<std::vector<float>> logits;
+  for (const std::string schedule :
+       {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8 --chunks 7,2", "--kv-cache-dtype float32"}) {
+    const std::string out = dir + "/logits.npy";
+    ASSERT_EQ(std::system(("timeout 120 " + bin + " logits --threads 2 --model " + *model_ +
+                           " --ids-file " + dir + "/ids.json --out " + out + " " + schedule)
+                              .c_str()),
+              0)
+        << schedule;
+    auto npy = io::ReadNpyF32(out);
+    ASSERT_TRUE(npy.ok()) << npy.status().ToString();
+    logits.push_back(npy->data);
+  }
+  EXPECT_EQ(logits[0], logits[1]) << "fp8: whole prompt vs chunks 7, 2, then decode";
+  EXPECT_NE(logits[0], logits[2]) << "fp8 rounds (the index keys at least) where float32 does not";
+  const Result bad = Generate("--model " + *model_ + " --prompt-ids 1,2 --kv-cache-dtype bf16");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("expected auto, float32 or fp8"), std::string::npos) << bad.err;
+}
+
 TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
   const std::string dir = testing::ScratchDir("generate_cli_v41");
