@@ -351,7 +351,8 @@ TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
   };
   for (const QShape& qs : {QShape{64, 128, 64}, QShape{4, 64, 64}, QShape{12, 32, 16}}) {
     const int n = 9;
-    const std::vector<float> q = testing::RandomVector(static_cast<size_t>(n) * qs.heads * qs.dim, 31);
+    const std::vector<float> q =
+        testing::RandomVector(static_cast<size_t>(n) * qs.heads * qs.dim, 31);
     std::vector<int32_t> pos(n);
     for (int t = 0; t < n; ++t) pos[t] = 3 + 97 * t;
     const std::vector<float> inv = InvFreq(qs.rope);
@@ -374,7 +375,8 @@ TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
       for (int h = 0; h < qs.heads; ++h) model::HadamardRotate(row + h * qs.dim, qs.dim);
     }
     want = pre;
-    for (int r = 0; r < n * qs.heads; ++r) model::Fp4BlockSim(want.data() + r * qs.dim, qs.dim, 32, false);
+    for (int r = 0; r < n * qs.heads; ++r)
+      model::Fp4BlockSim(want.data() + r * qs.dim, qs.dim, 32, false);
     ExpectFp4Close(got, want, pre, qs.dim, 32, false, "index queries");
   }
   for (int dim : {512, 192}) {

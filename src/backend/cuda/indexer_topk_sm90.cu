@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kRoundThreads) IndexQueryRoundKernel(IndexQuer
     RotateWith(v[0], v[1], cs[j][0], cs[j][1], false);
   }
   __syncthreads();
-  FqHadamardRows(qs, H, Dh);  // (synchronizes)
+  FqHadamardRows(qs, H, Dh);                // (synchronizes)
   if (p.fp4_block == 32 && Dh % 32 == 0) {  // a warp per block, each lane one value
     const int lane = threadIdx.x % 32;
     for (int b = threadIdx.x / 32; b * 32 < H * Dh; b += blockDim.x / 32) {
@@ -373,8 +373,8 @@ __global__ void __launch_bounds__(kRoundThreads) IndexQueryRoundKernel(IndexQuer
 }  // namespace
 
 Status IndexQueryRoundParams::Validate() const {
-  if (heads < 1 || head_dim < 1 || head_dim > 2048 || rope_dim % 2 != 0 ||
-      rope_dim > head_dim || rope_dim / 2 > kMaxRopeHalf || fp4_block < 0) {
+  if (heads < 1 || head_dim < 1 || head_dim > 2048 || rope_dim % 2 != 0 || rope_dim > head_dim ||
+      rope_dim / 2 > kMaxRopeHalf || fp4_block < 0) {
     return Unimplemented("indexer query rounding: " + std::to_string(heads) + " heads of " +
                          std::to_string(head_dim) + ", rope_dim " + std::to_string(rope_dim) +
                          " (head_dim at most 2,048, rope_dim even and at most " +
@@ -388,8 +388,8 @@ void LaunchIndexQueryRound(const IndexQueryRoundParams& p, StreamHandle stream) 
   DSINFER_CHECK_PARAMS(p);
   const size_t smem = static_cast<size_t>(std::min(p.heads, kRoundHeads)) * p.head_dim * 4;
   const unsigned groups = static_cast<unsigned>((p.heads + kRoundHeads - 1) / kRoundHeads);
-  LaunchKernel(IndexQueryRoundKernel, dim3(static_cast<unsigned>(p.n), groups),
-               dim3(kRoundThreads), smem, stream, p);
+  LaunchKernel(IndexQueryRoundKernel, dim3(static_cast<unsigned>(p.n), groups), dim3(kRoundThreads),
+               smem, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -112,8 +112,13 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       Linear(w.idx_wq_b, cq, qlr, n, qi, IH * Id, cqq);  // its RoPE: in the scoring kernel
       if (Fp8Cache()) {  // or here, with the FP8 cache's Hadamard + FP4 rounding after it
         gpu::IndexQueryRoundParams qr;
-        qr.q = qi; qr.n = n; qr.heads = static_cast<int>(IH); qr.head_dim = static_cast<int>(Id);
-        qr.rope_dim = c.rope_head_dim; qr.inv_freq = inv_compress; qr.pos = Meta(n).pos;
+        qr.q = qi;
+        qr.n = n;
+        qr.heads = static_cast<int>(IH);
+        qr.head_dim = static_cast<int>(Id);
+        qr.rope_dim = c.rope_head_dim;
+        qr.inv_freq = inv_compress;
+        qr.pos = Meta(n).pos;
         gpu::LaunchIndexQueryRound(qr, cur_stream());
       }
       WaitCheckpoint(0, cur_stream());                   // the head weights
@@ -307,7 +312,8 @@ void CudaModel::Impl::AllocateActivations() {
     o_q = Alloc<uint16_t>(R * gpu::QuantizedLd(HD));
     o_s = Alloc<float>(R * gpu::QuantizedScales(HD));
   }
-  if (gpu::GetKernelOptions().AttentionTcFor(Fp8Cache())) attn_split = Alloc<float>(kAttnSplitFloats);
+  if (gpu::GetKernelOptions().AttentionTcFor(Fp8Cache()))
+    attn_split = Alloc<float>(kAttnSplitFloats);
   {
     const int64_t R = std::min(T, kMoePrequantRows);
     xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));
