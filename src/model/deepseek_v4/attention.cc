@@ -78,7 +78,8 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   // ---- per request: emit compressed entries, pick entries, attend ----
   std::vector<float> o(static_cast<size_t>(n * H * d));  // [N, H, d]
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  // Rows of packed lists, unpacked once per segment (unquantized rows are read in place).
+  // Rows of packed lists (every index key, HCA's entries: each is read by every query), unpacked
+  // once per segment; unquantized rows are read in place.
   std::vector<float> before, entries, keys_unpacked;
   auto rows_of = [](const EntryList& list, const KvFormat& f, std::vector<float>* buf) {
     const int64_t count = list.count(), width = f.values();
@@ -107,13 +108,8 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
       CompressSegment(ic, iproj.data() + seg.begin * ic.wkv_wgate.rows, seg.start_pos, seg.count,
                       rope.compress, rd, eps, key_format, fp8, &st.index_rows, &st.index_entries);
       key_rows = rows_of(st.index_entries, key_format, &keys_unpacked);
-      if (!key_format.packed()) {  // IndexerTopK takes contiguous rows
-        keys_unpacked.resize(key_rows.size() * static_cast<size_t>(Id));
-        for (size_t e = 0; e < key_rows.size(); ++e)
-          std::copy_n(key_rows[e], Id, keys_unpacked.data() + e * Id);
-      }
     }
-    if (comp) entry_rows = rows_of(st.comp_entries, kv_format, &entries);
+    if (comp && !idx) entry_rows = rows_of(st.comp_entries, kv_format, &entries);  // HCA
     // Window rows before the chunk come from the ring, the chunk's from kv (rounded as stored).
     const int64_t start = seg.start_pos;
     const int64_t first = std::max<int64_t>(0, start - c.sliding_window + 1);
@@ -126,7 +122,7 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
     };
     pool->ParallelFor(seg.count, [&](int64_t b, int64_t e) {
       std::vector<const float*> keys;
-      std::vector<float> logits;
+      std::vector<float> logits, picked;  // picked: [top-k, d] CSA's selected entries, unpacked
       for (int64_t i = b; i < e; ++i) {
         const int64_t t = seg.begin + i, p = start + i;
         keys.clear();
@@ -136,10 +132,17 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
         if (comp) {
           const int64_t visible = (p + 1) / comp->rate;
           if (idx) {
-            for (int32_t ent :
-                 IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH, static_cast<int>(IH),
-                             static_cast<int>(Id), keys_unpacked.data(), visible, c.index_topk)) {
-              keys.push_back(entry_rows[ent]);
+            const std::vector<int32_t> sel =
+                IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH, static_cast<int>(IH),
+                            static_cast<int>(Id), key_rows, visible, c.index_topk);
+            picked.resize(kv_format.packed() ? sel.size() * static_cast<size_t>(d) : 0);
+            for (size_t k = 0; k < sel.size(); ++k) {
+              if (!kv_format.packed()) {
+                keys.push_back(st.comp_entries.Row(sel[k]));
+                continue;
+              }
+              kv_format.Unpack(st.comp_entries.Row(sel[k]), picked.data() + k * d);
+              keys.push_back(picked.data() + k * d);
             }
           } else {
             for (int64_t ent = 0; ent < visible; ++ent) keys.push_back(entry_rows[ent]);

@@ -9,7 +9,8 @@
 namespace dsinfer::model::deepseek_v4 {
 
 std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads,
-                                 int head_dim, const float* keys, int64_t visible, int top_k) {
+                                 int head_dim, const std::vector<const float*>& keys,
+                                 int64_t visible, int top_k) {
   const int64_t k = std::min<int64_t>(top_k, visible);
   std::vector<int32_t> idx(static_cast<size_t>(visible));
   std::iota(idx.begin(), idx.end(), 0);
@@ -19,7 +20,7 @@ std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int 
   for (int64_t w = 0; w < visible; ++w) {
     float s = 0;
     for (int h = 0; h < n_heads; ++h) {
-      const float dot = backend::cpu::Dot(q + h * head_dim, keys + w * head_dim, head_dim);
+      const float dot = backend::cpu::Dot(q + h * head_dim, keys[w], head_dim);
       s += (std::max(dot, 0.0f) * softmax_scale) * head_weights[h];
     }
     score[w] = s;

@@ -11,9 +11,10 @@
 namespace dsinfer::model::deepseek_v4 {
 
 // q: [n_heads, head_dim] (RoPE applied), head_weights: [n_heads] (already scaled by n_heads^-0.5),
-// keys: [>= visible, head_dim] the index keys (unpacked); visible: number of leading entries the
-// query may see.
+// keys: the index keys' rows (>= visible, unpacked); visible: number of leading entries the query
+// may see.
 std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads,
-                                 int head_dim, const float* keys, int64_t visible, int top_k);
+                                 int head_dim, const std::vector<const float*>& keys,
+                                 int64_t visible, int top_k);
 
 }  // namespace dsinfer::model::deepseek_v4
