@@ -276,6 +276,17 @@ const char* KvCacheDtypeName(KvCacheDtype dtype) {
   return "?";
 }
 
+KvCacheDtype ResolveV4KvCacheDtype(KvCacheDtype option) {
+  return option == KvCacheDtype::kAuto ? KvCacheDtype::kFloat32 : option;
+}
+
+Status CheckV41KvCacheDtype(KvCacheDtype option) {
+  if (option != KvCacheDtype::kFloat32) return Status::Ok();
+  return InvalidArgument(
+      "kv cache dtype float32: DeepSeek-V4.1 rounds and stores its cache in FP8 / FP4 (the "
+      "reference's forward does); use auto or fp8");
+}
+
 Status DeepseekV4Config::Validate() const {
   auto bad = [](const std::string& what) { return InvalidArgument("config.json: " + what); };
   if (vocab_size <= 0 || hidden_size <= 0 || num_layers <= 0 || num_heads <= 0 || head_dim <= 0) {

@@ -26,6 +26,10 @@ enum class KvCacheDtype {
 // "auto", "float32" / "fp32", "fp8"; InvalidArgument naming the choices otherwise.
 StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& name);
 const char* KvCacheDtypeName(KvCacheDtype dtype);
+// DeepSeek-V4's dtype for an option (kAuto: kFloat32).
+KvCacheDtype ResolveV4KvCacheDtype(KvCacheDtype option);
+// DeepSeek-V4.1 always rounds and stores its cache in FP8 / FP4: InvalidArgument for kFloat32.
+Status CheckV41KvCacheDtype(KvCacheDtype option);
 
 // YaRN parameters of the "compress" RoPE table (applied only to CSA/HCA layers).
 struct YarnParams {

@@ -17,9 +17,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
                                              const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   DSINFER_ASSIGN_OR_RETURN(m->config_, io::LoadDeepseekV4Config(model_dir));
-  m->config_.kv_cache_dtype = options.kv_cache_dtype == io::KvCacheDtype::kAuto
-                                  ? io::KvCacheDtype::kFloat32
-                                  : options.kv_cache_dtype;
+  m->config_.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*ckpt, m->config_));
   m->rope_ = RopeTables::Build(m->config_);

@@ -87,11 +87,7 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
-  if (options.kv_cache_dtype == io::KvCacheDtype::kFloat32) {
-    return InvalidArgument(
-        "kv cache dtype float32: DeepSeek-V4.1 rounds and stores its cache in FP8 / FP4 (the "
-        "reference's forward does); use auto or fp8");
-  }
+  DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
   DSINFER_ASSIGN_OR_RETURN(auto model,
                            Model::Load(model_dir, {options.num_threads, options.dspark}));
   return AsLanguageModel(std::move(model));

@@ -61,12 +61,6 @@ Status CheckOptions(const CudaModelOptions& o) {
   return Status::Ok();
 }
 
-// DeepSeek-V4's cache dtype (kAuto: kFloat32).
-io::KvCacheDtype ResolveKvCacheDtype(const CudaModelOptions& o) {
-  return o.kv_cache_dtype == io::KvCacheDtype::kAuto ? io::KvCacheDtype::kFloat32
-                                                     : o.kv_cache_dtype;
-}
-
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_dir,
                                                      const CudaModelOptions& options) {
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
@@ -81,7 +75,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
     return InvalidArgument("the model has no DSpark drafter (DeepSeek-V4.1's)");
   }
   DSINFER_ASSIGN_OR_RETURN(impl->c, io::LoadDeepseekV4Config(model_dir));
-  impl->c.kv_cache_dtype = ResolveKvCacheDtype(options);
+  impl->c.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
   DSINFER_RETURN_IF_ERROR(CheckSupported(impl->c));
   impl->opt = options;
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
@@ -128,7 +122,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   }
   auto impl = std::make_unique<Impl>();
   impl->c = config;
-  impl->c.kv_cache_dtype = ResolveKvCacheDtype(options);
+  impl->c.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
   impl->opt = options;
   RandomBuilder rb(impl.get(), seed);
   rb.EmbedHeadNorm(config.tie_word_embeddings);

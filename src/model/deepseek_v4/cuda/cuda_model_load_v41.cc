@@ -294,21 +294,13 @@ void RandomDSpark(CudaModel::Impl* m, uint64_t seed) {
 
 }  // namespace
 
-// DeepSeek-V4.1's cache is always FP8 / FP4, rounded as its reference rounds it.
-Status CheckV41KvCacheDtype(const CudaModelOptions& o) {
-  if (o.kv_cache_dtype != io::KvCacheDtype::kFloat32) return Status::Ok();
-  return InvalidArgument(
-      "kv cache dtype float32: DeepSeek-V4.1 rounds and stores its cache in FP8 / FP4 (the "
-      "reference's forward does); use auto or fp8");
-}
-
 Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
                CudaModel::Impl* impl) {
   auto v = std::make_unique<V41Parts>();
   DSINFER_ASSIGN_OR_RETURN(v->c, io::LoadDeepseekV41Config(model_dir));
   const io::DeepseekV41Config& c = v->c;
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(c));
-  DSINFER_RETURN_IF_ERROR(CheckV41KvCacheDtype(options));
+  DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
@@ -366,7 +358,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(config));
-  DSINFER_RETURN_IF_ERROR(CheckV41KvCacheDtype(options));
+  DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
