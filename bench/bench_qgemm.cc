@@ -8,9 +8,14 @@
 // the dense f16 / bf16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma /
 // mma.sync on exact e4m3 / e2m1 values; the bf16 linear issues three mma per product, so its
 // ratio is to a third of it), and which kernel ran (the launch counters).
+// `--prequant` hands the FP8 / FP4 linears their rows quantized beforehand (as the model does at
+// decode sizes: the act_quant pass then runs outside the timed launch), and every line reports
+// the weight bytes a launch reads (routed experts: the experts with a row) as GB/s, the figure
+// that bounds decode sizes.
 //   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
-//               [--bf16-tile auto|few|many] [--only NAME]
+//               [--bf16-tile auto|few|many] [--only NAME] [--prequant]
 //   ->  one JSON line per shape
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -67,7 +72,7 @@ int main(int argc, char** argv) {
   }
   int64_t m = 8192;
   std::string only;
-  bool bf16_tc = true;
+  bool bf16_tc = true, prequant = false;
   gpu::Bf16TcTile tile = gpu::Bf16TcTile::kAuto;
   gpu::KernelOptions ko;
   for (int i = 1; i < argc; ++i) {
@@ -77,6 +82,8 @@ int main(int argc, char** argv) {
       m = std::atoll(argv[++i]);
     } else if (a == "--only" && has_value) {
       only = argv[++i];
+    } else if (a == "--prequant") {
+      prequant = true;
     } else if (a == "--qgemm-mma" && has_value) {
       const std::string v = argv[++i];
       if (v != "wgmma" && v != "sync") {
@@ -139,14 +146,21 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < m; ++i)
     for (int j = 0; j < kTopK; ++j)
       by_expert[(i + 43 * j) % kExperts].push_back(static_cast<int32_t>(i * kTopK + j));
-  std::vector<int32_t> act(kExperts), off(kExperts + 1), pairs;
+  // Slots list the experts with rows, as the router's grouping does (an empty expert's weights
+  // are not read).
+  std::vector<int32_t> act, off, pairs;
   for (int e = 0; e < kExperts; ++e) {
-    act[e] = e;
-    off[e] = static_cast<int32_t>(pairs.size());
+    if (by_expert[e].empty()) continue;
+    act.push_back(e);
+    off.push_back(static_cast<int32_t>(pairs.size()));
     pairs.insert(pairs.end(), by_expert[e].begin(), by_expert[e].end());
   }
-  off[kExperts] = static_cast<int32_t>(pairs.size());
-  const int32_t nact = kExperts;
+  off.push_back(static_cast<int32_t>(pairs.size()));
+  act.resize(kExperts, 0);
+  off.resize(kExperts + 1, off.back());
+  const int32_t nact = static_cast<int32_t>(std::count_if(
+      by_expert.begin(), by_expert.end(), [](const auto& v) { return !v.empty(); }));
+  const int64_t active_experts = nact;
   gpu::DeviceBuffer d_act = Upload(act.data(), act.size() * 4),
                     d_off = Upload(off.data(), off.size() * 4),
                     d_pairs = Upload(pairs.data(), pairs.size() * 4), d_nact = Upload(&nact, 4);
@@ -173,6 +187,16 @@ int main(int argc, char** argv) {
       f.count = x_rows * xk;
       f.seed = 7;
       gpu::LaunchRandomFill(f, st.get());
+    }
+    // --prequant: the rows quantized once, outside the timed launch (xq: natural order, as the
+    // model's decode-size pre-pass; the tiled GEMM restages them itself).
+    gpu::QuantizedRows xq;
+    gpu::DeviceBuffer pq, ps;
+    if (prequant && s.format != WeightFormat::kBf16) {
+      pq = gpu::DeviceBuffer(static_cast<size_t>(x_rows * gpu::QuantizedLd(xk) * 2));
+      ps = gpu::DeviceBuffer(static_cast<size_t>(x_rows * gpu::QuantizedScales(xk) * 4));
+      xq = gpu::LaunchActQuantRows(x.as<float>(), xk, x_rows, xk, pq.as<uint16_t>(),
+                                   ps.as<float>(), st.get());
     }
     gpu::ActQuantScratch scratch;
     scratch.q = aq.as<uint8_t>();
@@ -228,8 +252,9 @@ int main(int argc, char** argv) {
         p.num_active = d_nact.as<int32_t>();
         p.offsets = d_off.as<int32_t>();
         p.pairs = d_pairs.as<int32_t>();
-        p.max_slots = kExperts;
+        p.max_slots = static_cast<int>(std::min<int64_t>(kExperts, P));
         p.total_pairs = P;
+        p.xq = xq;
         if (s.swiglu) {
           gpu::LaunchExpertLinearSwiglu(p, tables[2].as<const void*>(), tables[3].as<const void*>(),
                                         u.as<float>(), 7.0f, st.get());
@@ -248,6 +273,7 @@ int main(int argc, char** argv) {
       p.m = m;
       p.y = y.as<float>();
       p.ldy = s.n;
+      p.xq = xq;
       if (s.groups > 0) {
         p.x_group_rows = s.n / s.groups;
         p.x_group_stride = s.k;
@@ -276,13 +302,19 @@ int main(int argc, char** argv) {
     const double flop = 2.0 * static_cast<double>(y_rows) * s.n * s.k * (s.swiglu ? 2 : 1);
     const double tflops = flop / (us * 1e-6) / 1e12;
     const double peak = kTensorPeakTflops / (tc ? 3.0 : 1.0);
+    // Weight bytes read: each matrix once (routed experts: those with a row).
+    const dsinfer::bench::WeightBytes wb = dsinfer::bench::GpuWeightBytes(s.format, s.n, s.k);
+    const double wbytes = static_cast<double>(wb.data + wb.scale) * (s.swiglu ? 2 : 1) *
+                          static_cast<double>(s.experts ? active_experts : 1);
     std::printf(
         "{\"bench\": \"qgemm\", \"shape\": \"%s\", \"rows\": %lld, \"n\": %lld, \"k\": "
         "%lld, \"kernel\": \"%s\", \"us\": %.1f, \"tflop\": %.3f, \"tflops\": %.1f, "
-        "\"ratio_to_peak\": %.2f, \"k_slices\": %d}\n",
+        "\"ratio_to_peak\": %.2f, \"k_slices\": %d, \"weight_gb\": %.3f, \"weight_gbps\": %.0f, "
+        "\"prequant\": %s}\n",
         s.name, static_cast<long long>(y_rows), static_cast<long long>(s.n),
         static_cast<long long>(s.k), kernel, us, flop / 1e12, tflops, peak / tflops,
-        tc ? gpu::Bf16TcSlices(s.n, s.k) : 0);
+        tc ? gpu::Bf16TcSlices(s.n, s.k) : 0, wbytes / 1e9, wbytes / (us * 1e-6) / 1e9,
+        xq.q != nullptr ? "true" : "false");
     gpu::CheckLastError("bench_qgemm");
   }
   return 0;
