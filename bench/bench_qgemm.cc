@@ -14,6 +14,7 @@
 // that bounds decode sizes.
 //   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
 //               [--bf16-tile auto|few|many] [--only NAME] [--prequant]
+//               [--qexpert-rows-min-slots N] [--qexpert-rows-stages 2..4]
 //   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (a == "--prequant") {
       prequant = true;
+    } else if (a == "--qexpert-rows-min-slots" && has_value) {
+      ko.qexpert_rows_min_slots = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--qexpert-rows-stages" && has_value) {
+      ko.qexpert_rows_stages = std::max(2, std::min(4, std::atoi(argv[++i])));
     } else if (a == "--qgemm-mma" && has_value) {
       const std::string v = argv[++i];
       if (v != "wgmma" && v != "sync") {
@@ -287,13 +292,15 @@ int main(int argc, char** argv) {
         gpu::LaunchLinear(p, st.get());
       }
     };
-    const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches();
+    const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches(),
+                  rows_before = gpu::QExpertRowsLaunches();
     launch(0);
     st.Synchronize();
     const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
                                                      : tile == gpu::Bf16TcTile::kMany;
     const char* dense = gpu::QGemmWgLaunches() > wg_before   ? "wgmma"
                         : gpu::QGemmLaunches() > sync_before ? "sync"
+                        : gpu::QExpertRowsLaunches() > rows_before ? "expert_rows"
                         : s.format == WeightFormat::kBf16    ? "cuda_cores"
                                                              : "decode";
     const char* kernel = !tc ? dense : many ? "bf16_tc_many" : "bf16_tc_few";

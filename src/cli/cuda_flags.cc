@@ -18,6 +18,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qgemm-expert-min-rows",
        "routed experts with at least this many rows per expert take the tiled GEMM (the same bits; "
        "default 32; 0: off)"},
+      {"qexpert-rows-min-slots",
+       "routed FP4 experts at few rows per expert over at least this many expert slots take the "
+       "row-tile kernel (the same bits; default 64; 0: off)"},
       {"qgemm-mma",
        "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
        "same bits either way (default: wgmma)"},
@@ -76,6 +79,12 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       k.qgemm_expert_min_rows,
       flags.GetInt("qgemm-expert-min-rows", backend::cuda::KernelOptions{}.qgemm_expert_min_rows));
   if (k.qgemm_expert_min_rows < 0) return InvalidArgument("--qgemm-expert-min-rows must be >= 0");
+  DSINFER_ASSIGN_OR_RETURN(
+      int64_t rows_slots,
+      flags.GetInt("qexpert-rows-min-slots", backend::cuda::KernelOptions{}.qexpert_rows_min_slots));
+  if (rows_slots < 0 || rows_slots > (int64_t{1} << 20))
+    return InvalidArgument("--qexpert-rows-min-slots must be in [0, 2^20]");
+  k.qexpert_rows_min_slots = static_cast<int>(rows_slots);
   if (auto m = flags.Get("qgemm-mma")) {
     if (*m != "wgmma" && *m != "sync")
       return InvalidArgument("--qgemm-mma takes wgmma or sync, not \"" + *m + "\"");

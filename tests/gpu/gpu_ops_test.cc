@@ -648,11 +648,12 @@ struct TestExperts {
 
 // Routed experts (FP8 and FP4, one matrix and the fused SwiGLU pair): the grouped launch (pairs
 // routed to 5 experts, read through the pair list) gives the bits of each expert as a dense linear
-// over 13 rows, the same with its rows quantized by the caller, and matches the CPU; the second
-// routing gives expert 0 five tokens.
+// over 13 rows or more, the same with its rows quantized by the caller (FP4 there: the row-tile
+// kernel where KernelOptions::qexpert_rows_min_slots lets it run; checked), and matches the CPU;
+// the second routing gives expert 0 five tokens, the third 21 (three token tiles).
 TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   SKIP_WITHOUT_GPU();
-  for (const int T : {3, 5})
+  for (const int T : {3, 5, 21})
   for (const Case cs :
        {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
         Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
@@ -668,7 +669,8 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
         for (int j = 0; j < K; ++j)
           by_expert[T == 3 ? (i + 2 * j) % E : (j == 0 ? 0 : 1 + i % 4)].push_back(i * K + j);
       const TestExperts ex(cs, by_expert, P, 100);
-      const int64_t rows = 13;  // dense reference rows: the T tokens, repeated
+      // Dense reference rows: the T tokens, repeated (row tok + T is token tok).
+      const int64_t rows = std::max(13, 2 * T + 3);
       auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
       for (int64_t r = T; r < rows; ++r)
         std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
@@ -685,7 +687,12 @@ TEST(LinearTest, ExpertsMatchDenseBitForBit) {
                                 s.get());
       p.x = nullptr;
       Memset(p.y, 0xff, P * cs.n * 4, s.get());
+      const int64_t rows_before = QExpertRowsLaunches();
       ex.Launch(p, dual, u, s.get());
+      const int min_slots = GetKernelOptions().qexpert_rows_min_slots;
+      if (cs.format == WeightFormat::kFp4 && !dual && min_slots > 0 && p.max_slots >= min_slots) {
+        EXPECT_GT(QExpertRowsLaunches(), rows_before) << name << " row-tile kernel";
+      }
       CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
       s.Synchronize();
       EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4))

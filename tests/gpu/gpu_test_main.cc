@@ -4,6 +4,7 @@
 // --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 512),
 // --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
 // --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; default wgmma; the same bits),
+// --qexpert-rows-min-slots=N (routed FP4 experts' row-tile kernel from N expert slots; 0: off),
 // --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows),
 // --attention-tc (sparse attention on the tensor cores: other bits than the CUDA-core kernel, but
 // batch-invariant, so the tests' prefill = decode checks hold with it as well).
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
       k.qgemm_min_rows = std::atoll(a.c_str() + 17);
     } else if (a.rfind("--qgemm-expert-min-rows=", 0) == 0) {
       k.qgemm_expert_min_rows = std::atoll(a.c_str() + 24);
+    } else if (a.rfind("--qexpert-rows-min-slots=", 0) == 0) {
+      k.qexpert_rows_min_slots = std::atoi(a.c_str() + 25);
     } else if (a.rfind("--attention-heads-per-block=", 0) == 0) {
       k.attention_heads_per_block = std::atoi(a.c_str() + 28);
     } else if (a == "--qgemm-mma=wgmma" || a == "--qgemm-mma=sync") {

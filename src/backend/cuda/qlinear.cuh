@@ -67,6 +67,8 @@ void LaunchQGemm(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint, i
                  StreamHandle stream);
 // Launches of the tiled GEMM so far in this process (tests check that it ran).
 int64_t QGemmLaunches();
+// Launches of the routed FP4 experts' row-tile kernel (QExpertRowsKernel; tests check it ran).
+int64_t QExpertRowsLaunches();
 
 // The same GEMM on warpgroup MMA (qgemm_wg_sm90.cu, KernelOptions::qgemm_wgmma): the same bits,
 // with a.xq in the staged order of WgOrder(fp4) (LaunchQLinear's pre-pass writes it, or

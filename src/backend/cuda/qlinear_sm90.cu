@@ -15,6 +15,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <type_traits>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
@@ -37,6 +39,7 @@ using namespace qcore;
 constexpr int kMaxWarps = 16;
 constexpr int kInKernelMaxTile = 16;  // token tiles up to this many rows quantize in the kernel
 constexpr int kExpertWarps = 4;       // routed experts' warps per block (DecodeWarps)
+constexpr int kRowWarps = 4;          // QExpertRowsKernel: 16-row tiles (warps) per block
 
 __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
   PdlTrigger();
@@ -382,6 +385,163 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
   }
 }
 
+// Routed FP4 experts at decode sizes (up to 8 rows per token tile, the rows quantized by the
+// caller): a warp per 16-row tile over all of k, kRowWarps tiles a block, instead of
+// QLinearKernel's warps over the k slices of one tile. The block's warps read each activation row
+// from L2 once and then from L1 (QLinearKernel read it once per 16 weight rows: at 3 tokens per
+// expert that was 40% more L2 traffic than the weights for w1 + w3, 75% for w2, and the kernel
+// was bound by L2, docs/perf.md), there is no block-wide reduction, and each lane streams its own
+// bytes of the weight slices through a ring of kStages slices in shared memory (cp.async; a lane
+// reads back only what it copied, so no barrier). A slice is computed by PairMma from zeroed
+// acc / blk, and the slices' sums are added in slice order, as QLinearKernel adds them: the same
+// bits.
+template <int kD, int kStages>
+__global__ void __launch_bounds__(kRowWarps * 32) QExpertRowsKernel(QLinearArgs p) {
+  using C = QCfg<true, kD>;
+  constexpr int kP = C::kP, kKs = C::kKs;
+  static_assert(C::kAw == 1, "FP4: one uint4 of A per pair and weight");
+  PdlTrigger();
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // The warp's ring: [stage][d][pair] one uint4 of A per lane, then the same of scale words.
+  constexpr int kRing = kStages * kD * kP * 32;
+  uint4* ring_a = reinterpret_cast<uint4*>(smem) + warp * kRing + lane;
+  uint32_t* ring_s =
+      reinterpret_cast<uint32_t*>(reinterpret_cast<uint4*>(smem) + kRowWarps * kRing) +
+      warp * kRing + lane;
+  PdlWait();
+  const int slot = blockIdx.y;  // < max_slots <= experts: the reads below stay in their arrays
+  const int nact = *p.num_active, e = p.active[slot];
+  const int64_t begin = p.offsets[slot], count = p.offsets[slot + 1] - begin;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kRowWarps + warp) * 16;
+  if (slot >= nact || row0 >= p.n) return;  // FP4: n is a multiple of 16
+  const int nslices = static_cast<int>((p.k + kKs - 1) / kKs);
+  auto slice_pairs = [&](int sl) {
+    const int64_t rest = p.k - static_cast<int64_t>(sl) * kKs;
+    return static_cast<int>((rest > kKs ? kKs : rest) / 64);
+  };
+  // The lane's bytes of the tile (TileFp4ForMma: 512 bytes a pair; TileFp4ScalesForMma: 32).
+  const uint8_t* wbase[kD];
+  const uint8_t* sbase[kD];
+#pragma unroll
+  for (int d = 0; d < kD; ++d) {
+    wbase[d] = static_cast<const uint8_t*>(p.ew[d][e]) + (row0 >> 4) * (p.k >> 6) * 512 + lane * 16;
+    sbase[d] = static_cast<const uint8_t*>(p.es[d][e]) + (row0 >> 4) * (p.k >> 6) * 32 + 4 * g;
+  }
+  // Steps: this block's token tiles (z, z + gridDim.z, ...) x the slices, in that order.
+  const int64_t tiles = (count + 7) / 8;
+  const int64_t my_tiles =
+      blockIdx.z < tiles ? (tiles - blockIdx.z + gridDim.z - 1) / gridDim.z : 0;
+  const int64_t steps = my_tiles * nslices;
+  auto load = [&](int stage, int sl) {
+    const int np = slice_pairs(sl);
+#pragma unroll
+    for (int d = 0; d < kD; ++d) {
+#pragma unroll
+      for (int pp = 0; pp < kP; ++pp) {
+        const bool ok = pp < np;
+        const int64_t pair = static_cast<int64_t>(sl) * kP + (ok ? pp : 0);
+        const int i = ((stage * kD + d) * kP + pp) * 32;
+        CpAsync16(ring_a + i, wbase[d] + pair * 512, ok);
+        CpAsync4(ring_s + i, sbase[d] + pair * 32, ok);
+      }
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load(s, s % nslices);
+    CpAsyncCommit();
+  }
+  float tot[kD][4];
+  int64_t m0 = 0;
+  int ntok = 0;
+  BSrc<1> bs;
+  int32_t qrow = -1, srow[2] = {-1, -1};
+  for (int64_t step = 0; step < steps; ++step) {
+    CpAsyncWait<kStages - 2>();  // this lane's copies of the step's stage have landed
+    {
+      // The stage read in the previous step is free (only this lane read it): refill it.
+      const int64_t next = step + kStages - 1;
+      if (next < steps) load(static_cast<int>(next % kStages), static_cast<int>(next % nslices));
+      CpAsyncCommit();
+    }
+    const int sl = static_cast<int>(step % nslices);
+    if (sl == 0) {  // a new token tile
+      m0 = (blockIdx.z + (step / nslices) * gridDim.z) * 8;
+      ntok = static_cast<int>(count - m0 < 8 ? count - m0 : 8);
+      auto row = [&](int local) -> int32_t {
+        return local < ntok ? p.pairs[begin + m0 + local] / p.x_row_div : -1;
+      };
+      qrow = row(g);
+      srow[0] = row(2 * t);
+      srow[1] = row(2 * t + 1);
+    }
+    const int npairs = slice_pairs(sl);
+    const int64_t k0 = static_cast<int64_t>(sl) * kKs;
+    bs.qbase = p.xq + k0;
+    bs.sbase = p.xs + k0 / kQb;
+    bs.qoff[0] = qrow >= 0 ? static_cast<int32_t>(qrow * p.ldq) : -1;
+    bs.soff[0][0] = srow[0] >= 0 ? static_cast<int32_t>(srow[0] * p.lds) : -1;
+    bs.soff[0][1] = srow[1] >= 0 ? static_cast<int32_t>(srow[1] * p.lds) : -1;
+    const int stage = static_cast<int>(step % kStages);
+    float acc[kD][1][4], blk[kD][1][4];
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[d][0][i] = blk[d][0][i] = 0.0f;
+#pragma unroll
+    for (int pp = 0; pp < kP; ++pp) {
+      if (pp >= npairs) break;  // warp-uniform
+      uint4 aw[kD][1];
+      float sf[kD];
+      uint32_t sb[kD];
+#pragma unroll
+      for (int d = 0; d < kD; ++d) {
+        const int i = ((stage * kD + d) * kP + pp) * 32;
+        aw[d][0] = ring_a[i];
+        sb[d] = ring_s[i];
+        sf[d] = 0.0f;
+      }
+      PairMma<true, 1, kD>(aw, sf, sb, bs, pp, npairs, acc, blk);
+    }
+    // The slices' sums in slice order (QLinearKernel: red[slice 0], then += each later slice).
+#pragma unroll
+    for (int d = 0; d < kD; ++d)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) tot[d][i] = sl == 0 ? acc[d][0][i] : tot[d][i] + acc[d][0][i];
+    if (sl == nslices - 1) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row0 + g + 8 * (i / 2);
+        const int tok = 2 * t + (i % 2);
+        if (tok < ntok) {
+          p.y[static_cast<int64_t>(p.pairs[begin + m0 + tok]) * p.ldy + row] =
+              kD == 2 ? SwigluF(tot[0][i], tot[kD - 1][i], p.limit) : tot[0][i];
+        }
+      }
+    }
+  }
+}
+
+size_t ExpertRowsSmem(bool dual, int stages) {
+  const int d = dual ? 2 : 1;
+  return static_cast<size_t>(kRowWarps) * stages * d * QCfg<true, 1>::kP * 32 * (16 + 4);
+}
+
+template <int kD, int kStages>
+void LaunchExpertRows(const QLinearArgs& a, dim3 grid, StreamHandle stream) {
+  auto kernel = QExpertRowsKernel<kD, kStages>;
+  const size_t smem = ExpertRowsSmem(kD == 2, kStages);
+  static const bool attr_set = [&] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    return true;
+  }();
+  (void)attr_set;
+  LaunchKernel(kernel, grid, dim3(kRowWarps * 32), smem, stream, a);
+  CUDA_CHECK_LAUNCH();
+}
+
 // Host twins of QCfg and of the kernel's shared-memory layout: the slice width and the number of
 // slices of a shape, and the dynamic shared memory of a launch (the in-kernel quantization
 // buffers of `warps` warps, unless the rows come pre-quantized, then the slices' partial sums).
@@ -472,7 +632,11 @@ int DecodeWarps(bool expert, bool dual, int64_t tiles, int slices, bool one_tile
   std::abort();
 }
 
+std::atomic<int64_t> expert_rows_launches{0};
+
 }  // namespace
+
+int64_t QExpertRowsLaunches() { return expert_rows_launches.load(); }
 
 bool QLinearSupports(const WeightRef& w, bool dual, std::string* why) {
   auto fail = [&](const char* s) {
@@ -648,6 +812,20 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       return;
     }
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
+    // Routed FP4 experts over many slots at few rows each: a warp per row tile (the same bits).
+    if (fp4 && expert && !dual && nt == 1 && !tiled && ko.qexpert_rows_min_slots > 0 &&
+        slots >= ko.qexpert_rows_min_slots && a.group_rows == 0 &&
+        x_rows * a.ldq < (int64_t{1} << 31) && x_rows * a.lds < (int64_t{1} << 31)) {
+      const int64_t tiles = std::max<int64_t>(1, (rows_hint + 7) / 8);
+      const dim3 grid(static_cast<unsigned>((tiles_n + kRowWarps - 1) / kRowWarps),
+                      static_cast<unsigned>(slots), static_cast<unsigned>(std::min<int64_t>(tiles, 65535)));
+      const int st = ko.qexpert_rows_stages;
+      st == 2   ? LaunchExpertRows<1, 2>(a, grid, stream)
+      : st == 4 ? LaunchExpertRows<1, 4>(a, grid, stream)
+                : LaunchExpertRows<1, 3>(a, grid, stream);
+      ++expert_rows_launches;
+      return;
+    }
     warps = std::min(slices, rows_hint <= kInKernelMaxTile
                                  ? DecodeWarps(expert, dual, tiles_n, slices, nt == 1)
                                  : kMaxWarps);

@@ -51,6 +51,12 @@ struct KernelOptions {
   // (docs/perf.md, session 24): 8,192-token prefill routed experts 223.8 -> 119.1 ms, the whole
   // prefill 0.739 -> 0.620 s.
   bool qgemm_wgmma = true;
+  // Routed FP4 experts' w2 at decode sizes (rows quantized by the caller, at most 8 expected rows
+  // per expert) over at least this many expert slots take the row-tile kernel (QExpertRowsKernel: a
+  // warp per 16 weight rows over all of k, activations shared through L1; the same bits; 0: off),
+  // its weight ring `qexpert_rows_stages` slices deep (2..4).
+  int qexpert_rows_min_slots = 64;
+  int qexpert_rows_stages = 2;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).

@@ -162,8 +162,8 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   // Decode sizes: the FP8/FP4 expert linears take their inputs quantized once per token (the
   // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
   // of by each of their blocks: the same bits.
-  const bool prequant = n <= kMoePrequantRows && gpu::IsQuantized(w.experts.w1.format);
-  const bool shared_first = prequant && w.has_shared;
+  const bool prequant = n <= kMoeQuantRows && gpu::IsQuantized(w.experts.w1.format);
+  const bool shared_first = prequant && n <= kXnQuantRows && w.has_shared;
   gpu::QuantizedRows xq;
   if (prequant) {
     Branch(0, [&] {
@@ -315,7 +315,7 @@ void CudaModel::Impl::AllocateActivations() {
   if (gpu::GetKernelOptions().AttentionTcFor(Fp8Cache()))
     attn_split = Alloc<float>(kAttnSplitFloats);
   {
-    const int64_t R = std::min(T, kMoePrequantRows);
+    const int64_t R = std::min(T, std::max(kMoeQuantRows, kXnQuantRows));
     xq_buf = Alloc<uint16_t>(R * gpu::QuantizedLd(D));
     xs_buf = Alloc<float>(R * gpu::QuantizedScales(D));
     gq_buf = Alloc<uint16_t>(R * K * gpu::QuantizedLd(I));

@@ -384,11 +384,16 @@ struct CudaModel::Impl {
   // xn's split rows for the compressors' bf16 projections on the tensor cores (TcCompressors).
   uint16_t* xn_split = nullptr;
   // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
-  // token for up to kMoePrequantRows rows, instead of by every block of the expert linears.
-  static constexpr int64_t kMoePrequantRows = 16;
+  // token for up to kMoeQuantRows rows (every decode batch and small prefill chunks: from 1,365
+  // tokens the routed experts take the tiled GEMM, with its own pre-pass) instead of by every
+  // block of the expert linears (each 16 weight rows quantized their tokens again: decode batch
+  // 128's routed experts 14.5 -> 8.x ms, docs/perf.md session 27). The attention's FP8/FP4
+  // projections of x take their rows quantized by the mHC finish (XnQuant) up to kXnQuantRows.
+  static constexpr int64_t kMoeQuantRows = 1024;
+  static constexpr int64_t kXnQuantRows = 16;
   uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
   float *xs_buf = nullptr, *gs_buf = nullptr;
-  // Up to kMoePrequantRows rows: the mHC finish before the attention act_quant's its normalized
+  // Up to kXnQuantRows rows: the mHC finish before the attention act_quant's its normalized
   // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
   // instead of each of their warps quantizing its slice (the same bits; docs/perf.md round 15).
   gpu::QuantizedRows XnQuant() const {
@@ -397,7 +402,7 @@ struct CudaModel::Impl {
     r.s = xs_buf; r.lds = gpu::QuantizedScales(c.hidden_size);
     return r;
   }
-  // Decode sizes with a shared expert: the routed experts wait for the shared expert's w1 + w3
+  // Up to kXnQuantRows rows with a shared expert: the routed experts wait for the shared expert's w1 + w3
   // and its w2 joins before the routed w2 (instead of after it, before the mHC post), so that the
   // shared expert's blocks do not wait for room behind the routed experts' early-resident ones
   // and the mHC post has one predecessor (the old order measured slower: docs/perf.md round 15).
@@ -585,7 +590,7 @@ struct CudaModel::Impl {
   }
   // The mix partials of X for the next HcPre are in `mix` already (written by HcPost).
   bool mix_ready = false;
-  // quant: xn also act_quant'ed into XnQuant() (n <= kMoePrequantRows).
+  // quant: xn also act_quant'ed into XnQuant() (n <= kXnQuantRows).
   // pre_in / pre_out: single-pass mHC (HcPreFinishParams).
   void HcPre(const HcW& w, int64_t n, const float* norm_w, bool quant = false, int trigger = 0,
              const float* pre_in = nullptr, float* pre_out = nullptr) {
@@ -733,7 +738,7 @@ struct CudaModel::Impl {
       BlockV41(w, layer, n, one_per_seq);
       return;
     }
-    const bool attn_q = n <= kMoePrequantRows &&
+    const bool attn_q = n <= kXnQuantRows &&
                         (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
     Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn);

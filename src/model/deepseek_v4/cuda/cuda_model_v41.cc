@@ -17,7 +17,7 @@ void CudaModel::Impl::BlockV41(const BlockW& w, int layer, int64_t n, bool one_p
   }
   if (v.ds) DSparkTap(layer, n);  // the streams entering the layer, after its Engram lookup
   const bool attn_q =
-      n <= kMoePrequantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
+      n <= kXnQuantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
   Mark("hc_pre+norm");
   // The attention collapses with the previous site's pre (the first site: stream 0).
   HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn, layer == 0 ? v.pre_first : v.pre_mix,
