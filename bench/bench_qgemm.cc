@@ -14,7 +14,7 @@
 // that bounds decode sizes.
 //   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
 //               [--bf16-tile auto|few|many] [--only NAME] [--prequant]
-//               [--qexpert-rows-min-slots N] [--qexpert-rows-stages 2..4]
+//               [--qexpert-rows-min-slots N]
 //   ->  one JSON line per shape
 #include <algorithm>
 #include <cstdio>
@@ -87,8 +87,7 @@ int main(int argc, char** argv) {
       prequant = true;
     } else if (a == "--qexpert-rows-min-slots" && has_value) {
       ko.qexpert_rows_min_slots = std::max(0, std::atoi(argv[++i]));
-    } else if (a == "--qexpert-rows-stages" && has_value) {
-      ko.qexpert_rows_stages = std::max(2, std::min(4, std::atoi(argv[++i])));
+
     } else if (a == "--qgemm-mma" && has_value) {
       const std::string v = argv[++i];
       if (v != "wgmma" && v != "sync") {

@@ -385,16 +385,17 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
   }
 }
 
-// Routed FP4 experts at decode sizes (up to 8 rows per token tile, the rows quantized by the
+// Routed FP4 experts' w2 at decode sizes (up to 8 rows per token tile, the rows quantized by the
 // caller): a warp per 16-row tile over all of k, kRowWarps tiles a block, instead of
 // QLinearKernel's warps over the k slices of one tile. The block's warps read each activation row
-// from L2 once and then from L1 (QLinearKernel read it once per 16 weight rows: at 3 tokens per
-// expert that was 40% more L2 traffic than the weights for w1 + w3, 75% for w2, and the kernel
-// was bound by L2, docs/perf.md), there is no block-wide reduction, and each lane streams its own
-// bytes of the weight slices through a ring of kStages slices in shared memory (cp.async; a lane
-// reads back only what it copied, so no barrier). A slice is computed by PairMma from zeroed
-// acc / blk, and the slices' sums are added in slice order, as QLinearKernel adds them: the same
-// bits.
+// from L2 once and then from L1 (QLinearKernel reads it once per 16 weight rows: at 3 tokens per
+// expert 75% more bytes than w2's weights), there is no block-wide reduction, and each lane
+// streams its own bytes of the weight slices through a ring of kStages slices in shared memory
+// (cp.async; a lane reads back only what it copied, so no barrier). A slice is computed by
+// PairMma from zeroed acc / blk, and the slices' sums are added in slice order, as QLinearKernel
+// adds them: the same bits. Measured (docs/perf.md, session 27): w2 6-10% faster from 32 expert
+// slots; the w1 + w3 pair 5-16% slower (it stays on QLinearKernel), and deeper rings slower
+// (fewer resident blocks).
 template <int kD, int kStages>
 __global__ void __launch_bounds__(kRowWarps * 32) QExpertRowsKernel(QLinearArgs p) {
   using C = QCfg<true, kD>;
@@ -523,15 +524,12 @@ __global__ void __launch_bounds__(kRowWarps * 32) QExpertRowsKernel(QLinearArgs 
   }
 }
 
-size_t ExpertRowsSmem(bool dual, int stages) {
-  const int d = dual ? 2 : 1;
-  return static_cast<size_t>(kRowWarps) * stages * d * QCfg<true, 1>::kP * 32 * (16 + 4);
-}
-
-template <int kD, int kStages>
+// w2 (one matrix), a ring of two slices.
 void LaunchExpertRows(const QLinearArgs& a, dim3 grid, StreamHandle stream) {
+  constexpr int kD = 1, kStages = 2;
   auto kernel = QExpertRowsKernel<kD, kStages>;
-  const size_t smem = ExpertRowsSmem(kD == 2, kStages);
+  const size_t smem =
+      static_cast<size_t>(kRowWarps) * kStages * kD * QCfg<true, kD>::kP * 32 * (16 + 4);
   static const bool attr_set = [&] {
     CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -812,17 +810,14 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
       return;
     }
     nt = rows_hint <= 8 ? 1 : rows_hint <= kInKernelMaxTile ? 2 : 4;
-    // Routed FP4 experts over many slots at few rows each: a warp per row tile (the same bits).
+    // Routed FP4 w2 over many slots at few rows each: a warp per row tile (the same bits).
     if (fp4 && expert && !dual && nt == 1 && !tiled && ko.qexpert_rows_min_slots > 0 &&
         slots >= ko.qexpert_rows_min_slots && a.group_rows == 0 &&
         x_rows * a.ldq < (int64_t{1} << 31) && x_rows * a.lds < (int64_t{1} << 31)) {
       const int64_t tiles = std::max<int64_t>(1, (rows_hint + 7) / 8);
       const dim3 grid(static_cast<unsigned>((tiles_n + kRowWarps - 1) / kRowWarps),
                       static_cast<unsigned>(slots), static_cast<unsigned>(std::min<int64_t>(tiles, 65535)));
-      const int st = ko.qexpert_rows_stages;
-      st == 2   ? LaunchExpertRows<1, 2>(a, grid, stream)
-      : st == 4 ? LaunchExpertRows<1, 4>(a, grid, stream)
-                : LaunchExpertRows<1, 3>(a, grid, stream);
+      LaunchExpertRows(a, grid, stream);
       ++expert_rows_launches;
       return;
     }

@@ -42,7 +42,6 @@ void SetKernelOptions(const KernelOptions& options) {
   DSINFER_CHECK_MSG(!g_kernel_options_read.load(), "SetKernelOptions after the first launch");
   DSINFER_CHECK(options.qlinear_warps >= 0 && options.qlinear_warps <= 16);
   DSINFER_CHECK(options.qexpert_rows_min_slots >= 0);
-  DSINFER_CHECK(options.qexpert_rows_stages >= 2 && options.qexpert_rows_stages <= 4);
   MutableKernelOptions() = options;
 }
 

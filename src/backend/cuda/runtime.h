@@ -52,11 +52,11 @@ struct KernelOptions {
   // prefill 0.739 -> 0.620 s.
   bool qgemm_wgmma = true;
   // Routed FP4 experts' w2 at decode sizes (rows quantized by the caller, at most 8 expected rows
-  // per expert) over at least this many expert slots take the row-tile kernel (QExpertRowsKernel: a
-  // warp per 16 weight rows over all of k, activations shared through L1; the same bits; 0: off),
-  // its weight ring `qexpert_rows_stages` slices deep (2..4).
+  // per expert) over at least this many expert slots take the row-tile kernel (QExpertRowsKernel:
+  // a warp per 16 weight rows over all of k, activations shared through L1; the same bits; 0:
+  // off). Measured on an H200 (docs/perf.md, session 27): flash-l8 decode batch 32 / 128 / 256
+  // 8.79 -> 8.45, 19.18 -> 18.81, 31.79 -> 31.21 ms; at 6 slots (batch 1) it loses.
   int qexpert_rows_min_slots = 64;
-  int qexpert_rows_stages = 2;
   // Sparse attention heads per block (1, 2, 4; 0: 4 from attention_group_min_rows rows, else 1).
   // Measured on an H200: 8,192-token prefill attention 386 -> 240 ms, decode batch 128 41.4 ->
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
