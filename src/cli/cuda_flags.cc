@@ -14,7 +14,7 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"qlinear-warps", "warps per FP8/FP4 block for few rows, 1..16 (default: by shape)"},
       {"qgemm-min-rows",
        "dense FP8 linears of at least this many rows take the tiled GEMM (the same bits; default "
-       "512; 0: off)"},
+       "128; 0: off)"},
       {"qgemm-expert-min-rows",
        "routed experts with at least this many rows per expert take the tiled GEMM (the same bits; "
        "default 32; 0: off)"},

@@ -1,7 +1,7 @@
 // main() of the GPU test binaries: gtest's flags, then the kernel-variant choices the variant runs
 // of tests/gpu/CMakeLists.txt set (backend/cuda/runtime.h KernelOptions; every choice must give
 // the same bits): --no-gemv (no decode GEMV), --qlinear-warps=N (warps per FP8/FP4 block),
-// --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 512),
+// --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 128),
 // --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
 // --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; default wgmma; the same bits),
 // --qexpert-rows-min-slots=N (routed FP4 experts' row-tile kernel from N expert slots; 0: off),

@@ -22,7 +22,7 @@
 // weight or the fused w1/w3 pair, activations pre-quantized (act_quant pre-pass: e4m3 values as
 // f16, one scale per 128 columns), grouped dense input when each group spans whole 128-row blocks.
 // Everything else takes QLinearKernel (LaunchQLinear decides). On from KernelOptions::
-// qgemm_min_rows dense rows (`--qgemm-min-rows`, default 512) and qgemm_expert_min_rows rows per
+// qgemm_min_rows dense rows (`--qgemm-min-rows`, default 128) and qgemm_expert_min_rows rows per
 // expert (default 32); tests/gpu's qgemm variants check its bits from 17 / 128 dense rows and one
 // row per expert (passed on an H200, 2026-12-02).
 #include <cuda_fp8.h>

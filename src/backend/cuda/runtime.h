@@ -36,11 +36,12 @@ struct KernelOptions {
   bool gemv_bf16 = true;  // the decode GEMV for bf16 weights
   bool gemv_dual = true;  // the fused SwiGLU pair in the decode GEMV (off: two GEMVs + SwiGLU)
   int qlinear_warps = 0;  // warps per FP8/FP4 block for few rows (1..16); 0: chosen by shape
-  // Dense FP8 linears of at least this many rows take the tiled GEMM (qgemm_sm90.cu; the same
-  // bits as the decode kernel; 0: off). 512: measured on an H200 (docs/perf.md, issue 27), it
-  // gains 7% of a 512-token prefill and 15% of 2,048 and 8,192, while at 128 rows (decode batch
-  // 128) its 128 x 128 tiles leave most SMs idle and it is slower than the decode kernel.
-  int64_t qgemm_min_rows = 512;
+  // Dense FP8 linears of at least this many rows take the tiled GEMM (qgemm_sm90.cu /
+  // qgemm_wg_sm90.cu; the same bits as the decode kernel; 0: off). 128: measured on an H200 with
+  // the warpgroup-MMA kernel (docs/perf.md, session 27): flash-l8 decode batch 256 31.27 -> 28.27
+  // ms, batch 128 18.79 -> 18.46; from 64 rows it loses (batch 64 12.18 -> 13.63 ms: its 128 x
+  // 128 tiles leave most SMs idle). (With session 17's mma.sync kernel the cut was 512.)
+  int64_t qgemm_min_rows = 128;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
   // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
   // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows
