@@ -1333,6 +1333,38 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
     differ += std::memcmp(rp.data(), gp.data() + t * pw, pw * 4) != 0;
   }
   EXPECT_EQ(differ, 0) << "rows (streams or mix partials) whose bits differ from the row alone";
+  // The partials are the defined sums, bit for bit: per block of 64 columns and warp of 32, each
+  // lane's fmaf chain over the four new streams (fn[o] . X_new, then X_new . X_new), the warp's
+  // butterfly (a += shfl_xor(a, 16, 8, 4, 2, 1)), the two warps added in order.
+  int64_t wrong = 0;
+  for (const int64_t t : {int64_t{0}, int64_t{17}, n - 1}) {
+    for (int64_t b = 0; b < slices; ++b) {
+      for (int o = 0; o <= nout; ++o) {
+        float warp_sum[2];
+        for (int wi = 0; wi < 2; ++wi) {
+          float a[32];
+          for (int l = 0; l < 32; ++l) {
+            const int64_t dcol = 64 * b + 32 * wi + l;
+            float v = 0.0f;
+            for (int k = 0; k < hc; ++k) {
+              const float xk = gX[t * K + k * D + dcol];
+              v = std::fma(o < nout ? w.fn[o * K + k * D + dcol] : xk, xk, v);
+            }
+            a[l] = v;
+          }
+          for (int off = 16; off > 0; off >>= 1) {
+            float na[32];
+            for (int l = 0; l < 32; ++l) na[l] = a[l] + a[l ^ off];
+            std::copy(na, na + 32, a);
+          }
+          warp_sum[wi] = a[0];
+        }
+        const float want = warp_sum[0] + warp_sum[1];
+        wrong += std::memcmp(&want, &gp[t * pw + b * (nout + 1) + o], 4) != 0;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "mix partials that are not the defined butterfly sums";
 }
 
 // The grouping of routed pairs by expert, as the serial definition: active experts ascending,

@@ -530,9 +530,36 @@ struct HcPostToken {
 constexpr int kPostMixThreads = 64;
 constexpr int kPostMixTokens = 16;  // tokens per block from kHcPostMixManyRows rows
 
+// One step of WarpTransposedSums: a lane keeps the half of its kOff * 2 values that its lane bit
+// kOff selects, adds its partner's copy of that half (own + partner, as the butterfly's
+// `a += shfl_xor(a, kOff)`) and sends the other half.
+template <int kOff>
+__device__ __forceinline__ void TransposedStep(float (&v)[32], bool upper) {
+#pragma unroll
+  for (int i = 0; i < kOff; ++i) {
+    const float keep = upper ? v[kOff + i] : v[i];
+    const float send = upper ? v[i] : v[kOff + i];
+    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOff);
+  }
+}
+// The warp sums of 32 values per lane (v[o] of every lane), returned in lane o: each sum is the
+// butterfly's (`for off = 16, 8, 4, 2, 1: a += __shfl_xor_sync(a, off)`, whose lanes all end
+// with the same bits), the same additions of the same partial sums, in 31 shuffles instead of
+// 32 x 5. v is clobbered.
+__device__ __forceinline__ float WarpTransposedSums(float (&v)[32]) {
+  const int lane = threadIdx.x % 32;
+  TransposedStep<16>(v, (lane & 16) != 0);
+  TransposedStep<8>(v, (lane & 8) != 0);
+  TransposedStep<4>(v, (lane & 4) != 0);
+  TransposedStep<2>(v, (lane & 2) != 0);
+  TransposedStep<1>(v, (lane & 1) != 0);
+  return v[0];
+}
+
 template <int HC, int kTok>
 __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams p) {
   constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
+  static_assert(kOut + 1 <= 32, "the outputs and the sum of squares: one lane each");
   __shared__ float red[kTok][kW][kOut + 1];
   PdlTrigger();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
@@ -552,24 +579,22 @@ __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams 
     const int64_t t = t0 + i;
     float xn[HC];
     HcPostToken<HC>(p, t).Column(p, t, d, xn);
-    auto reduce = [&](int o, float v) {
+    // The lane's kOut dot products and its sum of squares, then their warp sums (lane o: value
+    // o; a butterfly's bits, WarpTransposedSums).
+    float v[32];
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0) red[i][warp][o] = v;
-    };
+    for (int o = 0; o < 32; ++o) {
+      v[o] = 0.0f;
+      if (o < kOut) {
 #pragma unroll
-    for (int o = 0; o < kOut; ++o) {
-      float v = 0.0f;
+        for (int k = 0; k < HC; ++k) v[o] = fmaf(fw[o][k], xn[k], v[o]);
+      } else if (o == kOut) {
 #pragma unroll
-      for (int k = 0; k < HC; ++k) v = fmaf(fw[o][k], xn[k], v);
-      reduce(o, v);
+        for (int k = 0; k < HC; ++k) v[o] = fmaf(xn[k], xn[k], v[o]);
+      }
     }
-    {
-      float v = 0.0f;
-#pragma unroll
-      for (int k = 0; k < HC; ++k) v = fmaf(xn[k], xn[k], v);
-      reduce(kOut, v);
-    }
+    const float sum = WarpTransposedSums(v);
+    if (lane <= kOut) red[i][warp][lane] = sum;
   }
   __syncthreads();
   for (int j = threadIdx.x; j < ntok * (kOut + 1); j += kPostMixThreads) {
