@@ -557,21 +557,24 @@ __device__ __forceinline__ float WarpTransposedSums(float (&v)[32]) {
 }
 
 template <int HC, int kTok>
-__global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams p) {
+__global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostParams p) {
   constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
   static_assert(kOut + 1 <= 32, "the outputs and the sum of squares: one lane each");
   __shared__ float red[kTok][kW][kOut + 1];
+  // The next mix's weights of the block's columns, [o][k][column] (each thread reads its own
+  // column's: in registers they held the kernel at 219 registers, 8 warps an SM).
+  __shared__ float fws[kOut][HC][kPostMixThreads];
   PdlTrigger();
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int64_t d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  // The next mix's weights of this column (constant data: before the wait).
-  float fw[kOut][HC];
   const int64_t K = HC * p.D;
+  // Constant data: before the wait (each thread its own column, so no barrier).
 #pragma unroll
   for (int o = 0; o < kOut; ++o)
 #pragma unroll
-    for (int k = 0; k < HC; ++k) fw[o][k] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
+    for (int k = 0; k < HC; ++k)
+      fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
   const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
 #pragma unroll 1
@@ -587,7 +590,7 @@ __global__ void __launch_bounds__(kPostMixThreads) HcPostMixKernel(HcPostParams 
       v[o] = 0.0f;
       if (o < kOut) {
 #pragma unroll
-        for (int k = 0; k < HC; ++k) v[o] = fmaf(fw[o][k], xn[k], v[o]);
+        for (int k = 0; k < HC; ++k) v[o] = fmaf(fws[o][k][threadIdx.x], xn[k], v[o]);
       } else if (o == kOut) {
 #pragma unroll
         for (int k = 0; k < HC; ++k) v[o] = fmaf(xn[k], xn[k], v[o]);
