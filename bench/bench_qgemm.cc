@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
   off.push_back(static_cast<int32_t>(pairs.size()));
   act.resize(kExperts, 0);
   off.resize(kExperts + 1, off.back());
-  const int32_t nact = static_cast<int32_t>(std::count_if(
-      by_expert.begin(), by_expert.end(), [](const auto& v) { return !v.empty(); }));
+  const int32_t nact = static_cast<int32_t>(
+      std::count_if(by_expert.begin(), by_expert.end(), [](const auto& v) { return !v.empty(); }));
   const int64_t active_experts = nact;
   gpu::DeviceBuffer d_act = Upload(act.data(), act.size() * 4),
                     d_off = Upload(off.data(), off.size() * 4),
@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
     if (prequant && s.format != WeightFormat::kBf16) {
       pq = gpu::DeviceBuffer(static_cast<size_t>(x_rows * gpu::QuantizedLd(xk) * 2));
       ps = gpu::DeviceBuffer(static_cast<size_t>(x_rows * gpu::QuantizedScales(xk) * 4));
-      xq = gpu::LaunchActQuantRows(x.as<float>(), xk, x_rows, xk, pq.as<uint16_t>(),
-                                   ps.as<float>(), st.get());
+      xq = gpu::LaunchActQuantRows(x.as<float>(), xk, x_rows, xk, pq.as<uint16_t>(), ps.as<float>(),
+                                   st.get());
     }
     gpu::ActQuantScratch scratch;
     scratch.q = aq.as<uint8_t>();
@@ -297,11 +297,11 @@ int main(int argc, char** argv) {
     st.Synchronize();
     const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
                                                      : tile == gpu::Bf16TcTile::kMany;
-    const char* dense = gpu::QGemmWgLaunches() > wg_before   ? "wgmma"
-                        : gpu::QGemmLaunches() > sync_before ? "sync"
+    const char* dense = gpu::QGemmWgLaunches() > wg_before         ? "wgmma"
+                        : gpu::QGemmLaunches() > sync_before       ? "sync"
                         : gpu::QExpertRowsLaunches() > rows_before ? "expert_rows"
-                        : s.format == WeightFormat::kBf16    ? "cuda_cores"
-                                                             : "decode";
+                        : s.format == WeightFormat::kBf16          ? "cuda_cores"
+                                                                   : "decode";
     const char* kernel = !tc ? dense : many ? "bf16_tc_many" : "bf16_tc_few";
     const double us = MedianGraphUs(launch, 5, st.get());
     // FLOPs: 2 per multiply-add; each output row of a grouped input reads k columns.

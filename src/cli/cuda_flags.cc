@@ -79,9 +79,9 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       k.qgemm_expert_min_rows,
       flags.GetInt("qgemm-expert-min-rows", backend::cuda::KernelOptions{}.qgemm_expert_min_rows));
   if (k.qgemm_expert_min_rows < 0) return InvalidArgument("--qgemm-expert-min-rows must be >= 0");
-  DSINFER_ASSIGN_OR_RETURN(
-      int64_t rows_slots,
-      flags.GetInt("qexpert-rows-min-slots", backend::cuda::KernelOptions{}.qexpert_rows_min_slots));
+  DSINFER_ASSIGN_OR_RETURN(int64_t rows_slots,
+                           flags.GetInt("qexpert-rows-min-slots",
+                                        backend::cuda::KernelOptions{}.qexpert_rows_min_slots));
   if (rows_slots < 0 || rows_slots > (int64_t{1} << 20))
     return InvalidArgument("--qexpert-rows-min-slots must be in [0, 2^20]");
   k.qexpert_rows_min_slots = static_cast<int>(rows_slots);

@@ -654,87 +654,87 @@ struct TestExperts {
 TEST(LinearTest, ExpertsMatchDenseBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const int T : {3, 5, 21})
-  for (const Case cs :
-       {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
-        Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
-    for (const bool dual : {false, true}) {
-      const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
-                               " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
-                               (dual ? " swiglu" : "") + " tokens " + std::to_string(T);
-      const int E = 5, K = 2, P = T * K;
-      // T = 3: token i routes to experts i % E and (i + 2) % E (pair i * K + j); T = 5: to expert 0
-      // and 1 + i % 4. Slots in expert order.
-      std::vector<std::vector<int32_t>> by_expert(E);
-      for (int i = 0; i < T; ++i)
-        for (int j = 0; j < K; ++j)
-          by_expert[T == 3 ? (i + 2 * j) % E : (j == 0 ? 0 : 1 + i % 4)].push_back(i * K + j);
-      const TestExperts ex(cs, by_expert, P, 100);
-      // Dense reference rows: the T tokens, repeated (row tok + T is token tok).
-      const int64_t rows = std::max(13, 2 * T + 3);
-      auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
-      for (int64_t r = T; r < rows; ++r)
-        std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
-      DeviceBuffer xd = Upload(x), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
-      Stream s;
-      ExpertLinearParams p = ex.Params(xd, K, y1.as<float>());
-      Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
-      ex.Launch(p, dual, u, s.get());
-      std::vector<float> got(P * cs.n), pre(P * cs.n);
-      CopyToHost(got.data(), p.y, got.size() * 4, s.get());
-      // The same launch with the rows quantized by the caller (LaunchActQuantRows).
-      DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
-      p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
-                                s.get());
-      p.x = nullptr;
-      Memset(p.y, 0xff, P * cs.n * 4, s.get());
-      const int64_t rows_before = QExpertRowsLaunches();
-      ex.Launch(p, dual, u, s.get());
-      const int min_slots = GetKernelOptions().qexpert_rows_min_slots;
-      if (cs.format == WeightFormat::kFp4 && !dual && min_slots > 0 && p.max_slots >= min_slots) {
-        EXPECT_GT(QExpertRowsLaunches(), rows_before) << name << " row-tile kernel";
-      }
-      CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
-      s.Synchronize();
-      EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4))
-          << name << " pre-quantized rows";
-      std::vector<float> want(cs.n), r1(cs.n), r3(cs.n), dense(rows * cs.n);
-      double err = 0;
-      for (int e = 0; e < E; ++e) {
-        if (by_expert[e].empty()) continue;
-        LinearParams d =
-            DenseParams(Case{cs.format, rows, cs.n, cs.k}, ex.hw[e], ex.wd[e], ex.sd[e], xd);
-        d.y = yd.as<float>();
-        if (dual) {
-          WeightRef w3 = d.w;
-          w3.data = ex.wd[E + e].get();
-          w3.scale = ex.sd[E + e].get();
-          LaunchLinearSwiglu(d, w3, u.as<float>(), 0.7f, s.get());
-        } else {
-          LaunchLinear(d, s.get());
+    for (const Case cs :
+         {Case{WeightFormat::kFp4, 0, 512, 4096}, Case{WeightFormat::kFp4, 0, 96, 2048},
+          Case{WeightFormat::kFp8, 0, 200, 1024}, Case{WeightFormat::kFp8, 0, 64, 4096}}) {
+      for (const bool dual : {false, true}) {
+        const std::string name = "format " + std::to_string(static_cast<int>(cs.format)) +
+                                 " n=" + std::to_string(cs.n) + " k=" + std::to_string(cs.k) +
+                                 (dual ? " swiglu" : "") + " tokens " + std::to_string(T);
+        const int E = 5, K = 2, P = T * K;
+        // T = 3: token i routes to experts i % E and (i + 2) % E (pair i * K + j); T = 5: to expert
+        // 0 and 1 + i % 4. Slots in expert order.
+        std::vector<std::vector<int32_t>> by_expert(E);
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < K; ++j)
+            by_expert[T == 3 ? (i + 2 * j) % E : (j == 0 ? 0 : 1 + i % 4)].push_back(i * K + j);
+        const TestExperts ex(cs, by_expert, P, 100);
+        // Dense reference rows: the T tokens, repeated (row tok + T is token tok).
+        const int64_t rows = std::max(13, 2 * T + 3);
+        auto x = testing::RandomVector(static_cast<size_t>(rows * cs.k), 55);
+        for (int64_t r = T; r < rows; ++r)
+          std::copy_n(x.begin() + (r % T) * cs.k, cs.k, x.begin() + r * cs.k);
+        DeviceBuffer xd = Upload(x), y1(P * cs.n * 4), u(rows * cs.n * 4), yd(rows * cs.n * 4);
+        Stream s;
+        ExpertLinearParams p = ex.Params(xd, K, y1.as<float>());
+        Memset(p.y, 0xff, P * cs.n * 4, s.get());  // poison: every pair's row must be written
+        ex.Launch(p, dual, u, s.get());
+        std::vector<float> got(P * cs.n), pre(P * cs.n);
+        CopyToHost(got.data(), p.y, got.size() * 4, s.get());
+        // The same launch with the rows quantized by the caller (LaunchActQuantRows).
+        DeviceBuffer qb(T * QuantizedLd(cs.k) * 2), sb(T * QuantizedScales(cs.k) * 4);
+        p.xq = LaunchActQuantRows(xd.as<float>(), cs.k, T, cs.k, qb.as<uint16_t>(), sb.as<float>(),
+                                  s.get());
+        p.x = nullptr;
+        Memset(p.y, 0xff, P * cs.n * 4, s.get());
+        const int64_t rows_before = QExpertRowsLaunches();
+        ex.Launch(p, dual, u, s.get());
+        const int min_slots = GetKernelOptions().qexpert_rows_min_slots;
+        if (cs.format == WeightFormat::kFp4 && !dual && min_slots > 0 && p.max_slots >= min_slots) {
+          EXPECT_GT(QExpertRowsLaunches(), rows_before) << name << " row-tile kernel";
         }
-        CopyToHost(dense.data(), yd.get(), dense.size() * 4, s.get());
+        CopyToHost(pre.data(), p.y, pre.size() * 4, s.get());
         s.Synchronize();
-        for (const int32_t pr : by_expert[e]) {
-          const int tok = pr / K;
-          EXPECT_EQ(0,
-                    std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
-              << name << " expert " << e << " pair " << pr;
-          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[e].view(), cs.n, r1.data(), nullptr);
-          cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[E + e].view(), cs.n, r3.data(),
-                      nullptr);
-          for (int64_t i = 0; i < cs.n; ++i) {
-            const float gg = std::min(r1[i], 0.7f), uu = std::clamp(r3[i], -0.7f, 0.7f);
-            want[i] = dual ? gg / (1.0f + std::exp(-gg)) * uu : r1[i];
+        EXPECT_EQ(0, std::memcmp(got.data(), pre.data(), got.size() * 4))
+            << name << " pre-quantized rows";
+        std::vector<float> want(cs.n), r1(cs.n), r3(cs.n), dense(rows * cs.n);
+        double err = 0;
+        for (int e = 0; e < E; ++e) {
+          if (by_expert[e].empty()) continue;
+          LinearParams d =
+              DenseParams(Case{cs.format, rows, cs.n, cs.k}, ex.hw[e], ex.wd[e], ex.sd[e], xd);
+          d.y = yd.as<float>();
+          if (dual) {
+            WeightRef w3 = d.w;
+            w3.data = ex.wd[E + e].get();
+            w3.scale = ex.sd[E + e].get();
+            LaunchLinearSwiglu(d, w3, u.as<float>(), 0.7f, s.get());
+          } else {
+            LaunchLinear(d, s.get());
           }
-          err = std::max(
-              err, testing::RelativeError(
-                       std::vector<float>(got.begin() + pr * cs.n, got.begin() + (pr + 1) * cs.n),
-                       want));
+          CopyToHost(dense.data(), yd.get(), dense.size() * 4, s.get());
+          s.Synchronize();
+          for (const int32_t pr : by_expert[e]) {
+            const int tok = pr / K;
+            EXPECT_EQ(
+                0, std::memcmp(got.data() + pr * cs.n, dense.data() + (tok + T) * cs.n, cs.n * 4))
+                << name << " expert " << e << " pair " << pr;
+            cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[e].view(), cs.n, r1.data(), nullptr);
+            cpu::Linear(x.data() + tok * cs.k, 1, cs.k, ex.hw[E + e].view(), cs.n, r3.data(),
+                        nullptr);
+            for (int64_t i = 0; i < cs.n; ++i) {
+              const float gg = std::min(r1[i], 0.7f), uu = std::clamp(r3[i], -0.7f, 0.7f);
+              want[i] = dual ? gg / (1.0f + std::exp(-gg)) * uu : r1[i];
+            }
+            err = std::max(
+                err, testing::RelativeError(
+                         std::vector<float>(got.begin() + pr * cs.n, got.begin() + (pr + 1) * cs.n),
+                         want));
+          }
         }
+        EXPECT_LE(err, 1e-5) << name;
       }
-      EXPECT_LE(err, 1e-5) << name;
     }
-  }
 }
 
 // The fused SwiGLU linear (one launch over W1 and W3): the CPU's SwiGLU of the two linears, and

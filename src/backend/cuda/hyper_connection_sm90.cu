@@ -574,8 +574,7 @@ __global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostPara
 #pragma unroll
   for (int o = 0; o < kOut; ++o)
 #pragma unroll
-    for (int k = 0; k < HC; ++k)
-      fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
+    for (int k = 0; k < HC; ++k) fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
   const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
 #pragma unroll 1

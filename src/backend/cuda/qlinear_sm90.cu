@@ -816,7 +816,8 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
         x_rows * a.ldq < (int64_t{1} << 31) && x_rows * a.lds < (int64_t{1} << 31)) {
       const int64_t tiles = std::max<int64_t>(1, (rows_hint + 7) / 8);
       const dim3 grid(static_cast<unsigned>((tiles_n + kRowWarps - 1) / kRowWarps),
-                      static_cast<unsigned>(slots), static_cast<unsigned>(std::min<int64_t>(tiles, 65535)));
+                      static_cast<unsigned>(slots),
+                      static_cast<unsigned>(std::min<int64_t>(tiles, 65535)));
       LaunchExpertRows(a, grid, stream);
       ++expert_rows_launches;
       return;

@@ -402,14 +402,14 @@ struct CudaModel::Impl {
     r.s = xs_buf; r.lds = gpu::QuantizedScales(c.hidden_size);
     return r;
   }
-  // Up to kXnQuantRows rows with a shared expert: the routed experts wait for the shared expert's w1 + w3
-  // and its w2 joins before the routed w2 (instead of after it, before the mHC post), so that the
-  // shared expert's blocks do not wait for room behind the routed experts' early-resident ones
-  // and the mHC post has one predecessor (the old order measured slower: docs/perf.md round 15).
-  // When the mHC finishes let the next kernels launch (PDL; HcPreFinishParams::trigger): launched
-  // early, those load their weights before their wait, which raises the memory latency of the
-  // latency-bound kernels still running. The finish before the attention triggers after its stores
-  // (the attention's projections then do not preload beside the mHC post before it), the one
+  // Up to kXnQuantRows rows with a shared expert: the routed experts wait for the shared expert's
+  // w1 + w3 and its w2 joins before the routed w2 (instead of after it, before the mHC post), so
+  // that the shared expert's blocks do not wait for room behind the routed experts' early-resident
+  // ones and the mHC post has one predecessor (the old order measured slower: docs/perf.md round
+  // 15). When the mHC finishes let the next kernels launch (PDL; HcPreFinishParams::trigger):
+  // launched early, those load their weights before their wait, which raises the memory latency of
+  // the latency-bound kernels still running. The finish before the attention triggers after its
+  // stores (the attention's projections then do not preload beside the mHC post before it), the one
   // before the MoE after its wait (measured on an H200, docs/perf.md round 15).
   static constexpr int kHcPreTriggerAttn = 2;  // HcPreFinishParams::trigger: after the stores
   static constexpr int kHcPreTriggerFfn = 1;   // after the wait
@@ -738,8 +738,8 @@ struct CudaModel::Impl {
       BlockV41(w, layer, n, one_per_seq);
       return;
     }
-    const bool attn_q = n <= kXnQuantRows &&
-                        (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
+    const bool attn_q =
+        n <= kXnQuantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
     Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn);
     Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
