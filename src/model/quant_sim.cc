@@ -5,47 +5,14 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/quant_codec.h"
 #include "base/dtype.h"
 
 namespace dsinfer::model {
 
 namespace {
 
-constexpr float kFp8Max = 448.0f;
-constexpr float kFp4Max = 6.0f;
-constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-// The exponent k of Pow2CeilScale(v) as a byte k + 127 (k in [-127, 128] for finite or infinite
-// v; 2^(b - 127) gives the scale back exactly).
-uint8_t Pow2ScaleByte(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  const int exponent = static_cast<int>((bits >> 23) & 0xFF);
-  const int k = exponent - 127 + ((bits & 0x7FFFFF) != 0 ? 1 : 0);
-  return static_cast<uint8_t>(std::clamp(k + 127, 0, 255));
-}
-
-float Pow2ScaleOf(uint8_t b) { return std::ldexp(1.0f, static_cast<int>(b) - 127); }
-
-// The e2m1 code of a value already clamped to [-6, 6]: bit 3 the sign, bits 0-2 the index into
-// kE2m1Values (the reference's rounding; zero has no sign).
-uint8_t E2m1Code(float v) {
-  const float m = std::fabs(v);
-  uint8_t code = 0;
-  code += m > 0.25f;
-  code += m >= 0.75f;
-  code += m > 1.25f;
-  code += m >= 1.75f;
-  code += m > 2.5f;
-  code += m >= 3.5f;
-  code += m > 5.0f;
-  return code != 0 && std::signbit(v) ? static_cast<uint8_t>(code | 8) : code;
-}
-
-float E2m1Value(uint8_t code) {
-  const float m = kE2m1Values[code & 7];
-  return (code & 7) != 0 && (code & 8) != 0 ? -m : m;
-}
+namespace qc = backend::qc;
 
 float Amax(const float* x, int64_t n) {
   float amax = 0.0f;
@@ -53,36 +20,28 @@ float Amax(const float* x, int64_t n) {
   return amax;
 }
 
-// One block of `block` values: its scale byte and value codes (e4m3 bytes or e2m1 codes), and the
-// fake-quantized values written back to x.
-uint8_t QuantizeBlock(KvQuant quant, float* x, int64_t block, uint8_t* codes) {
-  const float amax = Amax(x, block);
-  uint8_t scale_byte = 0;
-  float s = 0.0f;
+// The codec's kind of a packed KvQuant (kFp8BfTail's blocks are kFp8Pow2's).
+qc::Kind CodecKind(KvQuant quant) {
   switch (quant) {
-    case KvQuant::kNone:  // never packed
-      return 0;
-    case KvQuant::kFp8Pow2:
-    case KvQuant::kFp8BfTail:
-      scale_byte = Pow2ScaleByte(std::max(amax, 1e-4f) * (1.0f / kFp8Max));
-      s = Pow2ScaleOf(scale_byte);
-      for (int64_t i = 0; i < block; ++i) {
-        codes[i] = FloatToE4M3(std::clamp(x[i] / s, -kFp8Max, kFp8Max));
-        x[i] = E4M3ToFloat(codes[i]) * s;
-      }
-      return scale_byte;
     case KvQuant::kFp4E4m3:
-      scale_byte = FloatToE4M3(std::max(amax, 6.0f * 0x1p-9f) / kFp4Max);
-      s = E4M3ToFloat(scale_byte);
-      break;
+      return qc::Kind::kFp4E4m3;
     case KvQuant::kFp4Pow2:
-      scale_byte = Pow2ScaleByte(std::max(amax, 6.0f * 0x1p-126f) * (1.0f / kFp4Max));
-      s = Pow2ScaleOf(scale_byte);
-      break;
+      return qc::Kind::kFp4Pow2;
+    default:
+      return qc::Kind::kFp8Pow2;
   }
+}
+
+// One block of `block` values: its scale byte and value codes (e4m3 bytes or e2m1 codes), and the
+// fake-quantized values written back to x (backend/quant_codec.h's definitions).
+uint8_t QuantizeBlock(KvQuant quant, float* x, int64_t block, uint8_t* codes) {
+  if (quant == KvQuant::kNone) return 0;  // never packed
+  const qc::Kind kind = CodecKind(quant);
+  const uint8_t scale_byte = qc::ScaleByte(kind, Amax(x, block));
+  const float s = qc::ScaleOfByte(kind, scale_byte);
   for (int64_t i = 0; i < block; ++i) {
-    codes[i] = E2m1Code(std::clamp(x[i] / s, -kFp4Max, kFp4Max));
-    x[i] = E2m1Value(codes[i]) * s;
+    codes[i] = qc::Code(kind, x[i], s);
+    x[i] = qc::Mul(qc::ValueOfCode(kind, codes[i]), s);
   }
   return scale_byte;
 }
@@ -93,9 +52,9 @@ bool IsPowerOfTwo(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
-float Pow2CeilScale(float v) { return Pow2ScaleOf(Pow2ScaleByte(v)); }
+float Pow2CeilScale(float v) { return qc::Pow2OfByte(qc::Pow2ScaleByte(v)); }
 
-float RoundE2m1(float v) { return E2m1Value(E2m1Code(v)); }
+float RoundE2m1(float v) { return qc::E2m1Value(qc::E2m1Code(v)); }
 
 void Fp8BlockSim(float* x, int64_t n, int64_t block) {
   if (n % block != 0) return;
@@ -185,16 +144,12 @@ void KvFormat::Unpack(const float* row, float* x) const {
     std::memcpy(&bits, tail + 2 * i, sizeof(bits));
     x[q + i] = Bf16ToFloat(bits);
   }
+  const qc::Kind kind = CodecKind(quant_);
   for (int64_t b = 0; b < q; b += block_) {
-    const uint8_t sb = scales[b / block_];
-    const float s = quant_ == KvQuant::kFp4E4m3 ? E4M3ToFloat(sb) : Pow2ScaleOf(sb);
+    const float s = qc::ScaleOfByte(kind, scales[b / block_]);
     for (int64_t e = b; e < b + block_; ++e) {
-      if (fp8) {
-        x[e] = E4M3ToFloat(in[e]) * s;
-      } else {
-        const uint8_t nib = e % 2 == 0 ? (in[e / 2] & 0xF) : (in[e / 2] >> 4);
-        x[e] = E2m1Value(nib) * s;
-      }
+      const uint8_t code = fp8 ? in[e] : (e % 2 == 0 ? (in[e / 2] & 0xF) : (in[e / 2] >> 4));
+      x[e] = qc::Mul(qc::ValueOfCode(kind, code), s);
     }
   }
 }

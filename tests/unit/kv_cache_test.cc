@@ -5,8 +5,10 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "backend/quant_codec.h"
 #include "base/dtype.h"
 #include "model/deepseek_v4/model.h"
 #include "model/quant_sim.h"
@@ -88,6 +90,79 @@ TEST(QuantSimTest, Fp8BfTailRowsPackLosslessly) {
   none.Pack(z.data(), z_row.data());
   EXPECT_EQ(z, z0);
   EXPECT_EQ(z_row, z0);
+}
+
+// The shared codec (backend/quant_codec.h, which the CUDA kernels compile too) against base/dtype's
+// conversions, bit for bit: every e4m3 code, the e4m3 rounding at and around every boundary
+// between codes (each midpoint and its neighbouring floats), saturation, subnormals, signed zeros,
+// infinities and NaN, and two million random floats over the e4m3 range and beyond; bf16 alike.
+TEST(QuantSimTest, CodecConversionsAreBaseDtypes) {
+  namespace qc = backend::qc;
+  auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+  int64_t checked = 0, differ = 0;
+  auto check = [&](float v) {
+    ++checked;
+    differ += qc::FloatToE4m3(v) != FloatToE4M3(v);
+    differ += qc::FloatToBf16(v) != FloatToBf16(v);
+  };
+  for (int c = 0; c < 256; ++c) {
+    const float v = E4M3ToFloat(static_cast<uint8_t>(c));
+    EXPECT_EQ(bits(qc::E4m3ToFloat(static_cast<uint8_t>(c))), bits(v)) << "code " << c;
+    if (std::isnan(v)) continue;
+    check(v);
+    if ((c & 0x7f) >= 0x7e) continue;  // 448, the largest finite magnitude
+    // The midpoint to the code of the next larger magnitude, and its neighbouring floats.
+    const float mid = (v + E4M3ToFloat(static_cast<uint8_t>(c + 1))) / 2;
+    check(mid);
+    check(std::nextafter(mid, 0.0f));
+    check(std::nextafter(mid, 2 * mid));
+  }
+  for (float v : {0.0f, -0.0f, 448.0f, 449.0f, 464.0f, 465.0f, 1e30f, -1e30f, INFINITY, -INFINITY,
+                  NAN, -NAN, 0x1p-10f, 0x1p-11f, 3 * 0x1p-11f, 0x1p-6f, 0x1p-126f, 0x1p-149f})
+    check(v);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> exp(127 - 14, 127 + 10), mant(0, (1u << 23) - 1);
+  std::uniform_int_distribution<uint32_t> any(0, 0xffffffffu);
+  for (int i = 0; i < 1000000; ++i) {
+    check(std::bit_cast<float>(
+        static_cast<uint32_t>((rng() & 0x80000000u) | (exp(rng) << 23) | mant(rng))));
+    check(std::bit_cast<float>(any(rng)));
+  }
+  EXPECT_EQ(differ, 0) << "of " << checked << " values";
+  for (uint32_t b = 0; b < 65536; ++b)
+    EXPECT_EQ(bits(qc::Bf16ToFloat(static_cast<uint16_t>(b))),
+              bits(Bf16ToFloat(static_cast<uint16_t>(b))));
+}
+
+// The codec's per-value decode of a packed row (qc::PackedRow::value, what a kernel reading the
+// packed state uses) gives the bits KvFormat::Unpack gives, for the window / compressed rows'
+// format (fp8 blocks of 64, a bf16 tail of 64) and the index keys' (e2m1 blocks of 32).
+TEST(QuantSimTest, CodecDecodesPackedRowsAsUnpack) {
+  namespace qc = backend::qc;
+  struct Case {
+    KvFormat format;
+    qc::PackedRow row;
+  };
+  const Case cases[] = {
+      {KvFormat(KvQuant::kFp8BfTail, 512, 64, 64), {qc::Kind::kFp8Pow2, 448, 64, 64}},
+      {KvFormat(KvQuant::kFp4Pow2, 128, 32), {qc::Kind::kFp4Pow2, 128, 32, 0}},
+      {KvFormat(KvQuant::kFp4E4m3, 64, 16), {qc::Kind::kFp4E4m3, 64, 16, 0}},
+  };
+  for (const Case& c : cases) {
+    const int n = c.row.q + c.row.tail;
+    ASSERT_TRUE(c.format.packed());
+    EXPECT_EQ(static_cast<int64_t>(c.row.bytes() + 3) / 4, c.format.row_floats()) << n;
+    for (uint32_t seed = 20; seed < 24; ++seed) {
+      std::vector<float> x = RandomValues(n, seed), row(c.format.row_floats()), back(n);
+      c.format.Pack(x.data(), row.data());
+      c.format.Unpack(row.data(), back.data());
+      const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(c.row.value(bytes, i)), std::bit_cast<uint32_t>(back[i]))
+            << "n " << n << " value " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ __global__ void EngramGatherKernel(EngramGatherParams p) {
           static_cast<uint32_t>(static_cast<const uint16_t*>(p.table)[r * p.dim + j]) << 16);
       break;
     default:
-      v = __fmul_rn(FqE4m3ToFloat(static_cast<const uint8_t*>(p.table)[r * p.dim + j]),
+      v = __fmul_rn(qc::E4m3ToFloat(static_cast<const uint8_t*>(p.table)[r * p.dim + j]),
                     p.scale[r * (p.dim / 32) + j / 32]);
   }
   p.out[i] = v;
