@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/float_bits.h"
+
 #if defined(__CUDACC__)
 #define DSINFER_QC_FN __host__ __device__ __forceinline__
 #else
@@ -31,24 +33,8 @@ namespace dsinfer::backend::qc {
 
 enum class Kind : uint8_t { kFp8Pow2, kFp4E4m3, kFp4Pow2 };
 
-DSINFER_QC_FN uint32_t Bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof(b));
-  return b;
-#endif
-}
-DSINFER_QC_FN float FromBits(uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  float v;
-  std::memcpy(&v, &b, sizeof(v));
-  return v;
-#endif
-}
+DSINFER_QC_FN uint32_t Bits(float v) { return FloatToBits32(v); }
+DSINFER_QC_FN float FromBits(uint32_t b) { return Bits32ToFloat(b); }
 // One rounding each.
 DSINFER_QC_FN float Mul(float a, float b) {
 #if defined(__CUDA_ARCH__)

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/float_bits.h"
+
 #if defined(__CUDACC__)
 #define DSINFER_SAMPLE_FN __host__ __device__ __forceinline__
 #else
@@ -44,26 +46,6 @@ DSINFER_SAMPLE_FN float ApplySampleEdit(float y, const SampleEdit& e) {
   y = y + e.bias;
   if (e.repetition != 1.0f) y = y > 0.0f ? y / e.repetition : y * e.repetition;
   return y - e.subtract;
-}
-
-DSINFER_SAMPLE_FN float SampleBitsToFloat(uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-#endif
-}
-
-DSINFER_SAMPLE_FN uint32_t SampleFloatToBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-#endif
 }
 
 DSINFER_SAMPLE_FN float SampleFma(float a, float b, float c) {
@@ -95,7 +77,7 @@ DSINFER_SAMPLE_FN float SampleExp(float x) {
   p = SampleFma(p, r, 1.0f);
   p = SampleFma(p, r, 1.0f);
   // 2^n for n in [-93, 0]: a normal float, so the product is exact up to one rounding.
-  return p * SampleBitsToFloat(static_cast<uint32_t>(static_cast<int>(n) + 127) << 23);
+  return p * Bits32ToFloat(static_cast<uint32_t>(static_cast<int>(n) + 127) << 23);
 }
 
 // The fixed-point scale of the weights for a vocabulary: 2^shift with shift = 61 - bit width of
@@ -109,13 +91,13 @@ DSINFER_SAMPLE_FN int SampleFixedShift(int64_t vocab) {
 // A weight w in [0, ~1] as an integer multiple of 2^-shift (truncated).
 DSINFER_SAMPLE_FN int64_t SampleFixed(float w, int shift) {
   // 2^shift as a float: exact, so the product is exact and only the conversion truncates.
-  return static_cast<int64_t>(w * SampleBitsToFloat(static_cast<uint32_t>(shift + 127) << 23));
+  return static_cast<int64_t>(w * Bits32ToFloat(static_cast<uint32_t>(shift + 127) << 23));
 }
 
 // The order of candidates as one integer, larger = more likely: x descending, then id ascending.
 // -0 counts as +0, so the order agrees with float comparison.
 DSINFER_SAMPLE_FN uint64_t SampleKey(float x, int32_t id) {
-  const uint32_t b = SampleFloatToBits(x == 0.0f ? 0.0f : x);
+  const uint32_t b = FloatToBits32(x == 0.0f ? 0.0f : x);
   const uint32_t ordered = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
   return (static_cast<uint64_t>(ordered) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
 }
