@@ -393,9 +393,9 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
 // streams its own bytes of the weight slices through a ring of kStages slices in shared memory
 // (cp.async; a lane reads back only what it copied, so no barrier). A slice is computed by
 // PairMma from zeroed acc / blk, and the slices' sums are added in slice order, as QLinearKernel
-// adds them: the same bits. Measured (docs/perf.md, session 27): w2 6-10% faster from 32 expert
-// slots; the w1 + w3 pair 5-16% slower (it stays on QLinearKernel), and deeper rings slower
-// (fewer resident blocks).
+// adds them: the same bits. Measured (docs/perf.md, session 27): w2 6-10% faster over 192 to
+// 1,536 pairs (even at 48, slower at 6: hence LaunchQLinear's 64-slot cut); the w1 + w3 pair 5-16%
+// slower (it stays on QLinearKernel), and deeper rings slower (fewer resident blocks).
 template <int kD, int kStages>
 __global__ void __launch_bounds__(kRowWarps * 32) QExpertRowsKernel(QLinearArgs p) {
   using C = QCfg<true, kD>;
