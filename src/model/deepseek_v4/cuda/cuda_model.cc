@@ -159,9 +159,10 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   const int64_t K = w.moe_topk > 0 ? w.moe_topk : c.num_experts_per_tok;
   const int64_t I = c.moe_intermediate_size, P = n * K;
   const float lim = static_cast<float>(c.swiglu_limit);
-  // Decode sizes: the FP8/FP4 expert linears take their inputs quantized once per token (the
-  // normalized x on branch 0, beside the gate and the route; the SwiGLU output before w2) instead
-  // of by each of their blocks: the same bits.
+  // Up to kMoeQuantRows rows (every decode batch, small prefill chunks): the FP8/FP4 expert
+  // linears take their inputs quantized once per token (the normalized x on branch 0, beside the
+  // gate and the route; the SwiGLU output before w2) instead of by each of their blocks: the same
+  // bits.
   const bool prequant = n <= kMoeQuantRows && gpu::IsQuantized(w.experts.w1.format);
   const bool shared_first = prequant && n <= kXnQuantRows && w.has_shared;
   gpu::QuantizedRows xq;
