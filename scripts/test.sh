@@ -15,9 +15,9 @@ cmake --preset cpu-debug-asan >/dev/null
 # the other labels' tests are built and run in the release pass).
 cmake --build --preset cpu-debug-asan -j"$jobs" --target unit_tests
 # Under the sanitizers (5-20x slower) the longest engine mixes are left to the release pass above,
-# to keep CI near 25 minutes on 2 cores: the V4.1 golden mixes and the V4.1 instances of the
-# family-parameterized engine tests (the V4 instances and engine_v41_test's smaller runs cover the
-# same engine paths), the V4.1 Engram engine mix (its prefix-hit and speculative tests stay), and
+# to keep CI near 20 minutes on 2 cores: the V4.1 golden mixes and the V4.1 instances of the
+# prefix-cache and speculative family tests that take 20-26 s there (the V4 instances and
+# engine_v41_test's smaller runs cover the same engine paths; the other V4.1 instances run), the V4.1 Engram engine mix (its prefix-hit and speculative tests stay), and
 # the prefix cache's memory-pressure mixes (its other tests stay; the engine preemption mixes with
 # the host tier cover kept preempted states under the sanitizers),
 # and four mixes of 50-75 s there whose paths smaller tests cover under the sanitizers too: the
@@ -25,4 +25,4 @@ cmake --build --preset cpu-debug-asan -j"$jobs" --target unit_tests
 # on/off golden mix (the overlap engine tests), the cost model's mix and the speculative golden mix
 # (the verified-drafts family test).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset cpu-debug-asan -L unit \
-  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|EngineV41EngramTest.EveryBudget|/V41|MemoryPressure|PreemptedRequestsResume|HostTierKeepsEvictedStatesForLaterHits|GoldenMixIsTheSameWithOverlapOnAndOff|CostModelChoosesTheDraftLength|EngineSpeculativeTest.GoldenMixGives' -j"$jobs"
+  -E 'GoldenV41Mix|EngineV41Test.EveryBudgetAndBatch|EngineV41EngramTest.EveryBudget|PrefixCacheFamilyTest.(SharedPrefixes|OverlapScheduling|SharedStatePages).*/V41|EngineSpeculativeFamilyTest.(NgramAndModel|PreemptionWithDrafts).*/V41|MemoryPressure|PreemptedRequestsResume|HostTierKeepsEvictedStatesForLaterHits|GoldenMixIsTheSameWithOverlapOnAndOff|CostModelChoosesTheDraftLength|EngineSpeculativeTest.GoldenMixGives' -j"$jobs"
