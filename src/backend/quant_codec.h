@@ -19,7 +19,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "backend/float_bits.h"
 
