@@ -159,16 +159,22 @@ DSINFER_QC_FN float Round(Kind kind, float x, float s) {
 
 // The packed row of n = q + tail values (the FP8 cache's rows; model/quant_sim.h's KvFormat):
 // bytes [0, CodeBytes) the codes of the first q values (FP8: one byte each; FP4: two a byte, the
-// even value in the low nibble), then q / block scale bytes, then `tail` bf16 values (2 bytes
-// each, little-endian). Value i of a row decodes independently of the others.
+// even value in the low nibble), then `tail` bf16 values (2 bytes each, little-endian), then
+// q / block scale bytes. Value i of a row decodes independently of the others. The codes and the
+// tail come first so that a reader's 4-value groups stay 4-byte aligned (q % 4 == 0 codes, then
+// 8 bytes per 4 tail values from an 8-byte multiple when q % 8 == 0). q == 0: not packed (fp32
+// rows).
 struct PackedRow {
   Kind kind = Kind::kFp8Pow2;
   int q = 0, block = 0, tail = 0;
+  DSINFER_QC_FN bool packed() const { return q > 0; }
   DSINFER_QC_FN bool fp8() const { return kind == Kind::kFp8Pow2; }
   DSINFER_QC_FN int code_bytes() const { return fp8() ? q : q / 2; }
-  DSINFER_QC_FN int scales_at() const { return code_bytes(); }
-  DSINFER_QC_FN int tail_at() const { return code_bytes() + q / block; }
-  DSINFER_QC_FN int bytes() const { return tail_at() + 2 * tail; }
+  DSINFER_QC_FN int tail_at() const { return code_bytes(); }
+  DSINFER_QC_FN int scales_at() const { return code_bytes() + 2 * tail; }
+  DSINFER_QC_FN int bytes() const { return scales_at() + q / block; }
+  // Whole floats of memory per row (the bytes rounded up).
+  DSINFER_QC_FN int floats() const { return (bytes() + 3) / 4; }
   // The code of value i < q.
   DSINFER_QC_FN uint8_t code(const uint8_t* row, int i) const {
     return fp8() ? row[i] : static_cast<uint8_t>((row[i / 2] >> (4 * (i % 2))) & 0xF);

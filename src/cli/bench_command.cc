@@ -328,6 +328,9 @@ Status Run(const Flags& flags) {
       state += B * ((win + entry_rows) * d * 4 + idx_rows * Id * 4);  // fp32 rows on the GPU
       state_compact += B * (win * k.window_row + entry_rows * k.entry_row + idx_rows * k.key_row);
     }
+    // DeepSeek-V4's FP8 cache: the GPU holds the packed rows themselves.
+    if (m->v41_config() == nullptr && c.kv_cache_dtype == io::KvCacheDtype::kFp8)
+      state = state_compact;
     const double weights = static_cast<double>(m->dense_weight_bytes_per_step()) +
                            experts_used * static_cast<double>(m->expert_bytes()) + B * c.hidden_size * 2.0;
     const double bound_ms = (weights + state) / (bw * 1e9) * 1e3;

@@ -94,9 +94,13 @@ KvFormat::KvFormat(KvQuant quant, int64_t n, int64_t block, int64_t tail)
 
 int64_t KvFormat::row_floats() const {
   if (!packed_) return n_;
-  const int64_t q = quantized();
-  const int64_t bytes = (IsFp8(quant_) ? q : q / 2) + q / block_ + 2 * tail_;
-  return (bytes + static_cast<int64_t>(sizeof(float)) - 1) / static_cast<int64_t>(sizeof(float));
+  return codec().floats();
+}
+
+qc::PackedRow KvFormat::codec() const {
+  if (!packed_) return {};
+  return {CodecKind(quant_), static_cast<int>(quantized()), static_cast<int>(block_),
+          static_cast<int>(tail_)};
 }
 
 void KvFormat::Pack(float* x, float* row) const {
@@ -109,8 +113,9 @@ void KvFormat::Pack(float* x, float* row) const {
   auto* out = reinterpret_cast<uint8_t*>(row);
   std::memset(out, 0, static_cast<size_t>(row_floats()) * sizeof(float));
   const bool fp8 = IsFp8(quant_);
-  uint8_t* scales = out + (fp8 ? q : q / 2);
-  uint8_t* tail = scales + q / block_;
+  const qc::PackedRow layout = codec();
+  uint8_t* scales = out + layout.scales_at();
+  uint8_t* tail = out + layout.tail_at();
   for (int64_t i = 0; i < tail_; ++i) {
     const uint16_t bits = FloatToBf16(x[q + i]);
     std::memcpy(tail + 2 * i, &bits, sizeof(bits));
@@ -137,8 +142,9 @@ void KvFormat::Unpack(const float* row, float* x) const {
   const auto* in = reinterpret_cast<const uint8_t*>(row);
   const bool fp8 = IsFp8(quant_);
   const int64_t q = quantized();
-  const uint8_t* scales = in + (fp8 ? q : q / 2);
-  const uint8_t* tail = scales + q / block_;
+  const qc::PackedRow layout = codec();
+  const uint8_t* scales = in + layout.scales_at();
+  const uint8_t* tail = in + layout.tail_at();
   for (int64_t i = 0; i < tail_; ++i) {
     uint16_t bits;
     std::memcpy(&bits, tail + 2 * i, sizeof(bits));

@@ -32,6 +32,8 @@
 
 #include <cstdint>
 
+#include "backend/quant_codec.h"
+
 namespace dsinfer::model {
 
 // 2^ceil(log2(v)) for v > 0 by the exponent bits (exponent - 127 + (mantissa != 0)), as the
@@ -52,7 +54,7 @@ enum class KvQuant {
   kFp4E4m3,  // e2m1 values, e4m3 scales (compressed KV entries, block 16)
   kFp4Pow2,  // e2m1 values, power-of-two scales (index keys, block 32)
   // V4's `fp8_ds_mla` K=V rows: the first n - tail values as kFp8Pow2 (block 64), the trailing
-  // `tail` (RoPE) values rounded to bf16 and stored as such (448 + 7 + 128 bytes at d = 512).
+  // `tail` (RoPE) values rounded to bf16 and stored as such (448 + 128 + 7 bytes at d = 512).
   kFp8BfTail,
 };
 
@@ -66,6 +68,9 @@ class KvFormat {
   int64_t values() const { return n_; }
   // Floats of page memory per row (the packed bytes rounded up to whole floats).
   int64_t row_floats() const;
+  // The packed row's codec layout (backend/quant_codec.h; codes, bf16 tail, scales), what a GPU
+  // kernel reading the state decodes; q == 0 when not packed.
+  backend::qc::PackedRow codec() const;
   // Fake-quantizes `x` [n] in place and writes its packed row to `row` [row_floats()].
   void Pack(float* x, float* row) const;
   // The fake-quantized values of a packed row.

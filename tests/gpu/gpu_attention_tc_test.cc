@@ -18,6 +18,7 @@
 #include "backend/cuda/runtime.h"
 #include "base/dtype.h"
 #include "gpu_test_util.h"
+#include "model/quant_sim.h"
 #include "test_util.h"
 
 namespace dsinfer::backend::cuda {
@@ -94,7 +95,10 @@ struct Case {
     }
     ldq = QuantizedLd(static_cast<int64_t>(s.heads) * d);
     lds = QuantizedScales(static_cast<int64_t>(s.heads) * d);
-    if (!upload) return;
+    if (upload) UploadAll();
+  }
+
+  void UploadAll() {
     di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin), dst = Upload(start),
     dc = Upload(count), dsel = Upload(sel), dselc = Upload(sel_count), dlp = Upload(list_pages),
     dq = Upload(q), dkv = Upload(kv), dring = Upload(ring), dcomp = Upload(comp),
@@ -212,6 +216,36 @@ struct Case {
   }
 };
 
+// The FP8 cache's packed K=V rows of a case (kv, ring, entries), rounded in the case's host copies
+// first (KvFormat::Pack rounds in place), on the device with the packed row's width.
+struct PackedKv {
+  qc::PackedRow format;
+  int64_t width = 0;
+  DeviceBuffer kv, ring, comp;
+  PackedKv(Case& c, const model::KvFormat& f) : format(f.codec()), width(f.row_floats()) {
+    const int d = c.s.dim;
+    auto pack = [&](std::vector<float>& rows) {
+      const size_t count = rows.size() / d;
+      std::vector<float> out(count * width);
+      for (size_t r = 0; r < count; ++r) f.Pack(rows.data() + r * d, out.data() + r * width);
+      return Upload(out);
+    };
+    kv = pack(c.kv);
+    ring = pack(c.ring);
+    comp = pack(c.comp);
+  }
+  void Apply(const Case& c, SparseAttentionParams& p) const {
+    p.kv = kv.as<float>();
+    p.kv_format = format;
+    p.window.pool = ring.as<float>();
+    p.window.width = width;
+    p.window.page_floats = static_cast<int64_t>(c.s.window) * width;
+    p.comp.pool = comp.as<float>();
+    p.comp.width = width;
+    p.comp.page_floats = (int64_t{1} << Case::kRowsShift) * width;
+  }
+};
+
 struct Result {
   std::vector<float> y, s;
   std::vector<uint16_t> q;
@@ -223,13 +257,14 @@ struct Result {
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too).
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
-              bool kv_bf16 = false) {
+              bool kv_bf16 = false, const PackedKv* packed = nullptr) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());
   Memset(oq.get(), 0xff, oq.bytes(), st.get());
   Memset(os.get(), 0xff, os.bytes(), st.get());
   SparseAttentionParams p = c.Params(r0, rows);
+  if (packed != nullptr) packed->Apply(c, p);
   p.out = o.as<float>();
   if (c.s.quant) {
     p.out_q = oq.as<uint16_t>();
@@ -426,6 +461,40 @@ TEST(SparseAttentionTcTest, Bf16KvSkipsZeroPartsWithTheSameBits) {
     for (size_t i = 0; i < ref.size(); ++i)
       err = std::max(err, std::fabs(static_cast<double>(skip.y[i]) - ref[i]));
     EXPECT_LE(err, 1e-5 * scale) << s.name;
+  }
+}
+
+// The FP8 cache's packed K=V rows (kv_format: e4m3 codes, a bf16 tail, scale bytes; rows only
+// 8-byte aligned), decoded as the kernels read them: every kernel (CUDA-core, tensor-core in one
+// block per row tile or split over chunks) gives the bits it gives on the same values in fp32
+// rows.
+TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
+  SKIP_WITHOUT_GPU();
+  const Shape tiny = {"tiny", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true, 50, 1.0f};
+  Stream st;
+  for (const Shape& s : {kFlashCsa, tiny}) {
+    const int n = 40;
+    Case c(s, n, 907, false);
+    const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, s.dim == 512 ? 64 : 32, s.rope);
+    ASSERT_TRUE(f.packed());
+    const PackedKv packed(c, f);  // rounds c's rows first
+    c.UploadAll();
+    EXPECT_LT(f.row_floats() * 3, s.dim) << "packed rows at least 3x smaller";
+    const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+    for (int tc : {-1, 2}) {
+      for (int split : {-1, 1}) {
+        if (tc < 0 && split > 0) continue;
+        const Result plain = Launch(c, 0, n, tc, st, split, true);
+        const Result pk = Launch(c, 0, n, tc, st, split, true, &packed);
+        EXPECT_EQ(std::memcmp(plain.y.data(), pk.y.data(), n * width * 4), 0)
+            << s.name << " tensor cores " << tc << " split " << split;
+        EXPECT_EQ(plain.split_ran, pk.split_ran);
+        if (s.quant) {
+          EXPECT_EQ(plain.q, pk.q) << s.name;
+          EXPECT_EQ(std::memcmp(plain.s.data(), pk.s.data(), plain.s.size() * 4), 0) << s.name;
+        }
+      }
+    }
   }
 }
 

@@ -513,6 +513,27 @@ TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 70; ++i) ids.push_back((i * 7919 + 5) % 300);
   CheckModelDir(dir, ids, nullptr, "tiny-fp8-cache", 1e-3, nullptr, 1e-4, io::KvCacheDtype::kFp8);
+  // Its state holds the CPU's packed rows: every K=V row (window ring, compressed entries) and
+  // index key as wide as the CPU's format, which is smaller than fp32.
+  io::DeepseekV4Config fc = testing::SmallFp8CacheConfig();
+  fc.kv_cache_dtype = io::KvCacheDtype::kFp8;
+  ASSERT_TRUE(WindowFormat(fc).packed() && IndexKeyFormat(fc).packed());
+  EXPECT_LT(WindowFormat(fc).row_floats() * 2, fc.head_dim);
+  int members = 0;
+  const cache::StateLayout layout = CudaModel::StateLayoutFor(fc, true);
+  for (const cache::StateComponent& comp : layout.components()) {
+    for (const cache::StateMember& m : comp.members) {
+      const auto stream = static_cast<StateStream>(m.stream);
+      if (stream == StateStream::kWindow || stream == StateStream::kCompressed) {
+        EXPECT_EQ(m.width, WindowFormat(fc).row_floats());
+        ++members;
+      } else if (stream == StateStream::kIndexKeys) {
+        EXPECT_EQ(m.width, IndexKeyFormat(fc).row_floats());
+        ++members;
+      }
+    }
+  }
+  EXPECT_GT(members, fc.num_layers);
 }
 
 TEST(GpuModelTest, RejectsBadInput) {

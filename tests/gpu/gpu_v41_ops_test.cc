@@ -402,13 +402,29 @@ TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
     p.inv_freq = dinv.as<float>();
     p.pos = dpos.as<int32_t>();
     p.kv_fp8_block = 64;
+    // The state's packed rows too (an odd row stride in floats: rows only 4-byte aligned).
+    const model::KvFormat f(model::KvQuant::kFp8BfTail, dim, 64, rope);
+    const int64_t packed_ld = f.row_floats() + 1;
+    DeviceBuffer dpk = Upload(std::vector<float>(static_cast<size_t>(n * packed_ld), NAN));
+    p.kv_packed = dpk.as<float>();
+    p.kv_packed_ld = packed_ld;
     LaunchRmsNormRope(p, stream.get());
     const std::vector<float> got = Download<float>(dx, x.size(), stream);
+    {  // the packed rows decode to the rounded rows, bit for bit
+      const std::vector<float> pk =
+          Download<float>(dpk, static_cast<size_t>(n * packed_ld), stream);
+      std::vector<float> back(static_cast<size_t>(dim));
+      for (int t = 0; t < n; ++t) {
+        f.Unpack(pk.data() + t * packed_ld, back.data());
+        for (int c = 0; c < dim; ++c)
+          ASSERT_TRUE(SameBits(back[c], got[static_cast<size_t>(t) * dim + c]))
+              << "dim " << dim << " row " << t << " value " << c;
+      }
+    }
     std::vector<float> pre = x;
     std::vector<int64_t> pos64(pos.begin(), pos.end());
     cpu::RmsNorm(pre.data(), n, dim, w.data(), 1e-6f);
     cpu::RopeRows(pre.data(), n, 1, dim, rope, inv, pos64.data(), false);
-    const model::KvFormat f(model::KvQuant::kFp8BfTail, dim, 64, rope);
     std::vector<float> want = pre, packed(static_cast<size_t>(f.row_floats()));
     for (int t = 0; t < n; ++t) f.Pack(want.data() + t * dim, packed.data());
     int off_step = 0;
@@ -428,6 +444,67 @@ TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
     std::printf("[ fp8 ] K=V rows, dim %d: %d of %zu values one step off the CPU's\n", dim,
                 off_step, got.size());
     EXPECT_LE(off_step, std::max<int>(2, static_cast<int>(got.size()) / 200)) << dim;
+  }
+}
+
+// DeepSeek-V4's FP8 cache: the compressor's packed entries (entry_packed: the state's rows) decode
+// to the entries it stores unpacked, bit for bit, for the K=V entries (e4m3 blocks of 64, the RoPE
+// dims a bf16 tail) and the index keys (the Hadamard, then e2m1 blocks of 32), decoded by the
+// CPU's KvFormat::Unpack.
+TEST(V4Fp8CacheTest, PackedEntriesDecodeToTheUnpackedEntries) {
+  SKIP_WITHOUT_GPU();
+  Stream stream;
+  struct EShape {
+    int dim, rope;
+    bool index_keys;
+  };
+  for (const EShape& es : {EShape{512, 64, false}, EShape{128, 64, true}}) {
+    const int rate = 4, n = 64, dim = es.dim;
+    const model::KvFormat f = es.index_keys
+                                  ? model::KvFormat(model::KvQuant::kFp4Pow2, dim, 32)
+                                  : model::KvFormat(model::KvQuant::kFp8BfTail, dim, 64, es.rope);
+    ASSERT_TRUE(f.packed());
+    const int width = static_cast<int>(f.row_floats());
+    auto m = MakeMeta({{0, 0, n}});
+    const std::vector<float> proj =
+        testing::RandomVector(static_cast<size_t>(n) * 2 * dim, 51 + dim, 2.0f);
+    std::vector<float> norm = testing::RandomVector(dim, 52, 0.2f);
+    for (float& v : norm) v += 1.0f;
+    DeviceBuffer d_proj = Upload(proj), d_norm = Upload(norm), d_freq = Upload(InvFreq(es.rope));
+    RingPool ring(1, rate + 1, 2 * dim);
+    auto run = [&](bool packed, ListPool& entries) {
+      CompressEmitParams p;
+      p.meta = m->meta;
+      p.proj = d_proj.as<float>();
+      p.rows = ring.ref;
+      p.entries = entries.ref;
+      p.rate = rate;
+      p.dim = dim;
+      p.norm = d_norm.as<float>();
+      p.eps = 1e-6f;
+      p.rope_dim = es.rope;
+      p.inv_freq = d_freq.as<float>();
+      p.entry_hadamard = es.index_keys;
+      p.entry_quant = es.index_keys ? FakeQuant::kFp4Pow2 : FakeQuant::kFp8Pow2;
+      p.entry_block = es.index_keys ? 32 : 64;
+      p.entry_bf16_tail = es.index_keys ? 0 : es.rope;
+      p.entry_packed = packed;
+      LaunchCompressEmit(p, stream.get());
+      return entries.Host(stream);
+    };
+    ListPool plain(1, n / rate + 1, dim), packed(1, n / rate + 1, width);
+    plain.Fill(NAN, stream);
+    packed.Fill(NAN, stream);
+    const std::vector<float> a = run(false, plain), b = run(true, packed);
+    std::vector<float> back(static_cast<size_t>(dim));
+    for (int w = 0; w < n / rate; ++w) {
+      const float* row = b.data() + packed.Offset(0, w);
+      const float* want = a.data() + plain.Offset(0, w);
+      f.Unpack(row, back.data());
+      for (int c = 0; c < dim; ++c)
+        ASSERT_TRUE(SameBits(back[c], want[c]))
+            << "dim " << dim << " entry " << w << " value " << c;
+    }
   }
 }
 
@@ -682,7 +759,8 @@ struct IdxRun {
 // 2: both, in and out the same array (initialized from cand_in).
 IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
                   const std::vector<float>& w, const ListPool& keys, int max_entries, int mode,
-                  const std::vector<uint8_t>& cand_in, int64_t score_rows, const Stream& stream) {
+                  const std::vector<uint8_t>& cand_in, int64_t score_rows, const Stream& stream,
+                  const qc::PackedRow& key_format = {}) {
   const int64_t n = m.n();
   const int stride = (max_entries + ic.block_size - 1) / ic.block_size + 3;
   DeviceBuffer d_q = Upload(q), d_w = Upload(w), d_freq = Upload(InvFreq(ic.rope_dim));
@@ -702,6 +780,7 @@ IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
   p.rope_dim = ic.rope_dim;
   p.inv_freq = d_freq.as<float>();
   p.keys = keys.ref;
+  p.key_format = key_format;
   p.heads = ic.heads;
   p.head_dim = ic.head_dim;
   p.rate = ic.rate;
@@ -726,6 +805,45 @@ IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
   if (score_rows >= n)
     r.scores = Download<float>(d_scores, static_cast<size_t>(n) * max_entries, stream);
   return r;
+}
+
+// DeepSeek-V4's FP8 cache: index keys read packed (key_format: e2m1 nibbles + scale bytes, rows
+// only 4-byte aligned) give the scores and the selection of the same values read as fp32 rows.
+TEST(V4Fp8CacheTest, PackedIndexKeysGiveTheUnpackedScoresAndSelection) {
+  SKIP_WITHOUT_GPU();
+  Stream stream;
+  for (const IdxCase& ic : {IdxCase{2, 8, 64, 16, 12, 4, 5}, IdxCase{4, 64, 128, 64, 20, 8, 4}}) {
+    const int max_entries = 160, seqs = 2;
+    const model::KvFormat f(model::KvQuant::kFp4Pow2, ic.head_dim, 32);
+    ASSERT_TRUE(f.packed());
+    const int width = static_cast<int>(f.row_floats());
+    std::vector<std::vector<float>> rows(seqs), packed(seqs);
+    for (int s = 0; s < seqs; ++s) {
+      rows[s] = testing::RandomVector(static_cast<size_t>(max_entries) * ic.head_dim, 900 + s);
+      packed[s].assign(static_cast<size_t>(max_entries) * width, 0.0f);
+      for (int e = 0; e < max_entries; ++e)  // rounds the row in place, and packs it
+        f.Pack(rows[s].data() + e * ic.head_dim, packed[s].data() + e * width);
+    }
+    ListPool plain(seqs, max_entries, ic.head_dim), pk(seqs, max_entries, width);
+    plain.Set(rows);
+    pk.Set(packed);
+    auto m = MakeMeta({{0, ic.rate * 150, 6}, {1, 0, 9}, {0, ic.rate * 30, 1}});
+    const int64_t n = m->n();
+    const std::vector<float> q =
+        testing::RandomVector(static_cast<size_t>(n) * ic.heads * ic.head_dim, 910);
+    const std::vector<float> w = testing::RandomVector(static_cast<size_t>(n) * ic.heads, 911);
+    for (int64_t score_rows : {n, int64_t{1}}) {
+      const IdxRun a = RunIndexer(ic, *m, q, w, plain, max_entries, 0, {}, score_rows, stream);
+      const IdxRun b =
+          RunIndexer(ic, *m, q, w, pk, max_entries, 0, {}, score_rows, stream, f.codec());
+      EXPECT_EQ(a.sel, b.sel) << ic.head_dim;
+      EXPECT_EQ(a.count, b.count) << ic.head_dim;
+      EXPECT_EQ(a.cand, b.cand) << ic.head_dim;
+      ASSERT_EQ(a.scores.size(), b.scores.size());
+      EXPECT_EQ(std::memcmp(a.scores.data(), b.scores.data(), a.scores.size() * 4), 0)
+          << ic.head_dim;
+    }
+  }
 }
 
 TEST(V41IndexerTest, Fp4QueryAndTwoLevelSelectionMatchCpuAndRowsAlone) {

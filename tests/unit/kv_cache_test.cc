@@ -51,7 +51,7 @@ TEST(QuantSimTest, HadamardRotateIsTheScaledSylvesterMatrix) {
 }
 
 TEST(QuantSimTest, Fp8BfTailRowsPackLosslessly) {
-  // V4's fp8_ds_mla row: 448 e4m3 + 7 scale bytes + 64 bf16 = 583 bytes, 146 floats.
+  // V4's fp8_ds_mla row: 448 e4m3 + 64 bf16 + 7 scale bytes = 583 bytes, 146 floats.
   const KvFormat f(KvQuant::kFp8BfTail, 512, 64, 64);
   ASSERT_TRUE(f.packed());
   EXPECT_EQ(f.row_floats(), 146);

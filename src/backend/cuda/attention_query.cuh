@@ -7,6 +7,7 @@
 
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/packed_row.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -20,11 +21,26 @@ __device__ __forceinline__ const float* KeyRowPtr(const SparseAttentionParams& p
                                                   int seg_begin, const float* window) {
   if (j < n_win) {
     const int s = pos - n_win + 1 + j;
-    return s >= seg_start ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * p.dim
-                          : window + (s % p.window.cap) * p.window.width;
+    return s >= seg_start
+               ? p.kv + (static_cast<int64_t>(seg_begin) + s - seg_start) * p.kv_row_floats()
+               : window + (s % p.window.cap) * p.window.width;
   }
   const int e = p.sel ? p.sel[t * p.sel_stride + (j - n_win)] : j - n_win;
   return p.comp.Entry(slot, e);
+}
+
+// Values c .. c + 3 (c % 4 == 0) and value c of a K=V row: fp32, or (kPacked) a packed row of
+// p.kv_format. The kernels instantiate both (a packed branch costs the fp32 path registers).
+template <bool kPacked>
+__device__ __forceinline__ float4 LoadKey4(const SparseAttentionParams& p, const float* row,
+                                           int c) {
+  if constexpr (kPacked) return PackedLoad4(p.kv_format, row, c);
+  return __ldg(reinterpret_cast<const float4*>(row + c));
+}
+template <bool kPacked>
+__device__ __forceinline__ float LoadKey1(const SparseAttentionParams& p, const float* row, int c) {
+  if constexpr (kPacked) return PackedLoad1(p.kv_format, row, c);
+  return __ldg(row + c);
 }
 
 // The RoPE frequencies of the lane's query elements (0 for elements without RoPE): constant

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/token_meta.cuh"
+#include "backend/quant_codec.h"
 #include "base/status.h"
 
 namespace dsinfer::backend::cuda {
@@ -64,6 +65,16 @@ struct SparseAttentionParams {
   // of the keys' / values' parts 2 and 3, exact zeros, for the same bits in half the mma steps
   // (gpu_attention_tc_test checks the bits). False for values that are not.
   bool kv_bf16 = false;
+  // The FP8 cache's packed K=V rows (backend/quant_codec.h's qc::PackedRow; q == 0: fp32 rows of
+  // dim floats): kv, the window ring and the compressed entries all hold rows of
+  // kv_format.floats() floats, decoded as read (packed_row.cuh: the CPU's Unpack values, so the
+  // results are those of the same values unpacked). Every value is then a bf16 value: set
+  // kv_bf16 too.
+  qc::PackedRow kv_format;
+  // Floats from one K=V row of kv to the next.
+  DSINFER_QC_FN int64_t kv_row_floats() const {
+    return kv_format.packed() ? kv_format.floats() : dim;
+  }
   float* tc_workspace = nullptr;
   int64_t tc_workspace_floats = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.

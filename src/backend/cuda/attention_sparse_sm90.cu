@@ -20,7 +20,7 @@ constexpr int kMaxPerLane = kQueryPerLane;  // dim <= 512
 // a span's keys are loaded once for G heads (the key rows are what the kernel streams: G = 1
 // reads them once per head). G = 1 keeps the query and the output accumulator in registers; G > 1
 // keeps the G queries and each (warp, head)'s accumulator in shared memory (dyn, below).
-template <int G>
+template <int G, bool kPacked>
 __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAttentionParams p) {
   PdlTrigger();
   const int groups = p.heads / G;
@@ -114,8 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 #pragma unroll
       for (int v = 0; v < kMaxPerLane / 4; ++v) {
         const int c = 4 * lane + 128 * v;
-        const float4 a =
-            ok && c < dim ? *reinterpret_cast<const float4*>(key + c) : make_float4(0, 0, 0, 0);
+        const float4 a = ok && c < dim ? LoadKey4<kPacked>(p, key, c) : make_float4(0, 0, 0, 0);
         kr[u][4 * v] = a.x;
         kr[u][4 * v + 1] = a.y;
         kr[u][4 * v + 2] = a.z;
@@ -214,12 +213,14 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
 
 template <int G>
 void LaunchSparse(const SparseAttentionParams& p, StreamHandle stream) {
-  auto kernel = SparseAttentionKernel<G>;
   constexpr size_t kSmem = (G == 1 ? kWarps * 512 : G * 512 + kWarps * G * 512) * sizeof(float);
   static const bool attr_set = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    for (auto k : {SparseAttentionKernel<G, false>, SparseAttentionKernel<G, true>})
+      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
+  auto kernel =
+      p.kv_format.packed() ? SparseAttentionKernel<G, true> : SparseAttentionKernel<G, false>;
   (void)attr_set;
   LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n * (p.heads / G))), dim3(kWarps * 32),
                kSmem, stream, p);
@@ -236,6 +237,15 @@ Status SparseAttentionParams::Validate() const {
   if (out_q != nullptr && dim % qcore::kQb != 0) {  // whole act_quant blocks per head
     return Unimplemented("sparse attention: a quantized output needs head_dim % 128 == 0, not " +
                          std::to_string(dim));
+  }
+  if (kv_format.packed() &&
+      (!kv_format.fp8() || kv_format.q + kv_format.tail != dim || kv_format.q % 8 != 0 ||
+       kv_format.block % 4 != 0 || kv_format.q % kv_format.block != 0 ||
+       2 * kv_format.floats() > dim || !kv_bf16)) {
+    return InvalidArgument(
+        "sparse attention: packed K=V rows must be FP8 rows of head_dim values "
+        "(codes a multiple of 8, blocks of 4k, at most half the fp32 row) with "
+        "kv_bf16 set");
   }
   if (rope_dim > dim || rope_dim % 2 != 0) {
     return Unimplemented("sparse attention: rope_dim " + std::to_string(rope_dim) +

@@ -43,6 +43,7 @@
 // queries' split fragments are built once per block in shared memory.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -74,12 +75,30 @@ constexpr int kMaxSplitChunks = 512;
 // banks apart (S's float4 fragment loads and P V's scalar loads are conflict-free).
 __host__ __device__ constexpr int KeyPitch(int dim) { return dim + 8; }
 
+// Packed K=V rows (kv_format) are decoded once per chunk into bf16 rows (their values are bf16
+// values) KeyPitch(dim) bf16 apart: rows one apart start 4 banks apart, so S's 8-byte fragment
+// loads (8 rows x 4 lanes) take the two wavefronts their 256 bytes need and P V's 2-byte loads
+// (4 rows x 8 columns) one.
+constexpr size_t PackedKeyBytes(int dim) { return static_cast<size_t>(kChunk) * KeyPitch(dim) * 2; }
+
 // Shared memory beyond the static arrays: the queries' split fragments [dim / 16][3][32] uint4, a
 // [kTile][dim] fp32 staging area (the queries in the prologue, the output in the epilogue) and,
-// staged (the split's blocks), the chunk's keys [kChunk][KeyPitch(dim)].
-constexpr size_t DynSmem(int dim, bool staged) {
-  return static_cast<size_t>(dim / 16) * 3 * 32 * 16 + static_cast<size_t>(kTile) * dim * 4 +
-         (staged ? static_cast<size_t>(kChunk) * KeyPitch(dim) * 4 : 0);
+// staged (the split's blocks), the chunk's keys [kChunk][KeyPitch(dim)] (fp32; packed rows: bf16).
+// Packed rows without the split stage each chunk's bf16 keys over the staging area, which they
+// outgrow by 16 bf16 (the prologue is done with it before the first chunk, the epilogue starts
+// after the last).
+// Packed rows without the split also prefetch the next chunk's raw rows with cp.async while the
+// current one computes: [kChunk][raw_floats] (raw_floats: the packed row's floats, at most dim /
+// 2).
+constexpr size_t DynSmem(int dim, bool staged, bool packed, int raw_floats = 0) {
+  const size_t frags = static_cast<size_t>(dim / 16) * 3 * 32 * 16;
+  const size_t stage = static_cast<size_t>(kTile) * dim * 4;
+  if (packed && staged) return frags + stage + PackedKeyBytes(dim);
+  if (packed) {
+    return frags + std::max(stage, PackedKeyBytes(dim)) +
+           static_cast<size_t>(kChunk) * raw_floats * 4;
+  }
+  return frags + stage + (staged ? static_cast<size_t>(kChunk) * KeyPitch(dim) * 4 : 0);
 }
 
 __device__ __forceinline__ uint32_t Bf16Bits(float v) {
@@ -216,7 +235,7 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
 // its chunk's partial to ws ([row][tile][max_chunks] partials) for the combine kernel; it stages
 // the chunk's keys in shared memory first (cp.async, every thread, while the queries are
 // prepared). The same values reach the same mma steps either way.
-template <bool kSplit, bool kBf16Kv>
+template <bool kSplit, bool kBf16Kv, bool kPacked>
 __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
   PdlTrigger();
@@ -231,6 +250,13 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   float* const stage =
       reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16);
   float* const keys = stage + kTile * dim;  // kSplit: [kChunk][kpitch]
+  // kPacked: the chunk's decoded keys [kChunk][kpitch] bf16 (kSplit: after the staging area; else
+  // over it, then the raw rows of the next chunk [kChunk][raw_floats]).
+  uint16_t* const kbf = reinterpret_cast<uint16_t*>(kSplit ? keys : stage);
+  const int raw_floats = p.kv_format.floats();
+  float* const raw =
+      reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16 +
+                               std::max(static_cast<size_t>(kTile) * dim * 4, PackedKeyBytes(dim)));
 
   const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
@@ -259,16 +285,48 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
                                  ? key_ptr(c0 + static_cast<int>(threadIdx.x))
                                  : nullptr;
   };
+  // kPacked: the chunk's keys (kp[buf]) decoded into kbf as bf16 (exact), 4 values a thread at a
+  // time (zeros past the end).
+  // row(key): the key's packed row (global memory or the raw rows), or null past the end.
+  auto stage_packed = [&](auto row) {
+    for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
+      const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
+      const float* src = row(key);
+      const float4 v =
+          src != nullptr ? PackedLoad4(p.kv_format, src, off) : make_float4(0, 0, 0, 0);
+      *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
+          make_uint2(Bf16Bits(v.x) | (Bf16Bits(v.y) << 16), Bf16Bits(v.z) | (Bf16Bits(v.w) << 16));
+    }
+  };
   if constexpr (kSplit) {  // the one chunk's keys in flight during the prologue (zeros past the
                            // end)
     set_keys(c_begin * kChunk, 0);
     __syncthreads();
-    for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
-      const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
-      const float* src = kp[0][key];
-      CpAsync16(keys + key * kpitch + off, src != nullptr ? src + off : p.kv, src != nullptr);
+    if constexpr (kPacked) {
+      stage_packed([&](int key) { return kp[0][key]; });  // (the prologue waits for these)
+    } else {
+      for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
+        const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
+        const float* src = kp[0][key];
+        CpAsync16(keys + key * kpitch + off, src != nullptr ? src + off : p.kv, src != nullptr);
+      }
+      CpAsyncCommit();
+    }
+  }
+  // kPacked without the split: chunk kp[buf]'s raw rows into `raw` (zeros past the end), in flight
+  // while other work runs (the first chunk's during the prologue).
+  auto prefetch_raw = [&](int buf) {
+    for (int i = threadIdx.x; i < kChunk * raw_floats; i += kThreads) {
+      const int key = i / raw_floats, w = i % raw_floats;
+      const float* src = kp[buf][key];
+      CpAsync4(raw + i, src != nullptr ? src + w : p.kv, src != nullptr);
     }
     CpAsyncCommit();
+  };
+  if constexpr (kPacked && !kSplit) {
+    set_keys(c_begin * kChunk, 0);
+    __syncthreads();
+    prefetch_raw(0);
   }
 
   // Prologue: warp w loads heads h0 + w and h0 + w + 8 (zeros past the last head), with the
@@ -325,8 +383,21 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   for (int ci = c_begin, it = 0; ci < c_end; ++ci, ++it) {
     const int c0 = ci * kChunk;
     const float** const kpb = kp[kSplit ? 0 : it & 1];  // double-buffered: the previous P V
-    if constexpr (!kSplit) set_keys(c0, it & 1);
-    __syncthreads();
+    if constexpr (kPacked && !kSplit) {
+      // The chunk's raw rows in (and every thread done with the previous chunk's keys): decoded
+      // into kbf; then the next chunk's rows listed and, once `raw` is free, prefetched.
+      CpAsyncWait<0>();
+      __syncthreads();
+      stage_packed([&](int key) {
+        return c0 + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats : nullptr;
+      });
+      if (ci + 1 < c_end) set_keys(c0 + kChunk, (it + 1) & 1);
+      __syncthreads();
+      if (ci + 1 < c_end) prefetch_raw((it + 1) & 1);
+    } else {
+      if constexpr (!kSplit) set_keys(c0, it & 1);
+      __syncthreads();
+    }
     // S: warp w the n tile w % 4 (the chunk's keys 8 (w % 4) .. +7) over dim half w / 4; lane
     // (g, q) holds key 8 (w % 4) + g's columns.
     {
@@ -342,16 +413,23 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
           const int s = hf * steps_half + s2 + u;
-          float4 k4;
-          if constexpr (kSplit) {
-            k4 = *reinterpret_cast<const float4*>(krow + Off(s, qd));
-          } else {
-            k4 = krow != nullptr ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
-                                 : make_float4(0, 0, 0, 0);
-          }
           uint32_t b0[3], b1[3];
-          SplitPair(k4.x, k4.y, b0);
-          SplitPair(k4.z, k4.w, b1);
+          if constexpr (kPacked) {  // bf16 values: part 1 is the value, parts 2 and 3 zeros
+            const uint2 kb = *reinterpret_cast<const uint2*>(kbf + key * kpitch + Off(s, qd));
+            b0[0] = kb.x;
+            b1[0] = kb.y;
+            b0[1] = b0[2] = b1[1] = b1[2] = 0;
+          } else {
+            float4 k4;
+            if constexpr (kSplit) {
+              k4 = *reinterpret_cast<const float4*>(krow + Off(s, qd));
+            } else {
+              k4 = krow != nullptr ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
+                                   : make_float4(0, 0, 0, 0);
+            }
+            SplitPair(k4.x, k4.y, b0);
+            SplitPair(k4.z, k4.w, b1);
+          }
           const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
                               qf[(s * 3 + 2) * 32 + lane]};
           MmaParts<kBf16Kv>(a, b0, b1, s4[u]);
@@ -431,19 +509,26 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
           float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int s = 0; s < kChunk / 16; ++s) {
-            float x[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const int kc = 16 * s + qd + 4 * j;
-              if constexpr (kSplit) {
-                x[j] = keys[kc * kpitch + d];
-              } else {
-                x[j] = kpb[kc] != nullptr ? __ldg(kpb[kc] + d) : 0.0f;
-              }
-            }
             uint32_t b0[3], b1[3];
-            SplitPair(x[0], x[1], b0);
-            SplitPair(x[2], x[3], b1);
+            if constexpr (kPacked) {  // keys 16s + q + 4j, bf16 values
+              const uint16_t* col = kbf + (16 * s + qd) * kpitch + d;
+              b0[0] = col[0] | (static_cast<uint32_t>(col[4 * kpitch]) << 16);
+              b1[0] = col[8 * kpitch] | (static_cast<uint32_t>(col[12 * kpitch]) << 16);
+              b0[1] = b0[2] = b1[1] = b1[2] = 0;
+            } else {
+              float x[4];
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const int kc = 16 * s + qd + 4 * j;
+                if constexpr (kSplit) {
+                  x[j] = keys[kc * kpitch + d];
+                } else {
+                  x[j] = kpb[kc] != nullptr ? __ldg(kpb[kc] + d) : 0.0f;
+                }
+              }
+              SplitPair(x[0], x[1], b0);
+              SplitPair(x[2], x[3], b1);
+            }
             const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
             MmaParts<kBf16Kv>(a, b0, b1, pv);
           }
@@ -623,11 +708,21 @@ bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
 namespace {
 
 using TcKernelFn = void (*)(SparseAttentionParams, float*, int);
-TcKernelFn TcKernel(bool split, bool bf16_kv) {
+// The variants: fp32 values, bf16 values (kv_bf16), packed rows (kv_format, bf16 values).
+enum class TcKv { kF32, kBf16, kPacked };
+constexpr TcKv kTcKvs[] = {TcKv::kF32, TcKv::kBf16, TcKv::kPacked};
+TcKv TcKvOf(const SparseAttentionParams& p) {
+  return p.kv_format.packed() ? TcKv::kPacked : (p.kv_bf16 ? TcKv::kBf16 : TcKv::kF32);
+}
+TcKernelFn TcKernel(bool split, TcKv kv) {
   if (split) {
-    return bf16_kv ? SparseAttentionTcKernel<true, true> : SparseAttentionTcKernel<true, false>;
+    return kv == TcKv::kPacked ? SparseAttentionTcKernel<true, true, true>
+           : kv == TcKv::kBf16 ? SparseAttentionTcKernel<true, true, false>
+                               : SparseAttentionTcKernel<true, false, false>;
   }
-  return bf16_kv ? SparseAttentionTcKernel<false, true> : SparseAttentionTcKernel<false, false>;
+  return kv == TcKv::kPacked ? SparseAttentionTcKernel<false, true, true>
+         : kv == TcKv::kBf16 ? SparseAttentionTcKernel<false, true, false>
+                             : SparseAttentionTcKernel<false, false, false>;
 }
 
 }  // namespace
@@ -638,10 +733,10 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   DSINFER_CHECK(SparseAttentionTcSupports(p));  // callers dispatch on it (LaunchSparseAttention)
   static const bool attr_set = [] {
     for (bool split : {false, true}) {
-      for (bool bf16_kv : {false, true}) {
-        CUDA_CHECK(cudaFuncSetAttribute(TcKernel(split, bf16_kv),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(DynSmem(kMaxDim, split))));
+      for (TcKv kv : kTcKvs) {
+        CUDA_CHECK(cudaFuncSetAttribute(
+            TcKernel(split, kv), cudaFuncAttributeMaxDynamicSharedMemorySize,
+            static_cast<int>(DynSmem(kMaxDim, split, kv == TcKv::kPacked, kMaxDim / 2))));
       }
     }
     CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,
@@ -653,10 +748,10 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   const int64_t tiles = HeadTiles(p.heads), blocks = p.meta.n * tiles;
   const int64_t max_chunks = SparseAttentionTcMaxChunks(p);
   if (SparseAttentionTcWillSplit(p)) {
-    LaunchKernel(TcKernel(true, p.kv_bf16),
+    LaunchKernel(TcKernel(true, TcKvOf(p)),
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
-                 dim3(kThreads), DynSmem(p.dim, true), stream, p, p.tc_workspace,
-                 static_cast<int>(max_chunks));
+                 dim3(kThreads), DynSmem(p.dim, true, p.kv_format.packed()), stream, p,
+                 p.tc_workspace, static_cast<int>(max_chunks));
     CUDA_CHECK_LAUNCH();
     LaunchKernel(SparseAttentionTcCombineKernel,
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(CombineGroups(p.dim))),
@@ -665,8 +760,9 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
     CUDA_CHECK_LAUNCH();
     return;
   }
-  LaunchKernel(TcKernel(false, p.kv_bf16), dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-               DynSmem(p.dim, false), stream, p, static_cast<float*>(nullptr), 0);
+  LaunchKernel(TcKernel(false, TcKvOf(p)), dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+               DynSmem(p.dim, false, p.kv_format.packed(), p.kv_format.floats()), stream, p,
+               static_cast<float*>(nullptr), 0);
   CUDA_CHECK_LAUNCH();
 }
 

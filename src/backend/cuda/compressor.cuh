@@ -48,6 +48,10 @@ struct CompressEmitParams {
   FakeQuant entry_quant = FakeQuant::kFp4E4m3;
   int entry_block = 0;
   int entry_bf16_tail = 0;
+  // entry_packed (V4 with the FP8 cache): the entry stored as its packed row (packed_row.cuh:
+  //   qc::PackedRow {entry_quant, dim - entry_bf16_tail, entry_block, entry_bf16_tail}, whose
+  //   values are the rounding above; `entries` rows that row's floats wide) instead of fp32.
+  bool entry_packed = false;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

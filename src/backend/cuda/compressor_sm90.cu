@@ -5,6 +5,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/packed_row.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -20,6 +21,14 @@ __global__ void AddApeKernel(float* proj, int64_t width, const float* ape, int r
 }
 
 constexpr int kMaxSlots = 256;  // 2 * rate (CSA) or rate (HCA)
+
+// The packed entry row of CompressEmitParams::entry_packed.
+__host__ __device__ inline qc::PackedRow EntryRow(const CompressEmitParams& p) {
+  return {p.entry_quant == FakeQuant::kFp8Pow2   ? qc::Kind::kFp8Pow2
+          : p.entry_quant == FakeQuant::kFp4E4m3 ? qc::Kind::kFp4E4m3
+                                                 : qc::Kind::kFp4Pow2,
+          p.dim - p.entry_bf16_tail, p.entry_block, p.entry_bf16_tail};
+}
 
 __global__ void CompressEmitKernel(CompressEmitParams p) {
   PdlTrigger();
@@ -84,7 +93,16 @@ __global__ void CompressEmitKernel(CompressEmitParams p) {
   }
   __syncthreads();
   if (p.entry_hadamard) FqHadamardRows(entry, 1, p.dim);  // (synchronizes)
-  if (p.entry_block > 0) {                                // onto the grid of the stored entries
+  if (p.entry_packed) {  // encoded with the scales the rounding below would use
+    const qc::PackedRow f = EntryRow(p);
+    auto* out = reinterpret_cast<uint8_t*>(p.entries.Entry(slot, win));
+    for (int b = threadIdx.x; b < f.q / f.block; b += blockDim.x)
+      PackBlockSerial(f, entry + b * f.block, b, out);
+    for (int c = f.q + threadIdx.x; c < p.dim; c += blockDim.x)
+      PackTailValue(f, entry[c], c - f.q, out);
+    return;
+  }
+  if (p.entry_block > 0) {  // onto the grid of the stored entries
     const int q = p.dim - p.entry_bf16_tail;
     FqRowByBlock(entry, q, p.entry_block, p.entry_quant);
     for (int c = q + threadIdx.x; c < p.dim; c += blockDim.x) entry[c] = FqRoundBf16(entry[c]);
@@ -152,6 +170,15 @@ Status CompressEmitParams::Validate() const {
   }
   if (entry_block < 0 || entry_bf16_tail < 0 || entry_bf16_tail > dim) {
     return InvalidArgument("compressor: entry_block < 0 or entry_bf16_tail outside [0, dim]");
+  }
+  if (entry_packed) {
+    const qc::PackedRow f = EntryRow(*this);
+    if (entry_quant == FakeQuant::kBf16 || f.block <= 0 || f.block % 2 != 0 || f.q <= 0 ||
+        f.q % f.block != 0 || f.q % 8 != 0 || entries.width < f.floats()) {
+      return InvalidArgument(
+          "compressor: a packed entry needs FP8/FP4 blocks (even) dividing dim - "
+          "entry_bf16_tail (a multiple of 8) and entries a packed row wide");
+    }
   }
   return Status::Ok();
 }

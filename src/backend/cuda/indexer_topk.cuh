@@ -14,6 +14,7 @@
 
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/token_meta.cuh"
+#include "backend/quant_codec.h"
 #include "base/status.h"
 
 namespace dsinfer::backend::cuda {
@@ -26,7 +27,10 @@ struct IndexerTopKParams {
   float weight_scale = 1.0f;        // heads^-0.5 when the weights come unscaled
   int rope_dim = 0;                 // > 0: RoPE of each head's trailing rope_dim values (the
   const float* inv_freq = nullptr;  // rope frequencies [rope_dim / 2])
-  ListRef keys;                    // index-key entries (width head_dim)
+  ListRef keys;                     // index-key entries (width head_dim, or key_format's floats)
+  // The FP8 cache's packed index keys (backend/quant_codec.h's qc::PackedRow, head_dim coded
+  // values, no tail; decoded as staged, packed_row.cuh); q == 0: fp32 keys.
+  qc::PackedRow key_format;
   int heads = 0;                   // <= 64
   int head_dim = 0;                // multiple of 4
   int rate = 0;

@@ -5,6 +5,7 @@
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/packed_row.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -75,7 +76,8 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   for (int i = threadIdx.x; i < ne * (Dh / 4); i += blockDim.x) {
     const int e = i / (Dh / 4), c = (i % (Dh / 4)) * 4;
     *reinterpret_cast<float4*>(keys + e * ks + c) =
-        *reinterpret_cast<const float4*>(entry_ptr[e] + c);
+        p.key_format.packed() ? PackedLoad4(p.key_format, entry_ptr[e], c)
+                              : *reinterpret_cast<const float4*>(entry_ptr[e] + c);
   }
   __syncthreads();
   if (half > 0) {  // RoPE of each head's trailing pairs, on the staged query
@@ -408,6 +410,13 @@ Status IndexerTopKParams::Validate() const {
                          " and at most index_head_dim");
   }
   if (query_fp4_block < 0) return InvalidArgument("indexer: query_fp4_block < 0");
+  if (key_format.packed() &&
+      (key_format.q != head_dim || key_format.tail != 0 || key_format.block % 4 != 0 ||
+       key_format.q % key_format.block != 0 || keys.width < key_format.floats())) {
+    return InvalidArgument(
+        "indexer: packed keys must be rows of head_dim coded values (blocks of "
+        "4k) in entries a packed row wide");
+  }
   if (candidates_out != nullptr || candidates_in != nullptr) {
     if (candidate_block_size < 1 ||
         candidate_stride < (max_entries + candidate_block_size - 1) / candidate_block_size ||

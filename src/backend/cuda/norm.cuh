@@ -48,6 +48,11 @@ struct RmsNormRopeParams {
   // multiple of 32, at most 256; each block by one warp; not a multiple of the block: left as
   // is), its RoPE values rounded to bf16.
   int kv_fp8_block = 0;
+  // Optional, with kv_fp8_block > 0 (dividing dim - rope_dim, a multiple of 8): each row also
+  // stored packed (packed_row.cuh; qc::PackedRow {kFp8Pow2, dim - rope_dim, kv_fp8_block,
+  // rope_dim}: the state's K=V row) at kv_packed + r * kv_packed_ld floats.
+  float* kv_packed = nullptr;
+  int64_t kv_packed_ld = 0;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };

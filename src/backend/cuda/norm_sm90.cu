@@ -7,6 +7,7 @@
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/packed_row.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -43,11 +44,19 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   const int64_t off = p.dim - q.rope_dim;
   for (int64_t i = threadIdx.x; i < off; i += blockDim.x) y[i] = norm(i);
   const bool kv_round = q.kv_fp8_block > 0;
+  const qc::PackedRow pf{qc::Kind::kFp8Pow2, static_cast<int>(off), q.kv_fp8_block, q.rope_dim};
+  uint8_t* const packed = q.kv_packed != nullptr
+                              ? reinterpret_cast<uint8_t*>(q.kv_packed + r * q.kv_packed_ld)
+                              : nullptr;
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     float a = norm(off + 2 * j), b = norm(off + 2 * j + 1);
     RotateWith(a, b, cs[j][0], cs[j][1], false);
     y[off + 2 * j] = kv_round ? FqRoundBf16(a) : a;
     y[off + 2 * j + 1] = kv_round ? FqRoundBf16(b) : b;
+    if (packed != nullptr) {
+      PackTailValue(pf, a, 2 * j, packed);
+      PackTailValue(pf, b, 2 * j + 1, packed);
+    }
   }
   if (!kv_round || off % q.kv_fp8_block != 0) return;
   __syncthreads();  // the row's nope values written
@@ -65,10 +74,17 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
       }
     }
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = FqScale(FakeQuant::kFp8Pow2, amax);
+    const uint8_t sb = qc::ScaleByte(qc::Kind::kFp8Pow2, amax);
+    const float s = qc::ScaleOfByte(qc::Kind::kFp8Pow2, sb);  // FqScale's
 #pragma unroll
-    for (int k = 0; k < kMaxPerLane; ++k)
-      if (k < per_lane) blk[lane + 32 * k] = FqValue(FakeQuant::kFp8Pow2, v[k], s);
+    for (int k = 0; k < kMaxPerLane; ++k) {
+      if (k < per_lane) {
+        const uint8_t code = qc::Code(qc::Kind::kFp8Pow2, v[k], s);
+        blk[lane + 32 * k] = qc::Mul(qc::ValueOfCode(qc::Kind::kFp8Pow2, code), s);  // FqValue's
+        if (packed != nullptr) packed[b * q.kv_fp8_block + lane + 32 * k] = code;
+      }
+    }
+    if (packed != nullptr && lane == 0) packed[pf.scales_at() + b] = sb;
   }
 }
 
@@ -148,6 +164,16 @@ Status RmsNormRopeParams::Validate() const {
   if (kv_fp8_block < 0 || kv_fp8_block % 32 != 0 || kv_fp8_block > 256) {
     return Unimplemented("rms_norm + rope: kv_fp8_block " + std::to_string(kv_fp8_block) +
                          " must be a multiple of 32, at most 256");
+  }
+  if (kv_packed != nullptr &&
+      (kv_fp8_block == 0 || (norm.dim - rope_dim) % kv_fp8_block != 0 ||
+       (norm.dim - rope_dim) % 8 != 0 ||
+       kv_packed_ld < qc::PackedRow{qc::Kind::kFp8Pow2, static_cast<int>(norm.dim - rope_dim),
+                                    kv_fp8_block, rope_dim}
+                          .floats())) {
+    return InvalidArgument(
+        "rms_norm + rope: packed rows need kv_fp8_block dividing dim - rope_dim "
+        "(a multiple of 8) and kv_packed_ld of a whole packed row");
   }
   return Status::Ok();
 }

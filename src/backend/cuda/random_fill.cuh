@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backend/cuda/runtime.h"
+#include "backend/quant_codec.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -25,6 +26,22 @@ struct RandomFillParams {
   float std = 1.0f;
 };
 void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream);
+
+// Synthetic packed state rows (packed_row.cuh; the FP8 cache's K=V rows and index keys): each of
+// `rows` rows encodes values ~ std * N(0,1)-ish as a writer would (valid codes and scales, the
+// tail bf16). Row r at data + (r / rows_per_page) * page_floats + (r % rows_per_page) *
+// row_floats; format.block <= 64.
+struct RandomPackedRowsParams {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t rows_per_page = 1;
+  int64_t page_floats = 0;
+  int64_t row_floats = 0;
+  qc::PackedRow format;
+  uint64_t seed = 0;
+  float std = 1.0f;
+};
+void LaunchRandomPackedRows(const RandomPackedRowsParams& p, StreamHandle stream);
 
 // A benchmark's bandwidth probe: a plain streaming read of bytes / 16 16-byte words of data
 // (16-byte aligned) on 4 blocks of 256 threads per SM (16-byte loads, four in flight per thread,

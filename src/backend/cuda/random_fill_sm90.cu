@@ -1,6 +1,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/packed_row.cuh"
 #include "backend/cuda/random_fill.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -36,6 +37,24 @@ __global__ void __launch_bounds__(256) ReadProbeKernel(const uint4* p, int64_t n
     acc ^= a.x ^ a.y ^ a.z ^ a.w;
   }
   if (acc == 0x9e3779b9u) *out = acc;  // practically never; keeps the loads
+}
+
+// Block r: row r; thread b < blocks encodes block b, the others the tail values.
+__global__ void RandomPackedRowsKernel(RandomPackedRowsParams p) {
+  const int64_t r = blockIdx.x;
+  const qc::PackedRow& f = p.format;
+  auto* row = reinterpret_cast<uint8_t*>(p.data + (r / p.rows_per_page) * p.page_floats +
+                                         (r % p.rows_per_page) * p.row_floats);
+  const int n = f.q + f.tail, blocks = f.q / f.block;
+  auto value = [&](int i) {
+    return p.std * Normalish(Hash(p.seed, static_cast<uint64_t>(r) * n + i));
+  };
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    float x[64];
+    for (int i = 0; i < f.block; ++i) x[i] = value(b * f.block + i);
+    PackBlockSerial(f, x, b, row);
+  }
+  for (int j = threadIdx.x; j < f.tail; j += blockDim.x) PackTailValue(f, value(f.q + j), j, row);
 }
 
 __global__ void RandomFillKernel(RandomFillParams p) {
@@ -78,6 +97,13 @@ void LaunchRandomFill(const RandomFillParams& p, StreamHandle stream) {
 void LaunchReadProbe(const void* data, int64_t bytes, uint32_t* out, StreamHandle stream) {
   ReadProbeKernel<<<4 * SmCount(), 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16,
                                                      out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchRandomPackedRows(const RandomPackedRowsParams& p, StreamHandle stream) {
+  DSINFER_CHECK(p.format.packed() && p.format.block <= 64 && p.row_floats >= p.format.floats());
+  if (p.rows <= 0) return;
+  RandomPackedRowsKernel<<<static_cast<unsigned>(p.rows), 64, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -17,9 +17,9 @@ KvFormat IndexKeyFormat(const io::DeepseekV4Config& c) {
 }
 
 StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& c, int rollback_slack,
-                                  int64_t mtp_stream_rows, bool packed) {
-  const int64_t kv_width = packed ? WindowFormat(c).row_floats() : c.head_dim;
-  const int64_t key_width = packed ? IndexKeyFormat(c).row_floats() : c.index_head_dim;
+                                  int64_t mtp_stream_rows) {
+  const int64_t kv_width = WindowFormat(c).row_floats();
+  const int64_t key_width = IndexKeyFormat(c).row_floats();
   model::StateLayoutBuilder layout;
   auto add = [&](StateKind kind, int64_t ring_rows, int64_t tokens_per_row, int layer,
                  StateStream stream, int64_t width) {

@@ -36,9 +36,8 @@ KvFormat IndexKeyFormat(const io::DeepseekV4Config& config);
 // Layers 0..num_layers-1, and num_layers for the MTP layer. mtp_stream_rows > 0 (the CUDA model
 // with its MTP drafter): also a ring of that many rows of the main model's last streams [hc, D]
 // per position (StateStream::kMtpStreams of the MTP layer), which the MTP layer pairs with the
-// next token. `packed` false: K=V rows and index keys as fp32 even with the FP8 cache (the CUDA
-// model, which keeps the rounded values unpacked).
+// next token. The CPU and the CUDA model store the same row formats.
 StateLayout DeepseekV4StateLayout(const io::DeepseekV4Config& config, int rollback_slack,
-                                  int64_t mtp_stream_rows = 0, bool packed = true);
+                                  int64_t mtp_stream_rows = 0);
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -39,7 +39,7 @@ void CudaModel::Impl::AttendAndProject(const BlockW& w, const gpu::SparseAttenti
                                        int64_t n, bool one_per_seq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
   gpu::LaunchSparseAttention(ap, cur_stream());
-  if (!one_per_seq) RingAppend(kv, d, window, n);
+  if (!one_per_seq) RingAppend(ap.kv, ap.kv_row_floats(), window, n);
   Mark("attn_out_proj");
   const int64_t G = c.o_groups, olr = c.o_lora_rank;
   Linear(w.wo_a, o, H * d, n, z, G * olr, oq, olr, H * d / G);
@@ -51,6 +51,10 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim, qlr = c.q_lora_rank;
   const float* inv = InvFreq(w.rate);
   const int64_t IH = c.index_n_heads, Id = c.index_head_dim;
+  // The K=V rows as the state stores them (the FP8 cache: packed, kv_packed).
+  const backend::qc::PackedRow kv_format = WindowFormat(c).codec();
+  const float* const kv_rows = kv_format.packed() ? kv_packed : kv;
+  const int64_t kv_ld = kv_format.packed() ? kv_format.floats() : d;
   // The compressors' bf16 projections on the tensor cores take xn's bf16 parts, split once, on
   // branch 1 (branch 3 waits for them there), off the query's path.
   const uint16_t* xns = TcCompressors(w) ? xn_split : nullptr;
@@ -69,12 +73,12 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
     Linear(w.wkv, xn, D, n, kv, d, xnq);
     // The FP8 cache: rounded as the CPU's WindowFormat stores K=V rows (nope dims fp8 in blocks
     // of 64, RoPE dims bf16), in the same kernel.
-    RmsNormRope(kv, n, 1, d, w.kv_norm, inv, Fp8Cache() ? 64 : 0);
+    RmsNormRope(kv, n, 1, d, w.kv_norm, inv, Fp8Cache() ? 64 : 0, kv_packed, kv_ld);
     // With one row per sequence the append can precede the attention: row p goes to slot
     // p % cap, whose old entry p - cap (cap >= W) is outside the window p - W + 1 .. p - 1 the
     // attention reads from the ring (row p itself it reads from kv). Several rows per sequence
     // would overwrite entries their earlier rows still need: then it follows the attention.
-    if (one_per_seq) RingAppend(kv, d, st.window, n);
+    if (one_per_seq) RingAppend(kv_rows, kv_ld, st.window, n);
   });
   if (w.has_comp) {
     Branch(1, [&] {
@@ -131,6 +135,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.weight_scale = 1.0f / std::sqrt(static_cast<float>(IH));
       ip.rope_dim = Fp8Cache() ? 0 : c.rope_head_dim;  // (the FP8 cache: applied above)
       ip.inv_freq = inv_compress;
+      ip.key_format = IndexKeyFormat(c).codec();
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
@@ -150,6 +155,8 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.rate = w.has_comp ? w.rate : 0;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
   ap.kv_bf16 = Fp8Cache();  // K=V rounded to fp8 / bf16 values (RmsNormRope, the compressor)
+  ap.kv = kv_rows;
+  ap.kv_format = kv_format;
   AttendAndProject(w, ap, oq, st.window, n, one_per_seq);
 }
 
@@ -256,6 +263,8 @@ void CudaModel::Impl::AllocateActivations() {
   cq = Alloc<float>(T * c.q_lora_rank);
   q = Alloc<float>(T * H * d);
   kv = Alloc<float>(T * d);
+  if (v41 == nullptr && WindowFormat(c).packed())
+    kv_packed = Alloc<float>(T * WindowFormat(c).row_floats());
   proj = Alloc<float>(T * 4 * d);
   iproj = Alloc<float>(T * 4 * Id);
   qi = Alloc<float>(T * IH * Id);

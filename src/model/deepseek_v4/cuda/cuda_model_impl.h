@@ -372,6 +372,9 @@ struct CudaModel::Impl {
 
   // Activations [max_tokens, ...].
   float *X, *mix, *post, *comb, *xn, *cq, *q, *kv, *proj, *iproj, *qi, *wi, *o, *z, *y;
+  // DeepSeek-V4 with the FP8 cache: kv's rows packed as the state stores them [max_tokens,
+  // WindowFormat's row floats] (what the attention and the window ring read); else null.
+  float* kv_packed = nullptr;
   int32_t *sel, *sel_count;
   float* iscores = nullptr;  // indexer score scratch [iscore_rows, index entries capacity]
   int64_t iscore_rows = 0;
@@ -572,13 +575,18 @@ struct CudaModel::Impl {
   }
   // RMSNorm of each head row of x [n, heads, dim] in place, then RoPE of its trailing rope dims.
   // kv_fp8_block > 0: the rows then rounded as the FP8 cache stores K=V rows (64).
+  // packed (with kv_fp8_block): the rows also stored as the state's packed K=V rows
+  // (WindowFormat's), packed_ld floats apart.
   void RmsNormRope(float* x, int64_t n, int64_t heads, int64_t dim, const float* weight,
-                   const float* inv, int kv_fp8_block = 0) {
+                   const float* inv, int kv_fp8_block = 0, float* packed = nullptr,
+                   int64_t packed_ld = 0) {
     gpu::RmsNormRopeParams p;
     p.norm.x = x; p.norm.ldx = dim; p.norm.y = x; p.norm.ldy = dim; p.norm.rows = n * heads;
     p.norm.dim = dim; p.norm.weight = weight; p.norm.eps = static_cast<float>(c.rms_norm_eps);
     p.heads = heads; p.rope_dim = c.rope_head_dim; p.inv_freq = inv; p.pos = Meta(n).pos;
     p.kv_fp8_block = kv_fp8_block;
+    p.kv_packed = packed;
+    p.kv_packed_ld = packed_ld;
     gpu::LaunchRmsNormRope(p, cur_stream());
   }
   // Split-k partials of fn · x and x·x over the flat streams (hc * D) into `mix`.
@@ -682,10 +690,12 @@ struct CudaModel::Impl {
       p.entry_quant = index_keys ? gpu::FakeQuant::kFp4Pow2 : gpu::FakeQuant::kFp8Pow2;
       p.entry_block = index_keys ? 32 : 64;
       p.entry_bf16_tail = index_keys ? 0 : c.rope_head_dim;
+      p.entry_packed = true;  // the state's rows (entries.width: the packed row's floats)
     }
     gpu::LaunchCompressEmit(p, cur_stream());
   }
-  // DeepSeek-V4 with the FP8 cache (io::KvCacheDtype::kFp8).
+  // DeepSeek-V4 with the FP8 cache (io::KvCacheDtype::kFp8): its state rows packed as the CPU's
+  // (WindowFormat, IndexKeyFormat).
   bool Fp8Cache() const { return c.kv_cache_dtype == io::KvCacheDtype::kFp8; }
   void RingAppend(const float* src, int64_t ld, const gpu::RingRef& ring, int64_t n) {
     gpu::RingAppendParams p;

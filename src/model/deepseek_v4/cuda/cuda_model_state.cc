@@ -9,8 +9,9 @@
 namespace dsinfer::model::deepseek_v4::cuda {
 
 cache::StateLayout CudaModel::StateLayoutFor(const io::DeepseekV4Config& config, bool mtp) {
-  // The FP8 cache's rounded values unpacked in fp32 rows (the kernels read fp32 state).
-  return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0, false);
+  // The CPU's row formats: with the FP8 cache, K=V rows as fp8_ds_mla and index keys as e2m1
+  // (the kernels decode them, backend/cuda/packed_row.cuh).
+  return DeepseekV4StateLayout(config, kRollbackSlack, mtp ? kMtpStreamRows : 0);
 }
 
 // DeepSeek-V4.1's state on the GPU: the CPU's streams (deepseek_v41/state_layout.h) with fp32 rows
@@ -392,6 +393,29 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
     f.mean = 0;
     f.std = 1;
     gpu::LaunchRandomFill(f, m.stream.get());
+    // DeepSeek-V4's packed rows (the FP8 cache): valid codes and scales, as a writer stores them.
+    for (const cache::StateMember& mem : pool.plan.component.members) {
+      if (m.v41) break;
+      const auto stream = static_cast<StateStream>(mem.stream);
+      const KvFormat format =
+          stream == StateStream::kIndexKeys ? IndexKeyFormat(m.c) : WindowFormat(m.c);
+      if (!format.packed() ||
+          (stream != StateStream::kWindow && stream != StateStream::kCompressed &&
+           stream != StateStream::kIndexKeys)) {
+        continue;
+      }
+      gpu::RandomPackedRowsParams r;
+      r.data = f.data == nullptr
+                   ? nullptr
+                   : static_cast<float*>(f.data) + mem.offset * pool.plan.rows_per_page;
+      r.rows = pool.per_seq * pool.plan.rows_per_page;
+      r.rows_per_page = pool.plan.rows_per_page;
+      r.page_floats = pool.page_floats();
+      r.row_floats = mem.width;
+      r.format = format.codec();
+      r.seed = k++;
+      gpu::LaunchRandomPackedRows(r, m.stream.get());
+    }
     const gpu::RingRef tokens = m.v41 ? m.v41->tokens : gpu::RingRef{};
     if (tokens.pool == pool.data) {
       // The Engram look-back holds token ids (width-1 rows, wherever its member sits in the

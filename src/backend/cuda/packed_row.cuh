@@ -1,0 +1,88 @@
+// The FP8 cache's packed rows on the device (backend/quant_codec.h's qc::PackedRow: codes, then
+// the bf16 tail, then one scale byte per block): the kernels that write the state encode them,
+// the kernels that read it decode 1 or 4 values at a time. Every decoded value is the CPU's
+// KvFormat::Unpack value bit for bit: an e4m3 code converts exactly (to f16 by the hardware, then
+// to f32), an e2m1 code through the codec, and value = code value x scale rounds once (__fmul_rn,
+// as the codec's Mul). An encoded block is the codec's: the scale byte of the block's absolute
+// maximum, each code of x / scale, so the row decodes to what the fake-quantizer computes from
+// the same values (FqScale / FqValue).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/quant_codec.h"
+
+namespace dsinfer::backend::cuda {
+
+// Four e4m3 codes (the low byte first) times the scale s.
+__device__ __forceinline__ float4 E4m3x4Times(uint32_t codes, float s) {
+  const __half2_raw lo =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), __NV_E4M3);
+  const __half2_raw hi =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
+  const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+  return make_float4(__fmul_rn(a.x, s), __fmul_rn(a.y, s), __fmul_rn(b.x, s), __fmul_rn(b.y, s));
+}
+
+// Values c .. c + 3 of a packed row (c % 4 == 0; the four all codes or all tail values; the row
+// 4-byte aligned; global or shared memory: plain loads).
+__device__ __forceinline__ float4 PackedLoad4(const qc::PackedRow& f, const void* row, int c) {
+  const auto* b = static_cast<const uint8_t*>(row);
+  if (c >= f.q) {  // 4 bf16 values: two aligned words
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(b + f.tail_at() + 2 * (c - f.q));
+    const uint32_t w0 = w[0], w1 = w[1];
+    return make_float4(__uint_as_float(w0 << 16), __uint_as_float(w0 & 0xFFFF0000u),
+                       __uint_as_float(w1 << 16), __uint_as_float(w1 & 0xFFFF0000u));
+  }
+  const float s = qc::ScaleOfByte(f.kind, b[f.scales_at() + c / f.block]);
+  if (f.fp8()) return E4m3x4Times(*reinterpret_cast<const uint32_t*>(b + c), s);
+  const uint32_t n = *reinterpret_cast<const uint16_t*>(b + c / 2);  // four nibbles
+  return make_float4(qc::Mul(qc::E2m1Value(n & 0xF), s), qc::Mul(qc::E2m1Value((n >> 4) & 0xF), s),
+                     qc::Mul(qc::E2m1Value((n >> 8) & 0xF), s), qc::Mul(qc::E2m1Value(n >> 12), s));
+}
+
+// Value i of a packed row.
+__device__ __forceinline__ float PackedLoad1(const qc::PackedRow& f, const void* row, int i) {
+  const auto* b = static_cast<const uint8_t*>(row);
+  if (i >= f.q) {
+    const uint16_t* t = reinterpret_cast<const uint16_t*>(b + f.tail_at()) + (i - f.q);
+    return __uint_as_float(static_cast<uint32_t>(__ldg(t)) << 16);
+  }
+  const float s = qc::ScaleOfByte(f.kind, __ldg(b + f.scales_at() + i / f.block));
+  if (f.fp8()) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(__ldg(b + i), __NV_E4M3);
+    return __fmul_rn(__half2float(__half(h)), s);
+  }
+  return qc::Mul(qc::E2m1Value((__ldg(b + i / 2) >> (4 * (i % 2))) & 0xF), s);
+}
+
+// Encodes block `blk` of a row's coded values (x: its `f.block` values, not yet rounded) into the
+// packed row `row`, by one thread: the scale byte and the codes (FP4: whole bytes, f.block even).
+__device__ __forceinline__ void PackBlockSerial(const qc::PackedRow& f, const float* x, int blk,
+                                                uint8_t* row) {
+  float amax = 0.0f;
+  for (int i = 0; i < f.block; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const uint8_t sb = qc::ScaleByte(f.kind, amax);
+  const float s = qc::ScaleOfByte(f.kind, sb);
+  row[f.scales_at() + blk] = sb;
+  const int first = blk * f.block;
+  if (f.fp8()) {
+    for (int i = 0; i < f.block; ++i) row[first + i] = qc::Code(f.kind, x[i], s);
+  } else {
+    for (int i = 0; i < f.block; i += 2) {
+      row[(first + i) / 2] =
+          static_cast<uint8_t>(qc::Code(f.kind, x[i], s) | (qc::Code(f.kind, x[i + 1], s) << 4));
+    }
+  }
+}
+
+// Tail value j (< f.tail) of a packed row, rounded to bf16 as the CPU stores it.
+__device__ __forceinline__ void PackTailValue(const qc::PackedRow& f, float v, int j,
+                                              uint8_t* row) {
+  reinterpret_cast<uint16_t*>(row + f.tail_at())[j] = qc::FloatToBf16(v);
+}
+
+}  // namespace dsinfer::backend::cuda
