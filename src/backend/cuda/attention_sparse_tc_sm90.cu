@@ -93,7 +93,9 @@ constexpr size_t PackedKeyBytes(int dim) { return static_cast<size_t>(kChunk) * 
 constexpr size_t DynSmem(int dim, bool staged, bool packed, int raw_floats = 0) {
   const size_t frags = static_cast<size_t>(dim / 16) * 3 * 32 * 16;
   const size_t stage = static_cast<size_t>(kTile) * dim * 4;
-  if (packed && staged) return frags + stage + PackedKeyBytes(dim);
+  if (packed && staged) {
+    return frags + stage + PackedKeyBytes(dim) + static_cast<size_t>(kChunk) * raw_floats * 4;
+  }
   if (packed) {
     return frags + std::max(stage, PackedKeyBytes(dim)) +
            static_cast<size_t>(kChunk) * raw_floats * 4;
@@ -254,9 +256,10 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   // over it, then the raw rows of the next chunk [kChunk][raw_floats]).
   uint16_t* const kbf = reinterpret_cast<uint16_t*>(kSplit ? keys : stage);
   const int raw_floats = p.kv_format.floats();
-  float* const raw =
-      reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16 +
-                               std::max(static_cast<size_t>(kTile) * dim * 4, PackedKeyBytes(dim)));
+  float* const raw = reinterpret_cast<float*>(
+      kSplit ? reinterpret_cast<unsigned char*>(keys) + PackedKeyBytes(dim)
+             : dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16 +
+                   std::max(static_cast<size_t>(kTile) * dim * 4, PackedKeyBytes(dim)));
 
   const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;
@@ -285,25 +288,34 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
                                  ? key_ptr(c0 + static_cast<int>(threadIdx.x))
                                  : nullptr;
   };
-  // kPacked: the chunk's keys (kp[buf]) decoded into kbf as bf16 (exact), 4 values a thread at a
-  // time (zeros past the end).
-  // row(key): the key's packed row (global memory or the raw rows), or null past the end.
+  // kPacked: a chunk's keys decoded into kbf as bf16 (exact); row(key): the key's packed row in
+  // the raw rows, or null past the end (zeros). Warp w takes keys w, w + 8, ..., lane l their
+  // values 4l + 128v .. + 3 (no divisions).
   auto stage_packed = [&](auto row) {
-    for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
-      const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
+    for (int key = warp; key < kChunk; key += kWarps) {
       const float* src = row(key);
-      const float4 v =
-          src != nullptr ? PackedLoad4(p.kv_format, src, off) : make_float4(0, 0, 0, 0);
-      *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
-          make_uint2(Bf16Bits(v.x) | (Bf16Bits(v.y) << 16), Bf16Bits(v.z) | (Bf16Bits(v.w) << 16));
+      for (int off = 4 * lane; off < dim; off += 128) {
+        *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
+            src != nullptr ? PackedLoad4Bf16(p.kv_format, src, off) : make_uint2(0, 0);
+      }
     }
+  };
+  // kPacked: chunk kp[buf]'s raw rows into `raw` (zeros past the end), in flight while other work
+  // runs (the first chunk's during the prologue).
+  auto prefetch_raw = [&](int buf) {  // warp w keys w, w + 8, ...; lane l words l, l + 32, ...
+    for (int key = warp; key < kChunk; key += kWarps) {
+      const float* src = kp[buf][key];
+      for (int w = lane; w < raw_floats; w += 32)
+        CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
+    }
+    CpAsyncCommit();
   };
   if constexpr (kSplit) {  // the one chunk's keys in flight during the prologue (zeros past the
                            // end)
     set_keys(c_begin * kChunk, 0);
     __syncthreads();
     if constexpr (kPacked) {
-      stage_packed([&](int key) { return kp[0][key]; });  // (the prologue waits for these)
+      prefetch_raw(0);  // (decoded after the prologue)
     } else {
       for (int c = threadIdx.x; c < kChunk * (dim / 4); c += kThreads) {
         const int key = c / (dim / 4), off = 4 * (c % (dim / 4));
@@ -313,16 +325,6 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       CpAsyncCommit();
     }
   }
-  // kPacked without the split: chunk kp[buf]'s raw rows into `raw` (zeros past the end), in flight
-  // while other work runs (the first chunk's during the prologue).
-  auto prefetch_raw = [&](int buf) {
-    for (int i = threadIdx.x; i < kChunk * raw_floats; i += kThreads) {
-      const int key = i / raw_floats, w = i % raw_floats;
-      const float* src = kp[buf][key];
-      CpAsync4(raw + i, src != nullptr ? src + w : p.kv, src != nullptr);
-    }
-    CpAsyncCommit();
-  };
   if constexpr (kPacked && !kSplit) {
     set_keys(c_begin * kChunk, 0);
     __syncthreads();
@@ -364,6 +366,13 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       qf[(s * 3 + part) * 32 + l] = make_uint4(a0[part], a1[part], a2[part], a3[part]);
   }
   if constexpr (kSplit) CpAsyncWait<0>();
+  if constexpr (kSplit && kPacked) {  // the raw rows in: decoded into kbf
+    __syncthreads();
+    stage_packed([&](int key) {
+      return c_begin * kChunk + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats
+                                             : nullptr;
+    });
+  }
   // (The loop's first __syncthreads orders these writes before the reads.)
 
   const int nt = dim / (8 * kWarps);  // output n tiles per warp
@@ -750,8 +759,8 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
   if (SparseAttentionTcWillSplit(p)) {
     LaunchKernel(TcKernel(true, TcKvOf(p)),
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(max_chunks)),
-                 dim3(kThreads), DynSmem(p.dim, true, p.kv_format.packed()), stream, p,
-                 p.tc_workspace, static_cast<int>(max_chunks));
+                 dim3(kThreads), DynSmem(p.dim, true, p.kv_format.packed(), p.kv_format.floats()),
+                 stream, p, p.tc_workspace, static_cast<int>(max_chunks));
     CUDA_CHECK_LAUNCH();
     LaunchKernel(SparseAttentionTcCombineKernel,
                  dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(CombineGroups(p.dim))),

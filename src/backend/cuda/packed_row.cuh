@@ -8,6 +8,7 @@
 // the same values (FqScale / FqValue).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -42,6 +43,21 @@ __device__ __forceinline__ float4 PackedLoad4(const qc::PackedRow& f, const void
   const uint32_t n = *reinterpret_cast<const uint16_t*>(b + c / 2);  // four nibbles
   return make_float4(qc::Mul(qc::E2m1Value(n & 0xF), s), qc::Mul(qc::E2m1Value((n >> 4) & 0xF), s),
                      qc::Mul(qc::E2m1Value((n >> 8) & 0xF), s), qc::Mul(qc::E2m1Value(n >> 12), s));
+}
+
+// PackedLoad4's values as bf16 bits (two words, the lower value in each low half), for rows whose
+// values are bf16 values (the FP8 cache's: its e4m3 scales are at least 2^-22, every value a
+// normal bf16 value or zero): the tail words as stored, the codes' values converted exactly.
+__device__ __forceinline__ uint2 PackedLoad4Bf16(const qc::PackedRow& f, const void* row, int c) {
+  const auto* b = static_cast<const uint8_t*>(row);
+  if (c >= f.q) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(b + f.tail_at() + 2 * (c - f.q));
+    return make_uint2(w[0], w[1]);
+  }
+  const float4 v = PackedLoad4(f, row, c);
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                    *reinterpret_cast<const uint32_t*>(&hi));
 }
 
 // Value i of a packed row.
