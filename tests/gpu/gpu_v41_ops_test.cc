@@ -447,6 +447,26 @@ TEST(V4Fp8CacheTest, IndexQueriesAndKvRowsRoundAsTheCpu) {
   }
 }
 
+// CompressEmit's params over one call's rows (non-overlapping windows, eps 1e-6); the caller sets
+// the entries' rounding.
+CompressEmitParams EmitParams(const TokenMeta& meta, const float* proj, const RingRef& rows,
+                              const ListRef& entries, int rate, int dim, const float* norm,
+                              int rope_dim, const float* inv_freq) {
+  CompressEmitParams p;
+  p.meta = meta;
+  p.proj = proj;
+  p.rows = rows;
+  p.entries = entries;
+  p.rate = rate;
+  p.dim = dim;
+  p.overlap = false;
+  p.norm = norm;
+  p.eps = 1e-6f;
+  p.rope_dim = rope_dim;
+  p.inv_freq = inv_freq;
+  return p;
+}
+
 // DeepSeek-V4's FP8 cache: the compressor's packed entries (entry_packed: the state's rows) decode
 // to the entries it stores unpacked, bit for bit, for the K=V entries (e4m3 blocks of 64, the RoPE
 // dims a bf16 tail) and the index keys (the Hadamard, then e2m1 blocks of 32), decoded by the
@@ -473,17 +493,8 @@ TEST(V4Fp8CacheTest, PackedEntriesDecodeToTheUnpackedEntries) {
     DeviceBuffer d_proj = Upload(proj), d_norm = Upload(norm), d_freq = Upload(InvFreq(es.rope));
     RingPool ring(1, rate + 1, 2 * dim);
     auto run = [&](bool packed, ListPool& entries) {
-      CompressEmitParams p;
-      p.meta = m->meta;
-      p.proj = d_proj.as<float>();
-      p.rows = ring.ref;
-      p.entries = entries.ref;
-      p.rate = rate;
-      p.dim = dim;
-      p.norm = d_norm.as<float>();
-      p.eps = 1e-6f;
-      p.rope_dim = es.rope;
-      p.inv_freq = d_freq.as<float>();
+      CompressEmitParams p = EmitParams(m->meta, d_proj.as<float>(), ring.ref, entries.ref, rate,
+                                        dim, d_norm.as<float>(), es.rope, d_freq.as<float>());
       p.entry_hadamard = es.index_keys;
       p.entry_quant = es.index_keys ? FakeQuant::kFp4Pow2 : FakeQuant::kFp8Pow2;
       p.entry_block = es.index_keys ? 32 : 64;
@@ -544,18 +555,8 @@ CompressResult RunCompressor(const std::vector<std::vector<Seg>>& calls,
     }
     DeviceBuffer d_proj = Upload(proj);
     DeviceBuffer d_latent = Upload(std::vector<float>(static_cast<size_t>(n) * dim, kSentinel));
-    CompressEmitParams p;
-    p.meta = m->meta;
-    p.proj = d_proj.as<float>();
-    p.rows = ring.ref;
-    p.entries = entries.ref;
-    p.rate = rate;
-    p.dim = dim;
-    p.overlap = false;
-    p.norm = d_norm.as<float>();
-    p.eps = 1e-6f;
-    p.rope_dim = rope_dim;
-    p.inv_freq = d_freq.as<float>();
+    CompressEmitParams p = EmitParams(m->meta, d_proj.as<float>(), ring.ref, entries.ref, rate, dim,
+                                      d_norm.as<float>(), rope_dim, d_freq.as<float>());
     p.latent_out = d_latent.as<float>();
     p.entry_quant = FakeQuant::kFp4E4m3;
     p.entry_block = 16;

@@ -74,7 +74,7 @@ struct CudaModelOptions {
   bool dspark = false;
   // DeepSeek-V4: the attention state's rounding (io::KvCacheDtype, set into config(); kAuto:
   // kFloat32). kFp8 rounds as the CPU's FP8 cache (fp8_sim'd K=V with bf16 RoPE dims, the
-  // indexer's Hadamard + fp4_sim), the values kept unpacked in fp32 state rows for now.
+  // indexer's Hadamard + fp4_sim) and stores its packed rows (WindowFormat, IndexKeyFormat).
   // DeepSeek-V4.1 always rounds its own way (kFloat32 refused).
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
 };
