@@ -5,12 +5,17 @@
 // (each its own sequence at context --context) and at a prefill of --prefill tokens of one
 // sequence. Device time per launch: the median of 7 timed launches after 2 warm-ups.
 //
+// The packed variants read the same shapes from the FP8 cache's packed rows (fp8_ds_mla: 448 e4m3
+// codes, 64 bf16 RoPE values, 7 scale bytes = 146 floats a key; SparseAttentionParams::kv_format),
+// their mem_bound_us counting those bytes.
+//
 // Bounds: flop_bound_us = the useful FLOPs (4 * heads * dim per row and key) at 989 TFLOP/s (the
 // H100/H200 dense bf16 peak); mem_bound_us = the bytes that must move (the query and output rows,
 // each distinct key row once) at the measured device copy bandwidth; ratio = time / the larger.
 // The tensor-core kernel issues six bf16 products per fp32 product (the exact three-part split),
 // so its own compute floor is 6x flop_bound_us.
 //   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
+//                   [--variants tc,tc_packed,...] (default: every variant)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +43,26 @@ struct Kind {
   bool select;  // CSA: kTopk selected entries per row (fewer while fewer are visible)
 };
 
+// The FP8 cache's K=V row at these dimensions.
+constexpr dsinfer::backend::qc::PackedRow kPackedKv{dsinfer::backend::qc::Kind::kFp8Pow2,
+                                                    kDim - kRope, 64, kRope};
+
+// `rows` valid packed rows of kPackedKv, back to back.
+gpu::DeviceBuffer RandomPackedRows(int64_t rows, uint64_t seed, gpu::StreamHandle st) {
+  const int64_t width = kPackedKv.floats();
+  gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(rows, 1) * width) * sizeof(float));
+  gpu::RandomPackedRowsParams f;
+  f.data = static_cast<float*>(b.get());
+  f.rows = rows;
+  f.rows_per_page = std::max<int64_t>(rows, 1);
+  f.page_floats = 0;
+  f.row_floats = width;
+  f.format = kPackedKv;
+  f.seed = seed;
+  gpu::LaunchRandomPackedRows(f, st);
+  return b;
+}
+
 gpu::DeviceBuffer RandomFloats(int64_t count, uint64_t seed, gpu::StreamHandle st) {
   gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float));
   gpu::RandomFillParams f;
@@ -63,6 +88,7 @@ struct Setup {
   int64_t rows = 0, key_rows = 0, flops_keys = 0;  // distinct key rows; sum of keys over rows
   std::vector<gpu::DeviceBuffer> bufs;
   gpu::SparseAttentionParams p;
+  gpu::SparseAttentionParams packed;  // p over packed rows of the same shapes
 
   Setup(const Kind& k, int64_t n, bool prefill, int context, gpu::StreamHandle st) : rows(n) {
     const int64_t seqs = prefill ? 1 : n;
@@ -146,6 +172,20 @@ struct Setup {
     p.inv_freq = static_cast<const float*>(keep(Upload(inv)));
     p.out =
         static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<size_t>(n) * kHeads * kDim * 4)));
+    const int64_t width = kPackedKv.floats();
+    packed = p;
+    packed.kv_format = kPackedKv;
+    packed.kv_bf16 = true;
+    packed.kv = static_cast<const float*>(keep(RandomPackedRows(n, 12, st)));
+    packed.window.pool = static_cast<float*>(keep(RandomPackedRows(seqs * kWindow, 13, st)));
+    packed.window.width = width;
+    packed.window.page_floats = int64_t{kWindow} * width;
+    if (k.rate > 0) {
+      packed.comp.pool =
+          static_cast<float*>(keep(RandomPackedRows(seqs * pages * (1 << kRowsShift), 14, st)));
+      packed.comp.width = width;
+      packed.comp.page_floats = (int64_t{1} << kRowsShift) * width;
+    }
   }
 };
 
@@ -194,6 +234,7 @@ int main(int argc, char** argv) {
   int64_t prefill = 8192;
   int context = 4096;
   std::string kinds = "swa,csa,hca";
+  std::string variants;  // ",a,b,": only those; empty: all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
@@ -205,6 +246,8 @@ int main(int argc, char** argv) {
       context = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--kinds" && v) {
       kinds = argv[++i];
+    } else if (a == "--variants" && v) {
+      variants = "," + std::string(argv[++i]) + ",";
     } else {
       std::fprintf(stderr, "bench_attention: unknown flag %s\n", a.c_str());
       return 2;
@@ -231,23 +274,32 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
       Setup s(k, c.n, c.prefill, context, st);
       const double flops = 4.0 * kHeads * kDim * static_cast<double>(s.flops_keys);
-      const double bytes = (2.0 * c.n * kHeads * kDim + static_cast<double>(s.key_rows) * kDim) * 4;
-      const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
+      const double io_bytes = 2.0 * c.n * kHeads * kDim * 4;
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
       // products instead of 6; timing only: these random values are not bf16 values).
+      // *_packed: the packed rows (the FP8 cache's state).
       struct Variant {
         const char* name;
         int tc, split;
-        bool kv_bf16;
+        bool kv_bf16, packed;
       };
       for (const Variant& v :
-           {Variant{"cuda_cores", -1, 0, false}, Variant{"tc", 1, 0, false},
-            Variant{"tc_split", 1, 1, false}, Variant{"tc_unsplit", 1, -1, false},
-            Variant{"tc_bf16kv", 1, 0, true}}) {
-        gpu::SparseAttentionParams p = s.p;
+           {Variant{"cuda_cores", -1, 0, false, false}, Variant{"tc", 1, 0, false, false},
+            Variant{"tc_split", 1, 1, false, false}, Variant{"tc_unsplit", 1, -1, false, false},
+            Variant{"tc_bf16kv", 1, 0, true, false},
+            Variant{"cuda_cores_packed", -1, 0, true, true}, Variant{"tc_packed", 1, 0, true, true},
+            Variant{"tc_split_packed", 1, 1, true, true},
+            Variant{"tc_unsplit_packed", 1, -1, true, true}}) {
+        if (!variants.empty() &&
+            variants.find("," + std::string(v.name) + ",") == std::string::npos)
+          continue;
+        gpu::SparseAttentionParams p = v.packed ? s.packed : s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;
         p.kv_bf16 = v.kv_bf16;
+        const double bytes =
+            io_bytes + static_cast<double>(s.key_rows) * (v.packed ? kPackedKv.bytes() : kDim * 4);
+        const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
         p.tc_workspace = static_cast<float*>(ws.get());
         p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
         const double us = MedianUs(p, st);

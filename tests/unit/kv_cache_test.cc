@@ -134,6 +134,21 @@ TEST(QuantSimTest, CodecConversionsAreBaseDtypes) {
               bits(Bf16ToFloat(static_cast<uint16_t>(b))));
 }
 
+// The e2m1 codes' values: the grid 0, 0.5, 1, 1.5, 2, 3, 4, 6 with the sign bit 3 (zero without a
+// sign: code 8 is +0), and each nonzero value encodes back to its code.
+TEST(QuantSimTest, E2m1CodesAreTheGrid) {
+  namespace qc = backend::qc;
+  const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int code = 0; code < 16; ++code) {
+    const float want = (code & 8) != 0 && (code & 7) != 0 ? -grid[code & 7] : grid[code & 7];
+    const float got = qc::E2m1Value(static_cast<uint8_t>(code));
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "code " << code;
+    if ((code & 7) != 0) {
+      EXPECT_EQ(qc::E2m1Code(got), code) << "code " << code;
+    }
+  }
+}
+
 // The codec's per-value decode of a packed row (qc::PackedRow::value, what a kernel reading the
 // packed state uses) gives the bits KvFormat::Unpack gives, for the window / compressed rows'
 // format (fp8 blocks of 64, a bf16 tail of 64) and the index keys' (e2m1 blocks of 32).
