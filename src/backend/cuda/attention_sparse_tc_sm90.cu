@@ -86,10 +86,8 @@ constexpr size_t PackedKeyBytes(int dim) { return static_cast<size_t>(kChunk) * 
 // staged (the split's blocks), the chunk's keys [kChunk][KeyPitch(dim)] (fp32; packed rows: bf16).
 // Packed rows without the split stage each chunk's bf16 keys over the staging area, which they
 // outgrow by 16 bf16 (the prologue is done with it before the first chunk, the epilogue starts
-// after the last).
-// Packed rows without the split also prefetch the next chunk's raw rows with cp.async while the
-// current one computes: [kChunk][raw_floats] (raw_floats: the packed row's floats, at most dim /
-// 2).
+// after the last). Packed rows also take the raw rows of a chunk in flight (cp.async)
+// [kChunk][raw_floats] (the packed row's floats, at most dim / 2).
 constexpr size_t DynSmem(int dim, bool staged, bool packed, int raw_floats = 0) {
   const size_t frags = static_cast<size_t>(dim / 16) * 3 * 32 * 16;
   const size_t stage = static_cast<size_t>(kTile) * dim * 4;
