@@ -2,8 +2,8 @@
 // logprobs are bitwise the same when it runs alone (max_running 1) and inside a mix of many
 // requests of different lengths — greedy and seeded sampling, n > 1, step token budgets from 7 to
 // 4,096, preemption forced by a small state budget, decode steps replayed from CUDA graphs or
-// launched eagerly — and do not depend on what ran before in the process; and the GPU engine gives
-// the CPU engine's greedy ids. Skipped without a device.
+// launched eagerly, the FP8 cache's packed state — and do not depend on what ran before in the
+// process; and the GPU engine gives the CPU engine's greedy ids. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,6 +96,35 @@ TEST(GpuEngineTest, RequestsAreTheSameAloneAndInAnyMix) {
     ASSERT_TRUE(e.ok());
     (void)(*e)->Generate(reqs);
     ExpectSame({alone[0], alone[1]}, (*e)->Generate({reqs[0], reqs[1]}), "after other work");
+  }
+}
+
+// DeepSeek-V4 with the FP8 cache on the GPU engine: the paged state's pages hold the packed rows
+// (fp8_ds_mla K=V rows, e2m1 index keys; a model whose dims pack), and a request has the same bits
+// alone and inside a mix at step budgets of 7 and 4,096 tokens.
+TEST(GpuEngineTest, Fp8CacheRequestsAreTheSameAloneAndInAnyMix) {
+  if (!backend::cuda::DeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = testing::ScratchDir("gpu_engine_fp8_cache");
+  ASSERT_TRUE(model::deepseek_v4::WriteRandomModel(testing::SmallFp8CacheConfig(), dir, 23,
+                                                   model::deepseek_v4::WeightFormat::kF32)
+                  .ok());
+  const std::vector<GenerateRequest> reqs = Mix(32);
+  auto options = [&](int max_running, int64_t budget) {
+    EngineOptions o =
+        testing::MixOptions(Device::kCuda, max_running, budget, int64_t{256} << 20, dir);
+    o.kv_cache_dtype = "fp8";
+    return o;
+  };
+  std::vector<RequestResult> alone;
+  {
+    auto e = Engine::Create(options(2, 4096));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    for (const auto& r : reqs) alone.push_back((*e)->Generate({r})[0]);
+  }
+  for (int64_t budget : {int64_t{7}, int64_t{4096}}) {
+    auto e = Engine::Create(options(32, budget));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    ExpectSame(alone, (*e)->Generate(reqs), "fp8 cache, budget " + std::to_string(budget));
   }
 }
 
