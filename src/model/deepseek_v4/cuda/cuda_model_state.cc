@@ -405,9 +405,7 @@ Status CudaModel::FillSyntheticState(int slot, int64_t length, uint64_t seed) {
         continue;
       }
       gpu::RandomPackedRowsParams r;
-      r.data = f.data == nullptr
-                   ? nullptr
-                   : static_cast<float*>(f.data) + mem.offset * pool.plan.rows_per_page;
+      r.data = static_cast<float*>(f.data) + mem.offset * pool.plan.rows_per_page;
       r.rows = pool.per_seq * pool.plan.rows_per_page;
       r.rows_per_page = pool.plan.rows_per_page;
       r.page_floats = pool.page_floats();
