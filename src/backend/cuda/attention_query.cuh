@@ -29,18 +29,13 @@ __device__ __forceinline__ const float* KeyRowPtr(const SparseAttentionParams& p
   return p.comp.Entry(slot, e);
 }
 
-// Values c .. c + 3 (c % 4 == 0) and value c of a K=V row: fp32, or (kPacked) a packed row of
-// p.kv_format. The kernels instantiate both (a packed branch costs the fp32 path registers).
+// Values c .. c + 3 (c % 4 == 0) of a K=V row: fp32, or (kPacked) a packed row of p.kv_format.
+// The CUDA-core kernel instantiates both (a packed branch costs the fp32 path registers).
 template <bool kPacked>
 __device__ __forceinline__ float4 LoadKey4(const SparseAttentionParams& p, const float* row,
                                            int c) {
   if constexpr (kPacked) return PackedLoad4(p.kv_format, row, c);
   return __ldg(reinterpret_cast<const float4*>(row + c));
-}
-template <bool kPacked>
-__device__ __forceinline__ float LoadKey1(const SparseAttentionParams& p, const float* row, int c) {
-  if constexpr (kPacked) return PackedLoad1(p.kv_format, row, c);
-  return __ldg(row + c);
 }
 
 // The RoPE frequencies of the lane's query elements (0 for elements without RoPE): constant

@@ -88,16 +88,20 @@ constexpr size_t PackedKeyBytes(int dim) { return static_cast<size_t>(kChunk) * 
 // outgrow by 16 bf16 (the prologue is done with it before the first chunk, the epilogue starts
 // after the last). Packed rows also take the raw rows of a chunk in flight (cp.async)
 // [kChunk][raw_floats] (the packed row's floats, at most dim / 2).
+// Bytes of the queries' split fragments and of the staging area; where the packed rows' raw
+// chunk starts without the split.
+constexpr size_t FragBytes(int dim) { return static_cast<size_t>(dim / 16) * 3 * 32 * 16; }
+constexpr size_t StageBytes(int dim) { return static_cast<size_t>(kTile) * dim * 4; }
+constexpr size_t UnsplitRawAt(int dim) {
+  return FragBytes(dim) + std::max(StageBytes(dim), PackedKeyBytes(dim));
+}
 constexpr size_t DynSmem(int dim, bool staged, bool packed, int raw_floats = 0) {
-  const size_t frags = static_cast<size_t>(dim / 16) * 3 * 32 * 16;
-  const size_t stage = static_cast<size_t>(kTile) * dim * 4;
+  const size_t frags = FragBytes(dim);
+  const size_t stage = StageBytes(dim);
   if (packed && staged) {
     return frags + stage + PackedKeyBytes(dim) + static_cast<size_t>(kChunk) * raw_floats * 4;
   }
-  if (packed) {
-    return frags + std::max(stage, PackedKeyBytes(dim)) +
-           static_cast<size_t>(kChunk) * raw_floats * 4;
-  }
+  if (packed) return UnsplitRawAt(dim) + static_cast<size_t>(kChunk) * raw_floats * 4;
   return frags + stage + (staged ? static_cast<size_t>(kChunk) * KeyPitch(dim) * 4 : 0);
 }
 
@@ -247,17 +251,15 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim, kpitch = KeyPitch(dim);
   uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [dim / 16][3][32]
-  float* const stage =
-      reinterpret_cast<float*>(dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16);
+  float* const stage = reinterpret_cast<float*>(dyn_raw + FragBytes(dim));
   float* const keys = stage + kTile * dim;  // kSplit: [kChunk][kpitch]
   // kPacked: the chunk's decoded keys [kChunk][kpitch] bf16 (kSplit: after the staging area; else
   // over it, then the raw rows of the next chunk [kChunk][raw_floats]).
   uint16_t* const kbf = reinterpret_cast<uint16_t*>(kSplit ? keys : stage);
   const int raw_floats = p.kv_format.floats();
-  float* const raw = reinterpret_cast<float*>(
-      kSplit ? reinterpret_cast<unsigned char*>(keys) + PackedKeyBytes(dim)
-             : dyn_raw + static_cast<size_t>(dim / 16) * 3 * 32 * 16 +
-                   std::max(static_cast<size_t>(kTile) * dim * 4, PackedKeyBytes(dim)));
+  float* const raw =
+      reinterpret_cast<float*>(kSplit ? reinterpret_cast<unsigned char*>(keys) + PackedKeyBytes(dim)
+                                      : dyn_raw + UnsplitRawAt(dim));
 
   const int tiles = HeadTiles(p.heads);
   const int64_t t = blockIdx.x / tiles;

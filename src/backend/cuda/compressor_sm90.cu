@@ -24,10 +24,7 @@ constexpr int kMaxSlots = 256;  // 2 * rate (CSA) or rate (HCA)
 
 // The packed entry row of CompressEmitParams::entry_packed.
 __host__ __device__ inline qc::PackedRow EntryRow(const CompressEmitParams& p) {
-  return {p.entry_quant == FakeQuant::kFp8Pow2   ? qc::Kind::kFp8Pow2
-          : p.entry_quant == FakeQuant::kFp4E4m3 ? qc::Kind::kFp4E4m3
-                                                 : qc::Kind::kFp4Pow2,
-          p.dim - p.entry_bf16_tail, p.entry_block, p.entry_bf16_tail};
+  return {FqKind(p.entry_quant), p.dim - p.entry_bf16_tail, p.entry_block, p.entry_bf16_tail};
 }
 
 __global__ void CompressEmitKernel(CompressEmitParams p) {

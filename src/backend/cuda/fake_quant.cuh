@@ -25,8 +25,8 @@ void LaunchFakeQuantRows(float* x, int64_t rows, int64_t ld, int64_t dim, FakeQu
 
 #ifdef __CUDACC__
 
-// The codec's kind of a FakeQuant kind (not kBf16).
-__device__ __forceinline__ qc::Kind FqKind(FakeQuant kind) {
+// The codec's kind of a FakeQuant kind (not kBf16; host code of .cu files too).
+__host__ __device__ __forceinline__ qc::Kind FqKind(FakeQuant kind) {
   return kind == FakeQuant::kFp8Pow2   ? qc::Kind::kFp8Pow2
          : kind == FakeQuant::kFp4E4m3 ? qc::Kind::kFp4E4m3
                                        : qc::Kind::kFp4Pow2;

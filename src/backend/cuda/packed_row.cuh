@@ -1,6 +1,6 @@
 // The FP8 cache's packed rows on the device (backend/quant_codec.h's qc::PackedRow: codes, then
 // the bf16 tail, then one scale byte per block): the kernels that write the state encode them,
-// the kernels that read it decode 1 or 4 values at a time. Every decoded value is the CPU's
+// the kernels that read it decode 4 values at a time. Every decoded value is the CPU's
 // KvFormat::Unpack value bit for bit: an e4m3 code converts exactly (to f16 by the hardware, then
 // to f32), an e2m1 code through the codec, and value = code value x scale rounds once (__fmul_rn,
 // as the codec's Mul). An encoded block is the codec's: the scale byte of the block's absolute
@@ -58,21 +58,6 @@ __device__ __forceinline__ uint2 PackedLoad4Bf16(const qc::PackedRow& f, const v
   const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
   return make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
                     *reinterpret_cast<const uint32_t*>(&hi));
-}
-
-// Value i of a packed row.
-__device__ __forceinline__ float PackedLoad1(const qc::PackedRow& f, const void* row, int i) {
-  const auto* b = static_cast<const uint8_t*>(row);
-  if (i >= f.q) {
-    const uint16_t* t = reinterpret_cast<const uint16_t*>(b + f.tail_at()) + (i - f.q);
-    return __uint_as_float(static_cast<uint32_t>(__ldg(t)) << 16);
-  }
-  const float s = qc::ScaleOfByte(f.kind, __ldg(b + f.scales_at() + i / f.block));
-  if (f.fp8()) {
-    const __half_raw h = __nv_cvt_fp8_to_halfraw(__ldg(b + i), __NV_E4M3);
-    return __fmul_rn(__half2float(__half(h)), s);
-  }
-  return qc::Mul(qc::E2m1Value((__ldg(b + i / 2) >> (4 * (i % 2))) & 0xF), s);
 }
 
 // Encodes block `blk` of a row's coded values (x: its `f.block` values, not yet rounded) into the
