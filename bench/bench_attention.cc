@@ -277,11 +277,12 @@ int main(int argc, char** argv) {
       const double io_bytes = 2.0 * c.n * kHeads * kDim * 4;
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
       // products instead of 6; timing only: these random values are not bf16 values).
-      // *_packed: the packed rows (the FP8 cache's state).
+      // *_packed: the packed rows (the FP8 cache's state); *_qp: with the FP8 cache's bf16
+      // queries and weights (qp_bf16, what the model runs with the FP8 cache).
       struct Variant {
         const char* name;
         int tc, split;
-        bool kv_bf16, packed;
+        bool kv_bf16, packed, qp = false;
       };
       for (const Variant& v :
            {Variant{"cuda_cores", -1, 0, false, false}, Variant{"tc", 1, 0, false, false},
@@ -289,7 +290,10 @@ int main(int argc, char** argv) {
             Variant{"tc_bf16kv", 1, 0, true, false},
             Variant{"cuda_cores_packed", -1, 0, true, true}, Variant{"tc_packed", 1, 0, true, true},
             Variant{"tc_split_packed", 1, 1, true, true},
-            Variant{"tc_unsplit_packed", 1, -1, true, true}}) {
+            Variant{"tc_unsplit_packed", 1, -1, true, true},
+            Variant{"tc_packed_qp", 1, 0, true, true, true},
+            Variant{"tc_split_packed_qp", 1, 1, true, true, true},
+            Variant{"tc_unsplit_packed_qp", 1, -1, true, true, true}}) {
         if (!variants.empty() &&
             variants.find("," + std::string(v.name) + ",") == std::string::npos)
           continue;
@@ -297,6 +301,7 @@ int main(int argc, char** argv) {
         p.tensor_cores = v.tc;
         p.tc_split = v.split;
         p.kv_bf16 = v.kv_bf16;
+        p.qp_bf16 = v.qp;
         const double bytes =
             io_bytes + static_cast<double>(s.key_rows) * (v.packed ? kPackedKv.bytes() : kDim * 4);
         const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;

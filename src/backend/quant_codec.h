@@ -35,13 +35,7 @@ enum class Kind : uint8_t { kFp8Pow2, kFp4E4m3, kFp4Pow2 };
 DSINFER_QC_FN uint32_t Bits(float v) { return FloatToBits32(v); }
 DSINFER_QC_FN float FromBits(uint32_t b) { return Bits32ToFloat(b); }
 // One rounding each.
-DSINFER_QC_FN float Mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
+DSINFER_QC_FN float Mul(float a, float b) { return MulRn(a, b); }
 DSINFER_QC_FN float Div(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fdiv_rn(a, b);
@@ -172,7 +166,7 @@ struct PackedRow {
   DSINFER_QC_FN int code_bytes() const { return fp8() ? q : q / 2; }
   DSINFER_QC_FN int tail_at() const { return code_bytes(); }
   DSINFER_QC_FN int scales_at() const { return code_bytes() + 2 * tail; }
-  DSINFER_QC_FN int bytes() const { return scales_at() + q / block; }
+  DSINFER_QC_FN int bytes() const { return packed() ? scales_at() + q / block : 0; }
   // Whole floats of memory per row (the bytes rounded up).
   DSINFER_QC_FN int floats() const { return (bytes() + 3) / 4; }
   // The code of value i < q.

@@ -47,13 +47,7 @@ DSINFER_SAMPLE_FN float ApplySampleEdit(float y, const SampleEdit& e) {
   return y - e.subtract;
 }
 
-DSINFER_SAMPLE_FN float SampleFma(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
+DSINFER_SAMPLE_FN float SampleFma(float a, float b, float c) { return FmaRn(a, b, c); }
 
 // exp(x) for x <= 0, the same bits on every backend: Cody-Waite reduction by ln 2 and a degree-7
 // polynomial (relative error ~1e-7). Below -64 (w < 2^-92, far under SampleFixed's resolution)

@@ -37,10 +37,12 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "1)"},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
-       "other bits than the CUDA-core kernel; the default with --kv-cache-dtype fp8)",
+       "other bits than the CUDA-core kernel; always with --kv-cache-dtype fp8, whose bf16 "
+       "queries and weights only it computes)",
        false},
       {"no-attention-tc",
-       "sparse attention on the CUDA cores with --kv-cache-dtype fp8 too (A/B timing; other bits)",
+       "sparse attention on the CUDA cores where the numerics allow (not DeepSeek-V4's "
+       "--kv-cache-dtype fp8 attention: bf16 queries and weights, the tensor cores only)",
        false},
   };
 }

@@ -2,7 +2,8 @@
 // kernel and a double-precision host reference over flash and tiny shapes (window only, window +
 // compressed entries with and without a selection list, the query's RMSNorm + RoPE or RoPE alone
 // applied in the kernel, a partial head tile, rows whose window reaches into the ring), and its
-// batch invariance: every row of a 300-row launch has the bits of that row launched alone.
+// batch invariance: every row of a 300-row launch has the bits of that row launched alone; the
+// FP8 cache's bf16 queries and weights (qp_bf16) against the CPU's AttendHeadBf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/runtime.h"
@@ -150,27 +152,33 @@ struct Case {
     return p;
   }
 
+  // Row t's key rows (host copies) in the kernels' order: its window, then its entries.
+  std::vector<const float*> Keys(int t) const {
+    const int d = s.dim, p = pos[t];
+    std::vector<const float*> keys;
+    const int n_win = std::min(s.window, p + 1);
+    for (int j = 0; j < n_win; ++j) {
+      const int sp = p - n_win + 1 + j;
+      keys.push_back(sp >= start[t] ? kv.data() + static_cast<size_t>(begin[t] + sp - start[t]) * d
+                                    : ring.data() + static_cast<size_t>(sp % s.window) * d);
+    }
+    if (s.rate > 0) {
+      const int n_comp = s.select ? sel_count[t] : (p + 1) / s.rate;
+      for (int k = 0; k < n_comp; ++k) {
+        const int e = s.select ? sel[static_cast<size_t>(t) * s.max_sel + k] : k;
+        keys.push_back(comp.data() + static_cast<size_t>(e) * d);
+      }
+    }
+    return keys;
+  }
+
   // The double-precision reference of every row: [n, heads, dim].
   std::vector<float> Reference() const {
     const int d = s.dim, roff = d - s.rope;
     std::vector<float> out(static_cast<size_t>(n) * s.heads * d);
     for (int t = 0; t < n; ++t) {
       const int p = pos[t];
-      std::vector<const float*> keys;
-      const int n_win = std::min(s.window, p + 1);
-      for (int j = 0; j < n_win; ++j) {
-        const int sp = p - n_win + 1 + j;
-        keys.push_back(sp >= start[t]
-                           ? kv.data() + static_cast<size_t>(begin[t] + sp - start[t]) * d
-                           : ring.data() + static_cast<size_t>(sp % s.window) * d);
-      }
-      if (s.rate > 0) {
-        const int n_comp = s.select ? sel_count[t] : (p + 1) / s.rate;
-        for (int k = 0; k < n_comp; ++k) {
-          const int e = s.select ? sel[static_cast<size_t>(t) * s.max_sel + k] : k;
-          keys.push_back(comp.data() + static_cast<size_t>(e) * d);
-        }
-      }
+      const std::vector<const float*> keys = Keys(t);
       for (int h = 0; h < s.heads; ++h) {
         std::vector<double> qv(d);
         const float* qr = q.data() + (static_cast<size_t>(t) * s.heads + h) * d;
@@ -257,7 +265,7 @@ struct Result {
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too).
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
-              bool kv_bf16 = false, const PackedKv* packed = nullptr) {
+              bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());
@@ -277,6 +285,7 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   Memset(ws.get(), 0xff, ws.bytes(), st.get());
   p.tc_split = split;
   p.kv_bf16 = kv_bf16;
+  p.qp_bf16 = qp_bf16;
   p.tc_workspace = ws.as<float>();
   p.tc_workspace_floats = ws_floats;
   if (tensor_cores == 2) {
@@ -466,13 +475,14 @@ TEST(SparseAttentionTcTest, Bf16KvSkipsZeroPartsWithTheSameBits) {
 
 // The FP8 cache's packed K=V rows (kv_format: e4m3 codes, a bf16 tail, scale bytes; rows only
 // 8-byte aligned), decoded as the kernels read them: every kernel (CUDA-core, tensor-core in one
-// block per row tile or split over chunks) gives the bits it gives on the same values in fp32
-// rows.
+// block per row tile or split over chunks, with fp32 or bf16 queries and weights) gives the bits
+// it gives on the same values in fp32 rows.
 TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
   SKIP_WITHOUT_GPU();
   const Shape tiny = {"tiny", 8, 128, 32, 32, 8, false, 0, 1e-6f, false, true, 50, 1.0f};
+  const Shape two_tiles = {"32 heads", 32, 128, 32, 32, 8, true, 24, 1e-6f, false, false, 90, 1.0f};
   Stream st;
-  for (const Shape& s : {kFlashCsa, tiny}) {
+  for (const Shape& s : {kFlashCsa, tiny, two_tiles}) {
     const int n = 40;
     Case c(s, n, 907, false);
     const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, s.dim == 512 ? 64 : 32, s.rope);
@@ -481,11 +491,12 @@ TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
     c.UploadAll();
     EXPECT_LT(f.row_floats() * 3, s.dim) << "packed rows at least 3x smaller";
     const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
-    for (int tc : {-1, 2}) {
+    for (int tc : {-1, 2, 3}) {  // 3: the tensor cores with bf16 queries and weights (qp_bf16)
       for (int split : {-1, 1}) {
         if (tc < 0 && split > 0) continue;
-        const Result plain = Launch(c, 0, n, tc, st, split, true);
-        const Result pk = Launch(c, 0, n, tc, st, split, true, &packed);
+        const bool qp = tc == 3;
+        const Result plain = Launch(c, 0, n, qp ? 2 : tc, st, split, true, nullptr, qp);
+        const Result pk = Launch(c, 0, n, qp ? 2 : tc, st, split, true, &packed, qp);
         EXPECT_EQ(std::memcmp(plain.y.data(), pk.y.data(), n * width * 4), 0)
             << s.name << " tensor cores " << tc << " split " << split;
         EXPECT_EQ(plain.split_ran, pk.split_ran);
@@ -496,6 +507,111 @@ TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
       }
     }
   }
+}
+
+// The FP8 cache's attention in the official kernel's precision (qp_bf16: bf16 queries, and each
+// key chunk's weights rounded to bf16 relative to the chunk's max) against the CPU's
+// AttendHeadBf16, which defines it: within float rounding of the two backends for nearly every
+// head (a weight whose fp32 value the backends compute an ulp apart can round to neighbouring
+// bf16 values: a few heads differ by up to 2^-8 of that weight's share), and clearly not the
+// fp32-query attention (the negative control: the rounding is there). Split or not, and a row
+// alone or among 300, the same bits.
+TEST(SparseAttentionTcTest, Bf16QueriesAndWeightsAsTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Shape> shapes = {
+      {"flash CSA, pre-applied query, act_quant", 64, 512, 64, 128, 4, true, 512, -1.0f, false,
+       true, 3000, 1.0f},
+      {"flash HCA (all entries), pre-applied query", 64, 512, 64, 128, 128, false, 0, -1.0f, false,
+       false, 9000, 1.0f},
+      {"tiny: 20 heads, dim 128, CSA, big sinks", 20, 128, 32, 32, 8, true, 40, -1.0f, false, false,
+       300, 6.0f},
+  };
+  Stream st;
+  uint32_t seed = 700;
+  for (const Shape& s : shapes) {
+    const int n = 6, d = s.dim, roff = d - s.rope;
+    Case c(s, n, seed += 10, true, true);
+    const Result qp = Launch(c, 0, n, 2, st, -1, true, nullptr, true);
+    const Result fp32_q = Launch(c, 0, n, 2, st, -1, true);
+    // The CPU: AttendHeadBf16 per (row, head), then the inverse RoPE of the rope dims.
+    std::vector<float> cpu(qp.y.size());
+    for (int t = 0; t < n; ++t) {
+      const std::vector<const float*> keys = c.Keys(t);
+      for (int h = 0; h < s.heads; ++h) {
+        const size_t at = (static_cast<size_t>(t) * s.heads + h) * d;
+        float* o = cpu.data() + at;
+        cpu::AttendHeadBf16(c.q.data() + at, keys, d, 1.0f / std::sqrt(static_cast<float>(d)),
+                            c.sink[h], o);
+        for (int j = 0; j < s.rope / 2; ++j) {
+          const double a = static_cast<double>(static_cast<float>(c.pos[t]) * c.inv[j]);
+          const double x0 = o[roff + 2 * j], x1 = o[roff + 2 * j + 1];
+          o[roff + 2 * j] = static_cast<float>(x0 * std::cos(a) + x1 * std::sin(a));
+          o[roff + 2 * j + 1] = static_cast<float>(-x0 * std::sin(a) + x1 * std::cos(a));
+        }
+      }
+    }
+    double scale = 0;
+    for (float v : cpu) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    ASSERT_GT(scale, 1e-3) << s.name;
+    // Per head row: its largest difference from the CPU (qp) and from the fp32-query output.
+    int close = 0, close_fp32 = 0, bad = 0;
+    double worst = 0;
+    const int heads_total = n * s.heads;
+    for (int r = 0; r < heads_total; ++r) {
+      double e = 0, e32 = 0;
+      for (int i = 0; i < d; ++i) {
+        const size_t k = static_cast<size_t>(r) * d + i;
+        e = std::max(e, std::fabs(static_cast<double>(qp.y[k]) - cpu[k]));
+        e32 = std::max(e32, std::fabs(static_cast<double>(fp32_q.y[k]) - cpu[k]));
+        bad += std::isfinite(qp.y[k]) ? 0 : 1;
+      }
+      worst = std::max(worst, e);
+      close += e <= 1e-5 * scale;
+      close_fp32 += e32 <= 1e-5 * scale;
+    }
+    std::printf(
+        "[ qp_bf16 ] %s: %d of %d heads within 1e-5 of the CPU (fp32 queries: %d), worst %.3g\n",
+        s.name.c_str(), close, heads_total, close_fp32, worst / scale);
+    EXPECT_EQ(bad, 0) << s.name;
+    EXPECT_GE(close, heads_total * 95 / 100) << s.name;
+    EXPECT_LE(worst, 4e-3 * scale) << s.name;
+    EXPECT_LE(close_fp32, heads_total / 2) << s.name << ": the rounding made no difference";
+    // Split over chunks and combined: the same bits.
+    const Result split = Launch(c, 0, n, 2, st, 1, true, nullptr, true);
+    EXPECT_TRUE(split.split_ran) << s.name;
+    EXPECT_EQ(std::memcmp(split.y.data(), qp.y.data(), qp.y.size() * 4), 0) << s.name;
+    if (s.quant) {
+      EXPECT_EQ(split.q, qp.q) << s.name;
+    }
+  }
+  // Batch invariance: each row of 300 as that row alone (split, as a decode step's).
+  Shape s = shapes[0];
+  const int n = 300;
+  Case c(s, n, 905, true, true);
+  const Result all = Launch(c, 0, n, 2, st, -1, true, nullptr, true);
+  const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+  int differing = 0;
+  for (int r = 0; r < n; ++r) {
+    const Result one = Launch(c, r, 1, 2, st, 1, true, nullptr, true);
+    const bool same = std::memcmp(one.y.data(), all.y.data() + r * width, width * 4) == 0 &&
+                      std::memcmp(one.q.data(), all.q.data() + r * c.ldq, width * 2) == 0;
+    if (!same && differing++ < 5) ADD_FAILURE() << "row " << r << " differs alone";
+  }
+  EXPECT_EQ(differing, 0);
+}
+
+// qp_bf16 outside its shapes or without bf16 K=V values is refused, not computed otherwise.
+TEST(SparseAttentionTcTest, Bf16QueriesAndWeightsNeedTheirShapes) {
+  SparseAttentionParams p;
+  p.heads = 8;
+  p.dim = 128;
+  p.rope_dim = 32;
+  p.qp_bf16 = true;
+  EXPECT_FALSE(p.Validate().ok());  // kv_bf16 not set
+  p.kv_bf16 = true;
+  EXPECT_TRUE(p.Validate().ok());
+  p.dim = 96;
+  EXPECT_FALSE(p.Validate().ok());  // not a multiple of 64
 }
 
 }  // namespace

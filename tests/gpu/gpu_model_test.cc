@@ -67,13 +67,15 @@ double Top1(const std::vector<float>& a, const std::vector<float>& b, int64_t V)
   return static_cast<double>(agree) / static_cast<double>(rows);
 }
 
-std::vector<float> RunGpu(CudaModel& m, const std::vector<int32_t>& ids, const std::vector<int>& sizes) {
+std::vector<float> RunGpu(CudaModel& m, const std::vector<int32_t>& ids,
+                          const std::vector<int>& sizes) {
   auto slot = m.NewSequence();
   EXPECT_TRUE(slot.ok());
   std::vector<float> all;
   size_t at = 0;
   for (int s : sizes) {
-    auto out = m.Forward({{*slot, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)}}, LogitsRows::kAll);
+    auto out = m.Forward({{*slot, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + s)}},
+                         LogitsRows::kAll);
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     all.insert(all.end(), out->begin(), out->end());
     at += s;
@@ -143,7 +145,8 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
   std::vector<int> odd = {3, 5};
   for (int64_t used = 8; used < n; ++used) odd.push_back(1);
   EXPECT_TRUE(BitEqual(RunGpu(g, ids, odd), whole)) << name << " chunks 3,5 then decode";
-  EXPECT_TRUE(BitEqual(RunGpu(g, ids, std::vector<int>(static_cast<size_t>(n), 1)), whole)) << name << " token by token";
+  EXPECT_TRUE(BitEqual(RunGpu(g, ids, std::vector<int>(static_cast<size_t>(n), 1)), whole))
+      << name << " token by token";
   std::vector<int> big = {static_cast<int>(n) / 2, static_cast<int>(n) - static_cast<int>(n) / 2};
   EXPECT_TRUE(BitEqual(RunGpu(g, ids, big), whole)) << name << " two halves";
 
@@ -168,12 +171,15 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
     auto s = g.NewSequence();
     ASSERT_TRUE(s.ok());
     const int64_t half = n / 2;
-    ASSERT_TRUE(g.Forward({{*s, std::vector<int32_t>(ids.begin(), ids.begin() + half)}}, LogitsRows::kLast).ok());
+    ASSERT_TRUE(
+        g.Forward({{*s, std::vector<int32_t>(ids.begin(), ids.begin() + half)}}, LogitsRows::kLast)
+            .ok());
     int mismatches = 0;
     for (int64_t t = half; t < n; ++t) {
       auto got = g.DecodeStep({*s}, {ids[t]}, graph);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
-      const auto best = std::max_element(whole.begin() + t * V, whole.begin() + (t + 1) * V) - (whole.begin() + t * V);
+      const auto best = std::max_element(whole.begin() + t * V, whole.begin() + (t + 1) * V) -
+                        (whole.begin() + t * V);
       mismatches += (*got)[0] != best;
       const std::vector<float> row(whole.begin() + t * V, whole.begin() + (t + 1) * V);
       EXPECT_TRUE(BitEqual(g.LastDecodeLogits(1), row))
@@ -502,17 +508,19 @@ TEST(GpuModelTest, TinyOfficialFormats) {
 }
 
 // DeepSeek-V4 with the FP8 cache (fp8_sim'd K=V with bf16 RoPE dims, the indexer's Hadamard +
-// fp4_sim): the GPU rounds as the CPU does, so the two agree as the V4.1 models with their
-// fake-quantizers do (an ulp of fp32 difference at a rounding boundary moves a value a whole FP8
-// step: measured 5.0e-5 with the CUDA-core attention, 2.3e-4 with the tensor-core one, the
-// default with this cache), and every schedule and batch gives the same bits.
+// fp4_sim, the attention's bf16 queries and weights): the GPU rounds as the CPU does, so the two
+// agree as the V4.1 models with their fake-quantizers do (an ulp of fp32 difference at a rounding
+// boundary moves a value a whole bf16 / FP8 step, and a moved K=V value moves every later row
+// that reads it: measured 2.3e-4 with fp32 queries and weights, 1.6e-3 since the bf16 ones, whose
+// op test, SparseAttentionTcTest.Bf16QueriesAndWeightsAsTheCpu, is the tight check), and every
+// schedule and batch gives the same bits.
 TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
   SKIP_WITHOUT_GPU();
   const std::string dir = testing::ScratchDir("gpu_fp8_cache");
   ASSERT_TRUE(WriteRandomModel(testing::SmallFp8CacheConfig(), dir, 17, WeightFormat::kF32).ok());
   std::vector<int32_t> ids;
   for (int i = 0; i < 70; ++i) ids.push_back((i * 7919 + 5) % 300);
-  CheckModelDir(dir, ids, nullptr, "tiny-fp8-cache", 1e-3, nullptr, 1e-4, io::KvCacheDtype::kFp8);
+  CheckModelDir(dir, ids, nullptr, "tiny-fp8-cache", 4e-3, nullptr, 1e-4, io::KvCacheDtype::kFp8);
   // Its state holds the CPU's packed rows: every K=V row (window ring, compressed entries) and
   // index key as wide as the CPU's format, which is smaller than fp32.
   io::DeepseekV4Config fc = testing::SmallFp8CacheConfig();
@@ -548,7 +556,8 @@ TEST(GpuModelTest, RejectsBadInput) {
   auto s = (*gm)->NewSequence();
   ASSERT_TRUE(s.ok());
   EXPECT_FALSE((*gm)->NewSequence().ok());  // one slot only
-  EXPECT_EQ((*gm)->Forward({{*s, {-1}}}, LogitsRows::kAll).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*gm)->Forward({{*s, {-1}}}, LogitsRows::kAll).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ((*gm)->Forward({{*s, std::vector<int32_t>(9, 1)}}, LogitsRows::kAll).status().code(),
             StatusCode::kOutOfRange);
   auto empty = (*gm)->Forward({{*s, {}}}, LogitsRows::kAll);

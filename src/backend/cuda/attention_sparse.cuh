@@ -65,6 +65,12 @@ struct SparseAttentionParams {
   // of the keys' / values' parts 2 and 3, exact zeros, for the same bits in half the mma steps
   // (gpu_attention_tc_test checks the bits). False for values that are not.
   bool kv_bf16 = false;
+  // DeepSeek-V4's FP8-cache attention in the official kernel's precision (spec §2.5: bf16 inputs,
+  // P cast to bf16 for P V): the queries rounded to bf16 and each key chunk's softmax weights
+  // rounded to bf16 relative to the chunk's max, as the CPU's AttendHeadBf16 defines it (the
+  // chunks of backend/softmax_fold.h). Only the tensor-core kernel computes it (one mma per k step
+  // where the fp32 operands take three); needs kv_bf16 and its shapes (head_dim % 64 == 0).
+  bool qp_bf16 = false;
   // The FP8 cache's packed K=V rows (backend/quant_codec.h's qc::PackedRow; q == 0: fp32 rows of
   // dim floats): kv, the window ring and the compressed entries all hold rows of
   // kv_format.floats() floats, decoded as read (packed_row.cuh: the CPU's Unpack values, so the
@@ -90,8 +96,9 @@ void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream);
 // P V) folded into the row's running one in chunk order, by the same block or (tc_split) by a
 // combine kernel over per-chunk blocks; each output's operation sequence is a function of
 // (heads, dim, the row's key list) only, so a row has the same bits alone or in any batch, split
-// or not. Not the CUDA-core kernel's bits (an opt-in: --attention-tc). Takes head_dim % 64 == 0
-// (<= 512) and any head count (a last partial tile of 16 is padded).
+// or not. Not the CUDA-core kernel's bits (an opt-in: --attention-tc, the default where the K=V
+// values are bf16 values, and the only kernel of qp_bf16). Takes head_dim % 64 == 0 (<= 512) and
+// any head count (a last partial tile of 16 is padded).
 bool SparseAttentionTcSupports(const SparseAttentionParams& p);
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream);
 // The most key chunks a row of these params can reach (window + selection stride or the list's

@@ -247,6 +247,12 @@ Status SparseAttentionParams::Validate() const {
         "(codes a multiple of 8, blocks of 4k, at most half the fp32 row) with "
         "kv_bf16 set");
   }
+  if (qp_bf16 && (!kv_bf16 || dim % 64 != 0)) {
+    return InvalidArgument(
+        "sparse attention: bf16 queries and weights (the FP8 cache's attention) need bf16 K=V "
+        "values (kv_bf16) and head_dim a multiple of 64 up to 512 (the tensor-core kernel), not " +
+        std::to_string(dim));
+  }
   if (rope_dim > dim || rope_dim % 2 != 0) {
     return Unimplemented("sparse attention: rope_dim " + std::to_string(rope_dim) +
                          " must be even and at most head_dim");
@@ -257,8 +263,10 @@ Status SparseAttentionParams::Validate() const {
 void LaunchSparseAttention(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
   DSINFER_CHECK_PARAMS(p);
-  const bool tc =
-      p.tensor_cores != 0 ? p.tensor_cores > 0 : GetKernelOptions().AttentionTcFor(p.kv_bf16);
+  // qp_bf16: the tensor-core kernel whatever the choice (the only one computing it; Validate
+  // took its shapes).
+  const bool tc = p.qp_bf16 || (p.tensor_cores != 0 ? p.tensor_cores > 0
+                                                    : GetKernelOptions().AttentionTcFor(p.kv_bf16));
   if (tc && SparseAttentionTcSupports(p)) {  // else the CUDA-core kernel (e.g. head_dim 32)
     LaunchSparseAttentionTc(p, stream);
     return;

@@ -30,6 +30,11 @@
 // (length · 2^-24) of the sum of |products| at worst, from the accumulation as in any fp32 sum. The
 // CUDA-core kernel's bits are not reproduced (another summation order), only its accuracy.
 //
+// qp_bf16 (DeepSeek-V4's FP8 cache, the official kernel's precision): the queries and each
+// chunk's softmax weights P are rounded to bf16 (their parts 2 and 3 are then zeros, as the K=V
+// values' are), so every S and P V step is the one product a1·b1: a third of the mma steps, the
+// CPU's AttendHeadBf16 defining the values (P relative to its chunk's own max).
+//
 // Batch invariance: each output element's operation sequence — the chunking, the k-step order of
 // the mma chains, the softmax steps, the epilogue — depends on (heads, dim, the row's key list) and
 // on nothing else: not on the rows of the launch, the grid or which SM runs the block. A row run
@@ -39,8 +44,8 @@
 // k indices {2q, 2q+1} (a0/a1, b0) and {2q+8, 2q+9} (a2/a3, b1). S's k (dim) step s gives them the
 // columns Off(s, q) .. +3, one float4 (pairs of steps cover 32 columns; staged key rows are
 // KeyPitch apart, so the two rows a 128-bit phase reads hit distinct banks); P V's k (key) step s
-// the keys 16s + q, +4, +8, +12 (the 32 lanes' V loads of one offset on 32 distinct banks). The
-// queries' split fragments are built once per block in shared memory.
+// the keys 16s + 2q, +1 and 16s + 8 + 2q, +1 in order (staged bf16 rows: one ldmatrix .trans per
+// n tile and step). The queries' split fragments are built once per block in shared memory.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -54,6 +59,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear_core.cuh"
+#include "backend/softmax_fold.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -61,8 +67,9 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16;            // heads per block: one mma m tile
-constexpr int kChunk = 32;           // keys per step: 4 n tiles of 8, each over 2 dim halves
+constexpr int kTile = 16;   // heads per block: one mma m tile
+constexpr int kChunk = 32;  // keys per step: 4 n tiles of 8, each over 2 dim halves
+static_assert(kChunk == softmax::kChunk, "the chunks qp_bf16 rounds P in are the CPU's");
 constexpr int kSPitch = kChunk + 4;  // floats per score row
 constexpr int kMaxDim = 512;
 constexpr int kMaxNt = kMaxDim / (8 * kWarps);  // output n tiles per warp (dim 512: 8)
@@ -109,6 +116,22 @@ __device__ __forceinline__ uint32_t Bf16Bits(float v) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 __device__ __forceinline__ float FromBf16(uint32_t b) { return __uint_as_float(b << 16); }
+// (lo, hi) rounded to bf16 as one packed pair (SplitPair's part 1), lo in the low half.
+__device__ __forceinline__ uint32_t Bf16Pair(float lo, float hi) {
+  return Bf16Bits(lo) | (Bf16Bits(hi) << 16);
+}
+
+// B fragments (b0, b1) of one P V k step from staged bf16 key rows: keys k0 .. k0 + 15 (rows
+// `pitch` bf16 apart, 16-byte aligned), output columns c0 .. c0 + 7, by ldmatrix .x2 .trans: lane
+// (g, q) gets column c0 + g of keys k0 + 2q, +1 (b0) and k0 + 8 + 2q, +1 (b1), the lower key in
+// the low half (lanes 0..15 give the 16 rows' addresses).
+__device__ __forceinline__ void LdmatrixKeysB(const uint16_t* rows, int pitch, int k0, int c0,
+                                              int lane, uint32_t& b0, uint32_t& b1) {
+  const uint16_t* src = rows + (k0 + lane % 16) * pitch + c0;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(b0), "=r"(b1)
+               : "r"(SmemAddr(src)));
+}
 
 // (lo, hi) -> three packed bf16 pairs, part 1 (largest) first; lo in the low half (the lower k).
 __device__ __forceinline__ void SplitPair(float lo, float hi, uint32_t (&out)[3]) {
@@ -163,25 +186,22 @@ __device__ __forceinline__ int Off(int s, int q) {
   return 32 * (s >> 1) + 8 * (s & 1) + 16 * (q >> 1) + 4 * (q & 1);
 }
 
-// The fold of one chunk's partial softmax (its own max mc, its sum of exp(z - mc), its P V) into a
-// running one (max M, sum L, output O): M' = max(M, mc), X' = X · exp(M - M') + x · exp(mc - M').
-// The in-block chunk loop and the combine kernel both call these, on the same values in the same
-// chunk order, so a row's chunks give the same bits in one block or in one block each.
-__device__ __forceinline__ void FoldScales(float m_run, float mc, float* m_new, float* a,
-                                           float* b) {
-  *m_new = fmaxf(m_run, mc);
-  *a = expf(m_run - *m_new);  // nothing yet (-inf): 0
-  *b = expf(mc - *m_new);
-}
-__device__ __forceinline__ float Fold(float run, float part, float a, float b) {
-  return __fmaf_rn(part, b, __fmul_rn(run, a));
-}
-// The output's factor for a head: its weight over the softmax denominator with the sink.
-__device__ __forceinline__ float OutFactor(float m_run, float l_run, float sink) {
-  const float M = fmaxf(m_run, sink);
-  const float w = m_run == -INFINITY ? 0.0f : expf(m_run - M);  // no keys: 0
-  return w / (l_run * w + expf(sink - M));
-}
+// The fold of one chunk's partial softmax (its own max, its sum of exp(z - max), its P V) into the
+// running one: backend/softmax_fold.h's FoldScales / Fold / OutFactor, shared with the CPU's
+// AttendHeadBf16. The in-block chunk loop and the combine kernel both call them on the same
+// values in the same chunk order, so a row's chunks give the same bits in one block or in one
+// block each.
+using softmax::Fold;
+using softmax::FoldScales;
+using softmax::OutFactor;
+
+// The K=V rows' variants (and with them the queries' and weights' precision): fp32 values, bf16
+// values in fp32 rows (kv_bf16), packed rows (kv_format, bf16 values); the last two also with
+// bf16 queries and weights (qp_bf16).
+enum class TcKv { kF32, kBf16, kPacked, kBf16Qp, kPackedQp };
+constexpr bool IsBf16Kv(TcKv kv) { return kv != TcKv::kF32; }
+constexpr bool IsPacked(TcKv kv) { return kv == TcKv::kPacked || kv == TcKv::kPackedQp; }
+constexpr bool IsQp(TcKv kv) { return kv == TcKv::kBf16Qp || kv == TcKv::kPackedQp; }
 
 // Row t's key count (its window, then its compressed entries), as the CUDA-core kernel lists them.
 __device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t, int pos) {
@@ -239,9 +259,10 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
 // its chunk's partial to ws ([row][tile][max_chunks] partials) for the combine kernel; it stages
 // the chunk's keys in shared memory first (cp.async, every thread, while the queries are
 // prepared). The same values reach the same mma steps either way.
-template <bool kSplit, bool kBf16Kv, bool kPacked>
+template <bool kSplit, TcKv kKv>
 __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     SparseAttentionTcKernel(SparseAttentionParams p, float* ws, int max_chunks) {
+  constexpr bool kBf16Kv = IsBf16Kv(kKv), kPacked = IsPacked(kKv), kQp = IsQp(kKv);
   PdlTrigger();
   PdlWait();
   __shared__ __align__(16) float sc[2][kTile][kSPitch];   // S per dim half, then the weights P
@@ -290,13 +311,23 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   };
   // kPacked: a chunk's keys decoded into kbf as bf16 (exact); row(key): the key's packed row in
   // the raw rows, or null past the end (zeros). Warp w takes keys w, w + 8, ..., lane l their
-  // values 4l + 128v .. + 3 (no divisions).
+  // values 4l + 128v .. + 3, whose places in a row (groups[v]) it works out once.
+  constexpr int kGroups = kMaxDim / 128;
+  PackedGroup4 groups[kGroups];
+  if constexpr (kPacked) {
+#pragma unroll
+    for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
+  }
   auto stage_packed = [&](auto row) {
     for (int key = warp; key < kChunk; key += kWarps) {
       const float* src = row(key);
-      for (int off = 4 * lane; off < dim; off += 128) {
-        *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
-            src != nullptr ? PackedLoad4Bf16(p.kv_format, src, off) : make_uint2(0, 0);
+#pragma unroll
+      for (int v = 0; v < kGroups; ++v) {
+        const int off = 4 * lane + 128 * v;
+        if (off < dim) {
+          *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
+              src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
+        }
       }
     }
   };
@@ -356,6 +387,11 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     const int s = e / 32, l = e % 32, off = Off(s, l % 4);
     const float4 r0 = *reinterpret_cast<const float4*>(stage + (l / 4) * dim + off);
     const float4 r1 = *reinterpret_cast<const float4*>(stage + (l / 4 + 8) * dim + off);
+    if constexpr (kQp) {  // the queries rounded to bf16: part 1 alone
+      qf[(s * 3) * 32 + l] = make_uint4(Bf16Pair(r0.x, r0.y), Bf16Pair(r1.x, r1.y),
+                                        Bf16Pair(r0.z, r0.w), Bf16Pair(r1.z, r1.w));
+      continue;
+    }
     uint32_t a0[3], a1[3], a2[3], a3[3];
     SplitPair(r0.x, r0.y, a0);
     SplitPair(r1.x, r1.y, a1);
@@ -436,12 +472,22 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
               k4 = krow != nullptr ? __ldg(reinterpret_cast<const float4*>(krow + Off(s, qd)))
                                    : make_float4(0, 0, 0, 0);
             }
-            SplitPair(k4.x, k4.y, b0);
-            SplitPair(k4.z, k4.w, b1);
+            if constexpr (kQp) {  // bf16 values: part 1 is the value
+              b0[0] = Bf16Pair(k4.x, k4.y);
+              b1[0] = Bf16Pair(k4.z, k4.w);
+            } else {
+              SplitPair(k4.x, k4.y, b0);
+              SplitPair(k4.z, k4.w, b1);
+            }
           }
-          const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
-                              qf[(s * 3 + 2) * 32 + lane]};
-          MmaParts<kBf16Kv>(a, b0, b1, s4[u]);
+          if constexpr (kQp) {  // a1·b1 alone (the other parts are zeros)
+            const uint4 a = qf[(s * 3) * 32 + lane];
+            Mma(a.x, a.y, a.z, a.w, b0[0], b1[0], s4[u]);
+          } else {
+            const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
+                                qf[(s * 3 + 2) * 32 + lane]};
+            MmaParts<kBf16Kv>(a, b0, b1, s4[u]);
+          }
         }
       }
       // c0, c1: head row g, keys 8 (w % 4) + 2q, +1; c2, c3: row g + 8.
@@ -487,18 +533,24 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     }
     __syncthreads();
     // P's split fragments, once per chunk. k step s, lane (g, q): mma k indices 2q, 2q + 1,
-    // 2q + 8, 2q + 9 are the keys 16s + q, +4, +8, +12 (rows g and g + 8), so the lanes' V loads
-    // of one key offset fall on 32 distinct banks of the staged keys.
+    // 2q + 8, 2q + 9 are the keys 16s + 2q, +1, 16s + 8 + 2q, +1 (rows g and g + 8).
     if (threadIdx.x < (kChunk / 16) * 32) {
-      const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + l % 4, r = l / 4;
-      uint32_t a0[3], a1[3], a2[3], a3[3];
-      SplitPair(sc[0][r][k0], sc[0][r][k0 + 4], a0);
-      SplitPair(sc[0][r + 8][k0], sc[0][r + 8][k0 + 4], a1);
-      SplitPair(sc[0][r][k0 + 8], sc[0][r][k0 + 12], a2);
-      SplitPair(sc[0][r + 8][k0 + 8], sc[0][r + 8][k0 + 12], a3);
+      const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + 2 * (l % 4), r = l / 4;
+      if constexpr (kQp) {  // the weights rounded to bf16 (relative to the chunk's max)
+        pf[s][0][l] = make_uint4(Bf16Pair(sc[0][r][k0], sc[0][r][k0 + 1]),
+                                 Bf16Pair(sc[0][r + 8][k0], sc[0][r + 8][k0 + 1]),
+                                 Bf16Pair(sc[0][r][k0 + 8], sc[0][r][k0 + 9]),
+                                 Bf16Pair(sc[0][r + 8][k0 + 8], sc[0][r + 8][k0 + 9]));
+      } else {
+        uint32_t a0[3], a1[3], a2[3], a3[3];
+        SplitPair(sc[0][r][k0], sc[0][r][k0 + 1], a0);
+        SplitPair(sc[0][r + 8][k0], sc[0][r + 8][k0 + 1], a1);
+        SplitPair(sc[0][r][k0 + 8], sc[0][r][k0 + 9], a2);
+        SplitPair(sc[0][r + 8][k0 + 8], sc[0][r + 8][k0 + 9], a3);
 #pragma unroll
-      for (int part_i = 0; part_i < 3; ++part_i)
-        pf[s][part_i][l] = make_uint4(a0[part_i], a1[part_i], a2[part_i], a3[part_i]);
+        for (int part_i = 0; part_i < 3; ++part_i)
+          pf[s][part_i][l] = make_uint4(a0[part_i], a1[part_i], a2[part_i], a3[part_i]);
+      }
     }
     __syncthreads();
     // The chunk's P V (warp w's n tiles, each its own chain from zero over the chunk's 2 k steps),
@@ -519,27 +571,35 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 #pragma unroll
           for (int s = 0; s < kChunk / 16; ++s) {
             uint32_t b0[3], b1[3];
-            if constexpr (kPacked) {  // keys 16s + q + 4j, bf16 values
-              const uint16_t* col = kbf + (16 * s + qd) * kpitch + d;
-              b0[0] = col[0] | (static_cast<uint32_t>(col[4 * kpitch]) << 16);
-              b1[0] = col[8 * kpitch] | (static_cast<uint32_t>(col[12 * kpitch]) << 16);
+            if constexpr (kPacked) {  // bf16 values: part 1 is the value
+              LdmatrixKeysB(kbf, kpitch, 16 * s, dbase + 8 * i, lane, b0[0], b1[0]);
               b0[1] = b0[2] = b1[1] = b1[2] = 0;
             } else {
-              float x[4];
+              float x[4];  // keys 16s + 2q, +1, +8, +9
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
-                const int kc = 16 * s + qd + 4 * j;
+                const int kc = 16 * s + 2 * qd + (j & 1) + 8 * (j >> 1);
                 if constexpr (kSplit) {
                   x[j] = keys[kc * kpitch + d];
                 } else {
                   x[j] = kpb[kc] != nullptr ? __ldg(kpb[kc] + d) : 0.0f;
                 }
               }
-              SplitPair(x[0], x[1], b0);
-              SplitPair(x[2], x[3], b1);
+              if constexpr (kQp) {
+                b0[0] = Bf16Pair(x[0], x[1]);
+                b1[0] = Bf16Pair(x[2], x[3]);
+              } else {
+                SplitPair(x[0], x[1], b0);
+                SplitPair(x[2], x[3], b1);
+              }
             }
-            const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
-            MmaParts<kBf16Kv>(a, b0, b1, pv);
+            if constexpr (kQp) {
+              const uint4 a = pf[s][0][lane];
+              Mma(a.x, a.y, a.z, a.w, b0[0], b1[0], pv);
+            } else {
+              const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
+              MmaParts<kBf16Kv>(a, b0, b1, pv);
+            }
           }
           if constexpr (kSplit) {
 #pragma unroll
@@ -717,21 +777,30 @@ bool SparseAttentionTcWillSplit(const SparseAttentionParams& p) {
 namespace {
 
 using TcKernelFn = void (*)(SparseAttentionParams, float*, int);
-// The variants: fp32 values, bf16 values (kv_bf16), packed rows (kv_format, bf16 values).
-enum class TcKv { kF32, kBf16, kPacked };
-constexpr TcKv kTcKvs[] = {TcKv::kF32, TcKv::kBf16, TcKv::kPacked};
+constexpr TcKv kTcKvs[] = {TcKv::kF32, TcKv::kBf16, TcKv::kPacked, TcKv::kBf16Qp, TcKv::kPackedQp};
 TcKv TcKvOf(const SparseAttentionParams& p) {
-  return p.kv_format.packed() ? TcKv::kPacked : (p.kv_bf16 ? TcKv::kBf16 : TcKv::kF32);
+  if (p.kv_format.packed()) return p.qp_bf16 ? TcKv::kPackedQp : TcKv::kPacked;
+  if (p.kv_bf16) return p.qp_bf16 ? TcKv::kBf16Qp : TcKv::kBf16;
+  return TcKv::kF32;  // (qp_bf16 needs kv_bf16: Validate)
+}
+template <bool kSplit>
+TcKernelFn TcKernelOf(TcKv kv) {
+  switch (kv) {
+    case TcKv::kF32:
+      return SparseAttentionTcKernel<kSplit, TcKv::kF32>;
+    case TcKv::kBf16:
+      return SparseAttentionTcKernel<kSplit, TcKv::kBf16>;
+    case TcKv::kPacked:
+      return SparseAttentionTcKernel<kSplit, TcKv::kPacked>;
+    case TcKv::kBf16Qp:
+      return SparseAttentionTcKernel<kSplit, TcKv::kBf16Qp>;
+    case TcKv::kPackedQp:
+      return SparseAttentionTcKernel<kSplit, TcKv::kPackedQp>;
+  }
+  return nullptr;
 }
 TcKernelFn TcKernel(bool split, TcKv kv) {
-  if (split) {
-    return kv == TcKv::kPacked ? SparseAttentionTcKernel<true, true, true>
-           : kv == TcKv::kBf16 ? SparseAttentionTcKernel<true, true, false>
-                               : SparseAttentionTcKernel<true, false, false>;
-  }
-  return kv == TcKv::kPacked ? SparseAttentionTcKernel<false, true, true>
-         : kv == TcKv::kBf16 ? SparseAttentionTcKernel<false, true, false>
-                             : SparseAttentionTcKernel<false, false, false>;
+  return split ? TcKernelOf<true>(kv) : TcKernelOf<false>(kv);
 }
 
 }  // namespace
@@ -745,7 +814,7 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
       for (TcKv kv : kTcKvs) {
         CUDA_CHECK(cudaFuncSetAttribute(
             TcKernel(split, kv), cudaFuncAttributeMaxDynamicSharedMemorySize,
-            static_cast<int>(DynSmem(kMaxDim, split, kv == TcKv::kPacked, kMaxDim / 2))));
+            static_cast<int>(DynSmem(kMaxDim, split, IsPacked(kv), kMaxDim / 2))));
       }
     }
     CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,

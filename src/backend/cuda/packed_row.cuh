@@ -45,16 +45,37 @@ __device__ __forceinline__ float4 PackedLoad4(const qc::PackedRow& f, const void
                      qc::Mul(qc::E2m1Value((n >> 8) & 0xF), s), qc::Mul(qc::E2m1Value(n >> 12), s));
 }
 
-// PackedLoad4's values as bf16 bits (two words, the lower value in each low half), for rows whose
-// values are bf16 values (the FP8 cache's: its e4m3 scales are at least 2^-22, every value a
-// normal bf16 value or zero): the tail words as stored, the codes' values converted exactly.
-__device__ __forceinline__ uint2 PackedLoad4Bf16(const qc::PackedRow& f, const void* row, int c) {
-  const auto* b = static_cast<const uint8_t*>(row);
+// Where a 4-value group c .. c + 3 of a packed FP8 row sits (c % 4 == 0; the four all codes or
+// all tail values): worked out once by a lane that reads the same group of many rows, so that
+// reading one costs no division (the block index) and no format test.
+struct PackedGroup4 {
+  int at = 0;         // byte offset of the 4 codes, or of the 4 tail values' two words
+  int scale_at = -1;  // byte offset of the codes' scale byte; -1: tail values
+};
+__device__ __forceinline__ PackedGroup4 PackedGroupOf(const qc::PackedRow& f, int c) {
+  PackedGroup4 g;
   if (c >= f.q) {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(b + f.tail_at() + 2 * (c - f.q));
+    g.at = f.tail_at() + 2 * (c - f.q);
+  } else {
+    g.at = c;
+    g.scale_at = f.scales_at() + c / f.block;
+  }
+  return g;
+}
+
+// PackedLoad4's values of an FP8 row's group (f.fp8(): power-of-two scales) as bf16 bits (two
+// words, the lower value in each low half), for rows whose values are bf16 values (the FP8
+// cache's: its scales are at least 2^-22, every value a normal bf16 value or zero): the tail words
+// as stored, the codes' values converted exactly. The row 4-byte aligned, in global or shared
+// memory.
+__device__ __forceinline__ uint2 PackedLoad4Bf16(const void* row, PackedGroup4 g) {
+  const auto* b = static_cast<const uint8_t*>(row);
+  if (g.scale_at < 0) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(b + g.at);
     return make_uint2(w[0], w[1]);
   }
-  const float4 v = PackedLoad4(f, row, c);
+  const float4 v = E4m3x4Times(*reinterpret_cast<const uint32_t*>(b + g.at),
+                               qc::ScaleOfByte(qc::Kind::kFp8Pow2, b[g.scale_at]));
   const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
   return make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
                     *reinterpret_cast<const uint32_t*>(&hi));

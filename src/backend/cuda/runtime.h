@@ -66,9 +66,10 @@ struct KernelOptions {
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16
-  // values (SparseAttentionParams::kv_bf16: DeepSeek-V4's FP8 cache, a numerics mode of its own,
-  // where the kernel runs 3 mma per step instead of 6: measured in docs/perf.md, session 26),
-  // else off; kOn (--attention-tc) / kOff (--no-attention-tc): everywhere.
+  // values (SparseAttentionParams::kv_bf16: the kernel runs 3 mma per step instead of 6: measured
+  // in docs/perf.md, session 26), else off; kOn (--attention-tc) / kOff (--no-attention-tc):
+  // everywhere, except DeepSeek-V4's FP8 cache, whose bf16 queries and weights (qp_bf16, one mma
+  // per step: session 29) only the tensor-core kernel computes.
   enum class AttentionTc { kAuto, kOn, kOff };
   AttentionTc attention_tc = AttentionTc::kAuto;
   // Whether the tensor-core attention runs for a call whose K=V values are (kv_bf16) bf16 values.

@@ -38,7 +38,7 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
   RopeRows(q.data(), n, H, d, rd, inv_freq, pos, false);
   RopeRows(kv.data(), n, 1, d, rd, inv_freq, pos, false);
   // The FP8 cache (c.kv_cache_dtype): K=V rounded as the ring stores it (fp8_ds_mla), the chunk's
-  // own rows read as rounded.
+  // own rows read as rounded; the attention then in the official kernel's bf16 (AttendHeadBf16).
   const KvFormat kv_format = WindowFormat(c), key_format = IndexKeyFormat(c);
   const bool fp8 = c.kv_cache_dtype == io::KvCacheDtype::kFp8;
   const int64_t kvf = kv_format.row_floats();
@@ -150,8 +150,13 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
         }
         logits.resize(keys.size());
         for (int64_t h = 0; h < H; ++h) {
-          AttendHead(q.data() + (t * H + h) * d, keys, d, scale, w.attn_sink[h], logits.data(),
-                     o.data() + (t * H + h) * d);
+          const float* qh = q.data() + (t * H + h) * d;
+          float* oh = o.data() + (t * H + h) * d;
+          if (fp8) {  // the official kernel's precision: bf16 q and P (AttendHeadBf16)
+            cpu::AttendHeadBf16(qh, keys, d, scale, w.attn_sink[h], oh);
+          } else {
+            AttendHead(qh, keys, d, scale, w.attn_sink[h], logits.data(), oh);
+          }
         }
       }
     });

@@ -155,6 +155,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   ap.rate = w.has_comp ? w.rate : 0;
   ap.q_norm_eps = static_cast<float>(c.rms_norm_eps);
   ap.kv_bf16 = Fp8Cache();  // K=V rounded to fp8 / bf16 values (RmsNormRope, the compressor)
+  ap.qp_bf16 = Fp8Cache();  // and the official kernel's bf16 q and P (the CPU's AttendHeadBf16)
   ap.kv = kv_rows;
   ap.kv_format = kv_format;
   AttendAndProject(w, ap, oq, st.window, n, one_per_seq);

@@ -10,6 +10,11 @@ namespace dsinfer::model::deepseek_v4::cuda {
 Status CheckSupported(const io::DeepseekV4Config& c) {
   const int hc = static_cast<int>(c.hc_mult);
   DSINFER_RETURN_IF_ERROR(AttentionShape(c).Validate());
+  if (c.kv_cache_dtype == io::KvCacheDtype::kFp8) {  // its attention: bf16 q, K=V and P
+    gpu::SparseAttentionParams ap = AttentionShape(c);
+    ap.kv_bf16 = ap.qp_bf16 = true;
+    DSINFER_RETURN_IF_ERROR(ap.Validate());
+  }
   for (int64_t i = 0; i <= c.num_layers; ++i) {
     const int64_t rate = i < c.num_layers ? c.compress_ratios[i] : c.mtp_compress_ratio;
     if (rate == 0) continue;
@@ -116,13 +121,14 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandom(const io::DeepseekV
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   DSINFER_RETURN_IF_ERROR(config.Validate());
-  DSINFER_RETURN_IF_ERROR(CheckSupported(config));
+  io::DeepseekV4Config resolved = config;
+  resolved.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
+  DSINFER_RETURN_IF_ERROR(CheckSupported(resolved));
   if (options.dspark) {
     return InvalidArgument("the model has no DSpark drafter (DeepSeek-V4.1's)");
   }
   auto impl = std::make_unique<Impl>();
-  impl->c = config;
-  impl->c.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
+  impl->c = resolved;
   impl->opt = options;
   RandomBuilder rb(impl.get(), seed);
   rb.EmbedHeadNorm(config.tie_word_embeddings);
