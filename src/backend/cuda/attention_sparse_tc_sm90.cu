@@ -628,7 +628,10 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     return;
   } else {
     // Epilogue: the output factor per head (the sink in the denominator), the scaled output rows
-    // into the staging area, then FinishTile.
+    // into the staging area, then FinishTile. fa is overwritten once every warp has read the last
+    // chunk's fold factors from it (a warp past its P V could otherwise get ahead of a slower
+    // warp's reads).
+    __syncthreads();
     if (lane == 0) {
 #pragma unroll
       for (int r2 = 0; r2 < 2; ++r2) {
