@@ -44,6 +44,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "sparse attention on the CUDA cores where the numerics allow (not DeepSeek-V4's "
        "--kv-cache-dtype fp8 attention: bf16 queries and weights, the tensor cores only)",
        false},
+      {"indexer-tc-min-rows",
+       "DeepSeek-V4's --kv-cache-dtype fp8: indexer chunks of at least this many tokens score on "
+       "the tensor cores (the same bits; default 1; 0: off)"},
   };
 }
 
@@ -104,6 +107,10 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   k.attention_tc = flags.Has("attention-tc")      ? AttentionTc::kOn
                    : flags.Has("no-attention-tc") ? AttentionTc::kOff
                                                   : AttentionTc::kAuto;
+  DSINFER_ASSIGN_OR_RETURN(
+      k.indexer_tc_min_rows,
+      flags.GetInt("indexer-tc-min-rows", backend::cuda::KernelOptions{}.indexer_tc_min_rows));
+  if (k.indexer_tc_min_rows < 0) return InvalidArgument("--indexer-tc-min-rows must be >= 0");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

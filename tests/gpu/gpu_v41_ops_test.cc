@@ -23,6 +23,7 @@
 #include "base/dtype.h"
 #include "gpu_test_util.h"
 #include "io/deepseek_v41_config.h"
+#include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/indexer.h"
 #include "model/quant_sim.h"
@@ -756,20 +757,28 @@ struct IdxRun {
   std::vector<float> scores;  // [n, max_entries] (NaN where not computed)
 };
 
+// DeepSeek-V4's FP8 cache in place of V4.1's FP4 query and candidate blocks: its queries already
+// rounded (the scoring applies no RoPE and no rounding), per-block dots (fp4_blocks), on the
+// tensor cores from one row when `tc`.
+struct V4Fp8Mode {
+  bool fp4_blocks = true;
+  bool tc = false;
+};
+
 // One indexer launch over `m`'s rows. mode 0: candidate source (out); 1: masked by `cand_in`;
-// 2: both, in and out the same array (initialized from cand_in).
+// 2: both, in and out the same array (initialized from cand_in); with `v4` no candidates.
 IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
                   const std::vector<float>& w, const ListPool& keys, int max_entries, int mode,
                   const std::vector<uint8_t>& cand_in, int64_t score_rows, const Stream& stream,
-                  const qc::PackedRow& key_format = {}) {
+                  const qc::PackedRow& key_format = {}, const V4Fp8Mode* v4 = nullptr) {
   const int64_t n = m.n();
-  const int stride = (max_entries + ic.block_size - 1) / ic.block_size + 3;
+  const int stride = v4 ? 0 : (max_entries + ic.block_size - 1) / ic.block_size + 3;
   DeviceBuffer d_q = Upload(q), d_w = Upload(w), d_freq = Upload(InvFreq(ic.rope_dim));
   DeviceBuffer d_sel = Upload(std::vector<int32_t>(static_cast<size_t>(n) * ic.topk, -7));
   DeviceBuffer d_count = Upload(std::vector<int32_t>(static_cast<size_t>(n), -7));
   std::vector<uint8_t> c0 =
       mode == 0 ? std::vector<uint8_t>(static_cast<size_t>(n) * stride, 9) : cand_in;
-  DeviceBuffer d_cand = Upload(c0);
+  DeviceBuffer d_cand = v4 ? DeviceBuffer() : Upload(c0);
   const int64_t score_n = std::min(score_rows, n);
   DeviceBuffer d_scores =
       Upload(std::vector<float>(static_cast<size_t>(score_n) * max_entries, NAN));
@@ -791,18 +800,25 @@ IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
   p.sel_count = d_count.as<int32_t>();
   p.scores = d_scores.as<float>();
   p.score_rows = score_rows;
-  p.query_fp4_block = 32;
-  p.candidate_block_size = ic.block_size;
-  p.candidate_stride = stride;
-  p.candidate_topk_blocks = ic.topk_blocks;
-  if (mode != 1) p.candidates_out = d_cand.as<uint8_t>();
-  if (mode != 0) p.candidates_in = d_cand.as<uint8_t>();
+  if (v4 != nullptr) {
+    p.rope_dim = 0;
+    p.fp4_blocks = v4->fp4_blocks;
+    p.tensor_core_min_rows = v4->tc ? 1 : 0;
+    EXPECT_EQ(IndexerTensorCoresFit(p), v4->fp4_blocks);
+  } else {
+    p.query_fp4_block = 32;
+    p.candidate_block_size = ic.block_size;
+    p.candidate_stride = stride;
+    p.candidate_topk_blocks = ic.topk_blocks;
+    if (mode != 1) p.candidates_out = d_cand.as<uint8_t>();
+    if (mode != 0) p.candidates_in = d_cand.as<uint8_t>();
+  }
   PrepareIndexerTopK(ic.heads, ic.head_dim, max_entries);
   LaunchIndexerTopK(p, stream.get());
   IdxRun r;
   r.sel = Download<int32_t>(d_sel, static_cast<size_t>(n) * ic.topk, stream);
   r.count = Download<int32_t>(d_count, static_cast<size_t>(n), stream);
-  r.cand = Download<uint8_t>(d_cand, static_cast<size_t>(n) * stride, stream);
+  if (v4 == nullptr) r.cand = Download<uint8_t>(d_cand, static_cast<size_t>(n) * stride, stream);
   if (score_rows >= n)
     r.scores = Download<float>(d_scores, static_cast<size_t>(n) * max_entries, stream);
   return r;
@@ -843,6 +859,97 @@ TEST(V4Fp8CacheTest, PackedIndexKeysGiveTheUnpackedScoresAndSelection) {
       ASSERT_EQ(a.scores.size(), b.scores.size());
       EXPECT_EQ(std::memcmp(a.scores.data(), b.scores.data(), a.scores.size() * 4), 0)
           << ic.head_dim;
+    }
+  }
+}
+
+// DeepSeek-V4's FP8 cache indexer over packed FP4 keys (`tc`: the tensor-core scores).
+IdxRun RunV4Fp8Indexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
+                       const std::vector<float>& w, const ListPool& keys, int max_entries,
+                       int64_t score_rows, bool fp4_blocks, bool tc,
+                       const qc::PackedRow& key_format, const Stream& stream) {
+  const V4Fp8Mode v4{fp4_blocks, tc};
+  return RunIndexer(ic, m, q, w, keys, max_entries, 1, {}, score_rows, stream, key_format, &v4);
+}
+
+// Values whose 32-column blocks span magnitudes 1e-3 .. 1e2 (blocks take different scales).
+std::vector<float> SpreadValues(size_t n, uint32_t seed) {
+  std::vector<float> x = testing::RandomVector(n, seed);
+  for (size_t i = 0; i < n; ++i) x[i] *= std::pow(10.0f, static_cast<float>((i / 32) % 6) - 3);
+  return x;
+}
+
+// The FP8 cache's indexer scores on the tensor cores (tensor_core_min_rows) have the CUDA cores'
+// bits and the CPU's (IndexerScores / IndexerTopK with fp4_blocks): each 32-column block's sum is
+// exact for FP4 values. Many tokens (4 passes of 64 entries a block) and one at a time (1 pass);
+// head counts below 64 and head_dim 32 .. 128. Negative control: one fmaf chain over head_dim (no
+// fp4_blocks) gives other scores.
+TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Stream stream;
+  for (const IdxCase& ic : {IdxCase{4, 64, 128, 0, 24, 0, 0}, IdxCase{4, 5, 32, 0, 9, 0, 0},
+                            IdxCase{2, 24, 96, 0, 40, 0, 0}}) {
+    const int max_entries = 700, seqs = 2;
+    const model::KvFormat f(model::KvQuant::kFp4Pow2, ic.head_dim, 32);
+    const int width = static_cast<int>(f.row_floats());
+    std::vector<std::vector<float>> rows(seqs), packed(seqs);
+    for (int s = 0; s < seqs; ++s) {
+      rows[s] = SpreadValues(static_cast<size_t>(max_entries) * ic.head_dim, 930 + s);
+      packed[s].assign(static_cast<size_t>(max_entries) * width, 0.0f);
+      for (int e = 0; e < max_entries; ++e)  // rounds the row in place, and packs it
+        f.Pack(rows[s].data() + e * ic.head_dim, packed[s].data() + e * width);
+    }
+    ListPool pk(seqs, max_entries, width);
+    pk.Set(packed);
+    // Rows near the end of the context (several 256-entry blocks, a partial pass), short ones
+    // (every entry selected: no scores), a middle one.
+    auto m = MakeMeta({{0, ic.rate * max_entries - 7, 6}, {1, 0, 9}, {1, ic.rate * 300, 2}});
+    const int64_t n = m->n();
+    const int H = ic.heads, Dh = ic.head_dim;
+    std::vector<float> q = SpreadValues(static_cast<size_t>(n) * H * Dh, 940);
+    for (int64_t r = 0; r < n * H; ++r) model::Fp4BlockSim(q.data() + r * Dh, Dh, 32, false);
+    const std::vector<float> w = testing::RandomVector(static_cast<size_t>(n) * H, 941);
+    const qc::PackedRow fmt = f.codec();
+    const IdxRun cuda = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, false, fmt, stream);
+    const IdxRun tc = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, true, fmt, stream);
+    const IdxRun tc1 = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, 1, true, true, fmt, stream);
+    const IdxRun chain =
+        RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, false, false, fmt, stream);
+    ASSERT_EQ(cuda.scores.size(), tc.scores.size());
+    EXPECT_EQ(std::memcmp(cuda.scores.data(), tc.scores.data(), cuda.scores.size() * 4), 0) << Dh;
+    EXPECT_EQ(cuda.sel, tc.sel) << Dh;
+    EXPECT_EQ(cuda.count, tc.count) << Dh;
+    EXPECT_EQ(tc1.sel, tc.sel) << Dh;
+    EXPECT_EQ(tc1.count, tc.count) << Dh;
+    const float head_scale = 1.0f / std::sqrt(static_cast<float>(H));
+    int compared = 0, chain_differs = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const int visible = (m->pos[t] + 1) / ic.rate;
+      std::vector<const float*> keys;
+      for (int e = 0; e < visible; ++e) keys.push_back(rows[m->slot[t]].data() + e * Dh);
+      std::vector<float> wt(w.begin() + t * H, w.begin() + (t + 1) * H);
+      for (float& v : wt) v *= head_scale;
+      const float* qt = q.data() + t * H * Dh;
+      const std::vector<int32_t> want =
+          model::deepseek_v4::IndexerTopK(qt, wt.data(), H, Dh, keys, visible, ic.topk, true);
+      ASSERT_EQ(tc.count[t], static_cast<int32_t>(want.size())) << Dh << " row " << t;
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), tc.sel.begin() + t * ic.topk))
+          << Dh << " row " << t;
+      if (static_cast<int>(want.size()) == visible) continue;  // (not scored)
+      const std::vector<float> cpu =
+          model::deepseek_v4::IndexerScores(qt, wt.data(), H, Dh, keys, visible, true);
+      for (int e = 0; e < visible; ++e) {
+        const float g = tc.scores[t * max_entries + e];
+        ASSERT_TRUE(SameBits(g, cpu[e]))
+            << Dh << " row " << t << " entry " << e << ": " << g << " vs " << cpu[e];
+        chain_differs += !SameBits(chain.scores[t * max_entries + e], g);
+        ++compared;
+      }
+    }
+    EXPECT_GT(compared, 1000) << Dh;
+    // (Where the blocks span few binades the one chain is exact too: checked at head_dim 128.)
+    if (Dh == 128) {
+      EXPECT_GT(chain_differs, 0) << Dh;
     }
   }
 }

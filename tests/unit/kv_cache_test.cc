@@ -3,6 +3,7 @@
 // same bits, the state takes the packed sizes, and the logits stay near the float32 forward's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "backend/quant_codec.h"
 #include "base/dtype.h"
+#include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/model.h"
 #include "model/quant_sim.h"
 #include "model_test_util.h"
@@ -152,6 +154,68 @@ TEST(QuantSimTest, E2m1CodesAreTheGrid) {
 // The codec's per-value decode of a packed row (qc::PackedRow::value, what a kernel reading the
 // packed state uses) gives the bits KvFormat::Unpack gives, for the window / compressed rows'
 // format (fp8 blocks of 64, a bf16 tail of 64) and the index keys' (e2m1 blocks of 32).
+// The FP8 cache's indexer (IndexerTopK with fp4_blocks): for FP4 queries and keys (one power-of-two
+// scale per 32-column block) each block's sum of products is exact in fp32 in any order, so the
+// CPU's BlockExactDot, the CUDA cores' fmaf chain per block and the tensor cores' two k16 steps
+// (16 products, then 16 more) give the same bits. A negative control: unrounded values do not.
+TEST(QuantSimTest, IndexerFp4BlockSumsAreExactInAnyOrder) {
+  constexpr int kDim = 128, kRows = 64;
+  auto chain = [](const float* a, const float* b, int from, int to, int step, float acc) {
+    for (int i = from; i != to; i += step) acc = std::fma(a[i], b[i], acc);
+    return acc;
+  };
+  int raw_differs = 0;
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<float> q = RandomValues(kDim, 100 + r), k = RandomValues(kDim, 200 + r);
+    const std::vector<float> q_raw = q, k_raw = k;
+    Fp4BlockSim(q.data(), kDim, 32, false);
+    Fp4BlockSim(k.data(), kDim, 32, false);
+    float by_blocks = 0.0f;
+    for (int c = 0; c < kDim; c += 32) {
+      const float forward = chain(q.data(), k.data(), c, c + 32, 1, 0.0f);
+      const float backward = chain(q.data(), k.data(), c + 31, c - 1, -1, 0.0f);
+      const float two_steps = chain(q.data(), k.data(), c + 16, c + 32, 1,
+                                    chain(q.data(), k.data(), c, c + 16, 1, 0.0f));
+      double exact = 0.0;
+      for (int i = c; i < c + 32; ++i) exact += static_cast<double>(q[i]) * k[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(forward),
+                std::bit_cast<uint32_t>(static_cast<float>(exact)))
+          << r << " " << c;
+      ASSERT_EQ(std::bit_cast<uint32_t>(backward), std::bit_cast<uint32_t>(forward))
+          << r << " " << c;
+      ASSERT_EQ(std::bit_cast<uint32_t>(two_steps), std::bit_cast<uint32_t>(forward))
+          << r << " " << c;
+      by_blocks += forward;
+      raw_differs += chain(q_raw.data(), k_raw.data(), c, c + 32, 1, 0.0f) !=
+                     chain(q_raw.data(), k_raw.data(), c + 31, c - 1, -1, 0.0f);
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(deepseek_v4::BlockExactDot(q.data(), k.data(), kDim, 32)),
+              std::bit_cast<uint32_t>(by_blocks));
+  }
+  EXPECT_GT(raw_differs, 0);  // the property is the FP4 grid's, not any fp32 values'
+  // The selection ranks IndexerScores (ties: the lower entry), FP4 keys of 6 entries, 3 heads.
+  const int heads = 3, entries = 6;
+  std::vector<float> q = RandomValues(heads * kDim, 7), w = RandomValues(heads, 8);
+  std::vector<float> keys = RandomValues(entries * kDim, 9);
+  for (int h = 0; h < heads; ++h) Fp4BlockSim(q.data() + h * kDim, kDim, 32, false);
+  for (int e = 0; e < entries; ++e) Fp4BlockSim(keys.data() + e * kDim, kDim, 32, false);
+  std::copy(keys.begin(), keys.begin() + kDim, keys.begin() + 4 * kDim);  // entry 4 ties entry 0
+  std::vector<const float*> rows;
+  for (int e = 0; e < entries; ++e) rows.push_back(keys.data() + e * kDim);
+  const std::vector<float> score =
+      deepseek_v4::IndexerScores(q.data(), w.data(), heads, kDim, rows, entries, true);
+  std::vector<int32_t> order = {0, 1, 2, 3, 4, 5};
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+  for (int top = 1; top < entries; ++top) {
+    std::vector<int32_t> want(order.begin(), order.begin() + top);
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(deepseek_v4::IndexerTopK(q.data(), w.data(), heads, kDim, rows, entries, top, true),
+              want)
+        << top;
+  }
+}
+
 TEST(QuantSimTest, CodecDecodesPackedRowsAsUnpack) {
   namespace qc = backend::qc;
   struct Case {

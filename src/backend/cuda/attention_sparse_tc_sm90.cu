@@ -58,6 +58,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/softmax_fold.h"
 
@@ -144,25 +145,16 @@ __device__ __forceinline__ void SplitPair(float lo, float hi, uint32_t (&out)[3]
   out[2] = l3 | (h3 << 16);
 }
 
-__device__ __forceinline__ void Mma(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1, float (&d)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // The six kept part products of one k16 step into d, smallest first (the file comment).
 // a[i]: A's part i + 1 fragment (4 registers); b0[j], b1[j]: B's part j + 1.
 __device__ __forceinline__ void Mma6(const uint4 (&a)[3], const uint32_t (&b0)[3],
                                      const uint32_t (&b1)[3], float (&d)[4]) {
-  Mma(a[2].x, a[2].y, a[2].z, a[2].w, b0[0], b1[0], d);
-  Mma(a[1].x, a[1].y, a[1].z, a[1].w, b0[1], b1[1], d);
-  Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[2], b1[2], d);
-  Mma(a[1].x, a[1].y, a[1].z, a[1].w, b0[0], b1[0], d);
-  Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[1], b1[1], d);
-  Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
+  MmaBf16(a[2].x, a[2].y, a[2].z, a[2].w, b0[0], b1[0], d);
+  MmaBf16(a[1].x, a[1].y, a[1].z, a[1].w, b0[1], b1[1], d);
+  MmaBf16(a[0].x, a[0].y, a[0].z, a[0].w, b0[2], b1[2], d);
+  MmaBf16(a[1].x, a[1].y, a[1].z, a[1].w, b0[0], b1[0], d);
+  MmaBf16(a[0].x, a[0].y, a[0].z, a[0].w, b0[1], b1[1], d);
+  MmaBf16(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
 }
 
 // The same when every B value is a bf16 value (kBf16Kv: the FP8 cache's K=V rows): B's parts 2
@@ -173,9 +165,9 @@ template <bool kBf16Kv>
 __device__ __forceinline__ void MmaParts(const uint4 (&a)[3], const uint32_t (&b0)[3],
                                          const uint32_t (&b1)[3], float (&d)[4]) {
   if constexpr (kBf16Kv) {
-    Mma(a[2].x, a[2].y, a[2].z, a[2].w, b0[0], b1[0], d);
-    Mma(a[1].x, a[1].y, a[1].z, a[1].w, b0[0], b1[0], d);
-    Mma(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
+    MmaBf16(a[2].x, a[2].y, a[2].z, a[2].w, b0[0], b1[0], d);
+    MmaBf16(a[1].x, a[1].y, a[1].z, a[1].w, b0[0], b1[0], d);
+    MmaBf16(a[0].x, a[0].y, a[0].z, a[0].w, b0[0], b1[0], d);
   } else {
     Mma6(a, b0, b1, d);
   }
@@ -482,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
           }
           if constexpr (kQp) {  // a1·b1 alone (the other parts are zeros)
             const uint4 a = qf[(s * 3) * 32 + lane];
-            Mma(a.x, a.y, a.z, a.w, b0[0], b1[0], s4[u]);
+            MmaBf16(a.x, a.y, a.z, a.w, b0[0], b1[0], s4[u]);
           } else {
             const uint4 a[3] = {qf[(s * 3) * 32 + lane], qf[(s * 3 + 1) * 32 + lane],
                                 qf[(s * 3 + 2) * 32 + lane]};
@@ -595,7 +587,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
             }
             if constexpr (kQp) {
               const uint4 a = pf[s][0][lane];
-              Mma(a.x, a.y, a.z, a.w, b0[0], b1[0], pv);
+              MmaBf16(a.x, a.y, a.z, a.w, b0[0], b1[0], pv);
             } else {
               const uint4 a[3] = {pf[s][0][lane], pf[s][1][lane], pf[s][2][lane]};
               MmaParts<kBf16Kv>(a, b0, b1, pv);

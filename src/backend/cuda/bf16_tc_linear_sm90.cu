@@ -22,6 +22,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_bf16.cuh"
 
 namespace dsinfer::backend::cuda {
 
@@ -56,15 +57,6 @@ __global__ void __launch_bounds__(256)
   row[c] = b1;
   row[kp + c] = b2;
   row[2 * kp + c] = b3;
-}
-
-__device__ __forceinline__ void MmaBf16(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                        float (&d)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // One 16-column step of an element chain: the three parts, smallest first, into acc.

@@ -1,13 +1,16 @@
 // Lightning-indexer selection (spec §2.7) for CSA layers: for each query row t at position p,
 //   score[w] = sum_h wI[t,h] * relu(qI[t,h] · K_I[w]) * head_dim^-0.5     for w < (p+1) / rate
 // and the top min(topk, visible) entries (ties: lower index first), returned in ascending order.
-// fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6).
-// Two kernels per chunk of score_rows tokens: scoring over (entry tiles x tokens) blocks (32-entry
-// tiles, or 8-entry tiles for a few tokens: more blocks), each score the same fmaf chain over
-// head_dim and the same sum over heads in head order for any tiling; then one block per token
-// selects the top-k (radix select on the scores, ties to the lower index, output in ascending index
-// order). The scoring blocks apply the query's RoPE (rope_dim > 0: RopeCosSin + RotateWith, as the
-// other RoPE kernels) and the head weights' scale (weight_scale) to their staged copies.
+// fp32 scores (the CPU reference; the official kernel's bf16 scores are §7 item 6). The FP8 cache
+// (fp4_blocks): each head's dot summed per 32-column block, optionally on the tensor cores
+// (tensor_core_min_rows: a block per token and 64 or 256 entries, the token's queries as bf16 A
+// fragments in registers, the keys decoded to bf16 rows per 64 entries; the same bits). Two kernels
+// per chunk of score_rows tokens: scoring over (entry tiles x tokens) blocks (32-entry tiles, or
+// 8-entry tiles for a few tokens: more blocks), each score the same fmaf chain over head_dim and
+// the same sum over heads in head order for any tiling; then one block per token selects the top-k
+// (radix select on the scores, ties to the lower index, output in ascending index order). The
+// scoring blocks apply the query's RoPE (rope_dim > 0: RopeCosSin + RotateWith, as the other RoPE
+// kernels) and the head weights' scale (weight_scale) to their staged copies.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,17 @@ struct IndexerTopKParams {
   int32_t* sel_count = nullptr;    // [n] out
   float* scores = nullptr;         // scratch [score_rows, max_entries]
   int64_t score_rows = 0;          // tokens per chunk (>= 1)
+  // DeepSeek-V4's FP8 cache: queries and keys are FP4 values in 32-column blocks (one power-of-two
+  // scale per block): each head's dot is the sum, in block order, of its blocks' sums (fmaf chains
+  // from zero per block: exact for FP4 values, in any order), the CPU's IndexerTopK with
+  // fp4_blocks. Off: one fmaf chain over head_dim.
+  bool fp4_blocks = false;
+  // With fp4_blocks: chunks of at least this many tokens score on the tensor cores (bf16 mma: FP4
+  // values are bf16 values, and a block's two k16 steps sum it exactly), the same bits as the CUDA
+  // cores; 0: never. Needs packed FP4 keys (kFp4Pow2, blocks of 32), queries already rounded
+  // (rope_dim 0, query_fp4_block 0), head_dim a multiple of 32 and at most 128, no candidate
+  // blocks.
+  int64_t tensor_core_min_rows = 0;
   // DeepSeek-V4.1 (all off for V4):
   //   query_fp4_block > 0: after the query's RoPE, each head's query is fake-quantized kFp4Pow2
   //     (fake_quant.cuh) in blocks of this size (V4.1: 32) on the staged copy, before scoring
@@ -63,6 +77,8 @@ struct IndexerTopKParams {
   Status Validate() const;
 };
 void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream);
+// Whether p may score on the tensor cores (tensor_core_min_rows > 0): its shapes and formats fit.
+bool IndexerTensorCoresFit(const IndexerTopKParams& p);
 
 // DeepSeek-V4 with the FP8 cache: the indexer's queries rounded as the CPU's (model/deepseek_v4/
 // attention.cc), once per token, in place: each head's RoPE of its trailing rope_dim values at the

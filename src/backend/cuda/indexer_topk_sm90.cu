@@ -1,3 +1,6 @@
+#include <cuda_bf16.h>
+
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/check.cuh"
@@ -5,6 +8,7 @@
 #include "backend/cuda/fake_quant.cuh"
 #include "backend/cuda/indexer_topk.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/packed_row.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -36,6 +40,21 @@ size_t ScoreSmemBytes(int heads, int head_dim, int entries) {
 __device__ __forceinline__ bool ScoresCandidateBlocks(const IndexerTopKParams& p, int visible) {
   if (p.candidates_out == nullptr || p.candidate_block_size <= 0) return false;
   return (visible + p.candidate_block_size - 1) / p.candidate_block_size > p.candidate_topk_blocks;
+}
+
+// head_dim^-0.5 rounded once (the CPU's 1 / sqrt(head_dim)).
+__device__ __forceinline__ float SoftmaxScale(int head_dim) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(head_dim)));
+}
+// A head's term of a score (the CPU's (max(dot, 0) * scale) * weight), and a score: the terms
+// summed in head order from 0.
+__device__ __forceinline__ float HeadScore(float dot, float softmax_scale, float weight) {
+  return __fmul_rn(__fmul_rn(fmaxf(dot, 0.0f), softmax_scale), weight);
+}
+__device__ __forceinline__ float SumHeads(const float* terms, int heads) {
+  float s = 0.0f;
+  for (int h = 0; h < heads; ++h) s += terms[h];
+  return s;
 }
 
 // Block (tile, t): scores of entries [tile*kE, tile*kE+kE) of token t. Thread (group g, e): entry
@@ -95,37 +114,145 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
     __syncthreads();
   }
   const int e = threadIdx.x % kE, g = threadIdx.x / kE;
-  const float softmax_scale = rsqrtf(static_cast<float>(Dh));
+  const float softmax_scale = SoftmaxScale(Dh);
   if (e < ne && g * kHpt < H) {
     float acc[kHpt];
 #pragma unroll
     for (int h = 0; h < kHpt; ++h) acc[h] = 0.0f;
     const float* key = keys + e * ks;
-    for (int c = 0; c < Dh; c += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(key + c);
+    // fp4_blocks: a chain per 32-column block, the blocks' sums added in order; else one chain
+    // (0 + chain: the same bits, the chain from +0 is never -0).
+    const int block = p.fp4_blocks ? 32 : Dh;
+    for (int c0 = 0; c0 < Dh; c0 += block) {
+      float blk[kHpt];
 #pragma unroll
-      for (int hh = 0; hh < kHpt; ++hh) {
-        const int h = g * kHpt + hh;
-        if (h < H) {
-          const float4 qh = *reinterpret_cast<const float4*>(q + h * Dh + c);
-          acc[hh] = fmaf(qh.x, kv.x, acc[hh]);
-          acc[hh] = fmaf(qh.y, kv.y, acc[hh]);
-          acc[hh] = fmaf(qh.z, kv.z, acc[hh]);
-          acc[hh] = fmaf(qh.w, kv.w, acc[hh]);
+      for (int h = 0; h < kHpt; ++h) blk[h] = 0.0f;
+      for (int c = c0; c < min(Dh, c0 + block); c += 4) {
+        const float4 kv = *reinterpret_cast<const float4*>(key + c);
+#pragma unroll
+        for (int hh = 0; hh < kHpt; ++hh) {
+          const int h = g * kHpt + hh;
+          if (h < H) {
+            const float4 qh = *reinterpret_cast<const float4*>(q + h * Dh + c);
+            blk[hh] = fmaf(qh.x, kv.x, blk[hh]);
+            blk[hh] = fmaf(qh.y, kv.y, blk[hh]);
+            blk[hh] = fmaf(qh.z, kv.z, blk[hh]);
+            blk[hh] = fmaf(qh.w, kv.w, blk[hh]);
+          }
         }
       }
+#pragma unroll
+      for (int hh = 0; hh < kHpt; ++hh) acc[hh] += blk[hh];
     }
 #pragma unroll
     for (int hh = 0; hh < kHpt; ++hh) {
       const int h = g * kHpt + hh;
-      if (h < H) pv[e * (kMaxHeads + 1) + h] = (fmaxf(acc[hh], 0.0f) * softmax_scale) * wts[h];
+      if (h < H) pv[e * (kMaxHeads + 1) + h] = HeadScore(acc[hh], softmax_scale, wts[h]);
     }
   }
   __syncthreads();
-  if (threadIdx.x < ne) {
-    float s = 0;
-    for (int h = 0; h < H; ++h) s += pv[threadIdx.x * (kMaxHeads + 1) + h];
-    p.scores[t * cap + w0 + threadIdx.x] = s;
+  if (threadIdx.x < ne)
+    p.scores[t * cap + w0 + threadIdx.x] = SumHeads(pv + threadIdx.x * (kMaxHeads + 1), H);
+}
+
+// ---- the scores on the tensor cores (tensor_core_min_rows) ----
+// Block (tile, t): entries [tile * kTcPass * kPasses, ...) of token t, kTcPass per pass. Warp w:
+// heads 16 (w % 4) .. + 16 (its A fragments, the token's queries as bf16 pairs, loaded once) x
+// entries 32 (w / 4) .. + 32 of the pass (4 n8 tiles). A pass decodes its keys into bf16 rows
+// (PackedLoad4's values, exact in bf16), runs per n8 tile and 32-column block two k16 steps from
+// zero (the block's exact sum) and adds the blocks in order, then scores as the CUDA cores do.
+constexpr int kTcThreads = 256;
+constexpr int kTcPass = 64;
+constexpr int kTcMaxKSteps = 8;                    // head_dim <= 128
+constexpr int kTcKeyWords = kTcMaxKSteps * 8 + 4;  // a staged key row's bf16 pairs, padded: the
+                                                   // B loads of a warp hit 32 distinct banks
+constexpr int kTcPvStride = kMaxHeads + 1;
+
+// The bf16 pair (q[h][c], q[h][c + 1]) of a token's queries; 0 past the heads.
+__device__ __forceinline__ uint32_t QueryPair(const float* qt, int h, int H, int Dh, int c) {
+  if (h >= H) return 0u;
+  const float2 v = *reinterpret_cast<const float2*>(qt + h * Dh + c);
+  const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+template <int kPasses>
+__global__ void __launch_bounds__(kTcThreads)
+    IndexerScoreTcKernel(IndexerTopKParams p, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ __align__(16) uint32_t keys[kTcPass * kTcKeyWords];
+  __shared__ float pv[kTcPass * kTcPvStride];
+  __shared__ float wts[kMaxHeads];
+  __shared__ const void* entry_ptr[kTcPass];
+  const int64_t t = blockIdx.y;
+  const int pos = p.meta.pos[t];
+  const int visible = (pos + 1) / p.rate;
+  const int k = min(p.topk, visible);
+  const int w_begin = blockIdx.x * (kTcPass * kPasses);
+  if (k == visible || w_begin >= visible) return;
+  const int H = p.heads, Dh = p.head_dim, nks = Dh / 16;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+  const int h0 = (warp % 4) * 16 + g, h1 = h0 + 8, n_half = (warp / 4) * 32;
+  const float* qt = p.q + t * H * Dh;
+  uint32_t a[kTcMaxKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kTcMaxKSteps; ++ks) {
+    const int c = ks * 16 + 2 * tq;
+    const bool in = ks < nks;
+    a[ks][0] = in ? QueryPair(qt, h0, H, Dh, c) : 0u;
+    a[ks][1] = in ? QueryPair(qt, h1, H, Dh, c) : 0u;
+    a[ks][2] = in ? QueryPair(qt, h0, H, Dh, c + 8) : 0u;
+    a[ks][3] = in ? QueryPair(qt, h1, H, Dh, c + 8) : 0u;
+  }
+  for (int i = threadIdx.x; i < H; i += kTcThreads) wts[i] = p.weights[t * H + i] * p.weight_scale;
+  const float softmax_scale = SoftmaxScale(Dh);
+  const int groups = Dh / 4;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int e0 = w_begin + pass * kTcPass;
+    if (e0 >= visible) break;
+    const int ne = min(kTcPass, visible - e0);
+    if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], e0 + threadIdx.x);
+    __syncthreads();  // (also: the previous pass's head sums are done with pv)
+    for (int i = threadIdx.x; i < kTcPass * groups; i += kTcThreads) {
+      const int e = i / groups, c = (i % groups) * 4;
+      const float4 v =
+          e < ne ? PackedLoad4(p.key_format, entry_ptr[e], c) : make_float4(0, 0, 0, 0);
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
+                           hi = __floats2bfloat162_rn(v.z, v.w);
+      *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = make_uint2(
+          *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int n0 = n_half + nt * 8;
+      const uint32_t* kr = keys + (n0 + g) * kTcKeyWords + tq;  // B: entry n0 + g, k pair tq
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int b = 0; b < kTcMaxKSteps / 2; ++b) {
+        if (2 * b < nks) {
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          MmaBf16(a[2 * b], kr[16 * b], kr[16 * b + 4], d);
+          MmaBf16(a[2 * b + 1], kr[16 * b + 8], kr[16 * b + 12], d);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[j] += d[j];
+        }
+      }
+      // C fragment: (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
+      const int e = n0 + 2 * tq;
+      if (h0 < H) {
+        pv[e * kTcPvStride + h0] = HeadScore(acc[0], softmax_scale, wts[h0]);
+        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[1], softmax_scale, wts[h0]);
+      }
+      if (h1 < H) {
+        pv[e * kTcPvStride + h1] = HeadScore(acc[2], softmax_scale, wts[h1]);
+        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[3], softmax_scale, wts[h1]);
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < ne)
+      p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pv + threadIdx.x * kTcPvStride, H);
   }
 }
 
@@ -417,6 +544,17 @@ Status IndexerTopKParams::Validate() const {
         "indexer: packed keys must be rows of head_dim coded values (blocks of "
         "4k) in entries a packed row wide");
   }
+  if (tensor_core_min_rows < 0) return InvalidArgument("indexer: tensor_core_min_rows < 0");
+  if (tensor_core_min_rows > 0 &&
+      (!fp4_blocks || !key_format.packed() || key_format.kind != qc::Kind::kFp4Pow2 ||
+       key_format.block != 32 || rope_dim != 0 || query_fp4_block != 0 || head_dim % 32 != 0 ||
+       head_dim > 16 * kTcMaxKSteps || candidates_out != nullptr || candidates_in != nullptr)) {
+    return Unimplemented(
+        "indexer on the tensor cores: needs fp4_blocks with packed FP4 keys in blocks of 32, "
+        "rounded queries (rope_dim 0, no query_fp4_block), no candidate blocks and head_dim a "
+        "multiple of 32 up to " +
+        std::to_string(16 * kTcMaxKSteps) + " (head_dim " + std::to_string(head_dim) + ")");
+  }
   if (candidates_out != nullptr || candidates_in != nullptr) {
     if (candidate_block_size < 1 ||
         candidate_stride < (max_entries + candidate_block_size - 1) / candidate_block_size ||
@@ -429,6 +567,12 @@ Status IndexerTopKParams::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+bool IndexerTensorCoresFit(const IndexerTopKParams& p) {
+  IndexerTopKParams t = p;
+  t.tensor_core_min_rows = 1;
+  return p.Validate().ok() && t.Validate().ok();
 }
 
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
@@ -468,17 +612,29 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
     q.sel_count += c0;
     if (q.candidates_out != nullptr) q.candidates_out += c0 * p.candidate_stride;
     if (q.candidates_in != nullptr) q.candidates_in += c0 * p.candidate_stride;
-    // A few tokens: 8-entry tiles (decode: ~4x the blocks); else 32-entry tiles.
+    // A few tokens: 8-entry tiles (decode: ~4x the blocks); else 32-entry tiles. The tensor
+    // cores: 64 entries a block for a few tokens, else 256.
     auto score = [&](auto kernel, int entries, int threads) {
       const int64_t tiles = (p.max_entries + entries - 1) / entries;
       LaunchKernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(rows)),
                    dim3(threads), ScoreSmemBytes(p.heads, p.head_dim, entries), stream, q,
                    int64_t{p.max_entries});
     };
-    if (rows <= 4)
+    if (p.tensor_core_min_rows > 0 && rows >= p.tensor_core_min_rows) {  // (static smem only)
+      const int entries = rows <= 4 ? kTcPass : 4 * kTcPass;
+      const int64_t tiles = (p.max_entries + entries - 1) / entries;
+      const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(rows));
+      if (rows <= 4)
+        LaunchKernel(IndexerScoreTcKernel<1>, grid, dim3(kTcThreads), 0, stream, q,
+                     int64_t{p.max_entries});
+      else
+        LaunchKernel(IndexerScoreTcKernel<4>, grid, dim3(kTcThreads), 0, stream, q,
+                     int64_t{p.max_entries});
+    } else if (rows <= 4) {
       score(IndexerScoreKernel<8, 1>, 8, NarrowTile::kThreads);
-    else
+    } else {
       score(IndexerScoreKernel<32, 8>, 32, WideTile::kThreads);
+    }
     CUDA_CHECK_LAUNCH();
     LaunchKernel(IndexerTopKKernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), KeySmemBytes(p.max_entries), stream, q, p.max_entries);
     CUDA_CHECK_LAUNCH();

@@ -72,6 +72,13 @@ struct KernelOptions {
   // per step: session 29) only the tensor-core kernel computes.
   enum class AttentionTc { kAuto, kOn, kOff };
   AttentionTc attention_tc = AttentionTc::kAuto;
+  // DeepSeek-V4's FP8 cache: indexer chunks of at least this many tokens score on the tensor
+  // cores where the shapes allow (IndexerTopKParams::tensor_core_min_rows; the same bits as the
+  // CUDA cores; 0: off). Measured on an H200 (docs/perf.md, session 30), flash-l8: 8,192-token
+  // prefill indexer 26.3 -> 8.7 ms; decode batch 1 / 4 / 32 at 128K contexts 2.102 -> 1.922,
+  // 3.843 -> 3.057, 12.00 -> 9.96 ms; at 4K contexts batch 1 1.623 vs 1.630 ms (the CUDA cores'
+  // 8-entry tiles spread one token over more SMs: within 0.5%), batch 4 2.557 -> 2.530.
+  int64_t indexer_tc_min_rows = 1;
   // Whether the tensor-core attention runs for a call whose K=V values are (kv_bf16) bf16 values.
   bool AttentionTcFor(bool kv_bf16) const {
     return attention_tc == AttentionTc::kOn || (attention_tc == AttentionTc::kAuto && kv_bf16);

@@ -134,7 +134,7 @@ void AttentionForward(const AttentionWeights& w, const io::DeepseekV4Config& c,
           if (idx) {
             const std::vector<int32_t> sel =
                 IndexerTopK(qi.data() + t * IH * Id, wi.data() + t * IH, static_cast<int>(IH),
-                            static_cast<int>(Id), key_rows, visible, c.index_topk);
+                            static_cast<int>(Id), key_rows, visible, c.index_topk, fp8);
             picked.resize(kv_format.packed() ? sel.size() * static_cast<size_t>(d) : 0);
             for (size_t k = 0; k < sel.size(); ++k) {
               if (!kv_format.packed()) {

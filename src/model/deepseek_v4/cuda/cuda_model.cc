@@ -137,6 +137,11 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.inv_freq = inv_compress;
       ip.key_format = IndexKeyFormat(c).codec();
       ip.sel = sel; ip.sel_count = sel_count; ip.scores = iscores; ip.score_rows = iscore_rows;
+      // The FP8 cache's FP4 queries and keys: per-block dots (the CPU's fp4_blocks), on the tensor
+      // cores where they fit (the same bits).
+      ip.fp4_blocks = Fp8Cache();
+      ip.tensor_core_min_rows = gpu::GetKernelOptions().indexer_tc_min_rows;
+      if (!Fp8Cache() || !gpu::IndexerTensorCoresFit(ip)) ip.tensor_core_min_rows = 0;
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
   }
