@@ -1229,6 +1229,22 @@ TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
   }
 }
 
+// HcPost of n tokens with the next mix's partials (mix_fn, mix_part), y the sublayer rows.
+HcPostParams PostParams(const float* y, const float* post, const float* comb, float* X, int64_t n,
+                        int hc, int64_t D, const float* mix_fn, float* mix_part) {
+  HcPostParams hp;
+  hp.y = y;
+  hp.post = post;
+  hp.comb = comb;
+  hp.X = X;
+  hp.n = n;
+  hp.hc = hc;
+  hp.D = D;
+  hp.mix_fn = mix_fn;
+  hp.mix_part = mix_part;
+  return hp;
+}
+
 // HcPost with the next HcPre's mix folded in (HcPostMixSlices), then the finish from those
 // partials: the CPU's HcPost followed by its HcPre.
 TEST(HcTest, PostComputesNextMix) {
@@ -1251,16 +1267,8 @@ TEST(HcTest, PostComputesNextMix) {
     CopyToDeviceSync(pd.get(), post.data(), post.size() * 4);
     CopyToDeviceSync(cd.get(), comb.data(), comb.size() * 4);
     Stream s;
-    HcPostParams hp;
-    hp.y = yd.as<float>();
-    hp.post = pd.as<float>();
-    hp.comb = cd.as<float>();
-    hp.X = xd.as<float>();
-    hp.n = n;
-    hp.hc = hc;
-    hp.D = D;
-    hp.mix_fn = dw.fn.as<float>();
-    hp.mix_part = part.as<float>();
+    HcPostParams hp = PostParams(yd.as<float>(), pd.as<float>(), cd.as<float>(), xd.as<float>(), n,
+                                 hc, D, dw.fn.as<float>(), part.as<float>());
     LaunchHcPost(hp, s.get());
     LaunchHcPreFinish(FinishParams(c, dw, part.as<float>(), slices, xd.as<float>(), n,
                                    xn.as<float>(), po.as<float>(), co.as<float>()),
@@ -1285,6 +1293,62 @@ TEST(HcTest, PostComputesNextMix) {
 // The post with the next mix over many rows (kPostMixManyRows and more: several tokens per block)
 // gives each row the bits of the row run alone (one token per block): the new streams and the
 // mix partials.
+// HcPost with the MoE combine folded in (y null, moe set: the post kernels stage each token's
+// combine order once) gives the bits of LaunchMoeCombine's rows fed as y: the streams and the
+// next mix's partials, for the many-row launch (16 tokens a block) and a few rows; expert ids
+// with repeats and ties (the combine's rank order), with and without the shared expert's rows.
+TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t D = 256;
+  const int hc = 4, nout = (2 + hc) * hc, K = 6;
+  for (const int64_t n : {kHcPostMixManyRows + 21, int64_t{3}}) {
+    for (const bool shared : {true, false}) {
+      const int64_t HK = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
+      const auto w = RandomHcWeights(D, 45, {0.8f, 1.2f, 0.6f});
+      const auto X = testing::RandomVector(static_cast<size_t>(n * HK), 47, 1.0f);
+      const auto ey = testing::RandomVector(static_cast<size_t>(n * K * D), 48, 1.0f);
+      const auto sh = testing::RandomVector(static_cast<size_t>(n * D), 49, 1.0f);
+      const auto wt = testing::RandomVector(static_cast<size_t>(n * K), 50, 1.0f);
+      const auto post = testing::RandomVector(static_cast<size_t>(n * hc), 51, 1.0f);
+      const auto comb = testing::RandomVector(static_cast<size_t>(n * hc * hc), 52, 0.5f);
+      std::vector<int32_t> sel(static_cast<size_t>(n * K));
+      for (size_t i = 0; i < sel.size(); ++i) sel[i] = static_cast<int32_t>((i * 37 + i / 5) % 9);
+      const DeviceHcWeights dw(w);
+      DeviceBuffer x1 = Upload(X), x2 = Upload(X), eyd = Upload(ey), shd = Upload(sh),
+                   wtd = Upload(wt), seld = Upload(sel), pd = Upload(post), cd = Upload(comb),
+                   yd(n * D * 4), part1(n * pw * 4), part2(n * pw * 4);
+      Stream s;
+      MoeCombineParams mc;
+      mc.y = eyd.as<float>();
+      mc.sel = seld.as<int32_t>();
+      mc.weight = wtd.as<float>();
+      mc.shared = shared ? shd.as<float>() : nullptr;
+      mc.out = yd.as<float>();
+      mc.n = n;
+      mc.K = K;
+      mc.D = D;
+      LaunchMoeCombine(mc, s.get());
+      HcPostParams hp = PostParams(yd.as<float>(), pd.as<float>(), cd.as<float>(), x1.as<float>(),
+                                   n, hc, D, dw.fn.as<float>(), part1.as<float>());
+      LaunchHcPost(hp, s.get());
+      hp.y = nullptr;
+      hp.moe = mc;
+      hp.X = x2.as<float>();
+      hp.mix_part = part2.as<float>();
+      LaunchHcPost(hp, s.get());
+      std::vector<float> a(n * HK), b(n * HK), pa(n * pw), pb(n * pw);
+      CopyToHost(a.data(), x1.get(), a.size() * 4, s.get());
+      CopyToHost(b.data(), x2.get(), b.size() * 4, s.get());
+      CopyToHost(pa.data(), part1.get(), pa.size() * 4, s.get());
+      CopyToHost(pb.data(), part2.get(), pb.size() * 4, s.get());
+      s.Synchronize();
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << n << " " << shared;
+      EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * 4)) << n << " " << shared;
+      EXPECT_NE(0, std::memcmp(a.data(), X.data(), a.size() * 4));  // the streams were updated
+    }
+  }
+}
+
 TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   SKIP_WITHOUT_GPU();
   const int64_t D = 256, n = kHcPostMixManyRows + 88;  // the many-row launch
@@ -1300,16 +1364,8 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   DeviceBuffer xd = Upload(X), x1 = Upload(X), yd = Upload(y), pd = Upload(post), cd = Upload(comb),
                part(n * pw * 4), part1(pw * 4);
   Stream s;
-  HcPostParams hp;
-  hp.y = yd.as<float>();
-  hp.post = pd.as<float>();
-  hp.comb = cd.as<float>();
-  hp.X = xd.as<float>();
-  hp.n = n;
-  hp.hc = hc;
-  hp.D = D;
-  hp.mix_fn = dw.fn.as<float>();
-  hp.mix_part = part.as<float>();
+  HcPostParams hp = PostParams(yd.as<float>(), pd.as<float>(), cd.as<float>(), xd.as<float>(), n,
+                               hc, D, dw.fn.as<float>(), part.as<float>());
   LaunchHcPost(hp, s.get());
   std::vector<float> gX(X.size()), gp(n * pw), rX(K), rp(pw);
   CopyToHost(gX.data(), xd.get(), gX.size() * 4, s.get());

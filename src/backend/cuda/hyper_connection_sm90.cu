@@ -491,6 +491,23 @@ __global__ void HcPreFinishKernel(HcPreFinishParams p, int64_t slices) {
 
 // One token's mHC post: its post weights, comb matrix and (MoE output) combine ranks, loaded once,
 // then per column d: X[k][d] = post[k] y[d] + sum_j C[j][k] X[j][d] (xn: the new values).
+// Column d of token t's updated streams, X_new[k] = post[k] * y + sum_j C[j][k] * X[j], stored
+// and returned in xn (C and post: the token's, registers or shared memory).
+template <int HC>
+__device__ __forceinline__ void HcPostColumn(const HcPostParams& p, int64_t t, int64_t d, float yv,
+                                             const float* C, const float* post,
+                                             const float (&old)[HC], float (&xn)[HC]) {
+  float* Xt = p.X + t * HC * p.D;
+#pragma unroll
+  for (int k = 0; k < HC; ++k) {
+    float s = post[k] * yv;
+#pragma unroll
+    for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
+    Xt[k * p.D + d] = s;
+    xn[k] = s;
+  }
+}
+
 template <int HC>
 struct HcPostToken {
   float C[HC * HC], post[HC];
@@ -504,19 +521,11 @@ struct HcPostToken {
   }
   __device__ __forceinline__ void Column(const HcPostParams& p, int64_t t, int64_t d,
                                          float (&xn)[HC]) const {
-    float* Xt = p.X + t * HC * p.D;
     float old[HC];
 #pragma unroll
-    for (int j = 0; j < HC; ++j) old[j] = Xt[j * p.D + d];
+    for (int j = 0; j < HC; ++j) old[j] = p.X[(t * HC + j) * p.D + d];
     const float yv = p.y ? p.y[t * p.D + d] : MoeCombineAt(p.moe, t, rank, d);
-#pragma unroll
-    for (int k = 0; k < HC; ++k) {
-      float s = post[k] * yv;
-#pragma unroll
-      for (int j = 0; j < HC; ++j) s += C[j * HC + k] * old[j];
-      Xt[k * p.D + d] = s;
-      xn[k] = s;
-    }
+    HcPostColumn<HC>(p, t, d, yv, C, post, old, xn);
   }
 };
 
@@ -556,8 +565,10 @@ __device__ __forceinline__ float WarpTransposedSums(float (&v)[32]) {
   return v[0];
 }
 
+// (kTok > 1: 7 blocks an SM, what its shared memory allows, for the registers of the prefetch.)
 template <int HC, int kTok>
-__global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostParams p) {
+__global__ void __launch_bounds__(kPostMixThreads, kTok > 1 ? 7 : 8)
+    HcPostMixKernel(HcPostParams p) {
   constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
   static_assert(kOut + 1 <= 32, "the outputs and the sum of squares: one lane each");
   __shared__ float red[kTok][kW][kOut + 1];
@@ -577,11 +588,58 @@ __global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostPara
     for (int k = 0; k < HC; ++k) fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
   PdlWait();
   const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
+  // Many tokens a block: their comb, post and (MoE) combine order staged once for all the
+  // block's columns (each thread re-derived them per token: dependent loads ahead of every
+  // column's; 8,192-token prefill hc_post 24.8 -> 21.3 ms, docs/perf.md session 30). One token
+  // (decode): per thread as before (staging measured slower there: batch 256 1.32 -> 1.48 ms).
+  constexpr int kStaged = kTok > 1 ? kTok : 1;
+  __shared__ float s_comb[kStaged][HC * HC], s_post[kStaged][HC], s_w[kStaged][kMoeMaxK];
+  __shared__ int32_t s_pair[kStaged][kMoeMaxK];
+  if constexpr (kTok > 1) {
+    for (int j = threadIdx.x; j < ntok * HC * HC; j += kPostMixThreads)
+      s_comb[j / (HC * HC)][j % (HC * HC)] = p.comb[t0 * HC * HC + j];
+    for (int j = threadIdx.x; j < ntok * HC; j += kPostMixThreads)
+      s_post[j / HC][j % HC] = p.post[t0 * HC + j];
+    if (p.y == nullptr) {
+      for (int i = threadIdx.x; i < ntok; i += kPostMixThreads)
+        MoeCombineOrder(p.moe, t0 + i, s_pair[i], s_w[i]);
+    }
+    __syncthreads();
+  }
+  // Many tokens: token i + 1's inputs (its old streams, y or its experts' rows and the shared
+  // row) load while token i computes (other rows than token i's stores).
+  float in_old[HC], in_y[kTok > 1 ? kMoeMaxK : 1], in_sh = 0.0f;
+  auto load_inputs = [&](int i) {
+    if constexpr (kTok > 1) {
+      const int64_t t = t0 + i;
+#pragma unroll
+      for (int j = 0; j < HC; ++j) in_old[j] = p.X[(t * HC + j) * p.D + d];
+      if (p.y != nullptr) {
+        in_y[0] = p.y[t * p.D + d];
+      } else {
+        MoeCombineLoad(p.moe, t, s_pair[i], d, in_y);
+        in_sh = p.moe.shared ? p.moe.shared[t * p.D + d] : 0.0f;
+      }
+    }
+  };
+  if (ntok > 0) load_inputs(0);
 #pragma unroll 1
   for (int i = 0; i < ntok; ++i) {
     const int64_t t = t0 + i;
     float xn[HC];
-    HcPostToken<HC>(p, t).Column(p, t, d, xn);
+    if constexpr (kTok > 1) {
+      float old[HC], yk[kMoeMaxK];
+      const float sh = in_sh;
+#pragma unroll
+      for (int j = 0; j < HC; ++j) old[j] = in_old[j];
+#pragma unroll
+      for (int r = 0; r < kMoeMaxK; ++r) yk[r] = in_y[r];
+      if (i + 1 < ntok) load_inputs(i + 1);
+      const float yv = p.y ? yk[0] : MoeCombineSum(p.moe, yk, s_w[i], sh);
+      HcPostColumn<HC>(p, t, d, yv, s_comb[i], s_post[i], old, xn);
+    } else {
+      HcPostToken<HC>(p, t).Column(p, t, d, xn);
+    }
     // The lane's kOut dot products and its sum of squares, then their warp sums (lane o: value
     // o; a butterfly's bits, WarpTransposedSums).
     float v[32];

@@ -57,4 +57,41 @@ __device__ __forceinline__ float MoeCombineAt(const MoeCombineParams& p, int64_t
   return acc;
 }
 
+// The token's pairs in rank order (pair[r]: the pair added r-th) and their weights, for kernels
+// that combine many columns of a token: stage them once, then MoeCombineLoad + MoeCombineSum per
+// column.
+__device__ __forceinline__ void MoeCombineOrder(const MoeCombineParams& p, int64_t t, int32_t* pair,
+                                                float* weight) {
+  int rank[kMoeMaxK];
+  MoeCombineRanks(p, t, rank);
+#pragma unroll
+  for (int k = 0; k < kMoeMaxK; ++k) {
+    if (k >= p.K) break;
+    pair[rank[k]] = static_cast<int32_t>(t * p.K + k);
+    weight[rank[k]] = p.weight[t * p.K + k];
+  }
+}
+// MoeCombineAt's value from the staged order, in two halves (so that a kernel can load a token's
+// rows ahead): MoeCombineLoad gathers column d of the pairs' rows in rank order, MoeCombineSum
+// takes the same fmaf chain over the same (y, w) in rank order, then + the shared row's value
+// (sh; read only when p.shared is set).
+__device__ __forceinline__ void MoeCombineLoad(const MoeCombineParams& p, int64_t t,
+                                               const int32_t* pair, int64_t d,
+                                               float (&yv)[kMoeMaxK]) {
+#pragma unroll
+  for (int r = 0; r < kMoeMaxK; ++r) yv[r] = r < p.K ? p.y[pair[r] * p.D + d] : 0.0f;
+}
+__device__ __forceinline__ float MoeCombineSum(const MoeCombineParams& p,
+                                               const float (&yv)[kMoeMaxK], const float* weight,
+                                               float sh) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kMoeMaxK; ++r) {
+    if (r >= p.K) break;
+    acc = fmaf(yv[r], weight[r], acc);
+  }
+  if (p.shared) acc += sh;
+  return acc;
+}
+
 }  // namespace dsinfer::backend::cuda
