@@ -1,0 +1,353 @@
+// Probe: what do Hopper's FP8 tensor-core instructions compute, against the f16 steps the FP8 /
+// FP4 linears use today?
+//
+// Why: the FP8 / FP4 linears (qlinear_core.cuh, qgemm_wg_sm90.cu) convert e4m3 / e2m1 operands
+// exactly to f16 and run mma.sync m16n8k16 (or wgmma m64nNk16) chains: per FP8 64-column pair
+// four k16 steps from zero, per FP4 32-column group two. The FP8 instructions (mma.sync
+// m16n8k32 .e4m3, wgmma m64nNk32 .e4m3) take the bytes as they are — no conversion — at twice the
+// f16 rate. Whether a kernel may switch depends on three facts this probe measures:
+//   1. fp8_vs_f16: does one k32 FP8 step (S chained steps) give the bits of the two (2S) chained
+//      f16 k16 steps on the same values? If so, the switch keeps every bit, decode and prefill.
+//   2. fp8_vs_exact / f16_vs_exact: how often each differs from the exact sum rounded once to
+//      fp32, and by how many ulps (the FP8 path's accumulation precision; DeepSeek-V3's report
+//      says about 14 bits on H800 for long chains).
+//   3. wgmma_vs_mma: does wgmma m64n8k32 .e4m3 (A from registers, B from shared memory) give the
+//      bits of mma.sync m16n8k32 .e4m3 per step (the decode and the tiled kernels sharing bits)?
+// Classes: exact (small integers as e4m3: every sum exact; checks the fragment and descriptor
+// layouts by value: exit 1 if any path differs), fp8xe4m3 (random e4m3 codes, NaN excluded, both
+// operands), fp4xe4m3 (A e2m1 values as e4m3, B random e4m3: the FP4 experts' products), and
+// fp8_block (e4m3 codes of act_quant-like blocks: the largest magnitude of each row near 448).
+// C is zero; S = 1, 2, 4 chained steps, N = 8.
+// Output: one JSON line per class, steps and comparison (elements, mismatches, max ulp), up to 3
+// example mismatches before it. Exit 0 when the exact class matches on every path, 1 if not, 2
+// without an sm_90 device.
+//   build-cuda/bin/probe_fp8_mma_bits [--problems N]   (default 2000)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/wgmma.cuh"
+#include "probe_bits.h"
+
+namespace {
+
+using namespace probe;
+using dsinfer::backend::cuda::FenceProxyAsync;
+using dsinfer::backend::cuda::WgmmaCommit;
+using dsinfer::backend::cuda::WgmmaDescB;
+using dsinfer::backend::cuda::WgmmaFence;
+using dsinfer::backend::cuda::WgmmaWait;
+
+constexpr int kM = 64, kN = 8, kThreads = 128;
+
+// ---------------------------------------------------------------------------------------------
+// Device side. Fragments (g = lane / 4, t = lane % 4): m16n8k32 .e4m3 A a0 / a1 rows g / g + 8,
+// k 4t .. 4t + 3 (the lowest k in the lowest byte), a2 / a3 the same rows, k 16 + 4t ..; B b0 k
+// 4t .. 4t + 3 of column g, b1 k 16 + 4t ..; C / D as m16n8k16's (d0 / d1 row g, columns 2t /
+// 2t + 1; d2 / d3 row g + 8).
+
+__device__ __forceinline__ void MmaFp8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void MmaF16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
+// scale_d 0: D = A B (C not read).
+__device__ __forceinline__ void WgmmaFp8N8(float (&d)[4], const uint32_t (&a)[4], uint64_t desc,
+                                           int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, "
+      "1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+__device__ __forceinline__ uint32_t Bytes4(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+__device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+// One warpgroup per problem p: a (64 x 32S e4m3, row-major), bt (8 x 32S: column n's k
+// contiguous), and their exact f16 copies ah / bth -> d_fp8 (mma.sync k32 chain), d_f16
+// (mma.sync k16 chain, 2S steps), d_wg (wgmma k32 chain), each 64 x 8, all from zero.
+template <int kSteps>
+__global__ void __launch_bounds__(kThreads, 1)
+    ProbeKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ bt,
+                const uint16_t* __restrict__ ah, const uint16_t* __restrict__ bth,
+                float* __restrict__ d_fp8, float* __restrict__ d_f16, float* __restrict__ d_wg) {
+  constexpr int kK = 32 * kSteps;
+  __shared__ __align__(1024) uint8_t sb[kSteps * kN * 32];  // per step [2 k halves][8 n][16 k]
+  const int p = blockIdx.x, tid = threadIdx.x;
+  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const uint8_t* pa = a + static_cast<size_t>(p) * kM * kK;
+  const uint8_t* pb = bt + static_cast<size_t>(p) * kN * kK;
+  const uint16_t* pah = ah + static_cast<size_t>(p) * kM * kK;
+  const uint16_t* pbh = bth + static_cast<size_t>(p) * kN * kK;
+  for (int i = tid; i < kN * kK; i += kThreads) {
+    const int n = i / kK, k = i % kK, s = k / 32, kh = (k % 32) / 16;
+    sb[s * kN * 32 + kh * kN * 16 + n * 16 + k % 16] = pb[i];
+  }
+  FenceProxyAsync();
+  __syncthreads();
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  float d8[4] = {0, 0, 0, 0}, d16[4] = {0, 0, 0, 0}, dw[4] = {0, 0, 0, 0};
+  uint32_t af[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = 32 * s + 4 * t;
+    af[s][0] = Bytes4(pa + r0 * kK + k0);
+    af[s][1] = Bytes4(pa + r1 * kK + k0);
+    af[s][2] = Bytes4(pa + r0 * kK + k0 + 16);
+    af[s][3] = Bytes4(pa + r1 * kK + k0 + 16);
+    MmaFp8(d8, af[s], Bytes4(pb + g * kK + k0), Bytes4(pb + g * kK + k0 + 16));
+  }
+#pragma unroll
+  for (int s = 0; s < 2 * kSteps; ++s) {
+    const int k0 = 16 * s + 2 * t;
+    const uint32_t a16[4] = {Pack(pah[r0 * kK + k0], pah[r0 * kK + k0 + 1]),
+                             Pack(pah[r1 * kK + k0], pah[r1 * kK + k0 + 1]),
+                             Pack(pah[r0 * kK + k0 + 8], pah[r0 * kK + k0 + 9]),
+                             Pack(pah[r1 * kK + k0 + 8], pah[r1 * kK + k0 + 9])};
+    MmaF16(d16, a16, Pack(pbh[g * kK + k0], pbh[g * kK + k0 + 1]),
+           Pack(pbh[g * kK + k0 + 8], pbh[g * kK + k0 + 9]));
+  }
+  const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
+  WgmmaFence();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+    WgmmaFp8N8(dw, af[s], WgmmaDescB<kN>(sb_addr + s * kN * 32), s > 0);
+  WgmmaCommit();
+  WgmmaWait<0>();
+  const size_t base = static_cast<size_t>(p) * kM * kN;
+  const int idx[4] = {r0 * kN + 2 * t, r0 * kN + 2 * t + 1, r1 * kN + 2 * t, r1 * kN + 2 * t + 1};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    d_fp8[base + idx[e]] = d8[e];
+    d_f16[base + idx[e]] = d16[e];
+    d_wg[base + idx[e]] = dw[e];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+
+enum class Cls { kExact, kFp8, kFp4, kFp8Block };
+
+struct ClassSpec {
+  const char* name;
+  Cls cls;
+};
+
+struct Problems {
+  int count = 0, steps = 0;
+  std::vector<uint8_t> a, bt;  // count x 64 x 32S, count x 8 x 32S (e4m3)
+  int K() const { return 32 * steps; }
+  double A(int p, int m, int k) const {
+    return DecodeE4m3(a[(static_cast<size_t>(p) * kM + m) * K() + k]);
+  }
+  double B(int p, int k, int n) const {
+    return DecodeE4m3(bt[(static_cast<size_t>(p) * kN + n) * K() + k]);
+  }
+  double Dot(int p, int m, int n) const {  // exact: e4m3 products and their sum fit a double
+    double s = 0.0;
+    for (int k = 0; k < K(); ++k) s += A(p, m, k) * B(p, k, n);
+    return s;
+  }
+};
+
+// The e4m3 code of an exactly representable value (aborts otherwise).
+uint8_t EncodeE4m3(double v) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    if (DecodeE4m3(static_cast<uint8_t>(b)) == v && std::signbit(DecodeE4m3(b)) == std::signbit(v))
+      return static_cast<uint8_t>(b);
+  }
+  std::fprintf(stderr, "EncodeE4m3: %.17g is not an e4m3 value\n", v);
+  std::exit(2);
+}
+
+Problems Generate(const ClassSpec& cs, int steps, int count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Problems pr;
+  pr.count = count;
+  pr.steps = steps;
+  const int kk = pr.K();
+  pr.a.resize(static_cast<size_t>(count) * kM * kk);
+  pr.bt.resize(static_cast<size_t>(count) * kN * kk);
+  uint8_t small_codes[9], e2m1_codes[16];  // e4m3 codes of -4 .. 4 and of the e2m1 values
+  for (int v = 0; v < 9; ++v) small_codes[v] = EncodeE4m3(static_cast<double>(v - 4));
+  for (int c = 0; c < 16; ++c) e2m1_codes[c] = EncodeE4m3(DecodeE2m1(static_cast<uint8_t>(c)));
+  auto small = [&]() { return small_codes[rng() % 9u]; };
+  // act_quant-like: a row's codes of values x / s with the row's max near 448 (codes of random
+  // magnitudes up to 2^-6 below it, so the block spreads over a few binades).
+  auto block_code = [&]() {
+    const uint32_t sign = rng() & 1u, e = 9u + rng() % 7u, m = rng() % 8u;  // 2^-6 .. 2^8 x 1.m
+    return static_cast<uint8_t>((sign << 7) | (e << 3) | m);
+  };
+  for (auto& x : pr.a) {
+    switch (cs.cls) {
+      case Cls::kExact:
+        x = small();
+        break;
+      case Cls::kFp8:
+        x = RandomE4m3Bits(rng);
+        break;
+      case Cls::kFp4:
+        x = e2m1_codes[rng() & 15u];
+        break;
+      case Cls::kFp8Block:
+        x = block_code();
+        break;
+    }
+  }
+  for (auto& x : pr.bt) {
+    switch (cs.cls) {
+      case Cls::kExact:
+        x = small();
+        break;
+      case Cls::kFp8:
+      case Cls::kFp4:
+        x = RandomE4m3Bits(rng);
+        break;
+      case Cls::kFp8Block:
+        x = block_code();
+        break;
+    }
+  }
+  return pr;
+}
+
+struct Outputs {
+  std::vector<float> fp8, f16, wg;
+};
+
+template <int kSteps>
+Outputs RunKernel(const Problems& pr) {
+  const size_t out_n = static_cast<size_t>(pr.count) * kM * kN;
+  std::vector<uint16_t> ah(pr.a.size()), bth(pr.bt.size());
+  for (size_t i = 0; i < ah.size(); ++i) ah[i] = EncodeF16(DecodeE4m3(pr.a[i]));
+  for (size_t i = 0; i < bth.size(); ++i) bth[i] = EncodeF16(DecodeE4m3(pr.bt[i]));
+  uint8_t *da, *db;
+  uint16_t *dah, *dbh;
+  float *d8, *d16, *dw;
+  PROBE_CUDA_CHECK(cudaMalloc(&da, pr.a.size()));
+  PROBE_CUDA_CHECK(cudaMalloc(&db, pr.bt.size()));
+  PROBE_CUDA_CHECK(cudaMalloc(&dah, ah.size() * 2));
+  PROBE_CUDA_CHECK(cudaMalloc(&dbh, bth.size() * 2));
+  PROBE_CUDA_CHECK(cudaMalloc(&d8, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMalloc(&d16, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMalloc(&dw, out_n * 4));
+  PROBE_CUDA_CHECK(cudaMemcpy(da, pr.a.data(), pr.a.size(), cudaMemcpyHostToDevice));
+  PROBE_CUDA_CHECK(cudaMemcpy(db, pr.bt.data(), pr.bt.size(), cudaMemcpyHostToDevice));
+  PROBE_CUDA_CHECK(cudaMemcpy(dah, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice));
+  PROBE_CUDA_CHECK(cudaMemcpy(dbh, bth.data(), bth.size() * 2, cudaMemcpyHostToDevice));
+  ProbeKernel<kSteps><<<pr.count, kThreads>>>(da, db, dah, dbh, d8, d16, dw);
+  PROBE_CUDA_CHECK(cudaGetLastError());
+  PROBE_CUDA_CHECK(cudaDeviceSynchronize());
+  Outputs o;
+  o.fp8.resize(out_n);
+  o.f16.resize(out_n);
+  o.wg.resize(out_n);
+  PROBE_CUDA_CHECK(cudaMemcpy(o.fp8.data(), d8, out_n * 4, cudaMemcpyDeviceToHost));
+  PROBE_CUDA_CHECK(cudaMemcpy(o.f16.data(), d16, out_n * 4, cudaMemcpyDeviceToHost));
+  PROBE_CUDA_CHECK(cudaMemcpy(o.wg.data(), dw, out_n * 4, cudaMemcpyDeviceToHost));
+  for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dah),
+                    static_cast<void*>(dbh), static_cast<void*>(d8), static_cast<void*>(d16),
+                    static_cast<void*>(dw)}) {
+    PROBE_CUDA_CHECK(cudaFree(ptr));
+  }
+  return o;
+}
+
+Outputs Dispatch(const Problems& pr) {
+  if (pr.steps == 1) return RunKernel<1>(pr);
+  if (pr.steps == 2) return RunKernel<2>(pr);
+  if (pr.steps == 4) return RunKernel<4>(pr);
+  std::fprintf(stderr, "no kernel for %d steps\n", pr.steps);
+  std::exit(2);
+}
+
+// got vs want element by element, by bits or (against the exact sums) by value.
+int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
+                const std::vector<float>& got, const std::vector<float>& want, bool by_value) {
+  int64_t mismatches = 0, max_ulp = 0;
+  int shown = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same = by_value ? got[i] == want[i] : FloatBits(got[i]) == FloatBits(want[i]);
+    if (same) continue;
+    ++mismatches;
+    max_ulp = std::max(max_ulp, UlpDistance(got[i], want[i]));
+    if (shown < 3) {
+      ++shown;
+      const int p = static_cast<int>(i / (kM * kN)), m = static_cast<int>(i / kN % kM),
+                n = static_cast<int>(i % kN);
+      std::printf("  %s k32x%d %s: problem %d row %d col %d: %a vs %a, %lld ulp; exact %.17g\n",
+                  cs.name, pr.steps, compare, p, m, n, got[i], want[i],
+                  static_cast<long long>(UlpDistance(got[i], want[i])), pr.Dot(p, m, n));
+    }
+  }
+  std::printf(
+      "{\"probe\": \"fp8_mma_bits\", \"class\": \"%s\", \"variant\": \"m64n8k32x%d\", "
+      "\"compare\": \"%s\", \"n\": %d, \"elements\": %zu, \"mismatches\": %lld, \"max_ulp\": "
+      "%lld}\n",
+      cs.name, pr.steps, compare, pr.count, got.size(), static_cast<long long>(mismatches),
+      static_cast<long long>(max_ulp));
+  std::fflush(stdout);
+  return mismatches;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int count = 0;
+  cudaDeviceProp prop{};
+  if (!ProbeSetup(argc, argv, "probe_fp8_mma_bits", &count, &prop)) return 2;
+  std::printf("# probe_fp8_mma_bits on %s, %d problems per class and steps\n", prop.name, count);
+  const ClassSpec classes[] = {{"exact", Cls::kExact},
+                               {"fp8xe4m3", Cls::kFp8},
+                               {"fp4xe4m3", Cls::kFp4},
+                               {"fp8_block", Cls::kFp8Block}};
+  bool exact_ok = true;
+  uint32_t seed = 20261204u;
+  for (const ClassSpec& cs : classes) {
+    for (const int steps : {1, 2, 4}) {
+      const Problems pr = Generate(cs, steps, count, seed++);
+      const Outputs o = Dispatch(pr);
+      std::vector<float> exact(o.fp8.size());
+      for (size_t i = 0; i < exact.size(); ++i) {
+        const int p = static_cast<int>(i / (kM * kN)), m = static_cast<int>(i / kN % kM),
+                  n = static_cast<int>(i % kN);
+        exact[i] = static_cast<float>(pr.Dot(p, m, n));
+      }
+      const int64_t f8 = Compare(cs, pr, "fp8_vs_exact", o.fp8, exact, true);
+      const int64_t f16 = Compare(cs, pr, "f16_vs_exact", o.f16, exact, true);
+      const int64_t wg = Compare(cs, pr, "wgmma_vs_exact", o.wg, exact, true);
+      Compare(cs, pr, "fp8_vs_f16", o.fp8, o.f16, false);
+      Compare(cs, pr, "wgmma_vs_mma", o.wg, o.fp8, false);
+      if (cs.cls == Cls::kExact) exact_ok &= f8 == 0 && f16 == 0 && wg == 0;
+    }
+  }
+  std::printf("# exact class (layouts): %s\n", exact_ok ? "pass" : "FAIL");
+  return exact_ok ? 0 : 1;
+}
