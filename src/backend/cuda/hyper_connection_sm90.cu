@@ -608,7 +608,7 @@ __global__ void __launch_bounds__(kPostMixThreads, kTok > 1 ? 7 : 8)
   }
   // Many tokens: token i + 1's inputs (its old streams, y or its experts' rows and the shared
   // row) load while token i computes (other rows than token i's stores).
-  float in_old[HC], in_y[kTok > 1 ? kMoeMaxK : 1], in_sh = 0.0f;
+  float in_old[HC] = {}, in_y[kTok > 1 ? kMoeMaxK : 1] = {}, in_sh = 0.0f;
   auto load_inputs = [&](int i) {
     if constexpr (kTok > 1) {
       const int64_t t = t0 + i;
