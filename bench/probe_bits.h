@@ -36,6 +36,7 @@ inline double DecodeBf16(uint16_t h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
+// (0x7f / 0xff are NaN in e4m3: not decoded here; RandomE4m3Bits never draws them.)
 inline double DecodeE4m3(uint8_t b) {
   const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
   const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);

@@ -17,7 +17,9 @@
 // layouts by value: exit 1 if any path differs), fp8xe4m3 (random e4m3 codes, NaN excluded, both
 // operands), fp4xe4m3 (A e2m1 values as e4m3, B random e4m3: the FP4 experts' products), and
 // fp8_block (e4m3 codes of act_quant-like blocks: the largest magnitude of each row near 448).
-// C is zero; S = 1, 2, 4 chained steps, N = 8.
+// C is zero; S = 1, 2, 4 chained steps, N = 8 (one n group: the descriptor's leading and stride
+// byte offsets are both 128 there, so a wider N is needed to check that they are not swapped; a
+// k permutation common to A and B no dot product can see).
 // Output: one JSON line per class, steps and comparison (elements, mismatches, max ulp), up to 3
 // example mismatches before it. Exit 0 when the exact class matches on every path, 1 if not, 2
 // without an sm_90 device.
@@ -202,8 +204,11 @@ Problems Generate(const ClassSpec& cs, int steps, int count, uint32_t seed) {
   // act_quant-like: a row's codes of values x / s with the row's max near 448 (codes of random
   // magnitudes up to 2^-6 below it, so the block spreads over a few binades).
   auto block_code = [&]() {
-    const uint32_t sign = rng() & 1u, e = 9u + rng() % 7u, m = rng() % 8u;  // 2^-6 .. 2^8 x 1.m
-    return static_cast<uint8_t>((sign << 7) | (e << 3) | m);
+    for (;;) {
+      const uint32_t sign = rng() & 1u, e = 9u + rng() % 7u, m = rng() % 8u;  // 2^-6 .. 2^8 x 1.m
+      const auto b = static_cast<uint8_t>((sign << 7) | (e << 3) | m);
+      if ((b & 0x7f) != 0x7f) return b;  // (0x7f / 0xff: NaN)
+    }
   };
   for (auto& x : pr.a) {
     switch (cs.cls) {

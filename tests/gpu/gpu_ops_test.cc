@@ -1290,9 +1290,6 @@ TEST(HcTest, PostComputesNextMix) {
   }
 }
 
-// The post with the next mix over many rows (kPostMixManyRows and more: several tokens per block)
-// gives each row the bits of the row run alone (one token per block): the new streams and the
-// mix partials.
 // HcPost with the MoE combine folded in (y null, moe set: the post kernels stage each token's
 // combine order once) gives the bits of LaunchMoeCombine's rows fed as y: the streams and the
 // next mix's partials, for the many-row launch (16 tokens a block) and a few rows; expert ids
@@ -1312,7 +1309,8 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
       const auto post = testing::RandomVector(static_cast<size_t>(n * hc), 51, 1.0f);
       const auto comb = testing::RandomVector(static_cast<size_t>(n * hc * hc), 52, 0.5f);
       std::vector<int32_t> sel(static_cast<size_t>(n * K));
-      for (size_t i = 0; i < sel.size(); ++i) sel[i] = static_cast<int32_t>((i * 37 + i / 5) % 9);
+      // 6 of 4 ids a token: repeats (the rank order's tie to the lower k) in every token.
+      for (size_t i = 0; i < sel.size(); ++i) sel[i] = static_cast<int32_t>((i * 37 + i / 5) % 4);
       const DeviceHcWeights dw(w);
       DeviceBuffer x1 = Upload(X), x2 = Upload(X), eyd = Upload(ey), shd = Upload(sh),
                    wtd = Upload(wt), seld = Upload(sel), pd = Upload(post), cd = Upload(comb),
@@ -1349,6 +1347,9 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
   }
 }
 
+// The post with the next mix over many rows (kPostMixManyRows and more: several tokens per block)
+// gives each row the bits of the row run alone (one token per block): the new streams and the
+// mix partials.
 TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   SKIP_WITHOUT_GPU();
   const int64_t D = 256, n = kHcPostMixManyRows + 88;  // the many-row launch

@@ -951,6 +951,22 @@ TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
     if (Dh == 128) {
       EXPECT_GT(chain_differs, 0) << Dh;
     }
+    // A few tokens in one chunk (decode's launches: the CUDA cores' 8-entry tiles, the tensor
+    // cores' 64-entry blocks): the scores of the many-token launch above, bit for bit.
+    const int64_t few = 3;
+    const std::vector<float> qf(q.begin(), q.begin() + few * H * Dh);
+    const std::vector<float> wf(w.begin(), w.begin() + few * H);
+    auto mf = MakeMeta({{0, ic.rate * max_entries - 7, static_cast<int>(few)}});
+    const IdxRun cuda_few =
+        RunV4Fp8Indexer(ic, *mf, qf, wf, pk, max_entries, few, true, false, fmt, stream);
+    const IdxRun tc_few =
+        RunV4Fp8Indexer(ic, *mf, qf, wf, pk, max_entries, few, true, true, fmt, stream);
+    ASSERT_EQ(cuda_few.scores.size(), static_cast<size_t>(few) * max_entries);
+    ASSERT_EQ(tc_few.scores.size(), cuda_few.scores.size());
+    EXPECT_EQ(0, std::memcmp(cuda_few.scores.data(), tc.scores.data(), cuda_few.scores.size() * 4))
+        << Dh;
+    EXPECT_EQ(0, std::memcmp(tc_few.scores.data(), tc.scores.data(), tc_few.scores.size() * 4))
+        << Dh;
   }
 }
 

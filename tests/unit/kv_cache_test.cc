@@ -151,9 +151,6 @@ TEST(QuantSimTest, E2m1CodesAreTheGrid) {
   }
 }
 
-// The codec's per-value decode of a packed row (qc::PackedRow::value, what a kernel reading the
-// packed state uses) gives the bits KvFormat::Unpack gives, for the window / compressed rows'
-// format (fp8 blocks of 64, a bf16 tail of 64) and the index keys' (e2m1 blocks of 32).
 // The FP8 cache's indexer (IndexerTopK with fp4_blocks): for FP4 queries and keys (one power-of-two
 // scale per 32-column block) each block's sum of products is exact in fp32 in any order, so the
 // CPU's BlockExactDot, the CUDA cores' fmaf chain per block and the tensor cores' two k16 steps
@@ -216,6 +213,9 @@ TEST(QuantSimTest, IndexerFp4BlockSumsAreExactInAnyOrder) {
   }
 }
 
+// The codec's per-value decode of a packed row (qc::PackedRow::value, what a kernel reading the
+// packed state uses) gives the bits KvFormat::Unpack gives, for the window / compressed rows'
+// format (fp8 blocks of 64, a bf16 tail of 64) and the index keys' (e2m1 blocks of 32).
 TEST(QuantSimTest, CodecDecodesPackedRowsAsUnpack) {
   namespace qc = backend::qc;
   struct Case {

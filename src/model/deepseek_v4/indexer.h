@@ -19,7 +19,9 @@ namespace dsinfer::model::deepseek_v4 {
 // block's sum taken exactly and rounded once to fp32 (BlockExactDot). For FP4 values a block's sum
 // is exact in fp32 in any order (its products are multiples of 2^-2 times one power of two, at most
 // 36 times it, 32 of them: 13 significant bits), so the CUDA kernels' fmaf chains per block and
-// their tensor-core chains (mma k16 steps) compute the same bits.
+// their tensor-core chains (mma k16 steps) compute the same bits. (While the two blocks' scales
+// multiply to at least 2^-147, i.e. unless both blocks' largest values are below about 2^-60:
+// below that the sums reach fp32's subnormal range and the paths may round differently.)
 std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads,
                                  int head_dim, const std::vector<const float*>& keys,
                                  int64_t visible, int top_k, bool fp4_blocks = false);
