@@ -13,6 +13,8 @@
 #include <cstring>
 #include <random>
 
+#include "base/dtype.h"
+
 #define PROBE_CUDA_CHECK(expr)                                                      \
   do {                                                                              \
     cudaError_t probe_err_ = (expr);                                                \
@@ -24,6 +26,9 @@
   } while (0)
 
 namespace probe {
+
+using dsinfer::BitsToFloat;
+using dsinfer::FloatToBits;
 
 inline double DecodeF16(uint16_t h) {
   const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
@@ -81,20 +86,10 @@ inline uint16_t EncodeBf16(double v) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-inline uint32_t FloatBits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-inline float BitsFloat(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 // Distance in ulps: the bit patterns on a line ordered like the values (-0 and +0 adjacent).
 inline int64_t UlpDistance(float x, float y) {
   auto ordered = [](float f) {
-    const uint32_t b = FloatBits(f);
+    const uint32_t b = FloatToBits(f);
     return (b & 0x80000000u) ? -static_cast<int64_t>(b & 0x7fffffffu) - 1 : static_cast<int64_t>(b);
   };
   const int64_t d = ordered(x) - ordered(y);

@@ -299,7 +299,7 @@ int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
   int64_t mismatches = 0, max_ulp = 0;
   int shown = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const bool same = by_value ? got[i] == want[i] : FloatBits(got[i]) == FloatBits(want[i]);
+    const bool same = by_value ? got[i] == want[i] : FloatToBits(got[i]) == FloatToBits(want[i]);
     if (same) continue;
     ++mismatches;
     max_ulp = std::max(max_ulp, UlpDistance(got[i], want[i]));

@@ -290,14 +290,14 @@ Problems Generate(const ClassSpec& cs, const Variant& v, int count, uint32_t see
           if (mode == 0) {
             cv = 0.0f;
           } else if (mode == 1) {  // the products' magnitude: 2^-20..2^20
-            cv = BitsFloat(sign | ((127u + rng() % 41u - 20u) << 23) | mant);
+            cv = BitsToFloat(sign | ((127u + rng() % 41u - 20u) << 23) | mant);
           } else if (mode == 2) {  // much larger: 2^21..2^40
-            cv = BitsFloat(sign | ((127u + 21u + rng() % 20u) << 23) | mant);
+            cv = BitsToFloat(sign | ((127u + 21u + rng() % 20u) << 23) | mant);
           } else {  // cancels the first step's sum to within a few ulps
             const float s = static_cast<float>(DotRange(pr, p, m, n, 0, 16));
             const int64_t off = static_cast<int64_t>(rng() % 7u) - 3;
-            const uint32_t b = FloatBits(-s);
-            cv = (b & 0x7fffffffu) > 8 ? BitsFloat(static_cast<uint32_t>(b + off)) : -s;
+            const uint32_t b = FloatToBits(-s);
+            cv = (b & 0x7fffffffu) > 8 ? BitsToFloat(static_cast<uint32_t>(b + off)) : -s;
           }
         }
       }
@@ -370,7 +370,7 @@ Tally Compare(const ClassSpec& cs, const Variant& v, const Problems& pr, const c
   int shown = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     ++tl.elements;
-    const bool same = by_value ? got[i] == want[i] : FloatBits(got[i]) == FloatBits(want[i]);
+    const bool same = by_value ? got[i] == want[i] : FloatToBits(got[i]) == FloatToBits(want[i]);
     if (same) continue;
     ++tl.mismatches;
     tl.max_ulp = std::max(tl.max_ulp, UlpDistance(got[i], want[i]));
@@ -393,7 +393,7 @@ Tally Compare(const ClassSpec& cs, const Variant& v, const Problems& pr, const c
           "%lld ulp; C %a, exact sum of products %a (+C: %.17g), %d nonzero products in "
           "[%a, %a]\n",
           cs.name, cs.bf16 ? "bf16" : "f16", v.n, v.steps, compare, p, m, n, got_name, got[i],
-          FloatBits(got[i]), want_name, want[i], FloatBits(want[i]),
+          FloatToBits(got[i]), want_name, want[i], FloatToBits(want[i]),
           static_cast<long long>(UlpDistance(got[i], want[i])), cv,
           DotRange(pr, p, m, n, 0, pr.K()), DotRange(pr, p, m, n, 0, pr.K()) + cv, nonzero,
           nonzero ? pmin : 0.0, pmax);
