@@ -292,12 +292,13 @@ int main(int argc, char** argv) {
       }
     };
     const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches(),
-                  rows_before = gpu::QExpertRowsLaunches();
+                  rows_before = gpu::QExpertRowsLaunches(), ws_before = gpu::QGemmWsLaunches();
     launch(0);
     st.Synchronize();
     const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
                                                      : tile == gpu::Bf16TcTile::kMany;
-    const char* dense = gpu::QGemmWgLaunches() > wg_before         ? "wgmma"
+    const char* dense = gpu::QGemmWsLaunches() > ws_before         ? "wgmma_ws"
+                        : gpu::QGemmWgLaunches() > wg_before       ? "wgmma"
                         : gpu::QGemmLaunches() > sync_before       ? "sync"
                         : gpu::QExpertRowsLaunches() > rows_before ? "expert_rows"
                         : s.format == WeightFormat::kBf16          ? "cuda_cores"

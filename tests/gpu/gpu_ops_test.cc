@@ -791,7 +791,8 @@ TEST(LinearTest, FusedSwigluMatchesCpu) {
 // Dense FP8 linears of many rows take the tiled GEMM (qgemm_sm90.cu); each of their rows must have
 // the bits of that row run alone (the decode kernel, quantized in the kernel): single weights and
 // the fused SwiGLU pair, n not a multiple of the 128-row block, k with a short last slice and past
-// 4096, grouped input (wo_a). Also within float rounding of the CPU.
+// 4096, grouped input (wo_a), more 128 x 128 output tiles than an H200 has SMs (the
+// warp-specialized kernel's persistent blocks take several). Also within float rounding of the CPU.
 TEST(LinearTest, TiledGemmEqualsRowByRow) {
   SKIP_WITHOUT_GPU();
   struct TCase {
@@ -804,7 +805,8 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
                          TCase{130, 300, 1344, false, 1}, TCase{150, 256, 2048, true, 1},
                          TCase{129, 300, 1024, true, 1}, TCase{150, 300, 1344, true, 1},
                          TCase{140, 256, 256, false, 2}, TCase{140, 512, 256, false, 2},
-                         TCase{520, 256, 1344, false, 1}, TCase{512, 384, 1024, true, 1}}) {
+                         TCase{520, 256, 1344, false, 1}, TCase{512, 384, 1024, true, 1},
+                         TCase{1100, 2100, 320, false, 1}, TCase{1100, 1000, 640, true, 1}}) {
     const std::string name = "m=" + std::to_string(tc.m) + " n=" + std::to_string(tc.n) +
                              " k=" + std::to_string(tc.k) + (tc.dual ? " dual" : "") +
                              " groups=" + std::to_string(tc.groups);
@@ -845,12 +847,14 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
         LaunchLinear(q, s.get());
     };
     Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
-    const int64_t tiled_before = QGemmLaunches(), wg_before = QGemmWgLaunches();
+    const int64_t tiled_before = QGemmLaunches(), wg_before = QGemmWgLaunches(),
+                  ws_before = QGemmWsLaunches();
     run(p, ud.as<float>());
     const int64_t from = GetKernelOptions().qgemm_min_rows;
     if (from > 0 && tc.m >= from) {  // the tiled GEMM ran (the default from 512 rows; the variant)
       if (GetKernelOptions().qgemm_wgmma) {
         EXPECT_GT(QGemmWgLaunches(), wg_before) << name;
+        EXPECT_GT(QGemmWsLaunches(), ws_before) << name << ": the warp-specialized kernel";
       } else {
         EXPECT_GT(QGemmLaunches(), tiled_before) << name;
       }

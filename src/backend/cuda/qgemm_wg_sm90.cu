@@ -393,6 +393,10 @@ void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint,
   DSINFER_CHECK_MSG(a.xq != nullptr && a.xs != nullptr && QGemmWgSupports(a, fp4, dual, expert),
                     "the wgmma GEMM called outside QGemmWgSupports");
   ++g_launches;
+  if (QGemmWsSupports(a, fp4, expert)) {
+    LaunchQGemmWs(a, dual, stream);
+    return;
+  }
   if (dual) {
     if (fp4) {
       Launch<2, true, true>(a, rows_hint, slots, stream);  // FP4: routed experts only

@@ -23,6 +23,15 @@ __device__ __forceinline__ uint64_t WgmmaDescB(uint32_t smem_addr) {
          (static_cast<uint64_t>((kSbo >> 4) & 0x3fffu) << 32);
 }
 
+// B in shared memory, K-major with the 128-byte swizzle (as a TMA box of 128-byte rows lands with
+// CU_TENSOR_MAP_SWIZZLE_128B): row n's 16-byte chunk j at byte n * 128 + ((j ^ n % 8) * 16) of a
+// 1024-byte aligned tile; 8-row atoms 1024 bytes apart (the stride byte offset). The k16 step q of
+// a row's 64 f16 starts at the tile's address + 32 q (the swizzle applies to the whole address).
+__device__ __forceinline__ uint64_t WgmmaDescSw128(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
 __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
