@@ -18,7 +18,8 @@
 // core-matrix row. Weights, scales and activations stream through a 4-stage cp.async pipeline of
 // 64-column pairs whose stages are filled and released through mbarriers (no block-wide barrier
 // per pair: the warpgroups drift apart, so one's scale steps run while the other's wgmma does;
-// docs/perf.md); the slices' running totals sit in shared memory, each thread's own.
+// docs/perf.md); the slices' running totals sit in shared memory, each thread's own. Dense FP8
+// launches take its warp-specialized form instead (qgemm_ws_sm90.cu: TMA, a producer warp).
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -308,25 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
       MbarArrive(empty + s);  // this thread is done with the stage (its wgmma reads included)
       ++uses;
       // A slice ends: its sum joins the total in slice order (the first slice's as it is).
-      if ((kp + 1) % kP == 0 || kp + 1 == npairs) {
-        const bool first = kp < kP;
-#pragma unroll
-        for (int ni = 0; ni < kNT; ++ni) {
-          float4 tot;
-          if (first) {
-            tot = make_float4(acc[ni][0], acc[ni][1], acc[ni][2], acc[ni][3]);
-          } else {
-            tot = totals[ni * kThreads];
-            tot.x += acc[ni][0];
-            tot.y += acc[ni][1];
-            tot.z += acc[ni][2];
-            tot.w += acc[ni][3];
-          }
-          totals[ni * kThreads] = tot;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[ni][i] = 0.0f;
-        }
-      }
+      if ((kp + 1) % kP == 0 || kp + 1 == npairs) SliceIntoTotals(acc, totals, kThreads, kp < kP);
     }
 
     // Epilogue: C fragment (n8 tile ni, register i): row g + 8 * (i / 2), token 8 ni + 2t + i % 2.
@@ -393,6 +376,7 @@ void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint,
   DSINFER_CHECK_MSG(a.xq != nullptr && a.xs != nullptr && QGemmWgSupports(a, fp4, dual, expert),
                     "the wgmma GEMM called outside QGemmWgSupports");
   ++g_launches;
+  // Dense FP8 whose staged rows the TMA can read: the warp-specialized kernel (the same bits).
   if (QGemmWsSupports(a, fp4, expert)) {
     LaunchQGemmWs(a, dual, stream);
     return;

@@ -219,25 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
       __syncwarp();
       if (lane == 0) MbarArrive(empty + s);  // the warp is done with the stage
       // A slice ends: its sum joins the total in slice order (the first slice's as it is).
-      if ((kp + 1) % kP == 0 || kp + 1 == npairs) {
-        const bool first = kp < kP;
-#pragma unroll
-        for (int ni = 0; ni < kNT; ++ni) {
-          float4 tot;
-          if (first) {
-            tot = make_float4(acc[ni][0], acc[ni][1], acc[ni][2], acc[ni][3]);
-          } else {
-            tot = totals[ni * kConsumers];
-            tot.x += acc[ni][0];
-            tot.y += acc[ni][1];
-            tot.z += acc[ni][2];
-            tot.w += acc[ni][3];
-          }
-          totals[ni * kConsumers] = tot;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc[ni][i] = 0.0f;
-        }
-      }
+      if ((kp + 1) % kP == 0 || kp + 1 == npairs) SliceIntoTotals(acc, totals, kConsumers, kp < kP);
 #pragma unroll
       for (int q = 0; q < 4; ++q)
 #pragma unroll

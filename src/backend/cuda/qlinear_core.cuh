@@ -229,6 +229,31 @@ __device__ __forceinline__ void FlushBlock(float (&blk)[4], float sx0, float sx1
   }
 }
 
+// The tiled GEMMs (qgemm_wg_sm90.cu, qgemm_ws_sm90.cu) at a k slice's end: the slice's sums acc
+// join the running totals in slice order (the first slice's as they are; QLinearKernel's order of
+// the slices' sums), and acc is zeroed for the next slice. totals[ni * stride] holds n8 tile ni's
+// four C-fragment values (in shared memory: the totals do not fit in registers beside acc).
+template <int kNT>
+__device__ __forceinline__ void SliceIntoTotals(float (&acc)[kNT][4], float4* totals, int stride,
+                                                bool first) {
+#pragma unroll
+  for (int ni = 0; ni < kNT; ++ni) {
+    float4 tot;
+    if (first) {
+      tot = make_float4(acc[ni][0], acc[ni][1], acc[ni][2], acc[ni][3]);
+    } else {
+      tot = totals[ni * stride];
+      tot.x += acc[ni][0];
+      tot.y += acc[ni][1];
+      tot.z += acc[ni][2];
+      tot.w += acc[ni][3];
+    }
+    totals[ni * stride] = tot;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[ni][i] = 0.0f;
+  }
+}
+
 // One 64-column pair pp (of npairs in the slice) of a warp's 16-row tile against every token
 // tile: the lane's A words (FP8: a[d][0] rows g, a[d][1] rows g+8, bytes 16t..16t+15 of the pair;
 // FP4: a[d][0], the TileFp4ForMma word quad), the weight scales (FP8: swf, the pair's block scale;
