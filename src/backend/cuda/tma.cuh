@@ -49,7 +49,8 @@ __device__ __forceinline__ void BulkLoad(void* smem, const void* gmem, uint32_t 
       "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
       : "memory");
 }
-// A barrier among the first `threads` threads of the block (id 1..15; 0 is __syncthreads').
+// A barrier of the kThreadCount threads (whole warps) that reach it with id kId (1..15; 0 is
+// __syncthreads').
 template <int kId, int kThreadCount>
 __device__ __forceinline__ void NamedBarrier() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreadCount) : "memory");
@@ -57,6 +58,8 @@ __device__ __forceinline__ void NamedBarrier() {
 
 // Moves the warpgroup's per-thread register budget to kRegs (a multiple of 8 in [24, 256]): a
 // warp-specialized kernel's producers give registers up (kInc false), its consumers take them.
+// The registers move through the block's own pool: what the increases ask must not exceed what
+// the decreases release, or the increase never returns (docs/perf.md, session 31).
 template <bool kInc, int kRegs>
 __device__ __forceinline__ void SetMaxNReg() {
   if constexpr (kInc) {
