@@ -377,10 +377,7 @@ void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint,
                     "the wgmma GEMM called outside QGemmWgSupports");
   ++g_launches;
   // Dense FP8 whose staged rows the TMA can read: the warp-specialized kernel (the same bits).
-  if (QGemmWsSupports(a, fp4, expert)) {
-    LaunchQGemmWs(a, dual, stream);
-    return;
-  }
+  if (TryLaunchQGemmWs(a, fp4, expert, dual, stream)) return;
   if (dual) {
     if (fp4) {
       Launch<2, true, true>(a, rows_hint, slots, stream);  // FP4: routed experts only

@@ -1,5 +1,5 @@
-// The dense FP8 tiled GEMM, warp-specialized (LaunchQGemmWg takes it for dense FP8 weights when
-// QGemmWsSupports): the operations of QGemmWgKernel (qgemm_wg_sm90.cu) and so of QLinearKernel —
+// The dense FP8 tiled GEMM, warp-specialized (LaunchQGemmWg takes it for dense FP8 weights through
+// TryLaunchQGemmWs): the operations of QGemmWgKernel (qgemm_wg_sm90.cu) and so of QLinearKernel —
 // per output element, per k slice from zero, per 64-column pair r = four chained wgmma k16 steps
 // from zero, acc = fmaf(r, s_w * s_x, acc) (PairIntoAcc); the slices' sums added in slice order —
 // so a row's bits are those of the decode kernel.
@@ -280,19 +280,14 @@ std::atomic<int64_t> g_ws_launches{0};
 
 }  // namespace
 
-bool QGemmWsSupports(const QLinearArgs& a, bool fp4, bool expert) {
-  if (fp4 || expert || a.xq == nullptr || a.xs == nullptr) return false;
-  if ((reinterpret_cast<uintptr_t>(a.xq) & 15) != 0 || a.ldq % 8 != 0) return false;
-  CUtensorMap map;
-  return XMap(a, &map);
-}
-
 int64_t QGemmWsLaunches() { return g_ws_launches.load(); }
 
-void LaunchQGemmWs(const QLinearArgs& a, bool dual, StreamHandle stream) {
-  ++g_ws_launches;
+bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, StreamHandle stream) {
+  if (fp4 || expert || a.xq == nullptr || a.xs == nullptr) return false;
+  if ((reinterpret_cast<uintptr_t>(a.xq) & 15) != 0 || a.ldq % 8 != 0) return false;
   WsArgs w{};
-  DSINFER_CHECK_MSG(XMap(a, &w.xmap), "the activations' tensor map was refused");
+  if (!XMap(a, &w.xmap)) return false;
+  ++g_ws_launches;
   w.p = a;
   w.row_blocks = (a.n + (dual ? 64 : 128) - 1) / (dual ? 64 : 128);
   w.token_tiles = (a.m + kBN - 1) / kBN;
@@ -301,6 +296,7 @@ void LaunchQGemmWs(const QLinearArgs& a, bool dual, StreamHandle stream) {
   } else {
     Launch<1>(w, stream);
   }
+  return true;
 }
 
 }  // namespace dsinfer::backend::cuda

@@ -81,10 +81,9 @@ void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint,
 int64_t QGemmWgLaunches();
 // Its dense FP8 launches with the activations staged (a.xq / a.xs set, 16-byte aligned, a.ldq a
 // multiple of 8) take the warp-specialized kernel (qgemm_ws_sm90.cu: TMA and bulk copies from one
-// producer warp; the same bits). QGemmWsSupports: whether a launch does (the driver takes its
-// tensor map).
-bool QGemmWsSupports(const QLinearArgs& a, bool fp4, bool expert);
-void LaunchQGemmWs(const QLinearArgs& a, bool dual, StreamHandle stream);
+// producer warp; the same bits). TryLaunchQGemmWs launches it and returns true, or returns false
+// without launching when the launch is not one of those or the driver refuses its tensor map.
+bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, StreamHandle stream);
 int64_t QGemmWsLaunches();
 // Quantized rows [0, rows) x columns [0, width) (a multiple of 64), natural order, into dst in
 // `order` (the same ld).
