@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "base/dtype.h"
 
@@ -94,6 +95,47 @@ inline int64_t UlpDistance(float x, float y) {
   };
   const int64_t d = ordered(x) - ordered(y);
   return d < 0 ? -d : d;
+}
+
+// Device copies of host vectors and back (the probes' buffers; freed with cudaFree).
+template <typename T>
+T* ToDevice(const std::vector<T>& v) {
+  T* d = nullptr;
+  PROBE_CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+  PROBE_CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+inline float* DeviceFloats(size_t n) {
+  float* d = nullptr;
+  PROBE_CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
+  return d;
+}
+// n floats from the device; frees d.
+inline std::vector<float> FromDevice(float* d, size_t n) {
+  std::vector<float> v(n);
+  PROBE_CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+  PROBE_CUDA_CHECK(cudaFree(d));
+  return v;
+}
+
+// got vs want element by element, by bits or (against an exact reference, which has no sign of
+// zero to match) by value: the elements, how many differ and by at most how many ulps; each of
+// the first `show` mismatches' indices goes to on_mismatch (the probe prints its own example).
+struct Tally {
+  int64_t elements = 0, mismatches = 0, max_ulp = 0;
+};
+template <typename F>
+Tally TallyMismatches(const std::vector<float>& got, const std::vector<float>& want, bool by_value,
+                      int show, F&& on_mismatch) {
+  Tally tl;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ++tl.elements;
+    const bool same = by_value ? got[i] == want[i] : FloatToBits(got[i]) == FloatToBits(want[i]);
+    if (same) continue;
+    if (tl.mismatches++ < show) on_mismatch(i);
+    tl.max_ulp = std::max(tl.max_ulp, UlpDistance(got[i], want[i]));
+  }
+  return tl;
 }
 
 // A random e4m3 code, NaN excluded.

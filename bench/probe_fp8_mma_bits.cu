@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "probe_bits.h"
 
@@ -58,14 +59,6 @@ __device__ __forceinline__ void MmaFp8(float (&d)[4], const uint32_t (&a)[4], ui
                                        uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void MmaF16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                       uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -131,8 +124,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                              Pack(pah[r1 * kK + k0], pah[r1 * kK + k0 + 1]),
                              Pack(pah[r0 * kK + k0 + 8], pah[r0 * kK + k0 + 9]),
                              Pack(pah[r1 * kK + k0 + 8], pah[r1 * kK + k0 + 9])};
-    MmaF16(d16, a16, Pack(pbh[g * kK + k0], pbh[g * kK + k0 + 1]),
-           Pack(pbh[g * kK + k0 + 8], pbh[g * kK + k0 + 9]));
+    dsinfer::backend::cuda::qcore::Hmma(a16, Pack(pbh[g * kK + k0], pbh[g * kK + k0 + 1]),
+                                        Pack(pbh[g * kK + k0 + 8], pbh[g * kK + k0 + 9]), d16);
   }
   const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
   WgmmaFence();
@@ -210,36 +203,23 @@ Problems Generate(const ClassSpec& cs, int steps, int count, uint32_t seed) {
       if ((b & 0x7f) != 0x7f) return b;  // (0x7f / 0xff: NaN)
     }
   };
-  for (auto& x : pr.a) {
+  // One operand code of the class (A and B alike except FP4's A: e2m1 values as e4m3), A's codes
+  // drawn first.
+  auto draw = [&](bool a_side) -> uint8_t {
     switch (cs.cls) {
       case Cls::kExact:
-        x = small();
-        break;
+        return small();
       case Cls::kFp8:
-        x = RandomE4m3Bits(rng);
-        break;
+        return RandomE4m3Bits(rng);
       case Cls::kFp4:
-        x = e2m1_codes[rng() & 15u];
-        break;
+        return a_side ? e2m1_codes[rng() & 15u] : RandomE4m3Bits(rng);
       case Cls::kFp8Block:
-        x = block_code();
-        break;
+        return block_code();
     }
-  }
-  for (auto& x : pr.bt) {
-    switch (cs.cls) {
-      case Cls::kExact:
-        x = small();
-        break;
-      case Cls::kFp8:
-      case Cls::kFp4:
-        x = RandomE4m3Bits(rng);
-        break;
-      case Cls::kFp8Block:
-        x = block_code();
-        break;
-    }
-  }
+    return 0;
+  };
+  for (auto& x : pr.a) x = draw(true);
+  for (auto& x : pr.bt) x = draw(false);
   return pr;
 }
 
@@ -253,33 +233,15 @@ Outputs RunKernel(const Problems& pr) {
   std::vector<uint16_t> ah(pr.a.size()), bth(pr.bt.size());
   for (size_t i = 0; i < ah.size(); ++i) ah[i] = EncodeF16(DecodeE4m3(pr.a[i]));
   for (size_t i = 0; i < bth.size(); ++i) bth[i] = EncodeF16(DecodeE4m3(pr.bt[i]));
-  uint8_t *da, *db;
-  uint16_t *dah, *dbh;
-  float *d8, *d16, *dw;
-  PROBE_CUDA_CHECK(cudaMalloc(&da, pr.a.size()));
-  PROBE_CUDA_CHECK(cudaMalloc(&db, pr.bt.size()));
-  PROBE_CUDA_CHECK(cudaMalloc(&dah, ah.size() * 2));
-  PROBE_CUDA_CHECK(cudaMalloc(&dbh, bth.size() * 2));
-  PROBE_CUDA_CHECK(cudaMalloc(&d8, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMalloc(&d16, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMalloc(&dw, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMemcpy(da, pr.a.data(), pr.a.size(), cudaMemcpyHostToDevice));
-  PROBE_CUDA_CHECK(cudaMemcpy(db, pr.bt.data(), pr.bt.size(), cudaMemcpyHostToDevice));
-  PROBE_CUDA_CHECK(cudaMemcpy(dah, ah.data(), ah.size() * 2, cudaMemcpyHostToDevice));
-  PROBE_CUDA_CHECK(cudaMemcpy(dbh, bth.data(), bth.size() * 2, cudaMemcpyHostToDevice));
+  uint8_t *da = ToDevice(pr.a), *db = ToDevice(pr.bt);
+  uint16_t *dah = ToDevice(ah), *dbh = ToDevice(bth);
+  float *d8 = DeviceFloats(out_n), *d16 = DeviceFloats(out_n), *dw = DeviceFloats(out_n);
   ProbeKernel<kSteps><<<pr.count, kThreads>>>(da, db, dah, dbh, d8, d16, dw);
   PROBE_CUDA_CHECK(cudaGetLastError());
   PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-  Outputs o;
-  o.fp8.resize(out_n);
-  o.f16.resize(out_n);
-  o.wg.resize(out_n);
-  PROBE_CUDA_CHECK(cudaMemcpy(o.fp8.data(), d8, out_n * 4, cudaMemcpyDeviceToHost));
-  PROBE_CUDA_CHECK(cudaMemcpy(o.f16.data(), d16, out_n * 4, cudaMemcpyDeviceToHost));
-  PROBE_CUDA_CHECK(cudaMemcpy(o.wg.data(), dw, out_n * 4, cudaMemcpyDeviceToHost));
+  Outputs o{FromDevice(d8, out_n), FromDevice(d16, out_n), FromDevice(dw, out_n)};
   for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dah),
-                    static_cast<void*>(dbh), static_cast<void*>(d8), static_cast<void*>(d16),
-                    static_cast<void*>(dw)}) {
+                    static_cast<void*>(dbh)}) {
     PROBE_CUDA_CHECK(cudaFree(ptr));
   }
   return o;
@@ -296,30 +258,21 @@ Outputs Dispatch(const Problems& pr) {
 // got vs want element by element, by bits or (against the exact sums) by value.
 int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
                 const std::vector<float>& got, const std::vector<float>& want, bool by_value) {
-  int64_t mismatches = 0, max_ulp = 0;
-  int shown = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool same = by_value ? got[i] == want[i] : FloatToBits(got[i]) == FloatToBits(want[i]);
-    if (same) continue;
-    ++mismatches;
-    max_ulp = std::max(max_ulp, UlpDistance(got[i], want[i]));
-    if (shown < 3) {
-      ++shown;
-      const int p = static_cast<int>(i / (kM * kN)), m = static_cast<int>(i / kN % kM),
-                n = static_cast<int>(i % kN);
-      std::printf("  %s k32x%d %s: problem %d row %d col %d: %a vs %a, %lld ulp; exact %.17g\n",
-                  cs.name, pr.steps, compare, p, m, n, got[i], want[i],
-                  static_cast<long long>(UlpDistance(got[i], want[i])), pr.Dot(p, m, n));
-    }
-  }
+  const Tally tl = TallyMismatches(got, want, by_value, 3, [&](size_t i) {
+    const int p = static_cast<int>(i / (kM * kN)), m = static_cast<int>(i / kN % kM),
+              n = static_cast<int>(i % kN);
+    std::printf("  %s k32x%d %s: problem %d row %d col %d: %a vs %a, %lld ulp; exact %.17g\n",
+                cs.name, pr.steps, compare, p, m, n, got[i], want[i],
+                static_cast<long long>(UlpDistance(got[i], want[i])), pr.Dot(p, m, n));
+  });
   std::printf(
       "{\"probe\": \"fp8_mma_bits\", \"class\": \"%s\", \"variant\": \"m64n8k32x%d\", "
       "\"compare\": \"%s\", \"n\": %d, \"elements\": %zu, \"mismatches\": %lld, \"max_ulp\": "
       "%lld}\n",
-      cs.name, pr.steps, compare, pr.count, got.size(), static_cast<long long>(mismatches),
-      static_cast<long long>(max_ulp));
+      cs.name, pr.steps, compare, pr.count, got.size(), static_cast<long long>(tl.mismatches),
+      static_cast<long long>(tl.max_ulp));
   std::fflush(stdout);
-  return mismatches;
+  return tl.mismatches;
 }
 
 }  // namespace

@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "probe_bits.h"
 
@@ -68,24 +70,17 @@ constexpr int kThreads = 128;  // one warpgroup
 // ---------------------------------------------------------------------------------------------
 // Device side.
 
-// d (16 x 8 fp32) += A (16 x 16, row) * B (16 x 8, col): a0/a1 rows g/g+8 k 2t..2t+1, a2/a3 the
-// same rows k 2t+8..; b0 k 2t..2t+1 of column g, b1 k 2t+8..; d0/d1 row g cols 2t/2t+1, d2/d3
-// row g+8 (g = lane / 4, t = lane % 4; low half of a register = the lower k).
+// d (16 x 8 fp32) += A (16 x 16, row) * B (16 x 8, col), mma.sync m16n8k16 as the kernels issue
+// it (qcore::Hmma, MmaBf16): a0/a1 rows g/g+8 k 2t..2t+1, a2/a3 the same rows k 2t+8..; b0 k
+// 2t..2t+1 of column g, b1 k 2t+8..; d0/d1 row g cols 2t/2t+1, d2/d3 row g+8 (g = lane / 4, t =
+// lane % 4; low half of a register = the lower k).
 template <bool kBf16>
 __device__ __forceinline__ void MmaSync(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                         uint32_t b1) {
   if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    dsinfer::backend::cuda::MmaBf16(a, b0, b1, d);
   } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    dsinfer::backend::cuda::qcore::Hmma(a, b0, b1, d);
   }
 }
 
@@ -313,29 +308,14 @@ struct Outputs {
 template <bool kBf16, int kN, int kSteps>
 Outputs RunKernel(const Problems& pr) {
   const size_t out_n = static_cast<size_t>(pr.count) * kM * kN;
-  uint16_t *da, *db;
-  float *dc, *dm, *dw, *dw0;
-  PROBE_CUDA_CHECK(cudaMalloc(&da, pr.a.size() * 2));
-  PROBE_CUDA_CHECK(cudaMalloc(&db, pr.bt.size() * 2));
-  PROBE_CUDA_CHECK(cudaMalloc(&dc, pr.c.size() * 4));
-  PROBE_CUDA_CHECK(cudaMalloc(&dm, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMalloc(&dw, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMalloc(&dw0, out_n * 4));
-  PROBE_CUDA_CHECK(cudaMemcpy(da, pr.a.data(), pr.a.size() * 2, cudaMemcpyHostToDevice));
-  PROBE_CUDA_CHECK(cudaMemcpy(db, pr.bt.data(), pr.bt.size() * 2, cudaMemcpyHostToDevice));
-  PROBE_CUDA_CHECK(cudaMemcpy(dc, pr.c.data(), pr.c.size() * 4, cudaMemcpyHostToDevice));
+  uint16_t *da = ToDevice(pr.a), *db = ToDevice(pr.bt);
+  float* dc = ToDevice(pr.c);
+  float *dm = DeviceFloats(out_n), *dw = DeviceFloats(out_n), *dw0 = DeviceFloats(out_n);
   ProbeKernel<kBf16, kN, kSteps><<<pr.count, kThreads>>>(da, db, dc, dm, dw, dw0);
   PROBE_CUDA_CHECK(cudaGetLastError());
   PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-  Outputs o;
-  o.mma.resize(out_n);
-  o.wg.resize(out_n);
-  o.wg0.resize(out_n);
-  PROBE_CUDA_CHECK(cudaMemcpy(o.mma.data(), dm, out_n * 4, cudaMemcpyDeviceToHost));
-  PROBE_CUDA_CHECK(cudaMemcpy(o.wg.data(), dw, out_n * 4, cudaMemcpyDeviceToHost));
-  PROBE_CUDA_CHECK(cudaMemcpy(o.wg0.data(), dw0, out_n * 4, cudaMemcpyDeviceToHost));
-  for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dc),
-                    static_cast<void*>(dm), static_cast<void*>(dw), static_cast<void*>(dw0)}) {
+  Outputs o{FromDevice(dm, out_n), FromDevice(dw, out_n), FromDevice(dw0, out_n)};
+  for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dc)}) {
     PROBE_CUDA_CHECK(cudaFree(ptr));
   }
   return o;
@@ -357,48 +337,33 @@ Outputs Dispatch(const Problems& pr) {
   std::exit(2);
 }
 
-// One comparison: got vs want element by element; by bits, or by value (the exact class: its
-// double reference has no sign of zero to match).
-struct Tally {
-  int64_t elements = 0, mismatches = 0, max_ulp = 0;
-};
-
+// One comparison: got vs want element by element (TallyMismatches), the first mismatches printed
+// with their products' range.
 Tally Compare(const ClassSpec& cs, const Variant& v, const Problems& pr, const char* compare,
               const char* got_name, const std::vector<float>& got, const char* want_name,
               const std::vector<float>& want, bool by_value) {
-  Tally tl;
-  int shown = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ++tl.elements;
-    const bool same = by_value ? got[i] == want[i] : FloatToBits(got[i]) == FloatToBits(want[i]);
-    if (same) continue;
-    ++tl.mismatches;
-    tl.max_ulp = std::max(tl.max_ulp, UlpDistance(got[i], want[i]));
-    if (shown < 3) {
-      ++shown;
-      const int p = static_cast<int>(i / (kM * v.n)), m = static_cast<int>(i / v.n % kM),
-                n = static_cast<int>(i % v.n);
-      double pmax = 0.0, pmin = INFINITY;
-      int nonzero = 0;
-      for (int k = 0; k < pr.K(); ++k) {
-        const double q = std::fabs(pr.A(p, m, k) * pr.B(p, k, n));
-        if (q == 0.0) continue;
-        ++nonzero;
-        pmax = std::max(pmax, q);
-        pmin = std::min(pmin, q);
-      }
-      const float cv = pr.c[i];
-      std::printf(
-          "  %s %s m64n%dk16x%d %s: problem %d row %d col %d: %s %a (0x%08x) %s %a (0x%08x), "
-          "%lld ulp; C %a, exact sum of products %a (+C: %.17g), %d nonzero products in "
-          "[%a, %a]\n",
-          cs.name, cs.bf16 ? "bf16" : "f16", v.n, v.steps, compare, p, m, n, got_name, got[i],
-          FloatToBits(got[i]), want_name, want[i], FloatToBits(want[i]),
-          static_cast<long long>(UlpDistance(got[i], want[i])), cv,
-          DotRange(pr, p, m, n, 0, pr.K()), DotRange(pr, p, m, n, 0, pr.K()) + cv, nonzero,
-          nonzero ? pmin : 0.0, pmax);
+  const Tally tl = TallyMismatches(got, want, by_value, 3, [&](size_t i) {
+    const int p = static_cast<int>(i / (kM * v.n)), m = static_cast<int>(i / v.n % kM),
+              n = static_cast<int>(i % v.n);
+    double pmax = 0.0, pmin = INFINITY;
+    int nonzero = 0;
+    for (int k = 0; k < pr.K(); ++k) {
+      const double q = std::fabs(pr.A(p, m, k) * pr.B(p, k, n));
+      if (q == 0.0) continue;
+      ++nonzero;
+      pmax = std::max(pmax, q);
+      pmin = std::min(pmin, q);
     }
-  }
+    const float cv = pr.c[i];
+    std::printf(
+        "  %s %s m64n%dk16x%d %s: problem %d row %d col %d: %s %a (0x%08x) %s %a (0x%08x), "
+        "%lld ulp; C %a, exact sum of products %a (+C: %.17g), %d nonzero products in "
+        "[%a, %a]\n",
+        cs.name, cs.bf16 ? "bf16" : "f16", v.n, v.steps, compare, p, m, n, got_name, got[i],
+        FloatToBits(got[i]), want_name, want[i], FloatToBits(want[i]),
+        static_cast<long long>(UlpDistance(got[i], want[i])), cv, DotRange(pr, p, m, n, 0, pr.K()),
+        DotRange(pr, p, m, n, 0, pr.K()) + cv, nonzero, nonzero ? pmin : 0.0, pmax);
+  });
   std::printf(
       "{\"probe\": \"wgmma_bits\", \"class\": \"%s\", \"type\": \"%s\", \"variant\": "
       "\"m64n%dk16x%d\", \"compare\": \"%s\", \"n\": %d, \"elements\": %lld, \"mismatches\": "
