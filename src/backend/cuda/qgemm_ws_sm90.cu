@@ -5,16 +5,16 @@
 // so a row's bits are those of the decode kernel.
 //
 // What differs is the data movement. QGemmWgKernel's 256 threads each issued 16-byte cp.async
-// copies of every stage (about 1.2 L2 sectors per request: the L2's request rate, not its
-// bandwidth, was the wall, 65% busy at 21% of the tensor peak; ncu, docs/perf.md), then converted
-// A and waited on their own copies. Here one producer warp feeds a ring of stages: the 128
-// tokens' staged activations of a 64-column pair as one TMA box (128 rows x 128 bytes, landing in
-// the 128-byte swizzle that wgmma's descriptor reads), the weight tiles as 1 KB bulk copies, and
-// the tokens' act_quant scales as 4-byte copies, all completing on the stage's mbarrier. Two
-// consumer warpgroups (a block's 128 weight rows, 64 each, or 64 rows of both matrices of the
-// fused SwiGLU pair) issue the pair's four m64n128k16, convert the next pair's A fragments while
-// those run, then scale. Blocks are persistent (one per SM) and walk the output tiles in groups of
-// kGroupRows row blocks, so the weights and activations in flight stay in L2.
+// copies of every stage (about 1.2 L2 sectors per request; the L2 65% busy with the tensor pipe
+// 22% active; ncu, docs/perf.md), then converted A and waited on their own copies. Here one
+// producer warp feeds a ring of stages: the 128 tokens' staged activations of a 64-column pair as
+// one TMA box (128 rows x 128 bytes, landing in the 128-byte swizzle that wgmma's descriptor
+// reads), the weight tiles as 1 KB bulk copies, and the tokens' act_quant scales as 4-byte copies,
+// all completing on the stage's mbarrier. Two consumer warpgroups (a block's 128 weight rows, 64
+// each, or 64 rows of both matrices of the fused SwiGLU pair) issue the pair's four m64n128k16,
+// convert the next pair's A fragments while those run, then scale. Blocks are persistent (one per
+// SM) and walk the output tiles in groups of kGroupRows row blocks, so the weights and activations
+// in flight stay in L2.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
