@@ -281,6 +281,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
         WgmmaWait<1>();
         group(ra, 0, 1);
         WgmmaWait<0>();
+        WgmmaFenceOperand(af);
         group(rb, 1, 1);
         if (BlockEnds(kp, npairs)) {
 #pragma unroll
@@ -300,6 +301,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
         refill();
         WgmmaWait<0>();
         WgmmaFenceOperand(r);
+        WgmmaFenceOperand(af);
 #pragma unroll
         for (int ni = 0; ni < kNT; ++ni) {
           const float2 sx = *reinterpret_cast<const float2*>(ss + ni * 8 + 2 * t);

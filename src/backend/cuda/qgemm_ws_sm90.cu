@@ -210,6 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
       if (kp + 1 < npairs) take_a(uses + 1, kp + 1, an, swn);
       WgmmaWait<0>();
       WgmmaFenceOperand(r);
+      WgmmaFenceOperand(af);  // an must not take af's registers before the wait
       const float* ss = sx_at(s);
 #pragma unroll
       for (int ni = 0; ni < kNT; ++ni) {

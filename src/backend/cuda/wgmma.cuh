@@ -49,6 +49,18 @@ __device__ __forceinline__ void WgmmaFenceOperand(float (&d)[kF]) {
 #pragma unroll
   for (int i = 0; i < kF; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for A fragments held in registers: wgmma reads them asynchronously too, so a fragment
+// must stay unchanged, and its registers unused by other values, until the wait that retires its
+// last wgmma. Fencing the fragments after that wait keeps them live through it (without it the
+// compiler may place values computed meanwhile, such as the next step's fragments, in their
+// registers while the wgmma still reads them: the wrong bits of session 32, docs/perf.md).
+template <int kQ>
+__device__ __forceinline__ void WgmmaFenceOperand(uint32_t (&a)[kQ][4]) {
+#pragma unroll
+  for (int q = 0; q < kQ; ++q)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[q][i])::"memory");
+}
 // Generic-proxy writes of shared memory (cp.async, stores) made visible to wgmma's reads.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
