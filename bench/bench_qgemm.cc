@@ -13,7 +13,7 @@
 // the weight bytes a launch reads (routed experts: the experts with a row) as GB/s, the figure
 // that bounds decode sizes.
 //   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
-//               [--bf16-tile auto|few|many] [--only NAME] [--prequant]
+//               [--bf16-tile auto|few|many] [--only NAME] [--prequant] [--ws-scales-t 0|1]
 //               [--qexpert-rows-min-slots N]
 //   ->  one JSON line per shape
 #include <algorithm>
@@ -87,6 +87,13 @@ int main(int argc, char** argv) {
       prequant = true;
     } else if (a == "--qexpert-rows-min-slots" && has_value) {
       ko.qexpert_rows_min_slots = std::max(0, std::atoi(argv[++i]));
+    } else if (a == "--ws-scales-t" && has_value) {
+      const std::string v = argv[++i];
+      if (v != "0" && v != "1") {
+        std::fprintf(stderr, "bench_qgemm: --ws-scales-t takes 0 or 1\n");
+        return 2;
+      }
+      ko.qgemm_ws_scales_t = v == "1";
 
     } else if (a == "--qgemm-mma" && has_value) {
       const std::string v = argv[++i];
@@ -182,7 +189,8 @@ int main(int argc, char** argv) {
     gpu::DeviceBuffer x(static_cast<size_t>(x_rows * xk * 4)),
         y(static_cast<size_t>(y_rows * s.n * 4)), u(static_cast<size_t>(y_rows * s.n * 4)),
         aq(static_cast<size_t>(x_rows * gpu::QuantizedLd(xk) * 2)),
-        as(static_cast<size_t>(x_rows * gpu::QuantizedScales(xk) * 4)),
+        // (rows rounded up to 128-token tiles, as the model's: the transposed scales.)
+        as(static_cast<size_t>((x_rows + 127) / 128 * 128 * gpu::QuantizedScales(xk) * 4)),
         split(static_cast<size_t>(gpu::Bf16SplitElements(x_rows, xk) * 2));
     const bool tc = s.format == WeightFormat::kBf16 && bf16_tc;
     {

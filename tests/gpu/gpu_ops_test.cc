@@ -818,7 +818,7 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
       x[i] = std::ldexp(x[i], static_cast<int>((7 * (i / ldx) + 3 * (i % ldx / 128)) % 9) - 4);
     DeviceBuffer w1(h1.data.size()), s1(h1.scale.size()), w3(h3.data.size()), s3(h3.scale.size()),
         xd(x.size() * 4), yd(tc.m * tc.n * 4), ud(tc.m * tc.n * 4), one(tc.n * 4), u1(tc.n * 4),
-        aq(tc.m * ldx * 2 + 64), as(tc.m * ((ldx + 127) / 128) * 4 + 64);
+        aq(tc.m * ldx * 2 + 64), as((tc.m + 127) / 128 * 128 * ((ldx + 127) / 128) * 4 + 64);
     CopyToDeviceSync(w1.get(), h1.data.data(), h1.data.size());
     CopyToDeviceSync(s1.get(), h1.scale.data(), h1.scale.size());
     CopyToDeviceSync(w3.get(), h3.data.data(), h3.data.size());

@@ -4,6 +4,8 @@
 // --qgemm-min-rows=N (the tiled GEMM for N dense rows and more; default 128),
 // --qgemm-expert-min-rows=N (the tiled GEMM for routed experts from N rows per expert; default 32),
 // --qgemm-mma=wgmma|sync (the tiled GEMM's instruction; default wgmma; the same bits),
+// --ws-scales-t=0|1 (the warp-specialized GEMM's act_quant scales transposed or not; the same
+// bits),
 // --qexpert-rows-min-slots=N (routed FP4 experts' row-tile kernel from N expert slots; 0: off),
 // --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows),
 // --attention-tc (sparse attention on the tensor cores: other bits than the CUDA-core kernel, but
@@ -31,6 +33,8 @@ int main(int argc, char** argv) {
       k.qexpert_rows_min_slots = std::atoi(a.c_str() + 25);
     } else if (a.rfind("--attention-heads-per-block=", 0) == 0) {
       k.attention_heads_per_block = std::atoi(a.c_str() + 28);
+    } else if (a == "--ws-scales-t=0" || a == "--ws-scales-t=1") {
+      k.qgemm_ws_scales_t = a.back() == '1';
     } else if (a == "--qgemm-mma=wgmma" || a == "--qgemm-mma=sync") {
       k.qgemm_wgmma = a == "--qgemm-mma=wgmma";
     } else if (a.rfind("--indexer-tc-min-rows=", 0) == 0) {

@@ -380,6 +380,7 @@ void LaunchQGemmWg(const QLinearArgs& a, bool fp4, bool dual, int64_t rows_hint,
   ++g_launches;
   // Dense FP8 whose staged rows the TMA can read: the warp-specialized kernel (the same bits).
   if (TryLaunchQGemmWs(a, fp4, expert, dual, stream)) return;
+  DSINFER_CHECK_MSG(!a.xs_t, "transposed act_quant scales reach only the warp-specialized GEMM");
   if (dual) {
     if (fp4) {
       Launch<2, true, true>(a, rows_hint, slots, stream);  // FP4: routed experts only

@@ -9,7 +9,8 @@
 // 22% active; ncu, docs/perf.md), then converted A and waited on their own copies. Here one
 // producer warp feeds a ring of stages: the 128 tokens' staged activations of a 64-column pair as
 // one TMA box (128 rows x 128 bytes, landing in the 128-byte swizzle that wgmma's descriptor
-// reads), the weight tiles as 1 KB bulk copies, and the tokens' act_quant scales as 4-byte copies,
+// reads), the weight tiles as 1 KB bulk copies, and the tokens' act_quant scales (transposed by the
+// pre-pass: one 512-byte bulk copy; in their natural order: 4-byte copies, one per token),
 // all completing on the stage's mbarrier. Two consumer warpgroups (a block's 128 weight rows, 64
 // each, or 64 rows of both matrices of the fused SwiGLU pair) issue the pair's four m64n128k16,
 // convert the next pair's A fragments while those run, then scale. Blocks are persistent (one per
@@ -106,14 +107,15 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
     return reinterpret_cast<float*>(smem + s * kStageBytes + kXBytes + kWBytes);
   };
   float4* totals_all = reinterpret_cast<float4*>(smem + kStages * kStageBytes);
-  // full[s]: the producer's expect_tx arrival and its 32 lanes' scale copies, plus the bytes of
-  // the box and the weight tiles; empty[s]: one arrival per consumer warp.
+  // full[s]: the producer's expect_tx arrival and (natural scales) its 32 lanes' scale copies,
+  // plus the bytes of the box, the weight tiles (and the transposed scales); empty[s]: one arrival
+  // per consumer warp.
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes + kF * kConsumers * 4);
   uint64_t* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      MbarInit(full + s, 1 + 32);
+      MbarInit(full + s, p.xs_t ? 1 : 1 + 32);
       MbarInit(empty + s, kConsumers / 32);
     }
     FenceMbarInit();
@@ -143,7 +145,9 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
         const int s = static_cast<int>(fills % kStages);
         if (fills >= kStages) MbarWait(empty + s, (fills / kStages - 1) & 1);
         if (lane == 0) {
-          MbarArriveExpectTx(full + s, kXBytes + wbytes);
+          MbarArriveExpectTx(full + s, kXBytes + wbytes + (p.xs_t ? kSxBytes : 0));
+          if (p.xs_t)  // the tile's tokens' scales of the pair's column block, contiguous
+            BulkLoad(sx_at(s), p.xs + (goff / kQb + kp / 2) * p.lds + m0, kSxBytes, full + s);
           TmaLoad2d(x_at(s), &args.xmap, static_cast<int32_t>(goff + kp * 64),
                     static_cast<int32_t>(m0), full + s);
           for (int i = 0; i < 8; ++i) {
@@ -153,14 +157,16 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
                        full + s);
           }
         }
+        if (!p.xs_t) {  // natural scales: a 4-byte copy per token, 32 lanes' arrivals
 #pragma unroll
-        for (int j = 0; j < kBN / 32; ++j) {
-          const int64_t tok = m0 + lane + 32 * j;
-          const bool ok = tok < p.m;
-          CpAsync4(sx_at(s) + lane + 32 * j, p.xs + (ok ? tok * p.lds + goff / kQb + kp / 2 : 0),
-                   ok);
+          for (int j = 0; j < kBN / 32; ++j) {
+            const int64_t tok = m0 + lane + 32 * j;
+            const bool ok = tok < p.m;
+            CpAsync4(sx_at(s) + lane + 32 * j, p.xs + (ok ? tok * p.lds + goff / kQb + kp / 2 : 0),
+                     ok);
+          }
+          CpAsyncMbarArrive(full + s);
         }
-        CpAsyncMbarArrive(full + s);
       }
     }
     return;
@@ -286,6 +292,7 @@ int64_t QGemmWsLaunches() { return g_ws_launches.load(); }
 bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, StreamHandle stream) {
   if (fp4 || expert || a.xq == nullptr || a.xs == nullptr) return false;
   if ((reinterpret_cast<uintptr_t>(a.xq) & 15) != 0 || a.ldq % 8 != 0) return false;
+  if (a.xs_t && ((reinterpret_cast<uintptr_t>(a.xs) & 15) != 0 || a.lds % kBN != 0)) return false;
   WsArgs w{};
   if (!XMap(a, &w.xmap)) return false;
   ++g_ws_launches;

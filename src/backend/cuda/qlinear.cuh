@@ -27,6 +27,9 @@ struct ActQuantParams {
   float* s = nullptr;
   int64_t lds = 0;
   QOrder order = QOrder::kNatural;
+  // > 0: the scales transposed instead, s[(c / 128) * ld_t + r] (the warp-specialized GEMM reads
+  // a tile's 128 tokens' scales of a column block as one bulk copy).
+  int64_t ld_t = 0;
 };
 void LaunchActQuant(const ActQuantParams& p, StreamHandle stream);
 
@@ -47,6 +50,9 @@ struct QLinearArgs {
   const uint16_t* xq = nullptr;  // f16
   const float* xs = nullptr;
   int64_t ldq = 0, lds = 0;
+  // xs transposed (ActQuantParams::ld_t = lds, a multiple of 128): dense launches of the
+  // warp-specialized GEMM only (TryLaunchQGemmWs).
+  bool xs_t = false;
   float* y = nullptr;
   int64_t ldy = 0;
   float limit = 0.0f;

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(256) ActQuantKernel(ActQuantParams p) {
       *reinterpret_cast<uint32_t*>(row + base + StagedPos(fp4, c + 2)) = q.y;
     }
   }
-  if (lane == 0) p.s[r * p.lds + b] = s;
+  if (lane == 0) p.s[p.ld_t > 0 ? b * p.ld_t + r : r * p.lds + b] = s;
 }
 
 // One thread per (row, 64-column pair): the pair's 32 f16x2 words into their staged places.
@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
       else
         pairs(std::false_type{});
 
-      // The slices' partial sums, added in slice order.
+        // The slices' partial sums, added in slice order.
 #pragma unroll
       for (int d = 0; d < kD; ++d)
 #pragma unroll
@@ -837,11 +837,24 @@ void LaunchQLinear(QLinearArgs a, const WeightRef& shape, bool dual, int64_t row
     q.s = scratch.s;
     q.lds = lds;
     q.order = wg ? WgOrder(fp4) : QOrder::kNatural;
-    LaunchActQuant(q, stream);
     a.xq = q.q;
     a.xs = scratch.s;
     a.ldq = ldq;
     a.lds = lds;
+    // The dense warp-specialized GEMM reads transposed scales (one bulk copy per tile and pair)
+    // when the scratch holds them for whole 128-token tiles; should the driver refuse its tensor
+    // map, the scales are written again in their natural order for the other kernel.
+    if (const int64_t ld_t = (x_rows + 127) / 128 * 128;
+        wg && !expert && !fp4 && ko.qgemm_ws_scales_t && lds * ld_t <= scratch.s_count) {
+      QLinearArgs t = a;
+      t.lds = ld_t;
+      t.xs_t = true;
+      ActQuantParams qt = q;
+      qt.ld_t = ld_t;
+      LaunchActQuant(qt, stream);
+      if (TryLaunchQGemmWs(t, fp4, expert, dual, stream)) return;
+    }
+    LaunchActQuant(q, stream);
     if (wg) {
       LaunchQGemmWg(a, fp4, dual, rows_hint, slots, stream);
       return;

@@ -52,6 +52,11 @@ struct KernelOptions {
   // (docs/perf.md, session 24): 8,192-token prefill routed experts 223.8 -> 119.1 ms, the whole
   // prefill 0.739 -> 0.620 s.
   bool qgemm_wgmma = true;
+  // The dense warp-specialized GEMM's pre-pass writes the act_quant scales transposed, so a tile's
+  // scales of a pair are one 512-byte bulk copy instead of 128 four-byte copies (a sector each;
+  // the same bits). Measured on an H200 (docs/perf.md, session 32): bench_qgemm 8,192 tokens
+  // wo_b 1,843 -> 1,722 us, wo_a 2,250 -> 2,147, wq_b 1,980 -> 1,912.
+  bool qgemm_ws_scales_t = true;
   // Routed FP4 experts' w2 at decode sizes (rows quantized by the caller, at most 8 expected rows
   // per expert) over at least this many expert slots take the row-tile kernel (QExpertRowsKernel:
   // a warp per 16 weight rows over all of k, activations shared through L1; the same bits; 0:

@@ -287,7 +287,9 @@ void CudaModel::Impl::AllocateActivations() {
                      int64_t width2) {
       const int64_t bytes =
           2 * std::max(rows * ((width + 15) / 16 * 16), rows2 * ((width2 + 15) / 16 * 16));
-      const int64_t scales = std::max(rows * ((width + 127) / 128), rows2 * ((width2 + 127) / 128));
+      // (rows rounded up to a 128-token tile: the tiled GEMM's transposed scales.)
+      const int64_t scales = std::max((rows + 127) / 128 * 128 * ((width + 127) / 128),
+                                      rows2 * ((width2 + 127) / 128));
       a.q = Alloc<uint8_t>(bytes);
       a.q_bytes = bytes;
       a.s = Alloc<float>(scales);
