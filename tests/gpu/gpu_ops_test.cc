@@ -847,14 +847,17 @@ TEST(LinearTest, TiledGemmEqualsRowByRow) {
         LaunchLinear(q, s.get());
     };
     Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
-    const int64_t tiled_before = QGemmLaunches(), wg_before = QGemmWgLaunches(),
-                  ws_before = QGemmWsLaunches();
+    const int64_t tiled_before = QGemmLaunches(), ws_before = QGemmWsLaunches(),
+                  ws_t_before = QGemmWsScalesTLaunches();
     run(p, ud.as<float>());
     const int64_t from = GetKernelOptions().qgemm_min_rows;
     if (from > 0 && tc.m >= from) {  // the tiled GEMM ran (the default from 512 rows; the variant)
       if (GetKernelOptions().qgemm_wgmma) {
-        EXPECT_GT(QGemmWgLaunches(), wg_before) << name;
         EXPECT_GT(QGemmWsLaunches(), ws_before) << name << ": the warp-specialized kernel";
+        // The launcher's pre-pass writes the scales transposed when asked (its scratch holds
+        // whole 128-token tiles here), else in their natural order.
+        EXPECT_EQ(QGemmWsScalesTLaunches() > ws_t_before, GetKernelOptions().qgemm_ws_scales_t)
+            << name << ": transposed scales";
       } else {
         EXPECT_GT(QGemmLaunches(), tiled_before) << name;
       }

@@ -283,11 +283,12 @@ bool XMap(const QLinearArgs& a, CUtensorMap* map) {
                            CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-std::atomic<int64_t> g_ws_launches{0};
+std::atomic<int64_t> g_ws_launches{0}, g_ws_scales_t_launches{0};
 
 }  // namespace
 
 int64_t QGemmWsLaunches() { return g_ws_launches.load(); }
+int64_t QGemmWsScalesTLaunches() { return g_ws_scales_t_launches.load(); }
 
 bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, StreamHandle stream) {
   if (fp4 || expert || a.xq == nullptr || a.xs == nullptr) return false;
@@ -296,6 +297,7 @@ bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, St
   WsArgs w{};
   if (!XMap(a, &w.xmap)) return false;
   ++g_ws_launches;
+  if (a.xs_t) ++g_ws_scales_t_launches;
   w.p = a;
   w.row_blocks = (a.n + (dual ? 64 : 128) - 1) / (dual ? 64 : 128);
   w.token_tiles = (a.m + kBN - 1) / kBN;

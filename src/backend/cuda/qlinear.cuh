@@ -91,6 +91,8 @@ int64_t QGemmWgLaunches();
 // without launching when the launch is not one of those or the driver refuses its tensor map.
 bool TryLaunchQGemmWs(const QLinearArgs& a, bool fp4, bool expert, bool dual, StreamHandle stream);
 int64_t QGemmWsLaunches();
+// Those of them with the act_quant scales transposed (QLinearArgs::xs_t).
+int64_t QGemmWsScalesTLaunches();
 // Quantized rows [0, rows) x columns [0, width) (a multiple of 64), natural order, into dst in
 // `order` (the same ld).
 void LaunchQRestage(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t width, int64_t ld,
