@@ -64,6 +64,17 @@ gpu::DeviceBuffer Upload(const void* p, size_t bytes) {
   return b;
 }
 
+// A flag of two values: *out = (v == on); false (with a message) for any other value.
+bool TwoWay(const std::string& flag, const std::string& v, const char* on, const char* off,
+            bool* out) {
+  if (v != on && v != off) {
+    std::fprintf(stderr, "bench_qgemm: %s takes %s or %s\n", flag.c_str(), on, off);
+    return false;
+  }
+  *out = v == on;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,27 +99,11 @@ int main(int argc, char** argv) {
     } else if (a == "--qexpert-rows-min-slots" && has_value) {
       ko.qexpert_rows_min_slots = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--ws-scales-t" && has_value) {
-      const std::string v = argv[++i];
-      if (v != "0" && v != "1") {
-        std::fprintf(stderr, "bench_qgemm: --ws-scales-t takes 0 or 1\n");
-        return 2;
-      }
-      ko.qgemm_ws_scales_t = v == "1";
-
+      if (!TwoWay(a, argv[++i], "1", "0", &ko.qgemm_ws_scales_t)) return 2;
     } else if (a == "--qgemm-mma" && has_value) {
-      const std::string v = argv[++i];
-      if (v != "wgmma" && v != "sync") {
-        std::fprintf(stderr, "bench_qgemm: --qgemm-mma takes wgmma or sync\n");
-        return 2;
-      }
-      ko.qgemm_wgmma = v == "wgmma";
+      if (!TwoWay(a, argv[++i], "wgmma", "sync", &ko.qgemm_wgmma)) return 2;
     } else if (a == "--bf16" && has_value) {
-      const std::string v = argv[++i];
-      if (v != "tc" && v != "cuda") {
-        std::fprintf(stderr, "bench_qgemm: --bf16 takes tc or cuda\n");
-        return 2;
-      }
-      bf16_tc = v == "tc";
+      if (!TwoWay(a, argv[++i], "tc", "cuda", &bf16_tc)) return 2;
     } else if (a == "--bf16-tile" && has_value) {
       const std::string v = argv[++i];
       if (v != "auto" && v != "few" && v != "many") {
