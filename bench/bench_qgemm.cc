@@ -2,18 +2,19 @@
 // (issue 27): the dense FP8 projections over M tokens, the routed experts' FP4 w1/w3 pair and w2
 // over M x 6 pairs routed evenly over 256 experts (192 rows each at M = 8,192), each launched as
 // the model launches it (LaunchLinear / LaunchExpertLinear with the act_quant scratch: the
-// pre-pass, then the tiled GEMM), and the compressors' bf16 projections (CSA, HCA, the indexer's)
-// on the tensor cores (LaunchBf16TcLinear, its split pre-pass included) or, `--bf16 cuda`, on the
-// CUDA cores (LaunchLinear). Device time per launch by CUDA-graph replay; TFLOP/s and the ratio to
-// the dense f16 / bf16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma /
-// mma.sync on exact e4m3 / e2m1 values; the bf16 linear issues three mma per product, so its
-// ratio is to a third of it), and which kernel ran (the launch counters).
+// pre-pass, then the tiled GEMM), and the bf16 projections (the compressors' CSA, HCA, indexer;
+// the head, 129,280 x 4,096, which decode batches run at M tokens too) on the tensor cores
+// (LaunchBf16TcLinear, its split pre-pass included) or, `--bf16 cuda`, on the CUDA cores
+// (LaunchLinear). Device time per launch by CUDA-graph replay; TFLOP/s and the ratio to the dense
+// f16 / bf16 tensor-core peak (989 TFLOP/s, H100/H200 SXM: the GEMM runs f16 wgmma / mma.sync on
+// exact e4m3 / e2m1 values; the bf16 linear issues three mma per product, so its ratio is to a
+// third of it), and which kernel ran (the launch counters).
 // `--prequant` hands the FP8 / FP4 linears their rows quantized beforehand (as the model does at
 // decode sizes: the act_quant pass then runs outside the timed launch), and every line reports
 // the weight bytes a launch reads (routed experts: the experts with a row) as GB/s, the figure
 // that bounds decode sizes.
 //   bench_qgemm [--tokens M] [--qgemm-mma wgmma|sync] [--bf16 tc|cuda]
-//               [--bf16-tile auto|few|many] [--only NAME] [--prequant] [--ws-scales-t 0|1]
+//               [--bf16-tile auto|few|many|wg] [--only NAME] [--prequant] [--ws-scales-t 0|1]
 //               [--qexpert-rows-min-slots N]
 //   ->  one JSON line per shape
 #include <algorithm>
@@ -106,12 +107,13 @@ int main(int argc, char** argv) {
       if (!TwoWay(a, argv[++i], "tc", "cuda", &bf16_tc)) return 2;
     } else if (a == "--bf16-tile" && has_value) {
       const std::string v = argv[++i];
-      if (v != "auto" && v != "few" && v != "many") {
-        std::fprintf(stderr, "bench_qgemm: --bf16-tile takes auto, few or many\n");
+      if (v != "auto" && v != "few" && v != "many" && v != "wg") {
+        std::fprintf(stderr, "bench_qgemm: --bf16-tile takes auto, few, many or wg\n");
         return 2;
       }
       tile = v == "few"    ? gpu::Bf16TcTile::kFew
              : v == "many" ? gpu::Bf16TcTile::kMany
+             : v == "wg"   ? gpu::Bf16TcTile::kWg
                            : gpu::Bf16TcTile::kAuto;
     } else {
       std::fprintf(stderr, "bench_qgemm: unknown flag %s\n", a.c_str());
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
       {"csa_compressor", WeightFormat::kBf16, 2048, 4096},  // wkv + wgate, overlapping windows
       {"hca_compressor", WeightFormat::kBf16, 1024, 4096},
       {"index_compressor", WeightFormat::kBf16, 512, 4096},
+      {"head", WeightFormat::kBf16, 129280, 4096},  // the vocabulary's logits (decode batches)
   };
   gpu::Stream st;
   std::printf(
@@ -295,7 +298,8 @@ int main(int argc, char** argv) {
       }
     };
     const int64_t sync_before = gpu::QGemmLaunches(), wg_before = gpu::QGemmWgLaunches(),
-                  rows_before = gpu::QExpertRowsLaunches(), ws_before = gpu::QGemmWsLaunches();
+                  rows_before = gpu::QExpertRowsLaunches(), ws_before = gpu::QGemmWsLaunches(),
+                  bf16_wg_before = gpu::Bf16TcWgLaunches();
     launch(0);
     st.Synchronize();
     const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
@@ -306,7 +310,10 @@ int main(int argc, char** argv) {
                         : gpu::QExpertRowsLaunches() > rows_before ? "expert_rows"
                         : s.format == WeightFormat::kBf16          ? "cuda_cores"
                                                                    : "decode";
-    const char* kernel = !tc ? dense : many ? "bf16_tc_many" : "bf16_tc_few";
+    const char* kernel = !tc                                        ? dense
+                         : gpu::Bf16TcWgLaunches() > bf16_wg_before ? "bf16_tc_wg"
+                         : many                                     ? "bf16_tc_many"
+                                                                    : "bf16_tc_few";
     const double us = MedianGraphUs(launch, 5, st.get());
     // FLOPs: 2 per multiply-add; each output row of a grouped input reads k columns.
     const double flop = 2.0 * static_cast<double>(y_rows) * s.n * s.k * (s.swiglu ? 2 : 1);

@@ -973,9 +973,10 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
   }
 }
 
-// The tensor-core bf16 linear (bf16_tc_linear): each row of a 130-row launch and of a 20-row one
-// has the bits of the row run alone, a launch with the other token tile (8 or 64 tokens) and one on
-// rows split beforehand (presplit) the bits of the launch itself, and the result is fp32-accurate
+// The tensor-core bf16 linear (bf16_tc_linear): each row of a 130-row launch (the warpgroup-MMA
+// tile) and of a 20-row one has the bits of the row run alone, launches with each token tile
+// forced (8, 64 or 128 tokens) and one on rows split beforehand (presplit) the bits of the launch
+// itself, and the result is fp32-accurate
 // against a double-precision reference (the split operands are exact), for k a multiple of the
 // 64-column stage and not, n not a multiple of the block's rows, k in 8 slices (what n = 1,000 rows
 // get), 2 and 1 (the head's).
@@ -1015,17 +1016,21 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       p.ldy = n;
       p.k_slices = cs.slices;
       ASSERT_TRUE(Bf16TcLinearSupports(n, k));
+      const int64_t wg_before = Bf16TcWgLaunches();
       LaunchBf16TcLinear(p, s.get());
+      EXPECT_EQ(Bf16TcWgLaunches() > wg_before, m >= kBf16TcWgRows) << "the warpgroup-MMA tile";
       std::vector<float> got(m * n), row(n), pre(m * n), other(m * n);
       CopyToHost(got.data(), yd.get(), got.size() * 4, s.get());
-      {  // the other token tile than the one kAuto took
+      for (const Bf16TcTile tile : {Bf16TcTile::kFew, Bf16TcTile::kMany, Bf16TcTile::kWg}) {
         DeviceBuffer yo(m * n * 4);
         Bf16TcLinearParams a = p;
-        a.tile = Bf16TcManyTile(n, m) ? Bf16TcTile::kFew : Bf16TcTile::kMany;
+        a.tile = tile;
         a.y = yo.as<float>();
         LaunchBf16TcLinear(a, s.get());
         CopyToHost(other.data(), yo.get(), other.size() * 4, s.get());
         s.Synchronize();
+        EXPECT_EQ(std::memcmp(other.data(), got.data(), got.size() * 4), 0)
+            << "token tile " << static_cast<int>(tile) << ", m " << m << ", k " << k;
       }
       {  // the same rows split beforehand
         DeviceBuffer yp(m * n * 4), sp2(Bf16SplitElements(m, k) * 2);
@@ -1040,7 +1045,6 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       }
       s.Synchronize();
       EXPECT_EQ(std::memcmp(pre.data(), got.data(), got.size() * 4), 0) << "presplit";
-      EXPECT_EQ(std::memcmp(other.data(), got.data(), got.size() * 4), 0) << "the other tile";
       int64_t differ = 0;
       double worst = 0.0;
       for (int64_t r = 0; r < m; ++r) {
@@ -1068,6 +1072,54 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       std::printf("[bf16 tc] %s: worst error / sum|products| %.3g\n", name.c_str(), worst);
       EXPECT_LE(worst, 1e-5) << name << ": error relative to the sum of |products|";
     }
+  }
+}
+
+// The warpgroup-MMA tile over several token tiles and a matrix of more than 32 MB (its blocks walk
+// the token tiles fastest), k in 4 slices: the bits of the 8-token tile (decode's) and of the
+// 64-token tile, for every row.
+TEST(Bf16TcLinearTest, WgTileEqualsOtherTiles) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 4200, k = 4096, m = 300;
+  EXPECT_EQ(Bf16TcSlices(n, k), 4);
+  auto wf = testing::RandomVector(static_cast<size_t>(n * k), 93, 0.2f);
+  std::vector<uint16_t> w(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
+  auto x = testing::RandomVector(static_cast<size_t>(m * k), 94);
+  for (int64_t i = 0; i < m * k; ++i)
+    x[i] = std::ldexp(x[i], static_cast<int>((7 * (i / k) + 5 * (i % k)) % 13) - 6);
+  DeviceBuffer wd = Upload(w), xd = Upload(x), sp(Bf16SplitElements(m, k) * 2);
+  Stream s;
+  auto run = [&](Bf16TcTile tile) {
+    DeviceBuffer yd(m * n * 4);
+    Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
+    Bf16TcLinearParams p;
+    p.w = wd.as<uint16_t>();
+    p.n = n;
+    p.k = k;
+    p.x = xd.as<float>();
+    p.ldx = k;
+    p.m = m;
+    p.split = sp.as<uint16_t>();
+    p.y = yd.as<float>();
+    p.ldy = n;
+    p.tile = tile;
+    LaunchBf16TcLinear(p, s.get());
+    std::vector<float> y(m * n);
+    CopyToHost(y.data(), yd.get(), y.size() * 4, s.get());
+    s.Synchronize();
+    return y;
+  };
+  const int64_t wg_before = Bf16TcWgLaunches();
+  const std::vector<float> wg = run(Bf16TcTile::kAuto);
+  EXPECT_GT(Bf16TcWgLaunches(), wg_before);
+  EXPECT_TRUE(std::all_of(wg.begin(), wg.end(), [](float v) { return std::isfinite(v); }));
+  for (const Bf16TcTile tile : {Bf16TcTile::kFew, Bf16TcTile::kMany}) {
+    const std::vector<float> other = run(tile);
+    int64_t differ = 0;
+    for (int64_t r = 0; r < m; ++r)
+      differ += std::memcmp(other.data() + r * n, wg.data() + r * n, n * 4) != 0;
+    EXPECT_EQ(differ, 0) << "rows whose bits differ from token tile " << static_cast<int>(tile);
   }
 }
 

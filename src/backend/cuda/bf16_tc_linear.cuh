@@ -21,9 +21,10 @@
 
 namespace dsinfer::backend::cuda {
 
-// The token tile: 8 tokens a block (128 / slices weight rows) or 64 (128 weight rows). Not a
-// numerics choice: every element's chains and sum are the same either way.
-enum class Bf16TcTile { kAuto, kFew, kMany };
+// The token tile: 8 tokens a block (128 / slices weight rows), 64 (128 weight rows), or 128 on
+// warpgroup MMA (128 weight rows; bf16_tc_wg_sm90.cu). Not a numerics choice: every element's
+// chains and sum are the same whichever.
+enum class Bf16TcTile { kAuto, kFew, kMany, kWg };
 
 struct Bf16TcLinearParams {
   const uint16_t* w = nullptr;  // [n, k] bf16, row-major, 16-byte aligned rows (k % 8 == 0)
@@ -38,7 +39,7 @@ struct Bf16TcLinearParams {
   // k slices: 0 for Bf16TcSlices(n, k) (what the model uses); else a power of two up to
   // kMaxBf16TcSlices dividing k's 64-column stages (tests).
   int k_slices = 0;
-  Bf16TcTile tile = Bf16TcTile::kAuto;  // kAuto: Bf16TcManyTile (tests force one)
+  Bf16TcTile tile = Bf16TcTile::kAuto;  // kAuto: kWg from kBf16TcWgRows, else Bf16TcManyTile
   float* y = nullptr;                   // [m, ldy]
   int64_t ldy = 0;
   // InvalidArgument naming what is wrong (null buffers, shapes, strides, alignment).
@@ -48,6 +49,11 @@ struct Bf16TcLinearParams {
 // kBf16TcManyBlocks blocks (else the 8-token tile: more blocks for few weight rows); never a
 // result.
 constexpr int64_t kBf16TcManyRows = 32;
+// kAuto takes the warpgroup-MMA tile from this many rows (should the driver refuse its tensor
+// maps, the 64-token tile).
+constexpr int64_t kBf16TcWgRows = 128;
+// Launches of the warpgroup-MMA tile so far in this process (tests check that it ran).
+int64_t Bf16TcWgLaunches();
 constexpr int64_t kBf16TcManyBlocks = 32;
 bool Bf16TcManyTile(int64_t n, int64_t m);
 // The most k slices, and the weight rows under which a matrix takes more than one (so that the
@@ -66,5 +72,8 @@ int Bf16TcSlices(int64_t n, int64_t k);
 void LaunchBf16Split(const float* x, int64_t ldx, int64_t m, int64_t k, uint16_t* split,
                      StreamHandle stream);
 void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream);
+// Internal to LaunchBf16TcLinear: the warpgroup-MMA tile over k padded to kp in `slices` slices;
+// false, launching nothing, if the driver refuses its tensor maps or the grid would not fit.
+bool TryLaunchBf16TcWg(const Bf16TcLinearParams& p, int64_t kp, int slices, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -2,10 +2,11 @@
 //
 // Split pre-pass: x's rows -> three bf16 planes per row, split[(r * 3 + part) * kp + c] (kp: k
 // rounded up to 64, zero padded).
-// GEMM: per 16-column step q of each k slice (Bf16TcSlices: matrices of few weight rows split k
-// into up to 8 equal slices, so that one token's launch still has blocks for every SM) the warps
-// run, for each (m tile, n tile) they own, mma(x3), mma(x2), mma(x1) into the slice's accumulator;
-// the slices are then summed in order. Two tiles, the same chains and sum per element:
+// GEMM (the 128-token tile on warpgroup MMA: bf16_tc_wg_sm90.cu): per 16-column step q of each k
+// slice (Bf16TcSlices: matrices of few weight rows split k into up to 8 equal slices, so that one
+// token's launch still has blocks for every SM) the warps run, for each (m tile, n tile) they own,
+// mma(x3), mma(x2), mma(x1) into the slice's accumulator; the slices are then summed in order. Two
+// tiles, the same chains and sum per element:
 // * many rows (Bf16TcManyKernel): 128 weight rows x 64 tokens a block, warps 4 (2 row tiles each)
 //   x 2 (4 n tiles each); 64-column stages of W and of the tokens' three planes through shared
 //   memory (cp.async), the slices one after another;
@@ -330,8 +331,11 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   DSINFER_CHECK_PARAMS(p);
   const int slices = p.k_slices > 0 ? p.k_slices : Bf16TcSlices(p.n, p.k);
   if (!p.presplit) LaunchSplit(p.x, p.ldx, p.m, p.k, p.split, stream);
+  if ((p.tile == Bf16TcTile::kWg || (p.tile == Bf16TcTile::kAuto && p.m >= kBf16TcWgRows)) &&
+      TryLaunchBf16TcWg(p, PaddedK(p.k), slices, stream))
+    return;
   const bool many =
-      p.tile == Bf16TcTile::kAuto ? Bf16TcManyTile(p.n, p.m) : p.tile == Bf16TcTile::kMany;
+      p.tile == Bf16TcTile::kAuto ? Bf16TcManyTile(p.n, p.m) : p.tile != Bf16TcTile::kFew;
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(Bf16TcManyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kManySmem));
