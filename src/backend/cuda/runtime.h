@@ -55,7 +55,7 @@ struct KernelOptions {
   // The dense warp-specialized GEMM's pre-pass writes the act_quant scales transposed, so a tile's
   // scales of a pair are one 512-byte bulk copy instead of 128 four-byte copies (a sector each;
   // the same bits). Measured on an H200 (docs/perf.md, session 32): bench_qgemm 8,192 tokens
-  // wo_b 1,843 -> 1,722 us, wo_a 2,250 -> 2,147, wq_b 1,980 -> 1,912.
+  // wo_b 1,832 -> 1,705 us, wo_a 2,242 -> 2,113, wq_b 1,970 -> 1,900.
   bool qgemm_ws_scales_t = true;
   // Routed FP4 experts' w2 at decode sizes (rows quantized by the caller, at most 8 expected rows
   // per expert) over at least this many expert slots take the row-tile kernel (QExpertRowsKernel:
