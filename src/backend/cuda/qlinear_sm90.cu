@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(kExpertMinBlocks<kFp4, kNT, kD, kExpert> > 0 ?
       else
         pairs(std::false_type{});
 
-        // The slices' partial sums, added in slice order.
+      // The slices' partial sums, added in slice order.
 #pragma unroll
       for (int d = 0; d < kD; ++d)
 #pragma unroll
