@@ -973,6 +973,23 @@ TEST(LinearTest, TiledExpertsEqualRowByRow) {
   }
 }
 
+// A bf16 tensor-core launch of m rows x (ldx = k) against the n x k weights w, into y (ldy = n),
+// through the split scratch sp.
+Bf16TcLinearParams Bf16TcParams(const DeviceBuffer& w, int64_t n, int64_t k, const DeviceBuffer& x,
+                                int64_t m, const DeviceBuffer& sp, const DeviceBuffer& y) {
+  Bf16TcLinearParams p;
+  p.w = w.as<uint16_t>();
+  p.n = n;
+  p.k = k;
+  p.x = x.as<float>();
+  p.ldx = k;
+  p.m = m;
+  p.split = sp.as<uint16_t>();
+  p.y = y.as<float>();
+  p.ldy = n;
+  return p;
+}
+
 // The tensor-core bf16 linear (bf16_tc_linear): each row of a 130-row launch (the warpgroup-MMA
 // tile) and of a 20-row one has the bits of the row run alone, launches with each token tile
 // forced (8, 64 or 128 tokens) and one on rows split beforehand (presplit) the bits of the launch
@@ -1004,16 +1021,7 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
       DeviceBuffer wd = Upload(w), xd = Upload(x), yd(m * n * 4), one(n * 4),
                    sp(Bf16SplitElements(m, k) * 2);
       Stream s;
-      Bf16TcLinearParams p;
-      p.w = wd.as<uint16_t>();
-      p.n = n;
-      p.k = k;
-      p.x = xd.as<float>();
-      p.ldx = k;
-      p.m = m;
-      p.split = sp.as<uint16_t>();
-      p.y = yd.as<float>();
-      p.ldy = n;
+      Bf16TcLinearParams p = Bf16TcParams(wd, n, k, xd, m, sp, yd);
       p.k_slices = cs.slices;
       ASSERT_TRUE(Bf16TcLinearSupports(n, k));
       const int64_t wg_before = Bf16TcWgLaunches();
@@ -1093,16 +1101,7 @@ TEST(Bf16TcLinearTest, WgTileEqualsOtherTiles) {
   auto run = [&](Bf16TcTile tile) {
     DeviceBuffer yd(m * n * 4);
     Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
-    Bf16TcLinearParams p;
-    p.w = wd.as<uint16_t>();
-    p.n = n;
-    p.k = k;
-    p.x = xd.as<float>();
-    p.ldx = k;
-    p.m = m;
-    p.split = sp.as<uint16_t>();
-    p.y = yd.as<float>();
-    p.ldy = n;
+    Bf16TcLinearParams p = Bf16TcParams(wd, n, k, xd, m, sp, yd);
     p.tile = tile;
     LaunchBf16TcLinear(p, s.get());
     std::vector<float> y(m * n);
