@@ -69,21 +69,23 @@ __global__ void __launch_bounds__(kThreads, 1) Bf16TcWgKernel(const __grid_const
   }
   __syncthreads();
   PdlWait();  // the split planes come from the pre-pass
+  // The block's tile: weight rows from row0, tokens from tok0 (tokens_fast: token tiles on x).
+  const int64_t row0 =
+      static_cast<int64_t>(a.tokens_fast ? blockIdx.y : blockIdx.x) * kRowsPerBlock;
+  const int64_t tok0 = static_cast<int64_t>(a.tokens_fast ? blockIdx.x : blockIdx.y) * kTokens;
 
   if (warp >= kConsumers / 32) {  // the producer warpgroup: its registers go to the consumers
     SetMaxNReg<false, 40>();
     if (warp != kConsumers / 32) return;
-    const int32_t row0 =
-        static_cast<int32_t>((a.tokens_fast ? blockIdx.y : blockIdx.x)) * kRowsPerBlock;
-    const int32_t tok0 = static_cast<int32_t>((a.tokens_fast ? blockIdx.x : blockIdx.y)) * kTokens;
     for (int64_t ks = 0; ks < a.nsteps; ++ks) {
       const int s = static_cast<int>(ks % kStages);
-      if (ks >= kStages) MbarWait(empty + s, static_cast<uint32_t>((ks / kStages - 1) & 1));
+      RingWaitEmpty<kStages>(empty, static_cast<uint32_t>(ks));
       if (lane == 0) {
         const int32_t c0 = static_cast<int32_t>(ks * kCols);
         MbarArriveExpectTx(full + s, kStageBytes);
-        TmaLoad2d(box_at(s, 0), &a.wmap, c0, row0, full + s);
-        for (int i = 0; i < 3; ++i) TmaLoad2d(box_at(s, 1 + i), &a.xmap[i], c0, tok0, full + s);
+        TmaLoad2d(box_at(s, 0), &a.wmap, c0, static_cast<int32_t>(row0), full + s);
+        for (int i = 0; i < 3; ++i)
+          TmaLoad2d(box_at(s, 1 + i), &a.xmap[i], c0, static_cast<int32_t>(tok0), full + s);
       }
       __syncwarp();
     }
@@ -92,15 +94,12 @@ __global__ void __launch_bounds__(kThreads, 1) Bf16TcWgKernel(const __grid_const
 
   SetMaxNReg<true, 232>();
   const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
-  const int64_t row0 =
-      static_cast<int64_t>(a.tokens_fast ? blockIdx.y : blockIdx.x) * kRowsPerBlock;
-  const int64_t tok0 = static_cast<int64_t>(a.tokens_fast ? blockIdx.x : blockIdx.y) * kTokens;
   float acc[64], total[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) total[i] = 0.0f;
   for (int64_t ks = 0; ks < a.nsteps; ++ks) {
     const int s = static_cast<int>(ks % kStages);
-    MbarWait(full + s, static_cast<uint32_t>((ks / kStages) & 1));
+    RingWaitFull<kStages>(full, static_cast<uint32_t>(ks));
     const uint32_t wa = SmemAddr(box_at(s, 0)) + wg * 64 * 128;  // the warpgroup's 64 rows
     const bool slice_start = ks % a.per_slice == 0;
     WgmmaFence();

@@ -78,5 +78,17 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+// A ring of kStages stages, stage s filled when full[s] completes and free again when empty[s]
+// does: the producer's fill f and a consumer's use u both take stage f % kStages (u % kStages).
+// Fill f waits for the release of the stage's previous use (none for the first kStages fills);
+// use u waits for its fill.
+template <int kStages>
+__device__ __forceinline__ void RingWaitEmpty(uint64_t* empty, uint32_t fill) {
+  if (fill >= kStages) MbarWait(empty + fill % kStages, (fill / kStages - 1) & 1);
+}
+template <int kStages>
+__device__ __forceinline__ void RingWaitFull(uint64_t* full, uint32_t use) {
+  MbarWait(full + use % kStages, (use / kStages) & 1);
+}
 
 }  // namespace dsinfer::backend::cuda

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
   uint32_t fills = 0, uses = 0;
   auto produce = [&](int64_t kp) {
     const int s = static_cast<int>(fills % kStages);
-    if (fills >= kStages) MbarWait(empty + s, (fills / kStages - 1) & 1);
+    RingWaitEmpty<kStages>(empty, fills);
     load(s, kp);
     CpAsyncMbarArrive(full + s);
     ++fills;
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWgKernel(QLinearArgs p) {
     for (int64_t kp = 0; kp < kStages - 1 && kp < npairs; ++kp) produce(kp);
     for (int64_t kp = 0; kp < npairs; ++kp) {
       const int s = static_cast<int>(uses % kStages);
-      MbarWait(full + s, (uses / kStages) & 1);
+      RingWaitFull<kStages>(full, uses);
       FenceProxyAsync();  // the stage's copies (every thread's), seen by wgmma's reads
       const uint8_t* wt = w_at(s) + warp * kPairBytes + lane * 16;
       const float* ss = sx_at(s);

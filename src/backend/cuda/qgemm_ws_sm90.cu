@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
       for (int i = 0; i < 8; ++i) wbytes += (row0 >> 4) + i % kRowTiles < tiles_n ? 1024 : 0;
       for (int64_t kp = 0; kp < npairs; ++kp, ++fills) {
         const int s = static_cast<int>(fills % kStages);
-        if (fills >= kStages) MbarWait(empty + s, (fills / kStages - 1) & 1);
+        RingWaitEmpty<kStages>(empty, fills);
         if (lane == 0) {
           MbarArriveExpectTx(full + s, kXBytes + wbytes + (p.xs_t ? kSxBytes : 0));
           if (p.xs_t)  // the tile's tokens' scales of the pair's column block, contiguous
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
     // Waits for use u's stage, then the warp's A fragments of it and the pair's weight scale.
     auto take_a = [&](uint32_t u, int64_t kp, uint32_t(&af)[4][4], float& sw) {
       const int s = static_cast<int>(u % kStages);
-      MbarWait(full + s, (u / kStages) & 1);
+      RingWaitFull<kStages>(full, u);
       const uint8_t* wt = w_at(s) + warp * 1024 + lane * 16;
       Fp8Fragments(*reinterpret_cast<const uint4*>(wt), *reinterpret_cast<const uint4*>(wt + 512),
                    af);
