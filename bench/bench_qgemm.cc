@@ -302,8 +302,7 @@ int main(int argc, char** argv) {
                   bf16_wg_before = gpu::Bf16TcWgLaunches();
     launch(0);
     st.Synchronize();
-    const bool many = tile == gpu::Bf16TcTile::kAuto ? gpu::Bf16TcManyTile(s.n, m)
-                                                     : tile == gpu::Bf16TcTile::kMany;
+    const bool many = gpu::Bf16TcManyTileFor(tile, s.n, m);
     const char* dense = gpu::QGemmWsLaunches() > ws_before         ? "wgmma_ws"
                         : gpu::QGemmWgLaunches() > wg_before       ? "wgmma"
                         : gpu::QGemmLaunches() > sync_before       ? "sync"

@@ -45,17 +45,20 @@ struct Bf16TcLinearParams {
   // InvalidArgument naming what is wrong (null buffers, shapes, strides, alignment).
   Status Validate() const;
 };
-// kAuto's choice: the 64-token tile from kBf16TcManyRows rows when it makes at least
-// kBf16TcManyBlocks blocks (else the 8-token tile: more blocks for few weight rows); never a
-// result.
-constexpr int64_t kBf16TcManyRows = 32;
 // kAuto takes the warpgroup-MMA tile from this many rows (should the driver refuse its tensor
-// maps, the 64-token tile).
+// maps, the mma.sync tiles below).
 constexpr int64_t kBf16TcWgRows = 128;
 // Launches of the warpgroup-MMA tile so far in this process (tests check that it ran).
 int64_t Bf16TcWgLaunches();
+// kAuto's choice between the mma.sync tiles: the 64-token tile from kBf16TcManyRows rows when it
+// makes at least kBf16TcManyBlocks blocks (else the 8-token tile: more blocks for few weight
+// rows); never a result.
+constexpr int64_t kBf16TcManyRows = 32;
 constexpr int64_t kBf16TcManyBlocks = 32;
 bool Bf16TcManyTile(int64_t n, int64_t m);
+// Whether a launch asking for `tile` that does not run the warpgroup-MMA tile takes the 64-token
+// tile (kAuto: Bf16TcManyTile; kMany, or kWg refused: yes; kFew: no).
+bool Bf16TcManyTileFor(Bf16TcTile tile, int64_t n, int64_t m);
 // The most k slices, and the weight rows under which a matrix takes more than one (so that the
 // few-row tile, 128 / slices rows a block, has n · slices / 128 >= 128 blocks).
 constexpr int kMaxBf16TcSlices = 8;

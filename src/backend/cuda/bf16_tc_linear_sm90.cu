@@ -311,6 +311,10 @@ bool Bf16TcManyTile(int64_t n, int64_t m) {
          (n + kBM - 1) / kBM * ((m + kManyBN - 1) / kManyBN) >= kBf16TcManyBlocks;
 }
 
+bool Bf16TcManyTileFor(Bf16TcTile tile, int64_t n, int64_t m) {
+  return tile == Bf16TcTile::kAuto ? Bf16TcManyTile(n, m) : tile != Bf16TcTile::kFew;
+}
+
 int Bf16TcSlices(int64_t n, int64_t k) {
   const int64_t stages = PaddedK(k) / kBK;
   int slices = 1;
@@ -334,8 +338,7 @@ void LaunchBf16TcLinear(const Bf16TcLinearParams& p, StreamHandle stream) {
   if ((p.tile == Bf16TcTile::kWg || (p.tile == Bf16TcTile::kAuto && p.m >= kBf16TcWgRows)) &&
       TryLaunchBf16TcWg(p, PaddedK(p.k), slices, stream))
     return;
-  const bool many =
-      p.tile == Bf16TcTile::kAuto ? Bf16TcManyTile(p.n, p.m) : p.tile != Bf16TcTile::kFew;
+  const bool many = Bf16TcManyTileFor(p.tile, p.n, p.m);
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(Bf16TcManyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kManySmem));
