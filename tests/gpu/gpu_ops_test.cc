@@ -1083,22 +1083,22 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
   }
 }
 
-// The warpgroup-MMA tile over several token tiles and a matrix of more than 32 MB (its blocks walk
-// the token tiles fastest), k in 4 slices: the bits of the 8-token tile (decode's) and of the
-// 64-token tile, for every row.
+// The warpgroup-MMA tile (128 tokens over several token tiles, 64, 32) on a matrix of more than
+// 32 MB (its blocks walk the token tiles fastest), k in 4 slices: the bits of the 8-token tile
+// (decode's) and of the 64-token tile, for every row.
 TEST(Bf16TcLinearTest, WgTileEqualsOtherTiles) {
   SKIP_WITHOUT_GPU();
-  const int64_t n = 4200, k = 4096, m = 300;
+  const int64_t n = 4200, k = 4096, rows = 300;
   EXPECT_EQ(Bf16TcSlices(n, k), 4);
   auto wf = testing::RandomVector(static_cast<size_t>(n * k), 93, 0.2f);
   std::vector<uint16_t> w(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
-  auto x = testing::RandomVector(static_cast<size_t>(m * k), 94);
-  for (int64_t i = 0; i < m * k; ++i)
+  auto x = testing::RandomVector(static_cast<size_t>(rows * k), 94);
+  for (int64_t i = 0; i < rows * k; ++i)
     x[i] = std::ldexp(x[i], static_cast<int>((7 * (i / k) + 5 * (i % k)) % 13) - 6);
-  DeviceBuffer wd = Upload(w), xd = Upload(x), sp(Bf16SplitElements(m, k) * 2);
+  DeviceBuffer wd = Upload(w), xd = Upload(x), sp(Bf16SplitElements(rows, k) * 2);
   Stream s;
-  auto run = [&](Bf16TcTile tile) {
+  auto run = [&](Bf16TcTile tile, int64_t m) {
     DeviceBuffer yd(m * n * 4);
     Memset(yd.get(), 0xff, yd.bytes(), s.get());  // an element never written shows as NaN
     Bf16TcLinearParams p = Bf16TcParams(wd, n, k, xd, m, sp, yd);
@@ -1109,16 +1109,19 @@ TEST(Bf16TcLinearTest, WgTileEqualsOtherTiles) {
     s.Synchronize();
     return y;
   };
-  const int64_t wg_before = Bf16TcWgLaunches();
-  const std::vector<float> wg = run(Bf16TcTile::kAuto);
-  EXPECT_GT(Bf16TcWgLaunches(), wg_before);
-  EXPECT_TRUE(std::all_of(wg.begin(), wg.end(), [](float v) { return std::isfinite(v); }));
-  for (const Bf16TcTile tile : {Bf16TcTile::kFew, Bf16TcTile::kMany}) {
-    const std::vector<float> other = run(tile);
-    int64_t differ = 0;
-    for (int64_t r = 0; r < m; ++r)
-      differ += std::memcmp(other.data() + r * n, wg.data() + r * n, n * 4) != 0;
-    EXPECT_EQ(differ, 0) << "rows whose bits differ from token tile " << static_cast<int>(tile);
+  for (const int64_t m : {rows, int64_t{50}, int64_t{32}}) {  // token tiles of 128, 64, 32
+    const int64_t wg_before = Bf16TcWgLaunches();
+    const std::vector<float> wg = run(Bf16TcTile::kAuto, m);
+    EXPECT_GT(Bf16TcWgLaunches(), wg_before) << m << " rows";
+    EXPECT_TRUE(std::all_of(wg.begin(), wg.end(), [](float v) { return std::isfinite(v); }));
+    for (const Bf16TcTile tile : {Bf16TcTile::kFew, Bf16TcTile::kMany}) {
+      const std::vector<float> other = run(tile, m);
+      int64_t differ = 0;
+      for (int64_t r = 0; r < m; ++r)
+        differ += std::memcmp(other.data() + r * n, wg.data() + r * n, n * 4) != 0;
+      EXPECT_EQ(differ, 0) << m << " rows: rows whose bits differ from token tile "
+                           << static_cast<int>(tile);
+    }
   }
 }
 

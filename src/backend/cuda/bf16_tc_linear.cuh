@@ -21,9 +21,9 @@
 
 namespace dsinfer::backend::cuda {
 
-// The token tile: 8 tokens a block (128 / slices weight rows), 64 (128 weight rows), or 128 on
-// warpgroup MMA (128 weight rows; bf16_tc_wg_sm90.cu). Not a numerics choice: every element's
-// chains and sum are the same whichever.
+// The token tile: 8 tokens a block (128 / slices weight rows), 64 (128 weight rows), or 32 / 64 /
+// 128 on warpgroup MMA (128 weight rows; bf16_tc_wg_sm90.cu). Not a numerics choice: every
+// element's chains and sum are the same whichever.
 enum class Bf16TcTile { kAuto, kFew, kMany, kWg };
 
 struct Bf16TcLinearParams {
@@ -46,8 +46,9 @@ struct Bf16TcLinearParams {
   Status Validate() const;
 };
 // kAuto takes the warpgroup-MMA tile from this many rows (should the driver refuse its tensor
-// maps, the mma.sync tiles below).
-constexpr int64_t kBf16TcWgRows = 128;
+// maps, the mma.sync tiles below); its token tile is the fewest of 32, 64, 128 that holds the
+// rows.
+constexpr int64_t kBf16TcWgRows = 32;
 // Launches of the warpgroup-MMA tile so far in this process (tests check that it ran).
 int64_t Bf16TcWgLaunches();
 // kAuto's choice between the mma.sync tiles: the 64-token tile from kBf16TcManyRows rows when it

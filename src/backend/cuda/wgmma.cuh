@@ -137,23 +137,44 @@ __device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4]
   }
 }
 
-// d = A (64 x 16) * B (16 x 128) + (scale_d ? d : 0) with both operands in shared memory (A by
+// d = A (64 x 16) * B (16 x kN) + (scale_d ? d : 0) with both operands in shared memory (A by
 // desc_a, K-major like B), bf16 inputs, fp32 accumulators: the same arithmetic as the form with A
-// in registers (bench/probe_wgmma_bits.cu: chains from a nonzero C round as mma.sync's).
-__device__ __forceinline__ void WgmmaSsBf16N128(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                                int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
-      " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
-      " %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : DSINFER_WG_F16(0), DSINFER_WG_F16(16), DSINFER_WG_F16(32), DSINFER_WG_F16(48)
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+// in registers (bench/probe_wgmma_bits.cu: chains from a nonzero C round as mma.sync's, whatever
+// N).
+#define DSINFER_WG_SS_HEAD(N, SCALE)          \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE \
+  ", 0;\n"                                    \
+  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16"
+template <int kN>
+__device__ __forceinline__ void WgmmaSsBf16(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
+                                            int scale_d) {
+  static_assert(kN == 32 || kN == 64 || kN == 128);
+  if constexpr (kN == 32) {
+    asm volatile(DSINFER_WG_SS_HEAD(32, 18)
+                 " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+                 " %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : DSINFER_WG_F16(0)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else if constexpr (kN == 64) {
+    asm volatile(DSINFER_WG_SS_HEAD(64, 34)
+                 " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+                 " %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : DSINFER_WG_F16(0), DSINFER_WG_F16(16)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(DSINFER_WG_SS_HEAD(128, 66)
+                 " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+                 " %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : DSINFER_WG_F16(0), DSINFER_WG_F16(16), DSINFER_WG_F16(32), DSINFER_WG_F16(48)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
 }
 
+#undef DSINFER_WG_SS_HEAD
 #undef DSINFER_WG_N128
 #undef DSINFER_WG_N64
 #undef DSINFER_WG_N32
