@@ -283,6 +283,7 @@ int main(int argc, char** argv) {
         const char* name;
         int tc, split;
         bool kv_bf16, packed, qp = false;
+        int row = 0;  // tc_row: the row block (1 always, -1 never, 0 by rows)
       };
       for (const Variant& v :
            {Variant{"cuda_cores", -1, 0, false, false}, Variant{"tc", 1, 0, false, false},
@@ -293,13 +294,16 @@ int main(int argc, char** argv) {
             Variant{"tc_unsplit_packed", 1, -1, true, true},
             Variant{"tc_packed_qp", 1, 0, true, true, true},
             Variant{"tc_split_packed_qp", 1, 1, true, true, true},
-            Variant{"tc_unsplit_packed_qp", 1, -1, true, true, true}}) {
+            Variant{"tc_unsplit_packed_qp", 1, -1, true, true, true},
+            Variant{"tc_row_packed_qp", 1, -1, true, true, true, 1},
+            Variant{"tc_norow_packed_qp", 1, -1, true, true, true, -1}}) {
         if (!variants.empty() &&
             variants.find("," + std::string(v.name) + ",") == std::string::npos)
           continue;
         gpu::SparseAttentionParams p = v.packed ? s.packed : s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;
+        p.tc_row = v.row;
         p.kv_bf16 = v.kv_bf16;
         p.qp_bf16 = v.qp;
         const double bytes =

@@ -35,6 +35,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"attention-heads-per-block",
        "sparse attention heads per block, 1, 2 or 4 (the same bits; default: 4 from 64 rows, else "
        "1)"},
+      {"attention-tc-row-min-rows",
+       "the FP8 cache's tensor-core attention takes one block per row for its 64 heads from this "
+       "many rows (the same bits; default 128; 0: off)"},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
        "other bits than the CUDA-core kernel; always with --kv-cache-dtype fp8, whose bf16 "
@@ -101,6 +104,11 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
                            std::to_string(heads));
   }
   k.attention_heads_per_block = static_cast<int>(heads);
+  DSINFER_ASSIGN_OR_RETURN(k.attention_tc_row_min_rows,
+                           flags.GetInt("attention-tc-row-min-rows",
+                                        backend::cuda::KernelOptions{}.attention_tc_row_min_rows));
+  if (k.attention_tc_row_min_rows < 0)
+    return InvalidArgument("--attention-tc-row-min-rows must be >= 0");
   if (flags.Has("attention-tc") && flags.Has("no-attention-tc"))
     return InvalidArgument("give at most one of --attention-tc and --no-attention-tc");
   using AttentionTc = backend::cuda::KernelOptions::AttentionTc;

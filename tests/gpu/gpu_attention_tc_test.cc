@@ -263,9 +263,11 @@ struct Result {
 // One launch of rows [r0, r0 + rows) (tensor_cores: 1 the TC kernel through the dispatch, -1 the
 // CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first. split: the TC
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
-// tile, 0: by rows), with a workspace that holds the split (poisoned too).
+// tile, 0: by rows), with a workspace that holds the split (poisoned too); row: the TC kernel's
+// tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows).
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
-              bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false) {
+              bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
+              int row = 0) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
   Memset(o.get(), 0xff, o.bytes(), st.get());
@@ -284,6 +286,7 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   DeviceBuffer ws(ws_floats * 4 + 16);
   Memset(ws.get(), 0xff, ws.bytes(), st.get());
   p.tc_split = split;
+  p.tc_row = row;
   p.kv_bf16 = kv_bf16;
   p.qp_bf16 = qp_bf16;
   p.tc_workspace = ws.as<float>();
@@ -506,6 +509,48 @@ TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
         }
       }
     }
+  }
+}
+
+// The FP8 cache's row block (one block per row for all its 16-head tiles; tc_row) gives the
+// per-tile blocks' bits, outputs and act_quant alike, for 64 heads (the model's), and for 2 and 3
+// tiles (padded heads) where forced; the default takes it at 64 heads from
+// KernelOptions::attention_tc_row_min_rows rows (checked by its launch counter).
+TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Shape> shapes = {
+      kFlashCsa,
+      {"flash HCA (all entries), pre-applied query", 64, 512, 64, 128, 128, false, 0, -1.0f, false,
+       false, 9000, 1.0f},
+      {"20 heads, dim 128, CSA, big sinks", 20, 128, 32, 32, 8, true, 40, -1.0f, false, true, 300,
+       6.0f},
+      {"40 heads, dim 256, window only", 40, 256, 64, 64, 0, false, 0, 1e-6f, false, false, 80,
+       1.0f},
+  };
+  Stream st;
+  uint32_t seed = 950;
+  for (const Shape& s : shapes) {
+    const int n = 70;
+    Case c(s, n, seed += 10, false);
+    const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, s.dim == 512 ? 64 : 32, s.rope);
+    const PackedKv packed(c, f);
+    c.UploadAll();
+    const Result tiles = Launch(c, 0, n, 2, st, -1, true, &packed, true, -1);
+    const int64_t before = SparseAttentionTcRowLaunches();
+    const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
+    EXPECT_GT(SparseAttentionTcRowLaunches(), before) << s.name << ": the row block ran";
+    EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << s.name;
+    if (s.quant) {
+      EXPECT_EQ(tiles.q, rows.q) << s.name;
+      EXPECT_EQ(std::memcmp(tiles.s.data(), rows.s.data(), tiles.s.size() * 4), 0) << s.name;
+    }
+    const int64_t auto_before = SparseAttentionTcRowLaunches();
+    const Result by_rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 0);
+    const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
+    EXPECT_EQ(SparseAttentionTcRowLaunches() > auto_before,
+              s.heads == 64 && min_rows > 0 && n >= min_rows)
+        << s.name;
+    EXPECT_EQ(std::memcmp(tiles.y.data(), by_rows.y.data(), tiles.y.size() * 4), 0) << s.name;
   }
 }
 

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
       k.qgemm_expert_min_rows = std::atoll(a.c_str() + 24);
     } else if (a.rfind("--qexpert-rows-min-slots=", 0) == 0) {
       k.qexpert_rows_min_slots = std::atoi(a.c_str() + 25);
+    } else if (a.rfind("--attention-tc-row-min-rows=", 0) == 0) {
+      k.attention_tc_row_min_rows = std::atoll(a.c_str() + 28);
     } else if (a.rfind("--attention-heads-per-block=", 0) == 0) {
       k.attention_heads_per_block = std::atoi(a.c_str() + 28);
     } else if (a == "--ws-scales-t=0" || a == "--ws-scales-t=1") {

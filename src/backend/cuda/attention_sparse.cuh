@@ -60,6 +60,12 @@ struct SparseAttentionParams {
   // (SparseAttentionTcWillSplit: a few decode rows), 1: always, -1: never; either way only where
   // tc_workspace holds SparseAttentionTcSplitFloats(*this) floats.
   int tc_split = 0;
+  // Unsplit rows of DeepSeek-V4's FP8 cache (qp_bf16 over packed rows, at most 64 heads): one
+  // block per row for every 16-head tile (SparseAttentionTcRowKernel: each chunk's keys fetched
+  // and decoded once per row, not once per tile) instead of a block per tile; the same bits, so a
+  // pure launch choice. 0: from KernelOptions::attention_tc_row_min_rows rows at 64 heads, 1:
+  // always, -1: never.
+  int tc_row = 0;
   // Every K=V value this call reads (kv, the window ring, the compressed entries) is a bf16 value
   // (DeepSeek-V4's FP8 cache rounds them so): the tensor-core kernel then skips the part products
   // of the keys' / values' parts 2 and 3, exact zeros, for the same bits in half the mma steps
@@ -108,5 +114,7 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p);
 // Whether LaunchSparseAttentionTc splits these rows' chunks over blocks (tc_split, the rows, the
 // workspace): a launch choice, never a result.
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p);
+// Launches of the row block so far in this process (tests check that it ran).
+int64_t SparseAttentionTcRowLaunches();
 
 }  // namespace dsinfer::backend::cuda

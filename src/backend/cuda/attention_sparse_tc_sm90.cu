@@ -49,6 +49,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -60,6 +61,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/qlinear_core.cuh"
+#include "backend/cuda/runtime.h"
 #include "backend/softmax_fold.h"
 
 namespace dsinfer::backend::cuda {
@@ -214,11 +216,13 @@ __host__ __device__ constexpr int64_t PartFloats(int dim) {
 // The epilogue on output columns [c0, c0 + cols) of the tile, in `stage` ([kTile][cols], already
 // scaled by OutFactor): the inverse RoPE of the trailing rope dims, the output rows and their
 // optional act_quant (cols a multiple of 128 or the whole dim: whole act_quant blocks).
+template <int kNWarps = kWarps>
 __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int c0,
                                            int cols, int64_t t, int h0, int pos) {
+  constexpr int kNThreads = kNWarps * 32;
   const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
-  for (int i = threadIdx.x; i < kTile * half; i += kThreads) {
+  for (int i = threadIdx.x; i < kTile * half; i += kNThreads) {
     const int row = i / half, col = roff + 2 * (i % half);
     if (col >= c0 && col < c0 + cols) {
       float* r = stage + row * cols + col - c0;
@@ -227,14 +231,14 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
   }
   __syncthreads();
   const int rows = min(kTile, p.heads - h0);
-  for (int i = threadIdx.x; i < rows * (cols / 4); i += kThreads) {
+  for (int i = threadIdx.x; i < rows * (cols / 4); i += kNThreads) {
     const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
     *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =
         *reinterpret_cast<const float4*>(stage + row * cols + c);
   }
   if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
     const int blocks = cols / qcore::kQb;
-    for (int task = warp; task < rows * blocks; task += kWarps) {
+    for (int task = warp; task < rows * blocks; task += kNWarps) {
       const int row = task / blocks, c = (task % blocks) * qcore::kQb + 4 * lane;
       float s;
       const uint2 qv =
@@ -649,6 +653,267 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   }
 }
 
+// The row block (the FP8 cache's attention: packed K=V rows, qp_bf16; unsplit): one block of
+// kRowWarps warps per query row for its (at most kRowTiles) 16-head tiles, instead of a block per
+// tile. Each chunk's raw rows are fetched and decoded into bf16 keys once per row rather than once
+// per tile (a third of the per-tile kernel's instructions went to that, ncu, session 28), and the
+// tiles share the block's barriers. Per element the per-tile kernel's operations, in its order:
+//   S: warp w the tile w / 4's n tile w % 4 (keys 8 (w % 4) .. + 7), both dim halves in turn,
+//      each as two chains (even, odd k steps): S = (even + odd of half 0) + (even + odd of half 1),
+//      the sum the per-tile kernel forms from its two warps' halves;
+//   softmax: warp w heads w, w + 16, w + 32, w + 48 (lane = the chunk's key), the same steps;
+//   P V: warp w the tile w % 4's output columns [(w / 4) dim / 4, + dim / 4), each n tile's chain
+//      from zero over the chunk's two k steps, folded into the running output;
+// then the output factor and FinishTile, tile by tile. So the bits are the per-tile kernel's
+// (checked by gpu_attention_tc_test against it).
+constexpr int kRowTiles = 4;
+constexpr int kRowWarps = 16;
+constexpr int kRowThreads = kRowWarps * 32;
+constexpr int kRowGroups = kRowWarps / kRowTiles;   // P V column groups per tile
+constexpr int kRowNt = kMaxDim / (8 * kRowGroups);  // P V n tiles per warp (dim 512: 16)
+static_assert(kRowWarps == kRowTiles * (kChunk / 8), "S: one warp per (tile, key n tile)");
+
+// The row block's dynamic shared memory: the tiles' query fragments [kRowTiles][dim / 16][32]
+// uint4 (part 1 alone: qp_bf16), a [kTile][dim] fp32 staging area (a tile's queries in the
+// prologue, its output in the epilogue), the chunk's decoded keys [kChunk][KeyPitch(dim)] bf16 and
+// the next chunk's raw rows [kChunk][raw_floats].
+constexpr size_t RowFragBytes(int dim) {
+  return static_cast<size_t>(kRowTiles) * (dim / 16) * 32 * 16;
+}
+constexpr size_t RowDynSmem(int dim, int raw_floats) {
+  return RowFragBytes(dim) + StageBytes(dim) + PackedKeyBytes(dim) +
+         static_cast<size_t>(kChunk) * raw_floats * 4;
+}
+
+__global__ void __launch_bounds__(kRowThreads, 1)
+    SparseAttentionTcRowKernel(SparseAttentionParams p) {
+  PdlTrigger();
+  PdlWait();
+  constexpr int kHeads = kRowTiles * kTile;
+  __shared__ __align__(16) float sc[kHeads][kSPitch];             // S, then the weights P
+  __shared__ __align__(16) uint4 pf[kRowTiles][kChunk / 16][32];  // P's fragments per tile, step
+  __shared__ float fa[kHeads], fb[kHeads];  // per head: the chunk's fold factors; then 1 / den
+  __shared__ const float* kp[2][kChunk];    // the chunk's key rows (null past the end)
+  extern __shared__ __align__(16) unsigned char dyn_raw[];
+  const int dim = p.dim, kpitch = KeyPitch(dim), steps = dim / 16;
+  uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [kRowTiles][steps][32]
+  float* const stage = reinterpret_cast<float*>(dyn_raw + RowFragBytes(dim));
+  uint16_t* const kbf = reinterpret_cast<uint16_t*>(stage + kTile * dim);
+  float* const raw =
+      reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(kbf) + PackedKeyBytes(dim));
+  const int raw_floats = p.kv_format.floats();
+
+  const int64_t t = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
+  const int pos = p.meta.pos[t], slot = p.meta.slot[t];
+  const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
+  const int n_win = min(p.window_size, pos + 1);
+  const int n_keys = RowKeys(p, t, pos);
+  const int n_chunks = (n_keys + kChunk - 1) / kChunk;
+  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;
+  auto set_keys = [&](int c0, int buf) {
+    if (threadIdx.x < kChunk) {
+      const int j = c0 + static_cast<int>(threadIdx.x);
+      kp[buf][threadIdx.x] =
+          j < n_keys ? KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window) : nullptr;
+    }
+  };
+  // The per-tile kernel's decode and prefetch, over this block's warps.
+  constexpr int kGroups = kMaxDim / 128;
+  PackedGroup4 groups[kGroups];
+#pragma unroll
+  for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
+  auto prefetch_raw = [&](int buf) {
+    for (int key = warp; key < kChunk; key += kRowWarps) {
+      const float* src = kp[buf][key];
+      for (int w = lane; w < raw_floats; w += 32)
+        CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
+    }
+    CpAsyncCommit();
+  };
+  set_keys(0, 0);
+  __syncthreads();
+  prefetch_raw(0);
+
+  // Prologue, tile by tile: warp w loads head 16 tile + w as the per-tile kernel does, into the
+  // staging area; then the tile's query fragments (bf16, part 1).
+  float q_freq[kQueryPerLane / 2];
+  QueryRopeFreqs(p, q_freq);
+#pragma unroll 1
+  for (int tile = 0; tile < kRowTiles; ++tile) {
+    const int h = tile * kTile + warp;
+    float q[kQueryPerLane];
+    LoadQuery(p, p.q + (t * p.heads + h) * dim, h < p.heads, pos, q_freq, q);
+#pragma unroll
+    for (int v = 0; v < kQueryPerLane / 4; ++v) {
+      const int c = 4 * lane + 128 * v;
+      if (c < dim)
+        *reinterpret_cast<float4*>(stage + warp * dim + c) =
+            make_float4(q[4 * v], q[4 * v + 1], q[4 * v + 2], q[4 * v + 3]);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < steps * 32; e += kRowThreads) {
+      const int s = e / 32, l = e % 32, off = Off(s, l % 4);
+      const float4 r0 = *reinterpret_cast<const float4*>(stage + (l / 4) * dim + off);
+      const float4 r1 = *reinterpret_cast<const float4*>(stage + (l / 4 + 8) * dim + off);
+      qf[(tile * steps + s) * 32 + l] = make_uint4(Bf16Pair(r0.x, r0.y), Bf16Pair(r1.x, r1.y),
+                                                   Bf16Pair(r0.z, r0.w), Bf16Pair(r1.z, r1.w));
+    }
+    __syncthreads();
+  }
+
+  const int stile = warp / (kChunk / 8), skey = warp % (kChunk / 8);  // S: tile, key n tile
+  const int ptile = warp % kRowTiles;                                 // P V: tile, columns
+  const int nt = dim / (8 * kRowGroups);
+  const int dbase = (warp / kRowTiles) * (dim / kRowGroups);
+  const int steps_half = dim / 32;
+  float acc[kRowNt][4];
+#pragma unroll
+  for (int i = 0; i < kRowNt; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+  constexpr int kSoftRows = kHeads / kRowWarps;  // heads per warp in the softmax
+  float m_run[kSoftRows], l_run[kSoftRows];
+#pragma unroll
+  for (int r = 0; r < kSoftRows; ++r) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+  }
+
+#pragma unroll 1
+  for (int ci = 0, it = 0; ci < n_chunks; ++ci, ++it) {
+    const int c0 = ci * kChunk;
+    // The chunk's raw rows in (and every thread done with the previous chunk's keys): decoded
+    // into kbf; then the next chunk's rows listed and, once `raw` is free, prefetched.
+    CpAsyncWait<0>();
+    __syncthreads();
+    for (int key = warp; key < kChunk; key += kRowWarps) {
+      const float* src = c0 + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats : nullptr;
+#pragma unroll
+      for (int v = 0; v < kGroups; ++v) {
+        const int off = 4 * lane + 128 * v;
+        if (off < dim) {
+          *reinterpret_cast<uint2*>(kbf + key * kpitch + off) =
+              src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
+        }
+      }
+    }
+    if (ci + 1 < n_chunks) set_keys(c0 + kChunk, (it + 1) & 1);
+    __syncthreads();
+    if (ci + 1 < n_chunks) prefetch_raw((it + 1) & 1);
+    // S: lane (g, q) holds key 8 skey + g's columns; the two halves' chains in turn.
+    {
+      const int key = skey * 8 + g;
+      float s4[2][2][4] = {};
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+#pragma unroll 4
+        for (int s2 = 0; s2 < steps_half; s2 += 2) {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int s = hf * steps_half + s2 + u;
+            const uint2 kb = *reinterpret_cast<const uint2*>(kbf + key * kpitch + Off(s, qd));
+            const uint4 a = qf[(stile * steps + s) * 32 + lane];
+            MmaBf16(a.x, a.y, a.z, a.w, kb.x, kb.y, s4[hf][u]);
+          }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int kc = skey * 8 + 2 * qd + (i & 1), row = stile * kTile + g + 8 * (i >> 1);
+        const float h0s = s4[0][0][i] + s4[0][1][i], h1s = s4[1][0][i] + s4[1][1][i];
+        sc[row][kc] = h0s + h1s;
+      }
+    }
+    __syncthreads();
+    // The chunk's softmax, as the per-tile kernel's, for the warp's heads.
+#pragma unroll
+    for (int r = 0; r < kSoftRows; ++r) {
+      const int row = warp + kRowWarps * r;
+      const float z = c0 + lane < n_keys ? sc[row][lane] * p.scale : -INFINITY;
+      float mc = z;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
+      const float e = expf(z - mc);
+      float sum = e;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      sc[row][lane] = e;
+      float m_new, a, b;
+      FoldScales(m_run[r], mc, &m_new, &a, &b);
+      l_run[r] = Fold(l_run[r], sum, a, b);
+      m_run[r] = m_new;
+      if (lane == 0) {
+        fa[row] = a;
+        fb[row] = b;
+      }
+    }
+    __syncthreads();
+    // P's fragments (bf16, relative to the chunk's max) per tile and k step.
+    if (threadIdx.x < kRowTiles * (kChunk / 16) * 32) {
+      const int tile = threadIdx.x / ((kChunk / 16) * 32), s = (threadIdx.x / 32) % (kChunk / 16);
+      const int l = threadIdx.x % 32, k0 = 16 * s + 2 * (l % 4), r = tile * kTile + l / 4;
+      pf[tile][s][l] = make_uint4(
+          Bf16Pair(sc[r][k0], sc[r][k0 + 1]), Bf16Pair(sc[r + 8][k0], sc[r + 8][k0 + 1]),
+          Bf16Pair(sc[r][k0 + 8], sc[r][k0 + 9]), Bf16Pair(sc[r + 8][k0 + 8], sc[r + 8][k0 + 9]));
+    }
+    __syncthreads();
+    // The chunk's P V, folded into the running output.
+    {
+      const int hg = ptile * kTile + g;
+      const float a_g = fa[hg], b_g = fb[hg], a_g8 = fa[hg + 8], b_g8 = fb[hg + 8];
+#pragma unroll
+      for (int i = 0; i < kRowNt; ++i) {
+        if (i < nt) {
+          float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int s = 0; s < kChunk / 16; ++s) {
+            uint32_t b0, b1;
+            LdmatrixKeysB(kbf, kpitch, 16 * s, dbase + 8 * i, lane, b0, b1);
+            const uint4 a = pf[ptile][s][lane];
+            MmaBf16(a.x, a.y, a.z, a.w, b0, b1, pv);
+          }
+          acc[i][0] = Fold(acc[i][0], pv[0], a_g, b_g);
+          acc[i][1] = Fold(acc[i][1], pv[1], a_g, b_g);
+          acc[i][2] = Fold(acc[i][2], pv[2], a_g8, b_g8);
+          acc[i][3] = Fold(acc[i][3], pv[3], a_g8, b_g8);
+        }
+      }
+    }
+  }
+
+  // Epilogue: the output factor per head, then tile by tile the scaled output rows into the
+  // staging area and FinishTile (fa is overwritten once every warp has read the last fold factors).
+  __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kSoftRows; ++r) {
+      const int row = warp + kRowWarps * r;
+      fa[row] = OutFactor(m_run[r], l_run[r], row < p.heads ? p.sink[row] : 0.0f);
+    }
+  }
+  __syncthreads();
+  const float fg = fa[ptile * kTile + g], fg8 = fa[ptile * kTile + g + 8];
+#pragma unroll 1
+  for (int tile = 0; tile < kRowTiles; ++tile) {
+    if (ptile == tile) {
+#pragma unroll
+      for (int i = 0; i < kRowNt; ++i) {
+        if (i < nt) {
+          const int c = dbase + 8 * i + 2 * qd;
+          *reinterpret_cast<float2*>(stage + g * dim + c) =
+              make_float2(__fmul_rn(acc[i][0], fg), __fmul_rn(acc[i][1], fg));
+          *reinterpret_cast<float2*>(stage + (g + 8) * dim + c) =
+              make_float2(__fmul_rn(acc[i][2], fg8), __fmul_rn(acc[i][3], fg8));
+        }
+      }
+    }
+    __syncthreads();
+    FinishTile<kRowWarps>(p, stage, 0, dim, t, tile * kTile, pos);
+    __syncthreads();
+  }
+}
+
 // Output column groups of the combine: kCombineCols each where they divide dim (whole act_quant
 // blocks, the rope dims in the last group), else one.
 __host__ __device__ constexpr int CombineGroups(int dim) {
@@ -797,8 +1062,19 @@ TcKernelFn TcKernelOf(TcKv kv) {
 TcKernelFn TcKernel(bool split, TcKv kv) {
   return split ? TcKernelOf<true>(kv) : TcKernelOf<false>(kv);
 }
+// Whether unsplit rows take the row block (SparseAttentionParams::tc_row).
+bool TcRowFor(const SparseAttentionParams& p) {
+  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles || p.tc_row < 0) return false;
+  if (p.tc_row > 0) return true;
+  const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
+  return HeadTiles(p.heads) == kRowTiles && min_rows > 0 && p.meta.n >= min_rows;
+}
+
+std::atomic<int64_t> row_launches{0};
 
 }  // namespace
+
+int64_t SparseAttentionTcRowLaunches() { return row_launches.load(); }
 
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
@@ -812,6 +1088,9 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
             static_cast<int>(DynSmem(kMaxDim, split, IsPacked(kv), kMaxDim / 2))));
       }
     }
+    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(RowDynSmem(kMaxDim, kMaxDim / 2))));
     CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(CombineSmem(kMaxDim, kMaxSplitChunks))));
@@ -831,6 +1110,13 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
                  dim3(kThreads), CombineSmem(p.dim, static_cast<int>(max_chunks)), stream, p,
                  static_cast<const float*>(p.tc_workspace), static_cast<int>(max_chunks));
     CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (TcRowFor(p)) {
+    LaunchKernel(SparseAttentionTcRowKernel, dim3(static_cast<unsigned>(p.meta.n)),
+                 dim3(kRowThreads), RowDynSmem(p.dim, p.kv_format.floats()), stream, p);
+    CUDA_CHECK_LAUNCH();
+    ++row_launches;
     return;
   }
   LaunchKernel(TcKernel(false, TcKvOf(p)), dim3(static_cast<unsigned>(blocks)), dim3(kThreads),

@@ -68,6 +68,12 @@ struct KernelOptions {
   // 38.9 ms; decode batch 1 keeps a block per head (its 64 blocks fill more SMs).
   int attention_heads_per_block = 0;
   int64_t attention_group_min_rows = 64;
+  // The FP8 cache's unsplit tensor-core attention takes the row block (one block per row for its
+  // 64 heads; SparseAttentionParams::tc_row; the same bits) from this many rows (0: off).
+  // Measured on an H200 (docs/perf.md, session 33; bench_attention, CSA): 8,192-token prefill
+  // 15.7 -> 10.3 ms, 256 rows 575 -> 374 us, 128 rows 294 -> 194; at 64 rows it loses (149 ->
+  // 187 us: 64 blocks on 132 SMs).
+  int64_t attention_tc_row_min_rows = 128;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16
