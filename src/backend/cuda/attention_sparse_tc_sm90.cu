@@ -656,8 +656,10 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 // The row block (the FP8 cache's attention: packed K=V rows, qp_bf16; unsplit): one block of
 // kRowWarps warps per query row for its (at most kRowTiles) 16-head tiles, instead of a block per
 // tile. Each chunk's raw rows are fetched and decoded into bf16 keys once per row rather than once
-// per tile (a third of the per-tile kernel's instructions went to that, ncu, session 28), and the
-// tiles share the block's barriers. Per element the per-tile kernel's operations, in its order:
+// per tile (a third of the per-tile kernel's instructions went to that, ncu, session 28), the
+// tiles share the block's barriers, and the row's first kRowListed key rows are found once, up
+// front, so the chase through the selection and the page list is off each chunk's path (CSA
+// prefill 10.24 -> 9.82 ms, session 33). Per element the per-tile kernel's operations, in order:
 //   S: warp w the tile w / 4's n tile w % 4 (keys 8 (w % 4) .. + 7), both dim halves in turn,
 //      each as two chains (even, odd k steps): S = (even + odd of half 0) + (even + odd of half 1),
 //      the sum the per-tile kernel forms from its two warps' halves;
@@ -672,6 +674,8 @@ constexpr int kRowThreads = kRowWarps * 32;
 constexpr int kRowGroups = kRowWarps / kRowTiles;   // P V column groups per tile
 constexpr int kRowNt = kMaxDim / (8 * kRowGroups);  // P V n tiles per warp (dim 512: 16)
 static_assert(kRowWarps == kRowTiles * (kChunk / 8), "S: one warp per (tile, key n tile)");
+constexpr int kRowListed = 1024;  // key rows a row block lists up front (the rest a chunk ahead)
+static_assert(kRowListed % kChunk == 0, "listed keys come in whole chunks");
 
 // The row block's dynamic shared memory: the tiles' query fragments [kRowTiles][dim / 16][32]
 // uint4 (part 1 alone: qp_bf16), a [kTile][dim] fp32 staging area (a tile's queries in the
@@ -693,7 +697,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __shared__ __align__(16) float sc[kHeads][kSPitch];             // S, then the weights P
   __shared__ __align__(16) uint4 pf[kRowTiles][kChunk / 16][32];  // P's fragments per tile, step
   __shared__ float fa[kHeads], fb[kHeads];  // per head: the chunk's fold factors; then 1 / den
-  __shared__ const float* kp[2][kChunk];    // the chunk's key rows (null past the end)
+  __shared__ const float* kp[2][kChunk];    // a chunk's key rows past the listed ones
+  __shared__ const float* kl[kRowListed];   // the row's first kRowListed key rows
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim, kpitch = KeyPitch(dim), steps = dim / 16;
   uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [kRowTiles][steps][32]
@@ -711,29 +716,38 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   const int n_keys = RowKeys(p, t, pos);
   const int n_chunks = (n_keys + kChunk - 1) / kChunk;
   const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;
+  auto key_ptr = [&](int j) {
+    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
+  };
+  // Key rows: the first kRowListed listed once, up front (their chase through the selection and
+  // the page list off the chunks' path); a later chunk's into kp[buf] a chunk ahead.
   auto set_keys = [&](int c0, int buf) {
     if (threadIdx.x < kChunk) {
       const int j = c0 + static_cast<int>(threadIdx.x);
-      kp[buf][threadIdx.x] =
-          j < n_keys ? KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window) : nullptr;
+      kp[buf][threadIdx.x] = j < n_keys ? key_ptr(j) : nullptr;
     }
+  };
+  auto listed = [&](int c0) { return c0 + kChunk <= kRowListed; };
+  auto row_ptr = [&](int c0, int buf, int key) {
+    return listed(c0) ? (c0 + key < n_keys ? kl[c0 + key] : nullptr) : kp[buf][key];
   };
   // The per-tile kernel's decode and prefetch, over this block's warps.
   constexpr int kGroups = kMaxDim / 128;
   PackedGroup4 groups[kGroups];
 #pragma unroll
   for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
-  auto prefetch_raw = [&](int buf) {
+  auto prefetch_raw = [&](int c0, int buf) {
     for (int key = warp; key < kChunk; key += kRowWarps) {
-      const float* src = kp[buf][key];
+      const float* src = row_ptr(c0, buf, key);
       for (int w = lane; w < raw_floats; w += 32)
         CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
     }
     CpAsyncCommit();
   };
-  set_keys(0, 0);
+  for (int j = threadIdx.x; j < min(n_keys, kRowListed); j += kRowThreads) kl[j] = key_ptr(j);
+  if (!listed(0)) set_keys(0, 0);
   __syncthreads();
-  prefetch_raw(0);
+  prefetch_raw(0, 0);
 
   // Prologue, tile by tile: warp w loads head 16 tile + w as the per-tile kernel does, into the
   // staging area; then the tile's query fragments (bf16, part 1).
@@ -798,9 +812,9 @@ __global__ void __launch_bounds__(kRowThreads, 1)
         }
       }
     }
-    if (ci + 1 < n_chunks) set_keys(c0 + kChunk, (it + 1) & 1);
+    if (ci + 1 < n_chunks && !listed(c0 + kChunk)) set_keys(c0 + kChunk, (it + 1) & 1);
     __syncthreads();
-    if (ci + 1 < n_chunks) prefetch_raw((it + 1) & 1);
+    if (ci + 1 < n_chunks) prefetch_raw(c0 + kChunk, (it + 1) & 1);
     // S: lane (g, q) holds key 8 skey + g's columns; the two halves' chains in turn.
     {
       const int key = skey * 8 + g;
