@@ -514,15 +514,16 @@ TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
 
 // The FP8 cache's row block (one block per row for all its 16-head tiles; tc_row) gives the
 // per-tile blocks' bits, outputs and act_quant alike, for 64 heads (the model's), and for 2 and 3
-// tiles (padded heads) where forced; the default takes it at 64 heads from
-// KernelOptions::attention_tc_row_min_rows rows (checked by its launch counter).
+// tiles (padded heads) where forced (head_dim 256 or 512: the row block's shapes); the default
+// takes it at 64 heads from KernelOptions::attention_tc_row_min_rows rows (checked by its launch
+// counter).
 TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   SKIP_WITHOUT_GPU();
   const std::vector<Shape> shapes = {
       kFlashCsa,
       {"flash HCA (all entries), pre-applied query", 64, 512, 64, 128, 128, false, 0, -1.0f, false,
        false, 9000, 1.0f},
-      {"20 heads, dim 128, CSA, big sinks", 20, 128, 32, 32, 8, true, 40, -1.0f, false, true, 300,
+      {"20 heads, dim 256, CSA, big sinks", 20, 256, 32, 32, 8, true, 40, -1.0f, false, true, 300,
        6.0f},
       {"40 heads, dim 256, window only", 40, 256, 64, 64, 0, false, 0, 1e-6f, false, false, 80,
        1.0f},
