@@ -206,6 +206,25 @@ __device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t
   return n_win + n_comp;
 }
 
+// A query row's key list (its window, then its compressed entries, as the CUDA-core kernel lists
+// them) and where its key j's row is.
+struct RowKeyList {
+  int pos, slot, seg_start, seg_begin, n_win, n_keys;
+  const float* window;  // the sequence's ring (null without window keys)
+  __device__ RowKeyList(const SparseAttentionParams& p, int64_t t)
+      : pos(p.meta.pos[t]),
+        slot(p.meta.slot[t]),
+        seg_start(p.meta.seg_start[t]),
+        seg_begin(p.meta.seg_begin[t]),
+        n_win(min(p.window_size, pos + 1)),
+        n_keys(RowKeys(p, t, pos)),
+        window(n_win > 0 ? p.window.Base(slot) : nullptr) {}
+  __device__ int chunks() const { return (n_keys + kChunk - 1) / kChunk; }
+  __device__ const float* Row(const SparseAttentionParams& p, int64_t t, int j) const {
+    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
+  }
+};
+
 // Blocks per query row: tiles of 16 heads, the last one padded.
 __host__ __device__ constexpr int HeadTiles(int heads) { return (heads + kTile - 1) / kTile; }
 
@@ -251,6 +270,71 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
   }
 }
 
+// Head h's query as the CUDA-core kernel computes it (RMSNorm, RoPE; zeros when absent) into a
+// staging row of dim floats, by one warp.
+__device__ __forceinline__ void StageQuery(const SparseAttentionParams& p, int64_t t, int h,
+                                           int pos, const float (&q_freq)[kQueryPerLane / 2],
+                                           float* row) {
+  const int lane = threadIdx.x % 32;
+  float q[kQueryPerLane];
+  LoadQuery(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, pos, q_freq, q);
+#pragma unroll
+  for (int v = 0; v < kQueryPerLane / 4; ++v) {
+    const int c = 4 * lane + 128 * v;
+    if (c < p.dim)
+      *reinterpret_cast<float4*>(row + c) =
+          make_float4(q[4 * v], q[4 * v + 1], q[4 * v + 2], q[4 * v + 3]);
+  }
+}
+
+// One head's chunk softmax by one warp, lane = the chunk's key with score z (-inf past the row's
+// keys): the chunk's own max mc and sum of e = exp(z - mc) (butterflies over the 32 lanes, every
+// lane ending with the same values); returns the lane's e.
+__device__ __forceinline__ float ChunkSoftmax(float z, float* mc, float* sum) {
+  float m = z;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  const float e = expf(z - m);
+  float s = e;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  *mc = m;
+  *sum = s;
+  return e;
+}
+
+// A head's chunk (its max mc and sum) folded into the running max and sum; lane 0 stores the
+// fold factors a, b of the running output for the block's P V.
+__device__ __forceinline__ void FoldRunning(float mc, float sum, float& m_run, float& l_run,
+                                            float* fa, float* fb) {
+  float m_new, a, b;
+  FoldScales(m_run, mc, &m_new, &a, &b);
+  l_run = Fold(l_run, sum, a, b);
+  m_run = m_new;
+  if (threadIdx.x % 32 == 0) {
+    *fa = a;
+    *fb = b;
+  }
+}
+
+// qp_bf16: lane l's P fragment of a k step from the weights' rows w (r: the tile's row l / 4, k0:
+// the step's first key 16 s + 2 (l % 4)): (row r: keys k0, k0 + 1), (row r + 8: the same), (row
+// r: k0 + 8, + 9), (row r + 8: the same), each pair rounded to bf16.
+__device__ __forceinline__ uint4 PFragmentBf16(const float (*w)[kSPitch], int r, int k0) {
+  return make_uint4(Bf16Pair(w[r][k0], w[r][k0 + 1]), Bf16Pair(w[r + 8][k0], w[r + 8][k0 + 1]),
+                    Bf16Pair(w[r][k0 + 8], w[r][k0 + 9]),
+                    Bf16Pair(w[r + 8][k0 + 8], w[r + 8][k0 + 9]));
+}
+
+// A chunk's P V of one n tile (C fragment: rows g, g + 8) folded into the running output.
+__device__ __forceinline__ void FoldPv(float (&acc)[4], const float (&pv)[4], float a_g, float b_g,
+                                       float a_g8, float b_g8) {
+  acc[0] = Fold(acc[0], pv[0], a_g, b_g);
+  acc[1] = Fold(acc[1], pv[1], a_g, b_g);
+  acc[2] = Fold(acc[2], pv[2], a_g8, b_g8);
+  acc[3] = Fold(acc[3], pv[3], a_g8, b_g8);
+}
+
 // kSplit false: block (row, tile) folds all of the row's chunks and writes the output; its keys
 // come from L2 as the mma steps need them. kSplit true: block (row, tile; chunk blockIdx.y) writes
 // its chunk's partial to ws ([row][tile][max_chunks] partials) for the combine kernel; it stages
@@ -283,11 +367,8 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   const int64_t t = blockIdx.x / tiles;
   const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
-  const int pos = p.meta.pos[t], slot = p.meta.slot[t];
-  const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
-  const int n_win = min(p.window_size, pos + 1);
-  const int n_keys = RowKeys(p, t, pos);
-  const int n_chunks = (n_keys + kChunk - 1) / kChunk;
+  const RowKeyList list(p, t);
+  const int pos = list.pos, n_keys = list.n_keys, n_chunks = list.chunks();
   int c_begin = 0, c_end = n_chunks;
   if constexpr (kSplit) {
     c_begin = static_cast<int>(blockIdx.y);
@@ -295,10 +376,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     if (c_begin >= n_chunks) return;  // (uniform over the block; after the wait)
   }
 
-  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;  // the sequence's ring
-  auto key_ptr = [&](int j) {
-    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
-  };
+  auto key_ptr = [&](int j) { return list.Row(p, t, j); };
   // The chunk's key rows (null past the row's keys) into kp[buf].
   auto set_keys = [&](int c0, int buf) {
     if (threadIdx.x < kChunk)
@@ -366,16 +444,8 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   QueryRopeFreqs(p, q_freq);
 #pragma unroll 1
   for (int r2 = 0; r2 < 2; ++r2) {
-    const int row = warp + 8 * r2, h = h0 + row;
-    float q[kQueryPerLane];
-    LoadQuery(p, p.q + (t * p.heads + h) * dim, h < p.heads, pos, q_freq, q);
-#pragma unroll
-    for (int v = 0; v < kQueryPerLane / 4; ++v) {
-      const int c = 4 * lane + 128 * v;
-      if (c < dim)
-        *reinterpret_cast<float4*>(stage + row * dim + c) =
-            make_float4(q[4 * v], q[4 * v + 1], q[4 * v + 2], q[4 * v + 3]);
-    }
+    const int row = warp + 8 * r2;
+    StageQuery(p, t, h0 + row, pos, q_freq, stage + row * dim);
   }
   __syncthreads();
   // Fragment (s, lane): rows g and g + 8 (heads), columns Off(s, q) .. +3; a0 a1 a2 a3 =
@@ -504,28 +574,15 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       const int row = warp + 8 * r2;
       const float z =
           c0 + lane < n_keys ? (sc[0][row][lane] + sc[1][row][lane]) * p.scale : -INFINITY;
-      float mc = z;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
-      const float e = expf(z - mc);
-      float sum = e;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      sc[0][row][lane] = e;
+      float mc, sum;
+      sc[0][row][lane] = ChunkSoftmax(z, &mc, &sum);
       if constexpr (kSplit) {
         if (lane == 0) {
           part[kTile * dim + row] = mc;
           part[kTile * dim + kTile + row] = sum;
         }
       } else {
-        float m_new, a, b;
-        FoldScales(m_run[r2], mc, &m_new, &a, &b);
-        l_run[r2] = Fold(l_run[r2], sum, a, b);
-        m_run[r2] = m_new;
-        if (lane == 0) {
-          fa[row] = a;
-          fb[row] = b;
-        }
+        FoldRunning(mc, sum, m_run[r2], l_run[r2], &fa[row], &fb[row]);
       }
     }
     __syncthreads();
@@ -534,10 +591,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
     if (threadIdx.x < (kChunk / 16) * 32) {
       const int s = threadIdx.x / 32, l = threadIdx.x % 32, k0 = 16 * s + 2 * (l % 4), r = l / 4;
       if constexpr (kQp) {  // the weights rounded to bf16 (relative to the chunk's max)
-        pf[s][0][l] = make_uint4(Bf16Pair(sc[0][r][k0], sc[0][r][k0 + 1]),
-                                 Bf16Pair(sc[0][r + 8][k0], sc[0][r + 8][k0 + 1]),
-                                 Bf16Pair(sc[0][r][k0 + 8], sc[0][r][k0 + 9]),
-                                 Bf16Pair(sc[0][r + 8][k0 + 8], sc[0][r + 8][k0 + 9]));
+        pf[s][0][l] = PFragmentBf16(sc[0], r, k0);
       } else {
         uint32_t a0[3], a1[3], a2[3], a3[3];
         SplitPair(sc[0][r][k0], sc[0][r][k0 + 1], a0);
@@ -602,10 +656,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 #pragma unroll
             for (int c = 0; c < 4; ++c) acc[i][c] = pv[c];
           } else {
-            acc[i][0] = Fold(acc[i][0], pv[0], a_g, b_g);
-            acc[i][1] = Fold(acc[i][1], pv[1], a_g, b_g);
-            acc[i][2] = Fold(acc[i][2], pv[2], a_g8, b_g8);
-            acc[i][3] = Fold(acc[i][3], pv[3], a_g8, b_g8);
+            FoldPv(acc[i], pv, a_g, b_g, a_g8, b_g8);
           }
         }
       }
@@ -739,15 +790,9 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 
   const int64_t t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
-  const int pos = p.meta.pos[t], slot = p.meta.slot[t];
-  const int seg_start = p.meta.seg_start[t], seg_begin = p.meta.seg_begin[t];
-  const int n_win = min(p.window_size, pos + 1);
-  const int n_keys = RowKeys(p, t, pos);
-  const int n_chunks = (n_keys + kChunk - 1) / kChunk;
-  const float* window = n_win > 0 ? p.window.Base(slot) : nullptr;
-  auto key_ptr = [&](int j) {
-    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
-  };
+  const RowKeyList list(p, t);
+  const int pos = list.pos, n_keys = list.n_keys, n_chunks = list.chunks();
+  auto key_ptr = [&](int j) { return list.Row(p, t, j); };
   // Key rows: the first kRowListed listed once, up front; a later chunk's into kp[buf] a chunk
   // ahead.
   auto set_keys = [&](int c0, int buf) {
@@ -783,16 +828,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   QueryRopeFreqs(p, q_freq);
 #pragma unroll 1
   for (int tile = 0; tile < kRowTiles; ++tile) {
-    const int h = tile * kTile + warp;
-    float q[kQueryPerLane];
-    LoadQuery(p, p.q + (t * p.heads + h) * dim, h < p.heads, pos, q_freq, q);
-#pragma unroll
-    for (int v = 0; v < kQueryPerLane / 4; ++v) {
-      const int c = 4 * lane + 128 * v;
-      if (c < dim)
-        *reinterpret_cast<float4*>(stage + warp * dim + c) =
-            make_float4(q[4 * v], q[4 * v + 1], q[4 * v + 2], q[4 * v + 3]);
-    }
+    StageQuery(p, t, tile * kTile + warp, pos, q_freq, stage + warp * dim);
     __syncthreads();
     // (row, 8 positions) per task: four bf16 pairs of consecutive columns.
     for (int e = threadIdx.x; e < kTile * (dim / 8); e += kRowThreads) {
@@ -889,31 +925,16 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       const float h0s = sr[0] + sr[kRowHeads * kSPitch];
       const float h1s = sr[2 * kRowHeads * kSPitch] + sr[3 * kRowHeads * kSPitch];
       const float z = c0 + lane < n_keys ? (h0s + h1s) * p.scale : -INFINITY;
-      float mc = z;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mc = fmaxf(mc, __shfl_xor_sync(0xffffffffu, mc, off));
-      const float e = expf(z - mc);
-      float sum = e;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      sc[row][lane] = e;
-      float m_new, a, b;
-      FoldScales(m_run[r], mc, &m_new, &a, &b);
-      l_run[r] = Fold(l_run[r], sum, a, b);
-      m_run[r] = m_new;
-      if (lane == 0) {
-        fa[row] = a;
-        fb[row] = b;
-      }
+      float mc, sum;
+      sc[row][lane] = ChunkSoftmax(z, &mc, &sum);
+      FoldRunning(mc, sum, m_run[r], l_run[r], &fa[row], &fb[row]);
     }
     __syncthreads();
     // P's fragments (bf16, relative to the chunk's max) per tile and k step.
     if (threadIdx.x < kRowTiles * (kChunk / 16) * 32) {
       const int tile = threadIdx.x / ((kChunk / 16) * 32), s = (threadIdx.x / 32) % (kChunk / 16);
       const int l = threadIdx.x % 32, k0 = 16 * s + 2 * (l % 4), r = tile * kTile + l / 4;
-      pf[tile][s][l] = make_uint4(
-          Bf16Pair(sc[r][k0], sc[r][k0 + 1]), Bf16Pair(sc[r + 8][k0], sc[r + 8][k0 + 1]),
-          Bf16Pair(sc[r][k0 + 8], sc[r][k0 + 9]), Bf16Pair(sc[r + 8][k0 + 8], sc[r + 8][k0 + 9]));
+      pf[tile][s][l] = PFragmentBf16(sc, r, k0);
     }
     __syncthreads();
     // The chunk's P V, folded into the running output. B: ldmatrix .x2 .trans of the swizzled
@@ -938,10 +959,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
             const uint4 a = pf[ptile][s][lane];
             MmaBf16(a.x, a.y, a.z, a.w, b0, b1, pv);
           }
-          acc[i][0] = Fold(acc[i][0], pv[0], a_g, b_g);
-          acc[i][1] = Fold(acc[i][1], pv[1], a_g, b_g);
-          acc[i][2] = Fold(acc[i][2], pv[2], a_g8, b_g8);
-          acc[i][3] = Fold(acc[i][3], pv[3], a_g8, b_g8);
+          FoldPv(acc[i], pv, a_g, b_g, a_g8, b_g8);
         }
       }
     }
