@@ -513,10 +513,10 @@ TEST(SparseAttentionTcTest, PackedKvRowsGiveTheUnpackedBits) {
 }
 
 // The FP8 cache's row block (one block per row for all its 16-head tiles; tc_row) gives the
-// per-tile blocks' bits, outputs and act_quant alike, for 64 heads (the model's), and for 2 and 3
-// tiles (padded heads) where forced (head_dim 256 or 512: the row block's shapes); the default
-// takes it at 64 heads from KernelOptions::attention_tc_row_min_rows rows (checked by its launch
-// counter).
+// per-tile blocks' bits, outputs and act_quant alike, for 64 heads (the model's; rows of up to and
+// over 1,024 keys), and for 2 and 3 tiles (padded heads) where forced (head_dim 256 or 512: the
+// row block's shapes); the default takes it at 64 heads from
+// KernelOptions::attention_tc_row_min_rows rows (checked by its launch counter).
 TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   SKIP_WITHOUT_GPU();
   const std::vector<Shape> shapes = {
@@ -527,11 +527,14 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
        6.0f},
       {"40 heads, dim 256, window only", 40, 256, 64, 64, 0, false, 0, 1e-6f, false, false, 80,
        1.0f},
+      // Rows of over 1,024 keys: the chunks past the row block's listed key rows.
+      {"flash, ratio 4, every entry (1,100+ keys)", 64, 512, 64, 128, 4, false, 0, -1.0f, false,
+       false, 4200, 1.0f},
   };
   Stream st;
   uint32_t seed = 950;
   for (const Shape& s : shapes) {
-    const int n = 70;
+    const int n = 130;  // past attention_tc_row_min_rows' default: the default's choice runs too
     Case c(s, n, seed += 10, false);
     const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, s.dim == 512 ? 64 : 32, s.rope);
     const PackedKv packed(c, f);

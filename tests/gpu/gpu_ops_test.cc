@@ -1013,7 +1013,7 @@ TEST(Bf16TcLinearTest, RowsEqualAloneAndMatchDouble) {
     auto wf = testing::RandomVector(static_cast<size_t>(n * k), 91, 0.2f);
     std::vector<uint16_t> w(wf.size());
     for (size_t i = 0; i < wf.size(); ++i) w[i] = FloatToBf16(wf[i]);
-    // The 64-token tile (with a partial last tile) and the 8-token tile.
+    // kAuto's tiles: the warpgroup-MMA one (130 rows, a partial last tile) and the 8-token one.
     for (const int64_t m : {4 * kBf16TcManyRows + 2, kBf16TcManyRows - 12}) {
       auto x = testing::RandomVector(static_cast<size_t>(m * k), 92 + static_cast<uint32_t>(m));
       for (int64_t i = 0; i < m * k; ++i)  // magnitudes that need all three parts

@@ -60,10 +60,11 @@ struct SparseAttentionParams {
   // (SparseAttentionTcWillSplit: a few decode rows), 1: always, -1: never; either way only where
   // tc_workspace holds SparseAttentionTcSplitFloats(*this) floats.
   int tc_split = 0;
-  // Unsplit rows of DeepSeek-V4's FP8 cache (qp_bf16 over packed rows, at most 64 heads): one
-  // block per row for every 16-head tile (SparseAttentionTcRowKernel: each chunk's keys fetched
-  // and decoded once per row, not once per tile) instead of a block per tile; the same bits, so a
-  // pure launch choice. 0: from KernelOptions::attention_tc_row_min_rows rows at 64 heads, 1:
+  // Unsplit rows of DeepSeek-V4's FP8 cache (qp_bf16 over packed rows, at most 64 heads, head_dim
+  // 256 or 512; other shapes take the per-tile blocks whatever this says): one block per row for
+  // every 16-head tile (SparseAttentionTcRowKernel: each chunk's keys fetched and decoded once per
+  // row, not once per tile) instead of a block per tile; the same bits, so a pure launch choice.
+  // 0: from KernelOptions::attention_tc_row_min_rows rows at four head tiles (49 to 64 heads), 1:
   // always, -1: never.
   int tc_row = 0;
   // Every K=V value this call reads (kv, the window ring, the compressed entries) is a bf16 value

@@ -1,8 +1,9 @@
 // Sparse MQA attention on the tensor cores (LaunchSparseAttentionTc, attention_sparse.cuh; #27).
 //
 // A block owns one query row's tile of 16 heads (one mma m tile; a last partial tile is padded
-// with zero queries whose outputs are not written). The row's keys (window, then compressed
-// entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 32:
+// with zero queries whose outputs are not written; the FP8 cache's many rows take the row block
+// further down, one block per row for all its tiles, with the same bits). The row's keys (window,
+// then compressed entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 32:
 //   S  = Q[16 x dim] K^T[dim x 32]: warp w the chunk's keys 8 (w % 4) .. + 7 (one n tile) over
 //        dim half w / 4 (two mma chains, even and odd k steps, added at the end; S = half 0 +
 //        half 1)
@@ -211,7 +212,7 @@ __device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t
 struct RowKeyList {
   int pos, slot, seg_start, seg_begin, n_win, n_keys;
   const float* window;  // the sequence's ring (null without window keys)
-  __device__ RowKeyList(const SparseAttentionParams& p, int64_t t)
+  __device__ __forceinline__ RowKeyList(const SparseAttentionParams& p, int64_t t)
       : pos(p.meta.pos[t]),
         slot(p.meta.slot[t]),
         seg_start(p.meta.seg_start[t]),
@@ -219,8 +220,9 @@ struct RowKeyList {
         n_win(min(p.window_size, pos + 1)),
         n_keys(RowKeys(p, t, pos)),
         window(n_win > 0 ? p.window.Base(slot) : nullptr) {}
-  __device__ int chunks() const { return (n_keys + kChunk - 1) / kChunk; }
-  __device__ const float* Row(const SparseAttentionParams& p, int64_t t, int j) const {
+  __device__ __forceinline__ int chunks() const { return (n_keys + kChunk - 1) / kChunk; }
+  __device__ __forceinline__ const float* Row(const SparseAttentionParams& p, int64_t t,
+                                              int j) const {
     return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
   }
 };
@@ -662,6 +664,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       }
     }
   }
+  if constexpr (kPacked && !kSplit) CpAsyncWait<0>();  // a row without keys: its first prefetch
 
   // c0, c1: head row g, output columns dbase + 8i + 2q, +1; c2, c3: row g + 8.
   if constexpr (kSplit) {
@@ -718,7 +721,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
 // k16 step rounds as mma.sync's does (bench/probe_wgmma_bits.cu), so per element the per-tile
 // kernel's operations, in its order:
 //   S: warpgroup c the chain c of all 64 heads x 32 keys (m64n32k16 over the k steps
-//      16 (c / 2) + c % 2 + 2 j, j = 0 .. 7: dim half c / 2, even or odd steps), then
+//      (c / 2) dim / 32 + c % 2 + 2 j, j < dim / 64: dim half c / 2, even or odd steps), then
 //      S = (chain 0 + chain 1) + (chain 2 + chain 3), the per-tile kernel's sum of its two warps'
 //      halves of two chains each;
 //   softmax: warp w heads w, w + 16, w + 32, w + 48 (lane = the chunk's key), the same steps;
@@ -964,6 +967,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       }
     }
   }
+  CpAsyncWait<0>();  // a row without keys: its first prefetch
 
   // Epilogue: the output factor per head, then tile by tile the scaled output rows into the
   // staging area (position -> column) and FinishTile (fa is overwritten once every warp has read

@@ -3,7 +3,7 @@
 //
 // Every element keeps the chains of Bf16TcManyKernel / Bf16TcFewKernel: per k slice, from zero,
 // per 16-column step the three parts' products x3, x2, x1 accumulated in that order, the slices'
-// results summed in slice order. wgmma m64n128k16 accumulates each step as mma.sync m16n8k16 does
+// results summed in slice order. wgmma m64nNk16 accumulates each step as mma.sync m16n8k16 does
 // from the same accumulator, for any N (bench/probe_wgmma_bits.cu, bf16 included), so a row's bits
 // are those of the other tiles: what differs is the data movement.
 //
