@@ -1,8 +1,9 @@
 // Sparse MQA attention on the tensor cores (LaunchSparseAttentionTc, attention_sparse.cuh; #27).
 //
 // A block owns one query row's tile of 16 heads (one mma m tile; a last partial tile is padded
-// with zero queries whose outputs are not written; the FP8 cache's many rows take the row block
-// further down, one block per row for all its tiles, with the same bits). The row's keys (window,
+// with zero queries whose outputs are not written; the FP8 cache's many rows take the row block,
+// attention_sparse_tc_row_sm90.cu, one block per row for all its tiles, with the same bits; what
+// the kernels share is in attention_sparse_tc.cuh). The row's keys (window,
 // then compressed entries, as the CUDA-core kernel lists them) go in chunks of kChunk = 32:
 //   S  = Q[16 x dim] K^T[dim x 32]: warp w the chunk's keys 8 (w % 4) .. + 7 (one n tile) over
 //        dim half w / 4 (two mma chains, even and odd k steps, added at the end; S = half 0 +
@@ -50,12 +51,11 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <string>
 
-#include "backend/cuda/attention_query.cuh"
 #include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/attention_sparse_tc.cuh"
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/device_math.cuh"
@@ -63,25 +63,26 @@
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/runtime.h"
-#include "backend/cuda/wgmma.cuh"
 #include "backend/softmax_fold.h"
 
 namespace dsinfer::backend::cuda {
 
 namespace {
 
+using namespace attn_tc;
+
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16;   // heads per block: one mma m tile
-constexpr int kChunk = 32;  // keys per step: 4 n tiles of 8, each over 2 dim halves
-static_assert(kChunk == softmax::kChunk, "the chunks qp_bf16 rounds P in are the CPU's");
-constexpr int kSPitch = kChunk + 4;  // floats per score row
-constexpr int kMaxDim = 512;
 constexpr int kMaxNt = kMaxDim / (8 * kWarps);  // output n tiles per warp (dim 512: 8)
 // The split's combine: a block per (row, tile, group of kCombineCols output columns), the fold
 // factors of at most kMaxSplitChunks chunks in its shared memory.
 constexpr int kCombineCols = 128;
 constexpr int kMaxSplitChunks = 512;
+
+// Floats of one chunk's partial in the split workspace: P V [kTile][dim], then max and sum [kTile].
+__host__ __device__ constexpr int64_t PartFloats(int dim) {
+  return static_cast<int64_t>(kTile) * dim + 2 * kTile;
+}
 
 // A staged chunk's key rows in shared memory: dim + 8 floats apart, so rows one apart start 8
 // banks apart (S's float4 fragment loads and P V's scalar loads are conflict-free).
@@ -103,7 +104,6 @@ constexpr size_t PackedKeyBytes(int dim) { return static_cast<size_t>(kChunk) * 
 // Bytes of the queries' split fragments and of the staging area; where the packed rows' raw
 // chunk starts without the split.
 constexpr size_t FragBytes(int dim) { return static_cast<size_t>(dim / 16) * 3 * 32 * 16; }
-constexpr size_t StageBytes(int dim) { return static_cast<size_t>(kTile) * dim * 4; }
 constexpr size_t UnsplitRawAt(int dim) {
   return FragBytes(dim) + std::max(StageBytes(dim), PackedKeyBytes(dim));
 }
@@ -117,14 +117,7 @@ constexpr size_t DynSmem(int dim, bool staged, bool packed, int raw_floats = 0) 
   return frags + stage + (staged ? static_cast<size_t>(kChunk) * KeyPitch(dim) * 4 : 0);
 }
 
-__device__ __forceinline__ uint32_t Bf16Bits(float v) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
 __device__ __forceinline__ float FromBf16(uint32_t b) { return __uint_as_float(b << 16); }
-// (lo, hi) rounded to bf16 as one packed pair (SplitPair's part 1), lo in the low half.
-__device__ __forceinline__ uint32_t Bf16Pair(float lo, float hi) {
-  return Bf16Bits(lo) | (Bf16Bits(hi) << 16);
-}
 
 // B fragments (b0, b1) of one P V k step from staged bf16 key rows: keys k0 .. k0 + 15 (rows
 // `pitch` bf16 apart, 16-byte aligned), output columns c0 .. c0 + 7, by ldmatrix .x2 .trans: lane
@@ -175,166 +168,6 @@ __device__ __forceinline__ void MmaParts(const uint4 (&a)[3], const uint32_t (&b
   } else {
     Mma6(a, b0, b1, d);
   }
-}
-
-// The first of the 4 columns lane quad q takes in S's k step s (pairs of steps cover 32 columns).
-__device__ __forceinline__ int Off(int s, int q) {
-  return 32 * (s >> 1) + 8 * (s & 1) + 16 * (q >> 1) + 4 * (q & 1);
-}
-
-// The fold of one chunk's partial softmax (its own max, its sum of exp(z - max), its P V) into the
-// running one: backend/softmax_fold.h's FoldScales / Fold / OutFactor, shared with the CPU's
-// AttendHeadBf16. The in-block chunk loop and the combine kernel both call them on the same
-// values in the same chunk order, so a row's chunks give the same bits in one block or in one
-// block each.
-using softmax::Fold;
-using softmax::FoldScales;
-using softmax::OutFactor;
-
-// The K=V rows' variants (and with them the queries' and weights' precision): fp32 values, bf16
-// values in fp32 rows (kv_bf16), packed rows (kv_format, bf16 values); the last two also with
-// bf16 queries and weights (qp_bf16).
-enum class TcKv { kF32, kBf16, kPacked, kBf16Qp, kPackedQp };
-constexpr bool IsBf16Kv(TcKv kv) { return kv != TcKv::kF32; }
-constexpr bool IsPacked(TcKv kv) { return kv == TcKv::kPacked || kv == TcKv::kPackedQp; }
-constexpr bool IsQp(TcKv kv) { return kv == TcKv::kBf16Qp || kv == TcKv::kPackedQp; }
-
-// Row t's key count (its window, then its compressed entries), as the CUDA-core kernel lists them.
-__device__ __forceinline__ int RowKeys(const SparseAttentionParams& p, int64_t t, int pos) {
-  const int n_win = min(p.window_size, pos + 1);
-  int n_comp = 0;
-  if (p.rate > 0) n_comp = p.sel ? p.sel_count[t] : (pos + 1) / p.rate;
-  return n_win + n_comp;
-}
-
-// A query row's key list (its window, then its compressed entries, as the CUDA-core kernel lists
-// them) and where its key j's row is.
-struct RowKeyList {
-  int pos, slot, seg_start, seg_begin, n_win, n_keys;
-  const float* window;  // the sequence's ring (null without window keys)
-  __device__ __forceinline__ RowKeyList(const SparseAttentionParams& p, int64_t t)
-      : pos(p.meta.pos[t]),
-        slot(p.meta.slot[t]),
-        seg_start(p.meta.seg_start[t]),
-        seg_begin(p.meta.seg_begin[t]),
-        n_win(min(p.window_size, pos + 1)),
-        n_keys(RowKeys(p, t, pos)),
-        window(n_win > 0 ? p.window.Base(slot) : nullptr) {}
-  __device__ __forceinline__ int chunks() const { return (n_keys + kChunk - 1) / kChunk; }
-  __device__ __forceinline__ const float* Row(const SparseAttentionParams& p, int64_t t,
-                                              int j) const {
-    return KeyRowPtr(p, t, j, pos, n_win, slot, seg_start, seg_begin, window);
-  }
-};
-
-// Blocks per query row: tiles of 16 heads, the last one padded.
-__host__ __device__ constexpr int HeadTiles(int heads) { return (heads + kTile - 1) / kTile; }
-
-// Floats of one chunk's partial in the split workspace: P V [kTile][dim], then max and sum [kTile].
-__host__ __device__ constexpr int64_t PartFloats(int dim) {
-  return static_cast<int64_t>(kTile) * dim + 2 * kTile;
-}
-
-// The epilogue on output columns [c0, c0 + cols) of the tile, in `stage` ([kTile][cols], already
-// scaled by OutFactor): the inverse RoPE of the trailing rope dims, the output rows and their
-// optional act_quant (cols a multiple of 128 or the whole dim: whole act_quant blocks).
-template <int kNWarps = kWarps>
-__device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int c0,
-                                           int cols, int64_t t, int h0, int pos) {
-  constexpr int kNThreads = kNWarps * 32;
-  const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
-  for (int i = threadIdx.x; i < kTile * half; i += kNThreads) {
-    const int row = i / half, col = roff + 2 * (i % half);
-    if (col >= c0 && col < c0 + cols) {
-      float* r = stage + row * cols + col - c0;
-      RotatePair(r[0], r[1], pos, p.inv_freq[i % half], true);
-    }
-  }
-  __syncthreads();
-  const int rows = min(kTile, p.heads - h0);
-  for (int i = threadIdx.x; i < rows * (cols / 4); i += kNThreads) {
-    const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
-    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =
-        *reinterpret_cast<const float4*>(stage + row * cols + c);
-  }
-  if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
-    const int blocks = cols / qcore::kQb;
-    for (int task = warp; task < rows * blocks; task += kNWarps) {
-      const int row = task / blocks, c = (task % blocks) * qcore::kQb + 4 * lane;
-      float s;
-      const uint2 qv =
-          qcore::QuantBlock(*reinterpret_cast<const float4*>(stage + row * cols + c), &s);
-      const int64_t col = static_cast<int64_t>(h0 + row) * dim + c0 + c;
-      *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
-      if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = s;
-    }
-  }
-}
-
-// Head h's query as the CUDA-core kernel computes it (RMSNorm, RoPE; zeros when absent) into a
-// staging row of dim floats, by one warp.
-__device__ __forceinline__ void StageQuery(const SparseAttentionParams& p, int64_t t, int h,
-                                           int pos, const float (&q_freq)[kQueryPerLane / 2],
-                                           float* row) {
-  const int lane = threadIdx.x % 32;
-  float q[kQueryPerLane];
-  LoadQuery(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, pos, q_freq, q);
-#pragma unroll
-  for (int v = 0; v < kQueryPerLane / 4; ++v) {
-    const int c = 4 * lane + 128 * v;
-    if (c < p.dim)
-      *reinterpret_cast<float4*>(row + c) =
-          make_float4(q[4 * v], q[4 * v + 1], q[4 * v + 2], q[4 * v + 3]);
-  }
-}
-
-// One head's chunk softmax by one warp, lane = the chunk's key with score z (-inf past the row's
-// keys): the chunk's own max mc and sum of e = exp(z - mc) (butterflies over the 32 lanes, every
-// lane ending with the same values); returns the lane's e.
-__device__ __forceinline__ float ChunkSoftmax(float z, float* mc, float* sum) {
-  float m = z;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  const float e = expf(z - m);
-  float s = e;
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  *mc = m;
-  *sum = s;
-  return e;
-}
-
-// A head's chunk (its max mc and sum) folded into the running max and sum; lane 0 stores the
-// fold factors a, b of the running output for the block's P V.
-__device__ __forceinline__ void FoldRunning(float mc, float sum, float& m_run, float& l_run,
-                                            float* fa, float* fb) {
-  float m_new, a, b;
-  FoldScales(m_run, mc, &m_new, &a, &b);
-  l_run = Fold(l_run, sum, a, b);
-  m_run = m_new;
-  if (threadIdx.x % 32 == 0) {
-    *fa = a;
-    *fb = b;
-  }
-}
-
-// qp_bf16: lane l's P fragment of a k step from the weights' rows w (r: the tile's row l / 4, k0:
-// the step's first key 16 s + 2 (l % 4)): (row r: keys k0, k0 + 1), (row r + 8: the same), (row
-// r: k0 + 8, + 9), (row r + 8: the same), each pair rounded to bf16.
-__device__ __forceinline__ uint4 PFragmentBf16(const float (*w)[kSPitch], int r, int k0) {
-  return make_uint4(Bf16Pair(w[r][k0], w[r][k0 + 1]), Bf16Pair(w[r + 8][k0], w[r + 8][k0 + 1]),
-                    Bf16Pair(w[r][k0 + 8], w[r][k0 + 9]),
-                    Bf16Pair(w[r + 8][k0 + 8], w[r + 8][k0 + 9]));
-}
-
-// A chunk's P V of one n tile (C fragment: rows g, g + 8) folded into the running output.
-__device__ __forceinline__ void FoldPv(float (&acc)[4], const float (&pv)[4], float a_g, float b_g,
-                                       float a_g8, float b_g8) {
-  acc[0] = Fold(acc[0], pv[0], a_g, b_g);
-  acc[1] = Fold(acc[1], pv[1], a_g, b_g);
-  acc[2] = Fold(acc[2], pv[2], a_g8, b_g8);
-  acc[3] = Fold(acc[3], pv[3], a_g8, b_g8);
 }
 
 // kSplit false: block (row, tile) folds all of the row's chunks and writes the output; its keys
@@ -704,303 +537,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       }
     }
     __syncthreads();
-    FinishTile(p, stage, 0, dim, t, h0, pos);
-  }
-}
-
-// The row block (the FP8 cache's attention: packed K=V rows, qp_bf16; unsplit): one block of
-// kRowWarps warps (four warpgroups) per query row for its 64 heads (at most kRowTiles 16-head
-// tiles; fewer are padded with zero queries), instead of a block per tile. Each chunk's raw rows
-// are fetched and decoded into bf16 keys once per row rather than once per tile (a third of the
-// per-tile kernel's instructions went to that, ncu, session 28), the tiles share the block's
-// barriers, and the row's first kRowListed key rows are found once, up front, so the chase through
-// the selection and the page list is off each chunk's path. S runs on warpgroup MMA: the queries
-// (64 heads x dim) and the chunk's keys (32 x dim) sit in shared memory in wgmma's K-major
-// 128-byte-swizzled layout, their columns in the order in which the per-tile kernel's mma.sync
-// steps take them (S's k step s, k index kk holds column SColOfPos(16 s + kk)), and each wgmma
-// k16 step rounds as mma.sync's does (bench/probe_wgmma_bits.cu), so per element the per-tile
-// kernel's operations, in its order:
-//   S: warpgroup c the chain c of all 64 heads x 32 keys (m64n32k16 over the k steps
-//      (c / 2) dim / 32 + c % 2 + 2 j, j < dim / 64: dim half c / 2, even or odd steps), then
-//      S = (chain 0 + chain 1) + (chain 2 + chain 3), the per-tile kernel's sum of its two warps'
-//      halves of two chains each;
-//   softmax: warp w heads w, w + 16, w + 32, w + 48 (lane = the chunk's key), the same steps;
-//   P V (mma.sync, B by ldmatrix from the swizzled keys): warp w the tile w % 4's output positions
-//      [(w / 4) dim / 4, + dim / 4), each n tile's chain from zero over the chunk's two k steps,
-//      folded into the running output; a position's column is SColOfPos of it;
-// then the output factor and FinishTile, tile by tile. So the bits are the per-tile kernel's
-// (checked by gpu_attention_tc_test against it).
-constexpr int kRowTiles = 4;
-constexpr int kRowWarps = 16;
-constexpr int kRowThreads = kRowWarps * 32;
-constexpr int kRowHeads = kRowTiles * kTile;
-constexpr int kRowGroups = kRowWarps / kRowTiles;   // P V column groups per tile
-constexpr int kRowNt = kMaxDim / (8 * kRowGroups);  // P V n tiles per warp (dim 512: 16)
-constexpr int kRowChains = 4;                       // S's chains: one per warpgroup
-static_assert(kRowWarps == 4 * kRowChains && kRowHeads == 64, "S: m64 per warpgroup and chain");
-constexpr int kRowListed = 1024;  // key rows a row block lists up front (the rest a chunk ahead)
-static_assert(kRowListed % kChunk == 0, "listed keys come in whole chunks");
-
-// S's k order: position p = 16 s + kk of a row holds column SColOfPos(p), the column mma.sync's
-// k index kk of the per-tile kernel's step s multiplies (lane quad q = (kk % 8) / 2 takes columns
-// Off(s, q) + 0, 1 as k 2q, 2q + 1 and Off(s, q) + 2, 3 as k 2q + 8, 2q + 9); SPosOfCol inverts it.
-__device__ __forceinline__ int SColOfPos(int p) {
-  const int s = p / 16, kk = p % 16;
-  return Off(s, (kk % 8) / 2) + 2 * (kk / 8) + kk % 2;
-}
-__device__ __forceinline__ int SPosOfCol(int c) {
-  const int sub = c % 32;
-  const int s = 2 * (c / 32) + (sub / 8) % 2, q = 2 * (sub / 16) + (sub / 4) % 2;
-  return 16 * s + 2 * q + 8 * ((c % 4) / 2) + c % 2;
-}
-// Byte offset of (row r, position p) in a matrix of `rows`-row boxes of 64 positions each (K-major,
-// 128-byte swizzle, WgmmaDescSw128's layout).
-__device__ __forceinline__ int SwOff(int rows, int r, int p) {
-  return (p / 64) * rows * 128 + r * 128 + ((((p % 64) / 8) ^ (r % 8)) * 16) + (p % 8) * 2;
-}
-
-// The row block's dynamic shared memory (from a 1024-byte aligned base): the queries [64][dim] and
-// the chunk's keys [kChunk][dim] bf16 in the swizzled layout, S's four chains
-// [kRowChains][64][kSPitch] fp32, a [kTile][dim] fp32 staging area (a tile's queries in the
-// prologue, its output in the epilogue) and the next chunk's raw rows [kChunk][raw_floats].
-constexpr size_t RowQBytes(int dim) { return static_cast<size_t>(kRowHeads) * dim * 2; }
-constexpr size_t RowKBytes(int dim) { return static_cast<size_t>(kChunk) * dim * 2; }
-constexpr size_t RowSBytes() { return static_cast<size_t>(kRowChains) * kRowHeads * kSPitch * 4; }
-constexpr size_t RowDynSmem(int dim, int raw_floats) {
-  return 1024 + RowQBytes(dim) + RowKBytes(dim) + RowSBytes() + StageBytes(dim) +
-         static_cast<size_t>(kChunk) * raw_floats * 4;
-}
-
-__global__ void __launch_bounds__(kRowThreads, 1)
-    SparseAttentionTcRowKernel(SparseAttentionParams p) {
-  PdlTrigger();
-  PdlWait();
-  __shared__ __align__(16) float sc[kRowHeads][kSPitch];          // the weights P
-  __shared__ __align__(16) uint4 pf[kRowTiles][kChunk / 16][32];  // P's fragments per tile, step
-  __shared__ float fa[kRowHeads], fb[kRowHeads];  // per head: the chunk's fold factors; 1 / den
-  __shared__ const float* kp[2][kChunk];          // a chunk's key rows past the listed ones
-  __shared__ const float* kl[kRowListed];         // the row's first kRowListed key rows
-  extern __shared__ __align__(16) unsigned char dyn_raw[];
-  const int dim = p.dim;
-  unsigned char* const base = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(dyn_raw) + 1023) & ~uintptr_t{1023});
-  unsigned char* const qs = base;                                   // queries, swizzled
-  unsigned char* const ks = qs + RowQBytes(dim);                    // the chunk's keys, swizzled
-  float* const s4 = reinterpret_cast<float*>(ks + RowKBytes(dim));  // [chain][head][kSPitch]
-  float* const stage = s4 + kRowChains * kRowHeads * kSPitch;
-  float* const raw = stage + kTile * dim;
-  const int raw_floats = p.kv_format.floats();
-
-  const int64_t t = blockIdx.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
-  const RowKeyList list(p, t);
-  const int pos = list.pos, n_keys = list.n_keys, n_chunks = list.chunks();
-  auto key_ptr = [&](int j) { return list.Row(p, t, j); };
-  // Key rows: the first kRowListed listed once, up front; a later chunk's into kp[buf] a chunk
-  // ahead.
-  auto set_keys = [&](int c0, int buf) {
-    if (threadIdx.x < kChunk) {
-      const int j = c0 + static_cast<int>(threadIdx.x);
-      kp[buf][threadIdx.x] = j < n_keys ? key_ptr(j) : nullptr;
-    }
-  };
-  auto listed = [&](int c0) { return c0 + kChunk <= kRowListed; };
-  auto row_ptr = [&](int c0, int buf, int key) {
-    return listed(c0) ? (c0 + key < n_keys ? kl[c0 + key] : nullptr) : kp[buf][key];
-  };
-  constexpr int kGroups = kMaxDim / 128;
-  PackedGroup4 groups[kGroups];
-#pragma unroll
-  for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
-  auto prefetch_raw = [&](int c0, int buf) {
-    for (int key = warp; key < kChunk; key += kRowWarps) {
-      const float* src = row_ptr(c0, buf, key);
-      for (int w = lane; w < raw_floats; w += 32)
-        CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
-    }
-    CpAsyncCommit();
-  };
-  for (int j = threadIdx.x; j < min(n_keys, kRowListed); j += kRowThreads) kl[j] = key_ptr(j);
-  if (!listed(0)) set_keys(0, 0);
-  __syncthreads();
-  prefetch_raw(0, 0);
-
-  // Prologue, tile by tile: warp w loads head 16 tile + w as the per-tile kernel does, into the
-  // staging area; then the tile's rows of the queries, rounded to bf16, in S's k order.
-  float q_freq[kQueryPerLane / 2];
-  QueryRopeFreqs(p, q_freq);
-#pragma unroll 1
-  for (int tile = 0; tile < kRowTiles; ++tile) {
-    StageQuery(p, t, tile * kTile + warp, pos, q_freq, stage + warp * dim);
-    __syncthreads();
-    // (row, 8 positions) per task: four bf16 pairs of consecutive columns.
-    for (int e = threadIdx.x; e < kTile * (dim / 8); e += kRowThreads) {
-      const int r = e / (dim / 8), p0 = 8 * (e % (dim / 8));
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 v = *reinterpret_cast<const float2*>(stage + r * dim + SColOfPos(p0 + 2 * i));
-        w[i] = Bf16Pair(v.x, v.y);
-      }
-      *reinterpret_cast<uint4*>(qs + SwOff(kRowHeads, tile * kTile + r, p0)) =
-          make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    __syncthreads();
-  }
-
-  const int ptile = warp % kRowTiles;  // P V: tile, positions
-  const int nt = dim / (8 * kRowGroups);
-  const int dbase = (warp / kRowTiles) * (dim / kRowGroups);
-  const int chain = warp / 4, wq = warp % 4;  // S: the warpgroup's chain; the warp's 16 heads
-  const int steps_half = dim / 32;
-  float acc[kRowNt][4];
-#pragma unroll
-  for (int i = 0; i < kRowNt; ++i)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
-  constexpr int kSoftRows = kRowHeads / kRowWarps;  // heads per warp in the softmax
-  float m_run[kSoftRows], l_run[kSoftRows];
-#pragma unroll
-  for (int r = 0; r < kSoftRows; ++r) {
-    m_run[r] = -INFINITY;
-    l_run[r] = 0.0f;
-  }
-  const uint32_t qa = SmemAddr(qs), ka = SmemAddr(ks);
-  // The decode's key-row offsets of the lane's first column pairs (key `warp`; see below).
-  const int key_off0 = SwOff(kChunk, warp, SPosOfCol(4 * lane));
-  const int key_off1 = SwOff(kChunk, warp, SPosOfCol(4 * lane) + 8);
-
-#pragma unroll 1
-  for (int ci = 0, it = 0; ci < n_chunks; ++ci, ++it) {
-    const int c0 = ci * kChunk;
-    // The chunk's raw rows in (and every thread done with the previous chunk's keys): decoded
-    // into the swizzled key rows; then the next chunk's rows listed and, once `raw` is free,
-    // prefetched.
-    CpAsyncWait<0>();
-    __syncthreads();
-    // Lane l's columns 4 l + 128 v .. + 3 sit at positions SPosOfCol(4 l) + 128 v (and + 8 for
-    // the second pair): two boxes on per v.
-    for (int key = warp; key < kChunk; key += kRowWarps) {
-      const float* src = c0 + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats : nullptr;
-      unsigned char* const krow = ks + (key - warp) * 128;  // key % 8 == warp % 8
-#pragma unroll
-      for (int v = 0; v < kGroups; ++v) {
-        if (4 * lane + 128 * v < dim) {
-          const uint2 kv4 = src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
-          *reinterpret_cast<uint32_t*>(krow + key_off0 + v * 2 * kChunk * 128) = kv4.x;
-          *reinterpret_cast<uint32_t*>(krow + key_off1 + v * 2 * kChunk * 128) = kv4.y;
-        }
-      }
-    }
-    FenceProxyAsync();  // the key rows (and, the first time, the queries) for wgmma's reads
-    if (ci + 1 < n_chunks && !listed(c0 + kChunk)) set_keys(c0 + kChunk, (it + 1) & 1);
-    __syncthreads();
-    if (ci + 1 < n_chunks) prefetch_raw(c0 + kChunk, (it + 1) & 1);
-    // S: warpgroup `chain` its chain over all 64 heads and the chunk's 32 keys.
-    {
-      float sa[kChunk / 2];
-#pragma unroll
-      for (int i = 0; i < kChunk / 2; ++i) sa[i] = 0.0f;
-      WgmmaFence();
-      for (int j = 0; j < steps_half / 2; ++j) {
-        const int s = (chain / 2) * steps_half + chain % 2 + 2 * j;
-        const uint32_t ko = (s / 4) * 128u, qo = (s % 4) * 32u;
-        WgmmaSsBf16<kChunk>(sa, WgmmaDescSw128(qa + ko * kRowHeads + qo),
-                            WgmmaDescSw128(ka + ko * kChunk + qo), 1);
-      }
-      WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaFenceOperand(sa);
-      // sa[4 j + i]: head 16 wq + g + 8 (i / 2), key 8 j + 2 q + i % 2.
-      float* const out = s4 + chain * kRowHeads * kSPitch;
-#pragma unroll
-      for (int j = 0; j < kChunk / 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          out[(16 * wq + g + 8 * (i / 2)) * kSPitch + 8 * j + 2 * qd + i % 2] = sa[4 * j + i];
-    }
-    __syncthreads();
-    // The chunk's softmax, as the per-tile kernel's, for the warp's heads.
-#pragma unroll
-    for (int r = 0; r < kSoftRows; ++r) {
-      const int row = warp + kRowWarps * r;
-      const float* sr = s4 + row * kSPitch + lane;
-      const float h0s = sr[0] + sr[kRowHeads * kSPitch];
-      const float h1s = sr[2 * kRowHeads * kSPitch] + sr[3 * kRowHeads * kSPitch];
-      const float z = c0 + lane < n_keys ? (h0s + h1s) * p.scale : -INFINITY;
-      float mc, sum;
-      sc[row][lane] = ChunkSoftmax(z, &mc, &sum);
-      FoldRunning(mc, sum, m_run[r], l_run[r], &fa[row], &fb[row]);
-    }
-    __syncthreads();
-    // P's fragments (bf16, relative to the chunk's max) per tile and k step.
-    if (threadIdx.x < kRowTiles * (kChunk / 16) * 32) {
-      const int tile = threadIdx.x / ((kChunk / 16) * 32), s = (threadIdx.x / 32) % (kChunk / 16);
-      const int l = threadIdx.x % 32, k0 = 16 * s + 2 * (l % 4), r = tile * kTile + l / 4;
-      pf[tile][s][l] = PFragmentBf16(sc, r, k0);
-    }
-    __syncthreads();
-    // The chunk's P V, folded into the running output. B: ldmatrix .x2 .trans of the swizzled
-    // key rows 16 s .. + 15 at positions dbase + 8 i .. + 7 (lanes 0 .. 15 give the rows): with
-    // dbase a multiple of 64 (dim % 256 == 0), box dbase / 64 + i / 8, chunk i % 8, so the row's
-    // swizzled chunk is (i % 8) ^ (row % 8), row % 8 = lane % 8.
-    {
-      const uint32_t pv_base =
-          ka + (lane % 16) * 128 + (lane % 8) * 16 + (dbase / 64) * kChunk * 128;
-      const int hg = ptile * kTile + g;
-      const float a_g = fa[hg], b_g = fb[hg], a_g8 = fa[hg + 8], b_g8 = fb[hg + 8];
-#pragma unroll
-      for (int i = 0; i < kRowNt; ++i) {
-        if (i < nt) {
-          float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int s = 0; s < kChunk / 16; ++s) {
-            uint32_t b0, b1;
-            asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                         : "=r"(b0), "=r"(b1)
-                         : "r"((pv_base + s * 16 * 128 + (i / 8) * kChunk * 128) ^ ((i % 8) * 16)));
-            const uint4 a = pf[ptile][s][lane];
-            MmaBf16(a.x, a.y, a.z, a.w, b0, b1, pv);
-          }
-          FoldPv(acc[i], pv, a_g, b_g, a_g8, b_g8);
-        }
-      }
-    }
-  }
-  CpAsyncWait<0>();  // a row without keys: its first prefetch
-
-  // Epilogue: the output factor per head, then tile by tile the scaled output rows into the
-  // staging area (position -> column) and FinishTile (fa is overwritten once every warp has read
-  // the last fold factors).
-  __syncthreads();
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kSoftRows; ++r) {
-      const int row = warp + kRowWarps * r;
-      fa[row] = OutFactor(m_run[r], l_run[r], row < p.heads ? p.sink[row] : 0.0f);
-    }
-  }
-  __syncthreads();
-  const float fg = fa[ptile * kTile + g], fg8 = fa[ptile * kTile + g + 8];
-#pragma unroll 1
-  for (int tile = 0; tile < kRowTiles; ++tile) {
-    if (ptile == tile) {
-#pragma unroll
-      for (int i = 0; i < kRowNt; ++i) {
-        if (i < nt) {
-          // SColOfPos(dbase + 8 i + 2 q) with dbase % 64 == 0; and c + 1.
-          const int c =
-              dbase + 32 * (i / 4) + 8 * ((i / 2) % 2) + 2 * (i % 2) + 16 * (qd / 2) + 4 * (qd % 2);
-          *reinterpret_cast<float2*>(stage + g * dim + c) =
-              make_float2(__fmul_rn(acc[i][0], fg), __fmul_rn(acc[i][1], fg));
-          *reinterpret_cast<float2*>(stage + (g + 8) * dim + c) =
-              make_float2(__fmul_rn(acc[i][2], fg8), __fmul_rn(acc[i][3], fg8));
-        }
-      }
-    }
-    __syncthreads();
-    FinishTile<kRowWarps>(p, stage, 0, dim, t, tile * kTile, pos);
-    __syncthreads();
+    FinishTile<kWarps>(p, stage, 0, dim, t, h0, pos);
   }
 }
 
@@ -1086,7 +623,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  FinishTile(p, stage_c, c0, cols, t, h0, pos);
+  FinishTile<kWarps>(p, stage_c, c0, cols, t, h0, pos);
 }
 
 }  // namespace
@@ -1128,11 +665,6 @@ namespace {
 
 using TcKernelFn = void (*)(SparseAttentionParams, float*, int);
 constexpr TcKv kTcKvs[] = {TcKv::kF32, TcKv::kBf16, TcKv::kPacked, TcKv::kBf16Qp, TcKv::kPackedQp};
-TcKv TcKvOf(const SparseAttentionParams& p) {
-  if (p.kv_format.packed()) return p.qp_bf16 ? TcKv::kPackedQp : TcKv::kPacked;
-  if (p.kv_bf16) return p.qp_bf16 ? TcKv::kBf16Qp : TcKv::kBf16;
-  return TcKv::kF32;  // (qp_bf16 needs kv_bf16: Validate)
-}
 template <bool kSplit>
 TcKernelFn TcKernelOf(TcKv kv) {
   switch (kv) {
@@ -1152,21 +684,7 @@ TcKernelFn TcKernelOf(TcKv kv) {
 TcKernelFn TcKernel(bool split, TcKv kv) {
   return split ? TcKernelOf<true>(kv) : TcKernelOf<false>(kv);
 }
-// Whether unsplit rows take the row block (SparseAttentionParams::tc_row).
-bool TcRowFor(const SparseAttentionParams& p) {
-  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles || p.dim % 256 != 0 ||
-      p.tc_row < 0)
-    return false;
-  if (p.tc_row > 0) return true;
-  const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
-  return HeadTiles(p.heads) == kRowTiles && min_rows > 0 && p.meta.n >= min_rows;
-}
-
-std::atomic<int64_t> row_launches{0};
-
 }  // namespace
-
-int64_t SparseAttentionTcRowLaunches() { return row_launches.load(); }
 
 void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream) {
   if (p.meta.n <= 0) return;
@@ -1180,9 +698,6 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
             static_cast<int>(DynSmem(kMaxDim, split, IsPacked(kv), kMaxDim / 2))));
       }
     }
-    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(RowDynSmem(kMaxDim, kMaxDim / 2))));
     CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcCombineKernel,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(CombineSmem(kMaxDim, kMaxSplitChunks))));
@@ -1204,11 +719,8 @@ void LaunchSparseAttentionTc(const SparseAttentionParams& p, StreamHandle stream
     CUDA_CHECK_LAUNCH();
     return;
   }
-  if (TcRowFor(p)) {
-    LaunchKernel(SparseAttentionTcRowKernel, dim3(static_cast<unsigned>(p.meta.n)),
-                 dim3(kRowThreads), RowDynSmem(p.dim, p.kv_format.floats()), stream, p);
-    CUDA_CHECK_LAUNCH();
-    ++row_launches;
+  if (RowBlockFor(p)) {
+    LaunchRowBlock(p, stream);
     return;
   }
   LaunchKernel(TcKernel(false, TcKvOf(p)), dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
