@@ -107,6 +107,14 @@ struct EngineOptions {
   std::string tokenizer_path;          // "": <model_dir>/tokenizer.json when it exists (with a
                                        // random_preset: none)
   int num_threads = 0;                 // CPU threads of the model (0: all)
+  // Expert parallelism (DeepSeek-V4, the CPU backend for now): the routed experts sharded over
+  // this many ranks (threads of this process; the rest of the model replicated, each step's
+  // requests split among them); the same results as 1. EPLB: spare expert slots per MoE layer
+  // for replicas of busy experts, and the forwards between re-plans from the routed rows counted
+  // meanwhile (0: the placement stays).
+  int expert_parallel = 1;
+  int eplb_redundant_experts = 0;
+  int64_t eplb_interval = 0;
   // Budget for per-request model state; 0: 1 GiB on the CPU, and on a GPU what the model leaves
   // free up to gpu_memory_utilization of the device (vLLM's --gpu-memory-utilization).
   int64_t state_memory_bytes = 0;

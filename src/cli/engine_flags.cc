@@ -12,6 +12,16 @@ std::vector<FlagSpec> EngineFlagSpecs() {
   return {
       {"device", "auto (default: CUDA when built with it and a GPU is visible), cpu or cuda"},
       {"threads", "CPU threads (default: all)"},
+      {"expert-parallel",
+       "DeepSeek-V4 on the CPU: shard the routed experts over N ranks (threads; the rest of "
+       "the model replicated, each step's requests split among them); the same results "
+       "(default 1)"},
+      {"eplb-redundant-experts",
+       "with --expert-parallel: spare expert slots per MoE layer for replicas of busy experts "
+       "(default 0)"},
+      {"eplb-interval",
+       "with --expert-parallel: re-plan the experts' placement from the rows routed to them "
+       "every N forward steps, moving their weights between the ranks (default 0: never)"},
       {"state-memory-mb",
        "state memory budget in MiB (default: 1024 on the CPU; on CUDA what the "
        "model leaves free, see --gpu-memory-utilization)"},
@@ -122,6 +132,18 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--device must be auto, cpu or cuda, not '" + device + "'");
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
+  DSINFER_ASSIGN_OR_RETURN(int64_t ep, flags.GetInt("expert-parallel", 1));
+  DSINFER_ASSIGN_OR_RETURN(int64_t redundant, flags.GetInt("eplb-redundant-experts", 0));
+  DSINFER_ASSIGN_OR_RETURN(o.eplb_interval, flags.GetInt("eplb-interval", 0));
+  if (ep < 1 || ep > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
+  if (redundant < 0 || redundant > 65536 || o.eplb_interval < 0) {
+    return InvalidArgument("--eplb-redundant-experts and --eplb-interval must not be negative");
+  }
+  if (ep == 1 && (redundant > 0 || o.eplb_interval > 0)) {
+    return InvalidArgument("--eplb-redundant-experts and --eplb-interval need --expert-parallel > 1");
+  }
+  o.expert_parallel = static_cast<int>(ep);
+  o.eplb_redundant_experts = static_cast<int>(redundant);
   DSINFER_ASSIGN_OR_RETURN(int64_t mem_mb, flags.GetInt("state-memory-mb", 0));
   if (auto util = flags.Get("gpu-memory-utilization")) {
     char* end = nullptr;

@@ -81,6 +81,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
   DSINFER_ASSIGN_OR_RETURN(ro.kv_cache_dtype, io::ParseKvCacheDtype(o.kv_cache_dtype));
   ro.load_progress = o.load_progress;
   ro.num_threads = o.num_threads;
+  ro.expert_parallel = o.expert_parallel;
+  ro.eplb_redundant_experts = o.eplb_redundant_experts;
+  ro.eplb_interval = o.eplb_interval;
   ro.max_draft_tokens = speculate ? spec.num_tokens : 0;
   ro.mtp = spec.method == SpeculativeOptions::Method::kMtp;
   ro.dspark = spec.method == SpeculativeOptions::Method::kDSpark;

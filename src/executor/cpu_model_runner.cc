@@ -343,8 +343,14 @@ class CpuModelRunner final : public ModelRunner {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const RunnerOptions& options) {
-  auto loaded = model::LoadLanguageModel(
-      options.model_dir, {options.num_threads, options.dspark, options.kv_cache_dtype});
+  model::LoadOptions lo;
+  lo.num_threads = options.num_threads;
+  lo.dspark = options.dspark;
+  lo.kv_cache_dtype = options.kv_cache_dtype;
+  lo.expert_parallel = options.expert_parallel;
+  lo.eplb_redundant_experts = options.eplb_redundant_experts;
+  lo.eplb_interval = options.eplb_interval;
+  auto loaded = model::LoadLanguageModel(options.model_dir, lo);
   if (!loaded.ok() && options.dspark) {
     return Status(loaded.status().code(),
                   "DSpark speculative decoding: " + loaded.status().message() +

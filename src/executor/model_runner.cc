@@ -119,7 +119,15 @@ StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
   DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
-  if (device == Device::kCuda) return CreateCudaModelRunner(options);
+  if (device == Device::kCuda) {
+    if (options.expert_parallel != 1 || options.eplb_redundant_experts != 0 ||
+        options.eplb_interval != 0) {
+      return Unimplemented(
+          "expert parallelism runs on the CPU backend for now (--device cpu): the GPUs' "
+          "all-to-all is not built yet");
+    }
+    return CreateCudaModelRunner(options);
+  }
   if (!options.random_preset.empty()) {
     return Unimplemented("device-random presets (" + options.random_preset +
                          ") run on the CUDA backend only; write a model dir with "

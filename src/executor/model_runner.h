@@ -193,6 +193,10 @@ struct RunnerOptions {
   std::function<void(int64_t, int64_t)> load_progress;  // CUDA: EngineOptions::load_progress
   Device device = Device::kCpu;                         // resolved (not kAuto)
   int num_threads = 0;                                  // CPU: model threads (0: all)
+  // EngineOptions::expert_parallel, eplb_redundant_experts, eplb_interval (the CPU backend).
+  int expert_parallel = 1;
+  int eplb_redundant_experts = 0;
+  int64_t eplb_interval = 0;
   // EngineOptions::kv_cache_dtype.
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
   // Speculative decoding: the most draft tokens of one verify chunk (the state rings keep this

@@ -130,6 +130,14 @@ struct LoadOptions {
   // DeepSeek-V4: the attention state's rounding and storage (io::KvCacheDtype). DeepSeek-V4.1
   // always rounds and stores its cache in FP8/FP4 (its reference does): kFloat32 is refused.
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
+  // Expert parallelism (DeepSeek-V4; model/deepseek_v4/expert_parallel.h): the routed experts
+  // sharded over this many ranks (threads of this process, each with its own share of the
+  // threads), the rest replicated and each forward's requests split among the ranks; 1: off.
+  int expert_parallel = 1;
+  // EPLB: spare expert slots per MoE layer (over all ranks) for replicas of busy experts, and the
+  // forwards between rebalances from the routed rows counted meanwhile (0: never).
+  int eplb_redundant_experts = 0;
+  int64_t eplb_interval = 0;
 };
 
 class LanguageModel {

@@ -1,6 +1,7 @@
 #include "model/deepseek_v4/language_model.h"
 
 #include "base/check.h"
+#include "model/deepseek_v4/expert_parallel.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -14,7 +15,15 @@ class Sequence final : public StateSequence<SequenceState> {
   Status RollbackMtp(int64_t mtp_length) override { return state_->RollbackMtp(mtp_length); }
 };
 
+}  // namespace
+
 SequenceState* StateOf(ModelSequence* seq) { return Sequence::StateOf(seq); }
+
+std::unique_ptr<ModelSequence> AsModelSequence(std::unique_ptr<SequenceState> state) {
+  return std::make_unique<Sequence>(std::move(state));
+}
+
+namespace {
 
 class V4LanguageModel final : public LanguageModel {
  public:
@@ -27,7 +36,7 @@ class V4LanguageModel final : public LanguageModel {
   }
   std::unique_ptr<ModelSequence> NewSequence(int rollback_slack, const cache::StateLayout& layout,
                                              cache::StatePages* pages) const override {
-    return std::make_unique<Sequence>(model_->NewSequence(rollback_slack, layout, pages));
+    return AsModelSequence(model_->NewSequence(rollback_slack, layout, pages));
   }
 
   StatusOr<ModelOutput> Forward(const std::vector<ModelChunk>& chunks, bool keep_streams) override {
@@ -79,8 +88,14 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
-  DSINFER_ASSIGN_OR_RETURN(auto model,
-                           Model::Load(model_dir, {options.num_threads, options.kv_cache_dtype}));
+  if (options.expert_parallel != 1 || options.eplb_redundant_experts != 0 ||
+      options.eplb_interval != 0) {
+    return LoadExpertParallel(model_dir, options);
+  }
+  ModelOptions mo;
+  mo.num_threads = options.num_threads;
+  mo.kv_cache_dtype = options.kv_cache_dtype;
+  DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo));
   return AsLanguageModel(std::move(model));
 }
 

@@ -15,6 +15,9 @@ namespace dsinfer::model::deepseek_v4 {
 ModelInfo InfoOf(const io::DeepseekV4Config& config);
 
 std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model);
+// The seam's sequence over a V4 state, and back (a sequence another family made is our bug).
+std::unique_ptr<ModelSequence> AsModelSequence(std::unique_ptr<SequenceState> state);
+SequenceState* StateOf(ModelSequence* seq);
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options);
 

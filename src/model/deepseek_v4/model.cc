@@ -5,6 +5,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
+#include "base/check.h"
 #include "model/deepseek_v4/attention.h"
 #include "model/deepseek_v4/hyper_connection.h"
 #include "model/deepseek_v4/moe.h"
@@ -19,7 +20,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
   DSINFER_ASSIGN_OR_RETURN(m->config_, io::LoadDeepseekV4Config(model_dir));
   m->config_.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
-  DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*ckpt, m->config_));
+  DSINFER_ASSIGN_OR_RETURN(m->weights_,
+                           ModelWeights::Load(*ckpt, m->config_, options.holds_expert));
   m->rope_ = RopeTables::Build(m->config_);
   m->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   return m;
@@ -38,7 +40,9 @@ int64_t Model::ActiveWeightBytes() const {
     }
     bytes += static_cast<int64_t>((b.hc_attn.fn.size() + b.hc_ffn.fn.size()) * sizeof(float));
     bytes += b.ffn.gate.bytes();
-    const ExpertWeights& e = b.ffn.experts.front();
+    // (one routed expert's bytes: any the model holds, for an expert-parallel rank)
+    const ExpertWeights& e = *std::find_if(b.ffn.experts.begin(), b.ffn.experts.end() - 1,
+                                           [](const ExpertWeights& x) { return x.w1.bytes() > 0; });
     bytes += c.num_experts_per_tok * (e.w1.bytes() + e.w2.bytes() + e.w3.bytes());
     if (b.ffn.shared) bytes += b.ffn.shared->w1.bytes() + b.ffn.shared->w2.bytes() + b.ffn.shared->w3.bytes();
   }
@@ -59,7 +63,29 @@ Status Model::CheckIds(const std::vector<int32_t>& ids) const {
   return CheckTokenIds(ids, config_.vocab_size);
 }
 
-void Model::Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X) {
+Status Model::Moe(const MoeWeights& w, int moe_layer, const float* u, const int32_t* ids, int64_t n,
+                  float* y) {
+  if (ep_ == nullptr) {
+    MoeForward(w, config_, u, ids, n, y, pool_.get());
+    return Status::Ok();
+  }
+  const MoeParallel par{ep_->comm, &ep_->placements.at(static_cast<size_t>(moe_layer)),
+                        ep_->load.at(static_cast<size_t>(moe_layer)).data()};
+  return MoeForwardParallel(w, config_, u, ids, n, y, pool_.get(), par);
+}
+
+Status Model::ForwardIdle(bool mtp) {
+  DSINFER_CHECK(ep_ != nullptr);
+  if (mtp && weights_->mtp.empty()) return Unimplemented("this checkpoint has no MTP layer");
+  const int first = mtp ? config_.num_layers : 0;
+  const int last = mtp ? config_.num_layers + 1 : config_.num_layers;
+  for (int l = first; l < last; ++l) {
+    DSINFER_RETURN_IF_ERROR(Moe(weights_->MoeLayer(l), l, nullptr, nullptr, 0, nullptr));
+  }
+  return Status::Ok();
+}
+
+Status Model::Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X) {
   const auto& c = config_;
   const int64_t n = batch.size(), D = c.hidden_size, hc = c.hc_mult;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -73,8 +99,9 @@ void Model::Block(const BlockWeights& w, int layer, const TokenBatch& batch, flo
 
   HcPre(w.hc_ffn, c, X, n, u.data(), post.data(), comb.data(), pool_.get());
   cpu::RmsNorm(u.data(), n, D, w.ffn_norm.data(), eps);
-  MoeForward(w.ffn, c, u.data(), batch.ids.data(), n, y.data(), pool_.get());
+  DSINFER_RETURN_IF_ERROR(Moe(w.ffn, layer, u.data(), batch.ids.data(), n, y.data()));
   HcPost(c, y.data(), post.data(), comb.data(), n, X);
+  return Status::Ok();
 }
 
 std::vector<float> Model::Head(const HyperHeadWeights& hc_head, const std::vector<float>& norm,
@@ -125,16 +152,12 @@ std::vector<int64_t> SelectRows(const TokenBatch& b, LogitsRows rows,
 
 }  // namespace
 
-StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks, LogitsRows rows,
-                                       bool keep_streams) {
+Status Model::CheckChunks(const std::vector<SequenceChunk>& chunks) const {
   const auto& c = config_;
   std::vector<SequenceState*> states;
-  std::vector<const std::vector<int32_t>*> ids;
-  std::vector<int64_t> starts, tails;
   for (const auto& ch : chunks) {
     DSINFER_RETURN_IF_ERROR(CheckIds(ch.ids));
     if (ch.logits_tail < 0) return InvalidArgument("a chunk's logits_tail is negative");
-    tails.push_back(ch.logits_tail);
     if (std::find(states.begin(), states.end(), ch.state) != states.end()) {
       return InvalidArgument("a request appears twice in one forward batch");
     }
@@ -146,6 +169,20 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
                         std::to_string(c.max_position_embeddings));
     }
     states.push_back(ch.state);
+  }
+  return Status::Ok();
+}
+
+StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks, LogitsRows rows,
+                                       bool keep_streams) {
+  const auto& c = config_;
+  DSINFER_RETURN_IF_ERROR(CheckChunks(chunks));
+  std::vector<SequenceState*> states;
+  std::vector<const std::vector<int32_t>*> ids;
+  std::vector<int64_t> starts, tails;
+  for (const auto& ch : chunks) {
+    tails.push_back(ch.logits_tail);
+    states.push_back(ch.state);
     ids.push_back(&ch.ids);
     starts.push_back(ch.state->length());
   }
@@ -154,7 +191,9 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
 
   // h = embed[ids], broadcast to the hc streams: X [N, hc, D].
   std::vector<float> X = HcEmbed(weights_->embed, batch.ids, hc, D);
-  for (int l = 0; l < c.num_layers; ++l) Block(weights_->layers[l], l, batch, X.data());
+  for (int l = 0; l < c.num_layers; ++l) {
+    DSINFER_RETURN_IF_ERROR(Block(weights_->layers[l], l, batch, X.data()));
+  }
   for (const auto& seg : batch.segments) seg.state->set_length(seg.start_pos + seg.count);
 
   ForwardOutput out;
@@ -163,20 +202,28 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
   return out;
 }
 
+Status Model::CheckMtpChunks(const std::vector<MtpChunk>& chunks) const {
+  const int64_t width = int64_t{config_.hc_mult} * config_.hidden_size;
+  for (const auto& ch : chunks) {
+    DSINFER_RETURN_IF_ERROR(CheckIds(ch.next_ids));
+    if (ch.streams.size() != ch.next_ids.size() * static_cast<size_t>(width)) {
+      return InvalidArgument("MTP chunk: streams and next_ids sizes disagree");
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<ForwardOutput> Model::ForwardMtp(const std::vector<MtpChunk>& chunks, LogitsRows rows) {
   if (weights_->mtp.empty()) return Unimplemented("this checkpoint has no MTP layer");
   const auto& c = config_;
   const MtpWeights& mw = weights_->mtp[0];
   const int64_t D = c.hidden_size, hc = c.hc_mult;
   const float eps = static_cast<float>(c.rms_norm_eps);
+  DSINFER_RETURN_IF_ERROR(CheckMtpChunks(chunks));
   std::vector<SequenceState*> states;
   std::vector<const std::vector<int32_t>*> ids;
   std::vector<int64_t> starts;
   for (const auto& ch : chunks) {
-    DSINFER_RETURN_IF_ERROR(CheckIds(ch.next_ids));
-    if (ch.streams.size() != ch.next_ids.size() * hc * D) {
-      return InvalidArgument("MTP chunk: streams and next_ids sizes disagree");
-    }
     states.push_back(ch.state);
     ids.push_back(&ch.next_ids);
     starts.push_back(ch.state->mtp_length());
@@ -202,7 +249,7 @@ StatusOr<ForwardOutput> Model::ForwardMtp(const std::vector<MtpChunk>& chunks, L
       for (int64_t i = 0; i < D; ++i) x[i] += ep[t * D + i];
     }
   }
-  Block(mw.block, c.num_layers, batch, X.data());
+  DSINFER_RETURN_IF_ERROR(Block(mw.block, c.num_layers, batch, X.data()));
   for (const auto& seg : batch.segments) seg.state->set_mtp_length(seg.start_pos + seg.count);
 
   ForwardOutput out;

@@ -11,6 +11,8 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "distributed/communicator.h"
+#include "distributed/expert_placement.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/batch.h"
 #include "model/deepseek_v4/rope_table.h"
@@ -24,6 +26,8 @@ struct ModelOptions {
   // The attention state's rounding and storage (io::KvCacheDtype; kAuto: kFloat32), set into
   // config().kv_cache_dtype.
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
+  // Expert parallelism: the routed experts this rank loads (empty: all of them).
+  ExpertFilter holds_expert;
 };
 
 // A request's tokens for one forward call.
@@ -42,6 +46,15 @@ enum class LogitsRows {
 struct ForwardOutput {
   std::vector<float> logits;   // [rows, vocab] (rows per LogitsRows)
   std::vector<float> streams;  // [N, hc, D] the residual streams before hc_head (MTP input); if asked
+};
+
+// A rank of an expert-parallel group (model/deepseek_v4/expert_parallel.h): its communicator, each
+// MoE layer's placement (ModelWeights::MoeLayer's numbering; the rank's weights hold its experts
+// of it) and each layer's count of rows this rank routed to each expert (for EPLB).
+struct ExpertParallelRank {
+  distributed::Communicator* comm = nullptr;
+  std::vector<distributed::ExpertPlacement> placements;
+  std::vector<std::vector<int64_t>> load;  // [moe layer][expert]
 };
 
 // InvalidArgument naming the first id outside [0, vocab_size) (both families' input check).
@@ -72,6 +85,8 @@ class Model {
   // against the vocabulary (InvalidArgument) before anything changes.
   StatusOr<ForwardOutput> Forward(const std::vector<SequenceChunk>& chunks, LogitsRows rows,
                                   bool keep_streams = false);
+  // Forward's checks of its chunks (ids, lengths, each request once), nothing run.
+  Status CheckChunks(const std::vector<SequenceChunk>& chunks) const;
 
   // MTP draft logits (spec §2.11). For each chunk: rows i = state->mtp_length() ... pair the main
   // model's pre-hc_head streams of position i (`streams`, [count, hc, D]) with token t_{i+1}
@@ -82,11 +97,30 @@ class Model {
     std::vector<int32_t> next_ids;  // [count]
   };
   StatusOr<ForwardOutput> ForwardMtp(const std::vector<MtpChunk>& chunks, LogitsRows rows);
+  // ForwardMtp's checks of its chunks, nothing run.
+  Status CheckMtpChunks(const std::vector<MtpChunk>& chunks) const;
+
+  // Expert parallelism: this model is rank `ep`'s (not owned; null: a model of its own). Its MoE
+  // layers then exchange rows with the group's other ranks, so every rank runs each forward: one
+  // with rows through Forward / ForwardMtp, one without them through ForwardIdle.
+  void SetExpertParallel(ExpertParallelRank* ep) { ep_ = ep; }
+  // A rank's turn in a forward that gives it no rows: each MoE layer's exchanges (of the decoder
+  // layers, or with `mtp` of the MTP layer), serving the other ranks' rows.
+  Status ForwardIdle(bool mtp);
+  // The routed expert `expert` of MoE layer `moe_layer` (empty when this rank does not hold it).
+  ExpertWeights& RoutedExpert(int moe_layer, int expert) {
+    return weights_->MoeLayer(moe_layer).experts[expert];
+  }
+  int moe_layers() const { return weights_->moe_layers(); }
 
  private:
   Model() = default;
-  // One decoder block over X [N, hc, D] (in place). `layer` addresses the state layer.
-  void Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X);
+  // One decoder block over X [N, hc, D] (in place). `layer` addresses the state layer (and the MoE
+  // layer: the MTP block's is num_layers).
+  Status Block(const BlockWeights& w, int layer, const TokenBatch& batch, float* X);
+  // The block's MoE over u [N, D] into y, expert-parallel when the model is a rank.
+  Status Moe(const MoeWeights& w, int moe_layer, const float* u, const int32_t* ids, int64_t n,
+             float* y);
   // hc_head + norm + head over the selected rows of X.
   std::vector<float> Head(const HyperHeadWeights& hc_head, const std::vector<float>& norm,
                           const float* X, const std::vector<int64_t>& rows);
@@ -96,6 +130,7 @@ class Model {
   std::unique_ptr<ModelWeights> weights_;
   RopeTables rope_;
   std::unique_ptr<ThreadPool> pool_;
+  ExpertParallelRank* ep_ = nullptr;
 };
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
 #include <numeric>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
+#include "base/check.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -38,17 +42,21 @@ float Score(const std::string& func, float logit) {
   return cpu::Sigmoid(logit);  // "sigmoid" ("softmax" is normalized by the caller)
 }
 
-}  // namespace
+// The router's choices: sel[t * K + k] (expert ids) with their weights (routed scaling applied).
+struct Routing {
+  std::vector<int32_t> sel;
+  std::vector<float> weight;
+};
 
-void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x,
-                const int32_t* ids, int64_t n, float* out, ThreadPool* pool) {
+Routing Route(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x,
+              const int32_t* ids, int64_t n, ThreadPool* pool) {
   const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   std::vector<float> logits(static_cast<size_t>(n * E));  // [N, E] fp32 router logits
   cpu::Linear(x, n, D, w.gate.view(), E, logits.data(), pool);
 
-  // Routing: expert ids and weights per token.
-  std::vector<int32_t> sel(static_cast<size_t>(n * K));
-  std::vector<float> weight(static_cast<size_t>(n * K));
+  Routing r;
+  r.sel.resize(static_cast<size_t>(n * K));
+  r.weight.resize(static_cast<size_t>(n * K));
   std::vector<float> scores(E), biased(E);
   std::vector<int32_t> order(E);
   for (int64_t t = 0; t < n; ++t) {
@@ -59,7 +67,7 @@ void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float*
     } else {
       for (int64_t e = 0; e < E; ++e) scores[e] = Score(c.scoring_func, lg[e]);
     }
-    int32_t* s = sel.data() + t * K;
+    int32_t* s = r.sel.data() + t * K;
     if (!w.tid2eid.empty()) {
       std::copy_n(w.tid2eid.data() + static_cast<int64_t>(ids[t]) * K, K, s);
     } else {
@@ -74,16 +82,45 @@ void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float*
     for (int64_t k = 0; k < K; ++k) sum += scores[s[k]];
     for (int64_t k = 0; k < K; ++k) {
       const float v = c.norm_topk_prob ? scores[s[k]] / (sum + 1e-20f) : scores[s[k]];
-      weight[t * K + k] = v * static_cast<float>(c.routed_scaling_factor);
+      r.weight[t * K + k] = v * static_cast<float>(c.routed_scaling_factor);
     }
   }
+  return r;
+}
+
+// o[0, D) += y * wt: a row's expert output into its sum (in ascending expert id, ties in k order).
+inline void AddWeighted(float* o, const float* y, float wt, int64_t D) {
+  for (int64_t j = 0; j < D; ++j) o[j] += y[j] * wt;
+}
+
+void AddShared(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x, int64_t n,
+               float* out, ThreadPool* pool) {
+  if (!w.shared || n == 0) return;
+  const int64_t D = c.hidden_size;
+  std::vector<float> sh(static_cast<size_t>(n * D));
+  Expert(*w.shared, c, x, n, sh.data(), pool);
+  for (int64_t i = 0; i < n * D; ++i) out[i] += sh[i];
+}
+
+// A byte buffer written and read in order (the all-to-alls' messages).
+void Put(distributed::Bytes& b, const void* p, size_t bytes) {
+  const auto* u = static_cast<const uint8_t*>(p);
+  b.insert(b.end(), u, u + bytes);
+}
+
+}  // namespace
+
+void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x,
+                const int32_t* ids, int64_t n, float* out, ThreadPool* pool) {
+  const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const Routing r = Route(w, c, x, ids, n, pool);
 
   // Group rows by expert (ascending), run each expert once over its rows.
   std::vector<std::vector<int64_t>> rows(E), slots(E);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t k = 0; k < K; ++k) {
-      rows[sel[t * K + k]].push_back(t);
-      slots[sel[t * K + k]].push_back(t * K + k);
+      rows[r.sel[t * K + k]].push_back(t);
+      slots[r.sel[t * K + k]].push_back(t * K + k);
     }
   }
   std::fill(out, out + n * D, 0.0f);
@@ -96,16 +133,98 @@ void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float*
     for (int64_t i = 0; i < m; ++i) std::copy_n(x + rows[e][i] * D, D, xs.data() + i * D);
     Expert(w.experts[e], c, xs.data(), m, ys.data(), pool);
     for (int64_t i = 0; i < m; ++i) {
-      const float wt = weight[slots[e][i]];
-      float* o = out + rows[e][i] * D;
-      for (int64_t j = 0; j < D; ++j) o[j] += ys[i * D + j] * wt;
+      AddWeighted(out + rows[e][i] * D, ys.data() + i * D, r.weight[slots[e][i]], D);
     }
   }
-  if (w.shared) {
-    std::vector<float> sh(static_cast<size_t>(n * D));
-    Expert(*w.shared, c, x, n, sh.data(), pool);
-    for (int64_t i = 0; i < n * D; ++i) out[i] += sh[i];
+  AddShared(w, c, x, n, out, pool);
+}
+
+Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x,
+                          const int32_t* ids, int64_t n, float* out, ThreadPool* pool,
+                          const MoeParallel& ep) {
+  const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  const distributed::ExpertPlacement& place = *ep.placement;
+  const int ranks = ep.comm->size(), me = ep.comm->rank();
+  DSINFER_CHECK(place.ranks() == ranks && place.experts() == E);
+  Routing r;
+  if (n > 0) r = Route(w, c, x, ids, n, pool);
+  if (ep.load != nullptr) {
+    for (int32_t e : r.sel) ++ep.load[e];
   }
+
+  // Dispatch: pair p = t K + k to the rank the placement picks; message = per pair, in pair
+  // order, its expert (int32) and its row (D floats).
+  std::vector<std::vector<int64_t>> sent(static_cast<size_t>(ranks));
+  std::vector<distributed::Bytes> send(static_cast<size_t>(ranks));
+  const size_t row_bytes = static_cast<size_t>(D) * sizeof(float);
+  for (int64_t p = 0; p < n * K; ++p) {
+    const int32_t e = r.sel[p];
+    const int dest = place.RankFor(e, me, p);
+    sent[dest].push_back(p);
+    Put(send[dest], &e, sizeof(e));
+    Put(send[dest], x + (p / K) * D, row_bytes);
+  }
+  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> recv, ep.comm->AllToAll(std::move(send)));
+
+  // Serve: the received rows grouped by expert (ascending; within one, by source rank, then in
+  // the order sent), each expert run once over its rows; the outputs go back in the order received.
+  const size_t record = sizeof(int32_t) + row_bytes;
+  std::vector<std::vector<std::pair<int, int64_t>>> work(static_cast<size_t>(E));  // (from, index)
+  std::vector<distributed::Bytes> reply(static_cast<size_t>(ranks));
+  for (int from = 0; from < ranks; ++from) {
+    const distributed::Bytes& m = recv[from];
+    if (m.size() % record != 0) return Internal("expert parallelism: a malformed dispatch message");
+    const int64_t count = static_cast<int64_t>(m.size() / record);
+    for (int64_t i = 0; i < count; ++i) {
+      int32_t e;
+      std::memcpy(&e, m.data() + i * record, sizeof(e));
+      if (e < 0 || e >= E || !place.Holds(me, e) || w.experts[e].w1.bytes() == 0) {
+        return Internal("expert parallelism: rank " + std::to_string(me) + " was sent rows of expert " +
+                        std::to_string(e) + ", which it does not hold");
+      }
+      work[e].emplace_back(from, i);
+    }
+    reply[from].resize(static_cast<size_t>(count) * row_bytes);
+  }
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t m = static_cast<int64_t>(work[e].size());
+    if (m == 0) continue;
+    xs.resize(static_cast<size_t>(m * D));
+    ys.resize(static_cast<size_t>(m * D));
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [from, index] = work[e][i];
+      std::memcpy(xs.data() + i * D, recv[from].data() + index * record + sizeof(int32_t), row_bytes);
+    }
+    Expert(w.experts[e], c, xs.data(), m, ys.data(), pool);
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [from, index] = work[e][i];
+      std::memcpy(reply[from].data() + index * row_bytes, ys.data() + i * D, row_bytes);
+    }
+  }
+  recv.clear();
+  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> back, ep.comm->AllToAll(std::move(reply)));
+
+  // Combine: each row's expert outputs in ascending expert id (ties in k order), as MoeForward.
+  std::vector<const float*> y(static_cast<size_t>(n * K));
+  for (int dest = 0; dest < ranks; ++dest) {
+    if (back[dest].size() != sent[dest].size() * row_bytes) {
+      return Internal("expert parallelism: a malformed combine message");
+    }
+    for (size_t i = 0; i < sent[dest].size(); ++i) {
+      y[sent[dest][i]] = reinterpret_cast<const float*>(back[dest].data() + i * row_bytes);
+    }
+  }
+  std::fill(out, out + n * D, 0.0f);
+  std::vector<int64_t> order(static_cast<size_t>(K));
+  for (int64_t t = 0; t < n; ++t) {
+    std::iota(order.begin(), order.end(), t * K);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return r.sel[a] < r.sel[b]; });
+    for (int64_t p : order) AddWeighted(out + t * D, y[p], r.weight[p], D);
+  }
+  AddShared(w, c, x, n, out, pool);
+  return Status::Ok();
 }
 
 }  // namespace dsinfer::model::deepseek_v4

@@ -42,8 +42,9 @@ class Loader : public TensorLoader {
     return c;
   }
 
-  // A decoder block under `prefix` ("layers.N." or "mtp.K.").
-  Status LoadBlock(const std::string& prefix, int compress_rate, bool hash, BlockWeights* b) const {
+  // A decoder block under `prefix` ("layers.N." or "mtp.K."); `holds`: its routed experts to load.
+  Status LoadBlock(const std::string& prefix, int compress_rate, bool hash, BlockWeights* b,
+                   const std::function<bool(int)>& holds) const {
     const auto& c = config_;
     const int64_t d = c.head_dim;
     DSINFER_RETURN_IF_ERROR(LoadBlockSites(prefix, b));
@@ -75,7 +76,7 @@ class Loader : public TensorLoader {
     } else {
       DSINFER_ASSIGN_OR_RETURN(m.bias, LoadVector(fp + "gate.bias"));
     }
-    return LoadExperts(fp, c.n_routed_experts, c.n_shared_experts > 0, &m);
+    return LoadExperts(fp, c.n_routed_experts, c.n_shared_experts > 0, &m, holds);
   }
 
  private:
@@ -134,9 +135,10 @@ Status TensorLoader::LoadExpert(const std::string& prefix, ExpertWeights* e) con
 }
 
 Status TensorLoader::LoadExperts(const std::string& prefix, int routed, bool shared,
-                                 MoeWeights* m) const {
+                                 MoeWeights* m, const std::function<bool(int)>& holds) const {
   m->experts.resize(static_cast<size_t>(routed));
   for (int e = 0; e < routed; ++e) {
+    if (holds && !holds(e)) continue;
     DSINFER_RETURN_IF_ERROR(
         LoadExpert(prefix + "experts." + std::to_string(e) + ".", &m->experts[e]));
   }
@@ -191,9 +193,26 @@ Matrix Matrix::Stack(Matrix a, Matrix b) {
   return a;
 }
 
+namespace {
+
+// The checkpoint prefix of MoE layer `moe_layer` (ModelWeights::MoeLayer's numbering).
+std::string MoePrefix(const io::DeepseekV4Config& config, int moe_layer) {
+  return moe_layer < config.num_layers
+             ? "layers." + std::to_string(moe_layer) + "."
+             : "mtp." + std::to_string(moe_layer - config.num_layers) + ".";
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint& ckpt,
-                                                          const io::DeepseekV4Config& config) {
+                                                          const io::DeepseekV4Config& config,
+                                                          const ExpertFilter& holds) {
   Loader loader(ckpt, config);
+  // MoE layer l's filter over its experts.
+  auto layer_holds = [&](int l) -> std::function<bool(int)> {
+    if (!holds) return {};
+    return [&holds, l](int e) { return holds(l, e); };
+  };
   auto w = std::make_unique<ModelWeights>();
   DSINFER_ASSIGN_OR_RETURN(w->embed, loader.LoadMatrix("embed"));
   // transformers names: embed_tokens / lm_head (before its conversion mapping renames them).
@@ -206,9 +225,9 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   DSINFER_RETURN_IF_ERROR(loader.LoadHcHead("", &w->hc_head));
   w->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) {
-    DSINFER_RETURN_IF_ERROR(loader.LoadBlock("layers." + std::to_string(l) + ".",
-                                             config.compress_ratios[l], config.hash_layers[l],
-                                             &w->layers[l]));
+    DSINFER_RETURN_IF_ERROR(loader.LoadBlock(MoePrefix(config, l), config.compress_ratios[l],
+                                             config.hash_layers[l], &w->layers[l],
+                                             layer_holds(l)));
   }
   for (int k = 0; k < config.num_mtp_layers; ++k) {
     const std::string p = "mtp." + std::to_string(k) + ".";
@@ -221,10 +240,19 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
     DSINFER_ASSIGN_OR_RETURN(mtp.norm, loader.LoadVector(p + "norm.weight"));
     DSINFER_RETURN_IF_ERROR(loader.LoadHcHead(p, &mtp.hc_head));
     // The MTP block routes by bias (its layer id is past the hash layers) and is window-only.
-    DSINFER_RETURN_IF_ERROR(loader.LoadBlock(p, config.mtp_compress_ratio, false, &mtp.block));
+    DSINFER_RETURN_IF_ERROR(loader.LoadBlock(p, config.mtp_compress_ratio, false, &mtp.block,
+                                             layer_holds(config.num_layers + k)));
     w->mtp.push_back(std::move(mtp));
   }
   return w;
+}
+
+Status ModelWeights::LoadRoutedExpert(const io::Checkpoint& ckpt, const io::DeepseekV4Config& config,
+                                      int moe_layer, int expert, ExpertWeights* e) {
+  Loader loader(ckpt, config);
+  return loader.LoadExpert(MoePrefix(config, moe_layer) + "ffn.experts." + std::to_string(expert) +
+                               ".",
+                           e);
 }
 
 }  // namespace dsinfer::model::deepseek_v4

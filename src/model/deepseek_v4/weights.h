@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,8 +144,10 @@ class TensorLoader {
   // `<prefix>w1`, `w3`, `w2` (prefix: "layers.N.ffn.experts.E.").
   Status LoadExpert(const std::string& prefix, ExpertWeights* e) const;
   // The `routed` experts `<prefix>experts.E.` and, if `shared`, `<prefix>shared_experts.` into m
-  // (prefix: "layers.N.ffn."; the router's tensors are the family's).
-  Status LoadExperts(const std::string& prefix, int routed, bool shared, MoeWeights* m) const;
+  // (prefix: "layers.N.ffn."; the router's tensors are the family's). With `holds`, only the
+  // routed experts it accepts (expert parallelism: a rank's share); the others stay empty.
+  Status LoadExperts(const std::string& prefix, int routed, bool shared, MoeWeights* m,
+                     const std::function<bool(int)>& holds = {}) const;
   // The projections under `<prefix>` ("layers.N.attn.").
   Status LoadLatentAttention(const std::string& prefix, LatentAttentionWeights* a) const;
   // The sublayer sites' norms and mHC under `<prefix>` ("layers.N.").
@@ -157,6 +160,9 @@ class TensorLoader {
   int fp8_block_size_;
 };
 
+// Which routed experts a load keeps: (MoE layer, expert) -> keep (empty: every one).
+using ExpertFilter = std::function<bool(int moe_layer, int expert)>;
+
 struct ModelWeights {
   Matrix embed;              // [V, D]
   Matrix head;               // [V, D]
@@ -166,9 +172,20 @@ struct ModelWeights {
   std::vector<MtpWeights> mtp;  // empty when the checkpoint has no mtp.* tensors
 
   // Loads every tensor the config calls for; any missing tensor, wrong shape or bad dtype is an
-  // error naming the tensor. MTP weights are loaded when the checkpoint has them.
+  // error naming the tensor. MTP weights are loaded when the checkpoint has them. With `holds`,
+  // only the routed experts it accepts (ExpertFilter).
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const io::Checkpoint& ckpt,
-                                                      const io::DeepseekV4Config& config);
+                                                      const io::DeepseekV4Config& config,
+                                                      const ExpertFilter& holds = {});
+  // One routed expert of MoE layer `moe_layer` (MoeLayer's numbering) from the checkpoint.
+  static Status LoadRoutedExpert(const io::Checkpoint& ckpt, const io::DeepseekV4Config& config,
+                                 int moe_layer, int expert, ExpertWeights* e);
+  // MoE layer `moe_layer`: the decoder layers' 0 .. L - 1, then the MTP layers' L, L + 1, ...
+  int moe_layers() const { return static_cast<int>(layers.size() + mtp.size()); }
+  MoeWeights& MoeLayer(int moe_layer) {
+    const size_t l = static_cast<size_t>(moe_layer);
+    return l < layers.size() ? layers[l].ffn : mtp[l - layers.size()].block.ffn;
+  }
 };
 
 }  // namespace dsinfer::model::deepseek_v4

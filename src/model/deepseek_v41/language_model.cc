@@ -88,6 +88,10 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
   DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
+  if (options.expert_parallel != 1 || options.eplb_redundant_experts != 0 ||
+      options.eplb_interval != 0) {
+    return Unimplemented("expert parallelism: DeepSeek-V4 only for now, not DeepSeek-V4.1");
+  }
   DSINFER_ASSIGN_OR_RETURN(auto model,
                            Model::Load(model_dir, {options.num_threads, options.dspark}));
   return AsLanguageModel(std::move(model));

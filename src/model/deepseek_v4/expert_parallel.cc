@@ -1,0 +1,312 @@
+#include "model/deepseek_v4/expert_parallel.h"
+
+#include <algorithm>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "base/check.h"
+#include "distributed/communicator.h"
+#include "distributed/expert_placement.h"
+#include "model/deepseek_v4/language_model.h"
+#include "model/deepseek_v4/model.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+namespace {
+
+constexpr int kMaxRanks = 64;
+
+class ExpertParallelModel final : public LanguageModel {
+ public:
+  static StatusOr<std::unique_ptr<LanguageModel>> Load(const std::string& model_dir,
+                                                       const LoadOptions& options);
+
+  const ModelInfo& info() const override { return info_; }
+  cache::StateLayout StateLayoutFor(int rollback_slack) const override {
+    return DeepseekV4StateLayout(models_[0]->config(), rollback_slack);
+  }
+  std::unique_ptr<ModelSequence> NewSequence(int rollback_slack, const cache::StateLayout& layout,
+                                             cache::StatePages* pages) const override {
+    return AsModelSequence(models_[0]->NewSequence(rollback_slack, layout, pages));
+  }
+
+  StatusOr<ModelOutput> Forward(const std::vector<ModelChunk>& chunks, bool keep_streams) override {
+    std::vector<SequenceChunk> batch;
+    batch.reserve(chunks.size());
+    for (const ModelChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.ids, ch.logits_tail});
+    // Refused before any rank starts (a rank that refused alone would leave the others waiting).
+    DSINFER_RETURN_IF_ERROR(models_[0]->CheckChunks(batch));
+    std::vector<int64_t> tokens;
+    for (const SequenceChunk& ch : batch) tokens.push_back(static_cast<int64_t>(ch.ids.size()));
+    const std::vector<std::vector<size_t>> parts = Split(tokens);
+    std::vector<ForwardOutput> outs(parts.size());
+    DSINFER_RETURN_IF_ERROR(RunRanks([&](int r) -> Status {
+      if (parts[r].empty()) return models_[r]->ForwardIdle(/*mtp=*/false);
+      std::vector<SequenceChunk> mine;
+      for (size_t i : parts[r]) mine.push_back(batch[i]);
+      DSINFER_ASSIGN_OR_RETURN(outs[r], models_[r]->Forward(mine, LogitsRows::kTail, keep_streams));
+      return Status::Ok();
+    }));
+    // Each chunk's logits rows (its last min(tokens, tail)) and streams (all its rows), back in
+    // chunk order.
+    const int64_t vocab = info_.vocab_size, width = StreamWidth();
+    std::vector<int64_t> logit_at(chunks.size()), stream_at(chunks.size());
+    int64_t logit_rows = 0, stream_rows = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      logit_at[i] = logit_rows;
+      stream_at[i] = stream_rows;
+      logit_rows += std::min(tokens[i], std::max<int64_t>(batch[i].logits_tail, 0));
+      stream_rows += tokens[i];
+    }
+    ModelOutput out;
+    out.logits.resize(static_cast<size_t>(logit_rows * vocab));
+    if (keep_streams) out.streams.resize(static_cast<size_t>(stream_rows * width));
+    for (size_t r = 0; r < parts.size(); ++r) {
+      int64_t lr = 0, sr = 0;
+      for (size_t i : parts[r]) {
+        const int64_t rows = std::min(tokens[i], std::max<int64_t>(batch[i].logits_tail, 0));
+        std::copy_n(outs[r].logits.begin() + lr * vocab, rows * vocab,
+                    out.logits.begin() + logit_at[i] * vocab);
+        lr += rows;
+        if (keep_streams) {
+          std::copy_n(outs[r].streams.begin() + sr * width, tokens[i] * width,
+                      out.streams.begin() + stream_at[i] * width);
+        }
+        sr += tokens[i];
+      }
+    }
+    ++stats_.forwards;
+    if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0) Rebalance();
+    return out;
+  }
+
+  Status SupportsMtp() const override {
+    if (models_[0]->has_mtp()) return Status::Ok();
+    return InvalidArgument(
+        "MTP speculative decoding: the model has no MTP layer "
+        "(num_nextn_predict_layers is 0)");
+  }
+  Status SupportsDSpark() const override {
+    return InvalidArgument(
+        "DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter; its drafter is the MTP "
+        "layer (--speculative-method mtp)");
+  }
+  int64_t stream_width() const override { return StreamWidth(); }
+  StatusOr<ModelOutput> ForwardMtp(const std::vector<MtpChunk>& chunks) override {
+    DSINFER_RETURN_IF_ERROR(SupportsMtp());
+    std::vector<Model::MtpChunk> batch;
+    batch.reserve(chunks.size());
+    for (const MtpChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.streams, ch.next_ids});
+    DSINFER_RETURN_IF_ERROR(models_[0]->CheckMtpChunks(batch));
+    std::vector<int64_t> tokens;
+    for (const auto& ch : batch) tokens.push_back(static_cast<int64_t>(ch.next_ids.size()));
+    const std::vector<std::vector<size_t>> parts = Split(tokens);
+    std::vector<ForwardOutput> outs(parts.size());
+    DSINFER_RETURN_IF_ERROR(RunRanks([&](int r) -> Status {
+      if (parts[r].empty()) return models_[r]->ForwardIdle(/*mtp=*/true);
+      std::vector<Model::MtpChunk> mine;
+      for (size_t i : parts[r]) mine.push_back(batch[i]);
+      DSINFER_ASSIGN_OR_RETURN(outs[r], models_[r]->ForwardMtp(mine, LogitsRows::kLast));
+      return Status::Ok();
+    }));
+    // One logits row per chunk with rows (LogitsRows::kLast), every row's streams; chunk order.
+    const int64_t vocab = info_.vocab_size, width = StreamWidth();
+    std::vector<int64_t> logit_at(chunks.size()), stream_at(chunks.size());
+    int64_t logit_rows = 0, stream_rows = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      logit_at[i] = logit_rows;
+      stream_at[i] = stream_rows;
+      logit_rows += tokens[i] > 0 ? 1 : 0;
+      stream_rows += tokens[i];
+    }
+    ModelOutput out;
+    out.logits.resize(static_cast<size_t>(logit_rows * vocab));
+    out.streams.resize(static_cast<size_t>(stream_rows * width));
+    for (size_t r = 0; r < parts.size(); ++r) {
+      int64_t lr = 0, sr = 0;
+      for (size_t i : parts[r]) {
+        if (tokens[i] > 0) {
+          std::copy_n(outs[r].logits.begin() + lr * vocab, vocab,
+                      out.logits.begin() + logit_at[i] * vocab);
+          ++lr;
+        }
+        std::copy_n(outs[r].streams.begin() + sr * width, tokens[i] * width,
+                    out.streams.begin() + stream_at[i] * width);
+        sr += tokens[i];
+      }
+    }
+    return out;
+  }
+
+  const ExpertParallelStats& stats() const { return stats_; }
+
+ private:
+  int ranks() const { return static_cast<int>(models_.size()); }
+  int64_t StreamWidth() const {
+    return int64_t{models_[0]->config().hc_mult} * models_[0]->config().hidden_size;
+  }
+
+  // The chunks of each rank: largest first, each to the rank with the fewest tokens so far (ties:
+  // the lower rank), each rank's in chunk order. Deterministic, and a chunk's bits do not depend
+  // on it.
+  std::vector<std::vector<size_t>> Split(const std::vector<int64_t>& tokens) const {
+    std::vector<size_t> order(tokens.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return tokens[a] > tokens[b]; });
+    std::vector<int64_t> load(static_cast<size_t>(ranks()), 0);
+    std::vector<std::vector<size_t>> parts(static_cast<size_t>(ranks()));
+    for (size_t i : order) {
+      const size_t r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      parts[r].push_back(i);
+      load[r] += tokens[i];
+    }
+    for (auto& p : parts) std::sort(p.begin(), p.end());
+    return parts;
+  }
+
+  // Runs fn(rank) for every rank on a thread each; a rank's error aborts the group (the others'
+  // exchanges return it) and is returned, and the group is made anew for the next forward.
+  template <typename Fn>
+  Status RunRanks(const Fn& fn) {
+    std::vector<Status> status(static_cast<size_t>(ranks()), Status::Ok());
+    std::vector<std::thread> threads;
+    for (int r = 1; r < ranks(); ++r) {
+      threads.emplace_back([&, r] {
+        status[r] = fn(r);
+        if (!status[r].ok()) comms_[r]->Abort(status[r]);
+      });
+    }
+    status[0] = fn(0);
+    if (!status[0].ok()) comms_[0]->Abort(status[0]);
+    for (std::thread& t : threads) t.join();
+    for (const Status& st : status) {
+      if (st.ok()) continue;
+      NewGroup();
+      return st;
+    }
+    return Status::Ok();
+  }
+
+  void NewGroup() {
+    comms_ = distributed::MakeLocalGroup(ranks());
+    for (int r = 0; r < ranks(); ++r) rank_[r]->comm = comms_[r].get();
+  }
+
+  // EPLB: each MoE layer's placement re-planned from the rows counted since the last rebalance;
+  // the experts a rank newly holds copied from a rank that held them, the ones it no longer holds
+  // freed; the counts restarted.
+  void Rebalance() {
+    const int layers = models_[0]->moe_layers();
+    double before = 0, after = 0;
+    for (int l = 0; l < layers; ++l) {
+      std::vector<double> load(static_cast<size_t>(experts_), 0.0);
+      for (const auto& rk : rank_) {
+        for (int e = 0; e < experts_; ++e) load[e] += static_cast<double>(rk->load[l][e]);
+      }
+      const distributed::ExpertPlacement& old = rank_[0]->placements[l];
+      auto planned = distributed::PlanPlacement(load, ranks(), slots_per_rank_);
+      DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
+      const distributed::ExpertPlacement next = std::move(planned).value();
+      before += distributed::LoadImbalance(old, load);
+      after += distributed::LoadImbalance(next, load);
+      for (int r = 0; r < ranks(); ++r) {
+        for (int32_t e : next.ExpertsOf(r)) {
+          if (old.Holds(r, e)) continue;
+          const int from = old.Holders(e).front();
+          models_[r]->RoutedExpert(l, e) = models_[from]->RoutedExpert(l, e);
+          ++stats_.experts_moved;
+        }
+      }
+      for (int r = 0; r < ranks(); ++r) {
+        for (int32_t e : old.ExpertsOf(r)) {
+          if (!next.Holds(r, e)) models_[r]->RoutedExpert(l, e) = ExpertWeights{};
+        }
+      }
+      for (auto& rk : rank_) {
+        rk->placements[l] = next;
+        std::fill(rk->load[l].begin(), rk->load[l].end(), 0);
+      }
+    }
+    ++stats_.rebalances;
+    stats_.imbalance_before = before / layers;
+    stats_.imbalance_after = after / layers;
+  }
+
+  std::vector<std::unique_ptr<Model>> models_;
+  std::vector<std::unique_ptr<ExpertParallelRank>> rank_;
+  std::vector<std::unique_ptr<distributed::Communicator>> comms_;
+  ModelInfo info_;
+  int experts_ = 0, slots_per_rank_ = 0;
+  int64_t eplb_interval_ = 0;
+  ExpertParallelStats stats_;
+};
+
+StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::string& model_dir,
+                                                                  const LoadOptions& options) {
+  const int ranks = options.expert_parallel;
+  if (ranks < 1 || ranks > kMaxRanks) {
+    return InvalidArgument("expert parallelism: the ranks must be in [1, " +
+                           std::to_string(kMaxRanks) + "], got " + std::to_string(ranks));
+  }
+  if (options.eplb_redundant_experts < 0 || options.eplb_interval < 0) {
+    return InvalidArgument("EPLB: the redundant experts and the interval must not be negative");
+  }
+  if (options.dspark) {
+    return InvalidArgument("DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter");
+  }
+  DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config config, io::LoadDeepseekV4Config(model_dir));
+  const int experts = static_cast<int>(config.n_routed_experts);
+  if (options.eplb_redundant_experts > experts * (ranks - 1)) {
+    return InvalidArgument("EPLB: " + std::to_string(options.eplb_redundant_experts) +
+                           " redundant experts exceed what " + std::to_string(ranks) +
+                           " ranks can hold (a rank holds an expert at most once)");
+  }
+  std::unique_ptr<ExpertParallelModel> m(new ExpertParallelModel());
+  m->experts_ = experts;
+  m->slots_per_rank_ = (experts + options.eplb_redundant_experts + ranks - 1) / ranks;
+  m->eplb_interval_ = options.eplb_interval;
+  m->stats_.ranks = ranks;
+  // Before any count: the experts in order, replicas (if any) of the first ones.
+  distributed::ExpertPlacement first = distributed::ExpertPlacement::Contiguous(experts, ranks);
+  if (options.eplb_redundant_experts > 0) {
+    DSINFER_ASSIGN_OR_RETURN(first, distributed::PlanPlacement(std::vector<double>(experts, 1.0),
+                                                               ranks, m->slots_per_rank_));
+  }
+  DSINFER_CHECK(first.slots_per_rank() == m->slots_per_rank_);
+  const int moe_layers = config.num_layers + config.num_mtp_layers;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, (options.num_threads > 0 ? options.num_threads : hw) / ranks);
+  m->comms_ = distributed::MakeLocalGroup(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    auto rk = std::make_unique<ExpertParallelRank>();
+    rk->comm = m->comms_[r].get();
+    rk->placements.assign(static_cast<size_t>(moe_layers), first);
+    rk->load.assign(static_cast<size_t>(moe_layers), std::vector<int64_t>(experts, 0));
+    ModelOptions mo;
+    mo.num_threads = threads;
+    mo.kv_cache_dtype = options.kv_cache_dtype;
+    mo.holds_expert = [&first, r](int, int e) { return first.Holds(r, e); };
+    DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo));
+    model->SetExpertParallel(rk.get());
+    m->models_.push_back(std::move(model));
+    m->rank_.push_back(std::move(rk));
+  }
+  m->info_ = InfoOf(m->models_[0]->config());
+  return std::unique_ptr<LanguageModel>(std::move(m));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
+                                                            const LoadOptions& options) {
+  return ExpertParallelModel::Load(model_dir, options);
+}
+
+const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model) {
+  const auto* m = dynamic_cast<const ExpertParallelModel*>(&model);
+  return m != nullptr ? &m->stats() : nullptr;
+}
+
+}  // namespace dsinfer::model::deepseek_v4

@@ -1,0 +1,41 @@
+// Expert parallelism for DeepSeek-V4 on the CPU backend: the model as `expert_parallel` ranks in
+// one process, each a Model holding its share of every MoE layer's routed experts (and a copy of
+// the rest), joined by an in-process communicator (distributed/communicator.h). A forward splits
+// its requests among the ranks (attention data-parallel: each rank the requests of about as many
+// tokens), runs every rank on a thread of its own, and each MoE layer dispatches each (row,
+// expert) pair to a rank holding the expert and combines the outputs back in the fixed order
+// (MoeForwardParallel): a request's logits are the single model's, bit for bit, whatever the
+// ranks, the split and the placement. EPLB counts the rows routed to each expert and, every
+// eplb_interval forwards, re-plans each layer's placement (distributed::PlanPlacement, replicas
+// in the spare slots) and moves the experts' weights between the ranks before the next forward.
+// The same structure, with NCCL and a GPU per rank, is the multi-GPU layout (not built yet).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/language_model.h"
+
+namespace dsinfer::model::deepseek_v4 {
+
+// What EPLB has done so far (ExpertParallelStatsOf).
+struct ExpertParallelStats {
+  int ranks = 1;
+  int64_t forwards = 0;
+  int64_t rebalances = 0;
+  int64_t experts_moved = 0;  // expert weights copied to a rank that did not hold them
+  // The last rebalance's expected busiest-rank load over the mean (distributed::LoadImbalance),
+  // averaged over the MoE layers, under the old and the new placements (0: none yet).
+  double imbalance_before = 0, imbalance_after = 0;
+};
+
+// options.expert_parallel ranks (>= 1) of the model dir's DeepSeek-V4 model.
+StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
+                                                            const LoadOptions& options);
+// The stats of a model LoadExpertParallel made; null for any other model.
+const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model);
+
+}  // namespace dsinfer::model::deepseek_v4
