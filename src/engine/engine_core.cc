@@ -95,6 +95,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineOptions& o,
                         ? std::min(kMaxSpeculativeTokens, speculate ? spec.num_tokens + 1 : 1)
                         : 0;
   core->sit_out_slack_ = ro.max_rollback;
+  ro.device = wanted;
+  DSINFER_RETURN_IF_ERROR(executor::CheckExpertParallelDevice(ro));  // before a device is sought
   DSINFER_ASSIGN_OR_RETURN(const executor::Device device, executor::ResolveDevice(wanted));
   ro.device = device;
   core->device_ = device;

@@ -117,15 +117,21 @@ StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options) {
   return model::ReadModelInfo(options.model_dir);
 }
 
+Status CheckExpertParallelDevice(const RunnerOptions& options) {
+  if (options.device != Device::kCuda ||
+      (options.expert_parallel == 1 && options.eplb_redundant_experts == 0 &&
+       options.eplb_interval == 0)) {
+    return Status::Ok();
+  }
+  return Unimplemented(
+      "expert parallelism runs on the CPU backend for now (--device cpu): the GPUs' all-to-all "
+      "is not built yet");
+}
+
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options) {
   DSINFER_ASSIGN_OR_RETURN(Device device, ResolveDevice(options.device));
   if (device == Device::kCuda) {
-    if (options.expert_parallel != 1 || options.eplb_redundant_experts != 0 ||
-        options.eplb_interval != 0) {
-      return Unimplemented(
-          "expert parallelism runs on the CPU backend for now (--device cpu): the GPUs' "
-          "all-to-all is not built yet");
-    }
+    DSINFER_RETURN_IF_ERROR(CheckExpertParallelDevice(options));
     return CreateCudaModelRunner(options);
   }
   if (!options.random_preset.empty()) {

@@ -227,6 +227,9 @@ std::vector<int64_t> DrawLogitsRows(const std::vector<int64_t>& counts,
                                     const std::vector<int64_t>& tails);
 
 StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const RunnerOptions& options);
+// Unimplemented when options asks for expert parallelism on CUDA (kAuto: not refused here; the
+// runner refuses it once the device resolves to CUDA).
+Status CheckExpertParallelDevice(const RunnerOptions& options);
 // The ModelInfo of the model the runner will run: the model dir's config.json, or the preset's.
 StatusOr<model::ModelInfo> LoadRunnerInfo(const RunnerOptions& options);
 // The DeepSeek-V4 config of the model the runner will run (the CUDA backend's model).

@@ -189,6 +189,15 @@ class ExpertParallelModel final : public LanguageModel {
     return Status::Ok();
   }
 
+  void CountHeld() {
+    stats_.held_experts = 0;
+    for (const auto& m : models_) {
+      for (int l = 0; l < m->moe_layers(); ++l) {
+        for (int e = 0; e < experts_; ++e) stats_.held_experts += m->RoutedExpert(l, e).w1.bytes() > 0;
+      }
+    }
+  }
+
   void NewGroup() {
     comms_ = distributed::MakeLocalGroup(ranks());
     for (int r = 0; r < ranks(); ++r) rank_[r]->comm = comms_[r].get();
@@ -230,6 +239,7 @@ class ExpertParallelModel final : public LanguageModel {
       }
     }
     ++stats_.rebalances;
+    CountHeld();
     stats_.imbalance_before = before / layers;
     stats_.imbalance_after = after / layers;
   }
@@ -287,13 +297,15 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
     ModelOptions mo;
     mo.num_threads = threads;
     mo.kv_cache_dtype = options.kv_cache_dtype;
-    mo.holds_expert = [&first, r](int, int e) { return first.Holds(r, e); };
-    DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo));
+    DSINFER_ASSIGN_OR_RETURN(
+        auto model,
+        Model::Load(model_dir, mo, [&first, r](int, int e) { return first.Holds(r, e); }));
     model->SetExpertParallel(rk.get());
     m->models_.push_back(std::move(model));
     m->rank_.push_back(std::move(rk));
   }
   m->info_ = InfoOf(m->models_[0]->config());
+  m->CountHeld();
   return std::unique_ptr<LanguageModel>(std::move(m));
 }
 

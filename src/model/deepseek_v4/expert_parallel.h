@@ -27,6 +27,9 @@ struct ExpertParallelStats {
   int64_t forwards = 0;
   int64_t rebalances = 0;
   int64_t experts_moved = 0;  // expert weights copied to a rank that did not hold them
+  // Routed experts' weights in memory, over every rank and MoE layer (E x layers without
+  // replicas: each rank loads only its share).
+  int64_t held_experts = 0;
   // The last rebalance's expected busiest-rank load over the mean (distributed::LoadImbalance),
   // averaged over the MoE layers, under the old and the new placements (0: none yet).
   double imbalance_before = 0, imbalance_after = 0;

@@ -26,8 +26,6 @@ struct ModelOptions {
   // The attention state's rounding and storage (io::KvCacheDtype; kAuto: kFloat32), set into
   // config().kv_cache_dtype.
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
-  // Expert parallelism: the routed experts this rank loads (empty: all of them).
-  ExpertFilter holds_expert;
 };
 
 // A request's tokens for one forward call.
@@ -62,8 +60,10 @@ Status CheckTokenIds(const std::vector<int32_t>& ids, int64_t vocab_size);
 
 class Model {
  public:
+  // holds_expert (expert parallelism): the routed experts to load (empty: all of them).
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& model_dir,
-                                               const ModelOptions& options = {});
+                                               const ModelOptions& options = {},
+                                               const ExpertFilter& holds_expert = {});
 
   const io::DeepseekV4Config& config() const { return config_; }
   bool has_mtp() const { return !weights_->mtp.empty(); }
