@@ -140,7 +140,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
     return InvalidArgument("--eplb-redundant-experts and --eplb-interval must not be negative");
   }
   if (ep == 1 && (redundant > 0 || o.eplb_interval > 0)) {
-    return InvalidArgument("--eplb-redundant-experts and --eplb-interval need --expert-parallel > 1");
+    return InvalidArgument(
+        "--eplb-redundant-experts and --eplb-interval need --expert-parallel > 1");
   }
   o.expert_parallel = static_cast<int>(ep);
   o.eplb_redundant_experts = static_cast<int>(redundant);

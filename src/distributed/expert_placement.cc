@@ -135,7 +135,8 @@ StatusOr<ExpertPlacement> PlanPlacement(const std::vector<double>& load, int ran
   std::vector<int32_t> slots(static_cast<size_t>(ranks) * slots_per_rank, -1);
   for (int k = 0; k < ranks; ++k) {
     std::sort(held[k].begin(), held[k].end());
-    std::copy(held[k].begin(), held[k].end(), slots.begin() + static_cast<int64_t>(k) * slots_per_rank);
+    std::copy(held[k].begin(), held[k].end(),
+              slots.begin() + static_cast<int64_t>(k) * slots_per_rank);
   }
   return ExpertPlacement::FromSlots(experts, ranks, std::move(slots));
 }

@@ -19,7 +19,8 @@ namespace {
 // What rank `from` sends rank `to` in round `round`: a size and bytes that name all three.
 Bytes Message(int from, int to, int round) {
   Bytes b(static_cast<size_t>((from * 7 + to * 3 + round * 5) % 11));
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(from * 31 + to * 17 + round + i);
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<uint8_t>(from * 31 + to * 17 + round + i);
   return b;
 }
 
@@ -97,11 +98,11 @@ TEST(ExpertPlacementTest, ContiguousHoldsEachExpertOnce) {
 
 TEST(ExpertPlacementTest, FromSlotsRefusesBadPlacements) {
   EXPECT_TRUE(ExpertPlacement::FromSlots(3, 2, {0, 1, 2, -1}).ok());
-  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 1, -1}).ok());   // expert 2 unheld
-  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 0, 1, 2}).ok());    // rank 0 holds 0 twice
-  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 2, 3}).ok());    // no expert 3
-  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 2}).ok());       // uneven slots
-  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, -2, 2}).ok());   // bad id
+  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 1, -1}).ok());  // expert 2 unheld
+  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 0, 1, 2}).ok());   // rank 0 holds 0 twice
+  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 2, 3}).ok());   // no expert 3
+  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, 2}).ok());      // uneven slots
+  EXPECT_FALSE(ExpertPlacement::FromSlots(3, 2, {0, 1, -2, 2}).ok());  // bad id
 }
 
 TEST(ExpertPlacementTest, RowsGoToALocalReplicaElseTakeTurns) {
@@ -110,7 +111,7 @@ TEST(ExpertPlacementTest, RowsGoToALocalReplicaElseTakeTurns) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->Holders(0), (std::vector<int32_t>{0, 2}));
   for (int64_t row = 0; row < 6; ++row) {
-    EXPECT_EQ(p->RankFor(0, 0, row), 0);                    // held locally
+    EXPECT_EQ(p->RankFor(0, 0, row), 0);  // held locally
     EXPECT_EQ(p->RankFor(0, 2, row), 2);
     EXPECT_EQ(p->RankFor(0, 1, row), row % 2 == 0 ? 0 : 2);  // in turn
     EXPECT_EQ(p->RankFor(2, 0, row), row % 2 == 0 ? 1 : 2);
@@ -159,8 +160,7 @@ TEST(EplbTest, BalancesRandomLoadsBetterThanContiguous) {
     // The greedy's bound: no rank above the mean by more than the heaviest replica.
     double heaviest = 0;
     for (int e = 0; e < experts; ++e) heaviest = std::max(heaviest, load[e] / p->Holders(e).size());
-    const double mean =
-        std::accumulate(load.begin(), load.end(), 0.0) / static_cast<double>(ranks);
+    const double mean = std::accumulate(load.begin(), load.end(), 0.0) / static_cast<double>(ranks);
     EXPECT_LE(*std::max_element(per_rank.begin(), per_rank.end()), mean + heaviest + 1e-6);
     EXPECT_LE(LoadImbalance(*p, load),
               LoadImbalance(ExpertPlacement::Contiguous(experts, ranks), load) + 1e-9);

@@ -2,6 +2,8 @@
 // gives the single model's logits, streams and MTP logits bit for bit — whatever the number of
 // ranks, idle ranks, replicas, and EPLB moving experts between forwards — loads only each rank's
 // experts, refuses bad input without leaving a rank waiting, and refuses what it does not run.
+#include "model/deepseek_v4/expert_parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek_v4/expert_parallel.h"
 #include "model/model_loader.h"
 #include "model/paged_state.h"
 #include "model_test_util.h"
@@ -81,7 +82,8 @@ Trace RunSchedule(LanguageModel& m) {
     step(decode, false);
   }
   step({{seqs[2].get(), testing::RandomIds(1, 300), 1}}, false);
-  step({{seqs[0].get(), testing::RandomIds(4, 301), 4}, {seqs[3].get(), testing::RandomIds(4, 302), 2}},
+  step({{seqs[0].get(), testing::RandomIds(4, 301), 4},
+        {seqs[3].get(), testing::RandomIds(4, 302), 2}},
        true);
   // MTP over each request's prefill rows (those with a next token).
   std::vector<model::MtpChunk> mtp;
@@ -92,7 +94,8 @@ Trace RunSchedule(LanguageModel& m) {
     if (n > 1) {
       model::MtpChunk ch;
       ch.seq = seqs[i].get();
-      ch.streams.assign(t.streams[0].begin() + row * width, t.streams[0].begin() + (row + n - 1) * width);
+      ch.streams.assign(t.streams[0].begin() + row * width,
+                        t.streams[0].begin() + (row + n - 1) * width);
       ch.next_ids.assign(prompts[i].begin() + 1, prompts[i].end());
       mtp.push_back(std::move(ch));
     }

@@ -158,7 +158,8 @@ class ExpertParallelModel final : public LanguageModel {
     std::vector<int64_t> load(static_cast<size_t>(ranks()), 0);
     std::vector<std::vector<size_t>> parts(static_cast<size_t>(ranks()));
     for (size_t i : order) {
-      const size_t r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      const size_t r =
+          static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       parts[r].push_back(i);
       load[r] += tokens[i];
     }
@@ -193,7 +194,8 @@ class ExpertParallelModel final : public LanguageModel {
     stats_.held_experts = 0;
     for (const auto& m : models_) {
       for (int l = 0; l < m->moe_layers(); ++l) {
-        for (int e = 0; e < experts_; ++e) stats_.held_experts += m->RoutedExpert(l, e).w1.bytes() > 0;
+        for (int e = 0; e < experts_; ++e)
+          stats_.held_experts += m->RoutedExpert(l, e).w1.bytes() > 0;
       }
     }
   }
@@ -254,7 +256,7 @@ class ExpertParallelModel final : public LanguageModel {
 };
 
 StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::string& model_dir,
-                                                                  const LoadOptions& options) {
+                                                                   const LoadOptions& options) {
   const int ranks = options.expert_parallel;
   if (ranks < 1 || ranks > kMaxRanks) {
     return InvalidArgument("expert parallelism: the ranks must be in [1, " +
@@ -297,9 +299,9 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
     ModelOptions mo;
     mo.num_threads = threads;
     mo.kv_cache_dtype = options.kv_cache_dtype;
-    DSINFER_ASSIGN_OR_RETURN(
-        auto model,
-        Model::Load(model_dir, mo, [&first, r](int, int e) { return first.Holds(r, e); }));
+    DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo, [&first, r](int, int e) {
+                               return first.Holds(r, e);
+                             }));
     model->SetExpertParallel(rk.get());
     m->models_.push_back(std::move(model));
     m->rank_.push_back(std::move(rk));

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <utility>
-#include <numeric>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -164,7 +164,8 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
     Put(send[dest], &e, sizeof(e));
     Put(send[dest], x + (p / K) * D, row_bytes);
   }
-  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> recv, ep.comm->AllToAll(std::move(send)));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> recv,
+                           ep.comm->AllToAll(std::move(send)));
 
   // Serve: the received rows grouped by expert (ascending; within one, by source rank, then in
   // the order sent), each expert run once over its rows; the outputs go back in the order received.
@@ -179,8 +180,9 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
       int32_t e;
       std::memcpy(&e, m.data() + i * record, sizeof(e));
       if (e < 0 || e >= E || !place.Holds(me, e) || w.experts[e].w1.bytes() == 0) {
-        return Internal("expert parallelism: rank " + std::to_string(me) + " was sent rows of expert " +
-                        std::to_string(e) + ", which it does not hold");
+        return Internal("expert parallelism: rank " + std::to_string(me) +
+                        " was sent rows of expert " + std::to_string(e) +
+                        ", which it does not hold");
       }
       work[e].emplace_back(from, i);
     }
@@ -194,7 +196,8 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
     ys.resize(static_cast<size_t>(m * D));
     for (int64_t i = 0; i < m; ++i) {
       const auto [from, index] = work[e][i];
-      std::memcpy(xs.data() + i * D, recv[from].data() + index * record + sizeof(int32_t), row_bytes);
+      std::memcpy(xs.data() + i * D, recv[from].data() + index * record + sizeof(int32_t),
+                  row_bytes);
     }
     Expert(w.experts[e], c, xs.data(), m, ys.data(), pool);
     for (int64_t i = 0; i < m; ++i) {
@@ -203,7 +206,8 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
     }
   }
   recv.clear();
-  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> back, ep.comm->AllToAll(std::move(reply)));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> back,
+                           ep.comm->AllToAll(std::move(reply)));
 
   // Combine: each row's expert outputs in ascending expert id (ties in k order), as MoeForward.
   std::vector<const float*> y(static_cast<size_t>(n * K));

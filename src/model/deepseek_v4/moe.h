@@ -1,8 +1,8 @@
-// Mixture of experts (spec §2.10): router (sqrtsoftplus scores; top-k with a selection-only bias, or
-// hash routing through tid2eid), routed SwiGLU experts with the swiglu_limit clamp, routed scaling,
-// and the shared expert. Each token sums its experts in ascending expert id, so its output does not
-// depend on the other tokens in the batch — nor, under expert parallelism, on the rank that ran
-// each of its experts.
+// Mixture of experts (spec §2.10): router (sqrtsoftplus scores; top-k with a selection-only bias,
+// or hash routing through tid2eid), routed SwiGLU experts with the swiglu_limit clamp, routed
+// scaling, and the shared expert. Each token sums its experts in ascending expert id, so its output
+// does not depend on the other tokens in the batch — nor, under expert parallelism, on the rank
+// that ran each of its experts.
 #pragma once
 
 #include <cstdint>

@@ -134,8 +134,8 @@ Status TensorLoader::LoadExpert(const std::string& prefix, ExpertWeights* e) con
   return Status::Ok();
 }
 
-Status TensorLoader::LoadExperts(const std::string& prefix, int routed, bool shared,
-                                 MoeWeights* m, const std::function<bool(int)>& holds) const {
+Status TensorLoader::LoadExperts(const std::string& prefix, int routed, bool shared, MoeWeights* m,
+                                 const std::function<bool(int)>& holds) const {
   m->experts.resize(static_cast<size_t>(routed));
   for (int e = 0; e < routed; ++e) {
     if (holds && !holds(e)) continue;
@@ -205,8 +205,8 @@ std::string MoePrefix(const io::DeepseekV4Config& config, int moe_layer) {
 }  // namespace
 
 StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint& ckpt,
-                                                          const io::DeepseekV4Config& config,
-                                                          const ExpertFilter& holds) {
+                                                           const io::DeepseekV4Config& config,
+                                                           const ExpertFilter& holds) {
   Loader loader(ckpt, config);
   // MoE layer l's filter over its experts.
   auto layer_holds = [&](int l) -> std::function<bool(int)> {
@@ -226,8 +226,7 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   w->layers.resize(config.num_layers);
   for (int l = 0; l < config.num_layers; ++l) {
     DSINFER_RETURN_IF_ERROR(loader.LoadBlock(MoePrefix(config, l), config.compress_ratios[l],
-                                             config.hash_layers[l], &w->layers[l],
-                                             layer_holds(l)));
+                                             config.hash_layers[l], &w->layers[l], layer_holds(l)));
   }
   for (int k = 0; k < config.num_mtp_layers; ++k) {
     const std::string p = "mtp." + std::to_string(k) + ".";
@@ -247,12 +246,12 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   return w;
 }
 
-Status ModelWeights::LoadRoutedExpert(const io::Checkpoint& ckpt, const io::DeepseekV4Config& config,
-                                      int moe_layer, int expert, ExpertWeights* e) {
+Status ModelWeights::LoadRoutedExpert(const io::Checkpoint& ckpt,
+                                      const io::DeepseekV4Config& config, int moe_layer, int expert,
+                                      ExpertWeights* e) {
   Loader loader(ckpt, config);
-  return loader.LoadExpert(MoePrefix(config, moe_layer) + "ffn.experts." + std::to_string(expert) +
-                               ".",
-                           e);
+  return loader.LoadExpert(
+      MoePrefix(config, moe_layer) + "ffn.experts." + std::to_string(expert) + ".", e);
 }
 
 }  // namespace dsinfer::model::deepseek_v4
