@@ -1,6 +1,8 @@
 #include "model/deepseek_v4/expert_parallel.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -37,6 +39,7 @@ class ExpertParallelModel final : public LanguageModel {
     for (const ModelChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.ids, ch.logits_tail});
     // Refused before any rank starts (a rank that refused alone would leave the others waiting).
     DSINFER_RETURN_IF_ERROR(models_[0]->CheckChunks(batch));
+    InstallRebalance(/*wait=*/false);
     std::vector<int64_t> tokens;
     for (const SequenceChunk& ch : batch) tokens.push_back(static_cast<int64_t>(ch.ids.size()));
     const std::vector<std::vector<size_t>> parts = Split(tokens);
@@ -77,7 +80,9 @@ class ExpertParallelModel final : public LanguageModel {
       }
     }
     ++stats_.forwards;
-    if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0) Rebalance();
+    if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0 && !pending_.valid()) {
+      PlanRebalance();
+    }
     return out;
   }
 
@@ -99,6 +104,7 @@ class ExpertParallelModel final : public LanguageModel {
     batch.reserve(chunks.size());
     for (const MtpChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.streams, ch.next_ids});
     DSINFER_RETURN_IF_ERROR(models_[0]->CheckMtpChunks(batch));
+    InstallRebalance(/*wait=*/false);
     std::vector<int64_t> tokens;
     for (const auto& ch : batch) tokens.push_back(static_cast<int64_t>(ch.next_ids.size()));
     const std::vector<std::vector<size_t>> parts = Split(tokens);
@@ -139,7 +145,12 @@ class ExpertParallelModel final : public LanguageModel {
     return out;
   }
 
+  ~ExpertParallelModel() override {
+    if (pending_.valid()) pending_.wait();
+  }
+
   const ExpertParallelStats& stats() const { return stats_; }
+  void FinishRebalance() { InstallRebalance(/*wait=*/true); }
 
  private:
   int ranks() const { return static_cast<int>(models_.size()); }
@@ -205,45 +216,80 @@ class ExpertParallelModel final : public LanguageModel {
     for (int r = 0; r < ranks(); ++r) rank_[r]->comm = comms_[r].get();
   }
 
-  // EPLB: each MoE layer's placement re-planned from the rows counted since the last rebalance;
-  // the experts a rank newly holds copied from a rank that held them, the ones it no longer holds
-  // freed; the counts restarted.
-  void Rebalance() {
+  // EPLB, in two parts. Plan (after a forward, every eplb_interval): the rows counted per layer
+  // since the last plan are taken (the counts restart) and a background thread re-plans each MoE
+  // layer's placement and stages a copy of the weights of each expert a rank will newly hold, read
+  // from a rank that holds it now (on GPUs: the transfer between them), while the forwards go on.
+  // Install (before a forward, once the staging is done): the staged weights move in, the experts
+  // a rank no longer holds are freed, the placements switch. Only one plan is in flight; the
+  // weights it reads change only at an install, which waits for it.
+  struct Staged {
+    std::vector<distributed::ExpertPlacement> next;  // [layer]
+    struct Move {
+      int rank, layer, expert;
+      ExpertWeights weights;
+    };
+    std::vector<Move> moves;
+    double before = 0, after = 0;  // mean over the layers
+  };
+
+  void PlanRebalance() {
     const int layers = models_[0]->moe_layers();
-    double before = 0, after = 0;
-    for (int l = 0; l < layers; ++l) {
-      std::vector<double> load(static_cast<size_t>(experts_), 0.0);
-      for (const auto& rk : rank_) {
-        for (int e = 0; e < experts_; ++e) load[e] += static_cast<double>(rk->load[l][e]);
-      }
-      const distributed::ExpertPlacement& old = rank_[0]->placements[l];
-      auto planned = distributed::PlanPlacement(load, ranks(), slots_per_rank_);
-      DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
-      const distributed::ExpertPlacement next = std::move(planned).value();
-      before += distributed::LoadImbalance(old, load);
-      after += distributed::LoadImbalance(next, load);
-      for (int r = 0; r < ranks(); ++r) {
-        for (int32_t e : next.ExpertsOf(r)) {
-          if (old.Holds(r, e)) continue;
-          const int from = old.Holders(e).front();
-          models_[r]->RoutedExpert(l, e) = models_[from]->RoutedExpert(l, e);
-          ++stats_.experts_moved;
-        }
-      }
-      for (int r = 0; r < ranks(); ++r) {
-        for (int32_t e : old.ExpertsOf(r)) {
-          if (!next.Holds(r, e)) models_[r]->RoutedExpert(l, e) = ExpertWeights{};
-        }
-      }
-      for (auto& rk : rank_) {
-        rk->placements[l] = next;
+    std::vector<std::vector<double>> load(static_cast<size_t>(layers),
+                                          std::vector<double>(static_cast<size_t>(experts_), 0.0));
+    for (auto& rk : rank_) {
+      for (int l = 0; l < layers; ++l) {
+        for (int e = 0; e < experts_; ++e) load[l][e] += static_cast<double>(rk->load[l][e]);
         std::fill(rk->load[l].begin(), rk->load[l].end(), 0);
       }
     }
+    std::vector<distributed::ExpertPlacement> old(rank_[0]->placements.begin(),
+                                                  rank_[0]->placements.begin() + layers);
+    pending_ = std::async(std::launch::async, [this, load = std::move(load),
+                                               old = std::move(old)]() {
+      Staged st;
+      for (size_t l = 0; l < old.size(); ++l) {
+        auto planned = distributed::PlanPlacement(load[l], ranks(), slots_per_rank_);
+        DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
+        st.next.push_back(std::move(planned).value());
+        const distributed::ExpertPlacement& next = st.next.back();
+        st.before += distributed::LoadImbalance(old[l], load[l]) / static_cast<double>(old.size());
+        st.after += distributed::LoadImbalance(next, load[l]) / static_cast<double>(old.size());
+        for (int r = 0; r < ranks(); ++r) {
+          for (int32_t e : next.ExpertsOf(r)) {
+            if (old[l].Holds(r, e)) continue;
+            const int from = old[l].Holders(e).front();
+            st.moves.push_back(
+                {r, static_cast<int>(l), e, models_[from]->RoutedExpert(static_cast<int>(l), e)});
+          }
+        }
+      }
+      return st;
+    });
+  }
+
+  // Installs a finished plan (or, with `wait`, waits for the one in flight first).
+  void InstallRebalance(bool wait) {
+    if (!pending_.valid()) return;
+    if (!wait && pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    Staged st = pending_.get();
+    for (Staged::Move& m : st.moves) {
+      models_[m.rank]->RoutedExpert(m.layer, m.expert) = std::move(m.weights);
+    }
+    stats_.experts_moved += static_cast<int64_t>(st.moves.size());
+    for (int l = 0; l < static_cast<int>(st.next.size()); ++l) {
+      const distributed::ExpertPlacement& old = rank_[0]->placements[l];
+      for (int r = 0; r < ranks(); ++r) {
+        for (int32_t e : old.ExpertsOf(r)) {
+          if (!st.next[l].Holds(r, e)) models_[r]->RoutedExpert(l, e) = ExpertWeights{};
+        }
+      }
+      for (auto& rk : rank_) rk->placements[l] = st.next[l];
+    }
     ++stats_.rebalances;
+    stats_.imbalance_before = st.before;
+    stats_.imbalance_after = st.after;
     CountHeld();
-    stats_.imbalance_before = before / layers;
-    stats_.imbalance_after = after / layers;
   }
 
   std::vector<std::unique_ptr<Model>> models_;
@@ -253,6 +299,7 @@ class ExpertParallelModel final : public LanguageModel {
   int experts_ = 0, slots_per_rank_ = 0;
   int64_t eplb_interval_ = 0;
   ExpertParallelStats stats_;
+  std::future<Staged> pending_;  // EPLB's plan in flight (declared last: joined first)
 };
 
 StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::string& model_dir,
@@ -316,6 +363,10 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
 StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
                                                             const LoadOptions& options) {
   return ExpertParallelModel::Load(model_dir, options);
+}
+
+void FinishRebalance(LanguageModel& model) {
+  if (auto* m = dynamic_cast<ExpertParallelModel*>(&model)) m->FinishRebalance();
 }
 
 const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model) {

@@ -7,7 +7,8 @@
 // (MoeForwardParallel): a request's logits are the single model's, bit for bit, whatever the
 // ranks, the split and the placement. EPLB counts the rows routed to each expert and, every
 // eplb_interval forwards, re-plans each layer's placement (distributed::PlanPlacement, replicas
-// in the spare slots) and moves the experts' weights between the ranks before the next forward.
+// in the spare slots) on a background thread that also stages the weights each rank will newly
+// hold, while the forwards go on; the next forward after that installs the new placement.
 // The same structure, with NCCL and a GPU per rank, is the multi-GPU layout (not built yet).
 #pragma once
 
@@ -25,7 +26,7 @@ namespace dsinfer::model::deepseek_v4 {
 struct ExpertParallelStats {
   int ranks = 1;
   int64_t forwards = 0;
-  int64_t rebalances = 0;
+  int64_t rebalances = 0;  // placements installed
   int64_t experts_moved = 0;  // expert weights copied to a rank that did not hold them
   // Routed experts' weights in memory, over every rank and MoE layer (E x layers without
   // replicas: each rank loads only its share).
@@ -38,6 +39,9 @@ struct ExpertParallelStats {
 // options.expert_parallel ranks (>= 1) of the model dir's DeepSeek-V4 model.
 StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
                                                             const LoadOptions& options);
+// Waits for EPLB's plan in flight, if any, and installs it (otherwise installed before the first
+// forward after it is done). A no-op for any other model.
+void FinishRebalance(LanguageModel& model);
 // The stats of a model LoadExpertParallel made; null for any other model.
 const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model);
 
