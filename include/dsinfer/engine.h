@@ -357,6 +357,14 @@ struct EngineStats {
   int64_t host_cache_entries = 0;
   int64_t host_cache_bytes = 0;
   int64_t host_cache_bytes_total = 0;
+  // Expert parallelism (EngineOptions::expert_parallel): its ranks, EPLB's placements installed,
+  // expert weights moved between ranks, and the last plan's expected busiest-rank MoE load over
+  // the mean under the old and the new placement (1: balanced; 0: no plan yet).
+  int expert_parallel = 1;
+  int64_t eplb_rebalances = 0;
+  int64_t eplb_experts_moved = 0;
+  double eplb_imbalance_before = 0;
+  double eplb_imbalance_after = 0;
   int64_t state_bytes_used = 0;   // state cache accounting
   // State memory that copy-on-write sharing saves now: the pages several requests or cached states
   // hold, counted once per extra holder (in use, each counts once in the figures above).

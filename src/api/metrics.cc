@@ -105,6 +105,19 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
           static_cast<double>(engine->preemptions), &out);
     Gauge("dsinfer_engine_steps_total", "counter", "Engine steps.",
           static_cast<double>(engine->steps), &out);
+    if (engine->expert_parallel > 1) {
+      Gauge("dsinfer_expert_parallel_ranks", "gauge", "Ranks the routed experts are sharded over.",
+            engine->expert_parallel, &out);
+      Gauge("dsinfer_eplb_rebalances_total", "counter", "Expert placements EPLB installed.",
+            static_cast<double>(engine->eplb_rebalances), &out);
+      Gauge("dsinfer_eplb_experts_moved_total", "counter",
+            "Expert weights EPLB copied to a rank that did not hold them.",
+            static_cast<double>(engine->eplb_experts_moved), &out);
+      Gauge("dsinfer_eplb_imbalance", "gauge",
+            "The busiest rank's expected MoE load over the mean under the installed placement, "
+            "for the rows its plan counted (1: balanced).",
+            engine->eplb_imbalance_after, &out);
+    }
     // Speculative decoding (vLLM's spec_decode counters) and the prefix cache.
     Gauge("dsinfer_spec_decode_num_drafts_total", "counter",
           "Verify steps of sequences with drafts.", static_cast<double>(engine->spec_verify_rows),

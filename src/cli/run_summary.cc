@@ -97,6 +97,14 @@ nlohmann::json RunSummary::ToJson() const {
           {"bytes", st.host_cache_bytes},         {"bytes_total", st.host_cache_bytes_total}};
     }
   }
+  if (stats_.expert_parallel > 1) {
+    const auto& st = stats_;
+    out["expert_parallel"] = {{"ranks", st.expert_parallel},
+                              {"eplb_rebalances", st.eplb_rebalances},
+                              {"eplb_experts_moved", st.eplb_experts_moved},
+                              {"eplb_imbalance_before", st.eplb_imbalance_before},
+                              {"eplb_imbalance_after", st.eplb_imbalance_after}};
+  }
   if (stats_.preemptions > 0) {
     const auto& st = stats_;
     out["preemption"] = {{"preemptions", st.preemptions},

@@ -973,6 +973,13 @@ EngineStats EngineCore::Stats() const {
   EngineStats s = stats_;
   s.overlap = overlap_;
   s.graph_decode_steps = runner_->graph_decode_steps();
+  if (const model::ExpertParallelStats* ep = runner_->expert_parallel_stats()) {
+    s.expert_parallel = ep->ranks;
+    s.eplb_rebalances = ep->rebalances;
+    s.eplb_experts_moved = ep->experts_moved;
+    s.eplb_imbalance_before = ep->imbalance_before;
+    s.eplb_imbalance_after = ep->imbalance_after;
+  }
   s.graph_multi_token_steps = runner_->graph_multi_token_steps();
   s.graph_draft_passes = runner_->graph_draft_passes();
   s.spec_num_tokens = spec_.method == SpeculativeOptions::Method::kNone ? 0 : spec_.num_tokens;

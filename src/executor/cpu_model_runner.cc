@@ -72,6 +72,9 @@ class CpuModelRunner final : public ModelRunner {
         layout_(model_->StateLayoutFor(slack_)) {}
 
   const model::ModelInfo& info() const override { return model_->info(); }
+  const model::ExpertParallelStats* expert_parallel_stats() const override {
+    return model_->expert_parallel_stats();
+  }
   const cache::StateLayout& state_layout() const override { return layout_; }
   Status BindCache(cache::StateCache* cache) override {
     cache_ = cache;

@@ -173,6 +173,8 @@ class ModelRunner {
   // Steps replayed from CUDA graphs so far: of one token per sequence, of several (speculative
   // verify steps); the drafter's passes (DSpark). None on runners without graphs.
   virtual int64_t graph_decode_steps() const { return 0; }
+  // Expert parallelism's stats (null: the model is not split).
+  virtual const model::ExpertParallelStats* expert_parallel_stats() const { return nullptr; }
   virtual int64_t graph_multi_token_steps() const { return 0; }
   virtual int64_t graph_draft_passes() const { return 0; }
 };

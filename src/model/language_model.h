@@ -124,6 +124,21 @@ struct BlockDraft {
                                    // ones before it were accepted (the confidence head)
 };
 
+// Expert parallelism's state (LoadOptions::expert_parallel), as far as EPLB has got.
+struct ExpertParallelStats {
+  int ranks = 1;
+  int64_t forwards = 0;
+  int64_t rebalances = 0;     // placements installed
+  int64_t experts_moved = 0;  // expert weights copied to a rank that did not hold them
+  // Routed experts' weights in memory, over every rank and MoE layer (E x layers without
+  // replicas: each rank loads only its share).
+  int64_t held_experts = 0;
+  // The last installed plan's expected busiest-rank load over the mean (distributed::
+  // LoadImbalance; 1: balanced) under the old and the new placements, averaged over the MoE
+  // layers, for the rows counted since the plan before (0: none yet).
+  double imbalance_before = 0, imbalance_after = 0;
+};
+
 struct LoadOptions {
   int num_threads = 0;  // 0: all hardware threads
   bool dspark = false;  // load and run the model's DSpark drafter (DeepSeek-V4.1)
@@ -158,6 +173,9 @@ class LanguageModel {
   // row's MTP input streams. Bad token ids are refused before anything changes.
   virtual StatusOr<ModelOutput> Forward(const std::vector<ModelChunk>& chunks,
                                         bool keep_streams) = 0;
+
+  // Expert parallelism's stats (null: the model is not split; LoadOptions::expert_parallel).
+  virtual const ExpertParallelStats* expert_parallel_stats() const { return nullptr; }
 
   // Ok when the model can draft with an MTP layer, else why not.
   virtual Status SupportsMtp() const = 0;

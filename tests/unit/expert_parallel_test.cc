@@ -128,7 +128,7 @@ void ExpectSameTrace(const Trace& want, const Trace& got, const std::string& wha
 TEST(ExpertParallelTest, RanksGiveTheSingleModelsBits) {
   auto single = Load(1);
   ASSERT_NE(single, nullptr);
-  EXPECT_EQ(model::deepseek_v4::ExpertParallelStatsOf(*single), nullptr);
+  EXPECT_EQ(single->expert_parallel_stats(), nullptr);
   const Trace want = RunSchedule(*single);
   struct Layout {
     int ranks, redundant;
@@ -148,7 +148,7 @@ TEST(ExpertParallelTest, RanksGiveTheSingleModelsBits) {
                     }),
                     what);
     model::deepseek_v4::FinishRebalance(*m);
-    const auto* stats = model::deepseek_v4::ExpertParallelStatsOf(*m);
+    const auto* stats = m->expert_parallel_stats();
     ASSERT_NE(stats, nullptr);
     EXPECT_EQ(stats->ranks, l.ranks);
     EXPECT_EQ(stats->forwards, 6) << what;

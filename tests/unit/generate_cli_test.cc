@@ -117,6 +117,44 @@ TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
   EXPECT_EQ(Lines(alone.out).at(0)["choices"][0]["ids"], lines[0]["choices"][0]["ids"]);
 }
 
+// --expert-parallel end to end: the routed experts over 3 ranks (with replicas, EPLB every 2
+// steps, MTP speculation) give the single model's output; the summary has the ranks and EPLB's
+// figures; bad combinations are usage errors, and the CUDA backend refuses it.
+TEST_F(GenerateCliTest, ExpertParallelGivesTheSameOutput) {
+  const std::string dir = testing::ScratchDir("generate_cli_expert_parallel");
+  testing::WriteFile(dir + "/in.jsonl",
+                     "{\"prompt_ids\": [5, 17, 200, 9, 5, 17], \"max_tokens\": 10, \"seed\": 3, "
+                     "\"temperature\": 0.8, \"n\": 2}\n"
+                     "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 12, \"temperature\": 0}\n"
+                     "{\"prompt_ids\": [44], \"max_tokens\": 6, \"seed\": 9, \"logprobs\": true}\n");
+  const std::string args = "--model " + *model_ + " --input " + dir +
+                           "/in.jsonl --threads 2 --quiet --ignore-eos --speculative-method mtp "
+                           "--num-speculative-tokens 2";
+  const Result one = Generate(args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const Result split = Generate(args + " --expert-parallel 3 --eplb-redundant-experts 2 " +
+                                "--eplb-interval 2 --summary-json " + dir + "/summary.json");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  const auto a = Lines(one.out), b = Lines(split.out);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["choices"], b[i]["choices"]) << "line " << i;
+  }
+  const auto summary = json::parse(testing::ReadFile(dir + "/summary.json"));
+  ASSERT_TRUE(summary.contains("expert_parallel")) << summary;
+  EXPECT_EQ(summary["expert_parallel"]["ranks"], 3);
+  EXPECT_GE(summary["expert_parallel"]["eplb_rebalances"].get<int64_t>(), 1) << summary;
+  EXPECT_GE(summary["expert_parallel"]["eplb_imbalance_after"].get<double>(), 1.0) << summary;
+
+  EXPECT_EQ(Generate("--model " + *model_ + " --prompt-ids 1 --expert-parallel 0").exit_code, 2);
+  EXPECT_EQ(Generate("--model " + *model_ + " --prompt-ids 1 --eplb-interval 4").exit_code, 2);
+  const Result cuda =
+      Generate("--model " + *model_ + " --prompt-ids 1 --expert-parallel 2 --device cuda");
+  EXPECT_EQ(cuda.exit_code, 1);
+  EXPECT_NE(cuda.err.find("expert parallelism"), std::string::npos) << cuda.err;
+}
+
 // The host tier's and preemption's figures are in the summary when they apply.
 TEST_F(GenerateCliTest, SummaryHasTheHostTier) {
   const std::string dir = testing::ScratchDir("generate_cli_host_tier");

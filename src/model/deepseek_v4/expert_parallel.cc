@@ -80,7 +80,8 @@ class ExpertParallelModel final : public LanguageModel {
       }
     }
     ++stats_.forwards;
-    if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0 && !pending_.valid()) {
+    if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0) {
+      InstallRebalance(/*wait=*/true);  // the last plan, if still in flight: at most one behind
       PlanRebalance();
     }
     return out;
@@ -149,7 +150,7 @@ class ExpertParallelModel final : public LanguageModel {
     if (pending_.valid()) pending_.wait();
   }
 
-  const ExpertParallelStats& stats() const { return stats_; }
+  const ExpertParallelStats* expert_parallel_stats() const override { return &stats_; }
   void FinishRebalance() { InstallRebalance(/*wait=*/true); }
 
  private:
@@ -222,7 +223,8 @@ class ExpertParallelModel final : public LanguageModel {
   // from a rank that holds it now (on GPUs: the transfer between them), while the forwards go on.
   // Install (before a forward, once the staging is done): the staged weights move in, the experts
   // a rank no longer holds are freed, the placements switch. Only one plan is in flight; the
-  // weights it reads change only at an install, which waits for it.
+  // weights it reads change only at an install, which waits for it; the next plan waits for the
+  // last one's install, so a placement is at most one interval late.
   struct Staged {
     std::vector<distributed::ExpertPlacement> next;  // [layer]
     struct Move {
@@ -369,9 +371,5 @@ void FinishRebalance(LanguageModel& model) {
   if (auto* m = dynamic_cast<ExpertParallelModel*>(&model)) m->FinishRebalance();
 }
 
-const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model) {
-  const auto* m = dynamic_cast<const ExpertParallelModel*>(&model);
-  return m != nullptr ? &m->stats() : nullptr;
-}
 
 }  // namespace dsinfer::model::deepseek_v4

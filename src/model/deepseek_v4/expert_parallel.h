@@ -22,27 +22,12 @@
 
 namespace dsinfer::model::deepseek_v4 {
 
-// What EPLB has done so far (ExpertParallelStatsOf).
-struct ExpertParallelStats {
-  int ranks = 1;
-  int64_t forwards = 0;
-  int64_t rebalances = 0;  // placements installed
-  int64_t experts_moved = 0;  // expert weights copied to a rank that did not hold them
-  // Routed experts' weights in memory, over every rank and MoE layer (E x layers without
-  // replicas: each rank loads only its share).
-  int64_t held_experts = 0;
-  // The last rebalance's expected busiest-rank load over the mean (distributed::LoadImbalance),
-  // averaged over the MoE layers, under the old and the new placements (0: none yet).
-  double imbalance_before = 0, imbalance_after = 0;
-};
-
 // options.expert_parallel ranks (>= 1) of the model dir's DeepSeek-V4 model.
 StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
                                                             const LoadOptions& options);
 // Waits for EPLB's plan in flight, if any, and installs it (otherwise installed before the first
-// forward after it is done). A no-op for any other model.
+// forward after it is done; the stats: LanguageModel::expert_parallel_stats). A no-op for any
+// other model.
 void FinishRebalance(LanguageModel& model);
-// The stats of a model LoadExpertParallel made; null for any other model.
-const ExpertParallelStats* ExpertParallelStatsOf(const LanguageModel& model);
 
 }  // namespace dsinfer::model::deepseek_v4
