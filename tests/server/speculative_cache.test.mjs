@@ -2,7 +2,9 @@
 // cache (on by default), against a server with neither: the same requests (chat with a next turn,
 // completions, n = 2, seeded sampling, logprobs) give the same choices, token for token and
 // logprob for logprob, through the official openai client; /metrics counts the drafts and the
-// cache's hits; a bad --speculative-method is refused at start-up.
+// cache's hits; a bad --speculative-method is refused at start-up. A third server runs both with
+// the routed experts over 3 ranks (expert parallelism, replicas, EPLB re-planning every 4 steps):
+// the same choices again, and /metrics has its ranks and rebalances.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
@@ -10,17 +12,20 @@ import { OpenAI, killAll, metric, spawnServer, startServer, stopServer } from '.
 
 let fast;
 let plain;
+let split;
 
 before(async () => {
-  [fast, plain] = await Promise.all([
-    startServer(['--speculative-method', 'mtp', '--num-speculative-tokens', '2', '--prefix-checkpoint-interval', '128', '--served-model-name', 'm']),
+  const spec = ['--speculative-method', 'mtp', '--num-speculative-tokens', '2', '--prefix-checkpoint-interval', '128', '--served-model-name', 'm'];
+  [fast, plain, split] = await Promise.all([
+    startServer(spec),
     startServer(['--no-prefix-cache', '--served-model-name', 'm']),
+    startServer([...spec, '--expert-parallel', '3', '--eplb-redundant-experts', '2', '--eplb-interval', '4']),
   ]);
 });
 
 after(async () => {
   try {
-    for (const s of [fast, plain]) assert.equal((await stopServer(s)).code, 0, s.log());
+    for (const s of [fast, plain, split]) assert.equal((await stopServer(s)).code, 0, s.log());
   } finally {
     killAll();
   }
@@ -36,7 +41,7 @@ test('chat turns and completions are the same with speculation and the prefix ca
     { messages: first, max_tokens: 16, temperature: 0, n: 2 },
   ];
   const results = [];
-  for (const s of [fast, plain]) {
+  for (const s of [fast, plain, split]) {
     const c = clientOf(s);
     const out = [];
     for (const b of bodies) out.push(await c.chat.completions.create({ model: 'm', ...b }));
@@ -49,17 +54,22 @@ test('chat turns and completions are the same with speculation and the prefix ca
     out.push(await c.completions.create({ model: 'm', prompt: system + 'Once', max_tokens: 20, seed: 5, n: 2, logprobs: 1 }));
     results.push(out);
   }
-  const [a, b] = results;
-  for (let i = 0; i < a.length; ++i) {
-    assert.equal(a[i].choices.length, b[i].choices.length);
-    for (let j = 0; j < a[i].choices.length; ++j) {
-      const x = a[i].choices[j], y = b[i].choices[j];
-      assert.deepEqual(x.message ?? x.text, y.message ?? y.text, `request ${i} choice ${j}`);
-      assert.deepEqual(x.logprobs, y.logprobs, `request ${i} choice ${j} logprobs`);
-      assert.equal(x.finish_reason, y.finish_reason);
+  const [a, b, c] = results;
+  for (const [name, got] of [['speculation and cache', a], ['expert parallelism', c]]) {
+    for (let i = 0; i < got.length; ++i) {
+      assert.equal(got[i].choices.length, b[i].choices.length);
+      for (let j = 0; j < got[i].choices.length; ++j) {
+        const x = got[i].choices[j], y = b[i].choices[j];
+        assert.deepEqual(x.message ?? x.text, y.message ?? y.text, `${name}: request ${i} choice ${j}`);
+        assert.deepEqual(x.logprobs, y.logprobs, `${name}: request ${i} choice ${j} logprobs`);
+        assert.equal(x.finish_reason, y.finish_reason);
+      }
+      assert.deepEqual(got[i].usage, b[i].usage);
     }
-    assert.deepEqual(a[i].usage, b[i].usage);
   }
+  assert.equal(await metric(split.url, 'dsinfer_expert_parallel_ranks'), 3);
+  assert.ok(await metric(split.url, 'dsinfer_eplb_rebalances_total') >= 1);
+  assert.ok(await metric(split.url, 'dsinfer_eplb_imbalance') >= 1);
   assert.ok(await metric(fast.url, 'dsinfer_spec_decode_num_draft_tokens_total') > 0);
   assert.ok(await metric(fast.url, 'dsinfer_prefix_cache_hits_total') > 0);
   assert.ok(await metric(fast.url, 'dsinfer_prefix_cache_reused_tokens_total') > 100);
