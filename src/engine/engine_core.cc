@@ -979,6 +979,7 @@ EngineStats EngineCore::Stats() const {
     s.eplb_experts_moved = ep->experts_moved;
     s.eplb_imbalance_before = ep->imbalance_before;
     s.eplb_imbalance_after = ep->imbalance_after;
+    s.eplb_imbalance_contiguous = ep->imbalance_contiguous;
   }
   s.graph_multi_token_steps = runner_->graph_multi_token_steps();
   s.graph_draft_passes = runner_->graph_draft_passes();

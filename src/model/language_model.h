@@ -134,9 +134,10 @@ struct ExpertParallelStats {
   // replicas: each rank loads only its share).
   int64_t held_experts = 0;
   // The last installed plan's expected busiest-rank load over the mean (distributed::
-  // LoadImbalance; 1: balanced) under the old and the new placements, averaged over the MoE
-  // layers, for the rows counted since the plan before (0: none yet).
-  double imbalance_before = 0, imbalance_after = 0;
+  // LoadImbalance; 1: balanced) for the rows counted since the plan before, averaged over the MoE
+  // layers: under the placement they ran on, the one installed, and (for reference) the experts
+  // in order without replicas (0: no plan yet).
+  double imbalance_before = 0, imbalance_after = 0, imbalance_contiguous = 0;
 };
 
 struct LoadOptions {

@@ -18,6 +18,9 @@ namespace dsinfer::model::deepseek_v4 {
 namespace {
 
 constexpr int kMaxRanks = 64;
+// EPLB moves a layer's experts only for a plan that lowers its expected imbalance by this much
+// (relative): re-planning stable traffic would otherwise shuffle experts for nothing.
+constexpr double kMinRebalanceGain = 0.02;
 
 class ExpertParallelModel final : public LanguageModel {
  public:
@@ -232,7 +235,7 @@ class ExpertParallelModel final : public LanguageModel {
       ExpertWeights weights;
     };
     std::vector<Move> moves;
-    double before = 0, after = 0;  // mean over the layers
+    double before = 0, after = 0, contiguous = 0;  // mean over the layers
   };
 
   void PlanRebalance() {
@@ -250,13 +253,23 @@ class ExpertParallelModel final : public LanguageModel {
     pending_ = std::async(std::launch::async, [this, load = std::move(load),
                                                old = std::move(old)]() {
       Staged st;
+      const double n_layers = static_cast<double>(old.size());
       for (size_t l = 0; l < old.size(); ++l) {
         auto planned = distributed::PlanPlacement(load[l], ranks(), slots_per_rank_);
         DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
-        st.next.push_back(std::move(planned).value());
+        const double before = distributed::LoadImbalance(old[l], load[l]);
+        double after = distributed::LoadImbalance(*planned, load[l]);
+        // A plan that gains little is not worth its moves: the layer keeps its placement.
+        if (after > before * (1.0 - kMinRebalanceGain)) {
+          st.next.push_back(old[l]);
+          after = before;
+        } else {
+          st.next.push_back(std::move(planned).value());
+        }
         const distributed::ExpertPlacement& next = st.next.back();
-        st.before += distributed::LoadImbalance(old[l], load[l]) / static_cast<double>(old.size());
-        st.after += distributed::LoadImbalance(next, load[l]) / static_cast<double>(old.size());
+        st.before += before / n_layers;
+        st.after += after / n_layers;
+        st.contiguous += distributed::LoadImbalance(contiguous_, load[l]) / n_layers;
         for (int r = 0; r < ranks(); ++r) {
           for (int32_t e : next.ExpertsOf(r)) {
             if (old[l].Holds(r, e)) continue;
@@ -291,6 +304,7 @@ class ExpertParallelModel final : public LanguageModel {
     ++stats_.rebalances;
     stats_.imbalance_before = st.before;
     stats_.imbalance_after = st.after;
+    stats_.imbalance_contiguous = st.contiguous;
     CountHeld();
   }
 
@@ -299,6 +313,7 @@ class ExpertParallelModel final : public LanguageModel {
   std::vector<std::unique_ptr<distributed::Communicator>> comms_;
   ModelInfo info_;
   int experts_ = 0, slots_per_rank_ = 0;
+  distributed::ExpertPlacement contiguous_ = distributed::ExpertPlacement::Contiguous(1, 1);
   int64_t eplb_interval_ = 0;
   ExpertParallelStats stats_;
   std::future<Staged> pending_;  // EPLB's plan in flight (declared last: joined first)
@@ -326,6 +341,7 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
   }
   std::unique_ptr<ExpertParallelModel> m(new ExpertParallelModel());
   m->experts_ = experts;
+  m->contiguous_ = distributed::ExpertPlacement::Contiguous(experts, ranks);
   m->slots_per_rank_ = (experts + options.eplb_redundant_experts + ranks - 1) / ranks;
   m->eplb_interval_ = options.eplb_interval;
   m->stats_.ranks = ranks;
