@@ -52,7 +52,7 @@ struct Trace {
 };
 
 // `between` runs after each step.
-Trace RunSchedule(LanguageModel& m, const std::function<void()>& between = [] {}) {
+Trace RunSchedule(LanguageModel& m, const std::function<void()>& between) {
   const int slack = 4;
   const auto layout = m.StateLayoutFor(slack);
   std::vector<std::unique_ptr<model::HeapStatePages>> pages;
@@ -129,7 +129,7 @@ TEST(ExpertParallelTest, RanksGiveTheSingleModelsBits) {
   auto single = Load(1);
   ASSERT_NE(single, nullptr);
   EXPECT_EQ(single->expert_parallel_stats(), nullptr);
-  const Trace want = RunSchedule(*single);
+  const Trace want = RunSchedule(*single, [] {});
   struct Layout {
     int ranks, redundant;
     int64_t interval;
@@ -143,9 +143,11 @@ TEST(ExpertParallelTest, RanksGiveTheSingleModelsBits) {
     auto m = Load(l.ranks, l.redundant, l.interval);
     ASSERT_NE(m, nullptr) << what;
     LanguageModel& mr = *m;
-    ExpectSameTrace(want, RunSchedule(mr, [&] {
-                      if (l.install_between) model::deepseek_v4::FinishRebalance(mr);
-                    }),
+    ExpectSameTrace(want,
+                    RunSchedule(mr,
+                                [&] {
+                                  if (l.install_between) model::deepseek_v4::FinishRebalance(mr);
+                                }),
                     what);
     model::deepseek_v4::FinishRebalance(*m);
     const auto* stats = m->expert_parallel_stats();

@@ -122,11 +122,12 @@ TEST_F(GenerateCliTest, JsonlWithBadLinesKeepsGoing) {
 // figures; bad combinations are usage errors, and the CUDA backend refuses it.
 TEST_F(GenerateCliTest, ExpertParallelGivesTheSameOutput) {
   const std::string dir = testing::ScratchDir("generate_cli_expert_parallel");
-  testing::WriteFile(dir + "/in.jsonl",
-                     "{\"prompt_ids\": [5, 17, 200, 9, 5, 17], \"max_tokens\": 10, \"seed\": 3, "
-                     "\"temperature\": 0.8, \"n\": 2}\n"
-                     "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 12, \"temperature\": 0}\n"
-                     "{\"prompt_ids\": [44], \"max_tokens\": 6, \"seed\": 9, \"logprobs\": true}\n");
+  testing::WriteFile(
+      dir + "/in.jsonl",
+      "{\"prompt_ids\": [5, 17, 200, 9, 5, 17], \"max_tokens\": 10, \"seed\": 3, "
+      "\"temperature\": 0.8, \"n\": 2}\n"
+      "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 12, \"temperature\": 0}\n"
+      "{\"prompt_ids\": [44], \"max_tokens\": 6, \"seed\": 9, \"logprobs\": true}\n");
   const std::string args = "--model " + *model_ + " --input " + dir +
                            "/in.jsonl --threads 2 --quiet --ignore-eos --speculative-method mtp "
                            "--num-speculative-tokens 2";

@@ -42,46 +42,16 @@ class ExpertParallelModel final : public LanguageModel {
     for (const ModelChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.ids, ch.logits_tail});
     // Refused before any rank starts (a rank that refused alone would leave the others waiting).
     DSINFER_RETURN_IF_ERROR(models_[0]->CheckChunks(batch));
-    InstallRebalance(/*wait=*/false);
-    std::vector<int64_t> tokens;
-    for (const SequenceChunk& ch : batch) tokens.push_back(static_cast<int64_t>(ch.ids.size()));
-    const std::vector<std::vector<size_t>> parts = Split(tokens);
-    std::vector<ForwardOutput> outs(parts.size());
-    DSINFER_RETURN_IF_ERROR(RunRanks([&](int r) -> Status {
-      if (parts[r].empty()) return models_[r]->ForwardIdle(/*mtp=*/false);
-      std::vector<SequenceChunk> mine;
-      for (size_t i : parts[r]) mine.push_back(batch[i]);
-      DSINFER_ASSIGN_OR_RETURN(outs[r], models_[r]->Forward(mine, LogitsRows::kTail, keep_streams));
-      return Status::Ok();
-    }));
-    // Each chunk's logits rows (its last min(tokens, tail)) and streams (all its rows), back in
-    // chunk order.
-    const int64_t vocab = info_.vocab_size, width = StreamWidth();
-    std::vector<int64_t> logit_at(chunks.size()), stream_at(chunks.size());
-    int64_t logit_rows = 0, stream_rows = 0;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      logit_at[i] = logit_rows;
-      stream_at[i] = stream_rows;
-      logit_rows += std::min(tokens[i], std::max<int64_t>(batch[i].logits_tail, 0));
-      stream_rows += tokens[i];
+    std::vector<int64_t> tokens, logit_rows;  // a chunk's last min(tokens, tail) rows' logits
+    for (const SequenceChunk& ch : batch) {
+      tokens.push_back(static_cast<int64_t>(ch.ids.size()));
+      logit_rows.push_back(std::min(tokens.back(), std::max<int64_t>(ch.logits_tail, 0)));
     }
-    ModelOutput out;
-    out.logits.resize(static_cast<size_t>(logit_rows * vocab));
-    if (keep_streams) out.streams.resize(static_cast<size_t>(stream_rows * width));
-    for (size_t r = 0; r < parts.size(); ++r) {
-      int64_t lr = 0, sr = 0;
-      for (size_t i : parts[r]) {
-        const int64_t rows = std::min(tokens[i], std::max<int64_t>(batch[i].logits_tail, 0));
-        std::copy_n(outs[r].logits.begin() + lr * vocab, rows * vocab,
-                    out.logits.begin() + logit_at[i] * vocab);
-        lr += rows;
-        if (keep_streams) {
-          std::copy_n(outs[r].streams.begin() + sr * width, tokens[i] * width,
-                      out.streams.begin() + stream_at[i] * width);
-        }
-        sr += tokens[i];
-      }
-    }
+    DSINFER_ASSIGN_OR_RETURN(ModelOutput out,
+                             RunSplit(batch, tokens, logit_rows, keep_streams, /*mtp=*/false,
+                                      [&](Model& m, const std::vector<SequenceChunk>& mine) {
+                                        return m.Forward(mine, LogitsRows::kTail, keep_streams);
+                                      }));
     ++stats_.forwards;
     if (eplb_interval_ > 0 && stats_.forwards % eplb_interval_ == 0) {
       InstallRebalance(/*wait=*/true);  // the last plan, if still in flight: at most one behind
@@ -90,17 +60,8 @@ class ExpertParallelModel final : public LanguageModel {
     return out;
   }
 
-  Status SupportsMtp() const override {
-    if (models_[0]->has_mtp()) return Status::Ok();
-    return InvalidArgument(
-        "MTP speculative decoding: the model has no MTP layer "
-        "(num_nextn_predict_layers is 0)");
-  }
-  Status SupportsDSpark() const override {
-    return InvalidArgument(
-        "DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter; its drafter is the MTP "
-        "layer (--speculative-method mtp)");
-  }
+  Status SupportsMtp() const override { return V4SupportsMtp(*models_[0]); }
+  Status SupportsDSpark() const override { return V4SupportsDSpark(); }
   int64_t stream_width() const override { return StreamWidth(); }
   StatusOr<ModelOutput> ForwardMtp(const std::vector<MtpChunk>& chunks) override {
     DSINFER_RETURN_IF_ERROR(SupportsMtp());
@@ -108,45 +69,15 @@ class ExpertParallelModel final : public LanguageModel {
     batch.reserve(chunks.size());
     for (const MtpChunk& ch : chunks) batch.push_back({StateOf(ch.seq), ch.streams, ch.next_ids});
     DSINFER_RETURN_IF_ERROR(models_[0]->CheckMtpChunks(batch));
-    InstallRebalance(/*wait=*/false);
-    std::vector<int64_t> tokens;
-    for (const auto& ch : batch) tokens.push_back(static_cast<int64_t>(ch.next_ids.size()));
-    const std::vector<std::vector<size_t>> parts = Split(tokens);
-    std::vector<ForwardOutput> outs(parts.size());
-    DSINFER_RETURN_IF_ERROR(RunRanks([&](int r) -> Status {
-      if (parts[r].empty()) return models_[r]->ForwardIdle(/*mtp=*/true);
-      std::vector<Model::MtpChunk> mine;
-      for (size_t i : parts[r]) mine.push_back(batch[i]);
-      DSINFER_ASSIGN_OR_RETURN(outs[r], models_[r]->ForwardMtp(mine, LogitsRows::kLast));
-      return Status::Ok();
-    }));
-    // One logits row per chunk with rows (LogitsRows::kLast), every row's streams; chunk order.
-    const int64_t vocab = info_.vocab_size, width = StreamWidth();
-    std::vector<int64_t> logit_at(chunks.size()), stream_at(chunks.size());
-    int64_t logit_rows = 0, stream_rows = 0;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      logit_at[i] = logit_rows;
-      stream_at[i] = stream_rows;
-      logit_rows += tokens[i] > 0 ? 1 : 0;
-      stream_rows += tokens[i];
+    std::vector<int64_t> tokens, logit_rows;  // a chunk's last row's logits (LogitsRows::kLast)
+    for (const Model::MtpChunk& ch : batch) {
+      tokens.push_back(static_cast<int64_t>(ch.next_ids.size()));
+      logit_rows.push_back(tokens.back() > 0 ? 1 : 0);
     }
-    ModelOutput out;
-    out.logits.resize(static_cast<size_t>(logit_rows * vocab));
-    out.streams.resize(static_cast<size_t>(stream_rows * width));
-    for (size_t r = 0; r < parts.size(); ++r) {
-      int64_t lr = 0, sr = 0;
-      for (size_t i : parts[r]) {
-        if (tokens[i] > 0) {
-          std::copy_n(outs[r].logits.begin() + lr * vocab, vocab,
-                      out.logits.begin() + logit_at[i] * vocab);
-          ++lr;
-        }
-        std::copy_n(outs[r].streams.begin() + sr * width, tokens[i] * width,
-                    out.streams.begin() + stream_at[i] * width);
-        sr += tokens[i];
-      }
-    }
-    return out;
+    return RunSplit(batch, tokens, logit_rows, /*streams=*/true, /*mtp=*/true,
+                    [&](Model& m, const std::vector<Model::MtpChunk>& mine) {
+                      return m.ForwardMtp(mine, LogitsRows::kLast);
+                    });
   }
 
   ~ExpertParallelModel() override {
@@ -160,6 +91,53 @@ class ExpertParallelModel final : public LanguageModel {
   int ranks() const { return static_cast<int>(models_.size()); }
   int64_t StreamWidth() const {
     return int64_t{models_[0]->config().hc_mult} * models_[0]->config().hidden_size;
+  }
+
+  // One forward of `batch` (chunk i: tokens[i] rows, logit_rows[i] of them with logits) over the
+  // ranks: EPLB's finished plan installed, the chunks split (Split), run(model, its chunks) on
+  // each rank with chunks (the others take their idle turn: of the MTP layer with `mtp`), and the
+  // outputs put back in chunk order (the streams of every row with `streams`).
+  template <typename Chunk, typename Run>
+  StatusOr<ModelOutput> RunSplit(const std::vector<Chunk>& batch,
+                                 const std::vector<int64_t>& tokens,
+                                 const std::vector<int64_t>& logit_rows, bool streams, bool mtp,
+                                 const Run& run) {
+    InstallRebalance(/*wait=*/false);
+    const std::vector<std::vector<size_t>> parts = Split(tokens);
+    std::vector<ForwardOutput> outs(parts.size());
+    DSINFER_RETURN_IF_ERROR(RunRanks([&](int r) -> Status {
+      if (parts[r].empty()) return models_[r]->ForwardIdle(mtp);
+      std::vector<Chunk> mine;
+      for (size_t i : parts[r]) mine.push_back(batch[i]);
+      DSINFER_ASSIGN_OR_RETURN(outs[r], run(*models_[r], mine));
+      return Status::Ok();
+    }));
+    const int64_t vocab = info_.vocab_size, width = StreamWidth();
+    std::vector<int64_t> logit_at(batch.size()), stream_at(batch.size());
+    int64_t all_logits = 0, all_streams = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      logit_at[i] = all_logits;
+      stream_at[i] = all_streams;
+      all_logits += logit_rows[i];
+      all_streams += tokens[i];
+    }
+    ModelOutput out;
+    out.logits.resize(static_cast<size_t>(all_logits * vocab));
+    if (streams) out.streams.resize(static_cast<size_t>(all_streams * width));
+    for (size_t r = 0; r < parts.size(); ++r) {
+      int64_t lr = 0, sr = 0;  // the rank's rows so far
+      for (size_t i : parts[r]) {
+        std::copy_n(outs[r].logits.begin() + lr * vocab, logit_rows[i] * vocab,
+                    out.logits.begin() + logit_at[i] * vocab);
+        if (streams) {
+          std::copy_n(outs[r].streams.begin() + sr * width, tokens[i] * width,
+                      out.streams.begin() + stream_at[i] * width);
+        }
+        lr += logit_rows[i];
+        sr += tokens[i];
+      }
+    }
+    return out;
   }
 
   // The chunks of each rank: largest first, each to the rank with the fewest tokens so far (ties:
@@ -250,37 +228,43 @@ class ExpertParallelModel final : public LanguageModel {
     }
     std::vector<distributed::ExpertPlacement> old(rank_[0]->placements.begin(),
                                                   rank_[0]->placements.begin() + layers);
-    pending_ = std::async(std::launch::async, [this, load = std::move(load),
-                                               old = std::move(old)]() {
-      Staged st;
-      const double n_layers = static_cast<double>(old.size());
-      for (size_t l = 0; l < old.size(); ++l) {
-        auto planned = distributed::PlanPlacement(load[l], ranks(), slots_per_rank_);
-        DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
-        const double before = distributed::LoadImbalance(old[l], load[l]);
-        double after = distributed::LoadImbalance(*planned, load[l]);
-        // A plan that gains little is not worth its moves: the layer keeps its placement.
-        if (after > before * (1.0 - kMinRebalanceGain)) {
-          st.next.push_back(old[l]);
-          after = before;
-        } else {
-          st.next.push_back(std::move(planned).value());
-        }
-        const distributed::ExpertPlacement& next = st.next.back();
-        st.before += before / n_layers;
-        st.after += after / n_layers;
-        st.contiguous += distributed::LoadImbalance(contiguous_, load[l]) / n_layers;
-        for (int r = 0; r < ranks(); ++r) {
-          for (int32_t e : next.ExpertsOf(r)) {
-            if (old[l].Holds(r, e)) continue;
-            const int from = old[l].Holders(e).front();
-            st.moves.push_back(
-                {r, static_cast<int>(l), e, models_[from]->RoutedExpert(static_cast<int>(l), e)});
-          }
+    pending_ = std::async(std::launch::async, [this, load = std::move(load), old = std::move(old)] {
+      return Plan(load, old);
+    });
+  }
+
+  // The background part: each layer's plan from its rows `load`, against its placement `old`,
+  // and the weights to move (read from the current holders, which do not change meanwhile).
+  Staged Plan(const std::vector<std::vector<double>>& load,
+              const std::vector<distributed::ExpertPlacement>& old) const {
+    Staged st;
+    const double n_layers = static_cast<double>(old.size());
+    for (size_t l = 0; l < old.size(); ++l) {
+      auto planned = distributed::PlanPlacement(load[l], ranks(), slots_per_rank_);
+      DSINFER_CHECK(planned.ok());  // the slots hold every expert (checked at load)
+      const double before = distributed::LoadImbalance(old[l], load[l]);
+      double after = distributed::LoadImbalance(*planned, load[l]);
+      // A plan that gains little is not worth its moves: the layer keeps its placement.
+      if (after > before * (1.0 - kMinRebalanceGain)) {
+        st.next.push_back(old[l]);
+        after = before;
+      } else {
+        st.next.push_back(std::move(planned).value());
+      }
+      const distributed::ExpertPlacement& next = st.next.back();
+      st.before += before / n_layers;
+      st.after += after / n_layers;
+      st.contiguous += distributed::LoadImbalance(contiguous_, load[l]) / n_layers;
+      for (int r = 0; r < ranks(); ++r) {
+        for (int32_t e : next.ExpertsOf(r)) {
+          if (old[l].Holds(r, e)) continue;
+          const int from = old[l].Holders(e).front();
+          st.moves.push_back(
+              {r, static_cast<int>(l), e, models_[from]->RoutedExpert(static_cast<int>(l), e)});
         }
       }
-      return st;
-    });
+    }
+    return st;
   }
 
   // Installs a finished plan (or, with `wait`, waits for the one in flight first).
@@ -328,9 +312,6 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
   }
   if (options.eplb_redundant_experts < 0 || options.eplb_interval < 0) {
     return InvalidArgument("EPLB: the redundant experts and the interval must not be negative");
-  }
-  if (options.dspark) {
-    return InvalidArgument("DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter");
   }
   DSINFER_ASSIGN_OR_RETURN(const io::DeepseekV4Config config, io::LoadDeepseekV4Config(model_dir));
   const int experts = static_cast<int>(config.n_routed_experts);
@@ -386,6 +367,5 @@ StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& m
 void FinishRebalance(LanguageModel& model) {
   if (auto* m = dynamic_cast<ExpertParallelModel*>(&model)) m->FinishRebalance();
 }
-
 
 }  // namespace dsinfer::model::deepseek_v4

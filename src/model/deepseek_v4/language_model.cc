@@ -23,6 +23,19 @@ std::unique_ptr<ModelSequence> AsModelSequence(std::unique_ptr<SequenceState> st
   return std::make_unique<Sequence>(std::move(state));
 }
 
+Status V4SupportsMtp(const Model& model) {
+  if (model.has_mtp()) return Status::Ok();
+  return InvalidArgument(
+      "MTP speculative decoding: the model has no MTP layer "
+      "(num_nextn_predict_layers is 0)");
+}
+
+Status V4SupportsDSpark() {
+  return InvalidArgument(
+      "DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter; its drafter is the MTP "
+      "layer (--speculative-method mtp)");
+}
+
 namespace {
 
 class V4LanguageModel final : public LanguageModel {
@@ -48,17 +61,8 @@ class V4LanguageModel final : public LanguageModel {
     return ModelOutput{std::move(out.logits), std::move(out.streams)};
   }
 
-  Status SupportsMtp() const override {
-    if (model_->has_mtp()) return Status::Ok();
-    return InvalidArgument(
-        "MTP speculative decoding: the model has no MTP layer "
-        "(num_nextn_predict_layers is 0)");
-  }
-  Status SupportsDSpark() const override {
-    return InvalidArgument(
-        "DSpark speculative decoding: DeepSeek-V4 has no DSpark drafter; its drafter is the MTP "
-        "layer (--speculative-method mtp)");
-  }
+  Status SupportsMtp() const override { return V4SupportsMtp(*model_); }
+  Status SupportsDSpark() const override { return V4SupportsDSpark(); }
   int64_t stream_width() const override {
     return int64_t{model_->config().hc_mult} * model_->config().hidden_size;
   }

@@ -18,6 +18,9 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model);
 // The seam's sequence over a V4 state, and back (a sequence another family made is our bug).
 std::unique_ptr<ModelSequence> AsModelSequence(std::unique_ptr<SequenceState> state);
 SequenceState* StateOf(ModelSequence* seq);
+// The family seam's SupportsMtp / SupportsDSpark of a V4 model.
+Status V4SupportsMtp(const Model& model);
+Status V4SupportsDSpark();
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options);
 
