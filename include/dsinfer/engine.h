@@ -366,6 +366,7 @@ struct EngineStats {
   double eplb_imbalance_before = 0;
   double eplb_imbalance_after = 0;
   double eplb_imbalance_contiguous = 0;  // the same rows over the experts in order, no replicas
+  double eplb_imbalance_measured = 0;    // the rows each rank's experts computed, as they ran
   int64_t state_bytes_used = 0;   // state cache accounting
   // State memory that copy-on-write sharing saves now: the pages several requests or cached states
   // hold, counted once per extra holder (in use, each counts once in the figures above).

@@ -117,6 +117,9 @@ std::string ServerMetrics::Render(const EngineStats* engine, int64_t open_reques
             "The busiest rank's expected MoE load over the mean under the installed placement, "
             "for the rows its plan counted (1: balanced).",
             engine->eplb_imbalance_after, &out);
+      Gauge("dsinfer_eplb_imbalance_measured", "gauge",
+            "The rows the busiest rank's experts computed over the mean, in the last window.",
+            engine->eplb_imbalance_measured, &out);
     }
     // Speculative decoding (vLLM's spec_decode counters) and the prefix cache.
     Gauge("dsinfer_spec_decode_num_drafts_total", "counter",

@@ -137,7 +137,8 @@ StatusOr<EngineOptions> EngineOptionsFromFlags(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(o.eplb_interval, flags.GetInt("eplb-interval", 0));
   if (ep < 1 || ep > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
   if (redundant < 0 || redundant > 65536 || o.eplb_interval < 0) {
-    return InvalidArgument("--eplb-redundant-experts and --eplb-interval must not be negative");
+    return InvalidArgument(
+        "--eplb-redundant-experts must be in [0, 65536] and --eplb-interval not negative");
   }
   if (ep == 1 && (redundant > 0 || o.eplb_interval > 0)) {
     return InvalidArgument(

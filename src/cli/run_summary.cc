@@ -104,7 +104,8 @@ nlohmann::json RunSummary::ToJson() const {
                               {"eplb_experts_moved", st.eplb_experts_moved},
                               {"eplb_imbalance_before", st.eplb_imbalance_before},
                               {"eplb_imbalance_after", st.eplb_imbalance_after},
-                              {"eplb_imbalance_contiguous", st.eplb_imbalance_contiguous}};
+                              {"eplb_imbalance_contiguous", st.eplb_imbalance_contiguous},
+                              {"eplb_imbalance_measured", st.eplb_imbalance_measured}};
   }
   if (stats_.preemptions > 0) {
     const auto& st = stats_;

@@ -76,10 +76,10 @@ std::vector<int32_t> ExpertPlacement::ExpertsOf(int rank) const {
   return out;
 }
 
-int ExpertPlacement::RankFor(int expert, int from, int64_t row) const {
+int ExpertPlacement::RankFor(int expert, int from, int64_t nth) const {
   if (Holds(from, expert)) return from;
   const auto& h = holders_[expert];
-  return h[static_cast<size_t>(row % static_cast<int64_t>(h.size()))];
+  return h[static_cast<size_t>((nth + from) % static_cast<int64_t>(h.size()))];
 }
 
 StatusOr<ExpertPlacement> PlanPlacement(const std::vector<double>& load, int ranks,

@@ -31,9 +31,11 @@ class ExpertPlacement {
   bool Holds(int rank, int expert) const;
   // The experts `rank` holds, ascending.
   std::vector<int32_t> ExpertsOf(int rank) const;
-  // The rank that computes row `row` of rank `from`'s rows routed to `expert`: `from` itself when
-  // it holds the expert (no transfer), else its holders in turn by row.
-  int RankFor(int expert, int from, int64_t row) const;
+  // The rank that computes the `nth` (0, 1, ...) of rank `from`'s rows routed to `expert` in one
+  // exchange: `from` itself when it holds the expert (no transfer), else its holders in turn,
+  // each source rank starting at another one (so the rows split evenly over the replicas, as
+  // RankLoads assumes).
+  int RankFor(int expert, int from, int64_t nth) const;
 
   bool operator==(const ExpertPlacement& o) const {
     return experts_ == o.experts_ && ranks_ == o.ranks_ && slot_expert_ == o.slot_expert_;

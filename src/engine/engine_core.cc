@@ -980,6 +980,7 @@ EngineStats EngineCore::Stats() const {
     s.eplb_imbalance_before = ep->imbalance_before;
     s.eplb_imbalance_after = ep->imbalance_after;
     s.eplb_imbalance_contiguous = ep->imbalance_contiguous;
+    s.eplb_imbalance_measured = ep->imbalance_measured;
   }
   s.graph_multi_token_steps = runner_->graph_multi_token_steps();
   s.graph_draft_passes = runner_->graph_draft_passes();

@@ -138,6 +138,10 @@ struct ExpertParallelStats {
   // layers: under the placement they ran on, the one installed, and (for reference) the experts
   // in order without replicas (0: no plan yet).
   double imbalance_before = 0, imbalance_after = 0, imbalance_contiguous = 0;
+  // The same window as it ran: per layer, the rows the busiest rank's experts computed over the
+  // mean (the placement in use; each source's rows of an expert split over its replicas in turn),
+  // averaged over the layers.
+  double imbalance_measured = 0;
 };
 
 struct LoadOptions {

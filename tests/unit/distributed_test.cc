@@ -110,13 +110,19 @@ TEST(ExpertPlacementTest, RowsGoToALocalReplicaElseTakeTurns) {
   auto p = ExpertPlacement::FromSlots(3, 3, {0, -1, 1, 2, 0, 2});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->Holders(0), (std::vector<int32_t>{0, 2}));
-  for (int64_t row = 0; row < 6; ++row) {
-    EXPECT_EQ(p->RankFor(0, 0, row), 0);  // held locally
-    EXPECT_EQ(p->RankFor(0, 2, row), 2);
-    EXPECT_EQ(p->RankFor(0, 1, row), row % 2 == 0 ? 0 : 2);  // in turn
-    EXPECT_EQ(p->RankFor(2, 0, row), row % 2 == 0 ? 1 : 2);
-    EXPECT_EQ(p->RankFor(1, 2, row), 1);
+  for (int64_t nth = 0; nth < 6; ++nth) {
+    EXPECT_EQ(p->RankFor(0, 0, nth), 0);  // held locally
+    EXPECT_EQ(p->RankFor(0, 2, nth), 2);
+    EXPECT_EQ(p->RankFor(0, 1, nth), nth % 2 == 0 ? 2 : 0);  // in turn, from rank 1's offset
+    EXPECT_EQ(p->RankFor(2, 0, nth), nth % 2 == 0 ? 1 : 2);
+    EXPECT_EQ(p->RankFor(1, 2, nth), 1);
   }
+  // A source's rows of a 3-replica expert split evenly, each source starting elsewhere.
+  auto q = ExpertPlacement::FromSlots(2, 4, {0, 1, 0, -1, 0, -1, -1, -1});
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  std::vector<int> count(4, 0);
+  for (int64_t nth = 0; nth < 30; ++nth) ++count[q->RankFor(0, 3, nth)];
+  EXPECT_EQ(count, (std::vector<int>{10, 10, 10, 0}));
 }
 
 TEST(EplbTest, ReplicatesAndSpreadsHotExpertsUnderSkew) {

@@ -9,9 +9,14 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "distributed/communicator.h"
+#include "distributed/expert_placement.h"
+#include "model/deepseek_v4/moe.h"
 #include "model/model_loader.h"
 #include "model/paged_state.h"
 #include "model_test_util.h"
@@ -206,6 +211,118 @@ TEST(ExpertParallelTest, BadInputIsRefusedBeforeAnyRankStarts) {
   mtp.next_ids = {1, 2};
   mtp.streams.assign(3, 0.0f);
   EXPECT_EQ(m->ForwardMtp({mtp}).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A rank that fails mid-forward (after its first layers, at a MoE exchange; with rows or idle)
+// fails the forward with its error instead of leaving the others waiting, and the next forward
+// runs on a new group with the single model's logits.
+TEST(ExpertParallelTest, ARankFailingMidForwardFailsOnlyThatForward) {
+  auto single = Load(1);
+  auto m = Load(3);
+  ASSERT_NE(single, nullptr);
+  ASSERT_NE(m, nullptr);
+  const auto layout = m->StateLayoutFor(0);
+  std::vector<std::unique_ptr<model::HeapStatePages>> pages;
+  auto fresh = [&](LanguageModel& lm) {
+    pages.push_back(std::make_unique<model::HeapStatePages>(layout));
+    return lm.NewSequence(0, layout, pages.back().get());
+  };
+  struct Failure {
+    int rank, layer, chunks;  // chunks < 3: some ranks idle
+  };
+  uint32_t seed = 40;
+  for (const Failure& f : {Failure{1, 2, 3}, Failure{2, 1, 1}, Failure{0, 0, 2}}) {
+    model::deepseek_v4::FailRankOnceForTesting(*m, f.rank, f.layer);
+    std::vector<std::unique_ptr<model::ModelSequence>> seqs;
+    std::vector<ModelChunk> chunks;
+    for (int i = 0; i < f.chunks; ++i) {
+      seqs.push_back(fresh(*m));
+      chunks.push_back({seqs.back().get(), testing::RandomIds(5 + i, ++seed), 1});
+    }
+    auto bad = m->Forward(chunks, false);
+    ASSERT_EQ(bad.status().code(), StatusCode::kInternal) << bad.status().ToString();
+    EXPECT_NE(bad.status().message().find("injected"), std::string::npos)
+        << bad.status().ToString();
+    auto a = fresh(*m), b = fresh(*single);
+    const std::vector<int32_t> ids = testing::RandomIds(9, ++seed);
+    auto got = m->Forward({{a.get(), ids, 2}}, false);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto want = single->Forward({{b.get(), ids, 2}}, false);
+    ASSERT_TRUE(want.ok());
+    EXPECT_TRUE(BitEqual(want->logits, got->logits)) << "after rank " << f.rank << "'s failure";
+  }
+}
+
+// MoeForwardParallel against MoeForward on a hash-routed layer whose table gives some tokens the
+// same expert twice (ties combined in k order) and over a placement with replicas, each of three
+// ranks routing its own rows: every row's output bit for bit.
+TEST(ExpertParallelTest, MoeCombinesDuplicateHashExpertsAsTheSingleModel) {
+  io::DeepseekV4Config c = testing::SmallConfig();
+  const int64_t D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  const int64_t K = c.num_experts_per_tok, V = 40;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    model::deepseek_v4::Matrix mx;
+    mx.rows = rows;
+    mx.cols = cols;
+    mx.data.resize(static_cast<size_t>(rows * cols));
+    for (float& v : mx.data) v = normal(rng);
+    return mx;
+  };
+  model::deepseek_v4::MoeWeights w;
+  w.gate = matrix(E, D);
+  for (int64_t v = 0; v < V; ++v) {
+    for (int64_t k = 0; k < K; ++k) {
+      // Every third token: its first expert twice.
+      const int64_t e = v % 3 == 0 ? (v * 5) % E : (v * 5 + k * 3) % E;
+      w.tid2eid.push_back(static_cast<int32_t>(e));
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) w.experts.push_back({matrix(I, D), matrix(I, D), matrix(D, I)});
+  w.shared = std::make_unique<model::deepseek_v4::ExpertWeights>(
+      model::deepseek_v4::ExpertWeights{matrix(I, D), matrix(I, D), matrix(D, I)});
+  const int64_t n = 24;
+  std::vector<float> x(static_cast<size_t>(n * D));
+  for (float& v : x) v = normal(rng);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % V);
+  std::vector<float> want(static_cast<size_t>(n * D));
+  model::deepseek_v4::MoeForward(w, c, x.data(), ids.data(), n, want.data(), nullptr);
+
+  // Three ranks of 4 slots: experts 0-7 once, experts 0, 5 and 2 again (replicas).
+  auto place = distributed::ExpertPlacement::FromSlots(static_cast<int>(E), 3,
+                                                       {0, 1, 2, 3, 4, 5, 6, 0, 7, 5, 2, -1});
+  ASSERT_TRUE(place.ok()) << place.status().ToString();
+  auto group = distributed::MakeLocalGroup(3);
+  std::vector<std::vector<float>> got(3);
+  std::vector<Status> status(3, Status::Ok());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      // Rank r's rows: r, r + 3, ... (rank 2 has fewer).
+      std::vector<float> xr;
+      std::vector<int32_t> idr;
+      for (int64_t t = r; t < n - (r == 2 ? 6 : 0); t += 3) {
+        xr.insert(xr.end(), x.begin() + t * D, x.begin() + (t + 1) * D);
+        idr.push_back(ids[t]);
+      }
+      got[r].resize(xr.size());
+      const model::deepseek_v4::MoeParallel ep{group[r].get(), &*place, nullptr, nullptr};
+      status[r] = model::deepseek_v4::MoeForwardParallel(w, c, xr.data(), idr.data(),
+                                                         static_cast<int64_t>(idr.size()),
+                                                         got[r].data(), nullptr, ep);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(status[r].ok()) << status[r].ToString();
+  for (int r = 0; r < 3; ++r) {
+    int64_t i = 0;
+    for (int64_t t = r; t < n - (r == 2 ? 6 : 0); t += 3, ++i) {
+      EXPECT_EQ(std::memcmp(got[r].data() + i * D, want.data() + t * D, D * sizeof(float)), 0)
+          << "row " << t << " (token " << ids[t] << ")";
+    }
+  }
 }
 
 TEST(ExpertParallelTest, RefusesWhatItDoesNotRun) {

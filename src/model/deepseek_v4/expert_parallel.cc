@@ -86,6 +86,7 @@ class ExpertParallelModel final : public LanguageModel {
 
   const ExpertParallelStats* expert_parallel_stats() const override { return &stats_; }
   void FinishRebalance() { InstallRebalance(/*wait=*/true); }
+  void FailRankOnce(int rank, int moe_layer) { rank_.at(rank)->fail_at_layer = moe_layer; }
 
  private:
   int ranks() const { return static_cast<int>(models_.size()); }
@@ -226,6 +227,19 @@ class ExpertParallelModel final : public LanguageModel {
         std::fill(rk->load[l].begin(), rk->load[l].end(), 0);
       }
     }
+    // What the rows of the window cost each rank on the placement they ran on, per layer.
+    double measured = 0;
+    for (int l = 0; l < layers; ++l) {
+      int64_t most = 0, sum = 0;
+      for (auto& rk : rank_) {
+        most = std::max(most, rk->served[l]);
+        sum += rk->served[l];
+        rk->served[l] = 0;
+      }
+      measured +=
+          (sum > 0 ? static_cast<double>(most) * ranks() / static_cast<double>(sum) : 1.0) / layers;
+    }
+    stats_.imbalance_measured = measured;
     std::vector<distributed::ExpertPlacement> old(rank_[0]->placements.begin(),
                                                   rank_[0]->placements.begin() + layers);
     pending_ = std::async(std::launch::async, [this, load = std::move(load), old = std::move(old)] {
@@ -342,6 +356,7 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
     rk->comm = m->comms_[r].get();
     rk->placements.assign(static_cast<size_t>(moe_layers), first);
     rk->load.assign(static_cast<size_t>(moe_layers), std::vector<int64_t>(experts, 0));
+    rk->served.assign(static_cast<size_t>(moe_layers), 0);
     ModelOptions mo;
     mo.num_threads = threads;
     mo.kv_cache_dtype = options.kv_cache_dtype;
@@ -362,6 +377,12 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
 StatusOr<std::unique_ptr<LanguageModel>> LoadExpertParallel(const std::string& model_dir,
                                                             const LoadOptions& options) {
   return ExpertParallelModel::Load(model_dir, options);
+}
+
+void FailRankOnceForTesting(LanguageModel& model, int rank, int moe_layer) {
+  auto* m = dynamic_cast<ExpertParallelModel*>(&model);
+  DSINFER_CHECK(m != nullptr);
+  m->FailRankOnce(rank, moe_layer);
 }
 
 void FinishRebalance(LanguageModel& model) {

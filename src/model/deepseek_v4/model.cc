@@ -69,8 +69,15 @@ Status Model::Moe(const MoeWeights& w, int moe_layer, const float* u, const int3
     MoeForward(w, config_, u, ids, n, y, pool_.get());
     return Status::Ok();
   }
+  if (ep_->fail_at_layer == moe_layer) {
+    ep_->fail_at_layer = -1;
+    return Internal("expert parallelism: an injected failure of rank " +
+                    std::to_string(ep_->comm->rank()) + " at MoE layer " +
+                    std::to_string(moe_layer));
+  }
   const MoeParallel par{ep_->comm, &ep_->placements.at(static_cast<size_t>(moe_layer)),
-                        ep_->load.at(static_cast<size_t>(moe_layer)).data()};
+                        ep_->load.at(static_cast<size_t>(moe_layer)).data(),
+                        &ep_->served.at(static_cast<size_t>(moe_layer))};
   return MoeForwardParallel(w, config_, u, ids, n, y, pool_.get(), par);
 }
 
@@ -204,7 +211,12 @@ StatusOr<ForwardOutput> Model::Forward(const std::vector<SequenceChunk>& chunks,
 
 Status Model::CheckMtpChunks(const std::vector<MtpChunk>& chunks) const {
   const int64_t width = int64_t{config_.hc_mult} * config_.hidden_size;
+  std::vector<SequenceState*> states;
   for (const auto& ch : chunks) {
+    if (std::find(states.begin(), states.end(), ch.state) != states.end()) {
+      return InvalidArgument("a request appears twice in one MTP batch");
+    }
+    states.push_back(ch.state);
     DSINFER_RETURN_IF_ERROR(CheckIds(ch.next_ids));
     if (ch.streams.size() != ch.next_ids.size() * static_cast<size_t>(width)) {
       return InvalidArgument("MTP chunk: streams and next_ids sizes disagree");

@@ -53,6 +53,10 @@ struct ExpertParallelRank {
   distributed::Communicator* comm = nullptr;
   std::vector<distributed::ExpertPlacement> placements;
   std::vector<std::vector<int64_t>> load;  // [moe layer][expert]
+  std::vector<int64_t> served;             // [moe layer] rows its experts computed
+  // Fault injection for tests: the next MoE call of this layer fails (Internal) instead of
+  // taking part in the exchange, as a rank that fails mid-forward (-1: none).
+  int fail_at_layer = -1;
 };
 
 // InvalidArgument naming the first id outside [0, vocab_size) (both families' input check).

@@ -157,9 +157,10 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
   std::vector<std::vector<int64_t>> sent(static_cast<size_t>(ranks));
   std::vector<distributed::Bytes> send(static_cast<size_t>(ranks));
   const size_t row_bytes = static_cast<size_t>(D) * sizeof(float);
+  std::vector<int64_t> nth(static_cast<size_t>(E), 0);  // this rank's rows of each expert so far
   for (int64_t p = 0; p < n * K; ++p) {
     const int32_t e = r.sel[p];
-    const int dest = place.RankFor(e, me, p);
+    const int dest = place.RankFor(e, me, nth[e]++);
     sent[dest].push_back(p);
     Put(send[dest], &e, sizeof(e));
     Put(send[dest], x + (p / K) * D, row_bytes);
@@ -187,6 +188,7 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
       work[e].emplace_back(from, i);
     }
     reply[from].resize(static_cast<size_t>(count) * row_bytes);
+    if (ep.served != nullptr) *ep.served += count;
   }
   std::vector<float> xs, ys;
   for (int64_t e = 0; e < E; ++e) {
@@ -210,13 +212,13 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
                            ep.comm->AllToAll(std::move(reply)));
 
   // Combine: each row's expert outputs in ascending expert id (ties in k order), as MoeForward.
-  std::vector<const float*> y(static_cast<size_t>(n * K));
+  std::vector<float> y(static_cast<size_t>(n * K * D));  // [pair][D]
   for (int dest = 0; dest < ranks; ++dest) {
     if (back[dest].size() != sent[dest].size() * row_bytes) {
       return Internal("expert parallelism: a malformed combine message");
     }
     for (size_t i = 0; i < sent[dest].size(); ++i) {
-      y[sent[dest][i]] = reinterpret_cast<const float*>(back[dest].data() + i * row_bytes);
+      std::memcpy(y.data() + sent[dest][i] * D, back[dest].data() + i * row_bytes, row_bytes);
     }
   }
   std::fill(out, out + n * D, 0.0f);
@@ -225,7 +227,7 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
     std::iota(order.begin(), order.end(), t * K);
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return r.sel[a] < r.sel[b]; });
-    for (int64_t p : order) AddWeighted(out + t * D, y[p], r.weight[p], D);
+    for (int64_t p : order) AddWeighted(out + t * D, y.data() + p * D, r.weight[p], D);
   }
   AddShared(w, c, x, n, out, pool);
   return Status::Ok();

@@ -25,7 +25,8 @@ void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float*
 struct MoeParallel {
   distributed::Communicator* comm = nullptr;
   const distributed::ExpertPlacement* placement = nullptr;
-  int64_t* load = nullptr;  // [E] += this rank's rows routed to each expert (null: not counted)
+  int64_t* load = nullptr;    // [E] += this rank's rows routed to each expert (null: not counted)
+  int64_t* served = nullptr;  // += the rows this rank's experts computed (null: not counted)
 };
 
 // MoeForward under expert parallelism, called by every rank of ep.comm's group for the layer (n

@@ -246,12 +246,4 @@ StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const io::Checkpoint&
   return w;
 }
 
-Status ModelWeights::LoadRoutedExpert(const io::Checkpoint& ckpt,
-                                      const io::DeepseekV4Config& config, int moe_layer, int expert,
-                                      ExpertWeights* e) {
-  Loader loader(ckpt, config);
-  return loader.LoadExpert(
-      MoePrefix(config, moe_layer) + "ffn.experts." + std::to_string(expert) + ".", e);
-}
-
 }  // namespace dsinfer::model::deepseek_v4

@@ -177,9 +177,6 @@ struct ModelWeights {
   static StatusOr<std::unique_ptr<ModelWeights>> Load(const io::Checkpoint& ckpt,
                                                       const io::DeepseekV4Config& config,
                                                       const ExpertFilter& holds = {});
-  // One routed expert of MoE layer `moe_layer` (MoeLayer's numbering) from the checkpoint.
-  static Status LoadRoutedExpert(const io::Checkpoint& ckpt, const io::DeepseekV4Config& config,
-                                 int moe_layer, int expert, ExpertWeights* e);
   // MoE layer `moe_layer`: the decoder layers' 0 .. L - 1, then the MTP layers' L, L + 1, ...
   int moe_layers() const { return static_cast<int>(layers.size() + mtp.size()); }
   MoeWeights& MoeLayer(int moe_layer) {
