@@ -32,6 +32,8 @@ std::vector<FlagSpec> Specs() {
       {"device", "cpu (default) or cuda"},
       {"backend", "alias of --device"},
       {"threads", "CPU threads (default: all)"},
+      {"expert-parallel",
+       "CPU, DeepSeek-V4: the routed experts over N ranks (threads; the same logits; default 1)"},
       {"kv-cache-dtype",
        "float32 (default for DeepSeek-V4: transformers' forward) or fp8 (the official forward's "
        "FP8 / FP4 cache and its rounding)"},
@@ -113,6 +115,11 @@ Status Run(const Flags& flags) {
   DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
   DSINFER_ASSIGN_OR_RETURN(const io::KvCacheDtype kv_dtype,
                            io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
+  DSINFER_ASSIGN_OR_RETURN(int64_t ranks, flags.GetInt("expert-parallel", 1));
+  if (ranks < 1 || ranks > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
+  if (backend == "cuda" && ranks != 1) {
+    return Unimplemented("--expert-parallel runs on the CPU backend for now (--device cpu)");
+  }
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
@@ -143,9 +150,11 @@ Status Run(const Flags& flags) {
   }
   DSINFER_ASSIGN_OR_RETURN(int64_t threads, flags.GetInt("threads", 0));
   // Any family, through the family seam (model/language_model.h), its state on heap pages.
-  DSINFER_ASSIGN_OR_RETURN(
-      auto model,
-      model::LoadLanguageModel(*flags.Get("model"), {static_cast<int>(threads), false, kv_dtype}));
+  model::LoadOptions lo;
+  lo.num_threads = static_cast<int>(threads);
+  lo.kv_cache_dtype = kv_dtype;
+  lo.expert_parallel = static_cast<int>(ranks);
+  DSINFER_ASSIGN_OR_RETURN(auto model, model::LoadLanguageModel(*flags.Get("model"), lo));
   const int64_t V = model->info().vocab_size;
   for (int32_t id : ids) {
     if (id >= V) {

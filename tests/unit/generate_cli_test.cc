@@ -250,7 +250,8 @@ TEST_F(GenerateCliTest, Fp8KvCacheGeneratesAndLogitsAreScheduleInvariant) {
                      R"({"ids": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4]})");
   std::vector<std::vector<float>> logits;
   for (const std::string schedule :
-       {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8 --chunks 7,2", "--kv-cache-dtype float32"}) {
+       {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8 --chunks 7,2", "--kv-cache-dtype float32",
+        "--kv-cache-dtype fp8 --chunks 7,2 --expert-parallel 3"}) {
     const std::string out = dir + "/logits.npy";
     ASSERT_EQ(std::system(("timeout 120 " + bin + " logits --threads 2 --model " + *model_ +
                            " --ids-file " + dir + "/ids.json --out " + out + " " + schedule)
@@ -263,6 +264,7 @@ TEST_F(GenerateCliTest, Fp8KvCacheGeneratesAndLogitsAreScheduleInvariant) {
   }
   EXPECT_EQ(logits[0], logits[1]) << "fp8: whole prompt vs chunks 7, 2, then decode";
   EXPECT_NE(logits[0], logits[2]) << "fp8 rounds (the index keys at least) where float32 does not";
+  EXPECT_EQ(logits[0], logits[3]) << "fp8: the routed experts over 3 ranks";
   const Result bad = Generate("--model " + *model_ + " --prompt-ids 1,2 --kv-cache-dtype bf16");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("expected auto, float32 or fp8"), std::string::npos) << bad.err;
