@@ -95,24 +95,12 @@ TEST(NcclCommunicatorTest, ExpertParallelMoeOverNcclIsExact) {
   const std::vector<int> devices = AllDevices();
   const int ranks = static_cast<int>(devices.size());
   io::DeepseekV4Config c = testing::SmallConfig();
-  const int64_t D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  const int64_t D = c.hidden_size, E = c.n_routed_experts;
   std::mt19937 rng(23);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  auto matrix = [&](int64_t rows, int64_t cols) {
-    model::deepseek_v4::Matrix mx;
-    mx.rows = rows;
-    mx.cols = cols;
-    mx.data.resize(static_cast<size_t>(rows * cols));
-    for (float& v : mx.data) v = normal(rng);
-    return mx;
-  };
-  model::deepseek_v4::MoeWeights w;
-  w.gate = matrix(E, D);
+  model::deepseek_v4::MoeWeights w = testing::RandomMoeWeights(c, rng, /*shared=*/false);
   w.bias.assign(static_cast<size_t>(E), 0.0f);
-  for (int64_t e = 0; e < E; ++e) w.experts.push_back({matrix(I, D), matrix(I, D), matrix(D, I)});
   const int64_t n = 16;
-  std::vector<float> x(static_cast<size_t>(n * D));
-  for (float& v : x) v = normal(rng);
+  const std::vector<float> x = testing::RandomFloats(n * D, rng);
   std::vector<int32_t> ids(static_cast<size_t>(n), 1);
   std::vector<float> want(static_cast<size_t>(n * D));
   model::deepseek_v4::MoeForward(w, c, x.data(), ids.data(), n, want.data(), nullptr);

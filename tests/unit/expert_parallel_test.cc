@@ -258,20 +258,9 @@ TEST(ExpertParallelTest, ARankFailingMidForwardFailsOnlyThatForward) {
 // ranks routing its own rows: every row's output bit for bit.
 TEST(ExpertParallelTest, MoeCombinesDuplicateHashExpertsAsTheSingleModel) {
   io::DeepseekV4Config c = testing::SmallConfig();
-  const int64_t D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
-  const int64_t K = c.num_experts_per_tok, V = 40;
+  const int64_t D = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, V = 40;
   std::mt19937 rng(17);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  auto matrix = [&](int64_t rows, int64_t cols) {
-    model::deepseek_v4::Matrix mx;
-    mx.rows = rows;
-    mx.cols = cols;
-    mx.data.resize(static_cast<size_t>(rows * cols));
-    for (float& v : mx.data) v = normal(rng);
-    return mx;
-  };
-  model::deepseek_v4::MoeWeights w;
-  w.gate = matrix(E, D);
+  model::deepseek_v4::MoeWeights w = testing::RandomMoeWeights(c, rng, /*shared=*/true);
   for (int64_t v = 0; v < V; ++v) {
     for (int64_t k = 0; k < K; ++k) {
       // Every third token: its first expert twice.
@@ -279,12 +268,8 @@ TEST(ExpertParallelTest, MoeCombinesDuplicateHashExpertsAsTheSingleModel) {
       w.tid2eid.push_back(static_cast<int32_t>(e));
     }
   }
-  for (int64_t e = 0; e < E; ++e) w.experts.push_back({matrix(I, D), matrix(I, D), matrix(D, I)});
-  w.shared = std::make_unique<model::deepseek_v4::ExpertWeights>(
-      model::deepseek_v4::ExpertWeights{matrix(I, D), matrix(I, D), matrix(D, I)});
   const int64_t n = 24;
-  std::vector<float> x(static_cast<size_t>(n * D));
-  for (float& v : x) v = normal(rng);
+  const std::vector<float> x = testing::RandomFloats(n * D, rng);
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (auto& id : ids) id = static_cast<int32_t>(rng() % V);
   std::vector<float> want(static_cast<size_t>(n * D));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/deepseek_v4/init_presets.h"
+#include "model/deepseek_v4/weights.h"
 #include "model/deepseek_v41/init_presets.h"
 #include "test_util.h"
 
@@ -42,6 +43,36 @@ inline std::vector<int32_t> RandomIds(int n, uint32_t seed) {
   std::vector<int32_t> ids(n);
   for (auto& id : ids) id = static_cast<int32_t>(rng() % SmallConfig().vocab_size);
   return ids;
+}
+
+// n floats N(0, 0.3) from rng.
+inline std::vector<float> RandomFloats(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// fp32 MoE weights of config c from rng (RandomFloats): the gate, the routed experts and, with
+// `shared`, the shared expert; no router bias or hash table (the caller's).
+inline model::deepseek_v4::MoeWeights RandomMoeWeights(const io::DeepseekV4Config& c,
+                                                       std::mt19937& rng, bool shared) {
+  const int64_t D = c.hidden_size, I = c.moe_intermediate_size;
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    model::deepseek_v4::Matrix mx;
+    mx.rows = rows;
+    mx.cols = cols;
+    mx.data = RandomFloats(rows * cols, rng);
+    return mx;
+  };
+  auto expert = [&] {
+    return model::deepseek_v4::ExpertWeights{matrix(I, D), matrix(I, D), matrix(D, I)};
+  };
+  model::deepseek_v4::MoeWeights w;
+  w.gate = matrix(c.n_routed_experts, D);
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) w.experts.push_back(expert());
+  if (shared) w.shared = std::make_unique<model::deepseek_v4::ExpertWeights>(expert());
+  return w;
 }
 
 inline std::string SmallModelDir(model::deepseek_v4::WeightFormat format, const std::string& name,
