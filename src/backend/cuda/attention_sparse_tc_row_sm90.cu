@@ -80,6 +80,9 @@ constexpr size_t RowDynSmem(int dim, int raw_floats) {
          static_cast<size_t>(kChunk) * raw_floats * 4;
 }
 
+// kDim: head_dim (256 or 512), a template argument so that S's chain of k steps has a fixed trip
+// count (with a runtime one ptxas serialized the wgmma steps: C7520).
+template <int kDim>
 __global__ void __launch_bounds__(kRowThreads, 1)
     SparseAttentionTcRowKernel(SparseAttentionParams p) {
   PdlTrigger();
@@ -90,7 +93,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __shared__ const float* kp[2][kChunk];          // a chunk's key rows past the listed ones
   __shared__ const float* kl[kRowListed];         // the row's first kRowListed key rows
   extern __shared__ __align__(16) unsigned char dyn_raw[];
-  const int dim = p.dim;
+  const int dim = p.dim;  // == kDim (the launch's choice); kept a runtime value outside S's chain,
+                          // where a constant one made ptxas unroll past the registers
   unsigned char* const base = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(dyn_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* const qs = base;                                   // queries, swizzled
@@ -121,11 +125,19 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   PackedGroup4 groups[kGroups];
 #pragma unroll
   for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
+  // A key's raw row by 8-byte copies where the row and its place allow (an even row length, an
+  // 8-byte aligned row: the FP8 cache's rows of 146 floats), else 4-byte ones.
   auto prefetch_raw = [&](int c0, int buf) {
     for (int key = warp; key < kChunk; key += kRowWarps) {
       const float* src = row_ptr(c0, buf, key);
-      for (int w = lane; w < raw_floats; w += 32)
-        CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      float* const dst = raw + key * raw_floats;
+      if (raw_floats % 2 == 0 && (reinterpret_cast<uintptr_t>(src) & 7) == 0) {
+        for (int w = 2 * lane; w < raw_floats; w += 64)
+          CpAsync8(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      } else {
+        for (int w = lane; w < raw_floats; w += 32)
+          CpAsync4(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      }
     }
     CpAsyncCommit();
   };
@@ -161,7 +173,6 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   const int nt = dim / (8 * kRowGroups);
   const int dbase = (warp / kRowTiles) * (dim / kRowGroups);
   const int chain = warp / 4, wq = warp % 4;  // S: the warpgroup's chain; the warp's 16 heads
-  const int steps_half = dim / 32;
   float acc[kRowNt][4];
 #pragma unroll
   for (int i = 0; i < kRowNt; ++i)
@@ -210,12 +221,18 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       float sa[kChunk / 2];
 #pragma unroll
       for (int i = 0; i < kChunk / 2; ++i) sa[i] = 0.0f;
+      // Step s = (chain / 2) kStepsHalf + chain % 2 + 2 j lies in box s / 4 = the half's first box
+      // + j / 2, at k16 offset s % 4 = chain % 2 + 2 (j % 2): one descriptor per operand, the
+      // steps' offsets added to its address field (16-byte units; shared addresses < 256 KB).
+      constexpr int kStepsHalf = kDim / 32;
+      const uint32_t box = (chain / 2) * (kStepsHalf / 4), k16 = (chain % 2) * 32u;
+      const uint64_t da = WgmmaDescSw128(qa + box * kRowHeads * 128u + k16),
+                     db = WgmmaDescSw128(ka + box * kChunk * 128u + k16);
       WgmmaFence();
-      for (int j = 0; j < steps_half / 2; ++j) {
-        const int s = (chain / 2) * steps_half + chain % 2 + 2 * j;
-        const uint32_t ko = (s / 4) * 128u, qo = (s % 4) * 32u;
-        WgmmaSsBf16<kChunk>(sa, WgmmaDescSw128(qa + ko * kRowHeads + qo),
-                            WgmmaDescSw128(ka + ko * kChunk + qo), 1);
+#pragma unroll
+      for (int j = 0; j < kStepsHalf / 2; ++j) {
+        WgmmaSsBf16<kChunk>(sa, da + (((j / 2) * kRowHeads * 128 + (j % 2) * 64) >> 4),
+                            db + (((j / 2) * kChunk * 128 + (j % 2) * 64) >> 4), 1);
       }
       WgmmaCommit();
       WgmmaWait<0>();
@@ -318,8 +335,8 @@ std::atomic<int64_t> row_launches{0};
 }  // namespace
 
 bool RowBlockFor(const SparseAttentionParams& p) {
-  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles || p.dim % 256 != 0 ||
-      p.tc_row < 0)
+  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles ||
+      (p.dim != 256 && p.dim != 512) || p.tc_row < 0)
     return false;
   if (p.tc_row > 0) return true;
   const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
@@ -328,13 +345,18 @@ bool RowBlockFor(const SparseAttentionParams& p) {
 
 void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel,
+    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel<256>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(RowDynSmem(kMaxDim, kMaxDim / 2))));
+                                    static_cast<int>(RowDynSmem(256, 128))));
+    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel<512>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(RowDynSmem(512, 256))));
     return true;
   }();
   (void)attr_set;
-  LaunchKernel(SparseAttentionTcRowKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
+  DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
+  LaunchKernel(p.dim == 256 ? SparseAttentionTcRowKernel<256> : SparseAttentionTcRowKernel<512>,
+               dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
                RowDynSmem(p.dim, p.kv_format.floats()), stream, p);
   CUDA_CHECK_LAUNCH();
   ++row_launches;
