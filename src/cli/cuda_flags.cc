@@ -28,6 +28,10 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "the bf16 linears (the head, the compressors, V4.1's Engram projection) on CUDA cores "
        "instead of the tensor cores (other logits bits)",
        false},
+      {"no-tc-gate",
+       "with the bf16 linears on the tensor cores, the MoE router's gate on the CUDA cores (other "
+       "router-logit bits)",
+       false},
       {"engram-host-tables",
        "DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup (the "
        "release's tables do not fit a GPU; the same bits)",
@@ -122,6 +126,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");
+  options->tc_gate = !flags.Has("no-tc-gate");
   options->engram_host_tables = flags.Has("engram-host-tables");
   return Status::Ok();
 }

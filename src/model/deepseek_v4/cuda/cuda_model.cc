@@ -201,7 +201,11 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     });
   }
   Mark("moe_router+group");
-  Linear(w.gate, xn, D, n, rlog, E);
+  if (TcGate(w.gate, n)) {
+    TcLinear(w.gate, xn, D, n, rlog, E, gate_split);
+  } else {
+    Linear(w.gate, xn, D, n, rlog, E);
+  }
   gpu::MoeRouteParams rp;
   rp.logits = rlog; rp.bias = w.gate_bias; rp.tid2eid = w.tid2eid; rp.ids = Meta(n).ids; rp.n = n;
   rp.E = static_cast<int>(E); rp.K = static_cast<int>(K);
@@ -361,6 +365,14 @@ void CudaModel::Impl::AllocateActivations() {
       for (const V41LayerW& x : v41->layers)
         any = any || (x.kv_source && TcBf16(V41CompressorMatrix(x)));
     if (any) xn_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
+  }
+  if (opt.tc_gate) {  // the MoE input's split rows, when some router gate takes the tensor cores
+    bool any = has_mtp && TcBf16(mtp.block.gate);
+    for (const BlockW& b : layers) any = any || TcBf16(b.gate);
+    if (any) {
+      gate_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
+      gate_split_rows = T;
+    }
   }
   meta_dev = Alloc<int32_t>(kMetaArrays * T);
   meta_host = gpu::PinnedBuffer(kMetaArrays * T * sizeof(int32_t));

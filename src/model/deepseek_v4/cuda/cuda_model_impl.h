@@ -313,6 +313,10 @@ struct CudaModel::Impl {
     return w.data != nullptr && w.format == WeightFormat::kBf16 && opt.tc_bf16 &&
            gpu::Bf16TcLinearSupports(w.n, w.k);
   }
+  // The router's gate on the tensor cores (CudaModelOptions::tc_gate) for a MoE of n rows.
+  bool TcGate(const WeightRef& gate, int64_t n) const {
+    return opt.tc_gate && gate_split != nullptr && n <= gate_split_rows && TcBf16(gate);
+  }
   // The head on the tensor cores (bf16 heads).
   bool TcHead() const {
     return head.format == WeightFormat::kBf16 && opt.tc_bf16 &&
@@ -386,6 +390,10 @@ struct CudaModel::Impl {
   uint16_t* head_split = nullptr;  // the tensor-core head's split rows (bf16 heads)
   // xn's split rows for the compressors' bf16 projections on the tensor cores (TcCompressors).
   uint16_t* xn_split = nullptr;
+  // The MoE input's split rows for the router's gate on the tensor cores (TcGate), gate_split_rows
+  // rows.
+  uint16_t* gate_split = nullptr;
+  int64_t gate_split_rows = 0;
   // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
   // token for up to kMoeQuantRows rows (every decode batch and small prefill chunks: from 1,365
   // tokens the routed experts take the tiled GEMM, with its own pre-pass) instead of by every
