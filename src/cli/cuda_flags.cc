@@ -25,8 +25,8 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
        "same bits either way (default: wgmma)"},
       {"no-tc-bf16",
-       "the bf16 linears (the head, the compressors, V4.1's Engram projection) on CUDA cores "
-       "instead of the tensor cores (other logits bits)",
+       "the bf16 linears (the head, the compressors, the router gate, V4.1's Engram projection) "
+       "on CUDA cores instead of the tensor cores (other logits bits)",
        false},
       {"no-tc-gate",
        "with the bf16 linears on the tensor cores, the MoE router's gate on the CUDA cores (other "
