@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
     } else if (a == "--variants" && v) {
       variants = "," + std::string(argv[++i]) + ",";
     } else if (a == "--row-pv-wgmma") {  // the row block's P V on warpgroup MMA (the same bits)
-      gpu::KernelOptions ko = gpu::GetKernelOptions();
+      gpu::KernelOptions ko;  // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = true;
       gpu::SetKernelOptions(ko);
     } else {

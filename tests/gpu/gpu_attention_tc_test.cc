@@ -533,7 +533,10 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   };
   Stream st;
   uint32_t seed = 950;
-  const KernelOptions saved = GetKernelOptions();
+  // The row block's P V runs on mma.sync, or on warpgroup MMA under --attention-row-pv-wgmma
+  // (ctest gpu_attention_tc_row_pv_wgmma; kernel options are fixed before the first launch).
+  const std::string path =
+      GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)";
   for (const Shape& s : shapes) {
     const int n = 130;  // past attention_tc_row_min_rows' default: the default's choice runs too
     Case c(s, n, seed += 10, false);
@@ -541,23 +544,15 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
     const PackedKv packed(c, f);
     c.UploadAll();
     const Result tiles = Launch(c, 0, n, 2, st, -1, true, &packed, true, -1);
-    // The row block with its P V on mma.sync and on warpgroup MMA (attention_row_pv_wgmma).
-    for (const bool pv_wgmma : {false, true}) {
-      KernelOptions k = saved;
-      k.attention_row_pv_wgmma = pv_wgmma;
-      SetKernelOptions(k);
-      const std::string what =
-          std::string(s.name) + (pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)");
-      const int64_t before = SparseAttentionTcRowLaunches();
-      const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
-      EXPECT_GT(SparseAttentionTcRowLaunches(), before) << what << ": the row block ran";
-      EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << what;
-      if (s.quant) {
-        EXPECT_EQ(tiles.q, rows.q) << what;
-        EXPECT_EQ(std::memcmp(tiles.s.data(), rows.s.data(), tiles.s.size() * 4), 0) << what;
-      }
+    const std::string what = std::string(s.name) + path;
+    const int64_t before = SparseAttentionTcRowLaunches();
+    const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
+    EXPECT_GT(SparseAttentionTcRowLaunches(), before) << what << ": the row block ran";
+    EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << what;
+    if (s.quant) {
+      EXPECT_EQ(tiles.q, rows.q) << what;
+      EXPECT_EQ(std::memcmp(tiles.s.data(), rows.s.data(), tiles.s.size() * 4), 0) << what;
     }
-    SetKernelOptions(saved);
     const int64_t auto_before = SparseAttentionTcRowLaunches();
     const Result by_rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 0);
     const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
