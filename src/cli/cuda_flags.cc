@@ -42,9 +42,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"attention-tc-row-min-rows",
        "the FP8 cache's tensor-core attention takes one block per row for its 64 heads from this "
        "many rows (the same bits; default 128; 0: off)"},
-      {"attention-row-pv-wgmma",
-       "the row block's P V on warpgroup MMA instead of mma.sync (the same bits; default off)",
-       false},
+      {"attention-row-pv",
+       "the FP8 cache's row-block attention's P V instruction: wgmma (warpgroup MMA) or sync "
+       "(mma.sync); the same bits either way (default: wgmma)"},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
        "other bits than the CUDA-core kernel; always with --kv-cache-dtype fp8, whose bf16 "
@@ -114,7 +114,11 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   DSINFER_ASSIGN_OR_RETURN(k.attention_tc_row_min_rows,
                            flags.GetInt("attention-tc-row-min-rows",
                                         backend::cuda::KernelOptions{}.attention_tc_row_min_rows));
-  k.attention_row_pv_wgmma = flags.Has("attention-row-pv-wgmma");
+  if (auto m = flags.Get("attention-row-pv")) {
+    if (*m != "wgmma" && *m != "sync")
+      return InvalidArgument("--attention-row-pv takes wgmma or sync, not \"" + *m + "\"");
+    k.attention_row_pv_wgmma = *m == "wgmma";
+  }
   if (k.attention_tc_row_min_rows < 0)
     return InvalidArgument("--attention-tc-row-min-rows must be >= 0");
   if (flags.Has("attention-tc") && flags.Has("no-attention-tc"))

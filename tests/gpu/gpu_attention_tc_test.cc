@@ -533,8 +533,8 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   };
   Stream st;
   uint32_t seed = 950;
-  // The row block's P V runs on mma.sync, or on warpgroup MMA under --attention-row-pv-wgmma
-  // (ctest gpu_attention_tc_row_pv_wgmma; kernel options are fixed before the first launch).
+  // The row block's P V runs on warpgroup MMA, or on mma.sync under --attention-row-pv=sync
+  // (ctest gpu_attention_tc_row_pv_sync; kernel options are fixed before the first launch).
   const std::string path =
       GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)";
   for (const Shape& s : shapes) {
