@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
     } else if (a == "--variants" && v) {
       variants = "," + std::string(argv[++i]) + ",";
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
-      gpu::KernelOptions ko;  // the defaults (reading them first would freeze them)
+      gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = false;
       gpu::SetKernelOptions(ko);
     } else {

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       {"hca_compressor", WeightFormat::kBf16, 1024, 4096},
       {"index_compressor", WeightFormat::kBf16, 512, 4096},
       {"router_gate", WeightFormat::kBf16, 256, 4096},  // the MoE router's logits (tc_gate)
-      {"head", WeightFormat::kBf16, 129280, 4096},  // the vocabulary's logits (decode batches)
+      {"head", WeightFormat::kBf16, 129280, 4096},      // the vocabulary's logits (decode batches)
   };
   gpu::Stream st;
   std::printf(
