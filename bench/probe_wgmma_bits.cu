@@ -116,6 +116,14 @@ __device__ __forceinline__ void LoadA(const uint16_t* a, uint32_t (&af)[kSteps][
   }
 }
 
+// The index in a 64 x kN row-major matrix of accumulator element 4 j + e of this thread (n8 tile
+// j of its warp's 16 rows: mma.sync's C fragment).
+template <int kN>
+__device__ __forceinline__ int FragIndex(int j, int e) {
+  const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  return (16 * w + g + 8 * (e / 2)) * kN + 8 * j + 2 * t + e % 2;
+}
+
 // One warpgroup per problem p: a (64 x 16S, row-major), bt (N x 16S: B column n's k contiguous),
 // c (64 x N) -> d_mma, d_wg, d_wg0 (64 x N each).
 template <bool kBf16, int kN, int kSteps>
@@ -129,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ __align__(1024) uint16_t sb[kSteps * kStepElems];
 
   const int p = blockIdx.x, tid = threadIdx.x;
-  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint16_t* pa = a + static_cast<size_t>(p) * kM * kK;
   const uint16_t* pb = bt + static_cast<size_t>(p) * kN * kK;
   const float* pc = c + static_cast<size_t>(p) * kM * kN;
@@ -142,18 +150,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   FenceProxyAsync();
   __syncthreads();
 
-  const int r0 = 16 * w + g, r1 = r0 + 8;
   uint32_t af[kSteps][4];
   LoadA<kSteps>(pa, af);
   float cf[kFrag];
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    cf[4 * j + 0] = pc[r0 * kN + col];
-    cf[4 * j + 1] = pc[r0 * kN + col + 1];
-    cf[4 * j + 2] = pc[r1 * kN + col];
-    cf[4 * j + 3] = pc[r1 * kN + col + 1];
-  }
+  for (int e = 0; e < kFrag; ++e) cf[e] = pc[FragIndex<kN>(e / 4, e % 4)];
 
   // (i) mma.sync: per n8 tile, the steps chained on the tile's accumulator from C.
   float dm[kFrag];
@@ -198,15 +199,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const size_t base = static_cast<size_t>(p) * kM * kN;
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    const int idx[4] = {r0 * kN + col, r0 * kN + col + 1, r1 * kN + col, r1 * kN + col + 1};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      d_mma[base + idx[e]] = dm[4 * j + e];
-      d_wg[base + idx[e]] = dw[4 * j + e];
-      d_wg0[base + idx[e]] = dw0[4 * j + e];
-    }
+  for (int e = 0; e < kFrag; ++e) {
+    const size_t i = base + FragIndex<kN>(e / 4, e % 4);
+    d_mma[i] = dm[e];
+    d_wg[i] = dw[e];
+    d_wg0[i] = dw0[e];
   }
 }
 
@@ -229,7 +226,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kFrag = kN / 2;
   __shared__ __align__(1024) uint16_t sbt[kSteps * kStepElems];
   const int p = blockIdx.x, tid = threadIdx.x;
-  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint16_t* pb = bt + static_cast<size_t>(p) * kN * kK;
   const float* pc = c + static_cast<size_t>(p) * kM * kN;
   for (int i = tid; i < kN * kK; i += kThreads) {
@@ -240,16 +236,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   uint32_t af[kSteps][4];
   LoadA<kSteps>(a + static_cast<size_t>(p) * kM * kK, af);
-  const int r0 = 16 * w + g, r1 = r0 + 8;
   float d[kFrag];
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    d[4 * j + 0] = pc[r0 * kN + col];
-    d[4 * j + 1] = pc[r0 * kN + col + 1];
-    d[4 * j + 2] = pc[r1 * kN + col];
-    d[4 * j + 3] = pc[r1 * kN + col + 1];
-  }
+  for (int e = 0; e < kFrag; ++e) d[e] = pc[FragIndex<kN>(e / 4, e % 4)];
   const uint32_t sbt_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sbt));
   WgmmaFence();
 #pragma unroll
@@ -260,13 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   WgmmaWait<0>();
   const size_t base = static_cast<size_t>(p) * kM * kN;
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    d_wgt[base + r0 * kN + col] = d[4 * j + 0];
-    d_wgt[base + r0 * kN + col + 1] = d[4 * j + 1];
-    d_wgt[base + r1 * kN + col] = d[4 * j + 2];
-    d_wgt[base + r1 * kN + col + 1] = d[4 * j + 3];
-  }
+  for (int e = 0; e < kFrag; ++e) d_wgt[base + FragIndex<kN>(e / 4, e % 4)] = d[e];
 }
 
 // ---------------------------------------------------------------------------------------------
