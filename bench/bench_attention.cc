@@ -15,7 +15,8 @@
 // The tensor-core kernel issues six bf16 products per fp32 product (the exact three-part split),
 // so its own compute floor is 6x flop_bound_us.
 //   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
-//                   [--variants tc,tc_packed,...] (default: every variant)
+//                   [--variants tc,tc_packed,...] (default: every variant) [--row-pv-sync]
+//   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -248,6 +249,10 @@ int main(int argc, char** argv) {
       kinds = argv[++i];
     } else if (a == "--variants" && v) {
       variants = "," + std::string(argv[++i]) + ",";
+    } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
+      gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
+      ko.attention_row_pv_wgmma = false;
+      gpu::SetKernelOptions(ko);
     } else {
       std::fprintf(stderr, "bench_attention: unknown flag %s\n", a.c_str());
       return 2;

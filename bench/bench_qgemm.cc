@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
       {"csa_compressor", WeightFormat::kBf16, 2048, 4096},  // wkv + wgate, overlapping windows
       {"hca_compressor", WeightFormat::kBf16, 1024, 4096},
       {"index_compressor", WeightFormat::kBf16, 512, 4096},
-      {"head", WeightFormat::kBf16, 129280, 4096},  // the vocabulary's logits (decode batches)
+      {"router_gate", WeightFormat::kBf16, 256, 4096},  // the MoE router's logits (tc_gate)
+      {"head", WeightFormat::kBf16, 129280, 4096},      // the vocabulary's logits (decode batches)
   };
   gpu::Stream st;
   std::printf(

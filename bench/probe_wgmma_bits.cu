@@ -14,7 +14,9 @@
 // Each problem is computed three ways: mma.sync (warp w: rows 16w..16w+15, one m16n8k16 per n8 tile
 // and step, chained on its own accumulator from C); wgmma from C (scale-d = 1 every step, the steps
 // issued back to back onto one accumulator); wgmma with scale-d = 0 on the first step (D = A * B,
-// C ignored). The A fragments are the same registers for both (wgmma's A register fragment of warp
+// C ignored); for N a multiple of 64, by ProbeTransKernel, wgmma from C with B N-major in the
+// 128-byte swizzle (imm-trans-b, WgmmaDescMnSw128: the attention row block's P V). The A
+// fragments are the same registers for both (wgmma's A register fragment of warp
 // w is mma.sync's m16k16 fragment of rows 16w..); B is read by mma.sync from global memory and by
 // wgmma from shared memory through a matrix descriptor (no swizzle, K-major, canonical core
 // matrices: 8 n x 16 bytes of k each, 128 contiguous bytes; LBO = the byte step between the two k
@@ -27,7 +29,8 @@
 // products, in 2^21..2^40, or minus the first step's sum to within a few ulps).
 //
 // Output: one JSON line per class, type, variant (shape and steps) and comparison — "wgmma_vs_mma"
-// (bits), "wgmma_d0_vs_mma" (bits, zero-C classes: is scale-d = 0 the same as a zeroed
+// (bits), "wgmma_t_vs_mma" (bits, N % 64 == 0: the N-major B), "wgmma_d0_vs_mma" (bits, zero-C
+// classes: is scale-d = 0 the same as a zeroed
 // accumulator?), and for the exact class "mma_vs_exact" / "wgmma_vs_exact" / "wgmma_d0_vs_exact"
 // (values), and for the other classes at one step "mma_vs_double" (information only: how often
 // the tensor cores do not give the double sum rounded to fp32, i.e. how much rounding the
@@ -61,6 +64,7 @@ using dsinfer::backend::cuda::FenceProxyAsync;
 using dsinfer::backend::cuda::Wgmma;
 using dsinfer::backend::cuda::WgmmaCommit;
 using dsinfer::backend::cuda::WgmmaDescB;
+using dsinfer::backend::cuda::WgmmaDescMnSw128;
 using dsinfer::backend::cuda::WgmmaFence;
 using dsinfer::backend::cuda::WgmmaWait;
 
@@ -96,6 +100,30 @@ __device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// Warp w's A fragments of rows 16 w .. + 15 for each k16 step (a: 64 x 16S, row-major).
+template <int kSteps>
+__device__ __forceinline__ void LoadA(const uint16_t* a, uint32_t (&af)[kSteps][4]) {
+  constexpr int kK = 16 * kSteps;
+  const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int k0 = 16 * s + 2 * t;
+    af[s][0] = Pack(a[r0 * kK + k0], a[r0 * kK + k0 + 1]);
+    af[s][1] = Pack(a[r1 * kK + k0], a[r1 * kK + k0 + 1]);
+    af[s][2] = Pack(a[r0 * kK + k0 + 8], a[r0 * kK + k0 + 9]);
+    af[s][3] = Pack(a[r1 * kK + k0 + 8], a[r1 * kK + k0 + 9]);
+  }
+}
+
+// The index in a 64 x kN row-major matrix of accumulator element 4 j + e of this thread (n8 tile
+// j of its warp's 16 rows: mma.sync's C fragment).
+template <int kN>
+__device__ __forceinline__ int FragIndex(int j, int e) {
+  const int w = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  return (16 * w + g + 8 * (e / 2)) * kN + 8 * j + 2 * t + e % 2;
+}
+
 // One warpgroup per problem p: a (64 x 16S, row-major), bt (N x 16S: B column n's k contiguous),
 // c (64 x N) -> d_mma, d_wg, d_wg0 (64 x N each).
 template <bool kBf16, int kN, int kSteps>
@@ -109,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ __align__(1024) uint16_t sb[kSteps * kStepElems];
 
   const int p = blockIdx.x, tid = threadIdx.x;
-  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint16_t* pa = a + static_cast<size_t>(p) * kM * kK;
   const uint16_t* pb = bt + static_cast<size_t>(p) * kN * kK;
   const float* pc = c + static_cast<size_t>(p) * kM * kN;
@@ -122,25 +150,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   FenceProxyAsync();
   __syncthreads();
 
-  const int r0 = 16 * w + g, r1 = r0 + 8;
   uint32_t af[kSteps][4];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int k0 = 16 * s + 2 * t;
-    af[s][0] = Pack(pa[r0 * kK + k0], pa[r0 * kK + k0 + 1]);
-    af[s][1] = Pack(pa[r1 * kK + k0], pa[r1 * kK + k0 + 1]);
-    af[s][2] = Pack(pa[r0 * kK + k0 + 8], pa[r0 * kK + k0 + 9]);
-    af[s][3] = Pack(pa[r1 * kK + k0 + 8], pa[r1 * kK + k0 + 9]);
-  }
+  LoadA<kSteps>(pa, af);
   float cf[kFrag];
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    cf[4 * j + 0] = pc[r0 * kN + col];
-    cf[4 * j + 1] = pc[r0 * kN + col + 1];
-    cf[4 * j + 2] = pc[r1 * kN + col];
-    cf[4 * j + 3] = pc[r1 * kN + col + 1];
-  }
+  for (int e = 0; e < kFrag; ++e) cf[e] = pc[FragIndex<kN>(e / 4, e % 4)];
 
   // (i) mma.sync: per n8 tile, the steps chained on the tile's accumulator from C.
   float dm[kFrag];
@@ -185,16 +199,57 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const size_t base = static_cast<size_t>(p) * kM * kN;
 #pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const int col = 8 * j + 2 * t;
-    const int idx[4] = {r0 * kN + col, r0 * kN + col + 1, r1 * kN + col, r1 * kN + col + 1};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      d_mma[base + idx[e]] = dm[4 * j + e];
-      d_wg[base + idx[e]] = dw[4 * j + e];
-      d_wg0[base + idx[e]] = dw0[4 * j + e];
-    }
+  for (int e = 0; e < kFrag; ++e) {
+    const size_t i = base + FragIndex<kN>(e / 4, e % 4);
+    d_mma[i] = dm[e];
+    d_wg[i] = dw[e];
+    d_wg0[i] = dw0[e];
   }
+}
+
+// B of one k16 step N-major with the 128-byte swizzle (WgmmaDescMnSw128): boxes of 64 n x 16 k
+// rows (2,048 bytes; the leading byte offset), k row kk's 16-byte chunk j (n 8 j .. 8 j + 7) at
+// byte kk * 128 + ((j ^ kk % 8) * 16) of its box. Element index (2-byte units):
+__host__ __device__ constexpr int SmemBtIndex(int n, int kk) {
+  return (n / 64) * 1024 + kk * 64 + ((((n % 64) / 8) ^ (kk % 8)) * 8) + n % 8;
+}
+
+// The same problems as ProbeKernel with B N-major in the 128-byte swizzle (imm-trans-b; N % 64 ==
+// 0): wgmma from C, scale-d = 1 on every step -> d_wgt (64 x N).
+template <bool kBf16, int kN, int kSteps>
+__global__ void __launch_bounds__(kThreads, 1)
+    ProbeTransKernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ bt,
+                     const float* __restrict__ c, float* __restrict__ d_wgt) {
+  static_assert(kN % 64 == 0);
+  constexpr int kK = 16 * kSteps;
+  constexpr int kStepElems = kN * 16;
+  constexpr int kFrag = kN / 2;
+  __shared__ __align__(1024) uint16_t sbt[kSteps * kStepElems];
+  const int p = blockIdx.x, tid = threadIdx.x;
+  const uint16_t* pb = bt + static_cast<size_t>(p) * kN * kK;
+  const float* pc = c + static_cast<size_t>(p) * kM * kN;
+  for (int i = tid; i < kN * kK; i += kThreads) {
+    const int n = i / kK, k = i % kK;
+    sbt[(k / 16) * kStepElems + SmemBtIndex(n, k % 16)] = pb[i];
+  }
+  FenceProxyAsync();
+  __syncthreads();
+  uint32_t af[kSteps][4];
+  LoadA<kSteps>(a + static_cast<size_t>(p) * kM * kK, af);
+  float d[kFrag];
+#pragma unroll
+  for (int e = 0; e < kFrag; ++e) d[e] = pc[FragIndex<kN>(e / 4, e % 4)];
+  const uint32_t sbt_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sbt));
+  WgmmaFence();
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    Wgmma<kN, kBf16, true>(d, af[s], WgmmaDescMnSw128(sbt_addr + s * kStepElems * 2, 16 * 128), 1);
+  }
+  WgmmaCommit();
+  WgmmaWait<0>();
+  const size_t base = static_cast<size_t>(p) * kM * kN;
+#pragma unroll
+  for (int e = 0; e < kFrag; ++e) d_wgt[base + FragIndex<kN>(e / 4, e % 4)] = d[e];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,7 +357,7 @@ Problems Generate(const ClassSpec& cs, const Variant& v, int count, uint32_t see
 }
 
 struct Outputs {
-  std::vector<float> mma, wg, wg0;
+  std::vector<float> mma, wg, wg0, wgt;  // wgt: N % 64 == 0 only (ProbeTransKernel)
 };
 
 template <bool kBf16, int kN, int kSteps>
@@ -314,7 +369,14 @@ Outputs RunKernel(const Problems& pr) {
   ProbeKernel<kBf16, kN, kSteps><<<pr.count, kThreads>>>(da, db, dc, dm, dw, dw0);
   PROBE_CUDA_CHECK(cudaGetLastError());
   PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-  Outputs o{FromDevice(dm, out_n), FromDevice(dw, out_n), FromDevice(dw0, out_n)};
+  Outputs o{FromDevice(dm, out_n), FromDevice(dw, out_n), FromDevice(dw0, out_n), {}};
+  if constexpr (kN % 64 == 0) {
+    float* dwt = DeviceFloats(out_n);
+    ProbeTransKernel<kBf16, kN, kSteps><<<pr.count, kThreads>>>(da, db, dc, dwt);
+    PROBE_CUDA_CHECK(cudaGetLastError());
+    PROBE_CUDA_CHECK(cudaDeviceSynchronize());
+    o.wgt = FromDevice(dwt, out_n);
+  }
   for (void* ptr : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dc)}) {
     PROBE_CUDA_CHECK(cudaFree(ptr));
   }
@@ -415,6 +477,10 @@ int main(int argc, char** argv) {
         exact_ok &=
             Compare(cs, v, pr, "wgmma_d0_vs_exact", "wgmma_d0", o.wg0, "exact", ref_no_c, true)
                 .mismatches == 0;
+        if (!o.wgt.empty()) {
+          exact_ok &= Compare(cs, v, pr, "wgmma_t_vs_exact", "wgmma_t", o.wgt, "exact", ref, true)
+                          .mismatches == 0;
+        }
       } else if (v.steps == 1) {
         // Sensitivity (information only): how often the tensor cores' result is not the double
         // sum rounded to fp32 — where they differ, a wgmma that matches mma.sync matches its
@@ -429,6 +495,8 @@ int main(int argc, char** argv) {
       }
       Compare(cs, v, pr, "wgmma_vs_mma", "wgmma", o.wg, "mma", o.mma, false);
       if (zero_c) Compare(cs, v, pr, "wgmma_d0_vs_mma", "wgmma_d0", o.wg0, "mma", o.mma, false);
+      if (!o.wgt.empty())
+        Compare(cs, v, pr, "wgmma_t_vs_mma", "wgmma_t", o.wgt, "mma", o.mma, false);
     }
   }
   std::printf("# exact class (layouts): %s\n", exact_ok ? "pass" : "FAIL");

@@ -25,8 +25,12 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "the tiled GEMM's tensor-core instruction: wgmma (warpgroup MMA) or sync (mma.sync); the "
        "same bits either way (default: wgmma)"},
       {"no-tc-bf16",
-       "the bf16 linears (the head, the compressors, V4.1's Engram projection) on CUDA cores "
-       "instead of the tensor cores (other logits bits)",
+       "the bf16 linears (the head, the compressors, the router gate, V4.1's Engram projection) "
+       "on CUDA cores instead of the tensor cores (other logits bits)",
+       false},
+      {"no-tc-gate",
+       "with the bf16 linears on the tensor cores, the MoE router's gate on the CUDA cores (other "
+       "router-logit bits)",
        false},
       {"engram-host-tables",
        "DeepSeek-V4.1: the Engram tables in pinned host memory, read over PCIe by the lookup (the "
@@ -38,6 +42,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"attention-tc-row-min-rows",
        "the FP8 cache's tensor-core attention takes one block per row for its 64 heads from this "
        "many rows (the same bits; default 128; 0: off)"},
+      {"attention-row-pv",
+       "the FP8 cache's row-block attention's P V instruction: wgmma (warpgroup MMA) or sync "
+       "(mma.sync); the same bits either way (default: wgmma)"},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
        "other bits than the CUDA-core kernel; always with --kv-cache-dtype fp8, whose bf16 "
@@ -107,6 +114,11 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   DSINFER_ASSIGN_OR_RETURN(k.attention_tc_row_min_rows,
                            flags.GetInt("attention-tc-row-min-rows",
                                         backend::cuda::KernelOptions{}.attention_tc_row_min_rows));
+  if (auto m = flags.Get("attention-row-pv")) {
+    if (*m != "wgmma" && *m != "sync")
+      return InvalidArgument("--attention-row-pv takes wgmma or sync, not \"" + *m + "\"");
+    k.attention_row_pv_wgmma = *m == "wgmma";
+  }
   if (k.attention_tc_row_min_rows < 0)
     return InvalidArgument("--attention-tc-row-min-rows must be >= 0");
   if (flags.Has("attention-tc") && flags.Has("no-attention-tc"))
@@ -122,6 +134,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");
+  options->tc_gate = !flags.Has("no-tc-gate");
   options->engram_host_tables = flags.Has("engram-host-tables");
   return Status::Ok();
 }

@@ -533,6 +533,10 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   };
   Stream st;
   uint32_t seed = 950;
+  // The row block's P V runs on warpgroup MMA, or on mma.sync under --attention-row-pv=sync
+  // (ctest gpu_attention_tc_row_pv_sync; kernel options are fixed before the first launch).
+  const std::string path =
+      GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)";
   for (const Shape& s : shapes) {
     const int n = 130;  // past attention_tc_row_min_rows' default: the default's choice runs too
     Case c(s, n, seed += 10, false);
@@ -540,13 +544,14 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
     const PackedKv packed(c, f);
     c.UploadAll();
     const Result tiles = Launch(c, 0, n, 2, st, -1, true, &packed, true, -1);
+    const std::string what = std::string(s.name) + path;
     const int64_t before = SparseAttentionTcRowLaunches();
     const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
-    EXPECT_GT(SparseAttentionTcRowLaunches(), before) << s.name << ": the row block ran";
-    EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << s.name;
+    EXPECT_GT(SparseAttentionTcRowLaunches(), before) << what << ": the row block ran";
+    EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << what;
     if (s.quant) {
-      EXPECT_EQ(tiles.q, rows.q) << s.name;
-      EXPECT_EQ(std::memcmp(tiles.s.data(), rows.s.data(), tiles.s.size() * 4), 0) << s.name;
+      EXPECT_EQ(tiles.q, rows.q) << what;
+      EXPECT_EQ(std::memcmp(tiles.s.data(), rows.s.data(), tiles.s.size() * 4), 0) << what;
     }
     const int64_t auto_before = SparseAttentionTcRowLaunches();
     const Result by_rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 0);

@@ -18,7 +18,9 @@
 //      S = (chain 0 + chain 1) + (chain 2 + chain 3), the per-tile kernel's sum of its two warps'
 //      halves of two chains each;
 //   softmax: warp w heads w, w + 16, w + 32, w + 48 (lane = the chunk's key), the same steps;
-//   P V (mma.sync, B by ldmatrix from the swizzled keys): warp w the tile w % 4's output positions
+//   P V (mma.sync, B by ldmatrix from the swizzled keys; or, KernelOptions::attention_row_pv_wgmma,
+//      warpgroup MMA with B the swizzled keys read N-major, the same chains): warp w the tile w %
+//      4's output positions
 //      [(w / 4) dim / 4, + dim / 4), each n tile's chain from zero over the chunk's two k steps,
 //      folded into the running output; a position's column is SColOfPos of it;
 // then the output factor and FinishTile, tile by tile. So the bits are the per-tile kernel's
@@ -80,6 +82,10 @@ constexpr size_t RowDynSmem(int dim, int raw_floats) {
          static_cast<size_t>(kChunk) * raw_floats * 4;
 }
 
+// kDim: head_dim (256 or 512), a template argument so that S's chain of k steps has a fixed trip
+// count (with a runtime one ptxas serialized the wgmma steps: C7520). kPvWg: P V on warpgroup MMA
+// (KernelOptions::attention_row_pv_wgmma), else on mma.sync.
+template <int kDim, bool kPvWg>
 __global__ void __launch_bounds__(kRowThreads, 1)
     SparseAttentionTcRowKernel(SparseAttentionParams p) {
   PdlTrigger();
@@ -90,7 +96,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __shared__ const float* kp[2][kChunk];          // a chunk's key rows past the listed ones
   __shared__ const float* kl[kRowListed];         // the row's first kRowListed key rows
   extern __shared__ __align__(16) unsigned char dyn_raw[];
-  const int dim = p.dim;
+  const int dim = p.dim;  // == kDim (the launch's choice); kept a runtime value outside S's chain,
+                          // where a constant one made ptxas unroll past the registers
   unsigned char* const base = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(dyn_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* const qs = base;                                   // queries, swizzled
@@ -121,11 +128,19 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   PackedGroup4 groups[kGroups];
 #pragma unroll
   for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
+  // A key's raw row by 8-byte copies where the row and its place allow (an even row length, an
+  // 8-byte aligned row: the FP8 cache's rows of 146 floats), else 4-byte ones.
   auto prefetch_raw = [&](int c0, int buf) {
     for (int key = warp; key < kChunk; key += kRowWarps) {
       const float* src = row_ptr(c0, buf, key);
-      for (int w = lane; w < raw_floats; w += 32)
-        CpAsync4(raw + key * raw_floats + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      float* const dst = raw + key * raw_floats;
+      if (raw_floats % 2 == 0 && (reinterpret_cast<uintptr_t>(src) & 7) == 0) {
+        for (int w = 2 * lane; w < raw_floats; w += 64)
+          CpAsync8(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      } else {
+        for (int w = lane; w < raw_floats; w += 32)
+          CpAsync4(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+      }
     }
     CpAsyncCommit();
   };
@@ -161,7 +176,6 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   const int nt = dim / (8 * kRowGroups);
   const int dbase = (warp / kRowTiles) * (dim / kRowGroups);
   const int chain = warp / 4, wq = warp % 4;  // S: the warpgroup's chain; the warp's 16 heads
-  const int steps_half = dim / 32;
   float acc[kRowNt][4];
 #pragma unroll
   for (int i = 0; i < kRowNt; ++i)
@@ -210,12 +224,18 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       float sa[kChunk / 2];
 #pragma unroll
       for (int i = 0; i < kChunk / 2; ++i) sa[i] = 0.0f;
+      // Step s = (chain / 2) kStepsHalf + chain % 2 + 2 j lies in box s / 4 = the half's first box
+      // + j / 2, at k16 offset s % 4 = chain % 2 + 2 (j % 2): one descriptor per operand, the
+      // steps' offsets added to its address field (16-byte units; shared addresses < 256 KB).
+      constexpr int kStepsHalf = kDim / 32;
+      const uint32_t box = (chain / 2) * (kStepsHalf / 4), k16 = (chain % 2) * 32u;
+      const uint64_t da = WgmmaDescSw128(qa + box * kRowHeads * 128u + k16),
+                     db = WgmmaDescSw128(ka + box * kChunk * 128u + k16);
       WgmmaFence();
-      for (int j = 0; j < steps_half / 2; ++j) {
-        const int s = (chain / 2) * steps_half + chain % 2 + 2 * j;
-        const uint32_t ko = (s / 4) * 128u, qo = (s % 4) * 32u;
-        WgmmaSsBf16<kChunk>(sa, WgmmaDescSw128(qa + ko * kRowHeads + qo),
-                            WgmmaDescSw128(ka + ko * kChunk + qo), 1);
+#pragma unroll
+      for (int j = 0; j < kStepsHalf / 2; ++j) {
+        WgmmaSsBf16<kChunk>(sa, da + (((j / 2) * kRowHeads * 128 + (j % 2) * 64) >> 4),
+                            db + (((j / 2) * kChunk * 128 + (j % 2) * 64) >> 4), 1);
       }
       WgmmaCommit();
       WgmmaWait<0>();
@@ -249,29 +269,73 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       pf[tile][s][l] = PFragmentBf16(sc, r, k0);
     }
     __syncthreads();
-    // The chunk's P V, folded into the running output. B: ldmatrix .x2 .trans of the swizzled
-    // key rows 16 s .. + 15 at positions dbase + 8 i .. + 7 (lanes 0 .. 15 give the rows): with
-    // dbase a multiple of 64 (dim % 256 == 0), box dbase / 64 + i / 8, chunk i % 8, so the row's
-    // swizzled chunk is (i % 8) ^ (row % 8), row % 8 = lane % 8.
-    {
-      const uint32_t pv_base =
-          ka + (lane % 16) * 128 + (lane % 8) * 16 + (dbase / 64) * kChunk * 128;
-      const int hg = ptile * kTile + g;
-      const float a_g = fa[hg], b_g = fb[hg], a_g8 = fa[hg + 8], b_g8 = fb[hg + 8];
+    const int hg = ptile * kTile + g;
+    const float a_g = fa[hg], b_g = fb[hg], a_g8 = fa[hg + 8], b_g8 = fb[hg + 8];
+    if constexpr (kPvWg) {
+      // The chunk's P V on warpgroup MMA, folded into the running output: warpgroup w / 4 the
+      // positions [dbase, dbase + dim / 4) of all 64 heads (warp w's rows: tile w % 4 = ptile, A
+      // its P fragments), in pieces of 64 positions, each m64n64k16 over the chunk's two k steps
+      // from zero (the mma.sync chain's operations: the wgmma probe's wgmma_t_vs_mma); B the
+      // swizzled key rows read N-major (keys 16 s .. + 15 of 64 positions a box: the boxes of the
+      // position-major layout S reads K-major). The accumulator's n8 tile j of a piece is the
+      // mma.sync path's tile 8 piece + j.
+      constexpr int kPieces = kDim / kRowGroups / 64;
+      uint32_t af[kChunk / 16][4];
 #pragma unroll
-      for (int i = 0; i < kRowNt; ++i) {
-        if (i < nt) {
-          float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int st = 0; st < kChunk / 16; ++st) {
+        const uint4 a = pf[ptile][st][lane];
+        af[st][0] = a.x;
+        af[st][1] = a.y;
+        af[st][2] = a.z;
+        af[st][3] = a.w;
+      }
+      const uint32_t b_base = ka + (dbase / 64) * kChunk * 128;
 #pragma unroll
-          for (int s = 0; s < kChunk / 16; ++s) {
-            uint32_t b0, b1;
-            asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                         : "=r"(b0), "=r"(b1)
-                         : "r"((pv_base + s * 16 * 128 + (i / 8) * kChunk * 128) ^ ((i % 8) * 16)));
-            const uint4 a = pf[ptile][s][lane];
-            MmaBf16(a.x, a.y, a.z, a.w, b0, b1, pv);
+      for (int piece = 0; piece < kPieces; ++piece) {
+        float pv[32];
+#pragma unroll
+        for (int e = 0; e < 32; ++e) pv[e] = 0.0f;
+        WgmmaFence();
+#pragma unroll
+        for (int st = 0; st < kChunk / 16; ++st) {
+          Wgmma<64, true, true>(
+              pv, af[st],
+              WgmmaDescMnSw128(b_base + piece * kChunk * 128 + st * 16 * 128, kChunk * 128), 1);
+        }
+        WgmmaCommit();
+        WgmmaWait<0>();
+        WgmmaFenceOperand(pv);
+        WgmmaFenceOperand(af);
+#pragma unroll
+        for (int jt = 0; jt < 8; ++jt) {
+          const float part[4] = {pv[4 * jt], pv[4 * jt + 1], pv[4 * jt + 2], pv[4 * jt + 3]};
+          FoldPv(acc[8 * piece + jt], part, a_g, b_g, a_g8, b_g8);
+        }
+      }
+    } else {
+      // The chunk's P V, folded into the running output. B: ldmatrix .x2 .trans of the swizzled
+      // key rows 16 s .. + 15 at positions dbase + 8 i .. + 7 (lanes 0 .. 15 give the rows): with
+      // dbase a multiple of 64 (dim % 256 == 0), box dbase / 64 + i / 8, chunk i % 8, so the row's
+      // swizzled chunk is (i % 8) ^ (row % 8), row % 8 = lane % 8.
+      {
+        const uint32_t pv_base =
+            ka + (lane % 16) * 128 + (lane % 8) * 16 + (dbase / 64) * kChunk * 128;
+#pragma unroll
+        for (int i = 0; i < kRowNt; ++i) {
+          if (i < nt) {
+            float pv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int s = 0; s < kChunk / 16; ++s) {
+              uint32_t b0, b1;
+              asm volatile(
+                  "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                  : "=r"(b0), "=r"(b1)
+                  : "r"((pv_base + s * 16 * 128 + (i / 8) * kChunk * 128) ^ ((i % 8) * 16)));
+              const uint4 a = pf[ptile][s][lane];
+              MmaBf16(a.x, a.y, a.z, a.w, b0, b1, pv);
+            }
+            FoldPv(acc[i], pv, a_g, b_g, a_g8, b_g8);
           }
-          FoldPv(acc[i], pv, a_g, b_g, a_g8, b_g8);
         }
       }
     }
@@ -318,8 +382,8 @@ std::atomic<int64_t> row_launches{0};
 }  // namespace
 
 bool RowBlockFor(const SparseAttentionParams& p) {
-  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles || p.dim % 256 != 0 ||
-      p.tc_row < 0)
+  if (TcKvOf(p) != TcKv::kPackedQp || HeadTiles(p.heads) > kRowTiles ||
+      (p.dim != 256 && p.dim != 512) || p.tc_row < 0)
     return false;
   if (p.tc_row > 0) return true;
   const int64_t min_rows = GetKernelOptions().attention_tc_row_min_rows;
@@ -328,13 +392,26 @@ bool RowBlockFor(const SparseAttentionParams& p) {
 
 void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowKernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(RowDynSmem(kMaxDim, kMaxDim / 2))));
+    for (auto* kernel :
+         {SparseAttentionTcRowKernel<256, false>, SparseAttentionTcRowKernel<256, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowDynSmem(256, 128))));
+    }
+    for (auto* kernel :
+         {SparseAttentionTcRowKernel<512, false>, SparseAttentionTcRowKernel<512, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowDynSmem(512, 256))));
+    }
     return true;
   }();
   (void)attr_set;
-  LaunchKernel(SparseAttentionTcRowKernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
+  DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
+  const bool wg = GetKernelOptions().attention_row_pv_wgmma;
+  auto* kernel =
+      p.dim == 256
+          ? (wg ? SparseAttentionTcRowKernel<256, true> : SparseAttentionTcRowKernel<256, false>)
+          : (wg ? SparseAttentionTcRowKernel<512, true> : SparseAttentionTcRowKernel<512, false>);
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
                RowDynSmem(p.dim, p.kv_format.floats()), stream, p);
   CUDA_CHECK_LAUNCH();
   ++row_launches;

@@ -23,6 +23,11 @@ __device__ __forceinline__ void CpAsync4(void* smem, const void* gmem, bool ok) 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem),
                "r"(ok ? 4 : 0));
 }
+__device__ __forceinline__ void CpAsync8(void* smem, const void* gmem, bool ok) {
+  const uint32_t s = SmemAddr(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(ok ? 8 : 0));
+}
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups are still in flight.

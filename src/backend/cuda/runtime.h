@@ -74,6 +74,11 @@ struct KernelOptions {
   // 15.7 -> 10.3 ms, 256 rows 575 -> 374 us, 128 rows 294 -> 194; at 64 rows it loses (149 ->
   // 187 us: 64 blocks on 132 SMs).
   int64_t attention_tc_row_min_rows = 128;
+  // The row block's P V on warpgroup MMA (m64n64k16, A the P fragments in registers, B the
+  // chunk's swizzled keys read N-major) instead of mma.sync with ldmatrix: the same chains, so
+  // the same bits (bench/probe_wgmma_bits: wgmma_t_vs_mma). On: CSA at 8,192 rows 8,861 -> 8,232
+  // us, 256 rows 329 -> 307 (docs/perf.md session 36); false (--attention-row-pv sync): mma.sync.
+  bool attention_row_pv_wgmma = true;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16

@@ -32,6 +32,17 @@ __device__ __forceinline__ uint64_t WgmmaDescSw128(uint32_t smem_addr) {
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
 
+// B in shared memory, N-major with the 128-byte swizzle (for Wgmma's kTransB): each k row holds
+// 64 consecutive n (128 bytes) of an atom of 8 k rows x 64 n (1024 bytes, 1024-byte aligned), its
+// 16-byte chunk j at byte k * 128 + ((j ^ k % 8) * 16); the atoms of the next 8 k rows 1024 bytes
+// on (the stride byte offset), those of the next 64 n `n_atom_bytes` on (the leading byte offset;
+// used when the instruction's N is over 64).
+__device__ __forceinline__ uint64_t WgmmaDescMnSw128(uint32_t smem_addr, uint32_t n_atom_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) |
+         (static_cast<uint64_t>((n_atom_bytes >> 4) & 0x3fffu) << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
 __device__ __forceinline__ void WgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -69,31 +80,31 @@ __device__ __forceinline__ void FenceProxyAsync() {
 #define DSINFER_WG_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define DSINFER_WG_F16(i) \
   DSINFER_WG_F4(i), DSINFER_WG_F4(i + 4), DSINFER_WG_F4(i + 8), DSINFER_WG_F4(i + 12)
-#define DSINFER_WG_N8(TY)                                    \
-  asm volatile(                                              \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"            \
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY \
-      " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"  \
-      : DSINFER_WG_F4(0)                                     \
+#define DSINFER_WG_N8(TY, TB)                                    \
+  asm volatile(                                                  \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                \
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY     \
+      " {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, " TB ";\n}\n" \
+      : DSINFER_WG_F4(0)                                         \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-#define DSINFER_WG_N32(TY)                                        \
+#define DSINFER_WG_N32(TY, TB)                                    \
   asm volatile(                                                   \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                \
       "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY     \
       " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}," \
-      " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"                 \
+      " {%16,%17,%18,%19}, %20, p, 1, 1, " TB ";\n}\n"            \
       : DSINFER_WG_F16(0)                                         \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-#define DSINFER_WG_N64(TY)                                                \
+#define DSINFER_WG_N64(TY, TB)                                            \
   asm volatile(                                                           \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                        \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY             \
       " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"          \
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}," \
-      " {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                         \
+      " {%32,%33,%34,%35}, %36, p, 1, 1, " TB ";\n}\n"                    \
       : DSINFER_WG_F16(0), DSINFER_WG_F16(16)                             \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
-#define DSINFER_WG_N128(TY)                                                           \
+#define DSINFER_WG_N128(TY, TB)                                                       \
   asm volatile(                                                                       \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                    \
       "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY                        \
@@ -101,41 +112,43 @@ __device__ __forceinline__ void FenceProxyAsync() {
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"              \
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"              \
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"             \
-      " {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                     \
+      " {%64,%65,%66,%67}, %68, p, 1, 1, " TB ";\n}\n"                                \
       : DSINFER_WG_F16(0), DSINFER_WG_F16(16), DSINFER_WG_F16(32), DSINFER_WG_F16(48) \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d))
 
 // d = A (64 x 16) * B (16 x kN) + (scale_d ? d : 0), f16 (or bf16) inputs, fp32 accumulators.
-template <int kN, bool kBf16 = false>
+// kTransB: B is N-major (imm-trans-b: each k row's N values contiguous, WgmmaDescMnSw128), else
+// K-major. (DSINFER_WG_CALL: NM's asm for the template arguments' operand type and B's major-ness,
+// both literals in the asm string.)
+#define DSINFER_WG_CALL(NM)  \
+  if constexpr (kBf16) {     \
+    if constexpr (kTransB) { \
+      NM("bf16", "1");       \
+    } else {                 \
+      NM("bf16", "0");       \
+    }                        \
+  } else {                   \
+    if constexpr (kTransB) { \
+      NM("f16", "1");        \
+    } else {                 \
+      NM("f16", "0");        \
+    }                        \
+  }
+template <int kN, bool kBf16 = false, bool kTransB = false>
 __device__ __forceinline__ void Wgmma(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                       int scale_d) {
   static_assert(kN == 8 || kN == 32 || kN == 64 || kN == 128);
   if constexpr (kN == 8) {
-    if constexpr (kBf16) {
-      DSINFER_WG_N8("bf16");
-    } else {
-      DSINFER_WG_N8("f16");
-    }
+    DSINFER_WG_CALL(DSINFER_WG_N8)
   } else if constexpr (kN == 32) {
-    if constexpr (kBf16) {
-      DSINFER_WG_N32("bf16");
-    } else {
-      DSINFER_WG_N32("f16");
-    }
+    DSINFER_WG_CALL(DSINFER_WG_N32)
   } else if constexpr (kN == 64) {
-    if constexpr (kBf16) {
-      DSINFER_WG_N64("bf16");
-    } else {
-      DSINFER_WG_N64("f16");
-    }
+    DSINFER_WG_CALL(DSINFER_WG_N64)
   } else {
-    if constexpr (kBf16) {
-      DSINFER_WG_N128("bf16");
-    } else {
-      DSINFER_WG_N128("f16");
-    }
+    DSINFER_WG_CALL(DSINFER_WG_N128)
   }
 }
+#undef DSINFER_WG_CALL
 
 // d = A (64 x 16) * B (16 x kN) + (scale_d ? d : 0) with both operands in shared memory (A by
 // desc_a, K-major like B), bf16 inputs, fp32 accumulators: the same arithmetic as the form with A

@@ -201,7 +201,17 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     });
   }
   Mark("moe_router+group");
-  Linear(w.gate, xn, D, n, rlog, E);
+  if (TcGate(w.gate)) {
+    DSINFER_CHECK(n <= xn_split_rows);  // every forward's rows (max_tokens)
+    // The warpgroup-MMA tile only when its 128 x 128 blocks fill about half the SMs: with E = 256
+    // a decode batch of 32 - 128 rows would make 2 blocks; the 8-token tile (the same bits)
+    // spreads those over 64 - 256.
+    const gpu::Bf16TcTile tile =
+        (E / 128) * ((n + 127) / 128) >= 64 ? gpu::Bf16TcTile::kAuto : gpu::Bf16TcTile::kFew;
+    TcLinear(w.gate, xn, D, n, rlog, E, xn_split, false, tile);
+  } else {
+    Linear(w.gate, xn, D, n, rlog, E);
+  }
   gpu::MoeRouteParams rp;
   rp.logits = rlog; rp.bias = w.gate_bias; rp.tid2eid = w.tid2eid; rp.ids = Meta(n).ids; rp.n = n;
   rp.E = static_cast<int>(E); rp.K = static_cast<int>(K);
@@ -354,13 +364,22 @@ void CudaModel::Impl::AllocateActivations() {
     const int64_t head_rows = std::max(logits_rows, std::max<int64_t>(opt.max_seqs, 1));
     head_split = Alloc<uint16_t>(gpu::Bf16SplitElements(head_rows, D));
   }
-  {  // xn's split rows, when some compressor projection takes the tensor cores
-    bool any = has_mtp && HasTcCompressor(mtp.block);
-    for (const BlockW& b : layers) any = any || HasTcCompressor(b);
-    if (v41)
+  {  // xn's split rows, when some compressor projection or router gate takes the tensor cores.
+    // One buffer for both: the compressors' branches read it between the attention's norm and
+    // their join before the attention; the gate writes and reads it after, on the main stream,
+    // before the next layer forks those branches again.
+    bool any = has_mtp && (HasTcCompressor(mtp.block) || TcGateWeight(mtp.block.gate));
+    for (const BlockW& b : layers) any = any || HasTcCompressor(b) || TcGateWeight(b.gate);
+    if (v41) {
       for (const V41LayerW& x : v41->layers)
         any = any || (x.kv_source && TcBf16(V41CompressorMatrix(x)));
-    if (any) xn_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
+      if (v41->ds)
+        for (const BlockW& st : v41->ds->stages) any = any || TcGateWeight(st.gate);
+    }
+    if (any) {
+      xn_split = Alloc<uint16_t>(gpu::Bf16SplitElements(T, D));
+      xn_split_rows = T;
+    }
   }
   meta_dev = Alloc<int32_t>(kMetaArrays * T);
   meta_host = gpu::PinnedBuffer(kMetaArrays * T * sizeof(int32_t));

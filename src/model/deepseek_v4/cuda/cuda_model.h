@@ -42,11 +42,17 @@ struct CudaModelOptions {
   // memory plan (UsePagedState) and every forward names each sequence's pages (ForwardPaged).
   // max_seqs is then the most sequences of one step.
   bool paged = false;
-  // The bf16 linears — the head, the compressors' projections, DeepSeek-V4.1's Engram
-  // projection — on the tensor cores (backend/cuda/bf16_tc_linear.cuh: fp32-exact operands split
-  // into bf16 parts, at every row count); false: the CUDA-core GEMV / linear. A numerics choice,
-  // not a kernel variant: the logits' bits differ between the two (each batch invariant).
+  // The bf16 linears — the head, the compressors' projections, the router's gate (tc_gate),
+  // DeepSeek-V4.1's Engram projection — on the tensor cores (backend/cuda/bf16_tc_linear.cuh:
+  // fp32-exact operands split into bf16 parts, at every row count); false: the CUDA-core GEMV /
+  // linear. A numerics choice, not a kernel variant: the logits' bits differ between the two (each
+  // batch invariant).
   bool tc_bf16 = true;
+  // With tc_bf16: the MoE router's gate (bf16, experts x hidden) on the tensor cores too, at every
+  // row count (at prefill the CUDA-core linear re-reads x once per 4 gate rows: 15.6 ms of the
+  // flash-l8 8,192-token prefill, docs/perf.md session 34). Another numerics choice (the router
+  // logits' bits differ; each batch invariant).
+  bool tc_gate = true;
   // DeepSeek-V4.1: the Engram tables in pinned host memory, each lookup's rows read by the gather
   // kernel over PCIe (a step reads ~6 KB a token), instead of device memory: the release's two
   // ~98 GB FP8 tables fit no GPU. The same bits either way.

@@ -313,6 +313,10 @@ struct CudaModel::Impl {
     return w.data != nullptr && w.format == WeightFormat::kBf16 && opt.tc_bf16 &&
            gpu::Bf16TcLinearSupports(w.n, w.k);
   }
+  // The router's gate on the tensor cores (CudaModelOptions::tc_gate): whether its weights take
+  // them, and (TcGate) whether it runs there (through xn_split, allocated when some gate does).
+  bool TcGateWeight(const WeightRef& gate) const { return opt.tc_gate && TcBf16(gate); }
+  bool TcGate(const WeightRef& gate) const { return xn_split != nullptr && TcGateWeight(gate); }
   // The head on the tensor cores (bf16 heads).
   bool TcHead() const {
     return head.format == WeightFormat::kBf16 && opt.tc_bf16 &&
@@ -332,7 +336,8 @@ struct CudaModel::Impl {
   static const WeightRef& V41CompressorMatrix(const V41LayerW& x) {
     return x.ratio > 1 && x.comp_kv_gate.data != nullptr ? x.comp_kv_gate : x.comp_wkv;
   }
-  // Whether block w's compressors read xn's split rows (xn_split: allocated when some block's do).
+  // Whether block w's compressors read xn's split rows (xn_split: allocated when some block's, or
+  // some router gate, do).
   bool TcCompressors(const BlockW& w) const { return xn_split != nullptr && HasTcCompressor(w); }
   bool Concurrent() const { return opt.branches && profile == nullptr; }
   // Enqueues fn's launches on branch b, after everything enqueued on the main stream so far.
@@ -386,6 +391,7 @@ struct CudaModel::Impl {
   uint16_t* head_split = nullptr;  // the tensor-core head's split rows (bf16 heads)
   // xn's split rows for the compressors' bf16 projections on the tensor cores (TcCompressors).
   uint16_t* xn_split = nullptr;
+  int64_t xn_split_rows = 0;
   // The MoE inputs (the normalized x, then the routed experts' SwiGLU output) quantized once per
   // token for up to kMoeQuantRows rows (every decode batch and small prefill chunks: from 1,365
   // tokens the routed experts take the tiled GEMM, with its own pre-pass) instead of by every
@@ -642,7 +648,8 @@ struct CudaModel::Impl {
   // The bf16 linear w on the tensor cores (bf16_tc_linear): x's m rows into y, through `split`
   // (Bf16SplitElements(m, w.k)), which holds x's bf16 parts already when presplit.
   void TcLinear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout,
-                int64_t ldy, uint16_t* split, bool presplit = false) {
+                int64_t ldy, uint16_t* split, bool presplit = false,
+                gpu::Bf16TcTile tile = gpu::Bf16TcTile::kAuto) {
     gpu::Bf16TcLinearParams tp;
     tp.w = static_cast<const uint16_t*>(w.data);
     tp.n = w.n;
@@ -654,6 +661,7 @@ struct CudaModel::Impl {
     tp.ldy = ldy;
     tp.split = split;
     tp.presplit = presplit;
+    tp.tile = tile;
     gpu::LaunchBf16TcLinear(tp, cur_stream());
   }
   // A linear of x's m rows (width w.k, ld w.k) whose bf16 parts xsplit holds already
