@@ -15,6 +15,7 @@
 #include "model/paged_state.h"
 #ifdef DSINFER_HAVE_CUDA
 #include "cli/cuda_flags.h"
+#include "model/deepseek_v4/cuda/cuda_expert_parallel.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
 #endif
 
@@ -33,7 +34,8 @@ std::vector<FlagSpec> Specs() {
       {"backend", "alias of --device"},
       {"threads", "CPU threads (default: all)"},
       {"expert-parallel",
-       "CPU, DeepSeek-V4: the routed experts over N ranks (threads; the same logits; default 1)"},
+       "DeepSeek-V4: the routed experts over N ranks (the same logits; default 1): threads on the "
+       "CPU; on CUDA, N models sharing the device, exchanging through the host"},
       {"kv-cache-dtype",
        "float32 (default for DeepSeek-V4: transformers' forward) or fp8 (the official forward's "
        "FP8 / FP4 cache and its rounding)"},
@@ -117,9 +119,6 @@ Status Run(const Flags& flags) {
                            io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   DSINFER_ASSIGN_OR_RETURN(int64_t ranks, flags.GetInt("expert-parallel", 1));
   if (ranks < 1 || ranks > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
-  if (backend == "cuda" && ranks != 1) {
-    return Unimplemented("--expert-parallel runs on the CPU backend for now (--device cpu)");
-  }
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
@@ -130,15 +129,35 @@ Status Run(const Flags& flags) {
     opt.kv_cache_dtype = kv_dtype;
     opt.max_len = static_cast<int64_t>(ids.size());
     opt.max_tokens = *std::max_element(sizes.begin(), sizes.end());
-    DSINFER_ASSIGN_OR_RETURN(auto cm, model::deepseek_v4::cuda::CudaModel::Load(*flags.Get("model"), opt));
-    const int64_t V = cm->config().vocab_size;
-    DSINFER_ASSIGN_OR_RETURN(int slot, cm->NewSequence());
+    namespace dc = model::deepseek_v4::cuda;
+    // --expert-parallel N: N ranks sharing the device, the sequence on rank 0 (the others serve
+    // their experts in every MoE layer).
+    std::unique_ptr<dc::CudaExpertParallel> ep;
+    std::unique_ptr<dc::CudaModel> single;
+    if (ranks > 1) {
+      DSINFER_ASSIGN_OR_RETURN(
+          ep, dc::CudaExpertParallel::Load(*flags.Get("model"), opt, static_cast<int>(ranks)));
+    } else {
+      DSINFER_ASSIGN_OR_RETURN(single, dc::CudaModel::Load(*flags.Get("model"), opt));
+    }
+    dc::CudaModel& cm = ep ? ep->model(0) : *single;
+    const int64_t V = cm.config().vocab_size;
+    DSINFER_ASSIGN_OR_RETURN(int slot, cm.NewSequence());
     std::vector<float> logits;
     int64_t at = 0;
     for (int64_t size : sizes) {
-      model::deepseek_v4::cuda::CudaModel::Chunk chunk{slot, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
-      DSINFER_ASSIGN_OR_RETURN(auto out,
-                               cm->Forward({chunk}, model::deepseek_v4::LogitsRows::kAll));
+      dc::CudaModel::Chunk chunk{slot,
+                                 std::vector<int32_t>(ids.begin() + at, ids.begin() + at + size)};
+      std::vector<float> out;
+      if (ep) {
+        std::vector<std::vector<dc::CudaModel::Chunk>> per_rank(static_cast<size_t>(ranks));
+        per_rank[0] = {chunk};
+        DSINFER_ASSIGN_OR_RETURN(auto all,
+                                 ep->Forward(per_rank, model::deepseek_v4::LogitsRows::kAll));
+        out = std::move(all[0]);
+      } else {
+        DSINFER_ASSIGN_OR_RETURN(out, cm.Forward({chunk}, model::deepseek_v4::LogitsRows::kAll));
+      }
       logits.insert(logits.end(), out.begin(), out.end());
       at += size;
     }

@@ -11,6 +11,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/ops.h"
 #include "base/check.h"
+#include "model/deepseek_v4/expert_exchange.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -102,12 +103,6 @@ void AddShared(const MoeWeights& w, const io::DeepseekV4Config& c, const float* 
   for (int64_t i = 0; i < n * D; ++i) out[i] += sh[i];
 }
 
-// A byte buffer written and read in order (the all-to-alls' messages).
-void Put(distributed::Bytes& b, const void* p, size_t bytes) {
-  const auto* u = static_cast<const uint8_t*>(p);
-  b.insert(b.end(), u, u + bytes);
-}
-
 }  // namespace
 
 void MoeForward(const MoeWeights& w, const io::DeepseekV4Config& c, const float* x,
@@ -152,75 +147,30 @@ Status MoeForwardParallel(const MoeWeights& w, const io::DeepseekV4Config& c, co
     for (int32_t e : r.sel) ++ep.load[e];
   }
 
-  // Dispatch: pair p = t K + k to the rank the placement picks; message = per pair, in pair
-  // order, its expert (int32) and its row (D floats).
-  std::vector<std::vector<int64_t>> sent(static_cast<size_t>(ranks));
-  std::vector<distributed::Bytes> send(static_cast<size_t>(ranks));
-  const size_t row_bytes = static_cast<size_t>(D) * sizeof(float);
-  std::vector<int64_t> nth(static_cast<size_t>(E), 0);  // this rank's rows of each expert so far
-  for (int64_t p = 0; p < n * K; ++p) {
-    const int32_t e = r.sel[p];
-    const int dest = place.RankFor(e, me, nth[e]++);
-    sent[dest].push_back(p);
-    Put(send[dest], &e, sizeof(e));
-    Put(send[dest], x + (p / K) * D, row_bytes);
-  }
+  // Dispatch each pair p = t K + k to the rank the placement picks (expert_exchange.h).
+  ExpertDispatch dispatch = PackExpertDispatch(place, me, r.sel.data(), n * K, K, x, D);
   DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> recv,
-                           ep.comm->AllToAll(std::move(send)));
+                           ep.comm->AllToAll(std::move(dispatch.send)));
 
-  // Serve: the received rows grouped by expert (ascending; within one, by source rank, then in
-  // the order sent), each expert run once over its rows; the outputs go back in the order received.
-  const size_t record = sizeof(int32_t) + row_bytes;
-  std::vector<std::vector<std::pair<int, int64_t>>> work(static_cast<size_t>(E));  // (from, index)
-  std::vector<distributed::Bytes> reply(static_cast<size_t>(ranks));
-  for (int from = 0; from < ranks; ++from) {
-    const distributed::Bytes& m = recv[from];
-    if (m.size() % record != 0) return Internal("expert parallelism: a malformed dispatch message");
-    const int64_t count = static_cast<int64_t>(m.size() / record);
-    for (int64_t i = 0; i < count; ++i) {
-      int32_t e;
-      std::memcpy(&e, m.data() + i * record, sizeof(e));
-      if (e < 0 || e >= E || !place.Holds(me, e) || w.experts[e].w1.bytes() == 0) {
-        return Internal("expert parallelism: rank " + std::to_string(me) +
-                        " was sent rows of expert " + std::to_string(e) +
-                        ", which it does not hold");
-      }
-      work[e].emplace_back(from, i);
-    }
-    reply[from].resize(static_cast<size_t>(count) * row_bytes);
-    if (ep.served != nullptr) *ep.served += count;
-  }
-  std::vector<float> xs, ys;
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t m = static_cast<int64_t>(work[e].size());
-    if (m == 0) continue;
-    xs.resize(static_cast<size_t>(m * D));
-    ys.resize(static_cast<size_t>(m * D));
-    for (int64_t i = 0; i < m; ++i) {
-      const auto [from, index] = work[e][i];
-      std::memcpy(xs.data() + i * D, recv[from].data() + index * record + sizeof(int32_t),
-                  row_bytes);
-    }
-    Expert(w.experts[e], c, xs.data(), m, ys.data(), pool);
-    for (int64_t i = 0; i < m; ++i) {
-      const auto [from, index] = work[e][i];
-      std::memcpy(reply[from].data() + index * row_bytes, ys.data() + i * D, row_bytes);
-    }
-  }
+  // Serve: the received rows grouped by expert, each expert run once over its rows; the outputs
+  // go back in the order received.
+  DSINFER_ASSIGN_OR_RETURN(ExpertWork work,
+                           GroupExpertWork(recv, static_cast<int>(E), D, me, [&](int e) {
+                             return place.Holds(me, e) && w.experts[e].w1.bytes() != 0;
+                           }));
   recv.clear();
+  if (ep.served != nullptr) *ep.served += work.total();
+  std::vector<float> ys(work.rows.size());
+  for (size_t i = 0; i < work.experts.size(); ++i) {
+    const int64_t r0 = work.offsets[i], m = work.offsets[i + 1] - r0;
+    Expert(w.experts[work.experts[i]], c, work.rows.data() + r0 * D, m, ys.data() + r0 * D, pool);
+  }
   DSINFER_ASSIGN_OR_RETURN(std::vector<distributed::Bytes> back,
-                           ep.comm->AllToAll(std::move(reply)));
+                           ep.comm->AllToAll(PackExpertReplies(work, ys.data(), D, ranks)));
 
   // Combine: each row's expert outputs in ascending expert id (ties in k order), as MoeForward.
   std::vector<float> y(static_cast<size_t>(n * K * D));  // [pair][D]
-  for (int dest = 0; dest < ranks; ++dest) {
-    if (back[dest].size() != sent[dest].size() * row_bytes) {
-      return Internal("expert parallelism: a malformed combine message");
-    }
-    for (size_t i = 0; i < sent[dest].size(); ++i) {
-      std::memcpy(y.data() + sent[dest][i] * D, back[dest].data() + i * row_bytes, row_bytes);
-    }
-  }
+  DSINFER_RETURN_IF_ERROR(ScatterExpertReplies(back, dispatch, D, y.data()));
   std::fill(out, out + n * D, 0.0f);
   std::vector<int64_t> order(static_cast<size_t>(K));
   for (int64_t t = 0; t < n; ++t) {

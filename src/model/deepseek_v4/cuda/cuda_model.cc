@@ -237,18 +237,23 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     return p;
   };
   Mark("moe_routed_experts");
-  if (prequant) WaitCheckpoint(0);  // the quantized x (shared_first: the shared w1 + w3 too)
-  {
-    gpu::ExpertLinearParams p =
-        expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
-    if (prequant) p.xq = xq;
-    gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
-  }
-  {
-    gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+  if (ep_rank.comm != nullptr) {  // expert parallelism: the routed experts through the group
+    ExchangeExperts(w, layer, n);
     if (shared_first) Join(0);
-    if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
-    gpu::LaunchExpertLinear(p, cur_stream());
+  } else {
+    if (prequant) WaitCheckpoint(0);  // the quantized x (shared_first: the shared w1 + w3 too)
+    {
+      gpu::ExpertLinearParams p =
+          expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
+      if (prequant) p.xq = xq;
+      gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
+    }
+    {
+      gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
+      if (shared_first) Join(0);
+      if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
+      gpu::LaunchExpertLinear(p, cur_stream());
+    }
   }
   Mark("moe_shared+combine");
   if (w.has_shared && !shared_first) Join(0);
@@ -612,7 +617,10 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<C
     seqs.push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
   }
   DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
+  m.ep_status = Status::Ok();
   const int64_t nrows = m.EnqueueStep(seqs, rows);
+  // Expert parallelism: a failed exchange fails the forward (the slots' state is part-advanced).
+  if (!m.ep_status.ok()) return std::exchange(m.ep_status, Status::Ok());
   for (const auto& ch : chunks) m.lengths[ch.slot] += static_cast<int64_t>(ch.ids.size());
   return DeviceLogits{m.logits, nrows};
 }
@@ -634,6 +642,9 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(slots.size()), T = m.opt.max_tokens;
   if (m.opt.paged) return Internal("DecodeStep runs on the model's own slots");
+  if (m.ep_rank.comm != nullptr) {
+    return Unimplemented("expert parallelism: run Forward (a decode step's graph has no exchange)");
+  }
   if (ids.size() != slots.size()) return InvalidArgument("DecodeStep: slots and ids differ in size");
   if (n == 0) return std::vector<int32_t>{};
   if (n > T || n > m.logits_rows) return OutOfRange("DecodeStep batch exceeds the CUDA buffers");

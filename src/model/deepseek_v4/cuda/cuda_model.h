@@ -28,7 +28,13 @@
 #include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v4/weights.h"
 #include "model/language_model.h"
+
+namespace dsinfer::distributed {
+class Communicator;
+class ExpertPlacement;
+}  // namespace dsinfer::distributed
 
 namespace dsinfer::model::deepseek_v4::cuda {
 
@@ -87,9 +93,12 @@ struct CudaModelOptions {
 
 class CudaModel {
  public:
-  // Loads a model dir (official or save_pretrained names, any supported format).
+  // Loads a model dir (official or save_pretrained names, any supported format). holds: only the
+  // routed experts it accepts (expert parallelism, DeepSeek-V4 only; the others stay off the
+  // device and their pointers null).
   static StatusOr<std::unique_ptr<CudaModel>> Load(const std::string& model_dir,
-                                                   const CudaModelOptions& options);
+                                                   const CudaModelOptions& options,
+                                                   const ExpertFilter& holds = {});
   // Random weights in the official formats (FP8 dense, FP4 experts, BF16 embed/head/compressors),
   // generated on the device by a counter-based hash: the benchmark path without a model dir.
   static StatusOr<std::unique_ptr<CudaModel>> CreateRandom(const io::DeepseekV4Config& config,
@@ -198,6 +207,24 @@ class CudaModel {
   void CopyPagesToHost(size_t pool, const std::vector<int32_t>& pages, int64_t count, float* host);
   void CopyPagesFromHost(size_t pool, const float* host, const std::vector<int32_t>& pages,
                          int64_t count);
+
+  // Expert parallelism (DeepSeek-V4, slot mode, eager forwards; cuda_expert_parallel.h runs a
+  // group): this model is rank comm->rank() of comm's group, layer l's routed experts placed by
+  // (*placements)[l], of which it holds its own (Load's `holds`). In every MoE layer of every
+  // forward it routes its rows on the device, copies the pairs and rows to the host, exchanges
+  // them with the other ranks (two all-to-alls: the rows out, the outputs back), runs its experts
+  // over the rows it received and puts the answers where its own experts' outputs would be; the
+  // combine is unchanged, so the logits are the single model's bit for bit (every expert kernel
+  // gives a row the bits it gives the row alone). A failed exchange fails the forward (the group
+  // is aborted; make it anew). InvalidArgument when the placements do not fit the model.
+  struct ExpertParallelRank {
+    distributed::Communicator* comm = nullptr;
+    const std::vector<distributed::ExpertPlacement>* placements = nullptr;
+  };
+  Status SetExpertParallel(const ExpertParallelRank& rank);
+  // Expert parallelism: this rank's part in a forward of the group in which it has no rows (its
+  // experts serve the other ranks' rows in every MoE layer).
+  Status ForwardIdle();
 
   // Slot mode. A free state slot (reset to length 0), or ResourceExhausted.
   StatusOr<int> NewSequence();

@@ -387,6 +387,23 @@ struct CudaModel::Impl {
   int32_t *rsel, *counts, *active, *num_active, *offsets, *pairs;
   int32_t* route_done;  // the fused route + grouping's block counter (zero between launches)
   float *g, *gu, *ys, *sg, *su, *sy;
+  // Expert parallelism (CudaModel::SetExpertParallel, cuda_model_expert_parallel.cc): the group
+  // and placements, the experts this model holds (Load's filter), the group's first error in this
+  // forward (its later exchanges are skipped), and the received rows' device scratch (grow-only:
+  // rows, SwiGLU, outputs, and the grouping's int32 arrays).
+  CudaModel::ExpertParallelRank ep_rank;
+  ExpertFilter ep_holds;
+  Status ep_status;
+  gpu::DeviceBuffer ep_x, ep_g, ep_u, ep_y, ep_meta;
+  int64_t ep_rows = 0;
+  // The layer's routed experts of this forward's n rows through the group: ys as Moe's own
+  // experts would leave it.
+  void ExchangeExperts(const BlockW& w, int layer, int64_t n);
+  // Runs this rank's experts over rows grouped by expert (rows [total, D], experts ascending,
+  // offsets into the rows), outputs into out [total, D] on the host.
+  void RunReceivedExperts(const BlockW& w, const std::vector<float>& rows,
+                          const std::vector<int32_t>& experts, const std::vector<int64_t>& starts,
+                          float* out);
   float *xs, *hz, *logits;
   uint16_t* head_split = nullptr;  // the tensor-core head's split rows (bf16 heads)
   // xn's split rows for the compressors' bf16 projections on the tensor cores (TcCompressors).

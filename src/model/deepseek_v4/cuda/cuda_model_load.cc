@@ -67,12 +67,14 @@ Status CheckOptions(const CudaModelOptions& o) {
 }
 
 StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_dir,
-                                                     const CudaModelOptions& options) {
+                                                     const CudaModelOptions& options,
+                                                     const ExpertFilter& holds) {
   if (!gpu::DeviceAvailable()) return Unimplemented("no CUDA device");
   DSINFER_RETURN_IF_ERROR(CheckOptions(options));
   auto impl = std::make_unique<Impl>();
   if (auto family = io::DetectModelFamily(model_dir);
       family.ok() && *family == io::ModelFamily::kDeepseekV41) {
+    if (holds) return Unimplemented("expert parallelism on the GPU runs DeepSeek-V4 only");
     DSINFER_RETURN_IF_ERROR(LoadV41(model_dir, options, impl.get()));
     return std::unique_ptr<CudaModel>(new CudaModel(std::move(impl)));
   }
@@ -83,6 +85,7 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   impl->c.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
   DSINFER_RETURN_IF_ERROR(CheckSupported(impl->c));
   impl->opt = options;
+  impl->ep_holds = holds;
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   {  // a model that cannot fit is a clear error before anything is allocated
     int64_t bytes = 0;
@@ -102,11 +105,13 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   DSINFER_ASSIGN_OR_RETURN(impl->hc_head.scale, ld.Vector("hc_head_scale"));
   impl->layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
+    ld.set_moe_layer(l);
     DSINFER_RETURN_IF_ERROR(ld.Block("layers." + std::to_string(l) + ".", c.compress_ratios[l],
                                      c.hash_layers[l], &impl->layers[l]));
   }
   if (options.mtp) {
     if (!options.paged) return InvalidArgument("the CUDA model's MTP layer runs in paged mode");
+    ld.set_moe_layer(c.num_layers);
     DSINFER_RETURN_IF_ERROR(ld.Mtp(&impl->mtp));
     impl->has_mtp = true;
   }

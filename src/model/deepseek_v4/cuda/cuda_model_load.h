@@ -168,16 +168,24 @@ class GpuLoader {
 
   // Routed experts: each matrix kind packed into one buffer (expert e at e * stride).
   // experts: their count when not the config's (DeepSeek-V4.1's DSpark stages).
+  // With the model's expert filter (expert parallelism) only the experts it accepts of MoE layer
+  // moe_layer (set_moe_layer) are loaded; the others' table entries stay null.
   Status Experts(const std::string& p, ExpertsW* ex, int experts = 0) {
     const auto& c = m_->c;
     const int E = experts > 0 ? experts : c.n_routed_experts;
     std::vector<const void*> tables[6];
+    bool first = true;
     for (int e = 0; e < E; ++e) {
+      if (m_->ep_holds && !m_->ep_holds(moe_layer_, e)) {
+        for (auto& t : tables) t.push_back(nullptr);
+        continue;
+      }
       const std::string ep = p + "experts." + std::to_string(e) + ".";
       DSINFER_ASSIGN_OR_RETURN(WeightRef w1, Matrix(ep + "w1"));
       DSINFER_ASSIGN_OR_RETURN(WeightRef w3, Matrix(ep + "w3"));
       DSINFER_ASSIGN_OR_RETURN(WeightRef w2, Matrix(ep + "w2"));
-      if (e == 0) {
+      if (first) {
+        first = false;
         ex->w1 = w1;
         ex->w3 = w3;
         ex->w2 = w2;
@@ -193,9 +201,13 @@ class GpuLoader {
       tables[4].push_back(w2.data);
       tables[5].push_back(w2.scale);
     }
+    if (first) {
+      return InvalidArgument(p + ": the expert filter accepts none of the layer's routed experts");
+    }
     m_->UploadExpertTables(tables, ex);
     return Status::Ok();
   }
+  void set_moe_layer(int layer) { moe_layer_ = layer; }
 
   // The MTP layer mtp.0.* (spec §2.11): NotFound when the checkpoint has none.
   Status Mtp(MtpW* w) {
@@ -267,6 +279,7 @@ class GpuLoader {
   }
 
  private:
+  int moe_layer_ = 0;  // the layer Experts loads (the expert filter's argument)
   // The byte accounting by the schema's roles: every weight, and the dense ones (read once per
   // step: all but the routed experts and the embedding, of which a step reads a few rows).
   void Count(const TensorSpec& spec, size_t bytes) {

@@ -1,0 +1,49 @@
+// DeepSeek-V4 on the GPU as expert-parallel ranks (slot mode): `ranks` CUDA models of one model
+// dir, each holding its contiguous share of every MoE layer's routed experts (and a copy of the
+// rest), joined by the in-process communicator; every forward runs each rank on a thread of its
+// own, its own sequences' chunks or, without any, its part in the exchanges
+// (CudaModel::SetExpertParallel: routed on the device, exchanged through the host). A sequence's
+// logits are the single model's, bit for bit, on whichever rank it lives.
+// The ranks share the current device: a test bed for the exchange and the per-rank loading (one
+// GPU per rank needs per-device kernel attributes and device-side transfers: not built). Not the
+// engine's path yet (its forwards are paged and captured in graphs).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "distributed/communicator.h"
+#include "distributed/expert_placement.h"
+#include "model/deepseek_v4/cuda/cuda_model.h"
+
+namespace dsinfer::model::deepseek_v4::cuda {
+
+class CudaExpertParallel {
+ public:
+  // ranks >= 1 models of the dir (DeepSeek-V4; Unimplemented for V4.1), the experts of each layer
+  // in order over the ranks (ExpertPlacement::Contiguous).
+  static StatusOr<std::unique_ptr<CudaExpertParallel>> Load(const std::string& model_dir,
+                                                            const CudaModelOptions& options,
+                                                            int ranks);
+  int ranks() const { return static_cast<int>(models_.size()); }
+  CudaModel& model(int rank) { return *models_[static_cast<size_t>(rank)]; }
+  const distributed::ExpertPlacement& placement(int layer) const {
+    return placements_[static_cast<size_t>(layer)];
+  }
+  // One forward of the group: chunks[r] on rank r's model (its own slots, CudaModel::Forward);
+  // a rank with none idles through the exchanges. Each rank's logits as CudaModel::Forward's
+  // (empty for an idle rank). InvalidArgument unless there is one list per rank; a rank's error
+  // fails the forward (the group is then made anew).
+  StatusOr<std::vector<std::vector<float>>> Forward(
+      const std::vector<std::vector<CudaModel::Chunk>>& chunks, LogitsRows rows);
+
+ private:
+  Status NewGroup();
+  std::vector<distributed::ExpertPlacement> placements_;
+  std::vector<std::unique_ptr<CudaModel>> models_;
+  std::vector<std::unique_ptr<distributed::Communicator>> group_;
+};
+
+}  // namespace dsinfer::model::deepseek_v4::cuda
