@@ -166,6 +166,10 @@ TEST(GpuExpertParallelTest, BadGroupsAndFailuresAreClearErrors) {
             StatusCode::kInvalidArgument);
   auto rank1 = CudaModel::Load(TinyOfficialDir(), Options(), [](int, int e) { return e >= 4; });
   ASSERT_TRUE(rank1.ok());
+  const int lone = *(*rank1)->NewSequence();
+  EXPECT_EQ((*rank1)->Forward({{lone, Prompt(0, 3)}}, LogitsRows::kLast).status().code(),
+            StatusCode::kInvalidArgument)
+      << "a model holding some experts runs only in its group";
   EXPECT_EQ((*rank1)->SetExpertParallel({group[0].get(), &placements}).code(),
             StatusCode::kInvalidArgument)
       << "rank 0's placement gives it experts 0-3, which this model did not load";
@@ -179,17 +183,25 @@ TEST(GpuExpertParallelTest, BadGroupsAndFailuresAreClearErrors) {
             StatusCode::kInvalidArgument)
       << "more ranks than experts";
 
-  // A rank refusing its chunk (a bad slot) fails the forward without leaving the others waiting;
-  // the group is made anew and the next forward runs.
+  // A rank refusing its chunk (a bad slot) fails the forward before any rank starts: rank 0's
+  // sequence is untouched, and the next forward gives the single model's logits.
   auto ep = CudaExpertParallel::Load(TinyOfficialDir(), Options(), 2);
   ASSERT_TRUE(ep.ok());
   const int slot = *(*ep)->model(0).NewSequence();
   std::vector<std::vector<CudaModel::Chunk>> bad(2);
-  bad[1] = {{7, Prompt(0, 4)}};
+  bad[0] = {{slot, Prompt(0, 40)}};
+  bad[1] = {{7, Prompt(1, 4)}};
   EXPECT_EQ((*ep)->Forward(bad, LogitsRows::kLast).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ep)->model(0).length(slot), 0);
   std::vector<std::vector<CudaModel::Chunk>> good(2);
+  good[0] = {{slot, Prompt(0, 40)}};
+  auto first = (*ep)->Forward(good, LogitsRows::kAll);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const int single_slot = *(*plain)->NewSequence();
+  auto want = (*plain)->Forward({{single_slot, Prompt(0, 40)}}, LogitsRows::kAll);
+  ASSERT_TRUE(want.ok());
+  EXPECT_TRUE(BitEqual((*first)[0], *want)) << "the refused forward left the sequence as it was";
   good[0] = {{slot, Prompt(0, 4)}};
-  EXPECT_TRUE((*ep)->Forward(good, LogitsRows::kLast).ok());
   EXPECT_EQ((*ep)->Forward(good, LogitsRows::kLast).value()[0].size(),
             static_cast<size_t>((*ep)->model(0).config().vocab_size));
   EXPECT_EQ((*ep)->Forward({good[0]}, LogitsRows::kLast).status().code(),

@@ -12,6 +12,9 @@ namespace dsinfer::model::deepseek_v4::cuda {
 StatusOr<std::unique_ptr<CudaExpertParallel>> CudaExpertParallel::Load(
     const std::string& model_dir, const CudaModelOptions& options, int ranks) {
   if (ranks < 1) return InvalidArgument("expert parallelism: ranks must be >= 1");
+  if (options.paged || options.mtp || options.dspark) {
+    return Unimplemented("expert parallelism on the GPU runs slot-mode forwards (no engine yet)");
+  }
   DSINFER_ASSIGN_OR_RETURN(const io::ModelFamily family, io::DetectModelFamily(model_dir));
   if (family != io::ModelFamily::kDeepseekV4) {
     return Unimplemented("expert parallelism on the GPU runs DeepSeek-V4 only");
@@ -39,11 +42,19 @@ StatusOr<std::unique_ptr<CudaExpertParallel>> CudaExpertParallel::Load(
 }
 
 Status CudaExpertParallel::NewGroup() {
-  group_ = distributed::MakeLocalGroup(ranks());
+  // The old group goes only once every rank holds the new one (a rank refusing it leaves the
+  // object broken: no rank then points at a freed communicator).
+  auto next = distributed::MakeLocalGroup(ranks());
   for (int r = 0; r < ranks(); ++r) {
-    DSINFER_RETURN_IF_ERROR(models_[static_cast<size_t>(r)]->SetExpertParallel(
-        {group_[static_cast<size_t>(r)].get(), &placements_}));
+    broken_ = models_[static_cast<size_t>(r)]->SetExpertParallel(
+        {next[static_cast<size_t>(r)].get(), &placements_});
+    if (!broken_.ok()) {
+      graveyard_.push_back(std::move(group_));
+      group_ = std::move(next);
+      return broken_;
+    }
   }
+  group_ = std::move(next);
   return Status::Ok();
 }
 
@@ -53,6 +64,10 @@ StatusOr<std::vector<std::vector<float>>> CudaExpertParallel::Forward(
   if (chunks.size() != n) {
     return InvalidArgument("expert parallelism: " + std::to_string(chunks.size()) +
                            " chunk lists for " + std::to_string(n) + " ranks");
+  }
+  DSINFER_RETURN_IF_ERROR(broken_);
+  for (size_t r = 0; r < n; ++r) {  // nothing runs unless every rank takes its chunks
+    if (!chunks[r].empty()) DSINFER_RETURN_IF_ERROR(models_[r]->CheckForward(chunks[r], rows));
   }
   std::vector<std::vector<float>> logits(n);
   std::vector<Status> status(n, Status::Ok());

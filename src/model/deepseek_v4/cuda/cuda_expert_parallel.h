@@ -27,6 +27,8 @@ class CudaExpertParallel {
   static StatusOr<std::unique_ptr<CudaExpertParallel>> Load(const std::string& model_dir,
                                                             const CudaModelOptions& options,
                                                             int ranks);
+  CudaExpertParallel(const CudaExpertParallel&) = delete;  // the ranks point into it
+  CudaExpertParallel& operator=(const CudaExpertParallel&) = delete;
   int ranks() const { return static_cast<int>(models_.size()); }
   CudaModel& model(int rank) { return *models_[static_cast<size_t>(rank)]; }
   const distributed::ExpertPlacement& placement(int layer) const {
@@ -34,16 +36,22 @@ class CudaExpertParallel {
   }
   // One forward of the group: chunks[r] on rank r's model (its own slots, CudaModel::Forward);
   // a rank with none idles through the exchanges. Each rank's logits as CudaModel::Forward's
-  // (empty for an idle rank). InvalidArgument unless there is one list per rank; a rank's error
-  // fails the forward (the group is then made anew).
+  // (empty for an idle rank). Every rank's chunks are checked before any rank starts
+  // (InvalidArgument, OutOfRange: nothing ran); one list per rank. An error after that (an
+  // exchange) fails the forward, leaves its sequences part-advanced (they must not run again) and
+  // the group is made anew.
   StatusOr<std::vector<std::vector<float>>> Forward(
       const std::vector<std::vector<CudaModel::Chunk>>& chunks, LogitsRows rows);
 
  private:
+  CudaExpertParallel() = default;
   Status NewGroup();
+  Status broken_;  // NewGroup failed: every forward fails with it
   std::vector<distributed::ExpertPlacement> placements_;
   std::vector<std::unique_ptr<CudaModel>> models_;
   std::vector<std::unique_ptr<distributed::Communicator>> group_;
+  // A group some rank refused (NewGroup), kept while ranks may point at it.
+  std::vector<std::vector<std::unique_ptr<distributed::Communicator>>> graveyard_;
 };
 
 }  // namespace dsinfer::model::deepseek_v4::cuda

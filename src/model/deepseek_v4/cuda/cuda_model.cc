@@ -1,6 +1,7 @@
 // CudaModel: the forward pass, the graph-captured decode step and the sequence API over
 // CudaModel::Impl (cuda_model_impl.h); loading lives in cuda_model_load.cc, the state pools and
 // paged forwards in cuda_model_state.cc.
+#include "distributed/communicator.h"
 #include "model/deepseek_v4/cuda/cuda_model_impl.h"
 #include "model/deepseek_v41/language_model.h"
 
@@ -238,6 +239,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   };
   Mark("moe_routed_experts");
   if (ep_rank.comm != nullptr) {  // expert parallelism: the routed experts through the group
+    if (prequant) WaitCheckpoint(0);  // branch 0's read of xn, before a later layer rewrites it
     ExchangeExperts(w, layer, n);
     if (shared_first) Join(0);
   } else {
@@ -597,12 +599,17 @@ Status CudaModel::Impl::CheckStep(const std::vector<StepSeq>& seqs, LogitsRows r
   return Status::Ok();
 }
 
-StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
-                                                             LogitsRows rows) {
-  Impl& m = *impl_;
+namespace {
+
+// A slot-mode forward's chunks as steps, or why they cannot run.
+Status SlotSteps(const CudaModel::Impl& m, const std::vector<CudaModel::Chunk>& chunks,
+                 LogitsRows rows, std::vector<CudaModel::Impl::StepSeq>* seqs) {
   if (m.opt.paged) return Internal("a paged CUDA model runs ForwardPaged");
+  if (m.ep_holds && m.ep_rank.comm == nullptr) {
+    return InvalidArgument(
+        "a model loaded with an expert filter runs in its group (SetExpertParallel)");
+  }
   std::vector<int> seen;
-  std::vector<Impl::StepSeq> seqs;
   for (const auto& ch : chunks) {
     if (ch.slot < 0 || ch.slot >= m.opt.max_seqs || !m.used[ch.slot])
       return InvalidArgument("bad CUDA state slot");
@@ -614,9 +621,26 @@ StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<C
       return OutOfRange("sequence exceeds the CUDA state capacity of " +
                         std::to_string(m.opt.max_len));
     }
-    seqs.push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
+    seqs->push_back({ch.slot, m.lengths[ch.slot], &ch.ids});
   }
-  DSINFER_RETURN_IF_ERROR(m.CheckStep(seqs, rows));
+  return m.CheckStep(*seqs, rows);
+}
+
+}  // namespace
+
+Status CudaModel::CheckForward(const std::vector<Chunk>& chunks, LogitsRows rows) const {
+  std::vector<Impl::StepSeq> seqs;
+  return SlotSteps(*impl_, chunks, rows, &seqs);
+}
+
+StatusOr<CudaModel::DeviceLogits> CudaModel::ForwardToDevice(const std::vector<Chunk>& chunks,
+                                                             LogitsRows rows) {
+  Impl& m = *impl_;
+  std::vector<Impl::StepSeq> seqs;
+  if (Status st = SlotSteps(m, chunks, rows, &seqs); !st.ok()) {
+    if (m.ep_rank.comm != nullptr) m.ep_rank.comm->Abort(st);  // no rank waits for this one
+    return st;
+  }
   m.ep_status = Status::Ok();
   const int64_t nrows = m.EnqueueStep(seqs, rows);
   // Expert parallelism: a failed exchange fails the forward (the slots' state is part-advanced).
@@ -642,8 +666,11 @@ StatusOr<std::vector<int32_t>> CudaModel::DecodeStep(const std::vector<int>& slo
   Impl& m = *impl_;
   const int64_t n = static_cast<int64_t>(slots.size()), T = m.opt.max_tokens;
   if (m.opt.paged) return Internal("DecodeStep runs on the model's own slots");
-  if (m.ep_rank.comm != nullptr) {
-    return Unimplemented("expert parallelism: run Forward (a decode step's graph has no exchange)");
+  if (m.ep_holds) {
+    const Status st =
+        Unimplemented("expert parallelism: run Forward (a decode step's graph has no exchange)");
+    if (m.ep_rank.comm != nullptr) m.ep_rank.comm->Abort(st);  // no rank waits for this one
+    return st;
   }
   if (ids.size() != slots.size()) return InvalidArgument("DecodeStep: slots and ids differ in size");
   if (n == 0) return std::vector<int32_t>{};

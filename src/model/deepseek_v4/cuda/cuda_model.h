@@ -215,8 +215,11 @@ class CudaModel {
   // them with the other ranks (two all-to-alls: the rows out, the outputs back), runs its experts
   // over the rows it received and puts the answers where its own experts' outputs would be; the
   // combine is unchanged, so the logits are the single model's bit for bit (every expert kernel
-  // gives a row the bits it gives the row alone). A failed exchange fails the forward (the group
-  // is aborted; make it anew). InvalidArgument when the placements do not fit the model.
+  // gives a row the bits it gives the row alone). Every rank of the group runs each forward (or
+  // ForwardIdle) together. A forward this rank refuses, or whose exchange fails, aborts the group
+  // (make it anew); after a failed exchange the forward's sequences are part-advanced and must not
+  // run again. InvalidArgument when the placements do not fit the model; a model loaded with an
+  // expert filter runs only in its group, and not DecodeStep (Unimplemented: its graph).
   struct ExpertParallelRank {
     distributed::Communicator* comm = nullptr;
     const std::vector<distributed::ExpertPlacement>* placements = nullptr;
@@ -243,6 +246,9 @@ class CudaModel {
   };
   // Runs the chunks (each slot at most once) and returns fp32 logits [rows, vocab] on the host.
   StatusOr<std::vector<float>> Forward(const std::vector<Chunk>& chunks, LogitsRows rows);
+  // Whether Forward would take these chunks (the checks it makes before it launches anything):
+  // an expert-parallel group checks every rank's before any rank starts.
+  Status CheckForward(const std::vector<Chunk>& chunks, LogitsRows rows) const;
   // The same forward, its logits left on the device: enqueued on stream(), nothing waited for.
   // The rows stay valid until the next forward or decode step.
   StatusOr<DeviceLogits> ForwardToDevice(const std::vector<Chunk>& chunks, LogitsRows rows);

@@ -3,6 +3,8 @@
 // DeepSeek-V4.1's parts in cuda_model_load_v41.cc; the loaders both use in cuda_model_load.h.
 #include "model/deepseek_v4/cuda/cuda_model_load.h"
 
+#include <cstdio>
+
 #include "io/model_family.h"
 
 namespace dsinfer::model::deepseek_v4::cuda {
@@ -89,7 +91,15 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const std::string& model_di
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   {  // a model that cannot fit is a clear error before anything is allocated
     int64_t bytes = 0;
-    for (const auto& [name, view] : ckpt->tensors()) bytes += static_cast<int64_t>(view->nbytes);
+    for (const auto& [name, view] : ckpt->tensors()) {
+      int layer = 0, expert = 0, used = 0;  // an expert filter's other experts stay off the device
+      if (holds &&
+          std::sscanf(name.c_str(), "layers.%d.ffn.experts.%d.%n", &layer, &expert, &used) == 2 &&
+          used > 0 && !holds(layer, expert)) {
+        continue;
+      }
+      bytes += static_cast<int64_t>(view->nbytes);
+    }
     const int64_t free = static_cast<int64_t>(gpu::DeviceFreeBytes());
     if (bytes > free) {
       return ResourceExhausted("the model's weights (" + std::to_string(bytes >> 20) +
