@@ -238,8 +238,10 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     return p;
   };
   Mark("moe_routed_experts");
-  if (ep_rank.comm != nullptr) {  // expert parallelism: the routed experts through the group
-    if (prequant) WaitCheckpoint(0);  // branch 0's read of xn, before a later layer rewrites it
+  if (ep_rank.comm != nullptr) {
+    // Expert parallelism: the routed experts through the group (after branch 0's read of xn,
+    // which a later layer rewrites).
+    if (prequant) WaitCheckpoint(0);
     ExchangeExperts(w, layer, n);
     if (shared_first) Join(0);
   } else {
