@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "distributed/communicator.h"
@@ -47,6 +48,11 @@ std::unique_ptr<LanguageModel> Load(int ranks, int redundant = 0, int64_t interv
   auto m = model::LoadLanguageModel(ModelDir(), o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
+}
+
+// The single model and the same model over 3 ranks (the failure tests' pair).
+std::pair<std::unique_ptr<LanguageModel>, std::unique_ptr<LanguageModel>> SingleAndThreeRanks() {
+  return {Load(1), Load(3)};
 }
 
 // Everything one schedule of forwards returns: five requests prefilled in one step (tails 1-3),
@@ -184,8 +190,7 @@ TEST(ExpertParallelTest, RanksGiveTheSingleModelsBits) {
 }
 
 TEST(ExpertParallelTest, BadInputIsRefusedBeforeAnyRankStarts) {
-  auto single = Load(1);
-  auto m = Load(3);
+  auto [single, m] = SingleAndThreeRanks();
   ASSERT_NE(single, nullptr);
   ASSERT_NE(m, nullptr);
   const auto layout = m->StateLayoutFor(0);
@@ -217,8 +222,7 @@ TEST(ExpertParallelTest, BadInputIsRefusedBeforeAnyRankStarts) {
 // fails the forward with its error instead of leaving the others waiting, and the next forward
 // runs on a new group with the single model's logits.
 TEST(ExpertParallelTest, ARankFailingMidForwardFailsOnlyThatForward) {
-  auto single = Load(1);
-  auto m = Load(3);
+  auto [single, m] = SingleAndThreeRanks();
   ASSERT_NE(single, nullptr);
   ASSERT_NE(m, nullptr);
   const auto layout = m->StateLayoutFor(0);
