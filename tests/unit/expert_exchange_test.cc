@@ -72,7 +72,12 @@ TEST(ExpertExchangeTest, EveryPairGetsItsExpertsAnswerBack) {
     std::vector<float> answers(work->rows.size());
     for (size_t i = 0; i < work->experts.size(); ++i) {
       for (int64_t row = work->offsets[i]; row < work->offsets[i + 1]; ++row) {
-        EXPECT_EQ(work->expert_of_row[row], work->experts[i]);
+        const auto [from, index] = work->origin[row];
+        int32_t sent_expert = -1;  // the expert named in the record this row came from
+        std::memcpy(&sent_expert,
+                    recv[from].data() + index * (sizeof(int32_t) + kD * sizeof(float)),
+                    sizeof(int32_t));
+        EXPECT_EQ(sent_expert, work->experts[i]);
         for (int64_t d = 0; d < kD; ++d) {
           answers[row * kD + d] = work->rows[row * kD + d] + 1000.0f * (work->experts[i] + 1);
         }

@@ -61,10 +61,7 @@ StatusOr<ExpertWork> GroupExpertWork(const std::vector<distributed::Bytes>& recv
   for (int e = 0; e < E; ++e) {
     if (by_expert[e].empty()) continue;
     w.experts.push_back(e);
-    for (const auto& o : by_expert[e]) {
-      w.origin.push_back(o);
-      w.expert_of_row.push_back(e);
-    }
+    w.origin.insert(w.origin.end(), by_expert[e].begin(), by_expert[e].end());
     w.offsets.push_back(static_cast<int64_t>(w.origin.size()));
   }
   w.rows.resize(w.origin.size() * static_cast<size_t>(D));

@@ -32,8 +32,7 @@ ExpertDispatch PackExpertDispatch(const distributed::ExpertPlacement& placement,
 // count from each rank.
 struct ExpertWork {
   std::vector<int32_t> experts;
-  std::vector<int64_t> offsets;        // experts.size() + 1
-  std::vector<int32_t> expert_of_row;  // [total]
+  std::vector<int64_t> offsets;  // experts.size() + 1
   std::vector<float> rows;
   std::vector<std::pair<int, int64_t>> origin;
   std::vector<int64_t> received;

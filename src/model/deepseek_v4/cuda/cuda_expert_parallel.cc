@@ -79,14 +79,13 @@ StatusOr<std::vector<std::vector<float>>> CudaExpertParallel::Forward(
           status[r] = models_[r]->ForwardIdle();
           return;
         }
+        // (A rank that fails aborts the group itself: the others' exchanges return its error.)
         StatusOr<std::vector<float>> out = models_[r]->Forward(chunks[r], rows);
-        if (!out.ok()) {
-          // A rank refusing its chunks before its first exchange still has to release the others.
-          group_[r]->Abort(out.status());
+        if (out.ok()) {
+          logits[r] = std::move(out).value();
+        } else {
           status[r] = out.status();
-          return;
         }
-        logits[r] = std::move(out).value();
       });
     }
     for (std::thread& t : threads) t.join();
