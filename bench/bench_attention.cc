@@ -22,13 +22,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
+#include "gpu_bench.h"
 
 namespace gpu = dsinfer::backend::cuda;
 
@@ -203,27 +203,6 @@ double MedianUs(const gpu::SparseAttentionParams& p, gpu::StreamHandle st) {
   return t[t.size() / 2];
 }
 
-double CopyGBs(gpu::StreamHandle st) {
-  const size_t bytes = size_t{1} << 30;
-  gpu::DeviceBuffer a(bytes), b(bytes);
-  std::vector<float> ms;
-  for (int i = 0; i < 8; ++i) {
-    gpu::EventTimer t;
-    t.Start(st);
-    gpu::CopyDeviceToDevice(b.get(), a.get(), bytes, st);
-    ms.push_back(t.StopMs(st));
-  }
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
-
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::atoll(x.c_str()));
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,12 +214,12 @@ int main(int argc, char** argv) {
   int64_t prefill = 8192;
   int context = 4096;
   std::string kinds = "swa,csa,hca";
-  std::string variants;  // ",a,b,": only those; empty: all
+  std::vector<std::string> variants;  // only those; empty: all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
     if (a == "--rows" && v) {
-      rows = ParseList(argv[++i]);
+      rows = dsinfer::bench::ParseIntList(argv[++i]);
     } else if (a == "--prefill" && v) {
       prefill = std::atoll(argv[++i]);
     } else if (a == "--context" && v) {
@@ -248,7 +227,7 @@ int main(int argc, char** argv) {
     } else if (a == "--kinds" && v) {
       kinds = argv[++i];
     } else if (a == "--variants" && v) {
-      variants = "," + std::string(argv[++i]) + ",";
+      variants = dsinfer::bench::SplitList(argv[++i]);
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
       gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = false;
@@ -260,7 +239,7 @@ int main(int argc, char** argv) {
   }
   gpu::Stream stream;
   const gpu::StreamHandle st = stream.get();
-  const double gbs = CopyGBs(st);
+  const double gbs = dsinfer::bench::CopyGBs(st);
   std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"copy_GBps\": %.0f}\n",
               gpu::DeviceDescription().c_str(), gbs);
   std::vector<Kind> ks;
@@ -302,10 +281,9 @@ int main(int argc, char** argv) {
             Variant{"tc_unsplit_packed_qp", 1, -1, true, true, true},
             Variant{"tc_row_packed_qp", 1, -1, true, true, true, 1},
             Variant{"tc_norow_packed_qp", 1, -1, true, true, true, -1}}) {
-        std::string key = ",";  // (built in steps: GCC 12's -Wrestrict misreads "," + name)
-        key += v.name;
-        key += ',';
-        if (!variants.empty() && variants.find(key) == std::string::npos) continue;
+        if (!variants.empty() &&
+            std::find(variants.begin(), variants.end(), std::string(v.name)) == variants.end())
+          continue;
         gpu::SparseAttentionParams p = v.packed ? s.packed : s.p;
         p.tensor_cores = v.tc;
         p.tc_split = v.split;

@@ -1,9 +1,13 @@
-// Shared pieces of the GPU benchmarks (bench_gemv, bench_qgemm): device-random weights in the
-// GPU layouts and device time per launch by CUDA-graph replay.
+// Shared pieces of the GPU benchmarks (bench_gemv, bench_qgemm, bench_attention, bench_hc):
+// device-random weights in the GPU layouts, device time per launch by CUDA-graph replay and the
+// device's copy bandwidth.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/linear.cuh"
@@ -90,6 +94,35 @@ double MedianGraphUs(Fn&& launch, int reps, backend::cuda::StreamHandle st) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The items of a comma-separated flag value ("1,32,256"), in order.
+inline std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
+  return v;
+}
+inline std::vector<int64_t> ParseIntList(const std::string& s) {
+  std::vector<int64_t> v;
+  for (const std::string& x : SplitList(s)) v.push_back(std::atoll(x.c_str()));
+  return v;
+}
+
+// Device copy bandwidth in GB/s (bytes read + written): the median of 8 device-to-device copies
+// of 1 GiB.
+inline double CopyGBs(backend::cuda::StreamHandle st) {
+  const size_t bytes = size_t{1} << 30;
+  backend::cuda::DeviceBuffer a(bytes), b(bytes);
+  std::vector<float> ms;
+  for (int i = 0; i < 8; ++i) {
+    backend::cuda::EventTimer t;
+    t.Start(st);
+    backend::cuda::CopyDeviceToDevice(b.get(), a.get(), bytes, st);
+    ms.push_back(t.StopMs(st));
+  }
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
 
 }  // namespace dsinfer::bench

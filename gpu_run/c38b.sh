@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prepared in session 37 (no device was lent), after c38a.sh: 1 / 2 / 4 expert-parallel ranks on
+# the mid preset (logits over 1,024 ids in two chunks and 64 one-token chunks; md5 of each file),
+# then ncu of the mHC kernels at 8,192 tokens (bench_hc). Carry [".devcarry", "gpu_run"].
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
+[ -d .deps ] || tar -xJf .devcarry/deps.tar.xz
+cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build --preset cuda-release -j16 > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
+echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
+B=build-cuda/bin/dsinfer
+# Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
+$B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
+python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(1024)]))" > /tmp/ids.json
+python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(64)]))" > /tmp/ids64.json
+for n in 1 2 4; do
+  s=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids.json --chunks 512,512 --expert-parallel $n --out /tmp/l$n.npy > /dev/null 2> /tmp/e$n.log; rc=$?; e=$(date +%s.%N)
+  s2=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids64.json --chunks $(python3 -c "print(','.join(['1']*64))") --expert-parallel $n --out /tmp/d$n.npy > /dev/null 2>> /tmp/e$n.log; rc2=$?; e2=$(date +%s.%N)
+  echo "ep=$n prefill1024 rc=$rc $(python3 -c "print(round($e-$s,3))") s md5 $(md5sum < /tmp/l$n.npy | cut -c1-8); decode64 rc=$rc2 $(python3 -c "print(round($e2-$s2,3))") s md5 $(md5sum < /tmp/d$n.npy | cut -c1-8)"; tail -2 /tmp/e$n.log
+done
+NC="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats"
+# (bench_hc launches the post once before its timings: the pre reads its partials.)
+for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKernel 1" "post_moe HcPostMixKernel 1"; do
+  set -- $kk
+  timeout 60 $NC -k regex:"$2" --launch-skip $3 --launch-count 1 build-cuda/bin/bench_hc --tokens 8192 --kernels $1 >> "$OUT/ncu_hc.txt" 2>&1; echo "ncu $1 rc=$? $(( $(date +%s) - t0 )) s"
+done
+grep -E "^  [A-Za-z]|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issued Warp|No Eligible|Block Limit|Grid Size|Block Size" "$OUT/ncu_hc.txt" | head -80
+echo "total $(( $(date +%s) - t0 )) s"
