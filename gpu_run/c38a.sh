@@ -17,7 +17,7 @@ cmake --build --preset cuda-release -j16 > "$OUT/build.log" 2>&1 || { grep -E "e
 echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
 mkdir -p /tmp/base && cp build-cuda/bin/dsinfer build-cuda/bin/bench_hc /tmp/base/
 timeout 60 /tmp/base/bench_hc > "$OUT/hc_main.jsonl" 2>&1; echo "bench_hc main rc=$?"
-patch -p1 < gpu_run/s37_hc_post_pairs.diff > /dev/null || { echo "patch failed"; exit 1; }
+{ patch -p1 < gpu_run/s37_hc_post_pairs.diff || git apply gpu_run/s37_hc_post_pairs.diff; } > /dev/null 2>&1 || { echo "patch failed"; exit 1; }
 cmake --build --preset cuda-release -j16 > "$OUT/build2.log" 2>&1 || { grep -E "error" -A5 "$OUT/build2.log" | head -40; exit 1; }
 echo "== rebuild ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build2.log"
 timeout 60 build-cuda/bin/bench_hc > "$OUT/hc_pairs.jsonl" 2>&1; echo "bench_hc pairs rc=$?"
