@@ -13,6 +13,12 @@
 //      says about 14 bits on H800 for long chains).
 //   3. wgmma_vs_mma: does wgmma m64n8k32 .e4m3 (A from registers, B from shared memory) give the
 //      bits of mma.sync m16n8k32 .e4m3 per step (the decode and the tiled kernels sharing bits)?
+//   4. wgmma_n256_vs_n8: does a column of wgmma m64n256k32 .e4m3 (4 chained steps, k 128: one
+//      act_quant block) get the bits of the same column under m64n8k32 (its n8 group alone)? A
+//      batch-invariant kernel on wgmma's FP8 steps needs that: decode runs narrow tiles, prefill
+//      wide ones. Also per class: wgmma's k128 chain against the exact sum, as the largest error
+//      relative to the sum of the products' magnitudes (the precision an FP8-instruction numerics
+//      mode would trade, with its partial sums promoted to fp32 every 128 k as DeepGEMM does).
 // Classes: exact (small integers as e4m3: every sum exact; checks the fragment and descriptor
 // layouts by value: exit 1 if any path differs), fp8xe4m3 (random e4m3 codes, NaN excluded, both
 // operands), fp4xe4m3 (A e2m1 values as e4m3, B random e4m3: the FP4 experts' products), and
@@ -21,7 +27,8 @@
 // byte offsets are both 128 there, so a wider N is needed to check that they are not swapped; a
 // k permutation common to A and B no dot product can see).
 // Output: one JSON line per class, steps and comparison (elements, mismatches, max ulp), up to 3
-// example mismatches before it. Exit 0 when the exact class matches on every path, 1 if not, 2
+// example mismatches before it; then one line per class for fact 4 (count / 8 problems of 256
+// columns). Exit 0 when the exact class matches on every path, 1 if not, 2
 // without an sm_90 device.
 //   build-cuda/bin/probe_fp8_mma_bits [--problems N]   (default 2000)
 #include <cuda_runtime.h>
@@ -144,6 +151,104 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// wgmma m64n256k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
+// scale_d 0: D = A B. d[4j + 0..3] is n8 tile j's fragment (as m16n8k16's C of the warp's rows).
+#define PROBE_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define PROBE_F16(i) PROBE_F4(i), PROBE_F4(i + 4), PROBE_F4(i + 8), PROBE_F4(i + 12)
+#define PROBE_F64(i) PROBE_F16(i), PROBE_F16(i + 16), PROBE_F16(i + 32), PROBE_F16(i + 48)
+__device__ __forceinline__ void WgmmaFp8N256(float (&d)[128], const uint32_t (&a)[4], uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+      "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+      "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,"
+      "%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,"
+      "%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,"
+      "%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
+      "%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1;\n}\n"
+      : PROBE_F64(0), PROBE_F64(64)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+#undef PROBE_F64
+#undef PROBE_F16
+#undef PROBE_F4
+
+// B's descriptor (K-major, no swizzle) for a layout [2 k halves][rows][16 bytes] of `rows` n
+// rows: the k halves `rows` * 16 bytes apart (leading byte offset), the n groups of 8 rows 128
+// bytes apart (stride byte offset). smem_addr: the first row wanted (an n8 group: + 128 g).
+__device__ __forceinline__ uint64_t DescBRows(uint32_t smem_addr, uint32_t rows) {
+  const uint32_t lbo = rows * 16, sbo = 128;
+  return static_cast<uint64_t>((smem_addr & 0x3ffffu) >> 4) |
+         (static_cast<uint64_t>((lbo >> 4) & 0x3fffu) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3fffu) << 32);
+}
+
+constexpr int kWideN = 256, kWideSteps = 4;  // k 128: one act_quant block
+
+// One warpgroup per problem p: a (64 x 128 e4m3, row-major), bt (256 x 128: column n's k
+// contiguous) -> d_wide (the m64n256k32 chain) and d_narrow (each n8 group's m64n8k32 chain over
+// the same shared-memory rows), both 64 x 256.
+__global__ void __launch_bounds__(kThreads, 1)
+    WideKernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ bt,
+               float* __restrict__ d_wide, float* __restrict__ d_narrow) {
+  constexpr int kK = 32 * kWideSteps, kStepBytes = kWideN * 32;
+  __shared__ __align__(1024) uint8_t sb[kWideSteps * kStepBytes];  // per step [2][256 n][16 k]
+  const int p = blockIdx.x, tid = threadIdx.x;
+  const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const uint8_t* pa = a + static_cast<size_t>(p) * kM * kK;
+  const uint8_t* pb = bt + static_cast<size_t>(p) * kWideN * kK;
+  for (int i = tid; i < kWideN * kK; i += kThreads) {
+    const int n = i / kK, k = i % kK, st = k / 32, kh = (k % 32) / 16;
+    sb[st * kStepBytes + kh * kWideN * 16 + n * 16 + k % 16] = pb[i];
+  }
+  FenceProxyAsync();
+  __syncthreads();
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  uint32_t af[kWideSteps][4];
+#pragma unroll
+  for (int st = 0; st < kWideSteps; ++st) {
+    const int k0 = 32 * st + 4 * t;
+    af[st][0] = Bytes4(pa + r0 * kK + k0);
+    af[st][1] = Bytes4(pa + r1 * kK + k0);
+    af[st][2] = Bytes4(pa + r0 * kK + k0 + 16);
+    af[st][3] = Bytes4(pa + r1 * kK + k0 + 16);
+  }
+  const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
+  const size_t base = static_cast<size_t>(p) * kM * kWideN;
+  auto store = [&](float* out, int j, const float* d4) {  // n8 tile j's fragment
+    const int c = 8 * j + 2 * t;
+    out[base + r0 * kWideN + c] = d4[0];
+    out[base + r0 * kWideN + c + 1] = d4[1];
+    out[base + r1 * kWideN + c] = d4[2];
+    out[base + r1 * kWideN + c + 1] = d4[3];
+  };
+  {
+    float dw[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) dw[i] = 0.0f;
+    WgmmaFence();
+#pragma unroll
+    for (int st = 0; st < kWideSteps; ++st)
+      WgmmaFp8N256(dw, af[st], DescBRows(sb_addr + st * kStepBytes, kWideN), st > 0);
+    WgmmaCommit();
+    WgmmaWait<0>();
+#pragma unroll
+    for (int j = 0; j < kWideN / 8; ++j) store(d_wide, j, dw + 4 * j);
+  }
+  for (int j = 0; j < kWideN / 8; ++j) {
+    float dn[4] = {0, 0, 0, 0};
+    WgmmaFence();
+#pragma unroll
+    for (int st = 0; st < kWideSteps; ++st)
+      WgmmaFp8N8(dn, af[st], DescBRows(sb_addr + st * kStepBytes + 128 * j, kWideN), st > 0);
+    WgmmaCommit();
+    WgmmaWait<0>();
+    store(d_narrow, j, dn);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
@@ -155,14 +260,14 @@ struct ClassSpec {
 };
 
 struct Problems {
-  int count = 0, steps = 0;
-  std::vector<uint8_t> a, bt;  // count x 64 x 32S, count x 8 x 32S (e4m3)
+  int count = 0, steps = 0, n = kN;
+  std::vector<uint8_t> a, bt;  // count x 64 x 32S, count x n x 32S (e4m3)
   int K() const { return 32 * steps; }
   double A(int p, int m, int k) const {
     return DecodeE4m3(a[(static_cast<size_t>(p) * kM + m) * K() + k]);
   }
   double B(int p, int k, int n) const {
-    return DecodeE4m3(bt[(static_cast<size_t>(p) * kN + n) * K() + k]);
+    return DecodeE4m3(bt[(static_cast<size_t>(p) * this->n + n) * K() + k]);
   }
   double Dot(int p, int m, int n) const {  // exact: e4m3 products and their sum fit a double
     double s = 0.0;
@@ -182,14 +287,15 @@ uint8_t EncodeE4m3(double v) {
   std::exit(2);
 }
 
-Problems Generate(const ClassSpec& cs, int steps, int count, uint32_t seed) {
+Problems Generate(const ClassSpec& cs, int steps, int count, uint32_t seed, int n = kN) {
   std::mt19937 rng(seed);
   Problems pr;
   pr.count = count;
   pr.steps = steps;
+  pr.n = n;
   const int kk = pr.K();
   pr.a.resize(static_cast<size_t>(count) * kM * kk);
-  pr.bt.resize(static_cast<size_t>(count) * kN * kk);
+  pr.bt.resize(static_cast<size_t>(count) * n * kk);
   uint8_t small_codes[9], e2m1_codes[16];  // e4m3 codes of -4 .. 4 and of the e2m1 values
   for (int v = 0; v < 9; ++v) small_codes[v] = EncodeE4m3(static_cast<double>(v - 4));
   for (int c = 0; c < 16; ++c) e2m1_codes[c] = EncodeE4m3(DecodeE2m1(static_cast<uint8_t>(c)));
@@ -275,6 +381,55 @@ int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
   return tl.mismatches;
 }
 
+// Fact 4 for one class: count problems of 256 columns; true when the exact class's sums are
+// exact on both paths (the wide and narrow descriptors' layouts), for the others always.
+bool WideVsNarrow(const ClassSpec& cs, int count, uint32_t seed) {
+  const Problems pr = Generate(cs, kWideSteps, count, seed, kWideN);
+  const size_t out_n = static_cast<size_t>(count) * kM * kWideN;
+  uint8_t *da = ToDevice(pr.a), *db = ToDevice(pr.bt);
+  float *dwide = DeviceFloats(out_n), *dnarrow = DeviceFloats(out_n);
+  WideKernel<<<count, kThreads>>>(da, db, dwide, dnarrow);
+  PROBE_CUDA_CHECK(cudaGetLastError());
+  PROBE_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> wide = FromDevice(dwide, out_n), narrow = FromDevice(dnarrow, out_n);
+  PROBE_CUDA_CHECK(cudaFree(da));
+  PROBE_CUDA_CHECK(cudaFree(db));
+  // The operands decoded once (the exact sums below take 2 x 64 x 256 x 128 products a problem).
+  std::vector<double> av(pr.a.size()), bv(pr.bt.size());
+  for (size_t i = 0; i < av.size(); ++i) av[i] = DecodeE4m3(pr.a[i]);
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = DecodeE4m3(pr.bt[i]);
+  const int kk = pr.K();
+  int64_t differ = 0, wide_inexact = 0, narrow_inexact = 0;
+  double max_rel = 0.0;
+  for (size_t i = 0; i < out_n; ++i) {
+    const int p = static_cast<int>(i / (kM * kWideN)), m = static_cast<int>(i / kWideN % kM),
+              n = static_cast<int>(i % kWideN);
+    if (FloatToBits(wide[i]) != FloatToBits(narrow[i]) && differ++ < 3) {
+      std::printf("  %s n256_vs_n8: problem %d row %d col %d: %a vs %a\n", cs.name, p, m, n,
+                  wide[i], narrow[i]);
+    }
+    const double* ar = av.data() + (static_cast<size_t>(p) * kM + m) * kk;
+    const double* bc = bv.data() + (static_cast<size_t>(p) * kWideN + n) * kk;
+    double exact = 0.0, mag = 0.0;  // exact: e4m3 products and their sum fit a double
+    for (int k = 0; k < kk; ++k) {
+      exact += ar[k] * bc[k];
+      mag += std::fabs(ar[k] * bc[k]);
+    }
+    wide_inexact += static_cast<double>(wide[i]) != static_cast<double>(static_cast<float>(exact));
+    narrow_inexact +=
+        static_cast<double>(narrow[i]) != static_cast<double>(static_cast<float>(exact));
+    if (mag > 0.0) max_rel = std::max(max_rel, std::fabs(wide[i] - exact) / mag);
+  }
+  std::printf(
+      "{\"probe\": \"fp8_mma_bits\", \"class\": \"%s\", \"variant\": \"m64n256k32x4\", "
+      "\"compare\": \"wgmma_n256_vs_n8\", \"n\": %d, \"elements\": %zu, \"mismatches\": %lld, "
+      "\"n256_not_exact\": %lld, \"n8_not_exact\": %lld, \"max_err_over_abs_sum\": %.3g}\n",
+      cs.name, count, out_n, static_cast<long long>(differ), static_cast<long long>(wide_inexact),
+      static_cast<long long>(narrow_inexact), max_rel);
+  std::fflush(stdout);
+  return cs.cls != Cls::kExact || (wide_inexact == 0 && narrow_inexact == 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,6 +461,7 @@ int main(int argc, char** argv) {
       if (cs.cls == Cls::kExact) exact_ok &= f8 == 0 && f16 == 0 && wg == 0;
     }
   }
+  for (const ClassSpec& cs : classes) exact_ok &= WideVsNarrow(cs, std::max(1, count / 8), seed++);
   std::printf("# exact class (layouts): %s\n", exact_ok ? "pass" : "FAIL");
   return exact_ok ? 0 : 1;
 }

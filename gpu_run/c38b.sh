@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepared in session 37 (no device was lent), after c38a.sh: 1 / 2 / 4 expert-parallel ranks on
 # the mid preset (logits over 1,024 ids in two chunks and 64 one-token chunks; md5 of each file),
-# then ncu of the mHC kernels at 8,192 tokens (bench_hc). Carry [".devcarry", "gpu_run"].
+# then probe_fp8_mma_bits (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the
+# k128 chain's error), then ncu of the mHC kernels at 8,192 tokens (bench_hc). Carry
+# [".devcarry", "gpu_run"].
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -20,6 +22,8 @@ for n in 1 2 4; do
   s2=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids64.json --chunks $(python3 -c "print(','.join(['1']*64))") --expert-parallel $n --out /tmp/d$n.npy > /dev/null 2>> /tmp/e$n.log; rc2=$?; e2=$(date +%s.%N)
   echo "ep=$n prefill1024 rc=$rc $(python3 -c "print(round($e-$s,3))") s md5 $(md5sum < /tmp/l$n.npy | cut -c1-8); decode64 rc=$rc2 $(python3 -c "print(round($e2-$s2,3))") s md5 $(md5sum < /tmp/d$n.npy | cut -c1-8)"; tail -2 /tmp/e$n.log
 done
+timeout 120 build-cuda/bin/probe_fp8_mma_bits > "$OUT/probe_fp8.jsonl" 2>&1; echo "probe rc=$? $(( $(date +%s) - t0 )) s"
+grep -E "n256_vs_n8|exact class" "$OUT/probe_fp8.jsonl"
 NC="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats"
 # (bench_hc launches the post once before its timings: the pre reads its partials.)
 for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKernel 1" "post_moe HcPostMixKernel 1"; do
