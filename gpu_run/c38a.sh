@@ -3,7 +3,9 @@
 # (.devcarry/deps.tar.xz: scripts/stage_gpu_deps.sh, then tar -cJf .devcarry/deps.tar.xz .deps).
 #  1. main as it is: build, bench_hc (the mHC kernels against their memory bound; first run).
 #  2. gpu_run/s37_hc_post_pairs.diff applied (the post's mix weights as one float4 an output and
-#     column, tokens in pairs sharing them; the same operations per element, so the same bits):
+#     column, tokens in pairs sharing them; the same operations per element, so the same bits),
+#     and gpu_run/s37_hc_pre_occupancy.diff (the split pre finish at 4 blocks an SM, 64 registers:
+#     ptxas spills 4 bytes; the same bits); bench_hc attributes each to its kernel:
 #     rebuild, bench_hc again, the whole GPU suite on it (also the session-36 review mends'
 #     assertions, which have not run yet: gpu_expert_parallel_test).
 #  3. the model bench, main then the patch, one machine.
@@ -17,14 +19,16 @@ cmake --build --preset cuda-release -j16 > "$OUT/build.log" 2>&1 || { grep -E "e
 echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
 mkdir -p /tmp/base && cp build-cuda/bin/dsinfer build-cuda/bin/bench_hc /tmp/base/
 timeout 60 /tmp/base/bench_hc > "$OUT/hc_main.jsonl" 2>&1; echo "bench_hc main rc=$?"
-{ patch -p1 < gpu_run/s37_hc_post_pairs.diff || git apply gpu_run/s37_hc_post_pairs.diff; } > /dev/null 2>&1 || { echo "patch failed"; exit 1; }
+for d in gpu_run/s37_hc_post_pairs.diff gpu_run/s37_hc_pre_occupancy.diff; do
+  { patch -p1 < $d || git apply $d; } > /dev/null 2>&1 || { echo "patch $d failed"; exit 1; }
+done
 cmake --build --preset cuda-release -j16 > "$OUT/build2.log" 2>&1 || { grep -E "error" -A5 "$OUT/build2.log" | head -40; exit 1; }
 echo "== rebuild ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build2.log"
-timeout 60 build-cuda/bin/bench_hc > "$OUT/hc_pairs.jsonl" 2>&1; echo "bench_hc pairs rc=$?"
-python3 - "$OUT/hc_main.jsonl" "$OUT/hc_pairs.jsonl" <<'PY'
+timeout 60 build-cuda/bin/bench_hc > "$OUT/hc_patched.jsonl" 2>&1; echo "bench_hc patched rc=$?"
+python3 - "$OUT/hc_main.jsonl" "$OUT/hc_patched.jsonl" <<'PY'
 import json, sys
 rows = {}
-for tag, f in zip(("main", "pairs"), sys.argv[1:]):
+for tag, f in zip(("main", "patched"), sys.argv[1:]):
     for l in open(f):
         if l.startswith('{"bench": "hc"'):
             d = json.loads(l); rows.setdefault((d["kernel"], d["tokens"]), {})[tag] = (d["us"], d["ratio_to_bound"])
@@ -34,7 +38,7 @@ PY
 timeout 270 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j3 > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
 grep -E "tests passed|tests failed|Failed|\*\*\*|Timeout" "$OUT/ctest.log" | head -12
 BA="bench --preset flash-l8 --batches 1,256 --steps 10 --prefill 8192 --kv-cache-dtype fp8"
-for tag in main pairs; do
+for tag in main patched; do
   bin=build-cuda/bin/dsinfer; [ $tag = main ] && bin=/tmp/base/dsinfer
   timeout 100 $bin $BA > "$OUT/bench_$tag.jsonl" 2>&1; echo "bench $tag rc=$?"
   grep -o '"bench": "decode", "batch": [0-9]*, "context": [0-9]*, "step_ms": [0-9.]*\|"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"hc_post_ms": [0-9.]*' "$OUT/bench_$tag.jsonl" | tr '\n' ' '; echo
