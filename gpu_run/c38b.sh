@@ -31,4 +31,17 @@ for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKern
   timeout 60 $NC -k regex:"$2" --launch-skip $3 --launch-count 1 build-cuda/bin/bench_hc --tokens 8192 --kernels $1 >> "$OUT/ncu_hc.txt" 2>&1; echo "ncu $1 rc=$? $(( $(date +%s) - t0 )) s"
 done
 grep -E "^  [A-Za-z]|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issued Warp|No Eligible|Block Limit|Grid Size|Block Size" "$OUT/ncu_hc.txt" | head -80
+# The attention at decode batch 1 (session 37's reading of the profiles: 24-36 us a layer against a
+# 0.1-0.2 us memory bound, 0.216 of the step's 2.357 eager ms): the split kernel and its combine,
+# CSA, with source-level stalls.
+BA=build-cuda/bin/bench_attention
+timeout 30 $BA --rows 1 --prefill 0 --variants tc_packed_qp > "$OUT/attn_rows1.jsonl" 2>&1
+grep -o '"kind": "[a-z]*"\|"split": [a-z]*\|"us": [0-9.]*' "$OUT/attn_rows1.jsonl" | paste - - -
+timeout 120 ncu --clock-control none --set full --import-source yes -k regex:SparseAttentionTc --launch-skip 2 --launch-count 2 -o "$OUT/attn1" $BA --rows 1 --prefill 0 --kinds csa --variants tc_packed_qp > "$OUT/ncu_attn1.log" 2>&1; echo "ncu attn rc=$?"
+if [ -f "$OUT/attn1.ncu-rep" ]; then
+  ncu -i "$OUT/attn1.ncu-rep" --page details > "$OUT/attn1_details.txt" 2>&1
+  ncu -i "$OUT/attn1.ncu-rep" --page source --csv --print-source sass > "$OUT/attn1_source.csv" 2>&1
+  rm -f "$OUT/attn1.ncu-rep"
+  grep -E "SparseAttention|Duration|Registers Per|Achieved Occupancy|Grid Size|No Eligible" "$OUT/attn1_details.txt" | head -20
+fi
 echo "total $(( $(date +%s) - t0 )) s"
