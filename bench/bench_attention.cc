@@ -34,6 +34,9 @@ namespace gpu = dsinfer::backend::cuda;
 
 namespace {
 
+using dsinfer::bench::RandomFloats;
+using dsinfer::bench::Upload;
+
 constexpr int kHeads = 64, kDim = 512, kRope = 64, kWindow = 128, kTopk = 512;
 constexpr int kRowsShift = 4;  // 16 compressed entries a page
 constexpr double kPeakFlops = 989e12;
@@ -64,25 +67,6 @@ gpu::DeviceBuffer RandomPackedRows(int64_t rows, uint64_t seed, gpu::StreamHandl
   return b;
 }
 
-gpu::DeviceBuffer RandomFloats(int64_t count, uint64_t seed, gpu::StreamHandle st) {
-  gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float));
-  gpu::RandomFillParams f;
-  f.data = b.get();
-  f.count = count;
-  f.kind = gpu::RandomKind::kF32Normal;
-  f.std = 1.0f;
-  f.seed = seed;
-  gpu::LaunchRandomFill(f, st);
-  return b;
-}
-
-template <typename T>
-gpu::DeviceBuffer Upload(const std::vector<T>& v) {
-  gpu::DeviceBuffer b(std::max<size_t>(v.size(), 1) * sizeof(T));
-  if (!v.empty()) gpu::CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-
 // One launch shape: `rows` query rows, either one sequence each at position context - 1 (decode)
 // or one sequence at positions 0 .. rows - 1 (prefill, its window rows inside the call).
 struct Setup {
@@ -94,14 +78,8 @@ struct Setup {
   Setup(const Kind& k, int64_t n, bool prefill, int context, gpu::StreamHandle st) : rows(n) {
     const int64_t seqs = prefill ? 1 : n;
     const int last = prefill ? static_cast<int>(n) - 1 : context - 1;
-    std::vector<int32_t> ids(n, 5), pos(n), slot(n), begin(n), start(n), count(n);
-    for (int64_t i = 0; i < n; ++i) {
-      pos[i] = prefill ? static_cast<int32_t>(i) : last;
-      slot[i] = prefill ? 0 : static_cast<int32_t>(i);
-      begin[i] = prefill ? 0 : static_cast<int32_t>(i);
-      start[i] = pos[i] - (prefill ? static_cast<int32_t>(i) : 0);
-      count[i] = prefill ? static_cast<int32_t>(n) : 1;
-    }
+    const dsinfer::bench::BenchRows rows_meta(n, prefill, last, &bufs);
+    const std::vector<int32_t>& pos = rows_meta.pos;
     const int64_t entries = k.rate > 0 ? (last + 1) / k.rate + 1 : 1;
     const int64_t pages = (entries + (1 << kRowsShift) - 1) >> kRowsShift;
     std::vector<int32_t> list_pages, ring_pages, sel, sel_count(n, 0);
@@ -130,13 +108,7 @@ struct Setup {
       bufs.push_back(std::move(b));
       return bufs.back().get();
     };
-    p.meta.ids = static_cast<const int32_t*>(keep(Upload(ids)));
-    p.meta.pos = static_cast<const int32_t*>(keep(Upload(pos)));
-    p.meta.slot = static_cast<const int32_t*>(keep(Upload(slot)));
-    p.meta.seg_begin = static_cast<const int32_t*>(keep(Upload(begin)));
-    p.meta.seg_start = static_cast<const int32_t*>(keep(Upload(start)));
-    p.meta.seg_count = static_cast<const int32_t*>(keep(Upload(count)));
-    p.meta.n = n;
+    p.meta = rows_meta.meta;
     p.q = static_cast<const float*>(keep(RandomFloats(n * kHeads * kDim, 1, st)));
     p.q_norm_eps = 1e-6f;
     p.kv = static_cast<const float*>(keep(RandomFloats(n * kDim, 2, st)));
@@ -190,19 +162,6 @@ struct Setup {
   }
 };
 
-double MedianUs(const gpu::SparseAttentionParams& p, gpu::StreamHandle st) {
-  for (int i = 0; i < 2; ++i) gpu::LaunchSparseAttention(p, st);
-  std::vector<double> t;
-  for (int i = 0; i < 7; ++i) {
-    gpu::EventTimer timer;
-    timer.Start(st);
-    gpu::LaunchSparseAttention(p, st);
-    t.push_back(timer.StopMs(st) * 1e3);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,9 +198,7 @@ int main(int argc, char** argv) {
   }
   gpu::Stream stream;
   const gpu::StreamHandle st = stream.get();
-  const double gbs = dsinfer::bench::CopyGBs(st);
-  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"copy_GBps\": %.0f}\n",
-              gpu::DeviceDescription().c_str(), gbs);
+  const double gbs = dsinfer::bench::PrintSetup(st);
   std::vector<Kind> ks;
   for (const Kind& k : {Kind{"swa", 0, false}, Kind{"csa", 4, true}, Kind{"hca", 128, false}})
     if (kinds.find(k.name) != std::string::npos) ks.push_back(k);
@@ -295,7 +252,8 @@ int main(int argc, char** argv) {
         const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
         p.tc_workspace = static_cast<float*>(ws.get());
         p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
-        const double us = MedianUs(p, st);
+        const double us =
+            dsinfer::bench::MedianEventUs([&] { gpu::LaunchSparseAttention(p, st); }, st);
         const bool split = v.tc > 0 && gpu::SparseAttentionTcWillSplit(p);
         std::printf(
             "{\"bench\": \"attention\", \"kind\": \"%s\", \"rows\": %lld, \"prefill\": %s, "

@@ -27,22 +27,10 @@ namespace gpu = dsinfer::backend::cuda;
 
 namespace {
 
+using dsinfer::bench::RandomFloats;
+
 constexpr int kHc = 4, kNout = (2 + kHc) * kHc, kExperts = 6, kSinkhorn = 20;
 constexpr int64_t kD = 4096, kK = kHc * kD;
-
-gpu::DeviceBuffer Floats(int64_t count, uint64_t seed, float mean, float std,
-                         gpu::StreamHandle st) {
-  gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float));
-  gpu::RandomFillParams f;
-  f.data = b.get();
-  f.count = count;
-  f.kind = gpu::RandomKind::kF32Normal;
-  f.mean = mean;
-  f.std = std;
-  f.seed = seed;
-  gpu::LaunchRandomFill(f, st);
-  return b;
-}
 
 // The buffers of one token count. comb ~ 0.25 a entry and post ~ 1 keep the streams bounded
 // over the replays (each post launch updates X in place).
@@ -56,18 +44,18 @@ struct Buffers {
         post_slices(gpu::HcPostMixSlices(kHc, kD)),
         ldq(gpu::QuantizedLd(kD)),
         lds(gpu::QuantizedScales(kD)),
-        X(Floats(n * kK, 1, 0.0f, 1.0f, st)),
-        y(Floats(n * kD, 2, 0.0f, 1.0f, st)),
-        ey(Floats(n * kExperts * kD, 3, 0.0f, 1.0f, st)),
-        shared(Floats(n * kD, 4, 0.0f, 1.0f, st)),
-        weight(Floats(n * kExperts, 5, 0.16f, 0.02f, st)),
+        X(RandomFloats(n * kK, 1, st, 0.0f, 1.0f)),
+        y(RandomFloats(n * kD, 2, st, 0.0f, 1.0f)),
+        ey(RandomFloats(n * kExperts * kD, 3, st, 0.0f, 1.0f)),
+        shared(RandomFloats(n * kD, 4, st, 0.0f, 1.0f)),
+        weight(RandomFloats(n * kExperts, 5, st, 0.16f, 0.02f)),
         sel(static_cast<size_t>(n * kExperts) * sizeof(int32_t)),
-        post(Floats(n * kHc, 6, 1.0f, 0.1f, st)),
-        comb(Floats(n * kHc * kHc, 7, 0.25f, 0.02f, st)),
-        fn(Floats(int64_t{kNout} * kK, 8, 0.0f, 0.01f, st)),
-        base(Floats(kNout, 9, 0.0f, 0.5f, st)),
-        scale(Floats(3, 10, 0.5f, 0.1f, st)),
-        norm_w(Floats(kD, 11, 1.0f, 0.1f, st)),
+        post(RandomFloats(n * kHc, 6, st, 1.0f, 0.1f)),
+        comb(RandomFloats(n * kHc * kHc, 7, st, 0.25f, 0.02f)),
+        fn(RandomFloats(int64_t{kNout} * kK, 8, st, 0.0f, 0.01f)),
+        base(RandomFloats(kNout, 9, st, 0.0f, 0.5f)),
+        scale(RandomFloats(3, 10, st, 0.5f, 0.1f)),
+        norm_w(RandomFloats(kD, 11, st, 1.0f, 0.1f)),
         part(static_cast<size_t>(n * mix_slices * (kNout + 1)) * sizeof(float)),
         post_part(static_cast<size_t>(n * post_slices * (kNout + 1)) * sizeof(float)),
         xn(static_cast<size_t>(n * kD) * sizeof(float)),
@@ -167,9 +155,7 @@ int main(int argc, char** argv) {
   }
   gpu::Stream stream;
   const gpu::StreamHandle st = stream.get();
-  const double gbs = dsinfer::bench::CopyGBs(st);
-  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"copy_GBps\": %.0f}\n",
-              gpu::DeviceDescription().c_str(), gbs);
+  const double gbs = dsinfer::bench::PrintSetup(st);
   for (const int64_t n : tokens) {
     if (n < 1 || n > 65535) {
       std::fprintf(stderr, "bench_hc: --tokens must be in [1, 65535]\n");

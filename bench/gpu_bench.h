@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -13,6 +14,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/token_meta.cuh"
 
 namespace dsinfer::bench {
 
@@ -109,6 +111,76 @@ inline std::vector<int64_t> ParseIntList(const std::string& s) {
   return v;
 }
 
+// count fp32 values ~ mean + std * N(0,1)-ish (at least one float of memory).
+inline backend::cuda::DeviceBuffer RandomFloats(int64_t count, uint64_t seed,
+                                                backend::cuda::StreamHandle st, float mean = 0.0f,
+                                                float std = 1.0f) {
+  namespace gpu = backend::cuda;
+  gpu::DeviceBuffer b(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float));
+  gpu::RandomFillParams f;
+  f.data = b.get();
+  f.count = count;
+  f.kind = gpu::RandomKind::kF32Normal;
+  f.mean = mean;
+  f.std = std;
+  f.seed = seed;
+  gpu::LaunchRandomFill(f, st);
+  return b;
+}
+
+// A device copy of v (at least one element of memory).
+template <typename T>
+backend::cuda::DeviceBuffer Upload(const std::vector<T>& v) {
+  backend::cuda::DeviceBuffer b(std::max<size_t>(v.size(), 1) * sizeof(T));
+  if (!v.empty()) backend::cuda::CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+// The rows of a launch: n query rows, one sequence each at position `last` (decode; slot i) or
+// one sequence at positions 0 .. n - 1 (prefill; slot 0): their positions, and the TokenMeta
+// whose device arrays are appended to *keep.
+struct BenchRows {
+  std::vector<int32_t> pos;
+  backend::cuda::TokenMeta meta;
+  BenchRows(int64_t n, bool prefill, int last, std::vector<backend::cuda::DeviceBuffer>* keep)
+      : pos(static_cast<size_t>(n)) {
+    std::vector<int32_t> ids(n, 5), slot(n), begin(n), start(n), count(n);
+    for (int64_t i = 0; i < n; ++i) {
+      pos[i] = prefill ? static_cast<int32_t>(i) : last;
+      slot[i] = prefill ? 0 : static_cast<int32_t>(i);
+      begin[i] = prefill ? 0 : static_cast<int32_t>(i);
+      start[i] = pos[i] - (prefill ? static_cast<int32_t>(i) : 0);
+      count[i] = prefill ? static_cast<int32_t>(n) : 1;
+    }
+    auto up = [&](const std::vector<int32_t>& v) {
+      keep->push_back(Upload(v));
+      return keep->back().as<const int32_t>();
+    };
+    meta.ids = up(ids);
+    meta.pos = up(pos);
+    meta.slot = up(slot);
+    meta.seg_begin = up(begin);
+    meta.seg_start = up(start);
+    meta.seg_count = up(count);
+    meta.n = n;
+  }
+};
+
+// Device time of one call of launch(): the median of 7 event-timed calls after 2 warm-ups.
+template <typename Fn>
+double MedianEventUs(Fn&& launch, backend::cuda::StreamHandle st) {
+  for (int i = 0; i < 2; ++i) launch();
+  std::vector<double> t;
+  for (int i = 0; i < 7; ++i) {
+    backend::cuda::EventTimer timer;
+    timer.Start(st);
+    launch();
+    t.push_back(timer.StopMs(st) * 1e3);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Device copy bandwidth in GB/s (bytes read + written): the median of 8 device-to-device copies
 // of 1 GiB.
 inline double CopyGBs(backend::cuda::StreamHandle st) {
@@ -123,6 +195,14 @@ inline double CopyGBs(backend::cuda::StreamHandle st) {
   }
   std::sort(ms.begin(), ms.end());
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+// The benchmarks' first line: the device and its copy bandwidth (returned, GB/s).
+inline double PrintSetup(backend::cuda::StreamHandle st) {
+  const double gbs = CopyGBs(st);
+  std::printf("{\"bench\": \"setup\", \"device\": \"%s\", \"copy_GBps\": %.0f}\n",
+              backend::cuda::DeviceDescription().c_str(), gbs);
+  return gbs;
 }
 
 }  // namespace dsinfer::bench

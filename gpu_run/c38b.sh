@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 37 (no device was lent), after c38a.sh: 1 / 2 / 4 expert-parallel ranks on
 # the mid preset (logits over 1,024 ids in two chunks and 64 one-token chunks; md5 of each file),
-# then probe_fp8_mma_bits (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the
+# then probe_fp8_mma_bits, bench_indexer (first run) (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the
 # k128 chain's error), then ncu of the mHC kernels at 8,192 tokens (bench_hc). Carry
 # [".devcarry", "gpu_run"].
 set -uo pipefail
@@ -31,6 +31,8 @@ for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKern
   timeout 60 $NC -k regex:"$2" --launch-skip $3 --launch-count 1 build-cuda/bin/bench_hc --tokens 8192 --kernels $1 >> "$OUT/ncu_hc.txt" 2>&1; echo "ncu $1 rc=$? $(( $(date +%s) - t0 )) s"
 done
 grep -E "^  [A-Za-z]|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issued Warp|No Eligible|Block Limit|Grid Size|Block Size" "$OUT/ncu_hc.txt" | head -80
+timeout 60 build-cuda/bin/bench_indexer > "$OUT/indexer.jsonl" 2>&1; echo "bench_indexer rc=$?"
+grep -o '"rows": [0-9]*\|"variant": "[a-z]*"\|"tensor_cores": [a-z]*\|"us": [0-9.]*\|"ratio_to_bound": [0-9.]*' "$OUT/indexer.jsonl" | paste - - - - -
 # The attention at decode batch 1 (session 37's reading of the profiles: 24-36 us a layer against a
 # 0.1-0.2 us memory bound, 0.216 of the step's 2.357 eager ms): the split kernel and its combine,
 # CSA, with source-level stalls.
