@@ -137,12 +137,11 @@ struct Setup {
     p.window_size = kWindow;
     p.heads = kHeads;
     p.dim = kDim;
-    std::vector<float> sink(kHeads, 0.5f), inv(kRope / 2);
-    for (int j = 0; j < kRope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / kRope);
+    std::vector<float> sink(kHeads, 0.5f);
     p.sink = static_cast<const float*>(keep(Upload(sink)));
     p.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
     p.rope_dim = kRope;
-    p.inv_freq = static_cast<const float*>(keep(Upload(inv)));
+    p.inv_freq = static_cast<const float*>(keep(Upload(dsinfer::bench::RopeInvFreq(kRope))));
     p.out =
         static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<size_t>(n) * kHeads * kDim * 4)));
     const int64_t width = kPackedKv.floats();

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,10 @@ struct Buffers {
         post_slices(gpu::HcPostMixSlices(kHc, kD)),
         ldq(gpu::QuantizedLd(kD)),
         lds(gpu::QuantizedScales(kD)),
-        X(RandomFloats(n * kK, 1, st, 0.0f, 1.0f)),
-        y(RandomFloats(n * kD, 2, st, 0.0f, 1.0f)),
-        ey(RandomFloats(n * kExperts * kD, 3, st, 0.0f, 1.0f)),
-        shared(RandomFloats(n * kD, 4, st, 0.0f, 1.0f)),
+        X(RandomFloats(n * kK, 1, st)),
+        y(RandomFloats(n * kD, 2, st)),
+        ey(RandomFloats(n * kExperts * kD, 3, st)),
+        shared(RandomFloats(n * kD, 4, st)),
         weight(RandomFloats(n * kExperts, 5, st, 0.16f, 0.02f)),
         sel(static_cast<size_t>(n * kExperts) * sizeof(int32_t)),
         post(RandomFloats(n * kHc, 6, st, 1.0f, 0.1f)),
@@ -170,25 +171,23 @@ int main(int argc, char** argv) {
     struct Kernel {
       const char* name;
       double bytes;
+      std::function<void()> launch;
     };
-    for (const Kernel& k :
-         {Kernel{"mix", x_bytes + fn_bytes + nd * b.mix_slices * (kNout + 1) * 4},
-          Kernel{"pre", x_bytes + post_part_bytes + row_bytes + nd * b.ldq * 2 + nd * b.lds * 4 +
-                            nd * kHc * (1 + kHc) * 4},
-          Kernel{"post", 2 * x_bytes + row_bytes + fn_bytes + post_part_bytes},
-          Kernel{"post_moe", 2 * x_bytes + (kExperts + 1) * row_bytes + nd * kExperts * 8 +
-                                 fn_bytes + post_part_bytes}}) {
-      const std::string name = k.name;
-      if (std::find(kernels.begin(), kernels.end(), name) == kernels.end()) continue;
+    for (const Kernel& k : {Kernel{"mix", x_bytes + fn_bytes + nd * b.mix_slices * (kNout + 1) * 4,
+                                   [&] { gpu::LaunchHcMix(b.Mix(), st); }},
+                            Kernel{"pre",
+                                   x_bytes + post_part_bytes + row_bytes + nd * b.ldq * 2 +
+                                       nd * b.lds * 4 + nd * kHc * (1 + kHc) * 4,
+                                   [&] { gpu::LaunchHcPreFinish(b.Pre(), st); }},
+                            Kernel{"post", 2 * x_bytes + row_bytes + fn_bytes + post_part_bytes,
+                                   [&] { gpu::LaunchHcPost(b.Post(false), st); }},
+                            Kernel{"post_moe",
+                                   2 * x_bytes + (kExperts + 1) * row_bytes + nd * kExperts * 8 +
+                                       fn_bytes + post_part_bytes,
+                                   [&] { gpu::LaunchHcPost(b.Post(true), st); }}}) {
+      if (std::find(kernels.begin(), kernels.end(), k.name) == kernels.end()) continue;
       const int reps = n >= 4096 ? 5 : n >= 256 ? 20 : 100;
-      const double us = dsinfer::bench::MedianGraphUs(
-          [&](int) {
-            if (name == "mix") gpu::LaunchHcMix(b.Mix(), st);
-            if (name == "pre") gpu::LaunchHcPreFinish(b.Pre(), st);
-            if (name == "post") gpu::LaunchHcPost(b.Post(false), st);
-            if (name == "post_moe") gpu::LaunchHcPost(b.Post(true), st);
-          },
-          reps, st);
+      const double us = dsinfer::bench::MedianGraphUs([&](int) { k.launch(); }, reps, st);
       const double mem_us = k.bytes / (gbs * 1e9) * 1e6;
       std::printf(
           "{\"bench\": \"hc\", \"kernel\": \"%s\", \"tokens\": %lld, \"us\": %.2f, \"GB\": %.4f, "

@@ -69,16 +69,13 @@ struct Setup {
     p.meta = rows_meta.meta;
     // The queries as the model's indexer takes them: RoPE, Hadamard and FP4 blocks applied once.
     float* q = static_cast<float*>(keep(RandomFloats(n * kHeads * kDim, 1, st)));
-    std::vector<float> inv(kRope / 2);
-    for (int j = 0; j < kRope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / kRope);
-    const float* inv_d = static_cast<const float*>(keep(Upload(inv)));
     gpu::IndexQueryRoundParams qr;
     qr.q = q;
     qr.n = n;
     qr.heads = kHeads;
     qr.head_dim = kDim;
     qr.rope_dim = kRope;
-    qr.inv_freq = inv_d;
+    qr.inv_freq = static_cast<const float*>(keep(Upload(dsinfer::bench::RopeInvFreq(kRope))));
     qr.pos = p.meta.pos;
     gpu::LaunchIndexQueryRound(qr, st);
     p.q = q;

@@ -1,9 +1,11 @@
-// Shared pieces of the GPU benchmarks (bench_gemv, bench_qgemm, bench_attention, bench_hc):
-// device-random weights in the GPU layouts, device time per launch by CUDA-graph replay and the
-// device's copy bandwidth.
+// Shared pieces of the GPU benchmarks (bench_gemv, bench_qgemm, bench_attention, bench_indexer,
+// bench_hc): device-random weights in the GPU layouts and random floats, uploads, the decode /
+// prefill rows' metadata, RoPE frequencies, device time per launch (CUDA-graph replay or event
+// timing), the device's copy bandwidth and the setup line, list-valued flags.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +136,13 @@ backend::cuda::DeviceBuffer Upload(const std::vector<T>& v) {
   backend::cuda::DeviceBuffer b(std::max<size_t>(v.size(), 1) * sizeof(T));
   if (!v.empty()) backend::cuda::CopyToDeviceSync(b.get(), v.data(), v.size() * sizeof(T));
   return b;
+}
+
+// RoPE's inverse frequencies of rope_dim dims (base 10,000), as the benchmarks' configs use them.
+inline std::vector<float> RopeInvFreq(int rope_dim) {
+  std::vector<float> inv(static_cast<size_t>(rope_dim / 2));
+  for (int j = 0; j < rope_dim / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope_dim);
+  return inv;
 }
 
 // The rows of a launch: n query rows, one sequence each at position `last` (decode; slot i) or

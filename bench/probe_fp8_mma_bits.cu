@@ -90,6 +90,25 @@ __device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// B's columns (bt: column n's kK codes contiguous) into shared memory as the no-swizzle K-major
+// descriptors read them: per k32 step [2 k halves][cols n][16 k], each thread a stride of them.
+__device__ __forceinline__ void StageB(const uint8_t* pb, int cols, int kK, uint8_t* sb) {
+  for (int i = threadIdx.x; i < cols * kK; i += blockDim.x) {
+    const int n = i / kK, k = i % kK, s = k / 32, kh = (k % 32) / 16;
+    sb[s * cols * 32 + kh * cols * 16 + n * 16 + k % 16] = pb[i];
+  }
+}
+// The lane's A fragment of k32 step s (rows r0 = 16 w + g and r1 = r0 + 8 of pa, row-major with kK
+// codes a row; t = lane % 4).
+__device__ __forceinline__ void AFragment(const uint8_t* pa, int kK, int s, int r0, int r1, int t,
+                                          uint32_t (&af)[4]) {
+  const int k0 = 32 * s + 4 * t;
+  af[0] = Bytes4(pa + r0 * kK + k0);
+  af[1] = Bytes4(pa + r1 * kK + k0);
+  af[2] = Bytes4(pa + r0 * kK + k0 + 16);
+  af[3] = Bytes4(pa + r1 * kK + k0 + 16);
+}
+
 // One warpgroup per problem p: a (64 x 32S e4m3, row-major), bt (8 x 32S: column n's k
 // contiguous), and their exact f16 copies ah / bth -> d_fp8 (mma.sync k32 chain), d_f16
 // (mma.sync k16 chain, 2S steps), d_wg (wgmma k32 chain), each 64 x 8, all from zero.
@@ -106,10 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint8_t* pb = bt + static_cast<size_t>(p) * kN * kK;
   const uint16_t* pah = ah + static_cast<size_t>(p) * kM * kK;
   const uint16_t* pbh = bth + static_cast<size_t>(p) * kN * kK;
-  for (int i = tid; i < kN * kK; i += kThreads) {
-    const int n = i / kK, k = i % kK, s = k / 32, kh = (k % 32) / 16;
-    sb[s * kN * 32 + kh * kN * 16 + n * 16 + k % 16] = pb[i];
-  }
+  StageB(pb, kN, kK, sb);
   FenceProxyAsync();
   __syncthreads();
   const int r0 = 16 * w + g, r1 = r0 + 8;
@@ -118,10 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const int k0 = 32 * s + 4 * t;
-    af[s][0] = Bytes4(pa + r0 * kK + k0);
-    af[s][1] = Bytes4(pa + r1 * kK + k0);
-    af[s][2] = Bytes4(pa + r0 * kK + k0 + 16);
-    af[s][3] = Bytes4(pa + r1 * kK + k0 + 16);
+    AFragment(pa, kK, s, r0, r1, t, af[s]);
     MmaFp8(d8, af[s], Bytes4(pb + g * kK + k0), Bytes4(pb + g * kK + k0 + 16));
   }
 #pragma unroll
@@ -199,22 +212,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int w = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint8_t* pa = a + static_cast<size_t>(p) * kM * kK;
   const uint8_t* pb = bt + static_cast<size_t>(p) * kWideN * kK;
-  for (int i = tid; i < kWideN * kK; i += kThreads) {
-    const int n = i / kK, k = i % kK, st = k / 32, kh = (k % 32) / 16;
-    sb[st * kStepBytes + kh * kWideN * 16 + n * 16 + k % 16] = pb[i];
-  }
+  StageB(pb, kWideN, kK, sb);
   FenceProxyAsync();
   __syncthreads();
   const int r0 = 16 * w + g, r1 = r0 + 8;
   uint32_t af[kWideSteps][4];
 #pragma unroll
-  for (int st = 0; st < kWideSteps; ++st) {
-    const int k0 = 32 * st + 4 * t;
-    af[st][0] = Bytes4(pa + r0 * kK + k0);
-    af[st][1] = Bytes4(pa + r1 * kK + k0);
-    af[st][2] = Bytes4(pa + r0 * kK + k0 + 16);
-    af[st][3] = Bytes4(pa + r1 * kK + k0 + 16);
-  }
+  for (int st = 0; st < kWideSteps; ++st) AFragment(pa, kK, st, r0, r1, t, af[st]);
   const uint32_t sb_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
   const size_t base = static_cast<size_t>(p) * kM * kWideN;
   auto store = [&](float* out, int j, const float* d4) {  // n8 tile j's fragment

@@ -10,21 +10,14 @@
 #     assertions, which have not run yet: gpu_expert_parallel_test).
 #  3. the model bench, main then the patched tree (before the suite: the suite takes what time is
 #     left of the call's 600 s).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-[ -d .deps ] || tar -xJf .devcarry/deps.tar.xz
-cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda-release -j16 > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
-echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
+source "$(dirname "$0")/common.sh"
+gpu_build
 mkdir -p /tmp/base && cp build-cuda/bin/dsinfer build-cuda/bin/bench_hc /tmp/base/
 timeout 60 /tmp/base/bench_hc > "$OUT/hc_main.jsonl" 2>&1; echo "bench_hc main rc=$?"
 for d in gpu_run/s37_hc_post_pairs.diff gpu_run/s37_hc_pre_occupancy.diff; do
   { patch -p1 < $d || git apply $d; } > /dev/null 2>&1 || { echo "patch $d failed"; exit 1; }
 done
-cmake --build --preset cuda-release -j16 > "$OUT/build2.log" 2>&1 || { grep -E "error" -A5 "$OUT/build2.log" | head -40; exit 1; }
-echo "== rebuild ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build2.log"
+gpu_build
 timeout 60 build-cuda/bin/bench_hc > "$OUT/hc_patched.jsonl" 2>&1; echo "bench_hc patched rc=$?"
 python3 - "$OUT/hc_main.jsonl" "$OUT/hc_patched.jsonl" <<'PY'
 import json, sys

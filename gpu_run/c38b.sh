@@ -1,17 +1,11 @@
 #!/usr/bin/env bash
 # Prepared in session 37 (no device was lent), after c38a.sh: 1 / 2 / 4 expert-parallel ranks on
 # the mid preset (logits over 1,024 ids in two chunks and 64 one-token chunks; md5 of each file),
-# then probe_fp8_mma_bits, bench_indexer (first run) (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the
-# k128 chain's error), then ncu of the mHC kernels at 8,192 tokens (bench_hc). Carry
-# [".devcarry", "gpu_run"].
-set -uo pipefail
-cd "$(dirname "$0")/.."
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-[ -d .deps ] || tar -xJf .devcarry/deps.tar.xz
-cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset cuda-release -j16 > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
-echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
+# probe_fp8_mma_bits (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the k128
+# chain's error), ncu of the mHC kernels at 8,192 tokens (bench_hc), bench_indexer (first run),
+# and ncu of the batch-1 attention. Carry [".devcarry", "gpu_run"].
+source "$(dirname "$0")/common.sh"
+gpu_build
 B=build-cuda/bin/dsinfer
 # Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
 $B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
