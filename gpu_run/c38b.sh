@@ -4,9 +4,19 @@
 # probe_fp8_mma_bits (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the k128
 # chain's error), ncu of the mHC kernels at 8,192 tokens (bench_hc), bench_indexer (first run),
 # and ncu of the batch-1 attention. Carry [".devcarry", "gpu_run"].
+# Session 38 (no device) put first: a kernel timeline of one graph-replayed batch-1 decode step
+# (tools/cupti_trace; the eager profile overstates the graph's step, and the last timeline is
+# round 15's at 1.35 ms): which kernels are on the chain of today's 1.68 ms.
 source "$(dirname "$0")/common.sh"
 gpu_build
 B=build-cuda/bin/dsinfer
+TR=build-cuda/libcupti_trace.so
+g++ -O2 -std=c++20 -shared -fPIC -I/usr/local/cuda/include tools/cupti_trace/cupti_trace.cc \
+  -L/usr/local/cuda/lib64 -lcupti -o $TR && for b in 1 32; do
+  LD_PRELOAD=$TR DSINFER_TRACE_OUT=/tmp/trace_b$b.csv timeout 90 $B bench --preset flash-l8 --batches $b --prefill 0 --steps 3 --kv-cache-dtype fp8 > /dev/null 2>&1
+  python3 tools/cupti_trace/timeline.py /tmp/trace_b$b.csv --chain > "$OUT/timeline_b$b.txt" 2>&1; echo "timeline b$b rc=$? $(( $(date +%s) - t0 )) s"
+  head -28 "$OUT/timeline_b$b.txt"
+done
 # Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
 $B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
 python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(1024)]))" > /tmp/ids.json
