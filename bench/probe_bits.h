@@ -1,6 +1,6 @@
 // Host helpers shared by the tensor-core bit probes (probe_wgmma_bits.cu, probe_fp8_mma_bits.cu):
-// exact decodes of the narrow formats, exact f16 / bf16 encodings, float bits and ulp distance,
-// random e4m3 codes, a CUDA error check.
+// exact decodes of f16 / bf16 (e4m3 / e2m1: wgmma_fp8_model.h), exact f16 / bf16 encodings, float
+// bits and ulp distance, random e4m3 codes, a CUDA error check.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "wgmma_fp8_model.h"  // DecodeE4m3, DecodeE2m1
 
 #define PROBE_CUDA_CHECK(expr)                                                      \
   do {                                                                              \
@@ -42,17 +43,6 @@ inline double DecodeBf16(uint16_t h) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-// (0x7f / 0xff are NaN in e4m3: not decoded here; RandomE4m3Bits never draws them.)
-inline double DecodeE4m3(uint8_t b) {
-  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-  return s ? -v : v;
-}
-inline double DecodeE2m1(uint8_t b) {
-  static const double kV[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-  return (b & 8) ? -kV[b & 7] : kV[b & 7];
-}
-
 // Exact encodings (aborts if v is not representable): f16 (normal or subnormal) and bf16.
 inline uint16_t EncodeF16(double v) {
   const uint16_t sign = std::signbit(v) ? 0x8000 : 0;

@@ -19,6 +19,11 @@
 //      wide ones. Also per class: wgmma's k128 chain against the exact sum, as the largest error
 //      relative to the sum of the products' magnitudes (the precision an FP8-instruction numerics
 //      mode would trade, with its partial sums promoted to fp32 every 128 k as DeepGEMM does).
+//   5. wgmma_vs_model: does bench/wgmma_fp8_model.h (session 38: fitted to the 27 elements this
+//      probe printed in session 31) give wgmma's bits for every element, at N = 8 and (fact 4's
+//      launches) N = 256? Also how many elements its variants give (the leading-one cut, a
+//      subnormal's exponent, 12 and 14 fraction bits): what the data tell apart. If the model
+//      holds, a CPU reference can adopt the FP8 instructions' rounding exactly.
 // Classes: exact (small integers as e4m3: every sum exact; checks the fragment and descriptor
 // layouts by value: exit 1 if any path differs), fp8xe4m3 (random e4m3 codes, NaN excluded, both
 // operands), fp4xe4m3 (A e2m1 values as e4m3, B random e4m3: the FP4 experts' products), and
@@ -39,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/qlinear_core.cuh"
@@ -385,6 +391,55 @@ int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
   return tl.mismatches;
 }
 
+// The model's output for every element of a problem set (index (p * 64 + m) * n + col, as the
+// kernels write them), problems spread over the host's threads.
+std::vector<float> ModelOutputs(const Problems& pr, const WgmmaFp8Model& model) {
+  const int kk = pr.K();
+  std::vector<float> out(static_cast<size_t>(pr.count) * kM * pr.n);
+  const int workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      for (int p = w; p < pr.count; p += workers)
+        for (int m = 0; m < kM; ++m)
+          for (int n = 0; n < pr.n; ++n)
+            out[(static_cast<size_t>(p) * kM + m) * pr.n + n] =
+                model.Chain(&pr.a[(static_cast<size_t>(p) * kM + m) * kk],
+                            &pr.bt[(static_cast<size_t>(p) * pr.n + n) * kk], kk);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+// Bitwise mismatches of got against the model's outputs.
+int64_t ModelMismatches(const Problems& pr, const WgmmaFp8Model& model,
+                        const std::vector<float>& got) {
+  const std::vector<float> want = ModelOutputs(pr, model);
+  int64_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += FloatToBits(got[i]) != FloatToBits(want[i]);
+  return differ;
+}
+
+// Fact 5's variants: how many of wgmma's elements each model variant misses.
+void ReportModelVariants(const ClassSpec& cs, const Problems& pr, const std::vector<float>& wg) {
+  WgmmaFp8Model own, sub, f12, f14;
+  own.cut_at_own_lead = true;
+  sub.subnormal_true_exponent = true;
+  f12.fraction_bits = 12;
+  f14.fraction_bits = 14;
+  std::printf(
+      "{\"probe\": \"fp8_mma_bits\", \"class\": \"%s\", \"variant\": \"m64n%dk32x%d\", "
+      "\"compare\": \"wgmma_vs_model_variants\", \"elements\": %zu, \"own_lead\": %lld, "
+      "\"subnormal_true_exponent\": %lld, \"fraction_bits_12\": %lld, \"fraction_bits_14\": "
+      "%lld}\n",
+      cs.name, pr.n, pr.steps, wg.size(), static_cast<long long>(ModelMismatches(pr, own, wg)),
+      static_cast<long long>(ModelMismatches(pr, sub, wg)),
+      static_cast<long long>(ModelMismatches(pr, f12, wg)),
+      static_cast<long long>(ModelMismatches(pr, f14, wg)));
+  std::fflush(stdout);
+}
+
 // Fact 4 for one class: count problems of 256 columns; true when the exact class's sums are
 // exact on both paths (the wide and narrow descriptors' layouts), for the others always.
 bool WideVsNarrow(const ClassSpec& cs, int count, uint32_t seed) {
@@ -427,9 +482,11 @@ bool WideVsNarrow(const ClassSpec& cs, int count, uint32_t seed) {
   std::printf(
       "{\"probe\": \"fp8_mma_bits\", \"class\": \"%s\", \"variant\": \"m64n256k32x4\", "
       "\"compare\": \"wgmma_n256_vs_n8\", \"n\": %d, \"elements\": %zu, \"mismatches\": %lld, "
-      "\"n256_not_exact\": %lld, \"n8_not_exact\": %lld, \"max_err_over_abs_sum\": %.3g}\n",
+      "\"n256_not_exact\": %lld, \"n8_not_exact\": %lld, \"max_err_over_abs_sum\": %.3g, "
+      "\"n256_vs_model\": %lld}\n",
       cs.name, count, out_n, static_cast<long long>(differ), static_cast<long long>(wide_inexact),
-      static_cast<long long>(narrow_inexact), max_rel);
+      static_cast<long long>(narrow_inexact), max_rel,
+      static_cast<long long>(ModelMismatches(pr, WgmmaFp8Model{}, wide)));
   std::fflush(stdout);
   return cs.cls != Cls::kExact || (wide_inexact == 0 && narrow_inexact == 0);
 }
@@ -462,6 +519,8 @@ int main(int argc, char** argv) {
       const int64_t wg = Compare(cs, pr, "wgmma_vs_exact", o.wg, exact, true);
       Compare(cs, pr, "fp8_vs_f16", o.fp8, o.f16, false);
       Compare(cs, pr, "wgmma_vs_mma", o.wg, o.fp8, false);
+      Compare(cs, pr, "wgmma_vs_model", o.wg, ModelOutputs(pr, WgmmaFp8Model{}), false);
+      ReportModelVariants(cs, pr, o.wg);
       if (cs.cls == Cls::kExact) exact_ok &= f8 == 0 && f16 == 0 && wg == 0;
     }
   }

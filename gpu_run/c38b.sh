@@ -27,7 +27,7 @@ for n in 1 2 4; do
   echo "ep=$n prefill1024 rc=$rc $(python3 -c "print(round($e-$s,3))") s md5 $(md5sum < /tmp/l$n.npy | cut -c1-8); decode64 rc=$rc2 $(python3 -c "print(round($e2-$s2,3))") s md5 $(md5sum < /tmp/d$n.npy | cut -c1-8)"; tail -2 /tmp/e$n.log
 done
 timeout 120 build-cuda/bin/probe_fp8_mma_bits > "$OUT/probe_fp8.jsonl" 2>&1; echo "probe rc=$? $(( $(date +%s) - t0 )) s"
-grep -E "n256_vs_n8|exact class" "$OUT/probe_fp8.jsonl"
+grep -E "n256_vs_n8|exact class|wgmma_vs_model" "$OUT/probe_fp8.jsonl"
 NC="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats"
 # (bench_hc launches the post once before its timings: the pre reads its partials.)
 for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKernel 1" "post_moe HcPostMixKernel 1"; do
