@@ -1,0 +1,215 @@
+// What Hopper's FP8 instructions would cost the FP8 / FP4 linears in accuracy (issue 27's
+// FP8-instruction numerics mode), on the CPU through bench/wgmma_fp8_model.h.
+//
+// A linear y = x · Wᵀ with x quantized as act_quant does (e4m3, a power-of-two scale per 128
+// columns; spec §2.12) and W in the official formats: FP8 (e4m3, one power-of-two scale per
+// 128 x 128 block) or FP4 (e2m1, one power-of-two scale per 32 columns of a row, the routed
+// experts). Three results per element:
+//   true:  x · W with neither quantized (double) — what the model means;
+//   exact: the quantized operands' exact sum (double) — today's f16 chains keep fp32 accuracy of
+//          it (docs/perf.md), so this stands for today's numerics;
+//   mma:   the FP8-instruction form: per 128-column block (FP8) four wgmma k32 steps chained from
+//          zero, then acc = fmaf(r, s_w * s_x, acc) (DeepGEMM's promotion every 128 k); or (FP4)
+//          per 32-column group one step from zero, blk = fmaf(r, s_g, blk), and per 128-column
+//          block acc = fmaf(blk, s_x, acc) (the structure of today's FP4 kernels,
+//          qlinear_core.cuh).
+//          `--promote 64`: FP8 chains of two steps (today's 64-column pairs).
+// It reports, over the m x n outputs and relative to the rms of the exact outputs, the median,
+// p99 and max of |mma - exact| (what the instructions add) and of |exact - true| (what act_quant
+// and the weight format already cost, on every path today), and their ratio.
+//   bench_fp8_mma_error [--m 32] [--n 256] [--k 1024,2048,4096,8192] [--outliers 0.01]
+//                       [--outlier-scale 30] [--promote 128|64] [--seed 1]
+//   ->  one JSON line per (format, k)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/quant_codec.h"
+#include "wgmma_fp8_model.h"
+
+namespace qc = dsinfer::backend::qc;
+
+namespace {
+
+// "a,b,c" -> {a, b, c} (an entry that is not a number: 0, refused by the caller).
+std::vector<int> IntList(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+struct Options {
+  int m = 32, n = 256, promote = 128;
+  std::vector<int> ks = {1024, 2048, 4096, 8192};
+  double outliers = 0.01, outlier_scale = 30.0;
+  uint32_t seed = 1;
+};
+
+// A row-major [rows, k] matrix quantized in blocks of (br rows x bc columns), each with its own
+// power-of-two scale: codes (e4m3 bytes, or e2m1 codes as the e4m3 bytes of their values) and
+// the scale of every element's block.
+struct Quantized {
+  std::vector<uint8_t> code;  // e4m3 bytes
+  std::vector<float> scale;   // per element (its block's)
+  std::vector<double> value;  // code value * scale
+};
+
+Quantized Quantize(const std::vector<float>& a, int rows, int k, int br, int bc, qc::Kind kind) {
+  Quantized q;
+  q.code.resize(a.size());
+  q.scale.resize(a.size());
+  q.value.resize(a.size());
+  for (int r0 = 0; r0 < rows; r0 += br) {
+    for (int c0 = 0; c0 < k; c0 += bc) {
+      float amax = 0.0f;
+      for (int r = r0; r < std::min(rows, r0 + br); ++r)
+        for (int c = c0; c < std::min(k, c0 + bc); ++c)
+          amax = std::max(amax, std::fabs(a[static_cast<size_t>(r) * k + c]));
+      const float s = qc::ScaleOfByte(kind, qc::ScaleByte(kind, amax));
+      for (int r = r0; r < std::min(rows, r0 + br); ++r) {
+        for (int c = c0; c < std::min(k, c0 + bc); ++c) {
+          const size_t i = static_cast<size_t>(r) * k + c;
+          const uint8_t code = qc::Code(kind, a[i], s);
+          const float v = qc::ValueOfCode(kind, code);
+          // e2m1 values are e4m3 values: the FP8 instruction takes them as such.
+          q.code[i] = kind == qc::Kind::kFp8Pow2 ? code : qc::FloatToE4m3(v);
+          q.scale[i] = s;
+          q.value[i] = static_cast<double>(v) * s;
+        }
+      }
+    }
+  }
+  return q;
+}
+
+struct Stats {
+  double median = 0, p99 = 0, max = 0;
+};
+Stats Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Stats s;
+  if (v.empty()) return s;
+  s.median = v[v.size() / 2];
+  s.p99 = v[std::min(v.size() - 1, v.size() * 99 / 100)];
+  s.max = v.back();
+  return s;
+}
+
+void Run(const Options& o, bool fp4, int k) {
+  std::mt19937 rng(o.seed * 7919u + static_cast<uint32_t>(k) + (fp4 ? 1u : 0u));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  // Activations: unit normals with a few outlier channels (as transformer activations have).
+  std::vector<float> x(static_cast<size_t>(o.m) * k), w(static_cast<size_t>(o.n) * k);
+  std::vector<float> channel(k, 1.0f);
+  for (float& c : channel) c = unit(rng) < o.outliers ? static_cast<float>(o.outlier_scale) : 1.0f;
+  for (int r = 0; r < o.m; ++r)
+    for (int c = 0; c < k; ++c) x[static_cast<size_t>(r) * k + c] = normal(rng) * channel[c];
+  for (float& v : w) v = normal(rng) * 0.02f;
+  const Quantized xq = Quantize(x, o.m, k, 1, 128, qc::Kind::kFp8Pow2);
+  const Quantized wq = fp4 ? Quantize(w, o.n, k, 1, 32, qc::Kind::kFp4Pow2)
+                           : Quantize(w, o.n, k, 128, 128, qc::Kind::kFp8Pow2);
+  const probe::WgmmaFp8Model model;
+  const size_t outs = static_cast<size_t>(o.m) * o.n;
+  std::vector<double> y_true(outs), y_exact(outs), y_mma(outs);
+  const int workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int wk = 0; wk < workers; ++wk) {
+    pool.emplace_back([&, wk] {
+      for (size_t e = wk; e < outs; e += workers) {
+        const int i = static_cast<int>(e / o.n), j = static_cast<int>(e % o.n);
+        const size_t xo = static_cast<size_t>(i) * k, wo = static_cast<size_t>(j) * k;
+        double t = 0.0, ex = 0.0;
+        for (int c = 0; c < k; ++c) {
+          t += static_cast<double>(x[xo + c]) * w[wo + c];
+          ex += xq.value[xo + c] * wq.value[wo + c];
+        }
+        float acc = 0.0f;
+        for (int b = 0; b < k; b += 128) {
+          const float sx = xq.scale[xo + b];
+          if (fp4) {
+            float blk = 0.0f;
+            for (int g = b; g < std::min(k, b + 128); g += 32) {
+              const float r = model.Step(&xq.code[xo + g], &wq.code[wo + g], 0.0f);
+              blk = std::fmaf(r, wq.scale[wo + g], blk);
+            }
+            acc = std::fmaf(blk, sx, acc);
+          } else {
+            for (int p = b; p < std::min(k, b + 128); p += o.promote) {
+              const float r = model.Chain(&xq.code[xo + p], &wq.code[wo + p], o.promote);
+              acc = std::fmaf(r, wq.scale[wo + p] * sx, acc);
+            }
+          }
+        }
+        y_true[e] = t;
+        y_exact[e] = ex;
+        y_mma[e] = acc;
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  double ss = 0.0;
+  for (double v : y_exact) ss += v * v;
+  const double rms = std::sqrt(ss / static_cast<double>(outs));
+  std::vector<double> e_mma(outs), e_quant(outs);
+  for (size_t e = 0; e < outs; ++e) {
+    e_mma[e] = std::fabs(y_mma[e] - y_exact[e]) / rms;
+    e_quant[e] = std::fabs(y_exact[e] - y_true[e]) / rms;
+  }
+  const Stats sm = Summarize(e_mma), sq = Summarize(e_quant);
+  std::printf(
+      "{\"bench\": \"fp8_mma_error\", \"format\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, "
+      "\"promote\": %d, \"mma_vs_exact_median\": %.3g, \"mma_vs_exact_p99\": %.3g, "
+      "\"mma_vs_exact_max\": %.3g, \"quant_vs_true_median\": %.3g, \"quant_vs_true_p99\": %.3g, "
+      "\"quant_vs_true_max\": %.3g, \"median_ratio\": %.3g}\n",
+      fp4 ? "fp4" : "fp8", o.m, o.n, k, fp4 ? 32 : o.promote, sm.median, sm.p99, sm.max, sq.median,
+      sq.p99, sq.max, sq.median > 0 ? sm.median / sq.median : 0.0);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--m" && has_value) {
+      o.m = std::atoi(argv[++i]);
+    } else if (a == "--n" && has_value) {
+      o.n = std::atoi(argv[++i]);
+    } else if (a == "--k" && has_value) {
+      o.ks = IntList(argv[++i]);
+    } else if (a == "--outliers" && has_value) {
+      o.outliers = std::atof(argv[++i]);
+    } else if (a == "--outlier-scale" && has_value) {
+      o.outlier_scale = std::atof(argv[++i]);
+    } else if (a == "--promote" && has_value) {
+      o.promote = std::atoi(argv[++i]);
+    } else if (a == "--seed" && has_value) {
+      o.seed = static_cast<uint32_t>(std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "bench_fp8_mma_error: unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  bool ok = o.m > 0 && o.n > 0 && (o.promote == 64 || o.promote == 128) && !o.ks.empty();
+  for (int k : o.ks) ok = ok && k > 0 && k % 128 == 0;
+  if (!ok) {
+    std::fprintf(stderr,
+                 "bench_fp8_mma_error: --m and --n positive, --k multiples of 128, --promote 64 or "
+                 "128\n");
+    return 2;
+  }
+  for (bool fp4 : {false, true})
+    for (int k : o.ks) Run(o, fp4, k);
+  return 0;
+}
