@@ -4,6 +4,8 @@
 # probe_fp8_mma_bits (its new fact 4: wgmma .e4m3 columns at N = 256 against N = 8, and the k128
 # chain's error), ncu of the mHC kernels at 8,192 tokens (bench_hc), bench_indexer (first run),
 # and ncu of the batch-1 attention. Carry [".devcarry", "gpu_run"].
+# Session 38 (no device) also put the probe (now with fact 5: the wgmma model against every
+# element) and bench_fp8_gemm (the FP8-instruction dense linear) before the rest.
 # Session 38 (no device) put first: a kernel timeline of one graph-replayed batch-1 decode step
 # (tools/cupti_trace; the eager profile overstates the graph's step, and the last timeline is
 # round 15's at 1.35 ms): which kernels are on the chain of today's 1.68 ms.
@@ -17,6 +19,14 @@ g++ -O2 -std=c++20 -shared -fPIC -I/usr/local/cuda/include tools/cupti_trace/cup
   python3 tools/cupti_trace/timeline.py /tmp/trace_b$b.csv --chain > "$OUT/timeline_b$b.txt" 2>&1; echo "timeline b$b rc=$? $(( $(date +%s) - t0 )) s"
   head -28 "$OUT/timeline_b$b.txt"
 done
+timeout 120 build-cuda/bin/probe_fp8_mma_bits > "$OUT/probe_fp8.jsonl" 2>&1; echo "probe rc=$? $(( $(date +%s) - t0 )) s"
+grep -E "n256_vs_n8|exact class|wgmma_vs_model" "$OUT/probe_fp8.jsonl"
+# Session 38: the dense FP8 linear on the FP8 instructions (a first, untuned kernel), bit for bit
+# against the wgmma model and timed at 8,192 tokens; today's kernels on the same shapes after it.
+timeout 90 build-cuda/bin/bench_fp8_gemm > "$OUT/fp8_gemm.jsonl" 2>&1; echo "bench_fp8_gemm rc=$? $(( $(date +%s) - t0 )) s"
+grep -o '"shape": "[a-z_0-9]*"\|"us": [0-9.]*\|"tflops": [0-9.]*\|"model_mismatches": [0-9]*' "$OUT/fp8_gemm.jsonl" | paste - - - -; grep -m3 "vs model" "$OUT/fp8_gemm.jsonl"
+for sh in wq_a wq_b wkv idx_wq_b wo_b shared_w2; do timeout 30 build-cuda/bin/bench_qgemm --tokens 8192 --only $sh 2>&1 | grep '"qgemm"'; done > "$OUT/qgemm_8192.jsonl"
+grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"tflops": [0-9.]*' "$OUT/qgemm_8192.jsonl" | paste - - - -
 # Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
 $B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
 python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(1024)]))" > /tmp/ids.json
@@ -26,8 +36,6 @@ for n in 1 2 4; do
   s2=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids64.json --chunks $(python3 -c "print(','.join(['1']*64))") --expert-parallel $n --out /tmp/d$n.npy > /dev/null 2>> /tmp/e$n.log; rc2=$?; e2=$(date +%s.%N)
   echo "ep=$n prefill1024 rc=$rc $(python3 -c "print(round($e-$s,3))") s md5 $(md5sum < /tmp/l$n.npy | cut -c1-8); decode64 rc=$rc2 $(python3 -c "print(round($e2-$s2,3))") s md5 $(md5sum < /tmp/d$n.npy | cut -c1-8)"; tail -2 /tmp/e$n.log
 done
-timeout 120 build-cuda/bin/probe_fp8_mma_bits > "$OUT/probe_fp8.jsonl" 2>&1; echo "probe rc=$? $(( $(date +%s) - t0 )) s"
-grep -E "n256_vs_n8|exact class|wgmma_vs_model" "$OUT/probe_fp8.jsonl"
 NC="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section SchedulerStats"
 # (bench_hc launches the post once before its timings: the pre reads its partials.)
 for kk in "mix HcMixKernel 0" "pre HcPreFinishSplitKernel 0" "post HcPostMixKernel 1" "post_moe HcPostMixKernel 1"; do
