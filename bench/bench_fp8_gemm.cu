@@ -18,7 +18,9 @@
 // median), TFLOP/s and the ratio to the FP8 dense peak (1,979 TFLOP/s, H100 / H200 SXM), and the
 // bitwise mismatches of a sample of elements against the model (the model's own check:
 // probe_fp8_mma_bits, fact 5). Today's kernel on the same shapes: bench_qgemm --tokens M.
-//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 4096] [--reps 20]
+// First, on the host (alone with --host-check: no device needed), the kernel's staging and
+// fragment addressing read back through wgmma's operand layouts (HostCheck).
+//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 4096] [--reps 20] [--host-check]
 // Exit 0 if every sampled element matches the model, 1 if not, 2 without an sm_90 device.
 #include <cuda_runtime.h>
 
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -44,13 +47,21 @@ namespace qc = dsinfer::backend::qc;
 using probe::WgmmaFp8Model;
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kBK = 128, kStages = 4;
-constexpr int kWPitch = 144;               // bytes per staged weight row (conflict-free A loads)
-constexpr int kXBytes = kBN * kBK;         // [4 steps][2 halves][128 tokens][16 bytes]
-constexpr int kWBytes = kBM * kWPitch;     // [128 rows][144 bytes]
-constexpr int kSxOff = kXBytes + kWBytes;  // the tokens' scales of the block, then s_w
-constexpr int kStageBytes = (kSxOff + kBN * 4 + 16 + 1023) / 1024 * 1024;
-constexpr int kSmem = kStages * kStageBytes;
 constexpr double kFp8PeakTflops = 1979.0;
+
+// A stage: the tokens' block [4 k32 steps][2 k halves][128 tokens][16 bytes] first (the layout
+// WgmmaDescB reads), then the 128 weight rows (FP8: 128 bytes each, padded to 144; FP4: 64 bytes
+// of nibble pairs, padded to 80: conflict-free fragment loads either way), then FP4's group
+// scales [128 rows][4 floats], the tokens' act_quant scales and (FP8) the weight block's scale.
+template <bool kFp4>
+struct Cfg {
+  static constexpr int kXBytes = kBN * kBK;
+  static constexpr int kWPitch = kFp4 ? 80 : 144;
+  static constexpr int kSgOff = kXBytes + kBM * kWPitch;
+  static constexpr int kSxOff = kSgOff + (kFp4 ? kBM * 16 : 0);
+  static constexpr int kStageBytes = (kSxOff + kBN * 4 + 16 + 1023) / 1024 * 1024;
+  static constexpr int kSmem = kStages * kStageBytes;
+};
 
 // wgmma m64n128k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B. d[4j + 0..3]: n8 tile j's fragment of the warp's rows (rows g, g + 8).
@@ -72,35 +83,94 @@ __device__ __forceinline__ void WgmmaFp8N128(float (&d)[64], const uint32_t (&a)
 #undef F16
 #undef F4
 
-// x: [m, k] e4m3 (act_quant's codes), xs: [m, k / 128] scales; w: [n, k] e4m3, ws: [n / 128,
-// k / 128] block scales; y: [m, n]. n a multiple of 128, k of 128.
+// prmt.b32 (PTX, default mode): byte i of the result is byte (sel nibble i) & 7 of {b, a}, or, when
+// that nibble's bit 3 is set, the selected byte's sign bit over all 8 bits. The host form (the
+// host check) follows the PTX ISA's definition.
+__host__ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+#else
+  const uint64_t pool = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t nib = (sel >> (4 * i)) & 15u;
+    uint32_t byte = static_cast<uint32_t>(pool >> (8 * (nib & 7u))) & 0xffu;
+    if (nib & 8u) byte = (byte & 0x80u) != 0 ? 0xffu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+// Four e2m1 codes (the low 16 bits of v, the lowest k in the lowest nibble) -> their four e4m3
+// bytes (the same values): the magnitudes through a byte table (0, 0.5, 1, 1.5, 2, 3, 4, 6 ->
+// 0x00, 0x30, 0x38, 0x3c, 0x40, 0x44, 0x48, 0x4c), the signs through prmt's sign-replicate mode
+// (a selector nibble with bit 3 set gives 0xff from a byte 0x80, else 0x80).
+__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
+  const uint32_t mag = Prmt(0x3c383000u, 0x4c484440u, v & 0x7777u);
+  const uint32_t rep = Prmt(0x80808080u, 0x80808080u, v & 0xffffu);
+  return mag | (((rep & 0x7f7f7f7fu) << 1) & 0x80808080u);
+}
+
+// Where the kernel puts and finds things in a stage (shared by the kernel and the host check):
+// token i's 16-byte chunk ch of the block (k 16 ch .. + 15) in the tokens' area, weight row r's
+// chunk ch in the weights' area, and the byte offset in the weights' area of the A register q
+// (0..3: rows r, r + 8, r, r + 8; k + 0, + 0, + 16, + 16) of k32 step s for lane quad index t
+// (FP8: 4 codes; FP4: the 2 bytes of 4 nibbles).
+__host__ __device__ __forceinline__ int XStageOff(int i, int ch) {
+  return (ch / 2) * (kBN * 32) + (ch % 2) * (kBN * 16) + i * 16;
+}
+template <bool kFp4>
+__host__ __device__ __forceinline__ int WStageOff(int r, int ch) {
+  return r * Cfg<kFp4>::kWPitch + ch * 16;
+}
+template <bool kFp4>
+__host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
+  const int row = r + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2);
+  return row * Cfg<kFp4>::kWPitch + (kFp4 ? k / 2 : k);
+}
+
+// x: [m, k] e4m3 (act_quant's codes), xs: [m, k / 128] scales. FP8: w [n, k] e4m3, ws [n / 128,
+// k / 128] block scales; per 128-column block r = 4 chained steps, acc = fmaf(r, s_w * s_x, acc).
+// FP4: w [n, k / 2] e2m1 pairs (the even k in the low nibble), ws [n, k / 32] group scales; per
+// 32-column group r = one step, acc = fmaf(r, s_g * s_x, acc). y: [m, n]; n, k multiples of 128.
+template <bool kFp4>
 __global__ void __launch_bounds__(kThreads, 1)
     Fp8GemmKernel(const uint8_t* __restrict__ x, const float* __restrict__ xs,
                   const uint8_t* __restrict__ w, const float* __restrict__ ws,
                   float* __restrict__ y, int m, int n, int k) {
+  using C = Cfg<kFp4>;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = blockIdx.x * kBM, tok0 = blockIdx.y * kBN, nblk = k / kBK;
-  auto stage = [&](int s) { return smem + s * kStageBytes; };
+  const int64_t wrow = kFp4 ? k / 2 : k;  // bytes per weight row
+  auto stage = [&](int s) { return smem + s * C::kStageBytes; };
   auto load = [&](int s, int kb) {
     uint8_t* st = stage(s);
     for (int c = threadIdx.x; c < kBN * 8; c += kThreads) {  // token i's 16-byte chunk ch
       const int i = c / 8, ch = c % 8;
       const bool ok = tok0 + i < m;
-      cu::CpAsync16(st + (ch / 2) * (kBN * 32) + (ch % 2) * (kBN * 16) + i * 16,
+      cu::CpAsync16(st + XStageOff(i, ch),
                     ok ? x + static_cast<int64_t>(tok0 + i) * k + kb * kBK + ch * 16 : x, ok);
     }
-    for (int c = threadIdx.x; c < kBM * 8; c += kThreads) {  // weight row r's chunk ch
-      const int r = c / 8, ch = c % 8;
-      cu::CpAsync16(st + kXBytes + r * kWPitch + ch * 16,
-                    w + static_cast<int64_t>(row0 + r) * k + kb * kBK + ch * 16, true);
+    constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
+    for (int c = threadIdx.x; c < kBM * kChunks; c += kThreads) {
+      const int r = c / kChunks, ch = c % kChunks;
+      cu::CpAsync16(st + C::kXBytes + WStageOff<kFp4>(r, ch),
+                    w + (row0 + r) * wrow + kb * (kBK * kChunks / 8) + ch * 16, true);
     }
-    float* sx = reinterpret_cast<float*>(st + kSxOff);
+    if constexpr (kFp4) {  // the rows' 4 group scales of the block
+      if (threadIdx.x < kBM)
+        cu::CpAsync16(st + C::kSgOff + threadIdx.x * 16,
+                      ws + static_cast<int64_t>(row0 + threadIdx.x) * (k / 32) + kb * 4, true);
+    }
+    float* sx = reinterpret_cast<float*>(st + C::kSxOff);
     if (threadIdx.x < kBN) {
       const bool ok = tok0 + threadIdx.x < m;
       cu::CpAsync4(sx + threadIdx.x,
                    ok ? xs + static_cast<int64_t>(tok0 + threadIdx.x) * nblk + kb : xs, ok);
-    } else if (threadIdx.x == kBN) {
+    } else if (!kFp4 && threadIdx.x == kBN) {
       cu::CpAsync4(sx + kBN, ws + static_cast<int64_t>(row0 / kBM) * nblk + kb, true);
     }
   };
@@ -109,6 +179,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[64], r[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = r[i] = 0.0f;
+  // acc += r * (s_row(e) * s_x(token)) for the fragment: s_lo for row r0, s_hi for r0 + 8.
+  auto promote = [&](const float* sx, float s_lo, float s_hi) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float x0 = sx[8 * j + 2 * t], x1 = sx[8 * j + 2 * t + 1];
+      acc[4 * j] = fmaf(r[4 * j], s_lo * x0, acc[4 * j]);
+      acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * x1, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * x0, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * x1, acc[4 * j + 3]);
+    }
+  };
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < nblk) load(s, s);
     cu::CpAsyncCommit();
@@ -120,32 +201,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kb + kStages - 1 < nblk) load((kb + kStages - 1) % kStages, kb + kStages - 1);
     cu::CpAsyncCommit();
     const uint8_t* st = stage(kb % kStages);
-    const uint8_t* wr = st + kXBytes;
+    const uint8_t* wr = st + C::kXBytes;
+    const float* sx = reinterpret_cast<const float*>(st + C::kSxOff);
+    const uint32_t xa = cu::SmemAddr(st);
+    // Step s's A fragment: rows r0 / r0 + 8, k 32 s + 4 t .. + 3 and + 16.
     uint32_t af[4][4];
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      const int k0 = 32 * s + 4 * t;
-      af[s][0] = *reinterpret_cast<const uint32_t*>(wr + r0 * kWPitch + k0);
-      af[s][1] = *reinterpret_cast<const uint32_t*>(wr + (r0 + 8) * kWPitch + k0);
-      af[s][2] = *reinterpret_cast<const uint32_t*>(wr + r0 * kWPitch + k0 + 16);
-      af[s][3] = *reinterpret_cast<const uint32_t*>(wr + (r0 + 8) * kWPitch + k0 + 16);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (kFp4) {
+          af[s][q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)));
+        } else {
+          af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
+        }
+      }
     }
-    const uint32_t xa = cu::SmemAddr(st);
-    cu::WgmmaFence();
+    if constexpr (kFp4) {
+      // A group's step from zero, then its promotion (the group scales of rows r0 / r0 + 8).
+      const float* sg = reinterpret_cast<const float*>(st + C::kSgOff);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) WgmmaFp8N128(r, af[s], cu::WgmmaDescB<kBN>(xa + s * kBN * 32), s);
-    cu::WgmmaCommit();
-    cu::WgmmaWait<0>();
-    cu::WgmmaFenceOperand(r);
-    const float* sx = reinterpret_cast<const float*>(st + kSxOff);
-    const float sw = sx[kBN];
+      for (int s = 0; s < 4; ++s) {
+        cu::WgmmaFence();
+        WgmmaFp8N128(r, af[s], cu::WgmmaDescB<kBN>(xa + s * kBN * 32), 0);
+        cu::WgmmaCommit();
+        cu::WgmmaWait<0>();
+        cu::WgmmaFenceOperand(r);
+        promote(sx, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s]);
+      }
+    } else {
+      cu::WgmmaFence();
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float s0 = sw * sx[8 * j + 2 * t], s1 = sw * sx[8 * j + 2 * t + 1];
-      acc[4 * j] = fmaf(r[4 * j], s0, acc[4 * j]);
-      acc[4 * j + 1] = fmaf(r[4 * j + 1], s1, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(r[4 * j + 2], s0, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(r[4 * j + 3], s1, acc[4 * j + 3]);
+      for (int s = 0; s < 4; ++s) WgmmaFp8N128(r, af[s], cu::WgmmaDescB<kBN>(xa + s * kBN * 32), s);
+      cu::WgmmaCommit();
+      cu::WgmmaWait<0>();
+      cu::WgmmaFenceOperand(r);
+      const float sw = sx[kBN];
+      promote(sx, sw, sw);
     }
   }
   cu::CpAsyncWait<0>();
@@ -162,12 +254,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 struct Shape {
   const char* name;
   int n, k;
+  bool fp4;
 };
 
-// Quantized operands as the model holds them: codes and, per element, its block's scale index.
+// Quantized operands: the codes the kernel reads (FP4 weights: e2m1 pairs), each element's e4m3
+// code (what the instruction multiplies; the model's input) and the scales.
 struct Operand {
-  std::vector<uint8_t> code;
-  std::vector<float> scale;  // x: [m][k / 128]; w: [n / 128][k / 128]
+  std::vector<uint8_t> code;  // as uploaded
+  std::vector<uint8_t> e4m3;  // [rows][k]
+  std::vector<float> scale;   // x: [m][k / 128]; FP8 w: [n / 128][k / 128]; FP4 w: [n][k / 32]
 };
 
 Operand QuantizeActivations(int m, int k, std::mt19937& rng) {
@@ -188,53 +283,156 @@ Operand QuantizeActivations(int m, int k, std::mt19937& rng) {
             qc::Code(qc::Kind::kFp8Pow2, row[b * 128 + c], s);
     }
   }
+  o.e4m3 = o.code;
   return o;
 }
 
-Operand QuantizeWeights(int n, int k, std::mt19937& rng) {
+// Weights as the checkpoints hold them: FP8 with a scale per 128 x 128 block, or FP4 (the routed
+// experts) with a power-of-two scale per 32 columns of a row.
+Operand QuantizeWeights(int n, int k, bool fp4, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> w(static_cast<size_t>(n) * k);
   for (float& v : w) v = normal(rng);
   Operand o;
-  o.code.resize(w.size());
-  o.scale.resize(static_cast<size_t>(n / 128) * (k / 128));
-  for (int rb = 0; rb < n / 128; ++rb) {
-    for (int cb = 0; cb < k / 128; ++cb) {
+  o.e4m3.resize(w.size());
+  const int br = fp4 ? 1 : 128, bc = fp4 ? 32 : 128;
+  const qc::Kind kind = fp4 ? qc::Kind::kFp4Pow2 : qc::Kind::kFp8Pow2;
+  o.scale.resize(static_cast<size_t>(n / br) * (k / bc));
+  if (fp4) o.code.assign(w.size() / 2, 0);
+  for (int rb = 0; rb < n / br; ++rb) {
+    for (int cb = 0; cb < k / bc; ++cb) {
       float amax = 0.0f;
-      for (int r = 0; r < 128; ++r)
-        for (int c = 0; c < 128; ++c)
-          amax = std::max(amax, std::fabs(w[static_cast<size_t>(rb * 128 + r) * k + cb * 128 + c]));
-      const float s = qc::ScaleOfByte(qc::Kind::kFp8Pow2, qc::ScaleByte(qc::Kind::kFp8Pow2, amax));
-      o.scale[static_cast<size_t>(rb) * (k / 128) + cb] = s;
-      for (int r = 0; r < 128; ++r)
-        for (int c = 0; c < 128; ++c) {
-          const size_t i = static_cast<size_t>(rb * 128 + r) * k + cb * 128 + c;
-          o.code[i] = qc::Code(qc::Kind::kFp8Pow2, w[i], s);
+      for (int r = 0; r < br; ++r)
+        for (int c = 0; c < bc; ++c)
+          amax = std::max(amax, std::fabs(w[static_cast<size_t>(rb * br + r) * k + cb * bc + c]));
+      const float s = qc::ScaleOfByte(kind, qc::ScaleByte(kind, amax));
+      o.scale[static_cast<size_t>(rb) * (k / bc) + cb] = s;
+      for (int r = 0; r < br; ++r) {
+        for (int c = 0; c < bc; ++c) {
+          const size_t i = static_cast<size_t>(rb * br + r) * k + cb * bc + c;
+          const uint8_t code = qc::Code(kind, w[i], s);
+          if (fp4) {
+            o.code[i / 2] |= static_cast<uint8_t>(code << (4 * (i % 2)));
+            o.e4m3[i] = qc::FloatToE4m3(qc::E2m1Value(code));
+          } else {
+            o.e4m3[i] = code;
+          }
         }
+      }
     }
   }
+  if (!fp4) o.code = o.e4m3;
   return o;
 }
 
 // The model's y[i, j] (the kernel's operations on the CPU).
-float ModelElement(const Operand& x, const Operand& w, int k, int i, int j) {
+float ModelElement(const Operand& x, const Operand& w, int k, bool fp4, int i, int j) {
   const WgmmaFp8Model model;
   const int nblk = k / 128;
+  const uint8_t* xr = &x.e4m3[static_cast<size_t>(i) * k];
+  const uint8_t* wr = &w.e4m3[static_cast<size_t>(j) * k];
   float acc = 0.0f;
   for (int b = 0; b < nblk; ++b) {
-    const float r = model.Chain(&x.code[static_cast<size_t>(i) * k + b * 128],
-                                &w.code[static_cast<size_t>(j) * k + b * 128], 128);
-    const float s = w.scale[static_cast<size_t>(j / 128) * nblk + b] *
-                    x.scale[static_cast<size_t>(i) * nblk + b];
-    acc = std::fmaf(r, s, acc);
+    const float sx = x.scale[static_cast<size_t>(i) * nblk + b];
+    if (fp4) {
+      for (int gi = 4 * b; gi < 4 * b + 4; ++gi) {
+        const float r = model.Step(xr + 32 * gi, wr + 32 * gi, 0.0f);
+        acc = std::fmaf(r, w.scale[static_cast<size_t>(j) * (k / 32) + gi] * sx, acc);
+      }
+    } else {
+      const float r = model.Chain(xr + 128 * b, wr + 128 * b, 128);
+      acc = std::fmaf(r, w.scale[static_cast<size_t>(j / 128) * nblk + b] * sx, acc);
+    }
   }
   return acc;
+}
+
+// On the host: whether the operands the kernel stages reach the instruction as intended. One
+// block's token and weight codes are written where the kernel writes them (XStageOff, WStageOff)
+// and read back as wgmma reads them: B through WgmmaDescB's geometry (token n's k of step s at
+// s * N * 32 + (k / 16) * N * 16 + n * 16 + k % 16), A from the registers the kernel loads (AOff,
+// E2m1x4ToE4m3) under the e4m3 A-fragment layout (warp w, lane (g, t), register q: row 16 w + g +
+// 8 (q % 2), k 32 s + 4 t + 16 (q / 2) + byte); every code must come back. Also every 16-bit FP4
+// input of the conversion against the e2m1 table. Prints what fails; true if nothing does.
+template <bool kFp4>
+bool HostCheckLayout(std::mt19937& rng) {
+  using C = Cfg<kFp4>;
+  auto e4m3 = [&]() {
+    for (;;) {
+      const uint8_t b = static_cast<uint8_t>(rng() & 0xffu);
+      if ((b & 0x7f) != 0x7f) return b;
+    }
+  };
+  std::vector<uint8_t> x(kBN * kBK), wcodes(kBM * kBK), wbytes(kBM * (kFp4 ? kBK / 2 : kBK), 0);
+  for (auto& v : x) v = e4m3();
+  for (int i = 0; i < kBM * kBK; ++i) {
+    if (kFp4) {
+      const uint8_t nib = static_cast<uint8_t>(rng() & 15u);
+      wbytes[i / 2] |= static_cast<uint8_t>(nib << (4 * (i % 2)));
+      wcodes[i] = nib == 8 ? 0x80 : qc::FloatToE4m3(qc::E2m1Value(nib));
+    } else {
+      wcodes[i] = wbytes[i] = e4m3();
+    }
+  }
+  std::vector<uint8_t> st(C::kStageBytes, 0);
+  for (int i = 0; i < kBN; ++i)
+    for (int ch = 0; ch < 8; ++ch) std::memcpy(&st[XStageOff(i, ch)], &x[i * kBK + ch * 16], 16);
+  const int chunks = kFp4 ? 4 : 8;
+  for (int r = 0; r < kBM; ++r)
+    for (int ch = 0; ch < chunks; ++ch)
+      std::memcpy(&st[C::kXBytes + WStageOff<kFp4>(r, ch)], &wbytes[r * chunks * 16 + ch * 16], 16);
+  int bad = 0;
+  for (int s = 0; s < 4; ++s)
+    for (int n = 0; n < kBN; ++n)
+      for (int k = 0; k < 32; ++k)
+        bad += st[s * kBN * 32 + (k / 16) * kBN * 16 + n * 16 + k % 16] != x[n * kBK + 32 * s + k];
+  if (bad != 0) std::printf("host check (%s): %d B codes misplaced\n", kFp4 ? "fp4" : "fp8", bad);
+  int bad_a = 0;
+  for (int wg = 0; wg < 2; ++wg)
+    for (int w = 0; w < 4; ++w)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int s = 0; s < 4; ++s)
+          for (int q = 0; q < 4; ++q) {
+            const int g = lane / 4, t = lane % 4, r0 = wg * 64 + w * 16 + g;
+            uint32_t reg;
+            const uint8_t* src = &st[C::kXBytes + AOff<kFp4>(r0, q, s, t)];
+            if (kFp4) {
+              reg = E2m1x4ToE4m3(static_cast<uint32_t>(src[0]) |
+                                 (static_cast<uint32_t>(src[1]) << 8));
+            } else {
+              std::memcpy(&reg, src, 4);
+            }
+            for (int b = 0; b < 4; ++b) {
+              const int row = wg * 64 + 16 * w + g + 8 * (q % 2),
+                        k = 32 * s + 4 * t + 16 * (q / 2) + b;
+              bad_a += static_cast<uint8_t>(reg >> (8 * b)) != wcodes[row * kBK + k];
+            }
+          }
+  if (bad_a != 0) std::printf("host check (%s): %d A codes wrong\n", kFp4 ? "fp4" : "fp8", bad_a);
+  return bad == 0 && bad_a == 0;
+}
+
+bool HostCheck() {
+  int bad = 0;
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const uint32_t got = E2m1x4ToE4m3(v);
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t nib = static_cast<uint8_t>((v >> (4 * i)) & 15u);
+      const uint8_t want = nib == 8 ? 0x80 : qc::FloatToE4m3(qc::E2m1Value(nib));  // (-0: 0x80)
+      bad += static_cast<uint8_t>(got >> (8 * i)) != want;
+    }
+  }
+  if (bad != 0) std::printf("host check: %d e2m1 -> e4m3 conversions wrong\n", bad);
+  std::mt19937 rng(38);
+  const bool fp8_ok = HostCheckLayout<false>(rng), fp4_ok = HostCheckLayout<true>(rng);
+  return bad == 0 && fp8_ok && fp4_ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int m = 8192, sample = 4096, reps = 20;
+  bool host_only = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -247,6 +445,8 @@ int main(int argc, char** argv) {
       sample = std::atoi(argv[++i]);
     } else if (a == "--reps" && has_value) {
       reps = std::atoi(argv[++i]);
+    } else if (a == "--host-check") {
+      host_only = true;
     } else {
       std::fprintf(stderr, "bench_fp8_gemm: unknown flag %s\n", a.c_str());
       return 2;
@@ -256,30 +456,42 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_fp8_gemm: --tokens and --reps positive, --sample >= 0\n");
     return 2;
   }
+  const bool host_ok = HostCheck();
+  std::printf("{\"bench\": \"fp8_gemm_host_check\", \"ok\": %s}\n", host_ok ? "true" : "false");
+  if (host_only || !host_ok) return host_ok ? 0 : 1;
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
     std::fprintf(stderr, "bench_fp8_gemm: needs an sm_90 device\n");
     return 2;
   }
-  PROBE_CUDA_CHECK(
-      cudaFuncSetAttribute(Fp8GemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  PROBE_CUDA_CHECK(cudaFuncSetAttribute(
+      Fp8GemmKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<false>::kSmem));
+  PROBE_CUDA_CHECK(cudaFuncSetAttribute(
+      Fp8GemmKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<true>::kSmem));
   const Shape shapes[] = {{"wq_a", 1024, 4096},     {"wq_b", 32768, 1024},
                           {"wkv", 512, 4096},       {"idx_wq_b", 8192, 1024},
                           {"wo_b", 4096, 8192},     {"shared_w13", 4096, 4096},
                           {"shared_w2", 4096, 2048}};
-  std::printf("{\"bench\": \"fp8_gemm_setup\", \"device\": \"%s\", \"tokens\": %d, \"smem\": %d}\n",
-              prop.name, m, kSmem);
+  std::printf("{\"bench\": \"fp8_gemm_setup\", \"device\": \"%s\", \"tokens\": %d}\n", prop.name,
+              m);
   bool all_ok = true;
   std::mt19937 rng(20261205u);
   for (const Shape& sh : shapes) {
     if (!only.empty() && only != sh.name) continue;
-    const Operand x = QuantizeActivations(m, sh.k, rng), w = QuantizeWeights(sh.n, sh.k, rng);
+    const Operand x = QuantizeActivations(m, sh.k, rng);
+    const Operand w = QuantizeWeights(sh.n, sh.k, sh.fp4, rng);
     uint8_t *dx = probe::ToDevice(x.code), *dw = probe::ToDevice(w.code);
     float *dxs = probe::ToDevice(x.scale), *dws = probe::ToDevice(w.scale);
     float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
     const dim3 grid(sh.n / kBM, (m + kBN - 1) / kBN);
     auto launch = [&] {
-      Fp8GemmKernel<<<grid, kThreads, kSmem>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
+      if (sh.fp4) {
+        Fp8GemmKernel<true>
+            <<<grid, kThreads, Cfg<true>::kSmem>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
+      } else {
+        Fp8GemmKernel<false>
+            <<<grid, kThreads, Cfg<false>::kSmem>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
+      }
     };
     launch();
     PROBE_CUDA_CHECK(cudaGetLastError());
@@ -309,7 +521,7 @@ int main(int argc, char** argv) {
     for (int wk = 0; wk < workers; ++wk)
       pool.emplace_back([&, wk] {
         for (int s = wk; s < sample; s += workers)
-          want[s] = ModelElement(x, w, sh.k, picks[s].first, picks[s].second);
+          want[s] = ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second);
       });
     for (std::thread& th : pool) th.join();
     int64_t mismatches = 0;
@@ -322,11 +534,12 @@ int main(int argc, char** argv) {
     all_ok &= mismatches == 0;
     const double tflops = 2.0 * m * sh.n * static_cast<double>(sh.k) / (med * 1e-6) / 1e12;
     std::printf(
-        "{\"bench\": \"fp8_gemm\", \"shape\": \"%s\", \"tokens\": %d, \"n\": %d, \"k\": %d, "
+        "{\"bench\": \"fp8_gemm\", \"shape\": \"%s\", \"format\": \"%s\", \"tokens\": %d, "
+        "\"n\": %d, \"k\": %d, "
         "\"us\": %.1f, \"tflops\": %.1f, \"ratio_to_fp8_peak\": %.2f, \"sampled\": %d, "
         "\"model_mismatches\": %lld}\n",
-        sh.name, m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops, sample,
-        static_cast<long long>(mismatches));
+        sh.name, sh.fp4 ? "fp4" : "fp8", m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops,
+        sample, static_cast<long long>(mismatches));
     std::fflush(stdout);
     PROBE_CUDA_CHECK(cudaEventDestroy(e0));
     PROBE_CUDA_CHECK(cudaEventDestroy(e1));
