@@ -25,7 +25,7 @@ grep -E "n256_vs_n8|exact class|wgmma_vs_model" "$OUT/probe_fp8.jsonl"
 # against the wgmma model and timed at 8,192 tokens; today's kernels on the same shapes after it.
 timeout 120 build-cuda/bin/bench_fp8_gemm > "$OUT/fp8_gemm.jsonl" 2>&1; echo "bench_fp8_gemm rc=$? $(( $(date +%s) - t0 )) s"
 grep -o '"shape": "[a-z_0-9]*"\|"us": [0-9.]*\|"tflops": [0-9.]*\|"model_mismatches": [0-9]*' "$OUT/fp8_gemm.jsonl" | paste - - - -; grep -m4 "vs model\|host_check" "$OUT/fp8_gemm.jsonl"
-for sh in wq_a wq_b wkv idx_wq_b wo_b shared_w2; do timeout 30 build-cuda/bin/bench_qgemm --tokens 8192 --only $sh 2>&1 | grep '"qgemm"'; done > "$OUT/qgemm_8192.jsonl"
+for sh in wq_a wq_b wkv idx_wq_b wo_b shared_w13 shared_w2 experts_w13 experts_w2; do timeout 30 build-cuda/bin/bench_qgemm --tokens 8192 --only $sh 2>&1 | grep '"qgemm"'; done > "$OUT/qgemm_8192.jsonl"
 grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"tflops": [0-9.]*' "$OUT/qgemm_8192.jsonl" | paste - - - -
 # Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
 $B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
