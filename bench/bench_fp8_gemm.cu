@@ -38,12 +38,15 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
+#include "fp8_mma.cuh"
 #include "probe_bits.h"
 
 namespace {
 
 namespace cu = dsinfer::backend::cuda;
 namespace qc = dsinfer::backend::qc;
+using fp8mma::E2m1x4ToE4m3;
+using fp8mma::WgmmaFp8N128;
 using probe::WgmmaFp8Model;
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kBK = 128, kStages = 4;
@@ -62,56 +65,6 @@ struct Cfg {
   static constexpr int kStageBytes = (kSxOff + kBN * 4 + 16 + 1023) / 1024 * 1024;
   static constexpr int kSmem = kStages * kStageBytes;
 };
-
-// wgmma m64n128k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
-// scale_d 0: D = A B. d[4j + 0..3]: n8 tile j's fragment of the warp's rows (rows g, g + 8).
-#define F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define F16(i) F4(i), F4(i + 4), F4(i + 8), F4(i + 12)
-__device__ __forceinline__ void WgmmaFp8N128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
-                                             int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "{%64,%65,%66,%67}, %68, p, 1, 1;\n}\n"
-      : F16(0), F16(16), F16(32), F16(48)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-#undef F16
-#undef F4
-
-// prmt.b32 (PTX, default mode): byte i of the result is byte (sel nibble i) & 7 of {b, a}, or, when
-// that nibble's bit 3 is set, the selected byte's sign bit over all 8 bits. The host form (the
-// host check) follows the PTX ISA's definition.
-__host__ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
-#if defined(__CUDA_ARCH__)
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-#else
-  const uint64_t pool = (static_cast<uint64_t>(b) << 32) | a;
-  uint32_t d = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t nib = (sel >> (4 * i)) & 15u;
-    uint32_t byte = static_cast<uint32_t>(pool >> (8 * (nib & 7u))) & 0xffu;
-    if (nib & 8u) byte = (byte & 0x80u) != 0 ? 0xffu : 0u;
-    d |= byte << (8 * i);
-  }
-  return d;
-#endif
-}
-// Four e2m1 codes (the low 16 bits of v, the lowest k in the lowest nibble) -> their four e4m3
-// bytes (the same values): the magnitudes through a byte table (0, 0.5, 1, 1.5, 2, 3, 4, 6 ->
-// 0x00, 0x30, 0x38, 0x3c, 0x40, 0x44, 0x48, 0x4c), the signs through prmt's sign-replicate mode
-// (a selector nibble with bit 3 set gives 0xff from a byte 0x80, else 0x80).
-__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
-  const uint32_t mag = Prmt(0x3c383000u, 0x4c484440u, v & 0x7777u);
-  const uint32_t rep = Prmt(0x80808080u, 0x80808080u, v & 0xffffu);
-  return mag | (((rep & 0x7f7f7f7fu) << 1) & 0x80808080u);
-}
 
 // Where the kernel puts and finds things in a stage (shared by the kernel and the host check):
 // token i's 16-byte chunk ch of the block (k 16 ch .. + 15) in the tokens' area, weight row r's

@@ -49,6 +49,7 @@
 
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
+#include "fp8_mma.cuh"
 #include "probe_bits.h"
 
 namespace {
@@ -59,6 +60,8 @@ using dsinfer::backend::cuda::WgmmaCommit;
 using dsinfer::backend::cuda::WgmmaDescB;
 using dsinfer::backend::cuda::WgmmaFence;
 using dsinfer::backend::cuda::WgmmaWait;
+using fp8mma::WgmmaFp8N256;
+using fp8mma::WgmmaFp8N8;
 
 constexpr int kM = 64, kN = 8, kThreads = 128;
 
@@ -76,18 +79,6 @@ __device__ __forceinline__ void MmaFp8(float (&d)[4], const uint32_t (&a)[4], ui
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
-// scale_d 0: D = A B (C not read).
-__device__ __forceinline__ void WgmmaFp8N8(float (&d)[4], const uint32_t (&a)[4], uint64_t desc,
-                                           int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, "
-      "1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
 __device__ __forceinline__ uint32_t Bytes4(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
@@ -169,30 +160,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     d_wg[base + idx[e]] = dw[e];
   }
 }
-
-// wgmma m64n256k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
-// scale_d 0: D = A B. d[4j + 0..3] is n8 tile j's fragment (as m16n8k16's C of the warp's rows).
-#define PROBE_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define PROBE_F16(i) PROBE_F4(i), PROBE_F4(i + 4), PROBE_F4(i + 8), PROBE_F4(i + 12)
-#define PROBE_F64(i) PROBE_F16(i), PROBE_F16(i + 16), PROBE_F16(i + 32), PROBE_F16(i + 48)
-__device__ __forceinline__ void WgmmaFp8N256(float (&d)[128], const uint32_t (&a)[4], uint64_t desc,
-                                             int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
-      "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
-      "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,"
-      "%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,"
-      "%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,"
-      "%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
-      "%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1;\n}\n"
-      : PROBE_F64(0), PROBE_F64(64)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-#undef PROBE_F64
-#undef PROBE_F16
-#undef PROBE_F4
 
 // B's descriptor (K-major, no swizzle) for a layout [2 k halves][rows][16 bytes] of `rows` n
 // rows: the k halves `rows` * 16 bytes apart (leading byte offset), the n groups of 8 rows 128

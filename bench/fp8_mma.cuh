@@ -1,0 +1,91 @@
+// Device helpers of the FP8-instruction benches (probe_fp8_mma_bits.cu, bench_fp8_gemm.cu,
+// bench_fp8_gemv.cu): warpgroup MMA .e4m3 at N = 8, 128 and 256 (A from registers, B from shared
+// memory through a descriptor), prmt, and the e2m1 -> e4m3 conversion of four codes.
+#pragma once
+
+#include <cstdint>
+
+namespace fp8mma {
+
+// wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
+// scale_d 0: D = A B (C not read).
+__device__ __forceinline__ void WgmmaFp8N8(float (&d)[4], const uint32_t (&a)[4], uint64_t desc,
+                                           int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, "
+      "1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+// wgmma m64n128k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
+// scale_d 0: D = A B. d[4j + 0..3]: n8 tile j's fragment of the warp's rows (rows g, g + 8).
+#define FP8MMA_F4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define FP8MMA_F16(i) FP8MMA_F4(i), FP8MMA_F4(i + 4), FP8MMA_F4(i + 8), FP8MMA_F4(i + 12)
+__device__ __forceinline__ void WgmmaFp8N128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+// wgmma m64n256k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
+// scale_d 0: D = A B. d[4j + 0..3] is n8 tile j's fragment (as m16n8k16's C of the warp's rows).
+#define FP8MMA_F64(i) FP8MMA_F16(i), FP8MMA_F16(i + 16), FP8MMA_F16(i + 32), FP8MMA_F16(i + 48)
+__device__ __forceinline__ void WgmmaFp8N256(float (&d)[128], const uint32_t (&a)[4], uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+      "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+      "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,"
+      "%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,"
+      "%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,"
+      "%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
+      "%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1;\n}\n"
+      : FP8MMA_F64(0), FP8MMA_F64(64)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+#undef FP8MMA_F64
+#undef FP8MMA_F16
+#undef FP8MMA_F4
+
+// prmt.b32 (PTX, default mode): byte i of the result is byte (sel nibble i) & 7 of {b, a}, or, when
+// that nibble's bit 3 is set, the selected byte's sign bit over all 8 bits. The host form (the
+// host check) follows the PTX ISA's definition.
+__host__ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+#else
+  const uint64_t pool = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t nib = (sel >> (4 * i)) & 15u;
+    uint32_t byte = static_cast<uint32_t>(pool >> (8 * (nib & 7u))) & 0xffu;
+    if (nib & 8u) byte = (byte & 0x80u) != 0 ? 0xffu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+// Four e2m1 codes (the low 16 bits of v, the lowest k in the lowest nibble) -> their four e4m3
+// bytes (the same values): the magnitudes through a byte table (0, 0.5, 1, 1.5, 2, 3, 4, 6 ->
+// 0x00, 0x30, 0x38, 0x3c, 0x40, 0x44, 0x48, 0x4c), the signs through prmt's sign-replicate mode
+// (a selector nibble with bit 3 set gives 0xff from a byte 0x80, else 0x80).
+__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
+  const uint32_t mag = Prmt(0x3c383000u, 0x4c484440u, v & 0x7777u);
+  const uint32_t rep = Prmt(0x80808080u, 0x80808080u, v & 0xffffu);
+  return mag | (((rep & 0x7f7f7f7fu) << 1) & 0x80808080u);
+}
+
+}  // namespace fp8mma
