@@ -39,15 +39,19 @@
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
 #include "fp8_mma.cuh"
+#include "fp8_operands.h"
 #include "probe_bits.h"
 
 namespace {
 
 namespace cu = dsinfer::backend::cuda;
 namespace qc = dsinfer::backend::qc;
+using fp8bench::ModelElement;
+using fp8bench::Operand;
+using fp8bench::QuantizeActivations;
+using fp8bench::QuantizeWeights;
 using fp8mma::E2m1x4ToE4m3;
 using fp8mma::WgmmaFp8N128;
-using probe::WgmmaFp8Model;
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kBK = 128, kStages = 4;
 constexpr double kFp8PeakTflops = 1979.0;
@@ -209,96 +213,6 @@ struct Shape {
   int n, k;
   bool fp4;
 };
-
-// Quantized operands: the codes the kernel reads (FP4 weights: e2m1 pairs), each element's e4m3
-// code (what the instruction multiplies; the model's input) and the scales.
-struct Operand {
-  std::vector<uint8_t> code;  // as uploaded
-  std::vector<uint8_t> e4m3;  // [rows][k]
-  std::vector<float> scale;   // x: [m][k / 128]; FP8 w: [n / 128][k / 128]; FP4 w: [n][k / 32]
-};
-
-Operand QuantizeActivations(int m, int k, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Operand o;
-  o.code.resize(static_cast<size_t>(m) * k);
-  o.scale.resize(static_cast<size_t>(m) * (k / 128));
-  std::vector<float> row(k);
-  for (int i = 0; i < m; ++i) {
-    for (float& v : row) v = normal(rng);
-    for (int b = 0; b < k / 128; ++b) {
-      float amax = 0.0f;
-      for (int c = 0; c < 128; ++c) amax = std::max(amax, std::fabs(row[b * 128 + c]));
-      const float s = qc::ScaleOfByte(qc::Kind::kFp8Pow2, qc::ScaleByte(qc::Kind::kFp8Pow2, amax));
-      o.scale[static_cast<size_t>(i) * (k / 128) + b] = s;
-      for (int c = 0; c < 128; ++c)
-        o.code[static_cast<size_t>(i) * k + b * 128 + c] =
-            qc::Code(qc::Kind::kFp8Pow2, row[b * 128 + c], s);
-    }
-  }
-  o.e4m3 = o.code;
-  return o;
-}
-
-// Weights as the checkpoints hold them: FP8 with a scale per 128 x 128 block, or FP4 (the routed
-// experts) with a power-of-two scale per 32 columns of a row.
-Operand QuantizeWeights(int n, int k, bool fp4, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> w(static_cast<size_t>(n) * k);
-  for (float& v : w) v = normal(rng);
-  Operand o;
-  o.e4m3.resize(w.size());
-  const int br = fp4 ? 1 : 128, bc = fp4 ? 32 : 128;
-  const qc::Kind kind = fp4 ? qc::Kind::kFp4Pow2 : qc::Kind::kFp8Pow2;
-  o.scale.resize(static_cast<size_t>(n / br) * (k / bc));
-  if (fp4) o.code.assign(w.size() / 2, 0);
-  for (int rb = 0; rb < n / br; ++rb) {
-    for (int cb = 0; cb < k / bc; ++cb) {
-      float amax = 0.0f;
-      for (int r = 0; r < br; ++r)
-        for (int c = 0; c < bc; ++c)
-          amax = std::max(amax, std::fabs(w[static_cast<size_t>(rb * br + r) * k + cb * bc + c]));
-      const float s = qc::ScaleOfByte(kind, qc::ScaleByte(kind, amax));
-      o.scale[static_cast<size_t>(rb) * (k / bc) + cb] = s;
-      for (int r = 0; r < br; ++r) {
-        for (int c = 0; c < bc; ++c) {
-          const size_t i = static_cast<size_t>(rb * br + r) * k + cb * bc + c;
-          const uint8_t code = qc::Code(kind, w[i], s);
-          if (fp4) {
-            o.code[i / 2] |= static_cast<uint8_t>(code << (4 * (i % 2)));
-            o.e4m3[i] = qc::FloatToE4m3(qc::E2m1Value(code));
-          } else {
-            o.e4m3[i] = code;
-          }
-        }
-      }
-    }
-  }
-  if (!fp4) o.code = o.e4m3;
-  return o;
-}
-
-// The model's y[i, j] (the kernel's operations on the CPU).
-float ModelElement(const Operand& x, const Operand& w, int k, bool fp4, int i, int j) {
-  const WgmmaFp8Model model;
-  const int nblk = k / 128;
-  const uint8_t* xr = &x.e4m3[static_cast<size_t>(i) * k];
-  const uint8_t* wr = &w.e4m3[static_cast<size_t>(j) * k];
-  float acc = 0.0f;
-  for (int b = 0; b < nblk; ++b) {
-    const float sx = x.scale[static_cast<size_t>(i) * nblk + b];
-    if (fp4) {
-      for (int gi = 4 * b; gi < 4 * b + 4; ++gi) {
-        const float r = model.Step(xr + 32 * gi, wr + 32 * gi, 0.0f);
-        acc = std::fmaf(r, w.scale[static_cast<size_t>(j) * (k / 32) + gi] * sx, acc);
-      }
-    } else {
-      const float r = model.Chain(xr + 128 * b, wr + 128 * b, 128);
-      acc = std::fmaf(r, w.scale[static_cast<size_t>(j / 128) * nblk + b] * sx, acc);
-    }
-  }
-  return acc;
-}
 
 // On the host: whether the operands the kernel stages reach the instruction as intended. One
 // block's token and weight codes are written where the kernel writes them (XStageOff, WStageOff)
@@ -474,7 +388,7 @@ int main(int argc, char** argv) {
     for (int wk = 0; wk < workers; ++wk)
       pool.emplace_back([&, wk] {
         for (int s = wk; s < sample; s += workers)
-          want[s] = ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second);
+          want[s] = ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second, sh.k);
       });
     for (std::thread& th : pool) th.join();
     int64_t mismatches = 0;
