@@ -2,7 +2,9 @@
 // against the CPU model of them (wgmma_fp8_model.h) and timed at prefill sizes, to tell what an
 // FP8-instruction numerics mode would buy before any kernel of src/ changes.
 //
-// y[token, row] = sum over 128-column blocks b, in order, of fmaf(r_b, s_w * s_x, acc), r_b = four
+// Per k slice (fp8_mma.cuh's SliceCols: 512 columns FP8, 256 FP4, as bench_fp8_gemv's decode
+// kernel cuts k, so the two give a row the same bits), acc = sum over its 128-column blocks b, in
+// order, of fmaf(r_b, s_w * s_x, acc), the slices added in order; r_b = four
 // wgmma m64n128k32 .e4m3 steps chained from zero over the block (k order), s_w the weight's
 // 128 x 128 block scale, s_x the token's act_quant scale of the block: DeepGEMM's promotion every
 // 128 k, the chains a function of (n, k) only, so a row's bits do not depend on the batch. The
@@ -51,6 +53,7 @@ using fp8bench::Operand;
 using fp8bench::QuantizeActivations;
 using fp8bench::QuantizeWeights;
 using fp8mma::E2m1x4ToE4m3;
+using fp8mma::SliceCols;
 using fp8mma::WgmmaFp8N128;
 
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kBK = 128, kStages = 4;
@@ -67,7 +70,8 @@ struct Cfg {
   static constexpr int kSgOff = kXBytes + kBM * kWPitch;
   static constexpr int kSxOff = kSgOff + (kFp4 ? kBM * 16 : 0);
   static constexpr int kStageBytes = (kSxOff + kBN * 4 + 16 + 1023) / 1024 * 1024;
-  static constexpr int kSmem = kStages * kStageBytes;
+  // After the stages: each thread's running total of the k slices (64 floats, kThreads apart).
+  static constexpr int kSmem = kStages * kStageBytes + 64 * kThreads * 4;
 };
 
 // Where the kernel puts and finds things in a stage (shared by the kernel and the host check):
@@ -136,6 +140,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[64], r[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = r[i] = 0.0f;
+  float* const totals = reinterpret_cast<float*>(smem + kStages * C::kStageBytes) + threadIdx.x;
+  constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
   // acc += r * (s_row(e) * s_x(token)) for the fragment: s_lo for row r0, s_hi for r0 + 8.
   auto promote = [&](const float* sx, float s_lo, float s_hi) {
 #pragma unroll
@@ -196,6 +202,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float sw = sx[kBN];
       promote(sx, sw, sw);
     }
+    if ((kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk) {  // a k slice ends: into the total
+      const bool first = kb < kSliceBlocks;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        totals[i * kThreads] = first ? acc[i] : totals[i * kThreads] + acc[i];
+        acc[i] = 0.0f;
+      }
+    }
   }
   cu::CpAsyncWait<0>();
 #pragma unroll
@@ -203,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tok = tok0 + 8 * j + 2 * t + e % 2, row = row0 + r0 + 8 * (e / 2);
-      if (tok < m) y[static_cast<int64_t>(tok) * n + row] = acc[4 * j + e];
+      if (tok < m) y[static_cast<int64_t>(tok) * n + row] = totals[(4 * j + e) * kThreads];
     }
   }
 }
@@ -388,7 +402,8 @@ int main(int argc, char** argv) {
     for (int wk = 0; wk < workers; ++wk)
       pool.emplace_back([&, wk] {
         for (int s = wk; s < sample; s += workers)
-          want[s] = ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second, sh.k);
+          want[s] =
+              ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second, SliceCols(sh.fp4));
       });
     for (std::thread& th : pool) th.join();
     int64_t mismatches = 0;

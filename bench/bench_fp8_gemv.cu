@@ -48,10 +48,10 @@ namespace qc = dsinfer::backend::qc;
 using fp8bench::ModelElement;
 using fp8bench::Operand;
 using fp8mma::E2m1x4ToE4m3;
+using fp8mma::SliceCols;
 using fp8mma::WgmmaFp8N8;
 
 constexpr int kThreads = 128, kRows = 64, kMaxTokens = 8;
-__host__ __device__ constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
 
 // The tiled weights: FP8 [n / 64][k / 32][128 threads][16 bytes] (the thread's a0..a3 of step s);
 // FP4 [n / 64][k / 64][128 threads][16 bytes] (bytes 0..7 step 2j, 8..15 step 2j + 1: the four

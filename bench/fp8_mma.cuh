@@ -7,6 +7,11 @@
 
 namespace fp8mma {
 
+// The k slices of the FP8-instruction linear (its numerics: each slice's sum apart, the slices
+// added in order), as today's decode kernels cut k (QCfg): 512 columns of an FP8 weight, 256 of
+// an FP4 one. Prefill and decode kernels alike, so a row's bits do not depend on the batch.
+__host__ __device__ constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
+
 // wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B (C not read).
 __device__ __forceinline__ void WgmmaFp8N8(float (&d)[4], const uint32_t (&a)[4], uint64_t desc,
