@@ -34,7 +34,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
@@ -377,42 +376,21 @@ int main(int argc, char** argv) {
     launch();
     PROBE_CUDA_CHECK(cudaGetLastError());
     PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaEvent_t e0, e1;
-    PROBE_CUDA_CHECK(cudaEventCreate(&e0));
-    PROBE_CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> us;
-    for (int rep = 0; rep < reps; ++rep) {
-      PROBE_CUDA_CHECK(cudaEventRecord(e0));
-      launch();
-      PROBE_CUDA_CHECK(cudaEventRecord(e1));
-      PROBE_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0.0f;
-      PROBE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      us.push_back(ms * 1000.0f);
-    }
-    std::sort(us.begin(), us.end());
-    const double med = us[us.size() / 2];
+    const double med = probe::MedianEventUs(launch, reps);
     const std::vector<float> y = probe::FromDevice(dy, static_cast<size_t>(m) * sh.n);
     // A sample of elements against the model, over the host's threads.
     std::vector<std::pair<int, int>> picks(sample);
     for (auto& p : picks) p = {static_cast<int>(rng() % m), static_cast<int>(rng() % sh.n)};
-    std::vector<float> want(sample);
-    const int workers = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (int wk = 0; wk < workers; ++wk)
-      pool.emplace_back([&, wk] {
-        for (int s = wk; s < sample; s += workers)
-          want[s] =
-              ModelElement(x, w, sh.k, sh.fp4, picks[s].first, picks[s].second, SliceCols(sh.fp4));
-      });
-    for (std::thread& th : pool) th.join();
-    int64_t mismatches = 0;
-    for (int s = 0; s < sample; ++s) {
-      const float got = y[static_cast<size_t>(picks[s].first) * sh.n + picks[s].second];
-      if (probe::FloatToBits(got) != probe::FloatToBits(want[s]) && mismatches++ < 3)
-        std::printf("  %s: token %d row %d: %a vs model %a\n", sh.name, picks[s].first,
-                    picks[s].second, got, want[s]);
-    }
+    std::vector<float> want(sample), got(sample);
+    fp8bench::ParallelFor(sample, [&](int64_t i) {
+      want[i] =
+          ModelElement(x, w, sh.k, sh.fp4, picks[i].first, picks[i].second, SliceCols(sh.fp4));
+      got[i] = y[static_cast<size_t>(picks[i].first) * sh.n + picks[i].second];
+    });
+    const int64_t mismatches = probe::TallyMismatches(got, want, false, 3, [&](size_t i) {
+                                 std::printf("  %s: token %d row %d: %a vs model %a\n", sh.name,
+                                             picks[i].first, picks[i].second, got[i], want[i]);
+                               }).mismatches;
     all_ok &= mismatches == 0;
     const double tflops = 2.0 * m * sh.n * static_cast<double>(sh.k) / (med * 1e-6) / 1e12;
     std::printf(
@@ -423,8 +401,6 @@ int main(int argc, char** argv) {
         sh.name, sh.fp4 ? "fp4" : "fp8", m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops,
         sample, static_cast<long long>(mismatches));
     std::fflush(stdout);
-    PROBE_CUDA_CHECK(cudaEventDestroy(e0));
-    PROBE_CUDA_CHECK(cudaEventDestroy(e1));
     for (void* ptr : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dxs),
                       static_cast<void*>(dws)})
       PROBE_CUDA_CHECK(cudaFree(ptr));

@@ -30,9 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
@@ -268,14 +266,6 @@ bool HostCheck() {
   return ok && bad_b == 0;
 }
 
-std::vector<int> IntList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,7 +277,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--tokens" && has_value) {
-      token_counts = IntList(argv[++i]);
+      token_counts = fp8bench::IntList(argv[++i]);
     } else if (a == "--only" && has_value) {
       only = argv[++i];
     } else if (a == "--reps" && has_value) {
@@ -352,39 +342,18 @@ int main(int argc, char** argv) {
       launch();
       PROBE_CUDA_CHECK(cudaGetLastError());
       PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      PROBE_CUDA_CHECK(cudaEventCreate(&e0));
-      PROBE_CUDA_CHECK(cudaEventCreate(&e1));
-      std::vector<float> us;
-      for (int rep = 0; rep < reps; ++rep) {
-        PROBE_CUDA_CHECK(cudaEventRecord(e0));
-        launch();
-        PROBE_CUDA_CHECK(cudaEventRecord(e1));
-        PROBE_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        PROBE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        us.push_back(ms * 1000.0f);
-      }
-      std::sort(us.begin(), us.end());
-      const double med = us[us.size() / 2];
+      const double med = probe::MedianEventUs(launch, reps);
       const std::vector<float> y = probe::FromDevice(dy, static_cast<size_t>(m) * sh.n);
       // Every output against the model, over the host's threads.
       std::vector<float> want(y.size());
-      const int workers = std::max(1u, std::thread::hardware_concurrency());
-      std::vector<std::thread> pool;
-      for (int wk = 0; wk < workers; ++wk)
-        pool.emplace_back([&, wk] {
-          for (size_t e = wk; e < want.size(); e += workers)
-            want[e] = ModelElement(x, w, sh.k, sh.fp4, static_cast<int>(e / sh.n),
-                                   static_cast<int>(e % sh.n), SliceCols(sh.fp4));
-        });
-      for (std::thread& th : pool) th.join();
-      int64_t mismatches = 0;
-      for (size_t e = 0; e < y.size(); ++e) {
-        if (probe::FloatToBits(y[e]) != probe::FloatToBits(want[e]) && mismatches++ < 3)
-          std::printf("  %s m=%d: token %zu row %zu: %a vs model %a\n", sh.name, m, e / sh.n,
-                      e % sh.n, y[e], want[e]);
-      }
+      fp8bench::ParallelFor(static_cast<int64_t>(want.size()), [&](int64_t e) {
+        want[e] = ModelElement(x, w, sh.k, sh.fp4, static_cast<int>(e / sh.n),
+                               static_cast<int>(e % sh.n), SliceCols(sh.fp4));
+      });
+      const int64_t mismatches = probe::TallyMismatches(y, want, false, 3, [&](size_t e) {
+                                   std::printf("  %s m=%d: token %zu row %zu: %a vs model %a\n",
+                                               sh.name, m, e / sh.n, e % sh.n, y[e], want[e]);
+                                 }).mismatches;
       all_ok &= mismatches == 0;
       std::printf(
           "{\"bench\": \"fp8_gemv\", \"shape\": \"%s\", \"format\": \"%s\", \"tokens\": %d, "
@@ -393,8 +362,6 @@ int main(int argc, char** argv) {
           sh.name, sh.fp4 ? "fp4" : "fp8", m, sh.n, sh.k, slices, med, wbytes / (med * 1e-6) / 1e9,
           y.size(), static_cast<long long>(mismatches));
       std::fflush(stdout);
-      PROBE_CUDA_CHECK(cudaEventDestroy(e0));
-      PROBE_CUDA_CHECK(cudaEventDestroy(e1));
       if (slices > 1) PROBE_CUDA_CHECK(cudaFree(dpart));
       PROBE_CUDA_CHECK(cudaFree(dx));
       PROBE_CUDA_CHECK(cudaFree(dxs));

@@ -10,9 +10,9 @@
 //          it (docs/perf.md), so this stands for today's numerics;
 //   mma:   the FP8-instruction form: per 128-column block (FP8) four wgmma k32 steps chained from
 //          zero, then acc = fmaf(r, s_w * s_x, acc) (DeepGEMM's promotion every 128 k); or (FP4)
-//          per 32-column group one step from zero, blk = fmaf(r, s_g, blk), and per 128-column
-//          block acc = fmaf(blk, s_x, acc) (the structure of today's FP4 kernels,
-//          qlinear_core.cuh).
+//          per 32-column group one step from zero, acc = fmaf(r, s_g * s_x, acc) (the numerics
+//          of bench_fp8_gemm / bench_fp8_gemv but for their k slices, whose fp32 sums change
+//          little).
 //          `--promote 64`: FP8 chains of two steps (today's 64-column pairs).
 // It reports, over the m x n outputs and relative to the rms of the exact outputs, the median,
 // p99 and max of |mma - exact| (what the instructions add) and of |exact - true| (what act_quant
@@ -25,26 +25,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/quant_codec.h"
+#include "fp8_operands.h"  // ParallelFor, IntList
 #include "wgmma_fp8_model.h"
 
 namespace qc = dsinfer::backend::qc;
 
 namespace {
-
-// "a,b,c" -> {a, b, c} (an entry that is not a number: 0, refused by the caller).
-std::vector<int> IntList(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
 
 struct Options {
   int m = 32, n = 256, promote = 128;
@@ -120,42 +110,33 @@ void Run(const Options& o, bool fp4, int k) {
   const probe::WgmmaFp8Model model;
   const size_t outs = static_cast<size_t>(o.m) * o.n;
   std::vector<double> y_true(outs), y_exact(outs), y_mma(outs);
-  const int workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (int wk = 0; wk < workers; ++wk) {
-    pool.emplace_back([&, wk] {
-      for (size_t e = wk; e < outs; e += workers) {
-        const int i = static_cast<int>(e / o.n), j = static_cast<int>(e % o.n);
-        const size_t xo = static_cast<size_t>(i) * k, wo = static_cast<size_t>(j) * k;
-        double t = 0.0, ex = 0.0;
-        for (int c = 0; c < k; ++c) {
-          t += static_cast<double>(x[xo + c]) * w[wo + c];
-          ex += xq.value[xo + c] * wq.value[wo + c];
+  fp8bench::ParallelFor(static_cast<int64_t>(outs), [&](int64_t e) {
+    const int i = static_cast<int>(e / o.n), j = static_cast<int>(e % o.n);
+    const size_t xo = static_cast<size_t>(i) * k, wo = static_cast<size_t>(j) * k;
+    double t = 0.0, ex = 0.0;
+    for (int c = 0; c < k; ++c) {
+      t += static_cast<double>(x[xo + c]) * w[wo + c];
+      ex += xq.value[xo + c] * wq.value[wo + c];
+    }
+    float acc = 0.0f;
+    for (int b = 0; b < k; b += 128) {
+      const float sx = xq.scale[xo + b];
+      if (fp4) {
+        for (int g = b; g < std::min(k, b + 128); g += 32) {
+          const float r = model.Step(&xq.code[xo + g], &wq.code[wo + g], 0.0f);
+          acc = std::fmaf(r, wq.scale[wo + g] * sx, acc);
         }
-        float acc = 0.0f;
-        for (int b = 0; b < k; b += 128) {
-          const float sx = xq.scale[xo + b];
-          if (fp4) {
-            float blk = 0.0f;
-            for (int g = b; g < std::min(k, b + 128); g += 32) {
-              const float r = model.Step(&xq.code[xo + g], &wq.code[wo + g], 0.0f);
-              blk = std::fmaf(r, wq.scale[wo + g], blk);
-            }
-            acc = std::fmaf(blk, sx, acc);
-          } else {
-            for (int p = b; p < std::min(k, b + 128); p += o.promote) {
-              const float r = model.Chain(&xq.code[xo + p], &wq.code[wo + p], o.promote);
-              acc = std::fmaf(r, wq.scale[wo + p] * sx, acc);
-            }
-          }
+      } else {
+        for (int p = b; p < std::min(k, b + 128); p += o.promote) {
+          const float r = model.Chain(&xq.code[xo + p], &wq.code[wo + p], o.promote);
+          acc = std::fmaf(r, wq.scale[wo + p] * sx, acc);
         }
-        y_true[e] = t;
-        y_exact[e] = ex;
-        y_mma[e] = acc;
       }
-    });
-  }
-  for (std::thread& t : pool) t.join();
+    }
+    y_true[e] = t;
+    y_exact[e] = ex;
+    y_mma[e] = acc;
+  });
   double ss = 0.0;
   for (double v : y_exact) ss += v * v;
   const double rms = std::sqrt(ss / static_cast<double>(outs));
@@ -187,7 +168,7 @@ int main(int argc, char** argv) {
     } else if (a == "--n" && has_value) {
       o.n = std::atoi(argv[++i]);
     } else if (a == "--k" && has_value) {
-      o.ks = IntList(argv[++i]);
+      o.ks = fp8bench::IntList(argv[++i]);
     } else if (a == "--outliers" && has_value) {
       o.outliers = std::atof(argv[++i]);
     } else if (a == "--outlier-scale" && has_value) {

@@ -1,12 +1,17 @@
-// Host side of the FP8-instruction benches (bench_fp8_gemm.cu, bench_fp8_gemv.cu): random
-// activations quantized as act_quant does and weights in the official FP8 / FP4 formats, as codes,
-// e4m3 codes and scales, and the linear's reference through the wgmma model (wgmma_fp8_model.h).
+// Host side of the FP8-instruction benches (bench_fp8_gemm.cu, bench_fp8_gemv.cu, and in part
+// probe_fp8_mma_bits.cu, bench_fp8_mma_error.cc): random activations quantized as act_quant does
+// and weights in the official FP8 / FP4 formats, as codes, e4m3 codes and scales; the linear's
+// reference through the wgmma model (wgmma_fp8_model.h); a parallel loop; a list flag's parser.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/quant_codec.h"
@@ -15,6 +20,27 @@
 namespace fp8bench {
 
 namespace qc = dsinfer::backend::qc;
+
+// fn(i) for i in [0, count), spread over the host's threads (i, i + threads, ...).
+template <typename F>
+void ParallelFor(int64_t count, F&& fn) {
+  const int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (int64_t i = w; i < count; i += workers) fn(i);
+    });
+  for (std::thread& t : pool) t.join();
+}
+
+// "a,b,c" -> {a, b, c} (an entry that is not a number: 0, for the caller to refuse).
+inline std::vector<int> IntList(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
 
 // Quantized operands: the codes the kernel reads (FP4 weights: e2m1 pairs), each element's e4m3
 // code (what the instruction multiplies; the model's input) and the scales.

@@ -128,6 +128,28 @@ Tally TallyMismatches(const std::vector<float>& got, const std::vector<float>& w
   return tl;
 }
 
+// The median of `reps` event-timed runs of launch() on the default stream, in microseconds.
+template <typename F>
+double MedianEventUs(F&& launch, int reps) {
+  cudaEvent_t e0, e1;
+  PROBE_CUDA_CHECK(cudaEventCreate(&e0));
+  PROBE_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> us;
+  for (int rep = 0; rep < reps; ++rep) {
+    PROBE_CUDA_CHECK(cudaEventRecord(e0));
+    launch();
+    PROBE_CUDA_CHECK(cudaEventRecord(e1));
+    PROBE_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    PROBE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    us.push_back(ms * 1000.0f);
+  }
+  PROBE_CUDA_CHECK(cudaEventDestroy(e0));
+  PROBE_CUDA_CHECK(cudaEventDestroy(e1));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
 // A random e4m3 code, NaN excluded.
 inline uint8_t RandomE4m3Bits(std::mt19937& rng) {
   for (;;) {

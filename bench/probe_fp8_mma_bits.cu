@@ -44,12 +44,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "fp8_mma.cuh"
+#include "fp8_operands.h"  // ParallelFor
 #include "probe_bits.h"
 
 namespace {
@@ -363,19 +363,13 @@ int64_t Compare(const ClassSpec& cs, const Problems& pr, const char* compare,
 std::vector<float> ModelOutputs(const Problems& pr, const WgmmaFp8Model& model) {
   const int kk = pr.K();
   std::vector<float> out(static_cast<size_t>(pr.count) * kM * pr.n);
-  const int workers = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([&, w] {
-      for (int p = w; p < pr.count; p += workers)
-        for (int m = 0; m < kM; ++m)
-          for (int n = 0; n < pr.n; ++n)
-            out[(static_cast<size_t>(p) * kM + m) * pr.n + n] =
-                model.Chain(&pr.a[(static_cast<size_t>(p) * kM + m) * kk],
-                            &pr.bt[(static_cast<size_t>(p) * pr.n + n) * kk], kk);
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  fp8bench::ParallelFor(pr.count, [&](int64_t p) {
+    for (int m = 0; m < kM; ++m)
+      for (int n = 0; n < pr.n; ++n)
+        out[(static_cast<size_t>(p) * kM + m) * pr.n + n] =
+            model.Chain(&pr.a[(static_cast<size_t>(p) * kM + m) * kk],
+                        &pr.bt[(static_cast<size_t>(p) * pr.n + n) * kk], kk);
+  });
   return out;
 }
 
