@@ -16,13 +16,13 @@
 // [4 k32 steps][2 k halves][128 tokens][16 bytes]); a 4-stage cp.async pipeline of 128-column
 // blocks with one block barrier each.
 //
-// Reports per shape (flash-l8's dense FP8 linears at M tokens): us per launch (event-timed
-// median), TFLOP/s and the ratio to the FP8 dense peak (1,979 TFLOP/s, H100 / H200 SXM), and the
-// bitwise mismatches of a sample of elements against the model (the model's own check:
-// probe_fp8_mma_bits, fact 5). Today's kernel on the same shapes: bench_qgemm --tokens M.
+// Reports per shape (flash-l8's dense FP8 linears at M tokens): us per launch (CUDA-graph
+// replay, as bench_qgemm times), TFLOP/s and the ratio to the FP8 dense peak (1,979 TFLOP/s, H100 /
+// H200 SXM), and the bitwise mismatches of a sample of elements against the model (the model's own
+// check: probe_fp8_mma_bits, fact 5). Today's kernel on the same shapes: bench_qgemm --tokens M.
 // First, on the host (alone with --host-check: no device needed), the kernel's staging and
 // fragment addressing read back through wgmma's operand layouts (HostCheck).
-//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 4096] [--reps 20] [--host-check]
+//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 4096] [--host-check]
 // Exit 0 if every sampled element matches the model, 1 if not, 2 without an sm_90 device.
 #include <cuda_runtime.h>
 
@@ -37,10 +37,12 @@
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/runtime.h"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
 #include "fp8_mma.cuh"
 #include "fp8_operands.h"
+#include "gpu_bench.h"  // MedianGraphUs
 #include "probe_bits.h"
 
 namespace {
@@ -55,6 +57,8 @@ using fp8mma::E2m1x4ToE4m3;
 using fp8mma::SliceCols;
 using fp8mma::WgmmaFp8N128;
 
+// Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
+constexpr int kGraphLaunches = 5;
 constexpr int kThreads = 256, kBM = 128, kBN = 128, kBK = 128, kStages = 4;
 constexpr double kFp8PeakTflops = 1979.0;
 
@@ -311,7 +315,7 @@ bool HostCheck() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int m = 8192, sample = 4096, reps = 20;
+  int m = 8192, sample = 4096;
   bool host_only = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -323,8 +327,6 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (a == "--sample" && has_value) {
       sample = std::atoi(argv[++i]);
-    } else if (a == "--reps" && has_value) {
-      reps = std::atoi(argv[++i]);
     } else if (a == "--host-check") {
       host_only = true;
     } else {
@@ -332,18 +334,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (m < 1 || sample < 0 || reps < 1) {
-    std::fprintf(stderr, "bench_fp8_gemm: --tokens and --reps positive, --sample >= 0\n");
+  if (m < 1 || sample < 0) {
+    std::fprintf(stderr, "bench_fp8_gemm: --tokens positive, --sample >= 0\n");
     return 2;
   }
-  const bool host_ok = HostCheck();
-  std::printf("{\"bench\": \"fp8_gemm_host_check\", \"ok\": %s}\n", host_ok ? "true" : "false");
-  if (host_only || !host_ok) return host_ok ? 0 : 1;
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
-    std::fprintf(stderr, "bench_fp8_gemm: needs an sm_90 device\n");
-    return 2;
-  }
+  if (const int rc = probe::StartAfterHostCheck("fp8_gemm", HostCheck(), host_only, &prop); rc >= 0)
+    return rc;
   PROBE_CUDA_CHECK(cudaFuncSetAttribute(
       Fp8GemmKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<false>::kSmem));
   PROBE_CUDA_CHECK(cudaFuncSetAttribute(
@@ -356,6 +353,7 @@ int main(int argc, char** argv) {
               m);
   bool all_ok = true;
   std::mt19937 rng(20261205u);
+  cu::Stream st;
   for (const Shape& sh : shapes) {
     if (!only.empty() && only != sh.name) continue;
     const Operand x = QuantizeActivations(m, sh.k, rng);
@@ -364,19 +362,19 @@ int main(int argc, char** argv) {
     float *dxs = probe::ToDevice(x.scale), *dws = probe::ToDevice(w.scale);
     float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
     const dim3 grid(sh.n / kBM, (m + kBN - 1) / kBN);
-    auto launch = [&] {
+    auto launch = [&](int) {
       if (sh.fp4) {
         Fp8GemmKernel<true>
-            <<<grid, kThreads, Cfg<true>::kSmem>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
+            <<<grid, kThreads, Cfg<true>::kSmem, st.get()>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
       } else {
         Fp8GemmKernel<false>
-            <<<grid, kThreads, Cfg<false>::kSmem>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
+            <<<grid, kThreads, Cfg<false>::kSmem, st.get()>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
       }
     };
-    launch();
+    launch(0);
     PROBE_CUDA_CHECK(cudaGetLastError());
-    PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-    const double med = probe::MedianEventUs(launch, reps);
+    st.Synchronize();
+    const double med = dsinfer::bench::MedianGraphUs(launch, kGraphLaunches, st.get());
     const std::vector<float> y = probe::FromDevice(dy, static_cast<size_t>(m) * sh.n);
     // A sample of elements against the model, over the host's threads.
     std::vector<std::pair<int, int>> picks(sample);

@@ -15,11 +15,12 @@
 // each, four nibble quads), so a warp's load is 512 contiguous bytes and a slice's loads all go out
 // before the first instruction. A second kernel adds the slices' partials in order.
 //
-// Reports per shape and token count: us per launch (both kernels), the weight bytes' GB/s, and
-// the bitwise mismatches of every output against the model. Today's decode kernels on the same
-// matrices: bench_qgemm --prequant --tokens M (its weight_gbps). A host check first (also alone:
+// Reports per shape and token count: us per launch (both kernels; CUDA-graph replay, as bench_qgemm
+// times), the weight bytes' GB/s, and the bitwise mismatches of every output against the model.
+// Today's decode kernels on the same matrices: bench_qgemm --prequant --tokens M (its weight_gbps).
+// A host check first (also alone:
 // --host-check) reads the tiled weights and the staged tokens back through wgmma's operand layouts.
-//   bench_fp8_gemv [--tokens 1,8] [--only NAME] [--reps 50] [--host-check]
+//   bench_fp8_gemv [--tokens 1,8] [--only NAME] [--host-check]
 // Exit 0 if every output matches the model, 1 if not, 2 without an sm_90 device.
 #include <cuda_runtime.h>
 
@@ -34,9 +35,11 @@
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/runtime.h"
 #include "backend/cuda/wgmma.cuh"
 #include "fp8_mma.cuh"
 #include "fp8_operands.h"
+#include "gpu_bench.h"  // MedianGraphUs
 #include "probe_bits.h"
 
 namespace {
@@ -49,6 +52,8 @@ using fp8mma::E2m1x4ToE4m3;
 using fp8mma::SliceCols;
 using fp8mma::WgmmaFp8N8;
 
+// Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
+constexpr int kGraphLaunches = 5;
 constexpr int kThreads = 128, kRows = 64, kMaxTokens = 8;
 
 // The tiled weights: FP8 [n / 64][k / 32][128 threads][16 bytes] (the thread's a0..a3 of step s);
@@ -92,7 +97,7 @@ Tiled TileWeights(const Operand& w, int n, int k, bool fp4) {
     for (int rg = 0; rg < n / kRows; ++rg)
       for (int s = 0; s < steps; ++s)
         for (int r = 0; r < kRows; ++r) {
-          const float sc = w.scale[static_cast<size_t>(rg * kRows + r) * steps + s];
+          const float sc = w.Scale(rg * kRows + r, 32 * s);
           t.sg[(static_cast<size_t>(rg) * steps + s) * kRows + r] =
               static_cast<uint8_t>(((probe::FloatToBits(sc) >> 23) & 0xffu));
         }
@@ -270,18 +275,17 @@ bool HostCheck() {
 
 int main(int argc, char** argv) {
   std::vector<int> token_counts = {1, 8};
-  int reps = 50;
   bool host_only = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--tokens" && has_value) {
-      token_counts = fp8bench::IntList(argv[++i]);
+      token_counts.clear();
+      for (int64_t v : dsinfer::bench::ParseIntList(argv[++i]))
+        token_counts.push_back(static_cast<int>(v));
     } else if (a == "--only" && has_value) {
       only = argv[++i];
-    } else if (a == "--reps" && has_value) {
-      reps = std::atoi(argv[++i]);
     } else if (a == "--host-check") {
       host_only = true;
     } else {
@@ -289,20 +293,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  bool args_ok = reps > 0 && !token_counts.empty();
+  bool args_ok = !token_counts.empty();
   for (int m : token_counts) args_ok = args_ok && m >= 1 && m <= kMaxTokens;
   if (!args_ok) {
-    std::fprintf(stderr, "bench_fp8_gemv: --tokens in [1, 8], --reps positive\n");
+    std::fprintf(stderr, "bench_fp8_gemv: --tokens in [1, 8]\n");
     return 2;
   }
-  const bool host_ok = HostCheck();
-  std::printf("{\"bench\": \"fp8_gemv_host_check\", \"ok\": %s}\n", host_ok ? "true" : "false");
-  if (host_only || !host_ok) return host_ok ? 0 : 1;
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
-    std::fprintf(stderr, "bench_fp8_gemv: needs an sm_90 device\n");
-    return 2;
-  }
+  if (const int rc = probe::StartAfterHostCheck("fp8_gemv", HostCheck(), host_only, &prop); rc >= 0)
+    return rc;
   const Shape shapes[] = {{"wq_a", 1024, 4096, false},       {"wq_b", 32768, 1024, false},
                           {"wkv", 512, 4096, false},         {"wo_b", 4096, 8192, false},
                           {"shared_w13", 4096, 4096, false}, {"shared_w2", 4096, 2048, false},
@@ -310,6 +309,7 @@ int main(int argc, char** argv) {
   std::printf("{\"bench\": \"fp8_gemv_setup\", \"device\": \"%s\"}\n", prop.name);
   bool all_ok = true;
   std::mt19937 rng(20261205u);
+  cu::Stream st;
   for (const Shape& sh : shapes) {
     if (!only.empty() && only != sh.name) continue;
     const Operand w = fp8bench::QuantizeWeights(sh.n, sh.k, sh.fp4, rng);
@@ -328,21 +328,24 @@ int main(int argc, char** argv) {
       float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
       float* dpart = slices > 1 ? probe::DeviceFloats(static_cast<size_t>(slices) * m * sh.n) : dy;
       const dim3 grid(sh.n / kRows, slices);
-      auto launch = [&] {
+      auto launch = [&](int) {
         if (sh.fp4) {
-          Fp8GemvKernel<true><<<grid, kThreads>>>(dx, dxs, dw, dws, dsg, dpart, m, sh.n, sh.k);
+          Fp8GemvKernel<true>
+              <<<grid, kThreads, 0, st.get()>>>(dx, dxs, dw, dws, dsg, dpart, m, sh.n, sh.k);
         } else {
-          Fp8GemvKernel<false><<<grid, kThreads>>>(dx, dxs, dw, dws, dsg, dpart, m, sh.n, sh.k);
+          Fp8GemvKernel<false>
+              <<<grid, kThreads, 0, st.get()>>>(dx, dxs, dw, dws, dsg, dpart, m, sh.n, sh.k);
         }
         if (slices > 1) {
           const int64_t mn = static_cast<int64_t>(m) * sh.n;
-          SliceSumKernel<<<static_cast<unsigned>((mn + 255) / 256), 256>>>(dpart, dy, slices, mn);
+          SliceSumKernel<<<static_cast<unsigned>((mn + 255) / 256), 256, 0, st.get()>>>(dpart, dy,
+                                                                                        slices, mn);
         }
       };
-      launch();
+      launch(0);
       PROBE_CUDA_CHECK(cudaGetLastError());
-      PROBE_CUDA_CHECK(cudaDeviceSynchronize());
-      const double med = probe::MedianEventUs(launch, reps);
+      st.Synchronize();
+      const double med = dsinfer::bench::MedianGraphUs(launch, kGraphLaunches, st.get());
       const std::vector<float> y = probe::FromDevice(dy, static_cast<size_t>(m) * sh.n);
       // Every output against the model, over the host's threads.
       std::vector<float> want(y.size());

@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "backend/quant_codec.h"
-#include "fp8_operands.h"  // ParallelFor, IntList
+#include "bench_flags.h"
+#include "fp8_operands.h"  // Quantize, ParallelFor
 #include "wgmma_fp8_model.h"
 
 namespace qc = dsinfer::backend::qc;
@@ -42,43 +43,6 @@ struct Options {
   double outliers = 0.01, outlier_scale = 30.0;
   uint32_t seed = 1;
 };
-
-// A row-major [rows, k] matrix quantized in blocks of (br rows x bc columns), each with its own
-// power-of-two scale: codes (e4m3 bytes, or e2m1 codes as the e4m3 bytes of their values) and
-// the scale of every element's block.
-struct Quantized {
-  std::vector<uint8_t> code;  // e4m3 bytes
-  std::vector<float> scale;   // per element (its block's)
-  std::vector<double> value;  // code value * scale
-};
-
-Quantized Quantize(const std::vector<float>& a, int rows, int k, int br, int bc, qc::Kind kind) {
-  Quantized q;
-  q.code.resize(a.size());
-  q.scale.resize(a.size());
-  q.value.resize(a.size());
-  for (int r0 = 0; r0 < rows; r0 += br) {
-    for (int c0 = 0; c0 < k; c0 += bc) {
-      float amax = 0.0f;
-      for (int r = r0; r < std::min(rows, r0 + br); ++r)
-        for (int c = c0; c < std::min(k, c0 + bc); ++c)
-          amax = std::max(amax, std::fabs(a[static_cast<size_t>(r) * k + c]));
-      const float s = qc::ScaleOfByte(kind, qc::ScaleByte(kind, amax));
-      for (int r = r0; r < std::min(rows, r0 + br); ++r) {
-        for (int c = c0; c < std::min(k, c0 + bc); ++c) {
-          const size_t i = static_cast<size_t>(r) * k + c;
-          const uint8_t code = qc::Code(kind, a[i], s);
-          const float v = qc::ValueOfCode(kind, code);
-          // e2m1 values are e4m3 values: the FP8 instruction takes them as such.
-          q.code[i] = kind == qc::Kind::kFp8Pow2 ? code : qc::FloatToE4m3(v);
-          q.scale[i] = s;
-          q.value[i] = static_cast<double>(v) * s;
-        }
-      }
-    }
-  }
-  return q;
-}
 
 struct Stats {
   double median = 0, p99 = 0, max = 0;
@@ -104,9 +68,9 @@ void Run(const Options& o, bool fp4, int k) {
   for (int r = 0; r < o.m; ++r)
     for (int c = 0; c < k; ++c) x[static_cast<size_t>(r) * k + c] = normal(rng) * channel[c];
   for (float& v : w) v = normal(rng) * 0.02f;
-  const Quantized xq = Quantize(x, o.m, k, 1, 128, qc::Kind::kFp8Pow2);
-  const Quantized wq = fp4 ? Quantize(w, o.n, k, 1, 32, qc::Kind::kFp4Pow2)
-                           : Quantize(w, o.n, k, 128, 128, qc::Kind::kFp8Pow2);
+  const fp8bench::Operand xq = fp8bench::Quantize(x, o.m, k, 1, 128, qc::Kind::kFp8Pow2);
+  const fp8bench::Operand wq = fp4 ? fp8bench::Quantize(w, o.n, k, 1, 32, qc::Kind::kFp4Pow2)
+                                   : fp8bench::Quantize(w, o.n, k, 128, 128, qc::Kind::kFp8Pow2);
   const probe::WgmmaFp8Model model;
   const size_t outs = static_cast<size_t>(o.m) * o.n;
   std::vector<double> y_true(outs), y_exact(outs), y_mma(outs);
@@ -116,20 +80,20 @@ void Run(const Options& o, bool fp4, int k) {
     double t = 0.0, ex = 0.0;
     for (int c = 0; c < k; ++c) {
       t += static_cast<double>(x[xo + c]) * w[wo + c];
-      ex += xq.value[xo + c] * wq.value[wo + c];
+      ex += xq.Value(i, c) * wq.Value(j, c);
     }
     float acc = 0.0f;
     for (int b = 0; b < k; b += 128) {
-      const float sx = xq.scale[xo + b];
+      const float sx = xq.Scale(i, b);
       if (fp4) {
         for (int g = b; g < std::min(k, b + 128); g += 32) {
-          const float r = model.Step(&xq.code[xo + g], &wq.code[wo + g], 0.0f);
-          acc = std::fmaf(r, wq.scale[wo + g] * sx, acc);
+          const float r = model.Step(&xq.e4m3[xo + g], &wq.e4m3[wo + g], 0.0f);
+          acc = std::fmaf(r, wq.Scale(j, g) * sx, acc);
         }
       } else {
         for (int p = b; p < std::min(k, b + 128); p += o.promote) {
-          const float r = model.Chain(&xq.code[xo + p], &wq.code[wo + p], o.promote);
-          acc = std::fmaf(r, wq.scale[wo + p] * sx, acc);
+          const float r = model.Chain(&xq.e4m3[xo + p], &wq.e4m3[wo + p], o.promote);
+          acc = std::fmaf(r, wq.Scale(j, p) * sx, acc);
         }
       }
     }
@@ -168,7 +132,8 @@ int main(int argc, char** argv) {
     } else if (a == "--n" && has_value) {
       o.n = std::atoi(argv[++i]);
     } else if (a == "--k" && has_value) {
-      o.ks = fp8bench::IntList(argv[++i]);
+      o.ks.clear();
+      for (int64_t v : dsinfer::bench::ParseIntList(argv[++i])) o.ks.push_back(static_cast<int>(v));
     } else if (a == "--outliers" && has_value) {
       o.outliers = std::atof(argv[++i]);
     } else if (a == "--outlier-scale" && has_value) {

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/token_meta.cuh"
+#include "bench_flags.h"  // SplitList, ParseIntList
 
 namespace dsinfer::bench {
 
@@ -98,19 +98,6 @@ double MedianGraphUs(Fn&& launch, int reps, backend::cuda::StreamHandle st) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
-}
-
-// The items of a comma-separated flag value ("1,32,256"), in order.
-inline std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
-  return v;
-}
-inline std::vector<int64_t> ParseIntList(const std::string& s) {
-  std::vector<int64_t> v;
-  for (const std::string& x : SplitList(s)) v.push_back(std::atoll(x.c_str()));
-  return v;
 }
 
 // count fp32 values ~ mean + std * N(0,1)-ish (at least one float of memory).

@@ -128,28 +128,6 @@ Tally TallyMismatches(const std::vector<float>& got, const std::vector<float>& w
   return tl;
 }
 
-// The median of `reps` event-timed runs of launch() on the default stream, in microseconds.
-template <typename F>
-double MedianEventUs(F&& launch, int reps) {
-  cudaEvent_t e0, e1;
-  PROBE_CUDA_CHECK(cudaEventCreate(&e0));
-  PROBE_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> us;
-  for (int rep = 0; rep < reps; ++rep) {
-    PROBE_CUDA_CHECK(cudaEventRecord(e0));
-    launch();
-    PROBE_CUDA_CHECK(cudaEventRecord(e1));
-    PROBE_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0.0f;
-    PROBE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    us.push_back(ms * 1000.0f);
-  }
-  PROBE_CUDA_CHECK(cudaEventDestroy(e0));
-  PROBE_CUDA_CHECK(cudaEventDestroy(e1));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
-
 // A random e4m3 code, NaN excluded.
 inline uint8_t RandomE4m3Bits(std::mt19937& rng) {
   for (;;) {
@@ -160,16 +138,8 @@ inline uint8_t RandomE4m3Bits(std::mt19937& rng) {
 
 // The probes' command line ([--problems N], default 2000) and device (sm_90): true to go on;
 // false after printing why (exit 2).
-inline bool ProbeSetup(int argc, char** argv, const char* name, int* count, cudaDeviceProp* prop) {
-  *count = 2000;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--problems") == 0 && i + 1 < argc) {
-      *count = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--problems N]\n", name);
-      return false;
-    }
-  }
+// Device 0's properties, if it is an sm_90 device; else false, having said why.
+inline bool Sm90Device(const char* name, cudaDeviceProp* prop) {
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
     std::fprintf(stderr, "%s: no CUDA device\n", name);
@@ -181,6 +151,28 @@ inline bool ProbeSetup(int argc, char** argv, const char* name, int* count, cuda
     return false;
   }
   return true;
+}
+
+inline bool ProbeSetup(int argc, char** argv, const char* name, int* count, cudaDeviceProp* prop) {
+  *count = 2000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--problems") == 0 && i + 1 < argc) {
+      *count = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--problems N]\n", name);
+      return false;
+    }
+  }
+  return Sm90Device(name, prop);
+}
+
+// The FP8 experiments' start (bench_fp8_gemm, bench_fp8_gemv): the host check's JSON line, then,
+// unless only that was asked or it failed, an sm_90 device. -1: go on; else the exit code.
+inline int StartAfterHostCheck(const char* name, bool host_ok, bool host_only,
+                               cudaDeviceProp* prop) {
+  std::printf("{\"bench\": \"%s_host_check\", \"ok\": %s}\n", name, host_ok ? "true" : "false");
+  if (host_only || !host_ok) return host_ok ? 0 : 1;
+  return Sm90Device(name, prop) ? -1 : 2;
 }
 
 }  // namespace probe

@@ -378,10 +378,7 @@ std::vector<float> ModelOutputs(const Problems& pr, const WgmmaFp8Model& model) 
 // Bitwise mismatches of got against the model's outputs.
 int64_t ModelMismatches(const Problems& pr, const WgmmaFp8Model& model,
                         const std::vector<float>& got) {
-  const std::vector<float> want = ModelOutputs(pr, model);
-  int64_t differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) differ += FloatToBits(got[i]) != FloatToBits(want[i]);
-  return differ;
+  return TallyMismatches(got, ModelOutputs(pr, model), false, 0, [](size_t) {}).mismatches;
 }
 
 // Fact 5's variants: how many of wgmma's elements each model variant misses.
