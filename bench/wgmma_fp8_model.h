@@ -25,14 +25,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/quant_codec.h"
+
 namespace probe {
 
-// Exact decodes of the narrow formats (e4m3: 0x7f / 0xff are NaN, not decoded here).
-inline double DecodeE4m3(uint8_t b) {
-  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-  return s ? -v : v;
-}
+// Exact decodes of the narrow formats: e4m3 through the codec the model's kernels share
+// (backend/quant_codec.h; 0x7f / 0xff are NaN); e2m1 keeping the sign of a negative zero (the
+// probe draws its e4m3 code).
+inline double DecodeE4m3(uint8_t b) { return dsinfer::backend::qc::E4m3ToFloat(b); }
 inline double DecodeE2m1(uint8_t b) {
   static const double kV[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
   return (b & 8) ? -kV[b & 7] : kV[b & 7];
