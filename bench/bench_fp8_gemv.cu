@@ -97,9 +97,8 @@ Tiled TileWeights(const Operand& w, int n, int k, bool fp4) {
     for (int rg = 0; rg < n / kRows; ++rg)
       for (int s = 0; s < steps; ++s)
         for (int r = 0; r < kRows; ++r) {
-          const float sc = w.Scale(rg * kRows + r, 32 * s);
           t.sg[(static_cast<size_t>(rg) * steps + s) * kRows + r] =
-              static_cast<uint8_t>(((probe::FloatToBits(sc) >> 23) & 0xffu));
+              qc::Pow2ScaleByte(w.Scale(rg * kRows + r, 32 * s));
         }
   }
   return t;
@@ -150,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
   const int r0 = 16 * warp + g;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   auto promote = [&](int b, float s_lo, float s_hi) {  // tokens 2t, 2t + 1; rows r0, r0 + 8
-    const float x0 = sxs[(2 * t) % kMaxTokens][b], x1 = sxs[(2 * t + 1) % kMaxTokens][b];
+    const float x0 = sxs[2 * t][b], x1 = sxs[2 * t + 1][b];
     acc[0] = fmaf(r[0], s_lo * x0, acc[0]);
     acc[1] = fmaf(r[1], s_lo * x1, acc[1]);
     acc[2] = fmaf(r[2], s_hi * x0, acc[2]);
@@ -173,8 +172,7 @@ __global__ void __launch_bounds__(kThreads)
         cu::WgmmaFenceOperand(r);
         const int gs = slice * kSteps + s;  // the group's global step
         const uint8_t* sgs = sg + (static_cast<int64_t>(rg) * steps + gs) * kRows;
-        promote(b, __uint_as_float(static_cast<uint32_t>(sgs[r0]) << 23),
-                __uint_as_float(static_cast<uint32_t>(sgs[r0 + 8]) << 23));
+        promote(b, qc::Pow2OfByte(sgs[r0]), qc::Pow2OfByte(sgs[r0 + 8]));
       }
     } else {
       cu::WgmmaFence();
