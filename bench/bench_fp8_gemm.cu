@@ -348,7 +348,8 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"wq_a", 1024, 4096},     {"wq_b", 32768, 1024},
                           {"wkv", 512, 4096},       {"idx_wq_b", 8192, 1024},
                           {"wo_b", 4096, 8192},     {"shared_w13", 4096, 4096},
-                          {"shared_w2", 4096, 2048}};
+                          {"shared_w2", 4096, 2048},
+                          {"expert_w13", 4096, 4096, true}, {"expert_w2", 4096, 2048, true}};
   std::printf("{\"bench\": \"fp8_gemm_setup\", \"device\": \"%s\", \"tokens\": %d}\n", prop.name,
               m);
   bool all_ok = true;

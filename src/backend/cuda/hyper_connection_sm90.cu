@@ -305,8 +305,11 @@ __device__ void CollapseNormHcRegs(const float (&xv)[kCollapsePer][HC], const fl
 constexpr int kSplitBlocks = 4, kSplitThreads = 256;
 constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
 
+// kPer <= 4: 4 blocks an SM (64 registers a thread; ptxas spills 4 bytes), so that more tokens'
+// loads and barriers are in flight: bench_hc's pre at 8,192 tokens 663 -> 555 us, at 256 tokens
+// 23.0 -> 20.0 us (H100; the same bits: docs/perf.md, session 39).
 template <int HC, int kPer>
-__global__ void __launch_bounds__(kSplitThreads)
+__global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     HcPreFinishSplitKernel(HcPreFinishParams p, int64_t slices) {
   if (p.trigger == 0) PdlTrigger();
   __shared__ float mixv[kMaxMixOut + 1];
