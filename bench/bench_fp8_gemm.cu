@@ -22,7 +22,8 @@
 // check: probe_fp8_mma_bits, fact 5). Today's kernel on the same shapes: bench_qgemm --tokens M.
 // First, on the host (alone with --host-check: no device needed), the kernel's staging and
 // fragment addressing read back through wgmma's operand layouts (HostCheck).
-//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 4096] [--host-check]
+//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--fp8-kernel tma|first] [--sample 4096]
+//                  [--host-check]
 // Exit 0 if every sampled element matches the model, 1 if not, 2 without an sm_90 device.
 #include <cuda_runtime.h>
 
@@ -38,6 +39,7 @@
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
 #include "fp8_mma.cuh"
@@ -56,6 +58,7 @@ using fp8bench::QuantizeWeights;
 using fp8mma::E2m1x4ToE4m3;
 using fp8mma::SliceCols;
 using fp8mma::WgmmaFp8N128;
+using fp8mma::WgmmaFp8N128Ss;
 
 // Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
 constexpr int kGraphLaunches = 5;
@@ -225,6 +228,152 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The dense FP8 linear's second form (session 39), warp-specialized as src's QGemmWsKernel
+// (qgemm_ws_sm90.cu) moves data: a producer warp fills a ring of stages, each a 128-column block
+// of the 128 tokens' codes and of the block's 128 weight rows (two 128 x 128-byte TMA boxes in the
+// 128-byte swizzle that wgmma's descriptors read: both operands from shared memory, no fragment
+// loads) and the tokens' scales (one 512-byte bulk copy from the block-major xs_t), completing on
+// the stage's mbarrier; two consumer warpgroups (64 rows each) issue the block's four
+// m64n128k32 .e4m3 steps from zero, wait, promote (acc = fmaf(r, s_w * s_x, acc)) and release the
+// stage; a slice's sum joins the total in registers. The same operations per element as
+// Fp8GemmKernel<false>, so the same bits. Blocks are persistent and walk the output tiles in
+// groups of kWsGroupRows row blocks (QGemmWsKernel's order).
+namespace ws {
+constexpr int kConsumers = 256, kThreads = kConsumers + 128, kStages = 5, kGroupRows = 8;
+constexpr int kXBytes = kBN * kBK, kWBytes = kBM * kBK, kSxBytes = kBN * 4;
+constexpr int kStageBytes = (kXBytes + kWBytes + kSxBytes + 1023) / 1024 * 1024;
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+
+struct Args {
+  CUtensorMap xmap, wmap;  // x [m, k] and w [n, k] e4m3, boxes of 128 rows x 128 bytes
+  const float* xs_t;       // [k / 128, m]
+  const float* ws;         // [n / 128, k / 128]
+  float* y;                // [m, n]
+  int m, n, k;
+};
+
+__global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_constant__ Args a) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  auto x_at = [&](int s) { return smem + s * kStageBytes; };
+  auto w_at = [&](int s) { return smem + s * kStageBytes + kXBytes; };
+  auto sx_at = [&](int s) {
+    return reinterpret_cast<const float*>(smem + s * kStageBytes + kXBytes + kWBytes);
+  };
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      cu::MbarInit(full + s, 1);
+      cu::MbarInit(empty + s, kConsumers / 32);
+    }
+    cu::FenceMbarInit();
+  }
+  __syncthreads();
+  const int nblk = a.k / kBK, row_blocks = a.n / kBM, token_tiles = a.m / kBN;
+  const int ntiles = row_blocks * token_tiles;
+  auto coords = [&](int t, int* rb, int* tt) {  // QGemmWsKernel's TileCoords
+    const int per_group = kGroupRows * token_tiles, first = (t / per_group) * kGroupRows;
+    const int r = t % per_group, size = min(kGroupRows, row_blocks - first);
+    *tt = r / size;
+    *rb = first + r % size;
+  };
+  if (warp >= kConsumers / 32) {  // the producer warpgroup; one lane of it works
+    cu::SetMaxNReg<false, 40>();
+    if (warp != kConsumers / 32 || lane != 0) return;
+    uint32_t fills = 0;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+      int rb, tt;
+      coords(t, &rb, &tt);
+      for (int kb = 0; kb < nblk; ++kb, ++fills) {
+        const int s = static_cast<int>(fills % kStages);
+        cu::RingWaitEmpty<kStages>(empty, fills);
+        cu::MbarArriveExpectTx(full + s, kXBytes + kWBytes + kSxBytes);
+        cu::TmaLoad2d(x_at(s), &a.xmap, kb * kBK, tt * kBN, full + s);
+        cu::TmaLoad2d(w_at(s), &a.wmap, kb * kBK, rb * kBM, full + s);
+        cu::BulkLoad(smem + s * kStageBytes + kXBytes + kWBytes,
+                     a.xs_t + static_cast<int64_t>(kb) * a.m + tt * kBN, kSxBytes, full + s);
+      }
+    }
+    return;
+  }
+  cu::SetMaxNReg<true, 232>();
+  const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
+  constexpr int kSliceBlocks = SliceCols(false) / kBK;
+  uint32_t uses = 0;
+  for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    int rb, tt;
+    coords(t, &rb, &tt);
+    float acc[64], tot[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int kb = 0; kb < nblk; ++kb, ++uses) {
+      const int s = static_cast<int>(uses % kStages);
+      const float sw = __ldg(a.ws + static_cast<int64_t>(rb) * nblk + kb);
+      cu::RingWaitFull<kStages>(full, uses);
+      const uint32_t xb = cu::SmemAddr(x_at(s)), wb = cu::SmemAddr(w_at(s)) + wg * 64 * kBK;
+      float r[64];
+      cu::WgmmaFence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        WgmmaFp8N128Ss(r, cu::WgmmaDescSw128(wb + q * 32), cu::WgmmaDescSw128(xb + q * 32), q);
+      cu::WgmmaCommit();
+      cu::WgmmaWait<0>();
+      cu::WgmmaFenceOperand(r);
+      const float2* sx = reinterpret_cast<const float2*>(sx_at(s));
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const float2 xv = sx[4 * j + t4];  // tokens 8 j + 2 t4, + 1
+        acc[4 * j] = fmaf(r[4 * j], sw * xv.x, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(r[4 * j + 1], sw * xv.y, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(r[4 * j + 2], sw * xv.x, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(r[4 * j + 3], sw * xv.y, acc[4 * j + 3]);
+      }
+      __syncwarp();
+      if (lane == 0) cu::MbarArrive(empty + s);  // the warp is done with the stage
+      if ((kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk) {  // a slice's sum joins the total
+        const bool first = kb < kSliceBlocks;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          tot[i] = first ? acc[i] : tot[i] + acc[i];
+          acc[i] = 0.0f;
+        }
+      }
+    }
+    // C fragment (n8 tile j, register e): row 16 (warp % 4) + g + 8 (e / 2), token 8 j + 2 t4 + e % 2.
+    const int row = rb * kBM + wg * 64 + (warp % 4) * 16 + g;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        a.y[static_cast<int64_t>(tt * kBN + 8 * j + 2 * t4 + e % 2) * a.n + row + 8 * (e / 2)] =
+            tot[4 * j + e];
+  }
+}
+
+// Launches over a persistent grid; false if the driver refuses a tensor map.
+bool Launch(const uint8_t* x, const float* xs_t, const uint8_t* w, const float* ws, float* y, int m,
+            int n, int k, int sms, cudaStream_t stream) {
+  Args a{};
+  if (!cu::EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, k, m, k, kBK, kBN,
+                             CU_TENSOR_MAP_SWIZZLE_128B) ||
+      !cu::EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w, k, n, k, kBK, kBM,
+                             CU_TENSOR_MAP_SWIZZLE_128B))
+    return false;
+  a.xs_t = xs_t;
+  a.ws = ws;
+  a.y = y;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  const int tiles = (n / kBM) * (m / kBN);
+  Fp8GemmTmaKernel<<<std::min(tiles, sms), kThreads, kSmem, stream>>>(a);
+  return true;
+}
+}  // namespace ws
+
 struct Shape {
   const char* name;
   int n, k;
@@ -317,7 +466,7 @@ bool HostCheck() {
 int main(int argc, char** argv) {
   int m = 8192, sample = 4096;
   bool host_only = false;
-  std::string only;
+  std::string only, fp8_kernel = "tma";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -325,6 +474,12 @@ int main(int argc, char** argv) {
       m = std::atoi(argv[++i]);
     } else if (a == "--only" && has_value) {
       only = argv[++i];
+    } else if (a == "--fp8-kernel" && has_value) {
+      fp8_kernel = argv[++i];
+      if (fp8_kernel != "tma" && fp8_kernel != "first") {
+        std::fprintf(stderr, "--fp8-kernel: tma or first, not %s\n", fp8_kernel.c_str());
+        return 2;
+      }
     } else if (a == "--sample" && has_value) {
       sample = std::atoi(argv[++i]);
     } else if (a == "--host-check") {
@@ -345,6 +500,12 @@ int main(int argc, char** argv) {
       Fp8GemmKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<false>::kSmem));
   PROBE_CUDA_CHECK(cudaFuncSetAttribute(
       Fp8GemmKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<true>::kSmem));
+  PROBE_CUDA_CHECK(cudaFuncSetAttribute(ws::Fp8GemmTmaKernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, ws::kSmem));
+  if (fp8_kernel == "tma" && m % kBN != 0) {
+    std::fprintf(stderr, "--fp8-kernel tma: --tokens must be a multiple of %d\n", kBN);
+    return 2;
+  }
   const Shape shapes[] = {{"wq_a", 1024, 4096},     {"wq_b", 32768, 1024},
                           {"wkv", 512, 4096},       {"idx_wq_b", 8192, 1024},
                           {"wo_b", 4096, 8192},     {"shared_w13", 4096, 4096},
@@ -360,11 +521,20 @@ int main(int argc, char** argv) {
     const Operand x = QuantizeActivations(m, sh.k, rng);
     const Operand w = QuantizeWeights(sh.n, sh.k, sh.fp4, rng);
     uint8_t *dx = probe::ToDevice(x.code), *dw = probe::ToDevice(w.code);
-    float *dxs = probe::ToDevice(x.scale), *dws = probe::ToDevice(w.scale);
+    std::vector<float> xs_t(x.scale.size());  // [k / 128, m]: the TMA kernel's layout
+    for (int i = 0; i < m; ++i)
+      for (int b = 0; b < sh.k / kBK; ++b) xs_t[static_cast<size_t>(b) * m + i] = x.Scale(i, b * kBK);
+    const bool tma = !sh.fp4 && fp8_kernel == "tma";
+    float *dxs = probe::ToDevice(tma ? xs_t : x.scale), *dws = probe::ToDevice(w.scale);
     float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
     const dim3 grid(sh.n / kBM, (m + kBN - 1) / kBN);
     auto launch = [&](int) {
-      if (sh.fp4) {
+      if (tma) {
+        if (!ws::Launch(dx, dxs, dw, dws, dy, m, sh.n, sh.k, prop.multiProcessorCount, st.get())) {
+          std::fprintf(stderr, "the driver refused a tensor map\n");
+          std::exit(1);
+        }
+      } else if (sh.fp4) {
         Fp8GemmKernel<true>
             <<<grid, kThreads, Cfg<true>::kSmem, st.get()>>>(dx, dxs, dw, dws, dy, m, sh.n, sh.k);
       } else {
@@ -393,11 +563,12 @@ int main(int argc, char** argv) {
     all_ok &= mismatches == 0;
     const double tflops = 2.0 * m * sh.n * static_cast<double>(sh.k) / (med * 1e-6) / 1e12;
     std::printf(
-        "{\"bench\": \"fp8_gemm\", \"shape\": \"%s\", \"format\": \"%s\", \"tokens\": %d, "
+        "{\"bench\": \"fp8_gemm\", \"shape\": \"%s\", \"format\": \"%s\", \"kernel\": \"%s\", "
+        "\"tokens\": %d, "
         "\"n\": %d, \"k\": %d, "
         "\"us\": %.1f, \"tflops\": %.1f, \"ratio_to_fp8_peak\": %.2f, \"sampled\": %d, "
         "\"model_mismatches\": %lld}\n",
-        sh.name, sh.fp4 ? "fp4" : "fp8", m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops,
+        sh.name, sh.fp4 ? "fp4" : "fp8", tma ? "tma" : "first", m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops,
         sample, static_cast<long long>(mismatches));
     std::fflush(stdout);
     for (void* ptr : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dxs),

@@ -41,6 +41,21 @@ __device__ __forceinline__ void WgmmaFp8N128(float (&d)[64], const uint32_t (&a)
       : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
+// The same step with A from shared memory too (both operands K-major through their descriptors,
+// e.g. 128-byte-swizzled TMA boxes: WgmmaDescSw128).
+__device__ __forceinline__ void WgmmaFp8N128Ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                               int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "%64, %65, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
 // wgmma m64n256k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B. d[4j + 0..3] is n8 tile j's fragment (as m16n8k16's C of the warp's rows).
 #define FP8MMA_F64(i) FP8MMA_F16(i), FP8MMA_F16(i + 16), FP8MMA_F16(i + 32), FP8MMA_F16(i + 48)
