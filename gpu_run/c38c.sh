@@ -9,8 +9,8 @@ gpu_build
 B=build-cuda/bin/dsinfer
 # Expert parallelism: mid preset (official formats), 1,024 ids in chunks of 512, then decode-like 1-token chunks.
 $B init-model --preset mid --weights official --out /tmp/mid > /dev/null 2>&1 || echo "init-model failed"
-python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(1024)]))" > /tmp/ids.json
-python3 -c "import json; print(json.dumps([(i*7919+11)%32000 for i in range(64)]))" > /tmp/ids64.json
+python3 -c "import json; print(json.dumps({'ids': [(i*7919+11)%32000 for i in range(1024)]}))" > /tmp/ids.json
+python3 -c "import json; print(json.dumps({'ids': [(i*7919+11)%32000 for i in range(64)]}))" > /tmp/ids64.json
 for n in 1 2 4; do
   s=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids.json --chunks 512,512 --expert-parallel $n --out /tmp/l$n.npy > /dev/null 2> /tmp/e$n.log; rc=$?; e=$(date +%s.%N)
   s2=$(date +%s.%N); timeout 60 $B logits --device cuda --model /tmp/mid --ids-file /tmp/ids64.json --chunks $(python3 -c "print(','.join(['1']*64))") --expert-parallel $n --out /tmp/d$n.npy > /dev/null 2>> /tmp/e$n.log; rc2=$?; e2=$(date +%s.%N)

@@ -4,6 +4,7 @@
 # warp-specialized, both operands from shared memory) against its first form and today's kernels
 # on the same shapes, and an ncu profile of the second form.
 source "$(dirname "$0")/common.sh"
+g++ --version | head -1; ldd --version | head -1; grep -m1 "model name" /proc/cpuinfo
 gpu_build
 timeout 200 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 150 -j4 > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
 grep -E "tests passed|tests failed|\*\*\*" "$OUT/ctest.log" | head -12
