@@ -27,7 +27,7 @@ void AttendHead(const float* q, const std::vector<const float*>& keys, int64_t d
   for (int64_t j = 0; j < n; ++j) {
     const float p = logits[j] * inv;
     const float* k = keys[j];
-    for (int64_t i = 0; i < d; ++i) o[i] += p * k[i];
+    for (int64_t i = 0; i < d; ++i) o[i] = std::fma(p, k[i], o[i]);
   }
 }
 
@@ -54,7 +54,7 @@ void AttendHeadBf16(const float* q, const std::vector<const float*>& keys, int64
       sum += e[j];
       const float p = bf16(e[j]);
       const float* k = keys[c0 + j];
-      for (int64_t i = 0; i < d; ++i) pv[i] += p * k[i];
+      for (int64_t i = 0; i < d; ++i) pv[i] = std::fma(p, k[i], pv[i]);
     }
     float m_new, a, b;
     sm::FoldScales(m_run, mc, &m_new, &a, &b);
