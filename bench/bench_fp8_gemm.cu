@@ -1,5 +1,5 @@
 // Experiment (issue 27): the dense FP8 linear on Hopper's FP8 instructions, checked bit for bit
-// against the CPU model of them (wgmma_fp8_model.h) and timed at prefill sizes, to tell what an
+// against the CPU model of them (backend/wgmma_fp8.h) and timed at prefill sizes, to tell what an
 // FP8-instruction numerics mode would buy before any kernel of src/ changes.
 //
 // Per k slice (fp8_mma.cuh's SliceCols: 512 columns FP8, 256 FP4, as bench_fp8_gemv's decode
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
         acc[4 * j + 3] = fmaf(r[4 * j + 3], sw * xv.y, acc[4 * j + 3]);
       }
       __syncwarp();
-      if (lane == 0) cu::MbarArrive(empty + s);  // the warp is done with the stage
+      if (lane == 0) cu::MbarArrive(empty + s);              // the warp is done with the stage
       if ((kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk) {  // a slice's sum joins the total
         const bool first = kb < kSliceBlocks;
 #pragma unroll
@@ -342,7 +342,8 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
         }
       }
     }
-    // C fragment (n8 tile j, register e): row 16 (warp % 4) + g + 8 (e / 2), token 8 j + 2 t4 + e % 2.
+    // C fragment (n8 tile j, register e): row 16 (warp % 4) + g + 8 (e / 2), token 8 j + 2 t4 + e
+    // % 2.
     const int row = rb * kBM + wg * 64 + (warp % 4) * 16 + g;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
@@ -506,11 +507,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--fp8-kernel tma: --tokens must be a multiple of %d\n", kBN);
     return 2;
   }
-  const Shape shapes[] = {{"wq_a", 1024, 4096},     {"wq_b", 32768, 1024},
-                          {"wkv", 512, 4096},       {"idx_wq_b", 8192, 1024},
-                          {"wo_b", 4096, 8192},     {"shared_w13", 4096, 4096},
+  const Shape shapes[] = {{"wq_a", 1024, 4096},
+                          {"wq_b", 32768, 1024},
+                          {"wkv", 512, 4096},
+                          {"idx_wq_b", 8192, 1024},
+                          {"wo_b", 4096, 8192},
+                          {"shared_w13", 4096, 4096},
                           {"shared_w2", 4096, 2048},
-                          {"expert_w13", 4096, 4096, true}, {"expert_w2", 4096, 2048, true}};
+                          {"expert_w13", 4096, 4096, true},
+                          {"expert_w2", 4096, 2048, true}};
   std::printf("{\"bench\": \"fp8_gemm_setup\", \"device\": \"%s\", \"tokens\": %d}\n", prop.name,
               m);
   bool all_ok = true;
@@ -523,7 +528,8 @@ int main(int argc, char** argv) {
     uint8_t *dx = probe::ToDevice(x.code), *dw = probe::ToDevice(w.code);
     std::vector<float> xs_t(x.scale.size());  // [k / 128, m]: the TMA kernel's layout
     for (int i = 0; i < m; ++i)
-      for (int b = 0; b < sh.k / kBK; ++b) xs_t[static_cast<size_t>(b) * m + i] = x.Scale(i, b * kBK);
+      for (int b = 0; b < sh.k / kBK; ++b)
+        xs_t[static_cast<size_t>(b) * m + i] = x.Scale(i, b * kBK);
     const bool tma = !sh.fp4 && fp8_kernel == "tma";
     float *dxs = probe::ToDevice(tma ? xs_t : x.scale), *dws = probe::ToDevice(w.scale);
     float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
@@ -552,8 +558,7 @@ int main(int argc, char** argv) {
     for (auto& p : picks) p = {static_cast<int>(rng() % m), static_cast<int>(rng() % sh.n)};
     std::vector<float> want(sample), got(sample);
     fp8bench::ParallelFor(sample, [&](int64_t i) {
-      want[i] =
-          ModelElement(x, w, sh.k, sh.fp4, picks[i].first, picks[i].second, SliceCols(sh.fp4));
+      want[i] = ModelElement(x, w, picks[i].first, picks[i].second);
       got[i] = y[static_cast<size_t>(picks[i].first) * sh.n + picks[i].second];
     });
     const int64_t mismatches = probe::TallyMismatches(got, want, false, 3, [&](size_t i) {
@@ -568,8 +573,8 @@ int main(int argc, char** argv) {
         "\"n\": %d, \"k\": %d, "
         "\"us\": %.1f, \"tflops\": %.1f, \"ratio_to_fp8_peak\": %.2f, \"sampled\": %d, "
         "\"model_mismatches\": %lld}\n",
-        sh.name, sh.fp4 ? "fp4" : "fp8", tma ? "tma" : "first", m, sh.n, sh.k, med, tflops, kFp8PeakTflops / tflops,
-        sample, static_cast<long long>(mismatches));
+        sh.name, sh.fp4 ? "fp4" : "fp8", tma ? "tma" : "first", m, sh.n, sh.k, med, tflops,
+        kFp8PeakTflops / tflops, sample, static_cast<long long>(mismatches));
     std::fflush(stdout);
     for (void* ptr : {static_cast<void*>(dx), static_cast<void*>(dw), static_cast<void*>(dxs),
                       static_cast<void*>(dws)})

@@ -1,7 +1,7 @@
 // Experiment (issue 27): the FP8-instruction linear at decode sizes (1..8 tokens), the other half
 // of an FP8-instruction numerics mode (bench_fp8_gemm.cu is the prefill half): the same chains,
 // so a row's bits are the same at every batch size, checked bit for bit against the CPU model
-// (wgmma_fp8_model.h) and timed against the weights' bytes.
+// (backend/wgmma_fp8.h) and timed against the weights' bytes.
 //
 // Numerics (fp8_operands.h's ModelElement): k cut into slices of 512 columns (FP8) or 256 (FP4),
 // as today's decode kernels cut it (QCfg); per slice, per 128-column block, FP8: four wgmma
@@ -348,8 +348,7 @@ int main(int argc, char** argv) {
       // Every output against the model, over the host's threads.
       std::vector<float> want(y.size());
       fp8bench::ParallelFor(static_cast<int64_t>(want.size()), [&](int64_t e) {
-        want[e] = ModelElement(x, w, sh.k, sh.fp4, static_cast<int>(e / sh.n),
-                               static_cast<int>(e % sh.n), SliceCols(sh.fp4));
+        want[e] = ModelElement(x, w, static_cast<int>(e / sh.n), static_cast<int>(e % sh.n));
       });
       const int64_t mismatches = probe::TallyMismatches(y, want, false, 3, [&](size_t e) {
                                    std::printf("  %s m=%d: token %zu row %zu: %a vs model %a\n",

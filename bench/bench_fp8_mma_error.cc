@@ -1,5 +1,5 @@
 // What Hopper's FP8 instructions would cost the FP8 / FP4 linears in accuracy (issue 27's
-// FP8-instruction numerics mode), on the CPU through bench/wgmma_fp8_model.h.
+// FP8-instruction numerics mode), on the CPU through backend/wgmma_fp8.h.
 //
 // A linear y = x · Wᵀ with x quantized as act_quant does (e4m3, a power-of-two scale per 128
 // columns; spec §2.12) and W in the official formats: FP8 (e4m3, one power-of-two scale per
@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "backend/quant_codec.h"
+#include "backend/wgmma_fp8.h"
 #include "bench_flags.h"
 #include "fp8_operands.h"  // Quantize, ParallelFor
-#include "wgmma_fp8_model.h"
 
 namespace qc = dsinfer::backend::qc;
 
@@ -71,7 +71,7 @@ void Run(const Options& o, bool fp4, int k) {
   const fp8bench::Operand xq = fp8bench::Quantize(x, o.m, k, 1, 128, qc::Kind::kFp8Pow2);
   const fp8bench::Operand wq = fp4 ? fp8bench::Quantize(w, o.n, k, 1, 32, qc::Kind::kFp4Pow2)
                                    : fp8bench::Quantize(w, o.n, k, 128, 128, qc::Kind::kFp8Pow2);
-  const probe::WgmmaFp8Model model;
+  const dsinfer::backend::fp8mma::WgmmaFp8Model model;
   const size_t outs = static_cast<size_t>(o.m) * o.n;
   std::vector<double> y_true(outs), y_exact(outs), y_mma(outs);
   fp8bench::ParallelFor(static_cast<int64_t>(outs), [&](int64_t e) {

@@ -5,12 +5,16 @@
 
 #include <cstdint>
 
+#include "backend/wgmma_fp8.h"
+
 namespace fp8mma {
 
-// The k slices of the FP8-instruction linear (its numerics: each slice's sum apart, the slices
-// added in order), as today's decode kernels cut k (QCfg): 512 columns of an FP8 weight, 256 of
-// an FP4 one. Prefill and decode kernels alike, so a row's bits do not depend on the batch.
+// The k slices of the FP8-instruction linear (backend/wgmma_fp8.h SliceCols, its CPU reference's),
+// for device code.
 __host__ __device__ constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
+static_assert(SliceCols(false) == dsinfer::backend::fp8mma::SliceCols(false) &&
+                  SliceCols(true) == dsinfer::backend::fp8mma::SliceCols(true),
+              "the kernels' k slices are the reference's");
 
 // wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B (C not read).

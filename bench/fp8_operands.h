@@ -1,7 +1,7 @@
 // Host side of the FP8-instruction benches (bench_fp8_gemm.cu, bench_fp8_gemv.cu, and in part
 // probe_fp8_mma_bits.cu, bench_fp8_mma_error.cc): random activations quantized as act_quant does
 // and weights in the official FP8 / FP4 formats, as codes, e4m3 codes and scales; the linear's
-// reference through the wgmma model (wgmma_fp8_model.h); a parallel loop.
+// reference (backend/wgmma_fp8.h); a parallel loop.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/quant_codec.h"
-#include "wgmma_fp8_model.h"
+#include "backend/wgmma_fp8.h"
 
 namespace fp8bench {
 
@@ -103,28 +103,12 @@ inline Operand QuantizeWeights(int n, int k, bool fp4, std::mt19937& rng) {
              : Quantize(w, n, k, 128, 128, qc::Kind::kFp8Pow2);
 }
 
-// The FP8-instruction linear's y[i, j] on the CPU through the model: per k slice of
-// `slice_cols` columns (from the first; one slice: slice_cols = k), per 128-column block, FP8: r =
-// four chained steps from zero, acc = fmaf(r, s_w * s_x, acc); FP4: per 32-column group r = one
-// step, acc = fmaf(r, s_g * s_x, acc); the slices' sums added in slice order (the first as it is).
-inline float ModelElement(const Operand& x, const Operand& w, int k, bool fp4, int i, int j,
-                          int slice_cols) {
-  const probe::WgmmaFp8Model model;
-  const uint8_t* xr = &x.e4m3[static_cast<size_t>(i) * k];
-  const uint8_t* wr = &w.e4m3[static_cast<size_t>(j) * k];
-  float total = 0.0f;
-  for (int c0 = 0; c0 < k; c0 += slice_cols) {
-    float acc = 0.0f;
-    for (int b = c0; b < c0 + slice_cols; b += 128) {
-      const float sx = x.Scale(i, b);
-      for (int g = b; g < b + 128; g += fp4 ? 32 : 128) {
-        const float r = fp4 ? model.Step(xr + g, wr + g, 0.0f) : model.Chain(xr + g, wr + g, 128);
-        acc = std::fmaf(r, w.Scale(j, g) * sx, acc);
-      }
-    }
-    total = c0 == 0 ? acc : total + acc;
-  }
-  return total;
+// The FP8-instruction linear's y[i, j] on the CPU (backend/wgmma_fp8.h's Dot: the CPU reference).
+inline float ModelElement(const Operand& x, const Operand& w, int i, int j) {
+  namespace fm = dsinfer::backend::fp8mma;
+  const fm::Operand xo{x.e4m3.data(), x.scale.data(), x.k, x.br, x.bc};
+  const fm::Operand wo{w.e4m3.data(), w.scale.data(), w.k, w.br, w.bc};
+  return fm::Dot(xo, i, wo, j);
 }
 
 }  // namespace fp8bench

@@ -1,5 +1,5 @@
 // Host helpers shared by the tensor-core bit probes (probe_wgmma_bits.cu, probe_fp8_mma_bits.cu):
-// exact decodes of f16 / bf16 (e4m3 / e2m1: wgmma_fp8_model.h), exact f16 / bf16 encodings, float
+// exact decodes of f16 / bf16 / e4m3 / e2m1, exact f16 / bf16 encodings, float
 // bits and ulp distance, random e4m3 codes, a CUDA error check.
 #pragma once
 
@@ -14,8 +14,9 @@
 #include <random>
 #include <vector>
 
+#include "backend/quant_codec.h"
+#include "backend/wgmma_fp8.h"
 #include "base/dtype.h"
-#include "wgmma_fp8_model.h"  // DecodeE4m3, DecodeE2m1
 
 #define PROBE_CUDA_CHECK(expr)                                                      \
   do {                                                                              \
@@ -31,6 +32,16 @@ namespace probe {
 
 using dsinfer::BitsToFloat;
 using dsinfer::FloatToBits;
+using dsinfer::backend::fp8mma::WgmmaFp8Model;
+
+// Exact decodes of the narrow formats: e4m3 through the codec the model's kernels share
+// (backend/quant_codec.h; 0x7f / 0xff are NaN); e2m1 keeping the sign of a negative zero (the
+// probe draws its e4m3 code).
+inline double DecodeE4m3(uint8_t b) { return dsinfer::backend::qc::E4m3ToFloat(b); }
+inline double DecodeE2m1(uint8_t b) {
+  static const double kV[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (b & 8) ? -kV[b & 7] : kV[b & 7];
+}
 
 inline double DecodeF16(uint16_t h) {
   const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;

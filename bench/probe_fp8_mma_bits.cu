@@ -19,7 +19,7 @@
 //      wide ones. Also per class: wgmma's k128 chain against the exact sum, as the largest error
 //      relative to the sum of the products' magnitudes (the precision an FP8-instruction numerics
 //      mode would trade, with its partial sums promoted to fp32 every 128 k as DeepGEMM does).
-//   5. wgmma_vs_model: does bench/wgmma_fp8_model.h (session 38: fitted to the 27 elements this
+//   5. wgmma_vs_model: does backend/wgmma_fp8.h (session 38: fitted to the 27 elements this
 //      probe printed in session 31) give wgmma's bits for every element, at N = 8 and (fact 4's
 //      launches) N = 256? Also how many elements its variants give (the leading-one cut, a
 //      subnormal's exponent, 12 and 14 fraction bits): what the data tell apart. If the model

@@ -1,6 +1,7 @@
-// What Hopper's FP8 warpgroup MMA computes (wgmma m64nNk32 .f32.e4m3.e4m3), as a CPU function:
-// a model fitted to an H200's outputs, the precondition of any FP8-instruction numerics mode
-// whose CPU reference adopts the instruction's rounding (issue 27; docs/perf.md, session 38).
+// What Hopper's FP8 warpgroup MMA computes (wgmma m64nNk32 .f32.e4m3.e4m3), as a CPU function,
+// and the FP8-instruction linear built on it: the CPU reference of an FP8-instruction numerics
+// mode (issue 27; docs/perf.md, sessions 38-39), whose kernels multiply the operands' e4m3 codes
+// as stored and promote each short chain into an fp32 sum (DeepGEMM's design).
 //
 // One k32 step d = c + sum_k a_k b_k (the products exact: 4-bit by 4-bit significands):
 //   1. E = the largest of E(a_k) + E(b_k) over the nonzero products and, when c != 0, of
@@ -12,31 +13,27 @@
 //      bits after its own leading one).
 // Chained steps (k > 32) feed each step's fp32 result to the next as c; the first has c = 0.
 //
-// Fitted (session 38) to the 27 elements probe_fp8_mma_bits printed in session 31 (problem 0, row
-// 0, columns 0-2 of each class x 1 / 2 / 4 steps; tests/data/wgmma_fp8_h200_s31.json): all 27
-// match, as they do with either variant flag (those elements do not tell them apart); 12 fraction
-// bits match 4, 14 match 8. The probe checks every element against it (wgmma_vs_model).
+// Fitted (session 38) to the 27 elements probe_fp8_mma_bits printed on an H200 in session 31
+// (tests/data/wgmma_fp8_h200_s31.json: all 27 match; 12 fraction bits match 4, 14 match 8).
+// Checked (session 39, H100) against every element of the probe: 0 mismatches of 1,024,000 in each
+// of 12 cases (exact, random e4m3, e2m1 x e4m3 and act_quant-like blocks; 1, 2 and 4 chained
+// steps), N = 256 as N = 8; 12 or 14 bits miss 67-90%; the two variant flags give 0 mismatches too
+// (these classes do not tell them apart). Both FP8 experiments' kernels matched it on every output
+// they checked.
 //
 // By this model an element depends only on its own row of A and column of B, not on N, the
-// other columns or the tile: a kernel chaining these steps in a fixed k order would be
-// batch-invariant (the probe's fact 4 checks that directly).
+// other columns or the tile: a kernel chaining these steps in a fixed k order is batch-invariant.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "backend/quant_codec.h"
 
-namespace probe {
+namespace dsinfer::backend::fp8mma {
 
-// Exact decodes of the narrow formats: e4m3 through the codec the model's kernels share
-// (backend/quant_codec.h; 0x7f / 0xff are NaN); e2m1 keeping the sign of a negative zero (the
-// probe draws its e4m3 code).
-inline double DecodeE4m3(uint8_t b) { return dsinfer::backend::qc::E4m3ToFloat(b); }
-inline double DecodeE2m1(uint8_t b) {
-  static const double kV[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-  return (b & 8) ? -kV[b & 7] : kV[b & 7];
-}
+namespace qc = dsinfer::backend::qc;
 
 struct WgmmaFp8Model {
   bool subnormal_true_exponent = false;
@@ -55,7 +52,7 @@ struct WgmmaFp8Model {
   int CodeExponent(uint8_t code) const {
     const int e = (code >> 3) & 15;
     if (e != 0) return e - 7;
-    return subnormal_true_exponent ? Lead(DecodeE4m3(code)) : -6;
+    return subnormal_true_exponent ? Lead(qc::E4m3ToFloat(code)) : -6;
   }
 
   // One k32 step over a[0..31] and b[0..31] (e4m3 codes, k order) onto c.
@@ -64,7 +61,7 @@ struct WgmmaFp8Model {
     bool any = false;
     static const Table table = [] {
       Table t;
-      for (int i = 0; i < 256; ++i) t.value[i] = DecodeE4m3(static_cast<uint8_t>(i));
+      for (int i = 0; i < 256; ++i) t.value[i] = qc::E4m3ToFloat(static_cast<uint8_t>(i));
       return t;
     }();
     double prod[32];
@@ -101,4 +98,45 @@ struct WgmmaFp8Model {
   }
 };
 
-}  // namespace probe
+// The FP8-instruction linear y = x w^T on codes and scales. k is cut into slices of SliceCols
+// columns (from the first; the decode kernels' split of k, fixed by the format alone), each summed
+// from zero and added to the total in slice order (the first as it is). Within a slice, per
+// promotion unit in k order: FP8 weights (128 x 128 scale blocks): r = the 128 columns' four
+// chained steps from zero; FP4 weights (1 x 32 scale groups, their e2m1 values as e4m3 codes):
+// r = one step per group; then acc = fmaf(r, s_w * s_x, acc), s_x the token's act_quant scale of
+// the columns' 128-block. k must be a multiple of 32 (a last, shorter 128-block chains what it
+// has).
+constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
+
+// A row-major [rows, k] operand as e4m3 codes and block scales: element (r, c) is
+// E4m3(e4m3[r * k + c]) * scale[(r / br) * ceil(k / bc) + c / bc]. Activations: br 1, bc 128
+// (act_quant); FP8 weights: 128 x 128; FP4 weights: 1 x 32.
+struct Operand {
+  const uint8_t* e4m3 = nullptr;
+  const float* scale = nullptr;
+  int64_t k = 0;
+  int br = 1, bc = 128;
+  const uint8_t* Row(int64_t r) const { return e4m3 + r * k; }
+  float Scale(int64_t r, int64_t c) const { return scale[(r / br) * ((k + bc - 1) / bc) + c / bc]; }
+};
+
+// y[i, j] of x [m, k] (activations) and w [n, k] (weights; w.bc == 32: FP4).
+inline float Dot(const Operand& x, int64_t i, const Operand& w, int64_t j,
+                 const WgmmaFp8Model& model = {}) {
+  const bool fp4 = w.bc == 32;
+  const int64_t k = x.k, slice = SliceCols(fp4), unit = fp4 ? 32 : 128;
+  const uint8_t *xr = x.Row(i), *wr = w.Row(j);
+  float total = 0.0f;
+  for (int64_t c0 = 0; c0 < k; c0 += slice) {
+    float acc = 0.0f;
+    for (int64_t u = c0; u < std::min(k, c0 + slice); u += unit) {
+      const int len = static_cast<int>(std::min(unit, k - u));
+      const float r = model.Chain(xr + u, wr + u, len);
+      acc = std::fmaf(r, w.Scale(j, u) * x.Scale(i, u), acc);
+    }
+    total = c0 == 0 ? acc : total + acc;
+  }
+  return total;
+}
+
+}  // namespace dsinfer::backend::fp8mma

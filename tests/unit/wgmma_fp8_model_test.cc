@@ -1,7 +1,5 @@
-// bench/wgmma_fp8_model.h against the H200's wgmma .e4m3 outputs it was fitted to
+// backend/wgmma_fp8.h's model against the H200's wgmma .e4m3 outputs it was fitted to
 // (tests/data/wgmma_fp8_h200_s31.json), and the model's own invariants.
-#include "wgmma_fp8_model.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/wgmma_fp8.h"
+
 namespace {
 
-using probe::DecodeE4m3;
-using probe::WgmmaFp8Model;
+using dsinfer::backend::fp8mma::WgmmaFp8Model;
+
+double DecodeE4m3(uint8_t b) { return dsinfer::backend::qc::E4m3ToFloat(b); }
 
 struct Case {
   std::string name;

@@ -52,7 +52,8 @@ inline void Tile(const float* x, int64_t ldx, const W* w, int64_t k, float* y, i
   const int64_t k8 = k & ~int64_t{7};
   for (int64_t i = 0; i < k8; i += 8) {
     if (R == 1 && (i & 15) == 0) {  // decode (single row) streams weights: prefetch the next tile's
-      for (int c = 0; c < C; ++c) _mm_prefetch(reinterpret_cast<const char*>(w + (C + c) * k + i), _MM_HINT_T0);
+      for (int c = 0; c < C; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (C + c) * k + i), _MM_HINT_T0);
     }
     __m256 wv[C];
     for (int c = 0; c < C; ++c) wv[c] = Load8(w + c * k + i);
@@ -78,7 +79,8 @@ inline void Tile(const float* x, int64_t ldx, const W* w, int64_t k, float* y, i
       float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       const int64_t k8 = k & ~int64_t{7};
       for (int64_t i = 0; i < k8; i += 8)
-        for (int l = 0; l < 8; ++l) lanes[l] = std::fma(x[r * ldx + i + l], Scalar(w, c * k + i + l), lanes[l]);
+        for (int l = 0; l < 8; ++l)
+          lanes[l] = std::fma(x[r * ldx + i + l], Scalar(w, c * k + i + l), lanes[l]);
       float s = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) +
                 ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
       for (int64_t i = k8; i < k; ++i) s = std::fma(x[r * ldx + i], Scalar(w, c * k + i), s);
@@ -94,19 +96,23 @@ void GemmColumns(const float* x, int64_t m, int64_t k, int64_t ldx, const W* w, 
                  int64_t n1, float* y, int64_t ldy) {
   constexpr int kR = 4, kC = 3;
   // Column blocks small enough that their weights stay in L2 while all rows stream past.
-  const int64_t block = std::max<int64_t>(2 * kC, (256 * 1024 / 4) / std::max<int64_t>(k, 1) / (2 * kC) * (2 * kC));
+  const int64_t block =
+      std::max<int64_t>(2 * kC, (256 * 1024 / 4) / std::max<int64_t>(k, 1) / (2 * kC) * (2 * kC));
   for (int64_t nb = n0; nb < n1; nb += block) {
     const int64_t ne = std::min(n1, nb + block);
     int64_t r = 0;
     for (; r + kR <= m; r += kR) {
       int64_t c = nb;
-      for (; c + kC <= ne; c += kC) Tile<kR, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+      for (; c + kC <= ne; c += kC)
+        Tile<kR, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
       for (; c < ne; ++c) Tile<kR, 1>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
     }
     for (; r < m; ++r) {  // single rows (decode): 6 independent accumulator chains
       int64_t c = nb;
-      for (; c + 2 * kC <= ne; c += 2 * kC) Tile<1, 2 * kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
-      for (; c + kC <= ne; c += kC) Tile<1, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+      for (; c + 2 * kC <= ne; c += 2 * kC)
+        Tile<1, 2 * kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
+      for (; c + kC <= ne; c += kC)
+        Tile<1, kC>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
       for (; c < ne; ++c) Tile<1, 1>(x + r * ldx, ldx, w + c * k, k, y + r * ldy + c, ldy);
     }
   }
@@ -137,12 +143,35 @@ void GemmTyped(const float* x, int64_t m, int64_t k, int64_t ldx, const W* w, in
 }
 
 void ActQuantRow(const float* x, int64_t k, float* out) {
+  uint8_t codes[kActQuantBlock];
+  for (int64_t b = 0; b < k; b += kActQuantBlock) {
+    const int64_t len = std::min<int64_t>(kActQuantBlock, k - b);
+    float s;
+    ActQuantCodes(x + b, len, codes, &s);
+    for (int64_t i = 0; i < len; ++i) out[b + i] = E4M3ToFloat(codes[i]) * s;
+  }
+}
+
+void ActQuantCodes(const float* x, int64_t k, uint8_t* codes, float* scales) {
   for (int64_t b = 0; b < k; b += kActQuantBlock) {
     const int64_t e = std::min<int64_t>(k, b + kActQuantBlock);
     float amax = 0.0f;
     for (int64_t i = b; i < e; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float s = E8M0ToFloat(Ue8m0ScaleFor(amax, 448.0f, 1e-4f)), inv = 1.0f / s;  // exact
-    for (int64_t i = b; i < e; ++i) out[i] = E4M3ToFloat(FloatToE4M3(x[i] * inv)) * s;
+    scales[b / kActQuantBlock] = s;
+    for (int64_t i = b; i < e; ++i) codes[i] = FloatToE4M3(x[i] * inv);
+  }
+}
+
+void Fp8MmaGemm(const fp8mma::Operand& x, int64_t m, const fp8mma::Operand& w, int64_t n, float* y,
+                int64_t ldy, ThreadPool* pool) {
+  auto rows = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) y[(t / n) * ldy + t % n] = fp8mma::Dot(x, t / n, w, t % n);
+  };
+  if (pool == nullptr || pool->size() == 1) {
+    rows(0, m * n);
+  } else {
+    pool->ParallelFor(m * n, rows);
   }
 }
 

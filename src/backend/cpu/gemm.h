@@ -2,14 +2,15 @@
 // as checkpoints store weights).
 //
 // Batch invariance (docs/architecture.md §4): every output element is reduced over k in one fixed
-// order (8 interleaved fp32 lanes, then a fixed pairwise lane sum, then the k % 8 tail), whatever m,
-// the tile it falls in, or the thread that computes it. So a row's result does not depend on the
+// order (8 interleaved fp32 lanes, then a fixed pairwise lane sum, then the k % 8 tail), whatever
+// m, the tile it falls in, or the thread that computes it. So a row's result does not depend on the
 // other rows in the batch or on how a prompt was chunked.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "backend/wgmma_fp8.h"
 #include "base/thread_pool.h"
 
 namespace dsinfer::backend::cpu {
@@ -57,6 +58,17 @@ inline void Linear(const float* x, int64_t m, int64_t k, WeightView w, int64_t n
 // is the official FP8/FP4 GEMM up to fp32 summation order. The CUDA backend quantizes the same way.
 void ActQuantRow(const float* x, int64_t k, float* out);
 inline constexpr int kActQuantBlock = 128;
+
+// act_quant as an FP8 operand holds it: each 128-wide block's e4m3 codes and its scale, so that
+// E4m3(codes[i]) * scales[i / 128] is ActQuantRow's out[i] bit for bit.
+void ActQuantCodes(const float* x, int64_t k, uint8_t* codes, float* scales);
+
+// The FP8-instruction linear (backend/wgmma_fp8.h: its numerics and operands): y [m, n] (row
+// stride ldy) of x [m, k] (act_quant codes and scales) and w [n, k] (e4m3 codes; FP4 weights as
+// their values' e4m3 codes) through fp8mma::Dot, element by element, so a row's values do not
+// depend on m or the thread split. pool may be null.
+void Fp8MmaGemm(const fp8mma::Operand& x, int64_t m, const fp8mma::Operand& w, int64_t n, float* y,
+                int64_t ldy, ThreadPool* pool);
 
 // Dot product with the same reduction order as Gemm.
 float Dot(const float* a, const float* b, int64_t k);

@@ -1,0 +1,147 @@
+// The FP8-instruction linear's CPU reference (backend/wgmma_fp8.h Dot, backend/cpu Fp8MmaGemm,
+// ActQuantCodes): operands' scale indexing, slices and promotion units checked where every sum
+// is exact; the instruction's truncation where it is not; the CPU GEMM element by element and
+// independent of the batch and the thread split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/quant_codec.h"
+#include "backend/wgmma_fp8.h"
+#include "base/dtype.h"
+#include "base/thread_pool.h"
+
+namespace dsinfer::backend {
+namespace {
+
+namespace fm = fp8mma;
+
+// An operand with its storage.
+struct Owned {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  fm::Operand op;
+};
+
+// rows x k codes drawn by `code`, scales 2^[-3, 3] per br x bc block.
+template <typename F>
+Owned Make(int64_t rows, int64_t k, int br, int bc, std::mt19937& rng, F code) {
+  Owned o;
+  o.codes.resize(static_cast<size_t>(rows * k));
+  for (auto& c : o.codes) c = code();
+  o.scales.resize(static_cast<size_t>(((rows + br - 1) / br) * ((k + bc - 1) / bc)));
+  for (auto& s : o.scales) s = std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3);
+  o.op = {o.codes.data(), o.scales.data(), k, br, bc};
+  return o;
+}
+
+double Exact(const fm::Operand& x, int64_t i, const fm::Operand& w, int64_t j) {
+  double s = 0.0;
+  for (int64_t c = 0; c < x.k; ++c)
+    s += static_cast<double>(qc::E4m3ToFloat(x.Row(i)[c])) * x.Scale(i, c) *
+         qc::E4m3ToFloat(w.Row(j)[c]) * w.Scale(j, c);
+  return s;
+}
+
+// Small integers (e4m3 codes of 0..4, either sign) and power-of-two scales: every step's sum fits
+// in the instruction's 13 bits and every promotion is exact, so Dot must be the exact sum. A
+// scale taken from the wrong block, a group or slice skipped or counted twice, would show.
+TEST(Fp8MmaLinear, ExactWhereEverySumFits) {
+  std::mt19937 rng(39);
+  const uint8_t small[] = {0x00, 0x38, 0x40, 0x44, 0x48, 0xb8, 0xc0, 0xc4, 0xc8};  // 0, +-1..4
+  auto code = [&] { return small[rng() % 9]; };
+  for (int64_t k : {32, 96, 128, 480, 512, 544, 1024, 1312}) {
+    for (bool fp4 : {false, true}) {
+      const Owned x = Make(3, k, 1, 128, rng, code);
+      const Owned w = fp4 ? Make(5, k, 1, 32, rng, code) : Make(130, k, 128, 128, rng, code);
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j : {int64_t{0}, int64_t{4}, fp4 ? int64_t{2} : int64_t{129}})
+          EXPECT_EQ(fm::Dot(x.op, i, w.op, j), static_cast<float>(Exact(x.op, i, w.op, j)))
+              << "k " << k << (fp4 ? " fp4" : " fp8") << " row " << i << " col " << j;
+    }
+  }
+}
+
+// Random e4m3 operands: Dot stays within the truncations' bound of the exact sum (each k32 step
+// loses under 2 * 2^(E - 13) per term, E its largest product's exponent), and does lose bits:
+// a model with one fraction bit more or less gives other results.
+TEST(Fp8MmaLinear, TruncatesAsTheInstruction) {
+  std::mt19937 rng(40);
+  auto code = [&] {
+    for (;;) {
+      const uint8_t b = static_cast<uint8_t>(rng() & 0xff);
+      if ((b & 0x7f) != 0x7f && (b & 0x78) != 0x78) return b;  // no NaN, |x| < 256
+    }
+  };
+  const int64_t k = 1024;
+  const Owned x = Make(4, k, 1, 128, rng, code), w = Make(128, k, 128, 128, rng, code);
+  fm::WgmmaFp8Model f12, f14;
+  f12.fraction_bits = 12;
+  f14.fraction_bits = 14;
+  int inexact = 0, differs = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 128; j += 3) {
+      const float got = fm::Dot(x.op, i, w.op, j);
+      double abs_sum = 0.0;
+      for (int64_t c = 0; c < k; ++c)
+        abs_sum += std::fabs(static_cast<double>(qc::E4m3ToFloat(x.op.Row(i)[c])) *
+                             qc::E4m3ToFloat(w.op.Row(j)[c])) *
+                   x.op.Scale(i, c) * w.op.Scale(j, c);
+      const double exact = Exact(x.op, i, w.op, j);
+      EXPECT_LE(std::fabs(got - exact), abs_sum * 0x1p-9) << i << " " << j;
+      inexact += static_cast<double>(got) != exact;
+      differs += fm::Dot(x.op, i, w.op, j, f12) != got || fm::Dot(x.op, i, w.op, j, f14) != got;
+    }
+  }
+  EXPECT_GT(inexact, 100);
+  EXPECT_GT(differs, 100);
+}
+
+// Fp8MmaGemm is Dot element by element, whatever m (a row alone or in a batch) and the threads.
+TEST(Fp8MmaLinear, GemmIsDotAndBatchInvariant) {
+  std::mt19937 rng(41);
+  auto code = [&] { return static_cast<uint8_t>(rng() % 0x70 | (rng() & 0x80)); };
+  ThreadPool pool(3);
+  for (bool fp4 : {false, true}) {
+    const int64_t m = 6, n = 133, k = 640;
+    const Owned x = Make(m, k, 1, 128, rng, code);
+    const Owned w = fp4 ? Make(n, k, 1, 32, rng, code) : Make(n, k, 128, 128, rng, code);
+    std::vector<float> y(m * n), y1(m * n), row(n);
+    cpu::Fp8MmaGemm(x.op, m, w.op, n, y.data(), n, &pool);
+    cpu::Fp8MmaGemm(x.op, m, w.op, n, y1.data(), n, nullptr);
+    EXPECT_EQ(y, y1);
+    for (int64_t i = 0; i < m; ++i) {
+      fm::Operand one = x.op;
+      one.e4m3 = x.op.Row(i);
+      one.scale = x.scales.data() + i * ((k + 127) / 128);
+      cpu::Fp8MmaGemm(one, 1, w.op, n, row.data(), n, &pool);
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_EQ(row[j], y[i * n + j]) << i << " " << j;
+        ASSERT_EQ(y[i * n + j], fm::Dot(x.op, i, w.op, j)) << i << " " << j;
+      }
+    }
+  }
+}
+
+// ActQuantCodes holds ActQuantRow's values as codes and scales, bit for bit.
+TEST(Fp8MmaLinear, ActQuantCodesAreActQuantRow) {
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t k : {1, 127, 128, 300, 1024}) {
+    std::vector<float> x(k), out(k), scales((k + 127) / 128);
+    std::vector<uint8_t> codes(k);
+    for (int64_t i = 0; i < k; ++i)
+      x[i] = normal(rng) * (i % 97 == 5 ? 1e3f : 1.0f) * (i % 7 ? 1 : 0);
+    cpu::ActQuantRow(x.data(), k, out.data());
+    cpu::ActQuantCodes(x.data(), k, codes.data(), scales.data());
+    for (int64_t i = 0; i < k; ++i)
+      ASSERT_EQ(E4M3ToFloat(codes[i]) * scales[i / 128], out[i]) << "k " << k << " at " << i;
+  }
+}
+
+}  // namespace
+}  // namespace dsinfer::backend
