@@ -22,7 +22,7 @@
 // check: probe_fp8_mma_bits, fact 5). Today's kernel on the same shapes: bench_qgemm --tokens M.
 // First, on the host (alone with --host-check: no device needed), the kernel's staging and
 // fragment addressing read back through wgmma's operand layouts (HostCheck).
-//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--fp8-kernel tma|first] [--sample 4096]
+//   bench_fp8_gemm [--tokens 8192] [--only NAME] [--kernel tma|first] [--sample 4096]
 //                  [--host-check]
 // Exit 0 if every sampled element matches the model, 1 if not, 2 without an sm_90 device.
 #include <cuda_runtime.h>
@@ -228,40 +228,63 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The dense FP8 linear's second form (session 39), warp-specialized as src's QGemmWsKernel
-// (qgemm_ws_sm90.cu) moves data: a producer warp fills a ring of stages, each a 128-column block
-// of the 128 tokens' codes and of the block's 128 weight rows (two 128 x 128-byte TMA boxes in the
-// 128-byte swizzle that wgmma's descriptors read: both operands from shared memory, no fragment
-// loads) and the tokens' scales (one 512-byte bulk copy from the block-major xs_t), completing on
-// the stage's mbarrier; two consumer warpgroups (64 rows each) issue the block's four
-// m64n128k32 .e4m3 steps from zero, wait, promote (acc = fmaf(r, s_w * s_x, acc)) and release the
-// stage; a slice's sum joins the total in registers. The same operations per element as
-// Fp8GemmKernel<false>, so the same bits. Blocks are persistent and walk the output tiles in
-// groups of kWsGroupRows row blocks (QGemmWsKernel's order).
+// The second form (session 39), warp-specialized as src's QGemmWsKernel (qgemm_ws_sm90.cu)
+// moves data: a producer warp fills a ring of stages, each a 128-column block of the 128 tokens'
+// codes (a 128 x 128-byte TMA box in the 128-byte swizzle that wgmma's descriptor reads), of the
+// block's 128 weight rows and of the scales, completing on the stage's mbarrier; two consumer
+// warpgroups (64 rows each) compute, promote, and release the stage; a slice's sum joins the
+// total in registers. Blocks are persistent and walk the output tiles in groups of kGroupRows row
+// blocks (QGemmWsKernel's order). The same operations per element as Fp8GemmKernel, so the same
+// bits.
+//   FP8: the weights' box is 128 x 128 bytes in the 128-byte swizzle too: the block's four
+//   m64n128k32 .e4m3 steps take both operands from shared memory, chained from zero; then one
+//   promotion (acc = fmaf(r, s_w * s_x, acc)).
+//   FP4: the weights' box is 128 rows x 64 bytes (unswizzled: the fragments' 2-byte loads meet
+//   4-way bank conflicts), the rows' group scales one 2 KB bulk copy (host-transposed to
+//   [k / 128][n][4]); per 32-column group the warp's A fragment is loaded and its e2m1 codes
+//   turned into e4m3 in registers, one step from zero, then its promotion (acc = fmaf(r, s_g *
+//   s_x, acc)). (Loading the next group's fragment while a step runs spilled 148 bytes.)
 namespace ws {
 constexpr int kConsumers = 256, kThreads = kConsumers + 128, kStages = 5, kGroupRows = 8;
-constexpr int kXBytes = kBN * kBK, kWBytes = kBM * kBK, kSxBytes = kBN * 4;
-constexpr int kStageBytes = (kXBytes + kWBytes + kSxBytes + 1023) / 1024 * 1024;
-constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+// The byte offset in the FP4 weights' box ([128 rows][64 bytes], unswizzled) of A register q
+// (rows r, r + 8, r, r + 8; k + 0, + 0, + 16, + 16: two bytes of four e2m1 codes) of group s for
+// lane quad index t.
+__host__ __device__ __forceinline__ int Fp4AOff(int r, int q, int s, int t) {
+  return (r + 8 * (q % 2)) * (kBK / 2) + 16 * s + 2 * t + 8 * (q / 2);
+}
+
+template <bool kFp4>
+struct Lay {
+  static constexpr int kXBytes = kBN * kBK, kWBytes = kBM * (kFp4 ? kBK / 2 : kBK);
+  static constexpr int kSgBytes = kFp4 ? kBM * 16 : 0, kSxBytes = kBN * 4;
+  static constexpr int kStageBytes = (kXBytes + kWBytes + kSgBytes + kSxBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+};
 
 struct Args {
-  CUtensorMap xmap, wmap;  // x [m, k] and w [n, k] e4m3, boxes of 128 rows x 128 bytes
+  CUtensorMap xmap, wmap;  // x [m, k] e4m3: boxes 128 rows x 128 bytes; w: 128 rows x 128 (FP8)
+                           // or 64 (FP4: [n, k / 2] e2m1 pairs) bytes
   const float* xs_t;       // [k / 128, m]
-  const float* ws;         // [n / 128, k / 128]
+  const float* ws;         // FP8: [n / 128, k / 128]; FP4: [k / 128, n, 4] (group scales)
   float* y;                // [m, n]
   int m, n, k;
 };
 
+template <bool kFp4>
 __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_constant__ Args a) {
+  using L = Lay<kFp4>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  auto x_at = [&](int s) { return smem + s * kStageBytes; };
-  auto w_at = [&](int s) { return smem + s * kStageBytes + kXBytes; };
-  auto sx_at = [&](int s) {
-    return reinterpret_cast<const float*>(smem + s * kStageBytes + kXBytes + kWBytes);
+  auto x_at = [&](int s) { return smem + s * L::kStageBytes; };
+  auto w_at = [&](int s) { return smem + s * L::kStageBytes + L::kXBytes; };
+  auto sg_at = [&](int s) {
+    return reinterpret_cast<const float*>(smem + s * L::kStageBytes + L::kXBytes + L::kWBytes);
   };
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  auto sx_at = [&](int s) {
+    return smem + s * L::kStageBytes + L::kXBytes + L::kWBytes + L::kSgBytes;
+  };
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * L::kStageBytes);
   uint64_t* empty = full + kStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
@@ -290,18 +313,40 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kStages);
         cu::RingWaitEmpty<kStages>(empty, fills);
-        cu::MbarArriveExpectTx(full + s, kXBytes + kWBytes + kSxBytes);
+        cu::MbarArriveExpectTx(full + s, L::kXBytes + L::kWBytes + L::kSgBytes + L::kSxBytes);
         cu::TmaLoad2d(x_at(s), &a.xmap, kb * kBK, tt * kBN, full + s);
-        cu::TmaLoad2d(w_at(s), &a.wmap, kb * kBK, rb * kBM, full + s);
-        cu::BulkLoad(smem + s * kStageBytes + kXBytes + kWBytes,
-                     a.xs_t + static_cast<int64_t>(kb) * a.m + tt * kBN, kSxBytes, full + s);
+        cu::TmaLoad2d(w_at(s), &a.wmap, kb * (kFp4 ? kBK / 2 : kBK), rb * kBM, full + s);
+        if constexpr (kFp4)
+          cu::BulkLoad(w_at(s) + L::kWBytes, a.ws + (static_cast<int64_t>(kb) * a.n + rb * kBM) * 4,
+                       L::kSgBytes, full + s);
+        cu::BulkLoad(sx_at(s), a.xs_t + static_cast<int64_t>(kb) * a.m + tt * kBN, L::kSxBytes,
+                     full + s);
       }
     }
     return;
   }
   cu::SetMaxNReg<true, 232>();
   const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
-  constexpr int kSliceBlocks = SliceCols(false) / kBK;
+  const int r0 = wg * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8 of the block
+  constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
+  // acc += r * (s_lo | s_hi) * s_x(token): s_lo for row r0, s_hi for r0 + 8.
+  auto promote = [](const float(&r)[64], const float2* sx, int t4, float s_lo, float s_hi,
+                    float(&acc)[64]) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float2 xv = sx[4 * j + t4];  // tokens 8 j + 2 t4, + 1
+      acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
+      acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * xv.x, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * xv.y, acc[4 * j + 3]);
+    }
+  };
+  // FP4: group s's A fragment (rows r0 / r0 + 8, k 32 s + 4 t4 .. + 3 and + 16) as e4m3.
+  auto fp4_frag = [&](const uint8_t* w, int s, uint32_t(&af)[4]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      af[q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(w + Fp4AOff(r0, q, s, t4)));
+  };
   uint32_t uses = 0;
   for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
     int rb, tt;
@@ -310,29 +355,39 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     for (int kb = 0; kb < nblk; ++kb, ++uses) {
-      const int s = static_cast<int>(uses % kStages);
-      const float sw = __ldg(a.ws + static_cast<int64_t>(rb) * nblk + kb);
+      const int st = static_cast<int>(uses % kStages);
+      float sw = 0.0f;
+      if constexpr (!kFp4) sw = __ldg(a.ws + static_cast<int64_t>(rb) * nblk + kb);
       cu::RingWaitFull<kStages>(full, uses);
-      const uint32_t xb = cu::SmemAddr(x_at(s)), wb = cu::SmemAddr(w_at(s)) + wg * 64 * kBK;
+      const uint32_t xb = cu::SmemAddr(x_at(st));
+      const float2* sx = reinterpret_cast<const float2*>(sx_at(st));
       float r[64];
-      cu::WgmmaFence();
+      if constexpr (kFp4) {
+        const float* sg = sg_at(st);
+#pragma unroll 1  // (unrolled, the groups share the tokens' scales in registers and spill)
+        for (int s = 0; s < 4; ++s) {
+          uint32_t af[4];
+          fp4_frag(w_at(st), s, af);
+          cu::WgmmaFence();
+          WgmmaFp8N128(r, af, cu::WgmmaDescSw128(xb + s * 32), 0);
+          cu::WgmmaCommit();
+          cu::WgmmaWait<0>();
+          cu::WgmmaFenceOperand(r);
+          promote(r, sx, t4, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s], acc);
+        }
+      } else {
+        const uint32_t wb = cu::SmemAddr(w_at(st)) + wg * 64 * kBK;
+        cu::WgmmaFence();
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        WgmmaFp8N128Ss(r, cu::WgmmaDescSw128(wb + q * 32), cu::WgmmaDescSw128(xb + q * 32), q);
-      cu::WgmmaCommit();
-      cu::WgmmaWait<0>();
-      cu::WgmmaFenceOperand(r);
-      const float2* sx = reinterpret_cast<const float2*>(sx_at(s));
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float2 xv = sx[4 * j + t4];  // tokens 8 j + 2 t4, + 1
-        acc[4 * j] = fmaf(r[4 * j], sw * xv.x, acc[4 * j]);
-        acc[4 * j + 1] = fmaf(r[4 * j + 1], sw * xv.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(r[4 * j + 2], sw * xv.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(r[4 * j + 3], sw * xv.y, acc[4 * j + 3]);
+        for (int q = 0; q < 4; ++q)
+          WgmmaFp8N128Ss(r, cu::WgmmaDescSw128(wb + q * 32), cu::WgmmaDescSw128(xb + q * 32), q);
+        cu::WgmmaCommit();
+        cu::WgmmaWait<0>();
+        cu::WgmmaFenceOperand(r);
+        promote(r, sx, t4, sw, sw, acc);
       }
       __syncwarp();
-      if (lane == 0) cu::MbarArrive(empty + s);              // the warp is done with the stage
+      if (lane == 0) cu::MbarArrive(empty + st);             // the warp is done with the stage
       if ((kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk) {  // a slice's sum joins the total
         const bool first = kb < kSliceBlocks;
 #pragma unroll
@@ -342,9 +397,8 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
         }
       }
     }
-    // C fragment (n8 tile j, register e): row 16 (warp % 4) + g + 8 (e / 2), token 8 j + 2 t4 + e
-    // % 2.
-    const int row = rb * kBM + wg * 64 + (warp % 4) * 16 + g;
+    // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t4 + e % 2.
+    const int row = rb * kBM + r0;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -354,14 +408,17 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
   }
 }
 
-// Launches over a persistent grid; false if the driver refuses a tensor map.
+// Launches over a persistent grid; false if the driver refuses a tensor map. ws as Args says.
+template <bool kFp4>
 bool Launch(const uint8_t* x, const float* xs_t, const uint8_t* w, const float* ws, float* y, int m,
             int n, int k, int sms, cudaStream_t stream) {
   Args a{};
+  const int wbytes = kFp4 ? k / 2 : k;
   if (!cu::EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, k, m, k, kBK, kBN,
                              CU_TENSOR_MAP_SWIZZLE_128B) ||
-      !cu::EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w, k, n, k, kBK, kBM,
-                             CU_TENSOR_MAP_SWIZZLE_128B))
+      !cu::EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w, wbytes, n, wbytes,
+                             kFp4 ? kBK / 2 : kBK, kBM,
+                             kFp4 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B))
     return false;
   a.xs_t = xs_t;
   a.ws = ws;
@@ -370,7 +427,7 @@ bool Launch(const uint8_t* x, const float* xs_t, const uint8_t* w, const float* 
   a.n = n;
   a.k = k;
   const int tiles = (n / kBM) * (m / kBN);
-  Fp8GemmTmaKernel<<<std::min(tiles, sms), kThreads, kSmem, stream>>>(a);
+  Fp8GemmTmaKernel<kFp4><<<std::min(tiles, sms), kThreads, Lay<kFp4>::kSmem, stream>>>(a);
   return true;
 }
 }  // namespace ws
@@ -446,6 +503,34 @@ bool HostCheckLayout(std::mt19937& rng) {
   return bad == 0 && bad_a == 0;
 }
 
+// The TMA kernel's FP4 fragments: a box of random e2m1 codes in the natural [row][k / 2] layout
+// the unswizzled TMA box has, read as the kernel reads it (ws::Fp4AOff, E2m1x4ToE4m3) against the
+// e4m3 A-fragment layout.
+bool HostCheckTmaFp4(std::mt19937& rng) {
+  std::vector<uint8_t> box(kBM * kBK / 2), codes(kBM * kBK);
+  for (int i = 0; i < kBM * kBK; ++i) {
+    const uint8_t nib = static_cast<uint8_t>(rng() & 15u);
+    box[i / 2] |= static_cast<uint8_t>(nib << (4 * (i % 2)));
+    codes[i] = nib == 8 ? 0x80 : qc::FloatToE4m3(qc::E2m1Value(nib));
+  }
+  int bad = 0;
+  for (int warp = 0; warp < 8; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int s = 0; s < 4; ++s)
+        for (int q = 0; q < 4; ++q) {
+          const int g = lane / 4, t = lane % 4, r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;
+          const int off = ws::Fp4AOff(r0, q, s, t);
+          const uint32_t reg = E2m1x4ToE4m3(static_cast<uint32_t>(box[off]) |
+                                            (static_cast<uint32_t>(box[off + 1]) << 8));
+          for (int b = 0; b < 4; ++b) {
+            const int row = r0 + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2) + b;
+            bad += static_cast<uint8_t>(reg >> (8 * b)) != codes[row * kBK + k];
+          }
+        }
+  if (bad != 0) std::printf("host check (tma fp4): %d A codes wrong\n", bad);
+  return bad == 0;
+}
+
 bool HostCheck() {
   int bad = 0;
   for (uint32_t v = 0; v < 65536; ++v) {
@@ -459,7 +544,8 @@ bool HostCheck() {
   if (bad != 0) std::printf("host check: %d e2m1 -> e4m3 conversions wrong\n", bad);
   std::mt19937 rng(38);
   const bool fp8_ok = HostCheckLayout<false>(rng), fp4_ok = HostCheckLayout<true>(rng);
-  return bad == 0 && fp8_ok && fp4_ok;
+  const bool tma_ok = HostCheckTmaFp4(rng);
+  return bad == 0 && fp8_ok && fp4_ok && tma_ok;
 }
 
 }  // namespace
@@ -467,7 +553,7 @@ bool HostCheck() {
 int main(int argc, char** argv) {
   int m = 8192, sample = 4096;
   bool host_only = false;
-  std::string only, fp8_kernel = "tma";
+  std::string only, kernel_form = "tma";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -475,10 +561,10 @@ int main(int argc, char** argv) {
       m = std::atoi(argv[++i]);
     } else if (a == "--only" && has_value) {
       only = argv[++i];
-    } else if (a == "--fp8-kernel" && has_value) {
-      fp8_kernel = argv[++i];
-      if (fp8_kernel != "tma" && fp8_kernel != "first") {
-        std::fprintf(stderr, "--fp8-kernel: tma or first, not %s\n", fp8_kernel.c_str());
+    } else if (a == "--kernel" && has_value) {
+      kernel_form = argv[++i];
+      if (kernel_form != "tma" && kernel_form != "first") {
+        std::fprintf(stderr, "--kernel: tma or first, not %s\n", kernel_form.c_str());
         return 2;
       }
     } else if (a == "--sample" && has_value) {
@@ -501,10 +587,14 @@ int main(int argc, char** argv) {
       Fp8GemmKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<false>::kSmem));
   PROBE_CUDA_CHECK(cudaFuncSetAttribute(
       Fp8GemmKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<true>::kSmem));
-  PROBE_CUDA_CHECK(cudaFuncSetAttribute(ws::Fp8GemmTmaKernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, ws::kSmem));
-  if (fp8_kernel == "tma" && m % kBN != 0) {
-    std::fprintf(stderr, "--fp8-kernel tma: --tokens must be a multiple of %d\n", kBN);
+  PROBE_CUDA_CHECK(cudaFuncSetAttribute(ws::Fp8GemmTmaKernel<false>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ws::Lay<false>::kSmem));
+  PROBE_CUDA_CHECK(cudaFuncSetAttribute(ws::Fp8GemmTmaKernel<true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ws::Lay<true>::kSmem));
+  if (kernel_form == "tma" && m % kBN != 0) {
+    std::fprintf(stderr, "--kernel tma: --tokens must be a multiple of %d\n", kBN);
     return 2;
   }
   const Shape shapes[] = {{"wq_a", 1024, 4096},
@@ -530,13 +620,26 @@ int main(int argc, char** argv) {
     for (int i = 0; i < m; ++i)
       for (int b = 0; b < sh.k / kBK; ++b)
         xs_t[static_cast<size_t>(b) * m + i] = x.Scale(i, b * kBK);
-    const bool tma = !sh.fp4 && fp8_kernel == "tma";
-    float *dxs = probe::ToDevice(tma ? xs_t : x.scale), *dws = probe::ToDevice(w.scale);
+    const bool tma = kernel_form == "tma";
+    std::vector<float> sg_t;  // FP4 group scales [k / 128][n][4]: the TMA kernel's layout
+    if (sh.fp4) {
+      sg_t.resize(w.scale.size());
+      for (int r = 0; r < sh.n; ++r)
+        for (int g = 0; g < sh.k / 32; ++g)
+          sg_t[(static_cast<size_t>(g / 4) * sh.n + r) * 4 + g % 4] =
+              w.scale[static_cast<size_t>(r) * (sh.k / 32) + g];
+    }
+    float* dxs = probe::ToDevice(tma ? xs_t : x.scale);
+    float* dws = probe::ToDevice(tma && sh.fp4 ? sg_t : w.scale);
     float* dy = probe::DeviceFloats(static_cast<size_t>(m) * sh.n);
     const dim3 grid(sh.n / kBM, (m + kBN - 1) / kBN);
     auto launch = [&](int) {
       if (tma) {
-        if (!ws::Launch(dx, dxs, dw, dws, dy, m, sh.n, sh.k, prop.multiProcessorCount, st.get())) {
+        const bool ok = sh.fp4 ? ws::Launch<true>(dx, dxs, dw, dws, dy, m, sh.n, sh.k,
+                                                  prop.multiProcessorCount, st.get())
+                               : ws::Launch<false>(dx, dxs, dw, dws, dy, m, sh.n, sh.k,
+                                                   prop.multiProcessorCount, st.get());
+        if (!ok) {
           std::fprintf(stderr, "the driver refused a tensor map\n");
           std::exit(1);
         }

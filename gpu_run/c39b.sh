@@ -7,7 +7,7 @@ source "$(dirname "$0")/common.sh"
 g++ --version | head -1; ldd --version | head -1; grep -m1 "model name" /proc/cpuinfo
 gpu_build
 timeout 150 build-cuda/bin/bench_fp8_gemm > "$OUT/fp8_gemm_tma.jsonl" 2>&1; echo "bench_fp8_gemm rc=$? $(( $(date +%s) - t0 )) s"
-timeout 40 build-cuda/bin/bench_fp8_gemm --fp8-kernel first --only wq_b 2>&1 | grep '"fp8_gemm"' > "$OUT/fp8_gemm_first.jsonl"
+timeout 40 build-cuda/bin/bench_fp8_gemm --kernel first --only wq_b 2>&1 | grep '"fp8_gemm"' > "$OUT/fp8_gemm_first.jsonl"
 for sh in wq_a wq_b wkv idx_wq_b wo_b shared_w13 shared_w2; do timeout 30 build-cuda/bin/bench_qgemm --tokens 8192 --only $sh 2>&1 | grep '"qgemm"'; done > "$OUT/qgemm_8192.jsonl"
 cat "$OUT/fp8_gemm_tma.jsonl" "$OUT/fp8_gemm_first.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z]*"\|"us": [0-9.]*\|"tflops": [0-9.]*\|"model_mismatches": [0-9]*' | paste - - - - -
 grep -m6 "vs model\|host_check\|refused\|error" "$OUT/fp8_gemm_tma.jsonl"
