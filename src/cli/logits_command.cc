@@ -1,5 +1,5 @@
-// `dsinfer logits`: runs the model over ids under a prefill/decode schedule and writes the logits of
-// every position as float32 .npy [T, vocab]. All schedules must give the same logits.
+// `dsinfer logits`: runs the model over ids under a prefill/decode schedule and writes the logits
+// of every position as float32 .npy [T, vocab]. All schedules must give the same logits.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -39,6 +39,11 @@ std::vector<FlagSpec> Specs() {
       {"kv-cache-dtype",
        "float32 (default for DeepSeek-V4: transformers' forward) or fp8 (the official forward's "
        "FP8 / FP4 cache and its rounding)"},
+      {"fp8-mma",
+       "CPU, DeepSeek-V4: the FP8 / FP4 linears round as Hopper's FP8 tensor-core instructions do "
+       "(13 bits a k32 step, fp32 promotion per 128 columns or FP4 group; an opt-in numerics mode "
+       "whose GPU kernels are not in yet)",
+       false},
   };
 #ifdef DSINFER_HAVE_CUDA
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
@@ -97,8 +102,8 @@ StatusOr<std::vector<int64_t>> Schedule(const Flags& flags, int64_t total) {
   int64_t used = 0;
   for (int64_t s : sizes) used += s;
   if (used > total) {
-    return InvalidArgument("the schedule covers " + std::to_string(used) + " tokens but there are " +
-                           std::to_string(total));
+    return InvalidArgument("the schedule covers " + std::to_string(used) +
+                           " tokens but there are " + std::to_string(total));
   }
   for (; used < total; ++used) sizes.push_back(1);
   return sizes;
@@ -114,11 +119,15 @@ Status Run(const Flags& flags) {
   const std::string backend = flags.GetOr("device", flags.GetOr("backend", "cpu"));
   if (backend != "cpu" && backend != "cuda") return InvalidArgument("--device must be cpu or cuda");
   DSINFER_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadIds(*flags.Get("ids-file")));
-  DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, Schedule(flags, static_cast<int64_t>(ids.size())));
+  DSINFER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                           Schedule(flags, static_cast<int64_t>(ids.size())));
   DSINFER_ASSIGN_OR_RETURN(const io::KvCacheDtype kv_dtype,
                            io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   DSINFER_ASSIGN_OR_RETURN(int64_t ranks, flags.GetInt("expert-parallel", 1));
   if (ranks < 1 || ranks > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
+  if (backend == "cuda" && flags.Has("fp8-mma")) {
+    return Unimplemented("--fp8-mma: the CPU reference only for now (the CUDA kernels are not in)");
+  }
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
@@ -173,6 +182,7 @@ Status Run(const Flags& flags) {
   lo.num_threads = static_cast<int>(threads);
   lo.kv_cache_dtype = kv_dtype;
   lo.expert_parallel = static_cast<int>(ranks);
+  lo.fp8_mma = flags.Has("fp8-mma");
   DSINFER_ASSIGN_OR_RETURN(auto model, model::LoadLanguageModel(*flags.Get("model"), lo));
   const int64_t V = model->info().vocab_size;
   for (int32_t id : ids) {

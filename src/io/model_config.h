@@ -83,6 +83,10 @@ struct DeepseekV4Config {
   int fp8_block_size = 128;         // quantization_config.weight_block_size
   bool tie_word_embeddings = false;  // the head reads the embedding matrix (no head tensor)
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // set at load (see above), never kAuto
+  // The FP8-instruction numerics mode (backend/wgmma_fp8.h): the FP8 / FP4 linears multiply the
+  // weights' codes as Hopper's FP8 MMA does. Set at load (ModelOptions::fp8_mma), not a
+  // config.json key.
+  bool fp8_mma = false;
 
   bool IsCsa(int layer) const { return compress_ratios[layer] == csa_rate; }
   bool IsHca(int layer) const { return compress_ratios[layer] != 0 && !IsCsa(layer); }

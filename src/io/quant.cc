@@ -31,8 +31,8 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
     case DType::kBF16:
     case DType::kF16: {
       if (weight.numel() != numel) {
-        return DataLoss(Describe(weight) + " does not match the expected " +
-                        std::to_string(numel) + " elements");
+        return DataLoss(Describe(weight) + " does not match the expected " + std::to_string(numel) +
+                        " elements");
       }
       if (scale) return DataLoss(Describe(weight) + " is not quantized but has a scale tensor");
       if (weight.dtype == DType::kF32) {
@@ -64,7 +64,8 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
         for (int64_t jb = 0; jb < sshape[1]; ++jb) {
           const float s = ScaleValue(*scale, (i / b) * sshape[1] + jb);
           const int64_t j1 = std::min(cols, (jb + 1) * b);
-          for (int64_t j = jb * b; j < j1; ++j) out[i * cols + j] = E4M3ToFloat(weight.data[i * cols + j]) * s;
+          for (int64_t j = jb * b; j < j1; ++j)
+            out[i * cols + j] = E4M3ToFloat(weight.data[i * cols + j]) * s;
         }
       }
       return out;
@@ -76,12 +77,13 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
       }
       const int64_t rows = shape[0], cols = shape[1];
       if (weight.shape != std::vector<int64_t>{rows, cols / 2}) {
-        return DataLoss(Describe(weight) + ": packed FP4 expected [" + std::to_string(rows) +
-                        ", " + std::to_string(cols / 2) + "]");
+        return DataLoss(Describe(weight) + ": packed FP4 expected [" + std::to_string(rows) + ", " +
+                        std::to_string(cols / 2) + "]");
       }
       if (!scale || scale->dtype != DType::kF8E8M0 ||
           scale->shape != std::vector<int64_t>{rows, cols / 32}) {
-        return DataLoss(Describe(weight) + " is packed FP4 but its scale is missing or not F8_E8M0 [" +
+        return DataLoss(Describe(weight) +
+                        " is packed FP4 but its scale is missing or not F8_E8M0 [" +
                         std::to_string(rows) + ", " + std::to_string(cols / 32) + "]");
       }
       for (int64_t i = 0; i < rows; ++i) {
@@ -103,6 +105,40 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
       break;
   }
   return DataLoss(Describe(weight) + " has a dtype that cannot hold weights");
+}
+
+StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* scale,
+                                    const std::vector<int64_t>& shape, int fp8_block) {
+  DSINFER_RETURN_IF_ERROR(DequantizeToF32(weight, scale, shape, fp8_block).status());
+  const bool fp8 = weight.dtype == DType::kF8E4M3;
+  if (!fp8 && weight.dtype != DType::kI8 && weight.dtype != DType::kU8) {
+    return InvalidArgument(Describe(weight) + " is not FP8 or FP4: no FP8-instruction operand");
+  }
+  MmaOperand o;
+  o.rows = shape[0];
+  o.cols = shape[1];
+  if (o.cols % 32 != 0) {
+    return InvalidArgument(Describe(weight) + ": FP8-instruction operands need in % 32 == 0");
+  }
+  o.bc = fp8 ? fp8_block : 32;
+  const int64_t nb = (o.cols + o.bc - 1) / o.bc;
+  o.e4m3.resize(static_cast<size_t>(o.rows * o.cols));
+  o.scale.resize(static_cast<size_t>(o.rows * nb));
+  for (int64_t i = 0; i < o.rows; ++i) {
+    for (int64_t jb = 0; jb < nb; ++jb) {
+      o.scale[i * nb + jb] = fp8 ? ScaleValue(*scale, (i / fp8_block) * nb + jb)
+                                 : E8M0ToFloat(scale->data[i * nb + jb]);
+    }
+    for (int64_t j = 0; j < o.cols; ++j) {
+      if (fp8) {
+        o.e4m3[i * o.cols + j] = weight.data[i * o.cols + j];
+      } else {
+        const uint8_t byte = weight.data[i * (o.cols / 2) + j / 2];
+        o.e4m3[i * o.cols + j] = FloatToE4M3(E2M1ToFloat(j % 2 ? byte >> 4 : byte & 0xf));
+      }
+    }
+  }
+  return o;
 }
 
 QuantizedTensor QuantizeFp8Blocks(const std::vector<float>& w, int64_t out, int64_t in, int block) {
@@ -138,7 +174,8 @@ QuantizedTensor QuantizeFp4(const std::vector<float>& w, int64_t out, int64_t in
   for (int64_t i = 0; i < out; ++i) {
     for (int64_t b = 0; b < in / 32; ++b) {
       float amax = 0;
-      for (int64_t j = b * 32; j < (b + 1) * 32; ++j) amax = std::max(amax, std::fabs(w[i * in + j]));
+      for (int64_t j = b * 32; j < (b + 1) * 32; ++j)
+        amax = std::max(amax, std::fabs(w[i * in + j]));
       const uint8_t s = Ue8m0ScaleFor(amax, 6.0f, 6.0f * std::ldexp(1.0f, -126));
       q.scale[i * (in / 32) + b] = s;
       const float inv = 1.0f / E8M0ToFloat(s);

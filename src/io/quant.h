@@ -21,6 +21,21 @@ namespace dsinfer::io {
 StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const TensorView* scale,
                                              const std::vector<int64_t>& shape, int fp8_block);
 
+// What an FP8-instruction linear multiplies (backend/wgmma_fp8.h): the weight's e4m3 codes
+// [rows, cols] (FP4: its e2m1 values as e4m3 codes) and each row's scales [rows, ceil(cols / bc)]
+// (bc: the FP8 block, or 32 for FP4; an FP8 block's scale repeated on each of its rows, so that
+// matrices stack by rows).
+struct MmaOperand {
+  std::vector<uint8_t> e4m3;
+  std::vector<float> scale;
+  int64_t rows = 0, cols = 0;
+  int bc = 0;
+};
+// `weight` and `scale` as DequantizeToF32 takes them (checked there first), FP8 or packed FP4
+// only, cols a multiple of 32 (the instructions' k steps).
+StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* scale,
+                                    const std::vector<int64_t>& shape, int fp8_block);
+
 struct QuantizedTensor {
   std::vector<uint8_t> data;   // e4m3 bytes, or packed e2m1 pairs
   std::vector<uint8_t> scale;  // ue8m0 bytes

@@ -158,6 +158,9 @@ struct LoadOptions {
   // forwards between rebalances from the routed rows counted meanwhile (0: never).
   int eplb_redundant_experts = 0;
   int64_t eplb_interval = 0;
+  // DeepSeek-V4: the FP8-instruction numerics mode (deepseek_v4::ModelOptions::fp8_mma): the FP8 /
+  // FP4 linears round as Hopper's FP8 MMA does. DeepSeek-V4.1 refuses it for now.
+  bool fp8_mma = false;
 };
 
 class LanguageModel {

@@ -1,5 +1,5 @@
-// Damaged inputs to `dsinfer logits` give one clear error line and a non-zero exit, never a crash or
-// a hang. Runs the real binary on real (damaged) files.
+// Damaged inputs to `dsinfer logits` give one clear error line and a non-zero exit, never a crash
+// or a hang. Runs the real binary on real (damaged) files.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -25,8 +25,8 @@ struct Result {
 
 Result RunDsinfer(const std::string& args) {
   const std::string err_path = testing::ScratchDir("cli_err_out") + "/stderr.txt";
-  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer " + args +
-                          " > /dev/null 2> " + err_path;
+  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer " +
+                          args + " > /dev/null 2> " + err_path;
   const int rc = std::system(cmd.c_str());
   Result r;
   r.signaled = WIFSIGNALED(rc);
@@ -38,7 +38,8 @@ Result RunDsinfer(const std::string& args) {
 class CliErrorsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    good_ = new std::string(testing::SmallModelDir(model::deepseek_v4::WeightFormat::kBf16, "cli_good"));
+    good_ = new std::string(
+        testing::SmallModelDir(model::deepseek_v4::WeightFormat::kBf16, "cli_good"));
     ids_ = new std::string(*good_ + "/ids.json");
     testing::WriteFile(*ids_, R"({"ids": [1, 2, 3, 4, 5]})");
   }
@@ -92,6 +93,23 @@ TEST_F(CliErrorsTest, GoodModelWorks) {
   auto r = Logits(*good_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(*good_ + "/out.npy"));
+}
+
+// --fp8-mma (the FP8-instruction numerics mode): runs on the CPU (this model has no FP8 / FP4
+// tensors: the same logits), refused on CUDA and for DeepSeek-V4.1 with one clear line.
+TEST_F(CliErrorsTest, Fp8MmaFlag) {
+  const std::string run = "logits --ids-file " + *ids_ + " --fp8-mma --model ";
+  auto r = RunDsinfer(run + *good_ + " --out " + *good_ + "/mma.npy");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunDsinfer("logits --ids-file " + *ids_ + " --model " + *good_ + " --out " + *good_ +
+                 "/exact.npy");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFile(*good_ + "/mma.npy"), testing::ReadFile(*good_ + "/exact.npy"));
+  ExpectCleanError(RunDsinfer(run + *good_ + " --device cuda --out /tmp/x.npy"),
+                   "CPU reference only");
+  ExpectCleanError(RunDsinfer(run + std::string(DSINFER_SOURCE_DIR) +
+                              "/tests/data/golden_v41/A --out /tmp/x.npy"),
+                   "DeepSeek-V4 only");
 }
 
 TEST_F(CliErrorsTest, TruncatedFile) {
@@ -160,8 +178,9 @@ TEST_F(CliErrorsTest, BadUsage) {
   ExpectCleanError(RunDsinfer("logits --model"), "needs a value");
   ExpectCleanError(RunDsinfer("logits --bogus 1"), "unknown flag --bogus");
   ExpectCleanError(RunDsinfer("nosuchcommand"), "unknown command");
-  ExpectCleanError(RunDsinfer("logits --model /nonexistent --ids-file " + *ids_ + " --out /tmp/x.npy"),
-                   "cannot read");
+  ExpectCleanError(
+      RunDsinfer("logits --model /nonexistent --ids-file " + *ids_ + " --out /tmp/x.npy"),
+      "cannot read");
 }
 
 // A config.json that describes another model is refused with the key and value (exit 1).

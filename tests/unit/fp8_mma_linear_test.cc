@@ -14,6 +14,8 @@
 #include "backend/wgmma_fp8.h"
 #include "base/dtype.h"
 #include "base/thread_pool.h"
+#include "io/quant.h"
+#include "io/safetensors.h"
 
 namespace dsinfer::backend {
 namespace {
@@ -124,6 +126,45 @@ TEST(Fp8MmaLinear, GemmIsDotAndBatchInvariant) {
         ASSERT_EQ(y[i * n + j], fm::Dot(x.op, i, w.op, j)) << i << " " << j;
       }
     }
+  }
+}
+
+// The mode's Gemm (a WeightView with codes from a checkpoint tensor, io::QuantizedToMma) against
+// the exact products' Gemm on the same weights dequantized (act_quant on both): within the
+// instructions' truncation, for FP8 (a last partial 128-column block) and FP4.
+TEST(Fp8MmaLinear, ModeGemmIsTheExactGemmWithinTheTruncation) {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 3, n = 96, k = 352;
+  for (bool fp4 : {false, true}) {
+    std::vector<float> w(n * k), x(m * k);
+    for (float& v : w) v = normal(rng) * 0.02f;
+    for (float& v : x) v = normal(rng);
+    const io::QuantizedTensor q =
+        fp4 ? io::QuantizeFp4(w, n, k) : io::QuantizeFp8Blocks(w, n, k, 128);
+    io::TensorView wv{"w", fp4 ? DType::kU8 : DType::kF8E4M3, q.data_shape, q.data.data(),
+                      q.data.size()};
+    io::TensorView sv{"s", DType::kF8E8M0, q.scale_shape, q.scale.data(), q.scale.size()};
+    auto deq = io::DequantizeToF32(wv, &sv, {n, k}, 128);
+    auto mma = io::QuantizedToMma(wv, &sv, {n, k}, 128);
+    ASSERT_TRUE(deq.ok() && mma.ok()) << mma.status().ToString();
+    ASSERT_EQ(mma->bc, fp4 ? 32 : 128);
+    cpu::WeightView exact(deq->data());
+    exact.act_quant = true;
+    cpu::WeightView mode = exact;
+    mode.mma = {mma->e4m3.data(), mma->scale.data(), k, 1, mma->bc};
+    std::vector<float> y0(m * n), y1(m * n);
+    cpu::Gemm(x.data(), m, k, k, exact, n, y0.data(), n, nullptr);
+    cpu::Gemm(x.data(), m, k, k, mode, n, y1.data(), n, nullptr);
+    double rms = 0.0;
+    for (float v : y0) rms += static_cast<double>(v) * v;
+    rms = std::sqrt(rms / y0.size());
+    int differ = 0;
+    for (size_t i = 0; i < y0.size(); ++i) {
+      EXPECT_LE(std::fabs(y1[i] - y0[i]), 2e-3 * rms) << (fp4 ? "fp4 " : "fp8 ") << i;
+      differ += y1[i] != y0[i];
+    }
+    EXPECT_GT(differ, 0);
   }
 }
 

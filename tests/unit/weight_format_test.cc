@@ -21,9 +21,11 @@ std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& id
 }
 
 TEST(WeightFormatTest, OfficialFp8Fp4QuantizesActivations) {
-  const std::vector<int32_t> ids = {5, 17, 250, 3, 3, 99, 120, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 1, 2};
+  const std::vector<int32_t> ids = {5,  17, 250, 3,  3,  99, 120, 7,   8, 9,
+                                    10, 11, 12,  13, 14, 15, 16,  200, 1, 2};
   const auto official = Logits(testing::SmallModelDir(WeightFormat::kOfficial, "official"), ids);
-  const auto bf16 = Logits(testing::SmallModelDir(WeightFormat::kOfficialBf16, "official_bf16"), ids);
+  const auto bf16 =
+      Logits(testing::SmallModelDir(WeightFormat::kOfficialBf16, "official_bf16"), ids);
   ASSERT_EQ(official.size(), ids.size() * 300);
   // Same weights; only the e4m3 activation rounding (3 mantissa bits) differs: related, not equal.
   EXPECT_NE(official, bf16);
@@ -36,6 +38,40 @@ TEST(WeightFormatTest, OfficialFp8Fp4QuantizesActivations) {
   // Related, though: FP4/FP8 rounding through 4 random layers moves the logits by ~0.4-0.7 of
   // their norm (depends on the draw); unrelated logits would be ~1.4 (sqrt 2) apart.
   EXPECT_LT(testing::RelativeError(official, plain), 1.0);
+}
+
+// The FP8-instruction numerics mode (ModelOptions::fp8_mma; backend/wgmma_fp8.h): the FP8 / FP4
+// linears multiply the weights' and act_quant's codes as Hopper's FP8 MMA does (13 bits a step,
+// promoted to fp32 per 128 columns or FP4 group). Related to the exact products, not equal; every
+// schedule and thread count gives the same bits; weights that are not FP8 / FP4 do not change.
+TEST(WeightFormatTest, Fp8MmaModeRoundsAsTheInstructions) {
+  const std::vector<int32_t> ids = {5,  17, 250, 3,  3,  99, 120, 7,   8, 9,
+                                    10, 11, 12,  13, 14, 15, 16,  200, 1, 2};
+  const std::string dir = testing::SmallModelDir(WeightFormat::kOfficial, "official");
+  auto exact = Model::Load(dir, {2});
+  auto mma = Model::Load(dir, {2, io::KvCacheDtype::kAuto, /*fp8_mma=*/true});
+  auto mma1 = Model::Load(dir, {1, io::KvCacheDtype::kAuto, /*fp8_mma=*/true});
+  ASSERT_TRUE(exact.ok() && mma.ok() && mma1.ok()) << mma.status().ToString();
+  const int n = static_cast<int>(ids.size());
+  const auto want = testing::ChunkedLogits(**exact, ids, {n}, LogitsRows::kAll);
+  const auto got = testing::ChunkedLogits(**mma, ids, {n}, LogitsRows::kAll);
+  EXPECT_NE(got, want);
+  const double err = testing::RelativeError(got, want);
+  std::printf("fp8_mma vs exact products: rel err %.3e\n", err);
+  // 0.59 on this draw: each linear is within 1.7e-3 of its output's rms of the exact products
+  // (most within 1e-4), the 4 random layers amplify that (position 0: 3.5e-2) and the routers'
+  // top-k turn it into other experts at some positions (act_quant's own rounding: 0.21 above).
+  // Unrelated logits would be ~1.4 apart. The numerics themselves: wgmma_fp8_model_test.
+  EXPECT_LT(err, 1.0);
+  EXPECT_EQ(testing::ChunkedLogits(**mma, ids, {7, 1, 5, 7}, LogitsRows::kAll), got);
+  EXPECT_EQ(testing::ChunkedLogits(**mma1, ids, std::vector<int>(n, 1), LogitsRows::kAll), got);
+  // A model without FP8 / FP4 tensors: the mode changes nothing.
+  const std::string plain = testing::SmallModelDir(WeightFormat::kBf16, "plain_bf16");
+  auto p0 = Model::Load(plain, {2});
+  auto p1 = Model::Load(plain, {2, io::KvCacheDtype::kAuto, /*fp8_mma=*/true});
+  ASSERT_TRUE(p0.ok() && p1.ok());
+  EXPECT_EQ(testing::ChunkedLogits(**p1, ids, {n}, LogitsRows::kAll),
+            testing::ChunkedLogits(**p0, ids, {n}, LogitsRows::kAll));
 }
 
 TEST(WeightFormatTest, Fp8DenseLoads) {

@@ -178,6 +178,15 @@ void Fp8MmaGemm(const fp8mma::Operand& x, int64_t m, const fp8mma::Operand& w, i
 void Gemm(const float* x, int64_t m, int64_t k, int64_t ldx, WeightView w, int64_t n, float* y,
           int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
+  if (w.mma.e4m3 != nullptr) {  // the FP8-instruction mode: the input as act_quant's codes
+    const int64_t nb = (k + kActQuantBlock - 1) / kActQuantBlock;
+    std::vector<uint8_t> codes(static_cast<size_t>(m * k));
+    std::vector<float> scales(static_cast<size_t>(m * nb));
+    for (int64_t i = 0; i < m; ++i)
+      ActQuantCodes(x + i * ldx, k, codes.data() + i * k, scales.data() + i * nb);
+    Fp8MmaGemm({codes.data(), scales.data(), k, 1, kActQuantBlock}, m, w.mma, n, y, ldy, pool);
+    return;
+  }
   if (w.act_quant) {
     std::vector<float> xq(static_cast<size_t>(m * k));
     for (int64_t i = 0; i < m; ++i) ActQuantRow(x + i * ldx, k, xq.data() + i * k);

@@ -24,6 +24,9 @@ struct WeightView {
   // The weight came from an FP8/FP4 checkpoint tensor: its GEMM input is quantized first, as the
   // official FP8/FP4 GEMMs do (spec §2.12 act_quant; see ActQuantRow).
   bool act_quant = false;
+  // Set (e4m3 non-null): the FP8-instruction numerics mode (backend/wgmma_fp8.h): the products
+  // of the input's act_quant codes with these codes, as Fp8MmaGemm computes them (act_quant set).
+  fp8mma::Operand mma;
   WeightView() = default;
   WeightView(const float* w) : f32(w) {}  // NOLINT: implicit, fp32 pointers are views
   static WeightView Bf16(const uint16_t* w) {
@@ -36,6 +39,10 @@ struct WeightView {
     WeightView v = *this;
     if (v.f32) v.f32 += row * k;
     if (v.bf16) v.bf16 += row * k;
+    if (v.mma.e4m3) {  // per-row scales (br 1)
+      v.mma.e4m3 += row * k;
+      v.mma.scale += row * ((k + v.mma.bc - 1) / v.mma.bc);
+    }
     return v;
   }
 };

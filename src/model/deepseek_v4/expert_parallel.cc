@@ -360,6 +360,7 @@ StatusOr<std::unique_ptr<LanguageModel>> ExpertParallelModel::Load(const std::st
     ModelOptions mo;
     mo.num_threads = threads;
     mo.kv_cache_dtype = options.kv_cache_dtype;
+    mo.fp8_mma = options.fp8_mma;
     DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo, [&first, r](int, int e) {
                                return first.Holds(r, e);
                              }));

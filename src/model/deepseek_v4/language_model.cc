@@ -99,6 +99,7 @@ StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& mo
   ModelOptions mo;
   mo.num_threads = options.num_threads;
   mo.kv_cache_dtype = options.kv_cache_dtype;
+  mo.fp8_mma = options.fp8_mma;
   DSINFER_ASSIGN_OR_RETURN(auto model, Model::Load(model_dir, mo));
   return AsLanguageModel(std::move(model));
 }

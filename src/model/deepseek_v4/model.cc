@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& model_dir,
   std::unique_ptr<Model> m(new Model());
   DSINFER_ASSIGN_OR_RETURN(m->config_, io::LoadDeepseekV4Config(model_dir));
   m->config_.kv_cache_dtype = io::ResolveV4KvCacheDtype(options.kv_cache_dtype);
+  m->config_.fp8_mma = options.fp8_mma;
   DSINFER_ASSIGN_OR_RETURN(auto ckpt, io::Checkpoint::Open(model_dir));
   DSINFER_ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*ckpt, m->config_, holds_expert));
   m->rope_ = RopeTables::Build(m->config_);

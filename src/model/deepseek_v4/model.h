@@ -26,6 +26,9 @@ struct ModelOptions {
   // The attention state's rounding and storage (io::KvCacheDtype; kAuto: kFloat32), set into
   // config().kv_cache_dtype.
   io::KvCacheDtype kv_cache_dtype = io::KvCacheDtype::kAuto;
+  // The FP8-instruction numerics mode (io::DeepseekV4Config::fp8_mma): the FP8 / FP4 linears
+  // round as Hopper's FP8 MMA does (backend/wgmma_fp8.h); the exact products otherwise.
+  bool fp8_mma = false;
 };
 
 // A request's tokens for one forward call.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/check.h"
 #include "io/quant.h"
 #include "model/deepseek_v4/weight_schema.h"
 
@@ -17,7 +18,7 @@ using io::TensorView;
 class Loader : public TensorLoader {
  public:
   Loader(const Checkpoint& ckpt, const DeepseekV4Config& config)
-      : TensorLoader(ckpt, WeightSchema(config), config.fp8_block_size),
+      : TensorLoader(ckpt, WeightSchema(config), config.fp8_block_size, config.fp8_mma),
         ckpt_(ckpt),
         config_(config) {}
 
@@ -55,8 +56,8 @@ class Loader : public TensorLoader {
     a.compress_rate = compress_rate;
     if (compress_rate != 0) {
       const bool csa = compress_rate == c.csa_rate;
-      DSINFER_ASSIGN_OR_RETURN(a.compressor,
-                               LoadCompressor(ap + "compressor.", compress_rate, static_cast<int>(d), csa));
+      DSINFER_ASSIGN_OR_RETURN(a.compressor, LoadCompressor(ap + "compressor.", compress_rate,
+                                                            static_cast<int>(d), csa));
       if (csa) {
         a.indexer = std::make_unique<IndexerWeights>();
         DSINFER_ASSIGN_OR_RETURN(a.indexer->wq_b, LoadMatrix(ap + "indexer.wq_b"));
@@ -87,8 +88,8 @@ class Loader : public TensorLoader {
 }  // namespace
 
 TensorLoader::TensorLoader(const io::Checkpoint& ckpt, std::vector<TensorSpec> schema,
-                           int fp8_block_size)
-    : ckpt_(ckpt), schema_(std::move(schema)), fp8_block_size_(fp8_block_size) {}
+                           int fp8_block_size, bool fp8_mma)
+    : ckpt_(ckpt), schema_(std::move(schema)), fp8_block_size_(fp8_block_size), fp8_mma_(fp8_mma) {}
 
 StatusOr<Matrix> TensorLoader::LoadMatrix(const std::string& name) const {
   const TensorSpec& spec = schema_.Get(name);
@@ -101,6 +102,17 @@ StatusOr<Matrix> TensorLoader::LoadMatrix(const std::string& name) const {
   m.rows = spec.shape[0];
   m.cols = spec.shape[1];
   m.act_quant = t.quantized();
+  if (fp8_mma_ && t.quantized()) {
+    if (fp8_block_size_ != backend::cpu::kActQuantBlock) {
+      return InvalidArgument("the FP8-instruction mode needs 128 x 128 FP8 blocks, not " +
+                             std::to_string(fp8_block_size_));
+    }
+    DSINFER_ASSIGN_OR_RETURN(io::MmaOperand mma,
+                             io::QuantizedToMma(*t.weight, t.scale, spec.shape, fp8_block_size_));
+    m.mma_e4m3 = std::move(mma.e4m3);
+    m.mma_scale = std::move(mma.scale);
+    m.mma_bc = mma.bc;
+  }
   if (bf16_exact) {
     m.bf16.resize(data.size());
     for (size_t i = 0; i < data.size(); ++i) m.bf16[i] = FloatToBf16(data[i]);
@@ -178,7 +190,11 @@ void Matrix::CopyRow(int64_t r, float* out) const {
 }
 
 Matrix Matrix::Stack(Matrix a, Matrix b) {
-  a.act_quant = a.act_quant || b.act_quant;  // one GEMM input for both: callers stack like with like
+  a.act_quant =
+      a.act_quant || b.act_quant;  // one GEMM input for both: callers stack like with like
+  DSINFER_CHECK(a.mma_e4m3.empty() == b.mma_e4m3.empty() && a.mma_bc == b.mma_bc);
+  a.mma_e4m3.insert(a.mma_e4m3.end(), b.mma_e4m3.begin(), b.mma_e4m3.end());
+  a.mma_scale.insert(a.mma_scale.end(), b.mma_scale.begin(), b.mma_scale.end());
   if (a.data.empty() != b.data.empty()) {  // mixed storage: widen both to fp32
     for (Matrix* m : {&a, &b}) {
       if (!m->data.empty()) continue;

@@ -21,16 +21,22 @@ namespace dsinfer::model::deepseek_v4 {
 // that is exact (BF16 checkpoints, FP8/FP4 with power-of-two scales: half the memory and memory
 // traffic of fp32, same results) and as fp32 otherwise (F32/F16 checkpoints, f32 block scales).
 struct Matrix {
-  std::vector<float> data;      // fp32 storage, or empty
-  std::vector<uint16_t> bf16;   // bf16 storage, or empty
+  std::vector<float> data;     // fp32 storage, or empty
+  std::vector<uint16_t> bf16;  // bf16 storage, or empty
   int64_t rows = 0;
   int64_t cols = 0;
   // Loaded from an FP8 or FP4 tensor: products use the quantized activation (spec §2.12).
   bool act_quant = false;
+  // The FP8-instruction numerics mode (io::DeepseekV4Config::fp8_mma; an FP8 / FP4 tensor only):
+  // the codes and per-row scales its products take (io::MmaOperand); empty otherwise.
+  std::vector<uint8_t> mma_e4m3;
+  std::vector<float> mma_scale;
+  int mma_bc = 0;
   backend::cpu::WeightView view() const {
     backend::cpu::WeightView v = data.empty() ? backend::cpu::WeightView::Bf16(bf16.data())
                                               : backend::cpu::WeightView(data.data());
     v.act_quant = act_quant;
+    if (!mma_e4m3.empty()) v.mma = {mma_e4m3.data(), mma_scale.data(), cols, 1, mma_bc};
     return v;
   }
   int64_t bytes() const {
@@ -57,17 +63,17 @@ struct HyperHeadWeights {
 // The overlapping (CSA, width 2*dim) or plain (HCA, width dim) compressor of spec §2.6/§2.8.
 struct CompressorWeights {
   int rate = 0;
-  int dim = 0;               // output entry width (head_dim, or index_head_dim for the indexer)
-  bool overlap = false;      // CSA: Ca/Cb series, projections are 2*dim wide
-  Matrix wkv_wgate;          // [2 * width, D]: wkv rows then wgate rows (width = dim or 2*dim)
-  std::vector<float> ape;    // [rate, width]
-  std::vector<float> norm;   // [dim]
+  int dim = 0;              // output entry width (head_dim, or index_head_dim for the indexer)
+  bool overlap = false;     // CSA: Ca/Cb series, projections are 2*dim wide
+  Matrix wkv_wgate;         // [2 * width, D]: wkv rows then wgate rows (width = dim or 2*dim)
+  std::vector<float> ape;   // [rate, width]
+  std::vector<float> norm;  // [dim]
   int width() const { return overlap ? 2 * dim : dim; }
 };
 
 struct IndexerWeights {
-  Matrix wq_b;               // [index_n_heads * index_head_dim, q_lora_rank]
-  Matrix weights_proj;       // [index_n_heads, D]
+  Matrix wq_b;          // [index_n_heads * index_head_dim, q_lora_rank]
+  Matrix weights_proj;  // [index_n_heads, D]
   CompressorWeights compressor;
 };
 
@@ -85,15 +91,15 @@ struct LatentAttentionWeights {
 };
 
 struct AttentionWeights : LatentAttentionWeights {
-  int compress_rate = 0;     // 0: window only
+  int compress_rate = 0;  // 0: window only
   std::unique_ptr<CompressorWeights> compressor;
   std::unique_ptr<IndexerWeights> indexer;  // CSA only
 };
 
 struct ExpertWeights {
-  Matrix w1;                 // gate [I, D]
-  Matrix w3;                 // up   [I, D]
-  Matrix w2;                 // down [D, I]
+  Matrix w1;  // gate [I, D]
+  Matrix w3;  // up   [I, D]
+  Matrix w2;  // down [D, I]
 };
 
 struct MoeWeights {
@@ -135,7 +141,9 @@ struct MtpWeights {
 // bug (DSINFER_CHECK).
 class TensorLoader {
  public:
-  TensorLoader(const io::Checkpoint& ckpt, std::vector<TensorSpec> schema, int fp8_block_size);
+  // fp8_mma: FP8 / FP4 matrices also keep their codes for the FP8-instruction mode (Matrix).
+  TensorLoader(const io::Checkpoint& ckpt, std::vector<TensorSpec> schema, int fp8_block_size,
+               bool fp8_mma = false);
 
   StatusOr<Matrix> LoadMatrix(const std::string& name) const;
   StatusOr<std::vector<float>> LoadVector(const std::string& name) const;
@@ -158,15 +166,16 @@ class TensorLoader {
   const io::Checkpoint& ckpt_;
   WeightSchemaIndex schema_;
   int fp8_block_size_;
+  bool fp8_mma_;
 };
 
 // Which routed experts a load keeps: (MoE layer, expert) -> keep (empty: every one).
 using ExpertFilter = std::function<bool(int moe_layer, int expert)>;
 
 struct ModelWeights {
-  Matrix embed;              // [V, D]
-  Matrix head;               // [V, D]
-  std::vector<float> norm;   // [D]
+  Matrix embed;             // [V, D]
+  Matrix head;              // [V, D]
+  std::vector<float> norm;  // [D]
   HyperHeadWeights hc_head;
   std::vector<BlockWeights> layers;
   std::vector<MtpWeights> mtp;  // empty when the checkpoint has no mtp.* tensors

@@ -88,6 +88,11 @@ std::unique_ptr<LanguageModel> AsLanguageModel(std::unique_ptr<Model> model) {
 StatusOr<std::unique_ptr<LanguageModel>> LoadLanguageModel(const std::string& model_dir,
                                                            const LoadOptions& options) {
   DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
+  if (options.fp8_mma) {
+    return Unimplemented(
+        "the FP8-instruction numerics mode: DeepSeek-V4 only for now, not "
+        "DeepSeek-V4.1");
+  }
   if (options.expert_parallel != 1 || options.eplb_redundant_experts != 0 ||
       options.eplb_interval != 0) {
     return Unimplemented("expert parallelism: DeepSeek-V4 only for now, not DeepSeek-V4.1");
