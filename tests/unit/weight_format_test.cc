@@ -3,6 +3,7 @@
 // numerics: the input of every FP8/FP4 linear is quantized to e4m3 per 128 columns (spec §2.12).
 #include <gtest/gtest.h>
 
+#include "base/dtype.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/model.h"
@@ -72,6 +73,33 @@ TEST(WeightFormatTest, Fp8MmaModeRoundsAsTheInstructions) {
   ASSERT_TRUE(p0.ok() && p1.ok());
   EXPECT_EQ(testing::ChunkedLogits(**p1, ids, {n}, LogitsRows::kAll),
             testing::ChunkedLogits(**p0, ids, {n}, LogitsRows::kAll));
+}
+
+// Matrix::Stack in the mode: like formats keep their codes and per-row scales, row after row; an
+// FP8 / FP4 matrix stacked on another format runs on the exact products (its codes dropped).
+TEST(WeightFormatTest, Fp8MmaStacking) {
+  auto make = [](float v, bool mma) {
+    Matrix m;
+    m.rows = 1;
+    m.cols = 32;
+    m.data.assign(32, v);
+    m.act_quant = true;
+    if (mma) {
+      m.mma_e4m3.assign(32, FloatToE4M3(v));
+      m.mma_scale.assign(1, 1.0f);
+      m.mma_bc = 128;
+    }
+    return m;
+  };
+  const Matrix both = Matrix::Stack(make(1.0f, true), make(2.0f, true));
+  ASSERT_EQ(both.mma_e4m3.size(), 64u);
+  EXPECT_EQ(both.mma_e4m3[40], FloatToE4M3(2.0f));
+  EXPECT_EQ(both.mma_scale.size(), 2u);
+  EXPECT_EQ(both.view().mma.e4m3, both.mma_e4m3.data());
+  const Matrix mixed = Matrix::Stack(make(1.0f, true), make(2.0f, false));
+  EXPECT_TRUE(mixed.mma_e4m3.empty());
+  EXPECT_EQ(mixed.view().mma.e4m3, nullptr);
+  EXPECT_EQ(mixed.rows, 2);
 }
 
 TEST(WeightFormatTest, Fp8DenseLoads) {

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "base/check.h"
 #include "io/quant.h"
 #include "model/deepseek_v4/weight_schema.h"
 
@@ -192,7 +191,14 @@ void Matrix::CopyRow(int64_t r, float* out) const {
 Matrix Matrix::Stack(Matrix a, Matrix b) {
   a.act_quant =
       a.act_quant || b.act_quant;  // one GEMM input for both: callers stack like with like
-  DSINFER_CHECK(a.mma_e4m3.empty() == b.mma_e4m3.empty() && a.mma_bc == b.mma_bc);
+  if (a.mma_e4m3.empty() != b.mma_e4m3.empty() || a.mma_bc != b.mma_bc) {
+    // FP8 / FP4 stacked on another format: no FP8 instruction takes both, the exact products.
+    for (Matrix* m : {&a, &b}) {
+      m->mma_e4m3.clear();
+      m->mma_scale.clear();
+      m->mma_bc = 0;
+    }
+  }
   a.mma_e4m3.insert(a.mma_e4m3.end(), b.mma_e4m3.begin(), b.mma_e4m3.end());
   a.mma_scale.insert(a.mma_scale.end(), b.mma_scale.begin(), b.mma_scale.end());
   if (a.data.empty() != b.data.empty()) {  // mixed storage: widen both to fp32
