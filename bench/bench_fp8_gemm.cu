@@ -98,6 +98,21 @@ __host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
   return row * Cfg<kFp4>::kWPitch + (kFp4 ? k / 2 : k);
 }
 
+// A unit's promotion, the same in both forms: acc += r * (s_lo | s_hi) * s_x(token), s_lo for
+// the fragment's row g, s_hi for g + 8; sx: the stage's 128 tokens' scales as pairs (tokens
+// 8 j + 2 t, + 1 of n8 tile j).
+__device__ __forceinline__ void Promote(const float (&r)[64], const float2* sx, int t, float s_lo,
+                                        float s_hi, float (&acc)[64]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 xv = sx[4 * j + t];
+    acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
+    acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * xv.x, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * xv.y, acc[4 * j + 3]);
+  }
+}
+
 // x: [m, k] e4m3 (act_quant's codes), xs: [m, k / 128] scales. FP8: w [n, k] e4m3, ws [n / 128,
 // k / 128] block scales; per 128-column block r = 4 chained steps, acc = fmaf(r, s_w * s_x, acc).
 // FP4: w [n, k / 2] e2m1 pairs (the even k in the low nibble), ws [n, k / 32] group scales; per
@@ -148,17 +163,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < 64; ++i) acc[i] = r[i] = 0.0f;
   float* const totals = reinterpret_cast<float*>(smem + kStages * C::kStageBytes) + threadIdx.x;
   constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
-  // acc += r * (s_row(e) * s_x(token)) for the fragment: s_lo for row r0, s_hi for r0 + 8.
-  auto promote = [&](const float* sx, float s_lo, float s_hi) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float x0 = sx[8 * j + 2 * t], x1 = sx[8 * j + 2 * t + 1];
-      acc[4 * j] = fmaf(r[4 * j], s_lo * x0, acc[4 * j]);
-      acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * x1, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * x0, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * x1, acc[4 * j + 3]);
-    }
-  };
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < nblk) load(s, s);
     cu::CpAsyncCommit();
@@ -171,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cu::CpAsyncCommit();
     const uint8_t* st = stage(kb % kStages);
     const uint8_t* wr = st + C::kXBytes;
-    const float* sx = reinterpret_cast<const float*>(st + C::kSxOff);
+    const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);  // then the weight scale
     const uint32_t xa = cu::SmemAddr(st);
     // Step s's A fragment: rows r0 / r0 + 8, k 32 s + 4 t .. + 3 and + 16.
     uint32_t af[4][4];
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         cu::WgmmaCommit();
         cu::WgmmaWait<0>();
         cu::WgmmaFenceOperand(r);
-        promote(sx, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s]);
+        Promote(r, sx, t, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s], acc);
       }
     } else {
       cu::WgmmaFence();
@@ -205,8 +209,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       cu::WgmmaCommit();
       cu::WgmmaWait<0>();
       cu::WgmmaFenceOperand(r);
-      const float sw = sx[kBN];
-      promote(sx, sw, sw);
+      const float sw = reinterpret_cast<const float*>(sx)[kBN];
+      Promote(r, sx, t, sw, sw, acc);
     }
     if ((kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk) {  // a k slice ends: into the total
       const bool first = kb < kSliceBlocks;
@@ -329,18 +333,6 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
   const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
   const int r0 = wg * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8 of the block
   constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
-  // acc += r * (s_lo | s_hi) * s_x(token): s_lo for row r0, s_hi for r0 + 8.
-  auto promote = [](const float(&r)[64], const float2* sx, int t4, float s_lo, float s_hi,
-                    float(&acc)[64]) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float2 xv = sx[4 * j + t4];  // tokens 8 j + 2 t4, + 1
-      acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
-      acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * xv.x, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * xv.y, acc[4 * j + 3]);
-    }
-  };
   // FP4: group s's A fragment (rows r0 / r0 + 8, k 32 s + 4 t4 .. + 3 and + 16) as e4m3.
   auto fp4_frag = [&](const uint8_t* w, int s, uint32_t(&af)[4]) {
 #pragma unroll
@@ -373,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
           cu::WgmmaCommit();
           cu::WgmmaWait<0>();
           cu::WgmmaFenceOperand(r);
-          promote(r, sx, t4, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s], acc);
+          Promote(r, sx, t4, sg[r0 * 4 + s], sg[(r0 + 8) * 4 + s], acc);
         }
       } else {
         const uint32_t wb = cu::SmemAddr(w_at(st)) + wg * 64 * kBK;
@@ -384,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
         cu::WgmmaCommit();
         cu::WgmmaWait<0>();
         cu::WgmmaFenceOperand(r);
-        promote(r, sx, t4, sw, sw, acc);
+        Promote(r, sx, t4, sw, sw, acc);
       }
       __syncwarp();
       if (lane == 0) cu::MbarArrive(empty + st);             // the warp is done with the stage
@@ -412,20 +404,15 @@ __global__ void __launch_bounds__(kThreads, 1) Fp8GemmTmaKernel(const __grid_con
 template <bool kFp4>
 bool Launch(const uint8_t* x, const float* xs_t, const uint8_t* w, const float* ws, float* y, int m,
             int n, int k, int sms, cudaStream_t stream) {
-  Args a{};
+  CUtensorMap xmap, wmap;
   const int wbytes = kFp4 ? k / 2 : k;
-  if (!cu::EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, k, m, k, kBK, kBN,
+  if (!cu::EncodeTensorMap2d(&xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, x, k, m, k, kBK, kBN,
                              CU_TENSOR_MAP_SWIZZLE_128B) ||
-      !cu::EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w, wbytes, n, wbytes,
+      !cu::EncodeTensorMap2d(&wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w, wbytes, n, wbytes,
                              kFp4 ? kBK / 2 : kBK, kBM,
                              kFp4 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B))
     return false;
-  a.xs_t = xs_t;
-  a.ws = ws;
-  a.y = y;
-  a.m = m;
-  a.n = n;
-  a.k = k;
+  const Args a{xmap, wmap, xs_t, ws, y, m, n, k};
   const int tiles = (n / kBM) * (m / kBN);
   Fp8GemmTmaKernel<kFp4><<<std::min(tiles, sms), kThreads, Lay<kFp4>::kSmem, stream>>>(a);
   return true;

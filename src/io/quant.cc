@@ -109,19 +109,29 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
 
 StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* scale,
                                     const std::vector<int64_t>& shape, int fp8_block) {
-  DSINFER_RETURN_IF_ERROR(DequantizeToF32(weight, scale, shape, fp8_block).status());
   const bool fp8 = weight.dtype == DType::kF8E4M3;
   if (!fp8 && weight.dtype != DType::kI8 && weight.dtype != DType::kU8) {
     return InvalidArgument(Describe(weight) + " is not FP8 or FP4: no FP8-instruction operand");
   }
+  if (shape.size() != 2 || shape[1] % 32 != 0) {
+    return InvalidArgument(Describe(weight) +
+                           ": FP8-instruction operands need [out, in % 32 == 0]");
+  }
   MmaOperand o;
   o.rows = shape[0];
   o.cols = shape[1];
-  if (o.cols % 32 != 0) {
-    return InvalidArgument(Describe(weight) + ": FP8-instruction operands need in % 32 == 0");
-  }
   o.bc = fp8 ? fp8_block : 32;
   const int64_t nb = (o.cols + o.bc - 1) / o.bc;
+  // The layouts DequantizeToF32 checks in full (the loader calls it first); here only what the
+  // reads below rely on.
+  const int64_t sb = fp8 ? (o.rows + fp8_block - 1) / fp8_block * nb : o.rows * nb;
+  const size_t scale_bytes =
+      static_cast<size_t>(sb) * (scale && scale->dtype == DType::kF32 ? 4 : 1);
+  if (weight.nbytes != static_cast<size_t>(fp8 ? o.rows * o.cols : o.rows * o.cols / 2) ||
+      scale == nullptr || scale->nbytes != scale_bytes ||
+      (scale->dtype != DType::kF8E8M0 && !(fp8 && scale->dtype == DType::kF32))) {
+    return DataLoss(Describe(weight) + " or its scale does not have the expected layout");
+  }
   o.e4m3.resize(static_cast<size_t>(o.rows * o.cols));
   o.scale.resize(static_cast<size_t>(o.rows * nb));
   for (int64_t i = 0; i < o.rows; ++i) {

@@ -31,8 +31,8 @@ struct MmaOperand {
   int64_t rows = 0, cols = 0;
   int bc = 0;
 };
-// `weight` and `scale` as DequantizeToF32 takes them (checked there first), FP8 or packed FP4
-// only, cols a multiple of 32 (the instructions' k steps).
+// `weight` and `scale` as DequantizeToF32 takes them (which checks them in full: call it first),
+// FP8 or packed FP4 only, cols a multiple of 32 (the instructions' k steps).
 StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* scale,
                                     const std::vector<int64_t>& shape, int fp8_block);
 
