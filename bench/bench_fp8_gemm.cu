@@ -42,7 +42,7 @@
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
-#include "fp8_mma.cuh"
+#include "backend/cuda/fp8mma.cuh"
 #include "fp8_operands.h"
 #include "gpu_bench.h"  // MedianGraphUs
 #include "probe_bits.h"
@@ -55,10 +55,10 @@ using fp8bench::ModelElement;
 using fp8bench::Operand;
 using fp8bench::QuantizeActivations;
 using fp8bench::QuantizeWeights;
-using fp8mma::E2m1x4ToE4m3;
-using fp8mma::SliceCols;
-using fp8mma::WgmmaFp8N128;
-using fp8mma::WgmmaFp8N128Ss;
+using cu::fp8mma::E2m1x4ToE4m3;
+using cu::fp8mma::SliceCols;
+using cu::fp8mma::WgmmaFp8N128;
+using cu::fp8mma::WgmmaFp8N128Ss;
 
 // Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
 constexpr int kGraphLaunches = 5;

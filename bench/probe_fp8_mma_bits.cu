@@ -48,7 +48,7 @@
 
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
-#include "fp8_mma.cuh"
+#include "backend/cuda/fp8mma.cuh"
 #include "fp8_operands.h"  // ParallelFor
 #include "probe_bits.h"
 
@@ -60,8 +60,8 @@ using dsinfer::backend::cuda::WgmmaCommit;
 using dsinfer::backend::cuda::WgmmaDescB;
 using dsinfer::backend::cuda::WgmmaFence;
 using dsinfer::backend::cuda::WgmmaWait;
-using fp8mma::WgmmaFp8N256;
-using fp8mma::WgmmaFp8N8;
+using dsinfer::backend::cuda::fp8mma::WgmmaFp8N256;
+using dsinfer::backend::cuda::fp8mma::WgmmaFp8N8;
 
 constexpr int kM = 64, kN = 8, kThreads = 128;
 

@@ -58,6 +58,10 @@ std::vector<FlagSpec> Specs() {
       {"kv-cache-dtype",
        "the attention state: float32 (default) or fp8 (the official forward's rounding: "
        "docs/architecture.md)"},
+      {"fp8-mma",
+       "DeepSeek-V4: the FP8-instruction numerics mode (the FP8 / FP4 linears on wgmma .e4m3, "
+       "fp32 promotion per 128 columns or FP4 group; other bits, batch-invariant)",
+       false},
   };
   for (const FlagSpec& f : CudaFlagSpecs()) specs.push_back(f);
   return specs;
@@ -68,6 +72,7 @@ std::vector<FlagSpec> Specs() {
 std::string SwitchesSet(const Flags& flags) {
   std::string s;
   if (flags.Has("kv-cache-dtype")) s = "kv-cache-dtype=" + flags.GetOr("kv-cache-dtype", "");
+  if (flags.Has("fp8-mma")) s += std::string(s.empty() ? "" : ",") + "fp8-mma";
   for (const FlagSpec& f : CudaFlagSpecs()) {
     if (!flags.Has(f.name)) continue;
     if (!s.empty()) s += ',';
@@ -242,6 +247,7 @@ Status Run(const Flags& flags) {
 
   CudaModelOptions opt;
   DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
+  opt.fp8_mma = flags.Has("fp8-mma");
   DSINFER_ASSIGN_OR_RETURN(opt.kv_cache_dtype,
                            io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   opt.max_seqs = static_cast<int>(std::max<int64_t>(max_batch, 1));

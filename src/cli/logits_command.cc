@@ -40,9 +40,9 @@ std::vector<FlagSpec> Specs() {
        "float32 (default for DeepSeek-V4: transformers' forward) or fp8 (the official forward's "
        "FP8 / FP4 cache and its rounding)"},
       {"fp8-mma",
-       "CPU, DeepSeek-V4: the FP8 / FP4 linears round as Hopper's FP8 tensor-core instructions do "
-       "(13 bits a k32 step, fp32 promotion per 128 columns or FP4 group; an opt-in numerics mode "
-       "whose GPU kernels are not in yet)",
+       "DeepSeek-V4: the FP8 / FP4 linears round as Hopper's FP8 tensor-core instructions do "
+       "(13 bits a k32 step, fp32 promotion per 128 columns or FP4 group; an opt-in numerics "
+       "mode: on CUDA those instructions, on the CPU their model)",
        false},
   };
 #ifdef DSINFER_HAVE_CUDA
@@ -125,15 +125,13 @@ Status Run(const Flags& flags) {
                            io::ParseKvCacheDtype(flags.GetOr("kv-cache-dtype", "auto")));
   DSINFER_ASSIGN_OR_RETURN(int64_t ranks, flags.GetInt("expert-parallel", 1));
   if (ranks < 1 || ranks > 64) return InvalidArgument("--expert-parallel must be in [1, 64]");
-  if (backend == "cuda" && flags.Has("fp8-mma")) {
-    return Unimplemented("--fp8-mma: the CPU reference only for now (the CUDA kernels are not in)");
-  }
   if (backend == "cuda") {
 #ifdef DSINFER_HAVE_CUDA
     // Every family (the CUDA model loads DeepSeek-V4 and DeepSeek-V4.1 dirs).
     DSINFER_RETURN_IF_ERROR(io::DetectModelFamily(*flags.Get("model")).status());
     model::deepseek_v4::cuda::CudaModelOptions opt;
     DSINFER_RETURN_IF_ERROR(ApplyCudaFlags(flags, &opt));
+    opt.fp8_mma = flags.Has("fp8-mma");
     opt.max_seqs = 1;
     opt.kv_cache_dtype = kv_dtype;
     opt.max_len = static_cast<int64_t>(ids.size());

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "backend/cuda/fp8mma_linear.cuh"
 #include "backend/cuda/runtime.h"
 #include "io/npy.h"
 #include "model/deepseek_v4/cuda/cuda_model.h"
@@ -101,14 +102,16 @@ bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 // ~1e-6 difference can round an activation to the neighbouring e4m3 value (a 6-12% step) on one
 // side only, so the bound there is bf16-like (measured 2.4e-2 on the tiny random model, top-1
 // 100%). cpu: the CPU model's logits of every row (default: DeepSeek-V4's Model); tol_ref: GPU vs
-// the transformers reference; kv: both models' cache dtype.
+// the transformers reference; kv: both models' cache dtype; fp8_mma: both models in the
+// FP8-instruction numerics mode.
 void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
                    const std::vector<float>* reference, const std::string& name,
                    double tol_cpu = 1e-4, std::function<std::vector<float>()> cpu = nullptr,
-                   double tol_ref = 1e-4, io::KvCacheDtype kv = io::KvCacheDtype::kAuto) {
+                   double tol_ref = 1e-4, io::KvCacheDtype kv = io::KvCacheDtype::kAuto,
+                   bool fp8_mma = false) {
   if (!cpu) {
     cpu = [&] {
-      auto m = Model::Load(dir, {2, kv});
+      auto m = Model::Load(dir, {2, kv, fp8_mma});
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       return m.ok() ? RunCpu(**m, ids) : std::vector<float>();
     };
@@ -118,6 +121,7 @@ void CheckModelDir(const std::string& dir, const std::vector<int32_t>& ids,
   opt.max_len = static_cast<int64_t>(ids.size()) + 8;
   opt.max_tokens = static_cast<int64_t>(ids.size()) * 2;
   opt.kv_cache_dtype = kv;
+  opt.fp8_mma = fp8_mma;
   auto gm = CudaModel::Load(dir, opt);
   ASSERT_TRUE(gm.ok()) << gm.status().ToString();
   CudaModel& g = **gm;
@@ -505,6 +509,36 @@ TEST(GpuModelTest, TinyOfficialFormats) {
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % static_cast<int>(cfg->vocab_size));
   CheckModelDir(dir, ids, nullptr, "tiny-official", 6e-2);
+}
+
+// The FP8-instruction numerics mode on both sides (backend/cuda/fp8mma_linear.cuh against
+// backend/wgmma_fp8.h's CPU model): every FP8 / FP4 linear through the mode's kernels, each
+// bit-exact to the CPU's (gpu_fp8mma_test), so the models differ as in the default mode (the
+// attention's and the norms' summation order, the act_quant flips that follow); every schedule
+// bit-identical; and other logits than the default mode's.
+TEST(GpuModelTest, TinyOfficialFp8Mma) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = testing::ScratchDir("gpu_tiny_official_mma");
+  auto cfg = PresetConfig("tiny");
+  ASSERT_TRUE(cfg.ok());
+  ASSERT_TRUE(WriteRandomModel(*cfg, dir, 3, WeightFormat::kOfficial).ok());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 7919 + 5) % static_cast<int>(cfg->vocab_size));
+  const int64_t tiles = backend::cuda::MmaTileLaunches() + backend::cuda::MmaSplitLaunches();
+  CheckModelDir(dir, ids, nullptr, "tiny-official-fp8-mma", 6e-2, nullptr, 1e-4,
+                io::KvCacheDtype::kAuto, true);
+  EXPECT_GT(backend::cuda::MmaTileLaunches() + backend::cuda::MmaSplitLaunches(), tiles);
+  CudaModelOptions opt;
+  opt.max_len = 64;
+  opt.max_tokens = 64;
+  std::vector<float> runs[2];
+  for (const bool mma : {false, true}) {
+    opt.fp8_mma = mma;
+    auto gm = CudaModel::Load(dir, opt);
+    ASSERT_TRUE(gm.ok()) << gm.status().ToString();
+    runs[mma] = RunGpu(**gm, ids, {static_cast<int>(ids.size())});
+  }
+  EXPECT_FALSE(BitEqual(runs[0], runs[1])) << "the mode's logits are the default mode's";
 }
 
 // DeepSeek-V4 with the FP8 cache (fp8_sim'd K=V with bf16 RoPE dims, the indexer's Hadamard +

@@ -46,18 +46,47 @@ struct WeightRef {
   int64_t n = 0;
   int64_t k = 0;
   int block = 128;  // kFp8 block edge (multiple of 16)
+  // kFp8 / kFp4 in the FP8-instruction numerics mode's layout (fp8mma_linear_sm90.cu; its CPU
+  // reference backend/wgmma_fp8.h) instead of the tiled ones above: data as the checkpoint
+  // stores it ([n, k] e4m3 bytes, or [n, k / 2] e2m1 pairs with the even column in the low
+  // nibble); scale per row and 128-column block, MmaScaleLd(n) rows apart: kFp8 fp32
+  // [ceil(k / 128)][MmaScaleLd(n)] (the row's block's scale), kFp4 ue8m0 bytes
+  // [ceil(k / 128)][MmaScaleLd(n)][4] (the block's four 32-column groups). Rows past n are 0.
+  bool mma = false;
   size_t bytes() const;  // bytes of data + scale
 };
+
+// The FP8-instruction layout's scale rows: n rounded up to the kernels' 128-row blocks; and the
+// scales' bytes (4 per row and block, and 128 rows' more: a 128-row block of a row group read from
+// its first row stays inside).
+inline int64_t MmaScaleLd(int64_t n) { return (n + 127) / 128 * 128; }
+inline int64_t MmaScaleBytes(int64_t n, int64_t k) {
+  return ((k + 127) / 128 * MmaScaleLd(n) + 128) * 4;
+}
+// Host-side packers of that layout's scales into dst (MmaScaleBytes(n, k)). per_row:
+// [n, ceil(k / 128)] fp32 (a row's block scales, e.g. io::QuantizedToMma's); groups: the
+// checkpoint's [n, k / 32] ue8m0 bytes.
+void PackMmaScalesFp8(const float* per_row, int64_t n, int64_t k, float* dst);
+void PackMmaScalesFp4(const uint8_t* groups, int64_t n, int64_t k, uint8_t* dst);
 
 // Device scratch for quantizing many activation rows once per linear instead of in every block
 // (FP8/FP4 with more than 16 rows use it when it is large enough; results do not depend on it).
 // One per stream: concurrent linears must not share it.
+//
+// The FP8-instruction mode (WeightRef::mma) needs it for every linear: x_rows *
+// MmaQuantLd(width) bytes in q, ceil(width / 128) * MmaScaleLd(x_rows) floats in s, and for the
+// slice partials of launches too small to fill the GPU (optional: without it they run unsplit,
+// the same bits) `part`.
 struct ActQuantScratch {
   uint8_t* q = nullptr;  // the quantized rows as f16: 2 bytes per element
   int64_t q_bytes = 0;
   float* s = nullptr;
   int64_t s_count = 0;
+  float* part = nullptr;
+  int64_t part_count = 0;
 };
+// The FP8-instruction mode's quantized row pitch: whole 128-column blocks of e4m3 codes.
+inline int64_t MmaQuantLd(int64_t width) { return (width + 127) / 128 * 128; }
 
 // FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192 (16384 for one FP8
 // weight), FP4 n % 16 == 0, FP8 block 128 (loaders check this). `dual`: as the fused SwiGLU pair.

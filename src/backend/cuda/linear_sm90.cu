@@ -10,6 +10,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/dequant.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp8mma_linear.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/linear.cuh"
@@ -19,6 +20,9 @@
 namespace dsinfer::backend::cuda {
 
 size_t WeightRef::bytes() const {
+  if (mma && IsQuantized(format))
+    return static_cast<size_t>((format == WeightFormat::kFp8 ? n * k : n * k / 2) +
+                               MmaScaleBytes(n, k));
   switch (format) {
     case WeightFormat::kF32: return static_cast<size_t>(n * k * 4);
     case WeightFormat::kBf16: return static_cast<size_t>(n * k * 2);
@@ -395,6 +399,10 @@ int64_t ExpertXRows(const ExpertLinearParams& p) { return (p.total_pairs + p.x_r
 
 void LaunchLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
+  if (p.w.mma) {
+    LaunchMmaLinear(p, stream);
+    return;
+  }
   if (IsQuantized(p.w.format)) {
     LaunchQLinear(DenseArgs(p), p.w, false, p.m, 0, p.m, p.aq, stream);
     return;
@@ -407,6 +415,10 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  if (p.shape.mma) {
+    LaunchMmaExpertLinear(p, stream);
+    return;
+  }
   if (IsQuantized(p.shape.format)) {
     LaunchQLinear(ExpertArgs(p), p.shape, false, PairsPerSlot(p), p.max_slots, ExpertXRows(p), p.aq, stream);
     return;
@@ -420,7 +432,8 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
 void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
                         StreamHandle stream) {
   if (p1.m <= 0 || p1.w.n <= 0) return;
-  if (IsQuantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
+  // (The FP8-instruction mode: w1, w3, then the SwiGLU, below.)
+  if (IsQuantized(p1.w.format) && !p1.w.mma && QLinearSupports(p1.w, true, nullptr)) {
     QLinearArgs a = DenseArgs(p1);
     a.w[1] = w3.data; a.s[1] = w3.scale; a.limit = limit;
     LaunchQLinear(a, p1.w, true, p1.m, 0, p1.m, p1.aq, stream);
@@ -448,7 +461,7 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
   if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
-  if (IsQuantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
+  if (IsQuantized(p1.shape.format) && !p1.shape.mma && QLinearSupports(p1.shape, true, nullptr)) {
     QLinearArgs a = ExpertArgs(p1);
     a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
     LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);

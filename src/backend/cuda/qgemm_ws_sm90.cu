@@ -32,6 +32,7 @@
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tile_order.cuh"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "base/check.h"
@@ -82,17 +83,6 @@ struct WsArgs {
   int64_t row_blocks, token_tiles;
 };
 
-// Tile t -> (row block, token tile): groups of kGroupRows row blocks, token tiles outer within a
-// group, so the blocks in flight share a few weight row blocks and a stretch of tokens.
-__device__ __forceinline__ void TileCoords(int64_t t, int64_t row_blocks, int64_t token_tiles,
-                                           int64_t* rb, int64_t* tt) {
-  const int64_t per_group = kGroupRows * token_tiles;
-  const int64_t first = (t / per_group) * kGroupRows, r = t % per_group;
-  const int64_t size = std::min<int64_t>(kGroupRows, row_blocks - first);
-  *tt = r / size;
-  *rb = first + r % size;
-}
-
 template <int kD>
 __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_constant__ WsArgs args) {
   constexpr int kRows = 128 / kD, kRowTiles = kRows / 16, kP = QCfg<false, kD>::kP;
@@ -135,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
     uint32_t fills = 0;
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
       int64_t rb, tt;
-      TileCoords(t, args.row_blocks, args.token_tiles, &rb, &tt);
+      TileCoords(t, args.row_blocks, args.token_tiles, kGroupRows, &rb, &tt);
       const int64_t row0 = rb * kRows, m0 = tt * kBN;
       const int64_t goff = p.group_rows > 0 ? (row0 / p.group_rows) * p.group_stride : 0;
       // The weight tiles that exist (stage tile i: matrix i / kRowTiles, row tile i % kRowTiles).
@@ -181,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
   uint32_t uses = 0;
   for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
     int64_t rb, tt;
-    TileCoords(t, args.row_blocks, args.token_tiles, &rb, &tt);
+    TileCoords(t, args.row_blocks, args.token_tiles, kGroupRows, &rb, &tt);
     const int64_t row0 = rb * kRows, m0 = tt * kBN;
     const int64_t sblk = (row0 >> 7) * ((p.k + 127) >> 7);  // the row block's first scale
 

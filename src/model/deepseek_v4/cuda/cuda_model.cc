@@ -297,18 +297,26 @@ void CudaModel::Impl::AllocateActivations() {
   o = Alloc<float>(T * H * d);
   z = Alloc<float>(T * c.o_groups * c.o_lora_rank);
   y = Alloc<float>(T * D);
-  if (T > 16) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
+  // (The FP8-instruction mode quantizes every linear's input into it, as e4m3 codes with their
+  // scales transposed, and splits small launches by k slice into `part`.)
+  if (T > 16 || opt.fp8_mma) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
     // The main stream's linears read up to H·d columns (wo_a) and the routed w2 T·K rows; the
     // branches' (kv / compressor / indexer / shared expert) at most max(D, I, q_lora_rank)
     // columns of T rows. A linear that does not fit its stream's scratch quantizes in the kernel
     // (the same bits).
     auto alloc = [&](gpu::ActQuantScratch& a, int64_t rows, int64_t width, int64_t rows2,
                      int64_t width2) {
-      const int64_t bytes =
+      int64_t bytes =
           2 * std::max(rows * ((width + 15) / 16 * 16), rows2 * ((width2 + 15) / 16 * 16));
       // (rows rounded up to a 128-token tile: the tiled GEMM's transposed scales.)
-      const int64_t scales = std::max((rows + 127) / 128 * 128 * ((width + 127) / 128),
-                                      rows2 * ((width2 + 127) / 128));
+      int64_t scales = std::max((rows + 127) / 128 * 128 * ((width + 127) / 128),
+                                rows2 * ((width2 + 127) / 128));
+      if (opt.fp8_mma) {
+        bytes = std::max({bytes, rows * gpu::MmaQuantLd(width), rows2 * gpu::MmaQuantLd(width2)});
+        scales = std::max(scales, (width2 + 127) / 128 * gpu::MmaScaleLd(rows2));
+        a.part_count = int64_t{4} << 20;  // 16 MB: decode-sized launches' slice partials
+        a.part = Alloc<float>(a.part_count);
+      }
       a.q = Alloc<uint8_t>(bytes);
       a.q_bytes = bytes;
       a.s = Alloc<float>(scales);

@@ -79,6 +79,11 @@ struct CudaModelOptions {
   // sequence's streams ring, StateLayoutFor(config, true)), so that its state follows the main
   // model's to one position short, and DraftMtp drafts from there.
   bool mtp = false;
+  // DeepSeek-V4: the FP8-instruction numerics mode (deepseek_v4::ModelOptions::fp8_mma, its CPU
+  // reference): the FP8 / FP4 linears multiply the operands' e4m3 codes on wgmma .e4m3 and
+  // promote each 128-column chain (backend/cuda/fp8mma_linear.cuh), instead of the exact products
+  // of the default kernels. Other bits than the default, each batch invariant.
+  bool fp8_mma = false;
   // DeepSeek-V4.1: load the DSpark drafter (mtp.*; InvalidArgument for a config without draft
   // layers, NotFound for a checkpoint without them). Every forward then also writes the stages'
   // context rows (the taps of the target layers' inputs, main_proj, main_norm, each stage's K=V)

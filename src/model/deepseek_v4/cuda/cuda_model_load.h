@@ -58,6 +58,7 @@ class GpuLoader {
         return r;
       }
     }
+    if (t.quantized() && m_->opt.fp8_mma) return MmaMatrix(spec, t, r);
     if (t.quantized()) {
       std::string why;
       if (!gpu::QLinearSupports(r, false, &why)) {
@@ -93,6 +94,46 @@ class GpuLoader {
       }
       r.scale = sd;
     }
+    Count(spec, r.bytes());
+    return r;
+  }
+
+  // An FP8 / FP4 matrix in the FP8-instruction mode's layout (WeightRef::mma): the checkpoint's
+  // bytes as they are, the scales per row and 128-column block (io::QuantizedToMma's values).
+  StatusOr<WeightRef> MmaMatrix(const TensorSpec& spec, const LinearTensor& t, WeightRef r) {
+    const int64_t rows = spec.shape[0], cols = spec.shape[1];
+    if (r.format == WeightFormat::kFp8 && r.block != 128) {
+      return InvalidArgument("the FP8-instruction mode needs 128 x 128 FP8 blocks, not " +
+                             std::to_string(r.block));
+    }
+    if (cols % 32 != 0) {
+      return InvalidArgument("tensor '" + spec.name + "': the FP8-instruction mode needs k % 32 == 0");
+    }
+    // FP8: QuantizedToMma checks the layouts, and its per-row scales are what the kernels
+    // multiply by. FP4: the checkpoint's ue8m0 group scales as they are (checked here; its codes
+    // are not expanded).
+    io::MmaOperand mo;
+    if (r.format == WeightFormat::kFp8) {
+      DSINFER_ASSIGN_OR_RETURN(mo, io::QuantizedToMma(*t.weight, t.scale, spec.shape, r.block));
+    } else if (t.scale == nullptr || t.scale->dtype != DType::kF8E8M0 ||
+               t.scale->nbytes != static_cast<size_t>(rows * (cols / 32)) ||
+               t.weight->nbytes != static_cast<size_t>(rows * cols / 2)) {
+      return DataLoss("tensor '" + spec.name + "' or its scale does not have the FP4 layout");
+    }
+    r.mma = true;
+    r.scale_format = gpu::ScaleFormat::kF32;
+    void* data = m_->Alloc<uint8_t>(static_cast<int64_t>(t.weight->nbytes));
+    gpu::CopyToDeviceSync(data, t.weight->data, t.weight->nbytes);
+    std::vector<uint8_t> packed(static_cast<size_t>(gpu::MmaScaleBytes(rows, cols)));
+    if (r.format == WeightFormat::kFp8) {
+      gpu::PackMmaScalesFp8(mo.scale.data(), rows, cols, reinterpret_cast<float*>(packed.data()));
+    } else {
+      gpu::PackMmaScalesFp4(t.scale->data, rows, cols, packed.data());
+    }
+    void* sd = m_->Alloc<uint8_t>(static_cast<int64_t>(packed.size()));
+    gpu::CopyToDeviceSync(sd, packed.data(), packed.size());
+    r.data = data;
+    r.scale = sd;
     Count(spec, r.bytes());
     return r;
   }
@@ -323,6 +364,7 @@ class RandomBuilder {
   }
 
   WeightRef Fp8(int64_t n, int64_t k) {
+    if (m_->opt.fp8_mma) return MmaRandom(n, k, false);
     WeightRef r;
     r.format = WeightFormat::kFp8;
     r.n = n;
@@ -341,6 +383,7 @@ class RandomBuilder {
     return r;
   }
   WeightRef Fp4(int64_t n, int64_t k) {
+    if (m_->opt.fp8_mma) return MmaRandom(n, k, true);
     WeightRef r;
     r.format = WeightFormat::kFp4;
     r.n = n;
@@ -352,6 +395,32 @@ class RandomBuilder {
     // One scale for every group: the GPU layout's order does not matter, its bias does.
     const auto e = static_cast<uint8_t>(ExpFor(1.0 / (2.93 * std::sqrt(double(k)))));
     Fill(s, n * k / 32, gpu::RandomKind::kByte, static_cast<float>(gpu::Fp4GpuScaleByte(e)), 0);
+    r.data = d;
+    r.scale = s;
+    return r;
+  }
+  // Fp8 / Fp4's weights in the FP8-instruction mode's layout (WeightRef::mma): the same
+  // distributions, every scale the same power of two.
+  WeightRef MmaRandom(int64_t n, int64_t k, bool fp4) {
+    WeightRef r;
+    r.format = fp4 ? WeightFormat::kFp4 : WeightFormat::kFp8;
+    r.n = n;
+    r.k = k;
+    r.block = 128;
+    r.mma = true;
+    r.scale_format = gpu::ScaleFormat::kF32;
+    const int64_t bytes = fp4 ? n * k / 2 : n * k, sbytes = gpu::MmaScaleBytes(n, k);
+    void* d = m_->Alloc<uint8_t>(bytes);
+    Fill(d, bytes, fp4 ? gpu::RandomKind::kFp4 : gpu::RandomKind::kFp8, 0, fp4 ? 0.0f : 64.0f);
+    void* s = m_->Alloc<uint8_t>(sbytes);
+    if (fp4) {
+      Fill(s, sbytes, gpu::RandomKind::kByte,
+           static_cast<float>(ExpFor(1.0 / (2.93 * std::sqrt(double(k))))), 0);
+    } else {
+      const std::vector<float> v(static_cast<size_t>(sbytes / 4),
+                                 std::ldexp(1.0f, ExpFor(1.0 / (64.0 * std::sqrt(double(k)))) - 127));
+      gpu::CopyToDeviceSync(s, v.data(), static_cast<size_t>(sbytes));
+    }
     r.data = d;
     r.scale = s;
     return r;

@@ -301,6 +301,9 @@ Status LoadV41(const std::string& model_dir, const CudaModelOptions& options,
   const io::DeepseekV41Config& c = v->c;
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(c));
   DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
+  if (options.fp8_mma) {
+    return Unimplemented("the FP8-instruction mode (fp8_mma) is DeepSeek-V4 only for now");
+  }
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "
@@ -359,6 +362,9 @@ StatusOr<std::unique_ptr<CudaModel>> CudaModel::CreateRandomV41(const io::Deepse
   DSINFER_RETURN_IF_ERROR(config.Validate());
   DSINFER_RETURN_IF_ERROR(CheckSupportedV41(config));
   DSINFER_RETURN_IF_ERROR(io::CheckV41KvCacheDtype(options.kv_cache_dtype));
+  if (options.fp8_mma) {
+    return Unimplemented("the FP8-instruction mode (fp8_mma) is DeepSeek-V4 only for now");
+  }
   if (options.mtp) {
     return InvalidArgument(
         "MTP speculative decoding: DeepSeek-V4.1 has no MTP layer; its drafter is DSpark "

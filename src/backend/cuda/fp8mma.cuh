@@ -1,20 +1,17 @@
-// Device helpers of the FP8-instruction benches (probe_fp8_mma_bits.cu, bench_fp8_gemm.cu,
-// bench_fp8_gemv.cu): warpgroup MMA .e4m3 at N = 8, 128 and 256 (A from registers, B from shared
-// memory through a descriptor), prmt, and the e2m1 -> e4m3 conversion of four codes.
+// Device helpers of the FP8-instruction numerics mode (backend/wgmma_fp8.h; its kernels in
+// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 128 and 256 (A
+// from registers or shared memory, B from shared memory through a descriptor), prmt, and the
+// e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/wgmma_fp8.h"
 
-namespace fp8mma {
+namespace dsinfer::backend::cuda::fp8mma {
 
-// The k slices of the FP8-instruction linear (backend/wgmma_fp8.h SliceCols, its CPU reference's),
-// for device code.
-__host__ __device__ constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
-static_assert(SliceCols(false) == dsinfer::backend::fp8mma::SliceCols(false) &&
-                  SliceCols(true) == dsinfer::backend::fp8mma::SliceCols(true),
-              "the kernels' k slices are the reference's");
+// The k slices of the FP8-instruction linear (its CPU reference's, backend/wgmma_fp8.h).
+using ::dsinfer::backend::fp8mma::SliceCols;
 
 // wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B (C not read).
@@ -112,4 +109,4 @@ __host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
   return mag | (((rep & 0x7f7f7f7fu) << 1) & 0x80808080u);
 }
 
-}  // namespace fp8mma
+}  // namespace dsinfer::backend::cuda::fp8mma

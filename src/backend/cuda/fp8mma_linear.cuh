@@ -1,0 +1,33 @@
+// The FP8-instruction numerics mode's linears (fp8mma_linear_sm90.cu; internal to backend/cuda:
+// linear_sm90.cu's launchers route weights with WeightRef::mma here). Every output element is
+// backend/wgmma_fp8.h's fp8mma::Dot of the row's act_quant codes and the weight row, bit for bit
+// (the CPU reference is cpu::Fp8MmaGemm): per k slice (512 columns FP8, 256 FP4) from zero, per
+// 128-column block (FP8: four wgmma k32 .e4m3 steps chained from zero) or 32-column group (FP4:
+// one step) acc = fmaf(r, s_w * s_x, acc), the slices added in order. Which kernel runs (the
+// TMA warp-specialized tile, the gather tile, split by slice or not) changes no bit.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/linear.cuh"
+
+namespace dsinfer::backend::cuda {
+
+// act_quant of rows [0, rows) of x (columns [0, width)) as e4m3 codes q[r * ldq + c] (ldq >=
+// MmaQuantLd(width), a multiple of 16; the codes of a last partial block's missing columns 0) and
+// scales transposed, s_t[(c / 128) * ld_t + r] (ld_t >= MmaScaleLd(rows)): cpu::ActQuantCodes' bits.
+void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width, uint8_t* q,
+                       int64_t ldq, float* s_t, int64_t ld_t, StreamHandle stream);
+
+// A dense linear / routed experts with WeightRef::mma weights (p.xq ignored: the rows are
+// quantized again into p.aq, which must hold them: linear.cuh).
+void LaunchMmaLinear(const LinearParams& p, StreamHandle stream);
+void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
+
+// Launches so far in this process: of the TMA kernel, of the gather tile, of the gather tile
+// split by slice (tests check which ran).
+int64_t MmaTmaLaunches();
+int64_t MmaTileLaunches();
+int64_t MmaSplitLaunches();
+
+}  // namespace dsinfer::backend::cuda

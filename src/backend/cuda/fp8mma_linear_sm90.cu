@@ -1,0 +1,652 @@
+// The FP8-instruction numerics mode's linears (fp8mma_linear.cuh says what they compute): the
+// operands' e4m3 codes go into wgmma .e4m3 as stored (FP4's e2m1 codes turned into e4m3 in
+// registers), each short chain promoted into an fp32 sum (DeepGEMM's design), every chain a
+// function of (n, k) alone, so a row's bits do not depend on the batch, the tile or the kernel.
+//
+// Two kernels, the same operations per element:
+//   * MmaTmaKernel (dense FP8, from 64 rows): persistent and warp-specialized, as
+//     qgemm_ws_sm90.cu: a producer warp fills a ring of stages (a 128-column block of 128 tokens'
+//     codes and of 128 weight rows, both TMA boxes in the 128-byte swizzle, and the rows' and
+//     tokens' scales by bulk copies), two consumer warpgroups (64 weight rows each) run the
+//     block's four m64n128k32 steps with both operands from shared memory, promote, release the
+//     stage; a slice's sum joins the total in registers. Tiles walk TileCoords' order.
+//   * MmaTileKernel (everything else: FP4, routed experts, few rows, grouped input): a block of two
+//     warpgroups owns 128 weight rows and 128 token rows gathered by cp.async (dense rows, or an
+//     expert slot's pairs), a 4-stage pipeline of 128-column blocks; the weights' A fragments go
+//     from shared memory to registers (FP4: converted there), the tokens are B in the no-swizzle
+//     K-major layout WgmmaDescB reads. Launches that would not fill the GPU split by k slice
+//     (grid z): each block writes its slice's sum, MmaSliceSumKernel adds them in slice order.
+// Measured as experiments first (bench_fp8_gemm: the TMA form 636-817 TFLOP/s on flash-l8's
+// dense FP8 shapes at 8,192 tokens on an H100, the gather form 259-277; docs/perf.md, session 39).
+#include <cuda.h>
+#include <cuda_fp8.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/fp8mma.cuh"
+#include "backend/cuda/fp8mma_linear.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/qlinear_core.cuh"
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/tile_order.cuh"
+#include "backend/cuda/tma.cuh"
+#include "backend/cuda/wgmma.cuh"
+#include "base/check.h"
+
+namespace dsinfer::backend::cuda {
+
+namespace {
+
+using fp8mma::E2m1x4ToE4m3;
+using fp8mma::SliceCols;
+using fp8mma::WgmmaFp8N128;
+using fp8mma::WgmmaFp8N128Ss;
+
+constexpr int kBM = 128, kBN = 128, kBK = 128;  // weight rows, tokens, columns of a stage
+
+// ---- act_quant to e4m3 codes -------------------------------------------------------------------
+
+// One warp per (row, 128-column block); lane l: columns 4l..4l+3 (qcore::QuantBlock's arithmetic,
+// the codes kept as e4m3 bytes).
+__global__ void __launch_bounds__(256)
+    MmaActQuantKernel(const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t width,
+                      uint8_t* __restrict__ q, int64_t ldq, float* __restrict__ s_t, int64_t ld_t) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t nblk = (width + kBK - 1) / kBK;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (item >= rows * nblk) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t r = item / nblk, b = item % nblk, col = b * kBK + 4 * lane;
+  const float4 v = qcore::LoadX4(x + r * ldx + col, col < width);
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  float inv;
+  const float scale = qcore::QuantScaleOf(amax, &inv);
+  const __nv_fp8x2_storage_t lo =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  // (Columns past width hold zeros: their codes are 0.)
+  *reinterpret_cast<uint32_t*>(q + r * ldq + col) =
+      static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  if (lane == 0) s_t[b * ld_t + r] = scale;
+}
+
+// ---- the promotion, shared by both kernels -----------------------------------------------------
+
+// acc += r * (s_lo | s_hi) * s_x(token): s_lo for the fragment's row g, s_hi for g + 8; sx: the
+// stage's 128 tokens' scales as pairs (tokens 8 j + 2 t, + 1 of n8 tile j).
+__device__ __forceinline__ void Promote(const float (&r)[64], const float2* sx, int t, float s_lo,
+                                        float s_hi, float (&acc)[64]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 xv = sx[4 * j + t];
+    acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
+    acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * xv.x, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * xv.y, acc[4 * j + 3]);
+  }
+}
+
+// A ue8m0 byte's value (base/dtype.h E8M0ToFloat: 2^(b - 127), 255 NaN; b = 0 the subnormal).
+__device__ __forceinline__ float Ue8m0(uint32_t b) {
+  return b == 0 ? __uint_as_float(0x00400000u)
+                : b == 255 ? __uint_as_float(0x7fc00000u) : __uint_as_float(b << 23);
+}
+
+// Slice bookkeeping: kb (a 128-column block, from kb0) ends a slice when the next block starts one
+// or k ends; the first slice of the range is stored, the others added, in order.
+template <bool kFp4>
+__device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
+  constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
+  return (kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk;
+}
+
+// ---- the gather tile ---------------------------------------------------------------------------
+
+struct TileArgs {
+  const uint8_t* w;              // dense weights (bytes, rows wpitch apart) and their scales
+  const void* sc;                // (WeightRef::mma layout, sc_ld rows apart)
+  const void* const* ew;         // routed experts: per-expert weights and scales
+  const void* const* es;
+  int64_t wpitch, sc_ld;
+  int n, k;
+  const uint8_t* xq;             // act_quant codes [x rows, ldq] (from the input's column 0)
+  int64_t ldq;
+  const float* xs_t;             // their scales [blocks][ld_t]
+  int64_t ld_t;
+  int xblk0;                     // grouped input: the group's first 128-column block
+  float* y;                      // y[out row * ldy + weight row]
+  int64_t ldy;
+  int m;                         // dense rows
+  const int32_t* active;         // routed experts (ExpertLinearParams)
+  const int32_t* num_active;
+  const int32_t* offsets;
+  const int32_t* pairs;
+  int x_row_div;
+  float* part;                   // split by slice: part[(slice * m + row) * n + weight row]
+};
+
+constexpr int kTileThreads = 256, kTileStages = 4;
+
+// A stage: the tokens' block [4 k32 steps][2 k halves][128 tokens][16 bytes] (WgmmaDescB's
+// layout), the 128 weight rows (FP8: 128 bytes each, padded to 144; FP4: 64 bytes, padded to 80:
+// conflict-free fragment loads), the rows' scales (512 bytes either way), the tokens' scales.
+template <bool kFp4>
+struct TileCfg {
+  static constexpr int kXBytes = kBN * kBK;
+  static constexpr int kWPitch = kFp4 ? 80 : 144;
+  static constexpr int kScOff = kXBytes + kBM * kWPitch;
+  static constexpr int kSxOff = kScOff + 512;
+  static constexpr int kStageBytes = (kSxOff + 512 + 1023) / 1024 * 1024;
+  // After the stages: each thread's running total (64 floats, kTileThreads apart), the tile's
+  // source rows and output rows.
+  static constexpr int kTotalsOff = kTileStages * kStageBytes;
+  static constexpr int kRowsOff = kTotalsOff + 64 * kTileThreads * 4;
+  static constexpr int kSmem = kRowsOff + 2 * kBN * 4;
+};
+
+__host__ __device__ __forceinline__ int XStageOff(int i, int ch) {
+  return (ch / 2) * (kBN * 32) + (ch % 2) * (kBN * 16) + i * 16;
+}
+// The byte offset in the weights' area of A register q (rows r, r + 8, r, r + 8; k + 0, + 0,
+// + 16, + 16) of k32 step s for lane quad index t (FP8: 4 codes; FP4: the 2 bytes of 4 nibbles).
+template <bool kFp4>
+__host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
+  const int row = r + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2);
+  return row * TileCfg<kFp4>::kWPitch + (kFp4 ? k / 2 : k);
+}
+
+// grid: (row blocks, token tiles | expert slots, slices (split) | token tile stride (experts)).
+template <bool kFp4, bool kExpert>
+__global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_constant__ TileArgs a) {
+  using C = TileCfg<kFp4>;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  PdlTrigger();
+  PdlWait();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rb = blockIdx.x, nblk = (a.k + kBK - 1) / kBK;
+  const uint8_t* w = a.w;
+  const uint8_t* sc = static_cast<const uint8_t*>(a.sc);
+  int base = 0, count = a.m, tt0 = blockIdx.y, tt_step = gridDim.y, kb0 = 0, kb1 = nblk;
+  if constexpr (kExpert) {
+    const int slot = blockIdx.y;
+    if (slot >= *a.num_active) return;
+    const int e = a.active[slot];
+    w = static_cast<const uint8_t*>(a.ew[e]);
+    sc = static_cast<const uint8_t*>(a.es[e]);
+    base = a.offsets[slot];
+    count = a.offsets[slot + 1] - base;
+    tt0 = blockIdx.z;
+    tt_step = gridDim.z;
+  } else if (a.part != nullptr) {  // one slice
+    constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
+    kb0 = blockIdx.z * kSliceBlocks;
+    kb1 = min(nblk, kb0 + kSliceBlocks);
+  }
+  int* const src_row = reinterpret_cast<int*>(smem + C::kRowsOff);
+  int* const out_row = src_row + kBN;
+  float* const totals = reinterpret_cast<float*>(smem + C::kTotalsOff) + threadIdx.x;
+  const int wbytes = kFp4 ? kBK / 2 : kBK;  // a row's bytes of a block
+  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
+  for (int tt = tt0; tt * kBN < count; tt += tt_step) {
+    if (threadIdx.x < kBN) {
+      const int i = tt * kBN + threadIdx.x;
+      int src = -1, out = -1;
+      if (i < count) {
+        if constexpr (kExpert) {
+          out = a.pairs[base + i];
+          src = out / a.x_row_div;
+        } else {
+          out = src = i;
+        }
+      }
+      src_row[threadIdx.x] = src;
+      out_row[threadIdx.x] = out;
+    }
+    __syncthreads();
+    auto stage = [&](int s) { return smem + s * C::kStageBytes; };
+    auto load = [&](int s, int kb) {
+      uint8_t* st = stage(s);
+      const int col0 = kb * kBK;
+      for (int c = threadIdx.x; c < kBN * 8; c += kTileThreads) {  // token i's chunk ch
+        const int i = c / 8, ch = c % 8, src = src_row[i];
+        const bool ok = src >= 0 && col0 + ch * 16 < a.k;
+        CpAsync16(st + XStageOff(i, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq, ok);
+      }
+      constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
+      for (int c = threadIdx.x; c < kBM * kChunks; c += kTileThreads) {
+        const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
+        const bool ok = row < a.n && col0 + ch * (kFp4 ? 32 : 16) < a.k;
+        CpAsync16(st + r * C::kWPitch + ch * 16,
+                  ok ? w + row * a.wpitch + kb * wbytes + ch * 16 : w, ok);
+      }
+      if (threadIdx.x < 32) {  // the rows' scales: 512 bytes
+        CpAsync16(st + C::kScOff + threadIdx.x * 16,
+                  sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + threadIdx.x * 16, true);
+      } else if (threadIdx.x >= 128) {  // the tokens' scales
+        const int i = threadIdx.x - 128, src = src_row[i];
+        const bool ok = src >= 0;
+        CpAsync4(st + C::kSxOff + i * 4,
+                 ok ? a.xs_t + static_cast<int64_t>(a.xblk0 + kb) * a.ld_t + src : a.xs_t, ok);
+      }
+    };
+    float acc[64], r[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = r[i] = 0.0f;
+    for (int s = 0; s < kTileStages - 1; ++s) {
+      if (kb0 + s < kb1) load(s, kb0 + s);
+      CpAsyncCommit();
+    }
+    for (int kb = kb0; kb < kb1; ++kb) {
+      const int u = kb - kb0;
+      CpAsyncWait<kTileStages - 2>();  // this thread's copies of block kb have landed
+      FenceProxyAsync();               // and are visible to wgmma's (async-proxy) reads
+      __syncthreads();                 // every thread's; every warp done with the stage refilled
+      if (kb + kTileStages - 1 < kb1) load((u + kTileStages - 1) % kTileStages, kb + kTileStages - 1);
+      CpAsyncCommit();
+      const uint8_t* st = stage(u % kTileStages);
+      const uint8_t* wr = st + C::kXBytes;
+      const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
+      const uint32_t xa = SmemAddr(st);
+      uint32_t af[4][4];  // step s's A fragment: rows r0 / r0 + 8, k 32 s + 4 t .. + 3 and + 16
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if constexpr (kFp4) {
+            af[s][q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)));
+          } else {
+            af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
+          }
+        }
+      }
+      if constexpr (kFp4) {  // a group's step from zero, then its promotion
+        const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
+        const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          WgmmaFence();
+          WgmmaFp8N128(r, af[s], WgmmaDescB<kBN>(xa + s * kBN * 32), 0);
+          WgmmaCommit();
+          WgmmaWait<0>();
+          WgmmaFenceOperand(r);
+          Promote(r, sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu), Ue8m0((g_hi >> (8 * s)) & 0xffu),
+                  acc);
+        }
+      } else {
+        WgmmaFence();
+#pragma unroll
+        for (int s = 0; s < 4; ++s) WgmmaFp8N128(r, af[s], WgmmaDescB<kBN>(xa + s * kBN * 32), s);
+        WgmmaCommit();
+        WgmmaWait<0>();
+        WgmmaFenceOperand(r);
+        const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
+        Promote(r, sx, t, sw[r0], sw[r0 + 8], acc);
+      }
+      if (SliceEnds<kFp4>(kb, nblk)) {  // a slice ends: into the total
+        const bool first = a.part != nullptr || kb < SliceCols(kFp4) / kBK;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          totals[i * kTileThreads] = first ? acc[i] : totals[i * kTileThreads] + acc[i];
+          acc[i] = 0.0f;
+        }
+      }
+    }
+    CpAsyncWait<0>();
+    // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int out = out_row[8 * j + 2 * t + e % 2], row = rb * kBM + r0 + 8 * (e / 2);
+        if (out < 0 || row >= a.n) continue;
+        const float v = totals[(4 * j + e) * kTileThreads];
+        if (!kExpert && a.part != nullptr) {
+          a.part[(static_cast<int64_t>(blockIdx.z) * a.m + out) * a.n + row] = v;
+        } else {
+          a.y[out * a.ldy + row] = v;
+        }
+      }
+    }
+    __syncthreads();  // the rows' tables and the stages are rewritten by the next tile
+  }
+}
+
+// y[r, c] = the slices' sums of part, added in slice order.
+__global__ void __launch_bounds__(256)
+    MmaSliceSumKernel(const float* __restrict__ part, int slices, int64_t m, int64_t n,
+                      float* __restrict__ y, int64_t ldy) {
+  PdlTrigger();
+  PdlWait();
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= m * n) return;
+  float total = part[e];
+  for (int s = 1; s < slices; ++s) total += part[s * m * n + e];
+  y[(e / n) * ldy + e % n] = total;
+}
+
+// ---- the TMA tile (dense FP8) ------------------------------------------------------------------
+
+constexpr int kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 128, kTmaStages = 5;
+constexpr int kTmaGroupRows = 8;
+
+struct TmaArgs {
+  CUtensorMap xmap, wmap;  // codes [m, k] and weights [n, k]: boxes 128 rows x 128 bytes, 128B swizzle
+  const float* sc;         // WeightRef::mma's fp32 row scales, sc_ld rows apart
+  int64_t sc_ld;
+  const float* xs_t;       // [blocks][ld_t]
+  int64_t ld_t;
+  float* y;
+  int64_t ldy;
+  int m, n, k;
+};
+
+struct TmaLay {
+  static constexpr int kXBytes = kBN * kBK, kWBytes = kBM * kBK, kScBytes = kBM * 4,
+                       kSxBytes = kBN * 4;
+  static constexpr int kStageBytes =
+      (kXBytes + kWBytes + kScBytes + kSxBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmem = kTmaStages * kStageBytes + 2 * kTmaStages * 8 + 1024;
+};
+
+__global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_constant__ TmaArgs a) {
+  using L = TmaLay;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  auto x_at = [&](int s) { return smem + s * L::kStageBytes; };
+  auto w_at = [&](int s) { return x_at(s) + L::kXBytes; };
+  auto sc_at = [&](int s) { return w_at(s) + L::kWBytes; };
+  auto sx_at = [&](int s) { return sc_at(s) + L::kScBytes; };
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kTmaStages * L::kStageBytes);
+  uint64_t* empty = full + kTmaStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kTmaStages; ++s) {
+      MbarInit(full + s, 1);
+      MbarInit(empty + s, kTmaConsumers / 32);
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();
+  PdlTrigger();
+  PdlWait();
+  const int nblk = (a.k + kBK - 1) / kBK;
+  const int64_t row_blocks = (a.n + kBM - 1) / kBM, token_tiles = (a.m + kBN - 1) / kBN;
+  const int64_t ntiles = row_blocks * token_tiles;
+  if (warp >= kTmaConsumers / 32) {  // the producer warpgroup; one lane of it works
+    SetMaxNReg<false, 40>();
+    if (warp != kTmaConsumers / 32 || lane != 0) return;
+    uint32_t fills = 0;
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+      int64_t rb, tt;
+      TileCoords(t, row_blocks, token_tiles, kTmaGroupRows, &rb, &tt);
+      for (int kb = 0; kb < nblk; ++kb, ++fills) {
+        const int s = static_cast<int>(fills % kTmaStages);
+        RingWaitEmpty<kTmaStages>(empty, fills);
+        MbarArriveExpectTx(full + s, L::kXBytes + L::kWBytes + L::kScBytes + L::kSxBytes);
+        TmaLoad2d(x_at(s), &a.xmap, kb * kBK, static_cast<int32_t>(tt * kBN), full + s);
+        TmaLoad2d(w_at(s), &a.wmap, kb * kBK, static_cast<int32_t>(rb * kBM), full + s);
+        BulkLoad(sc_at(s), a.sc + kb * a.sc_ld + rb * kBM, L::kScBytes, full + s);
+        BulkLoad(sx_at(s), a.xs_t + kb * a.ld_t + tt * kBN, L::kSxBytes, full + s);
+      }
+    }
+    return;
+  }
+  SetMaxNReg<true, 232>();
+  const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
+  const int r0 = wg * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8 of the block
+  uint32_t uses = 0;
+  for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    int64_t rb, tt;
+    TileCoords(t, row_blocks, token_tiles, kTmaGroupRows, &rb, &tt);
+    float acc[64], tot[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = tot[i] = 0.0f;
+    for (int kb = 0; kb < nblk; ++kb, ++uses) {
+      const int st = static_cast<int>(uses % kTmaStages);
+      RingWaitFull<kTmaStages>(full, uses);
+      const uint32_t xb = SmemAddr(x_at(st)), wb = SmemAddr(w_at(st)) + wg * 64 * kBK;
+      float r[64];
+      WgmmaFence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        WgmmaFp8N128Ss(r, WgmmaDescSw128(wb + q * 32), WgmmaDescSw128(xb + q * 32), q);
+      WgmmaCommit();
+      WgmmaWait<0>();
+      WgmmaFenceOperand(r);
+      const float* sw = reinterpret_cast<const float*>(sc_at(st));
+      Promote(r, reinterpret_cast<const float2*>(sx_at(st)), t4, sw[r0], sw[r0 + 8], acc);
+      __syncwarp();
+      if (lane == 0) MbarArrive(empty + st);  // the warp is done with the stage
+      if (SliceEnds<false>(kb, nblk)) {       // a slice's sum joins the total
+        const bool first = kb < SliceCols(false) / kBK;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          tot[i] = first ? acc[i] : tot[i] + acc[i];
+          acc[i] = 0.0f;
+        }
+      }
+    }
+    // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t4 + e % 2.
+    const int64_t row = rb * kBM + r0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t tok = tt * kBN + 8 * j + 2 * t4 + e % 2, rr = row + 8 * (e / 2);
+        if (tok < a.m && rr < a.n) a.y[tok * a.ldy + rr] = tot[4 * j + e];
+      }
+    }
+  }
+}
+
+std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0};
+
+template <typename Kernel>
+void SetSmem(Kernel kernel, int bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+// The TMA tile for a dense FP8 launch; false (nothing launched) when the driver refuses a map.
+bool TryLaunchTma(const TileArgs& t, StreamHandle stream) {
+  TmaArgs a{};
+  if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, t.xq, static_cast<uint64_t>(t.k),
+                         static_cast<uint64_t>(t.m), static_cast<uint64_t>(t.ldq), kBK, kBN,
+                         CU_TENSOR_MAP_SWIZZLE_128B) ||
+      !EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, t.w, static_cast<uint64_t>(t.k),
+                         static_cast<uint64_t>(t.n), static_cast<uint64_t>(t.wpitch), kBK, kBM,
+                         CU_TENSOR_MAP_SWIZZLE_128B))
+    return false;
+  a.sc = static_cast<const float*>(t.sc);
+  a.sc_ld = t.sc_ld;
+  a.xs_t = t.xs_t;
+  a.ld_t = t.ld_t;
+  a.y = t.y;
+  a.ldy = t.ldy;
+  a.m = t.m;
+  a.n = t.n;
+  a.k = t.k;
+  static const bool attr = (SetSmem(MmaTmaKernel, TmaLay::kSmem), true);
+  (void)attr;
+  const int64_t tiles = ((t.n + kBM - 1) / kBM) * ((t.m + kBN - 1) / kBN);
+  LaunchKernel(MmaTmaKernel, dim3(static_cast<unsigned>(std::min<int64_t>(tiles, SmCount()))),
+               dim3(kTmaThreads), TmaLay::kSmem, stream, a);
+  CUDA_CHECK_LAUNCH();
+  ++g_tma_launches;
+  return true;
+}
+
+template <bool kFp4, bool kExpert>
+void LaunchTile(const TileArgs& a, dim3 grid, StreamHandle stream) {
+  static const bool attr = (SetSmem(MmaTileKernel<kFp4, kExpert>, TileCfg<kFp4>::kSmem), true);
+  (void)attr;
+  LaunchKernel(MmaTileKernel<kFp4, kExpert>, grid, dim3(kTileThreads), TileCfg<kFp4>::kSmem,
+               stream, a);
+  CUDA_CHECK_LAUNCH();
+  ++g_tile_launches;
+}
+
+void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, dim3 grid, StreamHandle stream) {
+  if (fp4) {
+    expert ? LaunchTile<true, true>(a, grid, stream) : LaunchTile<true, false>(a, grid, stream);
+  } else {
+    expert ? LaunchTile<false, true>(a, grid, stream) : LaunchTile<false, false>(a, grid, stream);
+  }
+}
+
+// What every launch of the mode checks: the weights' layout and shape, the input quantized into
+// the scratch (returned through *t: codes, scales).
+void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, int64_t width,
+             const ActQuantScratch& aq, TileArgs* t, StreamHandle stream) {
+  DSINFER_CHECK_MSG(w.mma && IsQuantized(w.format),
+                    "the FP8-instruction linear takes FP8 / FP4 weights in its layout");
+  DSINFER_CHECK_MSG(w.k % 32 == 0 && w.k > 0 && w.n > 0 && w.n < (int64_t{1} << 30) &&
+                        (w.format == WeightFormat::kFp4 || w.block == 128),
+                    "FP8-instruction linear: k a multiple of 32, FP8 blocks of 128");
+  DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0,
+                    "FP8-instruction linear: activations must be 16-byte aligned");
+  const int64_t ldq = MmaQuantLd(width), ld_t = MmaScaleLd(x_rows);
+  DSINFER_CHECK_MSG(aq.q != nullptr && x_rows * ldq <= aq.q_bytes &&
+                        ((width + kBK - 1) / kBK) * ld_t <= aq.s_count && x_rows * ldq < (int64_t{1} << 31),
+                    "FP8-instruction linear: the act_quant scratch is too small for the input");
+  LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
+  const bool fp4 = w.format == WeightFormat::kFp4;
+  t->wpitch = fp4 ? w.k / 2 : w.k;
+  t->sc_ld = MmaScaleLd(w.n);
+  t->n = static_cast<int>(w.n);
+  t->k = static_cast<int>(w.k);
+  t->xq = aq.q;
+  t->ldq = ldq;
+  t->xs_t = aq.s;
+  t->ld_t = ld_t;
+}
+
+}  // namespace
+
+void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width, uint8_t* q,
+                       int64_t ldq, float* s_t, int64_t ld_t, StreamHandle stream) {
+  if (rows <= 0 || width <= 0) return;
+  DSINFER_CHECK(ldq >= MmaQuantLd(width) && ldq % 16 == 0 && ld_t >= rows);
+  const int64_t items = rows * ((width + kBK - 1) / kBK);
+  LaunchKernel(MmaActQuantKernel, dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0,
+               stream, x, ldx, rows, width, q, ldq, s_t, ld_t);
+  CUDA_CHECK_LAUNCH();
+}
+
+void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
+  if (p.m <= 0 || p.w.n <= 0) return;
+  const WeightRef& w = p.w;
+  const bool fp4 = w.format == WeightFormat::kFp4, grouped = p.x_group_rows > 0;
+  const int64_t width =
+      grouped ? ((w.n - 1) / p.x_group_rows) * p.x_group_stride + w.k : w.k;
+  DSINFER_CHECK_MSG(!grouped || (p.x_group_stride % kBK == 0 && p.x_group_rows % 4 == 0),
+                    "FP8-instruction linear: grouped input at 128-column group offsets, groups of "
+                    "4n rows");
+  DSINFER_CHECK_MSG(p.m < (int64_t{1} << 30), "FP8-instruction linear: too many rows");
+  TileArgs t{};
+  Prepare(w, p.x, p.ldx, p.m, width, p.aq, &t, stream);
+  t.m = static_cast<int>(p.m);
+  t.y = p.y;
+  t.ldy = p.ldy;
+  const int64_t token_tiles = (p.m + kBN - 1) / kBN;
+  if (grouped) {  // one launch per group: its rows, its columns of x, its columns of y
+    const int64_t groups = (w.n + p.x_group_rows - 1) / p.x_group_rows;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      TileArgs tg = t;
+      const int64_t row0 = gi * p.x_group_rows;
+      tg.n = static_cast<int>(std::min<int64_t>(p.x_group_rows, w.n - row0));
+      tg.w = static_cast<const uint8_t*>(w.data) + row0 * t.wpitch;
+      // (The scales of rows row0..: the kernels read them at (kb * sc_ld + row) from the pointer,
+      // the group's rows counted from 0; a row block's read past the group stays within
+      // MmaScaleBytes.)
+      tg.sc = static_cast<const uint8_t*>(w.scale) + row0 * 4;
+      tg.xblk0 = static_cast<int>(gi * p.x_group_stride / kBK);
+      tg.xq = t.xq + gi * p.x_group_stride;
+      tg.y = p.y + row0;
+      LaunchTileAny(tg, fp4, false,
+                    dim3(static_cast<unsigned>((tg.n + kBM - 1) / kBM),
+                         static_cast<unsigned>(token_tiles), 1),
+                    stream);
+    }
+    return;
+  }
+  t.w = static_cast<const uint8_t*>(w.data);
+  t.sc = w.scale;
+  const int64_t row_blocks = (w.n + kBM - 1) / kBM, blocks = row_blocks * token_tiles;
+  if (!fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK && t.ldq % 16 == 0 && (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 &&
+      w.k % 16 == 0 && TryLaunchTma(t, stream))
+    return;
+  const int slices = static_cast<int>((w.k + SliceCols(fp4) - 1) / SliceCols(fp4));
+  if (slices > 1 && blocks * 2 <= SmCount() && p.aq.part != nullptr &&
+      slices * p.m * w.n <= p.aq.part_count) {
+    t.part = p.aq.part;
+    LaunchTileAny(t, fp4, false,
+                  dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles),
+                       static_cast<unsigned>(slices)),
+                  stream);
+    const int64_t mn = p.m * w.n;
+    LaunchKernel(MmaSliceSumKernel, dim3(static_cast<unsigned>((mn + 255) / 256)), dim3(256), 0,
+                 stream, static_cast<const float*>(p.aq.part), slices, p.m, w.n, p.y, p.ldy);
+    CUDA_CHECK_LAUNCH();
+    ++g_split_launches;
+    return;
+  }
+  LaunchTileAny(t, fp4, false,
+                dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles), 1),
+                stream);
+}
+
+void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
+  if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  const WeightRef& w = p.shape;
+  const bool fp4 = w.format == WeightFormat::kFp4;
+  const int64_t x_rows = (p.total_pairs + p.x_row_div - 1) / p.x_row_div;
+  TileArgs t{};
+  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, &t, stream);
+  t.ew = p.data;
+  t.es = p.scale;
+  t.y = p.y;
+  t.ldy = p.ldy;
+  t.active = p.active;
+  t.num_active = p.num_active;
+  t.offsets = p.offsets;
+  t.pairs = p.pairs;
+  t.x_row_div = p.x_row_div;
+  // Token tiles per slot: the expected pairs' (each block strides over its slot's tiles).
+  const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
+  const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + kBN - 1) / kBN), 64);
+  LaunchTileAny(t, fp4, true,
+                dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
+                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
+                stream);
+}
+
+int64_t MmaTmaLaunches() { return g_tma_launches.load(); }
+int64_t MmaTileLaunches() { return g_tile_launches.load(); }
+int64_t MmaSplitLaunches() { return g_split_launches.load(); }
+
+void PackMmaScalesFp8(const float* per_row, int64_t n, int64_t k, float* dst) {
+  const int64_t nb = (k + 127) / 128, ld = MmaScaleLd(n);
+  std::memset(dst, 0, static_cast<size_t>(MmaScaleBytes(n, k)));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < nb; ++b) dst[b * ld + r] = per_row[r * nb + b];
+}
+
+void PackMmaScalesFp4(const uint8_t* groups, int64_t n, int64_t k, uint8_t* dst) {
+  const int64_t ld = MmaScaleLd(n), ng = k / 32;
+  std::memset(dst, 0, static_cast<size_t>(MmaScaleBytes(n, k)));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t gi = 0; gi < ng; ++gi) dst[((gi / 4) * ld + r) * 4 + gi % 4] = groups[r * ng + gi];
+}
+
+}  // namespace dsinfer::backend::cuda

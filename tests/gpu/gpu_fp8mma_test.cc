@@ -1,0 +1,328 @@
+// The FP8-instruction numerics mode's CUDA linears (backend/cuda/fp8mma_linear.cuh) against its
+// CPU reference (cpu::Gemm with WeightView::mma: cpu::ActQuantCodes, cpu::Fp8MmaGemm), bit for
+// bit: act_quant's codes and scales, dense FP8 and FP4 linears over many shapes (one row to
+// hundreds, k not a multiple of 128, n not a multiple of 128) through each kernel (the TMA tile,
+// the gather tile, the slice split: the test checks which ran), grouped input, routed experts
+// (more pairs than a token tile in a slot), and the SwiGLU pair.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cuda/fp8mma_linear.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/runtime.h"
+#include "base/dtype.h"
+#include "base/thread_pool.h"
+#include "gpu_test_util.h"
+#include "io/quant.h"
+#include "test_util.h"
+
+namespace dsinfer::backend::cuda {
+namespace {
+
+ThreadPool& Pool() {
+  static ThreadPool pool;
+  return pool;
+}
+
+// A weight in the mode's layout (uploaded) and its CPU operand (codes, per-row scales).
+struct MmaWeight {
+  WeightFormat format;
+  int64_t n = 0, k = 0;
+  std::vector<uint8_t> data;     // the checkpoint's bytes (the device layout)
+  std::vector<uint8_t> scale;    // MmaScaleBytes of the packed scales
+  std::vector<uint8_t> codes;    // CPU: [n, k] e4m3
+  std::vector<float> row_scale;  // CPU: [n, k / bc]
+  int bc = 128;
+  DeviceBuffer wd, sd;
+
+  MmaWeight(WeightFormat f, int64_t n_, int64_t k_, uint32_t seed) : format(f), n(n_), k(k_) {
+    auto w = testing::RandomVector(static_cast<size_t>(n * k), seed, 0.2f);
+    // Each 128 x 128 block scaled by its own power of two, so that a wrong scale index shows.
+    for (int64_t i = 0; i < n * k; ++i)
+      w[i] = std::ldexp(w[i], static_cast<int>((3 * (i / k / 128) + 5 * (i % k / 128)) % 7) - 3);
+    codes.resize(static_cast<size_t>(n * k));
+    scale.resize(static_cast<size_t>(MmaScaleBytes(n, k)));
+    if (f == WeightFormat::kFp8) {
+      const auto q = io::QuantizeFp8Blocks(w, n, k, 128);
+      data = q.data;
+      codes = q.data;
+      const int64_t nb = (k + 127) / 128;
+      row_scale.resize(static_cast<size_t>(n * nb));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t b = 0; b < nb; ++b) row_scale[r * nb + b] = E8M0ToFloat(q.scale[(r / 128) * nb + b]);
+      PackMmaScalesFp8(row_scale.data(), n, k, reinterpret_cast<float*>(scale.data()));
+    } else {
+      const auto q = io::QuantizeFp4(w, n, k);
+      data = q.data;
+      bc = 32;
+      for (int64_t i = 0; i < n * k; ++i) {
+        const uint8_t byte = q.data[i / 2];
+        codes[i] = FloatToE4M3(E2M1ToFloat(i % 2 == 0 ? (byte & 0xf) : (byte >> 4)));
+      }
+      row_scale.resize(q.scale.size());
+      for (size_t i = 0; i < q.scale.size(); ++i) row_scale[i] = E8M0ToFloat(q.scale[i]);
+      PackMmaScalesFp4(q.scale.data(), n, k, scale.data());
+    }
+    wd = Upload(data);
+    sd = Upload(scale);
+  }
+  WeightRef Ref() const {
+    WeightRef r;
+    r.format = format;
+    r.data = wd.get();
+    r.scale = sd.get();
+    r.scale_format = ScaleFormat::kF32;
+    r.n = n;
+    r.k = k;
+    r.mma = true;
+    return r;
+  }
+  // The CPU reference's view of rows [row0, row0 + rows).
+  cpu::WeightView View(int64_t row0 = 0) const {
+    cpu::WeightView v;
+    v.act_quant = true;
+    v.mma = {codes.data() + row0 * k, row_scale.data() + row0 * ((k + bc - 1) / bc), k, 1, bc};
+    return v;
+  }
+};
+
+// Scratch as the model gives it (every size the mode asks for, and slice partials).
+struct Scratch {
+  DeviceBuffer q, s, part;
+  ActQuantScratch aq;
+  Scratch(int64_t rows, int64_t width, int64_t part_count = 1 << 22)
+      : q(rows * MmaQuantLd(width)),
+        s((width + 127) / 128 * MmaScaleLd(rows) * 4),
+        part(part_count * 4) {
+    aq.q = q.as<uint8_t>();
+    aq.q_bytes = rows * MmaQuantLd(width);
+    aq.s = s.as<float>();
+    aq.s_count = (width + 127) / 128 * MmaScaleLd(rows);
+    aq.part = part_count > 0 ? part.as<float>() : nullptr;
+    aq.part_count = part_count;
+  }
+};
+
+std::string Name(WeightFormat f, int64_t m, int64_t n, int64_t k) {
+  return std::string(f == WeightFormat::kFp4 ? "fp4" : "fp8") + " m=" + std::to_string(m) +
+         " n=" + std::to_string(n) + " k=" + std::to_string(k);
+}
+
+// Bitwise equality, with the first differences printed.
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want,
+                    const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], 4) == 0) continue;
+    if (++bad <= 3)
+      ADD_FAILURE() << what << ": element " << i << ": " << got[i] << " vs CPU " << want[i];
+  }
+  EXPECT_EQ(bad, 0) << what << ": elements differing from the CPU reference";
+}
+
+TEST(Fp8MmaTest, ActQuantMatchesCpuCodes) {
+  SKIP_WITHOUT_GPU();
+  const int64_t rows = 5, width = 300, ldq = MmaQuantLd(width), ld_t = MmaScaleLd(rows);
+  auto x = testing::RandomVector(static_cast<size_t>(rows * width), 7, 3.0f);
+  x[10] = 0.0f;
+  for (int64_t c = 0; c < 128; ++c) x[2 * width + c] = 0.0f;  // an all-zero block
+  DeviceBuffer xd = Upload(x), q(rows * ldq), s((width + 127) / 128 * ld_t * 4);
+  Stream st;
+  Memset(q.get(), 0x5a, rows * ldq, st.get());
+  LaunchMmaActQuant(xd.as<float>(), width, rows, width, q.as<uint8_t>(), ldq, s.as<float>(), ld_t,
+                    st.get());
+  const auto got_q = Download<uint8_t>(q, rows * ldq, st);
+  const auto got_s = Download<float>(s, (width + 127) / 128 * ld_t, st);
+  const int64_t nb = (width + 127) / 128;
+  std::vector<uint8_t> codes(width);
+  std::vector<float> scales(nb);
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::ActQuantCodes(x.data() + r * width, width, codes.data(), scales.data());
+    for (int64_t c = 0; c < ldq; ++c)
+      EXPECT_EQ(got_q[r * ldq + c], c < width ? codes[c] : 0) << "row " << r << " column " << c;
+    for (int64_t b = 0; b < nb; ++b)
+      EXPECT_EQ(0, std::memcmp(&got_s[b * ld_t + r], &scales[b], 4)) << "row " << r << " block " << b;
+  }
+}
+
+struct DenseCase {
+  WeightFormat f;
+  int64_t m, n, k;
+  const char* kernel;  // "tma", "split" or "tile": the launch it must take
+};
+
+TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  const DenseCase cases[] = {
+      {WeightFormat::kFp8, 1, 200, 1024, "split"},  {WeightFormat::kFp8, 3, 64, 96, "tile"},
+      {WeightFormat::kFp8, 17, 300, 640, "split"},  {WeightFormat::kFp8, 40, 1024, 4096, "split"},
+      {WeightFormat::kFp8, 100, 9000, 640, "tile"},
+      {WeightFormat::kFp8, 130, 256, 1024, "tma"},  {WeightFormat::kFp8, 300, 200, 544, "tma"},
+      {WeightFormat::kFp8, 129, 128, 128, "tma"},   {WeightFormat::kFp8, 100, 64, 64, "tile"},
+      {WeightFormat::kFp4, 1, 96, 2048, "split"},   {WeightFormat::kFp4, 5, 208, 512, "split"},
+      {WeightFormat::kFp4, 140, 256, 1024, "split"}, {WeightFormat::kFp4, 2, 64, 96, "tile"},
+      {WeightFormat::kFp4, 300, 64, 256, "tile"},
+  };
+  uint32_t seed = 100;
+  for (const DenseCase& cs : cases) {
+    const std::string name = Name(cs.f, cs.m, cs.n, cs.k);
+    const MmaWeight w(cs.f, cs.n, cs.k, ++seed);
+    const int64_t ldx = cs.k + 4, ldy = cs.n + 3;  // strided rows
+    auto x = testing::RandomVector(static_cast<size_t>(cs.m * ldx), ++seed, 1.5f);
+    DeviceBuffer xd = Upload(x), yd(cs.m * ldy * 4);
+    Scratch scr(cs.m, cs.k);
+    Stream st;
+    Memset(yd.get(), 0xff, cs.m * ldy * 4, st.get());  // poison: every element must be written
+    LinearParams p;
+    p.w = w.Ref();
+    p.aq = scr.aq;
+    p.x = xd.as<float>();
+    p.ldx = ldx;
+    p.m = cs.m;
+    p.y = yd.as<float>();
+    p.ldy = ldy;
+    const int64_t tma = MmaTmaLaunches(), tile = MmaTileLaunches(), split = MmaSplitLaunches();
+    LaunchLinear(p, st.get());
+    const auto y = Download<float>(yd, cs.m * ldy, st);
+    const std::string kernel = MmaTmaLaunches() > tma       ? "tma"
+                               : MmaSplitLaunches() > split ? "split"
+                               : MmaTileLaunches() > tile   ? "tile"
+                                                            : "none";
+    EXPECT_EQ(kernel, cs.kernel) << name;
+    std::vector<float> want(cs.m * ldy), got(cs.m * cs.n), ref(cs.m * cs.n);
+    cpu::Gemm(x.data(), cs.m, cs.k, ldx, w.View(), cs.n, want.data(), ldy, &Pool());
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) {
+        got[i * cs.n + j] = y[i * ldy + j];
+        ref[i * cs.n + j] = want[i * ldy + j];
+      }
+    ExpectSameBits(got, ref, name + " (" + kernel + ")");
+  }
+}
+
+// Grouped input (the attention's wo_a): weight rows of group g read x's columns from g * stride.
+TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const WeightFormat f : {WeightFormat::kFp8, WeightFormat::kFp4}) {
+    const int64_t m = 7, group_rows = 32, groups = 3, n = group_rows * groups, k = 96,
+                  stride = 128, width = stride * (groups - 1) + k;
+    const MmaWeight w(f, n, k, 31);
+    auto x = testing::RandomVector(static_cast<size_t>(m * width), 32);
+    DeviceBuffer xd = Upload(x), yd(m * n * 4);
+    Scratch scr(m, width);
+    Stream st;
+    LinearParams p;
+    p.w = w.Ref();
+    p.aq = scr.aq;
+    p.x = xd.as<float>();
+    p.ldx = width;
+    p.m = m;
+    p.x_group_rows = group_rows;
+    p.x_group_stride = stride;
+    p.y = yd.as<float>();
+    p.ldy = n;
+    LaunchLinear(p, st.get());
+    const auto y = Download<float>(yd, m * n, st);
+    std::vector<float> want(m * n);
+    for (int64_t g = 0; g < groups; ++g)
+      cpu::Gemm(x.data() + g * stride, m, k, width, w.View(g * group_rows), group_rows,
+                want.data() + g * group_rows, n, &Pool());
+    ExpectSameBits(y, want, std::string("grouped ") + Name(f, m, n, k));
+  }
+}
+
+// Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
+// same bits as the token's row of a dense launch. T = 150 puts 150 pairs in one slot (two token
+// tiles).
+TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
+    for (const int T : {1, 3, 21, 150})
+      for (const bool dual : {false, true}) {
+        const int64_t n = f == WeightFormat::kFp4 ? 192 : 200, k = 512;
+        const int E = 5, K = 2, P = T * K;
+        const std::string name = "experts " + Name(f, T, n, k) + (dual ? " swiglu" : "");
+        std::vector<std::vector<int32_t>> by_expert(E);
+        for (int i = 0; i < T; ++i)
+          for (int j = 0; j < K; ++j) by_expert[j == 0 ? 0 : 1 + i % 4].push_back(i * K + j);
+        std::vector<MmaWeight> ws;
+        ws.reserve(2 * E);
+        for (int e = 0; e < 2 * E; ++e) ws.emplace_back(f, n, k, 200 + e);
+        std::vector<int32_t> active, offsets{0}, pairs;
+        for (int e = 0; e < E; ++e) {
+          if (by_expert[e].empty()) continue;
+          active.push_back(e);
+          pairs.insert(pairs.end(), by_expert[e].begin(), by_expert[e].end());
+          offsets.push_back(static_cast<int32_t>(pairs.size()));
+        }
+        const int32_t num_active = static_cast<int32_t>(active.size());
+        std::vector<const void*> data(2 * E), scale(2 * E);
+        for (int e = 0; e < 2 * E; ++e) {
+          data[e] = ws[e].wd.get();
+          scale[e] = ws[e].sd.get();
+        }
+        auto x = testing::RandomVector(static_cast<size_t>(T * k), 77);
+        DeviceBuffer xd = Upload(x), yd(P * n * 4), ud(P * n * 4), ad = Upload(active),
+                     nd = Upload(std::vector<int32_t>{num_active}), od = Upload(offsets),
+                     pd = Upload(pairs), dd = Upload(data), sd = Upload(scale);
+        Scratch scr(T, k);
+        Stream st;
+        Memset(yd.get(), 0xff, P * n * 4, st.get());
+        ExpertLinearParams p;
+        p.shape = ws[0].Ref();
+        p.aq = scr.aq;
+        p.data = reinterpret_cast<const void* const*>(dd.get());
+        p.scale = reinterpret_cast<const void* const*>(sd.get());
+        p.x = xd.as<float>();
+        p.ldx = k;
+        p.x_row_div = K;
+        p.y = yd.as<float>();
+        p.ldy = n;
+        p.active = ad.as<int32_t>();
+        p.num_active = nd.as<int32_t>();
+        p.offsets = od.as<int32_t>();
+        p.pairs = pd.as<int32_t>();
+        p.max_slots = E;
+        p.total_pairs = P;
+        const float lim = 0.7f;
+        if (dual) {
+          LaunchExpertLinearSwiglu(p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
+                                   reinterpret_cast<const void* const*>(sd.as<uint8_t>() + E * sizeof(void*)),
+                                   ud.as<float>(), lim, st.get());
+        } else {
+          LaunchExpertLinear(p, st.get());
+        }
+        const auto y = Download<float>(yd, P * n, st);
+        std::vector<float> got(n), want(n), u(n);
+        double err = 0;
+        for (int e = 0; e < E; ++e)
+          for (const int32_t pr : by_expert[e]) {
+            const int tok = pr / K;
+            cpu::Gemm(x.data() + tok * k, 1, k, k, ws[e].View(), n, want.data(), n, nullptr);
+            std::copy_n(y.begin() + pr * n, n, got.begin());
+            if (!dual) {
+              ExpectSameBits(got, want, name + " pair " + std::to_string(pr));
+              continue;
+            }
+            cpu::Gemm(x.data() + tok * k, 1, k, k, ws[E + e].View(), n, u.data(), n, nullptr);
+            for (int64_t i = 0; i < n; ++i) {
+              const float gg = std::min(want[i], lim), uu = std::clamp(u[i], -lim, lim);
+              want[i] = gg / (1.0f + std::exp(-gg)) * uu;
+            }
+            err = std::max(err, testing::RelativeError(got, want));
+          }
+        if (dual) {
+          EXPECT_LE(err, 1e-5) << name;  // (the SiLU's exp: the CUDA and host libms)
+        }
+      }
+}
+
+}  // namespace
+}  // namespace dsinfer::backend::cuda
