@@ -10,8 +10,12 @@
 
 namespace dsinfer::backend::cuda::fp8mma {
 
-// The k slices of the FP8-instruction linear (its CPU reference's, backend/wgmma_fp8.h).
-using ::dsinfer::backend::fp8mma::SliceCols;
+// The k slices of the FP8-instruction linear (its CPU reference's, backend/wgmma_fp8.h), for
+// device code built without --expt-relaxed-constexpr (the benches).
+__host__ __device__ constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
+static_assert(SliceCols(false) == ::dsinfer::backend::fp8mma::SliceCols(false) &&
+                  SliceCols(true) == ::dsinfer::backend::fp8mma::SliceCols(true),
+              "the kernels' k slices are the reference's");
 
 // wgmma m64n8k32 .e4m3, A from registers, B (K-major, no swizzle) through its descriptor;
 // scale_d 0: D = A B (C not read).
