@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
       for (int c = threadIdx.x; c < kBM * kChunks; c += kTileThreads) {
         const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
         const bool ok = row < a.n && col0 + ch * (kFp4 ? 32 : 16) < a.k;
-        CpAsync16(st + r * C::kWPitch + ch * 16,
+        CpAsync16(st + C::kXBytes + r * C::kWPitch + ch * 16,
                   ok ? w + row * a.wpitch + kb * wbytes + ch * 16 : w, ok);
       }
       if (threadIdx.x < 32) {  // the rows' scales: 512 bytes
