@@ -38,11 +38,11 @@
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "backend/quant_codec.h"
-#include "backend/cuda/fp8mma.cuh"
 #include "fp8_operands.h"
 #include "gpu_bench.h"  // MedianGraphUs
 #include "probe_bits.h"
@@ -51,14 +51,14 @@ namespace {
 
 namespace cu = dsinfer::backend::cuda;
 namespace qc = dsinfer::backend::qc;
-using fp8bench::ModelElement;
-using fp8bench::Operand;
-using fp8bench::QuantizeActivations;
-using fp8bench::QuantizeWeights;
 using cu::fp8mma::E2m1x4ToE4m3;
 using cu::fp8mma::SliceCols;
 using cu::fp8mma::WgmmaFp8N128;
 using cu::fp8mma::WgmmaFp8N128Ss;
+using fp8bench::ModelElement;
+using fp8bench::Operand;
+using fp8bench::QuantizeActivations;
+using fp8bench::QuantizeWeights;
 
 // Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
 constexpr int kGraphLaunches = 5;

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/wgmma.cuh"
-#include "backend/cuda/fp8mma.cuh"
 #include "fp8_operands.h"
 #include "gpu_bench.h"  // MedianGraphUs
 #include "probe_bits.h"
@@ -46,11 +46,11 @@ namespace {
 
 namespace cu = dsinfer::backend::cuda;
 namespace qc = dsinfer::backend::qc;
-using fp8bench::ModelElement;
-using fp8bench::Operand;
 using cu::fp8mma::E2m1x4ToE4m3;
 using cu::fp8mma::SliceCols;
 using cu::fp8mma::WgmmaFp8N8;
+using fp8bench::ModelElement;
+using fp8bench::Operand;
 
 // Launches per timed CUDA graph (bench_qgemm's count: the same measure as its figures).
 constexpr int kGraphLaunches = 5;

@@ -46,9 +46,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/wgmma.cuh"
-#include "backend/cuda/fp8mma.cuh"
 #include "fp8_operands.h"  // ParallelFor
 #include "probe_bits.h"
 

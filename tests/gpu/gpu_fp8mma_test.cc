@@ -55,7 +55,8 @@ struct MmaWeight {
       const int64_t nb = (k + 127) / 128;
       row_scale.resize(static_cast<size_t>(n * nb));
       for (int64_t r = 0; r < n; ++r)
-        for (int64_t b = 0; b < nb; ++b) row_scale[r * nb + b] = E8M0ToFloat(q.scale[(r / 128) * nb + b]);
+        for (int64_t b = 0; b < nb; ++b)
+          row_scale[r * nb + b] = E8M0ToFloat(q.scale[(r / 128) * nb + b]);
       PackMmaScalesFp8(row_scale.data(), n, k, reinterpret_cast<float*>(scale.data()));
     } else {
       const auto q = io::QuantizeFp4(w, n, k);
@@ -148,7 +149,8 @@ TEST(Fp8MmaTest, ActQuantMatchesCpuCodes) {
     for (int64_t c = 0; c < ldq; ++c)
       EXPECT_EQ(got_q[r * ldq + c], c < width ? codes[c] : 0) << "row " << r << " column " << c;
     for (int64_t b = 0; b < nb; ++b)
-      EXPECT_EQ(0, std::memcmp(&got_s[b * ld_t + r], &scales[b], 4)) << "row " << r << " block " << b;
+      EXPECT_EQ(0, std::memcmp(&got_s[b * ld_t + r], &scales[b], 4))
+          << "row " << r << " block " << b;
   }
 }
 
@@ -161,14 +163,14 @@ struct DenseCase {
 TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   const DenseCase cases[] = {
-      {WeightFormat::kFp8, 1, 200, 1024, "split"},  {WeightFormat::kFp8, 3, 64, 96, "tile"},
-      {WeightFormat::kFp8, 17, 300, 640, "split"},  {WeightFormat::kFp8, 40, 1024, 4096, "split"},
-      {WeightFormat::kFp8, 100, 9000, 640, "tile"},
-      {WeightFormat::kFp8, 130, 256, 1024, "tma"},  {WeightFormat::kFp8, 300, 200, 544, "tma"},
-      {WeightFormat::kFp8, 129, 128, 128, "tma"},   {WeightFormat::kFp8, 100, 64, 64, "tile"},
-      {WeightFormat::kFp4, 1, 96, 2048, "split"},   {WeightFormat::kFp4, 5, 208, 512, "split"},
-      {WeightFormat::kFp4, 140, 256, 1024, "split"}, {WeightFormat::kFp4, 2, 64, 96, "tile"},
-      {WeightFormat::kFp4, 300, 64, 256, "tile"},
+      {WeightFormat::kFp8, 1, 200, 1024, "split"},   {WeightFormat::kFp8, 3, 64, 96, "tile"},
+      {WeightFormat::kFp8, 17, 300, 640, "split"},   {WeightFormat::kFp8, 40, 1024, 4096, "split"},
+      {WeightFormat::kFp8, 100, 9000, 512, "tile"},  {WeightFormat::kFp8, 130, 256, 1024, "tma"},
+      {WeightFormat::kFp8, 300, 200, 544, "tma"},    {WeightFormat::kFp8, 129, 128, 128, "tma"},
+      {WeightFormat::kFp8, 100, 64, 64, "tile"},     {WeightFormat::kFp4, 1, 96, 2048, "split"},
+      {WeightFormat::kFp4, 5, 208, 512, "split"},    {WeightFormat::kFp4, 140, 256, 1024, "split"},
+      {WeightFormat::kFp4, 2, 64, 96, "tile"},       {WeightFormat::kFp4, 300, 64, 256, "tile"},
+      {WeightFormat::kFp4, 200, 8448, 1024, "tile"},
   };
   uint32_t seed = 100;
   for (const DenseCase& cs : cases) {
@@ -207,35 +209,40 @@ TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
   }
 }
 
-// Grouped input (the attention's wo_a): weight rows of group g read x's columns from g * stride.
+// Grouped input (the attention's wo_a): weight rows of group g read x's columns from g * stride;
+// groups of 32 rows (a launch per group), of 128 (one launch; split by slice at 7 rows).
 TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
   SKIP_WITHOUT_GPU();
-  for (const WeightFormat f : {WeightFormat::kFp8, WeightFormat::kFp4}) {
-    const int64_t m = 7, group_rows = 32, groups = 3, n = group_rows * groups, k = 96,
-                  stride = 128, width = stride * (groups - 1) + k;
-    const MmaWeight w(f, n, k, 31);
-    auto x = testing::RandomVector(static_cast<size_t>(m * width), 32);
-    DeviceBuffer xd = Upload(x), yd(m * n * 4);
-    Scratch scr(m, width);
-    Stream st;
-    LinearParams p;
-    p.w = w.Ref();
-    p.aq = scr.aq;
-    p.x = xd.as<float>();
-    p.ldx = width;
-    p.m = m;
-    p.x_group_rows = group_rows;
-    p.x_group_stride = stride;
-    p.y = yd.as<float>();
-    p.ldy = n;
-    LaunchLinear(p, st.get());
-    const auto y = Download<float>(yd, m * n, st);
-    std::vector<float> want(m * n);
-    for (int64_t g = 0; g < groups; ++g)
-      cpu::Gemm(x.data() + g * stride, m, k, width, w.View(g * group_rows), group_rows,
-                want.data() + g * group_rows, n, &Pool());
-    ExpectSameBits(y, want, std::string("grouped ") + Name(f, m, n, k));
-  }
+  struct G {
+    int64_t m, group_rows, k, stride;
+  };
+  for (const WeightFormat f : {WeightFormat::kFp8, WeightFormat::kFp4})
+    for (const G gc : {G{7, 32, 96, 128}, G{7, 128, 1024, 1024}, G{40, 128, 256, 384}}) {
+      const int64_t m = gc.m, group_rows = gc.group_rows, groups = 3, n = group_rows * groups,
+                    k = gc.k, stride = gc.stride, width = stride * (groups - 1) + k;
+      const MmaWeight w(f, n, k, 31);
+      auto x = testing::RandomVector(static_cast<size_t>(m * width), 32);
+      DeviceBuffer xd = Upload(x), yd(m * n * 4);
+      Scratch scr(m, width);
+      Stream st;
+      LinearParams p;
+      p.w = w.Ref();
+      p.aq = scr.aq;
+      p.x = xd.as<float>();
+      p.ldx = width;
+      p.m = m;
+      p.x_group_rows = group_rows;
+      p.x_group_stride = stride;
+      p.y = yd.as<float>();
+      p.ldy = n;
+      LaunchLinear(p, st.get());
+      const auto y = Download<float>(yd, m * n, st);
+      std::vector<float> want(m * n);
+      for (int64_t g = 0; g < groups; ++g)
+        cpu::Gemm(x.data() + g * stride, m, k, width, w.View(g * group_rows), group_rows,
+                  want.data() + g * group_rows, n, &Pool());
+      ExpectSameBits(y, want, "grouped " + Name(f, m, n, k) + " of " + std::to_string(group_rows));
+    }
 }
 
 // Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
@@ -293,9 +300,10 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         p.total_pairs = P;
         const float lim = 0.7f;
         if (dual) {
-          LaunchExpertLinearSwiglu(p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
-                                   reinterpret_cast<const void* const*>(sd.as<uint8_t>() + E * sizeof(void*)),
-                                   ud.as<float>(), lim, st.get());
+          LaunchExpertLinearSwiglu(
+              p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
+              reinterpret_cast<const void* const*>(sd.as<uint8_t>() + E * sizeof(void*)),
+              ud.as<float>(), lim, st.get());
         } else {
           LaunchExpertLinear(p, st.get());
         }

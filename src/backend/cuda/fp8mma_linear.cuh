@@ -15,7 +15,8 @@ namespace dsinfer::backend::cuda {
 
 // act_quant of rows [0, rows) of x (columns [0, width)) as e4m3 codes q[r * ldq + c] (ldq >=
 // MmaQuantLd(width), a multiple of 16; the codes of a last partial block's missing columns 0) and
-// scales transposed, s_t[(c / 128) * ld_t + r] (ld_t >= MmaScaleLd(rows)): cpu::ActQuantCodes' bits.
+// scales transposed, s_t[(c / 128) * ld_t + r] (ld_t >= MmaScaleLd(rows)): cpu::ActQuantCodes'
+// bits.
 void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width, uint8_t* q,
                        int64_t ldq, float* s_t, int64_t ld_t, StreamHandle stream);
 

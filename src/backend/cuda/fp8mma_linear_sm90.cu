@@ -19,8 +19,8 @@
 // Measured as experiments first (bench_fp8_gemm: the TMA form 636-817 TFLOP/s on flash-l8's
 // dense FP8 shapes at 8,192 tokens on an H100, the gather form 259-277; docs/perf.md, session 39).
 #include <cuda.h>
-#include <cuda_fp8.h>
 #include <cudaTypedefs.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <atomic>
@@ -83,11 +83,12 @@ __global__ void __launch_bounds__(256)
 // ---- the promotion, shared by both kernels -----------------------------------------------------
 
 // acc += r * (s_lo | s_hi) * s_x(token): s_lo for the fragment's row g, s_hi for g + 8; sx: the
-// stage's 128 tokens' scales as pairs (tokens 8 j + 2 t, + 1 of n8 tile j).
-__device__ __forceinline__ void Promote(const float (&r)[64], const float2* sx, int t, float s_lo,
-                                        float s_hi, float (&acc)[64]) {
+// stage's kN tokens' scales as pairs (tokens 8 j + 2 t, + 1 of n8 tile j).
+template <int kN>
+__device__ __forceinline__ void Promote(const float (&r)[kN / 2], const float2* sx, int t,
+                                        float s_lo, float s_hi, float (&acc)[kN / 2]) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+  for (int j = 0; j < kN / 8; ++j) {
     const float2 xv = sx[4 * j + t];
     acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
     acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
@@ -98,8 +99,9 @@ __device__ __forceinline__ void Promote(const float (&r)[64], const float2* sx, 
 
 // A ue8m0 byte's value (base/dtype.h E8M0ToFloat: 2^(b - 127), 255 NaN; b = 0 the subnormal).
 __device__ __forceinline__ float Ue8m0(uint32_t b) {
-  return b == 0 ? __uint_as_float(0x00400000u)
-                : b == 255 ? __uint_as_float(0x7fc00000u) : __uint_as_float(b << 23);
+  return b == 0     ? __uint_as_float(0x00400000u)
+         : b == 255 ? __uint_as_float(0x7fc00000u)
+                    : __uint_as_float(b << 23);
 }
 
 // Slice bookkeeping: kb (a 128-column block, from kb0) ends a slice when the next block starts one
@@ -113,62 +115,81 @@ __device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
 // ---- the gather tile ---------------------------------------------------------------------------
 
 struct TileArgs {
-  const uint8_t* w;              // dense weights (bytes, rows wpitch apart) and their scales
-  const void* sc;                // (WeightRef::mma layout, sc_ld rows apart)
-  const void* const* ew;         // routed experts: per-expert weights and scales
+  const uint8_t* w;       // dense weights (bytes, rows wpitch apart) and their scales
+  const void* sc;         // (WeightRef::mma layout, sc_ld rows apart)
+  const void* const* ew;  // routed experts: per-expert weights and scales
   const void* const* es;
   int64_t wpitch, sc_ld;
   int n, k;
-  const uint8_t* xq;             // act_quant codes [x rows, ldq] (from the input's column 0)
+  const uint8_t* xq;  // act_quant codes [x rows, ldq] (from the input's column 0)
   int64_t ldq;
-  const float* xs_t;             // their scales [blocks][ld_t]
+  const float* xs_t;  // their scales [blocks][ld_t]
   int64_t ld_t;
-  int xblk0;                     // grouped input: the group's first 128-column block
-  float* y;                      // y[out row * ldy + weight row]
+  int xblk0;                   // the input's first 128-column block (a group of its own launch)
+  int group_rows, group_blks;  // grouped input in one launch: weight rows r read x from block
+                               // xblk0 + (r / group_rows) * group_blks (group_rows % 128 == 0)
+  float* y;                    // y[out row * ldy + weight row]
   int64_t ldy;
-  int m;                         // dense rows
-  const int32_t* active;         // routed experts (ExpertLinearParams)
+  int m;                  // dense rows
+  const int32_t* active;  // routed experts (ExpertLinearParams)
   const int32_t* num_active;
   const int32_t* offsets;
   const int32_t* pairs;
   int x_row_div;
-  float* part;                   // split by slice: part[(slice * m + row) * n + weight row]
+  float* part;  // split by slice: part[(slice * m + row) * n + weight row]
 };
 
 constexpr int kTileThreads = 256, kTileStages = 4;
 
-// A stage: the tokens' block [4 k32 steps][2 k halves][128 tokens][16 bytes] (WgmmaDescB's
+// The wgmma step of a kN-token tile (A from registers, B through its no-swizzle descriptor).
+template <int kN>
+__device__ __forceinline__ void WgmmaStep(float (&d)[kN / 2], const uint32_t (&a)[4], uint32_t b,
+                                          int scale_d) {
+  if constexpr (kN == 8) {
+    fp8mma::WgmmaFp8N8(d, a, WgmmaDescB<8>(b), scale_d);
+  } else {
+    static_assert(kN == 128, "token tiles of 8 or 128");
+    WgmmaFp8N128(d, a, WgmmaDescB<128>(b), scale_d);
+  }
+}
+
+// A stage: the tokens' block [4 k32 steps][2 k halves][kN tokens][16 bytes] (WgmmaDescB's
 // layout), the 128 weight rows (FP8: 128 bytes each, padded to 144; FP4: 64 bytes, padded to 80:
 // conflict-free fragment loads), the rows' scales (512 bytes either way), the tokens' scales.
-template <bool kFp4>
+template <bool kFp4, int kN>
 struct TileCfg {
-  static constexpr int kXBytes = kBN * kBK;
+  static constexpr int kXBytes = kN * kBK;
   static constexpr int kWPitch = kFp4 ? 80 : 144;
   static constexpr int kScOff = kXBytes + kBM * kWPitch;
   static constexpr int kSxOff = kScOff + 512;
-  static constexpr int kStageBytes = (kSxOff + 512 + 1023) / 1024 * 1024;
-  // After the stages: each thread's running total (64 floats, kTileThreads apart), the tile's
+  static constexpr int kStageBytes = (kSxOff + kN * 4 + 127) / 128 * 128;
+  // After the stages: each thread's running total (kN / 2 floats, kTileThreads apart), the tile's
   // source rows and output rows.
   static constexpr int kTotalsOff = kTileStages * kStageBytes;
-  static constexpr int kRowsOff = kTotalsOff + 64 * kTileThreads * 4;
-  static constexpr int kSmem = kRowsOff + 2 * kBN * 4;
+  static constexpr int kRowsOff = kTotalsOff + kN / 2 * kTileThreads * 4;
+  static constexpr int kSmem = kRowsOff + 2 * kN * 4;
 };
 
+template <int kN>
 __host__ __device__ __forceinline__ int XStageOff(int i, int ch) {
-  return (ch / 2) * (kBN * 32) + (ch % 2) * (kBN * 16) + i * 16;
+  return (ch / 2) * (kN * 32) + (ch % 2) * (kN * 16) + i * 16;
 }
 // The byte offset in the weights' area of A register q (rows r, r + 8, r, r + 8; k + 0, + 0,
 // + 16, + 16) of k32 step s for lane quad index t (FP8: 4 codes; FP4: the 2 bytes of 4 nibbles).
 template <bool kFp4>
 __host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
   const int row = r + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2);
-  return row * TileCfg<kFp4>::kWPitch + (kFp4 ? k / 2 : k);
+  return row * (kFp4 ? 80 : 144) + (kFp4 ? k / 2 : k);
 }
 
 // grid: (row blocks, token tiles | expert slots, slices (split) | token tile stride (experts)).
-template <bool kFp4, bool kExpert>
-__global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_constant__ TileArgs a) {
-  using C = TileCfg<kFp4>;
+// kN: the token tile, 128 (many rows), or 8 (decode: small stages, several blocks an SM, FP4's four
+// group steps in flight together).
+template <bool kFp4, bool kExpert, int kN>
+__global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
+    MmaTileKernel(const __grid_constant__ TileArgs a) {
+  using C = TileCfg<kFp4, kN>;
+  constexpr int kF = kN / 2;  // accumulator floats of a thread
   extern __shared__ __align__(1024) uint8_t smem[];
   PdlTrigger();
   PdlWait();
@@ -192,14 +213,17 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
     kb0 = blockIdx.z * kSliceBlocks;
     kb1 = min(nblk, kb0 + kSliceBlocks);
   }
+  // The block's first column block of x (grouped input).
+  const int xblk = a.xblk0 + (a.group_rows > 0 ? (rb * kBM / a.group_rows) * a.group_blks : 0);
+  const uint8_t* const xq = a.xq + xblk * kBK;
   int* const src_row = reinterpret_cast<int*>(smem + C::kRowsOff);
-  int* const out_row = src_row + kBN;
+  int* const out_row = src_row + kN;
   float* const totals = reinterpret_cast<float*>(smem + C::kTotalsOff) + threadIdx.x;
-  const int wbytes = kFp4 ? kBK / 2 : kBK;  // a row's bytes of a block
+  const int wbytes = kFp4 ? kBK / 2 : kBK;               // a row's bytes of a block
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
-  for (int tt = tt0; tt * kBN < count; tt += tt_step) {
-    if (threadIdx.x < kBN) {
-      const int i = tt * kBN + threadIdx.x;
+  for (int tt = tt0; tt * kN < count; tt += tt_step) {
+    if (threadIdx.x < kN) {
+      const int i = tt * kN + threadIdx.x;
       int src = -1, out = -1;
       if (i < count) {
         if constexpr (kExpert) {
@@ -217,10 +241,10 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
     auto load = [&](int s, int kb) {
       uint8_t* st = stage(s);
       const int col0 = kb * kBK;
-      for (int c = threadIdx.x; c < kBN * 8; c += kTileThreads) {  // token i's chunk ch
+      for (int c = threadIdx.x; c < kN * 8; c += kTileThreads) {  // token i's chunk ch
         const int i = c / 8, ch = c % 8, src = src_row[i];
         const bool ok = src >= 0 && col0 + ch * 16 < a.k;
-        CpAsync16(st + XStageOff(i, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq, ok);
+        CpAsync16(st + XStageOff<kN>(i, ch), ok ? xq + src * a.ldq + col0 + ch * 16 : xq, ok);
       }
       constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
       for (int c = threadIdx.x; c < kBM * kChunks; c += kTileThreads) {
@@ -231,17 +255,18 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
       }
       if (threadIdx.x < 32) {  // the rows' scales: 512 bytes
         CpAsync16(st + C::kScOff + threadIdx.x * 16,
-                  sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + threadIdx.x * 16, true);
-      } else if (threadIdx.x >= 128) {  // the tokens' scales
+                  sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + threadIdx.x * 16,
+                  true);
+      } else if (threadIdx.x >= 128 && threadIdx.x < 128 + kN) {  // the tokens' scales
         const int i = threadIdx.x - 128, src = src_row[i];
         const bool ok = src >= 0;
         CpAsync4(st + C::kSxOff + i * 4,
-                 ok ? a.xs_t + static_cast<int64_t>(a.xblk0 + kb) * a.ld_t + src : a.xs_t, ok);
+                 ok ? a.xs_t + static_cast<int64_t>(xblk + kb) * a.ld_t + src : a.xs_t, ok);
       }
     };
-    float acc[64], r[64];
+    float acc[kF];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = r[i] = 0.0f;
+    for (int i = 0; i < kF; ++i) acc[i] = 0.0f;
     for (int s = 0; s < kTileStages - 1; ++s) {
       if (kb0 + s < kb1) load(s, kb0 + s);
       CpAsyncCommit();
@@ -251,7 +276,8 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
       CpAsyncWait<kTileStages - 2>();  // this thread's copies of block kb have landed
       FenceProxyAsync();               // and are visible to wgmma's (async-proxy) reads
       __syncthreads();                 // every thread's; every warp done with the stage refilled
-      if (kb + kTileStages - 1 < kb1) load((u + kTileStages - 1) % kTileStages, kb + kTileStages - 1);
+      if (kb + kTileStages - 1 < kb1)
+        load((u + kTileStages - 1) % kTileStages, kb + kTileStages - 1);
       CpAsyncCommit();
       const uint8_t* st = stage(u % kTileStages);
       const uint8_t* wr = st + C::kXBytes;
@@ -263,39 +289,57 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           if constexpr (kFp4) {
-            af[s][q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)));
+            af[s][q] =
+                E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)));
           } else {
             af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
           }
         }
       }
-      if constexpr (kFp4) {  // a group's step from zero, then its promotion
+      if constexpr (kFp4) {  // each group's step from zero, then its promotion
         const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
         const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
+        if constexpr (kN == 8) {  // the four steps in flight together (16 accumulator floats)
+          float r[4][kF];
           WgmmaFence();
-          WgmmaFp8N128(r, af[s], WgmmaDescB<kBN>(xa + s * kBN * 32), 0);
+#pragma unroll
+          for (int s = 0; s < 4; ++s) WgmmaStep<kN>(r[s], af[s], xa + s * kN * 32, 0);
           WgmmaCommit();
           WgmmaWait<0>();
-          WgmmaFenceOperand(r);
-          Promote(r, sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu), Ue8m0((g_hi >> (8 * s)) & 0xffu),
-                  acc);
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            WgmmaFenceOperand(r[s]);
+            Promote<kN>(r[s], sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu),
+                        Ue8m0((g_hi >> (8 * s)) & 0xffu), acc);
+          }
+        } else {  // one at a time (a second 64-float accumulator serializes the steps)
+          float r[kF];
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            WgmmaFence();
+            WgmmaStep<kN>(r, af[s], xa + s * kN * 32, 0);
+            WgmmaCommit();
+            WgmmaWait<0>();
+            WgmmaFenceOperand(r);
+            Promote<kN>(r, sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu),
+                        Ue8m0((g_hi >> (8 * s)) & 0xffu), acc);
+          }
         }
       } else {
+        float r[kF];
         WgmmaFence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) WgmmaFp8N128(r, af[s], WgmmaDescB<kBN>(xa + s * kBN * 32), s);
+        for (int s = 0; s < 4; ++s) WgmmaStep<kN>(r, af[s], xa + s * kN * 32, s);
         WgmmaCommit();
         WgmmaWait<0>();
         WgmmaFenceOperand(r);
         const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-        Promote(r, sx, t, sw[r0], sw[r0 + 8], acc);
+        Promote<kN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
       }
       if (SliceEnds<kFp4>(kb, nblk)) {  // a slice ends: into the total
         const bool first = a.part != nullptr || kb < SliceCols(kFp4) / kBK;
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
+        for (int i = 0; i < kF; ++i) {
           totals[i * kTileThreads] = first ? acc[i] : totals[i * kTileThreads] + acc[i];
           acc[i] = 0.0f;
         }
@@ -304,7 +348,7 @@ __global__ void __launch_bounds__(kTileThreads, 1) MmaTileKernel(const __grid_co
     CpAsyncWait<0>();
     // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < kN / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int out = out_row[8 * j + 2 * t + e % 2], row = rb * kBM + r0 + 8 * (e / 2);
@@ -340,10 +384,11 @@ constexpr int kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 128, kTmaStages
 constexpr int kTmaGroupRows = 8;
 
 struct TmaArgs {
-  CUtensorMap xmap, wmap;  // codes [m, k] and weights [n, k]: boxes 128 rows x 128 bytes, 128B swizzle
-  const float* sc;         // WeightRef::mma's fp32 row scales, sc_ld rows apart
+  CUtensorMap xmap,
+      wmap;         // codes [m, k] and weights [n, k]: boxes 128 rows x 128 bytes, 128B swizzle
+  const float* sc;  // WeightRef::mma's fp32 row scales, sc_ld rows apart
   int64_t sc_ld;
-  const float* xs_t;       // [blocks][ld_t]
+  const float* xs_t;  // [blocks][ld_t]
   int64_t ld_t;
   float* y;
   int64_t ldy;
@@ -353,8 +398,7 @@ struct TmaArgs {
 struct TmaLay {
   static constexpr int kXBytes = kBN * kBK, kWBytes = kBM * kBK, kScBytes = kBM * 4,
                        kSxBytes = kBN * 4;
-  static constexpr int kStageBytes =
-      (kXBytes + kWBytes + kScBytes + kSxBytes + 1023) / 1024 * 1024;
+  static constexpr int kStageBytes = (kXBytes + kWBytes + kScBytes + kSxBytes + 1023) / 1024 * 1024;
   static constexpr int kSmem = kTmaStages * kStageBytes + 2 * kTmaStages * 8 + 1024;
 };
 
@@ -425,7 +469,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
       WgmmaWait<0>();
       WgmmaFenceOperand(r);
       const float* sw = reinterpret_cast<const float*>(sc_at(st));
-      Promote(r, reinterpret_cast<const float2*>(sx_at(st)), t4, sw[r0], sw[r0 + 8], acc);
+      Promote<128>(r, reinterpret_cast<const float2*>(sx_at(st)), t4, sw[r0], sw[r0 + 8], acc);
       __syncwarp();
       if (lane == 0) MbarArrive(empty + st);  // the warp is done with the stage
       if (SliceEnds<false>(kb, nblk)) {       // a slice's sum joins the total
@@ -486,23 +530,36 @@ bool TryLaunchTma(const TileArgs& t, StreamHandle stream) {
   return true;
 }
 
-template <bool kFp4, bool kExpert>
+template <bool kFp4, bool kExpert, int kN>
 void LaunchTile(const TileArgs& a, dim3 grid, StreamHandle stream) {
-  static const bool attr = (SetSmem(MmaTileKernel<kFp4, kExpert>, TileCfg<kFp4>::kSmem), true);
+  using C = TileCfg<kFp4, kN>;
+  static const bool attr = (SetSmem(MmaTileKernel<kFp4, kExpert, kN>, C::kSmem), true);
   (void)attr;
-  LaunchKernel(MmaTileKernel<kFp4, kExpert>, grid, dim3(kTileThreads), TileCfg<kFp4>::kSmem,
-               stream, a);
+  LaunchKernel(MmaTileKernel<kFp4, kExpert, kN>, grid, dim3(kTileThreads), C::kSmem, stream, a);
   CUDA_CHECK_LAUNCH();
   ++g_tile_launches;
 }
 
-void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, dim3 grid, StreamHandle stream) {
+template <bool kFp4, bool kExpert>
+void LaunchTileN(const TileArgs& a, int tile, dim3 grid, StreamHandle stream) {
+  tile == 8 ? LaunchTile<kFp4, kExpert, 8>(a, grid, stream)
+            : LaunchTile<kFp4, kExpert, 128>(a, grid, stream);
+}
+
+// The gather tile of `tile` (8 or 128) tokens; grid.y: token tiles (dense) or expert slots.
+void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, int tile, dim3 grid,
+                   StreamHandle stream) {
   if (fp4) {
-    expert ? LaunchTile<true, true>(a, grid, stream) : LaunchTile<true, false>(a, grid, stream);
+    expert ? LaunchTileN<true, true>(a, tile, grid, stream)
+           : LaunchTileN<true, false>(a, tile, grid, stream);
   } else {
-    expert ? LaunchTile<false, true>(a, grid, stream) : LaunchTile<false, false>(a, grid, stream);
+    expert ? LaunchTileN<false, true>(a, tile, grid, stream)
+           : LaunchTileN<false, false>(a, tile, grid, stream);
   }
 }
+
+// The token tile of a launch of about `rows` rows (per expert slot): 8 for decode sizes.
+int TileFor(int64_t rows) { return rows <= 32 ? 8 : 128; }
 
 // What every launch of the mode checks: the weights' layout and shape, the input quantized into
 // the scratch (returned through *t: codes, scales).
@@ -517,7 +574,8 @@ void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, in
                     "FP8-instruction linear: activations must be 16-byte aligned");
   const int64_t ldq = MmaQuantLd(width), ld_t = MmaScaleLd(x_rows);
   DSINFER_CHECK_MSG(aq.q != nullptr && x_rows * ldq <= aq.q_bytes &&
-                        ((width + kBK - 1) / kBK) * ld_t <= aq.s_count && x_rows * ldq < (int64_t{1} << 31),
+                        ((width + kBK - 1) / kBK) * ld_t <= aq.s_count &&
+                        x_rows * ldq < (int64_t{1} << 31),
                     "FP8-instruction linear: the act_quant scratch is too small for the input");
   LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
   const bool fp4 = w.format == WeightFormat::kFp4;
@@ -547,8 +605,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
   if (p.m <= 0 || p.w.n <= 0) return;
   const WeightRef& w = p.w;
   const bool fp4 = w.format == WeightFormat::kFp4, grouped = p.x_group_rows > 0;
-  const int64_t width =
-      grouped ? ((w.n - 1) / p.x_group_rows) * p.x_group_stride + w.k : w.k;
+  const int64_t width = grouped ? ((w.n - 1) / p.x_group_rows) * p.x_group_stride + w.k : w.k;
   DSINFER_CHECK_MSG(!grouped || (p.x_group_stride % kBK == 0 && p.x_group_rows % 4 == 0),
                     "FP8-instruction linear: grouped input at 128-column group offsets, groups of "
                     "4n rows");
@@ -558,39 +615,46 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
   t.m = static_cast<int>(p.m);
   t.y = p.y;
   t.ldy = p.ldy;
-  const int64_t token_tiles = (p.m + kBN - 1) / kBN;
-  if (grouped) {  // one launch per group: its rows, its columns of x, its columns of y
+  t.w = static_cast<const uint8_t*>(w.data);
+  t.sc = w.scale;
+  const int tile = TileFor(p.m);
+  const int64_t token_tiles = (p.m + tile - 1) / tile;
+  if (grouped && p.x_group_rows % kBM != 0) {
+    // Groups that split a 128-row block (small test models): a launch per group, its rows, its
+    // columns of x and of y.
     const int64_t groups = (w.n + p.x_group_rows - 1) / p.x_group_rows;
     for (int64_t gi = 0; gi < groups; ++gi) {
       TileArgs tg = t;
       const int64_t row0 = gi * p.x_group_rows;
       tg.n = static_cast<int>(std::min<int64_t>(p.x_group_rows, w.n - row0));
-      tg.w = static_cast<const uint8_t*>(w.data) + row0 * t.wpitch;
+      tg.w = t.w + row0 * t.wpitch;
       // (The scales of rows row0..: the kernels read them at (kb * sc_ld + row) from the pointer,
       // the group's rows counted from 0; a row block's read past the group stays within
       // MmaScaleBytes.)
       tg.sc = static_cast<const uint8_t*>(w.scale) + row0 * 4;
       tg.xblk0 = static_cast<int>(gi * p.x_group_stride / kBK);
-      tg.xq = t.xq + gi * p.x_group_stride;
       tg.y = p.y + row0;
-      LaunchTileAny(tg, fp4, false,
+      LaunchTileAny(tg, fp4, false, tile,
                     dim3(static_cast<unsigned>((tg.n + kBM - 1) / kBM),
                          static_cast<unsigned>(token_tiles), 1),
                     stream);
     }
     return;
   }
-  t.w = static_cast<const uint8_t*>(w.data);
-  t.sc = w.scale;
+  if (grouped) {  // one launch: each 128-row block reads its group's columns
+    t.group_rows = static_cast<int>(p.x_group_rows);
+    t.group_blks = static_cast<int>(p.x_group_stride / kBK);
+  }
   const int64_t row_blocks = (w.n + kBM - 1) / kBM, blocks = row_blocks * token_tiles;
-  if (!fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK && t.ldq % 16 == 0 && (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 &&
-      w.k % 16 == 0 && TryLaunchTma(t, stream))
+  if (!grouped && !fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK &&
+      (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.k % 16 == 0 && TryLaunchTma(t, stream))
     return;
+  // Fewer blocks than SMs: a block per k slice too, their sums added after (the same order).
   const int slices = static_cast<int>((w.k + SliceCols(fp4) - 1) / SliceCols(fp4));
-  if (slices > 1 && blocks * 2 <= SmCount() && p.aq.part != nullptr &&
+  if (slices > 1 && blocks < SmCount() && p.aq.part != nullptr &&
       slices * p.m * w.n <= p.aq.part_count) {
     t.part = p.aq.part;
-    LaunchTileAny(t, fp4, false,
+    LaunchTileAny(t, fp4, false, tile,
                   dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles),
                        static_cast<unsigned>(slices)),
                   stream);
@@ -601,7 +665,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
     ++g_split_launches;
     return;
   }
-  LaunchTileAny(t, fp4, false,
+  LaunchTileAny(t, fp4, false, tile,
                 dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles), 1),
                 stream);
 }
@@ -624,8 +688,9 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   t.x_row_div = p.x_row_div;
   // Token tiles per slot: the expected pairs' (each block strides over its slot's tiles).
   const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
-  const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + kBN - 1) / kBN), 64);
-  LaunchTileAny(t, fp4, true,
+  const int tile = TileFor(per_slot);
+  const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + tile - 1) / tile), 64);
+  LaunchTileAny(t, fp4, true, tile,
                 dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                      static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
                 stream);

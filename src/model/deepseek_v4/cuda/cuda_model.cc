@@ -299,7 +299,8 @@ void CudaModel::Impl::AllocateActivations() {
   y = Alloc<float>(T * D);
   // (The FP8-instruction mode quantizes every linear's input into it, as e4m3 codes with their
   // scales transposed, and splits small launches by k slice into `part`.)
-  if (T > 16 || opt.fp8_mma) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
+  if (T > 16 ||
+      opt.fp8_mma) {  // FP8/FP4 linears of more than 16 rows quantize their input once, into this
     // The main stream's linears read up to H·d columns (wo_a) and the routed w2 T·K rows; the
     // branches' (kv / compressor / indexer / shared expert) at most max(D, I, q_lora_rank)
     // columns of T rows. A linear that does not fit its stream's scratch quantizes in the kernel

@@ -107,7 +107,8 @@ class GpuLoader {
                              std::to_string(r.block));
     }
     if (cols % 32 != 0) {
-      return InvalidArgument("tensor '" + spec.name + "': the FP8-instruction mode needs k % 32 == 0");
+      return InvalidArgument("tensor '" + spec.name +
+                             "': the FP8-instruction mode needs k % 32 == 0");
     }
     // FP8: QuantizedToMma checks the layouts, and its per-row scales are what the kernels
     // multiply by. FP4: the checkpoint's ue8m0 group scales as they are (checked here; its codes
@@ -417,8 +418,9 @@ class RandomBuilder {
       Fill(s, sbytes, gpu::RandomKind::kByte,
            static_cast<float>(ExpFor(1.0 / (2.93 * std::sqrt(double(k))))), 0);
     } else {
-      const std::vector<float> v(static_cast<size_t>(sbytes / 4),
-                                 std::ldexp(1.0f, ExpFor(1.0 / (64.0 * std::sqrt(double(k)))) - 127));
+      const std::vector<float> v(
+          static_cast<size_t>(sbytes / 4),
+          std::ldexp(1.0f, ExpFor(1.0 / (64.0 * std::sqrt(double(k)))) - 127));
       gpu::CopyToDeviceSync(s, v.data(), static_cast<size_t>(sbytes));
     }
     r.data = d;
