@@ -247,7 +247,7 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
 
 // Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
 // same bits as the token's row of a dense launch. T = 150 puts 150 pairs in one slot (two token
-// tiles).
+// tiles of the warp-specialized kernel, one block walking both).
 TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
@@ -299,6 +299,7 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         p.max_slots = E;
         p.total_pairs = P;
         const float lim = 0.7f;
+        const int64_t ws_before = MmaWsExpertLaunches();
         if (dual) {
           LaunchExpertLinearSwiglu(
               p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
@@ -308,6 +309,8 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
           LaunchExpertLinear(p, st.get());
         }
         const auto y = Download<float>(yd, P * n, st);
+        // (Many rows an expert take the warp-specialized gather tile.)
+        EXPECT_EQ(MmaWsExpertLaunches() > ws_before, T == 150) << name;
         std::vector<float> got(n), want(n), u(n);
         double err = 0;
         for (int e = 0; e < E; ++e)

@@ -26,9 +26,10 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream);
 void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
 
 // Launches so far in this process: of the TMA kernel, of the gather tile, of the gather tile
-// split by slice (tests check which ran).
+// split by slice, of the warp-specialized gather tile for routed experts (tests check which ran).
 int64_t MmaTmaLaunches();
 int64_t MmaTileLaunches();
 int64_t MmaSplitLaunches();
+int64_t MmaWsExpertLaunches();
 
 }  // namespace dsinfer::backend::cuda

@@ -378,6 +378,166 @@ __global__ void __launch_bounds__(256)
   y[(e / n) * ldy + e % n] = total;
 }
 
+// ---- the warp-specialized gather tile (routed experts, many rows) ----------------------------
+
+// MmaTileKernel's stages and operations (kN = 128) with a producer warp instead of every thread
+// copying: its 32 lanes gather the slot's token rows, the weight rows and the scales by cp.async
+// into a ring of stages, each lane's copies arriving on the stage's barrier when they land; two
+// consumer warpgroups wait for a stage, compute and release it, so loads never wait for the
+// compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
+// expert slots, token tile stride).
+constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
+
+template <bool kFp4>
+struct WsCfg {
+  using T = TileCfg<kFp4, 128>;
+  static constexpr int kStageBytes = T::kStageBytes;
+  static constexpr int kSmem = kWsStages * kStageBytes + 2 * kWsStages * 8;
+};
+
+template <bool kFp4>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
+  using C = TileCfg<kFp4, 128>;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * C::kStageBytes);
+  uint64_t* const empty = full + kWsStages;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      MbarInit(full + s, 32);                  // the producer lanes' cp.async arrivals
+      MbarInit(empty + s, kWsConsumers / 32);  // the consumer warps' releases
+    }
+    FenceMbarInit();
+  }
+  __syncthreads();
+  PdlTrigger();
+  PdlWait();
+  const int rb = blockIdx.x, slot = blockIdx.y, nblk = (a.k + kBK - 1) / kBK;
+  if (slot >= *a.num_active) return;
+  const int e = a.active[slot];
+  const uint8_t* const w = static_cast<const uint8_t*>(a.ew[e]);
+  const uint8_t* const sc = static_cast<const uint8_t*>(a.es[e]);
+  const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
+  auto stage = [&](int s) { return smem + s * C::kStageBytes; };
+  if (warp >= kWsConsumers / 32) {  // the producer warpgroup; its first warp works
+    SetMaxNReg<false, 40>();
+    if (warp != kWsConsumers / 32) return;
+    const int wbytes = kFp4 ? kBK / 2 : kBK;
+    constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
+    uint32_t fills = 0;
+    for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
+      int src[kBN / 32];  // the lane's tokens lane + 32 j: their x rows (-1: none)
+#pragma unroll
+      for (int j = 0; j < kBN / 32; ++j) {
+        const int i = tt * kBN + lane + 32 * j;
+        src[j] = i < count ? a.pairs[base + i] / a.x_row_div : -1;
+      }
+      for (int kb = 0; kb < nblk; ++kb, ++fills) {
+        const int s = static_cast<int>(fills % kWsStages);
+        RingWaitEmpty<kWsStages>(empty, fills);
+        uint8_t* st = stage(s);
+        const int col0 = kb * kBK;
+#pragma unroll
+        for (int j = 0; j < kBN / 32; ++j) {
+          const int i = lane + 32 * j;
+#pragma unroll
+          for (int ch = 0; ch < 8; ++ch) {
+            const bool ok = src[j] >= 0 && col0 + ch * 16 < a.k;
+            CpAsync16(st + XStageOff<kBN>(i, ch),
+                      ok ? a.xq + src[j] * a.ldq + col0 + ch * 16 : a.xq, ok);
+          }
+          CpAsync4(st + C::kSxOff + i * 4,
+                   src[j] >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src[j] : a.xs_t,
+                   src[j] >= 0);
+        }
+#pragma unroll 4
+        for (int c = lane; c < kBM * kChunks; c += 32) {
+          const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
+          const bool ok = row < a.n && col0 + ch * (kFp4 ? 32 : 16) < a.k;
+          CpAsync16(st + C::kXBytes + r * C::kWPitch + ch * 16,
+                    ok ? w + row * a.wpitch + kb * wbytes + ch * 16 : w, ok);
+        }
+        CpAsync16(st + C::kScOff + lane * 16,
+                  sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + lane * 16, true);
+        CpAsyncMbarArrive(full + s);
+      }
+    }
+    return;
+  }
+  SetMaxNReg<true, 232>();
+  const int g = lane / 4, t = lane % 4;
+  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
+  uint32_t uses = 0;
+  for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
+    float acc[64], tot[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = tot[i] = 0.0f;
+    for (int kb = 0; kb < nblk; ++kb, ++uses) {
+      const int s = static_cast<int>(uses % kWsStages);
+      RingWaitFull<kWsStages>(full, uses);
+      FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
+      const uint8_t* st = stage(s);
+      const uint8_t* wr = st + C::kXBytes;
+      const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
+      const uint32_t xa = SmemAddr(st);
+      float r[64];
+      if constexpr (kFp4) {
+        const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
+        const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
+#pragma unroll 1  // (unrolled, the groups keep more registers live and spill)
+        for (int q = 0; q < 4; ++q) {
+          uint32_t af[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            af[i] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, i, q, t)));
+          WgmmaFence();
+          WgmmaStep<kBN>(r, af, xa + q * kBN * 32, 0);
+          WgmmaCommit();
+          WgmmaWait<0>();
+          WgmmaFenceOperand(r);
+          Promote<kBN>(r, sx, t, Ue8m0((g_lo >> (8 * q)) & 0xffu), Ue8m0((g_hi >> (8 * q)) & 0xffu),
+                       acc);
+        }
+      } else {
+        uint32_t af[4][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
+        WgmmaFence();
+#pragma unroll
+        for (int q = 0; q < 4; ++q) WgmmaStep<kBN>(r, af[q], xa + q * kBN * 32, q);
+        WgmmaCommit();
+        WgmmaWait<0>();
+        WgmmaFenceOperand(r);
+        const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
+        Promote<kBN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
+      }
+      __syncwarp();
+      if (lane == 0) MbarArrive(empty + s);  // the warp is done with the stage
+      if (SliceEnds<kFp4>(kb, nblk)) {       // a slice's sum joins the total
+        const bool first = kb < SliceCols(kFp4) / kBK;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          tot[i] = first ? acc[i] : tot[i] + acc[i];
+          acc[i] = 0.0f;
+        }
+      }
+    }
+    // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+      for (int e2 = 0; e2 < 4; ++e2) {
+        const int i = tt * kBN + 8 * j + 2 * t + e2 % 2, row = rb * kBM + r0 + 8 * (e2 / 2);
+        if (i < count && row < a.n) a.y[a.pairs[base + i] * a.ldy + row] = tot[4 * j + e2];
+      }
+    }
+  }
+}
+
 // ---- the TMA tile (dense FP8) ------------------------------------------------------------------
 
 constexpr int kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 128, kTmaStages = 5;
@@ -494,7 +654,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
   }
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0}, g_ws_launches{0};
 
 template <typename Kernel>
 void SetSmem(Kernel kernel, int bytes) {
@@ -556,6 +716,15 @@ void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, int tile, dim3 grid
     expert ? LaunchTileN<false, true>(a, tile, grid, stream)
            : LaunchTileN<false, false>(a, tile, grid, stream);
   }
+}
+
+template <bool kFp4>
+void LaunchWsExperts(const TileArgs& a, dim3 grid, StreamHandle stream) {
+  static const bool attr = (SetSmem(MmaWsExpertKernel<kFp4>, WsCfg<kFp4>::kSmem), true);
+  (void)attr;
+  LaunchKernel(MmaWsExpertKernel<kFp4>, grid, dim3(kWsThreads), WsCfg<kFp4>::kSmem, stream, a);
+  CUDA_CHECK_LAUNCH();
+  ++g_ws_launches;
 }
 
 // The token tile of a launch of about `rows` rows (per expert slot): 8 for decode sizes.
@@ -690,6 +859,12 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
   const int tile = TileFor(per_slot);
   const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + tile - 1) / tile), 64);
+  if (tile == kBN) {  // many rows an expert: the warp-specialized gather tile
+    const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
+                    static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
+    fp4 ? LaunchWsExperts<true>(t, grid, stream) : LaunchWsExperts<false>(t, grid, stream);
+    return;
+  }
   LaunchTileAny(t, fp4, true, tile,
                 dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                      static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
@@ -699,6 +874,7 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
 int64_t MmaTmaLaunches() { return g_tma_launches.load(); }
 int64_t MmaTileLaunches() { return g_tile_launches.load(); }
 int64_t MmaSplitLaunches() { return g_split_launches.load(); }
+int64_t MmaWsExpertLaunches() { return g_ws_launches.load(); }
 
 void PackMmaScalesFp8(const float* per_row, int64_t n, int64_t k, float* dst) {
   const int64_t nb = (k + 127) / 128, ld = MmaScaleLd(n);
