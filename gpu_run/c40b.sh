@@ -5,7 +5,7 @@
 # without --fp8-mma (the FP8 cache: the tensor-core attention).
 source "$(dirname "$0")/common.sh"
 g++ --version | head -1
-gpu_build
+gpu_build gpu_fp8mma_test gpu_model_test dsinfer
 timeout 150 build-cuda/bin/gpu_fp8mma_test > "$OUT/fp8mma_test.log" 2>&1; echo "gpu_fp8mma_test rc=$? $(( $(date +%s) - t0 )) s"
 grep -E "OK \]|FAILED|Failure|element|differing|Expected|Which is" "$OUT/fp8mma_test.log" | head -40
 timeout 150 build-cuda/bin/gpu_model_test --gtest_filter='*TinyOfficial*' > "$OUT/model_mma.log" 2>&1; echo "gpu_model_test rc=$? $(( $(date +%s) - t0 )) s"
