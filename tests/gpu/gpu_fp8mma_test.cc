@@ -210,14 +210,16 @@ TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
 }
 
 // Grouped input (the attention's wo_a): weight rows of group g read x's columns from g * stride;
-// groups of 32 rows (a launch per group), of 128 (one launch; split by slice at 7 rows).
+// groups of 32 rows (a launch per group), of 128 (one launch; split by slice at 7 rows; FP8 at
+// 130 rows on the TMA tile).
 TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
   SKIP_WITHOUT_GPU();
   struct G {
     int64_t m, group_rows, k, stride;
   };
   for (const WeightFormat f : {WeightFormat::kFp8, WeightFormat::kFp4})
-    for (const G gc : {G{7, 32, 96, 128}, G{7, 128, 1024, 1024}, G{40, 128, 256, 384}}) {
+    for (const G gc :
+         {G{7, 32, 96, 128}, G{7, 128, 1024, 1024}, G{40, 128, 256, 384}, G{130, 128, 256, 384}}) {
       const int64_t m = gc.m, group_rows = gc.group_rows, groups = 3, n = group_rows * groups,
                     k = gc.k, stride = gc.stride, width = stride * (groups - 1) + k;
       const MmaWeight w(f, n, k, 31);
@@ -235,8 +237,11 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
       p.x_group_stride = stride;
       p.y = yd.as<float>();
       p.ldy = n;
+      const int64_t tma = MmaTmaLaunches();
       LaunchLinear(p, st.get());
       const auto y = Download<float>(yd, m * n, st);
+      // (FP8 from 128 rows in 128-row groups: the TMA tile, each row block at its group's columns.)
+      EXPECT_EQ(MmaTmaLaunches() > tma, f == WeightFormat::kFp8 && m >= 128 && group_rows == 128);
       std::vector<float> want(m * n);
       for (int64_t g = 0; g < groups; ++g)
         cpu::Gemm(x.data() + g * stride, m, k, width, w.View(g * group_rows), group_rows,

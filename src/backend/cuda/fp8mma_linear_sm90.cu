@@ -388,19 +388,28 @@ __global__ void __launch_bounds__(256)
 // expert slots, token tile stride).
 constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
 
+// A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
+// 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) * 16), as a TMA box would
+// write it: wgmma reads it through WgmmaDescSw128), so stages start 1024-byte aligned.
 template <bool kFp4>
 struct WsCfg {
   using T = TileCfg<kFp4, 128>;
-  static constexpr int kStageBytes = T::kStageBytes;
-  static constexpr int kSmem = kWsStages * kStageBytes + 2 * kWsStages * 8;
+  static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
+  static constexpr int kSmem = kWsStages * kStageBytes + 2 * kWsStages * 8 + 1024;
 };
+__host__ __device__ __forceinline__ int XSwizzledOff(int i, int ch) {
+  return i * 128 + ((ch ^ (i % 8)) << 4);
+}
 
 template <bool kFp4>
 __global__ void __launch_bounds__(kWsThreads, 1)
     MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
   using C = TileCfg<kFp4, 128>;
-  extern __shared__ __align__(1024) uint8_t smem[];
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * C::kStageBytes);
+  constexpr int kStageBytes = WsCfg<kFp4>::kStageBytes;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
   uint64_t* const empty = full + kWsStages;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
@@ -419,7 +428,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint8_t* const w = static_cast<const uint8_t*>(a.ew[e]);
   const uint8_t* const sc = static_cast<const uint8_t*>(a.es[e]);
   const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
-  auto stage = [&](int s) { return smem + s * C::kStageBytes; };
+  auto stage = [&](int s) { return smem + s * kStageBytes; };
   if (warp >= kWsConsumers / 32) {  // the producer warpgroup; its first warp works
     SetMaxNReg<false, 40>();
     if (warp != kWsConsumers / 32) return;
@@ -444,8 +453,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
           for (int ch = 0; ch < 8; ++ch) {
             const bool ok = src[j] >= 0 && col0 + ch * 16 < a.k;
-            CpAsync16(st + XStageOff<kBN>(i, ch),
-                      ok ? a.xq + src[j] * a.ldq + col0 + ch * 16 : a.xq, ok);
+            CpAsync16(st + XSwizzledOff(i, ch), ok ? a.xq + src[j] * a.ldq + col0 + ch * 16 : a.xq,
+                      ok);
           }
           CpAsync4(st + C::kSxOff + i * 4,
                    src[j] >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src[j] : a.xs_t,
@@ -492,7 +501,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           for (int i = 0; i < 4; ++i)
             af[i] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, i, q, t)));
           WgmmaFence();
-          WgmmaStep<kBN>(r, af, xa + q * kBN * 32, 0);
+          WgmmaFp8N128(r, af, WgmmaDescSw128(xa + q * 32), 0);
           WgmmaCommit();
           WgmmaWait<0>();
           WgmmaFenceOperand(r);
@@ -508,7 +517,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
         WgmmaFence();
 #pragma unroll
-        for (int q = 0; q < 4; ++q) WgmmaStep<kBN>(r, af[q], xa + q * kBN * 32, q);
+        for (int q = 0; q < 4; ++q) WgmmaFp8N128(r, af[q], WgmmaDescSw128(xa + q * 32), q);
         WgmmaCommit();
         WgmmaWait<0>();
         WgmmaFenceOperand(r);
@@ -553,6 +562,7 @@ struct TmaArgs {
   float* y;
   int64_t ldy;
   int m, n, k;
+  int group_rows, group_blks;  // grouped input (TileArgs'), group_rows % 128 == 0, k % 128 == 0
 };
 
 struct TmaLay {
@@ -594,14 +604,17 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
       int64_t rb, tt;
       TileCoords(t, row_blocks, token_tiles, kTmaGroupRows, &rb, &tt);
+      // The row block's first column block of x (grouped input).
+      const int xblk =
+          a.group_rows > 0 ? static_cast<int>(rb * kBM / a.group_rows) * a.group_blks : 0;
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kTmaStages);
         RingWaitEmpty<kTmaStages>(empty, fills);
         MbarArriveExpectTx(full + s, L::kXBytes + L::kWBytes + L::kScBytes + L::kSxBytes);
-        TmaLoad2d(x_at(s), &a.xmap, kb * kBK, static_cast<int32_t>(tt * kBN), full + s);
+        TmaLoad2d(x_at(s), &a.xmap, (xblk + kb) * kBK, static_cast<int32_t>(tt * kBN), full + s);
         TmaLoad2d(w_at(s), &a.wmap, kb * kBK, static_cast<int32_t>(rb * kBM), full + s);
         BulkLoad(sc_at(s), a.sc + kb * a.sc_ld + rb * kBM, L::kScBytes, full + s);
-        BulkLoad(sx_at(s), a.xs_t + kb * a.ld_t + tt * kBN, L::kSxBytes, full + s);
+        BulkLoad(sx_at(s), a.xs_t + (xblk + kb) * a.ld_t + tt * kBN, L::kSxBytes, full + s);
       }
     }
     return;
@@ -661,12 +674,13 @@ void SetSmem(Kernel kernel, int bytes) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// The TMA tile for a dense FP8 launch; false (nothing launched) when the driver refuses a map.
-bool TryLaunchTma(const TileArgs& t, StreamHandle stream) {
+// The TMA tile for a dense FP8 launch (x_width: the columns of x, the group's k unless grouped);
+// false (nothing launched) when the driver refuses a map.
+bool TryLaunchTma(const TileArgs& t, int64_t x_width, StreamHandle stream) {
   TmaArgs a{};
-  if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, t.xq, static_cast<uint64_t>(t.k),
-                         static_cast<uint64_t>(t.m), static_cast<uint64_t>(t.ldq), kBK, kBN,
-                         CU_TENSOR_MAP_SWIZZLE_128B) ||
+  if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, t.xq,
+                         static_cast<uint64_t>(x_width), static_cast<uint64_t>(t.m),
+                         static_cast<uint64_t>(t.ldq), kBK, kBN, CU_TENSOR_MAP_SWIZZLE_128B) ||
       !EncodeTensorMap2d(&a.wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, t.w, static_cast<uint64_t>(t.k),
                          static_cast<uint64_t>(t.n), static_cast<uint64_t>(t.wpitch), kBK, kBM,
                          CU_TENSOR_MAP_SWIZZLE_128B))
@@ -680,6 +694,8 @@ bool TryLaunchTma(const TileArgs& t, StreamHandle stream) {
   a.m = t.m;
   a.n = t.n;
   a.k = t.k;
+  a.group_rows = t.group_rows;
+  a.group_blks = t.group_blks;
   static const bool attr = (SetSmem(MmaTmaKernel, TmaLay::kSmem), true);
   (void)attr;
   const int64_t tiles = ((t.n + kBM - 1) / kBM) * ((t.m + kBN - 1) / kBN);
@@ -815,8 +831,10 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
     t.group_blks = static_cast<int>(p.x_group_stride / kBK);
   }
   const int64_t row_blocks = (w.n + kBM - 1) / kBM, blocks = row_blocks * token_tiles;
-  if (!grouped && !fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK &&
-      (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.k % 16 == 0 && TryLaunchTma(t, stream))
+  // (Grouped: whole 128-column blocks of a group, so that no box reads the next group's.)
+  if (!fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK &&
+      (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.k % (grouped ? kBK : 16) == 0 &&
+      TryLaunchTma(t, width, stream))
     return;
   // Fewer blocks than SMs: a block per k slice too, their sums added after (the same order).
   const int slices = static_cast<int>((w.k + SliceCols(fp4) - 1) / SliceCols(fp4));
