@@ -380,12 +380,13 @@ __global__ void __launch_bounds__(256)
 
 // ---- the warp-specialized gather tile (routed experts, many rows) ----------------------------
 
-// MmaTileKernel's stages and operations (kN = 128) with a producer warp instead of every thread
-// copying: its 32 lanes gather the slot's token rows, the weight rows and the scales by cp.async
-// into a ring of stages, each lane's copies arriving on the stage's barrier when they land; two
-// consumer warpgroups wait for a stage, compute and release it, so loads never wait for the
-// compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
-// expert slots, token tile stride).
+// MmaTileKernel's stages and operations (kN = 128) with a producer warpgroup instead of every
+// thread copying: its 128 threads gather the slot's token rows, the weight rows and the scales by
+// cp.async into a ring of stages, each thread's copies arriving on the stage's barrier when they
+// land; two consumer warpgroups wait for a stage, compute and release it, so loads never wait for
+// the compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
+// expert slots, token tile stride). An A/B choice (KernelOptions::fp8mma_ws_experts) while it is
+// measured against the gather tile (docs/perf.md, session 40).
 constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
 
 // A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
@@ -414,7 +415,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kWsStages; ++s) {
-      MbarInit(full + s, 32);                  // the producer lanes' cp.async arrivals
+      MbarInit(full + s, 128);                 // the producer threads' cp.async arrivals
       MbarInit(empty + s, kWsConsumers / 32);  // the consumer warps' releases
     }
     FenceMbarInit();
@@ -429,46 +430,37 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const uint8_t* const sc = static_cast<const uint8_t*>(a.es[e]);
   const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
   auto stage = [&](int s) { return smem + s * kStageBytes; };
-  if (warp >= kWsConsumers / 32) {  // the producer warpgroup; its first warp works
+  if (warp >= kWsConsumers / 32) {  // the producer warpgroup: its 128 threads share the copies
     SetMaxNReg<false, 40>();
-    if (warp != kWsConsumers / 32) return;
+    const int pt = threadIdx.x - kWsConsumers;  // 0..127: token pt, weight chunks pt + 128 c
     const int wbytes = kFp4 ? kBK / 2 : kBK;
     constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
     uint32_t fills = 0;
     for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-      int src[kBN / 32];  // the lane's tokens lane + 32 j: their x rows (-1: none)
-#pragma unroll
-      for (int j = 0; j < kBN / 32; ++j) {
-        const int i = tt * kBN + lane + 32 * j;
-        src[j] = i < count ? a.pairs[base + i] / a.x_row_div : -1;
-      }
+      const int i_tok = tt * kBN + pt;  // the thread's token: its x row (-1: none)
+      const int src = i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kWsStages);
         RingWaitEmpty<kWsStages>(empty, fills);
         uint8_t* st = stage(s);
         const int col0 = kb * kBK;
 #pragma unroll
-        for (int j = 0; j < kBN / 32; ++j) {
-          const int i = lane + 32 * j;
-#pragma unroll
-          for (int ch = 0; ch < 8; ++ch) {
-            const bool ok = src[j] >= 0 && col0 + ch * 16 < a.k;
-            CpAsync16(st + XSwizzledOff(i, ch), ok ? a.xq + src[j] * a.ldq + col0 + ch * 16 : a.xq,
-                      ok);
-          }
-          CpAsync4(st + C::kSxOff + i * 4,
-                   src[j] >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src[j] : a.xs_t,
-                   src[j] >= 0);
+        for (int ch = 0; ch < 8; ++ch) {
+          const bool ok = src >= 0 && col0 + ch * 16 < a.k;
+          CpAsync16(st + XSwizzledOff(pt, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq, ok);
         }
-#pragma unroll 4
-        for (int c = lane; c < kBM * kChunks; c += 32) {
+        CpAsync4(st + C::kSxOff + pt * 4,
+                 src >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src : a.xs_t, src >= 0);
+#pragma unroll
+        for (int c = pt; c < kBM * kChunks; c += 128) {
           const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
           const bool ok = row < a.n && col0 + ch * (kFp4 ? 32 : 16) < a.k;
           CpAsync16(st + C::kXBytes + r * C::kWPitch + ch * 16,
                     ok ? w + row * a.wpitch + kb * wbytes + ch * 16 : w, ok);
         }
-        CpAsync16(st + C::kScOff + lane * 16,
-                  sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + lane * 16, true);
+        if (pt < 32)
+          CpAsync16(st + C::kScOff + pt * 16,
+                    sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + pt * 16, true);
         CpAsyncMbarArrive(full + s);
       }
     }
@@ -877,7 +869,7 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
   const int tile = TileFor(per_slot);
   const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + tile - 1) / tile), 64);
-  if (tile == kBN) {  // many rows an expert: the warp-specialized gather tile
+  if (tile == kBN && GetKernelOptions().fp8mma_ws_experts) {  // the warp-specialized gather tile
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
     fp4 ? LaunchWsExperts<true>(t, grid, stream) : LaunchWsExperts<false>(t, grid, stream);
