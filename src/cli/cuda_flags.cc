@@ -54,9 +54,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "sparse attention on the CUDA cores where the numerics allow (not DeepSeek-V4's "
        "--kv-cache-dtype fp8 attention: bf16 queries and weights, the tensor cores only)",
        false},
-      {"fp8mma-ws-experts",
-       "with --fp8-mma: the routed experts at many rows an expert on the warp-specialized gather "
-       "tile (the same bits; an A/B choice)",
+      {"no-fp8mma-ws-experts",
+       "with --fp8-mma: the routed experts at many rows an expert on the gather tile instead of "
+       "the warp-specialized one (the same bits; an A/B choice)",
        false},
       {"indexer-tc-min-rows",
        "DeepSeek-V4's --kv-cache-dtype fp8: indexer chunks of at least this many tokens score on "
@@ -135,7 +135,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       k.indexer_tc_min_rows,
       flags.GetInt("indexer-tc-min-rows", backend::cuda::KernelOptions{}.indexer_tc_min_rows));
   if (k.indexer_tc_min_rows < 0) return InvalidArgument("--indexer-tc-min-rows must be >= 0");
-  k.fp8mma_ws_experts = flags.Has("fp8mma-ws-experts");
+  k.fp8mma_ws_experts = !flags.Has("no-fp8mma-ws-experts");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

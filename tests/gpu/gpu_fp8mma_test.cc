@@ -252,7 +252,7 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
 
 // Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
 // same bits as the token's row of a dense launch. T = 150 puts 150 pairs in one slot (two token
-// tiles, one block walking both; with --fp8mma-ws-experts on the warp-specialized kernel).
+// tiles, one block walking both; on the warp-specialized kernel unless --no-fp8mma-ws-experts).
 TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})

@@ -10,8 +10,8 @@
 // --attention-heads-per-block=N (sparse attention heads per block, 1/2/4; default by rows),
 // --attention-tc (sparse attention on the tensor cores: other bits than the CUDA-core kernel, but
 // batch-invariant, so the tests' prefill = decode checks hold with it as well),
-// --fp8mma-ws-experts (the FP8-instruction mode's experts at many rows on the warp-specialized
-// gather tile; the same bits).
+// --no-fp8mma-ws-experts (the FP8-instruction mode's experts at many rows on the gather tile
+// instead of the warp-specialized one; the same bits).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
   dsinfer::backend::cuda::KernelOptions k;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--fp8mma-ws-experts") {
-      k.fp8mma_ws_experts = true;
+    if (a == "--no-fp8mma-ws-experts") {
+      k.fp8mma_ws_experts = false;
     } else if (a == "--no-gemv") {
       k.gemv_f32 = k.gemv_bf16 = false;
     } else if (a.rfind("--qgemm-min-rows=", 0) == 0) {

@@ -3,21 +3,25 @@
 // registers), each short chain promoted into an fp32 sum (DeepGEMM's design), every chain a
 // function of (n, k) alone, so a row's bits do not depend on the batch, the tile or the kernel.
 //
-// Two kernels, the same operations per element:
-//   * MmaTmaKernel (dense FP8, from 64 rows): persistent and warp-specialized, as
-//     qgemm_ws_sm90.cu: a producer warp fills a ring of stages (a 128-column block of 128 tokens'
-//     codes and of 128 weight rows, both TMA boxes in the 128-byte swizzle, and the rows' and
-//     tokens' scales by bulk copies), two consumer warpgroups (64 weight rows each) run the
-//     block's four m64n128k32 steps with both operands from shared memory, promote, release the
-//     stage; a slice's sum joins the total in registers. Tiles walk TileCoords' order.
-//   * MmaTileKernel (everything else: FP4, routed experts, few rows, grouped input): a block of two
-//     warpgroups owns 128 weight rows and 128 token rows gathered by cp.async (dense rows, or an
-//     expert slot's pairs), a 4-stage pipeline of 128-column blocks; the weights' A fragments go
-//     from shared memory to registers (FP4: converted there), the tokens are B in the no-swizzle
-//     K-major layout WgmmaDescB reads. Launches that would not fill the GPU split by k slice
-//     (grid z): each block writes its slice's sum, MmaSliceSumKernel adds them in slice order.
-// Measured as experiments first (bench_fp8_gemm: the TMA form 636-817 TFLOP/s on flash-l8's
-// dense FP8 shapes at 8,192 tokens on an H100, the gather form 259-277; docs/perf.md, session 39).
+// Three kernels, the same operations per element:
+//   * MmaTmaKernel (dense FP8 from 128 rows, grouped input of whole 128-row groups too):
+//     persistent and warp-specialized, as qgemm_ws_sm90.cu: a producer warp fills a ring of
+//     stages (a 128-column block of 128 tokens' codes and of 128 weight rows, both TMA boxes in
+//     the 128-byte swizzle, and the rows' and tokens' scales by bulk copies), two consumer
+//     warpgroups (64 weight rows each) run the block's four m64n128k32 steps with both operands
+//     from shared memory, promote, release the stage; a slice's sum joins the total in registers.
+//     Tiles walk TileCoords' order.
+//   * MmaWsExpertKernel (routed experts at many rows an expert): the same ring, filled by a
+//     producer warpgroup's cp.async gathers of the slot's pair rows (TMA cannot gather rows on
+//     Hopper); the weights' A fragments go from shared memory to registers (FP4: converted there).
+//   * MmaTileKernel (everything else: FP4 dense, routed experts at few rows, grouped input of
+//     smaller groups, fewer than 128 rows): a block of two warpgroups owns 128 weight rows and 128
+//     or, at decode sizes, 8 token rows gathered by cp.async (dense rows, or an expert slot's
+//     pairs), a 4-stage pipeline of 128-column blocks, the tokens as B in the no-swizzle K-major
+//     layout WgmmaDescB reads. Launches that would not fill the GPU split by k slice (grid z):
+//     each block writes its slice's sum, MmaSliceSumKernel adds them in slice order.
+// First measured as experiments (bench_fp8_gemm: the TMA form 636-817 TFLOP/s on flash-l8's dense
+// FP8 shapes at 8,192 tokens on an H100, the gather form 259-277; docs/perf.md, sessions 39-40).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_fp8.h>
@@ -385,8 +389,8 @@ __global__ void __launch_bounds__(256)
 // cp.async into a ring of stages, each thread's copies arriving on the stage's barrier when they
 // land; two consumer warpgroups wait for a stage, compute and release it, so loads never wait for
 // the compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
-// expert slots, token tile stride). An A/B choice (KernelOptions::fp8mma_ws_experts) while it is
-// measured against the gather tile (docs/perf.md, session 40).
+// expert slots, token tile stride). The default (KernelOptions::fp8mma_ws_experts; off: the
+// gather tile): 11.7% faster on flash-l8's prefill experts (docs/perf.md, session 40).
 constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
 
 // A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the

@@ -43,9 +43,9 @@ struct KernelOptions {
   // 128 tiles leave most SMs idle). (With session 17's mma.sync kernel the cut was 512.)
   int64_t qgemm_min_rows = 128;
   // The FP8-instruction mode's routed experts at many rows an expert on the warp-specialized
-  // gather tile (fp8mma_linear_sm90.cu; the same bits) instead of the gather tile: an A/B choice
-  // while the two are measured (docs/perf.md, session 40).
-  bool fp8mma_ws_experts = false;
+  // gather tile (fp8mma_linear_sm90.cu; the same bits; off: the gather tile). Measured on an
+  // H100 (docs/perf.md, session 40): flash-l8's 8,192-token prefill experts 142.6 -> 125.9 ms.
+  bool fp8mma_ws_experts = true;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
   // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
   // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows
