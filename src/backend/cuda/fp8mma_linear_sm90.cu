@@ -116,6 +116,19 @@ __device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
   return (kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk;
 }
 
+// The register-total kernels' end of a 128-column block kb (of a launch's whole k): when a slice
+// ends, its sum joins the total (the first slice's as it is) and the slice's sum restarts.
+template <bool kFp4>
+__device__ __forceinline__ void FoldSlice(int kb, int nblk, float (&acc)[64], float (&tot)[64]) {
+  if (!SliceEnds<kFp4>(kb, nblk)) return;
+  const bool first = kb < SliceCols(kFp4) / kBK;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    tot[i] = first ? acc[i] : tot[i] + acc[i];
+    acc[i] = 0.0f;
+  }
+}
+
 // ---- the gather tile ---------------------------------------------------------------------------
 
 struct TileArgs {
@@ -522,14 +535,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       }
       __syncwarp();
       if (lane == 0) MbarArrive(empty + s);  // the warp is done with the stage
-      if (SliceEnds<kFp4>(kb, nblk)) {       // a slice's sum joins the total
-        const bool first = kb < SliceCols(kFp4) / kBK;
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          tot[i] = first ? acc[i] : tot[i] + acc[i];
-          acc[i] = 0.0f;
-        }
-      }
+      FoldSlice<kFp4>(kb, nblk, acc, tot);
     }
     // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
 #pragma unroll
@@ -641,14 +647,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
       Promote<128>(r, reinterpret_cast<const float2*>(sx_at(st)), t4, sw[r0], sw[r0 + 8], acc);
       __syncwarp();
       if (lane == 0) MbarArrive(empty + st);  // the warp is done with the stage
-      if (SliceEnds<false>(kb, nblk)) {       // a slice's sum joins the total
-        const bool first = kb < SliceCols(false) / kBK;
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          tot[i] = first ? acc[i] : tot[i] + acc[i];
-          acc[i] = 0.0f;
-        }
-      }
+      FoldSlice<false>(kb, nblk, acc, tot);
     }
     // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t4 + e % 2.
     const int64_t row = rb * kBM + r0;
