@@ -15,6 +15,9 @@ StatusOr<std::unique_ptr<CudaExpertParallel>> CudaExpertParallel::Load(
   if (options.paged || options.mtp || options.dspark) {
     return Unimplemented("expert parallelism on the GPU runs slot-mode forwards (no engine yet)");
   }
+  if (options.fp8_mma) {  // (its received rows are not sized into the mode's act_quant scratch)
+    return Unimplemented("expert parallelism on the GPU does not run the FP8-instruction mode yet");
+  }
   DSINFER_ASSIGN_OR_RETURN(const io::ModelFamily family, io::DetectModelFamily(model_dir));
   if (family != io::ModelFamily::kDeepseekV4) {
     return Unimplemented("expert parallelism on the GPU runs DeepSeek-V4 only");
