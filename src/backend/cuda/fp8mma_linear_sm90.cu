@@ -56,8 +56,8 @@ constexpr int kBM = 128, kBN = 128, kBK = 128;  // weight rows, tokens, columns 
 
 // ---- act_quant to e4m3 codes -------------------------------------------------------------------
 
-// One warp per (row, 128-column block); lane l: columns 4l..4l+3 (qcore::QuantBlock's arithmetic,
-// the codes kept as e4m3 bytes).
+// One warp per (row, 128-column block); lane l: columns 4l..4l+3 (qcore::QuantBlockCodes: the
+// default linears' act_quant, the codes kept as e4m3 bytes).
 __global__ void __launch_bounds__(256)
     MmaActQuantKernel(const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t width,
                       uint8_t* __restrict__ q, int64_t ldq, float* __restrict__ s_t, int64_t ld_t) {
@@ -68,19 +68,10 @@ __global__ void __launch_bounds__(256)
   if (item >= rows * nblk) return;
   const int lane = threadIdx.x % 32;
   const int64_t r = item / nblk, b = item % nblk, col = b * kBK + 4 * lane;
-  const float4 v = qcore::LoadX4(x + r * ldx + col, col < width);
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  float inv;
-  const float scale = qcore::QuantScaleOf(amax, &inv);
-  const __nv_fp8x2_storage_t lo =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
-  const __nv_fp8x2_storage_t hi =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  float scale;
   // (Columns past width hold zeros: their codes are 0.)
   *reinterpret_cast<uint32_t*>(q + r * ldq + col) =
-      static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+      qcore::QuantBlockCodes(qcore::LoadX4(x + r * ldx + col, col < width), &scale);
   if (lane == 0) s_t[b * ld_t + r] = scale;
 }
 
@@ -664,9 +655,19 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
 
 std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0}, g_ws_launches{0};
 
-template <typename Kernel>
-void SetSmem(Kernel kernel, int bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// Launches kKernel(a) with `smem` bytes of dynamic shared memory (the kernel's limit raised on its
+// first launch) and counts the launch.
+template <auto kKernel, typename Args>
+void LaunchCounted(dim3 grid, int threads, int smem, std::atomic<int64_t>& count, const Args& a,
+                   StreamHandle stream) {
+  static const bool attr = [smem] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)attr;
+  LaunchKernel(kKernel, grid, dim3(threads), smem, stream, a);
+  CUDA_CHECK_LAUNCH();
+  ++count;
 }
 
 // The TMA tile for a dense FP8 launch (x_width: the columns of x, the group's k unless grouped);
@@ -691,24 +692,16 @@ bool TryLaunchTma(const TileArgs& t, int64_t x_width, StreamHandle stream) {
   a.k = t.k;
   a.group_rows = t.group_rows;
   a.group_blks = t.group_blks;
-  static const bool attr = (SetSmem(MmaTmaKernel, TmaLay::kSmem), true);
-  (void)attr;
   const int64_t tiles = ((t.n + kBM - 1) / kBM) * ((t.m + kBN - 1) / kBN);
-  LaunchKernel(MmaTmaKernel, dim3(static_cast<unsigned>(std::min<int64_t>(tiles, SmCount()))),
-               dim3(kTmaThreads), TmaLay::kSmem, stream, a);
-  CUDA_CHECK_LAUNCH();
-  ++g_tma_launches;
+  LaunchCounted<MmaTmaKernel>(dim3(static_cast<unsigned>(std::min<int64_t>(tiles, SmCount()))),
+                              kTmaThreads, TmaLay::kSmem, g_tma_launches, a, stream);
   return true;
 }
 
 template <bool kFp4, bool kExpert, int kN>
 void LaunchTile(const TileArgs& a, dim3 grid, StreamHandle stream) {
-  using C = TileCfg<kFp4, kN>;
-  static const bool attr = (SetSmem(MmaTileKernel<kFp4, kExpert, kN>, C::kSmem), true);
-  (void)attr;
-  LaunchKernel(MmaTileKernel<kFp4, kExpert, kN>, grid, dim3(kTileThreads), C::kSmem, stream, a);
-  CUDA_CHECK_LAUNCH();
-  ++g_tile_launches;
+  LaunchCounted<MmaTileKernel<kFp4, kExpert, kN>>(grid, kTileThreads, TileCfg<kFp4, kN>::kSmem,
+                                                  g_tile_launches, a, stream);
 }
 
 template <bool kFp4, bool kExpert>
@@ -727,15 +720,6 @@ void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, int tile, dim3 grid
     expert ? LaunchTileN<false, true>(a, tile, grid, stream)
            : LaunchTileN<false, false>(a, tile, grid, stream);
   }
-}
-
-template <bool kFp4>
-void LaunchWsExperts(const TileArgs& a, dim3 grid, StreamHandle stream) {
-  static const bool attr = (SetSmem(MmaWsExpertKernel<kFp4>, WsCfg<kFp4>::kSmem), true);
-  (void)attr;
-  LaunchKernel(MmaWsExpertKernel<kFp4>, grid, dim3(kWsThreads), WsCfg<kFp4>::kSmem, stream, a);
-  CUDA_CHECK_LAUNCH();
-  ++g_ws_launches;
 }
 
 // The token tile of a launch of about `rows` rows (per expert slot): 8 for decode sizes.
@@ -875,7 +859,10 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (tile == kBN && GetKernelOptions().fp8mma_ws_experts) {  // the warp-specialized gather tile
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
-    fp4 ? LaunchWsExperts<true>(t, grid, stream) : LaunchWsExperts<false>(t, grid, stream);
+    fp4 ? LaunchCounted<MmaWsExpertKernel<true>>(grid, kWsThreads, WsCfg<true>::kSmem,
+                                                 g_ws_launches, t, stream)
+        : LaunchCounted<MmaWsExpertKernel<false>>(grid, kWsThreads, WsCfg<false>::kSmem,
+                                                  g_ws_launches, t, stream);
     return;
   }
   LaunchTileAny(t, fp4, true, tile,

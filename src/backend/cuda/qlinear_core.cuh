@@ -43,9 +43,8 @@ __device__ __forceinline__ uint16_t QuantValueF16(float v) {
 }
 
 // One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
-// the lane's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take them
-// as f16, spec §2.12's e4m3 products are exact either way), and the block's scale in *scale.
-__device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
+// the lane's 4 e4m3 codes (column 4l in the low byte), and the block's scale in *scale.
+__device__ __forceinline__ uint32_t QuantBlockCodes(float4 v, float* scale) {
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -55,6 +54,15 @@ __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
       __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
   const __nv_fp8x2_storage_t hi =
       __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+// The same block's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take
+// them as f16, spec §2.12's e4m3 products are exact either way).
+__device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {
+  const uint32_t codes = QuantBlockCodes(v, scale);
+  const auto lo = static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu);
+  const auto hi = static_cast<__nv_fp8x2_storage_t>(codes >> 16);
   const __half2_raw hl = __nv_cvt_fp8x2_to_halfraw2(lo, __NV_E4M3),
                     hh = __nv_cvt_fp8x2_to_halfraw2(hi, __NV_E4M3);
   return make_uint2(static_cast<uint32_t>(hl.x) | (static_cast<uint32_t>(hl.y) << 16),

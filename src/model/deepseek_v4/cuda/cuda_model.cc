@@ -22,7 +22,7 @@ gpu::SparseAttentionParams CudaModel::Impl::AttentionParams(const BlockW& w,
   ap.out = o;
   ap.tc_workspace = attn_split;
   ap.tc_workspace_floats = attn_split != nullptr ? kAttnSplitFloats : 0;
-  if (n <= kAttnOutQuantRows && gpu::IsQuantized(w.wo_a.format) && d % 128 == 0) {
+  if (n <= kAttnOutQuantRows && TakesQuantizedRows(w.wo_a) && d % 128 == 0) {
     ap.out_q = o_q;
     ap.out_ldq = gpu::QuantizedLd(H * d);
     ap.out_s = o_s;
@@ -107,7 +107,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
   // their blocks would compute each from cq).
   gpu::QuantizedRows cqq;
   if (n <= kNormQuantRows && qlr % 4 == 0 &&
-      (gpu::IsQuantized(w.wq_b.format) || (w.has_idx && gpu::IsQuantized(w.idx_wq_b.format)))) {
+      (TakesQuantizedRows(w.wq_b) || (w.has_idx && TakesQuantizedRows(w.idx_wq_b)))) {
     cqq.q = cq_q; cqq.ldq = gpu::QuantizedLd(qlr); cqq.s = cq_s; cqq.lds = gpu::QuantizedScales(qlr);
   }
   RmsNorm(cq, qlr, cq, qlr, n, qlr, w.q_norm, cqq.q ? cq_q : nullptr, cq_s);
@@ -177,7 +177,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   // linears take their inputs quantized once per token (the normalized x on branch 0, beside the
   // gate and the route; the SwiGLU output before w2) instead of by each of their blocks: the same
   // bits.
-  const bool prequant = n <= kMoeQuantRows && gpu::IsQuantized(w.experts.w1.format);
+  const bool prequant = n <= kMoeQuantRows && TakesQuantizedRows(w.experts.w1);
   const bool shared_first = prequant && n <= kXnQuantRows && w.has_shared;
   gpu::QuantizedRows xq;
   if (prequant) {
@@ -195,7 +195,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
       Mark("moe_shared+combine");
       gpu::LinearParams p;
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
-      if (prequant && gpu::IsQuantized(w.sh_w1.format)) p.xq = xq;
+      if (prequant && TakesQuantizedRows(w.sh_w1)) p.xq = xq;
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       if (shared_first) Checkpoint(0);
       Linear(w.sh_w2, sg, I, n, sy, D);

@@ -573,6 +573,12 @@ struct CudaModel::Impl {
   // Copies the metadata of a step of n rows (and n_mtp MTP rows) and the page table's first
   // table_rows rows.
   void Upload(int64_t table_rows, int64_t n, int64_t n_mtp = 0);
+  // Whether w's linear takes its input rows quantized by the caller (gpu::QuantizedRows): FP8 /
+  // FP4 in the default kernels' layout; the FP8-instruction mode (WeightRef::mma) quantizes its
+  // own input, so no step quantizes rows for it.
+  static bool TakesQuantizedRows(const WeightRef& w) {
+    return gpu::IsQuantized(w.format) && !w.mma;
+  }
   void Linear(const WeightRef& w, const float* x, int64_t ldx, int64_t m, float* yout, int64_t ldy,
               int64_t group_rows = 0, int64_t group_stride = 0) {
     Linear(w, x, ldx, m, yout, ldy, gpu::QuantizedRows{}, group_rows, group_stride);
@@ -583,7 +589,7 @@ struct CudaModel::Impl {
     gpu::LinearParams p;
     p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
     p.x_group_rows = group_rows; p.x_group_stride = group_stride; p.aq = Aq();
-    if (xq.q != nullptr && gpu::IsQuantized(w.format)) p.xq = xq;
+    if (xq.q != nullptr && TakesQuantizedRows(w)) p.xq = xq;
     gpu::LaunchLinear(p, cur_stream());
   }
   // qout, sout (optional): the normalized rows act_quant'ed as well (QuantizedLd /
@@ -774,7 +780,7 @@ struct CudaModel::Impl {
       return;
     }
     const bool attn_q =
-        n <= kXnQuantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
+        n <= kXnQuantRows && (TakesQuantizedRows(w.wq_a) || TakesQuantizedRows(w.wkv));
     Mark("hc_pre+norm");
     HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn);
     Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});

@@ -17,7 +17,7 @@ void CudaModel::Impl::BlockV41(const BlockW& w, int layer, int64_t n, bool one_p
   }
   if (v.ds) DSparkTap(layer, n);  // the streams entering the layer, after its Engram lookup
   const bool attn_q =
-      n <= kXnQuantRows && (gpu::IsQuantized(w.wq_a.format) || gpu::IsQuantized(w.wkv.format));
+      n <= kXnQuantRows && (TakesQuantizedRows(w.wq_a) || TakesQuantizedRows(w.wkv));
   Mark("hc_pre+norm");
   // The attention collapses with the previous site's pre (the first site: stream 0).
   HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn, layer == 0 ? v.pre_first : v.pre_mix,
@@ -108,8 +108,7 @@ void CudaModel::Impl::AttentionV41(const BlockW& w, int layer, int64_t n, bool o
   Linear(w.wq_a, xn, D, n, cq, qlr, xnq);
   gpu::QuantizedRows cqq;
   if (n <= kNormQuantRows && qlr % 4 == 0 &&
-      (gpu::IsQuantized(w.wq_b.format) ||
-       (x.index_source && gpu::IsQuantized(x.idx_wq_b.format)))) {
+      (TakesQuantizedRows(w.wq_b) || (x.index_source && TakesQuantizedRows(x.idx_wq_b)))) {
     cqq.q = cq_q;
     cqq.ldq = gpu::QuantizedLd(qlr);
     cqq.s = cq_s;
