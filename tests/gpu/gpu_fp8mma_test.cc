@@ -251,12 +251,15 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
 }
 
 // Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
-// same bits as the token's row of a dense launch. T = 150 puts 150 pairs in one slot (two token
-// tiles, one block walking both; on the warp-specialized kernel unless --no-fp8mma-ws-experts).
+// same bits as the token's row of a dense launch. From T = 100 the warp-specialized kernel runs
+// (unless --no-fp8mma-ws-experts): expert 0 takes T pairs, the others about T / 4 each, so its
+// token tiles end in every narrower tile (T 100: 100 rows, N 128; 150: 128 + 22, N 32; 220: 128 +
+// 92, N 96; the others' 25 / 37-38 / 55: N 32 / 64 / 64); at T = 150 one block walks both of
+// expert 0's tiles.
 TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
-    for (const int T : {1, 3, 21, 150})
+    for (const int T : {1, 3, 21, 100, 150, 220})
       for (const bool dual : {false, true}) {
         const int64_t n = f == WeightFormat::kFp4 ? 192 : 200, k = 512;
         const int E = 5, K = 2, P = T * K;
@@ -316,7 +319,7 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         const auto y = Download<float>(yd, P * n, st);
         // (Many rows an expert take the warp-specialized gather tile.)
         EXPECT_EQ(MmaWsExpertLaunches() > ws_before,
-                  T == 150 && GetKernelOptions().fp8mma_ws_experts)
+                  T >= 100 && GetKernelOptions().fp8mma_ws_experts)
             << name;
         std::vector<float> got(n), want(n), u(n);
         double err = 0;

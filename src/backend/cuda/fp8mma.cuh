@@ -1,5 +1,5 @@
 // Device helpers of the FP8-instruction numerics mode (backend/wgmma_fp8.h; its kernels in
-// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 128 and 256 (A
+// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 32, 64, 96, 128 and 256 (A
 // from registers or shared memory, B from shared memory through a descriptor), prmt, and the
 // e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
 #pragma once
@@ -46,6 +46,40 @@ __device__ __forceinline__ void WgmmaFp8N128(float (&d)[64], const uint32_t (&a)
       : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
+// The same step at N = 32, 64 and 96 (a tile's last, partly filled token rows).
+__device__ __forceinline__ void WgmmaFp8N32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc,
+                                            int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+      "{%16,%17,%18,%19}, %20, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+__device__ __forceinline__ void WgmmaFp8N64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
+                                            int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "{%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+__device__ __forceinline__ void WgmmaFp8N96(float (&d)[48], const uint32_t (&a)[4], uint64_t desc,
+                                            int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, "
+      "{%48,%49,%50,%51}, %52, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
 // The same step with A from shared memory too (both operands K-major through their descriptors,
 // e.g. 128-byte-swizzled TMA boxes: WgmmaDescSw128).
 __device__ __forceinline__ void WgmmaFp8N128Ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -82,6 +116,24 @@ __device__ __forceinline__ void WgmmaFp8N256(float (&d)[128], const uint32_t (&a
 #undef FP8MMA_F64
 #undef FP8MMA_F16
 #undef FP8MMA_F4
+
+// wgmma m64nNk32 .e4m3 at N = 8, 32, 64, 96 or 128 (A from registers, B through its descriptor).
+template <int kN>
+__device__ __forceinline__ void WgmmaFp8Rs(float (&d)[kN / 2], const uint32_t (&a)[4],
+                                           uint64_t desc, int scale_d) {
+  if constexpr (kN == 8) {
+    WgmmaFp8N8(d, a, desc, scale_d);
+  } else if constexpr (kN == 32) {
+    WgmmaFp8N32(d, a, desc, scale_d);
+  } else if constexpr (kN == 64) {
+    WgmmaFp8N64(d, a, desc, scale_d);
+  } else if constexpr (kN == 96) {
+    WgmmaFp8N96(d, a, desc, scale_d);
+  } else {
+    static_assert(kN == 128, "N of 8, 32, 64, 96 or 128");
+    WgmmaFp8N128(d, a, desc, scale_d);
+  }
+}
 
 // prmt.b32 (PTX, default mode): byte i of the result is byte (sel nibble i) & 7 of {b, a}, or, when
 // that nibble's bit 3 is set, the selected byte's sign bit over all 8 bits. The host form (the

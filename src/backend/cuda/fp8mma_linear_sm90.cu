@@ -109,12 +109,12 @@ __device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
 
 // The register-total kernels' end of a 128-column block kb (of a launch's whole k): when a slice
 // ends, its sum joins the total (the first slice's as it is) and the slice's sum restarts.
-template <bool kFp4>
-__device__ __forceinline__ void FoldSlice(int kb, int nblk, float (&acc)[64], float (&tot)[64]) {
+template <bool kFp4, int kF>
+__device__ __forceinline__ void FoldSlice(int kb, int nblk, float (&acc)[kF], float (&tot)[kF]) {
   if (!SliceEnds<kFp4>(kb, nblk)) return;
   const bool first = kb < SliceCols(kFp4) / kBK;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < kF; ++i) {
     tot[i] = first ? acc[i] : tot[i] + acc[i];
     acc[i] = 0.0f;
   }
@@ -410,6 +410,95 @@ __host__ __device__ __forceinline__ int XSwizzledOff(int i, int ch) {
   return i * 128 + ((ch ^ (i % 8)) << 4);
 }
 
+// The token rows a tile computes for `left` rows of its slot from its first: 128, or the last
+// tile's rows rounded up to 32 (wgmma's N; an element's bits do not depend on N).
+__host__ __device__ __forceinline__ int WsTileRows(int left) {
+  return left >= kBN ? kBN : (left + 31) / 32 * 32;
+}
+
+// What the consumers of a token tile share (MmaWsExpertKernel).
+struct WsTile {
+  const TileArgs& a;
+  uint8_t* smem;  // the ring's stages (1024-byte aligned)
+  uint64_t* full;
+  uint64_t* empty;
+  int rb;     // the row block
+  int first;  // the tile's first pair (an index into a.pairs)
+  int left;   // the slot's pairs from it on (the tile's: min(left, 128))
+  int nblk;   // 128-column blocks of k
+  int r0;     // the thread's rows r0, r0 + 8 of the block
+  int lane;
+};
+
+// A consumer thread's share of a token tile of kN rows (WsTileRows): the ring's stages of k in
+// order, each block's wgmma steps promoted into the slice's sum, the slices folded into the total,
+// the tile's outputs written.
+template <bool kFp4, int kN>
+__device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
+  using C = TileCfg<kFp4, 128>;
+  constexpr int kF = kN / 2;
+  const TileArgs& a = c.a;
+  const int t = c.lane % 4, r0 = c.r0;
+  float acc[kF], tot[kF];
+#pragma unroll
+  for (int i = 0; i < kF; ++i) acc[i] = tot[i] = 0.0f;
+  for (int kb = 0; kb < c.nblk; ++kb, ++*uses) {
+    const int s = static_cast<int>(*uses % kWsStages);
+    RingWaitFull<kWsStages>(c.full, *uses);
+    FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
+    const uint8_t* st = c.smem + s * WsCfg<kFp4>::kStageBytes;
+    const uint8_t* wr = st + C::kXBytes;
+    const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
+    const uint32_t xa = SmemAddr(st);
+    float r[kF];
+    if constexpr (kFp4) {
+      const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
+      const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
+#pragma unroll 1  // (unrolled, the groups keep more registers live and spill)
+      for (int q = 0; q < 4; ++q) {
+        uint32_t af[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          af[i] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, i, q, t)));
+        WgmmaFence();
+        fp8mma::WgmmaFp8Rs<kN>(r, af, WgmmaDescSw128(xa + q * 32), 0);
+        WgmmaCommit();
+        WgmmaWait<0>();
+        WgmmaFenceOperand(r);
+        Promote<kN>(r, sx, t, Ue8m0((g_lo >> (8 * q)) & 0xffu), Ue8m0((g_hi >> (8 * q)) & 0xffu),
+                    acc);
+      }
+    } else {
+      uint32_t af[4][4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
+      WgmmaFence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fp8mma::WgmmaFp8Rs<kN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
+      WgmmaCommit();
+      WgmmaWait<0>();
+      WgmmaFenceOperand(r);
+      const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
+      Promote<kN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
+    }
+    __syncwarp();
+    if (c.lane == 0) MbarArrive(c.empty + s);  // the warp is done with the stage
+    FoldSlice<kFp4>(kb, c.nblk, acc, tot);
+  }
+  // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 8 * j + 2 * t + e % 2, row = c.rb * kBM + r0 + 8 * (e / 2);
+      if (i < c.left && row < a.n) a.y[a.pairs[c.first + i] * a.ldy + row] = tot[4 * j + e];
+    }
+  }
+}
+
 template <bool kFp4>
 __global__ void __launch_bounds__(kWsThreads, 1)
     MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
@@ -445,20 +534,25 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
     uint32_t fills = 0;
     for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-      const int i_tok = tt * kBN + pt;  // the thread's token: its x row (-1: none)
+      // The thread's token: its x row (-1: none, zeros), if the tile computes its row.
+      const int i_tok = tt * kBN + pt;
+      const bool row_in = pt < WsTileRows(count - tt * kBN);
       const int src = i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kWsStages);
         RingWaitEmpty<kWsStages>(empty, fills);
         uint8_t* st = stage(s);
         const int col0 = kb * kBK;
+        if (row_in) {
 #pragma unroll
-        for (int ch = 0; ch < 8; ++ch) {
-          const bool ok = src >= 0 && col0 + ch * 16 < a.k;
-          CpAsync16(st + XSwizzledOff(pt, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq, ok);
+          for (int ch = 0; ch < 8; ++ch) {
+            const bool ok = src >= 0 && col0 + ch * 16 < a.k;
+            CpAsync16(st + XSwizzledOff(pt, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq,
+                      ok);
+          }
+          CpAsync4(st + C::kSxOff + pt * 4,
+                   src >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src : a.xs_t, src >= 0);
         }
-        CpAsync4(st + C::kSxOff + pt * 4,
-                 src >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src : a.xs_t, src >= 0);
 #pragma unroll
         for (int c = pt; c < kBM * kChunks; c += 128) {
           const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
@@ -475,67 +569,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     return;
   }
   SetMaxNReg<true, 232>();
-  const int g = lane / 4, t = lane % 4;
-  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
+  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
   uint32_t uses = 0;
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-    float acc[64], tot[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = tot[i] = 0.0f;
-    for (int kb = 0; kb < nblk; ++kb, ++uses) {
-      const int s = static_cast<int>(uses % kWsStages);
-      RingWaitFull<kWsStages>(full, uses);
-      FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
-      const uint8_t* st = stage(s);
-      const uint8_t* wr = st + C::kXBytes;
-      const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
-      const uint32_t xa = SmemAddr(st);
-      float r[64];
-      if constexpr (kFp4) {
-        const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
-        const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
-#pragma unroll 1  // (unrolled, the groups keep more registers live and spill)
-        for (int q = 0; q < 4; ++q) {
-          uint32_t af[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            af[i] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, i, q, t)));
-          WgmmaFence();
-          WgmmaFp8N128(r, af, WgmmaDescSw128(xa + q * 32), 0);
-          WgmmaCommit();
-          WgmmaWait<0>();
-          WgmmaFenceOperand(r);
-          Promote<kBN>(r, sx, t, Ue8m0((g_lo >> (8 * q)) & 0xffu), Ue8m0((g_hi >> (8 * q)) & 0xffu),
-                       acc);
-        }
-      } else {
-        uint32_t af[4][4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
-        WgmmaFence();
-#pragma unroll
-        for (int q = 0; q < 4; ++q) WgmmaFp8N128(r, af[q], WgmmaDescSw128(xa + q * 32), q);
-        WgmmaCommit();
-        WgmmaWait<0>();
-        WgmmaFenceOperand(r);
-        const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-        Promote<kBN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
-      }
-      __syncwarp();
-      if (lane == 0) MbarArrive(empty + s);  // the warp is done with the stage
-      FoldSlice<kFp4>(kb, nblk, acc, tot);
-    }
-    // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-#pragma unroll
-      for (int e2 = 0; e2 < 4; ++e2) {
-        const int i = tt * kBN + 8 * j + 2 * t + e2 % 2, row = rb * kBM + r0 + 8 * (e2 / 2);
-        if (i < count && row < a.n) a.y[a.pairs[base + i] * a.ldy + row] = tot[4 * j + e2];
-      }
+    const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, count - tt * kBN, nblk, r0, lane};
+    switch (WsTileRows(count - tt * kBN)) {
+      case 32: WsConsume<kFp4, 32>(tile, &uses); break;
+      case 64: WsConsume<kFp4, 64>(tile, &uses); break;
+      case 96: WsConsume<kFp4, 96>(tile, &uses); break;
+      default: WsConsume<kFp4, 128>(tile, &uses); break;
     }
   }
 }
