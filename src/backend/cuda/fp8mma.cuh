@@ -1,7 +1,7 @@
 // Device helpers of the FP8-instruction numerics mode (backend/wgmma_fp8.h; its kernels in
-// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 32, 64, 96, 128 and 256 (A
-// from registers or shared memory, B from shared memory through a descriptor), prmt, and the
-// e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
+// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 32, 64, 96, 128
+// and 256 (A from registers or shared memory, B from shared memory through a descriptor), prmt, and
+// the e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
 #pragma once
 
 #include <cstdint>

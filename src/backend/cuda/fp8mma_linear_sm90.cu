@@ -574,10 +574,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
     const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, count - tt * kBN, nblk, r0, lane};
     switch (WsTileRows(count - tt * kBN)) {
-      case 32: WsConsume<kFp4, 32>(tile, &uses); break;
-      case 64: WsConsume<kFp4, 64>(tile, &uses); break;
-      case 96: WsConsume<kFp4, 96>(tile, &uses); break;
-      default: WsConsume<kFp4, 128>(tile, &uses); break;
+      case 32:
+        WsConsume<kFp4, 32>(tile, &uses);
+        break;
+      case 64:
+        WsConsume<kFp4, 64>(tile, &uses);
+        break;
+      case 96:
+        WsConsume<kFp4, 96>(tile, &uses);
+        break;
+      default:
+        WsConsume<kFp4, 128>(tile, &uses);
+        break;
     }
   }
 }
