@@ -101,16 +101,17 @@ struct WgmmaFp8Model {
 // The FP8-instruction linear y = x w^T on codes and scales. k is cut into slices of SliceCols
 // columns (from the first; the decode kernels' split of k, fixed by the format alone), each summed
 // from zero and added to the total in slice order (the first as it is). Within a slice, per
-// promotion unit in k order: FP8 weights (128 x 128 scale blocks): r = the 128 columns' four
-// chained steps from zero; FP4 weights (1 x 32 scale groups, their e2m1 values as e4m3 codes):
-// r = one step per group; then acc = fmaf(r, s_w * s_x, acc), s_x the token's act_quant scale of
-// the columns' 128-block. k must be a multiple of 32 (a last, shorter 128-block chains what it
-// has).
+// promotion unit in k order: weights with 128-column scale blocks (FP8's 128 x 128; FP4 as the
+// mode takes it, re-expressed per row and 128-column block: io::QuantizedToMma): r = the 128
+// columns' four chained steps from zero; weights with 1 x 32 scale groups (FP4 as stored, its e2m1
+// values as e4m3 codes; the benches' first FP4 forms, no longer the mode's): r = one step per
+// group; then acc = fmaf(r, s_w * s_x, acc), s_x the token's act_quant scale of the columns'
+// 128-block. k must be a multiple of 32 (a last, shorter 128-block chains what it has).
 constexpr int SliceCols(bool fp4) { return fp4 ? 256 : 512; }
 
 // A row-major [rows, k] operand as e4m3 codes and block scales: element (r, c) is
 // E4m3(e4m3[r * k + c]) * scale[(r / br) * ceil(k / bc) + c / bc]. Activations: br 1, bc 128
-// (act_quant); FP8 weights: 128 x 128; FP4 weights: 1 x 32.
+// (act_quant); FP8 weights: 128 x 128; FP4 weights: 1 x 128 (re-expressed) or 1 x 32 (as stored).
 struct Operand {
   const uint8_t* e4m3 = nullptr;
   const float* scale = nullptr;
@@ -120,7 +121,7 @@ struct Operand {
   float Scale(int64_t r, int64_t c) const { return scale[(r / br) * ((k + bc - 1) / bc) + c / bc]; }
 };
 
-// y[i, j] of x [m, k] (activations) and w [n, k] (weights; w.bc == 32: FP4).
+// y[i, j] of x [m, k] (activations) and w [n, k] (weights; w.bc == 32: FP4 by group).
 inline float Dot(const Operand& x, int64_t i, const Operand& w, int64_t j,
                  const WgmmaFp8Model& model = {}) {
   const bool fp4 = w.bc == 32;

@@ -136,6 +136,10 @@ float E2M1ToFloat(uint8_t code) {
   return kTable[code & 0xf];
 }
 
+uint8_t E2M1ToE4M3Shifted(uint8_t code, int d) {
+  return FloatToE4M3(std::ldexp(E2M1ToFloat(code), -std::clamp(d, 0, 64)));
+}
+
 uint8_t FloatToE2M1(float f) {
   // Round to nearest on the grid {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code, saturating:
   // the code is the number of midpoints below |f| (a tie counts when the upper code is even).

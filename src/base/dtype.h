@@ -60,6 +60,10 @@ uint8_t Ue8m0ScaleFor(float amax, float qmax, float amax_floor);
 
 // e2m1 code (bit 3 = sign) -> value in {0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6}.
 float E2M1ToFloat(uint8_t code);
+// An e2m1 code's value times 2^-d (d >= 0) as the nearest e4m3 code (FloatToE4M3: ties to even,
+// subnormals; a negative value that rounds to zero keeps its sign, 0x80): exact for d <= 8, zero
+// from d = 13 on. The FP8-instruction mode's FP4 operand (io::QuantizedToMma).
+uint8_t E2M1ToE4M3Shifted(uint8_t code, int d);
 // Round-to-nearest-even onto the e2m1 grid with saturation at ±6.
 uint8_t FloatToE2M1(float f);
 

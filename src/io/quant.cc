@@ -120,11 +120,12 @@ StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* 
   MmaOperand o;
   o.rows = shape[0];
   o.cols = shape[1];
-  o.bc = fp8 ? fp8_block : 32;
+  o.bc = fp8 ? fp8_block : 128;
   const int64_t nb = (o.cols + o.bc - 1) / o.bc;
   // The layouts DequantizeToF32 checks in full (the loader calls it first); here only what the
   // reads below rely on.
-  const int64_t sb = fp8 ? (o.rows + fp8_block - 1) / fp8_block * nb : o.rows * nb;
+  const int64_t groups = o.cols / 32;  // FP4's scale groups of a row
+  const int64_t sb = fp8 ? (o.rows + fp8_block - 1) / fp8_block * nb : o.rows * groups;
   const size_t scale_bytes =
       static_cast<size_t>(sb) * (scale && scale->dtype == DType::kF32 ? 4 : 1);
   if (weight.nbytes != static_cast<size_t>(fp8 ? o.rows * o.cols : o.rows * o.cols / 2) ||
@@ -135,16 +136,21 @@ StatusOr<MmaOperand> QuantizedToMma(const TensorView& weight, const TensorView* 
   o.e4m3.resize(static_cast<size_t>(o.rows * o.cols));
   o.scale.resize(static_cast<size_t>(o.rows * nb));
   for (int64_t i = 0; i < o.rows; ++i) {
-    for (int64_t jb = 0; jb < nb; ++jb) {
-      o.scale[i * nb + jb] = fp8 ? ScaleValue(*scale, (i / fp8_block) * nb + jb)
-                                 : E8M0ToFloat(scale->data[i * nb + jb]);
+    if (fp8) {
+      for (int64_t jb = 0; jb < nb; ++jb)
+        o.scale[i * nb + jb] = ScaleValue(*scale, (i / fp8_block) * nb + jb);
+      for (int64_t j = 0; j < o.cols; ++j) o.e4m3[i * o.cols + j] = weight.data[i * o.cols + j];
+      continue;
     }
-    for (int64_t j = 0; j < o.cols; ++j) {
-      if (fp8) {
-        o.e4m3[i * o.cols + j] = weight.data[i * o.cols + j];
-      } else {
+    const uint8_t* const g = scale->data + i * groups;  // the row's group bytes
+    for (int64_t jb = 0; jb < nb; ++jb) {
+      const int64_t g0 = jb * 4, g1 = std::min(groups, g0 + 4);
+      const uint8_t e_max = *std::max_element(g + g0, g + g1);
+      o.scale[i * nb + jb] = E8M0ToFloat(e_max);
+      for (int64_t j = g0 * 32; j < g1 * 32; ++j) {
         const uint8_t byte = weight.data[i * (o.cols / 2) + j / 2];
-        o.e4m3[i * o.cols + j] = FloatToE4M3(E2M1ToFloat(j % 2 ? byte >> 4 : byte & 0xf));
+        o.e4m3[i * o.cols + j] =
+            E2M1ToE4M3Shifted(j % 2 ? byte >> 4 : byte & 0xf, e_max - g[j / 32]);
       }
     }
   }

@@ -22,9 +22,13 @@ StatusOr<std::vector<float>> DequantizeToF32(const TensorView& weight, const Ten
                                              const std::vector<int64_t>& shape, int fp8_block);
 
 // What an FP8-instruction linear multiplies (backend/wgmma_fp8.h): the weight's e4m3 codes
-// [rows, cols] (FP4: its e2m1 values as e4m3 codes) and each row's scales [rows, ceil(cols / bc)]
-// (bc: the FP8 block, or 32 for FP4; an FP8 block's scale repeated on each of its rows, so that
-// matrices stack by rows).
+// [rows, cols] and each row's scales [rows, ceil(cols / bc)] (bc: the FP8 block, an FP8 block's
+// scale repeated on each of its rows, so that matrices stack by rows; FP4: 128). FP4 is
+// re-expressed in FP8's form: per row and 128-column block, its scale 2^(e_max - 127), e_max the
+// largest of its four groups' ue8m0 bytes, and each group's e2m1 codes as E2M1ToE4M3Shifted(code,
+// e_max - e_group): exact while a block's group exponents span at most 8 binades (below, the
+// codes round as e4m3 does). So an FP4 block is one chain of four k32 steps and one promotion,
+// as an FP8 block is (the mode's kernels: fp8mma_linear_sm90.cu).
 struct MmaOperand {
   std::vector<uint8_t> e4m3;
   std::vector<float> scale;

@@ -16,10 +16,12 @@
 #include "backend/cuda/fp8mma_linear.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/runtime.h"
+#include "base/check.h"
 #include "base/dtype.h"
 #include "base/thread_pool.h"
 #include "gpu_test_util.h"
 #include "io/quant.h"
+#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace dsinfer::backend::cuda {
@@ -59,15 +61,19 @@ struct MmaWeight {
           row_scale[r * nb + b] = E8M0ToFloat(q.scale[(r / 128) * nb + b]);
       PackMmaScalesFp8(row_scale.data(), n, k, reinterpret_cast<float*>(scale.data()));
     } else {
+      // Groups of a 128-column block 0 to 14 binades apart (varying by row), so that every shift
+      // of the re-expression (io::QuantizedToMma: exact to 8, rounded, zeros from 13) shows.
+      for (int64_t i = 0; i < n * k; ++i)
+        w[i] = std::ldexp(w[i], -static_cast<int>((7 * (i % k / 32) + i / k) % 15));
       const auto q = io::QuantizeFp4(w, n, k);
       data = q.data;
-      bc = 32;
-      for (int64_t i = 0; i < n * k; ++i) {
-        const uint8_t byte = q.data[i / 2];
-        codes[i] = FloatToE4M3(E2M1ToFloat(i % 2 == 0 ? (byte & 0xf) : (byte >> 4)));
-      }
-      row_scale.resize(q.scale.size());
-      for (size_t i = 0; i < q.scale.size(); ++i) row_scale[i] = E8M0ToFloat(q.scale[i]);
+      io::TensorView wv{"w", DType::kU8, q.data_shape, q.data.data(), q.data.size()};
+      io::TensorView sv{"s", DType::kF8E8M0, q.scale_shape, q.scale.data(), q.scale.size()};
+      auto mo = io::QuantizedToMma(wv, &sv, {n, k}, 128);
+      DSINFER_CHECK(mo.ok());
+      codes = mo->e4m3;
+      row_scale = mo->scale;
+      bc = mo->bc;
       PackMmaScalesFp4(q.scale.data(), n, k, scale.data());
     }
     wd = Upload(data);

@@ -4,6 +4,7 @@
 // independent of the batch and the thread split.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -148,7 +149,7 @@ TEST(Fp8MmaLinear, ModeGemmIsTheExactGemmWithinTheTruncation) {
     auto deq = io::DequantizeToF32(wv, &sv, {n, k}, 128);
     auto mma = io::QuantizedToMma(wv, &sv, {n, k}, 128);
     ASSERT_TRUE(deq.ok() && mma.ok()) << mma.status().ToString();
-    ASSERT_EQ(mma->bc, fp4 ? 32 : 128);
+    ASSERT_EQ(mma->bc, 128);  // (FP4 re-expressed per 128-column block)
     cpu::WeightView exact(deq->data());
     exact.act_quant = true;
     cpu::WeightView mode = exact;
@@ -169,6 +170,55 @@ TEST(Fp8MmaLinear, ModeGemmIsTheExactGemmWithinTheTruncation) {
 }
 
 // ActQuantCodes holds ActQuantRow's values as codes and scales, bit for bit.
+// FP4 in the mode: per row and 128-column block one scale, 2^(e_max - 127) of the block's four
+// group bytes, and each code its value times 2^(e_group - e_max) as e4m3: the dequantized value
+// exactly while the groups span at most 8 binades, the nearest e4m3 code beyond (a span of 13 and
+// more: zeros, signed). The blocks here span 0 to 15 binades (k = 352: a last block of 3 groups).
+TEST(Fp8MmaLinear, Fp4ReexpressedPerBlock) {
+  std::mt19937 rng(45);
+  const int64_t n = 16, k = 352, groups = k / 32;
+  std::vector<uint8_t> codes(n * k / 2), bytes(n * groups);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t g = 0; g < groups; ++g)  // row r's blocks span up to r binades
+      bytes[r * groups + g] = static_cast<uint8_t>(120 - (g % 4 == 1 ? r : rng() % (r / 2 + 1)));
+  io::TensorView wv{"w", DType::kU8, {n, k / 2}, codes.data(), codes.size()};
+  io::TensorView sv{"s", DType::kF8E8M0, {n, groups}, bytes.data(), bytes.size()};
+  auto deq = io::DequantizeToF32(wv, &sv, {n, k}, 128);
+  auto mma = io::QuantizedToMma(wv, &sv, {n, k}, 128);
+  ASSERT_TRUE(deq.ok() && mma.ok()) << mma.status().ToString();
+  ASSERT_EQ(mma->bc, 128);
+  const int64_t nb = (k + 127) / 128;
+  int inexact = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      const uint8_t* g = &bytes[r * groups];
+      const int64_t g0 = (c / 128) * 4, g1 = std::min(groups, g0 + 4);
+      const uint8_t e_max = *std::max_element(g + g0, g + g1);
+      const float scale = mma->scale[r * nb + c / 128];
+      ASSERT_EQ(scale, std::ldexp(1.0f, e_max - 127)) << r << " " << c;
+      const int d = e_max - g[c / 32];
+      const uint8_t nib = (codes[(r * k + c) / 2] >> (4 * (c % 2))) & 15;
+      const uint8_t got = mma->e4m3[r * k + c];
+      ASSERT_EQ(got, E2M1ToE4M3Shifted(nib, d)) << r << " " << c;
+      ASSERT_EQ(got, FloatToE4M3(std::ldexp(E2M1ToFloat(nib), -d))) << r << " " << c;
+      const float value = E4M3ToFloat(got) * scale, want = (*deq)[r * k + c];
+      if (d <= 8) {
+        ASSERT_EQ(value, want) << r << " " << c << " span " << d;
+      } else {
+        inexact += value != want;
+        if (d >= 13) {
+          ASSERT_EQ(got & 0x7f, 0) << r << " " << c;
+        }
+      }
+    }
+  EXPECT_GT(inexact, 0);  // (the test reaches the inexact spans)
+  EXPECT_EQ(E2M1ToE4M3Shifted(0x9, 0), 0xb0);   // -0.5
+  EXPECT_EQ(E2M1ToE4M3Shifted(0x9, 9), 0x80);   // -0.5 * 2^-9 = -2^-10: a tie, to -0
+  EXPECT_EQ(E2M1ToE4M3Shifted(0x7, 12), 0x01);  // 6 * 2^-12 = 0.75 of the least subnormal
+  EXPECT_EQ(E2M1ToE4M3Shifted(0x7, 13), 0x00);
+}
+
 TEST(Fp8MmaLinear, ActQuantCodesAreActQuantRow) {
   std::mt19937 rng(42);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -159,10 +159,16 @@ __host__ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32
 // bytes (the same values): the magnitudes through a byte table (0, 0.5, 1, 1.5, 2, 3, 4, 6 ->
 // 0x00, 0x30, 0x38, 0x3c, 0x40, 0x44, 0x48, 0x4c), the signs through prmt's sign-replicate mode
 // (a selector nibble with bit 3 set gives 0xff from a byte 0x80, else 0x80).
-__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
-  const uint32_t mag = Prmt(0x3c383000u, 0x4c484440u, v & 0x7777u);
+// With the magnitudes' bytes from a table (lo: codes 0..3, hi: 4..7; here e4m3 of 0 .. 6), the
+// same turns four codes into e4m3 codes of their values times 2^-d (the FP8-instruction mode's FP4
+// operand, base/dtype.h E2M1ToE4M3Shifted: the table of shift d).
+__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v, uint32_t lo, uint32_t hi) {
+  const uint32_t mag = Prmt(lo, hi, v & 0x7777u);
   const uint32_t rep = Prmt(0x80808080u, 0x80808080u, v & 0xffffu);
   return mag | (((rep & 0x7f7f7f7fu) << 1) & 0x80808080u);
+}
+__host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
+  return E2m1x4ToE4m3(v, 0x3c383000u, 0x4c484440u);
 }
 
 }  // namespace dsinfer::backend::cuda::fp8mma

@@ -42,6 +42,7 @@
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "base/check.h"
+#include "base/dtype.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -99,20 +100,27 @@ __device__ __forceinline__ float Ue8m0(uint32_t b) {
                     : __uint_as_float(b << 23);
 }
 
-// Slice bookkeeping: kb (a 128-column block, from kb0) ends a slice when the next block starts one
-// or k ends; the first slice of the range is stored, the others added, in order.
-template <bool kFp4>
+// The largest of a row's four group bytes (its 128-column block's e_max).
+__device__ __forceinline__ uint32_t BlockExp(uint32_t g) {
+  uint32_t m = __vmaxu4(g, g >> 16);
+  m = __vmaxu4(m, m >> 8);
+  return m & 0xffu;
+}
+
+// Slice bookkeeping (FP4 re-expressed in FP8's form takes FP8's slices): kb (a 128-column block,
+// from kb0) ends a slice when the next block starts one or k ends; the first slice of the range is
+// stored, the others added, in order.
+constexpr int kSliceBlocks = SliceCols(false) / kBK;
 __device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
-  constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
   return (kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk;
 }
 
 // The register-total kernels' end of a 128-column block kb (of a launch's whole k): when a slice
 // ends, its sum joins the total (the first slice's as it is) and the slice's sum restarts.
-template <bool kFp4, int kF>
+template <int kF>
 __device__ __forceinline__ void FoldSlice(int kb, int nblk, float (&acc)[kF], float (&tot)[kF]) {
-  if (!SliceEnds<kFp4>(kb, nblk)) return;
-  const bool first = kb < SliceCols(kFp4) / kBK;
+  if (!SliceEnds(kb, nblk)) return;
+  const bool first = kb < kSliceBlocks;
 #pragma unroll
   for (int i = 0; i < kF; ++i) {
     tot[i] = first ? acc[i] : tot[i] + acc[i];
@@ -145,6 +153,9 @@ struct TileArgs {
   const int32_t* pairs;
   int x_row_div;
   float* part;  // split by slice: part[(slice * m + row) * n + weight row]
+  // FP4: the e4m3 magnitudes of the e2m1 codes 0..7 times 2^-d, d = 0..15 (lo: codes 0..3, hi:
+  // 4..7; from d = 13 on zeros), which the kernels copy to shared memory (Fp4Fragments).
+  uint2 fp4_tab[16];
 };
 
 constexpr int kTileThreads = 256, kTileStages = 4;
@@ -175,7 +186,8 @@ struct TileCfg {
   // source rows and output rows.
   static constexpr int kTotalsOff = kTileStages * kStageBytes;
   static constexpr int kRowsOff = kTotalsOff + kN / 2 * kTileThreads * 4;
-  static constexpr int kSmem = kRowsOff + 2 * kN * 4;
+  static constexpr int kTabOff = kRowsOff + 2 * kN * 4;  // TileArgs::fp4_tab
+  static constexpr int kSmem = kTabOff + 16 * 8;
 };
 
 template <int kN>
@@ -188,6 +200,31 @@ template <bool kFp4>
 __host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
   const int row = r + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2);
   return row * (kFp4 ? 80 : 144) + (kFp4 ? k / 2 : k);
+}
+
+// FP4 in FP8's form (io::QuantizedToMma): the block's A fragments af[s][q] (rows r0 / r0 + 8 of
+// the stage's weights wr, k32 step s) as e4m3 codes of the e2m1 values times 2^(e_group - e_max)
+// (the shift's magnitudes from tab), and the rows' block scales 2^(e_max - 127). sc: the stage's
+// 128 rows' four group bytes each.
+__device__ __forceinline__ void Fp4Fragments(const uint8_t* wr, const uint8_t* sc, const uint2* tab,
+                                             int r0, int t, uint32_t (&af)[4][4], float* s_lo,
+                                             float* s_hi) {
+  const uint32_t* sg = reinterpret_cast<const uint32_t*>(sc);
+  const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
+  const uint32_t e_lo = BlockExp(g_lo), e_hi = BlockExp(g_hi);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint2 tl = tab[min(e_lo - ((g_lo >> (8 * s)) & 0xffu), 15u)];
+    const uint2 th = tab[min(e_hi - ((g_hi >> (8 * s)) & 0xffu), 15u)];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint2 tb = q % 2 ? th : tl;  // (register q's row: r0 + 8 (q % 2))
+      af[s][q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)),
+                              tb.x, tb.y);
+    }
+  }
+  *s_lo = Ue8m0(e_lo);
+  *s_hi = Ue8m0(e_hi);
 }
 
 // grid: (row blocks, token tiles | expert slots, slices (split) | token tile stride (experts)).
@@ -217,7 +254,6 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
     tt0 = blockIdx.z;
     tt_step = gridDim.z;
   } else if (a.part != nullptr) {  // one slice
-    constexpr int kSliceBlocks = SliceCols(kFp4) / kBK;
     kb0 = blockIdx.z * kSliceBlocks;
     kb1 = min(nblk, kb0 + kSliceBlocks);
   }
@@ -226,6 +262,9 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
   const uint8_t* const xq = a.xq + xblk * kBK;
   int* const src_row = reinterpret_cast<int*>(smem + C::kRowsOff);
   int* const out_row = src_row + kN;
+  uint2* const tab = reinterpret_cast<uint2*>(smem + C::kTabOff);
+  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];  // (seen after the
+                                                                             // tile's barrier)
   float* const totals = reinterpret_cast<float*>(smem + C::kTotalsOff) + threadIdx.x;
   const int wbytes = kFp4 ? kBK / 2 : kBK;               // a row's bytes of a block
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
@@ -292,60 +331,29 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
       const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
       const uint32_t xa = SmemAddr(st);
       uint32_t af[4][4];  // step s's A fragment: rows r0 / r0 + 8, k 32 s + 4 t .. + 3 and + 16
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if constexpr (kFp4) {
-            af[s][q] =
-                E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)));
-          } else {
-            af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
-          }
-        }
-      }
-      if constexpr (kFp4) {  // each group's step from zero, then its promotion
-        const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
-        const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
-        if constexpr (kN == 8) {  // the four steps in flight together (16 accumulator floats)
-          float r[4][kF];
-          WgmmaFence();
-#pragma unroll
-          for (int s = 0; s < 4; ++s) WgmmaStep<kN>(r[s], af[s], xa + s * kN * 32, 0);
-          WgmmaCommit();
-          WgmmaWait<0>();
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            WgmmaFenceOperand(r[s]);
-            Promote<kN>(r[s], sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu),
-                        Ue8m0((g_hi >> (8 * s)) & 0xffu), acc);
-          }
-        } else {  // one at a time (a second 64-float accumulator serializes the steps)
-          float r[kF];
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            WgmmaFence();
-            WgmmaStep<kN>(r, af[s], xa + s * kN * 32, 0);
-            WgmmaCommit();
-            WgmmaWait<0>();
-            WgmmaFenceOperand(r);
-            Promote<kN>(r, sx, t, Ue8m0((g_lo >> (8 * s)) & 0xffu),
-                        Ue8m0((g_hi >> (8 * s)) & 0xffu), acc);
-          }
-        }
+      float s_lo, s_hi;   // the rows' scales of the block
+      if constexpr (kFp4) {
+        Fp4Fragments(wr, st + C::kScOff, tab, r0, t, af, &s_lo, &s_hi);
       } else {
-        float r[kF];
-        WgmmaFence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) WgmmaStep<kN>(r, af[s], xa + s * kN * 32, s);
-        WgmmaCommit();
-        WgmmaWait<0>();
-        WgmmaFenceOperand(r);
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
         const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-        Promote<kN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
+        s_lo = sw[r0];
+        s_hi = sw[r0 + 8];
       }
-      if (SliceEnds<kFp4>(kb, nblk)) {  // a slice ends: into the total
-        const bool first = a.part != nullptr || kb < SliceCols(kFp4) / kBK;
+      float r[kF];
+      WgmmaFence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s) WgmmaStep<kN>(r, af[s], xa + s * kN * 32, s);
+      WgmmaCommit();
+      WgmmaWait<0>();
+      WgmmaFenceOperand(r);
+      Promote<kN>(r, sx, t, s_lo, s_hi, acc);
+      if (SliceEnds(kb, nblk)) {  // a slice ends: into the total
+        const bool first = a.part != nullptr || kb < kSliceBlocks;
 #pragma unroll
         for (int i = 0; i < kF; ++i) {
           totals[i * kTileThreads] = first ? acc[i] : totals[i * kTileThreads] + acc[i];
@@ -404,7 +412,9 @@ template <bool kFp4>
 struct WsCfg {
   using T = TileCfg<kFp4, 128>;
   static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
-  static constexpr int kSmem = kWsStages * kStageBytes + 2 * kWsStages * 8 + 1024;
+  static constexpr int kTabOff = kWsStages * kStageBytes + 128;  // after the ring's barriers
+  static constexpr int kSmem = kTabOff + 16 * 8 + 1024;
+  static_assert(2 * kWsStages * 8 <= 128, "the barriers fit before the table");
 };
 __host__ __device__ __forceinline__ int XSwizzledOff(int i, int ch) {
   return i * 128 + ((ch ^ (i % 8)) << 4);
@@ -428,6 +438,7 @@ struct WsTile {
   int nblk;   // 128-column blocks of k
   int r0;     // the thread's rows r0, r0 + 8 of the block
   int lane;
+  const uint2* tab;  // FP4: TileArgs::fp4_tab in shared memory
 };
 
 // A consumer thread's share of a token tile of kN rows (WsTileRows): the ring's stages of k in
@@ -450,43 +461,31 @@ __device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
     const uint8_t* wr = st + C::kXBytes;
     const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
     const uint32_t xa = SmemAddr(st);
-    float r[kF];
+    uint32_t af[4][4];
+    float s_lo, s_hi;
     if constexpr (kFp4) {
-      const uint32_t* sg = reinterpret_cast<const uint32_t*>(st + C::kScOff);
-      const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
-#pragma unroll 1  // (unrolled, the groups keep more registers live and spill)
-      for (int q = 0; q < 4; ++q) {
-        uint32_t af[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          af[i] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, i, q, t)));
-        WgmmaFence();
-        fp8mma::WgmmaFp8Rs<kN>(r, af, WgmmaDescSw128(xa + q * 32), 0);
-        WgmmaCommit();
-        WgmmaWait<0>();
-        WgmmaFenceOperand(r);
-        Promote<kN>(r, sx, t, Ue8m0((g_lo >> (8 * q)) & 0xffu), Ue8m0((g_hi >> (8 * q)) & 0xffu),
-                    acc);
-      }
+      Fp4Fragments(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
     } else {
-      uint32_t af[4][4];
 #pragma unroll
       for (int q = 0; q < 4; ++q)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
-      WgmmaFence();
-#pragma unroll
-      for (int q = 0; q < 4; ++q) fp8mma::WgmmaFp8Rs<kN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
-      WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaFenceOperand(r);
       const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-      Promote<kN>(r, sx, t, sw[r0], sw[r0 + 8], acc);
+      s_lo = sw[r0];
+      s_hi = sw[r0 + 8];
     }
+    float r[kF];
+    WgmmaFence();
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fp8mma::WgmmaFp8Rs<kN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
+    WgmmaCommit();
+    WgmmaWait<0>();
+    WgmmaFenceOperand(r);
+    Promote<kN>(r, sx, t, s_lo, s_hi, acc);
     __syncwarp();
     if (c.lane == 0) MbarArrive(c.empty + s);  // the warp is done with the stage
-    FoldSlice<kFp4>(kb, c.nblk, acc, tot);
+    FoldSlice(kb, c.nblk, acc, tot);
   }
   // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
 #pragma unroll
@@ -509,6 +508,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
   uint64_t* const empty = full + kWsStages;
+  uint2* const tab = reinterpret_cast<uint2*>(smem + WsCfg<kFp4>::kTabOff);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kWsStages; ++s) {
@@ -517,6 +517,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     FenceMbarInit();
   }
+  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];
   __syncthreads();
   PdlTrigger();
   PdlWait();
@@ -572,7 +573,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
   uint32_t uses = 0;
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-    const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, count - tt * kBN, nblk, r0, lane};
+    const WsTile tile{a,    smem, full, empty, rb, base + tt * kBN, count - tt * kBN, nblk, r0,
+                      lane, tab};
     switch (WsTileRows(count - tt * kBN)) {
       case 32:
         WsConsume<kFp4, 32>(tile, &uses);
@@ -688,7 +690,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
       Promote<128>(r, reinterpret_cast<const float2*>(sx_at(st)), t4, sw[r0], sw[r0 + 8], acc);
       __syncwarp();
       if (lane == 0) MbarArrive(empty + st);  // the warp is done with the stage
-      FoldSlice<false>(kb, nblk, acc, tot);
+      FoldSlice(kb, nblk, acc, tot);
     }
     // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t4 + e % 2.
     const int64_t row = rb * kBM + r0;
@@ -775,6 +777,20 @@ void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, int tile, dim3 grid
 // The token tile of a launch of about `rows` rows (per expert slot): 8 for decode sizes.
 int TileFor(int64_t rows) { return rows <= 32 ? 8 : 128; }
 
+// TileArgs::fp4_tab: byte i of shift d's words is E2M1ToE4M3Shifted(i, d) (the CPU's codes).
+struct Fp4Table {
+  uint2 tab[16];
+  Fp4Table() {
+    for (int d = 0; d < 16; ++d) {
+      uint32_t w[2] = {0, 0};
+      for (int i = 0; i < 8; ++i)
+        w[i / 4] |= static_cast<uint32_t>(E2M1ToE4M3Shifted(static_cast<uint8_t>(i), d))
+                    << (8 * (i % 4));
+      tab[d] = make_uint2(w[0], w[1]);
+    }
+  }
+};
+
 // What every launch of the mode checks: the weights' layout and shape, the input quantized into
 // the scratch (returned through *t: codes, scales).
 void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, int64_t width,
@@ -801,6 +817,8 @@ void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, in
   t->ldq = ldq;
   t->xs_t = aq.s;
   t->ld_t = ld_t;
+  static const Fp4Table kFp4Tab;
+  std::memcpy(t->fp4_tab, kFp4Tab.tab, sizeof(t->fp4_tab));
 }
 
 }  // namespace
@@ -866,7 +884,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
       TryLaunchTma(t, width, stream))
     return;
   // Fewer blocks than SMs: a block per k slice too, their sums added after (the same order).
-  const int slices = static_cast<int>((w.k + SliceCols(fp4) - 1) / SliceCols(fp4));
+  const int slices = static_cast<int>((w.k + SliceCols(false) - 1) / SliceCols(false));
   if (slices > 1 && blocks < SmCount() && p.aq.part != nullptr &&
       slices * p.m * w.n <= p.aq.part_count) {
     t.part = p.aq.part;
