@@ -174,7 +174,7 @@ TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
       {WeightFormat::kFp8, 100, 9000, 512, "tile"},  {WeightFormat::kFp8, 130, 256, 1024, "tma"},
       {WeightFormat::kFp8, 300, 200, 544, "tma"},    {WeightFormat::kFp8, 129, 128, 128, "tma"},
       {WeightFormat::kFp8, 100, 64, 64, "tile"},     {WeightFormat::kFp4, 1, 96, 2048, "split"},
-      {WeightFormat::kFp4, 5, 208, 512, "split"},    {WeightFormat::kFp4, 140, 256, 1024, "split"},
+      {WeightFormat::kFp4, 5, 208, 544, "split"},    {WeightFormat::kFp4, 140, 256, 1024, "split"},
       {WeightFormat::kFp4, 2, 64, 96, "tile"},       {WeightFormat::kFp4, 300, 64, 256, "tile"},
       {WeightFormat::kFp4, 200, 8448, 1024, "tile"},
   };
