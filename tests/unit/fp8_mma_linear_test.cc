@@ -212,7 +212,7 @@ TEST(Fp8MmaLinear, Fp4ReexpressedPerBlock) {
         }
       }
     }
-  EXPECT_GT(inexact, 0);  // (the test reaches the inexact spans)
+  EXPECT_GT(inexact, 0);                        // (the test reaches the inexact spans)
   EXPECT_EQ(E2M1ToE4M3Shifted(0x9, 0), 0xb0);   // -0.5
   EXPECT_EQ(E2M1ToE4M3Shifted(0x9, 9), 0x80);   // -0.5 * 2^-9 = -2^-10: a tie, to -0
   EXPECT_EQ(E2M1ToE4M3Shifted(0x7, 12), 0x01);  // 6 * 2^-12 = 0.75 of the least subnormal

@@ -43,8 +43,9 @@ TEST(WeightFormatTest, OfficialFp8Fp4QuantizesActivations) {
 
 // The FP8-instruction numerics mode (ModelOptions::fp8_mma; backend/wgmma_fp8.h): the FP8 / FP4
 // linears multiply the weights' and act_quant's codes as Hopper's FP8 MMA does (13 bits a step,
-// promoted to fp32 per 128 columns, FP4 re-expressed per 128-column block). Related to the exact products, not equal; every
-// schedule and thread count gives the same bits; weights that are not FP8 / FP4 do not change.
+// promoted to fp32 per 128 columns, FP4 re-expressed per 128-column block). Related to the exact
+// products, not equal; every schedule and thread count gives the same bits; weights that are not
+// FP8 / FP4 do not change.
 TEST(WeightFormatTest, Fp8MmaModeRoundsAsTheInstructions) {
   const std::vector<int32_t> ids = {5,  17, 250, 3,  3,  99, 120, 7,   8, 9,
                                     10, 11, 12,  13, 14, 15, 16,  200, 1, 2};

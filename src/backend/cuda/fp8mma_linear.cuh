@@ -1,10 +1,12 @@
 // The FP8-instruction numerics mode's linears (fp8mma_linear_sm90.cu; internal to backend/cuda:
 // linear_sm90.cu's launchers route weights with WeightRef::mma here). Every output element is
 // backend/wgmma_fp8.h's fp8mma::Dot of the row's act_quant codes and the weight row, bit for bit
-// (the CPU reference is cpu::Fp8MmaGemm): per k slice (512 columns FP8, 256 FP4) from zero, per
-// 128-column block (FP8: four wgmma k32 .e4m3 steps chained from zero) or 32-column group (FP4:
-// one step) acc = fmaf(r, s_w * s_x, acc), the slices added in order. Which kernel runs (the
-// TMA warp-specialized tile, the gather tile, split by slice or not) changes no bit.
+// (the CPU reference is cpu::Fp8MmaGemm): per k slice of 512 columns from zero, per 128-column
+// block four wgmma k32 .e4m3 steps chained from zero and acc = fmaf(r, s_w * s_x, acc), the slices
+// added in order. FP4 weights in FP8's form (io::QuantizedToMma): per row and block the scale
+// 2^(e_max - 127) of its groups' largest ue8m0 byte, each group's codes shifted by its distance
+// from it. Which kernel runs (the TMA warp-specialized tile, the gather tile, split by slice or
+// not) changes no bit.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // The FP8-instruction numerics mode's linears (fp8mma_linear.cuh says what they compute): the
 // operands' e4m3 codes go into wgmma .e4m3 as stored (FP4's e2m1 codes turned into e4m3 in
-// registers), each short chain promoted into an fp32 sum (DeepGEMM's design), every chain a
+// registers, shifted: Fp4Fragments), each short chain promoted into an fp32 sum (DeepGEMM's
+// design), every chain a
 // function of (n, k) alone, so a row's bits do not depend on the batch, the tile or the kernel.
 //
 // Three kernels, the same operations per element:
@@ -228,8 +229,7 @@ __device__ __forceinline__ void Fp4Fragments(const uint8_t* wr, const uint8_t* s
 }
 
 // grid: (row blocks, token tiles | expert slots, slices (split) | token tile stride (experts)).
-// kN: the token tile, 128 (many rows), or 8 (decode: small stages, several blocks an SM, FP4's four
-// group steps in flight together).
+// kN: the token tile, 128 (many rows), or 8 (decode: small stages, several blocks an SM).
 template <bool kFp4, bool kExpert, int kN>
 __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
     MmaTileKernel(const __grid_constant__ TileArgs a) {
@@ -263,8 +263,9 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
   int* const src_row = reinterpret_cast<int*>(smem + C::kRowsOff);
   int* const out_row = src_row + kN;
   uint2* const tab = reinterpret_cast<uint2*>(smem + C::kTabOff);
-  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];  // (seen after the
-                                                                             // tile's barrier)
+  if (kFp4 && threadIdx.x < 16)
+    tab[threadIdx.x] = a.fp4_tab[threadIdx.x];  // (seen after the
+                                                // tile's barrier)
   float* const totals = reinterpret_cast<float*>(smem + C::kTotalsOff) + threadIdx.x;
   const int wbytes = kFp4 ? kBK / 2 : kBK;               // a row's bytes of a block
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
@@ -573,9 +574,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
   uint32_t uses = 0;
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-    const WsTile tile{a,    smem, full, empty, rb, base + tt * kBN, count - tt * kBN, nblk, r0,
-                      lane, tab};
-    switch (WsTileRows(count - tt * kBN)) {
+    const int left = count - tt * kBN;
+    const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, left, nblk, r0, lane, tab};
+    switch (WsTileRows(left)) {
       case 32:
         WsConsume<kFp4, 32>(tile, &uses);
         break;
