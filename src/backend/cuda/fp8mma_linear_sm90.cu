@@ -1,6 +1,6 @@
 // The FP8-instruction numerics mode's linears (fp8mma_linear.cuh says what they compute): the
 // operands' e4m3 codes go into wgmma .e4m3 as stored (FP4's e2m1 codes turned into e4m3 in
-// registers, shifted: Fp4Fragments), each short chain promoted into an fp32 sum (DeepGEMM's
+// registers, shifted: BlockFragments), each short chain promoted into an fp32 sum (DeepGEMM's
 // design), every chain a
 // function of (n, k) alone, so a row's bits do not depend on the batch, the tile or the kernel.
 //
@@ -155,7 +155,7 @@ struct TileArgs {
   int x_row_div;
   float* part;  // split by slice: part[(slice * m + row) * n + weight row]
   // FP4: the e4m3 magnitudes of the e2m1 codes 0..7 times 2^-d, d = 0..15 (lo: codes 0..3, hi:
-  // 4..7; from d = 13 on zeros), which the kernels copy to shared memory (Fp4Fragments).
+  // 4..7; from d = 13 on zeros), which the kernels copy to shared memory (BlockFragments).
   uint2 fp4_tab[16];
 };
 
@@ -203,13 +203,26 @@ __host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
   return row * (kFp4 ? 80 : 144) + (kFp4 ? k / 2 : k);
 }
 
-// FP4 in FP8's form (io::QuantizedToMma): the block's A fragments af[s][q] (rows r0 / r0 + 8 of
-// the stage's weights wr, k32 step s) as e4m3 codes of the e2m1 values times 2^(e_group - e_max)
-// (the shift's magnitudes from tab), and the rows' block scales 2^(e_max - 127). sc: the stage's
-// 128 rows' four group bytes each.
-__device__ __forceinline__ void Fp4Fragments(const uint8_t* wr, const uint8_t* sc, const uint2* tab,
-                                             int r0, int t, uint32_t (&af)[4][4], float* s_lo,
-                                             float* s_hi) {
+// A stage's A fragments af[s][q] of k32 step s (rows r0 / r0 + 8 of the stage's weights wr) and
+// the rows' scales of the 128-column block, from the stage's scales sc. FP8: the codes and the
+// fp32 scales as stored. FP4 in FP8's form (io::QuantizedToMma): the e4m3 codes of the e2m1
+// values times 2^(e_group - e_max) (the shift's magnitudes from tab), the scales 2^(e_max - 127)
+// (sc: the 128 rows' four group bytes each).
+template <bool kFp4>
+__device__ __forceinline__ void BlockFragments(const uint8_t* wr, const uint8_t* sc,
+                                               const uint2* tab, int r0, int t,
+                                               uint32_t (&af)[4][4], float* s_lo, float* s_hi) {
+  if constexpr (!kFp4) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
+    const float* sw = reinterpret_cast<const float*>(sc);
+    *s_lo = sw[r0];
+    *s_hi = sw[r0 + 8];
+    return;
+  }
   const uint32_t* sg = reinterpret_cast<const uint32_t*>(sc);
   const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
   const uint32_t e_lo = BlockExp(g_lo), e_hi = BlockExp(g_hi);
@@ -333,18 +346,7 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
       const uint32_t xa = SmemAddr(st);
       uint32_t af[4][4];  // step s's A fragment: rows r0 / r0 + 8, k 32 s + 4 t .. + 3 and + 16
       float s_lo, s_hi;   // the rows' scales of the block
-      if constexpr (kFp4) {
-        Fp4Fragments(wr, st + C::kScOff, tab, r0, t, af, &s_lo, &s_hi);
-      } else {
-#pragma unroll
-        for (int s = 0; s < 4; ++s)
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
-        const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-        s_lo = sw[r0];
-        s_hi = sw[r0 + 8];
-      }
+      BlockFragments<kFp4>(wr, st + C::kScOff, tab, r0, t, af, &s_lo, &s_hi);
       float r[kF];
       WgmmaFence();
 #pragma unroll
@@ -464,18 +466,7 @@ __device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
     const uint32_t xa = SmemAddr(st);
     uint32_t af[4][4];
     float s_lo, s_hi;
-    if constexpr (kFp4) {
-      Fp4Fragments(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          af[q][i] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, i, q, t));
-      const float* sw = reinterpret_cast<const float*>(st + C::kScOff);
-      s_lo = sw[r0];
-      s_hi = sw[r0 + 8];
-    }
+    BlockFragments<kFp4>(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
     float r[kF];
     WgmmaFence();
 #pragma unroll
