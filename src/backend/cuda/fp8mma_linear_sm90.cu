@@ -276,9 +276,8 @@ __global__ void __launch_bounds__(kTileThreads, kN == 8 ? 3 : 1)
   int* const src_row = reinterpret_cast<int*>(smem + C::kRowsOff);
   int* const out_row = src_row + kN;
   uint2* const tab = reinterpret_cast<uint2*>(smem + C::kTabOff);
-  if (kFp4 && threadIdx.x < 16)
-    tab[threadIdx.x] = a.fp4_tab[threadIdx.x];  // (seen after the
-                                                // tile's barrier)
+  // (The table is read after the tile loop's first barrier.)
+  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];
   float* const totals = reinterpret_cast<float*>(smem + C::kTotalsOff) + threadIdx.x;
   const int wbytes = kFp4 ? kBK / 2 : kBK;               // a row's bytes of a block
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8
