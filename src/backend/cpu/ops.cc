@@ -27,12 +27,8 @@ void Rope(float* x, int64_t n_pairs, const float* inv_freq, int64_t position, bo
     float s = static_cast<float>(std::sin(static_cast<double>(angle)));
     if (inverse) s = -s;
     const float a = x[2 * i], b = x[2 * i + 1];
-    // The references' rounding (a complex multiply on the GPU fuses the first product): explicit,
-    // so that no compiler's contraction choice changes it. DSpark's golden tells the forms apart
-    // (the other fused form and the unfused one miss its confidences by 1.8e-4; docs/perf.md,
-    // session 41).
-    x[2 * i] = std::fma(a, c, -(b * s));
-    x[2 * i + 1] = std::fma(a, s, b * c);
+    x[2 * i] = a * c - b * s;
+    x[2 * i + 1] = a * s + b * c;
   }
 }
 
