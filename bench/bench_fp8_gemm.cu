@@ -60,12 +60,9 @@ constexpr int kExperts = 256, kTopK = 6;
 bool HostCheck() {
   int bad = 0;
   for (int d = 0; d < 16; ++d) {
-    uint32_t w[2] = {0, 0};
-    for (int i = 0; i < 8; ++i)
-      w[i / 4] |= static_cast<uint32_t>(dsinfer::E2M1ToE4M3Shifted(static_cast<uint8_t>(i), d))
-                  << (8 * (i % 4));
+    const uint2 tab = cu::fp8mma::E2m1ShiftTable(d);
     for (uint32_t v = 0; v < 65536; ++v) {
-      const uint32_t got = cu::fp8mma::E2m1x4ToE4m3(v, w[0], w[1]);
+      const uint32_t got = cu::fp8mma::E2m1x4ToE4m3(v, tab.x, tab.y);
       for (int i = 0; i < 4; ++i)
         bad += static_cast<uint8_t>(got >> (8 * i)) !=
                dsinfer::E2M1ToE4M3Shifted(static_cast<uint8_t>((v >> (4 * i)) & 15u), d);
@@ -173,13 +170,13 @@ struct Scratch {
   cu::DeviceBuffer q, s, part;
   cu::ActQuantScratch aq;
   Scratch(int64_t rows, int64_t width)
-      : q(rows * cu::MmaQuantLd(width)),
-        s((width + 127) / 128 * cu::MmaScaleLd(rows) * 4),
+      : q(cu::MmaQuantBytes(rows, width)),
+        s(cu::MmaScaleCount(rows, width) * 4),
         part(int64_t{4} << 22) {
     aq.q = q.as<uint8_t>();
-    aq.q_bytes = rows * cu::MmaQuantLd(width);
+    aq.q_bytes = cu::MmaQuantBytes(rows, width);
     aq.s = s.as<float>();
-    aq.s_count = (width + 127) / 128 * cu::MmaScaleLd(rows);
+    aq.s_count = cu::MmaScaleCount(rows, width);
     aq.part = part.as<float>();
     aq.part_count = int64_t{1} << 22;
   }

@@ -35,6 +35,7 @@
 
 #include "backend/quant_codec.h"
 #include "backend/wgmma_fp8.h"
+#include "base/dtype.h"
 #include "bench_flags.h"
 #include "fp8_operands.h"  // Quantize, ParallelFor
 
@@ -101,7 +102,8 @@ void Run(const Options& o, bool fp4, int k) {
         for (int c = b; c < b + 128; ++c) {
           const int d = e_max - std::ilogb(wq.Scale(j, c));
           const size_t i = static_cast<size_t>(j) * k + c;
-          shifted[i] = qc::FloatToE4m3(std::ldexp(qc::E4m3ToFloat(wq.e4m3[i]), -d));
+          const uint8_t nibble = (wq.code[i / 2] >> (4 * (i % 2))) & 15u;  // (as io's reads)
+          shifted[i] = dsinfer::E2M1ToE4M3Shifted(nibble, d);
         }
       }
   }

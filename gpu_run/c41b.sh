@@ -5,18 +5,9 @@
 # the gather control (c41a: 142.6); ncu of one warp-specialized experts launch.
 source "$(dirname "$0")/common.sh"
 gpu_build gpu_fp8mma_test dsinfer
-for m in "" "--no-fp8mma-ws-experts"; do
-  timeout 60 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
-  grep -hE "FAILED|Failure" "$OUT/fp8mma_test$m.log" | head -8
-done
-bm() {  # name, flags...
-  local n=$1; shift
-  timeout 150 build-cuda/bin/dsinfer bench --preset flash-l8 --steps 10 --prefill 8192 --kv-cache-dtype fp8 "$@" > "$OUT/bench_$n.jsonl" 2>&1; echo "bench $n rc=$? $(( $(date +%s) - t0 )) s"
-  grep -o '"bench": "decode", "batch": [0-9]*, "context": [0-9]*, "step_ms": [0-9.]*\|"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"moe_routed_experts_ms": [0-9.]*' "$OUT/bench_$n.jsonl" | tr '\n' ' '; echo
-  grep -iE "error|abort|fail" "$OUT/bench_$n.jsonl" | head -3
-}
-bm mma --batches 1 --fp8-mma
-bm mma_gather --batches 1 --fp8-mma --no-fp8mma-ws-experts
+fp8mma_tests
+bench_flash mma --batches 1 --fp8-mma
+bench_flash mma_gather --batches 1 --fp8-mma --no-fp8mma-ws-experts
 timeout 150 ncu --clock-control none -k regex:MmaWsExpertKernel --launch-skip 4 --launch-count 1 --set full -o "$OUT/ws" build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 1 --prefill 8192 --kv-cache-dtype fp8 --fp8-mma > "$OUT/ncu_run.log" 2>&1; echo "ncu rc=$? $(( $(date +%s) - t0 )) s"
 [ -f "$OUT/ws.ncu-rep" ] && ncu -i "$OUT/ws.ncu-rep" --page details > "$OUT/ws_details.txt" 2>&1 && rm -f "$OUT/ws.ncu-rep"
 grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Executed Ipc|Issue Slots Busy|Block Size|Grid Size" "$OUT/ws_details.txt" | head -14

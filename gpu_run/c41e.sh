@@ -4,10 +4,7 @@
 # of 40 (an activation-rounding flip, as the default pair's). The op tests both ways, the GPU suite.
 source "$(dirname "$0")/common.sh"
 gpu_build
-for m in "" "--no-fp8mma-ws-experts"; do
-  timeout 60 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
-  grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
-done
+fp8mma_tests
 timeout 330 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j6 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
 grep -E "tests passed|tests failed|\*\*\*|Failed|Timeout|rel err" "$OUT/ctest.log" | head -30
 echo "total $(( $(date +%s) - t0 )) s"

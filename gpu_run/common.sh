@@ -1,6 +1,7 @@
 # Sourced by the gpu_run scripts: the repository root, the clock t0, the card, the carried deps
 # (.devcarry/deps.tar.xz) unpacked once, and gpu_build (configure cuda-release with -lineinfo and
-# build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails).
+# build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
+# fp8mma_tests (gpu_fp8mma_test on both expert kernels) and bench_flash (flash-l8's model bench).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -10,4 +11,20 @@ gpu_build() {  # [targets...]: only these (default: everything)
   cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build --preset cuda-release -j16 ${1:+--target "$@"} > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
   echo "== build ok $(( $(date +%s) - t0 )) s"; rm -f "$OUT/build.log" "$OUT/configure.log"
+}
+# flash-l8's model bench (8,192-token prefill, FP8 cache) with the given flags into
+# $OUT/bench_NAME.jsonl; prints decode steps, the prefill and the routed experts' time.
+bench_flash() {  # name, flags...
+  local n=$1; shift
+  timeout 150 build-cuda/bin/dsinfer bench --preset flash-l8 --steps 10 --prefill 8192 --kv-cache-dtype fp8 "$@" > "$OUT/bench_$n.jsonl" 2>&1; echo "bench $n rc=$? $(( $(date +%s) - t0 )) s"
+  grep -o '"bench": "decode", "batch": [0-9]*, "context": [0-9]*, "step_ms": [0-9.]*\|"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"moe_routed_experts_ms": [0-9.]*' "$OUT/bench_$n.jsonl" | tr '\n' ' '; echo
+  grep -iE "error|abort|fail" "$OUT/bench_$n.jsonl" | head -3
+}
+# gpu_fp8mma_test on the warp-specialized experts' kernel and on the gather tile, logs into $OUT,
+# the failures' first lines printed.
+fp8mma_tests() {
+  for m in "" "--no-fp8mma-ws-experts"; do
+    timeout 60 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
+    grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
+  done
 }

@@ -104,13 +104,11 @@ struct Scratch {
   DeviceBuffer q, s, part;
   ActQuantScratch aq;
   Scratch(int64_t rows, int64_t width, int64_t part_count = 1 << 22)
-      : q(rows * MmaQuantLd(width)),
-        s((width + 127) / 128 * MmaScaleLd(rows) * 4),
-        part(part_count * 4) {
+      : q(MmaQuantBytes(rows, width)), s(MmaScaleCount(rows, width) * 4), part(part_count * 4) {
     aq.q = q.as<uint8_t>();
-    aq.q_bytes = rows * MmaQuantLd(width);
+    aq.q_bytes = MmaQuantBytes(rows, width);
     aq.s = s.as<float>();
-    aq.s_count = (width + 127) / 128 * MmaScaleLd(rows);
+    aq.s_count = MmaScaleCount(rows, width);
     aq.part = part_count > 0 ? part.as<float>() : nullptr;
     aq.part_count = part_count;
   }

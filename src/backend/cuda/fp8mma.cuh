@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/wgmma_fp8.h"
+#include "base/dtype.h"
 
 namespace dsinfer::backend::cuda::fp8mma {
 
@@ -169,6 +170,15 @@ __host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v, uint32_t l
 }
 __host__ __device__ __forceinline__ uint32_t E2m1x4ToE4m3(uint32_t v) {
   return E2m1x4ToE4m3(v, 0x3c383000u, 0x4c484440u);
+}
+// The table of shift d (host): byte i of {lo, hi} is E2M1ToE4M3Shifted(i, d), the CPU
+// reference's code of magnitude i times 2^-d (the kernels' TileArgs::fp4_tab, d = 0..15).
+inline uint2 E2m1ShiftTable(int d) {
+  uint32_t w[2] = {0, 0};
+  for (int i = 0; i < 8; ++i)
+    w[i / 4] |= static_cast<uint32_t>(E2M1ToE4M3Shifted(static_cast<uint8_t>(i), d))
+                << (8 * (i % 4));
+  return make_uint2(w[0], w[1]);
 }
 
 }  // namespace dsinfer::backend::cuda::fp8mma

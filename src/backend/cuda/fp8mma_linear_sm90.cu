@@ -43,7 +43,6 @@
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 #include "base/check.h"
-#include "base/dtype.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -768,17 +767,11 @@ void LaunchTileAny(const TileArgs& a, bool fp4, bool expert, int tile, dim3 grid
 // The token tile of a launch of about `rows` rows (per expert slot): 8 for decode sizes.
 int TileFor(int64_t rows) { return rows <= 32 ? 8 : 128; }
 
-// TileArgs::fp4_tab: byte i of shift d's words is E2M1ToE4M3Shifted(i, d) (the CPU's codes).
+// TileArgs::fp4_tab: the shifts' tables (fp8mma::E2m1ShiftTable).
 struct Fp4Table {
   uint2 tab[16];
   Fp4Table() {
-    for (int d = 0; d < 16; ++d) {
-      uint32_t w[2] = {0, 0};
-      for (int i = 0; i < 8; ++i)
-        w[i / 4] |= static_cast<uint32_t>(E2M1ToE4M3Shifted(static_cast<uint8_t>(i), d))
-                    << (8 * (i % 4));
-      tab[d] = make_uint2(w[0], w[1]);
-    }
+    for (int d = 0; d < 16; ++d) tab[d] = fp8mma::E2m1ShiftTable(d);
   }
 };
 
@@ -794,8 +787,8 @@ void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, in
   DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0,
                     "FP8-instruction linear: activations must be 16-byte aligned");
   const int64_t ldq = MmaQuantLd(width), ld_t = MmaScaleLd(x_rows);
-  DSINFER_CHECK_MSG(aq.q != nullptr && x_rows * ldq <= aq.q_bytes &&
-                        ((width + kBK - 1) / kBK) * ld_t <= aq.s_count &&
+  DSINFER_CHECK_MSG(aq.q != nullptr && MmaQuantBytes(x_rows, width) <= aq.q_bytes &&
+                        MmaScaleCount(x_rows, width) <= aq.s_count &&
                         x_rows * ldq < (int64_t{1} << 31),
                     "FP8-instruction linear: the act_quant scratch is too small for the input");
   LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);

@@ -73,8 +73,8 @@ void PackMmaScalesFp4(const uint8_t* groups, int64_t n, int64_t k, uint8_t* dst)
 // (FP8/FP4 with more than 16 rows use it when it is large enough; results do not depend on it).
 // One per stream: concurrent linears must not share it.
 //
-// The FP8-instruction mode (WeightRef::mma) needs it for every linear: x_rows *
-// MmaQuantLd(width) bytes in q, ceil(width / 128) * MmaScaleLd(x_rows) floats in s, and for the
+// The FP8-instruction mode (WeightRef::mma) needs it for every linear: MmaQuantBytes(x_rows,
+// width) bytes in q, MmaScaleCount(x_rows, width) floats in s, and for the
 // slice partials of launches too small to fill the GPU (optional: without it they run unsplit,
 // the same bits) `part`.
 struct ActQuantScratch {
@@ -87,6 +87,11 @@ struct ActQuantScratch {
 };
 // The FP8-instruction mode's quantized row pitch: whole 128-column blocks of e4m3 codes.
 inline int64_t MmaQuantLd(int64_t width) { return (width + 127) / 128 * 128; }
+// What its scratch must hold for `rows` rows of `width` columns: q bytes and s floats.
+inline int64_t MmaQuantBytes(int64_t rows, int64_t width) { return rows * MmaQuantLd(width); }
+inline int64_t MmaScaleCount(int64_t rows, int64_t width) {
+  return (width + 127) / 128 * MmaScaleLd(rows);
+}
 
 // FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192 (16384 for one FP8
 // weight), FP4 n % 16 == 0, FP8 block 128 (loaders check this). `dual`: as the fused SwiGLU pair.

@@ -313,8 +313,10 @@ void CudaModel::Impl::AllocateActivations() {
       int64_t scales = std::max((rows + 127) / 128 * 128 * ((width + 127) / 128),
                                 rows2 * ((width2 + 127) / 128));
       if (opt.fp8_mma) {
-        bytes = std::max({bytes, rows * gpu::MmaQuantLd(width), rows2 * gpu::MmaQuantLd(width2)});
-        scales = std::max(scales, (width2 + 127) / 128 * gpu::MmaScaleLd(rows2));
+        bytes =
+            std::max({bytes, gpu::MmaQuantBytes(rows, width), gpu::MmaQuantBytes(rows2, width2)});
+        scales =
+            std::max({scales, gpu::MmaScaleCount(rows, width), gpu::MmaScaleCount(rows2, width2)});
         a.part_count = int64_t{4} << 20;  // 16 MB: decode-sized launches' slice partials
         a.part = Alloc<float>(a.part_count);
       }
