@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim;  // == kDim (the launch's choice); kept a runtime value outside S's chain,
                           // where a constant one made ptxas unroll past the registers
-  unsigned char* const base = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(dyn_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* const base = AlignSmem1024(dyn_raw);
   unsigned char* const qs = base;                                   // queries, swizzled
   unsigned char* const ks = qs + RowQBytes(dim);                    // the chunk's keys, swizzled
   float* const s4 = reinterpret_cast<float*>(ks + RowKBytes(dim));  // [chain][head][kSPitch]

@@ -65,8 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1) Bf16TcWgKernel(const __grid_const
   constexpr int kStages = C::kStages, kStageBytes = C::kStageBytes;
   PdlTrigger();
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* smem = AlignSmem1024(smem_raw);
   auto w_at = [&](int s) { return smem + s * kStageBytes; };
   auto x_at = [&](int s, int part) { return smem + s * kStageBytes + kWBox + part * C::kXBox; };
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);

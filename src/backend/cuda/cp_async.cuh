@@ -12,6 +12,14 @@ namespace dsinfer::backend::cuda {
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// Dynamic shared memory `p` rounded up to a 1024-byte boundary of the shared window (the 128-byte
+// swizzle's atoms), by pointer arithmetic: what derives from it stays known as shared memory, so
+// its loads compile to ld.shared (an integer round trip made them generic loads, on the long
+// scoreboard).
+template <typename T>
+__device__ __forceinline__ T* AlignSmem1024(T* p) {
+  return p + ((1024u - (SmemAddr(p) & 1023u)) & 1023u);
+}
 
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool ok) {
   const uint32_t s = SmemAddr(smem);

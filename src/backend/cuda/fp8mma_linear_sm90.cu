@@ -414,12 +414,10 @@ struct WsCfg {
   using T = TileCfg<kFp4, 128>;
   static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
   static constexpr int kTabOff = kWsStages * kStageBytes + 128;  // after the ring's barriers
-  static constexpr int kSmem = kTabOff + 16 * 8 + 1024;
+  static constexpr int kSrcOff = kTabOff + 16 * 8;  // the token tile's source rows (producer)
+  static constexpr int kSmem = kSrcOff + kBN * 4 + 1024;
   static_assert(2 * kWsStages * 8 <= 128, "the barriers fit before the table");
 };
-__host__ __device__ __forceinline__ int XSwizzledOff(int i, int ch) {
-  return i * 128 + ((ch ^ (i % 8)) << 4);
-}
 
 // The token rows a tile computes for `left` rows of its slot from its first: 128, or the last
 // tile's rows rounded up to 32 (wgmma's N; an element's bits do not depend on N).
@@ -494,8 +492,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   using C = TileCfg<kFp4, 128>;
   constexpr int kStageBytes = WsCfg<kFp4>::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* smem = AlignSmem1024(smem_raw);
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
   uint64_t* const empty = full + kWsStages;
   uint2* const tab = reinterpret_cast<uint2*>(smem + WsCfg<kFp4>::kTabOff);
@@ -519,37 +516,57 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
   auto stage = [&](int s) { return smem + s * kStageBytes; };
   if (warp >= kWsConsumers / 32) {  // the producer warpgroup: its 128 threads share the copies
-    SetMaxNReg<false, 40>();
-    const int pt = threadIdx.x - kWsConsumers;  // 0..127: token pt, weight chunks pt + 128 c
-    const int wbytes = kFp4 ? kBK / 2 : kBK;
+    SetMaxNReg<false, 56>();
+    const int pt = threadIdx.x - kWsConsumers;  // 0..127
+    // The tokens' codes: chunk xc of tokens xt + 16 i (i < 8), so that 8 neighbouring threads copy
+    // one token's 128 bytes; all of them land at the same swizzled chunk of their rows.
+    const int xc = pt % 8, xt = pt / 8;
+    const int xdst = xt * 128 + ((xc ^ (xt % 8)) << 4);
+    // The weights: chunk wc of rows wr + kWStep j (FP8: 8 chunks a row, FP4: 4), the row block's
+    // rows, the same for every tile of the slot.
     constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
+    constexpr int kWStep = 128 / kChunks;
+    const int wc = pt % kChunks, wr = pt / kChunks;
+    const int wbytes = kFp4 ? kBK / 2 : kBK;
+    const uint8_t* const wrow = w + static_cast<int64_t>(rb * kBM + wr) * a.wpitch + wc * 16;
+    const int64_t wstep = kWStep * a.wpitch;
+    const int nrows = a.n - rb * kBM - wr;  // this thread's rows j with kWStep j < nrows exist
+    int* const tok_src = reinterpret_cast<int*>(smem + WsCfg<kFp4>::kSrcOff);
     uint32_t fills = 0;
     for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-      // The thread's token: its x row (-1: none, zeros), if the tile computes its row.
-      const int i_tok = tt * kBN + pt;
-      const bool row_in = pt < WsTileRows(count - tt * kBN);
-      const int src = i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
+      // The tile's source x rows: >= 0 a row, -1 none (zeros: the tile computes the row, the
+      // slot has no pair there), -2 the tile does not compute the row (no copy).
+      const int rows = WsTileRows(count - tt * kBN), i_tok = tt * kBN + pt;
+      const int ssrc = pt >= rows ? -2 : i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
+      NamedBarrier<1, 128>();  // the last tile's rows read
+      tok_src[pt] = ssrc;
+      NamedBarrier<1, 128>();
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kWsStages);
         RingWaitEmpty<kWsStages>(empty, fills);
         uint8_t* st = stage(s);
         const int col0 = kb * kBK;
-        if (row_in) {
+        const bool xk = col0 + xc * 16 < a.k;
+        const uint8_t* const xcol = a.xq + col0 + xc * 16;
 #pragma unroll
-          for (int ch = 0; ch < 8; ++ch) {
-            const bool ok = src >= 0 && col0 + ch * 16 < a.k;
-            CpAsync16(st + XSwizzledOff(pt, ch), ok ? a.xq + src * a.ldq + col0 + ch * 16 : a.xq,
-                      ok);
-          }
-          CpAsync4(st + C::kSxOff + pt * 4,
-                   src >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + src : a.xs_t, src >= 0);
+        for (int i = 0; i < 8; ++i) {
+          const int src = tok_src[xt + 16 * i];
+          if (src < -1) continue;
+          const bool ok = src >= 0 && xk;
+          CpAsync16(st + xdst + i * 16 * 128, ok ? xcol + static_cast<int64_t>(src) * a.ldq : a.xq,
+                    ok);
         }
+        if (ssrc >= -1)
+          CpAsync4(st + C::kSxOff + pt * 4,
+                   ssrc >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + ssrc : a.xs_t,
+                   ssrc >= 0);
+        const bool wk = col0 + wc * (kFp4 ? 32 : 16) < a.k;
+        const uint8_t* const wcol = wrow + kb * wbytes;
 #pragma unroll
-        for (int c = pt; c < kBM * kChunks; c += 128) {
-          const int r = c / kChunks, ch = c % kChunks, row = rb * kBM + r;
-          const bool ok = row < a.n && col0 + ch * (kFp4 ? 32 : 16) < a.k;
-          CpAsync16(st + C::kXBytes + r * C::kWPitch + ch * 16,
-                    ok ? w + row * a.wpitch + kb * wbytes + ch * 16 : w, ok);
+        for (int j = 0; j < kChunks; ++j) {
+          const bool ok = kWStep * j < nrows && wk;
+          CpAsync16(st + C::kXBytes + (wr + kWStep * j) * C::kWPitch + wc * 16,
+                    ok ? wcol + j * wstep : w, ok);
         }
         if (pt < 32)
           CpAsync16(st + C::kScOff + pt * 16,
@@ -559,7 +576,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     return;
   }
-  SetMaxNReg<true, 232>();
+  SetMaxNReg<true, 224>();
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
   uint32_t uses = 0;
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
@@ -610,8 +627,7 @@ struct TmaLay {
 __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_constant__ TmaArgs a) {
   using L = TmaLay;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* smem = AlignSmem1024(smem_raw);
   auto x_at = [&](int s) { return smem + s * L::kStageBytes; };
   auto w_at = [&](int s) { return x_at(s) + L::kXBytes; };
   auto sc_at = [&](int s) { return w_at(s) + L::kWBytes; };

@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
   const QLinearArgs& p = args.p;
   PdlTrigger();
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint8_t* smem = AlignSmem1024(smem_raw);
   auto x_at = [&](int s) { return smem + s * kStageBytes; };
   auto w_at = [&](int s) { return smem + s * kStageBytes + kXBytes; };
   auto sx_at = [&](int s) {
