@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer warpgroup (one warp of it works)
+using Regs = WsRegs<40, 232>;
 constexpr int kRowsPerBlock = 128;          // weight rows: 64 per consumer warpgroup
 constexpr int kCols = 64;                   // columns per stage: 128 bytes of bf16 per row
 constexpr int kWBox = kRowsPerBlock * 128;  // bytes of the weights' box
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) Bf16TcWgKernel(const __grid_const
   const int64_t tok0 = static_cast<int64_t>(a.tokens_fast ? blockIdx.x : blockIdx.y) * kN;
 
   if (warp >= kConsumers / 32) {  // the producer warpgroup: its registers go to the consumers
-    SetMaxNReg<false, 40>();
+    Regs::Producer();
     if (warp != kConsumers / 32) return;
     for (int64_t ks = 0; ks < a.nsteps; ++ks) {
       const int s = static_cast<int>(ks % kStages);
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1) Bf16TcWgKernel(const __grid_const
     return;
   }
 
-  SetMaxNReg<true, 232>();
+  Regs::Consumer();
   const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
   float acc[kN / 2], total[kN / 2];
 #pragma unroll

@@ -405,6 +405,7 @@ __global__ void __launch_bounds__(256)
 // expert slots, token tile stride). The default (KernelOptions::fp8mma_ws_experts; off: the
 // gather tile): 11.7% faster on flash-l8's prefill experts (docs/perf.md, session 40).
 constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
+using WsExpertRegs = WsRegs<56, 224>;  // the producer's address maths, the consumers' totals
 
 // A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
 // 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) * 16), as a TMA box would
@@ -516,7 +517,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
   auto stage = [&](int s) { return smem + s * kStageBytes; };
   if (warp >= kWsConsumers / 32) {  // the producer warpgroup: its 128 threads share the copies
-    SetMaxNReg<false, 56>();
+    WsExpertRegs::Producer();
     const int pt = threadIdx.x - kWsConsumers;  // 0..127
     // The tokens' codes: chunk xc of tokens xt + 16 i (i < 8), so that 8 neighbouring threads copy
     // one token's 128 bytes; all of them land at the same swizzled chunk of their rows.
@@ -576,7 +577,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     }
     return;
   }
-  SetMaxNReg<true, 224>();
+  WsExpertRegs::Consumer();
   const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
   uint32_t uses = 0;
   for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
@@ -603,6 +604,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 constexpr int kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 128, kTmaStages = 5;
 constexpr int kTmaGroupRows = 8;
+using TmaRegs = WsRegs<40, 232>;
 
 struct TmaArgs {
   CUtensorMap xmap,
@@ -649,7 +651,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
   const int64_t row_blocks = (a.n + kBM - 1) / kBM, token_tiles = (a.m + kBN - 1) / kBN;
   const int64_t ntiles = row_blocks * token_tiles;
   if (warp >= kTmaConsumers / 32) {  // the producer warpgroup; one lane of it works
-    SetMaxNReg<false, 40>();
+    TmaRegs::Producer();
     if (warp != kTmaConsumers / 32 || lane != 0) return;
     uint32_t fills = 0;
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
@@ -670,7 +672,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
     }
     return;
   }
-  SetMaxNReg<true, 232>();
+  TmaRegs::Consumer();
   const int wg = warp / 4, g = lane / 4, t4 = lane % 4;
   const int r0 = wg * 64 + (warp % 4) * 16 + g;  // the thread's rows r0, r0 + 8 of the block
   uint32_t uses = 0;

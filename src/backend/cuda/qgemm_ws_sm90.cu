@@ -66,6 +66,7 @@ using namespace qcore;
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer warpgroup (one warp of it works)
+using Regs = WsRegs<40, 232>;
 constexpr int kStages = 5;
 constexpr int kBN = 128;       // tokens per tile: the wgmma's N
 constexpr int kF = kBN / 2;    // accumulator floats per thread
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
   };
 
   if (warp >= kConsumers / 32) {  // the producer warpgroup: its registers go to the consumers
-    SetMaxNReg<false, 40>();
+    Regs::Producer();
     if (warp != kConsumers / 32) return;
     uint32_t fills = 0;
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1) QGemmWsKernel(const __grid_consta
     return;
   }
 
-  SetMaxNReg<true, 232>();
+  Regs::Consumer();
   // Consumers: warp w's m16 tile is stage tile w (matrix d, row tile rt).
   const int g = lane / 4, t4 = lane % 4;
   const int d = warp / kRowTiles, rt = warp % kRowTiles;
