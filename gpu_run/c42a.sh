@@ -11,7 +11,6 @@ source "$(dirname "$0")/common.sh"
 gpu_build
 build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
 build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-timeout 300 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
-grep -E "tests passed|tests failed|\*\*\*Failed|rel err.*Failure|actual" "$OUT/ctest.log" | head -20
+gpu_suite 300
 bench_flash def --batches 1,32
 echo "total $(( $(date +%s) - t0 )) s"

@@ -8,8 +8,7 @@ source "$(dirname "$0")/common.sh"
 gpu_build
 build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
 build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-timeout 300 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
-grep -E "tests passed|tests failed|\*\*\*Failed|actual" "$OUT/ctest.log" | head -20
+gpu_suite 300
 grep -E "v41-E|tiny-fp8-cache|tiny-official" "$OUT/ctest.log" | sort | uniq | head
 timeout 120 build-cuda/bin/bench_fp8_gemm > "$OUT/fp8_gemm.txt" 2>&1; echo "bench_fp8_gemm rc=$?"; cat "$OUT/fp8_gemm.txt" | tail -14
 timeout 200 ncu --clock-control none -k regex:MmaWsExpertKernel --launch-skip 2 --launch-count 1 --set full --import-source yes -o "$OUT/ws" build-cuda/bin/bench_fp8_gemm --only expert_w1 > "$OUT/ncu_run.log" 2>&1; echo "ncu rc=$? $(( $(date +%s) - t0 )) s"

@@ -11,10 +11,6 @@ gpu_build
 fp8mma_tests
 for s in expert_w1 expert_w2; do timeout 60 build-cuda/bin/bench_fp8_gemm --only $s > "$OUT/fp8_gemm_$s.txt" 2>&1; echo "$s rc=$?"; grep '"fp8_gemm"' "$OUT/fp8_gemm_$s.txt" | cut -c30-60,150-240; done
 bench_flash mma --batches 1,32,128,256 --fp8-mma
-timeout 240 ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
-grep -E "tests passed|tests failed|\*\*\*Failed|actual" "$OUT/ctest.log" | head -20
-git stash -q && gpu_build bench_fp8_gemm dsinfer
-for s in expert_w1 expert_w2; do timeout 60 build-cuda/bin/bench_fp8_gemm --only $s | grep '"fp8_gemm"' | cut -c30-60,150-240; done
-bench_flash mma0 --batches 1 --fp8-mma
-git stash pop -q
+gpu_suite 240
+baseline_from_stash
 echo "total $(( $(date +%s) - t0 )) s"

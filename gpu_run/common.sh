@@ -1,7 +1,8 @@
 # Sourced by the gpu_run scripts: the repository root, the clock t0, the card, the carried deps
 # (.devcarry/deps.tar.xz) unpacked once, and gpu_build (configure cuda-release with -lineinfo and
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
-# fp8mma_tests (gpu_fp8mma_test on both expert kernels) and bench_flash (flash-l8's model bench).
+# fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench) and
+# baseline_from_stash (main's kernels on the same card) and gpu_suite (ctest -L gpu).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -27,4 +28,18 @@ fp8mma_tests() {
     timeout 60 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
     grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
   done
+}
+# A same-card baseline: the tree's changes stashed, bench_fp8_gemm and dsinfer rebuilt from the
+# commit, the routed experts' shapes and the mode's 8,192-token prefill timed, the changes restored.
+baseline_from_stash() {
+  git stash -q && gpu_build bench_fp8_gemm dsinfer
+  for s in expert_w1 expert_w2; do timeout 60 build-cuda/bin/bench_fp8_gemm --only $s | grep '"fp8_gemm"' | cut -c30-60,150-240; done
+  bench_flash mma0 --batches 1 --fp8-mma
+  git stash pop -q
+}
+# The GPU suite (the two npm-dependent tests left out) into $OUT/ctest.log, within `limit` seconds;
+# prints the count and the failures' first lines.
+gpu_suite() {  # [limit]
+  timeout "${1:-300}" ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
+  grep -E "tests passed|tests failed|\*\*\*Failed|actual" "$OUT/ctest.log" | head -20
 }
