@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Prepared in session 42 (not run), carry [".devcarry"]. Where the mode's prefill goes after the
-# experts: ncu (full set, source-level stalls) of one launch each of the mHC post kernel with the
-# next mix's partials (hc_post, 17.7 ms of the H100's 193), the mHC finish's split collapse
-# (hc_pre, 9.7 ms) and the row attention (39.8 ms), in flash-l8's 8,192-token prefill. The post
-# kernel's per-column mix weights come from shared memory every token (100 loads a column and
-# token): is it LDS-bound? The collapse and the post kernel move 2-3x their bytes' time.
+# experts: ncu (full set, source-level stalls) of one launch each of the row attention (39.8 ms of
+# the H100's 193), the indexer's tensor-core scoring and its top-k (8.7 ms), in flash-l8's
+# 8,192-token prefill. (The mHC kernels were profiled in session 39,
+# bench/results/gpu_h100_2026-12-05_s39_ncu_hc.txt: the post 1.73x its bytes' time with DRAM 66%
+# and issue 63% busy, the finish 2.1x.)
 source "$(dirname "$0")/common.sh"
 gpu_build dsinfer
-for k in HcPostMixKernel HcPreFinishSplitKernel SparseAttentionTcRowKernel; do
+for k in SparseAttentionTcRowKernel IndexerScoreTcKernel IndexerTopKKernel; do
   timeout 150 ncu --clock-control none -k regex:$k --launch-skip 3 --launch-count 1 --set full --import-source yes -o "$OUT/$k" build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 1 --prefill 8192 --kv-cache-dtype fp8 --fp8-mma > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$? $(( $(date +%s) - t0 )) s"
   [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
   grep -E "Duration|DRAM Throughput|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -4
