@@ -5,6 +5,5 @@
 source "$(dirname "$0")/common.sh"
 g++ --version | head -1
 gpu_build golden_v41_test golden_test
-build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
+goldens
 echo "total $(( $(date +%s) - t0 )) s"

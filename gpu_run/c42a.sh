@@ -9,8 +9,7 @@
 # GPU suite and the default bench (the unfused sums' cost).
 source "$(dirname "$0")/common.sh"
 gpu_build
-build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
+goldens
 gpu_suite 300
 bench_flash def --batches 1,32
 echo "total $(( $(date +%s) - t0 )) s"

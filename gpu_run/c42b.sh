@@ -6,8 +6,7 @@
 # baseline) and ncu of one warp-specialized FP4 w1 launch, with source-level stalls.
 source "$(dirname "$0")/common.sh"
 gpu_build
-build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
+goldens
 gpu_suite 300
 grep -E "v41-E|tiny-fp8-cache|tiny-official" "$OUT/ctest.log" | sort | uniq | head
 timeout 120 build-cuda/bin/bench_fp8_gemm > "$OUT/fp8_gemm.txt" 2>&1; echo "bench_fp8_gemm rc=$?"; cat "$OUT/fp8_gemm.txt" | tail -14

@@ -6,7 +6,7 @@
 # construction: the op tests first (a hang shows as rc 124), then the benches against main's
 # kernel rebuilt from a stash on the same card, then the GPU suite.
 source "$(dirname "$0")/common.sh"
-git apply gpu_run/s42_ws_pipelined.diff || { echo "the diff does not apply"; exit 1; }
+apply_diff s42_ws_pipelined.diff
 gpu_build
 fp8mma_tests
 for s in expert_w1 expert_w2; do timeout 60 build-cuda/bin/bench_fp8_gemm --only $s > "$OUT/fp8_gemm_$s.txt" 2>&1; echo "$s rc=$?"; grep '"fp8_gemm"' "$OUT/fp8_gemm_$s.txt" | cut -c30-60,150-240; done

@@ -8,10 +8,9 @@
 # GPU side: the GPU-vs-CPU tests whose bounds sit below an e4m3 flip (the FP8-cache pair 4e-3,
 # V4.1 E 1e-4) — which CUDA kernels must round as the uncontracted CPU does.
 source "$(dirname "$0")/common.sh"
-git apply gpu_run/s42_cpu_uncontracted.diff || { echo "the diff does not apply"; exit 1; }
+apply_diff s42_cpu_uncontracted.diff
 gpu_build
-build-cuda/bin/golden_v41_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
-build-cuda/bin/golden_test 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
+goldens
 gpu_suite 300
 grep -E "v41-E|tiny-fp8-cache|tiny-official|GPU vs CPU" "$OUT/ctest.log" | sort | uniq | head -40
 echo "total $(( $(date +%s) - t0 )) s"

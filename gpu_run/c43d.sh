@@ -9,7 +9,7 @@
 source "$(dirname "$0")/common.sh"
 gpu_build bench_hc gpu_ops_test
 timeout 120 build-cuda/bin/bench_hc --tokens 256,8192 --kernels post,post_moe > "$OUT/hc_main.jsonl" 2>&1; echo "bench_hc main rc=$?"; grep '"hc"' "$OUT/hc_main.jsonl" | cut -c1-200
-git apply gpu_run/s42_hc_post_pairs.diff || { echo "the diff does not apply"; exit 1; }
+apply_diff s42_hc_post_pairs.diff
 gpu_build
 timeout 120 build-cuda/bin/bench_hc --tokens 256,8192 --kernels post,post_moe > "$OUT/hc_pairs.jsonl" 2>&1; echo "bench_hc pairs rc=$?"; grep '"hc"' "$OUT/hc_pairs.jsonl" | cut -c1-200
 timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='*Hc*' > "$OUT/hc_ops.log" 2>&1; echo "gpu_ops_test Hc rc=$?"; grep -E "PASSED|FAILED" "$OUT/hc_ops.log" | head -5

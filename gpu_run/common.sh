@@ -1,8 +1,9 @@
 # Sourced by the gpu_run scripts: the repository root, the clock t0, the card, the carried deps
 # (.devcarry/deps.tar.xz) unpacked once, and gpu_build (configure cuda-release with -lineinfo and
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
-# fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench) and
-# baseline_from_stash (main's kernels on the same card) and gpu_suite (ctest -L gpu).
+# fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
+# baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens and
+# apply_diff.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -42,4 +43,14 @@ baseline_from_stash() {
 gpu_suite() {  # [limit]
   timeout "${1:-300}" ctest --test-dir build-cuda -L gpu -E "tokenizer_v4_setup|structured_e2e_gpu" --timeout 200 -j8 --output-on-failure > "$OUT/ctest.log" 2>&1; echo "ctest rc=$? $(( $(date +%s) - t0 )) s"
   grep -E "tests passed|tests failed|\*\*\*Failed|actual" "$OUT/ctest.log" | head -20
+}
+# The CPU goldens as this machine's compiler builds them (the V4.1 and V4 transformers goldens).
+goldens() {
+  for g in golden_v41_test golden_test; do
+    build-cuda/bin/$g 2>&1 | grep -E "actual|PASSED|FAILED  \] [0-9]" | head -5
+  done
+}
+# Applies a prepared diff of gpu_run/ to the tree (the script ends when it does not apply).
+apply_diff() {  # name
+  git apply "gpu_run/$1" || { echo "$1 does not apply"; exit 1; }
 }

@@ -33,7 +33,7 @@ namespace {
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer warpgroup (one warp of it works)
-using Regs = WsRegs<40, 232>;
+using Regs = WsRegs<kThreads, 40, 232>;
 constexpr int kRowsPerBlock = 128;          // weight rows: 64 per consumer warpgroup
 constexpr int kCols = 64;                   // columns per stage: 128 bytes of bf16 per row
 constexpr int kWBox = kRowsPerBlock * 128;  // bytes of the weights' box

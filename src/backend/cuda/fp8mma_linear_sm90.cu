@@ -405,7 +405,8 @@ __global__ void __launch_bounds__(256)
 // expert slots, token tile stride). The default (KernelOptions::fp8mma_ws_experts; off: the
 // gather tile): 11.7% faster on flash-l8's prefill experts (docs/perf.md, session 40).
 constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
-using WsExpertRegs = WsRegs<56, 224>;  // the producer's address maths, the consumers' totals
+// The producer's address maths and the consumers' totals need 56 / 224 registers.
+using WsExpertRegs = WsRegs<kWsThreads, 56, 224>;
 
 // A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
 // 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) * 16), as a TMA box would
@@ -604,7 +605,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 constexpr int kTmaConsumers = 256, kTmaThreads = kTmaConsumers + 128, kTmaStages = 5;
 constexpr int kTmaGroupRows = 8;
-using TmaRegs = WsRegs<40, 232>;
+using TmaRegs = WsRegs<kTmaThreads, 40, 232>;
 
 struct TmaArgs {
   CUtensorMap xmap,

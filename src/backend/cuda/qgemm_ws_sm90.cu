@@ -66,7 +66,7 @@ using namespace qcore;
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer warpgroup (one warp of it works)
-using Regs = WsRegs<40, 232>;
+using Regs = WsRegs<kThreads, 40, 232>;
 constexpr int kStages = 5;
 constexpr int kBN = 128;       // tokens per tile: the wgmma's N
 constexpr int kF = kBN / 2;    // accumulator floats per thread

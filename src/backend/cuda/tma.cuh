@@ -68,13 +68,14 @@ __device__ __forceinline__ void SetMaxNReg() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
   }
 }
-// The split of a warp-specialized block of two consumer warpgroups and a producer warpgroup (384
-// threads, one block an SM: 168 registers a thread at launch): the producer's release, checked
-// at compile time to cover the consumers' raise.
-template <int kProducer, int kConsumer>
+// The register split of a warp-specialized block of kThreads threads, one block an SM: a producer
+// warpgroup going to kProducer registers a thread, the other warps (the consumers) to kConsumer,
+// from the launch's even share (384 threads: 168). The producer's release is checked at compile
+// time to cover the consumers' raise.
+template <int kThreads, int kProducer, int kConsumer>
 struct WsRegs {
-  static constexpr int kLaunch = 65536 / 384 / 8 * 8;
-  static_assert(128 * (kLaunch - kProducer) >= 256 * (kConsumer - kLaunch),
+  static constexpr int kLaunch = 65536 / kThreads / 8 * 8;
+  static_assert(128 * (kLaunch - kProducer) >= (kThreads - 128) * (kConsumer - kLaunch),
                 "the consumers would take more registers than the producer gives back");
   __device__ __forceinline__ static void Producer() { SetMaxNReg<false, kProducer>(); }
   __device__ __forceinline__ static void Consumer() { SetMaxNReg<true, kConsumer>(); }
