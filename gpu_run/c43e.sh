@@ -10,13 +10,11 @@ gpu_build
 timeout 120 build-cuda/bin/gpu_attention_tc_test > "$OUT/attention_tc.log" 2>&1; echo "gpu_attention_tc_test rc=$?"; grep -E "PASSED|FAILED" "$OUT/attention_tc.log" | head -8
 attn() { timeout 100 build-cuda/bin/bench_attention --rows 1,32 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"; grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - -; }
 attn new
-bench_flash new --batches 1
 bench_flash newmma --batches 1 --fp8-mma
 grep -ho '"attention_ms": [0-9.]*' "$OUT"/bench_new*.jsonl | tr '\n' ' '; echo
-gpu_suite 200
+gpu_suite 150
 git stash -q && gpu_build dsinfer bench_attention
 attn main
-bench_flash main --batches 1
 bench_flash mainmma --batches 1 --fp8-mma
 grep -ho '"attention_ms": [0-9.]*' "$OUT"/bench_main*.jsonl | tr '\n' ' '; echo
 git stash pop -q
