@@ -6,7 +6,10 @@
 # double-precision sincos and the swizzle's runtime divisions, at 23% of its instructions. The
 # same bits by construction. Main's kernels first, then the change on the same card:
 # bench_attention (decode rows 1 and 32, the 8,192-token prefill) and the mode's model bench; then
-# the attention op tests and the GPU suite with the time left.
+# the attention op tests and the GPU suite with the time left. Last, ncu of the indexer's two
+# kernels at the 8,192-token prefill (bench_indexer: 2,878 us a CSA layer on an H100, 22x its
+# bound; c43b's launch-skip caught decode launches instead): launch 10 of each, after the one-row
+# shape's 2 + 7.
 source "$(dirname "$0")/common.sh"
 attn() { timeout 100 build-cuda/bin/bench_attention --rows 1,32 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"; grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - -; }
 gpu_build dsinfer bench_attention
@@ -19,4 +22,9 @@ bench_flash newmma --batches 1 --fp8-mma
 grep -o '"attention_ms": [0-9.]*' "$OUT"/bench_*mma.jsonl
 timeout 120 build-cuda/bin/gpu_attention_tc_test > "$OUT/attention_tc.log" 2>&1; echo "gpu_attention_tc_test rc=$?"; grep -E "PASSED|FAILED" "$OUT/attention_tc.log" | head -8
 gpu_suite 200
+for k in IndexerScoreTcKernel IndexerTopKKernel; do
+  timeout 90 ncu --clock-control none -k regex:$k --launch-skip 9 --launch-count 1 --set full --import-source yes -o "$OUT/$k" build-cuda/bin/bench_indexer --rows 1 --prefill 8192 --variants tc > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$?"
+  [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
+  grep -E "Grid Size|Duration|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -4
+done
 echo "total $(( $(date +%s) - t0 )) s"
