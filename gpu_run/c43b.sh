@@ -8,8 +8,6 @@
 source "$(dirname "$0")/common.sh"
 gpu_build dsinfer
 for k in SparseAttentionTcRowKernel IndexerScoreTcKernel IndexerTopKKernel; do
-  timeout 150 ncu --clock-control none -k regex:$k --launch-skip 3 --launch-count 1 --set full --import-source yes -o "$OUT/$k" build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 1 --prefill 8192 --kv-cache-dtype fp8 --fp8-mma > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$? $(( $(date +%s) - t0 )) s"
-  [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
-  grep -E "Duration|DRAM Throughput|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -4
+  ncu_kernel $k 3 build-cuda/bin/dsinfer bench --preset flash-l8 --batches 1 --steps 1 --prefill 8192 --kv-cache-dtype fp8 --fp8-mma
 done
 echo "total $(( $(date +%s) - t0 )) s"

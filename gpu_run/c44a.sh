@@ -23,8 +23,6 @@ grep -o '"attention_ms": [0-9.]*' "$OUT"/bench_*mma.jsonl
 timeout 120 build-cuda/bin/gpu_attention_tc_test > "$OUT/attention_tc.log" 2>&1; echo "gpu_attention_tc_test rc=$?"; grep -E "PASSED|FAILED" "$OUT/attention_tc.log" | head -8
 gpu_suite 200
 for k in IndexerScoreTcKernel IndexerTopKKernel; do
-  timeout 90 ncu --clock-control none -k regex:$k --launch-skip 9 --launch-count 1 --set full --import-source yes -o "$OUT/$k" build-cuda/bin/bench_indexer --rows 1 --prefill 8192 --variants tc > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$?"
-  [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
-  grep -E "Grid Size|Duration|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -4
+  ncu_kernel $k 9 build-cuda/bin/bench_indexer --rows 1 --prefill 8192 --variants tc
 done
 echo "total $(( $(date +%s) - t0 )) s"

@@ -2,8 +2,8 @@
 # (.devcarry/deps.tar.xz) unpacked once, and gpu_build (configure cuda-release with -lineinfo and
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
 # fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
-# baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens and
-# apply_diff.
+# baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
+# apply_diff and ncu_kernel.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -53,4 +53,13 @@ goldens() {
 # Applies a prepared diff of gpu_run/ to the tree (the script ends when it does not apply).
 apply_diff() {  # name
   git apply "gpu_run/$1" || { echo "$1 does not apply"; exit 1; }
+}
+# ncu (full set, source-level samples) of one launch of kernel `name` (a regex) in a command, the
+# launches before it skipped: the details page and the SASS with its samples (xz) into $OUT, the
+# duration and the issue figures printed.
+ncu_kernel() {  # name, skip, command...
+  local k=$1 skip=$2; shift 2
+  timeout 150 ncu --clock-control none -k regex:$k --launch-skip "$skip" --launch-count 1 --set full --import-source yes -o "$OUT/$k" "$@" > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$? $(( $(date +%s) - t0 )) s"
+  [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
+  grep -E "Grid Size|Duration|DRAM Throughput|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -5
 }
