@@ -2,7 +2,7 @@
 # Prepared in session 43 (not run: the device budget went to failed starts), carry [".devcarry"].
 # Two changes, the same bits by construction, compiled here without spills:
 # * gpu_run/s43_rope_table.diff: the sparse attention's RoPE (cos, sin) once per block
-#   (FillRopeTable) instead of once per head, and the row kernel's query swizzle and key decode
+#   (RopeTable, device_math.cuh) instead of once per head, and the row kernel's query swizzle and key decode
 #   with kDim's constants (ncu c43b: the row kernel's prologue, its 64 heads' double-precision
 #   sincos and the swizzle's runtime divisions, was 23% of its instructions);
 # * gpu_run/s43_indexer_runs.diff: the indexer's tensor-core scores 4 rows a block at prefill,
