@@ -49,12 +49,12 @@ std::string* GenerateCliTest::model_ = nullptr;
 // seed -1, and a prompt that fits with a max_tokens that does not (the numbers in the message).
 TEST_F(GenerateCliTest, JsonlRefusesBadBytesSeedAndOversizedMaxTokens) {
   const std::string dir = testing::ScratchDir("generate_cli_jsonl_refusals");
-  testing::WriteFile(
-      dir + "/in.jsonl",
-      "{\"prompt_ids\": [1, 2], \"user\": \"a\xff\"}\n"
-      "{\"prompt_ids\": [1, 2], \"seed\": -1}\n"
-      "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 1000000}\n"
-      "{\"model\": \"x\", \"stream\": true, \"prompt_ids\": [1, 2], \"max_tokens\": 2}\n");
+  testing::WriteFile(dir + "/in.jsonl",
+                     "{\"prompt_ids\": [1, 2], \"user\": \"a\xff\"}\n"
+                     "{\"prompt_ids\": [1, 2], \"seed\": -1}\n"
+                     "{\"prompt_ids\": [1, 2, 3], \"max_tokens\": 1000000}\n"
+                     "{\"model\": \"x\", \"stream\": true, \"prompt_ids\": [1, 2], "
+                     "\"max_tokens\": 2, \"seed\": 5, \"ignore_eos\": true}\n");
   const Result r = Generate("--model " + *model_ + " --input " + dir + "/in.jsonl --output " + dir +
                             "/out.jsonl --threads 1 --quiet");
   EXPECT_EQ(r.exit_code, 1) << r.err;
