@@ -14,37 +14,38 @@
 # * gpu_run/s43_indexer_runs.diff: the indexer's tensor-core scores 4 rows a block at prefill,
 #   each run of one slot's rows decoding its keys once (IndexerScoreTcRunKernel); bench_indexer's
 #   tc_rows variant keeps a row a block, so one build times both.
-# Main's figures first (bench_attention, bench_fp8_gemm, the mode's model bench), then the three
-# changes on the same card: the same benches, the experts with and without the expansion,
-# bench_indexer tc against tc_rows, and the op tests that check their bits.
+# * gpu_run/s44_tma_tokens_a.diff (after the first): behind --fp8mma-tma-tokens-a, the dense TMA
+#   tile with the tokens as wgmma's A (a thread's promotion products two a k block instead of 32).
+# Main's figures first (bench_attention, bench_fp8_gemm, the mode's model bench), then the four
+# changes on the same card: the bit checks of the FP8 linears with each flag, the same benches,
+# the experts with and without the expansion, the dense shapes with and without the tokens as A,
+# bench_indexer tc against tc_rows. c44b.sh runs the attention and indexer op tests, the suite
+# and ncu.
 source "$(dirname "$0")/common.sh"
 attn() { timeout 100 build-cuda/bin/bench_attention --rows 1,32 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"; grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - -; }
 gemm() {  # name, flags...
   local n=$1; shift
-  timeout 150 build-cuda/bin/bench_fp8_gemm "$@" > "$OUT/fp8_gemm_$n.jsonl" 2>&1; echo "bench_fp8_gemm $n rc=$? $(( $(date +%s) - t0 )) s"
-  grep '"fp8_gemm"' "$OUT/fp8_gemm_$n.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"us": [0-9.]*\|"kernel": "[a-z_]*"\|"mismatches": [0-9]*' | paste -d" " - - - -
+  timeout 150 build-cuda/bin/bench_fp8_gemm --sample 256 "$@" > "$OUT/fp8_gemm_$n.jsonl" 2>&1; echo "bench_fp8_gemm $n rc=$? $(( $(date +%s) - t0 )) s"
+  grep '"fp8_gemm"' "$OUT/fp8_gemm_$n.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"mismatches": [0-9]*' | paste -d" " - - - -
 }
 gpu_build dsinfer bench_attention bench_fp8_gemm
 attn main
 gemm main
 bench_flash mainmma --batches 1 --fp8-mma
-apply_diff s44_expand_experts.diff
-apply_diff s43_rope_table.diff
-apply_diff s43_indexer_runs.diff
+for d in s44_expand_experts s44_tma_tokens_a s43_rope_table s43_indexer_runs; do apply_diff $d.diff; done
 gpu_build
-for m in "" "--fp8mma-expand-experts"; do
+for m in "" "--fp8mma-expand-experts" "--fp8mma-tma-tokens-a"; do
   timeout 90 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
   grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
 done
 gemm new
-gemm expand --fp8mma-expand-experts --only expert_w1
-gemm expand2 --fp8mma-expand-experts --only expert_w2
+gemm tokens_a --fp8mma-tma-tokens-a
+gemm expand_w1 --fp8mma-expand-experts --only expert_w1
+gemm expand_w2 --fp8mma-expand-experts --only expert_w2
 attn new
 bench_flash newmma --batches 1 --fp8-mma
-bench_flash expand --batches 1 --fp8-mma --fp8mma-expand-experts
-grep -o '"attention_ms": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT"/bench_*mma.jsonl
-timeout 100 build-cuda/bin/bench_indexer --rows 1,32 --prefill 8192 --variants tc,tc_rows > "$OUT/indexer.jsonl" 2>&1; echo "bench_indexer rc=$?"
+bench_flash allnew --batches 1 --fp8-mma --fp8mma-expand-experts --fp8mma-tma-tokens-a
+grep -o '"attention_ms": [0-9.]*\|"indexer_topk_ms": [0-9.]*\|"moe_routed_experts_ms": [0-9.]*' "$OUT"/bench_*mma.jsonl "$OUT"/bench_allnew.jsonl
+timeout 60 build-cuda/bin/bench_indexer --rows 1,32 --prefill 8192 --variants tc,tc_rows > "$OUT/indexer.jsonl" 2>&1; echo "bench_indexer rc=$?"
 grep -o '"rows": [0-9]*, "prefill": [a-z]*, "variant": "[a-z_]*"\|"us": [0-9.]*' "$OUT/indexer.jsonl" | paste -d" " - -
-timeout 120 build-cuda/bin/gpu_attention_tc_test > "$OUT/attention_tc.log" 2>&1; echo "gpu_attention_tc_test rc=$?"; grep -E "PASSED|FAILED" "$OUT/attention_tc.log" | head -8
-timeout 120 build-cuda/bin/gpu_v41_ops_test --gtest_filter='V4Fp8Cache*' > "$OUT/indexer_ops.log" 2>&1; echo "gpu_v41_ops_test V4Fp8Cache rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/indexer_ops.log" | head -12
 echo "total $(( $(date +%s) - t0 )) s"
