@@ -3,7 +3,7 @@
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
 # fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
 # baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
-# apply_diff and ncu_kernel.
+# apply_diff, ncu_kernel, attn (bench_attention) and gemm (bench_fp8_gemm).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -62,4 +62,17 @@ ncu_kernel() {  # name, skip, command...
   timeout 150 ncu --clock-control none -k regex:$k --launch-skip "$skip" --launch-count 1 --set full --import-source yes -o "$OUT/$k" "$@" > "$OUT/ncu_$k.log" 2>&1; echo "ncu $k rc=$? $(( $(date +%s) - t0 )) s"
   [ -f "$OUT/$k.ncu-rep" ] && ncu -i "$OUT/$k.ncu-rep" --page details > "$OUT/${k}_details.txt" 2>&1 && ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass > "$OUT/${k}_source.csv" 2>&1 && rm -f "$OUT/$k.ncu-rep" && xz -9 "$OUT/${k}_source.csv"
   grep -E "Grid Size|Duration|DRAM Throughput|Issue Slots Busy|No Eligible" "$OUT/${k}_details.txt" | head -5
+}
+# bench_attention at decode rows 1 and 32 and the 8,192-token prefill (tc_packed_qp) into
+# $OUT/attn_NAME.jsonl; prints each shape's us.
+attn() {  # name
+  timeout 100 build-cuda/bin/bench_attention --rows 1,32 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"
+  grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - -
+}
+# bench_fp8_gemm (a 256-output sample checked) with the given flags into $OUT/fp8_gemm_NAME.jsonl;
+# prints each shape's kernel, us and mismatches.
+gemm() {  # name, flags...
+  local n=$1; shift
+  timeout 150 build-cuda/bin/bench_fp8_gemm --sample 256 "$@" > "$OUT/fp8_gemm_$n.jsonl" 2>&1; echo "bench_fp8_gemm $n rc=$? $(( $(date +%s) - t0 )) s"
+  grep '"fp8_gemm"' "$OUT/fp8_gemm_$n.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"mismatches": [0-9]*' | paste -d" " - - - -
 }
