@@ -5,15 +5,18 @@
 // (each its own sequence at position --context - 1) and a prefill of --prefill tokens of one
 // sequence (rows at positions 0 .. n - 1; the scores in chunks of as many rows as 16M floats of
 // scratch hold, as the model sizes them). Variants: tc (the scores on the tensor cores, the model's
-// default from one row) and cuda (the CUDA cores; the same bits). Device time per launch: the
-// median of 7 timed launches after 2 warm-ups.
+// default from one row; from IndexerTopKParams::tc_runs_min_rows rows, 4 rows a block sharing
+// their keys' decode), tc_rows (the tensor cores, one row a block at every size) and cuda (the
+// CUDA cores); all give the same bits. Device time per launch: the median of 7 timed launches
+// after 2 warm-ups.
 //
 // Bounds: flop_bound_us = the scores' useful FLOPs (2 * heads * head_dim per scored row and
 // visible entry; a row with at most 512 visible entries takes them all, unscored) at 989 TFLOP/s
 // (the bf16 tensor peak); mem_bound_us = the bytes that must move (the queries and head weights,
 // each sequence's visible keys once, the scores written and read back once, the selection) at the
 // measured copy bandwidth; ratio = us / the larger.
-//   bench_indexer [--rows 1,32,128,256] [--context 4096] [--prefill 8192] [--variants tc,cuda]
+//   bench_indexer [--rows 1,32,128,256] [--context 4096] [--prefill 8192]
+//                 [--variants tc,tc_rows,cuda]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> rows = {1, 32, 128, 256};
   int64_t prefill = 8192;
   int context = 4096;
-  const std::vector<std::string> all = {"tc", "cuda"};
+  const std::vector<std::string> all = {"tc", "tc_rows", "cuda"};
   std::vector<std::string> variants = all;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -141,7 +144,8 @@ int main(int argc, char** argv) {
       variants = dsinfer::bench::SplitList(argv[++i]);
       for (const std::string& x : variants) {
         if (std::find(all.begin(), all.end(), x) == all.end()) {
-          std::fprintf(stderr, "bench_indexer: unknown variant %s (tc, cuda)\n", x.c_str());
+          std::fprintf(stderr, "bench_indexer: unknown variant %s (tc, tc_rows, cuda)\n",
+                       x.c_str());
           return 2;
         }
       }
@@ -171,8 +175,10 @@ int main(int argc, char** argv) {
     const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
     for (const std::string& v : variants) {
       gpu::IndexerTopKParams p = s.p;
-      p.tensor_core_min_rows = v == "tc" ? 1 : 0;
-      const bool tc = v == "tc" && gpu::IndexerTensorCoresFit(p);
+      const bool on_tc = v != "cuda";
+      p.tensor_core_min_rows = on_tc ? 1 : 0;
+      if (v == "tc_rows") p.tc_runs_min_rows = 0;
+      const bool tc = on_tc && gpu::IndexerTensorCoresFit(p);
       const double us = dsinfer::bench::MedianEventUs([&] { gpu::LaunchIndexerTopK(p, st); }, st);
       std::printf(
           "{\"bench\": \"indexer\", \"rows\": %lld, \"prefill\": %s, \"variant\": \"%s\", "

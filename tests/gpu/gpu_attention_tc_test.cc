@@ -666,6 +666,11 @@ TEST(SparseAttentionTcTest, Bf16QueriesAndWeightsNeedTheirShapes) {
   EXPECT_TRUE(p.Validate().ok());
   p.dim = 96;
   EXPECT_FALSE(p.Validate().ok());  // not a multiple of 64
+  p.dim = 256;
+  p.rope_dim = 128;
+  EXPECT_TRUE(p.Validate().ok());
+  p.rope_dim = 130;
+  EXPECT_FALSE(p.Validate().ok());  // past the kernels' RoPE table
 }
 
 }  // namespace

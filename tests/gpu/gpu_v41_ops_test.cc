@@ -763,6 +763,7 @@ struct IdxRun {
 struct V4Fp8Mode {
   bool fp4_blocks = true;
   bool tc = false;
+  bool runs = false;  // with tc: several rows a block, a slot's keys decoded once (from one row)
 };
 
 // One indexer launch over `m`'s rows. mode 0: candidate source (out); 1: masked by `cand_in`;
@@ -804,6 +805,7 @@ IdxRun RunIndexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
     p.rope_dim = 0;
     p.fp4_blocks = v4->fp4_blocks;
     p.tensor_core_min_rows = v4->tc ? 1 : 0;
+    p.tc_runs_min_rows = v4->runs ? 1 : 0;
     EXPECT_EQ(IndexerTensorCoresFit(p), v4->fp4_blocks);
   } else {
     p.query_fp4_block = 32;
@@ -867,8 +869,8 @@ TEST(V4Fp8CacheTest, PackedIndexKeysGiveTheUnpackedScoresAndSelection) {
 IdxRun RunV4Fp8Indexer(const IdxCase& ic, const Meta& m, const std::vector<float>& q,
                        const std::vector<float>& w, const ListPool& keys, int max_entries,
                        int64_t score_rows, bool fp4_blocks, bool tc,
-                       const qc::PackedRow& key_format, const Stream& stream) {
-  const V4Fp8Mode v4{fp4_blocks, tc};
+                       const qc::PackedRow& key_format, const Stream& stream, bool runs = false) {
+  const V4Fp8Mode v4{fp4_blocks, tc, runs};
   return RunIndexer(ic, m, q, w, keys, max_entries, 1, {}, score_rows, stream, key_format, &v4);
 }
 
@@ -913,6 +915,10 @@ TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
     const IdxRun cuda = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, false, fmt, stream);
     const IdxRun tc = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, true, fmt, stream);
     const IdxRun tc1 = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, 1, true, true, fmt, stream);
+    // Four rows a block, each run of one slot's rows decoding its keys once: blocks of one run,
+    // of two slots, of scored and unscored rows, a last partial block.
+    const IdxRun runs =
+        RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, true, fmt, stream, true);
     const IdxRun chain =
         RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, false, false, fmt, stream);
     ASSERT_EQ(cuda.scores.size(), tc.scores.size());
@@ -921,6 +927,10 @@ TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
     EXPECT_EQ(cuda.count, tc.count) << Dh;
     EXPECT_EQ(tc1.sel, tc.sel) << Dh;
     EXPECT_EQ(tc1.count, tc.count) << Dh;
+    ASSERT_EQ(runs.scores.size(), tc.scores.size());
+    EXPECT_EQ(std::memcmp(runs.scores.data(), tc.scores.data(), tc.scores.size() * 4), 0) << Dh;
+    EXPECT_EQ(runs.sel, tc.sel) << Dh;
+    EXPECT_EQ(runs.count, tc.count) << Dh;
     const float head_scale = 1.0f / std::sqrt(static_cast<float>(H));
     int compared = 0, chain_differs = 0;
     for (int64_t t = 0; t < n; ++t) {

@@ -54,12 +54,17 @@ __device__ __forceinline__ void QueryRopeFreqs(const SparseAttentionParams& p,
     }
 }
 
-// Row `qrow` of the query at position pos into q (zeros past dim). present false: a padding head
-// (zeros, no norm).
-__device__ __forceinline__ void LoadQuery(const SparseAttentionParams& p, const float* qrow,
-                                          bool present, int pos,
-                                          const float (&freq)[kQueryPerLane / 2],
-                                          float (&q)[kQueryPerLane]) {
+// The tensor-core kernels' RoPE table (RopeTable, once per block: the row kernel's 64 heads each
+// computing it were a fifth of its instructions, ncu, session 43): rope_dim <= 2 kMaxRopePairs.
+inline constexpr int kMaxRopePairs = 64;
+
+// Row `qrow` of a query into q (zeros past dim), with its per-head RMSNorm and RoPE when the
+// params ask for them; cos_sin(k, j, &c, &s) gives the (cos, sin) of rope pair j, the lane's k-th
+// (k < kQueryPerLane / 2). present false: a padding head (zeros, no norm).
+template <class CosSin>
+__device__ __forceinline__ void LoadQueryWith(const SparseAttentionParams& p, const float* qrow,
+                                              bool present, float (&q)[kQueryPerLane],
+                                              CosSin cos_sin) {
   const int lane = threadIdx.x % 32, dim = p.dim;
 #pragma unroll
   for (int v = 0; v < kQueryPerLane / 4; ++v) {
@@ -90,12 +95,22 @@ __device__ __forceinline__ void LoadQuery(const SparseAttentionParams& p, const 
         const int c = 4 * lane + 128 * v + i;
         if (c >= roff && c < dim) {
           float cs, sn;
-          RopeCosSin(pos, freq[2 * v + i / 2], &cs, &sn);
+          cos_sin(2 * v + i / 2, (c - roff) / 2, &cs, &sn);
           RotateWith(q[4 * v + i], q[4 * v + i + 1], cs, sn, false);
         }
       }
     }
   }
+}
+
+// LoadQueryWith at position pos, each pair's (cos, sin) computed from the lane's frequencies
+// (QueryRopeFreqs).
+__device__ __forceinline__ void LoadQuery(const SparseAttentionParams& p, const float* qrow,
+                                          bool present, int pos,
+                                          const float (&freq)[kQueryPerLane / 2],
+                                          float (&q)[kQueryPerLane]) {
+  LoadQueryWith(p, qrow, present, q,
+                [&](int k, int, float* c, float* s) { RopeCosSin(pos, freq[k], c, s); });
 }
 
 }  // namespace dsinfer::backend::cuda

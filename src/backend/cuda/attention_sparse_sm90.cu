@@ -257,6 +257,12 @@ Status SparseAttentionParams::Validate() const {
     return Unimplemented("sparse attention: rope_dim " + std::to_string(rope_dim) +
                          " must be even and at most head_dim");
   }
+  if (qp_bf16 && rope_dim > 2 * kMaxRopePairs) {
+    return Unimplemented(
+        "sparse attention: bf16 queries and weights (the tensor-core kernel) need "
+        "rope_dim at most " +
+        std::to_string(2 * kMaxRopePairs) + ", not " + std::to_string(rope_dim));
+  }
   return Status::Ok();
 }
 

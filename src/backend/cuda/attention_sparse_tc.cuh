@@ -95,11 +95,12 @@ struct RowKeyList {
 __host__ __device__ constexpr int HeadTiles(int heads) { return (heads + kTile - 1) / kTile; }
 
 // The epilogue on output columns [c0, c0 + cols) of the tile, in `stage` ([kTile][cols], already
-// scaled by OutFactor): the inverse RoPE of the trailing rope dims, the output rows and their
-// optional act_quant (cols a multiple of 128 or the whole dim: whole act_quant blocks).
+// scaled by OutFactor): the inverse RoPE of the trailing rope dims (rope_cs: the row's table,
+// RopeTable), the output rows and their optional act_quant (cols a multiple of 128 or the
+// whole dim: whole act_quant blocks).
 template <int kNWarps>
 __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int c0,
-                                           int cols, int64_t t, int h0, int pos) {
+                                           int cols, int64_t t, int h0, const float (*rope_cs)[2]) {
   constexpr int kNThreads = kNWarps * 32;
   const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
@@ -107,7 +108,7 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
     const int row = i / half, col = roff + 2 * (i % half);
     if (col >= c0 && col < c0 + cols) {
       float* r = stage + row * cols + col - c0;
-      RotatePair(r[0], r[1], pos, p.inv_freq[i % half], true);
+      RotateWith(r[0], r[1], rope_cs[i % half][0], rope_cs[i % half][1], true);
     }
   }
   __syncthreads();
@@ -131,14 +132,17 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
   }
 }
 
-// Head h's query as the CUDA-core kernel computes it (RMSNorm, RoPE; zeros when absent) into a
-// staging row of dim floats, by one warp.
+// Head h's query as the CUDA-core kernel computes it (RMSNorm, RoPE from the row's table
+// rope_cs, RopeTable; zeros when absent) into a staging row of dim floats, by one warp.
 __device__ __forceinline__ void StageQuery(const SparseAttentionParams& p, int64_t t, int h,
-                                           int pos, const float (&q_freq)[kQueryPerLane / 2],
-                                           float* row) {
+                                           const float (*rope_cs)[2], float* row) {
   const int lane = threadIdx.x % 32;
   float q[kQueryPerLane];
-  LoadQuery(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, pos, q_freq, q);
+  LoadQueryWith(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, q,
+                [&](int, int j, float* c, float* s) {
+                  *c = rope_cs[j][0];
+                  *s = rope_cs[j][1];
+                });
 #pragma unroll
   for (int v = 0; v < kQueryPerLane / 4; ++v) {
     const int c = 4 * lane + 128 * v;

@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __shared__ float fa[kRowHeads], fb[kRowHeads];  // per head: the chunk's fold factors; 1 / den
   __shared__ const float* kp[2][kChunk];          // a chunk's key rows past the listed ones
   __shared__ const float* kl[kRowListed];         // the row's first kRowListed key rows
+  __shared__ float rope_cs[kMaxRopePairs][2];     // the row's RoPE (cos, sin) per pair
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim;  // == kDim (the launch's choice); kept a runtime value outside S's chain,
                           // where a constant one made ptxas unroll past the registers
@@ -145,20 +146,22 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   };
   for (int j = threadIdx.x; j < min(n_keys, kRowListed); j += kRowThreads) kl[j] = key_ptr(j);
   if (!listed(0)) set_keys(0, 0);
+  RopeTable(pos, p.inv_freq, p.rope_dim / 2, rope_cs);
   __syncthreads();
   prefetch_raw(0, 0);
 
   // Prologue, tile by tile: warp w loads head 16 tile + w as the per-tile kernel does, into the
   // staging area; then the tile's rows of the queries, rounded to bf16, in S's k order.
-  float q_freq[kQueryPerLane / 2];
-  QueryRopeFreqs(p, q_freq);
 #pragma unroll 1
   for (int tile = 0; tile < kRowTiles; ++tile) {
-    StageQuery(p, t, tile * kTile + warp, pos, q_freq, stage + warp * dim);
+    StageQuery(p, t, tile * kTile + warp, rope_cs, stage + warp * dim);
     __syncthreads();
-    // (row, 8 positions) per task: four bf16 pairs of consecutive columns.
-    for (int e = threadIdx.x; e < kTile * (dim / 8); e += kRowThreads) {
-      const int r = e / (dim / 8), p0 = 8 * (e % (dim / 8));
+    // (row, 8 positions) per task: four bf16 pairs of consecutive columns (kDim's constant
+    // divisions: with the runtime dim's, this loop's index maths was 8% of the kernel's
+    // instructions, ncu, session 43).
+#pragma unroll 1
+    for (int e = threadIdx.x; e < kTile * (kDim / 8); e += kRowThreads) {
+      const int r = e / (kDim / 8), p0 = 8 * (e % (kDim / 8));
       uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -207,7 +210,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       unsigned char* const krow = ks + (key - warp) * 128;  // key % 8 == warp % 8
 #pragma unroll
       for (int v = 0; v < kGroups; ++v) {
-        if (4 * lane + 128 * v < dim) {
+        if (4 * lane + 128 * v < kDim) {  // (v < kDim / 128: no test)
           const uint2 kv4 = src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
           *reinterpret_cast<uint32_t*>(krow + key_off0 + v * 2 * kChunk * 128) = kv4.x;
           *reinterpret_cast<uint32_t*>(krow + key_off1 + v * 2 * kChunk * 128) = kv4.y;
@@ -371,7 +374,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       }
     }
     __syncthreads();
-    FinishTile<kRowWarps>(p, stage, 0, dim, t, tile * kTile, pos);
+    FinishTile<kRowWarps>(p, stage, 0, dim, t, tile * kTile, rope_cs);
     __syncthreads();
   }
 }

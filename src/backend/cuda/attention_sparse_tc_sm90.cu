@@ -183,8 +183,9 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   PdlWait();
   __shared__ __align__(16) float sc[2][kTile][kSPitch];   // S per dim half, then the weights P
   __shared__ __align__(16) uint4 pf[kChunk / 16][3][32];  // P's split fragments per k step
-  __shared__ float fa[kTile], fb[kTile];  // per head: the chunk's fold factors; then 1 / den
-  __shared__ const float* kp[2][kChunk];  // the chunk's key rows (null past the end)
+  __shared__ float fa[kTile], fb[kTile];       // per head: the chunk's fold factors; then 1 / den
+  __shared__ const float* kp[2][kChunk];       // the chunk's key rows (null past the end)
+  __shared__ float rope_cs[kMaxRopePairs][2];  // the row's RoPE (cos, sin) per pair
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim, kpitch = KeyPitch(dim);
   uint4* const qf = reinterpret_cast<uint4*>(dyn_raw);  // [dim / 16][3][32]
@@ -275,12 +276,12 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
   // Prologue: warp w loads heads h0 + w and h0 + w + 8 (zeros past the last head), with the
   // per-head RMSNorm and RoPE as the CUDA-core kernel computes them (the same operations), into
   // the staging area; then the queries' split fragments.
-  float q_freq[kQueryPerLane / 2];
-  QueryRopeFreqs(p, q_freq);
+  RopeTable(pos, p.inv_freq, p.rope_dim / 2, rope_cs);
+  __syncthreads();
 #pragma unroll 1
   for (int r2 = 0; r2 < 2; ++r2) {
     const int row = warp + 8 * r2;
-    StageQuery(p, t, h0 + row, pos, q_freq, stage + row * dim);
+    StageQuery(p, t, h0 + row, rope_cs, stage + row * dim);
   }
   __syncthreads();
   // Fragment (s, lane): rows g and g + 8 (heads), columns Off(s, q) .. +3; a0 a1 a2 a3 =
@@ -537,7 +538,7 @@ __global__ void __launch_bounds__(kThreads, kSplit ? 1 : 2)
       }
     }
     __syncthreads();
-    FinishTile<kWarps>(p, stage, 0, dim, t, h0, pos);
+    FinishTile<kWarps>(p, stage, 0, dim, t, h0, rope_cs);
   }
 }
 
@@ -562,6 +563,7 @@ __global__ void __launch_bounds__(kThreads)
   PdlTrigger();
   PdlWait();
   __shared__ float fac[kTile];
+  __shared__ float rope_cs[kMaxRopePairs][2];  // the row's RoPE (cos, sin) per pair
   extern __shared__ __align__(16) float dyn_c[];
   const int dim = p.dim, cols = dim / static_cast<int>(gridDim.y);
   const int c0 = static_cast<int>(blockIdx.y) * cols;
@@ -573,6 +575,7 @@ __global__ void __launch_bounds__(kThreads)
   const int h0 = static_cast<int>(blockIdx.x % tiles) * kTile;
   const int pos = p.meta.pos[t];
   const int n_chunks = (RowKeys(p, t, pos) + kChunk - 1) / kChunk;
+  RopeTable(pos, p.inv_freq, p.rope_dim / 2, rope_cs);  // (read after the syncs below)
   const int64_t pf_n = PartFloats(dim);
   const float* base = ws + static_cast<int64_t>(blockIdx.x) * max_chunks * pf_n;
   for (int i = threadIdx.x; i < n_chunks * kTile; i += kThreads) {
@@ -623,14 +626,14 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  FinishTile<kWarps>(p, stage_c, c0, cols, t, h0, pos);
+  FinishTile<kWarps>(p, stage_c, c0, cols, t, h0, rope_cs);
 }
 
 }  // namespace
 
 bool SparseAttentionTcSupports(const SparseAttentionParams& p) {
   return p.heads > 0 && p.dim > 0 && p.dim <= kMaxDim && p.dim % (8 * kWarps) == 0 &&
-         p.Validate().ok();
+         p.rope_dim <= 2 * kMaxRopePairs && p.Validate().ok();
 }
 
 int64_t SparseAttentionTcMaxChunks(const SparseAttentionParams& p) {

@@ -70,6 +70,15 @@ __device__ __forceinline__ void RopeCosSin(int pos, float inv_freq, float* c, fl
   *s = static_cast<float>(sd);
 }
 
+// A block's RoPE table at one position: cs[j] = RopeCosSin(pos, inv_freq[j]) for each pair
+// j < pairs, pair j by thread j (the caller syncs before reading it). A block's rows at one
+// position share it instead of each computing the double-precision sincos again.
+__device__ __forceinline__ void RopeTable(int pos, const float* inv_freq, int pairs,
+                                          float (*cs)[2]) {
+  for (int j = threadIdx.x; j < pairs; j += blockDim.x)
+    RopeCosSin(pos, inv_freq[j], &cs[j][0], &cs[j][1]);
+}
+
 // Rotation of one pair by a (cos, sin) from RopeCosSin (sin negated for the inverse).
 __device__ __forceinline__ void RotateWith(float& a, float& b, float c, float s, bool inverse) {
   if (inverse) s = -s;

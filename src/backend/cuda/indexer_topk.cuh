@@ -54,6 +54,10 @@ struct IndexerTopKParams {
   // (rope_dim 0, query_fp4_block 0), head_dim a multiple of 32 and at most 128, no candidate
   // blocks.
   int64_t tensor_core_min_rows = 0;
+  // On the tensor cores, chunks of at least this many rows score 4 consecutive rows a block, a run
+  // of rows of one slot (a prefill's) decoding its keys once for all of them (the same bits); 0:
+  // never. Decode batches, one row a sequence, keep a row a block (with more blocks resident).
+  int64_t tc_runs_min_rows = 512;
   // DeepSeek-V4.1 (all off for V4):
   //   query_fp4_block > 0: after the query's RoPE, each head's query is fake-quantized kFp4Pow2
   //     (fake_quant.cuh) in blocks of this size (V4.1: 32) on the staged copy, before scoring

@@ -86,8 +86,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   }
   for (int i = threadIdx.x; i < H; i += blockDim.x) wts[i] = p.weights[t * H + i] * p.weight_scale;
   const int half = p.rope_dim / 2;
-  for (int j = threadIdx.x; j < half; j += blockDim.x)
-    RopeCosSin(pos, p.inv_freq[j], &cs[j][0], &cs[j][1]);
+  RopeTable(pos, p.inv_freq, half, cs);
   const int ne = min(kE, visible - w0);
   __shared__ const float* entry_ptr[kE];  // the tile's keys (each through the page table once)
   if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], w0 + threadIdx.x);
@@ -176,54 +175,44 @@ __device__ __forceinline__ uint32_t QueryPair(const float* qt, int h, int H, int
   return *reinterpret_cast<const uint32_t*>(&b);
 }
 
-template <int kPasses>
-__global__ void __launch_bounds__(kTcThreads)
-    IndexerScoreTcKernel(IndexerTopKParams p, int64_t cap) {
-  PdlTrigger();
-  PdlWait();
-  __shared__ __align__(16) uint32_t keys[kTcPass * kTcKeyWords];
-  __shared__ float pv[kTcPass * kTcPvStride];
-  __shared__ float wts[kMaxHeads];
-  __shared__ const void* entry_ptr[kTcPass];
-  const int64_t t = blockIdx.y;
-  const int pos = p.meta.pos[t];
-  const int visible = (pos + 1) / p.rate;
-  const int k = min(p.topk, visible);
-  const int w_begin = blockIdx.x * (kTcPass * kPasses);
-  if (k == visible || w_begin >= visible) return;
-  const int H = p.heads, Dh = p.head_dim, nks = Dh / 16;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-  const int h0 = (warp % 4) * 16 + g, h1 = h0 + 8, n_half = (warp / 4) * 32;
-  const float* qt = p.q + t * H * Dh;
-  uint32_t a[kTcMaxKSteps][4];
-#pragma unroll
-  for (int ks = 0; ks < kTcMaxKSteps; ++ks) {
-    const int c = ks * 16 + 2 * tq;
-    const bool in = ks < nks;
-    a[ks][0] = in ? QueryPair(qt, h0, H, Dh, c) : 0u;
-    a[ks][1] = in ? QueryPair(qt, h1, H, Dh, c) : 0u;
-    a[ks][2] = in ? QueryPair(qt, h0, H, Dh, c + 8) : 0u;
-    a[ks][3] = in ? QueryPair(qt, h1, H, Dh, c + 8) : 0u;
+// What a warp of the tensor-core scoring holds: heads h0 = 16 (w % 4) + g and h1 = h0 + 8 (the
+// lane's rows of the m16 tiles), entries n_half = 32 (w / 4) .. + 32 of a pass (4 n8 tiles).
+struct TcWarp {
+  int H, Dh, nks, g, tq, h0, h1, n_half;
+  __device__ __forceinline__ TcWarp(const IndexerTopKParams& p) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    H = p.heads;
+    Dh = p.head_dim;
+    nks = Dh / 16;
+    g = lane / 4;
+    tq = lane % 4;
+    h0 = (warp % 4) * 16 + g;
+    h1 = h0 + 8;
+    n_half = (warp / 4) * 32;
   }
-  for (int i = threadIdx.x; i < H; i += kTcThreads) wts[i] = p.weights[t * H + i] * p.weight_scale;
-  const float softmax_scale = SoftmaxScale(Dh);
-  const int groups = Dh / 4;
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int e0 = w_begin + pass * kTcPass;
-    if (e0 >= visible) break;
-    const int ne = min(kTcPass, visible - e0);
-    if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], e0 + threadIdx.x);
-    __syncthreads();  // (also: the previous pass's head sums are done with pv)
-    for (int i = threadIdx.x; i < kTcPass * groups; i += kTcThreads) {
-      const int e = i / groups, c = (i % groups) * 4;
-      const float4 v =
-          e < ne ? PackedLoad4(p.key_format, entry_ptr[e], c) : make_float4(0, 0, 0, 0);
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
-                           hi = __floats2bfloat162_rn(v.z, v.w);
-      *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = make_uint2(
-          *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  // A: the token's queries (qt: [H][Dh]) as bf16 pairs, per k16 step.
+  __device__ __forceinline__ void Queries(const float* qt, uint32_t (&a)[kTcMaxKSteps][4]) const {
+#pragma unroll
+    for (int ks = 0; ks < kTcMaxKSteps; ++ks) {
+      const int c = ks * 16 + 2 * tq;
+      const bool in = ks < nks;
+      a[ks][0] = in ? QueryPair(qt, h0, H, Dh, c) : 0u;
+      a[ks][1] = in ? QueryPair(qt, h1, H, Dh, c) : 0u;
+      a[ks][2] = in ? QueryPair(qt, h0, H, Dh, c + 8) : 0u;
+      a[ks][3] = in ? QueryPair(qt, h1, H, Dh, c + 8) : 0u;
     }
-    __syncthreads();
+  }
+  // A head's weight (times weight_scale) for token t; 0 past the heads.
+  __device__ __forceinline__ float Weight(const IndexerTopKParams& p, int64_t t, int h) const {
+    return h < H ? p.weights[t * H + h] * p.weight_scale : 0.0f;
+  }
+  // A pass's head terms into pv ([kTcPass][kTcPvStride]): per n8 tile and 32-column block two k16
+  // steps from zero (the block's exact sum), the blocks added in order, then HeadScore. keys: the
+  // pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights.
+  __device__ __forceinline__ void HeadTerms(const uint32_t* keys,
+                                            const uint32_t (&a)[kTcMaxKSteps][4],
+                                            float softmax_scale, float w0, float w1,
+                                            float* pv) const {
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int n0 = n_half + nt * 8;
@@ -242,17 +231,138 @@ __global__ void __launch_bounds__(kTcThreads)
       // C fragment: (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
       const int e = n0 + 2 * tq;
       if (h0 < H) {
-        pv[e * kTcPvStride + h0] = HeadScore(acc[0], softmax_scale, wts[h0]);
-        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[1], softmax_scale, wts[h0]);
+        pv[e * kTcPvStride + h0] = HeadScore(acc[0], softmax_scale, w0);
+        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[1], softmax_scale, w0);
       }
       if (h1 < H) {
-        pv[e * kTcPvStride + h1] = HeadScore(acc[2], softmax_scale, wts[h1]);
-        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[3], softmax_scale, wts[h1]);
+        pv[e * kTcPvStride + h1] = HeadScore(acc[2], softmax_scale, w1);
+        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[3], softmax_scale, w1);
       }
     }
+  }
+};
+
+// Rows [0, rows) of keys ([rows][kTcKeyWords] bf16 pairs) from the packed entries entry_ptr[e]
+// (PackedLoad4's values, exact in bf16), zeros from row n_valid on; by the whole block.
+__device__ __forceinline__ void TcDecodeKeys(const IndexerTopKParams& p,
+                                             const void* const* entry_ptr, int n_valid, int rows,
+                                             uint32_t* keys) {
+  const int groups = p.head_dim / 4;
+  for (int i = threadIdx.x; i < rows * groups; i += kTcThreads) {
+    const int e = i / groups, c = (i % groups) * 4;
+    const float4 v =
+        e < n_valid ? PackedLoad4(p.key_format, entry_ptr[e], c) : make_float4(0, 0, 0, 0);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = make_uint2(
+        *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
+template <int kPasses>
+__global__ void __launch_bounds__(kTcThreads)
+    IndexerScoreTcKernel(IndexerTopKParams p, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ __align__(16) uint32_t keys[kTcPass * kTcKeyWords];
+  __shared__ float pv[kTcPass * kTcPvStride];
+  __shared__ const void* entry_ptr[kTcPass];
+  const int64_t t = blockIdx.y;
+  const int pos = p.meta.pos[t];
+  const int visible = (pos + 1) / p.rate;
+  const int k = min(p.topk, visible);
+  const int w_begin = blockIdx.x * (kTcPass * kPasses);
+  if (k == visible || w_begin >= visible) return;
+  const TcWarp tw(p);
+  uint32_t a[kTcMaxKSteps][4];
+  tw.Queries(p.q + t * tw.H * tw.Dh, a);
+  const float w0 = tw.Weight(p, t, tw.h0), w1 = tw.Weight(p, t, tw.h1);
+  const float softmax_scale = SoftmaxScale(tw.Dh);
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int e0 = w_begin + pass * kTcPass;
+    if (e0 >= visible) break;
+    const int ne = min(kTcPass, visible - e0);
+    if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], e0 + threadIdx.x);
+    __syncthreads();  // (also: the previous pass's head sums are done with pv)
+    TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys);
+    __syncthreads();
+    tw.HeadTerms(keys, a, softmax_scale, w0, w1, pv);
     __syncthreads();
     if (threadIdx.x < ne)
-      p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pv + threadIdx.x * kTcPvStride, H);
+      p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pv + threadIdx.x * kTcPvStride, tw.H);
+  }
+}
+
+// Many rows (IndexerTopKParams::tc_runs_min_rows): block (tile, group) scores entries
+// [tile * kTcRunEntries, + kTcRunEntries) for kTcRunTokens consecutive rows. Within a run of rows
+// of one slot (a prefill's rows: the same compressed keys) the entries are decoded once, up to the
+// run's largest visible count, and every row of the run scores from them: a row alone decodes the
+// same keys again, about as many instructions a pass as its mma steps (counted from the code, not
+// yet profiled). Each score is IndexerScoreTcKernel's (HeadTerms, SumHeads): the same bits. The
+// head terms alternate between two buffers so that a pass's head sums overlap the next pass's mma
+// steps.
+constexpr int kTcRunTokens = 4;
+constexpr int kTcRunPasses = 4;
+constexpr int kTcRunEntries = kTcRunPasses * kTcPass;
+constexpr size_t TcRunSmemBytes() {
+  return static_cast<size_t>(kTcRunEntries) * kTcKeyWords * 4 +
+         2 * static_cast<size_t>(kTcPass) * kTcPvStride * 4 + kTcRunEntries * sizeof(void*);
+}
+
+__global__ void __launch_bounds__(kTcThreads)
+    IndexerScoreTcRunKernel(IndexerTopKParams p, int64_t cap) {
+  PdlTrigger();
+  PdlWait();
+  extern __shared__ __align__(16) unsigned char run_smem[];
+  uint32_t* const keys = reinterpret_cast<uint32_t*>(run_smem);  // [kTcRunEntries][kTcKeyWords]
+  float* const pv = reinterpret_cast<float*>(keys + kTcRunEntries * kTcKeyWords);  // [2][..]
+  const void** const entry_ptr =
+      reinterpret_cast<const void**>(pv + 2 * kTcPass * kTcPvStride);  // [kTcRunEntries]
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTcRunTokens;
+  const int ntok = static_cast<int>(min(static_cast<int64_t>(kTcRunTokens), p.meta.n - t0));
+  const int w_begin = blockIdx.x * kTcRunEntries;
+  // Row t0 + j's visible entries when it has scores in this block, else 0 (it takes all its
+  // entries unscored, or they end before the block's).
+  auto scored = [&](int j) {
+    const int visible = (p.meta.pos[t0 + j] + 1) / p.rate;
+    return min(p.topk, visible) == visible || w_begin >= visible ? 0 : visible;
+  };
+  const TcWarp tw(p);
+  const float softmax_scale = SoftmaxScale(tw.Dh);
+  int buf = 0;
+  for (int r0 = 0; r0 < ntok;) {  // runs [r0, r1) of one slot (every thread the same)
+    const int slot = p.meta.slot[t0 + r0];
+    int r1 = r0 + 1, vis_max = scored(r0);
+    for (; r1 < ntok && p.meta.slot[t0 + r1] == slot; ++r1) vis_max = max(vis_max, scored(r1));
+    if (vis_max > 0) {
+      const int n_valid = min(kTcRunEntries, vis_max - w_begin);
+      for (int i = threadIdx.x; i < n_valid; i += kTcThreads)
+        entry_ptr[i] = p.keys.Entry(slot, w_begin + i);
+      __syncthreads();  // (also: every warp's mma steps are done with the previous run's keys)
+      TcDecodeKeys(p, entry_ptr, n_valid, (n_valid + kTcPass - 1) / kTcPass * kTcPass, keys);
+      __syncthreads();
+      for (int j = r0; j < r1; ++j) {
+        const int visible = scored(j);
+        if (visible == 0) continue;
+        const int64_t t = t0 + j;
+        uint32_t a[kTcMaxKSteps][4];
+        tw.Queries(p.q + t * tw.H * tw.Dh, a);
+        const float w0 = tw.Weight(p, t, tw.h0), w1 = tw.Weight(p, t, tw.h1);
+        for (int pass = 0; pass < kTcRunPasses; ++pass) {
+          const int e0 = w_begin + pass * kTcPass;
+          if (e0 >= visible) break;
+          // Buffer buf's last readers, the head sums two passes back, finished before the last
+          // barrier.
+          float* const pvb = pv + buf * kTcPass * kTcPvStride;
+          tw.HeadTerms(keys + pass * kTcPass * kTcKeyWords, a, softmax_scale, w0, w1, pvb);
+          __syncthreads();
+          const int ne = min(kTcPass, visible - e0);
+          if (threadIdx.x < ne)
+            p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pvb + threadIdx.x * kTcPvStride, tw.H);
+          buf ^= 1;
+        }
+      }
+    }
+    r0 = r1;
   }
 }
 
@@ -473,8 +583,7 @@ __global__ void __launch_bounds__(kRoundThreads) IndexQueryRoundKernel(IndexQuer
   const int H = min(kRoundHeads, p.heads - h0), Dh = p.head_dim, half = p.rope_dim / 2;
   float* q = p.q + (t * p.heads + h0) * Dh;
   for (int i = threadIdx.x; i < H * Dh; i += blockDim.x) qs[i] = q[i];
-  for (int j = threadIdx.x; j < half; j += blockDim.x)
-    RopeCosSin(p.pos[t], p.inv_freq[j], &cs[j][0], &cs[j][1]);
+  RopeTable(p.pos[t], p.inv_freq, half, cs);
   __syncthreads();
   for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
     const int h = i / half, j = i % half;
@@ -544,7 +653,8 @@ Status IndexerTopKParams::Validate() const {
         "indexer: packed keys must be rows of head_dim coded values (blocks of "
         "4k) in entries a packed row wide");
   }
-  if (tensor_core_min_rows < 0) return InvalidArgument("indexer: tensor_core_min_rows < 0");
+  if (tensor_core_min_rows < 0 || tc_runs_min_rows < 0)
+    return InvalidArgument("indexer: tensor_core_min_rows or tc_runs_min_rows < 0");
   if (tensor_core_min_rows > 0 &&
       (!fp4_blocks || !key_format.packed() || key_format.kind != qc::Kind::kFp4Pow2 ||
        key_format.block != 32 || rope_dim != 0 || query_fp4_block != 0 || head_dim % 32 != 0 ||
@@ -575,7 +685,21 @@ bool IndexerTensorCoresFit(const IndexerTopKParams& p) {
   return p.Validate().ok() && t.Validate().ok();
 }
 
+namespace {
+// IndexerScoreTcRunKernel's shared memory (above the default 48 KB), once.
+void AllowTcRunSmem() {
+  static const bool done = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(IndexerScoreTcRunKernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(TcRunSmemBytes())));
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace
+
 void PrepareIndexerTopK(int heads, int head_dim, int max_entries) {
+  AllowTcRunSmem();
   const size_t smem = KeySmemBytes(max_entries);
   if (smem > 48 * 1024) {
     CUDA_CHECK(cudaFuncSetAttribute(IndexerTopKKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -620,7 +744,15 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
                    dim3(threads), ScoreSmemBytes(p.heads, p.head_dim, entries), stream, q,
                    int64_t{p.max_entries});
     };
-    if (p.tensor_core_min_rows > 0 && rows >= p.tensor_core_min_rows) {  // (static smem only)
+    if (p.tensor_core_min_rows > 0 && rows >= p.tensor_core_min_rows && p.tc_runs_min_rows > 0 &&
+        rows >= p.tc_runs_min_rows) {
+      AllowTcRunSmem();
+      const int64_t tiles = (p.max_entries + kTcRunEntries - 1) / kTcRunEntries;
+      const dim3 grid(static_cast<unsigned>(tiles),
+                      static_cast<unsigned>((rows + kTcRunTokens - 1) / kTcRunTokens));
+      LaunchKernel(IndexerScoreTcRunKernel, grid, dim3(kTcThreads), TcRunSmemBytes(), stream, q,
+                   int64_t{p.max_entries});
+    } else if (p.tensor_core_min_rows > 0 && rows >= p.tensor_core_min_rows) {  // (static smem)
       const int entries = rows <= 4 ? kTcPass : 4 * kTcPass;
       const int64_t tiles = (p.max_entries + entries - 1) / entries;
       const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(rows));

@@ -29,7 +29,7 @@ __global__ void RmsNormRopeKernel(RmsNormRopeParams q) {
   const int half = q.rope_dim / 2;
   if (half > 0) {
     const int pos = q.pos[r / q.heads];
-    for (int j = threadIdx.x; j < half; j += blockDim.x) RopeCosSin(pos, q.inv_freq[j], &cs[j][0], &cs[j][1]);
+    RopeTable(pos, q.inv_freq, half, cs);
   }
   const float* x = p.x + r * p.ldx;
   float ss = 0.0f;
