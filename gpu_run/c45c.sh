@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 45, carry [".devcarry"]: main's current figures on one card (after the RoPE table and
 # the indexer runs landed): flash-l8's decode and 8,192-token prefill by default and in the
-# --fp8-mma mode, then the mode's 32,768-token prefill in chunks of 8,192.
+# --fp8-mma mode, then the 32,768- and 131,072-token prefills in chunks of 8,192 (the mode's
+# first), as time allows, each with its last chunk's eager profile (bench_command.cc, new).
 source "$(dirname "$0")/common.sh"
 gpu_build dsinfer
 B="build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8"
@@ -10,5 +11,15 @@ timeout 150 $B --batches 1,32,128,256 --steps 10 --prefill 8192 --fp8-mma > "$OU
 for n in default mma; do
   grep -o '"bench": "decode", "batch": [0-9]*, "context": [0-9]*, "step_ms": [0-9.]*\|"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"ratio[a-z_]*": [0-9.]*' "$OUT/bench_$n.jsonl" | tr '\n' ' '; echo
 done
-[ $(( $(date +%s) - t0 )) -lt 420 ] && { timeout 150 $B --batches 1 --steps 3 --prefill 32768 --prefill-chunk 8192 --fp8-mma > "$OUT/bench_mma_32k.jsonl" 2>&1; echo "mma 32k rc=$? $(( $(date +%s) - t0 )) s"; grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"device_mem[a-z_]*": [0-9.]*' "$OUT/bench_mma_32k.jsonl" | tr '\n' ' '; echo; }
+long() {  # name, tokens, flags...
+  local n=$1 len=$2; shift 2
+  [ $(( $(date +%s) - t0 )) -lt 500 ] || { echo "$n skipped (time)"; return; }
+  timeout 100 $B --batches 1 --steps 3 --prefill "$len" --prefill-chunk 8192 "$@" > "$OUT/bench_$n.jsonl" 2>&1; echo "$n rc=$? $(( $(date +%s) - t0 )) s"
+  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"device_[a-z_]*": [0-9.]*\|"ratio_to_bound": [0-9.]*' "$OUT/bench_$n.jsonl" | tr '\n' ' '; echo
+  grep '"prefill_profile_eager"' "$OUT/bench_$n.jsonl" | head -c 900; echo
+}
+long mma_32k 32768 --fp8-mma
+long mma_128k 131072 --fp8-mma
+long default_128k 131072
+long default_32k 32768
 echo "total $(( $(date +%s) - t0 )) s"

@@ -2,9 +2,10 @@
 //   decode: one step for a batch of requests at a given context (synthetic state of that length,
 //           CUDA graph replay), with its HBM roofline: bytes of weights (checkpoint formats, only the
 //           routed experts actually used) + state read per step, over the measured copy bandwidth.
-//   prefill: one prompt in one forward call, tokens/s, with its FLOP count over the FP8 tensor
-//           throughput bound (--fp8-tflops, default the measured 1,311 TFLOP/s of DeepSeek's
-//           block-scaled FP8 GEMM via cuBLASLt on an H200).
+//   prefill: one prompt in one forward call (or --prefill-chunk's), tokens/s, with its FLOP count
+//           over the FP8 tensor throughput bound (--fp8-tflops, default the measured 1,311 TFLOP/s
+//           of DeepSeek's block-scaled FP8 GEMM via cuBLASLt on an H200); then the last chunk once
+//           more, eager with per-op marks (prefill_profile_eager, its position the tokens before).
 // Weights: --model DIR, or --preset NAME with random weights generated on the device.
 #include <unistd.h>
 
@@ -422,15 +423,25 @@ Status Run(const Flags& flags) {
         flops / 1e12, flops / best / 1e12, bound_s, best / bound_s,
         static_cast<long long>(used_bytes));
     std::fflush(stdout);
-    if (chunk == prefill) {  // where the time goes: one more forward, eager and serial, with marks
+    // Where the time goes: the last chunk once more, eager and serial, with marks (after the
+    // chunks before it, unprofiled: a long prompt's last chunk shows what its context costs).
+    {
       m->FreeSequence(s);
       DSINFER_ASSIGN_OR_RETURN(s, m->NewSequence());
-      char head[96];
-      std::snprintf(head, sizeof(head), "{\"bench\": \"prefill_profile_eager\", \"tokens\": %lld",
-                    static_cast<long long>(prefill));
+      const int64_t last = (prefill - 1) / chunk * chunk;
+      for (int64_t b = 0; b < last; b += chunk) {
+        const std::vector<int32_t> part(ids.begin() + b, ids.begin() + b + chunk);
+        DSINFER_ASSIGN_OR_RETURN(auto lg,
+                                 m->Forward({{s, part}}, model::deepseek_v4::LogitsRows::kLast));
+      }
+      const std::vector<int32_t> tail(ids.begin() + last, ids.end());
+      char head[128];
+      std::snprintf(head, sizeof(head),
+                    "{\"bench\": \"prefill_profile_eager\", \"tokens\": %lld, \"position\": %lld",
+                    static_cast<long long>(tail.size()), static_cast<long long>(last));
       std::string prof = head;
       double total = 0;
-      for (const auto& [name, ms_op] : m->ProfileForward({{s, ids}})) {
+      for (const auto& [name, ms_op] : m->ProfileForward({{s, tail}})) {
         char buf[96];
         std::snprintf(buf, sizeof(buf), ", \"%s_ms\": %.3f", name.c_str(), ms_op);
         prof += buf;
