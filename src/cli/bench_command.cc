@@ -1,7 +1,8 @@
 // `dsinfer bench`: benchmarks of the CUDA model on one GPU, printed as JSON lines.
 //   decode: one step for a batch of requests at a given context (synthetic state of that length,
-//           CUDA graph replay), with its HBM roofline: bytes of weights (checkpoint formats, only the
-//           routed experts actually used) + state read per step, over the measured copy bandwidth.
+//           CUDA graph replay), with its HBM roofline: bytes of weights (checkpoint formats, only
+//           the routed experts actually used) + state read per step, over the measured copy
+//           bandwidth.
 //   prefill: one prompt in one forward call (or --prefill-chunk's), tokens/s, with its FLOP count
 //           over the FP8 tensor throughput bound (--fp8-tflops, default the measured 1,311 TFLOP/s
 //           of DeepSeek's block-scaled FP8 GEMM via cuBLASLt on an H200); then the last chunk once
