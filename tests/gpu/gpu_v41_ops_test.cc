@@ -897,6 +897,14 @@ TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
     std::vector<std::vector<float>> rows(seqs), packed(seqs);
     for (int s = 0; s < seqs; ++s) {
       rows[s] = SpreadValues(static_cast<size_t>(max_entries) * ic.head_dim, 930 + s);
+      // Scale bytes far from 127 (head_dim 128 decodes by a table over bytes 2..252, others as
+      // PackedLoad4 does): a block of zeros (byte 1), blocks scaled by 2^-60 and 2^60.
+      for (int e = 0; e < max_entries && ic.head_dim == 128; ++e) {
+        float* const blk = rows[s].data() + e * ic.head_dim + 32 * (1 + e % 3);
+        const float f2 =
+            e % 5 == 1 ? 0.0f : (e % 5 == 2 ? 0x1p-60f : (e % 5 == 3 ? 0x1p60f : 1.0f));
+        for (int i = 0; i < 32; ++i) blk[i] *= f2;
+      }
       packed[s].assign(static_cast<size_t>(max_entries) * width, 0.0f);
       for (int e = 0; e < max_entries; ++e)  // rounds the row in place, and packs it
         f.Pack(rows[s].data() + e * ic.head_dim, packed[s].data() + e * width);

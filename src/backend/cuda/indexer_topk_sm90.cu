@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
 // entries 32 (w / 4) .. + 32 of the pass (4 n8 tiles). A pass decodes its keys into bf16 rows
 // (PackedLoad4's values, exact in bf16), runs per n8 tile and 32-column block two k16 steps from
 // zero (the block's exact sum) and adds the blocks in order, then scores as the CUDA cores do.
-constexpr int kTcThreads = 256;
+constexpr int kTcThreads = 256;  // (also the size of TcDecodeKeys' table: one entry a thread)
 constexpr int kTcPass = 64;
 constexpr int kTcMaxKSteps = 8;                    // head_dim <= 128
 constexpr int kTcKeyWords = kTcMaxKSteps * 8 + 4;  // a staged key row's bf16 pairs, padded: the
@@ -242,19 +242,70 @@ struct TcWarp {
   }
 };
 
+// The bf16 pair of PackedLoad4's four values (exact in bf16: the FP8 cache's index keys).
+__device__ __forceinline__ uint2 Bf16Quad(float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                    *reinterpret_cast<const uint32_t*>(&hi));
+}
+
+// The index keys' rows of V4 and V4.1 at head_dim 128 (IndexKeyFormat: kFp4Pow2, 128 codes, blocks
+// of 32, no tail) decode by a table instead of PackedLoad4's per-value codec steps (which, with the
+// runtime divisions of the general loop, were 39% of the many-row scoring's instructions, ncu,
+// session 45): a code byte's two values as a bf16 pair at scale 1 (Fp4PairOfByte; code 8 is +0,
+// as qc::E2m1Value), times the pair (s, s), s = 2^(b - 127) of the block's scale byte b. Both
+// factors are bf16 values, and for b in [2, 252] every product (|value| 0 or in [2^-1, 6] times s)
+// is 0 or a normal bf16 value: exact, so PackedLoad4's value (one fp32 rounding of the same exact
+// product, then exact in bf16) to the bit. Other scale bytes take PackedLoad4.
+constexpr int kFp4FastDim = 128;
+static_assert(kTcThreads == 256, "the table's 256 entries: one a thread");
+__device__ __forceinline__ bool Fp4KeysByTable(const IndexerTopKParams& p) {
+  const qc::PackedRow& f = p.key_format;
+  return p.head_dim == kFp4FastDim && f.kind == qc::Kind::kFp4Pow2 && f.q == kFp4FastDim &&
+         f.block == 32 && f.tail == 0;
+}
+__device__ __forceinline__ uint32_t Fp4PairOfByte(uint32_t byte) {
+  return static_cast<uint32_t>(qc::FloatToBf16(qc::E2m1Value(byte & 0xFu))) |
+         static_cast<uint32_t>(qc::FloatToBf16(qc::E2m1Value(byte >> 4))) << 16;
+}
+__device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
 // Rows [0, rows) of keys ([rows][kTcKeyWords] bf16 pairs) from the packed entries entry_ptr[e]
-// (PackedLoad4's values, exact in bf16), zeros from row n_valid on; by the whole block.
+// (PackedLoad4's values, exact in bf16), zeros from row n_valid on; by the whole block. fp4_pairs:
+// Fp4PairOfByte's table in shared memory (used where Fp4KeysByTable).
 __device__ __forceinline__ void TcDecodeKeys(const IndexerTopKParams& p,
                                              const void* const* entry_ptr, int n_valid, int rows,
-                                             uint32_t* keys) {
+                                             uint32_t* keys, const uint32_t* fp4_pairs) {
+  if (Fp4KeysByTable(p)) {
+    constexpr int kGroups = kFp4FastDim / 4, kCodeBytes = kFp4FastDim / 2;
+    for (int i = threadIdx.x; i < rows * kGroups; i += kTcThreads) {
+      const int e = i / kGroups, c = (i % kGroups) * 4;
+      uint2 w = make_uint2(0u, 0u);
+      if (e < n_valid) {
+        const auto* row = static_cast<const uint8_t*>(entry_ptr[e]);
+        const uint32_t b = row[kCodeBytes + c / 32];
+        if (b - 2u <= 250u) {
+          const uint32_t codes = *reinterpret_cast<const uint16_t*>(row + c / 2);
+          const uint32_t s2 = (b << 7) * 0x10001u;  // (s, s) in bf16
+          w = make_uint2(Bf16x2Mul(fp4_pairs[codes & 0xFFu], s2),
+                         Bf16x2Mul(fp4_pairs[codes >> 8], s2));
+        } else {
+          w = Bf16Quad(PackedLoad4(p.key_format, row, c));
+        }
+      }
+      *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = w;
+    }
+    return;
+  }
   const int groups = p.head_dim / 4;
   for (int i = threadIdx.x; i < rows * groups; i += kTcThreads) {
     const int e = i / groups, c = (i % groups) * 4;
-    const float4 v =
-        e < n_valid ? PackedLoad4(p.key_format, entry_ptr[e], c) : make_float4(0, 0, 0, 0);
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-    *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = make_uint2(
-        *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    *reinterpret_cast<uint2*>(keys + e * kTcKeyWords + c / 2) = Bf16Quad(
+        e < n_valid ? PackedLoad4(p.key_format, entry_ptr[e], c) : make_float4(0, 0, 0, 0));
   }
 }
 
@@ -266,6 +317,8 @@ __global__ void __launch_bounds__(kTcThreads)
   __shared__ __align__(16) uint32_t keys[kTcPass * kTcKeyWords];
   __shared__ float pv[kTcPass * kTcPvStride];
   __shared__ const void* entry_ptr[kTcPass];
+  __shared__ uint32_t fp4_pairs[256];
+  fp4_pairs[threadIdx.x] = Fp4PairOfByte(threadIdx.x);  // (read after the barrier below)
   const int64_t t = blockIdx.y;
   const int pos = p.meta.pos[t];
   const int visible = (pos + 1) / p.rate;
@@ -283,7 +336,7 @@ __global__ void __launch_bounds__(kTcThreads)
     const int ne = min(kTcPass, visible - e0);
     if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], e0 + threadIdx.x);
     __syncthreads();  // (also: the previous pass's head sums are done with pv)
-    TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys);
+    TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys, fp4_pairs);
     __syncthreads();
     tw.HeadTerms(keys, a, softmax_scale, w0, w1, pv);
     __syncthreads();
@@ -305,7 +358,8 @@ constexpr int kTcRunPasses = 4;
 constexpr int kTcRunEntries = kTcRunPasses * kTcPass;
 constexpr size_t TcRunSmemBytes() {
   return static_cast<size_t>(kTcRunEntries) * kTcKeyWords * 4 +
-         2 * static_cast<size_t>(kTcPass) * kTcPvStride * 4 + kTcRunEntries * sizeof(void*);
+         2 * static_cast<size_t>(kTcPass) * kTcPvStride * 4 + kTcRunEntries * sizeof(void*) +
+         256 * 4;
 }
 
 __global__ void __launch_bounds__(kTcThreads)
@@ -317,6 +371,8 @@ __global__ void __launch_bounds__(kTcThreads)
   float* const pv = reinterpret_cast<float*>(keys + kTcRunEntries * kTcKeyWords);  // [2][..]
   const void** const entry_ptr =
       reinterpret_cast<const void**>(pv + 2 * kTcPass * kTcPvStride);  // [kTcRunEntries]
+  uint32_t* const fp4_pairs = reinterpret_cast<uint32_t*>(entry_ptr + kTcRunEntries);  // [256]
+  fp4_pairs[threadIdx.x] = Fp4PairOfByte(threadIdx.x);  // (read after the barrier below)
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTcRunTokens;
   const int ntok = static_cast<int>(min(static_cast<int64_t>(kTcRunTokens), p.meta.n - t0));
   const int w_begin = blockIdx.x * kTcRunEntries;
@@ -338,7 +394,8 @@ __global__ void __launch_bounds__(kTcThreads)
       for (int i = threadIdx.x; i < n_valid; i += kTcThreads)
         entry_ptr[i] = p.keys.Entry(slot, w_begin + i);
       __syncthreads();  // (also: every warp's mma steps are done with the previous run's keys)
-      TcDecodeKeys(p, entry_ptr, n_valid, (n_valid + kTcPass - 1) / kTcPass * kTcPass, keys);
+      TcDecodeKeys(p, entry_ptr, n_valid, (n_valid + kTcPass - 1) / kTcPass * kTcPass, keys,
+                   fp4_pairs);
       __syncthreads();
       for (int j = r0; j < r1; ++j) {
         const int visible = scored(j);
