@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepared in session 45 (not run), carry [".devcarry"]. gpu_run/s45_indexer_head_terms.diff: the
+# indexer's tensor-core head terms at head_dim 128 with their k steps known at compile time and all
+# four n8 tiles' sums before the stores, so that the 16 mma chains interleave (c45d's ncu: with
+# runtime step tests each chain ran alone; HeadTerms 40% of IndexerScoreTcRunKernel's
+# instructions, the kernel 94% of the indexer, the indexer 57% of a 131,072-token prompt's last
+# chunk). The same bits by construction (each block sum and the order of their adds unchanged).
+# Main first, then the change: the indexer's bit tests, bench_indexer (rows 1, 32 and the
+# 8,192-token prefill; the one-row kernel's registers went 64 -> 118, so decode may differ), the
+# mode's 32,768-token prefill (its last chunk's indexer profiled).
+source "$(dirname "$0")/common.sh"
+idx() {  # name
+  timeout 60 build-cuda/bin/bench_indexer --rows 1,32 --prefill 8192 --variants tc > "$OUT/indexer_$1.jsonl" 2>&1; echo "bench_indexer $1 rc=$?"
+  grep -o '"rows": [0-9]*, "prefill": [a-z]*, "variant": "[a-z_]*"\|"us": [0-9.]*' "$OUT/indexer_$1.jsonl" | paste -d" " - -
+}
+long32k() {  # name
+  timeout 90 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 32768 --prefill-chunk 8192 > "$OUT/bench_32k_$1.jsonl" 2>&1; echo "32k $1 rc=$?"
+  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_32k_$1.jsonl" | tr '\n' ' '; echo
+}
+gpu_build bench_indexer dsinfer
+idx main
+long32k main
+apply_diff s45_indexer_head_terms.diff
+gpu_build bench_indexer dsinfer gpu_v41_ops_test
+timeout 120 build-cuda/bin/gpu_v41_ops_test --gtest_filter='V4Fp8Cache*:V41Indexer*' > "$OUT/indexer_ops.log" 2>&1; echo "gpu_v41_ops_test rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/indexer_ops.log" | head -12
+idx head_terms
+long32k head_terms
+echo "total $(( $(date +%s) - t0 )) s"
