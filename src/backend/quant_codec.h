@@ -121,6 +121,18 @@ DSINFER_QC_FN uint16_t FloatToBf16(float f) {
 }
 DSINFER_QC_FN float Bf16ToFloat(uint16_t v) { return FromBits(static_cast<uint32_t>(v) << 16); }
 
+// A code byte's two e2m1 values (the low nibble's first) as a bf16 pair at scale 1, the first in
+// the low half: the table by which the GPU indexer decodes FP4 index keys, each entry multiplied by
+// the pair (s, s) of the block's power-of-two scale s = Pow2OfByte(b) in bf16 (bits b << 7). For b
+// in [kE2m1PairExactLo, kE2m1PairExactHi] every such product (0, or |value| in [2^-1, 6] times s)
+// is 0 or a normal bf16 value, so exact: the bf16 rounding of Mul(E2m1Value(code), s).
+inline constexpr uint32_t kE2m1PairExactLo = 2, kE2m1PairExactHi = 252;
+DSINFER_QC_FN uint32_t E2m1PairBf16(uint32_t byte) {
+  return static_cast<uint32_t>(FloatToBf16(E2m1Value(static_cast<uint8_t>(byte & 0xFu)))) |
+         static_cast<uint32_t>(FloatToBf16(E2m1Value(static_cast<uint8_t>((byte >> 4) & 0xFu))))
+             << 16;
+}
+
 // A block's stored scale byte from its absolute maximum (>= 0), and the scale it stands for.
 DSINFER_QC_FN uint8_t ScaleByte(Kind kind, float amax) {
   switch (kind) {

@@ -151,6 +151,41 @@ TEST(QuantSimTest, E2m1CodesAreTheGrid) {
   }
 }
 
+// The GPU indexer's table decode of FP4 index keys (indexer_topk_sm90.cu): a code byte's table
+// entry (qc::E2m1PairBf16) times the bf16 pair of its block's power-of-two scale, one bf16
+// rounding of the exact product (mul.rn.bf16x2, emulated here), is PackedLoad4's value rounded to
+// bf16 for every code byte and every scale byte of the table's range; not for scale byte 0 (2^-127
+// has no bf16 bit pattern b << 7), which the decode leaves to PackedLoad4.
+TEST(QuantSimTest, E2m1PairTableTimesPow2ScaleIsThePackedValue) {
+  namespace qc = backend::qc;
+  auto table_path = [](uint32_t entry_half, uint32_t b) {
+    const double exact = static_cast<double>(qc::Bf16ToFloat(static_cast<uint16_t>(entry_half))) *
+                         static_cast<double>(qc::Bf16ToFloat(static_cast<uint16_t>(b << 7)));
+    return qc::FloatToBf16(static_cast<float>(exact));  // (exact in float: 16 bits, normal)
+  };
+  int checked = 0, differ = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool in_range = b >= qc::kE2m1PairExactLo && b <= qc::kE2m1PairExactHi;
+    for (uint32_t byte = 0; byte < 256; ++byte) {
+      const uint32_t pair = qc::E2m1PairBf16(byte);
+      for (int half = 0; half < 2; ++half) {
+        const auto code = static_cast<uint8_t>(half == 0 ? byte & 0xF : byte >> 4);
+        const uint16_t want =
+            qc::FloatToBf16(qc::Mul(qc::E2m1Value(code), qc::Pow2OfByte(static_cast<uint8_t>(b))));
+        const uint16_t got = table_path(half == 0 ? pair & 0xFFFF : pair >> 16, b);
+        if (in_range) {
+          ASSERT_EQ(got, want) << "scale byte " << b << " code byte " << byte << " half " << half;
+          ++checked;
+        } else if (b == 0) {
+          differ += got != want;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 251 * 256 * 2);
+  EXPECT_GT(differ, 0);  // scale byte 0 must not take the table
+}
+
 // The FP8 cache's indexer (IndexerTopK with fp4_blocks): for FP4 queries and keys (one power-of-two
 // scale per 32-column block) each block's sum of products is exact in fp32 in any order, so the
 // CPU's BlockExactDot, the CUDA cores' fmaf chain per block and the tensor cores' two k16 steps

@@ -252,21 +252,18 @@ __device__ __forceinline__ uint2 Bf16Quad(float4 v) {
 // The index keys' rows of V4 and V4.1 at head_dim 128 (IndexKeyFormat: kFp4Pow2, 128 codes, blocks
 // of 32, no tail) decode by a table instead of PackedLoad4's per-value codec steps (which, with the
 // runtime divisions of the general loop, were 39% of the many-row scoring's instructions, ncu,
-// session 45): a code byte's two values as a bf16 pair at scale 1 (Fp4PairOfByte; code 8 is +0,
-// as qc::E2m1Value), times the pair (s, s), s = 2^(b - 127) of the block's scale byte b. Both
+// session 45): a code byte's two values as a bf16 pair at scale 1 (qc::E2m1PairBf16; code 8 is
+// +0, as qc::E2m1Value), times the pair (s, s), s = 2^(b - 127) of the block's scale byte b. Both
 // factors are bf16 values, and for b in [2, 252] every product (|value| 0 or in [2^-1, 6] times s)
 // is 0 or a normal bf16 value: exact, so PackedLoad4's value (one fp32 rounding of the same exact
-// product, then exact in bf16) to the bit. Other scale bytes take PackedLoad4.
+// product, then exact in bf16) to the bit (tests/unit/kv_cache_test.cc checks the table and the
+// range on the host). Other scale bytes take PackedLoad4.
 constexpr int kFp4FastDim = 128;
 static_assert(kTcThreads == 256, "the table's 256 entries: one a thread");
 __device__ __forceinline__ bool Fp4KeysByTable(const IndexerTopKParams& p) {
   const qc::PackedRow& f = p.key_format;
   return p.head_dim == kFp4FastDim && f.kind == qc::Kind::kFp4Pow2 && f.q == kFp4FastDim &&
          f.block == 32 && f.tail == 0;
-}
-__device__ __forceinline__ uint32_t Fp4PairOfByte(uint32_t byte) {
-  return static_cast<uint32_t>(qc::FloatToBf16(qc::E2m1Value(byte & 0xFu))) |
-         static_cast<uint32_t>(qc::FloatToBf16(qc::E2m1Value(byte >> 4))) << 16;
 }
 __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -276,7 +273,7 @@ __device__ __forceinline__ uint32_t Bf16x2Mul(uint32_t a, uint32_t b) {
 
 // Rows [0, rows) of keys ([rows][kTcKeyWords] bf16 pairs) from the packed entries entry_ptr[e]
 // (PackedLoad4's values, exact in bf16), zeros from row n_valid on; by the whole block. fp4_pairs:
-// Fp4PairOfByte's table in shared memory (used where Fp4KeysByTable).
+// qc::E2m1PairBf16's table in shared memory (used where Fp4KeysByTable).
 __device__ __forceinline__ void TcDecodeKeys(const IndexerTopKParams& p,
                                              const void* const* entry_ptr, int n_valid, int rows,
                                              uint32_t* keys, const uint32_t* fp4_pairs) {
@@ -288,7 +285,7 @@ __device__ __forceinline__ void TcDecodeKeys(const IndexerTopKParams& p,
       if (e < n_valid) {
         const auto* row = static_cast<const uint8_t*>(entry_ptr[e]);
         const uint32_t b = row[kCodeBytes + c / 32];
-        if (b - 2u <= 250u) {
+        if (b - qc::kE2m1PairExactLo <= qc::kE2m1PairExactHi - qc::kE2m1PairExactLo) {
           const uint32_t codes = *reinterpret_cast<const uint16_t*>(row + c / 2);
           const uint32_t s2 = (b << 7) * 0x10001u;  // (s, s) in bf16
           w = make_uint2(Bf16x2Mul(fp4_pairs[codes & 0xFFu], s2),
@@ -318,7 +315,7 @@ __global__ void __launch_bounds__(kTcThreads)
   __shared__ float pv[kTcPass * kTcPvStride];
   __shared__ const void* entry_ptr[kTcPass];
   __shared__ uint32_t fp4_pairs[256];
-  fp4_pairs[threadIdx.x] = Fp4PairOfByte(threadIdx.x);  // (read after the barrier below)
+  fp4_pairs[threadIdx.x] = qc::E2m1PairBf16(threadIdx.x);  // (read after the barrier below)
   const int64_t t = blockIdx.y;
   const int pos = p.meta.pos[t];
   const int visible = (pos + 1) / p.rate;
@@ -372,7 +369,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const void** const entry_ptr =
       reinterpret_cast<const void**>(pv + 2 * kTcPass * kTcPvStride);  // [kTcRunEntries]
   uint32_t* const fp4_pairs = reinterpret_cast<uint32_t*>(entry_ptr + kTcRunEntries);  // [256]
-  fp4_pairs[threadIdx.x] = Fp4PairOfByte(threadIdx.x);  // (read after the barrier below)
+  fp4_pairs[threadIdx.x] = qc::E2m1PairBf16(threadIdx.x);  // (read after the barrier below)
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTcRunTokens;
   const int ntok = static_cast<int>(min(static_cast<int64_t>(kTcRunTokens), p.meta.n - t0));
   const int w_begin = blockIdx.x * kTcRunEntries;
