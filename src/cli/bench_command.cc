@@ -374,18 +374,24 @@ Status Run(const Flags& flags) {
     DSINFER_ASSIGN_OR_RETURN(int s, m->NewSequence());
     std::vector<int32_t> ids(static_cast<size_t>(prefill));
     for (int64_t i = 0; i < prefill; ++i) ids[i] = static_cast<int32_t>((i * 104729 + 3) % c.vocab_size);
-    double best = 1e30;
-    for (int rep = 0; rep < 2; ++rep) {
+    // A fresh sequence in s with the prompt's tokens [0, end) prefilled, chunk by chunk; the
+    // forwards' wall time into *seconds.
+    auto prefill_to = [&](int64_t end, double* seconds) -> Status {
       m->FreeSequence(s);
       DSINFER_ASSIGN_OR_RETURN(s, m->NewSequence());
       const auto a = std::chrono::steady_clock::now();
-      for (int64_t b = 0; b < prefill; b += chunk) {
-        const std::vector<int32_t> part(ids.begin() + b,
-                                        ids.begin() + std::min(prefill, b + chunk));
+      for (int64_t b = 0; b < end; b += chunk) {
+        const std::vector<int32_t> part(ids.begin() + b, ids.begin() + std::min(end, b + chunk));
         DSINFER_ASSIGN_OR_RETURN(auto lg,
                                  m->Forward({{s, part}}, model::deepseek_v4::LogitsRows::kLast));
       }
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+      *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+      return Status::Ok();
+    };
+    double best = 1e30, seconds = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+      DSINFER_RETURN_IF_ERROR(prefill_to(prefill, &seconds));
+      best = std::min(best, seconds);
     }
     // Device memory in use after the prefill (the model's weights, activations sized for the chunk
     // and state, all allocated up front; and whatever other processes hold).
@@ -427,14 +433,8 @@ Status Run(const Flags& flags) {
     // Where the time goes: the last chunk once more, eager and serial, with marks (after the
     // chunks before it, unprofiled: a long prompt's last chunk shows what its context costs).
     {
-      m->FreeSequence(s);
-      DSINFER_ASSIGN_OR_RETURN(s, m->NewSequence());
       const int64_t last = (prefill - 1) / chunk * chunk;
-      for (int64_t b = 0; b < last; b += chunk) {
-        const std::vector<int32_t> part(ids.begin() + b, ids.begin() + b + chunk);
-        DSINFER_ASSIGN_OR_RETURN(auto lg,
-                                 m->Forward({{s, part}}, model::deepseek_v4::LogitsRows::kLast));
-      }
+      DSINFER_RETURN_IF_ERROR(prefill_to(last, &seconds));
       const std::vector<int32_t> tail(ids.begin() + last, ids.end());
       char head[128];
       std::snprintf(head, sizeof(head),
