@@ -208,35 +208,47 @@ struct TcWarp {
   }
   // A pass's head terms into pv ([kTcPass][kTcPvStride]): per n8 tile and 32-column block two k16
   // steps from zero (the block's exact sum), the blocks added in order, then HeadScore. keys: the
-  // pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights.
+  // pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. kSteps: the k16 steps (head_dim
+  // / 16) at compile time, or 0: nks at run time. All four n8 tiles' sums come before the stores
+  // (which the compiler may not move the next tile's key loads above), so that with kSteps known
+  // their 16 mma chains interleave (ncu, session 45: with runtime step tests each chain's two
+  // dependent mma steps and its adds ran alone, 40% of the many-row kernel's instructions).
+  template <int kSteps = 0>
   __device__ __forceinline__ void HeadTerms(const uint32_t* keys,
                                             const uint32_t (&a)[kTcMaxKSteps][4],
                                             float softmax_scale, float w0, float w1,
                                             float* pv) const {
+    static_assert(kSteps % 2 == 0 && kSteps <= kTcMaxKSteps, "whole 32-column blocks");
+    const int steps = kSteps > 0 ? kSteps : nks;
+    float acc[4][4];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
-      const int n0 = n_half + nt * 8;
-      const uint32_t* kr = keys + (n0 + g) * kTcKeyWords + tq;  // B: entry n0 + g, k pair tq
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const uint32_t* kr = keys + (n_half + nt * 8 + g) * kTcKeyWords + tq;  // B: entry, k pair tq
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[nt][j] = 0.0f;
 #pragma unroll
       for (int b = 0; b < kTcMaxKSteps / 2; ++b) {
-        if (2 * b < nks) {
+        if (2 * b < steps) {
           float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           MmaBf16(a[2 * b], kr[16 * b], kr[16 * b + 4], d);
           MmaBf16(a[2 * b + 1], kr[16 * b + 8], kr[16 * b + 12], d);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[j] += d[j];
+          for (int j = 0; j < 4; ++j) acc[nt][j] += d[j];
         }
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int n0 = n_half + nt * 8;
       // C fragment: (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
       const int e = n0 + 2 * tq;
       if (h0 < H) {
-        pv[e * kTcPvStride + h0] = HeadScore(acc[0], softmax_scale, w0);
-        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[1], softmax_scale, w0);
+        pv[e * kTcPvStride + h0] = HeadScore(acc[nt][0], softmax_scale, w0);
+        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[nt][1], softmax_scale, w0);
       }
       if (h1 < H) {
-        pv[e * kTcPvStride + h1] = HeadScore(acc[2], softmax_scale, w1);
-        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[3], softmax_scale, w1);
+        pv[e * kTcPvStride + h1] = HeadScore(acc[nt][2], softmax_scale, w1);
+        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[nt][3], softmax_scale, w1);
       }
     }
   }
@@ -335,7 +347,11 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncthreads();  // (also: the previous pass's head sums are done with pv)
     TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys, fp4_pairs);
     __syncthreads();
-    tw.HeadTerms(keys, a, softmax_scale, w0, w1, pv);
+    if (tw.Dh == 128) {
+      tw.HeadTerms<8>(keys, a, softmax_scale, w0, w1, pv);
+    } else {
+      tw.HeadTerms(keys, a, softmax_scale, w0, w1, pv);
+    }
     __syncthreads();
     if (threadIdx.x < ne)
       p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pv + threadIdx.x * kTcPvStride, tw.H);
@@ -407,7 +423,12 @@ __global__ void __launch_bounds__(kTcThreads)
           // Buffer buf's last readers, the head sums two passes back, finished before the last
           // barrier.
           float* const pvb = pv + buf * kTcPass * kTcPvStride;
-          tw.HeadTerms(keys + pass * kTcPass * kTcKeyWords, a, softmax_scale, w0, w1, pvb);
+          const uint32_t* const kp = keys + pass * kTcPass * kTcKeyWords;
+          if (tw.Dh == 128) {
+            tw.HeadTerms<8>(kp, a, softmax_scale, w0, w1, pvb);
+          } else {
+            tw.HeadTerms(kp, a, softmax_scale, w0, w1, pvb);
+          }
           __syncthreads();
           const int ne = min(kTcPass, visible - e0);
           if (threadIdx.x < ne)
