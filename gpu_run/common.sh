@@ -3,7 +3,8 @@
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
 # fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
 # baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
-# apply_diff, ncu_kernel, attn (bench_attention) and gemm (bench_fp8_gemm).
+# apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer) and
+# long32k (the mode's 32K prefill).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
@@ -75,4 +76,16 @@ gemm() {  # name, flags...
   local n=$1; shift
   timeout 150 build-cuda/bin/bench_fp8_gemm --sample 256 "$@" > "$OUT/fp8_gemm_$n.jsonl" 2>&1; echo "bench_fp8_gemm $n rc=$? $(( $(date +%s) - t0 )) s"
   grep '"fp8_gemm"' "$OUT/fp8_gemm_$n.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"mismatches": [0-9]*' | paste -d" " - - - -
+}
+# bench_indexer (tensor cores; rows 1, 32 and the 8,192-token prefill) into $OUT/indexer_NAME.jsonl;
+# prints each shape's us.
+idx() {  # name
+  timeout 60 build-cuda/bin/bench_indexer --rows 1,32 --prefill 8192 --variants tc > "$OUT/indexer_$1.jsonl" 2>&1; echo "bench_indexer $1 rc=$?"
+  grep -o '"rows": [0-9]*, "prefill": [a-z]*, "variant": "[a-z_]*"\|"us": [0-9.]*' "$OUT/indexer_$1.jsonl" | paste -d" " - -
+}
+# The mode's 32,768-token prefill in chunks of 8,192 into $OUT/bench_32k_NAME.jsonl; prints its
+# seconds and the indexer's share of the profiled last chunk.
+long32k() {  # name
+  timeout 90 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 32768 --prefill-chunk 8192 > "$OUT/bench_32k_$1.jsonl" 2>&1; echo "32k $1 rc=$?"
+  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_32k_$1.jsonl" | tr '\n' ' '; echo
 }

@@ -123,6 +123,10 @@ TEST(DeepseekV41Config, BadConfigsGetClearErrors) {
                     "engram_num_embeddings": [1, 2]})")
                 .code(),
             StatusCode::kInvalidArgument);
+  // More index heads than the indexer's score tree holds.
+  st = err(R"({"model_type": "deepseek_v41_text", "index_n_heads": 65})");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("index_n_heads = 65"), std::string::npos) << st.message();
 }
 
 TEST(DeepseekV41QuantSim, E2m1RoundsTiesToTheEvenCode) {

@@ -9,10 +9,13 @@
 #include <cstring>
 #include <random>
 
+#include "backend/cpu/gemm.h"
+#include "backend/indexer_head_sum.h"
 #include "backend/quant_codec.h"
 #include "base/dtype.h"
 #include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/indexer.h"
 #include "model/quant_sim.h"
 #include "model_test_util.h"
 
@@ -245,6 +248,66 @@ TEST(QuantSimTest, IndexerFp4BlockSumsAreExactInAnyOrder) {
     EXPECT_EQ(deepseek_v4::IndexerTopK(q.data(), w.data(), heads, kDim, rows, entries, top, true),
               want)
         << top;
+  }
+}
+
+// The indexer's score is its heads' terms summed in backend/indexer_head_sum.h's tree (the
+// tensor-core kernels' lane layout: heads g and g + 8 of a quarter, a butterfly over g, the
+// quarters pairwise), written out here for 64 heads and for head counts that leave heads out
+// (+0). Terms spread over many binades make the order visible: the serial sum in head order (the
+// order before the tree) differs. IndexerScores is that sum of its per-head terms.
+TEST(QuantSimTest, IndexerScoreIsTheHeadTermsTree) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> binade(-20, 20);
+  int serial_differs = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int heads = trial % 4 == 0 ? 64 : 1 + trial % 64;
+    float t[64], p[64] = {};
+    for (int h = 0; h < heads; ++h) p[h] = t[h] = std::ldexp(unit(rng), binade(rng));
+    float v[4];
+    for (int q = 0; q < 4; ++q) {
+      float u[8];
+      for (int g = 0; g < 8; ++g) u[g] = p[16 * q + g] + p[16 * q + g + 8];
+      v[q] = ((u[0] + u[1]) + (u[2] + u[3])) + ((u[4] + u[5]) + (u[6] + u[7]));
+    }
+    const float want = (v[0] + v[1]) + (v[2] + v[3]);
+    ASSERT_EQ(std::bit_cast<uint32_t>(backend::indexer::HeadSum(t, heads)),
+              std::bit_cast<uint32_t>(want))
+        << trial << " heads " << heads;
+    float serial = 0.0f;
+    for (int h = 0; h < heads; ++h) serial += t[h];
+    serial_differs += std::bit_cast<uint32_t>(serial) != std::bit_cast<uint32_t>(want);
+  }
+  EXPECT_GT(serial_differs, 20);
+  // IndexerScores (float keys and FP4 blocks): each entry's terms through HeadSum.
+  const int kDim = 64, heads = 37, entries = 5;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+  std::vector<float> q = RandomValues(heads * kDim, 21), w = RandomValues(heads, 22);
+  std::vector<float> keys = RandomValues(entries * kDim, 23);
+  std::vector<const float*> rows;
+  for (int e = 0; e < entries; ++e) rows.push_back(keys.data() + e * kDim);
+  for (const bool fp4_blocks : {false, true}) {
+    const std::vector<float> score =
+        deepseek_v4::IndexerScores(q.data(), w.data(), heads, kDim, rows, entries, fp4_blocks);
+    for (int e = 0; e < entries; ++e) {
+      float t[64];
+      for (int h = 0; h < heads; ++h) {
+        const float* qh = q.data() + h * kDim;
+        const float dot = fp4_blocks ? deepseek_v4::BlockExactDot(qh, rows[e], kDim, 32)
+                                     : backend::cpu::Dot(qh, rows[e], kDim);
+        t[h] = (std::max(dot, 0.0f) * scale) * w[h];
+      }
+      EXPECT_EQ(std::bit_cast<uint32_t>(score[e]),
+                std::bit_cast<uint32_t>(backend::indexer::HeadSum(t, heads)))
+          << fp4_blocks << " " << e;
+      if (!fp4_blocks) {  // V4.1's scores: the same sum of the same terms
+        EXPECT_EQ(std::bit_cast<uint32_t>(score[e]),
+                  std::bit_cast<uint32_t>(deepseek_v41::IndexScores(q.data(), w.data(), heads, kDim,
+                                                                    keys.data(), entries)[e]))
+            << e;
+      }
+    }
   }
 }
 

@@ -150,7 +150,7 @@ TEST(ModelConfigTest, RefusesImpossibleValues) {
       {"num_nextn_predict_layers", "-1"}, {"hc_eps", "-1"},
       {"rms_norm_eps", "-0.5"},           {"rms_norm_eps", "0"},
       {"eos_token_id", "999999999"},      {"bos_token_id", "-2"},
-      {"num_hash_layers", "-1"},
+      {"num_hash_layers", "-1"},          {"index_n_heads", "65"},
   };
   for (const auto& [key, value] : cases) {
     std::string text = With(kModern, key, value);

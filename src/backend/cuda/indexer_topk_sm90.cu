@@ -10,13 +10,14 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/packed_row.cuh"
+#include "backend/indexer_head_sum.h"
 
 namespace dsinfer::backend::cuda {
 
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int kMaxHeads = 64;
+constexpr int kMaxHeads = indexer::kMaxHeads;  // (the score tree's heads)
 
 constexpr int kMaxRopeHalf = 64;
 
@@ -46,15 +47,10 @@ __device__ __forceinline__ bool ScoresCandidateBlocks(const IndexerTopKParams& p
 __device__ __forceinline__ float SoftmaxScale(int head_dim) {
   return __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(head_dim)));
 }
-// A head's term of a score (the CPU's (max(dot, 0) * scale) * weight), and a score: the terms
-// summed in head order from 0.
+// A head's term of a score (the CPU's (max(dot, 0) * scale) * weight); a score is the terms summed
+// in indexer::HeadSum's tree.
 __device__ __forceinline__ float HeadScore(float dot, float softmax_scale, float weight) {
   return __fmul_rn(__fmul_rn(fmaxf(dot, 0.0f), softmax_scale), weight);
-}
-__device__ __forceinline__ float SumHeads(const float* terms, int heads) {
-  float s = 0.0f;
-  for (int h = 0; h < heads; ++h) s += terms[h];
-  return s;
 }
 
 // Block (tile, t): scores of entries [tile*kE, tile*kE+kE) of token t. Thread (group g, e): entry
@@ -151,7 +147,7 @@ __global__ void __launch_bounds__(ScoreTile<kE, kHpt>::kThreads)
   }
   __syncthreads();
   if (threadIdx.x < ne)
-    p.scores[t * cap + w0 + threadIdx.x] = SumHeads(pv + threadIdx.x * (kMaxHeads + 1), H);
+    p.scores[t * cap + w0 + threadIdx.x] = indexer::HeadSum(pv + threadIdx.x * (kMaxHeads + 1), H);
 }
 
 // ---- the scores on the tensor cores (tensor_core_min_rows) ----
@@ -165,7 +161,7 @@ constexpr int kTcPass = 64;
 constexpr int kTcMaxKSteps = 8;                    // head_dim <= 128
 constexpr int kTcKeyWords = kTcMaxKSteps * 8 + 4;  // a staged key row's bf16 pairs, padded: the
                                                    // B loads of a warp hit 32 distinct banks
-constexpr int kTcPvStride = kMaxHeads + 1;
+constexpr int kTcQuarters = kMaxHeads / 16;        // a pass's quarter sums: [kTcQuarters][kTcPass]
 
 // The bf16 pair (q[h][c], q[h][c + 1]) of a token's queries; 0 past the heads.
 __device__ __forceinline__ uint32_t QueryPair(const float* qt, int h, int H, int Dh, int c) {
@@ -206,18 +202,21 @@ struct TcWarp {
   __device__ __forceinline__ float Weight(const IndexerTopKParams& p, int64_t t, int h) const {
     return h < H ? p.weights[t * H + h] * p.weight_scale : 0.0f;
   }
-  // A pass's head terms into pv ([kTcPass][kTcPvStride]): per n8 tile and 32-column block two k16
-  // steps from zero (the block's exact sum), the blocks added in order, then HeadScore. keys: the
-  // pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. kSteps: the k16 steps (head_dim
-  // / 16) at compile time, or 0: nks at run time. All four n8 tiles' sums come before the stores
-  // (which the compiler may not move the next tile's key loads above), so that with kSteps known
-  // their 16 mma chains interleave (ncu, session 45: with runtime step tests each chain's two
-  // dependent mma steps and its adds ran alone, 40% of the many-row kernel's instructions).
+  // A pass's quarter sums into qs ([kTcQuarters][kTcPass]): per n8 tile and 32-column block two k16
+  // steps from zero (the block's exact sum), the blocks added in order, HeadScore, then the
+  // warp's quarter (heads 16 (w % 4) .. + 16) summed as indexer::QuarterSum: the lane's two heads
+  // (u_g), then a butterfly over the lane rows g (lane bits 2, 3, 4), each step halving the
+  // values a lane keeps (it keeps the lower or the upper half by its bit and adds the partner's
+  // copy of them: the same sum either way round), so that each lane ends with one entry's sum.
+  // keys: the pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. kSteps: the k16
+  // steps (head_dim / 16) at compile time, or 0: nks at run time. All four n8 tiles' sums come
+  // first, so that with kSteps known their 16 mma chains interleave (ncu, session 45: with runtime
+  // step tests each chain's two dependent mma steps and its adds ran alone).
   template <int kSteps = 0>
-  __device__ __forceinline__ void HeadTerms(const uint32_t* keys,
-                                            const uint32_t (&a)[kTcMaxKSteps][4],
-                                            float softmax_scale, float w0, float w1,
-                                            float* pv) const {
+  __device__ __forceinline__ void QuarterSums(const uint32_t* keys,
+                                              const uint32_t (&a)[kTcMaxKSteps][4],
+                                              float softmax_scale, float w0, float w1,
+                                              float* qs) const {
     static_assert(kSteps % 2 == 0 && kSteps <= kTcMaxKSteps, "whole 32-column blocks");
     const int steps = kSteps > 0 ? kSteps : nks;
     float acc[4][4];
@@ -237,20 +236,35 @@ struct TcWarp {
         }
       }
     }
+    // C fragment (n8 tile nt): (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
+    // x[2 nt + j]: u_g of entry n_half + 8 nt + 2 tq + j.
+    float x[8];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
-      const int n0 = n_half + nt * 8;
-      // C fragment: (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
-      const int e = n0 + 2 * tq;
-      if (h0 < H) {
-        pv[e * kTcPvStride + h0] = HeadScore(acc[nt][0], softmax_scale, w0);
-        pv[(e + 1) * kTcPvStride + h0] = HeadScore(acc[nt][1], softmax_scale, w0);
-      }
-      if (h1 < H) {
-        pv[e * kTcPvStride + h1] = HeadScore(acc[nt][2], softmax_scale, w1);
-        pv[(e + 1) * kTcPvStride + h1] = HeadScore(acc[nt][3], softmax_scale, w1);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        x[2 * nt + j] =
+            HeadScore(acc[nt][j], softmax_scale, w0) + HeadScore(acc[nt][2 + j], softmax_scale, w1);
       }
     }
+    int vi = 0;  // the kept values' first index
+#pragma unroll
+    for (int step = 0, n = 8; step < 3; ++step, n /= 2) {
+      const bool upper = (g >> step) & 1;  // the partner: lane row g ^ (1 << step)
+#pragma unroll
+      for (int i = 0; i < n / 2; ++i) {
+        const float send = upper ? x[i] : x[i + n / 2];
+        const float keep = upper ? x[i + n / 2] : x[i];
+        x[i] = keep + __shfl_xor_sync(0xffffffffu, send, 4 << step);
+      }
+      vi += upper ? n / 2 : 0;
+    }
+    const int e = n_half + 8 * (vi / 2) + 2 * tq + vi % 2;
+    qs[(h0 / 16) * kTcPass + e] = x[0];
+  }
+  // A score from the quarter sums of entry e (indexer::FoldQuarters).
+  __device__ __forceinline__ static float Score(const float* qs, int e) {
+    return indexer::FoldQuarters(qs[e], qs[kTcPass + e], qs[2 * kTcPass + e], qs[3 * kTcPass + e]);
   }
 };
 
@@ -324,7 +338,7 @@ __global__ void __launch_bounds__(kTcThreads)
   PdlTrigger();
   PdlWait();
   __shared__ __align__(16) uint32_t keys[kTcPass * kTcKeyWords];
-  __shared__ float pv[kTcPass * kTcPvStride];
+  __shared__ float qs[kTcQuarters * kTcPass];
   __shared__ const void* entry_ptr[kTcPass];
   __shared__ uint32_t fp4_pairs[256];
   fp4_pairs[threadIdx.x] = qc::E2m1PairBf16(threadIdx.x);  // (read after the barrier below)
@@ -344,17 +358,16 @@ __global__ void __launch_bounds__(kTcThreads)
     if (e0 >= visible) break;
     const int ne = min(kTcPass, visible - e0);
     if (threadIdx.x < ne) entry_ptr[threadIdx.x] = p.keys.Entry(p.meta.slot[t], e0 + threadIdx.x);
-    __syncthreads();  // (also: the previous pass's head sums are done with pv)
+    __syncthreads();  // (also: the previous pass's scores are done with qs)
     TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys, fp4_pairs);
     __syncthreads();
     if (tw.Dh == 128) {
-      tw.HeadTerms<8>(keys, a, softmax_scale, w0, w1, pv);
+      tw.QuarterSums<8>(keys, a, softmax_scale, w0, w1, qs);
     } else {
-      tw.HeadTerms(keys, a, softmax_scale, w0, w1, pv);
+      tw.QuarterSums(keys, a, softmax_scale, w0, w1, qs);
     }
     __syncthreads();
-    if (threadIdx.x < ne)
-      p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pv + threadIdx.x * kTcPvStride, tw.H);
+    if (threadIdx.x < ne) p.scores[t * cap + e0 + threadIdx.x] = TcWarp::Score(qs, threadIdx.x);
   }
 }
 
@@ -363,15 +376,15 @@ __global__ void __launch_bounds__(kTcThreads)
 // of one slot (a prefill's rows: the same compressed keys) the entries are decoded once, up to the
 // run's largest visible count, and every row of the run scores from them: a row alone decodes the
 // same keys again, about as many instructions a pass as its mma steps (counted from the code, not
-// yet profiled). Each score is IndexerScoreTcKernel's (HeadTerms, SumHeads): the same bits. The
-// head terms alternate between two buffers so that a pass's head sums overlap the next pass's mma
+// yet profiled). Each score is IndexerScoreTcKernel's (QuarterSums, Score): the same bits. The
+// quarter sums alternate between two buffers so that a pass's scores overlap the next pass's mma
 // steps.
 constexpr int kTcRunTokens = 4;
 constexpr int kTcRunPasses = 4;
 constexpr int kTcRunEntries = kTcRunPasses * kTcPass;
 constexpr size_t TcRunSmemBytes() {
   return static_cast<size_t>(kTcRunEntries) * kTcKeyWords * 4 +
-         2 * static_cast<size_t>(kTcPass) * kTcPvStride * 4 + kTcRunEntries * sizeof(void*) +
+         2 * static_cast<size_t>(kTcQuarters) * kTcPass * 4 + kTcRunEntries * sizeof(void*) +
          256 * 4;
 }
 
@@ -381,9 +394,9 @@ __global__ void __launch_bounds__(kTcThreads)
   PdlWait();
   extern __shared__ __align__(16) unsigned char run_smem[];
   uint32_t* const keys = reinterpret_cast<uint32_t*>(run_smem);  // [kTcRunEntries][kTcKeyWords]
-  float* const pv = reinterpret_cast<float*>(keys + kTcRunEntries * kTcKeyWords);  // [2][..]
+  float* const qs = reinterpret_cast<float*>(keys + kTcRunEntries * kTcKeyWords);  // [2][..]
   const void** const entry_ptr =
-      reinterpret_cast<const void**>(pv + 2 * kTcPass * kTcPvStride);  // [kTcRunEntries]
+      reinterpret_cast<const void**>(qs + 2 * kTcQuarters * kTcPass);  // [kTcRunEntries]
   uint32_t* const fp4_pairs = reinterpret_cast<uint32_t*>(entry_ptr + kTcRunEntries);  // [256]
   fp4_pairs[threadIdx.x] = qc::E2m1PairBf16(threadIdx.x);  // (read after the barrier below)
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTcRunTokens;
@@ -420,19 +433,19 @@ __global__ void __launch_bounds__(kTcThreads)
         for (int pass = 0; pass < kTcRunPasses; ++pass) {
           const int e0 = w_begin + pass * kTcPass;
           if (e0 >= visible) break;
-          // Buffer buf's last readers, the head sums two passes back, finished before the last
+          // Buffer buf's last readers, the scores two passes back, finished before the last
           // barrier.
-          float* const pvb = pv + buf * kTcPass * kTcPvStride;
+          float* const qsb = qs + buf * kTcQuarters * kTcPass;
           const uint32_t* const kp = keys + pass * kTcPass * kTcKeyWords;
           if (tw.Dh == 128) {
-            tw.HeadTerms<8>(kp, a, softmax_scale, w0, w1, pvb);
+            tw.QuarterSums<8>(kp, a, softmax_scale, w0, w1, qsb);
           } else {
-            tw.HeadTerms(kp, a, softmax_scale, w0, w1, pvb);
+            tw.QuarterSums(kp, a, softmax_scale, w0, w1, qsb);
           }
           __syncthreads();
           const int ne = min(kTcPass, visible - e0);
           if (threadIdx.x < ne)
-            p.scores[t * cap + e0 + threadIdx.x] = SumHeads(pvb + threadIdx.x * kTcPvStride, tw.H);
+            p.scores[t * cap + e0 + threadIdx.x] = TcWarp::Score(qsb, threadIdx.x);
           buf ^= 1;
         }
       }

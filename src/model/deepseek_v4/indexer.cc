@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backend/cpu/gemm.h"
+#include "backend/indexer_head_sum.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -24,15 +25,15 @@ std::vector<float> IndexerScores(const float* q, const float* head_weights, int 
                                  int64_t visible, bool fp4_blocks) {
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::vector<float> score(static_cast<size_t>(visible));
+  float terms[backend::indexer::kMaxHeads];
   for (int64_t w = 0; w < visible; ++w) {
-    float s = 0;
     for (int h = 0; h < n_heads; ++h) {
       const float* qh = q + h * head_dim;
       const float dot = fp4_blocks ? BlockExactDot(qh, keys[w], head_dim, 32)
                                    : backend::cpu::Dot(qh, keys[w], head_dim);
-      s += (std::max(dot, 0.0f) * softmax_scale) * head_weights[h];
+      terms[h] = (std::max(dot, 0.0f) * softmax_scale) * head_weights[h];
     }
-    score[w] = s;
+    score[w] = backend::indexer::HeadSum(terms, n_heads);
   }
   return score;
 }

@@ -25,8 +25,9 @@ namespace dsinfer::model::deepseek_v4 {
 std::vector<int32_t> IndexerTopK(const float* q, const float* head_weights, int n_heads,
                                  int head_dim, const std::vector<const float*>& keys,
                                  int64_t visible, int top_k, bool fp4_blocks = false);
-// The scores IndexerTopK ranks: score[w] = sum over heads in order of
-// (max(q_h · K[w], 0) * head_dim^-0.5) * head_weights[h], w < visible.
+// The scores IndexerTopK ranks: score[w] = the heads' terms
+// (max(q_h · K[w], 0) * head_dim^-0.5) * head_weights[h] summed in backend/indexer_head_sum.h's
+// tree (n_heads <= 64), w < visible.
 std::vector<float> IndexerScores(const float* q, const float* head_weights, int n_heads,
                                  int head_dim, const std::vector<const float*>& keys,
                                  int64_t visible, bool fp4_blocks);

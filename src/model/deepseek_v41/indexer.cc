@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backend/cpu/gemm.h"
+#include "backend/indexer_head_sum.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
@@ -12,14 +13,14 @@ std::vector<float> IndexScores(const float* q, const float* w, int heads, int he
                                const float* keys, int64_t visible) {
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::vector<float> scores(static_cast<size_t>(visible), 0.0f);
+  float terms[backend::indexer::kMaxHeads];
   for (int64_t e = 0; e < visible; ++e) {
-    float acc = 0.0f;
     for (int h = 0; h < heads; ++h) {
       const float dot =
           backend::cpu::Dot(q + static_cast<int64_t>(h) * head_dim, keys + e * head_dim, head_dim);
-      acc += (std::max(dot, 0.0f) * softmax_scale) * w[h];
+      terms[h] = (std::max(dot, 0.0f) * softmax_scale) * w[h];
     }
-    scores[e] = acc;
+    scores[e] = backend::indexer::HeadSum(terms, heads);
   }
   return scores;
 }
