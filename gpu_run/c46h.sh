@@ -4,7 +4,7 @@
 source "$(dirname "$0")/common.sh"
 gpu_build bench_indexer dsinfer
 idx notmpl
-git checkout HEAD~1 -- src/backend/cuda/indexer_topk_sm90.cu && apply_diff s46_indexer_run16_3b.diff
+git checkout 5fb7897 -- src/backend/cuda/indexer_topk_sm90.cu && apply_diff s46_indexer_run16_3b.diff
 gpu_build bench_indexer dsinfer
 idx tmpl
 long32k tmpl
