@@ -208,17 +208,13 @@ struct TcWarp {
   // (u_g), then a butterfly over the lane rows g (lane bits 2, 3, 4), each step halving the
   // values a lane keeps (it keeps the lower or the upper half by its bit and adds the partner's
   // copy of them: the same sum either way round), so that each lane ends with one entry's sum.
-  // keys: the pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. kSteps: the k16
-  // steps (head_dim / 16) at compile time, or 0: nks at run time. All four n8 tiles' sums come
-  // first, so that with kSteps known their 16 mma chains interleave (ncu, session 45: with runtime
-  // step tests each chain's two dependent mma steps and its adds ran alone).
-  template <int kSteps = 0>
+  // keys: the pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. All four n8 tiles'
+  // sums come first, so that their 16 mma chains interleave (k steps known at compile time: see
+  // IndexerScoreTcRunKernel).
   __device__ __forceinline__ void QuarterSums(const uint32_t* keys,
                                               const uint32_t (&a)[kTcMaxKSteps][4],
                                               float softmax_scale, float w0, float w1,
                                               float* qs) const {
-    static_assert(kSteps % 2 == 0 && kSteps <= kTcMaxKSteps, "whole 32-column blocks");
-    const int steps = kSteps > 0 ? kSteps : nks;
     float acc[4][4];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
@@ -227,7 +223,7 @@ struct TcWarp {
       for (int j = 0; j < 4; ++j) acc[nt][j] = 0.0f;
 #pragma unroll
       for (int b = 0; b < kTcMaxKSteps / 2; ++b) {
-        if (2 * b < steps) {
+        if (2 * b < nks) {
           float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           MmaBf16(a[2 * b], kr[16 * b], kr[16 * b + 4], d);
           MmaBf16(a[2 * b + 1], kr[16 * b + 8], kr[16 * b + 12], d);
@@ -361,11 +357,7 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncthreads();  // (also: the previous pass's scores are done with qs)
     TcDecodeKeys(p, entry_ptr, ne, kTcPass, keys, fp4_pairs);
     __syncthreads();
-    if (tw.Dh == 128) {
-      tw.QuarterSums<8>(keys, a, softmax_scale, w0, w1, qs);
-    } else {
-      tw.QuarterSums(keys, a, softmax_scale, w0, w1, qs);
-    }
+    tw.QuarterSums(keys, a, softmax_scale, w0, w1, qs);
     __syncthreads();
     if (threadIdx.x < ne) p.scores[t * cap + e0 + threadIdx.x] = TcWarp::Score(qs, threadIdx.x);
   }
@@ -388,10 +380,12 @@ constexpr size_t TcRunSmemBytes() {
          256 * 4;
 }
 
-// Three blocks an SM (73 KB of shared memory each; 80 registers, 8 bytes spilled). One H100 (c46e,
-// c46f, session 46), the 8,192-token prefill: 4 rows a block 1452.5 us, 8 rows 1238.6, 3 blocks an
-// SM 1194.0, 16 rows and 3 blocks 1061.3; without QuarterSums' compile-time k steps that is
-// 1213-1226 (c46g, c46h), though at 4 rows and no bound they made no difference (c46e).
+// Three blocks an SM (73 KB of shared memory each; 80 registers). One H100 (c46e, c46f, session
+// 46), the 8,192-token prefill: 4 rows a block 1452.5 us, 8 rows 1238.6, 3 blocks an SM 1194.0,
+// 16 rows and 3 blocks 1061.3 with QuarterSums' k steps at compile time, 1205.6 without (c46j);
+// but the 131,072-token prompt's last chunk is the other way round (its indexer 193.4 ms with
+// them, 170.3 without; the prompt 4.717 against 4.522 s), and long prompts are where the
+// indexer's time is: so without.
 __global__ void __launch_bounds__(kTcThreads, 3)
     IndexerScoreTcRunKernel(IndexerTopKParams p, int64_t cap) {
   PdlTrigger();
@@ -440,12 +434,7 @@ __global__ void __launch_bounds__(kTcThreads, 3)
           // Buffer buf's last readers, the scores two passes back, finished before the last
           // barrier.
           float* const qsb = qs + buf * kTcQuarters * kTcPass;
-          const uint32_t* const kp = keys + pass * kTcPass * kTcKeyWords;
-          if (tw.Dh == 128) {
-            tw.QuarterSums<8>(kp, a, softmax_scale, w0, w1, qsb);
-          } else {
-            tw.QuarterSums(kp, a, softmax_scale, w0, w1, qsb);
-          }
+          tw.QuarterSums(keys + pass * kTcPass * kTcKeyWords, a, softmax_scale, w0, w1, qsb);
           __syncthreads();
           const int ne = min(kTcPass, visible - e0);
           if (threadIdx.x < ne)
