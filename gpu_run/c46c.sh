@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Read its "main" as the session's starting commit: the device's .git is older, common.sh.)
 # Session 46, carry [".devcarry"]. The indexer's score as a tree over the heads (the tree in
 # src/backend/indexer_head_sum.h, CPU references and all three CUDA kernels): main's bench_indexer and
 # 32K prefill first (the tree's change stashed), then the change: the indexer's bit tests against

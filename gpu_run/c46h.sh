@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its checkouts failed or took the device's older commit: common.sh; c46j redid the A/B.)
 # Session 46, carry [".devcarry"]: c46g's tree (no k-step template) against run16_3b (the template
 # kept) on one machine: bench_indexer and the 32K prefill each.
 source "$(dirname "$0")/common.sh"

@@ -5,6 +5,11 @@
 # baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
 # apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer) and
 # long32k (the mode's 32K prefill).
+#
+# The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
+# recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
+# taken by applying and reversing diffs (apply_diff, git apply -R), never by stash or checkout;
+# baseline_from_stash is kept for the record of session 42's c42f, whose "main" it may not have been.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
