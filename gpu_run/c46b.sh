@@ -12,14 +12,6 @@
 # if it does, keep the one-row kernel on the runtime path), the mode's 32,768-token prefill (its
 # last chunk's indexer profiled).
 source "$(dirname "$0")/common.sh"
-idx() {  # name
-  timeout 60 build-cuda/bin/bench_indexer --rows 1,32 --prefill 8192 --variants tc > "$OUT/indexer_$1.jsonl" 2>&1; echo "bench_indexer $1 rc=$?"
-  grep -o '"rows": [0-9]*, "prefill": [a-z]*, "variant": "[a-z_]*"\|"us": [0-9.]*' "$OUT/indexer_$1.jsonl" | paste -d" " - -
-}
-long32k() {  # name
-  timeout 90 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 32768 --prefill-chunk 8192 > "$OUT/bench_32k_$1.jsonl" 2>&1; echo "32k $1 rc=$?"
-  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_32k_$1.jsonl" | tr '\n' ' '; echo
-}
 gpu_build bench_indexer dsinfer
 idx main
 long32k main

@@ -7,10 +7,6 @@
 # mode's 128K prefill (where the indexer's time is; c46j main 4.522 s, indexer 170.3 ms).
 # No git stash / checkout: the device's .git is older than the tree (common.sh).
 source "$(dirname "$0")/common.sh"
-p128() {  # name
-  timeout 150 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 131072 --prefill-chunk 8192 > "$OUT/bench_128k_$1.jsonl" 2>&1; echo "128k $1 rc=$? $(( $(date +%s) - t0 )) s"
-  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_128k_$1.jsonl" | tr '\n' ' '; echo
-}
 gpu_build bench_indexer dsinfer
 idx main
 p128 main

@@ -3,8 +3,8 @@
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
 # fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
 # baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
-# apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer) and
-# long32k (the mode's 32K prefill).
+# apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer),
+# long32k and p128 (the mode's 32K and 128K prefills).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -93,4 +93,10 @@ idx() {  # name
 long32k() {  # name
   timeout 90 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 32768 --prefill-chunk 8192 > "$OUT/bench_32k_$1.jsonl" 2>&1; echo "32k $1 rc=$?"
   grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_32k_$1.jsonl" | tr '\n' ' '; echo
+}
+# The mode's 131,072-token prefill in chunks of 8,192 into $OUT/bench_128k_NAME.jsonl; prints its
+# seconds and the indexer's share of the profiled last chunk.
+p128() {  # name
+  timeout 150 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 131072 --prefill-chunk 8192 > "$OUT/bench_128k_$1.jsonl" 2>&1; echo "128k $1 rc=$? $(( $(date +%s) - t0 )) s"
+  grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_128k_$1.jsonl" | tr '\n' ' '; echo
 }
