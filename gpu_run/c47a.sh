@@ -6,8 +6,11 @@
 # (s46_indexer_4blocks_p2_r32.diff). Each on main: the indexer's bit tests, bench_indexer, the
 # mode's 128K prefill (where the indexer's time is; c46j main 4.522 s, indexer 170.3 ms).
 # No git stash / checkout: the device's .git is older than the tree (common.sh).
+# First the new V4Fp8CacheTest.IndexKeysDecodeEveryCodeAndScaleByte (session 46, compiled, not
+# run): the table decode over every (code byte, scale byte) pair of 2..252.
 source "$(dirname "$0")/common.sh"
-gpu_build bench_indexer dsinfer
+gpu_build bench_indexer dsinfer gpu_v41_ops_test
+timeout 120 build-cuda/bin/gpu_v41_ops_test --gtest_filter='V4Fp8CacheTest.IndexKeysDecode*' > "$OUT/indexer_decode_test.log" 2>&1; echo "decode test rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/indexer_decode_test.log" | head -12
 idx main
 p128 main
 for d in 4blocks_p2 4blocks_p2_r32; do

@@ -881,6 +881,64 @@ std::vector<float> SpreadValues(size_t n, uint32_t seed) {
   return x;
 }
 
+// The index keys' table decode (head_dim 128: a code byte's two e2m1 values as a bf16 pair times
+// the block's scale as a bf16 pair, for scale bytes 2..252) over every (code byte, scale byte)
+// pair of that range: 251 scale bytes x 16 blocks of 16 code bytes, packed directly (not rounded
+// from floats), 1,004 key rows. One head, and per column c two rows whose query is +1 or -1 at c
+// and 0 elsewhere, so that each score is relu(+-key[c]) * scale: every decoded value shows in
+// some score. The scores of both tensor-core kernels and of the CUDA cores equal the CPU's over
+// the unpacked rows, bit for bit.
+TEST(V4Fp8CacheTest, IndexKeysDecodeEveryCodeAndScaleByte) {
+  SKIP_WITHOUT_GPU();
+  Stream stream;
+  constexpr int kDim = 128, kLo = qc::kE2m1PairExactLo, kHi = qc::kE2m1PairExactHi;
+  const int blocks = (kHi - kLo + 1) * 16, entries = blocks / 4;
+  const IdxCase ic{4, 1, kDim, 0, 8, 0, 0};
+  const model::KvFormat f(model::KvQuant::kFp4Pow2, kDim, 32);
+  const int width = static_cast<int>(f.row_floats());
+  std::vector<std::vector<float>> packed(1), rows(1);
+  packed[0].assign(static_cast<size_t>(entries) * width, 0.0f);
+  rows[0].assign(static_cast<size_t>(entries) * kDim, 0.0f);
+  for (int e = 0; e < entries; ++e) {
+    auto* bytes = reinterpret_cast<uint8_t*>(packed[0].data() + e * width);
+    for (int bk = 0; bk < 4; ++bk) {
+      const int gb = 4 * e + bk;  // block gb: scale byte kLo + gb / 16, code bytes 16 (gb % 16) ..
+      bytes[kDim / 2 + bk] = static_cast<uint8_t>(kLo + gb / 16);
+      for (int i = 0; i < 16; ++i) bytes[16 * bk + i] = static_cast<uint8_t>(16 * (gb % 16) + i);
+    }
+    f.Unpack(packed[0].data() + e * width, rows[0].data() + e * kDim);
+  }
+  ListPool pk(1, entries, width);
+  pk.Set(packed);
+  std::vector<Seg> segs(2 * kDim, Seg{0, ic.rate * entries - 1, 1});
+  auto m = MakeMeta(segs);
+  const int64_t n = m->n();
+  std::vector<float> q(static_cast<size_t>(n) * kDim, 0.0f), w(static_cast<size_t>(n), 1.0f);
+  for (int64_t t = 0; t < n; ++t) q[t * kDim + t / 2] = t % 2 == 0 ? 1.0f : -1.0f;
+  const qc::PackedRow fmt = f.codec();
+  std::vector<const float*> keys;
+  for (int e = 0; e < entries; ++e) keys.push_back(rows[0].data() + e * kDim);
+  int nonzero = 0;
+  for (const int path : {0, 1, 2}) {  // the CUDA cores, one row a block, runs of rows
+    const IdxRun r =
+        RunV4Fp8Indexer(ic, *m, q, w, pk, entries, n, true, path > 0, fmt, stream, path == 2);
+    ASSERT_EQ(r.scores.size(), static_cast<size_t>(n) * entries);
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<float> cpu = model::deepseek_v4::IndexerScores(
+          q.data() + t * kDim, w.data() + t, 1, kDim, keys, entries, true);
+      for (int e = 0; e < entries; ++e) {
+        const float g = r.scores[t * entries + e];
+        ASSERT_TRUE(SameBits(g, cpu[e]))
+            << "path " << path << " column " << t / 2 << " sign " << t % 2 << " entry " << e << ": "
+            << g << " vs " << cpu[e];
+        nonzero += path == 1 && cpu[e] != 0.0f;
+      }
+    }
+  }
+  // Each column's nonzero values show once (in one of its two rows): 7 of 8 codes of a nibble.
+  EXPECT_GT(nonzero, entries * kDim / 2);
+}
+
 // The FP8 cache's indexer scores on the tensor cores (tensor_core_min_rows) have the CUDA cores'
 // bits and the CPU's (IndexerScores / IndexerTopK with fp4_blocks): each 32-column block's sum is
 // exact for FP4 values. Many tokens (4 passes of 64 entries a block) and one at a time (1 pass);
