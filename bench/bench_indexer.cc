@@ -5,7 +5,7 @@
 // (each its own sequence at position --context - 1) and a prefill of --prefill tokens of one
 // sequence (rows at positions 0 .. n - 1; the scores in chunks of as many rows as 16M floats of
 // scratch hold, as the model sizes them). Variants: tc (the scores on the tensor cores, the model's
-// default from one row; from IndexerTopKParams::tc_runs_min_rows rows, 4 rows a block sharing
+// default from one row; from IndexerTopKParams::tc_runs_min_rows rows, 16 rows a block sharing
 // their keys' decode), tc_rows (the tensor cores, one row a block at every size) and cuda (the
 // CUDA cores); all give the same bits. Device time per launch: the median of 7 timed launches
 // after 2 warm-ups.

@@ -11,7 +11,7 @@
 //   score = (v_0 + v_1) + (v_2 + v_3)
 // Heads from `heads` on count as +0 (their terms in the kernels: a zero query times a zero
 // weight). A serial sum in head order (what this replaced) put a chain of 64 dependent adds a
-// key on the scoring kernels' critical path; the tree is also the more accurate sum.
+// key on the scoring kernels' critical path; the tree also has the smaller error bound.
 #pragma once
 
 #if defined(__CUDACC__)

@@ -981,8 +981,8 @@ TEST(V4Fp8CacheTest, TensorCoreIndexerScoresAsTheCudaCoresAndTheCpu) {
     const IdxRun cuda = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, false, fmt, stream);
     const IdxRun tc = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, true, fmt, stream);
     const IdxRun tc1 = RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, 1, true, true, fmt, stream);
-    // Four rows a block, each run of one slot's rows decoding its keys once: blocks of one run,
-    // of two slots, of scored and unscored rows, a last partial block.
+    // Several rows a block (16), each run of one slot's rows decoding its keys once: a block of
+    // two slots' runs, of scored and unscored rows, and a last partial block of one row.
     const IdxRun runs =
         RunV4Fp8Indexer(ic, *m, q, w, pk, max_entries, n, true, true, fmt, stream, true);
     const IdxRun chain =

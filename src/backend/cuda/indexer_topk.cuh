@@ -7,10 +7,10 @@
 // fragments in registers, the keys decoded to bf16 rows per 64 entries; the same bits). Two kernels
 // per chunk of score_rows tokens: scoring over (entry tiles x tokens) blocks (32-entry tiles, or
 // 8-entry tiles for a few tokens: more blocks), each score the same fmaf chain over head_dim and
-// the same sum over heads in head order for any tiling; then one block per token selects the top-k
-// (radix select on the scores, ties to the lower index, output in ascending index order). The
-// scoring blocks apply the query's RoPE (rope_dim > 0: RopeCosSin + RotateWith, as the other RoPE
-// kernels) and the head weights' scale (weight_scale) to their staged copies.
+// the same sum over heads (backend/indexer_head_sum.h's tree) for any tiling; then one block per
+// token selects the top-k (radix select on the scores, ties to the lower index, output in ascending
+// index order). The scoring blocks apply the query's RoPE (rope_dim > 0: RopeCosSin + RotateWith,
+// as the other RoPE kernels) and the head weights' scale (weight_scale) to their staged copies.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +54,7 @@ struct IndexerTopKParams {
   // (rope_dim 0, query_fp4_block 0), head_dim a multiple of 32 and at most 128, no candidate
   // blocks.
   int64_t tensor_core_min_rows = 0;
-  // On the tensor cores, chunks of at least this many rows score 4 consecutive rows a block, a run
+  // On the tensor cores, chunks of at least this many rows score 16 consecutive rows a block, a run
   // of rows of one slot (a prefill's) decoding its keys once for all of them (the same bits); 0:
   // never. Decode batches, one row a sequence, keep a row a block (with more blocks resident).
   int64_t tc_runs_min_rows = 512;

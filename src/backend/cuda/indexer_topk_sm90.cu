@@ -209,8 +209,8 @@ struct TcWarp {
   // values a lane keeps (it keeps the lower or the upper half by its bit and adds the partner's
   // copy of them: the same sum either way round), so that each lane ends with one entry's sum.
   // keys: the pass's kTcPass decoded rows; w0, w1: heads h0's, h1's weights. All four n8 tiles'
-  // sums come first, so that their 16 mma chains interleave (k steps known at compile time: see
-  // IndexerScoreTcRunKernel).
+  // sums come first, so that their 16 mma chains interleave (the k steps are tested at run time:
+  // known at compile time they cost the long prompts, see IndexerScoreTcRunKernel).
   __device__ __forceinline__ void QuarterSums(const uint32_t* keys,
                                               const uint32_t (&a)[kTcMaxKSteps][4],
                                               float softmax_scale, float w0, float w1,
@@ -232,7 +232,8 @@ struct TcWarp {
         }
       }
     }
-    // C fragment (n8 tile nt): (head h0, entries n0 + 2 tq, + 1), (head h1, the same entries).
+    // C fragment (n8 tile nt, n0 = n_half + 8 nt): (head h0, entries n0 + 2 tq, + 1), (head h1,
+    // the same entries).
     // x[2 nt + j]: u_g of entry n_half + 8 nt + 2 tq + j.
     float x[8];
 #pragma unroll
@@ -382,7 +383,8 @@ constexpr size_t TcRunSmemBytes() {
 
 // Three blocks an SM (73 KB of shared memory each; 80 registers). One H100 (c46e, c46f, session
 // 46), the 8,192-token prefill: 4 rows a block 1452.5 us, 8 rows 1238.6, 3 blocks an SM 1194.0,
-// 16 rows and 3 blocks 1061.3 with QuarterSums' k steps at compile time, 1205.6 without (c46j);
+// 16 rows and 3 blocks 1061.3; on one machine (c46i, c46j) 1063.3 with QuarterSums' k steps at
+// compile time, 1205.6 without;
 // but the 131,072-token prompt's last chunk is the other way round (its indexer 193.4 ms with
 // them, 170.3 without; the prompt 4.717 against 4.522 s), and long prompts are where the
 // indexer's time is: so without.

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/indexer_head_sum.h"
+#include "base/check.h"
 
 namespace dsinfer::model::deepseek_v4 {
 
@@ -25,6 +26,7 @@ std::vector<float> IndexerScores(const float* q, const float* head_weights, int 
                                  int64_t visible, bool fp4_blocks) {
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::vector<float> score(static_cast<size_t>(visible));
+  DSINFER_CHECK(n_heads <= backend::indexer::kMaxHeads);
   float terms[backend::indexer::kMaxHeads];
   for (int64_t w = 0; w < visible; ++w) {
     for (int h = 0; h < n_heads; ++h) {

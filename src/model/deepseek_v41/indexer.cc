@@ -6,6 +6,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/indexer_head_sum.h"
+#include "base/check.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
@@ -13,6 +14,7 @@ std::vector<float> IndexScores(const float* q, const float* w, int heads, int he
                                const float* keys, int64_t visible) {
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   std::vector<float> scores(static_cast<size_t>(visible), 0.0f);
+  DSINFER_CHECK(heads <= backend::indexer::kMaxHeads);
   float terms[backend::indexer::kMaxHeads];
   for (int64_t e = 0; e < visible; ++e) {
     for (int h = 0; h < heads; ++h) {
