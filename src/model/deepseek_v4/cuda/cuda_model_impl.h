@@ -219,6 +219,8 @@ inline gpu::SparseAttentionParams AttentionShape(const io::DeepseekV4Config& c) 
 // ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
 // entry of a row's id, or -1); each of the step's n rows (Impl::Meta)
 inline constexpr int kMetaArrays = 8;
+// The indexer's runs kernel (several rows of one sequence a block) from chunks of this many rows.
+inline constexpr int64_t kIndexerRunsMinChunk = 16;
 // The MTP rows' metadata: the same arrays, then each row's streams source (MtpGatherParams::src).
 inline constexpr int kMtpMetaArrays = kMetaArrays + 1;
 
@@ -563,6 +565,7 @@ struct CudaModel::Impl {
   // EnqueueStep's halves: the host metadata (returns the logits rows), then the upload (with the
   // first `table_rows` rows of the page table) and the forward: what a graph captures.
   int64_t FillMeta(const std::vector<StepSeq>& seqs, LogitsRows rows);
+  int64_t longest_chunk = 0;  // FillMeta: the step's most rows of one sequence
   // The MTP rows of a step (MtpOn): each chunk's rows shifted back one position (a chunk at
   // position 0 loses its first row), into mtp_meta_host; returns their count.
   int64_t FillMtpMeta(const std::vector<StepSeq>& seqs);
