@@ -9,22 +9,13 @@
 # First the new V4Fp8CacheTest.IndexKeysDecodeEveryCodeAndScaleByte (session 46, compiled, not
 # run): the table decode over every (code byte, scale byte) pair of 2..252.
 source "$(dirname "$0")/common.sh"
-gpu_build bench_indexer dsinfer gpu_v41_ops_test
+# And gpu_model_test on session 46's last change (not run then: the budget was spent): steps of
+# short chunks keep the indexer's one-row kernel (kIndexerRunsMinChunk).
+gpu_build bench_indexer dsinfer gpu_v41_ops_test gpu_model_test
 timeout 120 build-cuda/bin/gpu_v41_ops_test --gtest_filter='V4Fp8CacheTest.IndexKeysDecode*' > "$OUT/indexer_decode_test.log" 2>&1; echo "decode test rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/indexer_decode_test.log" | head -12
+timeout 150 build-cuda/bin/gpu_model_test > "$OUT/gpu_model_test.log" 2>&1; echo "gpu_model_test rc=$? $(( $(date +%s) - t0 )) s"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/gpu_model_test.log" | head -12
 idx main
 p128 main
-# Decode-like batches of many sequences (one row each) from tc_runs_min_rows (512) on take the
-# runs kernel: at 16 rows a block such a block runs 16 one-row runs in turn on a grid 4x smaller
-# than at 4 rows (the review's doubt; not measured in session 46). Main against 4 rows a block.
-dec() {  # name
-  timeout 60 build-cuda/bin/bench_indexer --rows 512,1024 --variants tc,tc_rows > "$OUT/indexer_dec_$1.jsonl" 2>&1; echo "bench_indexer decode rows $1 rc=$?"
-  grep -o '"rows": [0-9]*, "prefill": [a-z]*, "variant": "[a-z_]*"\|"us": [0-9.]*' "$OUT/indexer_dec_$1.jsonl" | paste -d" " - -
-}
-dec main
-apply_diff s46_indexer_rows4.diff
-gpu_build bench_indexer
-dec rows4
-git apply -R gpu_run/s46_indexer_rows4.diff
 for d in 4blocks_p2 4blocks_p2_r32; do
   apply_diff s46_indexer_$d.diff
   gpu_build bench_indexer dsinfer gpu_v41_ops_test
