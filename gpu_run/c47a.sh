@@ -10,7 +10,7 @@
 # run): the table decode over every (code byte, scale byte) pair of 2..252.
 source "$(dirname "$0")/common.sh"
 # And gpu_model_test on session 46's last change (not run then: the budget was spent): steps of
-# short chunks keep the indexer's one-row kernel (kIndexerRunsMinChunk).
+# short chunks keep the indexer's one-row kernel (IndexerTopKParams::longest_run).
 gpu_build bench_indexer dsinfer gpu_v41_ops_test gpu_model_test
 timeout 120 build-cuda/bin/gpu_v41_ops_test --gtest_filter='V4Fp8CacheTest.IndexKeysDecode*' > "$OUT/indexer_decode_test.log" 2>&1; echo "decode test rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/indexer_decode_test.log" | head -12
 timeout 150 build-cuda/bin/gpu_model_test > "$OUT/gpu_model_test.log" 2>&1; echo "gpu_model_test rc=$? $(( $(date +%s) - t0 )) s"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/gpu_model_test.log" | head -12

@@ -39,6 +39,13 @@ StatusOr<std::string> ReadConfigText(const std::string& model_dir) {
   return ss.str();
 }
 
+Status CheckIndexHeads(int index_n_heads) {
+  if (index_n_heads <= kMaxIndexHeads) return Status::Ok();
+  return InvalidArgument("config.json: index_n_heads = " + std::to_string(index_n_heads) +
+                         " must be <= " + std::to_string(kMaxIndexHeads) +
+                         " (the indexer's score tree)");
+}
+
 Status ConfigFileError(const std::string& model_dir, const Status& parse_error) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   const StatusCode code = parse_error.code() == StatusCode::kInvalidArgument ? StatusCode::kDataLoss

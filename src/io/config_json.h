@@ -66,6 +66,9 @@ Status ReadKey(const nlohmann::json& j, std::initializer_list<const char*> keys,
 // errors.
 Status ReadYarn(const nlohmann::json& rp, YarnParams* yarn, const char* model);
 
+// index_n_heads above kMaxIndexHeads: InvalidArgument with the value; else Ok.
+Status CheckIndexHeads(int index_n_heads);
+
 // <dir>/config.json's text (NotFound when unreadable).
 StatusOr<std::string> ReadConfigText(const std::string& model_dir);
 // A parse error of <dir>/config.json as the model dir's data error: InvalidArgument becomes

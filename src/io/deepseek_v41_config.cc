@@ -249,10 +249,7 @@ Status DeepseekV41Config::Validate() const {
   if (index_n_heads <= 0 || index_head_dim <= 0 || index_topk <= 0) {
     return bad("index_n_heads, index_head_dim and index_topk must be > 0");
   }
-  if (index_n_heads > 64) {
-    return bad("index_n_heads = " + std::to_string(index_n_heads) +
-               " must be <= 64 (the indexer's score tree)");
-  }
+  DSINFER_RETURN_IF_ERROR(CheckIndexHeads(index_n_heads));
   if (candidate_source_layer_id >= 0 && (candidate_topk_blocks <= 0 || candidate_block_size <= 0)) {
     return bad("candidate_topk_blocks and candidate_block_size must be > 0");
   }

@@ -309,10 +309,7 @@ Status DeepseekV4Config::Validate() const {
   }
   if (csa_rate <= 0) return bad("the CSA compress rate must be > 0");
   if (index_topk <= 0 || index_n_heads <= 0) return bad("index_topk and index_n_heads must be > 0");
-  if (index_n_heads > 64) {
-    return bad("index_n_heads = " + std::to_string(index_n_heads) +
-               " must be <= 64 (the indexer's score tree)");
-  }
+  DSINFER_RETURN_IF_ERROR(CheckIndexHeads(index_n_heads));
   if (q_lora_rank <= 0 || o_lora_rank <= 0 || moe_intermediate_size <= 0) {
     return bad("q_lora_rank, o_lora_rank and moe_intermediate_size must be > 0");
   }

@@ -41,6 +41,10 @@ struct YarnParams {
   bool truncate = true;
 };
 
+// The most index heads either family's config may name: the indexer's score tree
+// (backend/indexer_head_sum.h's kMaxHeads; the model checks they agree).
+inline constexpr int kMaxIndexHeads = 64;
+
 struct DeepseekV4Config {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;          // D

@@ -58,6 +58,11 @@ struct IndexerTopKParams {
   // of rows of one slot (a prefill's) decoding its keys once for all of them (the same bits); 0:
   // never. Decode batches, one row a sequence, keep a row a block (with more blocks resident).
   int64_t tc_runs_min_rows = 512;
+  // The most rows of one sequence in `meta` (the caller's longest chunk; unknown: no limit). Runs
+  // shorter than a block's rows leave it idle while it decodes each row's keys alone: below that
+  // the launch keeps a row a block (one H100, session 46's c46k: 512 one-row sequences 556.9 us in
+  // runs of 16 rows a block, 167.4 a row a block). The same bits either way.
+  int64_t longest_run = INT64_MAX;
   // DeepSeek-V4.1 (all off for V4):
   //   query_fp4_block > 0: after the query's RoPE, each head's query is fake-quantized kFp4Pow2
   //     (fake_quant.cuh) in blocks of this size (V4.1: 32) on the staged copy, before scoring

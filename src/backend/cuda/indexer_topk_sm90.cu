@@ -828,7 +828,7 @@ void LaunchIndexerTopK(const IndexerTopKParams& p, StreamHandle stream) {
                    int64_t{p.max_entries});
     };
     if (p.tensor_core_min_rows > 0 && rows >= p.tensor_core_min_rows && p.tc_runs_min_rows > 0 &&
-        rows >= p.tc_runs_min_rows) {
+        rows >= p.tc_runs_min_rows && p.longest_run >= kTcRunTokens) {
       AllowTcRunSmem();
       const int64_t tiles = (p.max_entries + kTcRunEntries - 1) / kTcRunEntries;
       const dim3 grid(static_cast<unsigned>(tiles),

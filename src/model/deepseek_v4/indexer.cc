@@ -7,8 +7,12 @@
 #include "backend/cpu/gemm.h"
 #include "backend/indexer_head_sum.h"
 #include "base/check.h"
+#include "io/model_config.h"
 
 namespace dsinfer::model::deepseek_v4 {
+
+static_assert(io::kMaxIndexHeads == backend::indexer::kMaxHeads,
+              "the configs' index-head limit is the score tree's");
 
 float BlockExactDot(const float* a, const float* b, int n, int block) {
   float acc = 0.0f;

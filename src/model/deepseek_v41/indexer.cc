@@ -4,27 +4,15 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend/cpu/gemm.h"
-#include "backend/indexer_head_sum.h"
-#include "base/check.h"
+#include "model/deepseek_v4/indexer.h"
 
 namespace dsinfer::model::deepseek_v41 {
 
 std::vector<float> IndexScores(const float* q, const float* w, int heads, int head_dim,
                                const float* keys, int64_t visible) {
-  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<float> scores(static_cast<size_t>(visible), 0.0f);
-  DSINFER_CHECK(heads <= backend::indexer::kMaxHeads);
-  float terms[backend::indexer::kMaxHeads];
-  for (int64_t e = 0; e < visible; ++e) {
-    for (int h = 0; h < heads; ++h) {
-      const float dot =
-          backend::cpu::Dot(q + static_cast<int64_t>(h) * head_dim, keys + e * head_dim, head_dim);
-      terms[h] = (std::max(dot, 0.0f) * softmax_scale) * w[h];
-    }
-    scores[e] = backend::indexer::HeadSum(terms, heads);
-  }
-  return scores;
+  std::vector<const float*> rows(static_cast<size_t>(visible));
+  for (int64_t e = 0; e < visible; ++e) rows[static_cast<size_t>(e)] = keys + e * head_dim;
+  return deepseek_v4::IndexerScores(q, w, heads, head_dim, rows, visible, false);
 }
 
 namespace {

@@ -14,9 +14,9 @@
 
 namespace dsinfer::model::deepseek_v41 {
 
-// q: [heads, head_dim], w: [heads], keys: [visible, head_dim] -> [visible]: each entry's heads'
-// terms (max(q_h · k, 0) * head_dim^-0.5) * w[h] summed in backend/indexer_head_sum.h's tree
-// (heads <= 64).
+// q: [heads, head_dim], w: [heads], keys: [visible, head_dim] -> [visible]: V4's IndexerScores
+// over contiguous fp32 keys (each entry's heads' terms (max(q_h · k, 0) * head_dim^-0.5) * w[h]
+// summed in backend/indexer_head_sum.h's tree; heads <= 64).
 std::vector<float> IndexScores(const float* q, const float* w, int heads, int head_dim,
                                const float* keys, int64_t visible);
 

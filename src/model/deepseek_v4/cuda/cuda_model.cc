@@ -143,11 +143,7 @@ void CudaModel::Impl::Attention(const BlockW& w, const LayerState& st, int64_t n
       ip.fp4_blocks = Fp8Cache();
       ip.tensor_core_min_rows = gpu::GetKernelOptions().indexer_tc_min_rows;
       if (!Fp8Cache() || !gpu::IndexerTensorCoresFit(ip)) ip.tensor_core_min_rows = 0;
-      // Several rows a block pay where they are one sequence's (a prefill's chunk: its keys
-      // decoded once for them); a step of short chunks (decode, speculative verify) keeps a row a
-      // block. One H100 (c46k, session 46), 512 one-row sequences: 556.9 us in runs of 16 rows a
-      // block, 167.4 a row a block. The same bits either way.
-      if (longest_chunk < kIndexerRunsMinChunk) ip.tc_runs_min_rows = 0;
+      ip.longest_run = longest_chunk;  // (decode and verify steps: a row a block)
       gpu::LaunchIndexerTopK(ip, cur_stream());
     });
   }

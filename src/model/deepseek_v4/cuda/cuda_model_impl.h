@@ -219,8 +219,6 @@ inline gpu::SparseAttentionParams AttentionShape(const io::DeepseekV4Config& c) 
 // ids, pos, slot, seg_begin, seg_start, seg_count, head rows, feed (paged mode: the feed source
 // entry of a row's id, or -1); each of the step's n rows (Impl::Meta)
 inline constexpr int kMetaArrays = 8;
-// The indexer's runs kernel (several rows of one sequence a block) from chunks of this many rows.
-inline constexpr int64_t kIndexerRunsMinChunk = 16;
 // The MTP rows' metadata: the same arrays, then each row's streams source (MtpGatherParams::src).
 inline constexpr int kMtpMetaArrays = kMetaArrays + 1;
 
