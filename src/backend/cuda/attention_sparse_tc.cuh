@@ -94,17 +94,17 @@ struct RowKeyList {
 // Blocks per query row: tiles of 16 heads, the last one padded.
 __host__ __device__ constexpr int HeadTiles(int heads) { return (heads + kTile - 1) / kTile; }
 
-// The epilogue on output columns [c0, c0 + cols) of the tile, in `stage` ([kTile][cols], already
-// scaled by OutFactor): the inverse RoPE of the trailing rope dims (rope_cs: the row's table,
-// RopeTable), the output rows and their optional act_quant (cols a multiple of 128 or the
-// whole dim: whole act_quant blocks).
-template <int kNWarps>
+// The epilogue on output columns [c0, c0 + cols) of kRows heads from h0 (a tile, or the row
+// block's four), in `stage` ([kRows][cols], already scaled by OutFactor): the inverse RoPE of the
+// trailing rope dims (rope_cs: the row's table, RopeTable), the output rows and their optional
+// act_quant (cols a multiple of 128 or the whole dim: whole act_quant blocks).
+template <int kNWarps, int kRows = kTile>
 __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float* stage, int c0,
                                            int cols, int64_t t, int h0, const float (*rope_cs)[2]) {
   constexpr int kNThreads = kNWarps * 32;
   const int dim = p.dim, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = p.rope_dim / 2, roff = dim - p.rope_dim;
-  for (int i = threadIdx.x; i < kTile * half; i += kNThreads) {
+  for (int i = threadIdx.x; i < kRows * half; i += kNThreads) {
     const int row = i / half, col = roff + 2 * (i % half);
     if (col >= c0 && col < c0 + cols) {
       float* r = stage + row * cols + col - c0;
@@ -112,7 +112,7 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
     }
   }
   __syncthreads();
-  const int rows = min(kTile, p.heads - h0);
+  const int rows = min(kRows, p.heads - h0);
   for (int i = threadIdx.x; i < rows * (cols / 4); i += kNThreads) {
     const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
     *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =

@@ -23,8 +23,8 @@
 //      4's output positions
 //      [(w / 4) dim / 4, + dim / 4), each n tile's chain from zero over the chunk's two k steps,
 //      folded into the running output; a position's column is SColOfPos of it;
-// then the output factor and FinishTile, tile by tile. So the bits are the per-tile kernel's
-// (checked by gpu_attention_tc_test against it).
+// then the output factor and FinishTile on all 64 heads at once. So the bits are the per-tile
+// kernel's (checked by gpu_attention_tc_test against it).
 #include <atomic>
 #include <cstdint>
 
@@ -55,7 +55,8 @@ static_assert(kRowListed % kChunk == 0, "listed keys come in whole chunks");
 // S's k order: position p = 16 s + kk of a row holds column SColOfPos(p), the column mma.sync's
 // k index kk of the per-tile kernel's step s multiplies (lane quad q = (kk % 8) / 2 takes columns
 // Off(s, q) + 0, 1 as k 2q, 2q + 1 and Off(s, q) + 2, 3 as k 2q + 8, 2q + 9); SPosOfCol inverts it.
-__device__ __forceinline__ int SColOfPos(int p) {
+// (The kernel writes by SPosOfCol; SColOfPos is the order's definition, which the comments use.)
+[[maybe_unused]] __device__ __forceinline__ int SColOfPos(int p) {
   const int s = p / 16, kk = p % 16;
   return Off(s, (kk % 8) / 2) + 2 * (kk / 8) + kk % 2;
 }
@@ -72,14 +73,62 @@ __device__ __forceinline__ int SwOff(int rows, int r, int p) {
 
 // The row block's dynamic shared memory (from a 1024-byte aligned base): the queries [64][dim] and
 // the chunk's keys [kChunk][dim] bf16 in the swizzled layout, S's four chains
-// [kRowChains][64][kSPitch] fp32, a [kTile][dim] fp32 staging area (a tile's queries in the
-// prologue, its output in the epilogue) and the next chunk's raw rows [kChunk][raw_floats].
+// [kRowChains][64][kSPitch] fp32 (in the epilogue, all three are the heads' output rows
+// [64][dim] fp32) and the next chunk's raw rows [kChunk][raw_floats].
 constexpr size_t RowQBytes(int dim) { return static_cast<size_t>(kRowHeads) * dim * 2; }
 constexpr size_t RowKBytes(int dim) { return static_cast<size_t>(kChunk) * dim * 2; }
 constexpr size_t RowSBytes() { return static_cast<size_t>(kRowChains) * kRowHeads * kSPitch * 4; }
 constexpr size_t RowDynSmem(int dim, int raw_floats) {
-  return 1024 + RowQBytes(dim) + RowKBytes(dim) + RowSBytes() + StageBytes(dim) +
+  return 1024 + RowQBytes(dim) + RowKBytes(dim) + RowSBytes() +
          static_cast<size_t>(kChunk) * raw_floats * 4;
+}
+constexpr bool RowOutputFits(int dim) {
+  return RowQBytes(dim) + RowKBytes(dim) + RowSBytes() >= static_cast<size_t>(kRowHeads) * dim * 4;
+}
+static_assert(RowOutputFits(256) && RowOutputFits(512), "the output rows over Q, K and S");
+
+// The row block's prologue (a function of its own: inlined, its registers cost the chunk loop a
+// spill): warp w loads heads w, w + 16, w + 32, w + 48 as the per-tile kernel does (LoadQueryWith,
+// StageQuery's values) and writes each rounded to bf16 straight into its row of the swizzled
+// queries qs, in S's k order: lane l's columns 4 l + 128 v .. + 3 are the pairs at positions
+// SPosOfCol(4 l) + 128 v and + 8, as the keys' decode places them. (Through a staging row and a
+// second pass, with two block barriers a tile, this was a tenth of the kernel's instructions at a
+// SWA layer: ncu, docs/perf.md session 47.)
+template <int kDim>
+__device__ __noinline__ void StageRowQueries(const SparseAttentionParams& p, int64_t t,
+                                             const float (*rope_cs)[2], unsigned char* qs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  {
+    // Head w's offsets of the lane's two pairs; head 16 tile + w's rows are 16 tile rows on (the
+    // swizzle's row phase, h % 8 = w % 8, is the same), position + 128 v two boxes on.
+    const int qoff0 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane));
+    const int qoff1 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane) + 8);
+#pragma unroll 1
+    for (int tile = 0; tile < kRowTiles; ++tile) {
+      const int h = tile * kTile + warp;
+      float q[kQueryPerLane];
+      LoadQueryWith(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, q,
+                    [&](int, int j, float* c, float* s) {
+                      *c = rope_cs[j][0];
+                      *s = rope_cs[j][1];
+                    });
+      unsigned char* const qrow = qs + tile * kTile * 128;
+#pragma unroll
+      for (int v = 0; v < kDim / 128; ++v) {
+        *reinterpret_cast<uint32_t*>(qrow + qoff0 + v * 2 * kRowHeads * 128) =
+            Bf16Pair(q[4 * v], q[4 * v + 1]);
+        *reinterpret_cast<uint32_t*>(qrow + qoff1 + v * 2 * kRowHeads * 128) =
+            Bf16Pair(q[4 * v + 2], q[4 * v + 3]);
+      }
+    }
+  }
+}
+
+// The row block's FinishTile on all its heads' output rows (out: [kRowHeads][dim], scaled), a
+// function of its own like the prologue (inlined, it cost the chunk loop a spill).
+__device__ __noinline__ void FinishRow(const SparseAttentionParams& p, float* out, int64_t t,
+                                       const float (*rope_cs)[2]) {
+  FinishTile<kRowWarps, kRowHeads>(p, out, 0, p.dim, t, 0, rope_cs);
 }
 
 // kDim: head_dim (256 or 512), a template argument so that S's chain of k steps has a fixed trip
@@ -87,7 +136,7 @@ constexpr size_t RowDynSmem(int dim, int raw_floats) {
 // (KernelOptions::attention_row_pv_wgmma), else on mma.sync.
 template <int kDim, bool kPvWg>
 __global__ void __launch_bounds__(kRowThreads, 1)
-    SparseAttentionTcRowKernel(SparseAttentionParams p) {
+    SparseAttentionTcRowKernel(const __grid_constant__ SparseAttentionParams p) {
   PdlTrigger();
   PdlWait();
   __shared__ __align__(16) float sc[kRowHeads][kSPitch];          // the weights P
@@ -103,8 +152,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   unsigned char* const qs = base;                                   // queries, swizzled
   unsigned char* const ks = qs + RowQBytes(dim);                    // the chunk's keys, swizzled
   float* const s4 = reinterpret_cast<float*>(ks + RowKBytes(dim));  // [chain][head][kSPitch]
-  float* const stage = s4 + kRowChains * kRowHeads * kSPitch;
-  float* const raw = stage + kTile * dim;
+  float* const raw = s4 + kRowChains * kRowHeads * kSPitch;
   const int raw_floats = p.kv_format.floats();
 
   const int64_t t = blockIdx.x;
@@ -150,29 +198,10 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __syncthreads();
   prefetch_raw(0, 0);
 
-  // Prologue, tile by tile: warp w loads head 16 tile + w as the per-tile kernel does, into the
-  // staging area; then the tile's rows of the queries, rounded to bf16, in S's k order.
-#pragma unroll 1
-  for (int tile = 0; tile < kRowTiles; ++tile) {
-    StageQuery(p, t, tile * kTile + warp, rope_cs, stage + warp * dim);
-    __syncthreads();
-    // (row, 8 positions) per task: four bf16 pairs of consecutive columns (kDim's constant
-    // divisions: with the runtime dim's, this loop's index maths was 8% of the kernel's
-    // instructions, ncu, session 43).
-#pragma unroll 1
-    for (int e = threadIdx.x; e < kTile * (kDim / 8); e += kRowThreads) {
-      const int r = e / (kDim / 8), p0 = 8 * (e % (kDim / 8));
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 v = *reinterpret_cast<const float2*>(stage + r * dim + SColOfPos(p0 + 2 * i));
-        w[i] = Bf16Pair(v.x, v.y);
-      }
-      *reinterpret_cast<uint4*>(qs + SwOff(kRowHeads, tile * kTile + r, p0)) =
-          make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    __syncthreads();
-  }
+  // Prologue: the queries, swizzled (StageRowQueries); the barrier publishes them to every warp,
+  // the first chunk's proxy fence to wgmma.
+  StageRowQueries<kDim>(p, t, rope_cs, qs);
+  __syncthreads();
 
   const int ptile = warp % kRowTiles;  // P V: tile, positions
   const int nt = dim / (8 * kRowGroups);
@@ -344,9 +373,12 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   }
   CpAsyncWait<0>();  // a row without keys: its first prefetch
 
-  // Epilogue: the output factor per head, then tile by tile the scaled output rows into the
-  // staging area (position -> column) and FinishTile (fa is overwritten once every warp has read
-  // the last fold factors).
+  // Epilogue: the output factor per head, then all 64 heads' scaled output rows into one staging
+  // area (position -> column) over the queries, keys and scores, which the chunks no longer need,
+  // and FinishTile on them at once (fa is overwritten once every warp has read the last fold
+  // factors). (Tile by tile through a 16-row staging area, with three block barriers a tile and
+  // a quarter of the warps writing, it was a sixth of the kernel's instructions at a SWA layer:
+  // ncu, docs/perf.md session 47.)
   __syncthreads();
   if (lane == 0) {
 #pragma unroll
@@ -356,27 +388,25 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     }
   }
   __syncthreads();
-  const float fg = fa[ptile * kTile + g], fg8 = fa[ptile * kTile + g + 8];
-#pragma unroll 1
-  for (int tile = 0; tile < kRowTiles; ++tile) {
-    if (ptile == tile) {
+  float* const out_stage = reinterpret_cast<float*>(qs);  // [kRowHeads][dim]
+  {
+    const int hg = ptile * kTile + g;
+    const float fg = fa[hg], fg8 = fa[hg + 8];
 #pragma unroll
-      for (int i = 0; i < kRowNt; ++i) {
-        if (i < nt) {
-          // SColOfPos(dbase + 8 i + 2 q) with dbase % 64 == 0; and c + 1.
-          const int c =
-              dbase + 32 * (i / 4) + 8 * ((i / 2) % 2) + 2 * (i % 2) + 16 * (qd / 2) + 4 * (qd % 2);
-          *reinterpret_cast<float2*>(stage + g * dim + c) =
-              make_float2(__fmul_rn(acc[i][0], fg), __fmul_rn(acc[i][1], fg));
-          *reinterpret_cast<float2*>(stage + (g + 8) * dim + c) =
-              make_float2(__fmul_rn(acc[i][2], fg8), __fmul_rn(acc[i][3], fg8));
-        }
+    for (int i = 0; i < kRowNt; ++i) {
+      if (i < nt) {
+        // SColOfPos(dbase + 8 i + 2 q) with dbase % 64 == 0; and c + 1.
+        const int c =
+            dbase + 32 * (i / 4) + 8 * ((i / 2) % 2) + 2 * (i % 2) + 16 * (qd / 2) + 4 * (qd % 2);
+        *reinterpret_cast<float2*>(out_stage + hg * dim + c) =
+            make_float2(__fmul_rn(acc[i][0], fg), __fmul_rn(acc[i][1], fg));
+        *reinterpret_cast<float2*>(out_stage + (hg + 8) * dim + c) =
+            make_float2(__fmul_rn(acc[i][2], fg8), __fmul_rn(acc[i][3], fg8));
       }
     }
-    __syncthreads();
-    FinishTile<kRowWarps>(p, stage, 0, dim, t, tile * kTile, rope_cs);
-    __syncthreads();
   }
+  __syncthreads();
+  FinishRow(p, out_stage, t, rope_cs);
 }
 
 std::atomic<int64_t> row_launches{0};
