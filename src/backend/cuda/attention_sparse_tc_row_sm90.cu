@@ -98,28 +98,26 @@ template <int kDim>
 __device__ __noinline__ void StageRowQueries(const SparseAttentionParams& p, int64_t t,
                                              const float (*rope_cs)[2], unsigned char* qs) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  {
-    // Head w's offsets of the lane's two pairs; head 16 tile + w's rows are 16 tile rows on (the
-    // swizzle's row phase, h % 8 = w % 8, is the same), position + 128 v two boxes on.
-    const int qoff0 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane));
-    const int qoff1 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane) + 8);
+  // Head w's offsets of the lane's two pairs; head 16 tile + w's rows are 16 tile rows on (the
+  // swizzle's row phase, h % 8 = w % 8, is the same), position + 128 v two boxes on.
+  const int qoff0 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane));
+  const int qoff1 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane) + 8);
 #pragma unroll 1
-    for (int tile = 0; tile < kRowTiles; ++tile) {
-      const int h = tile * kTile + warp;
-      float q[kQueryPerLane];
-      LoadQueryWith(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, q,
-                    [&](int, int j, float* c, float* s) {
-                      *c = rope_cs[j][0];
-                      *s = rope_cs[j][1];
-                    });
-      unsigned char* const qrow = qs + tile * kTile * 128;
+  for (int tile = 0; tile < kRowTiles; ++tile) {
+    const int h = tile * kTile + warp;
+    float q[kQueryPerLane];
+    LoadQueryWith(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, q,
+                  [&](int, int j, float* c, float* s) {
+                    *c = rope_cs[j][0];
+                    *s = rope_cs[j][1];
+                  });
+    unsigned char* const qrow = qs + tile * kTile * 128;
 #pragma unroll
-      for (int v = 0; v < kDim / 128; ++v) {
-        *reinterpret_cast<uint32_t*>(qrow + qoff0 + v * 2 * kRowHeads * 128) =
-            Bf16Pair(q[4 * v], q[4 * v + 1]);
-        *reinterpret_cast<uint32_t*>(qrow + qoff1 + v * 2 * kRowHeads * 128) =
-            Bf16Pair(q[4 * v + 2], q[4 * v + 3]);
-      }
+    for (int v = 0; v < kDim / 128; ++v) {
+      *reinterpret_cast<uint32_t*>(qrow + qoff0 + v * 2 * kRowHeads * 128) =
+          Bf16Pair(q[4 * v], q[4 * v + 1]);
+      *reinterpret_cast<uint32_t*>(qrow + qoff1 + v * 2 * kRowHeads * 128) =
+          Bf16Pair(q[4 * v + 2], q[4 * v + 3]);
     }
   }
 }
