@@ -10,7 +10,7 @@
 // the selection and the page list is off each chunk's path. S runs on warpgroup MMA: the queries
 // (64 heads x dim) and the chunk's keys (32 x dim) sit in shared memory in wgmma's K-major
 // 128-byte-swizzled layout, their columns in the order in which the per-tile kernel's mma.sync
-// steps take them (S's k step s, k index kk holds column SColOfPos(16 s + kk)), and each wgmma
+// steps take them (S's k step s, k index kk: position 16 s + kk, SPosOfCol), and each wgmma
 // k16 step rounds as mma.sync's does (bench/probe_wgmma_bits.cu), so per element the per-tile
 // kernel's operations, in its order:
 //   S: warpgroup c the chain c of all 64 heads x 32 keys (m64n32k16 over the k steps
@@ -22,7 +22,7 @@
 //      warpgroup MMA with B the swizzled keys read N-major, the same chains): warp w the tile w %
 //      4's output positions
 //      [(w / 4) dim / 4, + dim / 4), each n tile's chain from zero over the chunk's two k steps,
-//      folded into the running output; a position's column is SColOfPos of it;
+//      folded into the running output; position SPosOfCol(c) holds column c;
 // then the output factor and FinishTile on all 64 heads at once. So the bits are the per-tile
 // kernel's (checked by gpu_attention_tc_test against it).
 #include <atomic>
@@ -52,14 +52,10 @@ static_assert(kRowWarps == 4 * kRowChains && kRowHeads == 64, "S: m64 per warpgr
 constexpr int kRowListed = 1024;  // key rows a row block lists up front (the rest a chunk ahead)
 static_assert(kRowListed % kChunk == 0, "listed keys come in whole chunks");
 
-// S's k order: position p = 16 s + kk of a row holds column SColOfPos(p), the column mma.sync's
-// k index kk of the per-tile kernel's step s multiplies (lane quad q = (kk % 8) / 2 takes columns
-// Off(s, q) + 0, 1 as k 2q, 2q + 1 and Off(s, q) + 2, 3 as k 2q + 8, 2q + 9); SPosOfCol inverts it.
-// (The kernel writes by SPosOfCol; SColOfPos is the order's definition, which the comments use.)
-[[maybe_unused]] __device__ __forceinline__ int SColOfPos(int p) {
-  const int s = p / 16, kk = p % 16;
-  return Off(s, (kk % 8) / 2) + 2 * (kk / 8) + kk % 2;
-}
+// S's k order: position p = 16 s + kk of a row holds the column that mma.sync's k index kk of the
+// per-tile kernel's step s multiplies (lane quad q = (kk % 8) / 2 takes columns Off(s, q) + 0, 1
+// as k 2q, 2q + 1 and Off(s, q) + 2, 3 as k 2q + 8, 2q + 9): column c sits at position
+// SPosOfCol(c).
 __device__ __forceinline__ int SPosOfCol(int c) {
   const int sub = c % 32;
   const int s = 2 * (c / 32) + (sub / 8) % 2, q = 2 * (sub / 16) + (sub / 4) % 2;
@@ -393,7 +389,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 #pragma unroll
     for (int i = 0; i < kRowNt; ++i) {
       if (i < nt) {
-        // SColOfPos(dbase + 8 i + 2 q) with dbase % 64 == 0; and c + 1.
+        // The column at position dbase + 8 i + 2 q (dbase % 64 == 0), and c + 1 at the next.
         const int c =
             dbase + 32 * (i / 4) + 8 * ((i / 2) % 2) + 2 * (i % 2) + 16 * (qd / 2) + 4 * (qd % 2);
         *reinterpret_cast<float2*>(out_stage + hg * dim + c) =
