@@ -10,11 +10,15 @@
 // Device time per launch: CUDA-graph replay (gpu_bench.h MedianGraphUs). mem_bound_us: the bytes
 // that must move (each input read once, each output written once, the weights once) at the
 // measured copy bandwidth; ratio = us / mem_bound_us (these kernels do a few FLOPs a byte).
+// out_hash: FNV-1a of the pre's outputs (xn, post, comb, the act_quant'ed row and its scales) after
+// the timing, so that two builds of a kernel change that must keep the bits can be compared.
 //   bench_hc [--tokens 1,32,256,8192] [--kernels mix,pre,post,post_moe]
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -125,6 +129,18 @@ struct Buffers {
   }
 };
 
+// FNV-1a over the bytes of device buffers, in order.
+uint64_t HashDevice(std::initializer_list<const gpu::DeviceBuffer*> bufs, gpu::StreamHandle st) {
+  uint64_t h = 1469598103934665603ull;
+  for (const gpu::DeviceBuffer* b : bufs) {
+    std::vector<unsigned char> host(b->bytes());
+    gpu::CopyToHost(host.data(), b->get(), host.size(), st);
+    gpu::SynchronizeStream(st);
+    for (const unsigned char c : host) h = (h ^ c) * 1099511628211ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,11 +205,19 @@ int main(int argc, char** argv) {
       const int reps = n >= 4096 ? 5 : n >= 256 ? 20 : 100;
       const double us = dsinfer::bench::MedianGraphUs([&](int) { k.launch(); }, reps, st);
       const double mem_us = k.bytes / (gbs * 1e9) * 1e6;
+      std::string hash;
+      if (std::string(k.name) == "pre") {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", \"out_hash\": \"%016llx\"",
+                      static_cast<unsigned long long>(
+                          HashDevice({&b.xn, &b.post, &b.comb, &b.xq, &b.xs}, st)));
+        hash = buf;
+      }
       std::printf(
           "{\"bench\": \"hc\", \"kernel\": \"%s\", \"tokens\": %lld, \"us\": %.2f, \"GB\": %.4f, "
-          "\"GBps\": %.0f, \"mem_bound_us\": %.2f, \"ratio_to_bound\": %.2f}\n",
+          "\"GBps\": %.0f, \"mem_bound_us\": %.2f, \"ratio_to_bound\": %.2f%s}\n",
           k.name, static_cast<long long>(n), us, k.bytes / 1e9, k.bytes / (us * 1e-6) / 1e9, mem_us,
-          us / mem_us);
+          us / mem_us, hash.c_str());
       std::fflush(stdout);
     }
   }
