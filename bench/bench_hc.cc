@@ -10,8 +10,10 @@
 // Device time per launch: CUDA-graph replay (gpu_bench.h MedianGraphUs). mem_bound_us: the bytes
 // that must move (each input read once, each output written once, the weights once) at the
 // measured copy bandwidth; ratio = us / mem_bound_us (these kernels do a few FLOPs a byte).
-// out_hash: FNV-1a of the pre's outputs (xn, post, comb, the act_quant'ed row and its scales) after
-// the timing, so that two builds of a kernel change that must keep the bits can be compared.
+// out_hash: FNV-1a of the kernel's outputs after the timing (the pre: xn, post, comb, the
+// act_quant'ed row and its scales; the posts: the streams, updated in place by every replay, and
+// the next mix's partials), so that two builds of a change that must keep the bits can be
+// compared (the same replays in the same order, so the same values).
 //   bench_hc [--tokens 1,32,256,8192] [--kernels mix,pre,post,post_moe]
 #include <algorithm>
 #include <cstdint>
@@ -206,11 +208,13 @@ int main(int argc, char** argv) {
       const double us = dsinfer::bench::MedianGraphUs([&](int) { k.launch(); }, reps, st);
       const double mem_us = k.bytes / (gbs * 1e9) * 1e6;
       std::string hash;
-      if (std::string(k.name) == "pre") {
+      if (std::string(k.name) != "mix") {
+        const uint64_t h = std::string(k.name) == "pre"
+                               ? HashDevice({&b.xn, &b.post, &b.comb, &b.xq, &b.xs}, st)
+                               : HashDevice({&b.X, &b.post_part}, st);
         char buf[48];
         std::snprintf(buf, sizeof buf, ", \"out_hash\": \"%016llx\"",
-                      static_cast<unsigned long long>(
-                          HashDevice({&b.xn, &b.post, &b.comb, &b.xq, &b.xs}, st)));
+                      static_cast<unsigned long long>(h));
         hash = buf;
       }
       std::printf(
