@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 48, carry [".devcarry"]; the tree is main plus s48_hc_final.diff (uncommitted), which the
+# script reverses first for main's figures and then applies again. The final form of c48d's two
+# changes: the pre finish reduced once (its own Sinkhorn cluster up to 256 rows: c48d's
+# bench_hc had that form faster than main at every size up to 256, and the model's decode at
+# 128 / 256 rows +0.5% with the shared form), the many-token post with the weights in registers
+# (HcPostMixManyKernel: 16 tokens a block from 512 rows, 32 from 4,096; the old kernel's
+# many-token path removed). bench_hc out_hash (pre, post, post_moe) must equal main's at every
+# size; the HcTest op tests (PostMixManyRowsEqualRowAlone now at 4,184 rows too: the 32-token
+# launch), the model's figures of the day (default decode 1 / 32 / 128 / 256 and prefill, the
+# mode's batch 1 and prefill), the GPU suite. No git stash / checkout (common.sh).
+source "$(dirname "$0")/common.sh"
+git apply -R gpu_run/s48_hc_final.diff || { echo "the diff does not reverse"; exit 1; }
+gpu_build bench_hc dsinfer gpu_ops_test
+hcall() {  # name
+  timeout 90 build-cuda/bin/bench_hc --kernels pre,post,post_moe --tokens 1,32,128,256,512,8192 > "$OUT/hcall_$1.jsonl" 2>&1; echo "bench_hc $1 rc=$?"
+  grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
+}
+hcall main
+bench_flash main_mma --batches 1 --fp8-mma
+bench_flash main_default --batches 1,32,128,256
+apply_diff s48_hc_final.diff
+gpu_build bench_hc dsinfer gpu_ops_test
+hcall final
+diff <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_main.jsonl") <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_final.jsonl") && echo "out_hash: main's bits at every kernel and size" || echo "out_hash: DIFFERENT"
+timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test.log" 2>&1; echo "gpu_ops_test HcTest rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test.log" | head -12
+bench_flash final_mma --batches 1 --fp8-mma
+bench_flash final_default --batches 1,32,128,256
+gpu_build
+gpu_suite 240
+echo "total $(( $(date +%s) - t0 )) s"
