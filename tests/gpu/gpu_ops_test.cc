@@ -1206,8 +1206,8 @@ HcPreFinishParams FinishParams(const io::DeepseekV4Config& c, const DeviceHcWeig
 
 // The mHC pre step on the GPU (mix partials, then the finish: collapse + RMSNorm, post, and the
 // Sinkhorn comb) against the CPU model's HcPre, for the split finish (D = 4,096: four clustered
-// blocks collapse while another runs the Sinkhorn) and the one-block finish (D = 256); each token
-// alone gives the same bits as in the batch.
+// blocks share the mix reduction and collapse, block 0 runs the Sinkhorn) and the one-block finish
+// (D = 256); each token alone gives the same bits as in the batch.
 TEST(HcTest, PreFinishMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (const int64_t D : {int64_t{4096}, int64_t{256}}) {
@@ -1359,7 +1359,7 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
   SKIP_WITHOUT_GPU();
   const int64_t D = 256;
   const int hc = 4, nout = (2 + hc) * hc, K = 6;
-  for (const int64_t n : {kHcPostMixManyRows + 21, int64_t{3}}) {
+  for (const int64_t n : {kHcPostMixManyRows + 21, kHcPostMixWideRows + 21, int64_t{3}}) {
     for (const bool shared : {true, false}) {
       const int64_t HK = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
       const auto w = RandomHcWeights(D, 45, {0.8f, 1.2f, 0.6f});
@@ -1408,12 +1408,11 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
   }
 }
 
-// The post with the next mix over many rows (kPostMixManyRows and more: several tokens per block)
-// gives each row the bits of the row run alone (one token per block): the new streams and the
-// mix partials.
-TEST(HcTest, PostMixManyRowsEqualRowAlone) {
-  SKIP_WITHOUT_GPU();
-  const int64_t D = 256, n = kHcPostMixManyRows + 88;  // the many-row launch
+// The post with the next mix over many rows (kHcPostMixManyRows and more: 16 tokens per block;
+// kHcPostMixWideRows and more: 32) gives each row the bits of the row run alone (one token per
+// block): the new streams and the mix partials.
+void CheckPostMixManyRows(int64_t n) {
+  const int64_t D = 256;
   const int hc = 4, nout = (2 + hc) * hc;
   const int64_t K = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
   ASSERT_GT(slices, 0);
@@ -1434,8 +1433,8 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
   CopyToHost(gp.data(), part.get(), gp.size() * 4, s.get());
   s.Synchronize();
   int64_t differ = 0;
-  for (const int64_t t :
-       {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{317}, n - 2, n - 1}) {
+  for (const int64_t t : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{31},
+                          int64_t{32}, int64_t{317}, n - 2, n - 1}) {
     HcPostParams one = hp;
     one.y = yd.as<float>() + t * D;
     one.post = pd.as<float>() + t * hc;
@@ -1450,7 +1449,8 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
     differ += std::memcmp(rX.data(), gX.data() + t * K, K * 4) != 0;
     differ += std::memcmp(rp.data(), gp.data() + t * pw, pw * 4) != 0;
   }
-  EXPECT_EQ(differ, 0) << "rows (streams or mix partials) whose bits differ from the row alone";
+  EXPECT_EQ(differ, 0) << "rows (streams or mix partials) whose bits differ from the row alone, n "
+                       << n;
   // The partials are the defined sums, bit for bit: per block of 64 columns and warp of 32, each
   // lane's fmaf chain over the four new streams (fn[o] . X_new, then X_new . X_new), the warp's
   // butterfly (a += shfl_xor(a, 16, 8, 4, 2, 1)), the two warps added in order.
@@ -1482,7 +1482,12 @@ TEST(HcTest, PostMixManyRowsEqualRowAlone) {
       }
     }
   }
-  EXPECT_EQ(wrong, 0) << "mix partials that are not the defined butterfly sums";
+  EXPECT_EQ(wrong, 0) << "mix partials that are not the defined butterfly sums, n " << n;
+}
+TEST(HcTest, PostMixManyRowsEqualRowAlone) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t n : {kHcPostMixManyRows + 88, kHcPostMixWideRows + 88})
+    CheckPostMixManyRows(n);
 }
 
 // The grouping of routed pairs by expert, as the serial definition: active experts ascending,

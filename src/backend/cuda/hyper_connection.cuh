@@ -84,9 +84,9 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream);
 // Slices of the mix partials LaunchHcPost writes with mix_fn; 0: it cannot (hc != 4 or D not a
 // multiple of 64).
 int64_t HcPostMixSlices(int hc, int64_t D);
-// Rows from which the post with the next mix takes several tokens per block (a launch choice
-// that never changes a bit).
-constexpr int64_t kHcPostMixManyRows = 512;
+// Rows from which the post with the next mix takes several tokens per block (16, then 32 from
+// kHcPostMixWideRows; launch choices that never change a bit).
+constexpr int64_t kHcPostMixManyRows = 512, kHcPostMixWideRows = 4096;
 
 struct HcHeadFinishParams {
   const float* part = nullptr;   // LaunchHcMix output (nout = hc)

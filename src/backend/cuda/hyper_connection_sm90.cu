@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/launch.cuh"
@@ -121,44 +122,59 @@ __global__ void __launch_bounds__(kMixThreads) HcMixKernel(HcMixParams p) {
   }
 }
 
-// Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
-// caller syncs. Warp w takes outputs w, w + warps, ...; for output o lane l adds slices l, l + 32,
-// ... in order from 0, then the warp butterfly: a fixed order that depends only on the slice count.
-// A warp's first kRedOuts outputs with their first kRedSlices / 32 values per lane are loaded
-// together before any sum (one memory round trip on the finish's critical path instead of one per
-// output); further slices and outputs follow in the same order.
+// Output o's partial sums, the one order every finish kernel adds them in (a function of the slice
+// count alone): lane l adds slices l, l + 32, ... in order from 0, then the warp butterfly.
+// PartialHeadLoad loads lane l's first kRedSlices / 32 of them (slices l, l + 32), so that a
+// warp's loads of several outputs go out together before any sum; PartialSum then adds them and
+// the rest, and every lane returns the sum.
 constexpr int kRedOuts = 4, kRedSlices = 64;
+__device__ __forceinline__ void PartialHeadLoad(const float* pt, int w1, int o, int64_t slices,
+                                                float (&v)[kRedSlices / 32]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < kRedSlices / 32; ++h) {
+    const int64_t i = lane + 32 * h;
+    v[h] = i < slices ? pt[i * w1 + o] : 0.0f;
+  }
+}
+__device__ __forceinline__ float PartialSum(const float* pt, int w1, int o, int64_t slices,
+                                            const float (&v)[kRedSlices / 32]) {
+  const int lane = threadIdx.x % 32;
+  float s = 0.0f;
+#pragma unroll
+  for (int h = 0; h < kRedSlices / 32; ++h)
+    if (lane + 32 * h < slices) s += v[h];
+  for (int64_t i = kRedSlices + lane; i < slices; i += 32) s += pt[i * w1 + o];
+#pragma unroll
+  for (int q = 16; q > 0; q >>= 1) s += __shfl_xor_sync(0xffffffffu, s, q);
+  return s;
+}
+
+// Sum of the slice partials of token t into mixv[0..nout] (mixv[nout] = sum of squares); the
+// caller syncs. Warp w takes outputs w, w + warps, ...; its first kRedOuts outputs' heads are
+// loaded together before any sum (one memory round trip on the finish's critical path instead of
+// one per output).
 __device__ void ReducePartials(const float* part, int64_t t, int64_t slices, int nout, float* mixv) {
   const int w1 = nout + 1;
   const float* pt = part + t * slices * w1;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
   float v[kRedOuts][kRedSlices / 32];
 #pragma unroll
-  for (int j = 0; j < kRedOuts; ++j) {
-    const int o = warp + j * nw;
-#pragma unroll
-    for (int h = 0; h < kRedSlices / 32; ++h) {
-      const int64_t i = lane + 32 * h;
-      v[j][h] = o < w1 && i < slices ? pt[i * w1 + o] : 0.0f;
-    }
-  }
-  auto finish = [&](int o, float s, int64_t from) {
-    for (int64_t i = from + lane; i < slices; i += 32) s += pt[i * w1 + o];
-#pragma unroll
-    for (int q = 16; q > 0; q >>= 1) s += __shfl_xor_sync(0xffffffffu, s, q);
-    if (lane == 0) mixv[o] = s;
-  };
+  for (int j = 0; j < kRedOuts; ++j)
+    if (warp + j * nw < w1) PartialHeadLoad(pt, w1, warp + j * nw, slices, v[j]);
 #pragma unroll
   for (int j = 0; j < kRedOuts; ++j) {
     const int o = warp + j * nw;
     if (o >= w1) break;  // warp-uniform
-    float s = 0.0f;
-#pragma unroll
-    for (int h = 0; h < kRedSlices / 32; ++h)
-      if (lane + 32 * h < slices) s += v[j][h];
-    finish(o, s, kRedSlices);
+    const float s = PartialSum(pt, w1, o, slices, v[j]);
+    if (lane == 0) mixv[o] = s;
   }
-  for (int o = warp + kRedOuts * nw; o < w1; o += nw) finish(o, 0.0f, 0);
+  for (int o = warp + kRedOuts * nw; o < w1; o += nw) {
+    float h[kRedSlices / 32];
+    PartialHeadLoad(pt, w1, o, slices, h);
+    const float s = PartialSum(pt, w1, o, slices, h);
+    if (lane == 0) mixv[o] = s;
+  }
 }
 
 // out[d] = sum_i pre[i] X[i, d], then out = RMSNorm(out) * norm_w in place (RmsNormKernel's order).
@@ -296,30 +312,75 @@ __device__ void CollapseNormHcRegs(const float (&xv)[kCollapsePer][HC], const fl
   }
 }
 
-// The finish split over blocks (HC known, D a multiple of kSplitCols): grid (kSplitBlocks, n, 2).
-// z = 0: a cluster of kSplitBlocks blocks collapses and normalizes the token's columns, block r
-// columns [r D / kSplitBlocks, (r + 1) D / kSplitBlocks), each thread kPer of them; the blocks'
-// sums of squares meet in distributed shared memory, added in block order by every block. z = 1:
-// block 0 runs the Sinkhorn (comb, post) meanwhile, off the collapse's path. Every block reduces
-// the mix partials itself (ReducePartials: the same sums everywhere).
+// The cluster barrier in its two halves (PTX barrier.cluster): a thread arrives, later waits for
+// every thread of the cluster to have arrived. Arrive releases the thread's earlier stores
+// (distributed shared memory among them) and wait acquires the others'; the relaxed arrive orders
+// nothing and only marks the thread as started.
+__device__ __forceinline__ void ClusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+__device__ __forceinline__ void ClusterArrive() {
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+}
+__device__ __forceinline__ void ClusterWait() {
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// The finish split over a cluster of kSplitBlocks blocks (HC known, D a multiple of kSplitCols):
+// grid (kSplitBlocks, n, 1), or (kSplitBlocks, n, 2) up to kHcOwnSinkhornMaxRows rows (below).
+// Block r collapses and normalizes the token's columns [r D / kSplitBlocks, (r + 1) D /
+// kSplitBlocks), each thread kPer of them. The token's mix partials are reduced once, spread over
+// the cluster, one output a warp (PartialSum: the bits of ReducePartials): every block sums the
+// outputs its collapse needs (the HC pre gates and the sum of squares) and a kSplitBlocks-th of the
+// Sinkhorn's (post, comb), which it stores into block 0's shared memory. Every block then stores
+// its columns' sum of squares into every block's shared memory, and one cluster barrier publishes
+// both exchanges: each block adds the sums in block order, and block 0's first warp runs the
+// Sinkhorn after its stores, off the others' paths. No block reads another's shared memory, so none
+// waits for the others before it exits; the barrier phase that every thread arrives at on entry
+// (relaxed) and waits for before its first remote store is what makes the stores wait for their
+// targets to run.
 constexpr int kSplitBlocks = 4, kSplitThreads = 256;
 constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
+// Up to this many rows the Sinkhorn runs in a cluster of its own (z = 1; its block 0 reduces every
+// output itself, as before session 48), so the token's latency does not include it; above, block
+// 0 runs it after the collapse, for half the blocks. Either way the same bits.
+constexpr int64_t kHcOwnSinkhornMaxRows = 256;
 
-// kPer <= 4: 4 blocks an SM (64 registers a thread; ptxas spills 4 bytes), so that more tokens'
-// loads and barriers are in flight: bench_hc's pre at 8,192 tokens 663 -> 555 us, at 256 tokens
-// 23.0 -> 20.0 us (H100; the same bits: docs/perf.md, session 39).
+// kPer <= 4: 4 blocks an SM (64 registers a thread), so that more tokens' loads and barriers are
+// in flight: bench_hc's pre at 8,192 tokens 663 -> 555 us, at 256 tokens 23.0 -> 20.0 us (H100;
+// the same bits: docs/perf.md, session 39).
 template <int HC, int kPer>
 __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     HcPreFinishSplitKernel(HcPreFinishParams p, int64_t slices) {
-  if (p.trigger == 0) PdlTrigger();
-  __shared__ float mixv[kMaxMixOut + 1];
-  __shared__ float pre[kMaxHc];
+  constexpr int kNout = (2 + HC) * HC, kW1 = kNout + 1, kWarps = kSplitThreads / 32;
+  constexpr int kNeed = HC + 1;  // warps 0 .. HC: the pre gates, the sum of squares
+  constexpr int kShare = (kNout - HC) / kSplitBlocks;  // a block's share of outputs HC .. kNout - 1
+  constexpr int kSpare = kWarps - kNeed, kSharePer = (kShare + kSpare - 1) / kSpare;
+  static_assert((kNout - HC) % kSplitBlocks == 0 && kSpare > 0, "the outputs over the cluster");
+  __shared__ float mixv[kW1];
+  __shared__ float pre[HC], sinkhorn_pre[HC];
   __shared__ float scratch[32];
-  __shared__ float ss_block;
+  __shared__ float ss_all[kSplitBlocks];
   const int64_t t = blockIdx.y;
   const int rank = blockIdx.x;
-  const bool sinkhorn = blockIdx.z == 1;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Decode sizes (grid z = 2): the Sinkhorn's own cluster, whose block 0 reduces every output
+  // itself and runs it beside the collapse instead of after it.
+  const bool own_sinkhorn = gridDim.z == 2;
+  if (blockIdx.z == 1) {
+    if (p.trigger == 0) PdlTrigger();
+    PdlWait();
+    if (p.trigger == 1) PdlTrigger();
+    if (rank != 0) return;
+    ReducePartials(p.part, t, slices, kNout, mixv);
+    __syncthreads();
+    if (warp == 0) SinkhornWarp<HC>(p, t, mixv, sinkhorn_pre);
+    return;
+  }
+  ClusterArriveRelaxed();
+  if (p.trigger == 0) PdlTrigger();
   const int64_t cols = p.D / kSplitBlocks, c0 = rank * cols;
+  cg::cluster_group cluster = cg::this_cluster();
   // Constant weights before the wait (the launch contract allows them): the pre weights' scale and
   // base and the thread's RMSNorm weights, which the collapse would otherwise fetch after the mix
   // reduction and after the norm's cluster sum, each a memory round trip on the critical path.
@@ -328,13 +389,12 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
   float nw[kPer];
 #pragma unroll
   for (int q = 0; q < kPer; ++q)
-    nw[q] = p.norm_w && !sinkhorn ? __ldg(p.norm_w + c0 + q * kSplitThreads + threadIdx.x) : 0.0f;
+    nw[q] = p.norm_w ? __ldg(p.norm_w + c0 + q * kSplitThreads + threadIdx.x) : 0.0f;
   PdlWait();  // X and the mix partials come from earlier kernels (the post may have written both)
   if (p.trigger == 1) PdlTrigger();
-  if (sinkhorn && rank != 0) return;
   // The block's columns load under the sums.
   float xv[kPer][HC];
-  if (!sinkhorn) {
+  {
     const float* Xt = p.X + t * HC * p.D;
 #pragma unroll
     for (int q = 0; q < kPer; ++q)
@@ -342,12 +402,39 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
       for (int i = 0; i < HC; ++i)
         xv[q][i] = __ldg(Xt + i * p.D + c0 + q * kSplitThreads + threadIdx.x);
   }
-  ReducePartials(p.part, t, slices, (2 + HC) * HC, mixv);
-  __syncthreads();
-  if (sinkhorn) {
-    if (threadIdx.x < 32) SinkhornWarp<HC>(p, t, mixv, pre);
-    return;
+  const float* pt = p.part + t * slices * kW1;
+  if (warp < kNeed) {
+    const int o = warp < HC ? warp : kNout;
+    float h[kRedSlices / 32];
+    PartialHeadLoad(pt, kW1, o, slices, h);
+    const float s = PartialSum(pt, kW1, o, slices, h);
+    if (lane == 0) mixv[o] = s;
+    ClusterWait();
+  } else if (own_sinkhorn) {
+    ClusterWait();
+  } else {
+    // Outputs HC + rank * kShare + j, j = warp - kNeed, + kSpare, ...: their heads load together.
+    float h[kSharePer][kRedSlices / 32], sums[kSharePer];
+#pragma unroll
+    for (int i = 0; i < kSharePer; ++i) {
+      const int j = warp - kNeed + i * kSpare;
+      if (j < kShare) PartialHeadLoad(pt, kW1, HC + rank * kShare + j, slices, h[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kSharePer; ++i) {
+      const int j = warp - kNeed + i * kSpare;
+      if (j < kShare) sums[i] = PartialSum(pt, kW1, HC + rank * kShare + j, slices, h[i]);
+    }
+    ClusterWait();  // block 0 runs
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < kSharePer; ++i) {
+        const int j = warp - kNeed + i * kSpare;
+        if (j < kShare) *cluster.map_shared_rank(&mixv[HC + rank * kShare + j], 0) = sums[i];
+      }
+    }
   }
+  __syncthreads();
   if (threadIdx.x < HC) {
     const float w =
         HcPreWeightOf(mixv[threadIdx.x], HcMixRs<HC>(p, mixv), pre_scale, pre_base, p.hc_eps);
@@ -368,12 +455,12 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     ss = fmaf(s, s, ss);
   }
   ss = BlockSum(ss, scratch);
-  if (threadIdx.x == 0) ss_block = ss;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
+  if (threadIdx.x < kSplitBlocks) *cluster.map_shared_rank(&ss_all[rank], threadIdx.x) = ss;
+  ClusterArrive();
+  ClusterWait();
   float total = 0.0f;
 #pragma unroll
-  for (int r = 0; r < kSplitBlocks; ++r) total += *cluster.map_shared_rank(&ss_block, r);
+  for (int r = 0; r < kSplitBlocks; ++r) total += ss_all[r];
   const float scale = 1.0f / sqrtf(total / static_cast<float>(p.D) + p.rms_eps);
   float* out = p.xn + t * p.D;
   float ov[kPer];
@@ -388,7 +475,6 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     // act_quant of the block's columns: a 128-column block is 4 warps' values of one q (c0 is a
     // multiple of 256), its max over them through shared memory.
     __shared__ float wmax[kPer][kSplitThreads / 32];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int q = 0; q < kPer; ++q) {
       float a = fabsf(ov[q]);
@@ -410,7 +496,7 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     }
   }
   if (p.trigger == 2) PdlTrigger();
-  cluster.sync();  // the other blocks have read ss_block
+  if (!own_sinkhorn && rank == 0 && warp == 0) SinkhornWarp<HC>(p, t, mixv, sinkhorn_pre);
 }
 
 // HC > 0: hc known at compile time (the Sinkhorn matrix lives in registers); 0: runtime hc.
@@ -533,14 +619,15 @@ struct HcPostToken {
 };
 
 // HcPost that also computes the next HcPre's mix partials (HC = 4, one column per thread: grid
-// (D / kPostMixThreads, ceil(n / kTok))): for each of its kTok tokens t, block b writes
+// (D / kPostMixThreads, ceil(n / tokens a block))): for each of its tokens t, block b writes
 // part[(t * gridDim.x + b) * (nout + 1) + o], the sums of fn[o] . X_new (and of X_new^2,
 // o = nout) over its columns of the four streams, reduced in a fixed order (warp butterflies,
 // then the warps in order): HcPreFinish takes them as it takes HcMix's (mix_slices = gridDim.x).
-// Saves the mix launch of every HcPre but the first. kTok (tokens per block, a launch choice that
-// never changes a bit): many rows share each block's load of its columns' mix weights.
+// Saves the mix launch of every HcPre but the first. Two kernels, the same operations in the same
+// order (a launch choice that never changes a bit): HcPostMixKernel, a token a block (decode), and
+// from kHcPostMixManyRows rows HcPostMixManyKernel, many tokens a block sharing each thread's
+// load of its column's mix weights.
 constexpr int kPostMixThreads = 64;
-constexpr int kPostMixTokens = 16;  // tokens per block from kHcPostMixManyRows rows
 
 // One step of WarpTransposedSums: a lane keeps the half of its kOff * 2 values that its lane bit
 // kOff selects, adds its partner's copy of that half (own + partner, as the butterfly's
@@ -568,99 +655,32 @@ __device__ __forceinline__ float WarpTransposedSums(float (&v)[32]) {
   return v[0];
 }
 
-// (kTok > 1: 7 blocks an SM, what its shared memory allows, for the registers of the prefetch.)
-template <int HC, int kTok>
-__global__ void __launch_bounds__(kPostMixThreads, kTok > 1 ? 7 : 8)
-    HcPostMixKernel(HcPostParams p) {
-  constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
-  static_assert(kOut + 1 <= 32, "the outputs and the sum of squares: one lane each");
-  __shared__ float red[kTok][kW][kOut + 1];
-  // The next mix's weights of the block's columns, [o][k][column] (each thread reads its own
-  // column's; in registers they held the kernel at 219 registers, 8 warps an SM: 8,192-token
-  // prefill hc_post 34.5 -> 24.8 ms with them here, docs/perf.md session 27).
-  __shared__ float fws[kOut][HC][kPostMixThreads];
-  PdlTrigger();
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
-  const int64_t d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t K = HC * p.D;
-  // Constant data: before the wait (each thread its own column, so no barrier).
+// A token's column: the lane's kOut dot products w(o, k) . xn and its sum of squares, then their
+// warp sums (lane o: value o; a butterfly's bits, WarpTransposedSums) into red_row[warp][o].
+template <int HC, int kOut, typename Weight>
+__device__ __forceinline__ void MixColumnSums(const float (&xn)[HC], Weight&& w,
+                                              float (*red_row)[kOut + 1]) {
+  float v[32];
 #pragma unroll
-  for (int o = 0; o < kOut; ++o)
+  for (int o = 0; o < 32; ++o) {
+    v[o] = 0.0f;
+    if (o < kOut) {
 #pragma unroll
-    for (int k = 0; k < HC; ++k) fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
-  PdlWait();
-  const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
-  // Many tokens a block: their comb, post and (MoE) combine order staged once for all the
-  // block's columns (each thread re-derived them per token: dependent loads ahead of every
-  // column's; 8,192-token prefill hc_post 24.8 -> 21.3 ms, docs/perf.md session 30). One token
-  // (decode): per thread as before (staging measured slower there: batch 256 1.32 -> 1.48 ms).
-  constexpr int kStaged = kTok > 1 ? kTok : 1;
-  __shared__ float s_comb[kStaged][HC * HC], s_post[kStaged][HC], s_w[kStaged][kMoeMaxK];
-  __shared__ int32_t s_pair[kStaged][kMoeMaxK];
-  if constexpr (kTok > 1) {
-    for (int j = threadIdx.x; j < ntok * HC * HC; j += kPostMixThreads)
-      s_comb[j / (HC * HC)][j % (HC * HC)] = p.comb[t0 * HC * HC + j];
-    for (int j = threadIdx.x; j < ntok * HC; j += kPostMixThreads)
-      s_post[j / HC][j % HC] = p.post[t0 * HC + j];
-    if (p.y == nullptr) {
-      for (int i = threadIdx.x; i < ntok; i += kPostMixThreads)
-        MoeCombineOrder(p.moe, t0 + i, s_pair[i], s_w[i]);
+      for (int k = 0; k < HC; ++k) v[o] = fmaf(w(o, k), xn[k], v[o]);
+    } else if (o == kOut) {
+#pragma unroll
+      for (int k = 0; k < HC; ++k) v[o] = fmaf(xn[k], xn[k], v[o]);
     }
-    __syncthreads();
   }
-  // Many tokens: token i + 1's inputs (its old streams, y or its experts' rows and the shared
-  // row) load while token i computes (other rows than token i's stores).
-  float in_old[HC] = {}, in_y[kTok > 1 ? kMoeMaxK : 1] = {}, in_sh = 0.0f;
-  auto load_inputs = [&](int i) {
-    if constexpr (kTok > 1) {
-      const int64_t t = t0 + i;
-#pragma unroll
-      for (int j = 0; j < HC; ++j) in_old[j] = p.X[(t * HC + j) * p.D + d];
-      if (p.y != nullptr) {
-        in_y[0] = p.y[t * p.D + d];
-      } else {
-        MoeCombineLoad(p.moe, t, s_pair[i], d, in_y);
-        in_sh = p.moe.shared ? p.moe.shared[t * p.D + d] : 0.0f;
-      }
-    }
-  };
-  if (ntok > 0) load_inputs(0);
-#pragma unroll 1
-  for (int i = 0; i < ntok; ++i) {
-    const int64_t t = t0 + i;
-    float xn[HC];
-    if constexpr (kTok > 1) {
-      float old[HC], yk[kMoeMaxK];
-      const float sh = in_sh;
-#pragma unroll
-      for (int j = 0; j < HC; ++j) old[j] = in_old[j];
-#pragma unroll
-      for (int r = 0; r < kMoeMaxK; ++r) yk[r] = in_y[r];
-      if (i + 1 < ntok) load_inputs(i + 1);
-      const float yv = p.y ? yk[0] : MoeCombineSum(p.moe, yk, s_w[i], sh);
-      HcPostColumn<HC>(p, t, d, yv, s_comb[i], s_post[i], old, xn);
-    } else {
-      HcPostToken<HC>(p, t).Column(p, t, d, xn);
-    }
-    // The lane's kOut dot products and its sum of squares, then their warp sums (lane o: value
-    // o; a butterfly's bits, WarpTransposedSums).
-    float v[32];
-#pragma unroll
-    for (int o = 0; o < 32; ++o) {
-      v[o] = 0.0f;
-      if (o < kOut) {
-#pragma unroll
-        for (int k = 0; k < HC; ++k) v[o] = fmaf(fws[o][k][threadIdx.x], xn[k], v[o]);
-      } else if (o == kOut) {
-#pragma unroll
-        for (int k = 0; k < HC; ++k) v[o] = fmaf(xn[k], xn[k], v[o]);
-      }
-    }
-    const float sum = WarpTransposedSums(v);
-    if (lane <= kOut) red[i][warp][lane] = sum;
-  }
-  __syncthreads();
+  const float sum = WarpTransposedSums(v);
+  const int lane = threadIdx.x % 32;
+  if (lane <= kOut) red_row[threadIdx.x / 32][lane] = sum;
+}
+// The block's partials of its ntok tokens from their warp sums (the warps in order); the caller
+// syncs before.
+template <int kOut, int kW>
+__device__ __forceinline__ void WriteMixPartials(const HcPostParams& p, int64_t t0, int ntok,
+                                                 const float (*red)[kW][kOut + 1]) {
   for (int j = threadIdx.x; j < ntok * (kOut + 1); j += kPostMixThreads) {
     const int i = j / (kOut + 1), o = j % (kOut + 1);
     float v = red[i][0][o];
@@ -668,6 +688,130 @@ __global__ void __launch_bounds__(kPostMixThreads, kTok > 1 ? 7 : 8)
     for (int w = 1; w < kW; ++w) v += red[i][w][o];
     p.mix_part[((t0 + i) * gridDim.x + blockIdx.x) * (kOut + 1) + o] = v;
   }
+}
+
+// A token a block (decode sizes): the token's comb, post and combine ranks per thread
+// (HcPostToken; staging them measured slower here: batch 256 1.32 -> 1.48 ms, docs/perf.md
+// session 30), the mix weights through shared memory.
+template <int HC>
+__global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostParams p) {
+  constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
+  static_assert(kOut + 1 <= 32, "the outputs and the sum of squares: one lane each");
+  __shared__ float red[1][kW][kOut + 1];
+  // The next mix's weights of the block's columns, [o][k][column] (each thread reads its own
+  // column's; in registers they held the kernel at 219 registers, 8 warps an SM: 8,192-token
+  // prefill hc_post 34.5 -> 24.8 ms with them here, docs/perf.md session 27).
+  __shared__ float fws[kOut][HC][kPostMixThreads];
+  PdlTrigger();
+  const int64_t t = blockIdx.y;
+  const int64_t d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
+  const int64_t K = HC * p.D;
+  // Constant data: before the wait (each thread its own column, so no barrier).
+#pragma unroll
+  for (int o = 0; o < kOut; ++o)
+#pragma unroll
+    for (int k = 0; k < HC; ++k) fws[o][k][threadIdx.x] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
+  PdlWait();
+  float xn[HC];
+  HcPostToken<HC>(p, t).Column(p, t, d, xn);
+  const auto weight = [&](int o, int k) { return fws[o][k][threadIdx.x]; };
+  MixColumnSums<HC, kOut>(xn, weight, red[0]);
+  __syncthreads();
+  WriteMixPartials<kOut, kW>(p, t, 1, red);
+}
+
+// Many tokens a block (kTok, the launch's choice by rows): each thread's column's kOut x HC mix
+// weights in registers for all the block's tokens; the tokens' comb, post and (MoE) combine order
+// staged once in shared memory (each thread re-derived them per token: dependent loads ahead of
+// every column's; session 30); the tokens' inputs (the old streams, y or the combine's rows in
+// rank order, the shared row) through a ring of kPostRingStages tokens by 4-byte cp.async, each
+// thread copying and reading only its own column's values, so no barrier per token. The weights
+// used to come from shared memory, 96 four-byte loads per token and column, which held the kernel
+// at 84.8% of the shared-memory pipe (session 47's ncu): now 5 ring loads per token and column
+// (y) or 5 + K (the MoE combine of K experts), and as many copies. bench_hc at 8,192 tokens
+// (H100): post 788.6 -> 588.6 us, post_moe 1292.7 -> 976.3 (docs/perf.md, session 48).
+constexpr int kPostRingStages = 4, kPostRingSlots = 4 + kMoeMaxK + 1;
+template <int HC, int kTok>
+__global__ void __launch_bounds__(kPostMixThreads, 6) HcPostMixManyKernel(HcPostParams p) {
+  constexpr int kOut = (2 + HC) * HC, kW = kPostMixThreads / 32;
+  static_assert(kOut + 1 <= 32 && HC <= 4, "the outputs and the sum of squares: one lane each");
+  __shared__ float red[kTok][kW][kOut + 1];
+  __shared__ float ring[kPostRingStages][kPostRingSlots][kPostMixThreads];
+  __shared__ float s_comb[kTok][HC * HC], s_post[kTok][HC], s_w[kTok][kMoeMaxK];
+  __shared__ int32_t s_pair[kTok][kMoeMaxK];
+  PdlTrigger();
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int64_t d = blockIdx.x * int64_t{kPostMixThreads} + threadIdx.x;
+  const int64_t K = HC * p.D;
+  // Constant data: before the wait.
+  float wr[kOut][HC];
+#pragma unroll
+  for (int o = 0; o < kOut; ++o)
+#pragma unroll
+    for (int k = 0; k < HC; ++k) wr[o][k] = LdgWeight(p.mix_fn + o * K + k * p.D + d);
+  PdlWait();
+  const int ntok = static_cast<int>(p.n - t0 < kTok ? p.n - t0 : kTok);
+  const bool moe = p.y == nullptr;
+  const int nrows = moe ? p.moe.K : 1;
+  for (int j = threadIdx.x; j < ntok * HC * HC; j += kPostMixThreads)
+    s_comb[j / (HC * HC)][j % (HC * HC)] = p.comb[t0 * HC * HC + j];
+  for (int j = threadIdx.x; j < ntok * HC; j += kPostMixThreads)
+    s_post[j / HC][j % HC] = p.post[t0 * HC + j];
+  if (moe) {
+    for (int i = threadIdx.x; i < ntok; i += kPostMixThreads)
+      MoeCombineOrder(p.moe, t0 + i, s_pair[i], s_w[i]);
+  }
+  __syncthreads();
+  // Token i's values into stage st: slots 0 .. HC - 1 the old streams, then y, or the pairs' rows
+  // in rank order and the shared row.
+  auto load = [&](int i, int st) {
+    const int64_t t = t0 + i;
+    float* r = &ring[st][0][threadIdx.x];
+#pragma unroll
+    for (int j = 0; j < HC; ++j)
+      CpAsync4(r + j * kPostMixThreads, p.X + (t * HC + j) * p.D + d, true);
+    if (!moe) {
+      CpAsync4(r + HC * kPostMixThreads, p.y + t * p.D + d, true);
+    } else {
+      for (int q = 0; q < nrows; ++q)
+        CpAsync4(r + (HC + q) * kPostMixThreads, p.moe.y + s_pair[i][q] * p.D + d, true);
+      if (p.moe.shared)
+        CpAsync4(r + (HC + nrows) * kPostMixThreads, p.moe.shared + t * p.D + d, true);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kPostRingStages - 1; ++st) {
+    if (st < ntok) load(st, st);
+    CpAsyncCommit();
+  }
+#pragma unroll 1
+  for (int i = 0; i < ntok; ++i) {
+    CpAsyncWait<kPostRingStages - 2>();  // token i's copies (this thread's own) have landed
+    const float* r = &ring[i % kPostRingStages][0][threadIdx.x];
+    float old[HC];
+#pragma unroll
+    for (int j = 0; j < HC; ++j) old[j] = r[j * kPostMixThreads];
+    float yv;
+    if (!moe) {
+      yv = r[HC * kPostMixThreads];
+    } else {
+      float acc = 0.0f;  // MoeCombineSum's chain over the rows in rank order
+      for (int q = 0; q < nrows; ++q) acc = fmaf(r[(HC + q) * kPostMixThreads], s_w[i][q], acc);
+      if (p.moe.shared) acc += r[(HC + nrows) * kPostMixThreads];
+      yv = acc;
+    }
+    // Stage (i - 1)'s slots, which this thread read in the previous iteration, take token
+    // i + kPostRingStages - 1 (other rows than token i's stores).
+    if (i + kPostRingStages - 1 < ntok)
+      load(i + kPostRingStages - 1, (i + kPostRingStages - 1) % kPostRingStages);
+    CpAsyncCommit();
+    float xn[HC];
+    HcPostColumn<HC>(p, t0 + i, d, yv, s_comb[i], s_post[i], old, xn);
+    const auto weight = [&](int o, int k) { return wr[o][k]; };
+    MixColumnSums<HC, kOut>(xn, weight, red[i]);
+  }
+  __syncthreads();
+  WriteMixPartials<kOut, kW>(p, t0, ntok, red);
 }
 
 // HC > 0: hc known at compile time; comb and post are loaded into registers once (the runtime-hc
@@ -851,7 +995,7 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
         q.xs = p.xs + t0 * p.lds;
       }
       q.n = std::min(kMaxRows, p.n - t0);
-      const dim3 g(kSplitBlocks, static_cast<unsigned>(q.n), 2);
+      const dim3 g(kSplitBlocks, static_cast<unsigned>(q.n), p.n <= kHcOwnSinkhornMaxRows ? 2 : 1);
       auto go = [&](auto kernel) {
         LaunchKernelClustered(kernel, g, dim3(kSplitThreads), 0, stream, kSplitBlocks, q, slices);
       };
@@ -898,13 +1042,20 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.mix_fn != nullptr) {
     const int64_t slices = HcPostMixSlices(p.hc, p.D);
     if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
-    if (p.n >= kHcPostMixManyRows) {
-      LaunchKernel(HcPostMixKernel<4, kPostMixTokens>,
-                   dim3(static_cast<unsigned>(slices),
-                        static_cast<unsigned>((p.n + kPostMixTokens - 1) / kPostMixTokens)),
-                   dim3(kPostMixThreads), 0, stream, p);
+    const auto many = [&](auto kernel, int64_t tokens) {
+      LaunchKernel(
+          kernel,
+          dim3(static_cast<unsigned>(slices), static_cast<unsigned>((p.n + tokens - 1) / tokens)),
+          dim3(kPostMixThreads), 0, stream, p);
+    };
+    // 32 tokens a block halve the weights' loads per token; below kHcPostMixWideRows 16 keep more
+    // blocks than the SMs hold at once (bench_hc, 512 rows: post 46.4 -> 40.0 us with 16).
+    if (p.n >= kHcPostMixWideRows) {
+      many(HcPostMixManyKernel<4, 32>, 32);
+    } else if (p.n >= kHcPostMixManyRows) {
+      many(HcPostMixManyKernel<4, 16>, 16);
     } else {
-      LaunchKernel(HcPostMixKernel<4, 1>,
+      LaunchKernel(HcPostMixKernel<4>,
                    dim3(static_cast<unsigned>(slices), static_cast<unsigned>(p.n)),
                    dim3(kPostMixThreads), 0, stream, p);
     }
