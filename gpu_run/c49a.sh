@@ -7,7 +7,10 @@
 # a loop that runs once, as the old kernel's was (119 registers). The same operations, so the
 # same bits: bench_hc's out_hash must equal main's at every kernel and size. Main first, then
 # the diff: bench_hc (pre, post, post_moe at 1 / 32 / 128 / 256 / 512 / 8,192 rows), the HcTest
-# op tests, the default's decode at 1 / 32 / 128 / 256, the GPU suite. No git stash / checkout.
+# op tests, the default's decode at 1 / 32 / 128 / 256, the GPU suite. Then, on main, ncu of the
+# many-token MoE post at 8,192 rows (HcPostMixManyKernel<4, 32>, 1.93x its bytes in c48e: is it
+# the copies' instructions, the ring's depth or DRAM?) to choose its next form. No git stash /
+# checkout.
 source "$(dirname "$0")/common.sh"
 gpu_build bench_hc dsinfer gpu_ops_test
 hcall() {  # name
@@ -15,6 +18,9 @@ hcall() {  # name
   grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
 }
 hcall main
+# Session 48's review mends (compiled, not GPU-run): HcTest's pre finish at 300 rows (the Sinkhorn
+# on block 0) against the last row alone (its own cluster), the folded combine at 4,097 rows.
+timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test_main.log" 2>&1; echo "gpu_ops_test HcTest main rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test_main.log" | head -12
 bench_flash main_default --batches 1,32,128,256
 apply_diff s48_post_one_token_loop.diff
 gpu_build bench_hc dsinfer gpu_ops_test
@@ -25,4 +31,7 @@ bench_flash loop_default --batches 1,32,128,256
 gpu_build
 gpu_suite 240
 git apply -R gpu_run/s48_post_one_token_loop.diff
+gpu_build bench_hc
+# bench_hc launches the y post once before its timings, so the MoE post is the second launch.
+ncu_kernel HcPostMixManyKernel 1 build-cuda/bin/bench_hc --kernels post_moe --tokens 8192
 echo "total $(( $(date +%s) - t0 )) s"

@@ -1206,14 +1206,16 @@ HcPreFinishParams FinishParams(const io::DeepseekV4Config& c, const DeviceHcWeig
 
 // The mHC pre step on the GPU (mix partials, then the finish: collapse + RMSNorm, post, and the
 // Sinkhorn comb) against the CPU model's HcPre, for the split finish (D = 4,096: four clustered
-// blocks share the mix reduction and collapse, block 0 runs the Sinkhorn) and the one-block finish
-// (D = 256); each token alone gives the same bits as in the batch.
+// blocks share the mix reduction and collapse; the Sinkhorn in a cluster of its own up to 256 rows,
+// on block 0 after the collapse above, so 300 rows against the last row alone compares the two)
+// and the one-block finish (D = 256); each token alone gives the same bits as in the batch.
 TEST(HcTest, PreFinishMatchesCpu) {
   SKIP_WITHOUT_GPU();
-  for (const int64_t D : {int64_t{4096}, int64_t{256}}) {
+  for (const auto& [D, n] : {std::pair<int64_t, int64_t>{4096, 3}, {4096, 300}, {256, 3}}) {
+    SCOPED_TRACE("D " + std::to_string(D) + " n " + std::to_string(n));
     const io::DeepseekV4Config c = HcConfig(D);
     const int hc = 4, nout = (2 + hc) * hc;
-    const int64_t n = 3, K = hc * D;
+    const int64_t K = hc * D;
     const auto w = RandomHcWeights(D, 5, {0.7f, 1.1f, 0.9f});
     const auto X = testing::RandomVector(static_cast<size_t>(n * K), 7, 1.0f);
     std::vector<float> u(n * D), post(n * hc), comb(n * hc * hc);
@@ -1247,6 +1249,7 @@ TEST(HcTest, PreFinishMatchesCpu) {
     run(n - 1, 1, &ox, &op, &oc);
     EXPECT_EQ(0, std::memcmp(ox.data(), gx.data() + (n - 1) * D, D * 4)) << "D=" << D;
     EXPECT_EQ(0, std::memcmp(oc.data(), gc.data() + (n - 1) * hc * hc, hc * hc * 4)) << "D=" << D;
+    EXPECT_EQ(0, std::memcmp(op.data(), gp.data() + (n - 1) * hc, hc * 4)) << "D=" << D;
   }
 }
 
@@ -1359,7 +1362,8 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
   SKIP_WITHOUT_GPU();
   const int64_t D = 256;
   const int hc = 4, nout = (2 + hc) * hc, K = 6;
-  for (const int64_t n : {kHcPostMixManyRows + 21, kHcPostMixWideRows + 21, int64_t{3}}) {
+  // 4,097 rows: the 32-token launch's last block has one token (the ring's empty copy groups).
+  for (const int64_t n : {kHcPostMixManyRows + 21, kHcPostMixWideRows + 1, int64_t{3}}) {
     for (const bool shared : {true, false}) {
       const int64_t HK = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);
       const auto w = RandomHcWeights(D, 45, {0.8f, 1.2f, 0.6f});
@@ -1412,6 +1416,7 @@ TEST(HcTest, PostWithFoldedCombineEqualsCombineThenPost) {
 // kHcPostMixWideRows and more: 32) gives each row the bits of the row run alone (one token per
 // block): the new streams and the mix partials.
 void CheckPostMixManyRows(int64_t n) {
+  SCOPED_TRACE("n " + std::to_string(n));
   const int64_t D = 256;
   const int hc = 4, nout = (2 + hc) * hc;
   const int64_t K = hc * D, slices = HcPostMixSlices(hc, D), pw = slices * (nout + 1);

@@ -55,7 +55,8 @@ struct HcPreFinishParams {
   float* xs = nullptr;
   int64_t lds = 0;
   // When the split finish lets the next kernels launch (PDL): 0 at its start, 1 after its wait, 2
-  // after its stores (their weight preloads then do not overlap the kernels before it).
+  // after its stores (their weight preloads then do not overlap the kernels before it; from 257
+  // rows block 0's Sinkhorn stores post and comb after it, which the next kernels' wait covers).
   int trigger = 0;
   // Single-pass mHC (DeepSeek-V4.1): pre_out [n, hc] receives the site's own collapse weights, and
   // the collapse uses pre_in [n, hc] (the previous site's) instead. Both optional, not aliased.

@@ -343,7 +343,8 @@ constexpr int kSplitBlocks = 4, kSplitThreads = 256;
 constexpr int64_t kSplitCols = kSplitBlocks * kSplitThreads;
 // Up to this many rows the Sinkhorn runs in a cluster of its own (z = 1; its block 0 reduces every
 // output itself, as before session 48), so the token's latency does not include it; above, block
-// 0 runs it after the collapse, for half the blocks. Either way the same bits.
+// 0 runs it after the collapse and the z = 1 half of the grid is not launched. Either way the same
+// bits.
 constexpr int64_t kHcOwnSinkhornMaxRows = 256;
 
 // kPer <= 4: 4 blocks an SM (64 registers a thread), so that more tokens' loads and barriers are
@@ -358,7 +359,8 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
   constexpr int kSpare = kWarps - kNeed, kSharePer = (kShare + kSpare - 1) / kSpare;
   static_assert((kNout - HC) % kSplitBlocks == 0 && kSpare > 0, "the outputs over the cluster");
   __shared__ float mixv[kW1];
-  __shared__ float pre[HC], sinkhorn_pre[HC];
+  __shared__ float pre[HC];
+  __shared__ float sinkhorn_pre[HC];  // SinkhornWarp's copy of the pre weights (unused here)
   __shared__ float scratch[32];
   __shared__ float ss_all[kSplitBlocks];
   const int64_t t = blockIdx.y;
@@ -728,8 +730,8 @@ __global__ void __launch_bounds__(kPostMixThreads, 8) HcPostMixKernel(HcPostPara
 // thread copying and reading only its own column's values, so no barrier per token. The weights
 // used to come from shared memory, 96 four-byte loads per token and column, which held the kernel
 // at 84.8% of the shared-memory pipe (session 47's ncu): now 5 ring loads per token and column
-// (y) or 5 + K (the MoE combine of K experts), and as many copies. bench_hc at 8,192 tokens
-// (H100): post 788.6 -> 588.6 us, post_moe 1292.7 -> 976.3 (docs/perf.md, session 48).
+// (y) or 4 + K, plus the shared row (the MoE combine of K experts), and as many copies. bench_hc at
+// 8,192 tokens (H100): post 788.6 -> 588.6 us, post_moe 1292.7 -> 976.3 (docs/perf.md, session 48).
 constexpr int kPostRingStages = 4, kPostRingSlots = 4 + kMoeMaxK + 1;
 template <int HC, int kTok>
 __global__ void __launch_bounds__(kPostMixThreads, 6) HcPostMixManyKernel(HcPostParams p) {
@@ -774,7 +776,7 @@ __global__ void __launch_bounds__(kPostMixThreads, 6) HcPostMixManyKernel(HcPost
       CpAsync4(r + HC * kPostMixThreads, p.y + t * p.D + d, true);
     } else {
       for (int q = 0; q < nrows; ++q)
-        CpAsync4(r + (HC + q) * kPostMixThreads, p.moe.y + s_pair[i][q] * p.D + d, true);
+        CpAsync4(r + (HC + q) * kPostMixThreads, p.moe.y + s_pair[i][q] * p.moe.D + d, true);
       if (p.moe.shared)
         CpAsync4(r + (HC + nrows) * kPostMixThreads, p.moe.shared + t * p.D + d, true);
     }
@@ -787,6 +789,7 @@ __global__ void __launch_bounds__(kPostMixThreads, 6) HcPostMixManyKernel(HcPost
 #pragma unroll 1
   for (int i = 0; i < ntok; ++i) {
     CpAsyncWait<kPostRingStages - 2>();  // token i's copies (this thread's own) have landed
+    asm volatile("" ::: "memory");       // and the ring's loads below stay after the wait
     const float* r = &ring[i % kPostRingStages][0][threadIdx.x];
     float old[HC];
 #pragma unroll
@@ -1042,6 +1045,8 @@ void LaunchHcPost(const HcPostParams& p, StreamHandle stream) {
   if (p.mix_fn != nullptr) {
     const int64_t slices = HcPostMixSlices(p.hc, p.D);
     if (slices == 0 || p.n > 65535) std::abort();  // callers check HcPostMixSlices first
+    // The many-token kernel's ring and the staged combine order hold kMoeMaxK rows a token.
+    DSINFER_CHECK_MSG(p.y != nullptr || p.moe.K <= kMoeMaxK, "HcPost: MoE combine K > kMoeMaxK");
     const auto many = [&](auto kernel, int64_t tokens) {
       LaunchKernel(
           kernel,
