@@ -12,18 +12,14 @@
 source "$(dirname "$0")/common.sh"
 git apply -R gpu_run/s48_hc_final.diff || { echo "the diff does not reverse"; exit 1; }
 gpu_build bench_hc dsinfer gpu_ops_test
-hcall() {  # name
-  timeout 90 build-cuda/bin/bench_hc --kernels pre,post,post_moe --tokens 1,32,128,256,512,8192 > "$OUT/hcall_$1.jsonl" 2>&1; echo "bench_hc $1 rc=$?"
-  grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
-}
 hcall main
 bench_flash main_mma --batches 1 --fp8-mma
 bench_flash main_default --batches 1,32,128,256
 apply_diff s48_hc_final.diff
 gpu_build bench_hc dsinfer gpu_ops_test
 hcall final
-diff <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_main.jsonl") <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_final.jsonl") && echo "out_hash: main's bits at every kernel and size" || echo "out_hash: DIFFERENT"
-timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test.log" 2>&1; echo "gpu_ops_test HcTest rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test.log" | head -12
+hc_same main final
+hctest final
 bench_flash final_mma --batches 1 --fp8-mma
 bench_flash final_default --batches 1,32,128,256
 gpu_build

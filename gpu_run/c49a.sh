@@ -13,20 +13,16 @@
 # checkout.
 source "$(dirname "$0")/common.sh"
 gpu_build bench_hc dsinfer gpu_ops_test
-hcall() {  # name
-  timeout 90 build-cuda/bin/bench_hc --kernels pre,post,post_moe --tokens 1,32,128,256,512,8192 > "$OUT/hcall_$1.jsonl" 2>&1; echo "bench_hc $1 rc=$?"
-  grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
-}
 hcall main
 # Session 48's review mends (compiled, not GPU-run): HcTest's pre finish at 300 rows (the Sinkhorn
 # on block 0) against the last row alone (its own cluster), the folded combine at 4,097 rows.
-timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test_main.log" 2>&1; echo "gpu_ops_test HcTest main rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test_main.log" | head -12
+hctest main
 bench_flash main_default --batches 1,32,128,256
 apply_diff s48_post_one_token_loop.diff
 gpu_build bench_hc dsinfer gpu_ops_test
 hcall loop
-diff <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_main.jsonl") <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_loop.jsonl") && echo "out_hash: main's bits at every kernel and size" || echo "out_hash: DIFFERENT"
-timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test.log" 2>&1; echo "gpu_ops_test HcTest rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test.log" | head -12
+hc_same main loop
+hctest loop
 bench_flash loop_default --batches 1,32,128,256
 gpu_build
 gpu_suite 240

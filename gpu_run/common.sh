@@ -4,7 +4,8 @@
 # fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
 # baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
 # apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer),
-# long32k and p128 (the mode's 32K and 128K prefills).
+# long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest (the mHC kernels'
+# bench_hc figures and out_hash, their comparison, the HcTest op tests).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -99,4 +100,18 @@ long32k() {  # name
 p128() {  # name
   timeout 150 build-cuda/bin/dsinfer bench --preset flash-l8 --kv-cache-dtype fp8 --fp8-mma --batches 1 --steps 3 --prefill 131072 --prefill-chunk 8192 > "$OUT/bench_128k_$1.jsonl" 2>&1; echo "128k $1 rc=$? $(( $(date +%s) - t0 )) s"
   grep -o '"bench": "prefill", "tokens": [0-9]*, "chunk": [0-9]*, "seconds": [0-9.]*\|"indexer_topk_ms": [0-9.]*' "$OUT/bench_128k_$1.jsonl" | tr '\n' ' '; echo
+}
+# bench_hc's pre, post and MoE post at 1 .. 8,192 rows into $OUT/hcall_NAME.jsonl; prints each
+# kernel's us.
+hcall() {  # name
+  timeout 90 build-cuda/bin/bench_hc --kernels pre,post,post_moe --tokens 1,32,128,256,512,8192 > "$OUT/hcall_$1.jsonl" 2>&1; echo "bench_hc $1 rc=$?"
+  grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
+}
+# Whether two hcall runs' out_hash agree at every kernel and size (the same bits).
+hc_same() {  # name_a, name_b
+  diff <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_$1.jsonl") <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_$2.jsonl") && echo "out_hash: $1's bits at every kernel and size" || echo "out_hash: DIFFERENT"
+}
+# gpu_ops_test's HcTest cases into $OUT/hc_ops_test_NAME.log; prints the failures' first lines.
+hctest() {  # name
+  timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test_$1.log" 2>&1; echo "gpu_ops_test HcTest $1 rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test_$1.log" | head -12
 }

@@ -16,6 +16,8 @@
 
 namespace dsinfer::backend::cuda {
 
+constexpr int kMaxHc = 8;  // the largest hc_mult the mHC kernels take
+
 // part[t, s, o] for o < nout: sum over inputs k of slice s (k in [s*256, s*256+256)) of
 // fn[o, k] * X[t, k]; part[t, s, nout] = sum of X[t, k]^2 over the slice. Fixed order per token.
 struct HcMixParams {
