@@ -7,7 +7,6 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/moe_combine.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/qlinear.cuh"
 #include "backend/cuda/qlinear_core.cuh"
