@@ -28,6 +28,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
+#include "base/fnv.h"
 #include "gpu_bench.h"
 
 namespace gpu = dsinfer::backend::cuda;
@@ -133,12 +134,12 @@ struct Buffers {
 
 // FNV-1a over the bytes of device buffers, in order.
 uint64_t HashDevice(std::initializer_list<const gpu::DeviceBuffer*> bufs, gpu::StreamHandle st) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = dsinfer::kFnv1aOffset;
   for (const gpu::DeviceBuffer* b : bufs) {
     std::vector<unsigned char> host(b->bytes());
     gpu::CopyToHost(host.data(), b->get(), host.size(), st);
     gpu::SynchronizeStream(st);
-    for (const unsigned char c : host) h = (h ^ c) * 1099511628211ull;
+    h = dsinfer::Fnv1a(host.data(), host.size(), h);
   }
   return h;
 }

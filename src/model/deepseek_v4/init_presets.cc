@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "base/fnv.h"
 #include "base/thread_pool.h"
 #include "io/quant.h"
 #include "io/safetensors.h"
@@ -27,11 +28,7 @@ uint64_t SplitMix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-uint64_t HashName(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
+uint64_t HashName(const std::string& s) { return Fnv1a(s.data(), s.size()); }
 
 class Rng {
  public:

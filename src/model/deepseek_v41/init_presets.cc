@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/dtype.h"
+#include "base/fnv.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/weight_schema.h"
@@ -24,9 +25,7 @@ uint64_t SplitMix(uint64_t& s) {
 // normal(mean, std) values keyed by (seed, name): Box-Muller on SplitMix64.
 std::vector<float> Values(uint64_t seed, const std::string& name, int64_t n, float mean,
                           float std) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-  uint64_t state = seed * 0x9e3779b97f4a7c15ull ^ h;
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull ^ Fnv1a(name.data(), name.size());
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const double u1 = std::max(static_cast<double>(SplitMix(state) >> 11) * 0x1p-53, 1e-300);
