@@ -10,7 +10,7 @@
 # op tests, the default's decode at 1 / 32 / 128 / 256, the GPU suite. Then, on main, ncu of the
 # many-token MoE post at 8,192 rows (HcPostMixManyKernel<4, 32>, 1.93x its bytes in c48e: is it
 # the copies' instructions, the ring's depth or DRAM?) to choose its next form. No git stash /
-# checkout.
+# checkout. Then ncu of the CSA row attention and of the dense TMA tile on wo_b.
 source "$(dirname "$0")/common.sh"
 gpu_build bench_hc dsinfer gpu_ops_test
 hcall main
@@ -30,4 +30,9 @@ git apply -R gpu_run/s48_post_one_token_loop.diff
 gpu_build bench_hc
 # bench_hc launches the y post once before its timings, so the MoE post is the second launch.
 ncu_kernel HcPostMixManyKernel 1 build-cuda/bin/bench_hc --kernels post_moe --tokens 8192
+# Profiles for the next designs: the row attention at a CSA layer (20 chunks a row; session 47
+# profiled SWA's 4) and the dense TMA tile on wo_b (k 8,192: the main loop, not the epilogue).
+gpu_build bench_attention bench_fp8_gemm
+ncu_kernel SparseAttentionTcRowKernel 0 build-cuda/bin/bench_attention --rows 1 --prefill 8192 --kinds csa --variants tc_packed_qp
+ncu_kernel MmaTmaKernel 0 build-cuda/bin/bench_fp8_gemm --only wo_b
 echo "total $(( $(date +%s) - t0 )) s"
