@@ -16,6 +16,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 [ -d .deps ] || tar -xJf .devcarry/deps.tar.xz
+# A warm machine keeps the last call's objects, and this call's copy of the tree brings this
+# machine's older mtimes: a source that the last call changed by a diff and reversed would not be
+# rebuilt (session 49: c49a's "main" attention was c49b's diff). So the files any prepared diff
+# touches are made newer than every object.
+touch $(grep -h '^+++ b/' gpu_run/*.diff | cut -c7- | sort -u) 2>/dev/null
 gpu_build() {  # [targets...]: only these (default: everything)
   cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build --preset cuda-release -j16 ${1:+--target "$@"} > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
