@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# A record of what ran (session 49): its diff was measured, rejected and deleted; figures in
+# docs/perf.md "Session 49".
 # Prepared in session 48 (compiled here: 119 registers, no spills; not run), carry [".devcarry"];
 # the tree is main, the script applies the diff itself. Session 48's one-token post kernel
 # (HcPostMixKernel<4>, decode sizes below 512 rows) compiles to 128 registers against the 118 of

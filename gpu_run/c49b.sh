@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# A record of what ran (session 49): its diff was measured, rejected and deleted; figures in
+# docs/perf.md "Session 49".
 # Session 49, carry [".devcarry"]; the tree is main. The row attention in rounds of two chunks
 # (s49_attn_row_pair.diff): a round's 64 keys decoded together, warpgroups 2c / 2c + 1 run chunk
 # c's S (both chains of a dim half, summed in registers as the softmax summed them), each warp's

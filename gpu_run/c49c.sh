@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# A record of what ran (session 49): its diff was measured, rejected and deleted; figures in
+# docs/perf.md "Session 49".
 # Session 49, carry [".devcarry"]; the tree is main. The mode's two warp-specialized FP8 kernels
 # (the dense TMA tile, the routed experts) with their consumer warpgroups taking turns at the
 # tensor cores (s49_mma_turns.diff: named barriers, warpgroup 0 issues a stage's MMAs, then 1,
