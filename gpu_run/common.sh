@@ -18,9 +18,13 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 [ -d .deps ] || tar -xJf .devcarry/deps.tar.xz
 # A warm machine keeps the last call's objects, and this call's copy of the tree brings this
 # machine's older mtimes: a source that the last call changed by a diff and reversed would not be
-# rebuilt (session 49: c49a's "main" attention was c49b's diff). So the files any prepared diff
-# touches are made newer than every object.
-touch $(grep -h '^+++ b/' gpu_run/*.diff | cut -c7- | sort -u) 2>/dev/null
+# rebuilt (session 49: c49a's "main" attention was c49b's diff). So apply_diff lists the files it
+# changes in build-cuda/.diff_files (kept with the objects), and the next call makes them newer
+# than every object first.
+if [ -f build-cuda/.diff_files ]; then
+  touch $(sort -u build-cuda/.diff_files) 2>/dev/null
+  rm -f build-cuda/.diff_files
+fi
 gpu_build() {  # [targets...]: only these (default: everything)
   cmake --preset cuda-release -DCMAKE_CUDA_FLAGS=-lineinfo > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
   cmake --build --preset cuda-release -j16 ${1:+--target "$@"} > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
@@ -65,6 +69,7 @@ goldens() {
 # Applies a prepared diff of gpu_run/ to the tree (the script ends when it does not apply).
 apply_diff() {  # name
   git apply "gpu_run/$1" || { echo "$1 does not apply"; exit 1; }
+  mkdir -p build-cuda && grep '^+++ b/' "gpu_run/$1" | cut -c7- >> build-cuda/.diff_files
 }
 # ncu (full set, source-level samples) of one launch of kernel `name` (a regex) in a command, the
 # launches before it skipped: the details page and the SASS with its samples (xz) into $OUT, the
