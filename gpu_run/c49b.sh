@@ -11,10 +11,6 @@
 # prefill); with the diff, the row block's bit tests on both P V paths and the GPU suite. No git
 # stash / checkout.
 source "$(dirname "$0")/common.sh"
-attn4() {  # name
-  timeout 100 build-cuda/bin/bench_attention --rows 1,32,128,256 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"
-  grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - - | tr '\n' ';'; echo
-}
 gpu_build bench_attention dsinfer
 attn4 main
 bench_flash main_default --batches 128,256

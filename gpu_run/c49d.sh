@@ -14,10 +14,6 @@
 # (every flash-l8 shape, 256 outputs checked), bench_attention; with the diffs, gpu_fp8mma_test (both expert kernels) and the row block's bit
 # tests (both P V paths). No git stash / checkout; no GPU suite (device time).
 source "$(dirname "$0")/common.sh"
-attn4() {  # name
-  timeout 100 build-cuda/bin/bench_attention --rows 1,32,128,256 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"
-  grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - - | tr '\n' ';'; echo
-}
 gpu_build bench_fp8_gemm bench_attention gpu_fp8mma_test gpu_attention_tc_test
 gemm main
 attn4 main

@@ -1,11 +1,11 @@
 # Sourced by the gpu_run scripts: the repository root, the clock t0, the card, the carried deps
 # (.devcarry/deps.tar.xz) unpacked once, and gpu_build (configure cuda-release with -lineinfo and
-# build it or the named targets, the logs kept under $OUT only on failure; exits the script when either fails),
-# fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's model bench),
-# baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu), goldens,
-# apply_diff, ncu_kernel, attn (bench_attention), gemm (bench_fp8_gemm), idx (bench_indexer),
-# long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest (the mHC kernels'
-# bench_hc figures and out_hash, their comparison, the HcTest op tests).
+# build it or the named targets, the logs kept under $OUT only on failure; exits the script when
+# either fails), fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's
+# model bench), baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu),
+# goldens, apply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
+# (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
+# (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -86,6 +86,12 @@ attn() {  # name
   timeout 100 build-cuda/bin/bench_attention --rows 1,32 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"
   grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - -
 }
+# bench_attention at decode rows 1 / 32 / 128 / 256 and the 8,192-token prefill (tc_packed_qp)
+# into $OUT/attn_NAME.jsonl; prints each shape's us on one line.
+attn4() {  # name
+  timeout 100 build-cuda/bin/bench_attention --rows 1,32,128,256 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_$1.jsonl" 2>&1; echo "bench_attention $1 rc=$?"
+  grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*\|"us": [0-9.]*' "$OUT/attn_$1.jsonl" | paste -d" " - - | tr '\n' ';'; echo
+}
 # bench_fp8_gemm (a 256-output sample checked) with the given flags into $OUT/fp8_gemm_NAME.jsonl;
 # prints each shape's kernel, us and mismatches.
 gemm() {  # name, flags...
@@ -118,8 +124,9 @@ hcall() {  # name
   grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*, "us": [0-9.]*' "$OUT/hcall_$1.jsonl" | tr '\n' ';'; echo
 }
 # Whether two hcall runs' out_hash agree at every kernel and size (the same bits).
+hc_hashes() { grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_$1.jsonl"; }
 hc_same() {  # name_a, name_b
-  diff <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_$1.jsonl") <(grep -o '"kernel": "[a-z_]*", "tokens": [0-9]*\|"out_hash": "[0-9a-f]*"' "$OUT/hcall_$2.jsonl") && echo "out_hash: $1's bits at every kernel and size" || echo "out_hash: DIFFERENT"
+  diff <(hc_hashes "$1") <(hc_hashes "$2") && echo "out_hash: $1's bits at every kernel and size" || echo "out_hash: DIFFERENT"
 }
 # gpu_ops_test's HcTest cases into $OUT/hc_ops_test_NAME.log; prints the failures' first lines.
 hctest() {  # name
