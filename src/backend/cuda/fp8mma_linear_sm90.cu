@@ -12,9 +12,10 @@
 //     warpgroups (64 weight rows each) run the block's four m64n128k32 steps with both operands
 //     from shared memory, promote, release the stage; a slice's sum joins the total in registers.
 //     Tiles walk TileCoords' order.
-//   * MmaWsExpertKernel (routed experts at many rows an expert): the same ring, filled by a
-//     producer warpgroup's cp.async gathers of the slot's pair rows (TMA cannot gather rows on
-//     Hopper); the weights' A fragments go from shared memory to registers (FP4: converted there).
+//   * MmaWsExpertKernel (routed experts at many rows an expert; fp8mma_experts_sm90.cu): the same
+//     ring, filled by a producer warpgroup's cp.async gathers of the slot's pair rows (TMA cannot
+//     gather rows on Hopper); the weights' A fragments go from shared memory to registers (FP4:
+//     converted there).
 //   * MmaTileKernel (everything else: FP4 dense, routed experts at few rows, grouped input of
 //     smaller groups, fewer than 128 rows): a block of two warpgroups owns 128 weight rows and 128
 //     or, at decode sizes, 8 token rows gathered by cp.async (dense rows, or an expert slot's
@@ -36,6 +37,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/fp8mma_linear.cuh"
+#include "backend/cuda/fp8mma_tile.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/runtime.h"
@@ -48,12 +50,9 @@ namespace dsinfer::backend::cuda {
 
 namespace {
 
-using fp8mma::E2m1x4ToE4m3;
-using fp8mma::SliceCols;
+using namespace fp8mma_tile;
 using fp8mma::WgmmaFp8N128;
 using fp8mma::WgmmaFp8N128Ss;
-
-constexpr int kBM = 128, kBN = 128, kBK = 128;  // weight rows, tokens, columns of a stage
 
 // ---- act_quant to e4m3 codes -------------------------------------------------------------------
 
@@ -76,89 +75,8 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) s_t[b * ld_t + r] = scale;
 }
 
-// ---- the promotion, shared by both kernels -----------------------------------------------------
 
-// acc += r * (s_lo | s_hi) * s_x(token): s_lo for the fragment's row g, s_hi for g + 8; sx: the
-// stage's kN tokens' scales as pairs (tokens 8 j + 2 t, + 1 of n8 tile j).
-template <int kN>
-__device__ __forceinline__ void Promote(const float (&r)[kN / 2], const float2* sx, int t,
-                                        float s_lo, float s_hi, float (&acc)[kN / 2]) {
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-    const float2 xv = sx[4 * j + t];
-    acc[4 * j] = fmaf(r[4 * j], s_lo * xv.x, acc[4 * j]);
-    acc[4 * j + 1] = fmaf(r[4 * j + 1], s_lo * xv.y, acc[4 * j + 1]);
-    acc[4 * j + 2] = fmaf(r[4 * j + 2], s_hi * xv.x, acc[4 * j + 2]);
-    acc[4 * j + 3] = fmaf(r[4 * j + 3], s_hi * xv.y, acc[4 * j + 3]);
-  }
-}
 
-// A ue8m0 byte's value (base/dtype.h E8M0ToFloat: 2^(b - 127), 255 NaN; b = 0 the subnormal).
-__device__ __forceinline__ float Ue8m0(uint32_t b) {
-  return b == 0     ? __uint_as_float(0x00400000u)
-         : b == 255 ? __uint_as_float(0x7fc00000u)
-                    : __uint_as_float(b << 23);
-}
-
-// The largest of a row's four group bytes (its 128-column block's e_max).
-__device__ __forceinline__ uint32_t BlockExp(uint32_t g) {
-  uint32_t m = __vmaxu4(g, g >> 16);
-  m = __vmaxu4(m, m >> 8);
-  return m & 0xffu;
-}
-
-// Slice bookkeeping (FP4 re-expressed in FP8's form takes FP8's slices): kb (a 128-column block,
-// from kb0) ends a slice when the next block starts one or k ends; the first slice of the range is
-// stored, the others added, in order.
-constexpr int kSliceBlocks = SliceCols(false) / kBK;
-__device__ __forceinline__ bool SliceEnds(int kb, int nblk) {
-  return (kb + 1) % kSliceBlocks == 0 || kb + 1 == nblk;
-}
-
-// The register-total kernels' end of a 128-column block kb (of a launch's whole k): when a slice
-// ends, its sum joins the total (the first slice's as it is) and the slice's sum restarts.
-template <int kF>
-__device__ __forceinline__ void FoldSlice(int kb, int nblk, float (&acc)[kF], float (&tot)[kF]) {
-  if (!SliceEnds(kb, nblk)) return;
-  const bool first = kb < kSliceBlocks;
-#pragma unroll
-  for (int i = 0; i < kF; ++i) {
-    tot[i] = first ? acc[i] : tot[i] + acc[i];
-    acc[i] = 0.0f;
-  }
-}
-
-// ---- the gather tile ---------------------------------------------------------------------------
-
-struct TileArgs {
-  const uint8_t* w;       // dense weights (bytes, rows wpitch apart) and their scales
-  const void* sc;         // (WeightRef::mma layout, sc_ld rows apart)
-  const void* const* ew;  // routed experts: per-expert weights and scales
-  const void* const* es;
-  int64_t wpitch, sc_ld;
-  int n, k;
-  const uint8_t* xq;  // act_quant codes [x rows, ldq] (from the input's column 0)
-  int64_t ldq;
-  const float* xs_t;  // their scales [blocks][ld_t]
-  int64_t ld_t;
-  int xblk0;                   // the input's first 128-column block (a group of its own launch)
-  int group_rows, group_blks;  // grouped input in one launch: weight rows r read x from block
-                               // xblk0 + (r / group_rows) * group_blks (group_rows % 128 == 0)
-  float* y;                    // y[out row * ldy + weight row]
-  int64_t ldy;
-  int m;                  // dense rows
-  const int32_t* active;  // routed experts (ExpertLinearParams)
-  const int32_t* num_active;
-  const int32_t* offsets;
-  const int32_t* pairs;
-  int x_row_div;
-  float* part;  // split by slice: part[(slice * m + row) * n + weight row]
-  // FP4: the e4m3 magnitudes of the e2m1 codes 0..7 times 2^-d, d = 0..15 (lo: codes 0..3, hi:
-  // 4..7; from d = 13 on zeros), which the kernels copy to shared memory (BlockFragments).
-  uint2 fp4_tab[16];
-};
-
-constexpr int kTileThreads = 256, kTileStages = 4;
 
 // The wgmma step of a kN-token tile (A from registers, B through its no-swizzle descriptor).
 template <int kN>
@@ -172,72 +90,10 @@ __device__ __forceinline__ void WgmmaStep(float (&d)[kN / 2], const uint32_t (&a
   }
 }
 
-// A stage: the tokens' block [4 k32 steps][2 k halves][kN tokens][16 bytes] (WgmmaDescB's
-// layout), the 128 weight rows (FP8: 128 bytes each, padded to 144; FP4: 64 bytes, padded to 80:
-// conflict-free fragment loads), the rows' scales (512 bytes either way), the tokens' scales.
-template <bool kFp4, int kN>
-struct TileCfg {
-  static constexpr int kXBytes = kN * kBK;
-  static constexpr int kWPitch = kFp4 ? 80 : 144;
-  static constexpr int kScOff = kXBytes + kBM * kWPitch;
-  static constexpr int kSxOff = kScOff + 512;
-  static constexpr int kStageBytes = (kSxOff + kN * 4 + 127) / 128 * 128;
-  // After the stages: each thread's running total (kN / 2 floats, kTileThreads apart), the tile's
-  // source rows and output rows.
-  static constexpr int kTotalsOff = kTileStages * kStageBytes;
-  static constexpr int kRowsOff = kTotalsOff + kN / 2 * kTileThreads * 4;
-  static constexpr int kTabOff = kRowsOff + 2 * kN * 4;  // TileArgs::fp4_tab
-  static constexpr int kSmem = kTabOff + 16 * 8;
-};
 
 template <int kN>
 __host__ __device__ __forceinline__ int XStageOff(int i, int ch) {
   return (ch / 2) * (kN * 32) + (ch % 2) * (kN * 16) + i * 16;
-}
-// The byte offset in the weights' area of A register q (rows r, r + 8, r, r + 8; k + 0, + 0,
-// + 16, + 16) of k32 step s for lane quad index t (FP8: 4 codes; FP4: the 2 bytes of 4 nibbles).
-template <bool kFp4>
-__host__ __device__ __forceinline__ int AOff(int r, int q, int s, int t) {
-  const int row = r + 8 * (q % 2), k = 32 * s + 4 * t + 16 * (q / 2);
-  return row * (kFp4 ? 80 : 144) + (kFp4 ? k / 2 : k);
-}
-
-// A stage's A fragments af[s][q] of k32 step s (rows r0 / r0 + 8 of the stage's weights wr) and
-// the rows' scales of the 128-column block, from the stage's scales sc. FP8: the codes and the
-// fp32 scales as stored. FP4 in FP8's form (io::QuantizedToMma): the e4m3 codes of the e2m1
-// values times 2^(e_group - e_max) (the shift's magnitudes from tab), the scales 2^(e_max - 127)
-// (sc: the 128 rows' four group bytes each).
-template <bool kFp4>
-__device__ __forceinline__ void BlockFragments(const uint8_t* wr, const uint8_t* sc,
-                                               const uint2* tab, int r0, int t,
-                                               uint32_t (&af)[4][4], float* s_lo, float* s_hi) {
-  if constexpr (!kFp4) {
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        af[s][q] = *reinterpret_cast<const uint32_t*>(wr + AOff<false>(r0, q, s, t));
-    const float* sw = reinterpret_cast<const float*>(sc);
-    *s_lo = sw[r0];
-    *s_hi = sw[r0 + 8];
-    return;
-  }
-  const uint32_t* sg = reinterpret_cast<const uint32_t*>(sc);
-  const uint32_t g_lo = sg[r0], g_hi = sg[r0 + 8];
-  const uint32_t e_lo = BlockExp(g_lo), e_hi = BlockExp(g_hi);
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const uint2 tl = tab[min(e_lo - ((g_lo >> (8 * s)) & 0xffu), 15u)];
-    const uint2 th = tab[min(e_hi - ((g_hi >> (8 * s)) & 0xffu), 15u)];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint2 tb = q % 2 ? th : tl;  // (register q's row: r0 + 8 (q % 2))
-      af[s][q] = E2m1x4ToE4m3(*reinterpret_cast<const uint16_t*>(wr + AOff<true>(r0, q, s, t)),
-                              tb.x, tb.y);
-    }
-  }
-  *s_lo = Ue8m0(e_lo);
-  *s_hi = Ue8m0(e_hi);
 }
 
 // grid: (row blocks, token tiles | expert slots, slices (split) | token tile stride (experts)).
@@ -395,211 +251,6 @@ __global__ void __launch_bounds__(256)
   y[(e / n) * ldy + e % n] = total;
 }
 
-// ---- the warp-specialized gather tile (routed experts, many rows) ----------------------------
-
-// MmaTileKernel's stages and operations (kN = 128) with a producer warpgroup instead of every
-// thread copying: its 128 threads gather the slot's token rows, the weight rows and the scales by
-// cp.async into a ring of stages, each thread's copies arriving on the stage's barrier when they
-// land; two consumer warpgroups wait for a stage, compute and release it, so loads never wait for
-// the compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
-// expert slots, token tile stride). The default (KernelOptions::fp8mma_ws_experts; off: the
-// gather tile): 11.7% faster on flash-l8's prefill experts (docs/perf.md, session 40).
-constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
-// The producer's address maths and the consumers' totals need 56 / 224 registers.
-using WsExpertRegs = WsRegs<kWsThreads, 56, 224>;
-
-// A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
-// 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) * 16), as a TMA box would
-// write it: wgmma reads it through WgmmaDescSw128), so stages start 1024-byte aligned.
-template <bool kFp4>
-struct WsCfg {
-  using T = TileCfg<kFp4, 128>;
-  static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
-  static constexpr int kTabOff = kWsStages * kStageBytes + 128;  // after the ring's barriers
-  static constexpr int kSrcOff = kTabOff + 16 * 8;  // the token tile's source rows (producer)
-  static constexpr int kSmem = kSrcOff + kBN * 4 + 1024;
-  static_assert(2 * kWsStages * 8 <= 128, "the barriers fit before the table");
-};
-
-// The token rows a tile computes for `left` rows of its slot from its first: 128, or the last
-// tile's rows rounded up to 32 (wgmma's N; an element's bits do not depend on N).
-__host__ __device__ __forceinline__ int WsTileRows(int left) {
-  return left >= kBN ? kBN : (left + 31) / 32 * 32;
-}
-
-// What the consumers of a token tile share (MmaWsExpertKernel).
-struct WsTile {
-  const TileArgs& a;
-  uint8_t* smem;  // the ring's stages (1024-byte aligned)
-  uint64_t* full;
-  uint64_t* empty;
-  int rb;     // the row block
-  int first;  // the tile's first pair (an index into a.pairs)
-  int left;   // the slot's pairs from it on (the tile's: min(left, 128))
-  int nblk;   // 128-column blocks of k
-  int r0;     // the thread's rows r0, r0 + 8 of the block
-  int lane;
-  const uint2* tab;  // FP4: TileArgs::fp4_tab in shared memory
-};
-
-// A consumer thread's share of a token tile of kN rows (WsTileRows): the ring's stages of k in
-// order, each block's wgmma steps promoted into the slice's sum, the slices folded into the total,
-// the tile's outputs written.
-template <bool kFp4, int kN>
-__device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
-  using C = TileCfg<kFp4, 128>;
-  constexpr int kF = kN / 2;
-  const TileArgs& a = c.a;
-  const int t = c.lane % 4, r0 = c.r0;
-  float acc[kF], tot[kF];
-#pragma unroll
-  for (int i = 0; i < kF; ++i) acc[i] = tot[i] = 0.0f;
-  for (int kb = 0; kb < c.nblk; ++kb, ++*uses) {
-    const int s = static_cast<int>(*uses % kWsStages);
-    RingWaitFull<kWsStages>(c.full, *uses);
-    FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
-    const uint8_t* st = c.smem + s * WsCfg<kFp4>::kStageBytes;
-    const uint8_t* wr = st + C::kXBytes;
-    const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
-    const uint32_t xa = SmemAddr(st);
-    uint32_t af[4][4];
-    float s_lo, s_hi;
-    BlockFragments<kFp4>(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
-    float r[kF];
-    WgmmaFence();
-#pragma unroll
-    for (int q = 0; q < 4; ++q) fp8mma::WgmmaFp8Rs<kN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
-    WgmmaCommit();
-    WgmmaWait<0>();
-    WgmmaFenceOperand(r);
-    Promote<kN>(r, sx, t, s_lo, s_hi, acc);
-    __syncwarp();
-    if (c.lane == 0) MbarArrive(c.empty + s);  // the warp is done with the stage
-    FoldSlice(kb, c.nblk, acc, tot);
-  }
-  // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 8 * j + 2 * t + e % 2, row = c.rb * kBM + r0 + 8 * (e / 2);
-      if (i < c.left && row < a.n) a.y[a.pairs[c.first + i] * a.ldy + row] = tot[4 * j + e];
-    }
-  }
-}
-
-template <bool kFp4>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
-  using C = TileCfg<kFp4, 128>;
-  constexpr int kStageBytes = WsCfg<kFp4>::kStageBytes;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = AlignSmem1024(smem_raw);
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
-  uint64_t* const empty = full + kWsStages;
-  uint2* const tab = reinterpret_cast<uint2*>(smem + WsCfg<kFp4>::kTabOff);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kWsStages; ++s) {
-      MbarInit(full + s, 128);                 // the producer threads' cp.async arrivals
-      MbarInit(empty + s, kWsConsumers / 32);  // the consumer warps' releases
-    }
-    FenceMbarInit();
-  }
-  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];
-  __syncthreads();
-  PdlTrigger();
-  PdlWait();
-  const int rb = blockIdx.x, slot = blockIdx.y, nblk = (a.k + kBK - 1) / kBK;
-  if (slot >= *a.num_active) return;
-  const int e = a.active[slot];
-  const uint8_t* const w = static_cast<const uint8_t*>(a.ew[e]);
-  const uint8_t* const sc = static_cast<const uint8_t*>(a.es[e]);
-  const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
-  auto stage = [&](int s) { return smem + s * kStageBytes; };
-  if (warp >= kWsConsumers / 32) {  // the producer warpgroup: its 128 threads share the copies
-    WsExpertRegs::Producer();
-    const int pt = threadIdx.x - kWsConsumers;  // 0..127
-    // The tokens' codes: chunk xc of tokens xt + 16 i (i < 8), so that 8 neighbouring threads copy
-    // one token's 128 bytes; all of them land at the same swizzled chunk of their rows.
-    const int xc = pt % 8, xt = pt / 8;
-    const int xdst = xt * 128 + ((xc ^ (xt % 8)) << 4);
-    // The weights: chunk wc of rows wr + kWStep j (FP8: 8 chunks a row, FP4: 4), the row block's
-    // rows, the same for every tile of the slot.
-    constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
-    constexpr int kWStep = 128 / kChunks;
-    const int wc = pt % kChunks, wr = pt / kChunks;
-    const int wbytes = kFp4 ? kBK / 2 : kBK;
-    const uint8_t* const wrow = w + static_cast<int64_t>(rb * kBM + wr) * a.wpitch + wc * 16;
-    const int64_t wstep = kWStep * a.wpitch;
-    const int nrows = a.n - rb * kBM - wr;  // this thread's rows j with kWStep j < nrows exist
-    int* const tok_src = reinterpret_cast<int*>(smem + WsCfg<kFp4>::kSrcOff);
-    uint32_t fills = 0;
-    for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-      // The tile's source x rows: >= 0 a row, -1 none (zeros: the tile computes the row, the
-      // slot has no pair there), -2 the tile does not compute the row (no copy).
-      const int rows = WsTileRows(count - tt * kBN), i_tok = tt * kBN + pt;
-      const int ssrc = pt >= rows ? -2 : i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
-      NamedBarrier<1, 128>();  // the last tile's rows read
-      tok_src[pt] = ssrc;
-      NamedBarrier<1, 128>();
-      for (int kb = 0; kb < nblk; ++kb, ++fills) {
-        const int s = static_cast<int>(fills % kWsStages);
-        RingWaitEmpty<kWsStages>(empty, fills);
-        uint8_t* st = stage(s);
-        const int col0 = kb * kBK;
-        const bool xk = col0 + xc * 16 < a.k;
-        const uint8_t* const xcol = a.xq + col0 + xc * 16;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int src = tok_src[xt + 16 * i];
-          if (src < -1) continue;
-          const bool ok = src >= 0 && xk;
-          CpAsync16(st + xdst + i * 16 * 128, ok ? xcol + static_cast<int64_t>(src) * a.ldq : a.xq,
-                    ok);
-        }
-        if (ssrc >= -1)
-          CpAsync4(st + C::kSxOff + pt * 4,
-                   ssrc >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + ssrc : a.xs_t,
-                   ssrc >= 0);
-        const bool wk = col0 + wc * (kFp4 ? 32 : 16) < a.k;
-        const uint8_t* const wcol = wrow + kb * wbytes;
-#pragma unroll
-        for (int j = 0; j < kChunks; ++j) {
-          const bool ok = kWStep * j < nrows && wk;
-          CpAsync16(st + C::kXBytes + (wr + kWStep * j) * C::kWPitch + wc * 16,
-                    ok ? wcol + j * wstep : w, ok);
-        }
-        if (pt < 32)
-          CpAsync16(st + C::kScOff + pt * 16,
-                    sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + pt * 16, true);
-        CpAsyncMbarArrive(full + s);
-      }
-    }
-    return;
-  }
-  WsExpertRegs::Consumer();
-  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
-  uint32_t uses = 0;
-  for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
-    const int left = count - tt * kBN;
-    const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, left, nblk, r0, lane, tab};
-    switch (WsTileRows(left)) {
-      case 32:
-        WsConsume<kFp4, 32>(tile, &uses);
-        break;
-      case 64:
-        WsConsume<kFp4, 64>(tile, &uses);
-        break;
-      case 96:
-        WsConsume<kFp4, 96>(tile, &uses);
-        break;
-      default:
-        WsConsume<kFp4, 128>(tile, &uses);
-        break;
-    }
-  }
-}
 
 // ---- the TMA tile (dense FP8) ------------------------------------------------------------------
 
@@ -729,7 +380,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
   }
 }
 
-std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0}, g_ws_launches{0};
+std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0};
 
 // Launches kKernel(a) with `smem` bytes of dynamic shared memory (the kernel's limit raised on its
 // first launch) and counts the launch.
@@ -945,10 +596,7 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (tile == kBN && GetKernelOptions().fp8mma_ws_experts) {  // the warp-specialized gather tile
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
-    fp4 ? LaunchCounted<MmaWsExpertKernel<true>>(grid, kWsThreads, WsCfg<true>::kSmem,
-                                                 g_ws_launches, t, stream)
-        : LaunchCounted<MmaWsExpertKernel<false>>(grid, kWsThreads, WsCfg<false>::kSmem,
-                                                  g_ws_launches, t, stream);
+    LaunchMmaWsExperts(t, fp4, grid, stream);
     return;
   }
   LaunchTileAny(t, fp4, true, tile,
@@ -960,7 +608,6 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
 int64_t MmaTmaLaunches() { return g_tma_launches.load(); }
 int64_t MmaTileLaunches() { return g_tile_launches.load(); }
 int64_t MmaSplitLaunches() { return g_split_launches.load(); }
-int64_t MmaWsExpertLaunches() { return g_ws_launches.load(); }
 
 void PackMmaScalesFp8(const float* per_row, int64_t n, int64_t k, float* dst) {
   const int64_t nb = (k + 127) / 128, ld = MmaScaleLd(n);

@@ -1,0 +1,253 @@
+// The FP8-instruction mode's warp-specialized gather tile for routed experts at many rows an
+// expert (fp8mma_linear.cuh says what the mode computes; fp8mma_linear_sm90.cu's
+// LaunchMmaExpertLinear chooses it).
+#include <atomic>
+#include <cstdint>
+
+#include "backend/cuda/check.cuh"
+#include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/fp8mma.cuh"
+#include "backend/cuda/fp8mma_linear.cuh"
+#include "backend/cuda/fp8mma_tile.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/tma.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace dsinfer::backend::cuda {
+namespace fp8mma_tile {
+namespace {
+
+// ---- the warp-specialized gather tile (routed experts, many rows) ----------------------------
+
+// MmaTileKernel's stages and operations (kN = 128) with a producer warpgroup instead of every
+// thread copying: its 128 threads gather the slot's token rows, the weight rows and the scales by
+// cp.async into a ring of stages, each thread's copies arriving on the stage's barrier when they
+// land; two consumer warpgroups wait for a stage, compute and release it, so loads never wait for
+// the compute nor the compute for a block-wide barrier. Totals in registers. grid: (row blocks,
+// expert slots, token tile stride). The default (KernelOptions::fp8mma_ws_experts; off: the
+// gather tile): 11.7% faster on flash-l8's prefill experts (docs/perf.md, session 40).
+constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5;
+// The producer's address maths and the consumers' totals need 56 / 224 registers.
+using WsExpertRegs = WsRegs<kWsThreads, 56, 224>;
+
+// A stage: TileCfg<kFp4, 128>'s, except that the tokens' codes are a 128 x 128-byte tile in the
+// 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) * 16), as a TMA box would
+// write it: wgmma reads it through WgmmaDescSw128), so stages start 1024-byte aligned.
+template <bool kFp4>
+struct WsCfg {
+  using T = TileCfg<kFp4, 128>;
+  static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
+  static constexpr int kTabOff = kWsStages * kStageBytes + 128;  // after the ring's barriers
+  static constexpr int kSrcOff = kTabOff + 16 * 8;  // the token tile's source rows (producer)
+  static constexpr int kSmem = kSrcOff + kBN * 4 + 1024;
+  static_assert(2 * kWsStages * 8 <= 128, "the barriers fit before the table");
+};
+
+// The token rows a tile computes for `left` rows of its slot from its first: 128, or the last
+// tile's rows rounded up to 32 (wgmma's N; an element's bits do not depend on N).
+__host__ __device__ __forceinline__ int WsTileRows(int left) {
+  return left >= kBN ? kBN : (left + 31) / 32 * 32;
+}
+
+// What the consumers of a token tile share (MmaWsExpertKernel).
+struct WsTile {
+  const TileArgs& a;
+  uint8_t* smem;  // the ring's stages (1024-byte aligned)
+  uint64_t* full;
+  uint64_t* empty;
+  int rb;     // the row block
+  int first;  // the tile's first pair (an index into a.pairs)
+  int left;   // the slot's pairs from it on (the tile's: min(left, 128))
+  int nblk;   // 128-column blocks of k
+  int r0;     // the thread's rows r0, r0 + 8 of the block
+  int lane;
+  const uint2* tab;  // FP4: TileArgs::fp4_tab in shared memory
+};
+
+// A consumer thread's share of a token tile of kN rows (WsTileRows): the ring's stages of k in
+// order, each block's wgmma steps promoted into the slice's sum, the slices folded into the total,
+// the tile's outputs written.
+template <bool kFp4, int kN>
+__device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
+  using C = TileCfg<kFp4, 128>;
+  constexpr int kF = kN / 2;
+  const TileArgs& a = c.a;
+  const int t = c.lane % 4, r0 = c.r0;
+  float acc[kF], tot[kF];
+#pragma unroll
+  for (int i = 0; i < kF; ++i) acc[i] = tot[i] = 0.0f;
+  for (int kb = 0; kb < c.nblk; ++kb, ++*uses) {
+    const int s = static_cast<int>(*uses % kWsStages);
+    RingWaitFull<kWsStages>(c.full, *uses);
+    FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
+    const uint8_t* st = c.smem + s * WsCfg<kFp4>::kStageBytes;
+    const uint8_t* wr = st + C::kXBytes;
+    const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
+    const uint32_t xa = SmemAddr(st);
+    uint32_t af[4][4];
+    float s_lo, s_hi;
+    BlockFragments<kFp4>(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
+    float r[kF];
+    WgmmaFence();
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fp8mma::WgmmaFp8Rs<kN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
+    WgmmaCommit();
+    WgmmaWait<0>();
+    WgmmaFenceOperand(r);
+    Promote<kN>(r, sx, t, s_lo, s_hi, acc);
+    __syncwarp();
+    if (c.lane == 0) MbarArrive(c.empty + s);  // the warp is done with the stage
+    FoldSlice(kb, c.nblk, acc, tot);
+  }
+  // C fragment (n8 tile j, register e): row r0 + 8 (e / 2), token 8 j + 2 t + e % 2.
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 8 * j + 2 * t + e % 2, row = c.rb * kBM + r0 + 8 * (e / 2);
+      if (i < c.left && row < a.n) a.y[a.pairs[c.first + i] * a.ldy + row] = tot[4 * j + e];
+    }
+  }
+}
+
+template <bool kFp4>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
+  using C = TileCfg<kFp4, 128>;
+  constexpr int kStageBytes = WsCfg<kFp4>::kStageBytes;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = AlignSmem1024(smem_raw);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
+  uint64_t* const empty = full + kWsStages;
+  uint2* const tab = reinterpret_cast<uint2*>(smem + WsCfg<kFp4>::kTabOff);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      MbarInit(full + s, 128);                 // the producer threads' cp.async arrivals
+      MbarInit(empty + s, kWsConsumers / 32);  // the consumer warps' releases
+    }
+    FenceMbarInit();
+  }
+  if (kFp4 && threadIdx.x < 16) tab[threadIdx.x] = a.fp4_tab[threadIdx.x];
+  __syncthreads();
+  PdlTrigger();
+  PdlWait();
+  const int rb = blockIdx.x, slot = blockIdx.y, nblk = (a.k + kBK - 1) / kBK;
+  if (slot >= *a.num_active) return;
+  const int e = a.active[slot];
+  const uint8_t* const w = static_cast<const uint8_t*>(a.ew[e]);
+  const uint8_t* const sc = static_cast<const uint8_t*>(a.es[e]);
+  const int base = a.offsets[slot], count = a.offsets[slot + 1] - base;
+  auto stage = [&](int s) { return smem + s * kStageBytes; };
+  if (warp >= kWsConsumers / 32) {  // the producer warpgroup: its 128 threads share the copies
+    WsExpertRegs::Producer();
+    const int pt = threadIdx.x - kWsConsumers;  // 0..127
+    // The tokens' codes: chunk xc of tokens xt + 16 i (i < 8), so that 8 neighbouring threads copy
+    // one token's 128 bytes; all of them land at the same swizzled chunk of their rows.
+    const int xc = pt % 8, xt = pt / 8;
+    const int xdst = xt * 128 + ((xc ^ (xt % 8)) << 4);
+    // The weights: chunk wc of rows wr + kWStep j (FP8: 8 chunks a row, FP4: 4), the row block's
+    // rows, the same for every tile of the slot.
+    constexpr int kChunks = kFp4 ? 4 : 8;  // 16-byte chunks of a row's block
+    constexpr int kWStep = 128 / kChunks;
+    const int wc = pt % kChunks, wr = pt / kChunks;
+    const int wbytes = kFp4 ? kBK / 2 : kBK;
+    const uint8_t* const wrow = w + static_cast<int64_t>(rb * kBM + wr) * a.wpitch + wc * 16;
+    const int64_t wstep = kWStep * a.wpitch;
+    const int nrows = a.n - rb * kBM - wr;  // this thread's rows j with kWStep j < nrows exist
+    int* const tok_src = reinterpret_cast<int*>(smem + WsCfg<kFp4>::kSrcOff);
+    uint32_t fills = 0;
+    for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
+      // The tile's source x rows: >= 0 a row, -1 none (zeros: the tile computes the row, the
+      // slot has no pair there), -2 the tile does not compute the row (no copy).
+      const int rows = WsTileRows(count - tt * kBN), i_tok = tt * kBN + pt;
+      const int ssrc = pt >= rows ? -2 : i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
+      NamedBarrier<1, 128>();  // the last tile's rows read
+      tok_src[pt] = ssrc;
+      NamedBarrier<1, 128>();
+      for (int kb = 0; kb < nblk; ++kb, ++fills) {
+        const int s = static_cast<int>(fills % kWsStages);
+        RingWaitEmpty<kWsStages>(empty, fills);
+        uint8_t* st = stage(s);
+        const int col0 = kb * kBK;
+        const bool xk = col0 + xc * 16 < a.k;
+        const uint8_t* const xcol = a.xq + col0 + xc * 16;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int src = tok_src[xt + 16 * i];
+          if (src < -1) continue;
+          const bool ok = src >= 0 && xk;
+          CpAsync16(st + xdst + i * 16 * 128, ok ? xcol + static_cast<int64_t>(src) * a.ldq : a.xq,
+                    ok);
+        }
+        if (ssrc >= -1)
+          CpAsync4(st + C::kSxOff + pt * 4,
+                   ssrc >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + ssrc : a.xs_t,
+                   ssrc >= 0);
+        const bool wk = col0 + wc * (kFp4 ? 32 : 16) < a.k;
+        const uint8_t* const wcol = wrow + kb * wbytes;
+#pragma unroll
+        for (int j = 0; j < kChunks; ++j) {
+          const bool ok = kWStep * j < nrows && wk;
+          CpAsync16(st + C::kXBytes + (wr + kWStep * j) * C::kWPitch + wc * 16,
+                    ok ? wcol + j * wstep : w, ok);
+        }
+        if (pt < 32)
+          CpAsync16(st + C::kScOff + pt * 16,
+                    sc + (static_cast<int64_t>(kb) * a.sc_ld + rb * kBM) * 4 + pt * 16, true);
+        CpAsyncMbarArrive(full + s);
+      }
+    }
+    return;
+  }
+  WsExpertRegs::Consumer();
+  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // the thread's rows r0, r0 + 8
+  uint32_t uses = 0;
+  for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
+    const int left = count - tt * kBN;
+    const WsTile tile{a, smem, full, empty, rb, base + tt * kBN, left, nblk, r0, lane, tab};
+    switch (WsTileRows(left)) {
+      case 32:
+        WsConsume<kFp4, 32>(tile, &uses);
+        break;
+      case 64:
+        WsConsume<kFp4, 64>(tile, &uses);
+        break;
+      case 96:
+        WsConsume<kFp4, 96>(tile, &uses);
+        break;
+      default:
+        WsConsume<kFp4, 128>(tile, &uses);
+        break;
+    }
+  }
+}
+
+std::atomic<int64_t> g_ws_launches{0};
+
+template <bool kFp4>
+void LaunchWs(const TileArgs& t, dim3 grid, StreamHandle stream) {
+  static const bool attr = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(MmaWsExpertKernel<kFp4>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    WsCfg<kFp4>::kSmem));
+    return true;
+  }();
+  (void)attr;
+  LaunchKernel(MmaWsExpertKernel<kFp4>, grid, dim3(kWsThreads), WsCfg<kFp4>::kSmem, stream, t);
+  CUDA_CHECK_LAUNCH();
+  ++g_ws_launches;
+}
+
+}  // namespace
+
+void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle stream) {
+  fp4 ? LaunchWs<true>(t, grid, stream) : LaunchWs<false>(t, grid, stream);
+}
+
+}  // namespace fp8mma_tile
+
+int64_t MmaWsExpertLaunches() { return fp8mma_tile::g_ws_launches.load(); }
+
+}  // namespace dsinfer::backend::cuda
