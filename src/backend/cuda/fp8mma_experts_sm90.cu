@@ -229,9 +229,8 @@ std::atomic<int64_t> g_ws_launches{0};
 template <bool kFp4>
 void LaunchWs(const TileArgs& t, dim3 grid, StreamHandle stream) {
   static const bool attr = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(MmaWsExpertKernel<kFp4>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    WsCfg<kFp4>::kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(
+        MmaWsExpertKernel<kFp4>, cudaFuncAttributeMaxDynamicSharedMemorySize, WsCfg<kFp4>::kSmem));
     return true;
   }();
   (void)attr;

@@ -75,9 +75,6 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) s_t[b * ld_t + r] = scale;
 }
 
-
-
-
 // The wgmma step of a kN-token tile (A from registers, B through its no-swizzle descriptor).
 template <int kN>
 __device__ __forceinline__ void WgmmaStep(float (&d)[kN / 2], const uint32_t (&a)[4], uint32_t b,
@@ -89,7 +86,6 @@ __device__ __forceinline__ void WgmmaStep(float (&d)[kN / 2], const uint32_t (&a
     WgmmaFp8N128(d, a, WgmmaDescB<128>(b), scale_d);
   }
 }
-
 
 template <int kN>
 __host__ __device__ __forceinline__ int XStageOff(int i, int ch) {
@@ -250,7 +246,6 @@ __global__ void __launch_bounds__(256)
   for (int s = 1; s < slices; ++s) total += part[s * m * n + e];
   y[(e / n) * ldy + e % n] = total;
 }
-
 
 // ---- the TMA tile (dense FP8) ------------------------------------------------------------------
 
