@@ -9,12 +9,10 @@ gpu_build dsinfer gpu_fp8mma_test
 fp8mma_tests
 grep -hE "ExpertsSwigluQuant" "$OUT"/fp8mma_test*.log | grep -E "OK|FAILED" | head -2
 bench_flash sq --batches 1 --fp8-mma
-git apply -R gpu_run/s50_fused_swiglu_quant.diff || { echo "reverse failed"; exit 1; }
-grep '^+++ b/' gpu_run/s50_fused_swiglu_quant.diff | cut -c7- >> build-cuda/.diff_files
+unapply_diff s50_fused_swiglu_quant.diff
 gpu_build dsinfer
 bench_flash main --batches 1 --fp8-mma
-git apply gpu_run/s50_fused_swiglu_quant.diff
-touch $(grep '^+++ b/' gpu_run/s50_fused_swiglu_quant.diff | cut -c7-)
+apply_diff s50_fused_swiglu_quant.diff
 gpu_build
 gpu_suite 200
 echo "total $(( $(date +%s) - t0 )) s"

@@ -12,11 +12,11 @@ gpu_build
 fp8mma_tests
 grep -hE "ExpertsSwigluQuant" "$OUT"/fp8mma_test*.log | grep -E "OK|FAILED" | head -2
 bench_flash v3 --batches 1 --fp8-mma
-git apply -R gpu_run/s50_fused_swiglu_quant_v3.diff
+unapply_diff s50_fused_swiglu_quant_v3.diff
 gpu_build dsinfer
 bench_flash main --batches 1 --fp8-mma
 apply_diff s50_fused_swiglu_quant_v3.diff
 gpu_build
 gpu_suite 200
-git apply -R gpu_run/s50_fused_swiglu_quant_v3.diff
+unapply_diff s50_fused_swiglu_quant_v3.diff
 echo "total $(( $(date +%s) - t0 )) s"

@@ -3,7 +3,7 @@
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when
 # either fails), fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's
 # model bench), baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu),
-# goldens, apply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
+# goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
 # (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
 # (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests).
 #
@@ -69,6 +69,12 @@ goldens() {
 # Applies a prepared diff of gpu_run/ to the tree (the script ends when it does not apply).
 apply_diff() {  # name
   git apply "gpu_run/$1" || { echo "$1 does not apply"; exit 1; }
+  mkdir -p build-cuda && grep '^+++ b/' "gpu_run/$1" | cut -c7- >> build-cuda/.diff_files
+}
+# Reverses a diff apply_diff applied (the script ends when it does not reverse); its files are
+# listed for the next call's rebuild as apply_diff lists them.
+unapply_diff() {  # name
+  git apply -R "gpu_run/$1" || { echo "$1 does not reverse"; exit 1; }
   mkdir -p build-cuda && grep '^+++ b/' "gpu_run/$1" | cut -c7- >> build-cuda/.diff_files
 }
 # ncu (full set, source-level samples) of one launch of kernel `name` (a regex) in a command, the

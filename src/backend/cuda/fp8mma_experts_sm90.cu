@@ -226,23 +226,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 std::atomic<int64_t> g_ws_launches{0};
 
-template <bool kFp4>
-void LaunchWs(const TileArgs& t, dim3 grid, StreamHandle stream) {
-  static const bool attr = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(
-        MmaWsExpertKernel<kFp4>, cudaFuncAttributeMaxDynamicSharedMemorySize, WsCfg<kFp4>::kSmem));
-    return true;
-  }();
-  (void)attr;
-  LaunchKernel(MmaWsExpertKernel<kFp4>, grid, dim3(kWsThreads), WsCfg<kFp4>::kSmem, stream, t);
-  CUDA_CHECK_LAUNCH();
-  ++g_ws_launches;
-}
-
 }  // namespace
 
 void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle stream) {
-  fp4 ? LaunchWs<true>(t, grid, stream) : LaunchWs<false>(t, grid, stream);
+  fp4 ? LaunchCounted<MmaWsExpertKernel<true>>(grid, kWsThreads, WsCfg<true>::kSmem, g_ws_launches,
+                                               t, stream)
+      : LaunchCounted<MmaWsExpertKernel<false>>(grid, kWsThreads, WsCfg<false>::kSmem,
+                                                g_ws_launches, t, stream);
 }
 
 }  // namespace fp8mma_tile

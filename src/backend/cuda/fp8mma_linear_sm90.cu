@@ -377,21 +377,6 @@ __global__ void __launch_bounds__(kTmaThreads, 1) MmaTmaKernel(const __grid_cons
 
 std::atomic<int64_t> g_tma_launches{0}, g_tile_launches{0}, g_split_launches{0};
 
-// Launches kKernel(a) with `smem` bytes of dynamic shared memory (the kernel's limit raised on its
-// first launch) and counts the launch.
-template <auto kKernel, typename Args>
-void LaunchCounted(dim3 grid, int threads, int smem, std::atomic<int64_t>& count, const Args& a,
-                   StreamHandle stream) {
-  static const bool attr = [smem] {
-    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)attr;
-  LaunchKernel(kKernel, grid, dim3(threads), smem, stream, a);
-  CUDA_CHECK_LAUNCH();
-  ++count;
-}
-
 // The TMA tile for a dense FP8 launch (x_width: the columns of x, the group's k unless grouped);
 // false (nothing launched) when the driver refuses a map.
 bool TryLaunchTma(const TileArgs& t, int64_t x_width, StreamHandle stream) {

@@ -6,9 +6,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
+#include "backend/cuda/check.cuh"
 #include "backend/cuda/fp8mma.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/runtime.h"
 
 namespace dsinfer::backend::cuda::fp8mma_tile {
@@ -164,6 +167,21 @@ __device__ __forceinline__ void BlockFragments(const uint8_t* wr, const uint8_t*
   }
   *s_lo = Ue8m0(e_lo);
   *s_hi = Ue8m0(e_hi);
+}
+
+// Launches kKernel(a) with `smem` bytes of dynamic shared memory (the kernel's limit raised on its
+// first launch) and counts the launch.
+template <auto kKernel, typename Args>
+void LaunchCounted(dim3 grid, int threads, int smem, std::atomic<int64_t>& count, const Args& a,
+                   StreamHandle stream) {
+  static const bool attr = [smem] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)attr;
+  LaunchKernel(kKernel, grid, dim3(threads), smem, stream, a);
+  CUDA_CHECK_LAUNCH();
+  ++count;
 }
 
 // The warp-specialized gather tile for routed experts over `grid` (row blocks, expert slots,
