@@ -578,6 +578,33 @@ __global__ void __launch_bounds__(kThreads)
   RopeTable(pos, p.inv_freq, p.rope_dim / 2, rope_cs);  // (read after the syncs below)
   const int64_t pf_n = PartFloats(dim);
   const float* base = ws + static_cast<int64_t>(blockIdx.x) * max_chunks * pf_n;
+  // Each thread's elements 8 at a time, the chunks kChunkBatch at a time: a batch's 64 loads are
+  // in flight together, then folded in chunk order (one chunk's loads a round trip before: CSA's
+  // 20 chunks took 36 us at one row, ncu c50a). The first batch is loaded before the fold factors
+  // below, so its round trip overlaps theirs.
+  constexpr int kBatch = 8, kChunkBatch = 8;
+  float o[kBatch], v[kChunkBatch][kBatch];
+  const float* src[kBatch];
+  int row[kBatch];
+  const auto start = [&](int e0) {
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int e = min(e0 + k * kThreads, kTile * cols - 1);  // (past the end: computed, unused)
+      row[k] = e / cols;
+      src[k] = base + row[k] * dim + c0 + e % cols;
+      o[k] = 0.0f;
+    }
+  };
+  const auto load = [&](int cb) {
+#pragma unroll
+    for (int j = 0; j < kChunkBatch; ++j) {
+      const int c = max(min(cb + j, n_chunks - 1), 0);  // (past the last: loaded, not folded)
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) v[j][k] = src[k][c * pf_n];
+    }
+  };
+  start(threadIdx.x);
+  load(0);
   for (int i = threadIdx.x; i < n_chunks * kTile; i += kThreads) {
     const float* pm = base + (i / kTile) * pf_n + kTile * dim + i % kTile;
     fa_c[i] = pm[0];
@@ -599,25 +626,22 @@ __global__ void __launch_bounds__(kThreads)
     fac[row] = OutFactor(m_run, l_run, sink);
   }
   __syncthreads();
-  // Each thread's elements 8 at a time, the chunk loop outside: a chunk's 8 loads are in flight
-  // together (one element after another waited on each round trip: 14 us at one row, ncu).
-  constexpr int kBatch = 8;
   for (int e0 = threadIdx.x; e0 < kTile * cols; e0 += kBatch * kThreads) {
-    float o[kBatch];
-    const float* src[kBatch];
-    int row[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int e = min(e0 + k * kThreads, kTile * cols - 1);  // (past the end: computed, unused)
-      row[k] = e / cols;
-      src[k] = base + row[k] * dim + c0 + e % cols;
-      o[k] = 0.0f;
+    if (e0 != static_cast<int>(threadIdx.x)) {
+      start(e0);
+      load(0);
     }
-#pragma unroll 2
-    for (int c = 0; c < n_chunks; ++c) {
+    for (int cb = 0; cb < n_chunks; cb += kChunkBatch) {
+      if (cb > 0) load(cb);
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k)
-        o[k] = Fold(o[k], src[k][c * pf_n], fa_c[c * kTile + row[k]], fb_c[c * kTile + row[k]]);
+      for (int j = 0; j < kChunkBatch; ++j) {
+        const int c = cb + j;
+        if (c < n_chunks) {
+#pragma unroll
+          for (int k = 0; k < kBatch; ++k)
+            o[k] = Fold(o[k], v[j][k], fa_c[c * kTile + row[k]], fb_c[c * kTile + row[k]]);
+        }
+      }
     }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
