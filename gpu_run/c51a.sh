@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 51, carry [".devcarry"]; the tree is main. session 50's c50g.sh (deleted), run once, of its prepared
-# s50_fused_swiglu_quant_v3.diff (the routed FP4 SwiGLU pair's W3 ending in the SwiGLU and w2's
-# act_quant, its gate rows copied into shared memory by the producer during the k loop): the op
-# tests, the mode's prefill with the diff and without it; the GPU suite with it only where it
-# gained (saves the suite's 3 device minutes otherwise).
+# Session 51, carry [".devcarry"]; the tree is main. Session 50's c50g.sh (deleted) run once: its
+# prepared s50_fused_swiglu_quant_v3.diff (the routed FP4 SwiGLU pair's W3 ending in the SwiGLU
+# and w2's act_quant, its gate rows copied into shared memory by the producer during the k loop):
+# the op tests, the mode's prefill with the diff and without it; the GPU suite with it only where
+# it gained (saves the suite's 3 device minutes otherwise).
 source "$(dirname "$0")/common.sh"
 apply_diff s50_fused_swiglu_quant_v3.diff
 gpu_build
