@@ -5,7 +5,8 @@
 # model bench), baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu),
 # goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
 # (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
-# (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests).
+# (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests), timeline
+# (a cupti kernel timeline of graph-replayed decode steps).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -137,4 +138,17 @@ hc_same() {  # name_a, name_b
 # gpu_ops_test's HcTest cases into $OUT/hc_ops_test_NAME.log; prints the failures' first lines.
 hctest() {  # name
   timeout 120 build-cuda/bin/gpu_ops_test --gtest_filter='HcTest.*' > "$OUT/hc_ops_test_$1.log" 2>&1; echo "gpu_ops_test HcTest $1 rc=$?"; grep -E "PASSED|FAILED|Failure" -A3 "$OUT/hc_ops_test_$1.log" | head -12
+}
+# A cupti kernel timeline (tools/cupti_trace) of graph-replayed decode steps at batch `batch` of
+# flash-l8 with the FP8 cache into $OUT/timeline_bBATCH.txt (its chain: end order, what each
+# kernel adds); prints its head.
+timeline() {  # batch
+  local tr=build-cuda/libcupti_trace.so
+  [ -f $tr ] || g++ -O2 -std=c++20 -shared -fPIC -I/usr/local/cuda/include \
+    tools/cupti_trace/cupti_trace.cc -L/usr/local/cuda/lib64 -lcupti -o $tr || return 1
+  LD_PRELOAD=$tr DSINFER_TRACE_OUT=/tmp/trace_b$1.csv timeout 90 build-cuda/bin/dsinfer bench \
+    --preset flash-l8 --batches $1 --prefill 0 --steps 3 --kv-cache-dtype fp8 > /dev/null 2>&1
+  python3 tools/cupti_trace/timeline.py /tmp/trace_b$1.csv --chain > "$OUT/timeline_b$1.txt" 2>&1
+  echo "timeline b$1 rc=$? $(( $(date +%s) - t0 )) s"
+  head -30 "$OUT/timeline_b$1.txt"
 }
