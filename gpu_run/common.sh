@@ -6,7 +6,7 @@
 # goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
 # (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
 # (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests), timeline
-# (a cupti kernel timeline of graph-replayed decode steps).
+# (a cupti kernel timeline of graph-replayed decode steps), bf16q (bench_qgemm's bf16 shapes).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -151,4 +151,12 @@ timeline() {  # batch
   python3 tools/cupti_trace/timeline.py /tmp/trace_b$1.csv --chain > "$OUT/timeline_b$1.txt" 2>&1
   echo "timeline b$1 rc=$? $(( $(date +%s) - t0 )) s"
   head -30 "$OUT/timeline_b$1.txt"
+}
+# bench_qgemm's bf16 shapes (the head, the router's gate, the compressors) on the tensor cores at
+# `tokens` rows into $OUT/qgemm_NAME.jsonl; prints each shape's kernel and us.
+bf16q() {  # name, tokens
+  for s in head router_gate csa_compressor hca_compressor index_compressor; do
+    timeout 60 build-cuda/bin/bench_qgemm --tokens "$2" --only $s >> "$OUT/qgemm_$1.jsonl" 2>&1
+  done
+  echo "bench_qgemm $1 tokens $2"; grep -o '"shape": "[a-z_]*"\|"kernel": "[a-z_0-9]*"\|"us": [0-9.]*\|"weight_gbps": [0-9]*' "$OUT/qgemm_$1.jsonl" | paste -d" " - - - - | tr '\n' ';'; echo
 }
