@@ -4,13 +4,15 @@
 # few-row tile persistent (s52_bf16_few_persistent.diff: at most one block an SM, each walking
 # its row tiles with one ring of stages, so an SM's weight stream does not drain and refill
 # between tiles; the same chains, the same bits): bench_qgemm's bf16 shapes at 1 and 8 rows, the
-# Bf16Tc op tests (every tile bit for bit) and batch 1's step, against main in the same call.
+# Bf16Tc op tests (every tile bit for bit) and batch 1's step, against main in the same call;
+# ncu of main's head (one launch).
 source "$(dirname "$0")/common.sh"
 gpu_build dsinfer bench_qgemm gpu_ops_test
 bf16q main 1
 bf16q main8 8
 bench_flash main --batches 1
 timeline 1
+ncu_kernel Bf16TcFewKernel 0 build-cuda/bin/bench_qgemm --tokens 1 --only head
 apply_diff s52_bf16_few_persistent.diff
 gpu_build dsinfer bench_qgemm gpu_ops_test
 timeout 200 build-cuda/bin/gpu_ops_test --gtest_filter='Bf16Tc*' > "$OUT/bf16_ops_test.log" 2>&1; echo "gpu_ops_test Bf16Tc rc=$?"
