@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepared in session 52 (not run), carry [".devcarry"]; the tree is main. The bf16 few-row
+# tile's two-row-tile form for one-slice matrices, the head (s52_bf16_few_two_row_tiles.diff):
+# session 52's ncu had the head's step set by each warp's chain of 12 dependent mma (stall_wait
+# on the HMMAs and their NOPs, 46% of the samples; 8 warps an SM), not by its bytes (DRAM 72%).
+# With two row tiles a warp, two independent chains interleave over a 32 KB step (5 stages of
+# 36 KB, 137 registers, one block an SM); each element's chain is the same, so the same bits.
+# bench_qgemm's bf16 shapes at 1 and 8 rows and the model's decode, main then the form in the same
+# call; the Bf16Tc op tests (every tile bit for bit; one slice at k 4,096 and 592 takes the form);
+# ncu of the form's head; then the GPU suite in the time left.
+source "$(dirname "$0")/common.sh"
+left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
+gpu_build dsinfer bench_qgemm
+bf16q main 1
+bf16q main8 8
+bench_flash main --batches 1,8,32,128
+apply_diff s52_bf16_few_two_row_tiles.diff
+gpu_build dsinfer bench_qgemm gpu_ops_test
+timeout 150 build-cuda/bin/gpu_ops_test --gtest_filter='Bf16Tc*' > "$OUT/bf16_ops_test.log" 2>&1; echo "gpu_ops_test Bf16Tc rc=$?"
+grep -E "PASSED|FAILED|Failure|bf16 tc" -A3 "$OUT/bf16_ops_test.log" | head -16
+bf16q wm2 1
+bf16q wm2_8 8
+bench_flash wm2 --batches 1,8,32,128
+ncu_kernel Bf16TcFewKernel 0 build-cuda/bin/bench_qgemm --tokens 1 --only head
+[ "$(left)" -gt 200 ] && { gpu_build; gpu_suite $(( $(left) - 10 )); }
+unapply_diff s52_bf16_few_two_row_tiles.diff
+echo "total $(( $(date +%s) - t0 )) s"
