@@ -155,6 +155,7 @@ timeline() {  # batch
 # bench_qgemm's bf16 shapes (the head, the router's gate, the compressors) on the tensor cores at
 # `tokens` rows into $OUT/qgemm_NAME.jsonl; prints each shape's kernel and us.
 bf16q() {  # name, tokens
+  local s
   for s in head router_gate csa_compressor hca_compressor index_compressor; do
     timeout 60 build-cuda/bin/bench_qgemm --tokens "$2" --only $s >> "$OUT/qgemm_$1.jsonl" 2>&1
   done
