@@ -2,7 +2,8 @@
 # Prepared in session 52 (not run), carry [".devcarry"]; the tree is main. The bf16 few-row
 # tile's two-row-tile form for one-slice matrices, the head (s52_bf16_few_two_row_tiles.diff):
 # session 52's ncu had the head's step set by each warp's chain of 12 dependent mma (stall_wait
-# on the HMMAs and their NOPs, 46% of the samples; 8 warps an SM), not by its bytes (DRAM 72%).
+# mostly on the HMMAs and their NOPs, 46% of the samples; 8 warps an SM), not by its bytes
+# (DRAM 72%).
 # With two row tiles a warp, two independent chains interleave over a 32 KB step (5 stages of
 # 36 KB, 137 registers, one block an SM); each element's chain is the same, so the same bits.
 # bench_qgemm's bf16 shapes at 1 and 8 rows and the model's decode, main then the form in the same
