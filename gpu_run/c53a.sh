@@ -8,7 +8,7 @@
 # 36 KB, 137 registers, one block an SM); each element's chain is the same, so the same bits.
 # bench_qgemm's bf16 shapes at 1 and 8 rows and the model's decode, main then the form in the same
 # call; the Bf16Tc op tests (every tile bit for bit; one slice at k 4,096 and 592 takes the form);
-# ncu of the form's head; four row tiles a warp (s52_bf16_few_four_row_tiles.diff); then the GPU
+# ncu of the form's head; four row tiles a warp (s52_bf16_few_four_on_two.diff); then the GPU
 # suite with the faster form in the time left.
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
@@ -24,20 +24,19 @@ bf16q wm2 1
 bf16q wm2_8 8
 bench_flash wm2 --batches 1,8,32,128
 ncu_kernel Bf16TcFewKernel 0 build-cuda/bin/bench_qgemm --tokens 1 --only head
-unapply_diff s52_bf16_few_two_row_tiles.diff
-# Four row tiles a warp (s52_bf16_few_four_row_tiles.diff: 3 stages of 72 KB, 183 registers).
-apply_diff s52_bf16_few_four_row_tiles.diff
+# Four row tiles a warp (s52_bf16_few_four_on_two.diff, on top of the two: 3 stages of 72 KB,
+# 183 registers).
+apply_diff s52_bf16_few_four_on_two.diff
 gpu_build dsinfer bench_qgemm
 bf16q wm4 1
 bench_flash wm4 --batches 1,8
-unapply_diff s52_bf16_few_four_row_tiles.diff
 # The suite with the faster form (the two-row tiles unless four were faster at one row).
-best=s52_bf16_few_two_row_tiles.diff
 h2=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm2.jsonl" | grep -o '[0-9.]*$')
 h4=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm4.jsonl" | grep -o '[0-9.]*$')
-awk "BEGIN { exit !($h4 < $h2) }" && best=s52_bf16_few_four_row_tiles.diff
-echo "suite with $best (head $h2 / $h4 us)"
-apply_diff $best
+four=0; awk "BEGIN { exit !($h4 < $h2) }" && four=1
+[ $four = 1 ] || unapply_diff s52_bf16_few_four_on_two.diff
+echo "suite with $([ $four = 1 ] && echo four || echo two) row tiles (head $h2 / $h4 us)"
 [ "$(left)" -gt 200 ] && { gpu_build; gpu_suite $(( $(left) - 10 )); }
-unapply_diff $best
+[ $four = 1 ] && unapply_diff s52_bf16_few_four_on_two.diff
+unapply_diff s52_bf16_few_two_row_tiles.diff
 echo "total $(( $(date +%s) - t0 )) s"
