@@ -1,7 +1,7 @@
 // The model step's CUDA ops other than the linears (gpu_ops_test.cc), against the CPU backend:
 // the sparse attention's and RMSNorm's quantized outputs (exactly act_quant after them), the mHC
-// pre finish and post (the next mix, the folded MoE combine, many rows against a row alone), the MoE
-// grouping and routing, and GPU sampling.
+// pre finish and post (the next mix, the folded MoE combine, many rows against a row alone), the
+// MoE grouping and routing, and GPU sampling.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -83,23 +83,37 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
                q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4), s2(n * lds * 4);
   Stream s;
   SparseAttentionParams p;
-  p.meta.ids = di.as<int32_t>(); p.meta.pos = dp.as<int32_t>(); p.meta.slot = ds.as<int32_t>();
-  p.meta.seg_begin = db.as<int32_t>(); p.meta.seg_start = dst.as<int32_t>();
-  p.meta.seg_count = dc.as<int32_t>(); p.meta.n = n;
-  p.q = dq.as<float>(); p.q_norm_eps = 1e-6f; p.kv = dkv.as<float>();
+  p.meta.ids = di.as<int32_t>();
+  p.meta.pos = dp.as<int32_t>();
+  p.meta.slot = ds.as<int32_t>();
+  p.meta.seg_begin = db.as<int32_t>();
+  p.meta.seg_start = dst.as<int32_t>();
+  p.meta.seg_count = dc.as<int32_t>();
+  p.meta.n = n;
+  p.q = dq.as<float>();
+  p.q_norm_eps = 1e-6f;
+  p.kv = dkv.as<float>();
   p.window.pool = ring.as<float>();
   p.window.cap = 128;
   p.window.width = dim;
   p.window.page_floats = 128 * dim;  // the sequence's one window page: page 0
   p.window.pages = page0.as<int32_t>();
   p.window.pages_stride = 1;
-  p.window_size = 128; p.heads = heads; p.dim = dim; p.sink = dsink.as<float>();
-  p.scale = 1.0f / std::sqrt(static_cast<float>(dim)); p.rope_dim = rope; p.inv_freq = dinv.as<float>();
+  p.window_size = 128;
+  p.heads = heads;
+  p.dim = dim;
+  p.sink = dsink.as<float>();
+  p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  p.rope_dim = rope;
+  p.inv_freq = dinv.as<float>();
   p.out = o1.as<float>();
   LaunchSparseAttention(p, s.get());
   LaunchActQuantRows(o1.as<float>(), width, n, width, q1.as<uint16_t>(), s1.as<float>(), s.get());
   p.out = o2.as<float>();
-  p.out_q = q2.as<uint16_t>(); p.out_ldq = ldq; p.out_s = s2.as<float>(); p.out_lds = lds;
+  p.out_q = q2.as<uint16_t>();
+  p.out_ldq = ldq;
+  p.out_s = s2.as<float>();
+  p.out_lds = lds;
   LaunchSparseAttention(p, s.get());
   const QuantizedCopy a = Download(o1, q1, s1, s), b = Download(o2, q2, s2, s);
   ExpectSameBits(a, b, n, width, ldq, "attention");
@@ -381,8 +395,7 @@ TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
       f.lds = lds;
       LaunchHcPreFinish(f, s.get());
       const QuantizedCopy a = Download(x1, q1, s1, s), b = Download(x2, q2, s2, s);
-      ExpectSameBits(a, b, n, D, ldq,
-                     "D " + std::to_string(D) + (weighted ? " weighted" : ""));
+      ExpectSameBits(a, b, n, D, ldq, "D " + std::to_string(D) + (weighted ? " weighted" : ""));
       float amax = 0.0f;  // the rows are not trivially zero
       for (float v : a.y) amax = std::max(amax, std::fabs(v));
       EXPECT_GT(amax, 1e-3f);

@@ -33,7 +33,7 @@ struct Meta {
 
 // Rows of the segments in order; ids from tokens[slot][pos] (when given).
 inline std::unique_ptr<Meta> MakeMeta(const std::vector<Seg>& segs,
-                               const std::vector<std::vector<int32_t>>* tokens = nullptr) {
+                                      const std::vector<std::vector<int32_t>>* tokens = nullptr) {
   auto m = std::make_unique<Meta>();
   for (const Seg& s : segs) {
     const int begin = static_cast<int>(m->pos.size());
@@ -65,7 +65,7 @@ inline std::unique_ptr<Meta> MakeMeta(const std::vector<Seg>& segs,
 // Schedules over sequences of the given lengths: calls of several requests' chunks (the chunk
 // length cycling through `chunks`), or one row per call (interleaving the sequences).
 inline std::vector<std::vector<Seg>> ChunkedSchedule(const std::vector<int>& lengths,
-                                              const std::vector<int>& chunks) {
+                                                     const std::vector<int>& chunks) {
   std::vector<std::vector<Seg>> calls;
   std::vector<int> done(lengths.size(), 0);
   for (size_t c = 0;; ++c) {
@@ -168,6 +168,5 @@ inline std::vector<float> InvFreq(int rope_dim) {
   }
   return f;
 }
-
 
 }  // namespace dsinfer::backend::cuda::v41_test

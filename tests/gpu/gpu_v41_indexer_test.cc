@@ -1,8 +1,8 @@
 // DeepSeek-V4.1's device ops against the CPU reference (model/deepseek_v41), second part: the
-// indexer's FP4 query and two-level selection (IndexScores, SelectCandidateBlocks, SelectTopK), with
-// DeepSeek-V4's FP8 cache's packed keys and tensor-core scores, and the Engram hash (exact), gather
-// (exact) and gate (1e-6). gpu_v41_ops_test.cc has the quantizers, the compressor and the index
-// keys; both share gpu_v41_fixtures.h. Every op also runs row by row against batched chunks.
+// indexer's FP4 query and two-level selection (IndexScores, SelectCandidateBlocks, SelectTopK),
+// with DeepSeek-V4's FP8 cache's packed keys and tensor-core scores, and the Engram hash (exact),
+// gather (exact) and gate (1e-6). gpu_v41_ops_test.cc has the quantizers, the compressor and the
+// index keys; both share gpu_v41_fixtures.h. Every op also runs row by row against batched chunks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
