@@ -62,50 +62,80 @@ void ExpectSameBits(const QuantizedCopy& a, const QuantizedCopy& b, int64_t rows
   EXPECT_EQ(0, std::memcmp(a.s.data(), b.s.data(), a.s.size() * 4)) << what << ": scales";
 }
 
+// One sequence of n rows (ids 5.., positions 0..) through the sparse attention's window of 128
+// keys, heads x dim wide, random queries, keys and sinks from `seed`: the inputs on the device and
+// the launch parameters, without outputs.
+struct OneSequenceAttention {
+  int64_t width, ldq, lds;
+  DeviceBuffer di, dp, ds, db, dst, dc, dq, dkv, dsink, dinv, ring, page0;
+  SparseAttentionParams p;
+  OneSequenceAttention(int n, int heads, int dim, int rope, uint32_t seed) {
+    width = static_cast<int64_t>(heads) * dim;
+    ldq = QuantizedLd(width);
+    lds = QuantizedScales(width);
+    std::vector<int32_t> ids(n), pos(n), slot(n, 0), begin(n, 0), start(n, 0), count(n, n);
+    for (int i = 0; i < n; ++i) {
+      ids[i] = 5 + i;
+      pos[i] = i;
+    }
+    std::vector<float> inv(rope / 2);
+    for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
+    di = Upload(ids);
+    dp = Upload(pos);
+    ds = Upload(slot);
+    db = Upload(begin);
+    dst = Upload(start);
+    dc = Upload(count);
+    dq = Upload(testing::RandomVector(static_cast<size_t>(n * width), seed));
+    dkv = Upload(testing::RandomVector(static_cast<size_t>(n * dim), seed + 1));
+    dsink = Upload(testing::RandomVector(heads, seed + 2));
+    dinv = Upload(inv);
+    ring = DeviceBuffer(128 * dim * 4);
+    page0 = Upload(std::vector<int32_t>{0});
+    p.meta.ids = di.as<int32_t>();
+    p.meta.pos = dp.as<int32_t>();
+    p.meta.slot = ds.as<int32_t>();
+    p.meta.seg_begin = db.as<int32_t>();
+    p.meta.seg_start = dst.as<int32_t>();
+    p.meta.seg_count = dc.as<int32_t>();
+    p.meta.n = n;
+    p.q = dq.as<float>();
+    p.q_norm_eps = 1e-6f;
+    p.kv = dkv.as<float>();
+    p.window.pool = ring.as<float>();
+    p.window.cap = 128;
+    p.window.width = dim;
+    p.window.page_floats = 128 * dim;  // the sequence's one window page: page 0
+    p.window.pages = page0.as<int32_t>();
+    p.window.pages_stride = 1;
+    p.window_size = 128;
+    p.heads = heads;
+    p.dim = dim;
+    p.sink = dsink.as<float>();
+    p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
+    p.rope_dim = rope;
+    p.inv_freq = dinv.as<float>();
+  }
+};
+
+// The output is not trivially zero.
+void ExpectNonzero(const std::vector<float>& y) {
+  float amax = 0.0f;
+  for (float v : y) amax = std::max(amax, std::fabs(v));
+  EXPECT_GT(amax, 1e-3f);
+}
+
 // The attention kernel's quantized output (for wo_a): the output itself unchanged, and (q, s)
 // exactly act_quant of it over each token's heads * dim columns.
 TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   SKIP_WITHOUT_GPU();
-  const int n = 3, heads = 4, dim = 512, rope = 64;
-  const int64_t width = static_cast<int64_t>(heads) * dim;
-  const int64_t ldq = QuantizedLd(width), lds = QuantizedScales(width);
-  std::vector<int32_t> ids = {5, 6, 7}, pos = {0, 1, 2}, slot = {0, 0, 0}, begin = {0, 0, 0},
-                       start = {0, 0, 0}, count = {3, 3, 3};
-  auto q = testing::RandomVector(static_cast<size_t>(n * width), 71);
-  auto kv = testing::RandomVector(static_cast<size_t>(n * dim), 72);
-  auto sink = testing::RandomVector(heads, 73);
-  std::vector<float> inv(rope / 2);
-  for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
-  DeviceBuffer di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin),
-               dst = Upload(start), dc = Upload(count), dq = Upload(q), dkv = Upload(kv),
-               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4),
-               page0 = Upload(std::vector<int32_t>{0}), o1(n * width * 4), o2(n * width * 4),
-               q1(n * ldq * 2), q2(n * ldq * 2), s1(n * lds * 4), s2(n * lds * 4);
+  const int n = 3;
+  OneSequenceAttention at(n, /*heads=*/4, /*dim=*/512, /*rope=*/64, 71);
+  const int64_t width = at.width, ldq = at.ldq, lds = at.lds;
+  DeviceBuffer o1(n * width * 4), o2(n * width * 4), q1(n * ldq * 2), q2(n * ldq * 2),
+      s1(n * lds * 4), s2(n * lds * 4);
   Stream s;
-  SparseAttentionParams p;
-  p.meta.ids = di.as<int32_t>();
-  p.meta.pos = dp.as<int32_t>();
-  p.meta.slot = ds.as<int32_t>();
-  p.meta.seg_begin = db.as<int32_t>();
-  p.meta.seg_start = dst.as<int32_t>();
-  p.meta.seg_count = dc.as<int32_t>();
-  p.meta.n = n;
-  p.q = dq.as<float>();
-  p.q_norm_eps = 1e-6f;
-  p.kv = dkv.as<float>();
-  p.window.pool = ring.as<float>();
-  p.window.cap = 128;
-  p.window.width = dim;
-  p.window.page_floats = 128 * dim;  // the sequence's one window page: page 0
-  p.window.pages = page0.as<int32_t>();
-  p.window.pages_stride = 1;
-  p.window_size = 128;
-  p.heads = heads;
-  p.dim = dim;
-  p.sink = dsink.as<float>();
-  p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  p.rope_dim = rope;
-  p.inv_freq = dinv.as<float>();
+  SparseAttentionParams& p = at.p;
   p.out = o1.as<float>();
   LaunchSparseAttention(p, s.get());
   LaunchActQuantRows(o1.as<float>(), width, n, width, q1.as<uint16_t>(), s1.as<float>(), s.get());
@@ -117,9 +147,7 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   LaunchSparseAttention(p, s.get());
   const QuantizedCopy a = Download(o1, q1, s1, s), b = Download(o2, q2, s2, s);
   ExpectSameBits(a, b, n, width, ldq, "attention");
-  float amax = 0.0f;  // the output is not trivially zero
-  for (float v : a.y) amax = std::max(amax, std::fabs(v));
-  EXPECT_GT(amax, 1e-3f);
+  ExpectNonzero(a.y);
 }
 
 // Heads per block is a launch choice only: 1, 2 and 4 heads per block (and the default for the
@@ -127,48 +155,11 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
 // rounds of the warps' key spans.
 TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
   SKIP_WITHOUT_GPU();
-  const int n = 150, heads = 8, dim = 512, rope = 64;
-  const int64_t width = static_cast<int64_t>(heads) * dim;
-  const int64_t ldq = QuantizedLd(width), lds = QuantizedScales(width);
-  std::vector<int32_t> ids(n), pos(n), slot(n, 0), begin(n, 0), start(n, 0), count(n, n);
-  for (int i = 0; i < n; ++i) {
-    ids[i] = 5 + i;
-    pos[i] = i;
-  }
-  auto q = testing::RandomVector(static_cast<size_t>(n * width), 81);
-  auto kv = testing::RandomVector(static_cast<size_t>(n * dim), 82);
-  auto sink = testing::RandomVector(heads, 83);
-  std::vector<float> inv(rope / 2);
-  for (int j = 0; j < rope / 2; ++j) inv[j] = std::pow(10000.0f, -2.0f * j / rope);
-  DeviceBuffer di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin),
-               dst = Upload(start), dc = Upload(count), dq = Upload(q), dkv = Upload(kv),
-               dsink = Upload(sink), dinv = Upload(inv), ring(128 * dim * 4),
-               page0 = Upload(std::vector<int32_t>{0});
+  const int n = 150;
+  OneSequenceAttention at(n, /*heads=*/8, /*dim=*/512, /*rope=*/64, 81);
+  const int64_t width = at.width, ldq = at.ldq, lds = at.lds;
   Stream s;
-  SparseAttentionParams p;
-  p.meta.ids = di.as<int32_t>();
-  p.meta.pos = dp.as<int32_t>();
-  p.meta.slot = ds.as<int32_t>();
-  p.meta.seg_begin = db.as<int32_t>();
-  p.meta.seg_start = dst.as<int32_t>();
-  p.meta.seg_count = dc.as<int32_t>();
-  p.meta.n = n;
-  p.q = dq.as<float>();
-  p.q_norm_eps = 1e-6f;
-  p.kv = dkv.as<float>();
-  p.window.pool = ring.as<float>();
-  p.window.cap = 128;
-  p.window.width = dim;
-  p.window.page_floats = 128 * dim;
-  p.window.pages = page0.as<int32_t>();
-  p.window.pages_stride = 1;
-  p.window_size = 128;
-  p.heads = heads;
-  p.dim = dim;
-  p.sink = dsink.as<float>();
-  p.scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  p.rope_dim = rope;
-  p.inv_freq = dinv.as<float>();
+  SparseAttentionParams& p = at.p;
   std::vector<QuantizedCopy> runs;
   for (const int g : {1, 2, 4, 0}) {
     DeviceBuffer o(n * width * 4), oq(n * ldq * 2), os(n * lds * 4);
@@ -188,9 +179,7 @@ TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
   }
   for (size_t i = 1; i < runs.size(); ++i)
     ExpectSameBits(runs[0], runs[i], n, width, ldq, "heads per block run " + std::to_string(i));
-  float amax = 0.0f;
-  for (float v : runs[0].y) amax = std::max(amax, std::fabs(v));
-  EXPECT_GT(amax, 1e-3f);
+  ExpectNonzero(runs[0].y);
 }
 
 // RMSNorm with quantized rows: y as without them and (q, s) exactly act_quant of y, in place and
