@@ -6,30 +6,28 @@
 # (DRAM 72%).
 # With two row tiles a warp, two independent chains interleave over a 32 KB step (5 stages of
 # 36 KB, 137 registers, one block an SM); each element's chain is the same, so the same bits.
-# bench_qgemm's bf16 shapes at 1 and 8 rows and the model's decode, main then the form in the same
-# call; the Bf16Tc op tests (every tile bit for bit; one slice at k 4,096 and 592 takes the form);
-# ncu of the form's head; four row tiles a warp (s52_bf16_few_four_on_two.diff); then the GPU
-# suite with the faster form in the time left.
+# bench_qgemm's bf16 shapes at 1 row and the model's decode, main then the form in the same call;
+# the Bf16Tc op tests (every tile bit for bit; one slice at k 4,096 and 592 takes the form) and the
+# sparse attention's (their fixture is new); four row tiles a warp (s52_bf16_few_four_on_two.diff);
+# then the GPU suite with the faster form and ncu of its head in the time left. Trimmed in session
+# 53 to the device time left (no 8-row bf16q, decode batches 1 / 32 / 128, ncu last).
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
 gpu_build dsinfer bench_qgemm
 bf16q main 1
-bf16q main8 8
-bench_flash main --batches 1,8,32,128
+bench_flash main --batches 1,32,128
 apply_diff s52_bf16_few_two_row_tiles.diff
 gpu_build dsinfer bench_qgemm gpu_ops_test
 timeout 150 build-cuda/bin/gpu_ops_test --gtest_filter='Bf16Tc*:SparseAttention*' > "$OUT/bf16_ops_test.log" 2>&1; echo "gpu_ops_test Bf16Tc rc=$?"
 grep -E "PASSED|FAILED|Failure|bf16 tc" -A3 "$OUT/bf16_ops_test.log" | head -16
 bf16q wm2 1
-bf16q wm2_8 8
-bench_flash wm2 --batches 1,8,32,128
-ncu_kernel Bf16TcFewKernel 0 build-cuda/bin/bench_qgemm --tokens 1 --only head
+bench_flash wm2 --batches 1,32,128
 # Four row tiles a warp (s52_bf16_few_four_on_two.diff, on top of the two: 3 stages of 72 KB,
 # 183 registers).
 apply_diff s52_bf16_few_four_on_two.diff
 gpu_build dsinfer bench_qgemm
 bf16q wm4 1
-bench_flash wm4 --batches 1,8
+bench_flash wm4 --batches 1,32
 # The suite with the faster form (the two-row tiles unless four were faster at one row).
 h2=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm2.jsonl" | grep -o '[0-9.]*$')
 h4=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm4.jsonl" | grep -o '[0-9.]*$')
@@ -37,6 +35,7 @@ four=0; awk "BEGIN { exit !($h4 < $h2) }" && four=1
 [ $four = 1 ] || unapply_diff s52_bf16_few_four_on_two.diff
 echo "suite with $([ $four = 1 ] && echo four || echo two) row tiles (head $h2 / $h4 us)"
 [ "$(left)" -gt 200 ] && { gpu_build; gpu_suite $(( $(left) - 10 )); }
+[ "$(left)" -gt 60 ] && ncu_kernel Bf16TcFewKernel 0 build-cuda/bin/bench_qgemm --tokens 1 --only head
 [ $four = 1 ] && unapply_diff s52_bf16_few_four_on_two.diff
 unapply_diff s52_bf16_few_two_row_tiles.diff
 echo "total $(( $(date +%s) - t0 )) s"
