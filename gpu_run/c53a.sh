@@ -10,24 +10,24 @@
 # the Bf16Tc op tests (every tile bit for bit; one slice at k 4,096 and 592 takes the form) and the
 # sparse attention's (their fixture is new); four row tiles a warp (s52_bf16_few_four_on_two.diff);
 # then the GPU suite with the faster form and ncu of its head in the time left. Trimmed in session
-# 53 to the device time left (no 8-row bf16q, decode batches 1 / 32 / 128, ncu last).
+# 53 to the device time left (no 8-row bf16q, decode batches 1 / 32 / 128 or $BATCHES, ncu last).
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
 gpu_build dsinfer bench_qgemm
 bf16q main 1
-bench_flash main --batches 1,32,128
+bench_flash main --batches ${BATCHES:-1,32,128}
 apply_diff s52_bf16_few_two_row_tiles.diff
 gpu_build dsinfer bench_qgemm gpu_ops_test
 timeout 150 build-cuda/bin/gpu_ops_test --gtest_filter='Bf16Tc*:SparseAttention*' > "$OUT/bf16_ops_test.log" 2>&1; echo "gpu_ops_test Bf16Tc rc=$?"
 grep -E "PASSED|FAILED|Failure|bf16 tc" -A3 "$OUT/bf16_ops_test.log" | head -16
 bf16q wm2 1
-bench_flash wm2 --batches 1,32,128
+bench_flash wm2 --batches ${BATCHES:-1,32,128}
 # Four row tiles a warp (s52_bf16_few_four_on_two.diff, on top of the two: 3 stages of 72 KB,
 # 183 registers).
 apply_diff s52_bf16_few_four_on_two.diff
 gpu_build dsinfer bench_qgemm
 bf16q wm4 1
-bench_flash wm4 --batches 1,32
+bench_flash wm4 --batches ${BATCHES:-1,32}
 # The suite with the faster form (the two-row tiles unless four were faster at one row).
 h2=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm2.jsonl" | grep -o '[0-9.]*$')
 h4=$(grep -o '"shape": "head".*"us": [0-9.]*' "$OUT/qgemm_wm4.jsonl" | grep -o '[0-9.]*$')
