@@ -152,12 +152,13 @@ timeline() {  # batch
   echo "timeline b$1 rc=$? $(( $(date +%s) - t0 )) s"
   head -30 "$OUT/timeline_b$1.txt"
 }
-# bench_qgemm's bf16 shapes (the head, the router's gate, the compressors) on the tensor cores at
-# `tokens` rows into $OUT/qgemm_NAME.jsonl; prints each shape's kernel and us.
-bf16q() {  # name, tokens
-  local s
-  for s in head router_gate csa_compressor hca_compressor index_compressor; do
-    timeout 60 build-cuda/bin/bench_qgemm --tokens "$2" --only $s >> "$OUT/qgemm_$1.jsonl" 2>&1
+# bench_qgemm's bf16 shapes (the head, the router's gate, the compressors; or only the shapes
+# given) on the tensor cores at `tokens` rows into $OUT/qgemm_NAME.jsonl; prints each shape's
+# kernel and us.
+bf16q() {  # name, tokens[, shapes...]
+  local n=$1 tokens=$2 s; shift 2
+  for s in ${@:-head router_gate csa_compressor hca_compressor index_compressor}; do
+    timeout 60 build-cuda/bin/bench_qgemm --tokens "$tokens" --only $s >> "$OUT/qgemm_$n.jsonl" 2>&1
   done
-  echo "bench_qgemm $1 tokens $2"; grep -o '"shape": "[a-z_]*"\|"kernel": "[a-z_0-9]*"\|"us": [0-9.]*\|"weight_gbps": [0-9]*' "$OUT/qgemm_$1.jsonl" | paste -d" " - - - - | tr '\n' ';'; echo
+  echo "bench_qgemm $n tokens $tokens"; grep -o '"shape": "[a-z_]*"\|"kernel": "[a-z_0-9]*"\|"us": [0-9.]*\|"weight_gbps": [0-9]*' "$OUT/qgemm_$n.jsonl" | paste -d" " - - - - | tr '\n' ';'; echo
 }

@@ -116,6 +116,14 @@ struct OneSequenceAttention {
     p.rope_dim = rope;
     p.inv_freq = dinv.as<float>();
   }
+  // The launch writes o and, when q is given, its act_quant (q, s) too.
+  void Outputs(const DeviceBuffer& o, const DeviceBuffer* q, const DeviceBuffer* s) {
+    p.out = o.as<float>();
+    p.out_q = q ? q->as<uint16_t>() : nullptr;
+    p.out_ldq = ldq;
+    p.out_s = s ? s->as<float>() : nullptr;
+    p.out_lds = lds;
+  }
 };
 
 // The output is not trivially zero.
@@ -135,16 +143,11 @@ TEST(SparseAttentionTest, QuantizedOutputEqualsActQuantAfter) {
   DeviceBuffer o1(n * width * 4), o2(n * width * 4), q1(n * ldq * 2), q2(n * ldq * 2),
       s1(n * lds * 4), s2(n * lds * 4);
   Stream s;
-  SparseAttentionParams& p = at.p;
-  p.out = o1.as<float>();
-  LaunchSparseAttention(p, s.get());
+  at.Outputs(o1, nullptr, nullptr);
+  LaunchSparseAttention(at.p, s.get());
   LaunchActQuantRows(o1.as<float>(), width, n, width, q1.as<uint16_t>(), s1.as<float>(), s.get());
-  p.out = o2.as<float>();
-  p.out_q = q2.as<uint16_t>();
-  p.out_ldq = ldq;
-  p.out_s = s2.as<float>();
-  p.out_lds = lds;
-  LaunchSparseAttention(p, s.get());
+  at.Outputs(o2, &q2, &s2);
+  LaunchSparseAttention(at.p, s.get());
   const QuantizedCopy a = Download(o1, q1, s1, s), b = Download(o2, q2, s2, s);
   ExpectSameBits(a, b, n, width, ldq, "attention");
   ExpectNonzero(a.y);
@@ -159,7 +162,6 @@ TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
   OneSequenceAttention at(n, /*heads=*/8, /*dim=*/512, /*rope=*/64, 81);
   const int64_t width = at.width, ldq = at.ldq, lds = at.lds;
   Stream s;
-  SparseAttentionParams& p = at.p;
   std::vector<QuantizedCopy> runs;
   for (const int g : {1, 2, 4, 0}) {
     DeviceBuffer o(n * width * 4), oq(n * ldq * 2), os(n * lds * 4);
@@ -168,13 +170,9 @@ TEST(SparseAttentionTest, HeadsPerBlockGiveTheSameBits) {
     Memset(o.get(), 0xff, o.bytes(), s.get());
     Memset(oq.get(), 0xff, oq.bytes(), s.get());
     Memset(os.get(), 0xff, os.bytes(), s.get());
-    p.out = o.as<float>();
-    p.out_q = oq.as<uint16_t>();
-    p.out_ldq = ldq;
-    p.out_s = os.as<float>();
-    p.out_lds = lds;
-    p.heads_per_block = g;
-    LaunchSparseAttention(p, s.get());
+    at.Outputs(o, &oq, &os);
+    at.p.heads_per_block = g;
+    LaunchSparseAttention(at.p, s.get());
     runs.push_back(Download(o, oq, os, s));
   }
   for (size_t i = 1; i < runs.size(); ++i)
