@@ -5,7 +5,7 @@
 # bench_attention's FP8-cache attention (tc_packed_qp) at rows 1 / 32 / 128 / 256 and the 8,192-token
 # prefill, main's row block and the ws form, and the model: the mode's prefill and decode at batch
 # 128 / 256 (the row block's sizes) both ways. The ws kernel's SASS (its spills: ptxas reports
-# 152 bytes) into $OUT. Then, time left, c53b's head forms.
+# 144 bytes) into $OUT. Then, time left, c53b's head forms.
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
 gpu_build dsinfer bench_attention gpu_attention_tc_test bench_qgemm

@@ -619,10 +619,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // hs[4 j + i]: head r0 + 8 (i / 2), key 8 j + 2 qd + i % 2. z = (h0s + h1s) scale (the sum
     // commutes, so both consumers get the per-tile kernel's value).
     float e[kChunk / 2], mx[2] = {-INFINITY, -INFINITY};
+    const int left = n_keys - c0 - 2 * qd;  // keys 8 j + 2 qd + i % 2 valid below n_keys - c0
 #pragma unroll
     for (int i = 0; i < kChunk / 2; ++i) {
-      const int key = 8 * (i / 4) + 2 * qd + i % 2;
-      e[i] = c0 + key < n_keys ? (hs[i] + other[i * 128 + tid]) * p.scale : -INFINITY;
+      e[i] = 8 * (i / 4) + i % 2 < left ? (hs[i] + other[i * 128 + tid]) * p.scale : -INFINITY;
       mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], e[i]);
     }
     float fa[2], fb[2];
@@ -659,7 +659,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int w = 0; w < 4; ++w) af[st][w] = Bf16Pair(e[8 * st + 2 * w], e[8 * st + 2 * w + 1]);
     // P V for positions [dbase, dbase + kHalf) of all 64 heads, as the row block's wgmma form but
     // in pieces of 32 positions (half a swizzle atom's row: + 64 bytes; m64n64k16 pieces spilled
-    // the running output: ptxas, 284 bytes against 152).
+    // the running output: ptxas, 284 bytes against 144).
     const uint32_t b_base = ka + (dbase / 64) * kChunk * 128;
 #pragma unroll
     for (int piece = 0; piece < 2 * kPieces; ++piece) {
