@@ -20,8 +20,10 @@ ws_bench() {  # name, flags...
 }
 ws_bench main
 ws_bench ws --row-ws
-bench_flash mma_main --batches 128,256 --fp8-mma
-bench_flash mma_ws --batches 128,256 --fp8-mma --attention-row-ws
+if [ "$(left)" -gt 120 ]; then
+  bench_flash mma_main --batches 128,256 --fp8-mma
+  bench_flash mma_ws --batches 128,256 --fp8-mma --attention-row-ws
+fi
 echo "left $(left) s"
 if [ "$(left)" -gt 150 ]; then
   bf16q main 1 head
