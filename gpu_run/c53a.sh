@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# A record: session 54 measured the two-row-tile form on an H100 (no gain: docs/perf.md "Session 54")
+# and deleted both s52_bf16_few diffs, so this script no longer runs as is.
 # Prepared in session 52 (not run), carry [".devcarry"]; the tree is main. The bf16 few-row
 # tile's two-row-tile form for one-slice matrices, the head (s52_bf16_few_two_row_tiles.diff):
 # session 52's ncu had the head's step set by each warp's chain of 12 dependent mma (stall_wait

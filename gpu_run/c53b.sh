@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# A record: session 54 measured the two-row-tile form on an H100 (no gain: docs/perf.md "Session 54")
+# and deleted both s52_bf16_few diffs, so this script no longer runs as is.
 # Session 53, for the few device seconds left after the failed starts (carry [".devcarry"]): the
 # bf16 few-row tile's two- and four-row-tile forms (s52_bf16_few_two_row_tiles.diff,
 # s52_bf16_few_four_on_two.diff) on the head only: bench_qgemm --tokens 1 --only head (bf16q) for

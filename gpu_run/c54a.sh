@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 54, carry [".devcarry"]; the tree is main with the warp-specialized row block
+# Session 54, carry [".devcarry"]; run on one H100 (raw logs bench/results/gpu_h100_2026-12-07_s54_*,
+# docs/perf.md "Session 54"). It ran with the warp-specialized row block in the tree; measured
+# slower, that form now lives in s54_attn_row_ws.diff, which this script applies first
 # (KernelOptions::attention_row_ws, --attention-row-ws / bench_attention --row-ws; off by default).
 # Its bits against the per-tile blocks (gpu_attention_tc_test's RowBlock tests under the flag), then
 # bench_attention's FP8-cache attention (tc_packed_qp) at rows 1 / 32 / 128 / 256 and the 8,192-token
@@ -8,6 +10,7 @@
 # 144 bytes) into $OUT. Then, time left, c53b's head forms.
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-560} - ($(date +%s) - t0) )); }
+apply_diff s54_attn_row_ws.diff
 gpu_build dsinfer bench_attention gpu_attention_tc_test bench_qgemm
 timeout 120 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' --attention-row-ws > "$OUT/row_ws_test.log" 2>&1; echo "row ws op test rc=$?"
 grep -E "PASSED|FAILED|Failure|Expected|Which is|row block ran|warp-spec" "$OUT/row_ws_test.log" | head -16
@@ -27,11 +30,12 @@ fi
 echo "left $(left) s"
 if [ "$(left)" -gt 150 ]; then
   bf16q main 1 head
-  apply_diff s52_bf16_few_two_row_tiles.diff
+  apply_diff s52_bf16_few_two_row_tiles.diff  # (deleted after this run: a record)
   gpu_build bench_qgemm gpu_ops_test
   timeout 100 build-cuda/bin/gpu_ops_test --gtest_filter='Bf16Tc*' > "$OUT/bf16_ops_test.log" 2>&1; echo "gpu_ops_test Bf16Tc rc=$?"
   grep -E "PASSED|FAILED|Failure" "$OUT/bf16_ops_test.log" | head -6
   bf16q wm2 1 head
   unapply_diff s52_bf16_few_two_row_tiles.diff
 fi
+unapply_diff s54_attn_row_ws.diff
 echo "total $(( $(date +%s) - t0 )) s"
