@@ -35,6 +35,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 
 namespace dsinfer::backend::cuda {
@@ -403,7 +404,309 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   FinishRow(p, out_stage, t, rope_cs);
 }
 
+// The pipelined row block (KernelOptions::attention_row_ws; rows without act_quant outputs): the
+// row block's operations per element, so its bits, with the chunk loop pipelined instead of four
+// block barriers a chunk, in two warpgroups (c = 0, 1) that decode the keys themselves:
+//   * a four-stage ring of decoded chunks: chunk ci + 2's keys are stored (from registers that the
+//     previous iteration loaded) while S of chunk ci runs, and chunk ci + 3's raw words are loaded
+//     while P V of chunk ci runs; warp w decodes keys w, w + 8, w + 16, w + 24 of a chunk;
+//   * S: warpgroup c runs S's chains 2 c and 2 c + 1 (dim half c) over all 64 heads and the
+//     chunk's 32 keys, adds them, and trades that half with the other warpgroup through shared
+//     memory (the block's one barrier a chunk, which also publishes the stores of chunk ci + 2 and
+//     frees the stage chunk ci + 3 takes), so both hold S = (chain 0 + chain 1) + (chain 2 + chain
+//     3) in the per-tile kernel's order;
+//   * the chunk softmax of all 64 heads in registers (the warp butterfly's max and sum over the 32
+//     keys, reproduced on wgmma's accumulator layout: key 8 j + 2 q + i of n8 tile j, lane quad q,
+//     so its levels 16, 8 are tile pairs, 4, 2 lane pairs, 1 the pair i), the running max and sum
+//     of the thread's rows, and P's fragments from S's accumulators (the C layout of S is the A
+//     layout of P V);
+//   * P V: warpgroup c positions [c dim / 2, + dim / 2) of all 64 heads, in m64n32k16 pieces, each
+//     from zero over the chunk's two k steps and folded into its running output (an element's
+//     chain does not depend on N, so the row block's m64n64k16 bits);
+// then each warpgroup scales its output, applies the inverse RoPE and writes its rows from the
+// registers (FinishTile's operations, without act_quant).
+constexpr int kWsThreads = 256;
+constexpr int kWsStages = 4;  // decoded key chunks: ci (S, P V), ci + 1, ci + 2 (stored), ci - 1
+constexpr int kWsKeysPerWarp = kChunk / (kWsThreads / 32);
+// The warpgroups' exchange of S's halves: [chunk parity][warpgroup][16][128 threads] floats.
+constexpr size_t WsXsBytes() { return static_cast<size_t>(2 * 2 * 16 * 128) * 4; }
+constexpr size_t WsDynSmem(int dim) {
+  return 1024 + RowQBytes(dim) + kWsStages * RowKBytes(dim) + WsXsBytes();
+}
+
+// The queries into their swizzled bf16 rows, as StageRowQueries writes them, by kWarps warps (head
+// h by warp h % kWarps).
+template <int kDim, int kWarps>
+__device__ __noinline__ void StageRowQueriesBy(const SparseAttentionParams& p, int64_t t,
+                                               const float (*rope_cs)[2], unsigned char* qs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pos0 = SPosOfCol(4 * lane);
+#pragma unroll 1
+  for (int h = warp; h < kRowHeads; h += kWarps) {
+    float q[kQueryPerLane];
+    LoadQueryWith(p, p.q + (t * p.heads + h) * p.dim, h < p.heads, q,
+                  [&](int, int j, float* c, float* s) {
+                    *c = rope_cs[j][0];
+                    *s = rope_cs[j][1];
+                  });
+    const int off0 = SwOff(kRowHeads, h, pos0), off1 = SwOff(kRowHeads, h, pos0 + 8);
+#pragma unroll
+    for (int v = 0; v < kDim / 128; ++v) {
+      *reinterpret_cast<uint32_t*>(qs + off0 + v * 2 * kRowHeads * 128) =
+          Bf16Pair(q[4 * v], q[4 * v + 1]);
+      *reinterpret_cast<uint32_t*>(qs + off1 + v * 2 * kRowHeads * 128) =
+          Bf16Pair(q[4 * v + 2], q[4 * v + 3]);
+    }
+  }
+}
+
+// A packed row's group as loaded (PackedLoad4Bf16 in two steps: the words now, the conversion
+// later): the four codes and the scale byte, or the two tail words.
+struct RawGroup {
+  uint32_t a = 0, b = 0;
+};
+__device__ __forceinline__ RawGroup LoadRawGroup(const uint8_t* row, PackedGroup4 g) {
+  RawGroup r;
+  if (row == nullptr) return r;
+  if (g.scale_at < 0) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(row + g.at);
+    r.a = w[0];
+    r.b = w[1];
+  } else {
+    r.a = *reinterpret_cast<const uint32_t*>(row + g.at);
+    r.b = row[g.scale_at];
+  }
+  return r;
+}
+// PackedLoad4Bf16's value of a loaded group (zeros for a missing row: a = b = 0 gives bf16 zeros
+// either way, the codes' zeros times any scale).
+__device__ __forceinline__ uint2 ConvertRawGroup(RawGroup r, PackedGroup4 g) {
+  if (g.scale_at < 0) return make_uint2(r.a, r.b);
+  const float4 v = E4m3x4Times(r.a, qc::ScaleOfByte(qc::Kind::kFp8Pow2, static_cast<uint8_t>(r.b)));
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                    *reinterpret_cast<const uint32_t*>(&hi));
+}
+
+template <int kDim>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    SparseAttentionTcRowWsKernel(const __grid_constant__ SparseAttentionParams p) {
+  PdlTrigger();
+  PdlWait();
+  __shared__ float rope_cs[kMaxRopePairs][2];
+  extern __shared__ __align__(16) unsigned char dyn_raw[];
+  unsigned char* const base = AlignSmem1024(dyn_raw);
+  unsigned char* const qs = base;                  // queries, swizzled
+  unsigned char* const ks = qs + RowQBytes(kDim);  // kWsStages chunks of keys, swizzled
+  float* const xs = reinterpret_cast<float*>(ks + kWsStages * RowKBytes(kDim));
+  const int64_t t = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const RowKeyList list(p, t);
+  const int n_keys = list.n_keys, n_chunks = list.chunks();
+  constexpr int kGroups = kDim / 128;
+  PackedGroup4 groups[kGroups];
+#pragma unroll
+  for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
+  // Keys warp + 8 m sit in row warp % 8 of their 8-row atoms: one pair of offsets.
+  const int koff0 = SwOff(kChunk, warp, SPosOfCol(4 * lane)),
+            koff1 = SwOff(kChunk, warp, SPosOfCol(4 * lane) + 8);
+  RawGroup raw[kWsKeysPerWarp][kGroups];
+  // Chunk ci's raw words of the warp's keys into `raw` (lane m < kWsKeysPerWarp finds key m's row).
+  auto load = [&](int ci) {
+    const int c0 = ci * kChunk;
+    unsigned long long mine = 0;
+    if (lane < kWsKeysPerWarp && c0 + warp + 8 * lane < n_keys)
+      mine = reinterpret_cast<unsigned long long>(list.Row(p, t, c0 + warp + 8 * lane));
+#pragma unroll
+    for (int m = 0; m < kWsKeysPerWarp; ++m) {
+      const uint8_t* const row =
+          reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, mine, m));
+#pragma unroll
+      for (int v = 0; v < kGroups; ++v) raw[m][v] = LoadRawGroup(row, groups[v]);
+    }
+  };
+  // `raw` (chunk ci's) converted into its stage.
+  auto store = [&](int ci) {
+    unsigned char* const kst = ks + (ci % kWsStages) * RowKBytes(kDim);
+#pragma unroll
+    for (int m = 0; m < kWsKeysPerWarp; ++m) {
+      unsigned char* const krow = kst + 8 * m * 128;
+#pragma unroll
+      for (int v = 0; v < kGroups; ++v) {
+        const uint2 kv4 = ConvertRawGroup(raw[m][v], groups[v]);
+        *reinterpret_cast<uint32_t*>(krow + koff0 + v * 2 * kChunk * 128) = kv4.x;
+        *reinterpret_cast<uint32_t*>(krow + koff1 + v * 2 * kChunk * 128) = kv4.y;
+      }
+    }
+  };
+  RopeTable(list.pos, p.inv_freq, p.rope_dim / 2, rope_cs);
+  // The first two chunks stored, the third's words loaded.
+  if (n_chunks > 0) load(0);
+  if (n_chunks > 0) store(0);
+  if (n_chunks > 1) load(1);
+  if (n_chunks > 1) store(1);
+  if (n_chunks > 2) load(2);
+  __syncthreads();  // the RoPE table
+  StageRowQueriesBy<kDim, kWsThreads / 32>(p, t, rope_cs, qs);
+  FenceProxyAsync();  // the queries and the first keys for wgmma's reads
+  __syncthreads();
+
+  const int cw = warp / 4, tid = threadIdx.x - 128 * cw;
+  const int g = lane / 4, qd = lane % 4;
+  const int r0 = 16 * (tid / 32) + g;  // the thread's heads r0 and r0 + 8
+  constexpr int kHalf = kDim / 2, kNt = kHalf / 8, kPieces = kHalf / 32;
+  constexpr int kStepsHalf = kDim / 32;  // S's k16 steps over half the dim
+  const int dbase = cw * kHalf;
+  float acc[kNt][4];
+#pragma unroll
+  for (int i = 0; i < kNt; ++i)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const uint32_t qa = SmemAddr(qs);
+#pragma unroll 1
+  for (int ci = 0; ci < n_chunks; ++ci) {
+    const int c0 = ci * kChunk;
+    const uint32_t ka = SmemAddr(ks + (ci % kWsStages) * RowKBytes(kDim));
+    // S's chains 2 cw (k16 offset 0 of each box) and 2 cw + 1 (offset 32 bytes) over dim half cw,
+    // as the row block's warpgroups 2 cw and 2 cw + 1 run them; hs = their sum.
+    float s0[kChunk / 2], s1[kChunk / 2];
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) s0[i] = s1[i] = 0.0f;
+    {
+      const uint32_t box = cw * (kStepsHalf / 4);
+      const uint64_t da = WgmmaDescSw128(qa + box * kRowHeads * 128u),
+                     db = WgmmaDescSw128(ka + box * kChunk * 128u);
+      WgmmaFence();
+#pragma unroll
+      for (int j = 0; j < kStepsHalf / 2; ++j) {
+        const uint64_t oa = ((j / 2) * kRowHeads * 128 + (j % 2) * 64) >> 4,
+                       ob = ((j / 2) * kChunk * 128 + (j % 2) * 64) >> 4;
+        WgmmaSsBf16<kChunk>(s0, da + oa, db + ob, 1);
+        WgmmaSsBf16<kChunk>(s1, da + oa + 2, db + ob + 2, 1);  // + 32 bytes
+      }
+      WgmmaCommit();
+    }
+    // While S runs: chunk ci + 2's keys into their stage (last read by chunk ci - 2, before the
+    // previous barrier).
+    if (ci + 2 < n_chunks) {
+      store(ci + 2);
+      FenceProxyAsync();
+    }
+    WgmmaWait<0>();
+    WgmmaFenceOperand(s0);
+    WgmmaFenceOperand(s1);
+    float hs[kChunk / 2];
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) hs[i] = s0[i] + s1[i];
+    // The other half through shared memory (by chunk parity: a warpgroup writes chunk ci + 2's
+    // half only after the barrier of chunk ci + 1, which the other passes after reading ci's).
+    float* const mine = xs + ((ci & 1) * 2 + cw) * (kChunk / 2) * 128;
+    const float* const other = xs + ((ci & 1) * 2 + (1 - cw)) * (kChunk / 2) * 128;
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) mine[i * 128 + tid] = hs[i];
+    __syncthreads();
+    // Chunk ci + 3's words, in flight through the softmax and P V.
+    if (ci + 3 < n_chunks) load(ci + 3);
+    // hs[4 j + i]: head r0 + 8 (i / 2), key 8 j + 2 qd + i % 2. z = (h0s + h1s) scale (the sum
+    // commutes, so both warpgroups get the per-tile kernel's value).
+    float e[kChunk / 2], mx[2] = {-INFINITY, -INFINITY};
+    const int left = n_keys - c0 - 2 * qd;  // keys 8 j + 2 qd + i % 2 valid below n_keys - c0
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) {
+      e[i] = 8 * (i / 4) + i % 2 < left ? (hs[i] + other[i * 128 + tid]) * p.scale : -INFINITY;
+      mx[(i % 4) / 2] = fmaxf(mx[(i % 4) / 2], e[i]);
+    }
+    float fa[2], fb[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) e[i] = expf(e[i] - mx[(i % 4) / 2]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // ChunkSoftmax's butterfly sum over the keys: levels 16 and 8 (tiles j ^ 2, then j ^ 1),
+      // 4 and 2 (lanes ^ 2, ^ 1), 1 (the pair).
+      float d[2];
+#pragma unroll
+      for (int i0 = 0; i0 < 2; ++i0) {
+        const int k = 2 * r + i0;
+        float b = (e[k] + e[8 + k]) + (e[4 + k] + e[12 + k]);
+        b += __shfl_xor_sync(0xffffffffu, b, 2);
+        b += __shfl_xor_sync(0xffffffffu, b, 1);
+        d[i0] = b;
+      }
+      float m_new;
+      FoldScales(m_run[r], mx[r], &m_new, &fa[r], &fb[r]);
+      l_run[r] = Fold(l_run[r], d[0] + d[1], fa[r], fb[r]);
+      m_run[r] = m_new;
+    }
+    // P's fragments (PFragmentBf16's): k step st = tiles 2 st (rows g, g + 8) and 2 st + 1.
+    uint32_t af[kChunk / 16][4];
+#pragma unroll
+    for (int st = 0; st < kChunk / 16; ++st)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) af[st][w] = Bf16Pair(e[8 * st + 2 * w], e[8 * st + 2 * w + 1]);
+    // P V for positions [dbase, dbase + kHalf) of all 64 heads, as the row block's wgmma form but
+    // in pieces of 32 positions (half a swizzle atom's row: + 64 bytes).
+    const uint32_t b_base = ka + (dbase / 64) * kChunk * 128;
+#pragma unroll
+    for (int piece = 0; piece < kPieces; ++piece) {
+      float pv[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) pv[i] = 0.0f;
+      WgmmaFence();
+#pragma unroll
+      for (int st = 0; st < kChunk / 16; ++st) {
+        Wgmma<32, true, true>(
+            pv, af[st],
+            WgmmaDescMnSw128(b_base + (piece / 2) * kChunk * 128 + (piece % 2) * 64 + st * 16 * 128,
+                             kChunk * 128),
+            1);
+      }
+      WgmmaCommit();
+      WgmmaWait<0>();
+      WgmmaFenceOperand(pv);
+      WgmmaFenceOperand(af);
+#pragma unroll
+      for (int jt = 0; jt < 4; ++jt) {
+        const float part[4] = {pv[4 * jt], pv[4 * jt + 1], pv[4 * jt + 2], pv[4 * jt + 3]};
+        FoldPv(acc[4 * piece + jt], part, fa[0], fb[0], fa[1], fb[1]);
+      }
+    }
+  }
+
+  // The epilogue from the registers: the output factor, the inverse RoPE of the trailing rope
+  // dims, the rows (FinishTile's operations; position dbase + 8 i + 2 qd holds column c).
+  const int roff = kDim - p.rope_dim;
+  float f[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = r0 + 8 * r;
+    f[r] = OutFactor(m_run[r], l_run[r], h < p.heads ? p.sink[h] : 0.0f);
+  }
+#pragma unroll
+  for (int i = 0; i < kNt; ++i) {
+    const int c =
+        dbase + 32 * (i / 4) + 8 * ((i / 2) % 2) + 2 * (i % 2) + 16 * (qd / 2) + 4 * (qd % 2);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int h = r0 + 8 * r;
+      float v0 = __fmul_rn(acc[i][2 * r], f[r]), v1 = __fmul_rn(acc[i][2 * r + 1], f[r]);
+      if (c >= roff) {
+        const int j = (c - roff) / 2;
+        RotateWith(v0, v1, rope_cs[j][0], rope_cs[j][1], true);
+      }
+      if (h < p.heads)
+        *reinterpret_cast<float2*>(p.out + (t * p.heads + h) * kDim + c) = make_float2(v0, v1);
+    }
+  }
+}
+
 std::atomic<int64_t> row_launches{0};
+std::atomic<int64_t> row_ws_launches{0};
 
 }  // namespace
 
@@ -432,6 +735,25 @@ void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
   }();
   (void)attr_set;
   DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
+  if (GetKernelOptions().attention_row_ws && p.out_q == nullptr) {
+    static const bool ws_attr_set = [] {
+      CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowWsKernel<256>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(WsDynSmem(256))));
+      CUDA_CHECK(cudaFuncSetAttribute(SparseAttentionTcRowWsKernel<512>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(WsDynSmem(512))));
+      return true;
+    }();
+    (void)ws_attr_set;
+    LaunchKernel(
+        p.dim == 256 ? SparseAttentionTcRowWsKernel<256> : SparseAttentionTcRowWsKernel<512>,
+        dim3(static_cast<unsigned>(p.meta.n)), dim3(kWsThreads), WsDynSmem(p.dim), stream, p);
+    CUDA_CHECK_LAUNCH();
+    ++row_launches;
+    ++row_ws_launches;
+    return;
+  }
   const bool wg = GetKernelOptions().attention_row_pv_wgmma;
   auto* kernel =
       p.dim == 256
@@ -446,5 +768,6 @@ void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
 }  // namespace attn_tc
 
 int64_t SparseAttentionTcRowLaunches() { return attn_tc::row_launches.load(); }
+int64_t SparseAttentionTcRowWsLaunches() { return attn_tc::row_ws_launches.load(); }
 
 }  // namespace dsinfer::backend::cuda
