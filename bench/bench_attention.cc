@@ -18,7 +18,7 @@
 //                   [--variants tc,tc_packed,...] (default: every variant) [--row-pv-sync]
 //                   [--row-ws]
 //   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA; --row-ws: the row
-//   block warp-specialized, KernelOptions::attention_row_ws; the same bits either way)
+//   block pipelined, KernelOptions::attention_row_ws; the same bits either way)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
       variants = dsinfer::bench::SplitList(argv[++i]);
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
       ko.attention_row_pv_wgmma = false;
-    } else if (a == "--row-ws") {  // the row block warp-specialized (the same bits)
+    } else if (a == "--row-ws") {  // the row block pipelined (the same bits)
       ko.attention_row_ws = true;
     } else {
       std::fprintf(stderr, "bench_attention: unknown flag %s\n", a.c_str());

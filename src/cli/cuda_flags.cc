@@ -46,8 +46,8 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "the FP8 cache's row-block attention's P V instruction: wgmma (warpgroup MMA) or sync "
        "(mma.sync); the same bits either way (default: wgmma)"},
       {"attention-row-ws",
-       "the FP8 cache's row-block attention warp-specialized (a producer warpgroup decodes the key "
-       "chunks, two consumer warpgroups run S, the softmax and P V); the same bits (an A/B choice)",
+       "the FP8 cache's row-block attention pipelined (two warpgroups decode the keys a chunk "
+       "ahead while S runs; the softmax in registers); the same bits (an A/B choice)",
        false},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
