@@ -16,9 +16,7 @@
 // so its own compute floor is 6x flop_bound_us.
 //   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
 //                   [--variants tc,tc_packed,...] (default: every variant) [--row-pv-sync]
-//                   [--row-ws]
-//   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA; --row-ws: the row
-//   block pipelined, KernelOptions::attention_row_ws; the same bits either way)
+//   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -175,7 +173,6 @@ int main(int argc, char** argv) {
   int context = 4096;
   std::string kinds = "swa,csa,hca";
   std::vector<std::string> variants;  // only those; empty: all
-  gpu::KernelOptions ko;  // the defaults and the flags' choices (reading them would freeze them)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
@@ -190,15 +187,14 @@ int main(int argc, char** argv) {
     } else if (a == "--variants" && v) {
       variants = dsinfer::bench::SplitList(argv[++i]);
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
+      gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = false;
-    } else if (a == "--row-ws") {  // the row block pipelined (the same bits)
-      ko.attention_row_ws = true;
+      gpu::SetKernelOptions(ko);
     } else {
       std::fprintf(stderr, "bench_attention: unknown flag %s\n", a.c_str());
       return 2;
     }
   }
-  gpu::SetKernelOptions(ko);
   gpu::Stream stream;
   const gpu::StreamHandle st = stream.get();
   const double gbs = dsinfer::bench::PrintSetup(st);

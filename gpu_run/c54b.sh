@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Session 54, carry [".devcarry"]; the tree is main with the pipelined row block in src/
-# (KernelOptions::attention_row_ws, --attention-row-ws / bench_attention --row-ws; off by default):
+# Prepared in session 54 (not run: no machine came), carry [".devcarry"]; the tree is main. It
+# applies s54_attn_row_ws2.diff, the pipelined row block (KernelOptions::attention_row_ws,
+# --attention-row-ws / bench_attention --row-ws; off by default):
 # two warpgroups that decode their own keys into a four-stage ring while S runs (c54a's form had a
 # producer warpgroup, which set the pace). Its bits (the RowBlock op tests under the flag), then
 # bench_attention's FP8-cache attention at rows 128 / 256 and the 8,192-token prefill, main's row
 # block and the pipelined one, and the mode's prefill both ways; ncu of its SWA prefill launch.
 source "$(dirname "$0")/common.sh"
 left() { echo $(( ${LIMIT:-400} - ($(date +%s) - t0) )); }
+apply_diff s54_attn_row_ws2.diff
 gpu_build dsinfer bench_attention gpu_attention_tc_test
 timeout 120 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' --attention-row-ws > "$OUT/row_ws2_test.log" 2>&1; echo "row ws2 op test rc=$?"
 grep -E "PASSED|FAILED|Failure|Expected|Which is|row block ran|warp-spec" "$OUT/row_ws2_test.log" | head -12
@@ -22,4 +24,5 @@ if [ "$(left)" -gt 100 ]; then
   bench_flash mma_ws2 --batches 256 --fp8-mma --attention-row-ws
 fi
 [ "$(left)" -gt 40 ] && ncu_kernel SparseAttentionTcRowWs 0 build-cuda/bin/bench_attention --rows 1 --prefill 8192 --kinds swa --variants tc_packed_qp --row-ws
+unapply_diff s54_attn_row_ws2.diff
 echo "total $(( $(date +%s) - t0 )) s"

@@ -535,13 +535,8 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   uint32_t seed = 950;
   // The row block's P V runs on warpgroup MMA, or on mma.sync under --attention-row-pv=sync
   // (ctest gpu_attention_tc_row_pv_sync; kernel options are fixed before the first launch).
-  // Under --attention-row-ws (ctest gpu_attention_tc_row_ws) the rows without act_quant outputs
-  // take the pipelined form.
-  const bool ws = GetKernelOptions().attention_row_ws;
   const std::string path =
-      std::string(GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)"
-                                                            : " (P V on mma.sync)") +
-      (ws ? " (pipelined)" : "");
+      GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)";
   for (const Shape& s : shapes) {
     const int n = 130;  // past attention_tc_row_min_rows' default: the default's choice runs too
     Case c(s, n, seed += 10, false);
@@ -551,11 +546,8 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
     const Result tiles = Launch(c, 0, n, 2, st, -1, true, &packed, true, -1);
     const std::string what = std::string(s.name) + path;
     const int64_t before = SparseAttentionTcRowLaunches();
-    const int64_t ws_before = SparseAttentionTcRowWsLaunches();
     const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
     EXPECT_GT(SparseAttentionTcRowLaunches(), before) << what << ": the row block ran";
-    EXPECT_EQ(SparseAttentionTcRowWsLaunches() > ws_before, ws && !s.quant)
-        << what << ": the pipelined form ran where it applies";
     EXPECT_EQ(std::memcmp(tiles.y.data(), rows.y.data(), tiles.y.size() * 4), 0) << what;
     if (s.quant) {
       EXPECT_EQ(tiles.q, rows.q) << what;

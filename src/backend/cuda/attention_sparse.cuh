@@ -117,7 +117,5 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p);
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p);
 // Launches of the row block so far in this process (tests check that it ran).
 int64_t SparseAttentionTcRowLaunches();
-// Launches of its pipelined form (KernelOptions::attention_row_ws) so far.
-int64_t SparseAttentionTcRowWsLaunches();
 
 }  // namespace dsinfer::backend::cuda

@@ -83,11 +83,6 @@ struct KernelOptions {
   // the same bits (bench/probe_wgmma_bits: wgmma_t_vs_mma). On: CSA at 8,192 rows 8,861 -> 8,232
   // us, 256 rows 329 -> 307 (docs/perf.md session 36); false (--attention-row-pv sync): mma.sync.
   bool attention_row_pv_wgmma = true;
-  // The row block pipelined (--attention-row-ws; rows without act_quant outputs): two warpgroups
-  // decode their own keys into a four-stage ring while S runs, trade S's halves once a chunk, run
-  // the softmax in registers and P V (half the positions each); the same operations per element,
-  // so the same bits. An A/B choice, off by default.
-  bool attention_row_ws = false;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16
