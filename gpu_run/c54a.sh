@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 54, carry [".devcarry"]; run on one H100 (raw logs bench/results/gpu_h100_2026-12-07_s54_*,
-# docs/perf.md "Session 54"). It ran with the warp-specialized row block in the tree; measured
-# slower, that form now lives in s54_attn_row_ws.diff, which this script applies first
-# (KernelOptions::attention_row_ws, --attention-row-ws / bench_attention --row-ws; off by default).
+# docs/perf.md "Session 54"). It ran with the warp-specialized row block in the tree
+# (KernelOptions::attention_row_ws, --attention-row-ws / bench_attention --row-ws; off by default);
+# measured slower, that form was deleted (a record: s54_attn_row_ws.diff, which this script
+# applies first, is gone; s54_attn_row_ws2.diff keeps its S, softmax, P V and epilogue).
 # Its bits against the per-tile blocks (gpu_attention_tc_test's RowBlock tests under the flag), then
 # bench_attention's FP8-cache attention (tc_packed_qp) at rows 1 / 32 / 128 / 256 and the 8,192-token
 # prefill, main's row block and the ws form, and the model: the mode's prefill and decode at batch
