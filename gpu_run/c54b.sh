@@ -11,7 +11,7 @@ left() { echo $(( ${LIMIT:-400} - ($(date +%s) - t0) )); }
 apply_diff s54_attn_row_ws2.diff
 gpu_build dsinfer bench_attention gpu_attention_tc_test
 timeout 120 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' --attention-row-ws > "$OUT/row_ws2_test.log" 2>&1; echo "row ws2 op test rc=$?"
-grep -E "PASSED|FAILED|Failure|Expected|Which is|row block ran|warp-spec" "$OUT/row_ws2_test.log" | head -12
+grep -E "PASSED|FAILED|Failure|Expected|Which is|row block ran|pipelined" "$OUT/row_ws2_test.log" | head -12
 ws_bench() {  # name, flags...
   local n=$1; shift
   timeout 100 build-cuda/bin/bench_attention --rows 128,256 --prefill 8192 --variants tc_packed_qp "$@" > "$OUT/attn_$n.jsonl" 2>&1; echo "bench_attention $n rc=$? $(( $(date +%s) - t0 )) s"
