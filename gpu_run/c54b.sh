@@ -3,7 +3,8 @@
 # applies s54_attn_row_ws2.diff, the pipelined row block (KernelOptions::attention_row_ws,
 # --attention-row-ws / bench_attention --row-ws; off by default):
 # two warpgroups that decode their own keys into a four-stage ring while S runs (c54a's form had a
-# producer warpgroup, which set the pace). Its bits (the RowBlock op tests under the flag), then
+# producer warpgroup, which set the pace), its query staging loading all of a warp's heads at once.
+# Its bits (the RowBlock op tests under the flag), then
 # bench_attention's FP8-cache attention at rows 128 / 256 and the 8,192-token prefill, main's row
 # block and the pipelined one, and the mode's prefill both ways; ncu of its SWA prefill launch.
 source "$(dirname "$0")/common.sh"
