@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 54 (not run: no machine came), carry [".devcarry"]; the tree is main. It
+# Prepared in session 54, run in session 55 (docs/perf.md "Session 55"; its diff, rejected, is
+# deleted, so this is a record). Carry [".devcarry"]; the tree is main. It
 # applies s54_attn_row_ws2.diff, the pipelined row block (KernelOptions::attention_row_ws,
 # --attention-row-ws / bench_attention --row-ws; off by default):
 # two warpgroups that decode their own keys into a four-stage ring while S runs (c54a's form had a
