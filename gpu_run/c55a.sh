@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 55, carry [".devcarry"]; the tree is main. Two parts (LIMIT: seconds, default 420):
+# Session 55 (run: docs/perf.md "Session 55"; s55_experts_tma.diff rejected and deleted, so this is
+# a record). Carry [".devcarry"]; the tree is main. Two parts (LIMIT: seconds, default 420):
 # 1. Where the routed FP4 experts' time goes, by ablation. s55_experts_ablate.diff (never to land:
 #    it breaks the bits) instantiates the warp-specialized experts' kernel with parts removed,
 #    picked by DSINFER_ABLATE at launch: 1 no e2m1 -> e4m3 conversion (the raw bytes as codes),
