@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 55, carry [".devcarry"]; the tree is main. s55_experts_tma2.diff: the warp-specialized
+# Session 55 (not run: the device time ran out; gpu_run/c56a.sh runs the same and more). Carry
+# [".devcarry"]; the tree is main. s55_experts_tma2.diff: the warp-specialized
 # experts' tile with only the tokens fed by the TMA (one box of the gathered rows and one bulk copy
 # of their scales a stage, from thread 0), the weights still by the producer warpgroup's cp.async
 # (c55a's form, every weight row a bulk copy by one warp, was 3.4x slower: the consumers waited on
