@@ -28,12 +28,7 @@ for m in "" "--fp8mma-tma-experts"; do
   timeout 90 build-cuda/bin/gpu_fp8mma_test $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test $m rc=$?"
   grep -hE "PASSED|FAILED|Failure" -A3 "$OUT/fp8mma_test$m.log" | head -10
 done
-for f in "" "--tma-experts"; do
-  for s in expert_w1 expert_w2; do
-    timeout 60 build-cuda/bin/bench_fp8_gemm --sample 256 --only $s $f > "$OUT/gemm_${f:2:3}_$s.jsonl" 2>&1
-    echo "gemm $f $s rc=$? $(grep -o '"us": [0-9.]*\|"mismatches": [0-9]*' "$OUT/gemm_${f:2:3}_$s.jsonl" | tr '\n' ' ')"
-  done
-done
+gemm_experts_ab --tma-experts
 if [ "$(left)" -gt 60 ]; then
   bench_flash mma_main --batches 1 --fp8-mma
   bench_flash mma_tma --batches 1 --fp8-mma --fp8mma-tma-experts

@@ -18,12 +18,7 @@ apply_diff s55_attn_row_ablate.diff
 gpu_build bench_fp8_gemm gpu_fp8mma_test bench_attention
 timeout 90 build-cuda/bin/gpu_fp8mma_test --fp8mma-tma-experts > "$OUT/fp8mma_test_tma.log" 2>&1; echo "gpu_fp8mma_test --fp8mma-tma-experts rc=$?"
 grep -hE "PASSED|FAILED|Failure" -A3 "$OUT/fp8mma_test_tma.log" | head -10
-for f in "" "--tma-experts"; do
-  for s in expert_w1 expert_w2; do
-    timeout 60 build-cuda/bin/bench_fp8_gemm --sample 256 --only $s $f > "$OUT/gemm_${f:2:3}_$s.jsonl" 2>&1
-    echo "gemm $f $s rc=$? $(grep -o '"us": [0-9.]*\|"mismatches": [0-9]*' "$OUT/gemm_${f:2:3}_$s.jsonl" | tr '\n' ' ')"
-  done
-done
+gemm_experts_ab --tma-experts
 for a in 0 1 2 3 4 8 16 32 64 127; do
   DSINFER_ABLATE=$a timeout 60 build-cuda/bin/bench_attention --rows 128 --prefill 8192 --variants tc_packed_qp > "$OUT/attn_abl$a.jsonl" 2>&1
   echo "attention ablate $a rc=$? $(grep -o '"kind": "[a-z]*", "rows": [0-9]*\|"us": [0-9.]*' "$OUT/attn_abl$a.jsonl" | paste -d" " - - | tr '\n' ';')"

@@ -3,7 +3,7 @@
 # build it or the named targets, the logs kept under $OUT only on failure; exits the script when
 # either fails), fp8mma_tests (gpu_fp8mma_test on both expert kernels), bench_flash (flash-l8's
 # model bench), baseline_from_stash (main's kernels on the same card), gpu_suite (ctest -L gpu),
-# goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm (bench_fp8_gemm), idx
+# goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm and gemm_experts_ab (bench_fp8_gemm), idx
 # (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
 # (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests), timeline
 # (a cupti kernel timeline of graph-replayed decode steps), bf16q (bench_qgemm's bf16 shapes).
@@ -105,6 +105,16 @@ gemm() {  # name, flags...
   local n=$1; shift
   timeout 150 build-cuda/bin/bench_fp8_gemm --sample 256 "$@" > "$OUT/fp8_gemm_$n.jsonl" 2>&1; echo "bench_fp8_gemm $n rc=$? $(( $(date +%s) - t0 )) s"
   grep '"fp8_gemm"' "$OUT/fp8_gemm_$n.jsonl" | grep -o '"shape": "[a-z_0-9]*"\|"kernel": "[a-z_]*"\|"us": [0-9.]*\|"mismatches": [0-9]*' | paste -d" " - - - -
+}
+# bench_fp8_gemm's routed experts' shapes (8,192 tokens) on main's tile, then with the given flag,
+# into $OUT/gemm_<flag's first letters>_<shape>.jsonl; prints each one's us and mismatches.
+gemm_experts_ab() {  # flag
+  for f in "" "$1"; do
+    for s in expert_w1 expert_w2; do
+      timeout 60 build-cuda/bin/bench_fp8_gemm --sample 256 --only $s $f > "$OUT/gemm_${f:2:3}_$s.jsonl" 2>&1
+      echo "gemm $f $s rc=$? $(grep -o '"us": [0-9.]*\|"mismatches": [0-9]*' "$OUT/gemm_${f:2:3}_$s.jsonl" | tr '\n' ' ')"
+    done
+  done
 }
 # bench_indexer (tensor cores; rows 1, 32 and the 8,192-token prefill) into $OUT/indexer_NAME.jsonl;
 # prints each shape's us.
