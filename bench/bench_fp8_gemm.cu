@@ -16,7 +16,7 @@
 // First, on the host (alone with --host-check: no device needed): fp8mma.cuh's E2m1x4ToE4m3 with
 // each shift's magnitude table against E2M1ToE4M3Shifted, for every 16-bit input and shift.
 //   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 1024] [--host-check]
-//                  [--no-fp8mma-ws-experts]
+//                  [--no-fp8mma-ws-experts] [--no-tma-experts]
 // Exit 0 if every sampled element matches, 1 if not, 2 without an sm_90 device or on bad flags.
 // (Sessions 38-40's experiment kernels, a first form and a TMA form with FP4 promoted per
 // 32-column group, were measured here and left when src took their designs: docs/perf.md.)
@@ -165,18 +165,19 @@ struct Shape {
   int x_row_div;  // experts: pairs per input row (w1: the token's 6 pairs; w2: 1)
 };
 
-// The act_quant scratch a launch of `rows` input rows of `width` columns asks for.
+// The act_quant scratch a launch of `rows` input rows of `width` columns asks for (routed experts:
+// `pairs` pairs over `slots` slots, the TMA-fed tile's gathered rows too).
 struct Scratch {
   cu::DeviceBuffer q, s, part;
   cu::ActQuantScratch aq;
-  Scratch(int64_t rows, int64_t width)
-      : q(cu::MmaQuantBytes(rows, width)),
-        s(cu::MmaScaleCount(rows, width) * 4),
+  Scratch(int64_t rows, int64_t width, int64_t pairs, int64_t slots)
+      : q(cu::MmaExpertQuantBytes(rows, pairs, slots, width)),
+        s(cu::MmaExpertScaleCount(rows, pairs, slots, width) * 4),
         part(int64_t{4} << 22) {
     aq.q = q.as<uint8_t>();
-    aq.q_bytes = cu::MmaQuantBytes(rows, width);
+    aq.q_bytes = cu::MmaExpertQuantBytes(rows, pairs, slots, width);
     aq.s = s.as<float>();
-    aq.s_count = cu::MmaScaleCount(rows, width);
+    aq.s_count = cu::MmaExpertScaleCount(rows, pairs, slots, width);
     aq.part = part.as<float>();
     aq.part_count = int64_t{1} << 22;
   }
@@ -229,6 +230,8 @@ int main(int argc, char** argv) {
       host_only = true;
     } else if (a == "--no-fp8mma-ws-experts") {
       kopt.fp8mma_ws_experts = false;
+    } else if (a == "--no-tma-experts") {
+      kopt.fp8mma_tma_experts = false;
     } else {
       std::fprintf(stderr, "bench_fp8_gemm: unknown flag %s\n", a.c_str());
       return 2;
@@ -276,7 +279,7 @@ int main(int argc, char** argv) {
     }
     cu::DeviceBuffer xd = dsinfer::bench::Upload(x);
     cu::DeviceBuffer yd(out_rows * sh.n * 4);
-    Scratch scr(rows, sh.k);
+    Scratch scr(rows, sh.k, sh.expert ? pairs : 0, sh.expert ? kExperts : 0);
     std::vector<const void*> dptr, sptr;
     for (const cu::WeightRef& r : refs) {
       dptr.push_back(r.data);
@@ -289,7 +292,8 @@ int main(int argc, char** argv) {
                      od = dsinfer::bench::Upload(route.offsets),
                      pd = dsinfer::bench::Upload(route.pairs);
     const int64_t tma0 = cu::MmaTmaLaunches(), tile0 = cu::MmaTileLaunches(),
-                  split0 = cu::MmaSplitLaunches(), ws0 = cu::MmaWsExpertLaunches();
+                  split0 = cu::MmaSplitLaunches(), ws0 = cu::MmaWsExpertLaunches(),
+                  wstma0 = cu::MmaWsTmaExpertLaunches();
     auto launch = [&](int) {
       if (!sh.expert) {
         cu::LinearParams p;
@@ -323,11 +327,12 @@ int main(int argc, char** argv) {
     };
     launch(0);
     st.Synchronize();
-    const char* kernel = cu::MmaWsExpertLaunches() > ws0   ? "ws_experts"
-                         : cu::MmaTmaLaunches() > tma0     ? "tma"
-                         : cu::MmaSplitLaunches() > split0 ? "split"
-                         : cu::MmaTileLaunches() > tile0   ? "tile"
-                                                           : "none";
+    const char* kernel = cu::MmaWsTmaExpertLaunches() > wstma0 ? "ws_tma_experts"
+                         : cu::MmaWsExpertLaunches() > ws0     ? "ws_experts"
+                         : cu::MmaTmaLaunches() > tma0         ? "tma"
+                         : cu::MmaSplitLaunches() > split0     ? "split"
+                         : cu::MmaTileLaunches() > tile0       ? "tile"
+                                                               : "none";
     const double us = dsinfer::bench::MedianGraphUs(launch, kGraphLaunches, st.get());
     std::vector<float> y(static_cast<size_t>(out_rows * sh.n));
     cu::CopyToHost(y.data(), yd.get(), y.size() * 4, st.get());

@@ -58,6 +58,11 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "with --fp8-mma: the routed experts at many rows an expert on the gather tile instead of "
        "the warp-specialized one (the same bits; an A/B choice)",
        false},
+      {"no-fp8mma-tma-experts",
+       "with --fp8-mma: the warp-specialized routed experts' tokens loaded by its producer "
+       "warpgroup instead of gathered into list order and fed by the TMA (the same bits; an A/B "
+       "choice)",
+       false},
       {"indexer-tc-min-rows",
        "DeepSeek-V4's --kv-cache-dtype fp8: indexer chunks of at least this many tokens score on "
        "the tensor cores (the same bits; default 1; 0: off)"},
@@ -136,6 +141,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       flags.GetInt("indexer-tc-min-rows", backend::cuda::KernelOptions{}.indexer_tc_min_rows));
   if (k.indexer_tc_min_rows < 0) return InvalidArgument("--indexer-tc-min-rows must be >= 0");
   k.fp8mma_ws_experts = !flags.Has("no-fp8mma-ws-experts");
+  k.fp8mma_tma_experts = !flags.Has("no-fp8mma-tma-experts");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

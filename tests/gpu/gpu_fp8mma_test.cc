@@ -103,14 +103,24 @@ struct MmaWeight {
 struct Scratch {
   DeviceBuffer q, s, part;
   ActQuantScratch aq;
-  Scratch(int64_t rows, int64_t width, int64_t part_count = 1 << 22)
-      : q(MmaQuantBytes(rows, width)), s(MmaScaleCount(rows, width) * 4), part(part_count * 4) {
+  // (pairs > 0: a routed experts' launch of `pairs` pairs over `slots` slots.)
+  Scratch(int64_t rows, int64_t width, int64_t part_count = 1 << 22, int64_t pairs = 0,
+          int64_t slots = 0)
+      : q(QBytes(rows, width, pairs, slots)),
+        s(SCount(rows, width, pairs, slots) * 4),
+        part(part_count * 4) {
     aq.q = q.as<uint8_t>();
-    aq.q_bytes = MmaQuantBytes(rows, width);
+    aq.q_bytes = QBytes(rows, width, pairs, slots);
     aq.s = s.as<float>();
-    aq.s_count = MmaScaleCount(rows, width);
+    aq.s_count = SCount(rows, width, pairs, slots);
     aq.part = part_count > 0 ? part.as<float>() : nullptr;
     aq.part_count = part_count;
+  }
+  static int64_t QBytes(int64_t rows, int64_t width, int64_t pairs, int64_t slots) {
+    return pairs > 0 ? MmaExpertQuantBytes(rows, pairs, slots, width) : MmaQuantBytes(rows, width);
+  }
+  static int64_t SCount(int64_t rows, int64_t width, int64_t pairs, int64_t slots) {
+    return pairs > 0 ? MmaExpertScaleCount(rows, pairs, slots, width) : MmaScaleCount(rows, width);
   }
 };
 
@@ -291,7 +301,7 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         DeviceBuffer xd = Upload(x), yd(P * n * 4), ud(P * n * 4), ad = Upload(active),
                      nd = Upload(std::vector<int32_t>{num_active}), od = Upload(offsets),
                      pd = Upload(pairs), dd = Upload(data), sd = Upload(scale);
-        Scratch scr(T, k);
+        Scratch scr(T, k, 1 << 22, P, E);
         Stream st;
         Memset(yd.get(), 0xff, P * n * 4, st.get());
         ExpertLinearParams p;
@@ -312,6 +322,7 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         p.total_pairs = P;
         const float lim = 0.7f;
         const int64_t ws_before = MmaWsExpertLaunches();
+        const int64_t tma_before = MmaWsTmaExpertLaunches();
         if (dual) {
           LaunchExpertLinearSwiglu(
               p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
@@ -324,6 +335,12 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         // (Many rows an expert take the warp-specialized gather tile.)
         EXPECT_EQ(MmaWsExpertLaunches() > ws_before,
                   T >= 100 && GetKernelOptions().fp8mma_ws_experts)
+            << name;
+        // (That tile's tokens fed by the TMA unless --no-fp8mma-tma-experts, k being whole
+        // 128-column blocks.)
+        EXPECT_EQ(MmaWsTmaExpertLaunches() > tma_before, T >= 100 &&
+                                                             GetKernelOptions().fp8mma_ws_experts &&
+                                                             GetKernelOptions().fp8mma_tma_experts)
             << name;
         std::vector<float> got(n), want(n), u(n);
         double err = 0;

@@ -1,6 +1,7 @@
 // The FP8-instruction mode's warp-specialized gather tile for routed experts at many rows an
 // expert (fp8mma_linear.cuh says what the mode computes; fp8mma_linear_sm90.cu's
 // LaunchMmaExpertLinear chooses it).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -111,9 +112,61 @@ __device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
   }
 }
 
-template <bool kFp4>
+// The gathered rows' first row of an expert slot (its pairs' rows follow in list order): a
+// multiple of 4, so that a token tile's scales start 16-byte aligned, and past the slot before's.
+__host__ __device__ __forceinline__ int64_t GatheredRow(int base, int slot) {
+  return (static_cast<int64_t>(base) + 3) / 4 * 4 + 4 * static_cast<int64_t>(slot);
+}
+
+// The kernel's arguments: the tile's, and for the TMA form (kTma) the act_quant codes and scales
+// gathered into list order (MmaGatherPairsKernel): the codes through a tensor map (boxes of 128
+// rows x 128 bytes, 128-byte swizzle), the scales [blocks][ldg].
+struct WsArgs {
+  CUtensorMap xmap;
+  TileArgs t;
+  const float* xsg_t;
+  int64_t ldg;
+};
+
+// Copies each listed pair's act_quant codes (x row pairs[i] / div) and scales into the gathered
+// rows: a warp per pair; grid (x, expert slots).
+struct GatherArgs {
+  const uint8_t* xq;
+  int64_t ldq;
+  const float* xs_t;
+  int64_t ld_t;
+  int nblk;
+  const int32_t* num_active;
+  const int32_t* offsets;
+  const int32_t* pairs;
+  int div;
+  uint8_t* xg;
+  float* xsg_t;
+  int64_t ldg;
+};
+
+__global__ void __launch_bounds__(256) MmaGatherPairsKernel(const __grid_constant__ GatherArgs g) {
+  PdlTrigger();
+  PdlWait();
+  const int slot = blockIdx.y;
+  if (slot >= *g.num_active) return;
+  const int base = g.offsets[slot], count = g.offsets[slot + 1] - base;
+  const int64_t row0 = GatheredRow(base, slot);
+  const int lane = threadIdx.x % 32;
+  for (int j = blockIdx.x * 8 + threadIdx.x / 32; j < count; j += gridDim.x * 8) {
+    const int64_t src = g.pairs[base + j] / g.div, dst = row0 + j;
+    const uint4* const from = reinterpret_cast<const uint4*>(g.xq + src * g.ldq);
+    uint4* const to = reinterpret_cast<uint4*>(g.xg + dst * g.ldq);
+    for (int64_t c = lane; c < g.ldq / 16; c += 32) to[c] = from[c];
+    for (int kb = lane; kb < g.nblk; kb += 32)
+      g.xsg_t[kb * g.ldg + dst] = g.xs_t[kb * g.ld_t + src];
+  }
+}
+
+template <bool kFp4, bool kTma>
 __global__ void __launch_bounds__(kWsThreads, 1)
-    MmaWsExpertKernel(const __grid_constant__ TileArgs a) {
+    MmaWsExpertKernel(const __grid_constant__ WsArgs A) {
+  const TileArgs& a = A.t;
   using C = TileCfg<kFp4, 128>;
   constexpr int kStageBytes = WsCfg<kFp4>::kStageBytes;
   extern __shared__ uint8_t smem_raw[];
@@ -124,7 +177,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kWsStages; ++s) {
-      MbarInit(full + s, 128);                 // the producer threads' cp.async arrivals
+      // The producer threads' cp.async arrivals (kTma: and thread 0's for the tokens' box).
+      MbarInit(full + s, kTma ? 129 : 128);
       MbarInit(empty + s, kWsConsumers / 32);  // the consumer warps' releases
     }
     FenceMbarInit();
@@ -158,33 +212,48 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int nrows = a.n - rb * kBM - wr;  // this thread's rows j with kWStep j < nrows exist
     int* const tok_src = reinterpret_cast<int*>(smem + WsCfg<kFp4>::kSrcOff);
     uint32_t fills = 0;
+    [[maybe_unused]] const int64_t grow = kTma ? GatheredRow(base, slot) : 0;
     for (int tt = blockIdx.z; tt * kBN < count; tt += gridDim.z) {
       // The tile's source x rows: >= 0 a row, -1 none (zeros: the tile computes the row, the
       // slot has no pair there), -2 the tile does not compute the row (no copy).
       const int rows = WsTileRows(count - tt * kBN), i_tok = tt * kBN + pt;
-      const int ssrc = pt >= rows ? -2 : i_tok < count ? a.pairs[base + i_tok] / a.x_row_div : -1;
-      NamedBarrier<1, 128>();  // the last tile's rows read
-      tok_src[pt] = ssrc;
-      NamedBarrier<1, 128>();
+      // (kTma: the tile's rows come gathered; no source rows.)
+      const int ssrc = kTma || pt >= rows ? -2
+                       : i_tok < count    ? a.pairs[base + i_tok] / a.x_row_div
+                                          : -1;
+      if constexpr (!kTma) {
+        NamedBarrier<1, 128>();  // the last tile's rows read
+        tok_src[pt] = ssrc;
+        NamedBarrier<1, 128>();
+      }
       for (int kb = 0; kb < nblk; ++kb, ++fills) {
         const int s = static_cast<int>(fills % kWsStages);
         RingWaitEmpty<kWsStages>(empty, fills);
         uint8_t* st = stage(s);
         const int col0 = kb * kBK;
-        const bool xk = col0 + xc * 16 < a.k;
-        const uint8_t* const xcol = a.xq + col0 + xc * 16;
+        if constexpr (kTma) {  // the tile's gathered rows: one box and one bulk copy of scales
+          if (pt == 0) {
+            const int64_t row = grow + tt * kBN;
+            MbarArriveExpectTx(full + s, kBN * kBK + 512);
+            TmaLoad2d(st, &A.xmap, col0, static_cast<int32_t>(row), full + s);
+            BulkLoad(st + C::kSxOff, A.xsg_t + kb * A.ldg + row, 512, full + s);
+          }
+        } else {
+          const bool xk = col0 + xc * 16 < a.k;
+          const uint8_t* const xcol = a.xq + col0 + xc * 16;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int src = tok_src[xt + 16 * i];
-          if (src < -1) continue;
-          const bool ok = src >= 0 && xk;
-          CpAsync16(st + xdst + i * 16 * 128, ok ? xcol + static_cast<int64_t>(src) * a.ldq : a.xq,
-                    ok);
+          for (int i = 0; i < 8; ++i) {
+            const int src = tok_src[xt + 16 * i];
+            if (src < -1) continue;
+            const bool ok = src >= 0 && xk;
+            CpAsync16(st + xdst + i * 16 * 128,
+                      ok ? xcol + static_cast<int64_t>(src) * a.ldq : a.xq, ok);
+          }
+          if (ssrc >= -1)
+            CpAsync4(st + C::kSxOff + pt * 4,
+                     ssrc >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + ssrc : a.xs_t,
+                     ssrc >= 0);
         }
-        if (ssrc >= -1)
-          CpAsync4(st + C::kSxOff + pt * 4,
-                   ssrc >= 0 ? a.xs_t + static_cast<int64_t>(kb) * a.ld_t + ssrc : a.xs_t,
-                   ssrc >= 0);
         const bool wk = col0 + wc * (kFp4 ? 32 : 16) < a.k;
         const uint8_t* const wcol = wrow + kb * wbytes;
 #pragma unroll
@@ -224,19 +293,62 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 }
 
-std::atomic<int64_t> g_ws_launches{0};
+std::atomic<int64_t> g_ws_launches{0}, g_ws_tma_launches{0};
+
+template <bool kTma>
+void LaunchWs(const WsArgs& a, bool fp4, dim3 grid, StreamHandle stream) {
+  auto& count = kTma ? g_ws_tma_launches : g_ws_launches;
+  fp4 ? LaunchCounted<MmaWsExpertKernel<true, kTma>>(grid, kWsThreads, WsCfg<true>::kSmem, count, a,
+                                                     stream)
+      : LaunchCounted<MmaWsExpertKernel<false, kTma>>(grid, kWsThreads, WsCfg<false>::kSmem, count,
+                                                      a, stream);
+}
 
 }  // namespace
 
 void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle stream) {
-  fp4 ? LaunchCounted<MmaWsExpertKernel<true>>(grid, kWsThreads, WsCfg<true>::kSmem, g_ws_launches,
-                                               t, stream)
-      : LaunchCounted<MmaWsExpertKernel<false>>(grid, kWsThreads, WsCfg<false>::kSmem,
-                                                g_ws_launches, t, stream);
+  WsArgs a{};
+  a.t = t;
+  LaunchWs<false>(a, fp4, grid, stream);
+}
+
+bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch& aq,
+                              int64_t x_rows, int64_t total_pairs, int max_slots, dim3 grid,
+                              StreamHandle stream) {
+  if (t.k % kBK != 0 || t.wpitch % 16 != 0 || t.ldq % 16 != 0 ||
+      MmaExpertQuantBytes(x_rows, total_pairs, max_slots, t.k) > aq.q_bytes ||
+      MmaExpertScaleCount(x_rows, total_pairs, max_slots, t.k) > aq.s_count)
+    return false;
+  // The gathered rows after the act_quant rows (Prepare's) in the scratch.
+  const int64_t rows_g = MmaGatheredRows(total_pairs, max_slots);
+  const int64_t ldg = MmaGatheredLd(total_pairs, max_slots), nblk = t.k / kBK;
+  uint8_t* const xg = aq.q + MmaGatheredQuantOffset(x_rows, t.k);
+  float* const xsg_t = aq.s + MmaGatheredScaleOffset(x_rows, t.k);
+  WsArgs a{};
+  if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, xg, static_cast<uint64_t>(t.ldq),
+                         static_cast<uint64_t>(rows_g), static_cast<uint64_t>(t.ldq), kBK, kBN,
+                         CU_TENSOR_MAP_SWIZZLE_128B))
+    return false;
+  GatherArgs ga{t.xq,         t.ldq,     t.xs_t,  t.ld_t,      static_cast<int>(nblk),
+                t.num_active, t.offsets, t.pairs, t.x_row_div, xg,
+                xsg_t,        ldg};
+  const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
+  const unsigned gx = static_cast<unsigned>(std::clamp<int64_t>((per_slot + 31) / 32, 1, 16));
+  LaunchKernel(MmaGatherPairsKernel, dim3(gx, static_cast<unsigned>(max_slots)), dim3(256), 0,
+               stream, ga);
+  CUDA_CHECK_LAUNCH();
+  a.t = t;
+  a.xsg_t = xsg_t;
+  a.ldg = ldg;
+  LaunchWs<true>(a, fp4, grid, stream);
+  return true;
 }
 
 }  // namespace fp8mma_tile
 
-int64_t MmaWsExpertLaunches() { return fp8mma_tile::g_ws_launches.load(); }
+int64_t MmaWsExpertLaunches() {
+  return fp8mma_tile::g_ws_launches.load() + fp8mma_tile::g_ws_tma_launches.load();
+}
+int64_t MmaWsTmaExpertLaunches() { return fp8mma_tile::g_ws_tma_launches.load(); }
 
 }  // namespace dsinfer::backend::cuda

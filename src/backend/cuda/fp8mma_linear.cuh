@@ -33,5 +33,6 @@ int64_t MmaTmaLaunches();
 int64_t MmaTileLaunches();
 int64_t MmaSplitLaunches();
 int64_t MmaWsExpertLaunches();
+int64_t MmaWsTmaExpertLaunches();  // of those, the TMA-fed form's
 
 }  // namespace dsinfer::backend::cuda

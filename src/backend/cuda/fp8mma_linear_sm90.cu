@@ -576,6 +576,9 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (tile == kBN && GetKernelOptions().fp8mma_ws_experts) {  // the warp-specialized gather tile
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
+    if (GetKernelOptions().fp8mma_tma_experts &&
+        TryLaunchMmaWsTmaExperts(t, fp4, p.aq, x_rows, p.total_pairs, p.max_slots, grid, stream))
+      return;
     LaunchMmaWsExperts(t, fp4, grid, stream);
     return;
   }

@@ -12,6 +12,7 @@
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/linear.cuh"
 #include "backend/cuda/runtime.h"
 
 namespace dsinfer::backend::cuda::fp8mma_tile {
@@ -187,5 +188,12 @@ void LaunchCounted(dim3 grid, int threads, int smem, std::atomic<int64_t>& count
 // The warp-specialized gather tile for routed experts over `grid` (row blocks, expert slots,
 // token tile stride): fp8mma_experts_sm90.cu.
 void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle stream);
+// The same tile fed by the TMA: the slots' pairs' act_quant codes and scales first gathered into
+// list order (into aq after the x_rows act_quant rows), then one warp's bulk copies a stage. False
+// (nothing launched) where it does not apply: k not whole 128-column blocks, or aq smaller than
+// MmaExpertQuantBytes / MmaExpertScaleCount.
+bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch& aq,
+                              int64_t x_rows, int64_t total_pairs, int max_slots, dim3 grid,
+                              StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda::fp8mma_tile

@@ -92,6 +92,28 @@ inline int64_t MmaQuantBytes(int64_t rows, int64_t width) { return rows * MmaQua
 inline int64_t MmaScaleCount(int64_t rows, int64_t width) {
   return (width + 127) / 128 * MmaScaleLd(rows);
 }
+// The routed experts' launch of `pairs` listed pairs over `slots` expert slots from `rows` input
+// rows: the act_quant rows, then the pairs' rows gathered into list order (each slot's first at a
+// multiple of 4, GatheredRow) with 128 rows of slack for the last tile's scales. What the TMA-fed
+// experts' tile needs of the scratch (fp8mma_experts_sm90.cu; with less it takes the other form).
+inline int64_t MmaGatheredRows(int64_t pairs, int64_t slots) { return pairs + 3 + 4 * slots; }
+inline int64_t MmaGatheredLd(int64_t pairs, int64_t slots) {
+  return (MmaGatheredRows(pairs, slots) + 128 + 3) / 4 * 4;
+}
+// Where the gathered codes and scales start: after the act_quant rows' (1024-byte / 16-byte
+// aligned).
+inline int64_t MmaGatheredQuantOffset(int64_t rows, int64_t width) {
+  return (MmaQuantBytes(rows, width) + 1023) / 1024 * 1024;
+}
+inline int64_t MmaGatheredScaleOffset(int64_t rows, int64_t width) {
+  return (MmaScaleCount(rows, width) + 3) / 4 * 4;
+}
+inline int64_t MmaExpertQuantBytes(int64_t rows, int64_t pairs, int64_t slots, int64_t width) {
+  return MmaGatheredQuantOffset(rows, width) + MmaGatheredRows(pairs, slots) * MmaQuantLd(width);
+}
+inline int64_t MmaExpertScaleCount(int64_t rows, int64_t pairs, int64_t slots, int64_t width) {
+  return MmaGatheredScaleOffset(rows, width) + (width + 127) / 128 * MmaGatheredLd(pairs, slots);
+}
 
 // FP8/FP4 shapes the tensor-core linear takes: k % 64 == 0, k <= 8192 (16384 for one FP8
 // weight), FP4 n % 16 == 0, FP8 block 128 (loaders check this). `dual`: as the fused SwiGLU pair.

@@ -46,6 +46,11 @@ struct KernelOptions {
   // gather tile (fp8mma_linear_sm90.cu; the same bits; off: the gather tile). Measured on an
   // H100 (docs/perf.md, session 40): flash-l8's 8,192-token prefill experts 142.6 -> 125.9 ms.
   bool fp8mma_ws_experts = true;
+  // That tile's tokens fed by the TMA, the pairs' rows gathered into list order first (the same
+  // bits; off: the producer warpgroup's cp.async). Measured on an H100 (docs/perf.md, session
+  // 56): expert_w1 / w2 2,651 / 3,116 -> 2,463 / 2,927 us, flash-l8's 8,192-token prefill
+  // experts 70.6 -> 67.2 ms.
+  bool fp8mma_tma_experts = true;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
   // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
   // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows

@@ -318,6 +318,13 @@ void CudaModel::Impl::AllocateActivations() {
             std::max({bytes, gpu::MmaQuantBytes(rows, width), gpu::MmaQuantBytes(rows2, width2)});
         scales =
             std::max({scales, gpu::MmaScaleCount(rows, width), gpu::MmaScaleCount(rows2, width2)});
+        if (rows2 > 0) {  // the main stream's routed experts: w1 / w3 over x, w2 over the pairs
+          const int64_t slots = std::min(E, rows2);
+          bytes = std::max({bytes, gpu::MmaExpertQuantBytes(rows, rows2, slots, D),
+                            gpu::MmaExpertQuantBytes(rows2, rows2, slots, width2)});
+          scales = std::max({scales, gpu::MmaExpertScaleCount(rows, rows2, slots, D),
+                             gpu::MmaExpertScaleCount(rows2, rows2, slots, width2)});
+        }
         a.part_count = int64_t{4} << 20;  // 16 MB: decode-sized launches' slice partials
         a.part = Alloc<float>(a.part_count);
       }
