@@ -264,6 +264,75 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
     }
 }
 
+// `count` weights of n x k (seeds seed, seed + 1, ...) and their device pointer arrays.
+struct ExpertWeights {
+  std::vector<MmaWeight> w;
+  DeviceBuffer dd, sd;
+  ExpertWeights(WeightFormat f, int count, int64_t n, int64_t k, uint32_t seed) {
+    w.reserve(count);
+    std::vector<const void*> data, scale;
+    for (int e = 0; e < count; ++e) {
+      w.emplace_back(f, n, k, seed + e);
+      data.push_back(w.back().wd.get());
+      scale.push_back(w.back().sd.get());
+    }
+    dd = Upload(data);
+    sd = Upload(scale);
+  }
+  // The pointer arrays from weight i on.
+  const void* const* Data(int i) const {
+    return reinterpret_cast<const void* const*>(dd.as<uint8_t>() + i * sizeof(void*));
+  }
+  const void* const* Scale(int i) const {
+    return reinterpret_cast<const void* const*>(sd.as<uint8_t>() + i * sizeof(void*));
+  }
+};
+
+// T tokens' K pairs over E experts as a launch's device arrays: each token's first pair to expert
+// 0, the others to expert 1 + token % 4.
+struct Routing {
+  int E, P;
+  std::vector<std::vector<int32_t>> by_expert;
+  DeviceBuffer ad, nd, od, pd;
+  Routing(int T, int K, int E_) : E(E_), P(T * K), by_expert(E_) {
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < K; ++j) by_expert[j == 0 ? 0 : 1 + i % 4].push_back(i * K + j);
+    std::vector<int32_t> active, offsets{0}, pairs;
+    for (int e = 0; e < E; ++e) {
+      if (by_expert[e].empty()) continue;
+      active.push_back(e);
+      pairs.insert(pairs.end(), by_expert[e].begin(), by_expert[e].end());
+      offsets.push_back(static_cast<int32_t>(pairs.size()));
+    }
+    ad = Upload(active);
+    nd = Upload(std::vector<int32_t>{static_cast<int32_t>(active.size())});
+    od = Upload(offsets);
+    pd = Upload(pairs);
+  }
+  // A launch of `w`'s experts (pointer arrays [E]) over x ([*, ldx], pair p reads row p / div)
+  // into y ([P, ldy]).
+  ExpertLinearParams Params(const ExpertWeights& w, const float* x, int64_t ldx, int div, float* y,
+                            int64_t ldy, const ActQuantScratch& aq) const {
+    ExpertLinearParams p;
+    p.shape = w.w[0].Ref();
+    p.aq = aq;
+    p.data = w.Data(0);
+    p.scale = w.Scale(0);
+    p.x = x;
+    p.ldx = ldx;
+    p.x_row_div = div;
+    p.y = y;
+    p.ldy = ldy;
+    p.active = ad.as<int32_t>();
+    p.num_active = nd.as<int32_t>();
+    p.offsets = od.as<int32_t>();
+    p.pairs = pd.as<int32_t>();
+    p.max_slots = E;
+    p.total_pairs = P;
+    return p;
+  }
+};
+
 // Routed experts: pair p (token p / K) through its expert; every pair's row the CPU's, so also the
 // same bits as the token's row of a dense launch. From T = 100 the warp-specialized kernel runs
 // (unless --no-fp8mma-ws-experts): expert 0 takes T pairs, the others about T / 4 each, so its
@@ -278,56 +347,20 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         const int64_t n = f == WeightFormat::kFp4 ? 192 : 200, k = 512;
         const int E = 5, K = 2, P = T * K;
         const std::string name = "experts " + Name(f, T, n, k) + (dual ? " swiglu" : "");
-        std::vector<std::vector<int32_t>> by_expert(E);
-        for (int i = 0; i < T; ++i)
-          for (int j = 0; j < K; ++j) by_expert[j == 0 ? 0 : 1 + i % 4].push_back(i * K + j);
-        std::vector<MmaWeight> ws;
-        ws.reserve(2 * E);
-        for (int e = 0; e < 2 * E; ++e) ws.emplace_back(f, n, k, 200 + e);
-        std::vector<int32_t> active, offsets{0}, pairs;
-        for (int e = 0; e < E; ++e) {
-          if (by_expert[e].empty()) continue;
-          active.push_back(e);
-          pairs.insert(pairs.end(), by_expert[e].begin(), by_expert[e].end());
-          offsets.push_back(static_cast<int32_t>(pairs.size()));
-        }
-        const int32_t num_active = static_cast<int32_t>(active.size());
-        std::vector<const void*> data(2 * E), scale(2 * E);
-        for (int e = 0; e < 2 * E; ++e) {
-          data[e] = ws[e].wd.get();
-          scale[e] = ws[e].sd.get();
-        }
+        const Routing route(T, K, E);
+        const auto& by_expert = route.by_expert;
+        const ExpertWeights ws(f, 2 * E, n, k, 200);
         auto x = testing::RandomVector(static_cast<size_t>(T * k), 77);
-        DeviceBuffer xd = Upload(x), yd(P * n * 4), ud(P * n * 4), ad = Upload(active),
-                     nd = Upload(std::vector<int32_t>{num_active}), od = Upload(offsets),
-                     pd = Upload(pairs), dd = Upload(data), sd = Upload(scale);
+        DeviceBuffer xd = Upload(x), yd(P * n * 4), ud(P * n * 4);
         Scratch scr(T, k, 1 << 22, P, E);
         Stream st;
         Memset(yd.get(), 0xff, P * n * 4, st.get());
-        ExpertLinearParams p;
-        p.shape = ws[0].Ref();
-        p.aq = scr.aq;
-        p.data = reinterpret_cast<const void* const*>(dd.get());
-        p.scale = reinterpret_cast<const void* const*>(sd.get());
-        p.x = xd.as<float>();
-        p.ldx = k;
-        p.x_row_div = K;
-        p.y = yd.as<float>();
-        p.ldy = n;
-        p.active = ad.as<int32_t>();
-        p.num_active = nd.as<int32_t>();
-        p.offsets = od.as<int32_t>();
-        p.pairs = pd.as<int32_t>();
-        p.max_slots = E;
-        p.total_pairs = P;
+        ExpertLinearParams p = route.Params(ws, xd.as<float>(), k, K, yd.as<float>(), n, scr.aq);
         const float lim = 0.7f;
         const int64_t ws_before = MmaWsExpertLaunches();
         const int64_t tma_before = MmaWsTmaExpertLaunches();
         if (dual) {
-          LaunchExpertLinearSwiglu(
-              p, reinterpret_cast<const void* const*>(dd.as<uint8_t>() + E * sizeof(void*)),
-              reinterpret_cast<const void* const*>(sd.as<uint8_t>() + E * sizeof(void*)),
-              ud.as<float>(), lim, st.get());
+          LaunchExpertLinearSwiglu(p, ws.Data(E), ws.Scale(E), ud.as<float>(), lim, st.get());
         } else {
           LaunchExpertLinear(p, st.get());
         }
@@ -347,13 +380,13 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         for (int e = 0; e < E; ++e)
           for (const int32_t pr : by_expert[e]) {
             const int tok = pr / K;
-            cpu::Gemm(x.data() + tok * k, 1, k, k, ws[e].View(), n, want.data(), n, nullptr);
+            cpu::Gemm(x.data() + tok * k, 1, k, k, ws.w[e].View(), n, want.data(), n, nullptr);
             std::copy_n(y.begin() + pr * n, n, got.begin());
             if (!dual) {
               ExpectSameBits(got, want, name + " pair " + std::to_string(pr));
               continue;
             }
-            cpu::Gemm(x.data() + tok * k, 1, k, k, ws[E + e].View(), n, u.data(), n, nullptr);
+            cpu::Gemm(x.data() + tok * k, 1, k, k, ws.w[E + e].View(), n, u.data(), n, nullptr);
             for (int64_t i = 0; i < n; ++i) {
               const float gg = std::min(want[i], lim), uu = std::clamp(u[i], -lim, lim);
               want[i] = gg / (1.0f + std::exp(-gg)) * uu;
@@ -364,6 +397,45 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
           EXPECT_LE(err, 1e-5) << name;  // (the SiLU's exp: the CUDA and host libms)
         }
       }
+}
+
+// The W1 / W3 -> W2 chain with the SwiGLU handed on as act_quant codes in the scratch
+// (swiglu_to_aq, then x_in_aq): W2's output the same bits as through fp32 SwiGLU rows, on each
+// tile (T 3: the 8-token tile; 21: the 128-token gather tile; 100 and 220: the warp-specialized
+// one, TMA-fed unless --no-fp8mma-tma-experts, W3 reusing W1's gathered rows). The scratch is
+// poisoned before each chain, so that codes not written by the chain show.
+TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
+  SKIP_WITHOUT_GPU();
+  for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
+    for (const int T : {3, 21, 100, 220}) {
+      const int64_t D = 384, I = 256, n2 = 192;
+      const int E = 5, K = 2, P = T * K;
+      const std::string name = "swiglu codes " + Name(f, T, I, D);
+      const Routing route(T, K, E);
+      const ExpertWeights w13(f, 2 * E, I, D, 300), w2(f, E, n2, I, 400);
+      DeviceBuffer xd = Upload(testing::RandomVector(static_cast<size_t>(T * D), 91)),
+                   gd(P * I * 4), ud(P * I * 4), yd(P * n2 * 4);
+      Scratch scr(std::max<int64_t>(T, P), std::max(D, I), 1 << 22, P, E);
+      Stream st;
+      auto chain = [&](bool codes) {
+        Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
+        Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+        Memset(yd.get(), 0xff, P * n2 * 4, st.get());
+        ExpertLinearParams p1 = route.Params(w13, xd.as<float>(), D, K, gd.as<float>(), I, scr.aq);
+        p1.swiglu_to_aq = codes;
+        LaunchExpertLinearSwiglu(p1, w13.Data(E), w13.Scale(E), ud.as<float>(), 0.7f, st.get());
+        ExpertLinearParams p2 = route.Params(w2, gd.as<float>(), I, 1, yd.as<float>(), n2, scr.aq);
+        p2.x_in_aq = codes;
+        LaunchExpertLinear(p2, st.get());
+        return Download<float>(yd, P * n2, st);
+      };
+      const auto want = chain(false), got = chain(true);
+      ExpectSameBits(got, want, name);
+      // (Finite, not all zeros: the chain reached W2's output.)
+      EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }))
+          << name;
+      EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](float v) { return v != 0; })) << name;
+    }
 }
 
 }  // namespace

@@ -314,7 +314,7 @@ void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle str
 
 bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch& aq,
                               int64_t x_rows, int64_t total_pairs, int max_slots, dim3 grid,
-                              StreamHandle stream) {
+                              bool gather, StreamHandle stream) {
   if (t.k % kBK != 0 || t.wpitch % 16 != 0 || t.ldq % 16 != 0 ||
       MmaExpertQuantBytes(x_rows, total_pairs, max_slots, t.k) > aq.q_bytes ||
       MmaExpertScaleCount(x_rows, total_pairs, max_slots, t.k) > aq.s_count)
@@ -332,11 +332,13 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
   GatherArgs ga{t.xq,         t.ldq,     t.xs_t,  t.ld_t,      static_cast<int>(nblk),
                 t.num_active, t.offsets, t.pairs, t.x_row_div, xg,
                 xsg_t,        ldg};
-  const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
-  const unsigned gx = static_cast<unsigned>(std::clamp<int64_t>((per_slot + 31) / 32, 1, 16));
-  LaunchKernel(MmaGatherPairsKernel, dim3(gx, static_cast<unsigned>(max_slots)), dim3(256), 0,
-               stream, ga);
-  CUDA_CHECK_LAUNCH();
+  if (gather) {
+    const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
+    const unsigned gx = static_cast<unsigned>(std::clamp<int64_t>((per_slot + 31) / 32, 1, 16));
+    LaunchKernel(MmaGatherPairsKernel, dim3(gx, static_cast<unsigned>(max_slots)), dim3(256), 0,
+                 stream, ga);
+    CUDA_CHECK_LAUNCH();
+  }
   a.t = t;
   a.xsg_t = xsg_t;
   a.ldg = ldg;

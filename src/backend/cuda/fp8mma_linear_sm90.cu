@@ -35,10 +35,12 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp8mma.cuh"
 #include "backend/cuda/fp8mma_linear.cuh"
 #include "backend/cuda/fp8mma_tile.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/qlinear_core.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/tile_order.cuh"
@@ -57,10 +59,13 @@ using fp8mma::WgmmaFp8N128Ss;
 // ---- act_quant to e4m3 codes -------------------------------------------------------------------
 
 // One warp per (row, 128-column block); lane l: columns 4l..4l+3 (qcore::QuantBlockCodes: the
-// default linears' act_quant, the codes kept as e4m3 bytes).
+// default linears' act_quant, the codes kept as e4m3 bytes). kSwiglu: the values quantized are
+// SwigluF(x, u, limit) (SwigluKernel's, not stored), u beside x at the same ldx.
+template <bool kSwiglu>
 __global__ void __launch_bounds__(256)
-    MmaActQuantKernel(const float* __restrict__ x, int64_t ldx, int64_t rows, int64_t width,
-                      uint8_t* __restrict__ q, int64_t ldq, float* __restrict__ s_t, int64_t ld_t) {
+    MmaActQuantKernel(const float* __restrict__ x, const float* __restrict__ u, int64_t ldx,
+                      int64_t rows, int64_t width, float limit, uint8_t* __restrict__ q,
+                      int64_t ldq, float* __restrict__ s_t, int64_t ld_t) {
   PdlTrigger();
   PdlWait();
   const int64_t nblk = (width + kBK - 1) / kBK;
@@ -68,11 +73,34 @@ __global__ void __launch_bounds__(256)
   if (item >= rows * nblk) return;
   const int lane = threadIdx.x % 32;
   const int64_t r = item / nblk, b = item % nblk, col = b * kBK + 4 * lane;
+  // (Columns past width hold zeros, SwigluF(0, 0) too: their codes are 0.)
+  float4 v = qcore::LoadX4(x + r * ldx + col, col < width);
+  if constexpr (kSwiglu) {
+    const float4 w = qcore::LoadX4(u + r * ldx + col, col < width);
+    v = make_float4(SwigluF(v.x, w.x, limit), SwigluF(v.y, w.y, limit), SwigluF(v.z, w.z, limit),
+                    SwigluF(v.w, w.w, limit));
+  }
   float scale;
-  // (Columns past width hold zeros: their codes are 0.)
-  *reinterpret_cast<uint32_t*>(q + r * ldq + col) =
-      qcore::QuantBlockCodes(qcore::LoadX4(x + r * ldx + col, col < width), &scale);
+  *reinterpret_cast<uint32_t*>(q + r * ldq + col) = qcore::QuantBlockCodes(v, &scale);
   if (lane == 0) s_t[b * ld_t + r] = scale;
+}
+
+// MmaActQuantKernel<kSwiglu> over rows x width (u: kSwiglu's second input).
+void LaunchActQuant(const float* x, const float* u, int64_t ldx, int64_t rows, int64_t width,
+                    float limit, uint8_t* q, int64_t ldq, float* s_t, int64_t ld_t,
+                    StreamHandle stream) {
+  if (rows <= 0 || width <= 0) return;
+  DSINFER_CHECK(ldq >= MmaQuantLd(width) && ldq % 16 == 0 && ld_t >= rows);
+  const int64_t items = rows * ((width + kBK - 1) / kBK);
+  const dim3 grid(static_cast<unsigned>((items + 7) / 8));
+  if (u != nullptr) {
+    LaunchKernel(MmaActQuantKernel<true>, grid, dim3(256), 0, stream, x, u, ldx, rows, width, limit,
+                 q, ldq, s_t, ld_t);
+  } else {
+    LaunchKernel(MmaActQuantKernel<false>, grid, dim3(256), 0, stream, x, u, ldx, rows, width,
+                 limit, q, ldq, s_t, ld_t);
+  }
+  CUDA_CHECK_LAUNCH();
 }
 
 // The wgmma step of a kN-token tile (A from registers, B through its no-swizzle descriptor).
@@ -441,22 +469,22 @@ struct Fp4Table {
 };
 
 // What every launch of the mode checks: the weights' layout and shape, the input quantized into
-// the scratch (returned through *t: codes, scales).
+// the scratch (returned through *t: codes, scales; `quantize` false: the scratch holds them).
 void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, int64_t width,
-             const ActQuantScratch& aq, TileArgs* t, StreamHandle stream) {
+             const ActQuantScratch& aq, bool quantize, TileArgs* t, StreamHandle stream) {
   DSINFER_CHECK_MSG(w.mma && IsQuantized(w.format),
                     "the FP8-instruction linear takes FP8 / FP4 weights in its layout");
   DSINFER_CHECK_MSG(w.k % 32 == 0 && w.k > 0 && w.n > 0 && w.n < (int64_t{1} << 30) &&
                         (w.format == WeightFormat::kFp4 || w.block == 128),
                     "FP8-instruction linear: k a multiple of 32, FP8 blocks of 128");
-  DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0,
+  DSINFER_CHECK_MSG(!quantize || ((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0),
                     "FP8-instruction linear: activations must be 16-byte aligned");
   const int64_t ldq = MmaQuantLd(width), ld_t = MmaScaleLd(x_rows);
   DSINFER_CHECK_MSG(aq.q != nullptr && MmaQuantBytes(x_rows, width) <= aq.q_bytes &&
                         MmaScaleCount(x_rows, width) <= aq.s_count &&
                         x_rows * ldq < (int64_t{1} << 31),
                     "FP8-instruction linear: the act_quant scratch is too small for the input");
-  LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
+  if (quantize) LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
   const bool fp4 = w.format == WeightFormat::kFp4;
   t->wpitch = fp4 ? w.k / 2 : w.k;
   t->sc_ld = MmaScaleLd(w.n);
@@ -474,12 +502,7 @@ void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, in
 
 void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width, uint8_t* q,
                        int64_t ldq, float* s_t, int64_t ld_t, StreamHandle stream) {
-  if (rows <= 0 || width <= 0) return;
-  DSINFER_CHECK(ldq >= MmaQuantLd(width) && ldq % 16 == 0 && ld_t >= rows);
-  const int64_t items = rows * ((width + kBK - 1) / kBK);
-  LaunchKernel(MmaActQuantKernel, dim3(static_cast<unsigned>((items + 7) / 8)), dim3(256), 0,
-               stream, x, ldx, rows, width, q, ldq, s_t, ld_t);
-  CUDA_CHECK_LAUNCH();
+  LaunchActQuant(x, nullptr, ldx, rows, width, 0.0f, q, ldq, s_t, ld_t, stream);
 }
 
 void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
@@ -492,7 +515,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
                     "4n rows");
   DSINFER_CHECK_MSG(p.m < (int64_t{1} << 30), "FP8-instruction linear: too many rows");
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, p.m, width, p.aq, &t, stream);
+  Prepare(w, p.x, p.ldx, p.m, width, p.aq, true, &t, stream);
   t.m = static_cast<int>(p.m);
   t.y = p.y;
   t.ldy = p.ldy;
@@ -553,13 +576,17 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
                 stream);
 }
 
-void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
+namespace {
+
+// The routed experts' launch; `quantize` false: aq holds x's codes; `gather` false: and, where
+// the TMA-fed tile runs, its gathered rows (the launch before was over the same x and pairs).
+void MmaExpertLinear(const ExpertLinearParams& p, bool quantize, bool gather, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
   const WeightRef& w = p.shape;
   const bool fp4 = w.format == WeightFormat::kFp4;
   const int64_t x_rows = (p.total_pairs + p.x_row_div - 1) / p.x_row_div;
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, &t, stream);
+  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, quantize, &t, stream);
   t.ew = p.data;
   t.es = p.scale;
   t.y = p.y;
@@ -577,7 +604,8 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
     if (GetKernelOptions().fp8mma_tma_experts &&
-        TryLaunchMmaWsTmaExperts(t, fp4, p.aq, x_rows, p.total_pairs, p.max_slots, grid, stream))
+        TryLaunchMmaWsTmaExperts(t, fp4, p.aq, x_rows, p.total_pairs, p.max_slots, grid, gather,
+                                 stream))
       return;
     LaunchMmaWsExperts(t, fp4, grid, stream);
     return;
@@ -586,6 +614,37 @@ void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
                 dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                      static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
                 stream);
+}
+
+}  // namespace
+
+void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
+  MmaExpertLinear(p, !p.x_in_aq, true, stream);
+}
+
+void LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                                 const void* const* w3_scale, float* u, float limit,
+                                 StreamHandle stream) {
+  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
+  MmaExpertLinear(p1, !p1.x_in_aq, true, stream);
+  ExpertLinearParams p3 = p1;
+  p3.data = w3_data;
+  p3.scale = w3_scale;
+  p3.y = u;
+  MmaExpertLinear(p3, false, false, stream);  // (W1's x codes and gathered rows)
+  const int64_t rows = p1.total_pairs, width = p1.shape.n;
+  if (!p1.swiglu_to_aq) {
+    LaunchSwiglu(p1.y, u, rows, width, p1.ldy, limit, stream);
+    return;
+  }
+  // The codes where the W2 launch's Prepare would put them (x_rows = the pairs, width = n).
+  DSINFER_CHECK_MSG(p1.ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(p1.y) & 15) == 0 &&
+                        (reinterpret_cast<uintptr_t>(u) & 15) == 0 &&
+                        MmaQuantBytes(rows, width) <= p1.aq.q_bytes &&
+                        MmaScaleCount(rows, width) <= p1.aq.s_count,
+                    "FP8-instruction experts: SwiGLU codes need aligned rows and the scratch");
+  LaunchActQuant(p1.y, u, p1.ldy, rows, width, limit, p1.aq.q, MmaQuantLd(width), p1.aq.s,
+                 MmaScaleLd(rows), stream);
 }
 
 int64_t MmaTmaLaunches() { return g_tma_launches.load(); }

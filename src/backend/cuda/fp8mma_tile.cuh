@@ -191,9 +191,10 @@ void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle str
 // The same tile fed by the TMA: the slots' pairs' act_quant codes and scales first gathered into
 // list order (into aq after the x_rows act_quant rows), then one warp's bulk copies a stage. False
 // (nothing launched) where it does not apply: k not whole 128-column blocks, or aq smaller than
-// MmaExpertQuantBytes / MmaExpertScaleCount.
+// MmaExpertQuantBytes / MmaExpertScaleCount. `gather` false: aq holds the gathered rows already
+// (the launch before, on the same x codes and pairs).
 bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch& aq,
                               int64_t x_rows, int64_t total_pairs, int max_slots, dim3 grid,
-                              StreamHandle stream);
+                              bool gather, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda::fp8mma_tile

@@ -202,6 +202,12 @@ struct ExpertLinearParams {
   // Set by LaunchExpertLinearSwiglu only (fp32/bf16): [E] W3 pointers of the fused SwiGLU pair.
   const void* const* dual_data = nullptr;
   float dual_limit = 0.0f;
+  // The FP8-instruction mode (shape.mma) only, for a W1 / W3 -> W2 chain on one stream's `aq`.
+  // LaunchExpertLinearSwiglu with swiglu_to_aq: the SwiGLU output's act_quant codes (those that
+  // the W2 launch would make of it) left in aq in place of fp32 rows in y (y then holds W1's
+  // output, u W3's). LaunchExpertLinear with x_in_aq: x's codes are in aq already (x unread).
+  bool swiglu_to_aq = false;
+  bool x_in_aq = false;
 };
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);

@@ -16,6 +16,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/moe_route.cuh"
 #include "backend/cuda/qlinear.cuh"
+#include "base/check.h"
 
 namespace dsinfer::backend::cuda {
 
@@ -415,6 +416,8 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  DSINFER_CHECK_MSG(p.shape.mma || (!p.swiglu_to_aq && !p.x_in_aq),
+                    "routed experts: swiglu_to_aq / x_in_aq need the FP8-instruction weights");
   if (p.shape.mma) {
     LaunchMmaExpertLinear(p, stream);
     return;
@@ -461,7 +464,13 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
 void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                               const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
   if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
-  if (IsQuantized(p1.shape.format) && !p1.shape.mma && QLinearSupports(p1.shape, true, nullptr)) {
+  DSINFER_CHECK_MSG(p1.shape.mma || (!p1.swiglu_to_aq && !p1.x_in_aq),
+                    "routed experts: swiglu_to_aq / x_in_aq need the FP8-instruction weights");
+  if (p1.shape.mma) {
+    LaunchMmaExpertLinearSwiglu(p1, w3_data, w3_scale, u, limit, stream);
+    return;
+  }
+  if (IsQuantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
     QLinearArgs a = ExpertArgs(p1);
     a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
     LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);

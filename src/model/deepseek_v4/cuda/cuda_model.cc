@@ -247,16 +247,21 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     if (shared_first) Join(0);
   } else {
     if (prequant) WaitCheckpoint(0);  // the quantized x (shared_first: the shared w1 + w3 too)
+    // The FP8-instruction mode: the SwiGLU's output goes to W2 as act_quant codes in the stream's
+    // scratch, never as fp32 rows (g then holds W1's output).
+    const bool codes = ex.w1.mma && ex.w2.mma;
     {
       gpu::ExpertLinearParams p =
           expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
       if (prequant) p.xq = xq;
+      p.swiglu_to_aq = codes;
       gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
     }
     {
       gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
       if (shared_first) Join(0);
       if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
+      p.x_in_aq = codes;
       gpu::LaunchExpertLinear(p, cur_stream());
     }
   }
