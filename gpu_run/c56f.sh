@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 56: s56_codes.diff (its second form: the row block's codes 8 lanes a block, xn's codes made by the mHC finish), the FP8-instruction mode's activations handed on as act_quant codes:
+# Session 56 (record: run twice, the diff landed after the second, then deleted): s56_codes.diff (its second form: the row block's codes 8 lanes a block, xn's codes made by the mHC finish), the FP8-instruction mode's activations handed on as act_quant codes:
 # the attention writes wo_a's input codes (out_c) instead of fp32 o; xn quantized once per half
 # layer for all its projections (XnCodes); QuantizedRows' mode form (c / cs) taken by every mma
 # linear. Main's mode bench first (same card), then the diff: op tests, GPU suite, the mode bench.

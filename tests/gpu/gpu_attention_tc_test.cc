@@ -257,6 +257,8 @@ struct PackedKv {
 struct Result {
   std::vector<float> y, s;
   std::vector<uint16_t> q;
+  std::vector<uint8_t> c;  // codes: the FP8-instruction mode's output codes, and their scales
+  std::vector<float> cs;
   bool split_ran = false;  // the split workspace was written (the launch split)
 };
 
@@ -264,15 +266,17 @@ struct Result {
 // CUDA-core kernel, 2 LaunchSparseAttentionTc directly), buffers poisoned first. split: the TC
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too); row: the TC kernel's
-// tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows).
+// tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows). codes: the output as the
+// FP8-instruction mode's codes (out_c / out_cs) instead of out.
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
               bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
-              int row = 0) {
+              int row = 0, bool codes = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
-  DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16);
-  Memset(o.get(), 0xff, o.bytes(), st.get());
-  Memset(oq.get(), 0xff, oq.bytes(), st.get());
-  Memset(os.get(), 0xff, os.bytes(), st.get());
+  const int64_t ldc = MmaQuantLd(width), ldcs = MmaScaleLd(rows);
+  DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16),
+      oc(rows * ldc), ocs(MmaScaleCount(rows, width) * 4);
+  for (const DeviceBuffer* b : {&o, &oq, &os, &oc, &ocs})
+    Memset(b->get(), 0xff, b->bytes(), st.get());
   SparseAttentionParams p = c.Params(r0, rows);
   if (packed != nullptr) packed->Apply(c, p);
   p.out = o.as<float>();
@@ -281,6 +285,12 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
     p.out_ldq = c.ldq;
     p.out_s = os.as<float>();
     p.out_lds = c.lds;
+  }
+  if (codes) {
+    p.out_c = oc.as<uint8_t>();
+    p.out_ldc = ldc;
+    p.out_cs = ocs.as<float>();
+    p.out_ldcs = ldcs;
   }
   const int64_t ws_floats = SparseAttentionTcSplitFloats(p);
   DeviceBuffer ws(ws_floats * 4 + 16);
@@ -304,6 +314,10 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   if (c.s.quant) {
     r.q = Download<uint16_t>(oq, static_cast<size_t>(rows * c.ldq), st);
     r.s = Download<float>(os, static_cast<size_t>(rows * c.lds), st);
+  }
+  if (codes) {
+    r.c = Download<uint8_t>(oc, static_cast<size_t>(rows * ldc), st);
+    r.cs = Download<float>(ocs, static_cast<size_t>(MmaScaleCount(rows, width)), st);
   }
   return r;
 }
@@ -421,6 +435,55 @@ TEST(SparseAttentionTcTest, QuantizedOutputEqualsActQuantAfter) {
     EXPECT_EQ(0, std::memcmp(q_ref.data() + r * c.ldq, with_q.q.data() + r * c.ldq, width * 2))
         << "row " << r;
   EXPECT_EQ(0, std::memcmp(s_ref.data(), with_q.s.data(), s_ref.size() * 4));
+}
+
+// The FP8-instruction mode's output codes are its act_quant of the output (LaunchMmaActQuantRows
+// on a launch without them), from every kernel: the CUDA-core one, the TC tile (one block a row
+// tile, or split over blocks and combined), the FP8 cache's row block; and `out` is left as it
+// was (poisoned).
+TEST(SparseAttentionTcTest, ModeCodesEqualMmaActQuantAfter) {
+  SKIP_WITHOUT_GPU();
+  Shape s = kFlashCsa;
+  s.quant = false;
+  const int n = 130;
+  Case c(s, n, 17, false);
+  const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, 64, s.rope);
+  const PackedKv packed(c, f);
+  c.UploadAll();
+  Stream st;
+  const int64_t width = static_cast<int64_t>(s.heads) * s.dim;
+  struct Path {
+    const char* name;
+    int tensor_cores, split;
+    const PackedKv* packed;
+    int row;
+  };
+  for (const Path& path :
+       {Path{"CUDA-core", -1, 0, nullptr, 0}, Path{"tile", 2, -1, nullptr, -1},
+        Path{"split", 2, 1, nullptr, -1}, Path{"row block", 2, -1, &packed, 1}}) {
+    const bool fp8 = path.packed != nullptr;  // (the row block: the FP8 cache's bf16 queries)
+    const int rows = path.split > 0 ? 5 : n;  // (a split launch's workspace: a few rows)
+    const Result plain =
+        Launch(c, 0, rows, path.tensor_cores, st, path.split, fp8, path.packed, fp8, path.row);
+    const Result coded = Launch(c, 0, rows, path.tensor_cores, st, path.split, fp8, path.packed,
+                                fp8, path.row, true);
+    if (path.split > 0) {
+      EXPECT_TRUE(coded.split_ran) << path.name;
+    }
+    EXPECT_TRUE(std::all_of(coded.y.begin(), coded.y.end(), [](float v) { return std::isnan(v); }))
+        << path.name << ": out written";
+    DeviceBuffer y = Upload(plain.y), q(MmaQuantBytes(rows, width)),
+                 sc(MmaScaleCount(rows, width) * 4);
+    LaunchMmaActQuantRows(y.as<float>(), width, rows, width, q.as<uint8_t>(), sc.as<float>(),
+                          st.get());
+    const auto q_ref = Download<uint8_t>(q, static_cast<size_t>(MmaQuantBytes(rows, width)), st);
+    const auto s_ref = Download<float>(sc, static_cast<size_t>(MmaScaleCount(rows, width)), st);
+    EXPECT_EQ(q_ref, coded.c) << path.name;
+    for (int64_t b = 0; b < width / 128; ++b)
+      EXPECT_EQ(0, std::memcmp(s_ref.data() + b * MmaScaleLd(rows),
+                               coded.cs.data() + b * MmaScaleLd(rows), rows * 4))
+          << path.name << " block " << b;
+  }
 }
 
 // Batch invariance: each row of a 300-row launch (1,200 blocks at 64 heads, each folding its

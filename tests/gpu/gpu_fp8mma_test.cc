@@ -225,7 +225,8 @@ TEST(Fp8MmaTest, DenseMatchesCpuBitForBit) {
 
 // Grouped input (the attention's wo_a): weight rows of group g read x's columns from g * stride;
 // groups of 32 rows (a launch per group), of 128 (one launch; split by slice at 7 rows; FP8 at
-// 130 rows on the TMA tile).
+// 130 rows on the TMA tile). Then x's codes given instead of x (xq, as the attention's out_c;
+// LaunchMmaActQuantRows' here), the scratch poisoned: the same bits.
 TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
   SKIP_WITHOUT_GPU();
   struct G {
@@ -260,7 +261,17 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
       for (int64_t g = 0; g < groups; ++g)
         cpu::Gemm(x.data() + g * stride, m, k, width, w.View(g * group_rows), group_rows,
                   want.data() + g * group_rows, n, &Pool());
-      ExpectSameBits(y, want, "grouped " + Name(f, m, n, k) + " of " + std::to_string(group_rows));
+      const std::string name = "grouped " + Name(f, m, n, k) + " of " + std::to_string(group_rows);
+      ExpectSameBits(y, want, name);
+      DeviceBuffer xc(MmaQuantBytes(m, width)), xcs(MmaScaleCount(m, width) * 4);
+      p.xq = LaunchMmaActQuantRows(xd.as<float>(), width, m, width, xc.as<uint8_t>(),
+                                   xcs.as<float>(), st.get());
+      p.x = nullptr;
+      Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
+      Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+      Memset(yd.get(), 0xff, m * n * 4, st.get());
+      LaunchLinear(p, st.get());
+      ExpectSameBits(Download<float>(yd, m * n, st), want, name + ", codes given");
     }
 }
 
@@ -400,10 +411,11 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
 }
 
 // The W1 / W3 -> W2 chain with the SwiGLU handed on as act_quant codes in the scratch
-// (swiglu_to_aq, then x_in_aq): W2's output the same bits as through fp32 SwiGLU rows, on each
-// tile (T 3: the 8-token tile; 21: the 128-token gather tile; 100 and 220: the warp-specialized
-// one, TMA-fed unless --no-fp8mma-tma-experts, W3 reusing W1's gathered rows). The scratch is
-// poisoned before each chain, so that codes not written by the chain show.
+// (swiglu_to_aq, the codes returned as W2's xq), and x's codes given (LaunchMmaActQuantRows, as
+// the model's XnCodes): W2's output the same bits as through fp32 SwiGLU rows from fp32 x, on
+// each tile (T 3: the 8-token tile; 21: the 128-token gather tile; 100 and 220: the
+// warp-specialized one, TMA-fed unless --no-fp8mma-tma-experts, W3 reusing W1's gathered rows).
+// The scratch is poisoned before each chain, so that codes not written by the chain show.
 TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
   SKIP_WITHOUT_GPU();
   for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
@@ -414,7 +426,8 @@ TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
       const Routing route(T, K, E);
       const ExpertWeights w13(f, 2 * E, I, D, 300), w2(f, E, n2, I, 400);
       DeviceBuffer xd = Upload(testing::RandomVector(static_cast<size_t>(T * D), 91)),
-                   gd(P * I * 4), ud(P * I * 4), yd(P * n2 * 4);
+                   gd(P * I * 4), ud(P * I * 4), yd(P * n2 * 4), xc(MmaQuantBytes(T, D)),
+                   xcs(MmaScaleCount(T, D) * 4);
       Scratch scr(std::max<int64_t>(T, P), std::max(D, I), 1 << 22, P, E);
       Stream st;
       auto chain = [&](bool codes) {
@@ -423,9 +436,15 @@ TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
         Memset(yd.get(), 0xff, P * n2 * 4, st.get());
         ExpertLinearParams p1 = route.Params(w13, xd.as<float>(), D, K, gd.as<float>(), I, scr.aq);
         p1.swiglu_to_aq = codes;
-        LaunchExpertLinearSwiglu(p1, w13.Data(E), w13.Scale(E), ud.as<float>(), 0.7f, st.get());
+        if (codes) {
+          p1.xq = LaunchMmaActQuantRows(xd.as<float>(), D, T, D, xc.as<uint8_t>(), xcs.as<float>(),
+                                        st.get());
+        }
+        const QuantizedRows gc =
+            LaunchExpertLinearSwiglu(p1, w13.Data(E), w13.Scale(E), ud.as<float>(), 0.7f, st.get());
+        EXPECT_EQ(gc.c != nullptr, codes) << name;
         ExpertLinearParams p2 = route.Params(w2, gd.as<float>(), I, 1, yd.as<float>(), n2, scr.aq);
-        p2.x_in_aq = codes;
+        p2.xq = gc;
         LaunchExpertLinear(p2, st.get());
         return Download<float>(yd, P * n2, st);
       };

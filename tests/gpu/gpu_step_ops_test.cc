@@ -353,7 +353,8 @@ TEST(HcTest, PreFinishMatchesCpu) {
 
 // The finish with quantized rows (HcPreFinishParams::xq): xn as without them and (q, s) exactly
 // act_quant of xn, for the split finish (D = 4,096 and 2,048: in the kernel) and the one-block
-// finish (D = 256: the pre-pass), with and without the sublayer norm weight.
+// finish (D = 256: the pre-pass), with and without the sublayer norm weight. The same for the
+// FP8-instruction mode's form (xc / xcs): LaunchMmaActQuantRows' codes and scales of xn.
 TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
   SKIP_WITHOUT_GPU();
   for (const int64_t D : {int64_t{4096}, int64_t{2048}, int64_t{256}}) {
@@ -382,8 +383,26 @@ TEST(HcTest, PreFinishQuantizedRowsEqualActQuantAfter) {
       f.lds = lds;
       LaunchHcPreFinish(f, s.get());
       const QuantizedCopy a = Download(x1, q1, s1, s), b = Download(x2, q2, s2, s);
-      ExpectSameBits(a, b, n, D, ldq, "D " + std::to_string(D) + (weighted ? " weighted" : ""));
+      const std::string name = "D " + std::to_string(D) + (weighted ? " weighted" : "");
+      ExpectSameBits(a, b, n, D, ldq, name);
       ExpectNonzero(a.y);  // the rows are not trivially zero
+      const int64_t cb = MmaQuantBytes(n, D), cn = MmaScaleCount(n, D);
+      DeviceBuffer c1(cb), c2(cb), cs1(cn * 4), cs2(cn * 4);
+      const QuantizedRows want = LaunchMmaActQuantRows(x1.as<float>(), D, n, D, c1.as<uint8_t>(),
+                                                       cs1.as<float>(), s.get());
+      Memset(c2.get(), 0xff, cb, s.get());
+      Memset(cs2.get(), 0xff, cn * 4, s.get());
+      f.xq = nullptr;
+      f.xc = c2.as<uint8_t>();
+      f.ldc = want.ldc;
+      f.xcs = cs2.as<float>();
+      f.ldcs = want.ldcs;
+      LaunchHcPreFinish(f, s.get());
+      EXPECT_EQ(Download<uint8_t>(c1, cb, s), Download<uint8_t>(c2, cb, s)) << name;
+      const auto sa = Download<float>(cs1, cn, s), sb = Download<float>(cs2, cn, s);
+      for (int64_t blk = 0; blk < D / 128; ++blk)
+        EXPECT_EQ(0, std::memcmp(sa.data() + blk * want.ldcs, sb.data() + blk * want.ldcs, n * 4))
+            << name << " block " << blk;
     }
   }
 }

@@ -47,6 +47,14 @@ struct SparseAttentionParams {
   int64_t out_ldq = 0;
   float* out_s = nullptr;
   int64_t out_lds = 0;
+  // Or the same in the FP8-instruction mode's form (QuantizedRows::c / cs: e4m3 codes out_c [n,
+  // out_ldc], out_ldc >= heads * dim a multiple of 16; the scales transposed,
+  // out_cs[(column / 128) * out_ldcs + row], out_ldcs >= n; dim % 128 == 0), for its output
+  // projection: then `out` is not written.
+  uint8_t* out_c = nullptr;
+  int64_t out_ldc = 0;
+  float* out_cs = nullptr;
+  int64_t out_ldcs = 0;
   // Heads per block (1, 2 or 4; must divide heads, else halved): never changes a result. 0: the
   // KernelOptions choice (attention_heads_per_block, else by rows).
   int heads_per_block = 0;

@@ -197,15 +197,26 @@ __global__ void __launch_bounds__(kWarps * 32) SparseAttentionKernel(SparseAtten
                  j == static_cast<int>(threadIdx.x) ? out_freq : p.inv_freq[j], true);
     }
     __syncthreads();
-    float* orow = p.out + (t * p.heads + h) * dim;
-    for (int c = threadIdx.x; c < dim; c += blockDim.x) orow[c] = out_row[c];
-    if (p.out_q != nullptr && warp < dim / qcore::kQb) {  // warp b: act_quant block b of the head
+    if (p.out_c == nullptr) {
+      float* orow = p.out + (t * p.heads + h) * dim;
+      for (int c = threadIdx.x; c < dim; c += blockDim.x) orow[c] = out_row[c];
+    }
+    // (warp b: act_quant block b of the head, as f16 codes and / or the mode's e4m3 codes)
+    if ((p.out_q != nullptr || p.out_c != nullptr) && warp < dim / qcore::kQb) {
       const int c = warp * qcore::kQb + 4 * lane;
-      float sc;
-      const uint2 qv = qcore::QuantBlock(*reinterpret_cast<const float4*>(&out_row[c]), &sc);
+      const float4 v = *reinterpret_cast<const float4*>(&out_row[c]);
       const int64_t col = static_cast<int64_t>(h) * dim + c;
-      *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
-      if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = sc;
+      float sc;
+      if (p.out_q != nullptr) {
+        const uint2 qv = qcore::QuantBlock(v, &sc);
+        *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
+        if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = sc;
+      }
+      if (p.out_c != nullptr) {
+        const uint32_t codes = qcore::QuantBlockCodes(v, &sc);
+        *reinterpret_cast<uint32_t*>(p.out_c + t * p.out_ldc + col) = codes;
+        if (lane == 0) p.out_cs[(col / qcore::kQb) * p.out_ldcs + t] = sc;
+      }
     }
     __syncthreads();  // out_row is the next head's
   }
@@ -234,9 +245,16 @@ Status SparseAttentionParams::Validate() const {
     return Unimplemented("sparse attention: head_dim " + std::to_string(dim) +
                          " (the kernel takes multiples of 4 up to 512)");
   }
-  if (out_q != nullptr && dim % qcore::kQb != 0) {  // whole act_quant blocks per head
+  if ((out_q != nullptr || out_c != nullptr) && dim % qcore::kQb != 0) {  // whole blocks per head
     return Unimplemented("sparse attention: a quantized output needs head_dim % 128 == 0, not " +
                          std::to_string(dim));
+  }
+  if (out_c != nullptr &&
+      (out_cs == nullptr || out_ldc < int64_t{heads} * dim || out_ldc % 16 != 0 ||
+       out_ldcs < meta.n || reinterpret_cast<uintptr_t>(out_c) % 16 != 0)) {
+    return InvalidArgument("sparse attention: the output codes' layout (out_ldc " +
+                           std::to_string(out_ldc) + ", out_ldcs " + std::to_string(out_ldcs) +
+                           ")");
   }
   if (kv_format.packed() &&
       (!kv_format.fp8() || kv_format.q + kv_format.tail != dim || kv_format.q % 8 != 0 ||

@@ -113,13 +113,15 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
   }
   __syncthreads();
   const int rows = min(kRows, p.heads - h0);
-  for (int i = threadIdx.x; i < rows * (cols / 4); i += kNThreads) {
-    const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
-    *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =
-        *reinterpret_cast<const float4*>(stage + row * cols + c);
+  if (p.out_c == nullptr) {
+    for (int i = threadIdx.x; i < rows * (cols / 4); i += kNThreads) {
+      const int row = i / (cols / 4), c = 4 * (i % (cols / 4));
+      *reinterpret_cast<float4*>(p.out + (t * p.heads + h0 + row) * dim + c0 + c) =
+          *reinterpret_cast<const float4*>(stage + row * cols + c);
+    }
   }
+  const int blocks = cols / qcore::kQb;
   if (p.out_q != nullptr) {  // (row, block b) per warp: act_quant block b of head h0 + row
-    const int blocks = cols / qcore::kQb;
     for (int task = warp; task < rows * blocks; task += kNWarps) {
       const int row = task / blocks, c = (task % blocks) * qcore::kQb + 4 * lane;
       float s;
@@ -128,6 +130,26 @@ __device__ __forceinline__ void FinishTile(const SparseAttentionParams& p, float
       const int64_t col = static_cast<int64_t>(h0 + row) * dim + c0 + c;
       *reinterpret_cast<uint2*>(p.out_q + t * p.out_ldq + col) = qv;
       if (lane == 0) p.out_s[t * p.out_lds + col / qcore::kQb] = s;
+    }
+  }
+  if (p.out_c != nullptr) {  // four (row, block) a warp, 8 lanes each (QuantBlockCodes16)
+    const int tasks = rows * blocks, sub = lane / 8, l8 = lane % 8;
+    for (int task0 = 4 * warp; task0 < tasks; task0 += 4 * kNWarps) {
+      const int task = task0 + sub;
+      const bool ok = task < tasks;
+      const int row = ok ? task / blocks : 0, c = (ok ? task % blocks : 0) * qcore::kQb + 16 * l8;
+      float4 v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        v[k] = ok ? *reinterpret_cast<const float4*>(stage + row * cols + c + 4 * k)
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+      float s;
+      const uint4 codes = qcore::QuantBlockCodes16(v, &s);
+      if (ok) {
+        const int64_t col = static_cast<int64_t>(h0 + row) * dim + c0 + c;
+        *reinterpret_cast<uint4*>(p.out_c + t * p.out_ldc + col) = codes;
+        if (l8 == 0) p.out_cs[(col / qcore::kQb) * p.out_ldcs + t] = s;
+      }
     }
   }
 }

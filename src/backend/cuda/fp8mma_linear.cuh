@@ -22,16 +22,16 @@ namespace dsinfer::backend::cuda {
 void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width, uint8_t* q,
                        int64_t ldq, float* s_t, int64_t ld_t, StreamHandle stream);
 
-// A dense linear / routed experts with WeightRef::mma weights (p.xq ignored: the rows are
-// quantized again into p.aq, which must hold them: linear.cuh).
+// A dense linear / routed experts with WeightRef::mma weights (x's codes: p.xq's mode form, else
+// made into p.aq, which must hold them either way: linear.cuh).
 void LaunchMmaLinear(const LinearParams& p, StreamHandle stream);
 void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
 // W1 into p1.y and W3 into u over the same pairs, x quantized (and, for the TMA-fed tile, its
 // pairs' rows gathered) once for both; then the SwiGLU into p1.y, or with p1.swiglu_to_aq its
-// act_quant codes into p1.aq (MmaActQuantKernel's bits of SwigluF's values).
-void LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
-                                 const void* const* w3_scale, float* u, float limit,
-                                 StreamHandle stream);
+// act_quant codes into p1.aq (MmaActQuantKernel's bits of SwigluF's values), returned.
+QuantizedRows LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                                          const void* const* w3_scale, float* u, float limit,
+                                          StreamHandle stream);
 
 // Launches so far in this process: of the TMA kernel, of the gather tile, of the gather tile
 // split by slice, of the warp-specialized gather tile for routed experts (tests check which ran).

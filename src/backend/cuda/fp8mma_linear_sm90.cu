@@ -469,30 +469,35 @@ struct Fp4Table {
 };
 
 // What every launch of the mode checks: the weights' layout and shape, the input quantized into
-// the scratch (returned through *t: codes, scales; `quantize` false: the scratch holds them).
+// the scratch, or taken as xq gives it in the mode's form (returned through *t: codes, scales).
 void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, int64_t width,
-             const ActQuantScratch& aq, bool quantize, TileArgs* t, StreamHandle stream) {
+             const ActQuantScratch& aq, const QuantizedRows& xq, TileArgs* t, StreamHandle stream) {
   DSINFER_CHECK_MSG(w.mma && IsQuantized(w.format),
                     "the FP8-instruction linear takes FP8 / FP4 weights in its layout");
   DSINFER_CHECK_MSG(w.k % 32 == 0 && w.k > 0 && w.n > 0 && w.n < (int64_t{1} << 30) &&
                         (w.format == WeightFormat::kFp4 || w.block == 128),
                     "FP8-instruction linear: k a multiple of 32, FP8 blocks of 128");
-  DSINFER_CHECK_MSG(!quantize || ((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0),
+  const bool given = xq.c != nullptr;
+  DSINFER_CHECK_MSG(given || ((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0),
                     "FP8-instruction linear: activations must be 16-byte aligned");
-  const int64_t ldq = MmaQuantLd(width), ld_t = MmaScaleLd(x_rows);
+  const int64_t ldq = given ? xq.ldc : MmaQuantLd(width),
+                ld_t = given ? xq.ldcs : MmaScaleLd(x_rows);
+  DSINFER_CHECK_MSG(!given || (xq.cs != nullptr && ldq >= MmaQuantLd(width) && ldq % 16 == 0 &&
+                               ld_t >= x_rows && (reinterpret_cast<uintptr_t>(xq.c) & 15) == 0),
+                    "FP8-instruction linear: quantized rows given in another layout");
   DSINFER_CHECK_MSG(aq.q != nullptr && MmaQuantBytes(x_rows, width) <= aq.q_bytes &&
                         MmaScaleCount(x_rows, width) <= aq.s_count &&
                         x_rows * ldq < (int64_t{1} << 31),
                     "FP8-instruction linear: the act_quant scratch is too small for the input");
-  if (quantize) LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
+  if (!given) LaunchMmaActQuant(x, ldx, x_rows, width, aq.q, ldq, aq.s, ld_t, stream);
   const bool fp4 = w.format == WeightFormat::kFp4;
   t->wpitch = fp4 ? w.k / 2 : w.k;
   t->sc_ld = MmaScaleLd(w.n);
   t->n = static_cast<int>(w.n);
   t->k = static_cast<int>(w.k);
-  t->xq = aq.q;
+  t->xq = given ? xq.c : aq.q;
   t->ldq = ldq;
-  t->xs_t = aq.s;
+  t->xs_t = given ? xq.cs : aq.s;
   t->ld_t = ld_t;
   static const Fp4Table kFp4Tab;
   std::memcpy(t->fp4_tab, kFp4Tab.tab, sizeof(t->fp4_tab));
@@ -515,7 +520,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
                     "4n rows");
   DSINFER_CHECK_MSG(p.m < (int64_t{1} << 30), "FP8-instruction linear: too many rows");
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, p.m, width, p.aq, true, &t, stream);
+  Prepare(w, p.x, p.ldx, p.m, width, p.aq, p.xq, &t, stream);
   t.m = static_cast<int>(p.m);
   t.y = p.y;
   t.ldy = p.ldy;
@@ -578,15 +583,20 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
 
 namespace {
 
-// The routed experts' launch; `quantize` false: aq holds x's codes; `gather` false: and, where
-// the TMA-fed tile runs, its gathered rows (the launch before was over the same x and pairs).
-void MmaExpertLinear(const ExpertLinearParams& p, bool quantize, bool gather, StreamHandle stream) {
-  if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+// The routed experts' launch (x's codes: p.xq's, else made into aq); returns the codes it read.
+// `gather` false: where the TMA-fed tile runs, aq holds its gathered rows already (the launch
+// before was over the same codes and pairs).
+QuantizedRows MmaExpertLinear(const ExpertLinearParams& p, bool gather, StreamHandle stream) {
   const WeightRef& w = p.shape;
   const bool fp4 = w.format == WeightFormat::kFp4;
   const int64_t x_rows = (p.total_pairs + p.x_row_div - 1) / p.x_row_div;
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, quantize, &t, stream);
+  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, p.xq, &t, stream);
+  QuantizedRows used;
+  used.c = t.xq;
+  used.ldc = t.ldq;
+  used.cs = t.xs_t;
+  used.ldcs = t.ld_t;
   t.ew = p.data;
   t.es = p.scale;
   t.y = p.y;
@@ -606,36 +616,52 @@ void MmaExpertLinear(const ExpertLinearParams& p, bool quantize, bool gather, St
     if (GetKernelOptions().fp8mma_tma_experts &&
         TryLaunchMmaWsTmaExperts(t, fp4, p.aq, x_rows, p.total_pairs, p.max_slots, grid, gather,
                                  stream))
-      return;
+      return used;
     LaunchMmaWsExperts(t, fp4, grid, stream);
-    return;
+    return used;
   }
   LaunchTileAny(t, fp4, true, tile,
                 dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
                      static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
                 stream);
+  return used;
 }
 
 }  // namespace
 
-void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
-  MmaExpertLinear(p, !p.x_in_aq, true, stream);
+QuantizedRows LaunchMmaActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                                    uint8_t* c_buf, float* cs_buf, StreamHandle stream) {
+  DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0 &&
+                        (reinterpret_cast<uintptr_t>(c_buf) & 15) == 0,
+                    "FP8-instruction act_quant: rows must be 16-byte aligned");
+  QuantizedRows r;
+  r.c = c_buf;
+  r.ldc = MmaQuantLd(k);
+  r.cs = cs_buf;
+  r.ldcs = MmaScaleLd(rows);
+  LaunchMmaActQuant(x, ldx, rows, k, c_buf, r.ldc, cs_buf, r.ldcs, stream);
+  return r;
 }
 
-void LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
-                                 const void* const* w3_scale, float* u, float limit,
-                                 StreamHandle stream) {
-  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
-  MmaExpertLinear(p1, !p1.x_in_aq, true, stream);
+void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
+  if (p.max_slots <= 0 || p.total_pairs <= 0) return;
+  MmaExpertLinear(p, true, stream);
+}
+
+QuantizedRows LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                                          const void* const* w3_scale, float* u, float limit,
+                                          StreamHandle stream) {
+  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return {};
   ExpertLinearParams p3 = p1;
+  p3.xq = MmaExpertLinear(p1, true, stream);  // W3 on W1's codes (and gathered rows)
   p3.data = w3_data;
   p3.scale = w3_scale;
   p3.y = u;
-  MmaExpertLinear(p3, false, false, stream);  // (W1's x codes and gathered rows)
+  MmaExpertLinear(p3, false, stream);
   const int64_t rows = p1.total_pairs, width = p1.shape.n;
   if (!p1.swiglu_to_aq) {
     LaunchSwiglu(p1.y, u, rows, width, p1.ldy, limit, stream);
-    return;
+    return {};
   }
   // The codes where the W2 launch's Prepare would put them (x_rows = the pairs, width = n).
   DSINFER_CHECK_MSG(p1.ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(p1.y) & 15) == 0 &&
@@ -643,8 +669,13 @@ void LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const
                         MmaQuantBytes(rows, width) <= p1.aq.q_bytes &&
                         MmaScaleCount(rows, width) <= p1.aq.s_count,
                     "FP8-instruction experts: SwiGLU codes need aligned rows and the scratch");
-  LaunchActQuant(p1.y, u, p1.ldy, rows, width, limit, p1.aq.q, MmaQuantLd(width), p1.aq.s,
-                 MmaScaleLd(rows), stream);
+  QuantizedRows r;
+  r.c = p1.aq.q;
+  r.ldc = MmaQuantLd(width);
+  r.cs = p1.aq.s;
+  r.ldcs = MmaScaleLd(rows);
+  LaunchActQuant(p1.y, u, p1.ldy, rows, width, limit, p1.aq.q, r.ldc, p1.aq.s, r.ldcs, stream);
+  return r;
 }
 
 int64_t MmaTmaLaunches() { return g_tma_launches.load(); }

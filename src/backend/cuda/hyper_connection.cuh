@@ -56,6 +56,13 @@ struct HcPreFinishParams {
   int64_t ldq = 0;
   float* xs = nullptr;
   int64_t lds = 0;
+  // Optional, and the same in the FP8-instruction mode's form (QuantizedRows::c / cs, the bits of
+  // LaunchMmaActQuantRows): e4m3 codes xc [n, ldc], the scales transposed xcs[(d / 128) * ldcs +
+  // row] (ldc >= MmaQuantLd(D), ldcs >= n).
+  uint8_t* xc = nullptr;
+  int64_t ldc = 0;
+  float* xcs = nullptr;
+  int64_t ldcs = 0;
   // When the split finish lets the next kernels launch (PDL): 0 at its start, 1 after its wait, 2
   // after its stores (their weight preloads then do not overlap the kernels before it; from 257
   // rows block 0's Sinkhorn stores post and comb after it, which the next kernels' wait covers).

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp8mma_linear.cuh"
 #include "backend/cuda/hyper_connection.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm.cuh"
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
     ov[q] = p.norm_w ? nw[q] * v : v;
     out[d] = ov[q];
   }
-  if (p.xq != nullptr) {
+  if (p.xq != nullptr || p.xc != nullptr) {
     // act_quant of the block's columns: a 128-column block is 4 warps' values of one q (c0 is a
     // multiple of 256), its max over them through shared memory.
     __shared__ float wmax[kPer][kSplitThreads / 32];
@@ -489,8 +490,14 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
           fmaxf(fmaxf(wmax[q][w0], wmax[q][w0 + 1]), fmaxf(wmax[q][w0 + 2], wmax[q][w0 + 3]));
       float inv;
       const float s = qcore::QuantScaleOf(amax, &inv);
-      p.xq[t * p.ldq + d] = qcore::QuantValueF16(ov[q] * inv);
-      if (threadIdx.x % qcore::kQb == 0) p.xs[t * p.lds + d / qcore::kQb] = s;
+      if (p.xq != nullptr) {
+        p.xq[t * p.ldq + d] = qcore::QuantValueF16(ov[q] * inv);
+        if (threadIdx.x % qcore::kQb == 0) p.xs[t * p.lds + d / qcore::kQb] = s;
+      }
+      if (p.xc != nullptr) {
+        p.xc[t * p.ldc + d] = __nv_cvt_float_to_fp8(ov[q] * inv, __NV_SATFINITE, __NV_E4M3);
+        if (threadIdx.x % qcore::kQb == 0) p.xcs[(d / qcore::kQb) * p.ldcs + t] = s;
+      }
     }
   }
   if (p.trigger == 2) PdlTrigger();
@@ -682,7 +689,13 @@ Status HcMixParams::Validate() const {
   }
   return Status::Ok();
 }
-Status HcPreFinishParams::Validate() const { return CheckHc(hc); }
+Status HcPreFinishParams::Validate() const {
+  if (xc != nullptr && (xcs == nullptr || ldc < MmaQuantLd(D) || ldcs < n)) {
+    return InvalidArgument("mHC pre: the codes' layout (ldc " + std::to_string(ldc) + ", ldcs " +
+                           std::to_string(ldcs) + ")");
+  }
+  return CheckHc(hc);
+}
 Status HcHeadFinishParams::Validate() const { return CheckHc(hc); }
 
 int64_t HcMixSlices(int64_t K) { return (K + kMixSlice - 1) / kMixSlice; }
@@ -720,6 +733,10 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
         q.xq = p.xq + t0 * p.ldq;
         q.xs = p.xs + t0 * p.lds;
       }
+      if (p.xc != nullptr) {
+        q.xc = p.xc + t0 * p.ldc;
+        q.xcs = p.xcs + t0;
+      }
       q.n = std::min(kMaxRows, p.n - t0);
       const dim3 g(kSplitBlocks, static_cast<unsigned>(q.n), p.n <= kHcOwnSinkhornMaxRows ? 2 : 1);
       auto go = [&](auto kernel) {
@@ -756,6 +773,7 @@ void LaunchHcPreFinish(const HcPreFinishParams& p, StreamHandle stream) {
     a.q = p.xq; a.ldq = p.ldq; a.s = p.xs; a.lds = p.lds;
     LaunchActQuant(a, stream);
   }
+  if (p.xc != nullptr) LaunchMmaActQuant(p.xn, p.D, p.n, p.D, p.xc, p.ldc, p.xcs, p.ldcs, stream);
 }
 
 void LaunchHcHeadFinish(const HcHeadFinishParams& p, StreamHandle stream) {

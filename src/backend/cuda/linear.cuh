@@ -146,12 +146,20 @@ void TileFp8ForMma(const uint8_t* src, uint8_t* dst, int64_t n, int64_t k);
 
 // Activation rows already quantized as the FP8/FP4 linears quantize their input (act_quant: e4m3
 // values as f16, one power-of-two scale per 128 columns; the same bits as the kernels' own
-// quantization). A linear given them skips its own (and then needs no x).
+// quantization). A linear given them skips its own (and then needs no x). Two forms: q / s for
+// the default linears, c / cs for the FP8-instruction mode's (WeightRef::mma; each linear takes
+// only its own form and ignores the other).
 struct QuantizedRows {
   const uint16_t* q = nullptr;  // [rows, ldq] f16
   int64_t ldq = 0;
   const float* s = nullptr;  // [rows, lds]
   int64_t lds = 0;
+  // The mode's (LaunchMmaActQuantRows'): e4m3 codes c [rows, ldc] (ldc >= MmaQuantLd(width), a
+  // multiple of 16), the scales transposed, cs[(column / 128) * ldcs + row] (ldcs >= rows).
+  const uint8_t* c = nullptr;
+  int64_t ldc = 0;
+  const float* cs = nullptr;
+  int64_t ldcs = 0;
 };
 // act_quant of rows [0, rows) of x ([rows, ldx] fp32, columns [0, k)) into q_buf (rows x
 // QuantizedLd(k) f16) and s_buf (rows x QuantizedScales(k) floats).
@@ -159,6 +167,10 @@ int64_t QuantizedLd(int64_t k);
 int64_t QuantizedScales(int64_t k);
 QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
                                  uint16_t* q_buf, float* s_buf, StreamHandle stream);
+// The same in the FP8-instruction mode's form: c_buf MmaQuantBytes(rows, k) bytes, cs_buf
+// MmaScaleCount(rows, k) floats.
+QuantizedRows LaunchMmaActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                                    uint8_t* c_buf, float* cs_buf, StreamHandle stream);
 
 struct LinearParams {
   WeightRef w;
@@ -202,12 +214,10 @@ struct ExpertLinearParams {
   // Set by LaunchExpertLinearSwiglu only (fp32/bf16): [E] W3 pointers of the fused SwiGLU pair.
   const void* const* dual_data = nullptr;
   float dual_limit = 0.0f;
-  // The FP8-instruction mode (shape.mma) only, for a W1 / W3 -> W2 chain on one stream's `aq`.
-  // LaunchExpertLinearSwiglu with swiglu_to_aq: the SwiGLU output's act_quant codes (those that
-  // the W2 launch would make of it) left in aq in place of fp32 rows in y (y then holds W1's
-  // output, u W3's). LaunchExpertLinear with x_in_aq: x's codes are in aq already (x unread).
+  // The FP8-instruction mode (shape.mma) only: LaunchExpertLinearSwiglu leaves the SwiGLU
+  // output's act_quant codes in aq (and returns them, the W2 launch's xq) in place of fp32 rows
+  // in y (y then holds W1's output, u W3's).
   bool swiglu_to_aq = false;
-  bool x_in_aq = false;
 };
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
@@ -217,7 +227,9 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
 // scratch) and LaunchSwiglu: the same values either way.
 void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
                         StreamHandle stream);
-void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
-                              const void* const* w3_scale, float* u, float limit, StreamHandle stream);
+// (Returns the SwiGLU output's codes with p1.swiglu_to_aq, else nothing.)
+QuantizedRows LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                                       const void* const* w3_scale, float* u, float limit,
+                                       StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -416,8 +416,6 @@ void LaunchLinear(const LinearParams& p, StreamHandle stream) {
 
 void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   if (p.max_slots <= 0 || p.total_pairs <= 0) return;
-  DSINFER_CHECK_MSG(p.shape.mma || (!p.swiglu_to_aq && !p.x_in_aq),
-                    "routed experts: swiglu_to_aq / x_in_aq need the FP8-instruction weights");
   if (p.shape.mma) {
     LaunchMmaExpertLinear(p, stream);
     return;
@@ -461,31 +459,30 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
   LaunchSwiglu(p1.y, u, p1.m, p1.w.n, p1.ldy, limit, stream);
 }
 
-void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
-                              const void* const* w3_scale, float* u, float limit, StreamHandle stream) {
-  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return;
-  DSINFER_CHECK_MSG(p1.shape.mma || (!p1.swiglu_to_aq && !p1.x_in_aq),
-                    "routed experts: swiglu_to_aq / x_in_aq need the FP8-instruction weights");
-  if (p1.shape.mma) {
-    LaunchMmaExpertLinearSwiglu(p1, w3_data, w3_scale, u, limit, stream);
-    return;
-  }
+QuantizedRows LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
+                                       const void* const* w3_scale, float* u, float limit,
+                                       StreamHandle stream) {
+  if (p1.max_slots <= 0 || p1.total_pairs <= 0) return {};
+  DSINFER_CHECK_MSG(p1.shape.mma || !p1.swiglu_to_aq,
+                    "routed experts: swiglu_to_aq needs the FP8-instruction weights");
+  if (p1.shape.mma) return LaunchMmaExpertLinearSwiglu(p1, w3_data, w3_scale, u, limit, stream);
   if (IsQuantized(p1.shape.format) && QLinearSupports(p1.shape, true, nullptr)) {
     QLinearArgs a = ExpertArgs(p1);
     a.ew[1] = w3_data; a.es[1] = w3_scale; a.limit = limit;
     LaunchQLinear(a, p1.shape, true, PairsPerSlot(p1), p1.max_slots, ExpertXRows(p1), p1.aq, stream);
-    return;
+    return {};
   }
   GemvJob j = ExpertJob(p1);
   j.dual = true; j.edata2 = w3_data; j.limit = limit;
   const bool aligned = Aligned16(p1.x) && p1.ldx % 4 == 0;
-  if (!IsQuantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream)) return;
+  if (!IsQuantized(p1.shape.format) && TryLaunchGemv(j, aligned, PairsPerSlot(p1), stream))
+    return {};
   const Plan pl = MakePlan(p1.shape, aligned, PairsPerSlot(p1), p1.max_slots);
   if (!IsQuantized(p1.shape.format) && pl.vec && pl.mt == 1) {
     ExpertLinearParams pd = p1;
     pd.dual_data = w3_data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(ExpertLinearKernel, p1.shape.format, pl, pd, stream);
-    return;
+    return {};
   }
   LaunchExpertLinear(p1, stream);
   ExpertLinearParams p3 = p1;
@@ -494,6 +491,7 @@ void LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w
   p3.y = u;
   LaunchExpertLinear(p3, stream);
   LaunchSwiglu(p1.y, u, p1.total_pairs, p1.shape.n, p1.ldy, limit, stream);
+  return {};
 }
 
 }  // namespace dsinfer::backend::cuda

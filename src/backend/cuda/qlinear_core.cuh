@@ -57,6 +57,32 @@ __device__ __forceinline__ uint32_t QuantBlockCodes(float4 v, float* scale) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// The same block held by 8 lanes, 16 values each (lanes 8j..8j+7 of a warp hold one block, lane
+// 8j+i its columns 16i..16i+15 in v[0..3]; every lane of the warp takes part): the lane's 16 e4m3
+// codes (column 16i in the low byte of .x), and the block's scale in *scale. QuantBlockCodes'
+// bits, with four blocks a warp in flight at once.
+__device__ __forceinline__ uint4 QuantBlockCodes16(const float4 (&v)[4], float* scale) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    amax = fmaxf(amax,
+                 fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w))));
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  float inv;
+  *scale = QuantScaleOf(amax, &inv);
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[k].x * inv, v[k].y * inv), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(v[k].z * inv, v[k].w * inv), __NV_SATFINITE, __NV_E4M3);
+    w[k] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // The same block's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take
 // them as f16, spec §2.12's e4m3 products are exact either way).
 __device__ __forceinline__ uint2 QuantBlock(float4 v, float* scale) {

@@ -31,6 +31,20 @@ gpu::SparseAttentionParams CudaModel::Impl::AttentionParams(const BlockW& w,
     oq->ldq = ap.out_ldq;
     oq->s = o_s;
     oq->lds = ap.out_lds;
+  } else if (w.wo_a.mma && d % 128 == 0) {
+    // The FP8-instruction mode: the attention writes wo_a's input codes (into this stream's
+    // scratch, which wo_a's launch would quantize o into) instead of o.
+    const gpu::ActQuantScratch aq = Aq();
+    DSINFER_CHECK(gpu::MmaQuantBytes(n, H * d) <= aq.q_bytes &&
+                  gpu::MmaScaleCount(n, H * d) <= aq.s_count);
+    ap.out_c = aq.q;
+    ap.out_ldc = gpu::MmaQuantLd(H * d);
+    ap.out_cs = aq.s;
+    ap.out_ldcs = gpu::MmaScaleLd(n);
+    oq->c = ap.out_c;
+    oq->ldc = ap.out_ldc;
+    oq->cs = ap.out_cs;
+    oq->ldcs = ap.out_ldcs;
   }
   return ap;
 }
@@ -180,6 +194,8 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
   // bits.
   const bool prequant = n <= kMoeQuantRows && TakesQuantizedRows(w.experts.w1);
   const bool shared_first = prequant && n <= kXnQuantRows && w.has_shared;
+  // The FP8-instruction mode: x's codes once for the shared and the routed experts.
+  const gpu::QuantizedRows xc = XnCodes(MoeCodes(w), n);
   gpu::QuantizedRows xq;
   if (prequant) {
     Branch(0, [&] {
@@ -197,6 +213,7 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
       gpu::LinearParams p;
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
       if (prequant && TakesQuantizedRows(w.sh_w1)) p.xq = xq;
+      if (w.sh_w1.mma) p.xq = xc;
       gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       if (shared_first) Checkpoint(0);
       Linear(w.sh_w2, sg, I, n, sy, D);
@@ -249,19 +266,20 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
     if (prequant) WaitCheckpoint(0);  // the quantized x (shared_first: the shared w1 + w3 too)
     // The FP8-instruction mode: the SwiGLU's output goes to W2 as act_quant codes in the stream's
     // scratch, never as fp32 rows (g then holds W1's output).
-    const bool codes = ex.w1.mma && ex.w2.mma;
+    gpu::QuantizedRows gc;
     {
       gpu::ExpertLinearParams p =
           expert(ex.w1, ex.w1_data, ex.w1_scale, xn, D, static_cast<int>(K), g, I);
       if (prequant) p.xq = xq;
-      p.swiglu_to_aq = codes;
-      gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
+      if (ex.w1.mma) p.xq = xc;
+      p.swiglu_to_aq = ex.w1.mma && ex.w2.mma;
+      gc = gpu::LaunchExpertLinearSwiglu(p, ex.w3_data, ex.w3_scale, gu, lim, cur_stream());
     }
     {
       gpu::ExpertLinearParams p = expert(ex.w2, ex.w2_data, ex.w2_scale, g, I, 1, ys, D);
       if (shared_first) Join(0);
       if (prequant) p.xq = gpu::LaunchActQuantRows(g, I, P, I, gq_buf, gs_buf, cur_stream());
-      p.x_in_aq = codes;
+      if (gc.c != nullptr) p.xq = gc;
       gpu::LaunchExpertLinear(p, cur_stream());
     }
   }
@@ -301,6 +319,10 @@ void CudaModel::Impl::AllocateActivations() {
   qi = Alloc<float>(T * IH * Id);
   wi = Alloc<float>(T * IH);
   o = Alloc<float>(T * H * d);
+  if (opt.fp8_mma) {  // XnCodes
+    xn_c = Alloc<uint8_t>(gpu::MmaQuantBytes(T, D));
+    xn_cs = Alloc<float>(gpu::MmaScaleCount(T, D));
+  }
   z = Alloc<float>(T * c.o_groups * c.o_lora_rank);
   y = Alloc<float>(T * D);
   // (The FP8-instruction mode quantizes every linear's input into it, as e4m3 codes with their

@@ -422,6 +422,31 @@ struct CudaModel::Impl {
   // Up to kXnQuantRows rows: the mHC finish before the attention act_quant's its normalized
   // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
   // instead of each of their warps quantizing its slice (the same bits; docs/perf.md round 15).
+  // The FP8-instruction mode (opt.fp8_mma): xn's act_quant codes in xn_c / xn_cs (ldcs
+  // MmaScaleLd(max_tokens)), made once for every projection of it (each would quantize xn again),
+  // by the HcPre that wrote xn (its `codes`: then xn_codes_rows = n) or else here. XnCodes(mma,
+  // n): them (`mma`: the projections about to run take the mode's form; else nothing), once: the
+  // branches that read them join before the next HcPre or XnCodes rewrites them.
+  uint8_t* xn_c = nullptr;
+  float* xn_cs = nullptr;
+  int64_t xn_codes_rows = -1;
+  gpu::QuantizedRows XnCodes(bool mma, int64_t n) {
+    const bool made = xn_codes_rows == n;
+    xn_codes_rows = -1;
+    if (!mma || xn_c == nullptr) return {};
+    const int64_t D = c.hidden_size;
+    if (!made) return gpu::LaunchMmaActQuantRows(xn, D, n, D, xn_c, xn_cs, cur_stream());
+    gpu::QuantizedRows r;
+    r.c = xn_c;
+    r.ldc = gpu::MmaQuantLd(D);
+    r.cs = xn_cs;
+    r.ldcs = gpu::MmaScaleLd(opt.max_tokens);
+    return r;
+  }
+  // Whether the MoE's projections of xn take the mode's codes (XnCodes).
+  static bool MoeCodes(const BlockW& w) {
+    return w.experts.w1.mma || (w.has_shared && w.sh_w1.mma);
+  }
   gpu::QuantizedRows XnQuant() const {
     gpu::QuantizedRows r;
     r.q = xq_buf; r.ldq = gpu::QuantizedLd(c.hidden_size);
@@ -590,7 +615,7 @@ struct CudaModel::Impl {
     gpu::LinearParams p;
     p.w = w; p.x = x; p.ldx = ldx; p.m = m; p.y = yout; p.ldy = ldy;
     p.x_group_rows = group_rows; p.x_group_stride = group_stride; p.aq = Aq();
-    if (xq.q != nullptr && TakesQuantizedRows(w)) p.xq = xq;
+    if ((xq.q != nullptr && TakesQuantizedRows(w)) || (xq.c != nullptr && w.mma)) p.xq = xq;
     gpu::LaunchLinear(p, cur_stream());
   }
   // qout, sout (optional): the normalized rows act_quant'ed as well (QuantizedLd /
@@ -628,10 +653,11 @@ struct CudaModel::Impl {
   }
   // The mix partials of X for the next HcPre are in `mix` already (written by HcPost).
   bool mix_ready = false;
-  // quant: xn also act_quant'ed into XnQuant() (n <= kXnQuantRows).
-  // pre_in / pre_out: single-pass mHC (HcPreFinishParams).
+  // quant: xn also act_quant'ed into XnQuant() (n <= kXnQuantRows); codes: and into XnCodes' (the
+  // FP8-instruction mode's form, where allocated). pre_in / pre_out: single-pass mHC
+  // (HcPreFinishParams).
   void HcPre(const HcW& w, int64_t n, const float* norm_w, bool quant = false, int trigger = 0,
-             const float* pre_in = nullptr, float* pre_out = nullptr) {
+             const float* pre_in = nullptr, float* pre_out = nullptr, bool codes = false) {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     if (!mix_ready) HcMix(X, n, w.fn);
     gpu::HcPreFinishParams p;
@@ -646,6 +672,13 @@ struct CudaModel::Impl {
     p.pre_out = pre_out;
     if (quant) {
       p.xq = xq_buf; p.ldq = gpu::QuantizedLd(D); p.xs = xs_buf; p.lds = gpu::QuantizedScales(D);
+    }
+    xn_codes_rows = codes && xn_c != nullptr ? n : -1;
+    if (xn_codes_rows >= 0) {
+      p.xc = xn_c;
+      p.ldc = gpu::MmaQuantLd(D);
+      p.xcs = xn_cs;
+      p.ldcs = gpu::MmaScaleLd(opt.max_tokens);
     }
     gpu::LaunchHcPreFinish(p, cur_stream());
   }
@@ -783,12 +816,12 @@ struct CudaModel::Impl {
     const bool attn_q =
         n <= kXnQuantRows && (TakesQuantizedRows(w.wq_a) || TakesQuantizedRows(w.wkv));
     Mark("hc_pre+norm");
-    HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn);
-    Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
+    HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn, nullptr, nullptr, w.wq_a.mma);
+    Attention(w, state[layer], n, one_per_seq, attn_q ? XnQuant() : XnCodes(w.wq_a.mma, n));
     Mark("hc_post");
     HcPost(n, nullptr, &w.hc_ffn.fn);
     Mark("hc_pre+norm");
-    HcPre(w.hc_ffn, n, w.ffn_norm, false, kHcPreTriggerFfn);
+    HcPre(w.hc_ffn, n, w.ffn_norm, false, kHcPreTriggerFfn, nullptr, nullptr, MoeCodes(w));
     const gpu::MoeCombineParams combine = Moe(w, layer, n);
     Mark("hc_post");
     HcPost(n, &combine, layer + 1 < c.num_layers ? &layers[layer + 1].hc_attn.fn : nullptr);

@@ -21,12 +21,12 @@ void CudaModel::Impl::BlockV41(const BlockW& w, int layer, int64_t n, bool one_p
   Mark("hc_pre+norm");
   // The attention collapses with the previous site's pre (the first site: stream 0).
   HcPre(w.hc_attn, n, w.attn_norm, attn_q, kHcPreTriggerAttn, layer == 0 ? v.pre_first : v.pre_mix,
-        v.pre_attn);
-  AttentionV41(w, layer, n, one_per_seq, attn_q ? XnQuant() : gpu::QuantizedRows{});
+        v.pre_attn, w.wq_a.mma);
+  AttentionV41(w, layer, n, one_per_seq, attn_q ? XnQuant() : XnCodes(w.wq_a.mma, n));
   Mark("hc_post");
   HcPost(n, nullptr, &w.hc_ffn.fn);
   Mark("hc_pre+norm");
-  HcPre(w.hc_ffn, n, w.ffn_norm, false, kHcPreTriggerFfn, v.pre_attn, v.pre_mix);
+  HcPre(w.hc_ffn, n, w.ffn_norm, false, kHcPreTriggerFfn, v.pre_attn, v.pre_mix, MoeCodes(w));
   const gpu::MoeCombineParams combine = Moe(w, layer, n);
   Mark("hc_post");
   const bool next_fused = layer + 1 < c.num_layers && v.layers[layer + 1].engram < 0;
