@@ -6,7 +6,8 @@
 # goldens, apply_diff / unapply_diff, ncu_kernel, attn and attn4 (bench_attention), gemm and gemm_experts_ab (bench_fp8_gemm), idx
 # (bench_indexer), long32k and p128 (the mode's 32K and 128K prefills), hcall / hc_same / hctest
 # (the mHC kernels' bench_hc figures and out_hash, their comparison, the HcTest op tests), timeline
-# (a cupti kernel timeline of graph-replayed decode steps), bf16q (bench_qgemm's bf16 shapes).
+# (a cupti kernel timeline of graph-replayed decode steps), prefill_trace (the mode's prefill's
+# kernels summed), bf16q (bench_qgemm's bf16 shapes).
 #
 # The device's checkout has this tree's files but an older .git (session 46: `git checkout` of a
 # recent commit failed there, and `git stash` restored an older commit's files). So a baseline is
@@ -161,6 +162,30 @@ timeline() {  # batch
   python3 tools/cupti_trace/timeline.py /tmp/trace_b$1.csv --chain > "$OUT/timeline_b$1.txt" 2>&1
   echo "timeline b$1 rc=$? $(( $(date +%s) - t0 )) s"
   head -30 "$OUT/timeline_b$1.txt"
+}
+# A cupti kernel trace of flash-l8's 8,192-token prefill in the mode (the bench's three prefills
+# and one decode step), summed per kernel and launch shape into $OUT/prefill_kernels_NAME.txt (ms
+# per prefill); prints the top 70.
+prefill_trace() {  # name
+  local tr=build-cuda/libcupti_trace.so
+  [ -f $tr ] || g++ -O2 -std=c++20 -shared -fPIC -I/usr/local/cuda/include \
+    tools/cupti_trace/cupti_trace.cc -L/usr/local/cuda/lib64 -lcupti -o $tr || return 1
+  LD_PRELOAD=$tr DSINFER_TRACE_OUT=/tmp/trace_p.csv timeout 150 build-cuda/bin/dsinfer bench \
+    --preset flash-l8 --batches 1 --prefill 8192 --steps 1 --kv-cache-dtype fp8 --fp8-mma > "$OUT/bench_trace_$1.jsonl" 2>&1
+  echo "trace rc=$? $(( $(date +%s) - t0 )) s"
+  python3 - /tmp/trace_p.csv > "$OUT/prefill_kernels_$1.txt" <<'PY'
+import collections, sys
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for i, line in enumerate(open(sys.argv[1])):
+    if i == 0: continue
+    f = line.rstrip("\n").split(",", 9)
+    key = (f[9][:70], f[5], f[6], f[7], f[8])
+    tot[key] += (int(f[1]) - int(f[0])) / 1e6; cnt[key] += 1
+print("ms_per_prefill count mean_us name grid block")
+for k, t in sorted(tot.items(), key=lambda x: -x[1])[:70]:
+    print(f"{t/3:8.2f} {cnt[k]:6d} {1000*t/cnt[k]:9.1f} {k[0]} ({k[1]},{k[2]},{k[3]}) {k[4]}")
+PY
+  head -70 "$OUT/prefill_kernels_$1.txt"
 }
 # bench_qgemm's bf16 shapes (the head, the router's gate, the compressors; or only the shapes
 # given) on the tensor cores at `tokens` rows into $OUT/qgemm_NAME.jsonl; prints each shape's
