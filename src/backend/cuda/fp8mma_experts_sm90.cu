@@ -315,7 +315,8 @@ void LaunchMmaWsExperts(const TileArgs& t, bool fp4, dim3 grid, StreamHandle str
 bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch& aq,
                               int64_t x_rows, int64_t total_pairs, int max_slots, dim3 grid,
                               bool gather, StreamHandle stream) {
-  if (t.k % kBK != 0 || t.wpitch % 16 != 0 || t.ldq % 16 != 0 ||
+  // (The gathered rows take the act_quant rows' pitch, MmaQuantLd(k), as the sizes assume.)
+  if (t.k % kBK != 0 || t.wpitch % 16 != 0 || t.ldq != MmaQuantLd(t.k) ||
       MmaExpertQuantBytes(x_rows, total_pairs, max_slots, t.k) > aq.q_bytes ||
       MmaExpertScaleCount(x_rows, total_pairs, max_slots, t.k) > aq.s_count)
     return false;

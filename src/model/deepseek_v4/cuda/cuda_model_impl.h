@@ -419,9 +419,6 @@ struct CudaModel::Impl {
   static constexpr int64_t kXnQuantRows = 16;
   uint16_t *xq_buf = nullptr, *gq_buf = nullptr;
   float *xs_buf = nullptr, *gs_buf = nullptr;
-  // Up to kXnQuantRows rows: the mHC finish before the attention act_quant's its normalized
-  // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
-  // instead of each of their warps quantizing its slice (the same bits; docs/perf.md round 15).
   // The FP8-instruction mode (opt.fp8_mma): xn's act_quant codes in xn_c / xn_cs (ldcs
   // MmaScaleLd(max_tokens)), made once for every projection of it (each would quantize xn again),
   // by the HcPre that wrote xn (its `codes`: then xn_codes_rows = n) or else here. XnCodes(mma,
@@ -447,6 +444,9 @@ struct CudaModel::Impl {
   static bool MoeCodes(const BlockW& w) {
     return w.experts.w1.mma || (w.has_shared && w.sh_w1.mma);
   }
+  // Up to kXnQuantRows rows: the mHC finish before the attention act_quant's its normalized
+  // x into xq_buf / xs_buf as well (XnQuant), for the attention's FP8/FP4 projections of x,
+  // instead of each of their warps quantizing its slice (the same bits; docs/perf.md round 15).
   gpu::QuantizedRows XnQuant() const {
     gpu::QuantizedRows r;
     r.q = xq_buf; r.ldq = gpu::QuantizedLd(c.hidden_size);
