@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 56: s56_shared_codes.diff, the shared expert's SwiGLU handed to its W2 as codes
+# Session 56 (record: the diff landed, then deleted): s56_shared_codes.diff, the shared expert's SwiGLU handed to its W2 as codes
 # (LinearParams::swiglu_to_aq; W3 on W1's codes). Main's mode prefill first (same card), then the
 # diff: the mode's op tests, the model in the mode against the CPU, the mode's prefill.
 source "$(dirname "$0")/common.sh"

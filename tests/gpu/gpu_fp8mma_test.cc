@@ -457,5 +457,59 @@ TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
     }
 }
 
+// The dense W1 / W3 -> W2 chain (the shared expert's) with the SwiGLU handed on as codes
+// (LinearParams::swiglu_to_aq) and x's codes given: W2's output the same bits as through fp32
+// SwiGLU rows from fp32 x, on the 8-token tile (m 3), the gather tile (21) and, FP8 from 128 rows,
+// the TMA tile (130); the scratch poisoned before each chain.
+TEST(Fp8MmaTest, DenseSwigluCodesMatchFp32Rows) {
+  SKIP_WITHOUT_GPU();
+  for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
+    for (const int64_t m : {3, 21, 130}) {
+      const int64_t D = 384, I = 256, n2 = 192;
+      const std::string name = "dense swiglu codes " + Name(f, m, I, D);
+      const MmaWeight w1(f, I, D, 501), w3(f, I, D, 502), w2(f, n2, I, 503);
+      DeviceBuffer xd = Upload(testing::RandomVector(static_cast<size_t>(m * D), 93)),
+                   gd(m * I * 4), ud(m * I * 4), yd(m * n2 * 4), xc(MmaQuantBytes(m, D)),
+                   xcs(MmaScaleCount(m, D) * 4);
+      Scratch scr(m, std::max(D, I));
+      Stream st;
+      auto chain = [&](bool codes) {
+        Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
+        Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+        Memset(yd.get(), 0xff, m * n2 * 4, st.get());
+        LinearParams p1;
+        p1.w = w1.Ref();
+        p1.aq = scr.aq;
+        p1.x = xd.as<float>();
+        p1.ldx = D;
+        p1.m = m;
+        p1.y = gd.as<float>();
+        p1.ldy = I;
+        p1.swiglu_to_aq = codes;
+        if (codes) {
+          p1.xq = LaunchMmaActQuantRows(xd.as<float>(), D, m, D, xc.as<uint8_t>(), xcs.as<float>(),
+                                        st.get());
+        }
+        const QuantizedRows gc = LaunchLinearSwiglu(p1, w3.Ref(), ud.as<float>(), 0.7f, st.get());
+        EXPECT_EQ(gc.c != nullptr, codes) << name;
+        LinearParams p2 = p1;
+        p2.w = w2.Ref();
+        p2.x = gd.as<float>();
+        p2.ldx = I;
+        p2.xq = gc;
+        p2.y = yd.as<float>();
+        p2.ldy = n2;
+        p2.swiglu_to_aq = false;
+        LaunchLinear(p2, st.get());
+        return Download<float>(yd, m * n2, st);
+      };
+      const auto want = chain(false), got = chain(true);
+      ExpectSameBits(got, want, name);
+      EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }))
+          << name;
+      EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](float v) { return v != 0; })) << name;
+    }
+}
+
 }  // namespace
 }  // namespace dsinfer::backend::cuda

@@ -26,6 +26,10 @@ void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width,
 // made into p.aq, which must hold them either way: linear.cuh).
 void LaunchMmaLinear(const LinearParams& p, StreamHandle stream);
 void LaunchMmaExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
+// W1 into p1.y and W3 into u, x quantized once for both; then the SwiGLU into p1.y, or with
+// p1.swiglu_to_aq its act_quant codes into p1.aq, returned (as the experts' below).
+QuantizedRows LaunchMmaLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u,
+                                    float limit, StreamHandle stream);
 // W1 into p1.y and W3 into u over the same pairs, x quantized (and, for the TMA-fed tile, its
 // pairs' rows gathered) once for both; then the SwiGLU into p1.y, or with p1.swiglu_to_aq its
 // act_quant codes into p1.aq (MmaActQuantKernel's bits of SwigluF's values), returned.

@@ -510,8 +510,10 @@ void LaunchMmaActQuant(const float* x, int64_t ldx, int64_t rows, int64_t width,
   LaunchActQuant(x, nullptr, ldx, rows, width, 0.0f, q, ldq, s_t, ld_t, stream);
 }
 
-void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
-  if (p.m <= 0 || p.w.n <= 0) return;
+namespace {
+
+// A dense launch (x's codes: p.xq's, else made into aq); returns the codes it read.
+QuantizedRows MmaLinear(const LinearParams& p, StreamHandle stream) {
   const WeightRef& w = p.w;
   const bool fp4 = w.format == WeightFormat::kFp4, grouped = p.x_group_rows > 0;
   const int64_t width = grouped ? ((w.n - 1) / p.x_group_rows) * p.x_group_stride + w.k : w.k;
@@ -521,6 +523,11 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
   DSINFER_CHECK_MSG(p.m < (int64_t{1} << 30), "FP8-instruction linear: too many rows");
   TileArgs t{};
   Prepare(w, p.x, p.ldx, p.m, width, p.aq, p.xq, &t, stream);
+  QuantizedRows used;
+  used.c = t.xq;
+  used.ldc = t.ldq;
+  used.cs = t.xs_t;
+  used.ldcs = t.ld_t;
   t.m = static_cast<int>(p.m);
   t.y = p.y;
   t.ldy = p.ldy;
@@ -548,7 +555,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
                          static_cast<unsigned>(token_tiles), 1),
                     stream);
     }
-    return;
+    return used;
   }
   if (grouped) {  // one launch: each 128-row block reads its group's columns
     t.group_rows = static_cast<int>(p.x_group_rows);
@@ -559,7 +566,7 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
   if (!fp4 && p.m >= kBN && w.n >= kBM && w.k >= kBK &&
       (reinterpret_cast<uintptr_t>(w.data) & 15) == 0 && w.k % (grouped ? kBK : 16) == 0 &&
       TryLaunchTma(t, width, stream))
-    return;
+    return used;
   // Fewer blocks than SMs: a block per k slice too, their sums added after (the same order).
   const int slices = static_cast<int>((w.k + SliceCols(false) - 1) / SliceCols(false));
   if (slices > 1 && blocks < SmCount() && p.aq.part != nullptr &&
@@ -574,11 +581,19 @@ void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
                  stream, static_cast<const float*>(p.aq.part), slices, p.m, w.n, p.y, p.ldy);
     CUDA_CHECK_LAUNCH();
     ++g_split_launches;
-    return;
+    return used;
   }
   LaunchTileAny(t, fp4, false, tile,
                 dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles), 1),
                 stream);
+  return used;
+}
+
+}  // namespace
+
+void LaunchMmaLinear(const LinearParams& p, StreamHandle stream) {
+  if (p.m <= 0 || p.w.n <= 0) return;
+  MmaLinear(p, stream);
 }
 
 namespace {
@@ -629,6 +644,32 @@ QuantizedRows MmaExpertLinear(const ExpertLinearParams& p, bool gather, StreamHa
 
 }  // namespace
 
+namespace {
+
+// The SwiGLU of g and u ([rows, ld], width columns) into g, or with `to_aq` its act_quant codes
+// into aq where the next linear's Prepare would put them (x_rows = rows), returned.
+QuantizedRows Swiglu(float* g, const float* u, int64_t ld, int64_t rows, int64_t width, float limit,
+                     bool to_aq, const ActQuantScratch& aq, StreamHandle stream) {
+  if (!to_aq) {
+    LaunchSwiglu(g, u, rows, width, ld, limit, stream);
+    return {};
+  }
+  DSINFER_CHECK_MSG(ld % 4 == 0 && (reinterpret_cast<uintptr_t>(g) & 15) == 0 &&
+                        (reinterpret_cast<uintptr_t>(u) & 15) == 0 &&
+                        MmaQuantBytes(rows, width) <= aq.q_bytes &&
+                        MmaScaleCount(rows, width) <= aq.s_count,
+                    "FP8-instruction linear: SwiGLU codes need aligned rows and the scratch");
+  QuantizedRows r;
+  r.c = aq.q;
+  r.ldc = MmaQuantLd(width);
+  r.cs = aq.s;
+  r.ldcs = MmaScaleLd(rows);
+  LaunchActQuant(g, u, ld, rows, width, limit, aq.q, r.ldc, aq.s, r.ldcs, stream);
+  return r;
+}
+
+}  // namespace
+
 QuantizedRows LaunchMmaActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
                                     uint8_t* c_buf, float* cs_buf, StreamHandle stream) {
   DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0 &&
@@ -658,24 +699,18 @@ QuantizedRows LaunchMmaExpertLinearSwiglu(const ExpertLinearParams& p1, const vo
   p3.scale = w3_scale;
   p3.y = u;
   MmaExpertLinear(p3, false, stream);
-  const int64_t rows = p1.total_pairs, width = p1.shape.n;
-  if (!p1.swiglu_to_aq) {
-    LaunchSwiglu(p1.y, u, rows, width, p1.ldy, limit, stream);
-    return {};
-  }
-  // The codes where the W2 launch's Prepare would put them (x_rows = the pairs, width = n).
-  DSINFER_CHECK_MSG(p1.ldy % 4 == 0 && (reinterpret_cast<uintptr_t>(p1.y) & 15) == 0 &&
-                        (reinterpret_cast<uintptr_t>(u) & 15) == 0 &&
-                        MmaQuantBytes(rows, width) <= p1.aq.q_bytes &&
-                        MmaScaleCount(rows, width) <= p1.aq.s_count,
-                    "FP8-instruction experts: SwiGLU codes need aligned rows and the scratch");
-  QuantizedRows r;
-  r.c = p1.aq.q;
-  r.ldc = MmaQuantLd(width);
-  r.cs = p1.aq.s;
-  r.ldcs = MmaScaleLd(rows);
-  LaunchActQuant(p1.y, u, p1.ldy, rows, width, limit, p1.aq.q, r.ldc, p1.aq.s, r.ldcs, stream);
-  return r;
+  return Swiglu(p1.y, u, p1.ldy, p1.total_pairs, p1.shape.n, limit, p1.swiglu_to_aq, p1.aq, stream);
+}
+
+QuantizedRows LaunchMmaLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u,
+                                    float limit, StreamHandle stream) {
+  if (p1.m <= 0 || p1.w.n <= 0) return {};
+  LinearParams p3 = p1;
+  p3.xq = MmaLinear(p1, stream);  // W3 on W1's codes
+  p3.w = w3;
+  p3.y = u;
+  MmaLinear(p3, stream);
+  return Swiglu(p1.y, u, p1.ldy, p1.m, p1.w.n, limit, p1.swiglu_to_aq, p1.aq, stream);
 }
 
 int64_t MmaTmaLaunches() { return g_tma_launches.load(); }

@@ -189,6 +189,10 @@ struct LinearParams {
   // format as w).
   const void* dual_data = nullptr;
   float dual_limit = 0.0f;
+  // The FP8-instruction mode (w.mma) only: LaunchLinearSwiglu leaves the SwiGLU output's
+  // act_quant codes in aq (and returns them, W2's xq) in place of fp32 rows in y (y then holds
+  // W1's output, u W3's).
+  bool swiglu_to_aq = false;
 };
 
 void LaunchLinear(const LinearParams& p, StreamHandle stream);
@@ -225,9 +229,9 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream);
 // y = SwiGLU(x·W1ᵀ, x·W3ᵀ) (limit > 0 clamps as the CPU reference), W1 = p1.w, output p1.y. One
 // fused launch where the decode GEMV applies, else W1 and W3 (into `u`, [m or pairs, ldy]
 // scratch) and LaunchSwiglu: the same values either way.
-void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
-                        StreamHandle stream);
-// (Returns the SwiGLU output's codes with p1.swiglu_to_aq, else nothing.)
+// (Both return the SwiGLU output's codes with p1.swiglu_to_aq, else nothing.)
+QuantizedRows LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
+                                 StreamHandle stream);
 QuantizedRows LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,
                                        const void* const* w3_scale, float* u, float limit,
                                        StreamHandle stream);

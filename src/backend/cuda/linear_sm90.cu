@@ -430,26 +430,27 @@ void LaunchExpertLinear(const ExpertLinearParams& p, StreamHandle stream) {
   DSINFER_LINEAR_DISPATCH(ExpertLinearKernel, p.shape.format, pl, p, stream);
 }
 
-void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
-                        StreamHandle stream) {
-  if (p1.m <= 0 || p1.w.n <= 0) return;
-  // (The FP8-instruction mode: w1, w3, then the SwiGLU, below.)
-  if (IsQuantized(p1.w.format) && !p1.w.mma && QLinearSupports(p1.w, true, nullptr)) {
+QuantizedRows LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, float limit,
+                                 StreamHandle stream) {
+  if (p1.m <= 0 || p1.w.n <= 0) return {};
+  DSINFER_CHECK_MSG(p1.w.mma || !p1.swiglu_to_aq, "swiglu_to_aq needs the FP8-instruction weights");
+  if (p1.w.mma) return LaunchMmaLinearSwiglu(p1, w3, u, limit, stream);
+  if (IsQuantized(p1.w.format) && QLinearSupports(p1.w, true, nullptr)) {
     QLinearArgs a = DenseArgs(p1);
     a.w[1] = w3.data; a.s[1] = w3.scale; a.limit = limit;
     LaunchQLinear(a, p1.w, true, p1.m, 0, p1.m, p1.aq, stream);
-    return;
+    return {};
   }
   GemvJob j = DenseJob(p1);
   j.dual = true; j.data2 = w3.data; j.limit = limit;
   const bool aligned = DenseAligned(p1) && Aligned16(w3.data);
-  if (!IsQuantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return;
+  if (!IsQuantized(p1.w.format) && TryLaunchGemv(j, aligned, p1.m, stream)) return {};
   const Plan pl = MakePlan(p1.w, aligned, p1.m, 1);
   if (!IsQuantized(p1.w.format) && pl.vec && pl.mt == 1) {
     LinearParams pd = p1;
     pd.dual_data = w3.data; pd.dual_limit = limit;
     DSINFER_LINEAR_DUAL_DISPATCH(LinearKernel, p1.w.format, pl, pd, stream);
-    return;
+    return {};
   }
   LaunchLinear(p1, stream);
   LinearParams p3 = p1;
@@ -457,6 +458,7 @@ void LaunchLinearSwiglu(const LinearParams& p1, const WeightRef& w3, float* u, f
   p3.y = u;
   LaunchLinear(p3, stream);
   LaunchSwiglu(p1.y, u, p1.m, p1.w.n, p1.ldy, limit, stream);
+  return {};
 }
 
 QuantizedRows LaunchExpertLinearSwiglu(const ExpertLinearParams& p1, const void* const* w3_data,

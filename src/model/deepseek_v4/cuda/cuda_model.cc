@@ -214,9 +214,10 @@ gpu::MoeCombineParams CudaModel::Impl::Moe(const BlockW& w, int layer, int64_t n
       p.w = w.sh_w1; p.x = xn; p.ldx = D; p.m = n; p.y = sg; p.ldy = I; p.aq = Aq();
       if (prequant && TakesQuantizedRows(w.sh_w1)) p.xq = xq;
       if (w.sh_w1.mma) p.xq = xc;
-      gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
+      p.swiglu_to_aq = w.sh_w1.mma && w.sh_w2.mma;  // (W2 takes the codes: sg holds W1's output)
+      const gpu::QuantizedRows sc = gpu::LaunchLinearSwiglu(p, w.sh_w3, su, lim, cur_stream());
       if (shared_first) Checkpoint(0);
-      Linear(w.sh_w2, sg, I, n, sy, D);
+      Linear(w.sh_w2, sg, I, n, sy, D, sc);
     });
   }
   Mark("moe_router+group");
