@@ -16,7 +16,10 @@
 // so its own compute floor is 6x flop_bound_us.
 //   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
 //                   [--variants tc,tc_packed,...] (default: every variant) [--row-pv-sync]
-//   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits)
+//                   [--codes]
+//   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits;
+//   --codes: the output as the FP8-instruction mode's act_quant codes, out_c, instead of fp32
+//   rows, as the mode's model runs it; its bytes counted as 1 a value plus the scales)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -173,6 +176,7 @@ int main(int argc, char** argv) {
   int context = 4096;
   std::string kinds = "swa,csa,hca";
   std::vector<std::string> variants;  // only those; empty: all
+  bool codes = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
@@ -186,6 +190,8 @@ int main(int argc, char** argv) {
       kinds = argv[++i];
     } else if (a == "--variants" && v) {
       variants = dsinfer::bench::SplitList(argv[++i]);
+    } else if (a == "--codes") {
+      codes = true;
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
       gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = false;
@@ -198,6 +204,7 @@ int main(int argc, char** argv) {
   gpu::Stream stream;
   const gpu::StreamHandle st = stream.get();
   const double gbs = dsinfer::bench::PrintSetup(st);
+  const int64_t width = int64_t{kHeads} * kDim;  // (--codes: the codes' row)
   std::vector<Kind> ks;
   for (const Kind& k : {Kind{"swa", 0, false}, Kind{"csa", 4, true}, Kind{"hca", 128, false}})
     if (kinds.find(k.name) != std::string::npos) ks.push_back(k);
@@ -214,7 +221,11 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
       Setup s(k, c.n, c.prefill, context, st);
       const double flops = 4.0 * kHeads * kDim * static_cast<double>(s.flops_keys);
-      const double io_bytes = 2.0 * c.n * kHeads * kDim * 4;
+      // The query rows in, the output out: fp32 rows, or (--codes) a byte a value and a scale a
+      // 128-value block.
+      const double io_bytes = c.n * kHeads * kDim * (codes ? 4.0 + 1.0 + 4.0 / 128 : 8.0);
+      gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(c.n * width) : 0),
+          out_cs(codes ? static_cast<size_t>(width / 128 * ((c.n + 127) / 128 * 128) * 4) : 0);
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
       // products instead of 6; timing only: these random values are not bf16 values).
       // *_packed: the packed rows (the FP8 cache's state); *_qp: with the FP8 cache's bf16
@@ -246,6 +257,12 @@ int main(int argc, char** argv) {
         p.tc_row = v.row;
         p.kv_bf16 = v.kv_bf16;
         p.qp_bf16 = v.qp;
+        if (codes) {
+          p.out_c = static_cast<uint8_t*>(out_c.get());
+          p.out_ldc = width;
+          p.out_cs = static_cast<float*>(out_cs.get());
+          p.out_ldcs = (c.n + 127) / 128 * 128;
+        }
         const double bytes =
             io_bytes + static_cast<double>(s.key_rows) * (v.packed ? kPackedKv.bytes() : kDim * 4);
         const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
@@ -256,11 +273,12 @@ int main(int argc, char** argv) {
         const bool split = v.tc > 0 && gpu::SparseAttentionTcWillSplit(p);
         std::printf(
             "{\"bench\": \"attention\", \"kind\": \"%s\", \"rows\": %lld, \"prefill\": %s, "
-            "\"kernel\": \"%s\", \"split\": %s, \"us\": %.1f, \"tflops\": %.1f, \"GB\": %.3f, "
+            "\"kernel\": \"%s\", \"codes\": %s, \"split\": %s, \"us\": %.1f, \"tflops\": %.1f, "
+            "\"GB\": %.3f, "
             "\"flop_bound_us\": %.1f, \"mem_bound_us\": %.1f, \"ratio_to_bound\": %.2f}\n",
             k.name.c_str(), static_cast<long long>(c.n), c.prefill ? "true" : "false", v.name,
-            split ? "true" : "false", us, flops / (us * 1e-6) / 1e12, bytes / 1e9, flop_us, mem_us,
-            us / std::max(flop_us, mem_us));
+            codes ? "true" : "false", split ? "true" : "false", us, flops / (us * 1e-6) / 1e12,
+            bytes / 1e9, flop_us, mem_us, us / std::max(flop_us, mem_us));
       }
     }
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 56 for the next device session, carry [".devcarry"]; the tree is main
-# (about 3 minutes). s56_wob_codes.diff: wo_a's output handed to wo_b as act_quant codes
+# (about 3-4 minutes). s56_wob_codes.diff: wo_a's output handed to wo_b as act_quant codes
 # (LinearParams::yc; the TMA tile's epilogue writes them, MmaTmaKernel<true>: per token the
 # maximum over the tile's 128 rows through two consumer named barriers; other tiles write y and
 # act_quant it after). The trace put wo_b's act_quant at 1.18 ms a prefill, plus z's fp32 rows.
@@ -8,8 +8,13 @@
 # gpu_fp8mma_test (DenseMatchesCpuBitForBit now asks every case for the codes), the model in the
 # mode against the CPU, the mode's bench; the GPU suite if it gains.
 source "$(dirname "$0")/common.sh"
-gpu_build dsinfer
+gpu_build dsinfer bench_attention
 bench_flash main_mode --batches 1,256 --fp8-mma
+# The attention's codes epilogue on main (bench_attention --codes, session 56's landed form).
+for f in "" "--codes"; do
+  timeout 60 build-cuda/bin/bench_attention --rows 128 --prefill 8192 --variants tc_packed_qp $f > "$OUT/attn$f.jsonl" 2>&1
+  echo "attention $f rc=$? $(grep -o '"kind": "[a-z]*", "rows": [0-9]*\|"us": [0-9.]*' "$OUT/attn$f.jsonl" | paste -d" " - - | tr '\n' ';')"
+done
 apply_diff s56_wob_codes.diff
 gpu_build
 fp8mma_tests
