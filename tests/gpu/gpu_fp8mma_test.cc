@@ -116,6 +116,11 @@ struct Scratch {
     aq.part = part_count > 0 ? part.as<float>() : nullptr;
     aq.part_count = part_count;
   }
+  // Codes and scales no launch wrote (so that a launch reading codes it did not write fails).
+  void Poison(const Stream& st) {
+    Memset(q.get(), 0x7e, aq.q_bytes, st.get());
+    Memset(s.get(), 0xff, aq.s_count * 4, st.get());
+  }
   static int64_t QBytes(int64_t rows, int64_t width, int64_t pairs, int64_t slots) {
     return pairs > 0 ? MmaExpertQuantBytes(rows, pairs, slots, width) : MmaQuantBytes(rows, width);
   }
@@ -267,8 +272,7 @@ TEST(Fp8MmaTest, GroupedInputMatchesCpu) {
       p.xq = LaunchMmaActQuantRows(xd.as<float>(), width, m, width, xc.as<uint8_t>(),
                                    xcs.as<float>(), st.get());
       p.x = nullptr;
-      Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
-      Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+      scr.Poison(st);
       Memset(yd.get(), 0xff, m * n * 4, st.get());
       LaunchLinear(p, st.get());
       ExpectSameBits(Download<float>(yd, m * n, st), want, name + ", codes given");
@@ -298,6 +302,16 @@ struct ExpertWeights {
     return reinterpret_cast<const void* const*>(sd.as<uint8_t>() + i * sizeof(void*));
   }
 };
+
+// A W1 / W3 -> W2 chain's output with codes handed on (got) against the fp32 chain's (want): the
+// same bits, and want finite and not all zeros (the chain reached W2's output).
+void ExpectChainBits(const std::vector<float>& got, const std::vector<float>& want,
+                     const std::string& name) {
+  ExpectSameBits(got, want, name);
+  EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }))
+      << name;
+  EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](float v) { return v != 0; })) << name;
+}
 
 // T tokens' K pairs over E experts as a launch's device arrays: each token's first pair to expert
 // 0, the others to expert 1 + token % 4.
@@ -431,8 +445,7 @@ TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
       Scratch scr(std::max<int64_t>(T, P), std::max(D, I), 1 << 22, P, E);
       Stream st;
       auto chain = [&](bool codes) {
-        Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
-        Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+        scr.Poison(st);
         Memset(yd.get(), 0xff, P * n2 * 4, st.get());
         ExpertLinearParams p1 = route.Params(w13, xd.as<float>(), D, K, gd.as<float>(), I, scr.aq);
         p1.swiglu_to_aq = codes;
@@ -448,12 +461,8 @@ TEST(Fp8MmaTest, ExpertsSwigluCodesMatchFp32Rows) {
         LaunchExpertLinear(p2, st.get());
         return Download<float>(yd, P * n2, st);
       };
-      const auto want = chain(false), got = chain(true);
-      ExpectSameBits(got, want, name);
-      // (Finite, not all zeros: the chain reached W2's output.)
-      EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }))
-          << name;
-      EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](float v) { return v != 0; })) << name;
+      const auto want = chain(false);
+      ExpectChainBits(chain(true), want, name);
     }
 }
 
@@ -474,8 +483,7 @@ TEST(Fp8MmaTest, DenseSwigluCodesMatchFp32Rows) {
       Scratch scr(m, std::max(D, I));
       Stream st;
       auto chain = [&](bool codes) {
-        Memset(scr.q.get(), 0x7e, scr.aq.q_bytes, st.get());
-        Memset(scr.s.get(), 0xff, scr.aq.s_count * 4, st.get());
+        scr.Poison(st);
         Memset(yd.get(), 0xff, m * n2 * 4, st.get());
         LinearParams p1;
         p1.w = w1.Ref();
@@ -503,11 +511,8 @@ TEST(Fp8MmaTest, DenseSwigluCodesMatchFp32Rows) {
         LaunchLinear(p2, st.get());
         return Download<float>(yd, m * n2, st);
       };
-      const auto want = chain(false), got = chain(true);
-      ExpectSameBits(got, want, name);
-      EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }))
-          << name;
-      EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](float v) { return v != 0; })) << name;
+      const auto want = chain(false);
+      ExpectChainBits(chain(true), want, name);
     }
 }
 

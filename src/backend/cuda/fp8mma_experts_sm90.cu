@@ -330,10 +330,10 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
                          static_cast<uint64_t>(rows_g), static_cast<uint64_t>(t.ldq), kBK, kBN,
                          CU_TENSOR_MAP_SWIZZLE_128B))
     return false;
-  GatherArgs ga{t.xq,         t.ldq,     t.xs_t,  t.ld_t,      static_cast<int>(nblk),
-                t.num_active, t.offsets, t.pairs, t.x_row_div, xg,
-                xsg_t,        ldg};
   if (gather) {
+    const GatherArgs ga{t.xq,         t.ldq,     t.xs_t,  t.ld_t,      static_cast<int>(nblk),
+                        t.num_active, t.offsets, t.pairs, t.x_row_div, xg,
+                        xsg_t,        ldg};
     const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
     const unsigned gx = static_cast<unsigned>(std::clamp<int64_t>((per_slot + 31) / 32, 1, 16));
     LaunchKernel(MmaGatherPairsKernel, dim3(gx, static_cast<unsigned>(max_slots)), dim3(256), 0,

@@ -469,9 +469,11 @@ struct Fp4Table {
 };
 
 // What every launch of the mode checks: the weights' layout and shape, the input quantized into
-// the scratch, or taken as xq gives it in the mode's form (returned through *t: codes, scales).
-void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, int64_t width,
-             const ActQuantScratch& aq, const QuantizedRows& xq, TileArgs* t, StreamHandle stream) {
+// the scratch, or taken as xq gives it in the mode's form (set in *t, and returned: the codes the
+// launch reads).
+QuantizedRows Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows,
+                      int64_t width, const ActQuantScratch& aq, const QuantizedRows& xq,
+                      TileArgs* t, StreamHandle stream) {
   DSINFER_CHECK_MSG(w.mma && IsQuantized(w.format),
                     "the FP8-instruction linear takes FP8 / FP4 weights in its layout");
   DSINFER_CHECK_MSG(w.k % 32 == 0 && w.k > 0 && w.n > 0 && w.n < (int64_t{1} << 30) &&
@@ -501,6 +503,12 @@ void Prepare(const WeightRef& w, const float* x, int64_t ldx, int64_t x_rows, in
   t->ld_t = ld_t;
   static const Fp4Table kFp4Tab;
   std::memcpy(t->fp4_tab, kFp4Tab.tab, sizeof(t->fp4_tab));
+  QuantizedRows used;
+  used.c = t->xq;
+  used.ldc = ldq;
+  used.cs = t->xs_t;
+  used.ldcs = ld_t;
+  return used;
 }
 
 }  // namespace
@@ -522,12 +530,7 @@ QuantizedRows MmaLinear(const LinearParams& p, StreamHandle stream) {
                     "4n rows");
   DSINFER_CHECK_MSG(p.m < (int64_t{1} << 30), "FP8-instruction linear: too many rows");
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, p.m, width, p.aq, p.xq, &t, stream);
-  QuantizedRows used;
-  used.c = t.xq;
-  used.ldc = t.ldq;
-  used.cs = t.xs_t;
-  used.ldcs = t.ld_t;
+  const QuantizedRows used = Prepare(w, p.x, p.ldx, p.m, width, p.aq, p.xq, &t, stream);
   t.m = static_cast<int>(p.m);
   t.y = p.y;
   t.ldy = p.ldy;
@@ -606,12 +609,7 @@ QuantizedRows MmaExpertLinear(const ExpertLinearParams& p, bool gather, StreamHa
   const bool fp4 = w.format == WeightFormat::kFp4;
   const int64_t x_rows = (p.total_pairs + p.x_row_div - 1) / p.x_row_div;
   TileArgs t{};
-  Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, p.xq, &t, stream);
-  QuantizedRows used;
-  used.c = t.xq;
-  used.ldc = t.ldq;
-  used.cs = t.xs_t;
-  used.ldcs = t.ld_t;
+  const QuantizedRows used = Prepare(w, p.x, p.ldx, x_rows, w.k, p.aq, p.xq, &t, stream);
   t.ew = p.data;
   t.es = p.scale;
   t.y = p.y;
@@ -659,11 +657,7 @@ QuantizedRows Swiglu(float* g, const float* u, int64_t ld, int64_t rows, int64_t
                         MmaQuantBytes(rows, width) <= aq.q_bytes &&
                         MmaScaleCount(rows, width) <= aq.s_count,
                     "FP8-instruction linear: SwiGLU codes need aligned rows and the scratch");
-  QuantizedRows r;
-  r.c = aq.q;
-  r.ldc = MmaQuantLd(width);
-  r.cs = aq.s;
-  r.ldcs = MmaScaleLd(rows);
+  const QuantizedRows r = MmaCodes(aq.q, aq.s, rows, width);
   LaunchActQuant(g, u, ld, rows, width, limit, aq.q, r.ldc, aq.s, r.ldcs, stream);
   return r;
 }
@@ -675,11 +669,7 @@ QuantizedRows LaunchMmaActQuantRows(const float* x, int64_t ldx, int64_t rows, i
   DSINFER_CHECK_MSG((reinterpret_cast<uintptr_t>(x) & 15) == 0 && ldx % 4 == 0 &&
                         (reinterpret_cast<uintptr_t>(c_buf) & 15) == 0,
                     "FP8-instruction act_quant: rows must be 16-byte aligned");
-  QuantizedRows r;
-  r.c = c_buf;
-  r.ldc = MmaQuantLd(k);
-  r.cs = cs_buf;
-  r.ldcs = MmaScaleLd(rows);
+  const QuantizedRows r = MmaCodes(c_buf, cs_buf, rows, k);
   LaunchMmaActQuant(x, ldx, rows, k, c_buf, r.ldc, cs_buf, r.ldcs, stream);
   return r;
 }

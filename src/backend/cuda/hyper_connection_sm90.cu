@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(kSplitThreads, kPer <= 4 ? 4 : 1)
         if (threadIdx.x % qcore::kQb == 0) p.xs[t * p.lds + d / qcore::kQb] = s;
       }
       if (p.xc != nullptr) {
-        p.xc[t * p.ldc + d] = __nv_cvt_float_to_fp8(ov[q] * inv, __NV_SATFINITE, __NV_E4M3);
+        p.xc[t * p.ldc + d] = qcore::QuantCode(ov[q] * inv);
         if (threadIdx.x % qcore::kQb == 0) p.xcs[(d / qcore::kQb) * p.ldcs + t] = s;
       }
     }

@@ -167,6 +167,16 @@ int64_t QuantizedLd(int64_t k);
 int64_t QuantizedScales(int64_t k);
 QuantizedRows LaunchActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,
                                  uint16_t* q_buf, float* s_buf, StreamHandle stream);
+// The mode's form of `rows` rows of `width` columns in c (MmaQuantBytes(rows, width) bytes) and
+// cs (MmaScaleCount(rows, width) floats): the pitches every mode launch quantizes with.
+inline QuantizedRows MmaCodes(const uint8_t* c, const float* cs, int64_t rows, int64_t width) {
+  QuantizedRows r;
+  r.c = c;
+  r.ldc = MmaQuantLd(width);
+  r.cs = cs;
+  r.ldcs = MmaScaleLd(rows);
+  return r;
+}
 // The same in the FP8-instruction mode's form: c_buf MmaQuantBytes(rows, k) bytes, cs_buf
 // MmaScaleCount(rows, k) floats.
 QuantizedRows LaunchMmaActQuantRows(const float* x, int64_t ldx, int64_t rows, int64_t k,

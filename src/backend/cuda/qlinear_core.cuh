@@ -35,11 +35,22 @@ __device__ __forceinline__ float QuantScaleOf(float amax, float* inv) {
   return __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
 }
 
-// One value already multiplied by its block's inverse scale -> the e4m3 value as f16 bits (the
-// conversion QuantBlock applies to each of its values).
+// One value already multiplied by its block's inverse scale -> its e4m3 code (the conversion
+// every act_quant applies to each of its values).
+__device__ __forceinline__ uint8_t QuantCode(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+// The same code's e4m3 value as f16 bits.
 __device__ __forceinline__ uint16_t QuantValueF16(float v) {
-  const __nv_fp8_storage_t f = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-  return __nv_cvt_fp8_to_halfraw(f, __NV_E4M3).x;
+  return __nv_cvt_fp8_to_halfraw(QuantCode(v), __NV_E4M3).x;
+}
+// Four values times a block's inverse scale -> their e4m3 codes (v.x in the low byte).
+__device__ __forceinline__ uint32_t QuantCodes4(float4 v, float inv) {
+  const __nv_fp8x2_storage_t lo =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t hi =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
 // One act_quant block held 4 values per lane (lane l: columns 4l..4l+3, missing columns as 0):
@@ -50,11 +61,7 @@ __device__ __forceinline__ uint32_t QuantBlockCodes(float4 v, float* scale) {
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   float inv;
   *scale = QuantScaleOf(amax, &inv);
-  const __nv_fp8x2_storage_t lo =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.x * inv, v.y * inv), __NV_SATFINITE, __NV_E4M3);
-  const __nv_fp8x2_storage_t hi =
-      __nv_cvt_float2_to_fp8x2(make_float2(v.z * inv, v.w * inv), __NV_SATFINITE, __NV_E4M3);
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+  return QuantCodes4(v, inv);
 }
 
 // The same block held by 8 lanes, 16 values each (lanes 8j..8j+7 of a warp hold one block, lane
@@ -71,16 +78,8 @@ __device__ __forceinline__ uint4 QuantBlockCodes16(const float4 (&v)[4], float* 
   for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   float inv;
   *scale = QuantScaleOf(amax, &inv);
-  uint32_t w[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[k].x * inv, v[k].y * inv), __NV_SATFINITE, __NV_E4M3);
-    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
-        make_float2(v[k].z * inv, v[k].w * inv), __NV_SATFINITE, __NV_E4M3);
-    w[k] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  return make_uint4(QuantCodes4(v[0], inv), QuantCodes4(v[1], inv), QuantCodes4(v[2], inv),
+                    QuantCodes4(v[3], inv));
 }
 
 // The same block's 4 quantized values as f16 (e4m3 values are exact in f16: the tensor cores take

@@ -37,14 +37,11 @@ gpu::SparseAttentionParams CudaModel::Impl::AttentionParams(const BlockW& w,
     const gpu::ActQuantScratch aq = Aq();
     DSINFER_CHECK(gpu::MmaQuantBytes(n, H * d) <= aq.q_bytes &&
                   gpu::MmaScaleCount(n, H * d) <= aq.s_count);
+    *oq = gpu::MmaCodes(aq.q, aq.s, n, H * d);
     ap.out_c = aq.q;
-    ap.out_ldc = gpu::MmaQuantLd(H * d);
+    ap.out_ldc = oq->ldc;
     ap.out_cs = aq.s;
-    ap.out_ldcs = gpu::MmaScaleLd(n);
-    oq->c = ap.out_c;
-    oq->ldc = ap.out_ldc;
-    oq->cs = ap.out_cs;
-    oq->ldcs = ap.out_ldcs;
+    ap.out_ldcs = oq->ldcs;
   }
   return ap;
 }

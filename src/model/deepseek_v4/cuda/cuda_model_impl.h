@@ -433,12 +433,7 @@ struct CudaModel::Impl {
     if (!mma || xn_c == nullptr) return {};
     const int64_t D = c.hidden_size;
     if (!made) return gpu::LaunchMmaActQuantRows(xn, D, n, D, xn_c, xn_cs, cur_stream());
-    gpu::QuantizedRows r;
-    r.c = xn_c;
-    r.ldc = gpu::MmaQuantLd(D);
-    r.cs = xn_cs;
-    r.ldcs = gpu::MmaScaleLd(opt.max_tokens);
-    return r;
+    return gpu::MmaCodes(xn_c, xn_cs, opt.max_tokens, D);  // (HcPre's pitches)
   }
   // Whether the MoE's projections of xn take the mode's codes (XnCodes).
   static bool MoeCodes(const BlockW& w) {
@@ -674,11 +669,12 @@ struct CudaModel::Impl {
       p.xq = xq_buf; p.ldq = gpu::QuantizedLd(D); p.xs = xs_buf; p.lds = gpu::QuantizedScales(D);
     }
     xn_codes_rows = codes && xn_c != nullptr ? n : -1;
-    if (xn_codes_rows >= 0) {
+    if (xn_codes_rows >= 0) {  // (XnCodes' view of them: MmaCodes over max_tokens rows)
+      const gpu::QuantizedRows r = gpu::MmaCodes(xn_c, xn_cs, opt.max_tokens, D);
       p.xc = xn_c;
-      p.ldc = gpu::MmaQuantLd(D);
+      p.ldc = r.ldc;
       p.xcs = xn_cs;
-      p.ldcs = gpu::MmaScaleLd(opt.max_tokens);
+      p.ldcs = r.ldcs;
     }
     gpu::LaunchHcPreFinish(p, cur_stream());
   }
