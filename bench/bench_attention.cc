@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_sparse.cuh"
+#include "backend/cuda/linear.cuh"
 #include "backend/cuda/random_fill.cuh"
 #include "backend/cuda/runtime.h"
 #include "gpu_bench.h"
@@ -224,8 +225,8 @@ int main(int argc, char** argv) {
       // The query rows in, the output out: fp32 rows, or (--codes) a byte a value and a scale a
       // 128-value block.
       const double io_bytes = c.n * kHeads * kDim * (codes ? 4.0 + 1.0 + 4.0 / 128 : 8.0);
-      gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(c.n * width) : 0),
-          out_cs(codes ? static_cast<size_t>(width / 128 * ((c.n + 127) / 128 * 128) * 4) : 0);
+      gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(gpu::MmaQuantBytes(c.n, width)) : 0),
+          out_cs(codes ? static_cast<size_t>(gpu::MmaScaleCount(c.n, width) * 4) : 0);
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
       // products instead of 6; timing only: these random values are not bf16 values).
       // *_packed: the packed rows (the FP8 cache's state); *_qp: with the FP8 cache's bf16
@@ -257,11 +258,12 @@ int main(int argc, char** argv) {
         p.tc_row = v.row;
         p.kv_bf16 = v.kv_bf16;
         p.qp_bf16 = v.qp;
-        if (codes) {
+        if (codes) {  // (the pitches of MmaCodes, as the model's attention takes them)
+          const gpu::QuantizedRows view = gpu::MmaCodes(nullptr, nullptr, c.n, width);
           p.out_c = static_cast<uint8_t*>(out_c.get());
-          p.out_ldc = width;
+          p.out_ldc = view.ldc;
           p.out_cs = static_cast<float*>(out_cs.get());
-          p.out_ldcs = (c.n + 127) / 128 * 128;
+          p.out_ldcs = view.ldcs;
         }
         const double bytes =
             io_bytes + static_cast<double>(s.key_rows) * (v.packed ? kPackedKv.bytes() : kDim * 4);

@@ -433,7 +433,11 @@ struct CudaModel::Impl {
     if (!mma || xn_c == nullptr) return {};
     const int64_t D = c.hidden_size;
     if (!made) return gpu::LaunchMmaActQuantRows(xn, D, n, D, xn_c, xn_cs, cur_stream());
-    return gpu::MmaCodes(xn_c, xn_cs, opt.max_tokens, D);  // (HcPre's pitches)
+    return XnCodesView();
+  }
+  // The view HcPre writes xn_c / xn_cs in and XnCodes hands on: pitches over max_tokens rows.
+  gpu::QuantizedRows XnCodesView() const {
+    return gpu::MmaCodes(xn_c, xn_cs, opt.max_tokens, c.hidden_size);
   }
   // Whether the MoE's projections of xn take the mode's codes (XnCodes).
   static bool MoeCodes(const BlockW& w) {
@@ -669,8 +673,8 @@ struct CudaModel::Impl {
       p.xq = xq_buf; p.ldq = gpu::QuantizedLd(D); p.xs = xs_buf; p.lds = gpu::QuantizedScales(D);
     }
     xn_codes_rows = codes && xn_c != nullptr ? n : -1;
-    if (xn_codes_rows >= 0) {  // (XnCodes' view of them: MmaCodes over max_tokens rows)
-      const gpu::QuantizedRows r = gpu::MmaCodes(xn_c, xn_cs, opt.max_tokens, D);
+    if (xn_codes_rows >= 0) {
+      const gpu::QuantizedRows r = XnCodesView();
       p.xc = xn_c;
       p.ldc = r.ldc;
       p.xcs = xn_cs;
