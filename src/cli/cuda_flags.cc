@@ -63,6 +63,10 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "warpgroup instead of gathered into list order and fed by the TMA (the same bits; an A/B "
        "choice)",
        false},
+      {"no-fp8mma-wide-experts",
+       "with --fp8-mma: the TMA-fed FP4 routed experts' token tiles 128 wide instead of 192 (the "
+       "same bits; an A/B choice)",
+       false},
       {"indexer-tc-min-rows",
        "DeepSeek-V4's --kv-cache-dtype fp8: indexer chunks of at least this many tokens score on "
        "the tensor cores (the same bits; default 1; 0: off)"},
@@ -142,6 +146,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   if (k.indexer_tc_min_rows < 0) return InvalidArgument("--indexer-tc-min-rows must be >= 0");
   k.fp8mma_ws_experts = !flags.Has("no-fp8mma-ws-experts");
   k.fp8mma_tma_experts = !flags.Has("no-fp8mma-tma-experts");
+  k.fp8mma_wide_experts = !flags.Has("no-fp8mma-wide-experts");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

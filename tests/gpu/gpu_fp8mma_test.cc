@@ -385,6 +385,7 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         const float lim = 0.7f;
         const int64_t ws_before = MmaWsExpertLaunches();
         const int64_t tma_before = MmaWsTmaExpertLaunches();
+        const int64_t wide_before = MmaWsWideExpertLaunches();
         if (dual) {
           LaunchExpertLinearSwiglu(p, ws.Data(E), ws.Scale(E), ud.as<float>(), lim, st.get());
         } else {
@@ -400,6 +401,11 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
         EXPECT_EQ(MmaWsTmaExpertLaunches() > tma_before, T >= 100 &&
                                                              GetKernelOptions().fp8mma_ws_experts &&
                                                              GetKernelOptions().fp8mma_tma_experts)
+            << name;
+        // (FP4's in 192-token tiles unless --no-fp8mma-wide-experts.)
+        EXPECT_EQ(MmaWsWideExpertLaunches() > wide_before,
+                  MmaWsTmaExpertLaunches() > tma_before && f == WeightFormat::kFp4 &&
+                      GetKernelOptions().fp8mma_wide_experts)
             << name;
         std::vector<float> got(n), want(n), u(n);
         double err = 0;

@@ -1,7 +1,7 @@
 // Device helpers of the FP8-instruction numerics mode (backend/wgmma_fp8.h; its kernels in
-// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 32, 64, 96, 128
-// and 256 (A from registers or shared memory, B from shared memory through a descriptor), prmt, and
-// the e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
+// fp8mma_linear_sm90.cu, its experiments in bench/): warpgroup MMA .e4m3 at N = 8, 32, 64, 96, 128,
+// 160, 192 and 256 (A from registers or shared memory, B from shared memory through a descriptor),
+// prmt, and the e2m1 -> e4m3 conversion of four codes. Internal to backend/cuda.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +81,38 @@ __device__ __forceinline__ void WgmmaFp8N96(float (&d)[48], const uint32_t (&a)[
       : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
+// The same step at N = 160 and 192 (the experts' wide token tiles,
+// KernelOptions::fp8mma_wide_experts).
+__device__ __forceinline__ void WgmmaFp8N160(float (&d)[80], const uint32_t (&a)[4], uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79}, "
+      "{%80,%81,%82,%83}, %84, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48), FP8MMA_F16(64)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+__device__ __forceinline__ void WgmmaFp8N192(float (&d)[96], const uint32_t (&a)[4], uint64_t desc,
+                                             int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, "
+      "{%96,%97,%98,%99}, %100, p, 1, 1;\n}\n"
+      : FP8MMA_F16(0), FP8MMA_F16(16), FP8MMA_F16(32), FP8MMA_F16(48), FP8MMA_F16(64),
+        FP8MMA_F16(80)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
 // The same step with A from shared memory too (both operands K-major through their descriptors,
 // e.g. 128-byte-swizzled TMA boxes: WgmmaDescSw128).
 __device__ __forceinline__ void WgmmaFp8N128Ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -118,7 +150,8 @@ __device__ __forceinline__ void WgmmaFp8N256(float (&d)[128], const uint32_t (&a
 #undef FP8MMA_F16
 #undef FP8MMA_F4
 
-// wgmma m64nNk32 .e4m3 at N = 8, 32, 64, 96 or 128 (A from registers, B through its descriptor).
+// wgmma m64nNk32 .e4m3 at N = 8, 32, 64, 96, 128, 160 or 192 (A from registers, B through its
+// descriptor).
 template <int kN>
 __device__ __forceinline__ void WgmmaFp8Rs(float (&d)[kN / 2], const uint32_t (&a)[4],
                                            uint64_t desc, int scale_d) {
@@ -130,8 +163,12 @@ __device__ __forceinline__ void WgmmaFp8Rs(float (&d)[kN / 2], const uint32_t (&
     WgmmaFp8N64(d, a, desc, scale_d);
   } else if constexpr (kN == 96) {
     WgmmaFp8N96(d, a, desc, scale_d);
+  } else if constexpr (kN == 160) {
+    WgmmaFp8N160(d, a, desc, scale_d);
+  } else if constexpr (kN == 192) {
+    WgmmaFp8N192(d, a, desc, scale_d);
   } else {
-    static_assert(kN == 128, "N of 8, 32, 64, 96 or 128");
+    static_assert(kN == 128, "N of 8, 32, 64, 96, 128, 160 or 192");
     WgmmaFp8N128(d, a, desc, scale_d);
   }
 }

@@ -43,6 +43,7 @@ int64_t MmaTmaLaunches();
 int64_t MmaTileLaunches();
 int64_t MmaSplitLaunches();
 int64_t MmaWsExpertLaunches();
-int64_t MmaWsTmaExpertLaunches();  // of those, the TMA-fed form's
+int64_t MmaWsTmaExpertLaunches();   // of those, the TMA-fed form's
+int64_t MmaWsWideExpertLaunches();  // of those, with 192-token tiles (fp8mma_wide_experts)
 
 }  // namespace dsinfer::backend::cuda
