@@ -363,14 +363,18 @@ struct Routing {
 // (unless --no-fp8mma-ws-experts): expert 0 takes T pairs, the others about T / 4 each, so its
 // token tiles end in every narrower tile (T 100: 100 rows, N 128; 150: 128 + 22, N 32; 220: 128 +
 // 92, N 96; the others' 25 / 37-38 / 55: N 32 / 64 / 64); at T = 150 one block walks both of
-// expert 0's tiles.
+// expert 0's tiles. From T = 330 (more than 128 pairs a slot) FP4 takes the 192-token tile
+// (unless --no-fp8mma-wide-experts): T 330: 192 + 138, N 160, the others' 82-83: N 96, two blocks
+// a slot; T 400: 192 + 192 + 16, N 32, one block walking two of them, the others' 100: N 128.
 TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   for (const WeightFormat f : {WeightFormat::kFp4, WeightFormat::kFp8})
-    for (const int T : {1, 3, 21, 100, 150, 220})
+    for (const int T : {1, 3, 21, 100, 150, 220, 330, 400})
       for (const bool dual : {false, true}) {
-        // (T 150: k 2,048, a block's 32 k blocks through the ring's stages.)
-        const int64_t n = f == WeightFormat::kFp4 ? 192 : 200, k = T == 150 ? 2048 : 512;
+        // (T 150: k 2,048, a block's 16 k blocks through the ring's stages, 4 slices; T 400: k
+        // 1,536, 3 slices, the wide tile's running totals through shared memory.)
+        const int64_t n = f == WeightFormat::kFp4 ? 192 : 200;
+        const int64_t k = T == 150 ? 2048 : T == 400 ? 1536 : 512;
         const int E = 5, K = 2, P = T * K;
         const std::string name = "experts " + Name(f, T, n, k) + (dual ? " swiglu" : "");
         const Routing route(T, K, E);
@@ -402,10 +406,10 @@ TEST(Fp8MmaTest, ExpertsMatchCpuBitForBit) {
                                                              GetKernelOptions().fp8mma_ws_experts &&
                                                              GetKernelOptions().fp8mma_tma_experts)
             << name;
-        // (FP4's in 192-token tiles unless --no-fp8mma-wide-experts.)
+        // (FP4's in 192-token tiles past 128 pairs a slot unless --no-fp8mma-wide-experts.)
         EXPECT_EQ(MmaWsWideExpertLaunches() > wide_before,
                   MmaWsTmaExpertLaunches() > tma_before && f == WeightFormat::kFp4 &&
-                      GetKernelOptions().fp8mma_wide_experts)
+                      (P + E - 1) / E > 128 && GetKernelOptions().fp8mma_wide_experts)
             << name;
         std::vector<float> got(n), want(n), u(n);
         double err = 0;

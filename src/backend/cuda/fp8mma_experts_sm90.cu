@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/check.cuh"
 #include "backend/cuda/cp_async.cuh"
@@ -21,7 +22,8 @@ namespace {
 
 // ---- the warp-specialized gather tile (routed experts, many rows) ----------------------------
 
-// MmaTileKernel's stages and operations (kN = 128) with a producer warpgroup instead of every
+// MmaTileKernel's stages and operations (kN = 128, or 192: the wide tile) with a producer
+// warpgroup instead of every
 // thread copying: its 128 threads gather the slot's token rows, the weight rows and the scales by
 // cp.async into a ring of stages, each thread's copies arriving on the stage's barrier when they
 // land; two consumer warpgroups wait for a stage, compute and release it, so loads never wait for
@@ -71,7 +73,7 @@ struct WsTile {
   uint64_t* empty;
   int rb;     // the row block
   int first;  // the tile's first pair (an index into a.pairs)
-  int left;   // the slot's pairs from it on (the tile's: min(left, 128))
+  int left;   // the slot's pairs from it on (the tile's: min(left, kTok))
   int nblk;   // 128-column blocks of k
   int r0;     // the thread's rows r0, r0 + 8 of the block
   int lane;
@@ -175,7 +177,7 @@ __host__ __device__ __forceinline__ int64_t GatheredRow(int base, int slot) {
 }
 
 // The kernel's arguments: the tile's, and for the TMA form (kTma) the act_quant codes and scales
-// gathered into list order (MmaGatherPairsKernel): the codes through a tensor map (boxes of 128
+// gathered into list order (MmaGatherPairsKernel): the codes through a tensor map (boxes of kTok
 // rows x 128 bytes, 128-byte swizzle), the scales [blocks][ldg].
 struct WsArgs {
   CUtensorMap xmap;
@@ -350,13 +352,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       case 128:
         consume(std::integral_constant<int, 128>{});
         break;
-      default:
+      default:  // the wide tile's 160 and 192
         if constexpr (Cfg::kWide) {
-          if (WsTileRows<kTok>(left) == 160)
+          if (WsTileRows<kTok>(left) == 160) {
             consume(std::integral_constant<int, 160>{});
-          else
-            consume(std::integral_constant<int, kTok>{});
+            break;
+          }
         }
+        consume(std::integral_constant<int, kTok>{});
         break;
     }
   }
@@ -402,11 +405,12 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
   const int64_t ldg = MmaGatheredLd(total_pairs, max_slots), nblk = t.k / kBK;
   uint8_t* const xg = aq.q + MmaGatheredQuantOffset(x_rows, t.k);
   float* const xsg_t = aq.s + MmaGatheredScaleOffset(x_rows, t.k);
-  // The wide tile (KernelOptions::fp8mma_wide_experts; FP4 weights): boxes of kWsWide rows, and
-  // token tiles per slot for its width (as MmaExpertLinear's for 128).
-  const bool wide = GetKernelOptions().fp8mma_wide_experts && fp4;
-  const int tok = wide ? kWsWide : kBN;
+  // The wide tile (KernelOptions::fp8mma_wide_experts) for FP4 weights where a slot's expected
+  // pairs pass one 128-token tile: boxes of kWsWide rows, and token tiles per slot for its width
+  // (as MmaExpertLinear's for 128).
   const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
+  const bool wide = GetKernelOptions().fp8mma_wide_experts && fp4 && per_slot > kBN;
+  const int tok = wide ? kWsWide : kBN;
   if (wide)
     grid.z = static_cast<unsigned>(std::clamp<int64_t>((2 * per_slot + tok - 1) / tok, 1, 64));
   WsArgs a{};

@@ -51,11 +51,11 @@ struct KernelOptions {
   // 56): expert_w1 / w2 2,651 / 3,116 -> 2,463 / 2,927 us, flash-l8's 8,192-token prefill
   // experts 70.6 -> 67.2 ms.
   bool fp8mma_tma_experts = true;
-  // That tile's tokens 192 a tile instead of 128 for FP4 weights (an expert's pairs up to 192 in
-  // one tile, so its weights are converted once for them; 3 ring stages, the running totals in
-  // shared memory; the same bits; off: 128). Measured on an H100 (docs/perf.md, session 58):
-  // expert_w1 / w2 2,447 / 2,928 -> 2,334 / 2,754 us, flash-l8's 8,192-token prefill experts
-  // 62.1 -> 60.2 ms.
+  // That tile's tokens 192 a tile instead of 128 for FP4 weights where the expected pairs a slot
+  // pass 128 (an expert's pairs up to 192 in one tile, so its weights are converted once for
+  // them; 3 ring stages, the running totals in shared memory; the same bits; off: 128). Measured on
+  // an H100 (docs/perf.md, session 58): expert_w1 / w2 2,447 / 2,928 -> 2,334 / 2,754 us,
+  // flash-l8's 8,192-token prefill experts 62.1 -> 60.2 ms.
   bool fp8mma_wide_experts = true;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
   // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
