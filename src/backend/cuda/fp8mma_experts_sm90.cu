@@ -36,7 +36,8 @@ constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5
 // consumers (kTok 192: an accumulator and a slice sum of 96 floats each) 232, its producer 40.
 using WsExpertRegs = WsRegs<kWsThreads, 56, 224>;
 using WsWideRegs = WsRegs<kWsThreads, 40, 232>;
-constexpr int kWsWide = 192;  // the wide tile's tokens (KernelOptions::fp8mma_wide_experts)
+// The wide tile's tokens (KernelOptions::fp8mma_wide_experts): the gathered rows' slack.
+constexpr int kWsWide = kMmaExpertTileMaxRows;
 
 // A stage of kTok tokens: TileCfg<kFp4, kTok>'s, except that the tokens' codes are a kTok x
 // 128-byte tile in the 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) *
@@ -408,11 +409,10 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
   // The wide tile (KernelOptions::fp8mma_wide_experts) for FP4 weights where a slot's expected
   // pairs pass one 128-token tile: boxes of kWsWide rows, and token tiles per slot for its width
   // (as MmaExpertLinear's for 128).
-  const int64_t per_slot = (total_pairs + max_slots - 1) / max_slots;
+  const int64_t per_slot = ExpertPairsPerSlot(total_pairs, max_slots);
   const bool wide = GetKernelOptions().fp8mma_wide_experts && fp4 && per_slot > kBN;
   const int tok = wide ? kWsWide : kBN;
-  if (wide)
-    grid.z = static_cast<unsigned>(std::clamp<int64_t>((2 * per_slot + tok - 1) / tok, 1, 64));
+  if (wide) grid.z = ExpertTileStride(per_slot, tok);
   WsArgs a{};
   if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, xg, static_cast<uint64_t>(t.ldq),
                          static_cast<uint64_t>(rows_g), static_cast<uint64_t>(t.ldq), kBK,

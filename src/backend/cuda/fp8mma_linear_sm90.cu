@@ -619,13 +619,12 @@ QuantizedRows MmaExpertLinear(const ExpertLinearParams& p, bool gather, StreamHa
   t.offsets = p.offsets;
   t.pairs = p.pairs;
   t.x_row_div = p.x_row_div;
-  // Token tiles per slot: the expected pairs' (each block strides over its slot's tiles).
-  const int64_t per_slot = (p.total_pairs + p.max_slots - 1) / p.max_slots;
+  const int64_t per_slot = ExpertPairsPerSlot(p.total_pairs, p.max_slots);
   const int tile = TileFor(per_slot);
-  const int64_t z = std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + tile - 1) / tile), 64);
+  const unsigned z = ExpertTileStride(per_slot, tile);
   if (tile == kBN && GetKernelOptions().fp8mma_ws_experts) {  // the warp-specialized gather tile
     const dim3 grid(static_cast<unsigned>((w.n + kBM - 1) / kBM),
-                    static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z));
+                    static_cast<unsigned>(p.max_slots), z);
     if (GetKernelOptions().fp8mma_tma_experts &&
         TryLaunchMmaWsTmaExperts(t, fp4, p.aq, x_rows, p.total_pairs, p.max_slots, grid, gather,
                                  stream))
@@ -633,10 +632,10 @@ QuantizedRows MmaExpertLinear(const ExpertLinearParams& p, bool gather, StreamHa
     LaunchMmaWsExperts(t, fp4, grid, stream);
     return used;
   }
-  LaunchTileAny(t, fp4, true, tile,
-                dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM),
-                     static_cast<unsigned>(p.max_slots), static_cast<unsigned>(z)),
-                stream);
+  LaunchTileAny(
+      t, fp4, true, tile,
+      dim3(static_cast<unsigned>((w.n + kBM - 1) / kBM), static_cast<unsigned>(p.max_slots), z),
+      stream);
   return used;
 }
 

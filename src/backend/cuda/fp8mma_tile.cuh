@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -183,6 +184,15 @@ void LaunchCounted(dim3 grid, int threads, int smem, std::atomic<int64_t>& count
   LaunchKernel(kKernel, grid, dim3(threads), smem, stream, a);
   CUDA_CHECK_LAUNCH();
   ++count;
+}
+
+// A routed experts' launch's expected pairs a slot, and its grid's token tile stride for tiles of
+// `tile` tokens: about two blocks a slot's expected tiles (each block strides over its slot's
+// tiles), 1 to 64.
+inline int64_t ExpertPairsPerSlot(int64_t pairs, int slots) { return (pairs + slots - 1) / slots; }
+inline unsigned ExpertTileStride(int64_t per_slot, int tile) {
+  return static_cast<unsigned>(
+      std::min<int64_t>(std::max<int64_t>(1, (2 * per_slot + tile - 1) / tile), 64));
 }
 
 // The warp-specialized gather tile for routed experts over `grid` (row blocks, expert slots,

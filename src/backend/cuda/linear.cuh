@@ -94,12 +94,13 @@ inline int64_t MmaScaleCount(int64_t rows, int64_t width) {
 }
 // The routed experts' launch of `pairs` listed pairs over `slots` expert slots from `rows` input
 // rows: the act_quant rows, then the pairs' rows gathered into list order (each slot's first at a
-// multiple of 4, GatheredRow) with 192 rows of slack for the last tile's scales (the wide tile's
-// boxes). What the TMA-fed experts' tile needs of the scratch (fp8mma_experts_sm90.cu; with less
-// it takes the other form).
+// multiple of 4, GatheredRow) with a widest tile's rows of slack for the last tile's scales. What
+// the TMA-fed experts' tile needs of the scratch (fp8mma_experts_sm90.cu; with less it takes the
+// other form).
+constexpr int kMmaExpertTileMaxRows = 192;  // that tile's widest token tile (its wide form's)
 inline int64_t MmaGatheredRows(int64_t pairs, int64_t slots) { return pairs + 3 + 4 * slots; }
 inline int64_t MmaGatheredLd(int64_t pairs, int64_t slots) {
-  return (MmaGatheredRows(pairs, slots) + 192 + 3) / 4 * 4;
+  return (MmaGatheredRows(pairs, slots) + kMmaExpertTileMaxRows + 3) / 4 * 4;
 }
 // Where the gathered codes and scales start: after the act_quant rows' (1024-byte / 16-byte
 // aligned).
