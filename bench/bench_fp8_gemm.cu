@@ -4,7 +4,9 @@
 // (each launch act_quant's its fp32 input first, as in the model). The experts: `tokens` tokens,
 // each routed to 6 of 256 experts drawn uniformly (about 192 pairs an expert at 8,192 tokens),
 // every expert its own weights (1 GiB of FP4 codes per matrix kind), w1 reading the tokens' rows
-// and w2 a row per pair.
+// and w2 a row per pair. --balanced-routing instead gives token t the experts 6 t .. 6 t + 5
+// (mod 256): every expert the same pairs (192 at 8,192 tokens), so no expert needs a second,
+// partial token tile (the uniform draw gives about half of them one).
 //
 // Per shape: us per launch (CUDA-graph replay, as bench_qgemm times), TFLOP/s, the roofline (the
 // larger of the FLOPs at the FP8 dense peak, 1,979 TFLOP/s on H100 / H200 SXM, and the bytes a
@@ -17,6 +19,7 @@
 // each shift's magnitude table against E2M1ToE4M3Shifted, for every 16-bit input and shift.
 //   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 1024] [--host-check]
 //                  [--no-fp8mma-ws-experts] [--no-tma-experts] [--no-wide-experts]
+//                  [--balanced-routing]
 // Exit 0 if every sampled element matches, 1 if not, 2 without an sm_90 device or on bad flags.
 // (Sessions 38-40's experiment kernels, a first form and a TMA form with FP4 promoted per
 // 32-column group, were measured here and left when src took their designs: docs/perf.md.)
@@ -186,15 +189,17 @@ struct Scratch {
 // The routing: each token's 6 distinct experts, the pairs (token * 6 + j) grouped by expert.
 struct Routing {
   std::vector<int32_t> active, offsets{0}, pairs, expert_of;  // expert_of[pair]
-  Routing(int64_t tokens, std::mt19937& rng) {
+  Routing(int64_t tokens, bool balanced, std::mt19937& rng) {
     std::vector<std::vector<int32_t>> by(kExperts);
     expert_of.resize(static_cast<size_t>(tokens * kTopK));
     for (int64_t t = 0; t < tokens; ++t) {
       int32_t chosen[kTopK];
       for (int j = 0; j < kTopK; ++j) {
-        int32_t e;
-        do e = static_cast<int32_t>(rng() % kExperts);
-        while (std::find(chosen, chosen + j, e) != chosen + j);
+        int32_t e = static_cast<int32_t>((t * kTopK + j) % kExperts);
+        if (!balanced) {
+          do e = static_cast<int32_t>(rng() % kExperts);
+          while (std::find(chosen, chosen + j, e) != chosen + j);
+        }
         chosen[j] = e;
         by[e].push_back(static_cast<int32_t>(t * kTopK + j));
         expert_of[t * kTopK + j] = e;
@@ -214,7 +219,7 @@ struct Routing {
 int main(int argc, char** argv) {
   int64_t m = 8192;
   int sample = 1024;
-  bool host_only = false;
+  bool host_only = false, balanced = false;
   std::string only;
   cu::KernelOptions kopt;
   for (int i = 1; i < argc; ++i) {
@@ -234,6 +239,8 @@ int main(int argc, char** argv) {
       kopt.fp8mma_tma_experts = false;
     } else if (a == "--no-wide-experts") {
       kopt.fp8mma_wide_experts = false;
+    } else if (a == "--balanced-routing") {
+      balanced = true;
     } else {
       std::fprintf(stderr, "bench_fp8_gemm: unknown flag %s\n", a.c_str());
       return 2;
@@ -260,7 +267,19 @@ int main(int argc, char** argv) {
       {"shared_w2", 4096, 2048, false, 0}, {"expert_w1", 2048, 4096, true, kTopK},
       {"expert_w2", 4096, 2048, true, 1}};
   std::mt19937 rng(20261205u);
-  const Routing route(m, rng);
+  const Routing route(m, balanced, rng);
+  {
+    int32_t most = 0, over = 0;  // the most pairs an expert has; experts past one 192-token tile
+    for (size_t i = 0; i + 1 < route.offsets.size(); ++i) {
+      const int32_t c = route.offsets[i + 1] - route.offsets[i];
+      most = std::max(most, c);
+      over += c > 192 ? 1 : 0;
+    }
+    std::printf(
+        "{\"bench\": \"fp8_gemm_routing\", \"balanced\": %s, \"experts\": %zu, "
+        "\"most_pairs\": %d, \"experts_over_192\": %d}\n",
+        balanced ? "true" : "false", route.active.size(), most, over);
+  }
   const int64_t pairs = m * kTopK;
   bool all_ok = true;
   for (const Shape& sh : shapes) {
