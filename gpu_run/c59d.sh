@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 59: the FP4 experts' split tile (--fp8mma-split-experts: up to 256 tokens a tile, each
+# block's weights converted once for them, the wgmma in two halves; 2 ring stages). Its bits
+# (gpu_fp8mma_test's experts with and without the flag), the experts' shapes on the uniform draw
+# and on --balanced-routing with the 192 tile and with the split one, the mode's prefill both ways.
+source "$(dirname "$0")/common.sh"
+gpu_build
+for m in "" --fp8mma-split-experts; do
+  timeout 120 build-cuda/bin/gpu_fp8mma_test --gtest_filter='*Expert*' $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test experts $m rc=$? $(grep -c '^\[       OK' "$OUT/fp8mma_test$m.log") ok $(( $(date +%s) - t0 )) s"
+  grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
+done
+for r in "" --balanced-routing; do
+  for f in "" --split-experts; do
+    for s in expert_w1 expert_w2; do
+      o=$(timeout 60 build-cuda/bin/bench_fp8_gemm --sample 256 --only $s $f $r 2>&1)
+      echo "gemm $r $f $s rc=$? $(echo "$o" | grep -o '"experts_over_192": [0-9]*\|"us": [0-9.]*\|"ratio_to_bound": [0-9.]*\|"mismatches": [0-9]*' | tr '\n' ' ')"
+      echo "$o" >> "$OUT/gemm_all.jsonl"
+    done
+  done
+done
+bench_flash mode --batches 1 --fp8-mma
+bench_flash mode_split --batches 1 --fp8-mma --fp8mma-split-experts
+bench_flash mode_again --batches 1 --fp8-mma
+echo "total $(( $(date +%s) - t0 )) s"
