@@ -20,5 +20,4 @@ for r in "" --balanced-routing; do
 done
 bench_flash mode --batches 1 --fp8-mma
 bench_flash mode_split --batches 1 --fp8-mma --fp8mma-split-experts
-bench_flash mode_again --batches 1 --fp8-mma
 echo "total $(( $(date +%s) - t0 )) s"
