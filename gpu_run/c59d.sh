@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # Session 59: the FP4 experts' split tile (--fp8mma-split-experts: up to 256 tokens a tile, each
-# block's weights converted once for them, the wgmma in two halves; 2 ring stages). Its bits
-# (gpu_fp8mma_test's experts with and without the flag), the experts' shapes on the uniform draw
-# and on --balanced-routing with the 192 tile and with the split one, the mode's prefill both ways.
+# block's weights converted once for them, the wgmma in two halves; 2 ring stages), in the order
+# of what matters most with little device time left: the experts' shapes with the 192 tile and
+# with the split one (the uniform draw; then w1 on --balanced-routing), the split tile's bits
+# (gpu_fp8mma_test's experts with the flag), then the mode's prefill both ways.
 source "$(dirname "$0")/common.sh"
-gpu_build
-for m in "" --fp8mma-split-experts; do
-  timeout 120 build-cuda/bin/gpu_fp8mma_test --gtest_filter='*Expert*' $m > "$OUT/fp8mma_test$m.log" 2>&1; echo "gpu_fp8mma_test experts $m rc=$? $(grep -c '^\[       OK' "$OUT/fp8mma_test$m.log") ok $(( $(date +%s) - t0 )) s"
-  grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test$m.log" | head -12
-done
+gpu_build bench_fp8_gemm gpu_fp8mma_test
 for r in "" --balanced-routing; do
   for f in "" --split-experts; do
     for s in expert_w1 expert_w2; do
@@ -19,6 +16,10 @@ for r in "" --balanced-routing; do
     done
   done
 done
-bench_flash mode --batches 1 --fp8-mma
+m=--fp8mma-split-experts
+timeout 120 build-cuda/bin/gpu_fp8mma_test --gtest_filter='*Expert*' $m > "$OUT/fp8mma_test_split.log" 2>&1; echo "gpu_fp8mma_test experts $m rc=$? $(grep -c '^\[       OK' "$OUT/fp8mma_test_split.log") ok $(( $(date +%s) - t0 )) s"
+grep -hE "FAILED|Failure" -A4 "$OUT/fp8mma_test_split.log" | head -12
+gpu_build dsinfer
 bench_flash mode_split --batches 1 --fp8-mma --fp8mma-split-experts
+bench_flash mode --batches 1 --fp8-mma
 echo "total $(( $(date +%s) - t0 )) s"
