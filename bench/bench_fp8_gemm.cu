@@ -19,7 +19,7 @@
 // each shift's magnitude table against E2M1ToE4M3Shifted, for every 16-bit input and shift.
 //   bench_fp8_gemm [--tokens 8192] [--only NAME] [--sample 1024] [--host-check]
 //                  [--no-fp8mma-ws-experts] [--no-tma-experts] [--no-wide-experts]
-//                  [--split-experts] [--balanced-routing]
+//                  [--balanced-routing]
 // Exit 0 if every sampled element matches, 1 if not, 2 without an sm_90 device or on bad flags.
 // (Sessions 38-40's experiment kernels, a first form and a TMA form with FP4 promoted per
 // 32-column group, were measured here and left when src took their designs: docs/perf.md.)
@@ -239,8 +239,6 @@ int main(int argc, char** argv) {
       kopt.fp8mma_tma_experts = false;
     } else if (a == "--no-wide-experts") {
       kopt.fp8mma_wide_experts = false;
-    } else if (a == "--split-experts") {
-      kopt.fp8mma_split_experts = true;
     } else if (a == "--balanced-routing") {
       balanced = true;
     } else {

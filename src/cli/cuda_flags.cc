@@ -67,10 +67,6 @@ std::vector<FlagSpec> CudaFlagSpecs() {
        "with --fp8-mma: the TMA-fed FP4 routed experts' token tiles 128 wide instead of 192 (the "
        "same bits; an A/B choice)",
        false},
-      {"fp8mma-split-experts",
-       "with --fp8-mma: the TMA-fed FP4 routed experts' token tiles up to 256 wide, in two "
-       "wgmma halves, instead of 192 (the same bits; an A/B choice)",
-       false},
       {"indexer-tc-min-rows",
        "DeepSeek-V4's --kv-cache-dtype fp8: indexer chunks of at least this many tokens score on "
        "the tensor cores (the same bits; default 1; 0: off)"},
@@ -151,7 +147,6 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
   k.fp8mma_ws_experts = !flags.Has("no-fp8mma-ws-experts");
   k.fp8mma_tma_experts = !flags.Has("no-fp8mma-tma-experts");
   k.fp8mma_wide_experts = !flags.Has("no-fp8mma-wide-experts");
-  k.fp8mma_split_experts = flags.Has("fp8mma-split-experts");
   backend::cuda::SetKernelOptions(k);
   options->branches = !flags.Has("no-branches");
   options->tc_bf16 = !flags.Has("no-tc-bf16");

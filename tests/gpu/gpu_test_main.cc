@@ -31,8 +31,6 @@ int main(int argc, char** argv) {
       k.fp8mma_tma_experts = false;
     } else if (a == "--no-fp8mma-wide-experts") {
       k.fp8mma_wide_experts = false;
-    } else if (a == "--fp8mma-split-experts") {
-      k.fp8mma_split_experts = true;
     } else if (a == "--no-gemv") {
       k.gemv_f32 = k.gemv_bf16 = false;
     } else if (a.rfind("--qgemm-min-rows=", 0) == 0) {

@@ -36,23 +36,20 @@ constexpr int kWsConsumers = 256, kWsThreads = kWsConsumers + 128, kWsStages = 5
 // consumers (kTok 192: an accumulator and a slice sum of 96 floats each) 232, its producer 40.
 using WsExpertRegs = WsRegs<kWsThreads, 56, 224>;
 using WsWideRegs = WsRegs<kWsThreads, 40, 232>;
-// The wide tile's tokens (KernelOptions::fp8mma_wide_experts), and the split tile's
-// (KernelOptions::fp8mma_split_experts: the gathered rows' slack).
-constexpr int kWsWide = 192, kWsSplit = kMmaExpertTileMaxRows;
-static_assert(kWsSplit == 2 * kBN, "the split tile: two halves of at most 128 tokens");
+// The wide tile's tokens (KernelOptions::fp8mma_wide_experts): the gathered rows' slack.
+constexpr int kWsWide = kMmaExpertTileMaxRows;
 
 // A stage of kTok tokens: TileCfg<kFp4, kTok>'s, except that the tokens' codes are a kTok x
 // 128-byte tile in the 128-byte swizzle (token i's 16-byte chunk c at i * 128 + ((c ^ i % 8) *
 // 16), as a TMA box would write it: wgmma reads it through WgmmaDescSw128), so stages start
 // 1024-byte aligned. The wide tile (kTok 192) keeps each consumer thread's running total in shared
 // memory (kTok / 2 floats as float4s, kWsConsumers apart), after the source rows, and so has room
-// for 3 stages only; the split tile (kTok 256, WsConsumeSplit) for 2.
+// for 3 stages only.
 template <bool kFp4, int kTok>
 struct WsCfg {
   using T = TileCfg<kFp4, kTok>;
   static constexpr bool kWide = kTok > kBN;
-  static constexpr bool kSplit = kTok > kWsWide;  // its token tiles past 128 in two wgmma halves
-  static constexpr int kStages = kSplit ? 2 : kWide ? 3 : kWsStages;
+  static constexpr int kStages = kWide ? 3 : kWsStages;
   static constexpr int kStageBytes = (T::kStageBytes + 1023) / 1024 * 1024;
   static constexpr int kTabOff = kStages * kStageBytes + 128;  // after the ring's barriers
   static constexpr int kSrcOff = kTabOff + 16 * 8;  // the token tile's source rows (producer)
@@ -172,72 +169,6 @@ __device__ __forceinline__ void WsConsume(const WsTile& c, uint32_t* uses) {
     WsStore(c, acc);  // (the total, from the last slice's fold)
   else
     WsStore(c, tot);
-}
-
-// The split tile's share of a consumer thread for a token tile of kN > 128 rows (kTok 256; a last
-// tile's rows past 128 rounded up to 192 or 256, since ptxas spills the kernel with 160 and 224
-// too): each
-// block's A fragments converted once, then the first 128 tokens' wgmma steps promoted into the
-// slice's sum acc_a, then the other kN - 128 tokens' (the stage's token rows 128 on: the swizzle's
-// phase repeats every 8 rows, so a descriptor 128 rows on reads them) into acc_b, one result
-// buffer for both. Each element's chain, promotion and folds are WsConsume's, so the same bits;
-// the totals in shared memory (acc_a's kWsConsumers-apart float4s first, then acc_b's).
-template <bool kFp4, int kN, int kTok>
-__device__ __forceinline__ void WsConsumeSplit(const WsTile& c, uint32_t* uses) {
-  using Cfg = WsCfg<kFp4, kTok>;
-  using C = typename Cfg::T;
-  static_assert(Cfg::kSplit && kN > kBN && kN <= 2 * kBN, "two halves of at most 128");
-  constexpr int kFA = kBN / 2, kFB = (kN - kBN) / 2, kStages = Cfg::kStages;
-  const int t = c.lane % 4, r0 = c.r0;
-  float acc_a[kFA], acc_b[kFB];
-#pragma unroll
-  for (int i = 0; i < kFA; ++i) acc_a[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kFB; ++i) acc_b[i] = 0.0f;
-  for (int kb = 0; kb < c.nblk; ++kb, ++*uses) {
-    const int s = static_cast<int>(*uses % kStages);
-    RingWaitFull<kStages>(c.full, *uses);
-    FenceProxyAsync();  // the stage's copies, seen by wgmma's reads
-    const uint8_t* st = c.smem + s * Cfg::kStageBytes;
-    const uint8_t* wr = st + C::kXBytes;
-    const float2* sx = reinterpret_cast<const float2*>(st + C::kSxOff);
-    const uint32_t xa = SmemAddr(st);
-    uint32_t af[4][4];
-    float s_lo, s_hi;
-    BlockFragments<kFp4>(wr, st + C::kScOff, c.tab, r0, t, af, &s_lo, &s_hi);
-    {
-      float r[kFA];
-      WgmmaFence();
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        fp8mma::WgmmaFp8Rs<kBN>(r, af[q], WgmmaDescSw128(xa + q * 32), q);
-      WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaFenceOperand(r);
-      Promote<kBN>(r, sx, t, s_lo, s_hi, acc_a);
-    }
-    {
-      float r[kFB];
-      WgmmaFence();
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        fp8mma::WgmmaFp8Rs<kN - kBN>(r, af[q], WgmmaDescSw128(xa + kBN * kBK + q * 32), q);
-      WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaFenceOperand(r);
-      WgmmaFenceOperand(af);
-      Promote<kN - kBN>(r, sx + kBN / 2, t, s_lo, s_hi, acc_b);
-    }
-    __syncwarp();
-    if (c.lane == 0) MbarArrive(c.empty + s);  // the warp is done with the stage
-    FoldSliceShared(kb, c.nblk, acc_a, c.tot);
-    FoldSliceShared(kb, c.nblk, acc_b, c.tot + kFA / 4 * kWsConsumers);
-  }
-  WsStore(c, acc_a);  // (the totals, from the last slices' folds)
-  WsTile rest = c;
-  rest.first += kBN;
-  rest.left -= kBN;
-  WsStore(rest, acc_b);
 }
 
 // The gathered rows' first row of an expert slot (its pairs' rows follow in list order): a
@@ -408,13 +339,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   for (int tt = blockIdx.z; tt * kTok < count; tt += gridDim.z) {
     const int left = count - tt * kTok;
     const WsTile tile{a, smem, full, empty, rb, base + tt * kTok, left, nblk, r0, lane, tab, tot};
-    auto consume = [&](auto n_c) {
-      constexpr int kN = decltype(n_c)::value;
-      if constexpr (Cfg::kSplit && kN > kBN)
-        WsConsumeSplit<kFp4, kN, kTok>(tile, &uses);
-      else
-        WsConsume<kFp4, kN, kTok>(tile, &uses);
-    };
+    auto consume = [&](auto n_c) { WsConsume<kFp4, decltype(n_c)::value, kTok>(tile, &uses); };
     switch (WsTileRows<kTok>(left)) {
       case 32:
         consume(std::integral_constant<int, 32>{});
@@ -428,16 +353,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       case 128:
         consume(std::integral_constant<int, 128>{});
         break;
-      default:  // the wide tile's 160 and 192; the split tile's 192 and 256
-        if constexpr (Cfg::kWide && !Cfg::kSplit) {
+      default:  // the wide tile's 160 and 192
+        if constexpr (Cfg::kWide) {
           if (WsTileRows<kTok>(left) == 160) {
             consume(std::integral_constant<int, 160>{});
-            break;
-          }
-        }
-        if constexpr (Cfg::kSplit) {  // (160 and 224 too spill the kernel: ptxas)
-          if (WsTileRows<kTok>(left) <= 192) {
-            consume(std::integral_constant<int, 192>{});
             break;
           }
         }
@@ -447,8 +366,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 }
 
-std::atomic<int64_t> g_ws_launches{0}, g_ws_tma_launches{0}, g_ws_wide_launches{0},
-    g_ws_split_launches{0};
+std::atomic<int64_t> g_ws_launches{0}, g_ws_tma_launches{0}, g_ws_wide_launches{0};
 
 // (The wide tile is FP4's only: FP8's weight rows leave no room for its stages.)
 template <bool kTma, int kTok>
@@ -456,7 +374,7 @@ void LaunchWs(const WsArgs& a, bool fp4, dim3 grid, StreamHandle stream) {
   auto& count = kTma ? g_ws_tma_launches : g_ws_launches;
   if constexpr (kTok > kBN) {
     DSINFER_CHECK(fp4);
-    ++(kTok > kWsWide ? g_ws_split_launches : g_ws_wide_launches);
+    ++g_ws_wide_launches;
     LaunchCounted<MmaWsExpertKernel<true, kTma, kTok>>(grid, kWsThreads, WsCfg<true, kTok>::kSmem,
                                                        count, a, stream);
   } else {
@@ -492,11 +410,9 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
   // pairs pass one 128-token tile: boxes of kWsWide rows, and token tiles per slot for its width
   // (as MmaExpertLinear's for 128).
   const int64_t per_slot = ExpertPairsPerSlot(total_pairs, max_slots);
-  const KernelOptions& ko = GetKernelOptions();
-  const bool split = ko.fp8mma_split_experts && fp4 && per_slot > kBN;
-  const bool wide = !split && ko.fp8mma_wide_experts && fp4 && per_slot > kBN;
-  const int tok = split ? kWsSplit : wide ? kWsWide : kBN;
-  if (wide || split) grid.z = ExpertTileStride(per_slot, tok);
+  const bool wide = GetKernelOptions().fp8mma_wide_experts && fp4 && per_slot > kBN;
+  const int tok = wide ? kWsWide : kBN;
+  if (wide) grid.z = ExpertTileStride(per_slot, tok);
   WsArgs a{};
   if (!EncodeTensorMap2d(&a.xmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, xg, static_cast<uint64_t>(t.ldq),
                          static_cast<uint64_t>(rows_g), static_cast<uint64_t>(t.ldq), kBK,
@@ -514,12 +430,7 @@ bool TryLaunchMmaWsTmaExperts(const TileArgs& t, bool fp4, const ActQuantScratch
   a.t = t;
   a.xsg_t = xsg_t;
   a.ldg = ldg;
-  if (split)
-    LaunchWs<true, kWsSplit>(a, fp4, grid, stream);
-  else if (wide)
-    LaunchWs<true, kWsWide>(a, fp4, grid, stream);
-  else
-    LaunchWs<true, kBN>(a, fp4, grid, stream);
+  wide ? LaunchWs<true, kWsWide>(a, fp4, grid, stream) : LaunchWs<true, kBN>(a, fp4, grid, stream);
   return true;
 }
 
@@ -530,6 +441,5 @@ int64_t MmaWsExpertLaunches() {
 }
 int64_t MmaWsTmaExpertLaunches() { return fp8mma_tile::g_ws_tma_launches.load(); }
 int64_t MmaWsWideExpertLaunches() { return fp8mma_tile::g_ws_wide_launches.load(); }
-int64_t MmaWsSplitExpertLaunches() { return fp8mma_tile::g_ws_split_launches.load(); }
 
 }  // namespace dsinfer::backend::cuda

@@ -45,6 +45,5 @@ int64_t MmaSplitLaunches();
 int64_t MmaWsExpertLaunches();
 int64_t MmaWsTmaExpertLaunches();   // of those, the TMA-fed form's
 int64_t MmaWsWideExpertLaunches();  // of those, with 192-token tiles (fp8mma_wide_experts)
-int64_t MmaWsSplitExpertLaunches();  // of those, with 256-token tiles (fp8mma_split_experts)
 
 }  // namespace dsinfer::backend::cuda

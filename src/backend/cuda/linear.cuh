@@ -97,7 +97,7 @@ inline int64_t MmaScaleCount(int64_t rows, int64_t width) {
 // multiple of 4, GatheredRow) with a widest tile's rows of slack for the last tile's scales. What
 // the TMA-fed experts' tile needs of the scratch (fp8mma_experts_sm90.cu; with less it takes the
 // other form).
-constexpr int kMmaExpertTileMaxRows = 256;  // that tile's widest token tile (its split form's)
+constexpr int kMmaExpertTileMaxRows = 192;  // that tile's widest token tile (its wide form's)
 inline int64_t MmaGatheredRows(int64_t pairs, int64_t slots) { return pairs + 3 + 4 * slots; }
 inline int64_t MmaGatheredLd(int64_t pairs, int64_t slots) {
   return (MmaGatheredRows(pairs, slots) + kMmaExpertTileMaxRows + 3) / 4 * 4;

@@ -57,11 +57,6 @@ struct KernelOptions {
   // an H100 (docs/perf.md, session 58): expert_w1 / w2 2,447 / 2,928 -> 2,334 / 2,754 us,
   // flash-l8's 8,192-token prefill experts 62.1 -> 60.2 ms.
   bool fp8mma_wide_experts = true;
-  // That tile's tokens up to 256 a tile instead (FP4, where the expected pairs a slot pass 128):
-  // each block's weights converted once for up to 256 of an expert's pairs, its wgmma in two
-  // halves of at most 128 tokens one after the other; 2 ring stages, the totals in shared
-  // memory; the same bits. Off (being measured): the wide tile's 192.
-  bool fp8mma_split_experts = false;
   // Routed experts (FP8 or FP4) whose expected rows per expert slot reach this take the tiled
   // GEMM (0: off). Measured on an H200 (docs/perf.md, session 18): routed experts of a prefill
   // at 24 rows per expert 46.6 -> 50.1 ms (loses), 36 rows 64.1 -> 62.2 (gains), 48 rows
