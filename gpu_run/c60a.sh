@@ -32,5 +32,8 @@ gpu_build dsinfer
 bench_flash mode_256 --batches 1 --fp8-mma --fp8mma-experts-256
 bench_flash mode_256h --batches 1 --fp8-mma --fp8mma-experts-256-hybrid
 bench_flash mode --batches 1 --fp8-mma
+# Session 60: main's prefill kernels (the diff's forms are off by default), for the parts outside
+# the experts and the attention (the last trace was session 56's, before its changes landed).
+prefill_trace main
 unapply_diff s59_experts_256.diff
 echo "total $(( $(date +%s) - t0 )) s"
