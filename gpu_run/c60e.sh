@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepared in session 60 (about 4 minutes on a warm machine; compiled only, never run before): the
+# row attention's per-call key pre-pass (gpu_run/s60_attn_row_prepass.diff): for calls whose
+# sequences all start at position 0, LaunchRowKeysDecode decodes the call's packed K=V rows and
+# its sequences' compressed entries once into bf16 rows in S's position order
+# (SparseAttentionParams::keys16), and the row block's kPre form copies each chunk's keys as they
+# are (16-byte cp.async pieces into two alternating swizzled key buffers, no decode pass; the
+# running softmax in shared memory and P V's wgmma in m64n32 pieces, as c60b's spill-free
+# ablation). Unlike c60b's ablations the bits are kept: the op test compares the pre-decoded row
+# block with the decoding one (memcmp, both P V forms), then bench_attention's 128 decode rows and
+# 8,192-token prefill with and without the pre-pass (the pre-pass's decode timed with it), then
+# the mode's prefill with --attention-row-prepass against main's (the first chunk only: later
+# chunks start past 0 and keep the decode). c60b measured what dropping the decode gains; this
+# measures what is left of it once the decode runs once per call.
+source "$(dirname "$0")/common.sh"
+apply_diff s60_attn_row_prepass.diff
+gpu_build bench_attention gpu_attention_tc_test dsinfer
+for pv in "" "--attention-row-pv=sync"; do
+  timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' $pv > "$OUT/attn_tc_test$pv.log" 2>&1; echo "gpu_attention_tc_test RowBlock $pv rc=$?"
+  grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$pv.log" | head -24
+done
+attn_pre() {  # name, flags...
+  local n=$1; shift
+  timeout 120 build-cuda/bin/bench_attention --rows 128 --prefill 8192 --variants tc_packed_qp "$@" > "$OUT/attn_$n.jsonl" 2>&1; echo "bench_attention $n rc=$?"
+  grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*, "kernel": "[a-z_]*"\|"us": [0-9.]*' "$OUT/attn_$n.jsonl" | paste -d" " - - | tr '\n' ';'; echo
+  grep -iE "error|abort" "$OUT/attn_$n.jsonl" | head -3
+}
+attn_pre decode
+attn_pre prepass --row-prepass
+attn_pre decode_sync --row-pv-sync
+attn_pre prepass_sync --row-pv-sync --row-prepass
+bench_flash mode_prepass --batches 1 --fp8-mma --attention-row-prepass
+bench_flash mode --batches 1 --fp8-mma
+echo "total $(( $(date +%s) - t0 )) s"
