@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 60 (about 4 minutes on a warm machine; compiled only, never run before): the
+# Prepared in session 60 (about 5 minutes on a warm machine; compiled only, never run before): the
 # row attention's per-call key pre-pass (gpu_run/s60_attn_row_prepass.diff): for calls whose
 # sequences all start at position 0, LaunchRowKeysDecode decodes the call's packed K=V rows and
 # its sequences' compressed entries once into bf16 rows in S's position order
@@ -7,17 +7,25 @@
 # are (16-byte cp.async pieces into two alternating swizzled key buffers, no decode pass; the
 # running softmax in shared memory and P V's wgmma in m64n32 pieces, as c60b's spill-free
 # ablation). Unlike c60b's ablations the bits are kept: the op test compares the pre-decoded row
-# block with the decoding one (memcmp, both P V forms), then bench_attention's 128 decode rows and
+# block with the decoding one (memcmp, both P V forms), the model at the row block's shapes with
+# and without it (its schedules' bits, against the CPU), then bench_attention's 128 decode rows and
 # 8,192-token prefill with and without the pre-pass (the pre-pass's decode timed with it), then
 # the mode's prefill with --attention-row-prepass against main's (the first chunk only: later
 # chunks start past 0 and keep the decode). c60b measured what dropping the decode gains; this
 # measures what is left of it once the decode runs once per call.
 source "$(dirname "$0")/common.sh"
 apply_diff s60_attn_row_prepass.diff
-gpu_build bench_attention gpu_attention_tc_test dsinfer
+gpu_build bench_attention gpu_attention_tc_test gpu_model_test dsinfer
 for pv in "" "--attention-row-pv=sync"; do
   timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' $pv > "$OUT/attn_tc_test$pv.log" 2>&1; echo "gpu_attention_tc_test RowBlock $pv rc=$?"
   grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$pv.log" | head -24
+done
+# The model at the row block's shapes (GpuModelTest.Fp8KvCacheRowBlockShapes, new, with the tiny
+# FP8-cache model's test): its schedules' bits with the row block by default, from 1 row, and with
+# the pre-pass on every first chunk (one prompt, and two in one forward).
+for f in "" "--attention-tc-row-min-rows=1" "--attention-row-prepass --attention-tc-row-min-rows=1" "--attention-row-prepass"; do
+  timeout 240 build-cuda/bin/gpu_model_test --gtest_filter='*Fp8KvCache*' $f > "$OUT/model_fp8cache_${f//[ =-]/_}.log" 2>&1; echo "gpu_model_test Fp8KvCache '$f' rc=$? $(( $(date +%s) - t0 )) s"
+  grep -E "OK \]|FAILED|Failure|rel err" -A2 "$OUT/model_fp8cache_${f//[ =-]/_}.log" | head -16
 done
 attn_pre() {  # name, flags...
   local n=$1; shift
