@@ -16,27 +16,34 @@
 source "$(dirname "$0")/common.sh"
 apply_diff s60_attn_row_prepass.diff
 gpu_build bench_attention gpu_attention_tc_test gpu_model_test dsinfer
-for pv in "" "--attention-row-pv=sync"; do
-  timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' $pv > "$OUT/attn_tc_test$pv.log" 2>&1; echo "gpu_attention_tc_test RowBlock $pv rc=$?"
-  grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$pv.log" | head -24
-done
-# The model at the row block's shapes (GpuModelTest.Fp8KvCacheRowBlockShapes, new, with the tiny
-# FP8-cache model's test): its schedules' bits with the row block by default, from 1 row, and with
-# the pre-pass on every first chunk (one prompt, and two in one forward).
-for f in "" "--attention-tc-row-min-rows=1" "--attention-row-prepass --attention-tc-row-min-rows=1" "--attention-row-prepass"; do
-  timeout 240 build-cuda/bin/gpu_model_test --gtest_filter='*Fp8KvCache*' $f > "$OUT/model_fp8cache_${f//[ =-]/_}.log" 2>&1; echo "gpu_model_test Fp8KvCache '$f' rc=$? $(( $(date +%s) - t0 )) s"
-  grep -E "OK \]|FAILED|Failure|rel err" -A2 "$OUT/model_fp8cache_${f//[ =-]/_}.log" | head -16
-done
+op_test() {  # flags...
+  timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' "$@" > "$OUT/attn_tc_test$*.log" 2>&1; echo "gpu_attention_tc_test RowBlock $* rc=$?"
+  grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$*.log" | head -24
+}
 attn_pre() {  # name, flags...
   local n=$1; shift
   timeout 120 build-cuda/bin/bench_attention --rows 128 --prefill 8192 --variants tc_packed_qp "$@" > "$OUT/attn_$n.jsonl" 2>&1; echo "bench_attention $n rc=$?"
   grep -o '"kind": "[a-z]*", "rows": [0-9]*, "prefill": [a-z]*, "kernel": "[a-z_]*"\|"us": [0-9.]*' "$OUT/attn_$n.jsonl" | paste -d" " - - | tr '\n' ';'; echo
   grep -iE "error|abort" "$OUT/attn_$n.jsonl" | head -3
 }
+# The model at the row block's shapes (GpuModelTest.Fp8KvCacheRowBlockShapes, new, with the tiny
+# FP8-cache model's test): its schedules' bits with the row block by default, from 1 row, and with
+# the pre-pass on every first chunk (one prompt, and two in one forward).
+model_test() {  # flags...
+  local tag=${*//[ =-]/_}
+  timeout 240 build-cuda/bin/gpu_model_test --gtest_filter='*Fp8KvCache*' "$@" > "$OUT/model_fp8cache_$tag.log" 2>&1; echo "gpu_model_test Fp8KvCache '$*' rc=$? $(( $(date +%s) - t0 )) s"
+  grep -E "OK \]|FAILED|Failure|rel err" -A2 "$OUT/model_fp8cache_$tag.log" | head -16
+}
+# In the order of what matters if the call is cut short.
+op_test
 attn_pre decode
 attn_pre prepass --row-prepass
-attn_pre decode_sync --row-pv-sync
-attn_pre prepass_sync --row-pv-sync --row-prepass
+model_test --attention-row-prepass --attention-tc-row-min-rows=1
+model_test
 bench_flash mode_prepass --batches 1 --fp8-mma --attention-row-prepass
 bench_flash mode --batches 1 --fp8-mma
+op_test --attention-row-pv=sync
+model_test --attention-tc-row-min-rows=1
+attn_pre decode_sync --row-pv-sync
+attn_pre prepass_sync --row-pv-sync --row-prepass
 echo "total $(( $(date +%s) - t0 )) s"
