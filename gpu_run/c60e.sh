@@ -17,8 +17,9 @@ source "$(dirname "$0")/common.sh"
 apply_diff s60_attn_row_prepass.diff
 gpu_build bench_attention gpu_attention_tc_test gpu_model_test dsinfer
 op_test() {  # flags...
-  timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' "$@" > "$OUT/attn_tc_test$*.log" 2>&1; echo "gpu_attention_tc_test RowBlock $* rc=$?"
-  grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$*.log" | head -24
+  local tag=${*//[ =-]/_}
+  timeout 180 build-cuda/bin/gpu_attention_tc_test --gtest_filter='*RowBlock*' "$@" > "$OUT/attn_tc_test$tag.log" 2>&1; echo "gpu_attention_tc_test RowBlock $* rc=$?"
+  grep -E "OK \]|FAILED|Failure" -A3 "$OUT/attn_tc_test$tag.log" | head -24
 }
 attn_pre() {  # name, flags...
   local n=$1; shift
