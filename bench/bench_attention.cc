@@ -16,10 +16,12 @@
 // so its own compute floor is 6x flop_bound_us.
 //   bench_attention [--rows 1,32,128] [--prefill 8192] [--context 4096] [--kinds swa,csa,hca]
 //                   [--variants tc,tc_packed,...] (default: every variant) [--row-pv-sync]
-//                   [--codes]
+//                   [--codes] [--row-prepass]
 //   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits;
 //   --codes: the output as the FP8-instruction mode's act_quant codes, out_c, instead of fp32
-//   rows, as the mode's model runs it; its bytes counted as 1 a value plus the scales)
+//   rows, as the mode's model runs it; its bytes counted as 1 a value plus the scales;
+//   --row-prepass: where a prefill's launch takes the row block (its rows start at position 0),
+//   the key pre-pass, LaunchRowKeysDecode, timed with it, the kernel's name suffixed "_prepass")
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -177,7 +179,7 @@ int main(int argc, char** argv) {
   int context = 4096;
   std::string kinds = "swa,csa,hca";
   std::vector<std::string> variants;  // only those; empty: all
-  bool codes = false;
+  bool codes = false, row_prepass = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool v = i + 1 < argc;
@@ -193,6 +195,8 @@ int main(int argc, char** argv) {
       variants = dsinfer::bench::SplitList(argv[++i]);
     } else if (a == "--codes") {
       codes = true;
+    } else if (a == "--row-prepass") {
+      row_prepass = true;
     } else if (a == "--row-pv-sync") {  // the row block's P V on mma.sync (the same bits)
       gpu::KernelOptions ko;            // the defaults (reading them first would freeze them)
       ko.attention_row_pv_wgmma = false;
@@ -227,6 +231,10 @@ int main(int argc, char** argv) {
       const double io_bytes = c.n * kHeads * kDim * (codes ? 4.0 + 1.0 + 4.0 / 128 : 8.0);
       gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(gpu::MmaQuantBytes(c.n, width)) : 0),
           out_cs(codes ? static_cast<size_t>(gpu::MmaScaleCount(c.n, width) * 4) : 0);
+      // --row-prepass: the pre-decoded keys of a prefill (its one sequence starts at position 0:
+      // SparseAttentionParams::keys16's contract), 2 n dim bf16.
+      gpu::DeviceBuffer keys16(row_prepass && c.prefill ? static_cast<size_t>(2 * c.n * kDim * 2)
+                                                        : 0);
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
       // products instead of 6; timing only: these random values are not bf16 values).
       // *_packed: the packed rows (the FP8 cache's state); *_qp: with the FP8 cache's bf16
@@ -270,15 +278,28 @@ int main(int argc, char** argv) {
         const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
         p.tc_workspace = static_cast<float*>(ws.get());
         p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
-        const double us =
-            dsinfer::bench::MedianEventUs([&] { gpu::LaunchSparseAttention(p, st); }, st);
+        const bool prepass =
+            row_prepass && c.prefill && v.packed && v.qp && gpu::SparseAttentionTakesRowBlock(p);
+        const std::string name = std::string(v.name) + (prepass ? "_prepass" : "");
+        const double us = dsinfer::bench::MedianEventUs(
+            [&] {
+              if (prepass) {
+                gpu::SparseAttentionParams pre = p;
+                gpu::LaunchRowKeysDecode(pre, keys16.as<uint16_t>(), st);
+                pre.keys16 = keys16.as<uint16_t>();
+                gpu::LaunchSparseAttention(pre, st);
+              } else {
+                gpu::LaunchSparseAttention(p, st);
+              }
+            },
+            st);
         const bool split = v.tc > 0 && gpu::SparseAttentionTcWillSplit(p);
         std::printf(
             "{\"bench\": \"attention\", \"kind\": \"%s\", \"rows\": %lld, \"prefill\": %s, "
             "\"kernel\": \"%s\", \"codes\": %s, \"split\": %s, \"us\": %.1f, \"tflops\": %.1f, "
             "\"GB\": %.3f, "
             "\"flop_bound_us\": %.1f, \"mem_bound_us\": %.1f, \"ratio_to_bound\": %.2f}\n",
-            k.name.c_str(), static_cast<long long>(c.n), c.prefill ? "true" : "false", v.name,
+            k.name.c_str(), static_cast<long long>(c.n), c.prefill ? "true" : "false", name.c_str(),
             codes ? "true" : "false", split ? "true" : "false", us, flops / (us * 1e-6) / 1e12,
             bytes / 1e9, flop_us, mem_us, us / std::max(flop_us, mem_us));
       }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/attention.h"
@@ -49,6 +50,8 @@ struct Case {
   int64_t entries = 0, ldq = 0, lds = 0;
   static constexpr int kRowsShift = 4;  // 16 entries a page
   std::vector<int32_t> ids, pos, slot, begin, start, count, sel, sel_count, list_pages;
+  int slots = 1;               // the sequences' slots (SplitIntoSequences)
+  int64_t pages_per_slot = 0;  // the compressed entries' pages of each slot
   std::vector<float> q, kv, ring, comp, sink, inv;
   DeviceBuffer di, dp, ds, db, dst, dc, dsel, dselc, dlp, dq, dkv, dring, dcomp, dsink, dinv, page0;
 
@@ -78,6 +81,7 @@ struct Case {
     entries = pages << kRowsShift;
     comp = testing::RandomVector(static_cast<size_t>(entries) * d, seed + 5);
     for (int64_t i = 0; i < pages; ++i) list_pages.push_back(static_cast<int32_t>(i));
+    pages_per_slot = pages;
     if (bf16_kv) {
       for (std::vector<float>* v : {&kv, &ring, &comp}) {
         for (float& x : *v) x = RoundToBf16(x);
@@ -104,7 +108,43 @@ struct Case {
     di = Upload(ids), dp = Upload(pos), ds = Upload(slot), db = Upload(begin), dst = Upload(start),
     dc = Upload(count), dsel = Upload(sel), dselc = Upload(sel_count), dlp = Upload(list_pages),
     dq = Upload(q), dkv = Upload(kv), dring = Upload(ring), dcomp = Upload(comp),
-    dsink = Upload(sink), dinv = Upload(inv), page0 = Upload(std::vector<int32_t>{0});
+    dsink = Upload(sink), dinv = Upload(inv),
+    page0 = Upload(std::vector<int32_t>(static_cast<size_t>(slots), 0));
+  }
+
+  // The n rows as several sequences instead (lens, summing to n), each from position 0 in a slot
+  // of its own (slot k), whose compressed entries are the case's pages rotated by k (so that each
+  // sequence reads other entries); selections drawn again for the new positions. Before
+  // UploadAll; the host copies' reference (Reference, Keys) no longer applies.
+  void SplitIntoSequences(const std::vector<int>& lens, uint32_t seed) {
+    std::mt19937 rng(seed);
+    slots = static_cast<int>(lens.size());
+    int r = 0;
+    for (int k = 0; k < slots; ++k) {
+      for (int i = 0; i < lens[k]; ++i, ++r) {
+        pos[r] = i;
+        slot[r] = k;
+        begin[r] = r - i;
+        start[r] = 0;
+        count[r] = lens[k];
+      }
+    }
+    EXPECT_EQ(r, n);
+    const int64_t pages = pages_per_slot;
+    list_pages.assign(static_cast<size_t>(slots * pages), 0);
+    for (int k = 0; k < slots; ++k)
+      for (int64_t i = 0; i < pages; ++i)
+        list_pages[static_cast<size_t>(k * pages + i)] = static_cast<int32_t>((i + k) % pages);
+    if (s.rate > 0 && s.select) {
+      std::fill(sel.begin(), sel.end(), -1);
+      for (int i = 0; i < n; ++i) {
+        const int visible = (pos[i] + 1) / s.rate;
+        const int c =
+            visible == 0 ? 0 : static_cast<int>(rng() % (std::min(visible, s.max_sel) + 1));
+        sel_count[i] = c;
+        for (int k = 0; k < c; ++k) sel[static_cast<size_t>(i) * s.max_sel + k] = rng() % visible;
+      }
+    }
   }
 
   // The params of rows [r0, r0 + rows) (a launch of those rows alone: the same keys).
@@ -133,7 +173,7 @@ struct Case {
       p.comp.page_floats = (int64_t{1} << kRowsShift) * s.dim;
       p.comp.rows_shift = kRowsShift;
       p.comp.pages = dlp.as<int32_t>();
-      p.comp.pages_stride = static_cast<int64_t>(list_pages.size());
+      p.comp.pages_stride = pages_per_slot;
       p.comp.capacity = entries;
       p.rate = s.rate;
       if (s.select) {
@@ -267,10 +307,12 @@ struct Result {
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too); row: the TC kernel's
 // tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows). codes: the output as the
-// FP8-instruction mode's codes (out_c / out_cs) instead of out.
+// FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the row block's keys
+// pre-decoded first (LaunchRowKeysDecode into a poisoned buffer, SparseAttentionParams::keys16;
+// the whole case's rows from position 0: r0 0, rows n, first_pos 0).
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
               bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
-              int row = 0, bool codes = false) {
+              int row = 0, bool codes = false, bool prepass = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   const int64_t ldc = MmaQuantLd(width), ldcs = MmaScaleLd(rows);
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16),
@@ -301,6 +343,13 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   p.qp_bf16 = qp_bf16;
   p.tc_workspace = ws.as<float>();
   p.tc_workspace_floats = ws_floats;
+  DeviceBuffer keys;
+  if (prepass) {
+    keys = DeviceBuffer(static_cast<size_t>(2) * rows * c.s.dim * 2);
+    Memset(keys.get(), 0xff, keys.bytes(), st.get());
+    LaunchRowKeysDecode(p, keys.as<uint16_t>(), st.get());
+    p.keys16 = keys.as<uint16_t>();
+  }
   if (tensor_cores == 2) {
     LaunchSparseAttentionTc(p, st.get());
   } else {
@@ -623,6 +672,72 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
               s.heads == 64 && min_rows > 0 && n >= min_rows)
         << s.name;
     EXPECT_EQ(std::memcmp(tiles.y.data(), by_rows.y.data(), tiles.y.size() * 4), 0) << s.name;
+  }
+}
+
+// The row block's key pre-pass (LaunchRowKeysDecode, SparseAttentionParams::keys16: calls whose
+// sequences start at position 0) gives the row block's bits, outputs and act_quant alike: CSA
+// with a selection, HCA (every entry), window only, head_dim 256 and 512, on rows from 0 (their
+// window keys all the call's rows), and rows of over 1,024 keys (past the listed ones). The
+// decoded rows go to a poisoned buffer: a key the pre-pass missed would show.
+TEST(SparseAttentionTcTest, RowBlockPrepassGivesTheRowBlocksBits) {
+  SKIP_WITHOUT_GPU();
+  Shape csa = kFlashCsa;
+  csa.name = "flash CSA from 0, selection, RMSNorm+RoPE, act_quant";
+  csa.first_pos = 0;
+  const std::vector<std::pair<Shape, std::vector<int>>> cases = {
+      {csa, {130, 300}},
+      {{"flash HCA from 0 (all entries), pre-applied query", 64, 512, 64, 128, 128, false, 0, -1.0f,
+        false, false, 0, 1.0f},
+       {130, 300}},
+      {{"flash window only from 0, act_quant", 64, 512, 64, 128, 0, false, 0, 1e-6f, false, true, 0,
+        1.0f},
+       {130, 300}},
+      {{"20 heads, dim 256 from 0, CSA, big sinks", 20, 256, 32, 32, 8, true, 40, -1.0f, false,
+        true, 0, 6.0f},
+       {130, 300}},
+      {{"64 heads, dim 256 from 0, ratio 4, every entry", 64, 256, 64, 128, 4, false, 0, 1e-6f,
+        false, false, 0, 1.0f},
+       {130}},
+      // Rows of over 1,024 keys (32 window keys and pos + 1 entries: positions from 992): the
+      // chunks past the row block's listed key rows.
+      {{"20 heads, dim 256 from 0, ratio 1, every entry (1,100+ keys)", 20, 256, 32, 32, 1, false,
+        0, -1.0f, false, false, 0, 1.0f},
+       {1100}},
+  };
+  Stream st;
+  uint32_t seed = 1250;
+  const std::string path =
+      GetKernelOptions().attention_row_pv_wgmma ? " (P V on wgmma)" : " (P V on mma.sync)";
+  // n rows as one sequence, or (sequences 3) as three of 40, 130 and n - 170 rows, each from
+  // position 0 in a slot of its own (keys16's entry rows n + seg_begin + e, window rows
+  // seg_begin + s).
+  for (const auto& [s, ns] : cases) {
+    for (const int n : ns) {
+      for (const int sequences : {1, 3}) {
+        if (sequences == 3 && (n != 300 || s.rate == 1)) continue;
+        Case c(s, n, seed += 10, false);
+        if (sequences == 3) c.SplitIntoSequences({40, 130, n - 170}, seed + 5);
+        const model::KvFormat f(model::KvQuant::kFp8BfTail, s.dim, s.dim == 512 ? 64 : 32, s.rope);
+        const PackedKv packed(c, f);
+        c.UploadAll();
+        const std::string what = s.name + ", " + std::to_string(n) + " rows in " +
+                                 std::to_string(sequences) + " sequences" + path;
+        const int64_t row_before = SparseAttentionTcRowLaunches();
+        const int64_t pre_before = SparseAttentionTcRowPrepassLaunches();
+        const Result rows = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1);
+        EXPECT_EQ(SparseAttentionTcRowPrepassLaunches(), pre_before) << what;
+        const Result pre = Launch(c, 0, n, 2, st, -1, true, &packed, true, 1, false, true);
+        EXPECT_EQ(SparseAttentionTcRowLaunches(), row_before + 2) << what << ": the row block ran";
+        EXPECT_EQ(SparseAttentionTcRowPrepassLaunches(), pre_before + 1)
+            << what << ": the pre-decoded form ran";
+        EXPECT_EQ(std::memcmp(rows.y.data(), pre.y.data(), rows.y.size() * 4), 0) << what;
+        if (s.quant) {
+          EXPECT_EQ(rows.q, pre.q) << what;
+          EXPECT_EQ(std::memcmp(rows.s.data(), pre.s.data(), rows.s.size() * 4), 0) << what;
+        }
+      }
+    }
   }
 }
 

@@ -25,8 +25,18 @@
 //      folded into the running output; position SPosOfCol(c) holds column c;
 // then the output factor and FinishTile on all 64 heads at once. So the bits are the per-tile
 // kernel's (checked by gpu_attention_tc_test against it).
+//
+// The key pre-pass (SparseAttentionParams::keys16, LaunchRowKeysDecode): for a call whose
+// sequences all start at position 0, every key a row reads is one of the call's K=V rows or one of
+// its sequences' compressed entries, so a kernel of its own decodes each of those once, into bf16
+// rows already in S's position order, and the row block (kPre) copies a chunk's keys as they are,
+// in 16-byte pieces straight into the swizzled layout (two key buffers, the next chunk's copy
+// under this one's math), without the decode pass: the same bf16 values at the same positions,
+// so the same bits. Without the decode's registers the kPre form can hold the running softmax
+// in shared memory and run P V in m64n32 pieces (the spill-free shape, gpu_run s60's ablation).
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_sparse.cuh"
 #include "backend/cuda/attention_sparse_tc.cuh"
@@ -51,6 +61,9 @@ constexpr int kRowChains = 4;                       // S's chains: one per warpg
 static_assert(kRowWarps == 4 * kRowChains && kRowHeads == 64, "S: m64 per warpgroup and chain");
 constexpr int kRowListed = 1024;  // key rows a row block lists up front (the rest a chunk ahead)
 static_assert(kRowListed % kChunk == 0, "listed keys come in whole chunks");
+// The pre-decoded form's P V pieces on warpgroup MMA: 32 positions (m64n32, B's start 64 bytes
+// into a box for the odd pieces; 64 is the decoding form's m64n64, at the cost of 16 registers).
+constexpr int kRowPrePvN = 32;
 
 // S's k order: position p = 16 s + kk of a row holds the column that mma.sync's k index kk of the
 // per-tile kernel's step s multiplies (lane quad q = (kk % 8) / 2 takes columns Off(s, q) + 0, 1
@@ -77,6 +90,11 @@ constexpr size_t RowSBytes() { return static_cast<size_t>(kRowChains) * kRowHead
 constexpr size_t RowDynSmem(int dim, int raw_floats) {
   return 1024 + RowQBytes(dim) + RowKBytes(dim) + RowSBytes() +
          static_cast<size_t>(kChunk) * raw_floats * 4;
+}
+// The kPre form's: the queries, two key buffers, S, and the running max and sum per head.
+constexpr size_t RowPreDynSmem(int dim) {
+  return 1024 + RowQBytes(dim) + 2 * RowKBytes(dim) + RowSBytes() +
+         2 * static_cast<size_t>(kRowHeads) * 4;
 }
 constexpr bool RowOutputFits(int dim) {
   return RowQBytes(dim) + RowKBytes(dim) + RowSBytes() >= static_cast<size_t>(kRowHeads) * dim * 4;
@@ -125,35 +143,68 @@ __device__ __noinline__ void FinishRow(const SparseAttentionParams& p, float* ou
   FinishTile<kRowWarps, kRowHeads>(p, out, 0, p.dim, t, 0, rope_cs);
 }
 
+// Key j of query row t in the pre-decoded rows p.keys16 (SparseAttentionParams::keys16's
+// contract: seg_start 0, so every window position is one of the call's rows): RowKeyList::Row's
+// key, bf16 rows of kDim.
+template <int kDim>
+__device__ __forceinline__ const uint16_t* PreKeyRow(const SparseAttentionParams& p, int64_t t,
+                                                     const RowKeyList& list, int j) {
+  if (j < list.n_win) {
+    const int s = list.pos - list.n_win + 1 + j;
+    return p.keys16 + (static_cast<int64_t>(list.seg_begin) + s - list.seg_start) * kDim;
+  }
+  const int e = p.sel ? p.sel[t * p.sel_stride + (j - list.n_win)] : j - list.n_win;
+  return p.keys16 + (p.meta.n + list.seg_begin + e) * kDim;
+}
+
 // kDim: head_dim (256 or 512), a template argument so that S's chain of k steps has a fixed trip
 // count (with a runtime one ptxas serialized the wgmma steps: C7520). kPvWg: P V on warpgroup MMA
-// (KernelOptions::attention_row_pv_wgmma), else on mma.sync.
-template <int kDim, bool kPvWg>
+// (KernelOptions::attention_row_pv_wgmma), else on mma.sync. kPre: the keys pre-decoded
+// (p.keys16): copied into two alternating key buffers, no decode pass; the running max and sum in
+// shared memory, and P V's warpgroup MMA in m64n32 pieces (with the decode's registers gone, that
+// is what keeps this form free of spills).
+template <int kDim, bool kPvWg, bool kPre = false>
 __global__ void __launch_bounds__(kRowThreads, 1)
     SparseAttentionTcRowKernel(const __grid_constant__ SparseAttentionParams p) {
   PdlTrigger();
   PdlWait();
+  // A key row: packed, or (kPre) pre-decoded.
+  using KeyRow = std::conditional_t<kPre, const uint16_t*, const float*>;
   __shared__ __align__(16) float sc[kRowHeads][kSPitch];          // the weights P
   __shared__ __align__(16) uint4 pf[kRowTiles][kChunk / 16][32];  // P's fragments per tile, step
   __shared__ float fa[kRowHeads], fb[kRowHeads];  // per head: the chunk's fold factors; 1 / den
-  __shared__ const float* kp[2][kChunk];          // a chunk's key rows past the listed ones
-  __shared__ const float* kl[kRowListed];         // the row's first kRowListed key rows
+  __shared__ KeyRow kp[2][kChunk];                // a chunk's key rows past the listed ones
+  __shared__ KeyRow kl[kRowListed];               // the row's first kRowListed key rows
   __shared__ float rope_cs[kMaxRopePairs][2];     // the row's RoPE (cos, sin) per pair
   extern __shared__ __align__(16) unsigned char dyn_raw[];
   const int dim = p.dim;  // == kDim (the launch's choice); kept a runtime value outside S's chain,
                           // where a constant one made ptxas unroll past the registers
   unsigned char* const base = AlignSmem1024(dyn_raw);
-  unsigned char* const qs = base;                                   // queries, swizzled
-  unsigned char* const ks = qs + RowQBytes(dim);                    // the chunk's keys, swizzled
-  float* const s4 = reinterpret_cast<float*>(ks + RowKBytes(dim));  // [chain][head][kSPitch]
+  unsigned char* const qs = base;                 // queries, swizzled
+  unsigned char* const ks = qs + RowQBytes(dim);  // the chunk's keys, swizzled (kPre: buffer 0)
+  // kPre: the key buffer 1 (odd chunks) after buffer 0.
+  unsigned char* const ks_end = ks + (kPre ? 2 : 1) * RowKBytes(dim);
+  float* const s4 = reinterpret_cast<float*>(ks_end);  // [chain][head][kSPitch]
   float* const raw = s4 + kRowChains * kRowHeads * kSPitch;
   const int raw_floats = p.kv_format.floats();
+  // kPre: the running max and sum per head (where the raw rows would be).
+  float* const m_run_s = raw;
+  float* const l_run_s = raw + kRowHeads;
 
   const int64_t t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, qd = lane % 4;
   const RowKeyList list(p, t);
+  if constexpr (kPre) {
+    if (list.seg_start != 0) __trap();  // keys16's contract broken: fail loudly, not silently
+  }
   const int pos = list.pos, n_keys = list.n_keys, n_chunks = list.chunks();
-  auto key_ptr = [&](int j) { return list.Row(p, t, j); };
+  auto key_ptr = [&](int j) -> KeyRow {
+    if constexpr (kPre) {
+      return PreKeyRow<kDim>(p, t, list, j);
+    } else {
+      return list.Row(p, t, j);
+    }
+  };
   // Key rows: the first kRowListed listed once, up front; a later chunk's into kp[buf] a chunk
   // ahead.
   auto set_keys = [&](int c0, int buf) {
@@ -172,22 +223,41 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   for (int v = 0; v < kGroups; ++v) groups[v] = PackedGroupOf(p.kv_format, 4 * lane + 128 * v);
   // A key's raw row by 8-byte copies where the row and its place allow (an even row length, an
   // 8-byte aligned row: the FP8 cache's rows of 146 floats), else 4-byte ones.
+  // kPre: a key's pre-decoded row (kDim bf16 in S's position order) into key buffer buf % 2 by
+  // 16-byte pieces, piece i (positions 8 i .. + 7) at its swizzled place; past the row's keys,
+  // zeros (as the decode writes them).
   auto prefetch_raw = [&](int c0, int buf) {
-    for (int key = warp; key < kChunk; key += kRowWarps) {
-      const float* src = row_ptr(c0, buf, key);
-      float* const dst = raw + key * raw_floats;
-      if (raw_floats % 2 == 0 && (reinterpret_cast<uintptr_t>(src) & 7) == 0) {
-        for (int w = 2 * lane; w < raw_floats; w += 64)
-          CpAsync8(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
-      } else {
-        for (int w = lane; w < raw_floats; w += 32)
-          CpAsync4(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+    if constexpr (kPre) {
+      unsigned char* const kb = ks + (buf & 1) * RowKBytes(kDim);
+      for (int key = warp; key < kChunk; key += kRowWarps) {
+        const uint16_t* src = row_ptr(c0, buf, key);
+        for (int piece = lane; piece < kDim / 8; piece += 32)
+          CpAsync16(kb + SwOff(kChunk, key, piece * 8), src != nullptr ? src + piece * 8 : p.keys16,
+                    src != nullptr);
+      }
+    } else {
+      for (int key = warp; key < kChunk; key += kRowWarps) {
+        const float* src = row_ptr(c0, buf, key);
+        float* const dst = raw + key * raw_floats;
+        if (raw_floats % 2 == 0 && (reinterpret_cast<uintptr_t>(src) & 7) == 0) {
+          for (int w = 2 * lane; w < raw_floats; w += 64)
+            CpAsync8(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+        } else {
+          for (int w = lane; w < raw_floats; w += 32)
+            CpAsync4(dst + w, src != nullptr ? src + w : p.kv, src != nullptr);
+        }
       }
     }
     CpAsyncCommit();
   };
   for (int j = threadIdx.x; j < min(n_keys, kRowListed); j += kRowThreads) kl[j] = key_ptr(j);
   if (!listed(0)) set_keys(0, 0);
+  if constexpr (kPre) {
+    if (threadIdx.x < kRowHeads) {
+      m_run_s[threadIdx.x] = -INFINITY;
+      l_run_s[threadIdx.x] = 0.0f;
+    }
+  }
   RopeTable(pos, p.inv_freq, p.rope_dim / 2, rope_cs);
   __syncthreads();
   prefetch_raw(0, 0);
@@ -213,7 +283,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     m_run[r] = -INFINITY;
     l_run[r] = 0.0f;
   }
-  const uint32_t qa = SmemAddr(qs), ka = SmemAddr(ks);
+  const uint32_t qa = SmemAddr(qs), ka0 = SmemAddr(ks);
   // The decode's key-row offsets of the lane's first column pairs (key `warp`; see below).
   const int key_off0 = SwOff(kChunk, warp, SPosOfCol(4 * lane));
   const int key_off1 = SwOff(kChunk, warp, SPosOfCol(4 * lane) + 8);
@@ -223,26 +293,32 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     const int c0 = ci * kChunk;
     // The chunk's raw rows in (and every thread done with the previous chunk's keys): decoded
     // into the swizzled key rows; then the next chunk's rows listed and, once `raw` is free,
-    // prefetched.
+    // prefetched. kPre: the chunk's keys are in key buffer it % 2 as they are (no decode); the
+    // barrier below also tells that every thread is done with the other buffer (the previous
+    // chunk's), which the next chunk's copy then fills.
     CpAsyncWait<0>();
-    __syncthreads();
-    // Lane l's columns 4 l + 128 v .. + 3 sit at positions SPosOfCol(4 l) + 128 v (and + 8 for
-    // the second pair): two boxes on per v.
-    for (int key = warp; key < kChunk; key += kRowWarps) {
-      const float* src = c0 + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats : nullptr;
-      unsigned char* const krow = ks + (key - warp) * 128;  // key % 8 == warp % 8
+    if constexpr (!kPre) {
+      __syncthreads();
+      // Lane l's columns 4 l + 128 v .. + 3 sit at positions SPosOfCol(4 l) + 128 v (and + 8 for
+      // the second pair): two boxes on per v.
+      for (int key = warp; key < kChunk; key += kRowWarps) {
+        const float* src =
+            c0 + key < n_keys ? raw + static_cast<int64_t>(key) * raw_floats : nullptr;
+        unsigned char* const krow = ks + (key - warp) * 128;  // key % 8 == warp % 8
 #pragma unroll
-      for (int v = 0; v < kGroups; ++v) {
-        if (4 * lane + 128 * v < kDim) {  // (v < kDim / 128: no test)
-          const uint2 kv4 = src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
-          *reinterpret_cast<uint32_t*>(krow + key_off0 + v * 2 * kChunk * 128) = kv4.x;
-          *reinterpret_cast<uint32_t*>(krow + key_off1 + v * 2 * kChunk * 128) = kv4.y;
+        for (int v = 0; v < kGroups; ++v) {
+          if (4 * lane + 128 * v < kDim) {  // (v < kDim / 128: no test)
+            const uint2 kv4 = src != nullptr ? PackedLoad4Bf16(src, groups[v]) : make_uint2(0, 0);
+            *reinterpret_cast<uint32_t*>(krow + key_off0 + v * 2 * kChunk * 128) = kv4.x;
+            *reinterpret_cast<uint32_t*>(krow + key_off1 + v * 2 * kChunk * 128) = kv4.y;
+          }
         }
       }
     }
     FenceProxyAsync();  // the key rows (and, the first time, the queries) for wgmma's reads
     if (ci + 1 < n_chunks && !listed(c0 + kChunk)) set_keys(c0 + kChunk, (it + 1) & 1);
     __syncthreads();
+    const uint32_t ka = kPre ? ka0 + (it & 1) * static_cast<uint32_t>(RowKBytes(kDim)) : ka0;
     if (ci + 1 < n_chunks) prefetch_raw(c0 + kChunk, (it + 1) & 1);
     // S: warpgroup `chain` its chain over all 64 heads and the chunk's 32 keys.
     {
@@ -284,7 +360,19 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       const float z = c0 + lane < n_keys ? (h0s + h1s) * p.scale : -INFINITY;
       float mc, sum;
       sc[row][lane] = ChunkSoftmax(z, &mc, &sum);
-      FoldRunning(mc, sum, m_run[r], l_run[r], &fa[row], &fb[row]);
+      if constexpr (kPre) {
+        // The same fold on the head's running max and sum kept in shared memory (every lane
+        // reads them before lane 0 writes the new ones).
+        float m_r = m_run_s[row], l_r = l_run_s[row];
+        FoldRunning(mc, sum, m_r, l_r, &fa[row], &fb[row]);
+        __syncwarp();
+        if (lane == 0) {
+          m_run_s[row] = m_r;
+          l_run_s[row] = l_r;
+        }
+      } else {
+        FoldRunning(mc, sum, m_run[r], l_run[r], &fa[row], &fb[row]);
+      }
     }
     __syncthreads();
     // P's fragments (bf16, relative to the chunk's max) per tile and k step.
@@ -303,8 +391,11 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       // from zero (the mma.sync chain's operations: the wgmma probe's wgmma_t_vs_mma); B the
       // swizzled key rows read N-major (keys 16 s .. + 15 of 64 positions a box: the boxes of the
       // position-major layout S reads K-major). The accumulator's n8 tile j of a piece is the
-      // mma.sync path's tile 8 piece + j.
-      constexpr int kPieces = kDim / kRowGroups / 64;
+      // mma.sync path's tile 8 piece + j. kPre: pieces of kRowPrePvN = 32 positions (m64n32k16,
+      // B from the box's half at byte 64 (piece % 2)), tile j of a piece the mma.sync path's
+      // 4 piece + j: the same chains on fewer accumulators.
+      constexpr int kPieceN = kPre ? kRowPrePvN : 64;
+      constexpr int kPieces = kDim / kRowGroups / kPieceN;
       uint32_t af[kChunk / 16][4];
 #pragma unroll
       for (int st = 0; st < kChunk / 16; ++st) {
@@ -317,24 +408,29 @@ __global__ void __launch_bounds__(kRowThreads, 1)
       const uint32_t b_base = ka + (dbase / 64) * kChunk * 128;
 #pragma unroll
       for (int piece = 0; piece < kPieces; ++piece) {
-        float pv[32];
+        float pv[kPieceN / 2];
 #pragma unroll
-        for (int e = 0; e < 32; ++e) pv[e] = 0.0f;
+        for (int e = 0; e < kPieceN / 2; ++e) pv[e] = 0.0f;
+        // The piece's first position from b_base: box (kPieceN piece) / 64, byte 2 ((kPieceN
+        // piece) % 64). (The m64n64 form's offset written as it was: another expression of the
+        // same value changed its code.)
+        const int piece_off =
+            kPieceN == 64 ? piece * kChunk * 128
+                          : (kPieceN * piece / 64) * kChunk * 128 + ((kPieceN * piece) % 64) * 2;
         WgmmaFence();
 #pragma unroll
         for (int st = 0; st < kChunk / 16; ++st) {
-          Wgmma<64, true, true>(
-              pv, af[st],
-              WgmmaDescMnSw128(b_base + piece * kChunk * 128 + st * 16 * 128, kChunk * 128), 1);
+          Wgmma<kPieceN, true, true>(
+              pv, af[st], WgmmaDescMnSw128(b_base + piece_off + st * 16 * 128, kChunk * 128), 1);
         }
         WgmmaCommit();
         WgmmaWait<0>();
         WgmmaFenceOperand(pv);
         WgmmaFenceOperand(af);
 #pragma unroll
-        for (int jt = 0; jt < 8; ++jt) {
+        for (int jt = 0; jt < kPieceN / 8; ++jt) {
           const float part[4] = {pv[4 * jt], pv[4 * jt + 1], pv[4 * jt + 2], pv[4 * jt + 3]};
-          FoldPv(acc[8 * piece + jt], part, a_g, b_g, a_g8, b_g8);
+          FoldPv(acc[(kPieceN / 8) * piece + jt], part, a_g, b_g, a_g8, b_g8);
         }
       }
     } else {
@@ -378,7 +474,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 #pragma unroll
     for (int r = 0; r < kSoftRows; ++r) {
       const int row = warp + kRowWarps * r;
-      fa[row] = OutFactor(m_run[r], l_run[r], row < p.heads ? p.sink[row] : 0.0f);
+      const float m = kPre ? m_run_s[row] : m_run[r], l = kPre ? l_run_s[row] : l_run[r];
+      fa[row] = OutFactor(m, l, row < p.heads ? p.sink[row] : 0.0f);
     }
   }
   __syncthreads();
@@ -403,7 +500,40 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   FinishRow(p, out_stage, t, rope_cs);
 }
 
+// The key pre-pass (SparseAttentionParams::keys16): warp w of a block the batch row r = 8 block +
+// w: its K=V row into keys16 row r and, with compressed entries, the entry e = r - seg_begin of its
+// sequence (if its last row sees it) into row n + r = n + seg_begin + e, each as the row block's
+// decode writes a key row, by position: lane l's columns 4 l + 128 v .. + 3 (PackedLoad4Bf16's two
+// bf16 pairs) at positions SPosOfCol(4 l) + 128 v and + 8 (SPosOfCol(c + 1) = SPosOfCol(c) + 1,
+// SPosOfCol(c + 2) = SPosOfCol(c) + 8 for c % 4 == 0).
+constexpr int kKeysDecodeWarps = 8;
+__global__ void __launch_bounds__(kKeysDecodeWarps * 32)
+    RowKeysDecodeKernel(const __grid_constant__ SparseAttentionParams p, uint16_t* keys16) {
+  PdlTrigger();
+  PdlWait();
+  const int lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kKeysDecodeWarps + threadIdx.x / 32;
+  if (r >= p.meta.n) return;
+  const int dim = p.dim;
+  auto decode = [&](const float* src, uint16_t* dst) {
+    const int at = SPosOfCol(4 * lane);
+    for (int v = 0; 4 * lane + 128 * v < dim; ++v) {
+      const uint2 kv4 = PackedLoad4Bf16(src, PackedGroupOf(p.kv_format, 4 * lane + 128 * v));
+      *reinterpret_cast<uint32_t*>(dst + at + 128 * v) = kv4.x;
+      *reinterpret_cast<uint32_t*>(dst + at + 128 * v + 8) = kv4.y;
+    }
+  };
+  decode(p.kv + r * p.kv_row_floats(), keys16 + r * dim);
+  if (p.rate > 0) {
+    const int begin = p.meta.seg_begin[r];
+    const int last = begin + p.meta.seg_count[r] - 1;
+    const int e = static_cast<int>(r) - begin, cnt = (p.meta.pos[last] + 1) / p.rate;
+    if (e < cnt) decode(p.comp.Entry(p.meta.slot[r], e), keys16 + (p.meta.n + r) * dim);
+  }
+}
+
 std::atomic<int64_t> row_launches{0};
+std::atomic<int64_t> row_prepass_launches{0};
 
 }  // namespace
 
@@ -428,11 +558,33 @@ void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(RowDynSmem(512, 256))));
     }
+    for (auto* kernel : {SparseAttentionTcRowKernel<256, false, true>,
+                         SparseAttentionTcRowKernel<256, true, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowPreDynSmem(256))));
+    }
+    for (auto* kernel : {SparseAttentionTcRowKernel<512, false, true>,
+                         SparseAttentionTcRowKernel<512, true, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowPreDynSmem(512))));
+    }
     return true;
   }();
   (void)attr_set;
   DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
   const bool wg = GetKernelOptions().attention_row_pv_wgmma;
+  if (p.keys16 != nullptr) {
+    auto* kernel = p.dim == 256 ? (wg ? SparseAttentionTcRowKernel<256, true, true>
+                                      : SparseAttentionTcRowKernel<256, false, true>)
+                                : (wg ? SparseAttentionTcRowKernel<512, true, true>
+                                      : SparseAttentionTcRowKernel<512, false, true>);
+    LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
+                 RowPreDynSmem(p.dim), stream, p);
+    CUDA_CHECK_LAUNCH();
+    ++row_launches;
+    ++row_prepass_launches;
+    return;
+  }
   auto* kernel =
       p.dim == 256
           ? (wg ? SparseAttentionTcRowKernel<256, true> : SparseAttentionTcRowKernel<256, false>)
@@ -446,5 +598,24 @@ void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
 }  // namespace attn_tc
 
 int64_t SparseAttentionTcRowLaunches() { return attn_tc::row_launches.load(); }
+int64_t SparseAttentionTcRowPrepassLaunches() { return attn_tc::row_prepass_launches.load(); }
+
+bool SparseAttentionTakesRowBlock(const SparseAttentionParams& p) {
+  // LaunchSparseAttention's choice for qp_bf16 (the tensor-core kernel), then
+  // LaunchSparseAttentionTc's (unsplit rows, RowBlockFor).
+  return p.meta.n > 0 && p.qp_bf16 && SparseAttentionTcSupports(p) &&
+         !SparseAttentionTcWillSplit(p) && attn_tc::RowBlockFor(p);
+}
+
+void LaunchRowKeysDecode(const SparseAttentionParams& p, uint16_t* keys16, StreamHandle stream) {
+  if (p.meta.n <= 0) return;
+  DSINFER_CHECK(attn_tc::TcKvOf(p) == attn_tc::TcKv::kPackedQp && p.dim % 128 == 0 &&
+                p.dim <= attn_tc::kMaxDim);
+  const auto blocks =
+      static_cast<unsigned>((p.meta.n + attn_tc::kKeysDecodeWarps - 1) / attn_tc::kKeysDecodeWarps);
+  LaunchKernel(attn_tc::RowKeysDecodeKernel, dim3(blocks), dim3(attn_tc::kKeysDecodeWarps * 32), 0,
+               stream, p, keys16);
+  CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace dsinfer::backend::cuda

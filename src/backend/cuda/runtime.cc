@@ -245,6 +245,11 @@ Graph::~Graph() {
 void Graph::BeginCapture(StreamHandle s) {
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
 }
+bool Graph::Capturing(StreamHandle s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
 void Graph::EndCapture(StreamHandle s) {
   cudaGraph_t g = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(s, &g));

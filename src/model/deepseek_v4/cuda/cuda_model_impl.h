@@ -476,6 +476,14 @@ struct CudaModel::Impl {
   // 64 heads (a launch that needs more runs unsplit, the same bits).
   static constexpr int64_t kAttnSplitFloats = int64_t{16} << 20;
   float* attn_split = nullptr;
+  // The row block's pre-decoded keys (KernelOptions::attention_row_prepass with the FP8 cache;
+  // null without): 2 max_tokens head_dim bf16 (SparseAttentionParams::keys16), and whether the
+  // metadata last uploaded to meta_from_zero_dev (Upload) has every row's sequence start at
+  // position 0 (seg_start 0: keys16's contract), so that a forward on other metadata (the MTP
+  // rows' swapped meta_dev) takes no pre-pass.
+  uint16_t* row_keys = nullptr;
+  int64_t row_keys_elems = 0;
+  const int32_t* meta_from_zero_dev = nullptr;
 
   // The MTP layer's activations and metadata (has_mtp): its streams X [max_tokens, hc, D], its
   // gathered input streams, the token embedding and its projection [max_tokens, D], the draft
