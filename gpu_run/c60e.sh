@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran in session 60 on an H100 (its output: docs/perf.md "Session 60", bench/results/*_s60_c60e_*); the
+# diff it applied landed as ccafbbc and was removed, so this script is the record of that call.
 # Prepared in session 60 (about 5 minutes on a warm machine; compiled only, never run before): the
 # row attention's per-call key pre-pass (gpu_run/s60_attn_row_prepass.diff): for calls whose
 # sequences all start at position 0, LaunchRowKeysDecode decodes the call's packed K=V rows and
