@@ -588,9 +588,10 @@ TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
 // configs above never reach: 150 tokens, so that the whole prompt (150 rows) takes the row block
 // under the default attention_tc_row_min_rows (128) and the schedules' smaller chunks take the
 // per-tile blocks, bit for bit the same; under ctest gpu_model_row_block (from 1 row) every
-// attention call takes it, and under gpu_model_row_prepass (--attention-row-prepass) every first
-// chunk's call reads pre-decoded keys (a single prompt, and two in one forward: the batched case),
-// its later chunks and decode steps decoding as they go. Its subject is those bits. Against the
+// attention call takes it, every first chunk's call reading pre-decoded keys (the default key
+// pre-pass: a single prompt, and two in one forward, the batched case), its later chunks and
+// decode steps decoding as they go; gpu_model_row_no_prepass (--no-attention-row-prepass) decodes
+// every chunk per row. Its subject is those bits. Against the
 // CPU it is 0.29 apart (relative; top-1 0.98), an open discrepancy of the FP8 cache at head_dim
 // 256 that the row block does not cause (docs/perf.md, session 60, H100: the same 0.29 with the
 // row block off; 0.09 / 0.13 at 4 / 16 heads; 9.2e-7 with the fp32 cache, and the tiny FP8-cache

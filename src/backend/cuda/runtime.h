@@ -100,9 +100,9 @@ struct KernelOptions {
   // the row block copies its keys from them instead of decoding each chunk's packed rows per row
   // (the same bits). Measured on an H100 (docs/perf.md, session 60): the 8,192-token prefill's
   // SWA / CSA / HCA attention 2,233.6 / 6,455.1 / 2,633.4 -> 1,844.0 / 4,708.5 / 2,141.6 us with
-  // the pre-pass, the mode's prefill 0.157 -> 0.149 s; off until the GPU suite has run with it on
-  // (--attention-row-prepass).
-  bool attention_row_prepass = false;
+  // the pre-pass, the mode's prefill 0.157 -> 0.149 s. On by default since session 61, when the
+  // GPU suite passed with it; false (--no-attention-row-prepass): each chunk decoded per row.
+  bool attention_row_prepass = true;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16
