@@ -307,9 +307,9 @@ struct Result {
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too); row: the TC kernel's
 // tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows). codes: the output as the
-// FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the row block's keys
-// pre-decoded first (LaunchRowKeysDecode into a poisoned buffer, SparseAttentionParams::keys16;
-// the whole case's rows from position 0: r0 0, rows n, first_pos 0).
+// FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the key pre-pass's
+// scratch offered (a poisoned buffer, SparseAttentionParams::keys16; the whole case's rows from
+// position 0: r0 0, rows n, first_pos 0), which a launch taking the row block decodes into first.
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
               bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
               int row = 0, bool codes = false, bool prepass = false) {
@@ -347,8 +347,8 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   if (prepass) {
     keys = DeviceBuffer(static_cast<size_t>(2) * rows * c.s.dim * 2);
     Memset(keys.get(), 0xff, keys.bytes(), st.get());
-    LaunchRowKeysDecode(p, keys.as<uint16_t>(), st.get());
     p.keys16 = keys.as<uint16_t>();
+    p.keys16_elems = static_cast<int64_t>(keys.bytes() / 2);
   }
   if (tensor_cores == 2) {
     LaunchSparseAttentionTc(p, st.get());
@@ -675,8 +675,8 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   }
 }
 
-// The row block's key pre-pass (LaunchRowKeysDecode, SparseAttentionParams::keys16: calls whose
-// sequences start at position 0) gives the row block's bits, outputs and act_quant alike: CSA
+// The row block's key pre-pass (SparseAttentionParams::keys16: calls whose sequences start at
+// position 0) gives the row block's bits, outputs and act_quant alike: CSA
 // with a selection, HCA (every entry), window only, head_dim 256 and 512, on rows from 0 (their
 // window keys all the call's rows), and rows of over 1,024 keys (past the listed ones). The
 // decoded rows go to a poisoned buffer: a key the pre-pass missed would show.

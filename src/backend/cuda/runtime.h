@@ -94,7 +94,7 @@ struct KernelOptions {
   // the same bits (bench/probe_wgmma_bits: wgmma_t_vs_mma). On: CSA at 8,192 rows 8,861 -> 8,232
   // us, 256 rows 329 -> 307 (docs/perf.md session 36); false (--attention-row-pv sync): mma.sync.
   bool attention_row_pv_wgmma = true;
-  // The row block's key pre-pass (LaunchRowKeysDecode, SparseAttentionParams::keys16): a forward
+  // The row block's key pre-pass (SparseAttentionParams::keys16, the model's scratch): a forward
   // whose sequences all start at position 0 (a first prefill chunk; not while a graph is being
   // captured) decodes its K=V rows and compressed entries once, into bf16 rows in S's order, and
   // the row block copies its keys from them instead of decoding each chunk's packed rows per row
