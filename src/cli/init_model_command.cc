@@ -1,11 +1,15 @@
-// `dsinfer init-model`: writes a model dir with deterministic random weights for a preset, or
+// `dsinfer init-model`: writes a model dir with deterministic random weights for a preset or a
+// DeepSeek-V4 config.json (--config: any shape, e.g. for a benchmark or a numerics study), or
 // converts a model dir to another weight format (--from: e.g. the official FP8 / FP4 copy of a
 // BF16 model for the GPU).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "io/model_config.h"
 #include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v41/init_presets.h"
 
@@ -18,6 +22,9 @@ const std::vector<FlagSpec> kSpecs = {
      "tiny (tests) or mid / flash-l8 (benchmarks); v41-tiny, v41-tiny-engram, v41-tiny-dspark: "
      "DeepSeek-V4.1 (f32 "
      "or bf16 weights)"},
+    {"config",
+     "instead of --preset: a DeepSeek-V4 config.json whose shapes the random weights take (the "
+     "model dir gets this config)"},
     {"from", "instead of --preset: convert this model dir's weights to --weights"},
     {"out", "output model dir"},
     {"seed", "random seed (default 0)"},
@@ -26,12 +33,22 @@ const std::vector<FlagSpec> kSpecs = {
 
 Status Run(const Flags& flags) {
   using namespace model::deepseek_v4;
-  if (flags.Has("preset") == flags.Has("from") || !flags.Has("out")) {
-    return InvalidArgument("--out and exactly one of --preset and --from are required");
+  const int sources = flags.Has("preset") + flags.Has("config") + flags.Has("from");
+  if (sources != 1 || !flags.Has("out")) {
+    return InvalidArgument("--out and exactly one of --preset, --config and --from are required");
   }
   DSINFER_ASSIGN_OR_RETURN(auto format, ParseWeightFormat(flags.GetOr("weights", "bf16")));
   if (auto from = flags.Get("from")) return ConvertModel(*from, *flags.Get("out"), format);
   DSINFER_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
+  if (auto path = flags.Get("config")) {
+    std::ifstream in(*path);
+    if (!in) return NotFound("cannot read config " + *path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto config = io::ParseDeepseekV4Config(text.str());
+    if (!config.ok()) return InvalidArgument(*path + ": " + config.status().message());
+    return WriteRandomModel(*config, *flags.Get("out"), static_cast<uint64_t>(seed), format);
+  }
   const std::string preset = *flags.Get("preset");
   const auto v41 = model::deepseek_v41::PresetNames();
   if (std::find(v41.begin(), v41.end(), preset) != v41.end()) {
@@ -55,8 +72,9 @@ Status Run(const Flags& flags) {
 int RunInitModel(int argc, char** argv) {
   return RunSubcommand(
       argc, argv, "init-model",
-      "Writes a model dir with deterministic random weights, or converts one (--from).", kSpecs,
-      Run);
+      "Writes a model dir with deterministic random weights (a preset or a config.json), or "
+      "converts one (--from).",
+      kSpecs, Run);
 }
 
 }  // namespace dsinfer::cli

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/model_config.h"
 #include "io/npy.h"
 #include "model_test_util.h"
 
@@ -320,6 +321,45 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
   }
   EXPECT_EQ(logits[1], logits[0]) << "--chunks 5,3";
   EXPECT_EQ(logits[2], logits[0]) << "--prefill 1";
+}
+
+// `init-model --config`: random weights for any DeepSeek-V4 config.json (here the tiny preset
+// with 8 heads of 256), the same bytes as WriteRandomModel of that config with the seed, a model
+// dir that loads with that config; a config the parser refuses is a usage error naming the key,
+// a missing file an error, and --config with --preset a usage error.
+TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
+  const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
+  const std::string dir = testing::ScratchDir("init_model_config");
+  io::DeepseekV4Config c = testing::SmallFp8CacheConfig();
+  c.num_heads = 8;
+  c.head_dim = 256;
+  testing::WriteFile(dir + "/config.json", io::DeepseekV4ConfigToJson(c));
+  auto run = [&](const std::string& args) {
+    const int rc = std::system(
+        ("timeout 120 " + bin + " init-model " + args + " > " + dir + "/out 2> " + dir + "/err")
+            .c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  ASSERT_EQ(run("--config " + dir + "/config.json --seed 7 --weights f32 --out " + dir + "/cli"), 0)
+      << testing::ReadFile(dir + "/err");
+  ASSERT_TRUE(model::deepseek_v4::WriteRandomModel(c, dir + "/api", 7,
+                                                   model::deepseek_v4::WeightFormat::kF32)
+                  .ok());
+  const std::string weights = testing::ReadFile(dir + "/cli/model.safetensors");
+  EXPECT_FALSE(weights.empty());
+  EXPECT_TRUE(weights == testing::ReadFile(dir + "/api/model.safetensors"));
+  auto loaded = io::LoadDeepseekV4Config(dir + "/cli");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->num_heads, 8);
+  EXPECT_EQ(loaded->head_dim, 256);
+
+  testing::WriteFile(dir + "/bad.json", R"({"model_type": "deepseek_v4", "hidden_size": 64})");
+  EXPECT_EQ(run("--config " + dir + "/bad.json --out " + dir + "/bad"), 2);
+  EXPECT_NE(testing::ReadFile(dir + "/err").find("vocab_size"), std::string::npos)
+      << testing::ReadFile(dir + "/err");
+  EXPECT_NE(run("--config " + dir + "/missing.json --out " + dir + "/missing"), 0);
+  EXPECT_NE(testing::ReadFile(dir + "/err").find("missing.json"), std::string::npos);
+  EXPECT_EQ(run("--config " + dir + "/config.json --preset tiny --out " + dir + "/both"), 2);
 }
 
 }  // namespace
