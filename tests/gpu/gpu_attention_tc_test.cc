@@ -309,10 +309,11 @@ struct Result {
 // tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows). codes: the output as the
 // FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the key pre-pass's
 // scratch offered (a poisoned buffer, SparseAttentionParams::keys16; the whole case's rows from
-// position 0: r0 0, rows n, first_pos 0), which a launch taking the row block decodes into first.
+// position 0: r0 0, rows n, first_pos 0), which a launch taking the row block decodes into first;
+// prepass_short: its keys16_elems one value short of the 2 n dim that the pre-pass needs.
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
               bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
-              int row = 0, bool codes = false, bool prepass = false) {
+              int row = 0, bool codes = false, bool prepass = false, bool prepass_short = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   const int64_t ldc = MmaQuantLd(width), ldcs = MmaScaleLd(rows);
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16),
@@ -348,7 +349,7 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
     keys = DeviceBuffer(static_cast<size_t>(2) * rows * c.s.dim * 2);
     Memset(keys.get(), 0xff, keys.bytes(), st.get());
     p.keys16 = keys.as<uint16_t>();
-    p.keys16_elems = static_cast<int64_t>(keys.bytes() / 2);
+    p.keys16_elems = static_cast<int64_t>(keys.bytes() / 2) - (prepass_short ? 1 : 0);
   }
   if (tensor_cores == 2) {
     LaunchSparseAttentionTc(p, st.get());
@@ -736,6 +737,24 @@ TEST(SparseAttentionTcTest, RowBlockPrepassGivesTheRowBlocksBits) {
           EXPECT_EQ(rows.q, pre.q) << what;
           EXPECT_EQ(std::memcmp(rows.s.data(), pre.s.data(), rows.s.size() * 4), 0) << what;
         }
+        if (sequences == 3 || n != ns.front()) continue;
+        // The scratch offered where the launch does not take it: a scratch one value short
+        // (the row block decoding as it goes), the per-tile blocks (tc_row -1), the split
+        // (tc_split 1): no pre-pass, and each launch's bits as without the scratch.
+        const int64_t pre_offered = SparseAttentionTcRowPrepassLaunches();
+        const Result short_scratch =
+            Launch(c, 0, n, 2, st, -1, true, &packed, true, 1, false, true, true);
+        EXPECT_EQ(std::memcmp(rows.y.data(), short_scratch.y.data(), rows.y.size() * 4), 0)
+            << what << ", a scratch one value short";
+        for (const auto& [split, row] : {std::pair{-1, -1}, std::pair{1, 0}}) {
+          const Result plain = Launch(c, 0, n, 2, st, split, true, &packed, true, row);
+          const Result offered =
+              Launch(c, 0, n, 2, st, split, true, &packed, true, row, false, true);
+          EXPECT_EQ(std::memcmp(plain.y.data(), offered.y.data(), plain.y.size() * 4), 0)
+              << what << ", tc_split " << split << ", tc_row " << row << ": offered, not taken";
+        }
+        EXPECT_EQ(SparseAttentionTcRowPrepassLaunches(), pre_offered)
+            << what << ": no pre-pass where the launch does not take it";
       }
     }
   }
