@@ -232,8 +232,9 @@ int main(int argc, char** argv) {
       const double io_bytes = c.n * kHeads * kDim * (codes ? 4.0 + 1.0 + 4.0 / 128 : 8.0);
       gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(gpu::MmaQuantBytes(c.n, width)) : 0),
           out_cs(codes ? static_cast<size_t>(gpu::MmaScaleCount(c.n, width) * 4) : 0);
-      // --row-prepass: the pre-decoded keys of a prefill (its one sequence starts at position 0:
-      // SparseAttentionParams::keys16's contract), 2 n dim bf16.
+      // --row-prepass: the key pre-pass's scratch offered to a prefill's launches (its one sequence
+      // starts at position 0: SparseAttentionParams::keys16's contract), 2 n dim bf16; those that
+      // take the row block decode into it.
       gpu::DeviceBuffer keys16(row_prepass && c.prefill ? static_cast<size_t>(2 * c.n * kDim * 2)
                                                         : 0);
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
