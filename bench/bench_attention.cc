@@ -20,9 +20,8 @@
 //   (--row-pv-sync: the row block's P V on mma.sync instead of warpgroup MMA, the same bits;
 //   --codes: the output as the FP8-instruction mode's act_quant codes, out_c, instead of fp32
 //   rows, as the mode's model runs it; its bytes counted as 1 a value plus the scales;
-//   --row-prepass: a prefill's launches offered the key pre-pass's scratch (its rows start at
-//   position 0: SparseAttentionParams::keys16), which those taking the row block use, the pre-pass
-//   timed with them, the kernel's name suffixed "_prepass")
+//   --row-prepass: where a prefill's launch takes the row block (its rows start at position 0),
+//   the key pre-pass, LaunchRowKeysDecode, timed with it, the kernel's name suffixed "_prepass")
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -232,9 +231,8 @@ int main(int argc, char** argv) {
       const double io_bytes = c.n * kHeads * kDim * (codes ? 4.0 + 1.0 + 4.0 / 128 : 8.0);
       gpu::DeviceBuffer out_c(codes ? static_cast<size_t>(gpu::MmaQuantBytes(c.n, width)) : 0),
           out_cs(codes ? static_cast<size_t>(gpu::MmaScaleCount(c.n, width) * 4) : 0);
-      // --row-prepass: the key pre-pass's scratch offered to a prefill's launches (its one sequence
-      // starts at position 0: SparseAttentionParams::keys16's contract), 2 n dim bf16; those that
-      // take the row block decode into it.
+      // --row-prepass: the pre-decoded keys of a prefill (its one sequence starts at position 0:
+      // SparseAttentionParams::keys16's contract), 2 n dim bf16.
       gpu::DeviceBuffer keys16(row_prepass && c.prefill ? static_cast<size_t>(2 * c.n * kDim * 2)
                                                         : 0);
       // tc_bf16kv: the FP8 cache's bf16-exact K=V (SparseAttentionParams::kv_bf16; 3 part
@@ -280,15 +278,21 @@ int main(int argc, char** argv) {
         const double flop_us = flops / kPeakFlops * 1e6, mem_us = bytes / (gbs * 1e9) * 1e6;
         p.tc_workspace = static_cast<float*>(ws.get());
         p.tc_workspace_floats = static_cast<int64_t>(ws.bytes() / 4);
-        if (row_prepass && c.prefill) {  // offered; used where the launch takes the row block
-          p.keys16 = keys16.as<uint16_t>();
-          p.keys16_elems = static_cast<int64_t>(keys16.bytes() / 2);
-        }
-        const int64_t prepass_before = gpu::SparseAttentionTcRowPrepassLaunches();
-        const double us =
-            dsinfer::bench::MedianEventUs([&] { gpu::LaunchSparseAttention(p, st); }, st);
-        const bool prepass = gpu::SparseAttentionTcRowPrepassLaunches() > prepass_before;
+        const bool prepass =
+            row_prepass && c.prefill && v.packed && v.qp && gpu::SparseAttentionTakesRowBlock(p);
         const std::string name = std::string(v.name) + (prepass ? "_prepass" : "");
+        const double us = dsinfer::bench::MedianEventUs(
+            [&] {
+              if (prepass) {
+                gpu::SparseAttentionParams pre = p;
+                gpu::LaunchRowKeysDecode(pre, keys16.as<uint16_t>(), st);
+                pre.keys16 = keys16.as<uint16_t>();
+                gpu::LaunchSparseAttention(pre, st);
+              } else {
+                gpu::LaunchSparseAttention(p, st);
+              }
+            },
+            st);
         const bool split = v.tc > 0 && gpu::SparseAttentionTcWillSplit(p);
         std::printf(
             "{\"bench\": \"attention\", \"kind\": \"%s\", \"rows\": %lld, \"prefill\": %s, "

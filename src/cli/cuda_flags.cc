@@ -45,10 +45,9 @@ std::vector<FlagSpec> CudaFlagSpecs() {
       {"attention-row-pv",
        "the FP8 cache's row-block attention's P V instruction: wgmma (warpgroup MMA) or sync "
        "(mma.sync); the same bits either way (default: wgmma)"},
-      {"no-attention-row-prepass",
-       "the FP8 cache's row-block attention decodes each chunk's keys per row instead of reading "
-       "keys decoded once per call by a pre-pass where every sequence of the forward starts at "
-       "position 0 (the same bits; default: the pre-pass)",
+      {"attention-row-prepass",
+       "the FP8 cache's row-block attention reads keys decoded once per call by a pre-pass where "
+       "every sequence of the forward starts at position 0 (the same bits; default: off)",
        false},
       {"attention-tc",
        "sparse attention on the tensor cores (fp32-accurate split bf16 operands, batch-invariant; "
@@ -137,7 +136,7 @@ Status ApplyCudaFlags(const Flags& flags, model::deepseek_v4::cuda::CudaModelOpt
       return InvalidArgument("--attention-row-pv takes wgmma or sync, not \"" + *m + "\"");
     k.attention_row_pv_wgmma = *m == "wgmma";
   }
-  k.attention_row_prepass = !flags.Has("no-attention-row-prepass");
+  k.attention_row_prepass = flags.Has("attention-row-prepass");
   if (k.attention_tc_row_min_rows < 0)
     return InvalidArgument("--attention-tc-row-min-rows must be >= 0");
   if (flags.Has("attention-tc") && flags.Has("no-attention-tc"))

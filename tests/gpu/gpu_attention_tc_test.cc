@@ -307,13 +307,12 @@ struct Result {
 // kernel's tc_split (1: each chunk its own block and the combine kernel, -1: one block per row
 // tile, 0: by rows), with a workspace that holds the split (poisoned too); row: the TC kernel's
 // tc_row (the FP8 cache's row block: 1 always, -1 never, 0 by rows). codes: the output as the
-// FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the key pre-pass's
-// scratch offered (a poisoned buffer, SparseAttentionParams::keys16; the whole case's rows from
-// position 0: r0 0, rows n, first_pos 0), which a launch taking the row block decodes into first;
-// prepass_short: its keys16_elems one value short of the 2 n dim that the pre-pass needs.
+// FP8-instruction mode's codes (out_c / out_cs) instead of out. prepass: the row block's keys
+// pre-decoded first (LaunchRowKeysDecode into a poisoned buffer, SparseAttentionParams::keys16;
+// the whole case's rows from position 0: r0 0, rows n, first_pos 0).
 Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& st, int split = 0,
               bool kv_bf16 = false, const PackedKv* packed = nullptr, bool qp_bf16 = false,
-              int row = 0, bool codes = false, bool prepass = false, bool prepass_short = false) {
+              int row = 0, bool codes = false, bool prepass = false) {
   const int64_t width = static_cast<int64_t>(c.s.heads) * c.s.dim;
   const int64_t ldc = MmaQuantLd(width), ldcs = MmaScaleLd(rows);
   DeviceBuffer o(rows * width * 4), oq(rows * c.ldq * 2 + 16), os(rows * c.lds * 4 + 16),
@@ -348,8 +347,8 @@ Result Launch(const Case& c, int r0, int rows, int tensor_cores, const Stream& s
   if (prepass) {
     keys = DeviceBuffer(static_cast<size_t>(2) * rows * c.s.dim * 2);
     Memset(keys.get(), 0xff, keys.bytes(), st.get());
+    LaunchRowKeysDecode(p, keys.as<uint16_t>(), st.get());
     p.keys16 = keys.as<uint16_t>();
-    p.keys16_elems = static_cast<int64_t>(keys.bytes() / 2) - (prepass_short ? 1 : 0);
   }
   if (tensor_cores == 2) {
     LaunchSparseAttentionTc(p, st.get());
@@ -676,8 +675,8 @@ TEST(SparseAttentionTcTest, RowBlockGivesTheTileBlocksBits) {
   }
 }
 
-// The row block's key pre-pass (SparseAttentionParams::keys16: calls whose sequences start at
-// position 0) gives the row block's bits, outputs and act_quant alike: CSA
+// The row block's key pre-pass (LaunchRowKeysDecode, SparseAttentionParams::keys16: calls whose
+// sequences start at position 0) gives the row block's bits, outputs and act_quant alike: CSA
 // with a selection, HCA (every entry), window only, head_dim 256 and 512, on rows from 0 (their
 // window keys all the call's rows), and rows of over 1,024 keys (past the listed ones). The
 // decoded rows go to a poisoned buffer: a key the pre-pass missed would show.
@@ -737,24 +736,6 @@ TEST(SparseAttentionTcTest, RowBlockPrepassGivesTheRowBlocksBits) {
           EXPECT_EQ(rows.q, pre.q) << what;
           EXPECT_EQ(std::memcmp(rows.s.data(), pre.s.data(), rows.s.size() * 4), 0) << what;
         }
-        if (sequences == 3 || n != ns.front()) continue;
-        // The scratch offered where the launch does not take it: a scratch one value short
-        // (the row block decoding as it goes), the per-tile blocks (tc_row -1), the split
-        // (tc_split 1): no pre-pass, and each launch's bits as without the scratch.
-        const int64_t pre_offered = SparseAttentionTcRowPrepassLaunches();
-        const Result short_scratch =
-            Launch(c, 0, n, 2, st, -1, true, &packed, true, 1, false, true, true);
-        EXPECT_EQ(std::memcmp(rows.y.data(), short_scratch.y.data(), rows.y.size() * 4), 0)
-            << what << ", a scratch one value short";
-        for (const auto& [split, row] : {std::pair{-1, -1}, std::pair{1, 0}}) {
-          const Result plain = Launch(c, 0, n, 2, st, split, true, &packed, true, row);
-          const Result offered =
-              Launch(c, 0, n, 2, st, split, true, &packed, true, row, false, true);
-          EXPECT_EQ(std::memcmp(plain.y.data(), offered.y.data(), plain.y.size() * 4), 0)
-              << what << ", tc_split " << split << ", tc_row " << row << ": offered, not taken";
-        }
-        EXPECT_EQ(SparseAttentionTcRowPrepassLaunches(), pre_offered)
-            << what << ": no pre-pass where the launch does not take it";
       }
     }
   }

@@ -588,15 +588,14 @@ TEST(GpuModelTest, Fp8KvCacheAsTheCpu) {
 // configs above never reach: 150 tokens, so that the whole prompt (150 rows) takes the row block
 // under the default attention_tc_row_min_rows (128) and the schedules' smaller chunks take the
 // per-tile blocks, bit for bit the same; under ctest gpu_model_row_block (from 1 row) every
-// attention call takes it, every first chunk's call reading pre-decoded keys (the default key
-// pre-pass: a single prompt, and two in one forward, the batched case), its later chunks and
-// decode steps decoding as they go; gpu_model_row_no_prepass (--no-attention-row-prepass) decodes
-// every chunk per row. Its subject is those bits. Against the CPU it is 0.29 apart (relative;
-// top-1 0.98): the model's own conditioning with the FP8 cache at these shapes, not a GPU fault
-// (docs/perf.md, session 61: the CPU against itself with its fp32 weights moved by at most one
-// ulp is 0.21 apart, top-1 0.99, and 8.6e-7 with the fp32 cache, which the GPU matches at
-// 9.2e-7: a ~1e-7 difference flips an e4m3 code, a 6-12% step, and 64 heads of 256 feed it to
-// the next layer), so the CPU bound here only guards against worse.
+// attention call takes it, and under gpu_model_row_prepass (--attention-row-prepass) every first
+// chunk's call reads pre-decoded keys (a single prompt, and two in one forward: the batched case),
+// its later chunks and decode steps decoding as they go. Its subject is those bits. Against the
+// CPU it is 0.29 apart (relative; top-1 0.98): the model's own conditioning with the FP8 cache at
+// these shapes, not a GPU fault (docs/perf.md, session 61: the CPU against itself with its fp32
+// weights moved by at most one ulp is 0.21 apart, top-1 0.99, and 8.6e-7 with the fp32 cache,
+// which the GPU matches at 9.2e-7: a ~1e-7 difference flips an e4m3 code, a 6-12% step, and 64
+// heads of 256 feed it to the next layer), so the CPU bound here only guards against worse.
 TEST(GpuModelTest, Fp8KvCacheRowBlockShapes) {
   SKIP_WITHOUT_GPU();
   const std::string dir = testing::ScratchDir("gpu_fp8_cache_row_block");

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
       k.indexer_tc_min_rows = std::atoll(a.c_str() + 22);
     } else if (a == "--attention-row-pv=sync") {
       k.attention_row_pv_wgmma = false;
-    } else if (a == "--no-attention-row-prepass") {
-      k.attention_row_prepass = false;
+    } else if (a == "--attention-row-prepass") {
+      k.attention_row_prepass = true;
     } else if (a == "--attention-tc") {
       k.attention_tc = dsinfer::backend::cuda::KernelOptions::AttentionTc::kOn;
     } else if (a.rfind("--qlinear-warps=", 0) == 0) {

@@ -98,18 +98,15 @@ struct SparseAttentionParams {
   }
   float* tc_workspace = nullptr;
   int64_t tc_workspace_floats = 0;
-  // The row block's key pre-pass: a scratch the caller offers (keys16_elems bf16) for a call whose
-  // every row has seg_start 0 (a sequence starting at position 0 in this call: no ring rows before
-  // it, and every entry a row reads, e < (pos + 1) / rate, below the sequence's row count; the
-  // caller's contract, and the kernel traps if it is broken). Where the launch takes the row block
-  // and the scratch holds 2 n dim values, it first decodes the call's K=V rows and compressed
-  // entries once into it, each dim bf16 values in S's position order
-  // (attention_sparse_tc_row_sm90.cu: rows [0, n) the K=V rows by batch row, row n + b + e the
-  // compressed entry e of the sequence whose first batch row is b), and the row block copies a
-  // chunk's keys as they are instead of decoding its packed rows per row (the same bits). Null:
-  // every launch decodes as it goes.
-  uint16_t* keys16 = nullptr;
-  int64_t keys16_elems = 0;
+  // The row block's pre-decoded K=V rows (LaunchRowKeysDecode's output), each dim bf16 values in
+  // S's position order (attention_sparse_tc_row_sm90.cu): rows [0, n) this call's K=V rows by
+  // batch row, row n + b + e the compressed entry e of the sequence whose first batch row is b.
+  // The row block then copies a chunk's keys as they are instead of decoding its packed rows (the
+  // same bits). Only for calls whose every row has seg_start 0 (a sequence starting at position
+  // 0 in this call: no ring rows before the call, and every entry a row reads, e < (pos + 1) /
+  // rate, below the sequence's row count): the caller's contract. Only the row block reads it;
+  // null: the row block decodes as it goes.
+  const uint16_t* keys16 = nullptr;
   // Unimplemented naming the limit when the kernel cannot take these shapes.
   Status Validate() const;
 };
@@ -136,8 +133,16 @@ int64_t SparseAttentionTcSplitFloats(const SparseAttentionParams& p);
 // workspace): a launch choice, never a result.
 bool SparseAttentionTcWillSplit(const SparseAttentionParams& p);
 // Launches of the row block so far in this process (tests check that it ran); of those, the ones
-// that decoded the call's keys into SparseAttentionParams::keys16 first and read them there.
+// that read pre-decoded keys (SparseAttentionParams::keys16).
 int64_t SparseAttentionTcRowLaunches();
 int64_t SparseAttentionTcRowPrepassLaunches();
+// Whether LaunchSparseAttention runs these params' rows on the FP8 cache's row block (qp_bf16, its
+// shapes, unsplit: RowBlockFor): the calls that keys16 can serve.
+bool SparseAttentionTakesRowBlock(const SparseAttentionParams& p);
+// The row block's key pre-pass: decodes every K=V row of the call (by batch row) and, with
+// compressed entries (rate > 0), every entry e < (pos + 1) / rate of each sequence's last row
+// (row n + seg_begin + e) into keys16 (at least 2 n dim bf16): SparseAttentionParams::keys16's
+// layout and contract (every row's seg_start 0). Packed qp_bf16 rows only.
+void LaunchRowKeysDecode(const SparseAttentionParams& p, uint16_t* keys16, StreamHandle stream);
 
 }  // namespace dsinfer::backend::cuda

@@ -26,7 +26,7 @@
 // then the output factor and FinishTile on all 64 heads at once. So the bits are the per-tile
 // kernel's (checked by gpu_attention_tc_test against it).
 //
-// The key pre-pass (SparseAttentionParams::keys16, RowKeysDecodeKernel): for a call whose
+// The key pre-pass (SparseAttentionParams::keys16, LaunchRowKeysDecode): for a call whose
 // sequences all start at position 0, every key a row reads is one of the call's K=V rows or one of
 // its sequences' compressed entries, so a kernel of its own decodes each of those once, into bf16
 // rows already in S's position order, and the row block (kPre) copies a chunk's keys as they are,
@@ -74,13 +74,6 @@ __device__ __forceinline__ int SPosOfCol(int c) {
   const int s = 2 * (c / 32) + (sub / 8) % 2, q = 2 * (sub / 16) + (sub / 4) % 2;
   return 16 * s + 2 * q + 8 * ((c % 4) / 2) + c % 2;
 }
-// Where lane l's columns 4 l + 128 v .. + 3 (a row's four values that PackedLoad4Bf16 / a query
-// load give the lane, as two bf16 pairs) sit: pair `half` at position LanePairPos(l, half) + 128 v
-// (SPosOfCol(c + 1) = SPosOfCol(c) + 1, SPosOfCol(c + 2) = SPosOfCol(c) + 8 for c % 4 == 0). The
-// queries, the decoded keys and the pre-pass's rows all place their pairs by it.
-__device__ __forceinline__ int LanePairPos(int lane, int half) {
-  return SPosOfCol(4 * lane) + 8 * half;
-}
 // Byte offset of (row r, position p) in a matrix of `rows`-row boxes of 64 positions each (K-major,
 // 128-byte swizzle, WgmmaDescSw128's layout).
 __device__ __forceinline__ int SwOff(int rows, int r, int p) {
@@ -121,8 +114,8 @@ __device__ __noinline__ void StageRowQueries(const SparseAttentionParams& p, int
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // Head w's offsets of the lane's two pairs; head 16 tile + w's rows are 16 tile rows on (the
   // swizzle's row phase, h % 8 = w % 8, is the same), position + 128 v two boxes on.
-  const int qoff0 = SwOff(kRowHeads, warp, LanePairPos(lane, 0));
-  const int qoff1 = SwOff(kRowHeads, warp, LanePairPos(lane, 1));
+  const int qoff0 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane));
+  const int qoff1 = SwOff(kRowHeads, warp, SPosOfCol(4 * lane) + 8);
 #pragma unroll 1
   for (int tile = 0; tile < kRowTiles; ++tile) {
     const int h = tile * kTile + warp;
@@ -292,8 +285,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   }
   const uint32_t qa = SmemAddr(qs), ka0 = SmemAddr(ks);
   // The decode's key-row offsets of the lane's first column pairs (key `warp`; see below).
-  const int key_off0 = SwOff(kChunk, warp, LanePairPos(lane, 0));
-  const int key_off1 = SwOff(kChunk, warp, LanePairPos(lane, 1));
+  const int key_off0 = SwOff(kChunk, warp, SPosOfCol(4 * lane));
+  const int key_off1 = SwOff(kChunk, warp, SPosOfCol(4 * lane) + 8);
 
 #pragma unroll 1
   for (int ci = 0, it = 0; ci < n_chunks; ++ci, ++it) {
@@ -510,10 +503,12 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 // The key pre-pass (SparseAttentionParams::keys16): warp w of a block the batch row r = 8 block +
 // w: its K=V row into keys16 row r and, with compressed entries, the entry e = r - seg_begin of its
 // sequence (if its last row sees it) into row n + r = n + seg_begin + e, each as the row block's
-// decode writes a key row, by position (LanePairPos).
+// decode writes a key row, by position: lane l's columns 4 l + 128 v .. + 3 (PackedLoad4Bf16's two
+// bf16 pairs) at positions SPosOfCol(4 l) + 128 v and + 8 (SPosOfCol(c + 1) = SPosOfCol(c) + 1,
+// SPosOfCol(c + 2) = SPosOfCol(c) + 8 for c % 4 == 0).
 constexpr int kKeysDecodeWarps = 8;
 __global__ void __launch_bounds__(kKeysDecodeWarps * 32)
-    RowKeysDecodeKernel(const __grid_constant__ SparseAttentionParams p) {
+    RowKeysDecodeKernel(const __grid_constant__ SparseAttentionParams p, uint16_t* keys16) {
   PdlTrigger();
   PdlWait();
   const int lane = threadIdx.x % 32;
@@ -521,56 +516,24 @@ __global__ void __launch_bounds__(kKeysDecodeWarps * 32)
   if (r >= p.meta.n) return;
   const int dim = p.dim;
   auto decode = [&](const float* src, uint16_t* dst) {
-    const int at0 = LanePairPos(lane, 0), at1 = LanePairPos(lane, 1);
+    const int at = SPosOfCol(4 * lane);
     for (int v = 0; 4 * lane + 128 * v < dim; ++v) {
       const uint2 kv4 = PackedLoad4Bf16(src, PackedGroupOf(p.kv_format, 4 * lane + 128 * v));
-      *reinterpret_cast<uint32_t*>(dst + at0 + 128 * v) = kv4.x;
-      *reinterpret_cast<uint32_t*>(dst + at1 + 128 * v) = kv4.y;
+      *reinterpret_cast<uint32_t*>(dst + at + 128 * v) = kv4.x;
+      *reinterpret_cast<uint32_t*>(dst + at + 128 * v + 8) = kv4.y;
     }
   };
-  decode(p.kv + r * p.kv_row_floats(), p.keys16 + r * dim);
+  decode(p.kv + r * p.kv_row_floats(), keys16 + r * dim);
   if (p.rate > 0) {
     const int begin = p.meta.seg_begin[r];
     const int last = begin + p.meta.seg_count[r] - 1;
     const int e = static_cast<int>(r) - begin, cnt = (p.meta.pos[last] + 1) / p.rate;
-    if (e < cnt) decode(p.comp.Entry(p.meta.slot[r], e), p.keys16 + (p.meta.n + r) * dim);
+    if (e < cnt) decode(p.comp.Entry(p.meta.slot[r], e), keys16 + (p.meta.n + r) * dim);
   }
 }
 
 std::atomic<int64_t> row_launches{0};
 std::atomic<int64_t> row_prepass_launches{0};
-
-// The row kernel for p's head_dim and P V instruction, its dynamic shared memory set once per
-// instantiation (kPre: the pre-decoded keys' form).
-template <bool kPre>
-void LaunchRowKernel(const SparseAttentionParams& p, size_t smem, StreamHandle stream) {
-  using Kernel = void (*)(SparseAttentionParams);
-  static const bool attr_set = [] {
-    for (Kernel kernel : {SparseAttentionTcRowKernel<256, false, kPre>,
-                          SparseAttentionTcRowKernel<256, true, kPre>}) {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kPre ? RowPreDynSmem(256) : RowDynSmem(256, 128))));
-    }
-    for (Kernel kernel : {SparseAttentionTcRowKernel<512, false, kPre>,
-                          SparseAttentionTcRowKernel<512, true, kPre>}) {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kPre ? RowPreDynSmem(512) : RowDynSmem(512, 256))));
-    }
-    return true;
-  }();
-  (void)attr_set;
-  DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
-  const bool wg = GetKernelOptions().attention_row_pv_wgmma;
-  const Kernel kernel = p.dim == 256 ? (wg ? SparseAttentionTcRowKernel<256, true, kPre>
-                                           : SparseAttentionTcRowKernel<256, false, kPre>)
-                                     : (wg ? SparseAttentionTcRowKernel<512, true, kPre>
-                                           : SparseAttentionTcRowKernel<512, false, kPre>);
-  LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads), smem, stream, p);
-  CUDA_CHECK_LAUNCH();
-  ++row_launches;
-}
 
 }  // namespace
 
@@ -584,21 +547,75 @@ bool RowBlockFor(const SparseAttentionParams& p) {
 }
 
 void LaunchRowBlock(const SparseAttentionParams& p, StreamHandle stream) {
-  if (p.keys16 != nullptr && 2 * p.meta.n * p.dim <= p.keys16_elems) {
-    // The key pre-pass (SparseAttentionParams::keys16), then the form that copies its rows.
-    const auto blocks = static_cast<unsigned>((p.meta.n + kKeysDecodeWarps - 1) / kKeysDecodeWarps);
-    LaunchKernel(RowKeysDecodeKernel, dim3(blocks), dim3(kKeysDecodeWarps * 32), 0, stream, p);
+  static const bool attr_set = [] {
+    for (auto* kernel :
+         {SparseAttentionTcRowKernel<256, false>, SparseAttentionTcRowKernel<256, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowDynSmem(256, 128))));
+    }
+    for (auto* kernel :
+         {SparseAttentionTcRowKernel<512, false>, SparseAttentionTcRowKernel<512, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowDynSmem(512, 256))));
+    }
+    for (auto* kernel : {SparseAttentionTcRowKernel<256, false, true>,
+                         SparseAttentionTcRowKernel<256, true, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowPreDynSmem(256))));
+    }
+    for (auto* kernel : {SparseAttentionTcRowKernel<512, false, true>,
+                         SparseAttentionTcRowKernel<512, true, true>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(RowPreDynSmem(512))));
+    }
+    return true;
+  }();
+  (void)attr_set;
+  DSINFER_CHECK(p.dim == 256 || p.dim == 512);  // RowBlockFor
+  const bool wg = GetKernelOptions().attention_row_pv_wgmma;
+  if (p.keys16 != nullptr) {
+    auto* kernel = p.dim == 256 ? (wg ? SparseAttentionTcRowKernel<256, true, true>
+                                      : SparseAttentionTcRowKernel<256, false, true>)
+                                : (wg ? SparseAttentionTcRowKernel<512, true, true>
+                                      : SparseAttentionTcRowKernel<512, false, true>);
+    LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
+                 RowPreDynSmem(p.dim), stream, p);
     CUDA_CHECK_LAUNCH();
-    LaunchRowKernel<true>(p, RowPreDynSmem(p.dim), stream);
+    ++row_launches;
     ++row_prepass_launches;
     return;
   }
-  LaunchRowKernel<false>(p, RowDynSmem(p.dim, p.kv_format.floats()), stream);
+  auto* kernel =
+      p.dim == 256
+          ? (wg ? SparseAttentionTcRowKernel<256, true> : SparseAttentionTcRowKernel<256, false>)
+          : (wg ? SparseAttentionTcRowKernel<512, true> : SparseAttentionTcRowKernel<512, false>);
+  LaunchKernel(kernel, dim3(static_cast<unsigned>(p.meta.n)), dim3(kRowThreads),
+               RowDynSmem(p.dim, p.kv_format.floats()), stream, p);
+  CUDA_CHECK_LAUNCH();
+  ++row_launches;
 }
 
 }  // namespace attn_tc
 
 int64_t SparseAttentionTcRowLaunches() { return attn_tc::row_launches.load(); }
 int64_t SparseAttentionTcRowPrepassLaunches() { return attn_tc::row_prepass_launches.load(); }
+
+bool SparseAttentionTakesRowBlock(const SparseAttentionParams& p) {
+  // LaunchSparseAttention's choice for qp_bf16 (the tensor-core kernel), then
+  // LaunchSparseAttentionTc's (unsplit rows, RowBlockFor).
+  return p.meta.n > 0 && p.qp_bf16 && SparseAttentionTcSupports(p) &&
+         !SparseAttentionTcWillSplit(p) && attn_tc::RowBlockFor(p);
+}
+
+void LaunchRowKeysDecode(const SparseAttentionParams& p, uint16_t* keys16, StreamHandle stream) {
+  if (p.meta.n <= 0) return;
+  DSINFER_CHECK(attn_tc::TcKvOf(p) == attn_tc::TcKv::kPackedQp && p.dim % 128 == 0 &&
+                p.dim <= attn_tc::kMaxDim);
+  const auto blocks =
+      static_cast<unsigned>((p.meta.n + attn_tc::kKeysDecodeWarps - 1) / attn_tc::kKeysDecodeWarps);
+  LaunchKernel(attn_tc::RowKeysDecodeKernel, dim3(blocks), dim3(attn_tc::kKeysDecodeWarps * 32), 0,
+               stream, p, keys16);
+  CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace dsinfer::backend::cuda

@@ -94,15 +94,15 @@ struct KernelOptions {
   // the same bits (bench/probe_wgmma_bits: wgmma_t_vs_mma). On: CSA at 8,192 rows 8,861 -> 8,232
   // us, 256 rows 329 -> 307 (docs/perf.md session 36); false (--attention-row-pv sync): mma.sync.
   bool attention_row_pv_wgmma = true;
-  // The row block's key pre-pass (SparseAttentionParams::keys16, the model's scratch): a forward
+  // The row block's key pre-pass (LaunchRowKeysDecode, SparseAttentionParams::keys16): a forward
   // whose sequences all start at position 0 (a first prefill chunk; not while a graph is being
   // captured) decodes its K=V rows and compressed entries once, into bf16 rows in S's order, and
   // the row block copies its keys from them instead of decoding each chunk's packed rows per row
   // (the same bits). Measured on an H100 (docs/perf.md, session 60): the 8,192-token prefill's
   // SWA / CSA / HCA attention 2,233.6 / 6,455.1 / 2,633.4 -> 1,844.0 / 4,708.5 / 2,141.6 us with
-  // the pre-pass, the mode's prefill 0.157 -> 0.149 s. On by default since session 61, when the
-  // GPU suite passed with it; false (--no-attention-row-prepass): each chunk decoded per row.
-  bool attention_row_prepass = true;
+  // the pre-pass, the mode's prefill 0.157 -> 0.149 s; off until the GPU suite has run with it on
+  // (--attention-row-prepass).
+  bool attention_row_prepass = false;
   // Sparse attention on the tensor cores (LaunchSparseAttentionTc, issue 27) where the shapes
   // allow: batch-invariant like the CUDA-core kernel but not its bits (about 1e-6 of the output's
   // scale apart), so not a free choice like those above. kAuto: on where the K=V values are bf16

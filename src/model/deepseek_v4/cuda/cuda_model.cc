@@ -52,14 +52,15 @@ void CudaModel::Impl::AttendAndProject(const BlockW& w, const gpu::SparseAttenti
                                        const gpu::QuantizedRows& oq, const gpu::RingRef& window,
                                        int64_t n, bool one_per_seq) {
   const int64_t D = c.hidden_size, H = c.num_heads, d = c.head_dim;
-  // The row block's key pre-pass (KernelOptions::attention_row_prepass): the scratch offered
-  // where this forward's sequences all start at position 0 (SparseAttentionParams::keys16's
-  // contract; the MTP rows' forwards clear meta_from_zero) and no graph is being captured (a replay
-  // may come with other positions); the launch uses it when it takes the row block.
-  if (row_keys != nullptr && meta_from_zero && !gpu::Graph::Capturing(cur_stream())) {
+  // The row block's key pre-pass (KernelOptions::attention_row_prepass): where this forward's
+  // sequences all start at position 0 (the uploaded metadata is the step's, not the MTP rows'),
+  // the call takes the row block, and no graph is being captured (a replay may come with other
+  // positions), the call's K=V rows and entries decoded once into row_keys (the same bits).
+  if (row_keys != nullptr && meta_from_zero_dev == meta_dev && 2 * n * ap.dim <= row_keys_elems &&
+      gpu::SparseAttentionTakesRowBlock(ap) && !gpu::Graph::Capturing(cur_stream())) {
     gpu::SparseAttentionParams pre = ap;
+    gpu::LaunchRowKeysDecode(pre, row_keys, cur_stream());
     pre.keys16 = row_keys;
-    pre.keys16_elems = row_keys_elems;
     gpu::LaunchSparseAttention(pre, cur_stream());
   } else {
     gpu::LaunchSparseAttention(ap, cur_stream());
@@ -584,12 +585,13 @@ void CudaModel::Impl::Upload(int64_t table_rows, int64_t n, int64_t n_mtp) {
     gpu::CopyToDevice(table_dev, table_host.get(),
                       static_cast<size_t>(table_rows * table_cols) * sizeof(int32_t), stream.get());
   }
-  meta_from_zero = false;
+  meta_from_zero_dev = nullptr;
   if (n > 0) {
     gpu::CopyToDevice(meta_dev, meta_host.get(), kMetaArrays * n * sizeof(int32_t), stream.get());
     // Whether every row's sequence starts at position 0 (seg_start, array 4 of n: Meta(n)).
     const int32_t* seg_start = meta_host.as<int32_t>() + 4 * n;
-    meta_from_zero = std::all_of(seg_start, seg_start + n, [](int32_t s) { return s == 0; });
+    if (std::all_of(seg_start, seg_start + n, [](int32_t s) { return s == 0; }))
+      meta_from_zero_dev = meta_dev;
   }
   if (n_mtp > 0) {
     gpu::CopyToDevice(mtp_meta_dev, mtp_meta_host.get(), kMtpMetaArrays * n_mtp * sizeof(int32_t),

@@ -476,13 +476,14 @@ struct CudaModel::Impl {
   // 64 heads (a launch that needs more runs unsplit, the same bits).
   static constexpr int64_t kAttnSplitFloats = int64_t{16} << 20;
   float* attn_split = nullptr;
-  // The row block's key pre-pass scratch (KernelOptions::attention_row_prepass with the FP8 cache;
+  // The row block's pre-decoded keys (KernelOptions::attention_row_prepass with the FP8 cache;
   // null without): 2 max_tokens head_dim bf16 (SparseAttentionParams::keys16), and whether the
-  // step's metadata (Upload) has every row's sequence start at position 0 (seg_start 0: keys16's
-  // contract), false while the MTP layer runs on its own rows' metadata.
+  // metadata last uploaded to meta_from_zero_dev (Upload) has every row's sequence start at
+  // position 0 (seg_start 0: keys16's contract), so that a forward on other metadata (the MTP
+  // rows' swapped meta_dev) takes no pre-pass.
   uint16_t* row_keys = nullptr;
   int64_t row_keys_elems = 0;
-  bool meta_from_zero = false;
+  const int32_t* meta_from_zero_dev = nullptr;
 
   // The MTP layer's activations and metadata (has_mtp): its streams X [max_tokens, hc, D], its
   // gathered input streams, the token embedding and its projection [max_tokens, D], the draft
@@ -868,10 +869,7 @@ struct CudaModel::Impl {
     const int64_t D = c.hidden_size, hc = c.hc_mult;
     int32_t* const main_meta = meta_dev;
     float* const main_x = X;
-    const bool main_from_zero = meta_from_zero;
     meta_dev = meta;
-    // The MTP rows' metadata: no key pre-pass.
-    meta_from_zero = false;
     Embed(mtp_e, n, 1);  // e = enorm(embed[t]); ep = e_proj(e)
     RmsNorm(mtp_e, D, mtp_e, D, n, D, mtp.enorm);
     Linear(mtp.e_proj, mtp_e, D, n, mtp_ep, D);
@@ -884,7 +882,6 @@ struct CudaModel::Impl {
     if (with_head) Head(mtp.hc_head, mtp.norm, n, n, mtp_xs, mtp_hz, mtp_logits);
     X = main_x;
     meta_dev = main_meta;
-    meta_from_zero = main_from_zero;
   }
   // hc_head + norm + the head over the first `rows` rows of X that HeadRows(n) names (a step of
   // n rows): streams gathered into xs [rows, hc, D], mixed and normalized into hz [rows, D],
