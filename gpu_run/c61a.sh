@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Session 61's first call (about 7 minutes): the row attention's key pre-pass on by default (the
-# working tree's flip: runtime.h, cuda_flags' --no-attention-row-prepass, gpu_test_main, ctest
-# gpu_model_row_no_prepass for the form without it) and the pre-pass decided by the row block's
-# launch (keys16 a scratch offered: dac4fc6), the whole build, the mode's prefill and the
-# bench_attention's prefill with the scratch offered (its kernel names end in _prepass), then the
-# GPU suite. (Trimmed to fit the session's device budget.)
+# Prepared in session 61, never run (no device machine could be started; about 7 minutes): the
+# row attention's key pre-pass on by default and decided by the row block's launch (keys16 a
+# scratch the caller offers), gpu_run/s61_prepass_default.diff (branch s61-prepass-default:
+# runtime.h's default, cuda_flags' --no-attention-row-prepass, gpu_test_main, ctest
+# gpu_model_row_no_prepass for the form without it, the launch's decision, the op test's
+# offered-not-taken cases). The whole build, the mode's prefill, bench_attention's prefill with
+# the scratch offered (its kernel names end in _prepass), then the GPU suite. If it passes, the
+# diff lands as it is.
 source "$(dirname "$0")/common.sh"
+# Session 61 unlanded the change for want of a GPU run: it comes as a diff.
+apply_diff s61_prepass_default.diff
 gpu_build
 bench_flash mode --batches 1 --fp8-mma
 for f in --row-prepass; do

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 61's fallback for c61a when the device budget is short (about 4-5 minutes): the same
-# tree (the key pre-pass on by default, decided by the row block's launch), only the tests that
+# c61a's fallback when the device budget is short (about 4-5 minutes; prepared in session 61,
+# never run): the same diff (the key pre-pass on by default, decided by the row block's launch), only the tests that
 # reach the row attention and the model, run as binaries instead of the whole suite, then the
 # mode's prefill.
 source "$(dirname "$0")/common.sh"
+# Session 61 unlanded the change for want of a GPU run: it comes as a diff.
+apply_diff s61_prepass_default.diff
 gpu_build gpu_attention_tc_test gpu_model_test dsinfer
 run_test() {  # name, limit, binary, args...
   local n=$1 lim=$2; shift 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 61 (about 5 minutes; after c61a, whose tree it builds on): the row
+# Prepared in session 61 (about 5 minutes; after c61a, whose diff it applies first): the row
 # attention's key pre-pass for every prefill chunk (gpu_run/s61_prepass_later.diff: a host plan,
 # PlanRowKeys, places each sequence's ring rows before the call and its compressed entries after
 # the call's rows; later chunks read them pre-decoded too). In order: the op test's row-block
@@ -8,6 +8,7 @@
 # the row block (the chunked schedules' bits), the mode's 32K prefill in chunks of 8K with it and
 # then without it (main, rebuilt).
 source "$(dirname "$0")/common.sh"
+apply_diff s61_prepass_default.diff  # (skip if c61a's change has landed)
 apply_diff s61_prepass_later.diff
 gpu_build gpu_attention_tc_test gpu_model_test dsinfer
 for m in "" --attention-row-pv=sync; do
