@@ -1,7 +1,7 @@
 // `dsinfer init-model`: writes a model dir with deterministic random weights for a preset or a
-// DeepSeek-V4 config.json (--config: any shape, e.g. for a benchmark or a numerics study), or
-// converts a model dir to another weight format (--from: e.g. the official FP8 / FP4 copy of a
-// BF16 model for the GPU).
+// DeepSeek-V4 / V4.1 config.json (--config: any shape, e.g. for a benchmark or a numerics
+// study), or converts a model dir to another weight format (--from: e.g. the official FP8 / FP4
+// copy of a BF16 model for the GPU).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -9,7 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
+#include "io/model_family.h"
 #include "model/deepseek_v4/init_presets.h"
 #include "model/deepseek_v41/init_presets.h"
 
@@ -23,8 +25,8 @@ const std::vector<FlagSpec> kSpecs = {
      "DeepSeek-V4.1 (f32 "
      "or bf16 weights)"},
     {"config",
-     "instead of --preset: a DeepSeek-V4 config.json whose shapes the random weights take (the "
-     "model dir gets this config)"},
+     "instead of --preset: a DeepSeek-V4 or V4.1 config.json whose shapes the random weights take "
+     "(the model dir gets this config)"},
     {"from", "instead of --preset: convert this model dir's weights to --weights"},
     {"out", "output model dir"},
     {"seed", "random seed (default 0)"},
@@ -45,9 +47,16 @@ Status Run(const Flags& flags) {
     if (!in) return NotFound("cannot read config " + *path);
     std::stringstream text;
     text << in.rdbuf();
+    const std::string out = *flags.Get("out");
+    if (io::ModelFamilyOfConfigJson(text.str()) == io::ModelFamily::kDeepseekV41) {
+      auto config = io::ParseDeepseekV41Config(text.str());
+      if (!config.ok()) return InvalidArgument(*path + ": " + config.status().message());
+      return model::deepseek_v41::WriteRandomModel(*config, out, static_cast<uint64_t>(seed),
+                                                   format);
+    }
     auto config = io::ParseDeepseekV4Config(text.str());
     if (!config.ok()) return InvalidArgument(*path + ": " + config.status().message());
-    return WriteRandomModel(*config, *flags.Get("out"), static_cast<uint64_t>(seed), format);
+    return WriteRandomModel(*config, out, static_cast<uint64_t>(seed), format);
   }
   const std::string preset = *flags.Get("preset");
   const auto v41 = model::deepseek_v41::PresetNames();

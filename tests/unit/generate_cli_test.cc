@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "io/npy.h"
 #include "model_test_util.h"
@@ -324,9 +325,9 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
 }
 
 // `init-model --config`: random weights for any DeepSeek-V4 config.json (here the tiny preset
-// with 8 heads of 256), the same bytes as WriteRandomModel of that config with the seed, a model
-// dir that loads with that config; a config the parser refuses is a usage error naming the key,
-// a missing file an error, and --config with --preset a usage error.
+// with 8 heads of 256) or V4.1 one, the same bytes as WriteRandomModel of that config with the
+// seed, a model dir that loads with that config; a config the parser refuses is a usage error
+// naming the key, a missing file an error, and --config with --preset a usage error.
 TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
   const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
   const std::string dir = testing::ScratchDir("init_model_config");
@@ -352,6 +353,19 @@ TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->num_heads, 8);
   EXPECT_EQ(loaded->head_dim, 256);
+
+  // A DeepSeek-V4.1 config (the family read from the file): the V4.1 writer's bytes.
+  const std::string v41 = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/A/config.json";
+  ASSERT_EQ(run("--config " + v41 + " --seed 7 --weights f32 --out " + dir + "/cli41"), 0)
+      << testing::ReadFile(dir + "/err");
+  auto c41 = io::ParseDeepseekV41Config(testing::ReadFile(v41));
+  ASSERT_TRUE(c41.ok()) << c41.status().ToString();
+  ASSERT_TRUE(model::deepseek_v41::WriteRandomModel(*c41, dir + "/api41", 7,
+                                                    model::deepseek_v4::WeightFormat::kF32)
+                  .ok());
+  const std::string weights41 = testing::ReadFile(dir + "/cli41/model.safetensors");
+  EXPECT_FALSE(weights41.empty());
+  EXPECT_TRUE(weights41 == testing::ReadFile(dir + "/api41/model.safetensors"));
 
   testing::WriteFile(dir + "/bad.json", R"({"model_type": "deepseek_v4", "hidden_size": 64})");
   EXPECT_EQ(run("--config " + dir + "/bad.json --out " + dir + "/bad"), 2);
