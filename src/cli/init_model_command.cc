@@ -4,11 +4,10 @@
 // copy of a BF16 model for the GPU).
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/pipeline_io.h"
 #include "io/deepseek_v41_config.h"
 #include "io/model_config.h"
 #include "io/model_family.h"
@@ -43,20 +42,17 @@ Status Run(const Flags& flags) {
   if (auto from = flags.Get("from")) return ConvertModel(*from, *flags.Get("out"), format);
   DSINFER_ASSIGN_OR_RETURN(int64_t seed, flags.GetInt("seed", 0));
   if (auto path = flags.Get("config")) {
-    std::ifstream in(*path);
-    if (!in) return NotFound("cannot read config " + *path);
-    std::stringstream text;
-    text << in.rdbuf();
+    DSINFER_ASSIGN_OR_RETURN(const std::string text, ReadTextFile(*path));
     const std::string out = *flags.Get("out");
-    if (io::ModelFamilyOfConfigJson(text.str()) == io::ModelFamily::kDeepseekV41) {
-      auto config = io::ParseDeepseekV41Config(text.str());
+    const auto write = [&](const auto& config) -> Status {
+      using model::deepseek_v4::WriteRandomModel;  // the config's family picks the writer
+      using model::deepseek_v41::WriteRandomModel;
       if (!config.ok()) return InvalidArgument(*path + ": " + config.status().message());
-      return model::deepseek_v41::WriteRandomModel(*config, out, static_cast<uint64_t>(seed),
-                                                   format);
-    }
-    auto config = io::ParseDeepseekV4Config(text.str());
-    if (!config.ok()) return InvalidArgument(*path + ": " + config.status().message());
-    return WriteRandomModel(*config, out, static_cast<uint64_t>(seed), format);
+      return WriteRandomModel(*config, out, static_cast<uint64_t>(seed), format);
+    };
+    if (io::ModelFamilyOfConfigJson(text) == io::ModelFamily::kDeepseekV41)
+      return write(io::ParseDeepseekV41Config(text));
+    return write(io::ParseDeepseekV4Config(text));
   }
   const std::string preset = *flags.Get("preset");
   const auto v41 = model::deepseek_v41::PresetNames();

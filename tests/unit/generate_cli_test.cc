@@ -21,13 +21,16 @@ struct Result {
   std::string out, err;
 };
 
-Result Generate(const std::string& args) {
+// `dsinfer <command_and_args>`: its exit code, stdout and stderr.
+Result RunCli(const std::string& command_and_args) {
   const std::string dir = testing::ScratchDir("generate_cli_run");
-  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer generate " + args +
-                          " > " + dir + "/out 2> " + dir + "/err";
+  const std::string cmd = "timeout 120 " + std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer " +
+                          command_and_args + " > " + dir + "/out 2> " + dir + "/err";
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::ReadFile(dir + "/out"), testing::ReadFile(dir + "/err")};
 }
+
+Result Generate(const std::string& args) { return RunCli("generate " + args); }
 
 std::vector<json> Lines(const std::string& text) {
   std::vector<json> lines;
@@ -329,20 +332,15 @@ TEST(GenerateCliV41Test, InitModelThenGenerateAndLogits) {
 // seed, a model dir that loads with that config; a config the parser refuses is a usage error
 // naming the key, a missing file an error, and --config with --preset a usage error.
 TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
-  const std::string bin = std::string(DSINFER_BINARY_DIR) + "/bin/dsinfer";
   const std::string dir = testing::ScratchDir("init_model_config");
   io::DeepseekV4Config c = testing::SmallFp8CacheConfig();
   c.num_heads = 8;
   c.head_dim = 256;
   testing::WriteFile(dir + "/config.json", io::DeepseekV4ConfigToJson(c));
-  auto run = [&](const std::string& args) {
-    const int rc = std::system(
-        ("timeout 120 " + bin + " init-model " + args + " > " + dir + "/out 2> " + dir + "/err")
-            .c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  };
-  ASSERT_EQ(run("--config " + dir + "/config.json --seed 7 --weights f32 --out " + dir + "/cli"), 0)
-      << testing::ReadFile(dir + "/err");
+  const auto init = [](const std::string& args) { return RunCli("init-model " + args); };
+  const Result v4 =
+      init("--config " + dir + "/config.json --seed 7 --weights f32 --out " + dir + "/cli");
+  ASSERT_EQ(v4.exit_code, 0) << v4.err;
   ASSERT_TRUE(model::deepseek_v4::WriteRandomModel(c, dir + "/api", 7,
                                                    model::deepseek_v4::WeightFormat::kF32)
                   .ok());
@@ -355,10 +353,12 @@ TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
   EXPECT_EQ(loaded->head_dim, 256);
 
   // A DeepSeek-V4.1 config (the family read from the file): the V4.1 writer's bytes.
-  const std::string v41 = std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/A/config.json";
-  ASSERT_EQ(run("--config " + v41 + " --seed 7 --weights f32 --out " + dir + "/cli41"), 0)
-      << testing::ReadFile(dir + "/err");
-  auto c41 = io::ParseDeepseekV41Config(testing::ReadFile(v41));
+  const std::string v41_config =
+      std::string(DSINFER_SOURCE_DIR) + "/tests/data/golden_v41/A/config.json";
+  const Result v41 =
+      init("--config " + v41_config + " --seed 7 --weights f32 --out " + dir + "/cli41");
+  ASSERT_EQ(v41.exit_code, 0) << v41.err;
+  auto c41 = io::ParseDeepseekV41Config(testing::ReadFile(v41_config));
   ASSERT_TRUE(c41.ok()) << c41.status().ToString();
   ASSERT_TRUE(model::deepseek_v41::WriteRandomModel(*c41, dir + "/api41", 7,
                                                     model::deepseek_v4::WeightFormat::kF32)
@@ -368,12 +368,14 @@ TEST(InitModelCliTest, ConfigGivesThatShapesRandomModel) {
   EXPECT_TRUE(weights41 == testing::ReadFile(dir + "/api41/model.safetensors"));
 
   testing::WriteFile(dir + "/bad.json", R"({"model_type": "deepseek_v4", "hidden_size": 64})");
-  EXPECT_EQ(run("--config " + dir + "/bad.json --out " + dir + "/bad"), 2);
-  EXPECT_NE(testing::ReadFile(dir + "/err").find("vocab_size"), std::string::npos)
-      << testing::ReadFile(dir + "/err");
-  EXPECT_NE(run("--config " + dir + "/missing.json --out " + dir + "/missing"), 0);
-  EXPECT_NE(testing::ReadFile(dir + "/err").find("missing.json"), std::string::npos);
-  EXPECT_EQ(run("--config " + dir + "/config.json --preset tiny --out " + dir + "/both"), 2);
+  const Result bad = init("--config " + dir + "/bad.json --out " + dir + "/bad");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("vocab_size"), std::string::npos) << bad.err;
+  const Result missing = init("--config " + dir + "/missing.json --out " + dir + "/missing");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("missing.json"), std::string::npos) << missing.err;
+  EXPECT_EQ(init("--config " + dir + "/config.json --preset tiny --out " + dir + "/both").exit_code,
+            2);
 }
 
 }  // namespace
